@@ -1,0 +1,178 @@
+"""The one interface every accountant implements (CATALOGUE §2).
+
+An accountant answers three questions for a :class:`~dplab.accounting.setting.Setting`:
+ε for a given δ, δ for a given ε, and the smallest noise multiplier σ meeting (ε, δ).
+It declares the assumptions under which its answer is valid and refuses, with an
+:class:`~dplab.errors.AssumptionError`, any setting outside them: never a silent wrong ε.
+
+Subclasses implement :meth:`Accountant.epsilon_curve` (ε for every T of a grid in one
+call) and, where they can do better than numerical inversion, :meth:`delta_curve`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import ClassVar, Sequence
+
+import numpy as np
+from scipy.optimize import brentq
+
+from dplab.accounting.setting import Setting, check_delta, check_epsilon
+from dplab.errors import AssumptionError
+
+#: Relative tolerance of every calibrated σ: the returned σ meets the target and
+#: σ·(1 − SIGMA_RTOL) does not (up to the accountant's own numerical precision).
+SIGMA_RTOL = 1e-5
+
+
+class Accountant(ABC):
+    """Base class: subclasses set the class attributes and implement ``epsilon_curve``."""
+
+    name: ClassVar[str]
+    #: seed document and theorem/equation the bound comes from
+    source: ClassVar[str]
+    #: "trajectory" (every iterate may be released) or "last_iterate" (hidden state)
+    release: ClassVar[str] = "trajectory"
+    #: sampling schemes and neighbouring relations the bound is proved for
+    samplings: ClassVar[tuple[str, ...]] = ("poisson",)
+    neighbourings: ClassVar[tuple[str, ...]] = ("add_remove", "replace_one")
+    #: Setting fields that must be given
+    requires: ClassVar[tuple[str, ...]] = ("noise_multiplier", "sampling_rate", "steps")
+    #: further assumptions, in words (checked in :meth:`check_setting`)
+    assumptions: ClassVar[tuple[str, ...]] = ()
+
+    # ----------------------------------------------------------------- validity
+    def check(self, setting: Setting, *, steps_needed: bool = True) -> None:
+        """Raise :class:`AssumptionError` unless ``setting`` satisfies every assumption."""
+        for key in self.requires:
+            if key == "steps" and not steps_needed:
+                continue
+            if getattr(setting, key) is None:
+                raise AssumptionError(self.name, key, "is required")
+        if setting.sampling not in self.samplings:
+            raise AssumptionError(
+                self.name,
+                "sampling",
+                f"must be one of {', '.join(self.samplings)} for this bound; got {setting.sampling!r}",
+            )
+        if setting.neighbouring not in self.neighbourings:
+            raise AssumptionError(
+                self.name,
+                "neighbouring",
+                f"must be one of {', '.join(self.neighbourings)} for this bound; got {setting.neighbouring!r}",
+            )
+        self.check_setting(setting)
+
+    def check_setting(self, setting: Setting) -> None:
+        """Accountant-specific assumptions; raise :class:`AssumptionError` on violation."""
+
+    def fail(self, key: str, message: str) -> AssumptionError:
+        """An :class:`AssumptionError` of this accountant (to ``raise``)."""
+        return AssumptionError(self.name, key, message)
+
+    # ------------------------------------------------------------------ answers
+    @abstractmethod
+    def _epsilon_curve(self, setting: Setting, delta: float, steps: np.ndarray) -> np.ndarray:
+        """ε(T) for each T in ``steps`` (sorted, ≥ 1); the setting is already checked."""
+
+    def _delta_curve(self, setting: Setting, epsilon: float, steps: np.ndarray) -> np.ndarray:
+        """δ(T) for each T; default: invert ε(δ) numerically (override where closed)."""
+        return np.array([self._delta_by_inversion(setting.replace(steps=int(t)), epsilon) for t in steps])
+
+    def epsilon_curve(self, setting: Setting, delta: float, steps: Sequence[int] | None = None) -> np.ndarray:
+        """ε for every T in ``steps`` (default 1..setting.steps) at fixed δ, in one call."""
+        delta = check_delta(delta)
+        grid = self._grid(setting, steps)
+        self.check(setting.replace(steps=int(grid.max())))
+        return np.asarray(self._epsilon_curve(setting, delta, grid), dtype=float)
+
+    def delta_curve(self, setting: Setting, epsilon: float, steps: Sequence[int] | None = None) -> np.ndarray:
+        """δ for every T in ``steps`` (default 1..setting.steps) at fixed ε, in one call."""
+        epsilon = check_epsilon(epsilon)
+        grid = self._grid(setting, steps)
+        self.check(setting.replace(steps=int(grid.max())))
+        return np.asarray(self._delta_curve(setting, epsilon, grid), dtype=float)
+
+    def epsilon(self, setting: Setting, delta: float) -> float:
+        """ε of the whole run (T = setting.steps) at δ."""
+        return float(self.epsilon_curve(setting, delta, [self._steps(setting)])[0])
+
+    def delta(self, setting: Setting, epsilon: float) -> float:
+        """δ of the whole run (T = setting.steps) at ε."""
+        return float(self.delta_curve(setting, epsilon, [self._steps(setting)])[0])
+
+    def sigma(self, setting: Setting, epsilon: float, delta: float) -> float:
+        """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta``.
+
+        Generic: bracket, then bisect in log σ to relative tolerance :data:`SIGMA_RTOL`;
+        the upper end (which meets the target) is returned.
+        """
+        epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+        probe = setting.replace(noise_multiplier=1.0)
+        self.check(probe, steps_needed=True)
+
+        def excess(log_sigma: float) -> float:
+            s = setting.replace(noise_multiplier=math.exp(log_sigma))
+            try:
+                return self.epsilon(s, delta) - epsilon
+            except AssumptionError:
+                return math.inf  # σ outside the bound's validity: treat as not meeting the target
+
+        lo, hi = math.log(1e-3), math.log(1.0)
+        while excess(hi) > 0:
+            lo, hi = hi, hi + math.log(4.0)
+            if hi > math.log(1e7):
+                raise self.fail("epsilon", f"no σ ≤ 1e7 reaches ε = {epsilon} at δ = {delta}")
+        while excess(lo) <= 0 and lo > math.log(1e-6):
+            lo -= math.log(4.0)
+        while hi - lo > SIGMA_RTOL / 4:
+            mid = 0.5 * (lo + hi)
+            if excess(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+        return math.exp(hi)
+
+    # ------------------------------------------------------------------ helpers
+    def _grid(self, setting: Setting, steps: Sequence[int] | None) -> np.ndarray:
+        if steps is None:
+            grid = np.arange(1, self._steps(setting) + 1)
+        else:
+            grid = np.asarray(steps)
+            if grid.ndim != 1 or grid.size == 0 or np.any(grid < 1) or np.any(grid != np.round(grid)):
+                raise self.fail("steps", "the grid must be a non-empty list of integers >= 1")
+            grid = grid.astype(int)
+            if np.any(np.diff(grid) < 0):
+                raise self.fail("steps", "the grid must be sorted in increasing order")
+        return grid
+
+    def _steps(self, setting: Setting) -> int:
+        if setting.steps is None:
+            raise self.fail("steps", "is required")
+        return int(setting.steps)
+
+    def _delta_by_inversion(self, setting: Setting, epsilon: float) -> float:
+        """δ such that ε(δ) = ``epsilon``, by root finding in log δ (ε decreases in δ)."""
+
+        def gap(log_delta: float) -> float:
+            return self._epsilon_curve(setting, math.exp(log_delta), np.array([setting.steps]))[0] - epsilon
+
+        lo, hi = math.log(1e-300), math.log(1 - 1e-12)
+        if gap(hi) > 0:
+            return 1.0
+        if gap(lo) <= 0:
+            return 0.0
+        return math.exp(brentq(gap, lo, hi, xtol=1e-10, rtol=1e-10))
+
+    def describe(self) -> dict:
+        """What ``dplab accountants`` prints for this accountant."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "release": self.release,
+            "samplings": list(self.samplings),
+            "neighbourings": list(self.neighbourings),
+            "requires": list(self.requires),
+            "assumptions": list(self.assumptions),
+        }

@@ -1,0 +1,53 @@
+"""The ``dplab`` command line: what the Snakemake rules and users call.
+
+Each subcommand lives in a module of :mod:`dplab.commands` that defines
+``register(subparsers)`` (adds its parser, with ``set_defaults(func=...)``).  Bad input of
+any kind (a :class:`~dplab.errors.DPLabError`) prints one line on stderr and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from dplab import __version__
+from dplab.errors import DPLabError
+
+#: subcommand modules, in the order ``dplab --help`` lists them
+COMMAND_MODULES: tuple[str, ...] = (
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with exit code 2 and one line for usage errors (argparse's own convention)."""
+
+    def error(self, message: str) -> None:  # pragma: no cover - exercised through main()
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="dplab",
+        description="Privacy analysis of DP-SGD: data, private training, accountants, figures.",
+    )
+    parser.add_argument("--version", action="version", version=f"dplab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.func(args)
+    except DPLabError as err:
+        print(f"dplab {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return int(result or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

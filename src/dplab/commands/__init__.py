@@ -1,0 +1,1 @@
+"""One module per group of ``dplab`` subcommands (see :mod:`dplab.cli`)."""

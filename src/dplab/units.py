@@ -1,0 +1,122 @@
+"""Every conversion between the canonical parameters (CATALOGUE §1) and the seeds' notations.
+
+Canonical: the noise multiplier σ is the std of the Gaussian noise added to the **sum** of
+clipped per-example gradients, divided by the clipping norm C.  The neighbouring relation
+decides the sensitivity of that sum (C for add/remove, 2C for replace-one), so σ itself never
+changes with the relation; the accountants read the relation from the setting.
+
+Each function names the seed and equation whose notation it converts to or from.  The docs
+page ``docs/units.md`` repeats every formula with a worked example that can be checked by hand.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dplab.errors import DPLabError
+
+
+def _positive(key: str, value: float) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise DPLabError(key, f"must be a finite number > 0; got {value}")
+    return float(value)
+
+
+def sampling_rate(batch_size: int, dataset_size: int) -> float:
+    """q = b / n (001 calls it p)."""
+    if not (1 <= batch_size <= dataset_size):
+        raise DPLabError("batch_size", f"must lie in [1, dataset_size={dataset_size}]; got {batch_size}")
+    return batch_size / dataset_size
+
+
+def sum_sensitivity(clip: float, neighbouring: str) -> float:
+    """L2 sensitivity of the clipped gradient sum: C (add_remove) or 2C (replace_one)."""
+    clip = _positive("clip", clip)
+    if neighbouring == "add_remove":
+        return clip
+    if neighbouring == "replace_one":
+        return 2.0 * clip
+    raise DPLabError("neighbouring", f"must be add_remove or replace_one; got {neighbouring!r}")
+
+
+def noise_std_on_sum(noise_multiplier: float, clip: float) -> float:
+    """Std of the noise added to the clipped sum: σ·C."""
+    return _positive("noise_multiplier", noise_multiplier) * _positive("clip", clip)
+
+
+def effective_noise_multiplier(noise_multiplier: float, neighbouring: str) -> float:
+    """Noise std divided by the sensitivity of the sum: σ (add_remove) or σ/2 (replace_one)."""
+    return noise_multiplier * 1.0 / sum_sensitivity(1.0, neighbouring)
+
+
+# ------------------------------------------------------------------ 001 (Asoodeh & Diaz)
+def asoodeh_sigma(noise_multiplier: float, lr: float, clip: float, batch_size: float) -> float:
+    """001's σ (our ``σ_A``): std of the parameter-space noise, σ_A = η·σ·C / b.
+
+    001 eq. (1) adds σ_A·Z to w − η·mean(clip(g)); our update adds η·σ·C·Z/b.
+    """
+    return _positive("lr", lr) * noise_std_on_sum(noise_multiplier, clip) / _positive("batch_size", batch_size)
+
+
+def noise_multiplier_from_asoodeh(sigma_a: float, lr: float, clip: float, batch_size: float) -> float:
+    """Inverse of :func:`asoodeh_sigma`: σ = σ_A·b / (η·C)."""
+    return (
+        _positive("sigma_a", sigma_a)
+        * _positive("batch_size", batch_size)
+        / (_positive("lr", lr) * _positive("clip", clip))
+    )
+
+
+# ------------------------------------------------------ 002 (Chourasia, Ye & Shokri)
+def langevin_sigma(noise_multiplier: float, clip: float, lr: float, dataset_size: int) -> float:
+    """002's σ (noise std of Alg. 1, θ ← θ − (η/n)·g + √(2η)·N(0, σ²)).
+
+    Matching the parameter-space noise of our full-batch step, (η/n)·σ·C = √(2η)·σ₀₀₂, gives
+    σ₀₀₂² = η·σ²·C² / (2n²): 000 eq. (6) with S_g·σ₀₀₀ = σ·C.
+    """
+    n = _positive("dataset_size", dataset_size)
+    return noise_std_on_sum(noise_multiplier, clip) * math.sqrt(_positive("lr", lr) / 2.0) / n
+
+
+def noise_multiplier_from_langevin(sigma_002: float, clip: float, lr: float, dataset_size: int) -> float:
+    """Inverse of :func:`langevin_sigma`: σ = σ₀₀₂·n·√(2/η) / C."""
+    n = _positive("dataset_size", dataset_size)
+    return _positive("sigma", sigma_002) * n * math.sqrt(2.0 / _positive("lr", lr)) / _positive("clip", clip)
+
+
+# ---------------------------------------------------------------- 000 (Boninsegna)
+def noise_multiplier_from_boninsegna(sigma_000: float) -> float:
+    """000 Alg. 1 adds N(0, 4σ₀₀₀²C²) to the clipped sum: our σ = 2·σ₀₀₀ (std 2σ₀₀₀·C).
+
+    000 states its bounds for replace-one neighbours (sensitivity 2C), so σ₀₀₀ is the std
+    divided by the sensitivity: the effective multiplier of :func:`effective_noise_multiplier`.
+    """
+    return 2.0 * _positive("sigma", sigma_000)
+
+
+def boninsegna_sigma(noise_multiplier: float) -> float:
+    """Inverse of :func:`noise_multiplier_from_boninsegna`: σ₀₀₀ = σ / 2."""
+    return _positive("noise_multiplier", noise_multiplier) / 2.0
+
+
+# ------------------------------------------------------------- 003 (short note)
+def noise_multiplier_from_note(sigma_003: float, batch_size: float) -> float:
+    """003 Alg. 2 adds N(0, σ₀₀₃²C²) to the *average* of b clipped gradients: σ = b·σ₀₀₃."""
+    return _positive("sigma", sigma_003) * _positive("batch_size", batch_size)
+
+
+def note_sigma(noise_multiplier: float, batch_size: float) -> float:
+    """Inverse of :func:`noise_multiplier_from_note`: σ₀₀₃ = σ / b."""
+    return _positive("noise_multiplier", noise_multiplier) / _positive("batch_size", batch_size)
+
+
+# ---------------------------------------------------------------- 004 (blog post)
+def noise_multiplier_from_blog(sigma_004: float) -> float:
+    """004 §3.1 adds N(0, 4σ₀₀₄²C²/N²) to the average of N clipped gradients (replace-one):
+    std on the sum is 2σ₀₀₄·C, so σ = 2·σ₀₀₄."""
+    return 2.0 * _positive("sigma", sigma_004)
+
+
+def gaussian_noise_std(noise_multiplier: float, sensitivity: float) -> float:
+    """Absolute std of a single Gaussian release: σ·Δ (004 §2's salary example: Δ = B/n)."""
+    return _positive("noise_multiplier", noise_multiplier) * _positive("sensitivity", sensitivity)
