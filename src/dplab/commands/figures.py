@@ -1,0 +1,103 @@
+"""``dplab figure-table``, ``dplab figure-draw`` and ``dplab index``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dplab.errors import DPLabError
+
+
+def register(sub) -> None:
+    from dplab.figures import FIGURES
+
+    t = sub.add_parser(
+        "figure-table",
+        help="compute the tidy table of a figure from result files",
+        description="Compute results/tables/<figure>.csv (one row per plotted point) from the "
+        "result tables the figure needs.",
+    )
+    t.add_argument("figure", choices=sorted(FIGURES), help="figure id (CATALOGUE §4)")
+    t.add_argument("--config", help="pipeline config file: take the figure's parameters and inputs from it")
+    t.add_argument("--params-json", help="the figure's entry of config `figures`, as JSON (with --inputs)")
+    t.add_argument("--inputs", nargs="*", default=[], help="result files the table is made from")
+    t.add_argument("--out", required=True, help="CSV file to write")
+    t.set_defaults(func=run_table)
+
+    d = sub.add_parser(
+        "figure-draw",
+        help="draw a figure from its table alone",
+        description="Draw a figure as PDF and PNG from its tidy table, without recomputing anything.",
+    )
+    d.add_argument("figure", choices=sorted(FIGURES), help="figure id (CATALOGUE §4)")
+    d.add_argument("--table", required=True, help="the figure's CSV table")
+    d.add_argument("--pdf", required=True, help="PDF file to write")
+    d.add_argument("--png", required=True, help="PNG file to write")
+    d.set_defaults(func=run_draw)
+
+    i = sub.add_parser(
+        "index",
+        help="write results/index.md listing every figure and table",
+        description="List every figure and table found under the results folder, with titles and sources.",
+    )
+    i.add_argument("--results", default="results", help="the results folder")
+    i.add_argument("--out", required=True, help="Markdown file to write")
+    i.set_defaults(func=run_index)
+
+
+def run_table(args) -> int:
+    from dplab.figures import FIGURES
+    from dplab.io import write_csv
+
+    if args.config:
+        from dplab import pipeline
+        from dplab.config import load_config
+
+        if args.params_json or args.inputs:
+            raise DPLabError("config", "give either --config or --params-json/--inputs, not both")
+        config = load_config(args.config)
+        if args.figure not in config["figures"]:
+            raise DPLabError("figure", f"{args.figure!r} is not in the config's `figures`")
+        params, inputs = config["figures"][args.figure], pipeline.figure_inputs(config, args.figure)
+    else:
+        try:
+            params = json.loads(args.params_json or "{}")
+        except json.JSONDecodeError as err:
+            raise DPLabError("params-json", f"not valid JSON: {err}") from None
+        inputs = args.inputs
+    write_csv(FIGURES[args.figure].table(inputs, params), args.out)
+    return 0
+
+
+def run_draw(args) -> int:
+    import pandas as pd
+
+    from dplab.figures import FIGURES, style
+    from dplab.io import atomic_path
+
+    fig = FIGURES[args.figure].draw(pd.read_csv(args.table))
+    with atomic_path(args.pdf) as pdf, atomic_path(args.png) as png:
+        style.save(fig, str(pdf), str(png))
+    return 0
+
+
+def run_index(args) -> int:
+    from dplab.figures import FIGURES
+    from dplab.io import write_text
+
+    results = Path(args.results)
+    lines = ["# Results index", "", "Every figure is drawn only from its table; redraw one with "
+             "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.", "",
+             "| figure | reproduces | figure files | table |", "| --- | --- | --- | --- |"]
+    for figure_id, module in FIGURES.items():
+        if not (results / "tables" / f"{figure_id}.csv").exists():
+            continue
+        lines.append(
+            f"| {module.TITLE} | {module.SOURCE} | [pdf](figures/{figure_id}.pdf), "
+            f"[png](figures/{figure_id}.png) | [tables/{figure_id}.csv](tables/{figure_id}.csv) |"
+        )
+    tables = sorted(p.relative_to(results).as_posix() for p in results.glob("accounting/*.csv"))
+    tables += sorted(p.relative_to(results).as_posix() for p in results.glob("runs/*/metrics.csv"))
+    lines += ["", "## Result tables", ""] + [f"- [{t}]({t})" for t in tables]
+    write_text("\n".join(lines) + "\n", args.out)
+    return 0

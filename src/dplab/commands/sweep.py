@@ -1,0 +1,59 @@
+"""``dplab sweep``: ε vs T of a run's setting for several accountants (a tidy CSV)."""
+
+from __future__ import annotations
+
+import json
+
+from dplab.errors import DPLabError
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="ε vs T of a training run's setting for several accountants",
+        description="Evaluate each accountant's ε(T) on a log-spaced T grid for the setting "
+        "(σ, q, sampling, neighbouring, δ, …) recorded in a run's summary.json; write a tidy CSV "
+        "with one row per (accountant, T). Accountants whose assumptions the setting violates get "
+        "one row with an empty ε and the reason. Give either --config and --sweep (an entry of the "
+        "config's `sweeps`) or --summary, --accountants and --points.",
+    )
+    p.add_argument("--config", help="pipeline config file (with --sweep)")
+    p.add_argument("--sweep", metavar="NAME", help="name of the entry of the config's `sweeps`")
+    p.add_argument("--summary", help="the run's summary.json (its setting and δ are used)")
+    p.add_argument("--accountants", nargs="+", metavar="NAME", help="accountants to evaluate")
+    p.add_argument("--points", type=int, default=40, help="number of log-spaced T values from 1 to the run's steps (>= 2)")
+    p.add_argument("--out", required=True, help="CSV file to write")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dplab.accounting.sweep import setting_from_summary, steps_grid, sweep
+    from dplab.io import write_csv
+
+    if args.config or args.sweep:
+        from dplab import pipeline
+        from dplab.config import load_config
+
+        if not (args.config and args.sweep):
+            raise DPLabError("sweep", "--config and --sweep go together")
+        if args.summary or args.accountants:
+            raise DPLabError("sweep", "give either --config/--sweep or --summary/--accountants, not both")
+        config = load_config(args.config)
+        if args.sweep not in config["sweeps"]:
+            raise DPLabError("sweep", f"unknown sweep {args.sweep!r}; defined: {', '.join(sorted(config['sweeps']))}")
+        entry = config["sweeps"][args.sweep]
+        summary_path = pipeline.run_files(entry["run"])["summary"]
+        accountants, points = entry["accountants"], entry["points"]
+    else:
+        if not (args.summary and args.accountants):
+            raise DPLabError("summary", "give --summary and --accountants (or --config and --sweep)")
+        summary_path, accountants, points = args.summary, args.accountants, args.points
+    try:
+        with open(summary_path) as handle:
+            summary = json.load(handle)
+    except (OSError, json.JSONDecodeError) as err:
+        raise DPLabError("summary", f"cannot read {summary_path}: {err}") from None
+    setting, delta = setting_from_summary(summary)
+    table = sweep(setting, delta, accountants, steps_grid(setting.steps, points))
+    write_csv(table, args.out)
+    return 0

@@ -1,0 +1,59 @@
+# Helpers shared by the rules: cross-reference checks, wildcard constraints, and the
+# functions that turn config entries into rule params (no lambdas in rules).
+import json
+
+from dplab import pipeline
+
+pipeline.check_config(config)
+
+
+wildcard_constraints:
+    dataset=pipeline.name_pattern(config["datasets"]),
+    run=pipeline.name_pattern(config["runs"]),
+    sweep=pipeline.name_pattern(config["sweeps"]),
+    figure=pipeline.name_pattern(config["figures"]),
+
+
+def dataset_json(wildcards):
+    """The dataset entry, with the global seed filled in, as JSON (tracked by Snakemake)."""
+    return json.dumps(pipeline.dataset_entry(config, wildcards.dataset), sort_keys=True)
+
+
+def run_json(wildcards):
+    """The run entry, with the global seed filled in, as JSON (tracked by Snakemake)."""
+    return json.dumps(pipeline.run_entry(config, wildcards.run), sort_keys=True)
+
+
+def run_data(wildcards):
+    """The prepared data files of the run's dataset."""
+    return list(pipeline.data_files(config["runs"][wildcards.run]["dataset"]).values())
+
+
+def run_data_dir(wildcards):
+    return pipeline.data_dir(config["runs"][wildcards.run]["dataset"])
+
+
+def run_gpus(wildcards):
+    """1 when the run asks for CUDA (the `gpu` resource caps GPU jobs), else 0."""
+    return pipeline.run_gpus(config, wildcards.run)
+
+
+def sweep_summary(wildcards):
+    return pipeline.run_files(config["sweeps"][wildcards.sweep]["run"])["summary"]
+
+
+def sweep_accountants(wildcards):
+    return " ".join(config["sweeps"][wildcards.sweep]["accountants"])
+
+
+def sweep_points(wildcards):
+    return config["sweeps"][wildcards.sweep]["points"]
+
+
+def figure_inputs(wildcards):
+    """The result tables a figure's table is made from."""
+    return pipeline.figure_inputs(config, wildcards.figure)
+
+
+def figure_json(wildcards):
+    return json.dumps(config["figures"][wildcards.figure], sort_keys=True)

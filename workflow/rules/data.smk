@@ -1,0 +1,15 @@
+rule prepare_data:
+    """Prepare a dataset of config `datasets` (train/test split) under results/data/."""
+    output:
+        train="results/data/{dataset}/train.npz",
+        test="results/data/{dataset}/test.npz",
+        info="results/data/{dataset}/info.json",
+    params:
+        dataset=dataset_json,
+    log:
+        "logs/data/{dataset}.log",
+    conda:
+        "../envs/dplab.yaml"
+    shell:
+        "dplab prepare-data --dataset-json {params.dataset:q} --out results/data/{wildcards.dataset}"
+        " > {log} 2>&1"
