@@ -24,12 +24,13 @@ def recursion_rdp(orders, steps, sampling_rate: float, sigma: float, lr: float, 
     orders = np.asarray(orders, dtype=float)
     steps = np.asarray(steps, dtype=int)
     jump = np.log(sampling_rate) + (orders - 1) * orders / (2 * sigma**2)
-    stay, contraction = np.log1p(-sampling_rate), (1 - lr * strong_convexity) ** 2
+    stay = np.log1p(-sampling_rate) if sampling_rate < 1 else -np.inf
+    contraction = (1 - lr * strong_convexity) ** 2
     log_s = np.zeros_like(orders)
     out = np.empty((len(steps), len(orders)))
     k = 0
     for t in range(1, int(steps.max()) + 1):
-        log_s = np.logaddexp(jump + log_s, stay + contraction * log_s) if sampling_rate < 1 else jump + log_s
+        log_s = np.logaddexp(jump + log_s, stay + contraction * log_s)
         while k < len(steps) and steps[k] == t:
             out[k] = log_s / (orders - 1)
             k += 1
