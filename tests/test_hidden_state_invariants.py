@@ -142,3 +142,12 @@ def test_refusals(make, name, kw, key):
         get(name).epsilon(make(**kw), 1e-5)
     assert err.value.key == key
     assert "got" in str(err.value) or "required" in str(err.value) or "must" in str(err.value)
+
+
+def test_units_added_for_000():
+    from dplab import units
+    # 000 Alg. 2: noise N(0, 4σ₀²L²) on the sum = our σ·C → σ₀ = σC/(2L); C = L gives σ/2
+    assert units.pabi_sigma(3.0, 2.0, 0.5) == pytest.approx(6.0)
+    assert units.pabi_sigma(3.0, 1.0, 1.0) == pytest.approx(units.boninsegna_sigma(3.0))
+    assert units.ye_shokri_sigma(3.0, "replace_one") == pytest.approx(1.5)
+    assert units.ye_shokri_sigma(3.0, "add_remove") == pytest.approx(3.0)
