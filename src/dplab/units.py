@@ -120,3 +120,17 @@ def noise_multiplier_from_blog(sigma_004: float) -> float:
 def gaussian_noise_std(noise_multiplier: float, sensitivity: float) -> float:
     """Absolute std of a single Gaussian release: σ·Δ (004 §2's salary example: Δ = B/n)."""
     return _positive("noise_multiplier", noise_multiplier) * _positive("sensitivity", sensitivity)
+
+
+# ------------------------------------------------- 000 §VI.A (amplification by iteration)
+def pabi_sigma(noise_multiplier: float, clip: float, lipschitz: float) -> float:
+    """000 Alg. 2's σ: its noise N(0, 4σ²L²) on the (unclipped) gradient sum of an L-Lipschitz
+    loss, so 2σ₀₀₀·L = σ·C and σ₀₀₀ = σ·C / (2L) (= σ/2 when C = L, cf. boninsegna_sigma)."""
+    return noise_std_on_sum(noise_multiplier, clip) / (2.0 * _positive("lipschitz", lipschitz))
+
+
+# ------------------------------------------------- 000 §VII.B (Ye & Shokri recursion)
+def ye_shokri_sigma(noise_multiplier: float, neighbouring: str) -> float:
+    """000 Thm VII.2's σ (eq. (6) with n ↦ b): noise std on the batch-gradient sum divided by
+    the sum's sensitivity S_g, i.e. σ·C / S_g = :func:`effective_noise_multiplier`."""
+    return effective_noise_multiplier(_positive("noise_multiplier", noise_multiplier), neighbouring)

@@ -9,5 +9,9 @@ from dplab.accounting.setting import Setting
 
 # Each import registers the accountants its module defines (order = listing order).
 from dplab.accounting import dp_accounting_adapters  # noqa: E402,F401  rdp, pld
+from dplab.accounting import pabi  # noqa: E402,F401  pabi
+from dplab.accounting import langevin  # noqa: E402,F401  langevin
+from dplab.accounting import ye_shokri  # noqa: E402,F401  ye_shokri
+from dplab.accounting import asoodeh  # noqa: E402,F401  asoodeh_projected, asoodeh_regularized
 
 __all__ = ["Accountant", "Setting", "get", "names"]
