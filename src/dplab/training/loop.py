@@ -99,7 +99,8 @@ def train(
     noise_source: NoiseSource | None = None,
     hook: Callable[[int], None] | None = None,
 ) -> dict:
-    """Run ``cfg`` on ``data``; write ``out``/metrics.csv and summary.json; return the summary.
+    """Run ``cfg`` on ``data``; write ``out``/model.pt (final parameters, the release),
+    metrics.csv and summary.json (last, so its presence means the run completed); return the summary.
 
     ``noise_source`` replaces the i.i.d. Gaussian noise (e.g. a correlated source); ``hook(step)``
     is called after every completed step (tests use it to simulate a crash).
@@ -187,6 +188,8 @@ def train(
         bar.close()
 
     summary = _summary(cfg, info, claim, rows, n, b, dimension, device)
+    final_params = {k: v.detach().cpu() for k, v in params.items()}
+    atomic_write(out / "model.pt", lambda tmp: torch.save(final_params, tmp))
     write_text(out / "metrics.csv", _metrics_csv(rows, claim, grid))
     write_json(out / "summary.json", summary)
     ckpt_path.unlink(missing_ok=True)
