@@ -16,6 +16,8 @@ from dplab.errors import DPLabError
 
 #: subcommand modules, in the order ``dplab --help`` lists them
 COMMAND_MODULES: tuple[str, ...] = (
+    "dplab.commands.data",
+    "dplab.commands.train",
     "dplab.commands.sweep",
     "dplab.commands.figures",
 )
