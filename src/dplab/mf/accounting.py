@@ -140,6 +140,8 @@ def dp_event(
     """The ``DpEvent`` of the whole T-step release under ``sampler`` (module docstring)."""
     if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
         raise DPLabError("noise_multiplier", f"must be a finite number > 0; got {noise_multiplier}")
+    if not isinstance(sampler, (MinSeparation, CyclicPoisson)):
+        raise _fail("sampler", f"must be MinSeparation or CyclicPoisson; got {type(sampler).__name__}")
     if sampler.steps != factorization.steps:
         raise _fail("steps", f"sampler has {sampler.steps} steps, factorization {factorization.steps}")
     C = factorization.encoder
@@ -148,18 +150,17 @@ def dp_event(
     if isinstance(sampler, MinSeparation):
         sens = factorization.sensitivity(sampler.participations, sampler.min_separation).value
         return dp_accounting.GaussianDpEvent(noise_multiplier / (sens * sum_sensitivity(1.0, neighbouring)))
-    if isinstance(sampler, CyclicPoisson):
-        if neighbouring != "add_remove":
-            raise _fail("neighbouring", f"amplified banded MF is proved for add_remove only; got {neighbouring!r}")
-        b = sampler.partitions_count
-        lag = np.subtract.outer(np.arange(C.shape[0]), np.arange(C.shape[1]))
-        if np.any(C[lag >= b] != 0):
-            raise _fail("bands", f"cyclic Poisson over b={b} partitions needs a C with at most b bands")
-        zeta = math.sqrt(np.max(np.sum(C**2, axis=0)))
-        gaussian = dp_accounting.GaussianDpEvent(noise_multiplier / zeta)
-        step = gaussian if sampler.sampling_rate == 1 else dp_accounting.PoissonSampledDpEvent(sampler.sampling_rate, gaussian)
-        return dp_accounting.SelfComposedDpEvent(step, sampler.compositions)
-    raise _fail("sampler", f"must be MinSeparation or CyclicPoisson; got {type(sampler).__name__}")
+    # CyclicPoisson
+    if neighbouring != "add_remove":
+        raise _fail("neighbouring", f"amplified banded MF is proved for add_remove only; got {neighbouring!r}")
+    b = sampler.partitions_count
+    lag = np.subtract.outer(np.arange(C.shape[0]), np.arange(C.shape[1]))
+    if np.any(C[lag >= b] != 0):
+        raise _fail("bands", f"cyclic Poisson over b={b} partitions needs a C with at most b bands")
+    zeta = math.sqrt(np.max(np.sum(C**2, axis=0)))
+    gaussian = dp_accounting.GaussianDpEvent(noise_multiplier / zeta)
+    step = gaussian if sampler.sampling_rate == 1 else dp_accounting.PoissonSampledDpEvent(sampler.sampling_rate, gaussian)
+    return dp_accounting.SelfComposedDpEvent(step, sampler.compositions)
 
 
 def _pld(event, interval: float = VALUE_DISCRETIZATION_INTERVAL) -> pld_privacy_accountant.PLDAccountant:
