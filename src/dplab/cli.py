@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dplab.commands.train",
     "dplab.commands.sweep",
     "dplab.commands.figures",
+    "dplab.commands.mf",
 )
 
 
