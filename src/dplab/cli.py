@@ -16,6 +16,7 @@ from dplab.errors import DPLabError
 
 #: subcommand modules, in the order ``dplab --help`` lists them
 COMMAND_MODULES: tuple[str, ...] = (
+    "dplab.commands.accounting",
 )
 
 
