@@ -90,7 +90,8 @@ class AdvancedComposition(_Composition):
         def total(x):
             xs = np.broadcast_to(x, np.broadcast_shapes(np.shape(x), t.shape))
             eps_s = step_epsilon(setting, (1 - xs) * delta / t)
-            return eps_s * np.sqrt(2 * t * np.log(1 / (xs * delta))) + t * eps_s * np.expm1(eps_s)
+            with np.errstate(over="ignore"):  # huge per-step ε: an infinite (useless) candidate
+                return eps_s * np.sqrt(2 * t * np.log(1 / (xs * delta))) + t * eps_s * np.expm1(eps_s)
 
         return _refined_min(total)
 
@@ -98,7 +99,7 @@ class AdvancedComposition(_Composition):
         out = np.empty(len(steps))
         for i, t in enumerate(np.asarray(steps, float)):
             # largest ε_s with T ε_s (e^ε_s − 1) < ε (the linear term alone)
-            lo, hi = 0.0, epsilon
+            lo, hi = 0.0, 1.0 + math.log1p(epsilon) + math.sqrt(epsilon)  # ε_s² ≤ ε and e^ε_s − 1 ≤ ε
             for _ in range(100):
                 mid = 0.5 * (lo + hi)
                 lo, hi = (mid, hi) if t * mid * math.expm1(mid) < epsilon else (lo, mid)
@@ -137,6 +138,8 @@ class KairouzComposition(_Composition):
     def _epsilon_curve(self, setting, delta, steps):
         t = np.asarray(steps, float)
         eps_s = step_epsilon(setting, delta / (2 * t))
+        if not np.all(np.isfinite(eps_s)):
+            raise self.fail("noise_multiplier", f"σ = {setting.noise_multiplier} is too small for a finite per-step ε")
 
         def eps0(eps):
             return eps / (2 * np.sqrt(t * np.log(math.e + eps / delta)))
@@ -144,6 +147,8 @@ class KairouzComposition(_Composition):
         lo, hi = np.zeros_like(t), np.ones_like(t)
         while np.any(eps0(hi) < eps_s):
             hi = np.where(eps0(hi) < eps_s, 2 * hi, hi)
+            if np.any(hi > 1e300):
+                raise self.fail("noise_multiplier", f"σ = {setting.noise_multiplier} is too small")
         for _ in range(200):
             mid = 0.5 * (lo + hi)
             short = eps0(mid) < eps_s
