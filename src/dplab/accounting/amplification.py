@@ -62,7 +62,8 @@ def step_epsilon(setting: Setting, step_delta):
     """ε of one (amplified) step at per-step δ (vectorized): log(1 + q(e^ε₀ − 1)), ε₀ = ε₀(δ/q)."""
     q = step_rate(setting)
     eps0 = gaussian_epsilon(np.minimum(np.asarray(step_delta, float) / q, 1.0), step_mu(setting))
-    return np.log1p(q * np.expm1(eps0))
+    with np.errstate(over="ignore"):  # e^ε₀ overflows only where ε₀ is huge: ε_s ≈ ε₀ + log q
+        return np.where(eps0 > 700, eps0 + np.log(q), np.log1p(q * np.expm1(np.minimum(eps0, 700))))
 
 
 def step_delta(setting: Setting, step_eps):
