@@ -67,7 +67,7 @@ def _setting(args: argparse.Namespace) -> Setting:
 
 
 def _emit(result: dict) -> int:
-    print(json.dumps(result))
+    print(json.dumps(result, ensure_ascii=False))
     return 0
 
 
@@ -113,7 +113,7 @@ def cmd_sigma(args: argparse.Namespace) -> int:
 
 
 def cmd_accountants(args: argparse.Namespace) -> int:
-    print(json.dumps([accounting.get(name).describe() for name in accounting.names()], indent=2))
+    print(json.dumps([accounting.get(name).describe() for name in accounting.names()], indent=2, ensure_ascii=False))
     return 0
 
 

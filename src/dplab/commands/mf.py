@@ -82,5 +82,5 @@ def run(args) -> int:
             noise_multiplier=sigma,
         )
     out["seconds"] = time.perf_counter() - start
-    print(json.dumps(out))
+    print(json.dumps(out, ensure_ascii=False))
     return 0
