@@ -7,8 +7,18 @@ per plotted point, canonical column names) and ``draw(table) -> matplotlib Figur
 table alone, so a figure can be redrawn without recomputing anything).
 """
 
-from dplab.figures import accountants_vs_pld
+from dplab.figures import (
+    accountants_vs_pld,
+    asoodeh_projected,
+    asoodeh_regularized,
+    langevin_rdp,
+    langevin_tightness,
+)
 
 FIGURES = {
     "accountants_vs_pld": accountants_vs_pld,
+    "asoodeh_projected": asoodeh_projected,
+    "asoodeh_regularized": asoodeh_regularized,
+    "langevin_rdp": langevin_rdp,
+    "langevin_tightness": langevin_tightness,
 }
