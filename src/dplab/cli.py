@@ -16,8 +16,11 @@ from dplab.errors import DPLabError
 
 #: subcommand modules, in the order ``dplab --help`` lists them
 COMMAND_MODULES: tuple[str, ...] = (
+    "dplab.commands.data",
+    "dplab.commands.train",
     "dplab.commands.sweep",
     "dplab.commands.figures",
+    "dplab.commands.mf",
 )
 
 
