@@ -11,14 +11,20 @@ from dplab.figures import (
     accountants_vs_pld,
     asoodeh_projected,
     asoodeh_regularized,
+    gaussian_sigma,
     langevin_rdp,
     langevin_tightness,
+    sigma_vs_steps,
+    techniques_table,
 )
 
 FIGURES = {
     "accountants_vs_pld": accountants_vs_pld,
+    "gaussian_sigma": gaussian_sigma,
+    "sigma_vs_steps": sigma_vs_steps,
     "asoodeh_projected": asoodeh_projected,
     "asoodeh_regularized": asoodeh_regularized,
     "langevin_rdp": langevin_rdp,
     "langevin_tightness": langevin_tightness,
+    "techniques_table": techniques_table,
 }
