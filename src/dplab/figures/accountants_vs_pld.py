@@ -56,7 +56,7 @@ def draw(table: pd.DataFrame):
         f"{first.sampling}, {first.neighbouring.replace('_', '/')}"
     )
     left.set(xscale="log", yscale="log", xlabel="steps T", ylabel="ε", title=f"ε vs T ({setting})")
-    right.set(xscale="log", xlabel="steps T", ylabel="ε / ε_PLD", title="ratio to the tight PLD bound")
+    right.set(xscale="log", yscale="log", xlabel="steps T", ylabel="ε / ε_PLD", title="ratio to the tight PLD bound")
     right.axhline(1.0, color="grey", lw=0.8, ls="--")
     left.legend(title="accountant (release)")
     style.plain_log_ticks(left)
