@@ -14,6 +14,13 @@ from types import ModuleType
 
 #: every figure id, in the order the index and the report list them
 FIGURE_IDS = (
+    "gaussian_sigma",
+    "sigma_vs_steps",
+    "techniques_table",
+    "asoodeh_projected",
+    "asoodeh_regularized",
+    "langevin_rdp",
+    "langevin_tightness",
     "accountants_vs_pld",
 )
 
