@@ -1,0 +1,219 @@
+"""``asoodeh_projected`` and ``asoodeh_regularized``: hockey-stick contraction bounds for
+DP-SGD whose intermediate iterates stay hidden (001, Asoodeh & Diaz).
+
+Plain functions are in 001's units: σ_A is the parameter-space noise std (001 eq. (1); ours is
+units.asoodeh_sigma = η·σ·C/b), p = b/n (our q), r = (D + 2ηC)/σ_A.  Both theorems compare
+datasets with the same n that differ in one record (proofs of Props. 2, 3, 5: x_n ≠ x'_n), i.e.
+replace-one neighbours; the accountants refuse add_remove.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import brentq, minimize_scalar
+from scipy.special import log_ndtr, ndtr, ndtri
+from scipy.stats import chi2
+
+from dplab import units
+from dplab.accounting.base import Accountant
+from dplab.accounting.registry import register
+from dplab.accounting.setting import Setting
+
+
+# ------------------------------------------------------------------ projected DP-SGD
+def theta(epsilon: float, r) -> np.ndarray:
+    """001 Prop. 1: θ_ε(r) = Q(ε/r − r/2) − e^ε·Q(ε/r + r/2), the E_ε contraction coefficient
+    of a Gaussian kernel N(x, σ²I) whose inputs have diameter r·σ (Q = 1 − Φ)."""
+    r = np.asarray(r, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = ndtr(r / 2 - epsilon / r) - np.exp(epsilon + log_ndtr(-epsilon / r - r / 2))
+    return np.where(r > 0, np.clip(value, 0.0, 1.0), 0.0)
+
+
+def projected_r(diameter: float, lr: float, clip: float, sigma_a: float) -> float:
+    """r = (D + 2ηC)/σ_A, the argument of θ_ε in 001 Thms 1–2 (Lemma 2: inputs within D + 2ηC)."""
+    return (diameter + 2 * lr * clip) / sigma_a
+
+
+def projected_delta(epsilon: float, steps, p: float, r: float) -> np.ndarray:
+    """001 Thm 1 (Poisson, rate p) and Thm 2 (without replacement, p = b/n), eq. (5):
+    δ(T) = pθ·(1 − [(1−p)θ]^T)/(1 − (1−p)θ), θ = θ_ε(r), for every T of ``steps``."""
+    th = float(theta(epsilon, r))
+    a = (1 - p) * th
+    return p * th * -np.expm1(np.asarray(steps, dtype=float) * math.log(a)) / (1 - a) if a > 0 else np.full(
+        np.shape(steps), p * th
+    )
+
+
+def projected_delta_limit(epsilon: float, p: float, r: float) -> float:
+    """001 App.: the T → ∞ limit of Thms 1–2, pθ/(1 − (1−p)θ)."""
+    th = float(theta(epsilon, r))
+    return p * th / (1 - (1 - p) * th)
+
+
+def projected_epsilon_limit(delta: float, p: float, r: float) -> float:
+    """001 eq. (22): ε*_δ, the root of θ_ε(r) = δ/(p + (1−p)δ) (0 if θ_0(r) already meets it)."""
+    target = delta / (p + (1 - p) * delta)
+    gap = lambda e: float(theta(e, r)) - target  # noqa: E731
+    if gap(0.0) <= 0:
+        return 0.0
+    hi = max(projected_epsilon_closed_form(delta, p, r), 1e-12)
+    while gap(hi) > 0:
+        hi *= 2
+    return brentq(gap, 0.0, hi, xtol=1e-14, rtol=1e-12)
+
+
+def projected_epsilon_closed_form(delta: float, p: float, r: float) -> float:
+    """001 eq. (23): ε ≤ r·[r/2 + Φ⁻¹(p(1−δ)/(p + (1−p)δ))], from θ_ε(r) < Q(ε/r − r/2)."""
+    return r * (r / 2 + float(ndtri(p * (1 - delta) / (p + (1 - p) * delta))))
+
+
+def projected_epsilon(delta: float, steps, p: float, r: float) -> np.ndarray:
+    """ε(T) at δ for every T: the root in ε of δ(ε, T) = δ (Thms 1–2; δ decreases in ε)."""
+    out = []
+    for t in np.asarray(steps, dtype=float):
+        gap = lambda e: float(projected_delta(e, [t], p, r)[0]) - delta  # noqa: E731,B023
+        if gap(0.0) <= 0:
+            out.append(0.0)
+            continue
+        hi = max(projected_epsilon_closed_form(delta, p, r), 1e-12)
+        while gap(hi) > 0:
+            hi *= 2
+        out.append(brentq(gap, 0.0, hi, xtol=1e-14, rtol=1e-12))
+    return np.array(out)
+
+
+# ---------------------------------------------------------------- regularized DP-SGD
+def regularized_delta(epsilon: float, steps: int, p: float, lr: float, clip: float, sigma_a: float,
+                      regularization: float, dimension: int, kappa) -> np.ndarray:
+    """001 Thm 3, eq. (21), at T = ``steps`` for each κ in ``kappa``:
+
+    δ ≤ (1+e^ε)[1 − P(χ²_d ≤ κ²)^T] + (b/(n−b))·Σ_{t=1}^T (1−p)^{T−t} Π_{s=t}^T θ_ε(2(r_s − σκ)/σ),
+    r_s = (ηC + κσ)(1 − (1−λ)^s)/λ (eq. (20)), σ = σ_A.
+
+    Correction to the printed (21): Prop. 5's proof puts the Gaussian kernel's inputs in the
+    ball B(r_s − σκ), whose *diameter* 2(r_s − σκ) is what Prop. 1 needs; (21) prints the radius.
+    The factor b/(n−b) is kept as printed (Lemma 1 gives b/n·(1−p)^{T−t}, smaller by (1−p)).
+    """
+    kappa = np.atleast_1d(np.asarray(kappa, dtype=float))[:, None]
+    s = np.arange(1, steps + 1, dtype=float)[None, :]
+    lam, sig = regularization, sigma_a
+    radius = (lr * clip + kappa * sig) * -np.expm1(s * math.log1p(-lam)) / lam - sig * kappa
+    with np.errstate(divide="ignore"):
+        log_theta = np.log(theta(epsilon, 2 * np.maximum(radius, 0.0) / sig))
+    # Σ_t (1−p)^{T−t} Π_{s=t}^T θ_s with the suffix sums Σ_{s=t}^T log θ_s (θ_s may underflow to 0)
+    suffix = np.cumsum(log_theta[:, ::-1], axis=1)[:, ::-1]
+    terms = np.exp((steps - s) * math.log1p(-p) + suffix)
+    second = p / (1 - p) * terms.sum(axis=1)
+    log_cdf = np.log1p(-chi2.sf(kappa[:, 0] ** 2, dimension))
+    first = (1 + math.exp(epsilon)) * -np.expm1(steps * log_cdf)
+    return first + second
+
+
+def regularized_delta_optimized(epsilon: float, steps: int, p: float, lr: float, clip: float, sigma_a: float,
+                                regularization: float, dimension: int) -> tuple[float, float]:
+    """(δ, κ*): eq. (21) minimized over κ > 0 — a grid of 161 κ with χ² tail P(χ²_d > κ²) from
+    10⁰ to 10⁻⁴⁰⁰·… (κ = √(χ²_d quantile)), then bounded Brent in log κ between the grid
+    neighbours of the best point.  Every κ gives a valid bound; the search only tightens it."""
+    tails = np.logspace(-0.01, -300, 161)
+    grid = np.sqrt(chi2.isf(tails, dimension))
+    grid = grid[np.isfinite(grid) & (grid > 0)]
+    values = regularized_delta(epsilon, steps, p, lr, clip, sigma_a, regularization, dimension, grid)
+    i = int(np.argmin(values))
+    lo, hi = math.log(grid[max(i - 1, 0)]), math.log(grid[min(i + 1, len(grid) - 1)])
+    best_k, best = grid[i], float(values[i])
+    if hi > lo:
+        f = lambda lk: float(regularized_delta(epsilon, steps, p, lr, clip, sigma_a, regularization,  # noqa: E731
+                                               dimension, [math.exp(lk)])[0])
+        res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-8})
+        if res.fun < best:
+            best_k, best = math.exp(res.x), float(res.fun)
+    return min(best, 1.0), best_k
+
+
+# ---------------------------------------------------------------------- accountants
+class _AsoodehBase(Accountant):
+    release = "last_iterate"
+    neighbourings = ("replace_one",)
+
+    @staticmethod
+    def sigma_a(setting: Setting) -> float:
+        return units.asoodeh_sigma(setting.noise_multiplier, setting.lr, setting.clip, setting.batch_size)
+
+
+@register
+class AsoodehProjectedAccountant(_AsoodehBase):
+    """Projected DP-SGD (001 eq. (1), (12)): 001 Thm 1 for ``poisson``, Thm 2 for
+    ``without_replacement`` — the same δ(ε, T) of eq. (5) with p = q, θ = θ_ε((D + 2ηC)/σ_A)
+    (Prop. 1), σ_A = units.asoodeh_sigma.  ε from δ by root finding in ε; no loss assumption."""
+
+    name = "asoodeh_projected"
+    source = "001 Thm 1 (poisson), Thm 2 (without_replacement), Prop. 1; limits eq. (22), (23)"
+    samplings = ("poisson", "without_replacement")
+    requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "clip", "lr", "diameter")
+    assumptions = (
+        "only the last iterate is released (hidden state)",
+        "every iterate is projected onto a convex set of diameter `diameter` (001 eq. (1))",
+        "per-example gradients clipped to `clip`; the update averages over the realized batch (001 eq. (12))",
+        "replace-one neighbours (001 Props. 2–3)",
+    )
+
+    def _params(self, setting: Setting) -> tuple[float, float]:
+        r = projected_r(setting.diameter, setting.lr, setting.clip, self.sigma_a(setting))
+        return setting.sampling_rate, r
+
+    def _epsilon_curve(self, setting, delta, steps):
+        return projected_epsilon(delta, steps, *self._params(setting))
+
+    def _delta_curve(self, setting, epsilon, steps):
+        return projected_delta(epsilon, steps, *self._params(setting))
+
+
+@register
+class AsoodehRegularizedAccountant(_AsoodehBase):
+    """Regularized unprojected DP-SGD (001 eq. (16)–(17): w ← (1−λ)w − η·mean(clip(g)) + σ_A·Z,
+    λ = ``regularization``): 001 Thm 3, eq. (21) with the diameter correction of
+    :func:`regularized_delta`, κ optimized numerically per T (:func:`regularized_delta_optimized`).
+    ε from δ by root finding in ε."""
+
+    name = "asoodeh_regularized"
+    source = "001 Thm 3, eq. (20)–(21) (κ optimized numerically)"
+    samplings = ("without_replacement",)
+    requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "clip", "lr", "regularization",
+                "dimension")
+    assumptions = (
+        "only the last iterate is released (hidden state)",
+        "update (1−λ)w − η·mean(clip(g)) + σ_A·Z with λ = regularization in (0, 1), W₀ = 0 (001 eq. (16)–(17))",
+        "sampling without replacement (Thm 3 is proved for it only)",
+        "replace-one neighbours (001 Prop. 5)",
+        "batch_size < dataset_size (the factor b/(n−b) of eq. (21))",
+    )
+
+    def check_setting(self, setting: Setting) -> None:
+        if not setting.regularization > 0:
+            raise self.fail("regularization", f"must lie in (0, 1) (001 eq. (17)); got {setting.regularization}")
+        if not setting.batch_size < setting.dataset_size:
+            raise self.fail("batch_size", f"must be < dataset_size ({setting.dataset_size}) for 001 eq. (21)")
+
+    def _args(self, setting: Setting) -> tuple:
+        return (setting.sampling_rate, setting.lr, setting.clip, self.sigma_a(setting), setting.regularization,
+                setting.dimension)
+
+    def _delta_curve(self, setting, epsilon, steps):
+        args = self._args(setting)
+        return np.array([regularized_delta_optimized(epsilon, int(t), *args)[0] for t in steps])
+
+    def _epsilon_curve(self, setting, delta, steps):
+        args = self._args(setting)
+        out = []
+        for t in steps:
+            gap = lambda e: regularized_delta_optimized(e, int(t), *args)[0] - delta  # noqa: E731,B023
+            lo, hi = 0.0, 1.0
+            while gap(hi) > 0:
+                lo, hi = hi, 2 * hi
+                if hi > 1e4:
+                    raise self.fail("delta", f"001 Thm 3 gives no ε <= 1e4 at δ = {delta}, T = {t}")
+            out.append(hi if lo == hi else brentq(gap, lo, hi, xtol=1e-10, rtol=1e-8) if gap(lo) > 0 else lo)
+        return np.array(out)

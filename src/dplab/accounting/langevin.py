@@ -1,0 +1,133 @@
+"""``langevin``: noisy GD on strongly convex smooth losses, last iterate only (002; 000 §VII).
+
+Plain functions in 002's own units (Alg. 1: θ ← Π(θ − (η/n)·g(θ; D) + √(2η)·N(0, σ²I)), S_g the
+L2 sensitivity of the total gradient g, K the number of steps) return the RDP curve ε_α(K) for
+every K of a grid in one call; :class:`LangevinAccountant` maps a canonical Setting onto them
+(σ₀₀₂ = units.langevin_sigma, S_g = units.sum_sensitivity(clip, neighbouring)).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import lambertw
+
+from dplab import units
+from dplab.accounting import rdp_conversion
+from dplab.accounting.base import Accountant
+from dplab.accounting.registry import register
+from dplab.accounting.setting import Setting
+
+#: y > 0 solving y/2 = 1 − e^(−y), i.e. y = 2 + W₀(−2e⁻²) ≈ 1.5936: where a Thm 2 bound
+#: (α S_g²/(2cσ⁴n²))(1 − e^(−uηK)), u = σ²c, meets the App. E baseline α S_g² ηK/(4σ²n²).
+CROSSING_Y = float(2.0 + lambertw(-2.0 * math.exp(-2.0), 0).real)
+
+
+def _steps(steps) -> np.ndarray:
+    return np.asarray(steps, dtype=float)
+
+
+def thm2_rdp(alpha, steps, lr, sigma, n, sensitivity, lsi_constant) -> np.ndarray:
+    """002 Thm 2, eq. (16): ε = α S_g²/(2cσ⁴n²)·(1 − exp(−σ²cηK)) under c-LSI throughout."""
+    c = lsi_constant
+    return alpha * sensitivity**2 / (2 * c * sigma**4 * n**2) * -np.expm1(-(sigma**2) * c * lr * _steps(steps))
+
+
+def cor1_rdp(alpha, steps, lr, sigma, n, sensitivity, strong_convexity) -> np.ndarray:
+    """002 Cor. 1 (= 000 Thm VII.1 after eq. (6)): ε = α S_g²/(λσ²n²)·(1 − exp(−ληK/2)),
+    λ-strongly convex β-smooth loss, η < 1/β (Thm 2 with c = λ/(2σ²))."""
+    lam = strong_convexity
+    return alpha * sensitivity**2 / (lam * sigma**2 * n**2) * -np.expm1(-lam * lr * _steps(steps) / 2)
+
+
+def cor2_rdp(alpha, steps, lr, sigma, n, sensitivity) -> np.ndarray:
+    """002 Cor. 2, eq. (18)/(72): ℓ(θ; x) = ½‖θ − x‖², ε = α S_g²/((2−η)σ²n²)·(1 − exp(−(2−η)ηK/2))
+    (Thm 2 with c = (2−η)/(2σ²))."""
+    return alpha * sensitivity**2 / ((2 - lr) * sigma**2 * n**2) * -np.expm1(-(2 - lr) * lr * _steps(steps) / 2)
+
+
+def thm3_exact_rdp(alpha, steps, lr, sigma, n, sensitivity) -> np.ndarray:
+    """002 Thm 3 proof (App. E): the exact Rényi divergence of noisy GD on the ℓ2-squared loss
+    for the worst pair of datasets, α S_g²/(4σ²n²)·(2−η)(1−(1−η)^K)/(1+(1−η)^K), η < 1."""
+    decay = np.exp(_steps(steps) * math.log1p(-lr))
+    return alpha * sensitivity**2 / (4 * sigma**2 * n**2) * (2 - lr) * (1 - decay) / (1 + decay)
+
+
+def thm3_lower_bound(alpha, steps, lr, sigma, n, sensitivity) -> np.ndarray:
+    """002 Thm 3, eq. (17)/(70): the simplified lower bound α S_g²/(4σ²n²)·(1 − exp(−ηK))."""
+    return alpha * sensitivity**2 / (4 * sigma**2 * n**2) * -np.expm1(-lr * _steps(steps))
+
+
+def composition_rdp(alpha, steps, lr, sigma, n, sensitivity) -> np.ndarray:
+    """002 App. E baseline (moments accountant, Figs. 1–2): ε = α S_g²/(4n²σ²)·ηK."""
+    return alpha * sensitivity**2 / (4 * n**2 * sigma**2) * lr * _steps(steps)
+
+
+def crossing_steps(lr: float, strong_convexity: float | None = None) -> float:
+    """K where Cor. 1 (given λ) or Cor. 2 (λ = None) equals the App. E baseline, in closed form.
+
+    Both are Thm 2 bounds with u = σ²c = λ/2 (Cor. 1) or (2−η)/2 (Cor. 2); equating with the
+    baseline gives y/2 = 1 − e^(−y) for y = uηK, so K* = y/(uη) = :data:`CROSSING_Y`/(uη),
+    independent of α, σ, n and S_g.  Below K* the baseline is smaller, above it the bound is.
+    """
+    u = (2 - lr) / 2 if strong_convexity is None else strong_convexity / 2
+    return CROSSING_Y / (u * lr)
+
+
+@register
+class LangevinAccountant(Accountant):
+    """Noisy full-batch GD, last iterate released: 002 Cor. 1 (Thm 2 with LSI constant
+    λ/(2σ²)); 000 Thm VII.1.  RDP → (ε, δ) by :mod:`dplab.accounting.rdp_conversion`.
+
+    Units: σ₀₀₂ = units.langevin_sigma(σ, C, η, n) (002 Alg. 1 noise; 000 eq. (6)) and
+    S_g = units.sum_sensitivity(C, neighbouring) — C for add_remove, 2C for replace_one (002's
+    own relation).  ``lipschitz`` is not used for S_g (002's S_g ≤ 2L); when given it must not
+    exceed ``clip``, so that clipping is inactive and the update is GD on the stated loss.
+    """
+
+    name = "langevin"
+    source = "002 Cor. 1 / Thm 2 (000 Thm VII.1)"
+    release = "last_iterate"
+    samplings = ("full_batch",)
+    neighbourings = ("add_remove", "replace_one")
+    requires = ("noise_multiplier", "steps", "dataset_size", "clip", "lr", "strong_convexity", "smoothness")
+    assumptions = (
+        "only the last iterate is released (hidden state)",
+        "full-batch noisy GD (002 Alg. 1), update normalized by the public n",
+        "loss λ-strongly convex and β-smooth on a closed convex set, λ ≤ β, for every neighbouring dataset",
+        "clipping inactive (every per-example gradient norm ≤ clip), so the update is GD on that loss",
+        "lr < 1/smoothness (002 Cor. 1)",
+        "start θ₀ ~ Π_C(N(0, 2σ₀₀₂²/λ · I)) (002 Cor. 1)",
+    )
+
+    def check_setting(self, setting: Setting) -> None:
+        beta, lam = setting.smoothness, setting.strong_convexity
+        if lam > beta:
+            raise self.fail("strong_convexity", f"must be <= smoothness ({beta}); got {lam}")
+        if not setting.lr < 1.0 / beta:
+            raise self.fail("lr", f"must lie in (0, 1/smoothness) = (0, {1.0 / beta:g}) (002 Cor. 1); got {setting.lr}")
+        if setting.lipschitz is not None and setting.lipschitz > setting.clip:
+            raise self.fail(
+                "clip",
+                f"must be >= lipschitz ({setting.lipschitz}) so that clipping is inactive; got {setting.clip}",
+            )
+
+    @staticmethod
+    def rdp_curve(setting: Setting, alpha: float, steps) -> np.ndarray:
+        """ε_α(T) of Cor. 1 for a canonical setting (already checked)."""
+        sigma = units.langevin_sigma(setting.noise_multiplier, setting.clip, setting.lr, setting.dataset_size)
+        s_g = units.sum_sensitivity(setting.clip, setting.neighbouring)
+        return cor1_rdp(alpha, steps, setting.lr, sigma, setting.dataset_size, s_g, setting.strong_convexity)
+
+    def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        orders = rdp_conversion.orders_for(setting.alpha)
+        return orders, rdp_conversion.rdp_table(lambda a: self.rdp_curve(setting, a, steps), orders)
+
+    def _epsilon_curve(self, setting, delta, steps):
+        orders, rdp = self._rdp(setting, steps)
+        return rdp_conversion.epsilon_from_rdp(rdp, orders, delta)
+
+    def _delta_curve(self, setting, epsilon, steps):
+        orders, rdp = self._rdp(setting, steps)
+        return rdp_conversion.delta_from_rdp(rdp, orders, epsilon)

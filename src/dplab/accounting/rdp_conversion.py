@@ -1,0 +1,45 @@
+"""RDP → (ε, δ) conversion shared by the hidden-state accountants (pabi, langevin, ye_shokri).
+
+These bounds give an RDP curve ε_α for every Rényi order α.  The conversion is
+dp_accounting's ``compute_epsilon`` / ``compute_delta`` (the improved conversion of Balle et
+al. 2020 / Canonne et al. 2020, valid for any RDP guarantee), optimized over :data:`ORDERS`,
+or evaluated at the single order ``Setting.alpha`` when one is given.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from dp_accounting.rdp import rdp_privacy_accountant
+
+#: dp_accounting's default orders, extended geometrically to 10⁶ for bounds that stay small
+#: (RDP linear in α with a tiny slope is optimized at α ≈ √(log(1/δ)/slope)).
+ORDERS = np.unique(
+    np.concatenate(
+        [
+            np.asarray(rdp_privacy_accountant.RdpAccountant()._orders, dtype=float),  # noqa: SLF001
+            np.geomspace(64.0, 1e6, 80),
+        ]
+    )
+)
+
+
+def orders_for(alpha: float | None) -> np.ndarray:
+    """The orders to optimize over: :data:`ORDERS`, or only ``alpha`` when it is fixed."""
+    return ORDERS if alpha is None else np.array([float(alpha)])
+
+
+def epsilon_from_rdp(rdp: np.ndarray, orders: np.ndarray, delta: float) -> np.ndarray:
+    """ε for each row of ``rdp`` (shape (len(T), len(orders))) at δ."""
+    return np.array([rdp_privacy_accountant.compute_epsilon(orders, row, delta)[0] for row in rdp])
+
+
+def delta_from_rdp(rdp: np.ndarray, orders: np.ndarray, epsilon: float) -> np.ndarray:
+    """δ for each row of ``rdp`` (shape (len(T), len(orders))) at ε."""
+    return np.array([rdp_privacy_accountant.compute_delta(orders, row, epsilon)[0] for row in rdp])
+
+
+def rdp_table(curve: Callable[[float], np.ndarray], orders: np.ndarray) -> np.ndarray:
+    """Stack ``curve(α)`` (ε_α for every T of a grid) over ``orders``: shape (len(T), len(orders))."""
+    return np.stack([np.asarray(curve(float(a)), dtype=float) for a in orders], axis=1)

@@ -1,0 +1,81 @@
+"""``ye_shokri``: recursive RDP of DP-SGD with sampling without replacement on strongly convex
+smooth losses, last iterate only (000 Thm VII.2, after Ye & Shokri 2022)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dplab import units
+from dplab.accounting import rdp_conversion
+from dplab.accounting.base import Accountant
+from dplab.accounting.registry import register
+from dplab.accounting.setting import Setting
+
+
+def recursion_rdp(orders, steps, sampling_rate: float, sigma: float, lr: float, strong_convexity: float) -> np.ndarray:
+    """000 Thm VII.2: ε_α ≤ log(S)/(α−1) with, one step at a time (p = b/n, c = 1 − ηλ),
+
+        S ← p·exp((α−1)α/(2σ²))·S + (1 − p)·S^(c²),   S = 1 before the first step,
+
+    σ in 000's units (noise std on the batch-gradient sum / its sensitivity S_g).  Run in log S;
+    returns shape (len(steps), len(orders)).  K epochs of n/b steps are the theorem's S_K^0;
+    stopping mid-epoch is the same per-step recursion stopped earlier.
+    """
+    orders = np.asarray(orders, dtype=float)
+    steps = np.asarray(steps, dtype=int)
+    jump = np.log(sampling_rate) + (orders - 1) * orders / (2 * sigma**2)
+    stay = np.log1p(-sampling_rate) if sampling_rate < 1 else -np.inf
+    contraction = (1 - lr * strong_convexity) ** 2
+    log_s = np.zeros_like(orders)
+    out = np.empty((len(steps), len(orders)))
+    k = 0
+    for t in range(1, int(steps.max()) + 1):
+        log_s = np.logaddexp(jump + log_s, stay + contraction * log_s)
+        while k < len(steps) and steps[k] == t:
+            out[k] = log_s / (orders - 1)
+            k += 1
+    return out
+
+
+@register
+class YeShokriAccountant(Accountant):
+    """DP-SGD with fixed-size batches sampled without replacement, λ-strongly convex β-smooth
+    loss, η < 2/(λ+β): 000 Thm VII.2 (the recursion of :func:`recursion_rdp`), σ₀₀₀ =
+    units.ye_shokri_sigma (= σ/2: the sum of a fixed-size batch has sensitivity 2C under the
+    replace-one neighbours the theorem uses).  RDP → (ε, δ) by rdp_conversion."""
+
+    name = "ye_shokri"
+    source = "000 Thm VII.2 (Ye & Shokri 2022)"
+    release = "last_iterate"
+    samplings = ("without_replacement",)
+    neighbourings = ("replace_one",)
+    requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "lr", "strong_convexity", "smoothness")
+    assumptions = (
+        "only the last iterate is released (hidden state)",
+        "loss λ-strongly convex and β-smooth, λ ≤ β; clipping inactive (gradient sensitivity from clip)",
+        "lr < 2/(strong_convexity + smoothness) (000 Thm VII.2)",
+        "fixed-size batches sampled without replacement, replace-one neighbours",
+    )
+    # Orders above ~10⁴ overflow nothing here (log space) but never help: cap for speed.
+    max_order = 1e4
+
+    def check_setting(self, setting: Setting) -> None:
+        lam, beta = setting.strong_convexity, setting.smoothness
+        if lam > beta:
+            raise self.fail("strong_convexity", f"must be <= smoothness ({beta}); got {lam}")
+        bound = 2.0 / (lam + beta)
+        if not setting.lr < bound:
+            raise self.fail("lr", f"must lie in (0, 2/(strong_convexity+smoothness)) = (0, {bound:g}); got {setting.lr}")
+
+    def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        orders = rdp_conversion.orders_for(setting.alpha)
+        if setting.alpha is None:
+            orders = orders[orders <= self.max_order]
+        sigma = units.ye_shokri_sigma(setting.noise_multiplier, setting.neighbouring)
+        return orders, recursion_rdp(orders, steps, setting.sampling_rate, sigma, setting.lr, setting.strong_convexity)
+
+    def _epsilon_curve(self, setting, delta, steps):
+        return rdp_conversion.epsilon_from_rdp(*reversed(self._rdp(setting, steps)), delta)
+
+    def _delta_curve(self, setting, epsilon, steps):
+        return rdp_conversion.delta_from_rdp(*reversed(self._rdp(setting, steps)), epsilon)

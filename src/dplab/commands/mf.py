@@ -1,0 +1,87 @@
+"""``dplab mf``: build a factorization of the prefix-sum workload, print its sensitivity and error.
+
+    dplab mf --strategy banded --steps 200 --min-separation 8 --bands 8 --epsilon 1 --delta 1e-6
+prints one JSON object: the parameters, ``sensitivity`` (and whether it is exact), ``max_error``,
+``mean_error`` (see :mod:`dplab.mf.factorizations`), ``seconds`` (time to factorize and
+evaluate) and, with --epsilon/--delta, the calibrated ``noise_multiplier`` for the sampler
+(``--sampling min_separation``: b fixed batches cycled, k = ⌈T/b⌉; ``cyclic_poisson``: needs
+--dataset-size and --batch-size, partitions = b).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from dplab.errors import DPLabError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "mf",
+        help="matrix-factorization mechanism: sensitivity, error, σ",
+        description="Factorize the T×T prefix-sum workload A = B·C with a strategy (identity, sqrt, optimal, "
+        "banded) and print JSON with its sensitivity under the participation pattern, the max and mean "
+        "squared error of the privatized prefix sums per unit noise, and the time it took; with --epsilon "
+        "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
+    )
+    p.add_argument("--strategy", required=True, help="identity, sqrt, optimal or banded (see docs/matrix_factorization.md)")
+    p.add_argument("--steps", type=int, required=True, help="T")
+    p.add_argument("--participations", type=int, default=None, help="k (default ⌈T/b⌉)")
+    p.add_argument("--min-separation", type=int, default=None, help="b (default T: single participation)")
+    p.add_argument("--bands", type=int, default=None, help="bands of C (banded strategy; <= b)")
+    p.add_argument("--momentum", type=float, default=0.0, help="β folded into the workload")
+    p.add_argument("--epsilon", type=float, default=None, help="target ε: also print the calibrated noise multiplier (with --delta)")
+    p.add_argument("--delta", type=float, default=None, help="target δ in (0, 1) (with --epsilon)")
+    p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"),
+                   help="neighbouring relation of the accounting (with --epsilon/--delta)")
+    p.add_argument("--sampling", default="min_separation", choices=("min_separation", "cyclic_poisson"),
+                   help="participation scheme the accounting assumes: k participations >= b steps apart "
+                   "(no amplification) or cyclic Poisson sampling over b partitions (amplified; banded C)")
+    p.add_argument("--dataset-size", type=int, default=None, help="n (cyclic_poisson: with --batch-size gives the sampling rate)")
+    p.add_argument("--batch-size", type=float, default=None, help="expected batch size per step (cyclic_poisson)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dplab.mf import accounting, factorizations, workload
+
+    start = time.perf_counter()
+    steps = workload.check_steps(args.steps)
+    b = steps if args.min_separation is None else args.min_separation
+    if isinstance(b, bool) or b < 1:
+        raise DPLabError("min_separation", f"must be an integer >= 1; got {b}")
+    k = -(-steps // b) if args.participations is None else args.participations
+    if (args.epsilon is None) != (args.delta is None):
+        raise DPLabError("epsilon", "give both --epsilon and --delta, or neither")
+    A = workload.momentum_workload(steps, args.momentum)
+    fact = factorizations.factorize(args.strategy, A, bands=args.bands, min_separation=b)
+    out = {
+        "strategy": args.strategy,
+        "steps": steps,
+        "participations": k,
+        "min_separation": b,
+        "bands": fact.bands,
+        "momentum": args.momentum,
+        **fact.errors(k, b),
+    }
+    if args.epsilon is not None:
+        if args.sampling == "cyclic_poisson":
+            if args.dataset_size is None or args.batch_size is None:
+                raise DPLabError("dataset_size", "--sampling cyclic_poisson needs --dataset-size and --batch-size")
+            sampler = accounting.CyclicPoisson(args.dataset_size, args.batch_size, b, steps)
+            out.update(dataset_size=args.dataset_size, batch_size=args.batch_size, sampling_rate=sampler.sampling_rate)
+        else:
+            sampler = accounting.MinSeparation(b, steps)
+            if k != sampler.participations:
+                raise DPLabError(
+                    "participations", f"the cyclic fixed-batch sampler gives k = ceil(T/b) = {sampler.participations}; got {k}"
+                )
+        sigma = accounting.calibrate(fact, sampler, args.epsilon, args.delta, args.neighbouring)
+        out.update(
+            epsilon=args.epsilon, delta=args.delta, neighbouring=args.neighbouring, sampling=args.sampling,
+            noise_multiplier=sigma,
+        )
+    out["seconds"] = time.perf_counter() - start
+    print(json.dumps(out, ensure_ascii=False))
+    return 0

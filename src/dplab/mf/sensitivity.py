@@ -1,0 +1,134 @@
+"""L2 sensitivity of the encoder C under a participation pattern (Choquette-Choo et al. 2023,
+"Multi-Epoch Matrix Factorization", §2–3; 004 §4.3 "be careful how you sample").
+
+One example's clipped gradient enters the steps of a pattern π (at most k steps, any two at
+least b apart, ``(k, b)-participation``; k = 1 is single participation) with per-step vectors
+g_i, ‖g_i‖ ≤ 1 (units of the clip norm; add/remove neighbours).  Its effect on C·G is
+Σ_{i∈π} C[:, i]·g_iᵀ, so with X = CᵀC
+
+    sens² = max_π max_{g} Σ_{i,j∈π} X_ij ⟨g_i, g_j⟩.
+
+What :func:`sensitivity` computes, and when it is exact:
+- k = 1: max_i ‖C[:, i]‖ (exact).
+- X_ij = 0 whenever |i − j| ≥ b (e.g. C with ≤ b bands): sens² = max_π Σ_{i∈π} X_ii, exact,
+  by dynamic programming over the diagonal.
+- C lower-triangular Toeplitz with non-negative, non-increasing coefficients (identity, sqrt):
+  X_ij = Σ_{s ≤ T−1−max(i,j)} c_s·c_{s+|i−j|} ≥ 0 decreases in max(i, j) and in |i − j|, so
+  the all-equal g and the pattern {0, b, …, (k−1)b} are worst: sens = ‖Σ_{m<k} C[:, m·b]‖, exact.
+- X ≥ 0 elementwise and few patterns (≤ ``ENUMERATION_LIMIT``): the worst g are all equal,
+  sens² = max_π 1ᵀX_π1, exact by enumeration.
+- otherwise an upper bound: sens² ≤ max_π Σ_{i∈π} u_i with u_i = max_{π∋i} Σ_{j∈π} |X_ij|
+  (each by dynamic programming), since ⟨g_i, g_j⟩ ≤ 1.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dplab.errors import DPLabError
+
+ENUMERATION_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    value: float
+    exact: bool
+    method: str
+
+
+def _positive_int(key: str, value) -> int:
+    if isinstance(value, bool) or int(value) != value or value < 1:
+        raise DPLabError(key, f"must be an integer >= 1; got {value!r}")
+    return int(value)
+
+
+def max_participations(steps: int, participations: int, min_separation: int) -> int:
+    """The most participations a pattern can have in T steps: min(k, 1 + ⌊(T−1)/b⌋)."""
+    return min(participations, 1 + (steps - 1) // min_separation)
+
+
+def best_pattern_sum(weights: np.ndarray, participations: int, min_separation: int) -> np.ndarray:
+    """max over patterns (≤ k positions, gaps ≥ b) of Σ weights, for each row of ``weights``.
+
+    ``weights`` has shape (rows, T) (or (T,)); entries may be −inf (forbidden positions).
+    Dynamic programming from the right: f_j(i) = max(f_j(i+1), w_i + f_{j−1}(i+b)).
+    """
+    w = np.atleast_2d(np.asarray(weights, dtype=float))
+    rows, T = w.shape
+    k, b = participations, min_separation
+    f = np.zeros((T + b + 1, rows, k + 1))  # f[i, :, j]: best with ≤ j picks among positions ≥ i
+    for i in range(T - 1, -1, -1):
+        take = w[:, i, None] + f[i + b, :, :k]
+        f[i, :, 1:] = np.maximum(f[i + 1, :, 1:], take)
+    out = f[0, :, k]
+    return out if np.ndim(weights) > 1 else out[0]
+
+
+def _is_toeplitz_decreasing(C: np.ndarray) -> bool:
+    c = C[:, 0]
+    T = len(c)
+    toeplitz = np.allclose(C, np.tril(c[np.subtract.outer(np.arange(T), np.arange(T)) % T]), rtol=0, atol=1e-12)
+    return toeplitz and bool(np.all(c >= 0)) and bool(np.all(np.diff(c) <= 1e-15))
+
+
+def sensitivity(C: np.ndarray, participations: int = 1, min_separation: int = 1) -> Sensitivity:
+    """Sensitivity of C for (k, b)-participation (module docstring says which case is exact)."""
+    C = np.asarray(C, dtype=float)
+    T = C.shape[1]
+    k = _positive_int("participations", participations)
+    b = _positive_int("min_separation", min_separation)
+    k = max_participations(T, k, b)
+    X = C.T @ C
+    diag = np.diag(X)
+    if k == 1:
+        return Sensitivity(math.sqrt(diag.max()), True, "single participation: max column norm")
+    lag = np.abs(np.subtract.outer(np.arange(T), np.arange(T)))
+    scale = diag.max()
+    if np.all(np.abs(X[lag >= b]) <= 1e-12 * scale):
+        return Sensitivity(
+            math.sqrt(best_pattern_sum(diag, k, b)), True, "columns >= b apart orthogonal: DP over column norms"
+        )
+    if _is_toeplitz_decreasing(C):
+        v = C[:, [m * b for m in range(k)]].sum(axis=1)
+        return Sensitivity(float(np.linalg.norm(v)), True, "Toeplitz non-increasing non-negative: pattern 0, b, 2b, ...")
+    if np.all(X >= -1e-12 * scale):
+        patterns = list(_patterns(T, k, b, ENUMERATION_LIMIT))
+        if patterns is not None and len(patterns) <= ENUMERATION_LIMIT:
+            best = max(X[np.ix_(p, p)].sum() for p in patterns)
+            return Sensitivity(math.sqrt(best), True, "X >= 0: enumeration of every pattern")
+    absX = np.abs(X)
+    per_row = np.where(lag < b, -np.inf, absX)  # other positions of a pattern containing i
+    u = np.diag(absX) + best_pattern_sum(per_row, k - 1, b) if k > 1 else np.diag(absX)
+    return Sensitivity(math.sqrt(best_pattern_sum(u, k, b)), False, "upper bound: DP over row bounds of |X|")
+
+
+def _patterns(T: int, k: int, b: int, limit: int):
+    """Every maximal-size pattern (k positions, gaps ≥ b) — non-negative X makes adding a
+    position never decrease 1ᵀX_π1, so patterns with fewer than k positions are dominated.
+    Yields nothing beyond ``limit`` + 1 patterns."""
+    # positions p_m = q_m + m(b−1) with q strictly increasing in [0, T − (k−1)(b−1))
+    span = T - (k - 1) * (b - 1)
+    for count, q in enumerate(itertools.combinations(range(span), k)):
+        if count > limit:
+            return
+        yield [q_m + m * (b - 1) for m, q_m in enumerate(q)]
+
+
+def brute_force(C: np.ndarray, participations: int, min_separation: int) -> float:
+    """max_π 1ᵀX_π1 over every pattern with 1..k positions, gaps ≥ b (tests, small T only).
+
+    Equals sens² when X ≥ 0 (all-equal g are worst); a lower bound on it in general.
+    """
+    X = np.asarray(C, float).T @ np.asarray(C, float)
+    T = X.shape[0]
+    best = -np.inf
+    for size in range(1, participations + 1):
+        for p in itertools.combinations(range(T), size):
+            if all(p[m + 1] - p[m] >= min_separation for m in range(size - 1)):
+                best = max(best, X[np.ix_(p, p)].sum())
+    return math.sqrt(best)

@@ -1,0 +1,97 @@
+"""Load one training run from a pipeline config, a single-run YAML or a JSON string.
+
+All three paths go through :func:`resolve_run`: schema validation (``run.schema.yaml``), then
+the method's defaults and the cross-key rules the schema cannot express.  Any violation is a
+:class:`~dplab.errors.DPLabError` naming the key; nothing is written before this succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from dplab.errors import DPLabError
+from dplab.training.methods import METHODS
+from dplab.config import load_schema, load_yaml, validate
+
+
+def load_run(config: str | Path | None = None, run: str | None = None, run_json: str | None = None) -> dict:
+    """The resolved run: from ``run_json``, or from ``config`` (pipeline config + ``run`` name,
+    or a single-run YAML)."""
+    if run_json is not None:
+        if config is not None:
+            raise DPLabError("--run-json", "give either --config or --run-json, not both")
+        try:
+            raw = json.loads(run_json)
+        except json.JSONDecodeError as err:
+            raise DPLabError("--run-json", f"not valid JSON: {err}") from None
+        return resolve_run(raw)
+    if config is None:
+        raise DPLabError("--config", "give --config FILE or --run-json JSON")
+    data = load_yaml(config)
+    if "runs" in data:
+        runs = data["runs"]
+        if not isinstance(runs, dict) or not runs:
+            raise DPLabError("runs", "must be a non-empty mapping of run name -> run")
+        if run is None:
+            raise DPLabError("--run", f"the config holds several runs; choose one of {', '.join(runs)}")
+        if run not in runs:
+            raise DPLabError("--run", f"unknown run {run!r}; valid: {', '.join(runs)}")
+        raw = dict(runs[run]) if isinstance(runs[run], dict) else runs[run]
+        if isinstance(raw, dict):
+            raw.setdefault("name", run)
+        return resolve_run(raw, where=f"runs.{run}")
+    if run is not None:
+        raise DPLabError("--run", f"{config} is a single-run config (no 'runs' section)")
+    return resolve_run(data)
+
+
+def resolve_run(raw: dict, where: str = "") -> dict:
+    """Validate ``raw`` against the run schema and fill every default (method-dependent ones too)."""
+    cfg = validate(raw, load_schema("run"), where)
+
+    def err(key: str, msg: str) -> DPLabError:
+        return DPLabError(f"{where}.{key}" if where else key, msg)
+
+    method = METHODS[cfg["method"]]
+    if cfg["sampling"] is None:
+        cfg["sampling"] = method.samplings[0]
+    elif cfg["sampling"] not in method.samplings:
+        raise err("sampling", f"method {method.name} allows {', '.join(method.samplings)}; got {cfg['sampling']!r}")
+    if cfg["normalize"] is None:
+        cfg["normalize"] = method.normalize
+    if cfg["reshuffle"] and cfg["sampling"] != "shuffle":
+        raise err("reshuffle", "only applies to sampling: shuffle")
+    if cfg["model"] != "logreg" and cfg["l2"] > 0:
+        raise err("l2", "the L2 penalty is defined for model logreg only (it makes that loss strongly convex)")
+
+    if method.projection == "required" and cfg["diameter"] is None:
+        raise err("diameter", f"is required for method {method.name} (projection onto a ball of diameter D)")
+    if method.projection == "none" and cfg["diameter"] is not None:
+        raise err("diameter", f"method {method.name} has no projection; remove the key")
+    if method.regularized:
+        if cfg["regularization"] is None or cfg["regularization"] <= 0:
+            raise err("regularization", f"method {method.name} needs λ in (0, 1) (001 eq. 17)")
+    elif cfg["regularization"] is not None:
+        raise err("regularization", f"only applies to method regularized_dp_sgd; got method {method.name}")
+
+    if method.private:
+        if cfg["clip"] is None:
+            cfg["clip"] = 1.0
+        given = [k for k in ("noise_multiplier", "target_epsilon") if cfg[k] is not None]
+        if len(given) != 1:
+            raise err("noise_multiplier", f"method {method.name} needs exactly one of noise_multiplier, target_epsilon")
+        if cfg["accountant"] is None:
+            natural = method.accountant
+            if natural == "rdp" and cfg["neighbouring"] == "replace_one":
+                natural = "pld"  # dp_accounting's RDP of the sampled Gaussian is add/remove only
+            cfg["accountant"] = natural
+    else:
+        for key in ("noise_multiplier", "target_epsilon", "accountant"):
+            if cfg[key] is not None:
+                raise err(key, "the non-private method sgd takes no noise and no accountant")
+    if cfg["sampling"] == "full_batch":
+        cfg["batch_size"] = None  # b = n, set from the data
+    return cfg

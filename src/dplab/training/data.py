@@ -1,0 +1,155 @@
+"""Datasets: preparation (``dplab prepare-data``) and loading (``dplab train``).
+
+A prepared dataset is a folder with ``train.npz`` and ``test.npz`` (``x``: float32 of shape
+(N, *input_shape), ``y``: int64 labels) and ``info.json`` (sizes, input shape, classes, the
+guaranteed feature-norm bound R and the logistic-loss constants it implies).
+
+Kinds:
+- ``digits``: scikit-learn's 8×8 handwritten digits (1797 images, offline), pixel values 0..16
+  divided by 16 into [0, 1]; shape (1, 8, 8); seeded stratified train/test split.  R = √64 = 8.
+- ``mnist``: IDX files (:mod:`dplab.training.mnist`), pixels /255 into [0, 1], shape (1, 28, 28),
+  a seeded subset of ``train_size`` training images (004: 5000).  R = √784 = 28.
+- ``synthetic``: x ∈ R^dim with ||x|| ≤ R = ``feature_norm`` (Gaussian rows, those longer than R
+  scaled back onto the sphere), labels drawn from a softmax teacher; for the convex experiments.
+
+Loss constants of multinomial logistic regression f(θ; x, y) = CE(Wx + c, y) with θ = (W, c) and
+x̃ = (x, 1), ||x̃||² ≤ R² + 1 (``logreg_constants`` in info.json; derivation in docs/training.md):
+- gradient (p − y)x̃ᵀ has norm ||p − y||·||x̃|| ≤ √2·√(R² + 1)      (Lipschitz constant L_CE)
+- Hessian (diag p − ppᵀ) ⊗ x̃x̃ᵀ with λ_max(diag p − ppᵀ) ≤ 1/2:  β_CE = (R² + 1)/2.
+The run adds (l2/2)||θ||²: strong convexity λ = l2, β = β_CE + l2, and on a ball of diameter D,
+L = L_CE + l2·D/2 (:func:`dplab.training.privacy.loss_constants`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dplab.errors import DPLabError
+from dplab.training import mnist
+from dplab.io import atomic_write, write_json
+from dplab.config import load_schema, validate
+
+
+def resolve_dataset(raw: dict, name: str) -> dict:
+    """Validate one ``datasets`` entry against the branch of ``dataset.schema.yaml`` of its kind."""
+    return validate(raw, "dataset", f"datasets.{name}")
+
+
+def logreg_constants(feature_norm_bound: float) -> dict:
+    """L_CE and β_CE of multinomial logistic regression with a bias for ||x|| ≤ R (module doc)."""
+    r2 = feature_norm_bound**2 + 1.0
+    return {"lipschitz": math.sqrt(2.0 * r2), "smoothness": r2 / 2.0}
+
+
+def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
+    """(train, test, info) arrays of the dataset entry ``cfg`` (already resolved)."""
+    kind = cfg["kind"]
+    if kind == "digits":
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+
+        digits = load_digits()
+        x = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
+        y = digits.target.astype(np.int64)
+        xtr, xte, ytr, yte = train_test_split(
+            x, y, test_size=cfg["test_fraction"], stratify=y, random_state=cfg["seed"]
+        )
+        bound, classes = 8.0, 10
+    elif kind == "mnist":
+        raw = mnist.load(cfg["path"], download=cfg["download"], mirror=cfg["mirror"], verify=cfg["verify_checksums"])
+        rng = np.random.default_rng(cfg["seed"])
+        xtr, ytr = _subset(raw["x_train"], raw["y_train"], cfg["train_size"], rng, f"datasets.{name}.train_size")
+        xte, yte = _subset(raw["x_test"], raw["y_test"], cfg["test_size"], rng, f"datasets.{name}.test_size")
+        xtr = (xtr.astype(np.float32) / 255.0)[:, None]
+        xte = (xte.astype(np.float32) / 255.0)[:, None]
+        ytr, yte = ytr.astype(np.int64), yte.astype(np.int64)
+        bound, classes = float(math.sqrt(xtr.shape[2] * xtr.shape[3])), 10
+    else:
+        rng = np.random.default_rng(cfg["seed"])
+        dim, k, bound = cfg["dim"], cfg["classes"], float(cfg["feature_norm"])
+        teacher = rng.standard_normal((k, dim))
+
+        def draw(n: int) -> tuple[np.ndarray, np.ndarray]:
+            z = rng.standard_normal((n, dim)) / math.sqrt(dim)
+            x = bound * z / np.maximum(1.0, np.linalg.norm(z, axis=1, keepdims=True))
+            logits = cfg["margin"] * (x @ teacher.T) / bound
+            p = np.exp(logits - logits.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            y = (rng.random((n, 1)) > np.cumsum(p, axis=1)).sum(axis=1)
+            return x.astype(np.float32), np.minimum(y, k - 1).astype(np.int64)
+
+        (xtr, ytr), (xte, yte) = draw(cfg["train_size"]), draw(cfg["test_size"])
+        classes = k
+    info = {
+        "name": name,
+        "kind": kind,
+        "config": cfg,
+        "train_size": int(len(ytr)),
+        "test_size": int(len(yte)),
+        "input_shape": list(xtr.shape[1:]),
+        "classes": int(classes),
+        "feature_norm_bound": bound,
+        "logreg_constants": logreg_constants(bound),
+    }
+    # the bound is a guarantee: check it on the arrays actually written
+    for x in (xtr, xte):
+        if len(x) and float(np.linalg.norm(x.reshape(len(x), -1), axis=1).max()) > bound * (1 + 1e-6):
+            raise DPLabError(f"datasets.{name}", "feature norm bound violated (internal error)")
+    return {"x": xtr, "y": ytr}, {"x": xte, "y": yte}, info
+
+
+def _subset(x: np.ndarray, y: np.ndarray, size: int | None, rng: np.random.Generator, key: str):
+    if size is None:
+        return x, y
+    if size > len(x):
+        raise DPLabError(key, f"must be <= {len(x)} (images available); got {size}")
+    idx = np.sort(rng.choice(len(x), size=size, replace=False))
+    return x[idx], y[idx]
+
+
+def write(out: str | Path, train: dict, test: dict, info: dict) -> None:
+    """Write train.npz, test.npz and info.json atomically (info.json last)."""
+    out = Path(out)
+    for split, arrays in (("train", train), ("test", test)):
+        atomic_write(out / f"{split}.npz", lambda tmp, a=arrays: _savez(tmp, a))
+    write_json(out / "info.json", info)
+
+
+def _savez(tmp: Path, arrays: dict) -> None:
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+@dataclass
+class Dataset:
+    """A prepared dataset in memory (torch tensors on CPU)."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    info: dict
+
+
+def load(folder: str | Path) -> Dataset:
+    """Read a folder written by :func:`write`."""
+    import json
+
+    folder = Path(folder)
+    try:
+        info = json.loads((folder / "info.json").read_text())
+        arrays = {split: np.load(folder / f"{split}.npz") for split in ("train", "test")}
+    except FileNotFoundError as err:
+        raise DPLabError("--data", f"{folder} is not a prepared dataset ({err.filename} missing); run dplab prepare-data") from None
+    return Dataset(
+        torch.from_numpy(arrays["train"]["x"]),
+        torch.from_numpy(arrays["train"]["y"]),
+        torch.from_numpy(arrays["test"]["x"]),
+        torch.from_numpy(arrays["test"]["y"]),
+        info,
+    )

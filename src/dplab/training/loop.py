@@ -1,0 +1,245 @@
+"""The one training loop of every method (CATALOGUE §3, all but dp_mf):
+
+    sample batch B → per-example gradients → clip → Σ → + noise → ÷ b → update → project
+
+Per step t (g = Σ_{i∈B} clip_C(∇ℓ(w; x_i)), Z_t the noise source's sample with std σC):
+
+    w ← Π( (1 − λ)·w − η·( g / m + Z_t / b ) )
+
+m = b (``normalize: expected``; Poisson: b = qn, so an empty batch gives a pure-noise step) or
+m = |B| (``normalize: realized``, 001 eq. 12/17; an empty batch has no gradient term); λ = the
+run's ``regularization`` (001 eq. 17, else 0); Π the projection onto the centred ball of diameter
+D (else the identity).  With m = b this is the canonical convention: N(0, σ²C²) on the SUM of
+clipped gradients, then divided by b.  For 001's methods the noise term η·Z_t/b has std
+σ_A = ησC/b (:func:`dplab.units.asoodeh_sigma`); for noisy_gd (b = n) it is √(2η)·σ₀₀₂
+(:func:`dplab.units.langevin_sigma`).
+
+All randomness after initialisation comes from one CPU ``torch.Generator`` seeded with the run's
+``seed`` (batches, noise); the initialisation uses torch's global generator seeded with the same
+seed inside ``fork_rng``.  Checkpoints hold the parameters, the generator, sampler and noise
+states, the step and the metrics so far; a restarted run resumes from them and ends with the
+same result as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from dplab import __version__
+from dplab.errors import DPLabError
+from dplab.training import models, samplers
+from dplab.training.data import Dataset
+from dplab.io import atomic_write, write_json, write_text
+from dplab.training.methods import METHODS
+from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
+from dplab.training.per_example import clipped_grad_sum
+from dplab.training.privacy import Plan, plan
+
+METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto``: CUDA when present, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise DPLabError("device", "cuda requested but torch sees no CUDA device (use auto or cpu)")
+    return torch.device(name)
+
+
+def log_grid(steps: int, log_every: int) -> list[int]:
+    """Steps at which metrics (and ε) are logged: every ``log_every``, and always the last."""
+    grid = list(range(log_every, steps + 1, log_every))
+    return grid if grid and grid[-1] == steps else grid + [steps]
+
+
+def project(params: dict[str, torch.Tensor], diameter: float | None) -> None:
+    """In place: Euclidean projection of the whole parameter vector onto the ball of radius D/2."""
+    if diameter is None:
+        return
+    norm = torch.sqrt(sum((p * p).sum() for p in params.values()))
+    radius = diameter / 2.0
+    if norm > radius:
+        for p in params.values():
+            p.mul_(radius / norm)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor, chunk: int = 2048) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy on (x, y)."""
+    loss, correct = 0.0, 0
+    for start in range(0, len(x), chunk):
+        logits = torch.func.functional_call(model, params, (x[start : start + chunk],))
+        target = y[start : start + chunk]
+        loss += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
+        correct += int((logits.argmax(1) == target).sum())
+    return loss / len(x), correct / len(x)
+
+
+def fingerprint(cfg: dict, info: dict) -> str:
+    blob = json.dumps({"run": cfg, "data": info, "version": __version__}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def train(
+    cfg: dict,
+    data: Dataset,
+    out: str | Path,
+    *,
+    noise_source: NoiseSource | None = None,
+    hook: Callable[[int], None] | None = None,
+) -> dict:
+    """Run ``cfg`` on ``data``; write ``out``/model.pt (final parameters, the release),
+    metrics.csv and summary.json (last, so its presence means the run completed); return the summary.
+
+    ``noise_source`` replaces the i.i.d. Gaussian noise (e.g. a correlated source); ``hook(step)``
+    is called after every completed step (tests use it to simulate a crash).
+    """
+    out = Path(out)
+    method = METHODS[cfg["method"]]
+    device = resolve_device(cfg["device"])
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    n = len(data.y_train)
+    b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
+    if b > n:
+        raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
+    sampler = samplers.build(cfg["sampling"], n, b, cfg["reshuffle"])
+    info = data.info
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg["seed"])
+        model = models.build(cfg, info["input_shape"], info["classes"])
+    model = model.to(device)
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    dimension = sum(p.numel() for p in params.values())
+    grid = log_grid(cfg["steps"], cfg["log_every"])
+    claim = plan(cfg, n, b, dimension, info, grid)  # ε fixed before training: errors write nothing
+    if noise_source is None:
+        noise_source = GaussianNoise(claim.noise_multiplier * cfg["clip"]) if method.private else NoNoise()
+    project(params, cfg["diameter"])  # W₀ ∈ W (001 eq. 1)
+
+    loss = models.example_loss(model, cfg["l2"])
+    generator = torch.Generator().manual_seed(cfg["seed"])
+    x_train, y_train = data.x_train.to(device), data.y_train.to(device)
+    x_test, y_test = data.x_test.to(device), data.y_test.to(device)
+    regularization = cfg["regularization"] or 0.0
+    step, rows = 0, []
+    ckpt_path, fp = out / "checkpoint.pt", fingerprint(cfg, info)
+
+    if ckpt_path.exists():
+        state = torch.load(ckpt_path, weights_only=True)
+        if state["fingerprint"] == fp:
+            step, rows = state["step"], state["rows"]
+            params = {k: v.to(device) for k, v in state["params"].items()}
+            generator.set_state(state["generator"])
+            sampler.load_state_dict(state["sampler"])
+            noise_source.load_state_dict(state["noise"])
+        else:
+            print(f"dplab train: ignoring {ckpt_path} (written for another run config)", file=sys.stderr)
+
+    bar = _progress(cfg["steps"], step)
+    logged = set(grid)
+    while step < cfg["steps"]:
+        step += 1
+        idx = sampler.sample(step, generator).to(device)
+        grads = clipped_grad_sum(loss, params, x_train[idx], y_train[idx], cfg["clip"])
+        denom = b if cfg["normalize"] == "expected" else max(len(idx), 1)
+        noise = noise_source.sample(step, params, generator) if method.private else None
+        for k, p in params.items():
+            direction = grads.grad_sum[k] / denom
+            if noise is not None:
+                direction = direction + noise[k] / b
+            if regularization:
+                p.mul_(1.0 - regularization)
+            p.sub_(cfg["lr"] * direction)
+        project(params, cfg["diameter"])
+        if not (math.isfinite(float(grads.loss_sum)) and all(bool(torch.isfinite(p).all()) for p in params.values())):
+            raise DPLabError("lr", f"the loss or the parameters became NaN/inf at step {step}; lower lr (or clip)")
+        if step in logged:
+            train_loss, _ = evaluate(model, params, x_train, y_train)
+            test_loss, test_acc = evaluate(model, params, x_test, y_test)
+            if not (math.isfinite(train_loss) and math.isfinite(test_loss)):
+                raise DPLabError("lr", f"the loss became NaN/inf at step {step}; lower lr (or clip)")
+            rows.append({"step": step, "epoch": sampler.epoch(step), "train_loss": train_loss,
+                         "test_loss": test_loss, "test_accuracy": test_acc})
+            if bar is not None:
+                eps = {k: round(float(v[grid.index(step)]), 3) for k, v in list(claim.curves.items())[:2]}
+                bar.set_postfix(loss=f"{train_loss:.4f}", acc=f"{test_acc:.3f}", **eps)
+        if cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0 and step < cfg["steps"]:
+            state = {"fingerprint": fp, "step": step, "rows": rows, "generator": generator.get_state(),
+                     "params": {k: v.cpu() for k, v in params.items()},
+                     "sampler": sampler.state_dict(), "noise": noise_source.state_dict()}
+            atomic_write(ckpt_path, lambda tmp, s=state: torch.save(s, tmp))
+        if bar is not None:
+            bar.update(1)
+        if hook is not None:
+            hook(step)
+    if bar is not None:
+        bar.close()
+
+    summary = _summary(cfg, info, claim, rows, n, b, dimension, device)
+    final_params = {k: v.detach().cpu() for k, v in params.items()}
+    atomic_write(out / "model.pt", lambda tmp: torch.save(final_params, tmp))
+    write_text(out / "metrics.csv", _metrics_csv(rows, claim, grid))
+    write_json(out / "summary.json", summary)
+    ckpt_path.unlink(missing_ok=True)
+    return summary
+
+
+def _progress(total: int, initial: int):
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc="dplab train", unit="step")
+
+
+def _metrics_csv(rows: list[dict], claim: Plan, grid: list[int]) -> str:
+    buf = io.StringIO()
+    eps_cols = [f"epsilon_{name}" for name in claim.curves]
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([*METRIC_COLUMNS, *eps_cols])
+    for row in rows:
+        pos = grid.index(row["step"])
+        writer.writerow([*(repr(row[c]) for c in METRIC_COLUMNS), *(repr(float(v[pos])) for v in claim.curves.values())])
+    return buf.getvalue()
+
+
+def _summary(cfg, info, claim: Plan, rows, n, b, dimension, device) -> dict:
+    method = METHODS[cfg["method"]]
+    final = rows[-1]
+    return {
+        "dplab_version": __version__,
+        "run": cfg,
+        "method_source": method.source,
+        "dataset": {k: info[k] for k in ("name", "kind", "train_size", "test_size", "input_shape", "classes")},
+        "device": device.type,
+        "dimension": dimension,
+        "final": {k: final[k] for k in METRIC_COLUMNS},
+        "setting": claim.setting.as_dict() if claim.setting is not None else None,
+        "noise_multiplier": claim.noise_multiplier,
+        "noise_multiplier_source": claim.sigma_source,
+        "noise_std_on_sum": claim.noise_multiplier * cfg["clip"] if claim.noise_multiplier else None,
+        "delta": cfg["delta"] if method.private else None,
+        "neighbouring": cfg["neighbouring"],
+        "sampling": cfg["sampling"],
+        "batch_size": b,
+        "dataset_size": n,
+        "loss_constants_note": claim.constants_note,
+        "epsilon": {k: float(v[-1]) for k, v in claim.curves.items()},
+        "epsilon_covers": {
+            k: ("every iterate" if r == "trajectory" else "the final parameters only") for k, r in claim.release.items()
+        },
+        "excluded_accountants": claim.excluded,
+        "note": "epsilon covers the model parameters; the logged losses/accuracies are diagnostics computed on the data and are not privatised",
+    }

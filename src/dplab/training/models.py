@@ -1,0 +1,57 @@
+"""Models (CATALOGUE §3): logistic regression, the 2-layer MLP of 004 §3.2, a small CNN.
+
+No batch-dependent layers (no batch norm), so per-example gradients are well defined.
+Logistic regression starts at θ = 0 (001 eq. 16's W̃₀ = 0; the loss is convex, so nothing is
+lost); the MLP and the CNN use torch's default initialisation drawn from the run's seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from dplab.errors import DPLabError
+
+
+def build(cfg: dict, input_shape: list[int], classes: int) -> nn.Module:
+    """The model of run ``cfg`` for inputs of ``input_shape`` (without batch dimension)."""
+    d = int(math.prod(input_shape))
+    kind = cfg["model"]
+    if kind == "logreg":
+        model = nn.Sequential(nn.Flatten(), nn.Linear(d, classes))
+        nn.init.zeros_(model[1].weight)
+        nn.init.zeros_(model[1].bias)
+        return model
+    if kind == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(d, cfg["hidden"]), nn.ReLU(), nn.Linear(cfg["hidden"], classes))
+    if kind == "cnn":
+        if len(input_shape) != 3 or min(input_shape[1:]) < 4:
+            raise DPLabError("model", f"cnn needs image inputs (channels, H>=4, W>=4); the data has shape {input_shape}")
+        c = cfg["channels"]
+        return nn.Sequential(
+            nn.Conv2d(input_shape[0], c, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(c, 2 * c, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(2),
+            nn.Flatten(),
+            nn.Linear(8 * c, classes),
+        )
+    raise DPLabError("model", f"must be logreg, mlp or cnn; got {kind!r}")
+
+
+def example_loss(model: nn.Module, l2: float):
+    """ℓ(θ; x, y) for ONE example: cross-entropy + (l2/2)·||θ||² (the penalty is part of every
+    example's loss, so its gradient is clipped with the rest)."""
+
+    def loss(params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        logits = torch.func.functional_call(model, params, (x.unsqueeze(0),))
+        value = nn.functional.cross_entropy(logits, y.unsqueeze(0))
+        if l2:
+            value = value + 0.5 * l2 * sum((p * p).sum() for p in params.values())
+        return value
+
+    return loss

@@ -1,0 +1,46 @@
+"""Noise sources for the clipped gradient SUM (canonical units, CATALOGUE §1).
+
+A noise source returns, for step t, one tensor per parameter that the loop adds to
+Σ clip(g_i) before dividing by the batch size.  The loop only calls :meth:`sample`, so a
+correlated, streaming source (the matrix-factorization mechanism, 004 §4.3, whose noise at step
+t mixes the Z's of earlier steps) replaces :class:`GaussianNoise` without touching the loop; it
+keeps whatever it must remember in ``state_dict`` so checkpoints resume it exactly.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class NoiseSource:
+    """Interface: ``sample(step, like, generator)`` → noise shaped like each tensor of ``like``."""
+
+    def sample(self, step: int, like: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class GaussianNoise(NoiseSource):
+    """i.i.d. N(0, (σC)²) per coordinate, drawn on the CPU generator (same numbers on any
+    device) and moved to the parameters' device."""
+
+    def __init__(self, std: float):
+        self.std = float(std)
+
+    def sample(self, step, like, generator):
+        return {
+            k: (self.std * torch.randn(p.shape, generator=generator, dtype=p.dtype)).to(p.device)
+            for k, p in like.items()
+        }
+
+
+class NoNoise(NoiseSource):
+    """Zero noise (the non-private ``sgd``)."""
+
+    def sample(self, step, like, generator):
+        return {k: torch.zeros_like(p) for k, p in like.items()}

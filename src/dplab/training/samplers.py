@@ -1,0 +1,101 @@
+"""Batch samplers: each is exactly the sampling scheme its accountants assume (CATALOGUE §1).
+
+Every draw comes from the run's one ``torch.Generator`` (CPU), so batches are identical on CPU
+and GPU.  ``state_dict``/``load_state_dict`` carry what a checkpoint needs beyond the generator.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dplab.errors import DPLabError
+
+
+class Sampler:
+    name: str
+
+    def __init__(self, n: int, b: int):
+        if not 1 <= b <= n:
+            raise DPLabError("batch_size", f"must lie in [1, dataset_size={n}]; got {b}")
+        self.n, self.b = n, b
+
+    def sample(self, step: int, generator: torch.Generator) -> torch.Tensor:
+        """Indices of the batch of ``step`` (1-based)."""
+        raise NotImplementedError
+
+    def epoch(self, step: int) -> float:
+        """Passes over the data after ``step`` steps (expected, for Poisson)."""
+        return step * self.b / self.n
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class PoissonSampler(Sampler):
+    """Each example joins independently with probability q = b/n: the batch size is
+    Binomial(n, q), empty batches included (000 Alg. 1; 001 eq. 13)."""
+
+    name = "poisson"
+
+    def sample(self, step, generator):
+        return torch.nonzero(torch.rand(self.n, generator=generator) < self.b / self.n).flatten()
+
+
+class WithoutReplacementSampler(Sampler):
+    """A fresh uniformly random subset of exactly b examples each step (001 eq. 15)."""
+
+    name = "without_replacement"
+
+    def sample(self, step, generator):
+        return torch.randperm(self.n, generator=generator)[: self.b].sort().values
+
+
+class ShuffleSampler(Sampler):
+    """Q = ⌊n/b⌋ disjoint batches of size b from one seeded permutation, cycled in order
+    (000 Alg. 2; the n − Q·b left-over examples are never used).  ``reshuffle``: a new
+    permutation at the start of every epoch."""
+
+    name = "shuffle"
+
+    def __init__(self, n: int, b: int, reshuffle: bool = False):
+        super().__init__(n, b)
+        self.batches, self.reshuffle, self.perm = n // b, reshuffle, None
+
+    def sample(self, step, generator):
+        position = (step - 1) % self.batches
+        if self.perm is None or (self.reshuffle and position == 0):
+            self.perm = torch.randperm(self.n, generator=generator)
+        return self.perm[position * self.b : (position + 1) * self.b].sort().values
+
+    def epoch(self, step):
+        return step / self.batches
+
+    def state_dict(self):
+        return {"perm": self.perm}
+
+    def load_state_dict(self, state):
+        self.perm = state["perm"]
+
+
+class FullBatchSampler(Sampler):
+    """Every example, every step (b = n)."""
+
+    name = "full_batch"
+
+    def sample(self, step, generator):
+        return torch.arange(self.n)
+
+
+def build(sampling: str, n: int, b: int, reshuffle: bool = False) -> Sampler:
+    if sampling == "poisson":
+        return PoissonSampler(n, b)
+    if sampling == "without_replacement":
+        return WithoutReplacementSampler(n, b)
+    if sampling == "shuffle":
+        return ShuffleSampler(n, b, reshuffle)
+    if sampling == "full_batch":
+        return FullBatchSampler(n, n)
+    raise DPLabError("sampling", f"unknown sampling {sampling!r}")

@@ -1,0 +1,128 @@
+"""001 Thms 1–3, Prop. 1, eq. (22)–(23) on the settings of Figs. 1–3."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from dplab import units
+from dplab.accounting import Setting, get
+from dplab.accounting import asoodeh as A
+from dplab.errors import AssumptionError
+
+# 001 Figs. 1/3: D=3, C=2, η=0.01, σ_A=1, p=0.001
+R = (3 + 2 * 0.01 * 2) / 1.0
+P = 0.001
+
+
+def _theta_by_hand(eps, r):
+    return norm.sf(eps / r - r / 2) - math.exp(eps) * norm.sf(eps / r + r / 2)
+
+
+@pytest.mark.parametrize("eps,t", [(3.0, 1), (3.0, 7), (1.0, 50), (0.5, 1000)])
+def test_thm2_closed_form_by_hand(eps, t):
+    th = _theta_by_hand(eps, R)
+    expected = (1 - ((1 - P) * th) ** t) / (1 - (1 - P) * th) * P * th
+    assert A.projected_delta(eps, [t], P, R)[0] == pytest.approx(expected, rel=1e-10)
+    assert float(A.theta(eps, R)) == pytest.approx(th, rel=1e-10)
+
+
+def test_theta_is_gaussian_hockey_stick():
+    # θ_ε(r) = E_ε(N(0,1) ‖ N(r,1)): numerical integral of (p − e^ε q)_+
+    x = np.linspace(-40, 40, 400001)
+    for eps, r in [(0.5, 1.0), (3.0, 3.04), (1.0, 0.2)]:
+        integrand = np.maximum(norm.pdf(x) - math.exp(eps) * norm.pdf(x, loc=r), 0)
+        assert float(A.theta(eps, r)) == pytest.approx(np.trapezoid(integrand, x), rel=1e-6, abs=1e-12)
+
+
+def test_delta_increasing_and_convergent():
+    t = np.arange(1, 20001)
+    d = A.projected_delta(3.0, t, P, R)
+    assert np.all(np.diff(d) >= 0)
+    assert d[-1] == pytest.approx(A.projected_delta_limit(3.0, P, R), rel=1e-12)
+    assert d[-1] < 1
+
+
+def test_epsilon_limit_eq22_and_eq23():
+    eps = A.projected_epsilon(1e-3, [1, 10, 100, 10**4, 10**6], P, R)
+    lim = A.projected_epsilon_limit(1e-3, P, R)
+    assert float(A.theta(lim, R)) == pytest.approx(1e-3 / (P + (1 - P) * 1e-3), rel=1e-9)
+    assert np.all(np.diff(eps) >= -1e-12)
+    assert eps[-1] == pytest.approx(lim, rel=1e-9)
+    closed = R * (R / 2 + norm.ppf(P * (1 - 1e-3) / (P + (1 - P) * 1e-3)))
+    assert A.projected_epsilon_closed_form(1e-3, P, R) == pytest.approx(closed)
+    assert lim < closed
+
+
+def _fig_setting(sampling="without_replacement", **kw):
+    # σ_A = η·σ·C/b = 1 with η=0.01, C=2, b=10 → σ = 500; p = 10/10000
+    base = dict(noise_multiplier=units.noise_multiplier_from_asoodeh(1.0, 0.01, 2.0, 10), steps=2000,
+                sampling=sampling, neighbouring="replace_one", batch_size=10, dataset_size=10000, clip=2.0,
+                lr=0.01, diameter=3.0)
+    base.update(kw)
+    return Setting(**base)
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "without_replacement"])
+def test_accountant_on_fig_setting(sampling):
+    acc, s = get("asoodeh_projected"), _fig_setting(sampling)
+    steps = [1, 10, 100, 2000]
+    assert acc.delta_curve(s, 3.0, steps) == pytest.approx(A.projected_delta(3.0, steps, P, R), rel=1e-9)
+    eps = acc.epsilon_curve(s, 1e-3, steps)
+    assert eps[-1] == pytest.approx(A.projected_epsilon_limit(1e-3, P, R), rel=1e-6)
+    # ε and δ are inverse to each other
+    assert acc.delta(s.replace(steps=100), float(eps[2])) == pytest.approx(1e-3, rel=1e-6)
+
+
+def test_refusals():
+    acc = get("asoodeh_projected")
+    with pytest.raises(AssumptionError) as err:
+        acc.epsilon(_fig_setting(neighbouring="add_remove"), 1e-3)
+    assert err.value.key == "neighbouring"
+    with pytest.raises(AssumptionError) as err:
+        acc.epsilon(_fig_setting(diameter=None), 1e-3)
+    assert err.value.key == "diameter"
+    with pytest.raises(AssumptionError) as err:
+        acc.epsilon(_fig_setting(sampling="shuffle"), 1e-3)
+    assert err.value.key == "sampling"
+
+
+# ------------------------------------------------------------------ Thm 3 (regularized)
+REG = dict(p=0.001, lr=0.1, clip=1.0, sigma_a=5.0, dimension=10)  # 001 Fig. 2 (d not given there)
+
+
+def test_regularized_eq21_by_hand():
+    eps, t, lam, kappa = 5.0, 4, 0.65, 6.0
+    r = [(0.1 + kappa * 5) * (1 - (1 - lam) ** s) / lam for s in range(1, t + 1)]
+    th = [_theta_by_hand(eps, 2 * (rs - 5 * kappa) / 5) for rs in r]
+    second = 0.001 / (1 - 0.001) * sum((1 - 0.001) ** (t - i) * np.prod(th[i - 1:]) for i in range(1, t + 1))
+    from scipy.stats import chi2
+    first = (1 + math.exp(eps)) * (1 - chi2.cdf(kappa**2, 10) ** t)
+    got = A.regularized_delta(eps, t, REG["p"], 0.1, 1.0, 5.0, lam, 10, [kappa])[0]
+    assert got == pytest.approx(first + second, rel=1e-9)
+
+
+@pytest.mark.parametrize("lam", [0.65, 0.01])
+def test_regularized_kappa_optimum(lam):
+    d, k = A.regularized_delta_optimized(5.0, 200, REG["p"], 0.1, 1.0, 5.0, lam, 10)
+    grid = np.linspace(0.5, 60, 3000)
+    brute = A.regularized_delta(5.0, 200, REG["p"], 0.1, 1.0, 5.0, lam, 10, grid).min()
+    assert d <= brute * (1 + 1e-9)
+
+
+def test_regularized_accountant():
+    acc = get("asoodeh_regularized")
+    s = Setting(noise_multiplier=units.noise_multiplier_from_asoodeh(5.0, 0.1, 1.0, 10), steps=100,
+                sampling="without_replacement", neighbouring="replace_one", batch_size=10, dataset_size=10000,
+                clip=1.0, lr=0.1, regularization=0.65, dimension=10)
+    d = acc.delta_curve(s, 5.0, [10, 100])
+    assert np.all(np.diff(d) >= 0)
+    eps = acc.epsilon(s, float(d[-1]) * 1.5)
+    assert eps < 5.0
+    with pytest.raises(AssumptionError) as err:
+        acc.delta(s.replace(dimension=None), 5.0)
+    assert err.value.key == "dimension"
+    with pytest.raises(AssumptionError) as err:
+        acc.delta(s.replace(sampling="poisson"), 5.0)
+    assert err.value.key == "sampling"

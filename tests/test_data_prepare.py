@@ -1,0 +1,109 @@
+"""Dataset preparation: digits, synthetic, MNIST from tiny IDX files (no network)."""
+
+import gzip
+import hashlib
+import struct
+
+import numpy as np
+import pytest
+import yaml
+
+from dplab.cli import main
+from dplab.errors import DPLabError
+from dplab.training import data, mnist
+
+
+def test_digits_split_is_stratified_seeded_and_scaled(tmp_path):
+    cfg = data.resolve_dataset({"kind": "digits"}, "digits")
+    train, test, info = data.prepare(cfg, "digits")
+    assert (info["train_size"], info["test_size"], info["classes"]) == (1437, 360, 10)  # 1797 images, 20 % test
+    assert info["input_shape"] == [1, 8, 8] and train["x"].dtype == np.float32
+    assert train["x"].min() == 0.0 and train["x"].max() == 1.0  # pixel values 0..16 divided by 16
+    counts = np.bincount(test["y"], minlength=10)
+    assert counts.min() >= 35 and counts.max() <= 37  # stratified: 36 ± 1 per class
+    again = data.prepare(cfg, "digits")[0]
+    other = data.prepare({**cfg, "seed": 1}, "digits")[0]
+    assert np.array_equal(train["x"], again["x"]) and not np.array_equal(train["y"], other["y"])
+
+
+def test_synthetic_respects_its_feature_bound():
+    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 500, "dim": 3, "feature_norm": 2.5, "classes": 3}, "s")
+    train, test, info = data.prepare(cfg, "s")
+    norms = np.linalg.norm(train["x"], axis=1)
+    assert norms.max() <= 2.5 * (1 + 1e-6) and norms.max() > 2.0
+    assert set(np.unique(train["y"])) == {0, 1, 2}
+    assert info["logreg_constants"]["lipschitz"] == pytest.approx(np.sqrt(2 * (2.5**2 + 1)))
+
+
+def _idx(array: np.ndarray) -> bytes:
+    return struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape) + array.astype(np.uint8).tobytes()
+
+
+def _write_mnist(folder, n_train=30, n_test=12, gz=True):
+    rng = np.random.default_rng(0)
+    arrays = {
+        "train-images-idx3-ubyte": rng.integers(0, 256, (n_train, 28, 28)),
+        "train-labels-idx1-ubyte": np.arange(n_train) % 10,
+        "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, 28, 28)),
+        "t10k-labels-idx1-ubyte": np.arange(n_test) % 10,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    sums = {}
+    for stem, arr in arrays.items():
+        blob = _idx(arr)
+        if gz:
+            blob = gzip.compress(blob, mtime=0)
+            (folder / f"{stem}.gz").write_bytes(blob)
+            sums[stem] = hashlib.md5(blob).hexdigest()
+        else:
+            (folder / stem).write_bytes(blob)
+    return arrays, sums
+
+
+def test_read_idx_roundtrip_and_bad_files():
+    arr = np.arange(24).reshape(2, 3, 4)
+    assert np.array_equal(mnist.read_idx(_idx(arr)), arr)
+    with pytest.raises(DPLabError, match="magic"):
+        mnist.read_idx(b"\x01\x02\x03\x04")
+    with pytest.raises(DPLabError, match="header"):
+        mnist.read_idx(_idx(arr)[:-1])
+
+
+def test_mnist_from_gz_with_checksums_and_subset(tmp_path, monkeypatch):
+    arrays, sums = _write_mnist(tmp_path / "raw")
+    base = {"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20, "download": False}
+    cfg = data.resolve_dataset(base, "mnist")
+    with pytest.raises(DPLabError, match="MD5"):  # our tiny files are not the published ones
+        data.prepare(cfg, "mnist")
+    monkeypatch.setattr(mnist, "FILES", sums)
+    train, test, info = data.prepare(cfg, "mnist")
+    assert info["input_shape"] == [1, 28, 28] and info["train_size"] == 20 and info["test_size"] == 12
+    assert info["feature_norm_bound"] == 28.0
+    # the subset is a seeded choice of the original images, pixels scaled by 1/255
+    src = arrays["train-images-idx3-ubyte"].reshape(30, -1) / 255.0
+    rows = [int(np.argmin(np.abs(src - x.reshape(-1)).sum(1))) for x in train["x"]]
+    assert len(set(rows)) == 20 and np.allclose(src[rows], train["x"].reshape(20, -1), atol=1e-7)
+    assert np.array_equal(train["y"], arrays["train-labels-idx1-ubyte"][rows])
+    assert np.array_equal(data.prepare(cfg, "mnist")[0]["x"], train["x"])
+
+
+def test_mnist_raw_files_and_missing_files(tmp_path):
+    _write_mnist(tmp_path / "raw", gz=False)
+    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": None, "download": False}, "m")
+    assert data.prepare(cfg, "m")[2]["train_size"] == 30
+    with pytest.raises(DPLabError, match="download is false"):
+        data.prepare({**cfg, "path": str(tmp_path / "none")}, "m")
+    with pytest.raises(DPLabError, match="train_size"):
+        data.prepare({**cfg, "train_size": 31}, "m")
+
+
+def test_prepare_data_cli(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"datasets": {"s": {"kind": "synthetic", "train_size": 50}, "bad": {"kind": "cifar"}}}))
+    assert main(["prepare-data", "--config", str(cfg), "--dataset", "s", "--out", str(tmp_path / "s")]) == 0
+    assert {p.name for p in (tmp_path / "s").iterdir()} == {"train.npz", "test.npz", "info.json"}
+    assert data.load(tmp_path / "s").x_train.shape == (50, 20)
+    assert main(["prepare-data", "--config", str(cfg), "--dataset", "bad", "--out", str(tmp_path / "b")]) == 2
+    assert "datasets.bad.kind" in capsys.readouterr().err
+    assert main(["prepare-data", "--config", str(cfg), "--dataset", "nope", "--out", str(tmp_path / "b")]) == 2
+    assert not (tmp_path / "b").exists()

@@ -1,0 +1,125 @@
+"""`dplab train` end to end: outputs, config validation, reproducibility, resume, NaN guard."""
+
+import csv
+import json
+
+import pytest
+import yaml
+
+from dplab.cli import main
+from dplab.errors import DPLabError
+from dplab.training import data, loop
+from dplab.training.config import load_run, resolve_run
+
+FAST = {"steps": 30, "batch_size": 64, "lr": 1.0, "log_every": 10, "device": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("digits")
+    cfg = tmp_path_factory.mktemp("cfg") / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"datasets": {"digits": {"kind": "digits"}}}))
+    assert main(["prepare-data", "--config", str(cfg), "--dataset", "digits", "--out", str(folder)]) == 0
+    return folder
+
+
+def _config(tmp_path, runs):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"datasets": {"digits": {"kind": "digits"}}, "runs": runs}))
+    return path
+
+
+def test_train_writes_metrics_and_summary(digits, tmp_path):
+    path = _config(tmp_path, {"dp": {"method": "dp_sgd", "noise_multiplier": 1.1, **FAST}})
+    out = tmp_path / "out"
+    assert main(["train", "--config", str(path), "--run", "dp", "--data", str(digits), "--out", str(out), "--threads", "1"]) == 0
+    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    assert [int(r["step"]) for r in rows] == [10, 20, 30]
+    assert {"epoch", "train_loss", "test_loss", "test_accuracy", "epsilon_rdp", "epsilon_pld"} <= set(rows[0])
+    eps = [float(r["epsilon_rdp"]) for r in rows]
+    assert eps == sorted(eps) and eps[0] > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["epsilon"]["rdp"] == pytest.approx(eps[-1])
+    assert summary["setting"]["sampling_rate"] == pytest.approx(64 / 1437)
+    assert summary["noise_multiplier"] == 1.1 and summary["delta"] == 1e-5
+    assert summary["neighbouring"] == "add_remove" and summary["sampling"] == "poisson"
+    assert not (out / "checkpoint.pt").exists()
+
+
+def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):
+    run = {"method": "dp_sgd", "noise_multiplier": 1.0, "dataset": "digits", **FAST}
+    single = tmp_path / "run.yaml"
+    single.write_text(yaml.safe_dump(run))
+    assert load_run(run_json=json.dumps(run)) == load_run(single)
+    assert load_run(_config(tmp_path, {"a": run}), "a") == {**load_run(single), "name": "a"}
+
+
+@pytest.mark.parametrize(
+    "bad,key",
+    [
+        ({"colour": 1}, "colour"),
+        ({"steps": "many"}, "steps"),
+        ({"steps": 0}, "steps"),
+        ({"delta": 1.5}, "delta"),
+        ({"clip": -1}, "clip"),
+        ({"sampling": "shuffle", "method": "projected_dp_sgd", "diameter": 1.0}, "sampling"),
+        ({"method": "projected_dp_sgd"}, "diameter"),
+        ({"method": "regularized_dp_sgd"}, "regularization"),
+        ({"target_epsilon": 1.0}, "noise_multiplier"),
+        ({"model": "mlp", "l2": 0.1}, "l2"),
+        ({"device": "tpu"}, "device"),
+        ({"accountants": ["nonexistent"]}, "accountant"),
+    ],
+)
+def test_bad_config_exits_2_naming_the_key_and_writes_nothing(bad, key, digits, tmp_path, capsys):
+    run = {"method": "dp_sgd", "noise_multiplier": 1.0, **FAST, **bad}
+    out = tmp_path / "out"
+    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0]
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_same_config_same_summary_and_resume_after_a_crash(digits, tmp_path):
+    ds = data.load(digits)
+    cfg = resolve_run({"method": "dp_sgd", "model": "mlp", "hidden": 16, "noise_multiplier": 1.0, **FAST,
+                       "steps": 20, "checkpoint_every": 7, "accountants": ["rdp"]})
+    loop.train(cfg, ds, tmp_path / "a")
+    loop.train(cfg, ds, tmp_path / "b")
+    files = ("summary.json", "metrics.csv", "model.pt")
+    assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files[:2])
+
+    def crash(step):
+        if step == 12:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        loop.train(cfg, ds, tmp_path / "c", hook=crash)
+    assert (tmp_path / "c" / "checkpoint.pt").exists() and not (tmp_path / "c" / "summary.json").exists()
+    resumed = []
+    loop.train(cfg, ds, tmp_path / "c", hook=resumed.append)
+    assert resumed[0] == 8  # restarted after the checkpoint at step 7
+    for f in files[:2]:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "c" / f).read_bytes()
+
+
+def test_divergence_stops_with_an_error(digits, tmp_path):
+    cfg = resolve_run({"method": "sgd", "l2": 1.0, **FAST, "lr": 1e3})
+    with pytest.raises(DPLabError, match="NaN/inf"):
+        loop.train(cfg, data.load(digits), tmp_path)
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_device_auto_and_missing_cuda():
+    import torch
+
+    assert loop.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(DPLabError, match="device"):
+            loop.resolve_device("cuda")
+
+
+def test_dataset_name_must_match_the_data(digits, tmp_path, capsys):
+    run = {"method": "sgd", "dataset": "mnist", **FAST}
+    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits), "--out", str(tmp_path / "o")]) == 2
+    assert "dataset" in capsys.readouterr().err
