@@ -84,6 +84,21 @@ def _stop_pidfile(pidfile: Path, timeout: float = 10) -> None:
     pidfile.unlink(missing_ok=True)
 
 
+def _clean_stale() -> None:
+    """Stop the daemons of an earlier test cluster whose test was killed before it could stop
+    them (its link in /etc names a slurm.conf of ours: ClusterName=dplabtest), and drop the link."""
+    if not SYSTEM_CONF.is_symlink():
+        return
+    target = Path(os.readlink(SYSTEM_CONF))
+    text = target.read_text() if target.exists() else ""
+    if target.exists() and "ClusterName=dplabtest" not in text:
+        return
+    for line in text.splitlines():
+        if line.startswith(("SlurmdPidFile=", "SlurmctldPidFile=")):
+            _stop_pidfile(Path(line.split("=", 1)[1]))
+    SYSTEM_CONF.unlink()
+
+
 class SlurmCluster:
     """A single-node cluster whose files all live under ``base``."""
 
@@ -137,6 +152,7 @@ PartitionName=gpu Nodes={host} MaxTime=INFINITE State=UP
         (self.base / "gres.conf").write_text(f"NodeName={host} Name=gpu File=/dev/null Count=1\n")
 
     def start(self, timeout: float = 60) -> None:
+        _clean_stale()
         if SYSTEM_CONF.exists() or SYSTEM_CONF.is_symlink():
             raise Unavailable(f"{SYSTEM_CONF} exists: this machine has a SLURM set-up of its own; not touching it")
         self.write_conf()

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.pipeline, pytest.mark.slow]
 #: the plugin's status checks, quick for a test (the profile keeps squeue and waits longer)
 FAST = ["--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "5"]
 #: every snakemake run is bounded: the plugin can wait forever on a status command that fails
-LIMIT_S = 240
+LIMIT_S = 360
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +45,17 @@ def cluster(tmp_path_factory):
         slurm.stop()
 
 
-def snakemake_slurm(cwd, slurm: SlurmCluster, *args: str) -> tuple[int, str]:
-    """Run snakemake with the SLURM profile; kill its whole process group after LIMIT_S."""
+def start_slurm_run(cwd, slurm: SlurmCluster, *args: str) -> subprocess.Popen:
     cmd = ["snakemake", "--profile", "workflow/profiles/slurm", *FAST, *args]
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         cmd, cwd=cwd, env={**tool_env(), **slurm.env()}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )
+
+
+def snakemake_slurm(cwd, slurm: SlurmCluster, *args: str, proc: subprocess.Popen | None = None) -> tuple[int, str]:
+    """Run snakemake with the SLURM profile; kill its whole process group after LIMIT_S."""
+    proc = proc or start_slurm_run(cwd, slurm, *args)
     try:
         out, _ = proc.communicate(timeout=LIMIT_S)
     except subprocess.TimeoutExpired:
@@ -73,9 +77,9 @@ def result_files(root) -> dict[str, bytes]:
 def test_slurm_run_equals_local_run(project, cluster, tmp_path):
     local = tmp_path / "local"
     shutil.copytree(project, local, symlinks=True)
+    slurm_run = start_slurm_run(project, cluster)  # the local reference runs while SLURM jobs wait
     run(["snakemake", "--cores", "2"], cwd=local)
-
-    rc, out = snakemake_slurm(project, cluster)
+    rc, out = snakemake_slurm(project, cluster, proc=slurm_run)
     assert rc == 0, out[-5000:]
     submitted = re.findall(r"Auto-selected partition '(\w+)' for job (\w+)", out)
     assert {rule for _, rule in submitted} >= {"prepare_data", "train", "sweep", "figure_table", "figure", "index"}
