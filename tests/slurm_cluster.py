@@ -114,7 +114,7 @@ class SlurmCluster:
     def write_conf(self) -> None:
         host = socket.gethostname().split(".")[0]
         cpus = os.cpu_count() or 1
-        mem_mb = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") / 2**20 * 0.8)
+        mem_mb = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20 * 0.8)
         for sub in ("state", "spool"):
             (self.base / sub).mkdir(parents=True, exist_ok=True)
         b = self.base

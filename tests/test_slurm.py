@@ -45,6 +45,18 @@ def cluster(tmp_path_factory):
         slurm.stop()
 
 
+@pytest.fixture
+def slurm_project(project):
+    """The small test config with one figure (accountants_vs_pld): every rule of the DAG, 10
+    jobs instead of 23, so the live-cluster runs stay within minutes on 2 cores."""
+    path = project / "config" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["figures"] = {"accountants_vs_pld": config["figures"]["accountants_vs_pld"]}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "one figure"], cwd=project)
+    return project
+
+
 def start_slurm_run(cwd, slurm: SlurmCluster, *args: str) -> subprocess.Popen:
     cmd = ["snakemake", "--profile", "workflow/profiles/slurm", *FAST, *args]
     return subprocess.Popen(
@@ -74,7 +86,8 @@ def result_files(root) -> dict[str, bytes]:
     return files
 
 
-def test_slurm_run_equals_local_run(project, cluster, tmp_path):
+def test_slurm_run_equals_local_run(slurm_project, cluster, tmp_path):
+    project = slurm_project
     local = tmp_path / "local"
     shutil.copytree(project, local, symlinks=True)
     slurm_run = start_slurm_run(project, cluster)  # the local reference runs while SLURM jobs wait
@@ -101,7 +114,7 @@ def test_slurm_run_equals_local_run(project, cluster, tmp_path):
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_cuda_run_asks_for_a_gpu_and_its_failure_ends_the_run(project, cluster):
+def test_cuda_run_asks_for_a_gpu_and_its_failure_ends_the_run(slurm_project, cluster):
     """A run with device: cuda goes to partition gpu with --gpus=1; on this GPU-less machine (the
     node's GPU is a count-only GRES) dplab train refuses, and snakemake stops with the job's SLURM
     status and log instead of waiting."""
@@ -109,6 +122,7 @@ def test_cuda_run_asks_for_a_gpu_and_its_failure_ends_the_run(project, cluster):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the training job would succeed")
+    project = slurm_project
     config_path = project / "config" / "config.yaml"
     config = yaml.safe_load(config_path.read_text())
     config["runs"]["dp_sgd"]["device"] = "cuda"

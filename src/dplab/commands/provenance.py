@@ -37,5 +37,5 @@ def run(args) -> int:
     if missing:
         raise DPLabError("outputs", f"no such file or directory: {', '.join(missing)}")
     data = record(config, args.outputs)
-    write_json(data, args.out)
+    write_json(args.out, data)
     return 0
