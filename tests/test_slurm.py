@@ -108,7 +108,12 @@ def test_slurm_run_equals_local_run(slurm_project, cluster, tmp_path):
     assert set(slurm_results) == set(local_results)
     assert len(slurm_results) >= 8, sorted(slurm_results)
     differ = [name for name in local_results if slurm_results[name] != local_results[name]]
-    assert not differ, differ
+    assert differ in ([], ["results/provenance.json"]), differ
+    # the provenance records agree but for the PDFs' hashes (a PDF stores its creation time)
+    records = [json.loads(files["results/provenance.json"]) for files in (slurm_results, local_results)]
+    for record in records:
+        record["outputs"] = {k: v for k, v in record["outputs"].items() if not k.endswith(".pdf")}
+    assert records[0] == records[1]
 
     again = run(["snakemake", "--profile", "workflow/profiles/slurm", "-n"], cwd=project)
     assert "Nothing to be done" in again.stdout + again.stderr
