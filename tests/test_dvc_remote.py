@@ -26,7 +26,7 @@ def dvc_graph(cwd):
 
     with Repo(str(cwd)) as repo:
         graph = repo.index.graph  # edges point from a stage to the stages it depends on
-        names = {stage: stage.addressing for stage in graph.nodes}
+        names = {stage: stage.name for stage in graph.nodes}
         outs = sorted(out.def_path for stage in graph.nodes for out in stage.outs)
         downstream = {names[s]: set() for s in graph.nodes}
         for stage in graph.nodes:
