@@ -74,7 +74,7 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
 
 def grid_run_files(grid: str, run: str) -> dict[str, str]:
     base = f"{RESULTS}/grids/{grid}/{run}"
-    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json"}
+    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt"}
 
 
 def grid_summaries(config: dict, grid: str) -> list[str]:
@@ -108,7 +108,7 @@ def data_files(dataset: str) -> dict[str, str]:
 
 def run_files(run: str) -> dict[str, str]:
     base = f"{RESULTS}/runs/{run}"
-    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json"}
+    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt"}
 
 
 def sweep_file(sweep: str) -> str:

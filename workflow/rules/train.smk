@@ -5,6 +5,7 @@ rule train:
     output:
         metrics="results/runs/{run}/metrics.csv",
         summary="results/runs/{run}/summary.json",
+        model="results/runs/{run}/model.pt",
     params:
         run=run_json,
         data=run_data_dir,
@@ -29,6 +30,7 @@ rule train_grid_run:
     output:
         metrics="results/grids/{grid}/{grid_run}/metrics.csv",
         summary="results/grids/{grid}/{grid_run}/summary.json",
+        model="results/grids/{grid}/{grid_run}/model.pt",
     params:
         run=grid_run_json,
         data=grid_run_data_dir,
