@@ -18,6 +18,7 @@ from dplab.errors import DPLabError
 COMMAND_MODULES: tuple[str, ...] = (
     "dplab.commands.data",
     "dplab.commands.train",
+    "dplab.commands.accounting",
     "dplab.commands.sweep",
     "dplab.commands.figures",
     "dplab.commands.mf",

@@ -46,7 +46,7 @@ def check_config(config: dict) -> None:
 
 def dataset_entry(config: dict, name: str) -> dict:
     """The dataset entry with the global seed filled in where the entry has none."""
-    return {"seed": config["seed"], **config["datasets"][name], "name": name}
+    return {"seed": config["seed"], **config["datasets"][name]}
 
 
 def run_entry(config: dict, name: str) -> dict:

@@ -65,7 +65,7 @@ def run_table(args) -> int:
         except json.JSONDecodeError as err:
             raise DPLabError("params-json", f"not valid JSON: {err}") from None
         inputs = args.inputs
-    write_csv(FIGURES[args.figure].table(inputs, params), args.out)
+    write_csv(args.out, FIGURES[args.figure].table(inputs, params))
     return 0
 
 
@@ -73,11 +73,8 @@ def run_draw(args) -> int:
     import pandas as pd
 
     from dplab.figures import FIGURES, style
-    from dplab.io import atomic_path
 
-    fig = FIGURES[args.figure].draw(pd.read_csv(args.table))
-    with atomic_path(args.pdf) as pdf, atomic_path(args.png) as png:
-        style.save(fig, str(pdf), str(png))
+    style.save(FIGURES[args.figure].draw(pd.read_csv(args.table)), args.pdf, args.png)
     return 0
 
 
@@ -99,5 +96,5 @@ def run_index(args) -> int:
     tables = sorted(p.relative_to(results).as_posix() for p in results.glob("accounting/*.csv"))
     tables += sorted(p.relative_to(results).as_posix() for p in results.glob("runs/*/metrics.csv"))
     lines += ["", "## Result tables", ""] + [f"- [{t}]({t})" for t in tables]
-    write_text("\n".join(lines) + "\n", args.out)
+    write_text(args.out, "\n".join(lines) + "\n")
     return 0

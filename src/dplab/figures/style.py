@@ -49,9 +49,11 @@ def new_figure(ncols: int = 1, nrows: int = 1, **kwargs):
 
 
 def save(fig, pdf: str, png: str) -> None:
-    """Write the figure as PDF and PNG, then close it."""
+    """Write the figure as PDF and PNG (each atomically), then close it."""
+    from dplab.io import atomic_write
+
     with plt.rc_context(RC):
         fig.tight_layout()
-        fig.savefig(pdf)
-        fig.savefig(png)
+        atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf"))
+        atomic_write(png, lambda tmp: fig.savefig(tmp, format="png"))
     plt.close(fig)
