@@ -1,7 +1,9 @@
 """The ``dplab`` command line: what the Snakemake rules and users call.
 
 Each subcommand lives in a module of :mod:`dplab.commands` that defines
-``register(subparsers)`` (adds its parser, with ``set_defaults(func=...)``).  Bad input of
+``register(subparsers)`` (adds its parser, with ``set_defaults(func=...)``) and imports
+heavy modules (torch, dp_accounting, matplotlib) only inside its ``func``, so that ``dplab``
+starts fast.  Bad input of
 any kind (a :class:`~dplab.errors.DPLabError`) prints one line on stderr and exits with 2.
 """
 

@@ -20,8 +20,6 @@ Supported (anything else raises :class:`AssumptionError`):
 
 from __future__ import annotations
 
-import math
-
 import dp_accounting
 import numpy as np
 from dp_accounting.pld import pld_privacy_accountant
@@ -29,9 +27,9 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab import units
 from dplab.accounting.amplification import SHUFFLE_REFUSAL
-from dplab.accounting.base import SIGMA_RTOL, Accountant
+from dplab.accounting.base import Accountant
 from dplab.accounting.registry import register
-from dplab.accounting.setting import Setting, check_delta, check_epsilon
+from dplab.accounting.setting import Setting
 
 _ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 _REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
@@ -150,28 +148,9 @@ class PldAccountant(_DpAccountingAdapter):
     def _delta_curve(self, setting, epsilon, steps):
         return np.array([self._accountant(setting, t).get_delta(epsilon) for t in steps])
 
-    def sigma(self, setting: Setting, epsilon: float, delta: float) -> float:
-        """Smallest σ with ε_pld(σ) ≤ ε: bracketed by rdp's σ (rdp ≥ pld, so it meets the target)
-        instead of the generic bracket, whose tiny σ make PLDs huge; then bisection in log σ."""
-        epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-        self.check(setting.replace(noise_multiplier=1.0))
-
-        def meets(sigma: float) -> bool:
-            return self.epsilon(setting.replace(noise_multiplier=sigma), delta) <= epsilon
-
-        if setting.sampling in ("poisson",) and setting.neighbouring == "replace_one":
-            hi = 1.0
-            while not meets(hi):
-                hi *= 2.0
-        else:
-            hi = RdpAccountant().sigma(setting, epsilon, delta)
-            while not meets(hi):  # pld's discretization can exceed rdp by ~1e-4 at tiny T
-                hi *= 1.01
-        lo = hi / 2
-        while meets(lo):
-            lo /= 2
-        lo, hi = math.log(lo), math.log(hi)
-        while hi - lo > SIGMA_RTOL / 4:
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if meets(math.exp(mid)) else (mid, hi)
-        return math.exp(hi)
+    def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
+        """rdp's σ (rdp ≥ pld, so it meets the target up to pld's discretization): a bracket
+        that never asks for the huge PLDs of tiny σ."""
+        if setting.sampling == "poisson" and setting.neighbouring == "replace_one":
+            return 1.0  # no rdp for this pair
+        return RdpAccountant().sigma(setting, epsilon, delta)

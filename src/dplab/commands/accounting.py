@@ -67,7 +67,7 @@ def _setting(args: argparse.Namespace) -> Setting:
 
 
 def _emit(result: dict) -> int:
-    print(json.dumps(result))
+    print(json.dumps(result, ensure_ascii=False))
     return 0
 
 
@@ -113,26 +113,44 @@ def cmd_sigma(args: argparse.Namespace) -> int:
 
 
 def cmd_accountants(args: argparse.Namespace) -> int:
-    print(json.dumps([accounting.get(name).describe() for name in accounting.names()], indent=2))
+    print(json.dumps([accounting.get(name).describe() for name in accounting.names()], indent=2, ensure_ascii=False))
     return 0
 
 
+_COMMON = (" The setting is given with the CATALOGUE §1 flags below; the JSON output repeats it and names the accountant, δ, neighbouring relation and sampling it assumed. A setting outside the accountant's assumptions exits with code 2 and one line saying which assumption fails.")
+
+
 def register(subparsers) -> None:
-    p = subparsers.add_parser("epsilon", help="ε of a setting at a given δ")
+    p = subparsers.add_parser(
+        "epsilon", help="ε of a setting at a given δ",
+        description="Print {\"epsilon\": …} for a training (or one-release) setting at δ." + _COMMON,
+    )
     _add_setting_flags(p)
     p.add_argument("--delta", type=_finite(float, "--delta"), required=True, help="δ in (0, 1)")
     p.set_defaults(func=cmd_epsilon)
 
-    p = subparsers.add_parser("delta", help="δ of a setting at a given ε")
+    p = subparsers.add_parser(
+        "delta", help="δ of a setting at a given ε",
+        description="Print {\"delta\": …} for a training (or one-release) setting at ε." + _COMMON,
+    )
     _add_setting_flags(p)
     p.add_argument("--epsilon", type=_finite(float, "--epsilon"), required=True, help="ε > 0")
     p.set_defaults(func=cmd_delta)
 
-    p = subparsers.add_parser("sigma", help="smallest noise multiplier σ meeting (ε, δ)")
+    p = subparsers.add_parser(
+        "sigma", help="smallest noise multiplier σ meeting (ε, δ)",
+        description="Print {\"noise_multiplier\": …}: the smallest σ whose ε at δ is at most the target "
+        "(relative precision 1e-5; with --sensitivity or --clip also the absolute noise std)." + _COMMON,
+    )
     _add_setting_flags(p)
     p.add_argument("--epsilon", type=_finite(float, "--epsilon"), required=True, help="target ε > 0")
     p.add_argument("--delta", type=_finite(float, "--delta"), required=True, help="target δ in (0, 1)")
     p.set_defaults(func=cmd_sigma)
 
-    p = subparsers.add_parser("accountants", help="every registered accountant with its source and assumptions")
+    p = subparsers.add_parser(
+        "accountants", help="every registered accountant with its source and assumptions",
+        description="Print, as JSON, every accountant: its source (seed and theorem), whether it covers "
+        "the whole trajectory or only the last iterate, the sampling schemes and neighbouring relations "
+        "it is proved for, the setting keys it requires, and its other assumptions.",
+    )
     p.set_defaults(func=cmd_accountants)

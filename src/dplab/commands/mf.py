@@ -14,7 +14,6 @@ import json
 import time
 
 from dplab.errors import DPLabError
-from dplab.mf import accounting, factorizations, workload
 
 
 def register(subparsers) -> None:
@@ -26,7 +25,7 @@ def register(subparsers) -> None:
         "squared error of the privatized prefix sums per unit noise, and the time it took; with --epsilon "
         "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
     )
-    p.add_argument("--strategy", required=True, help=f"one of {', '.join(factorizations.STRATEGIES)}")
+    p.add_argument("--strategy", required=True, help="identity, sqrt, optimal or banded (see docs/matrix_factorization.md)")
     p.add_argument("--steps", type=int, required=True, help="T")
     p.add_argument("--participations", type=int, default=None, help="k (default ⌈T/b⌉)")
     p.add_argument("--min-separation", type=int, default=None, help="b (default T: single participation)")
@@ -45,6 +44,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from dplab.mf import accounting, factorizations, workload
+
     start = time.perf_counter()
     steps = workload.check_steps(args.steps)
     b = steps if args.min_separation is None else args.min_separation
@@ -82,5 +83,5 @@ def run(args) -> int:
             noise_multiplier=sigma,
         )
     out["seconds"] = time.perf_counter() - start
-    print(json.dumps(out))
+    print(json.dumps(out, ensure_ascii=False))
     return 0
