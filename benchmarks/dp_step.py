@@ -203,7 +203,10 @@ def memory(name, method, batch, device, threads) -> dict:
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
     cmd = [sys.executable, __file__, "--probe", name, method, "--memory-batch", str(batch),
            "--device", device.type, "--threads", str(threads)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:  # e.g. Opacus's per-sample gradients of a 10M-parameter model at batch 1024
+        last = (out.stderr.strip().splitlines() or ["killed"])[-1]
+        return {"peak_mb": float("nan"), "step_mb": float("nan"), "error": last[:200]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
