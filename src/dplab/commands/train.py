@@ -12,6 +12,8 @@ def register(subparsers) -> None:
     p.add_argument("--run", help="name of the run in the config's `runs` section")
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
     p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--mf-cache", default=None,
+                   help="folder of cached factorizations (`dplab mf --cache`); dp_mf runs load theirs from it")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=run)
 
@@ -31,7 +33,12 @@ def run(args) -> int:
     dataset = data.load(args.data)
     if dataset.info["name"] != cfg["dataset"]:
         raise DPLabError("dataset", f"the run names {cfg['dataset']!r} but {args.data} holds {dataset.info['name']!r}")
-    summary = loop.train(cfg, dataset, args.out)
+    factorization = None
+    if args.mf_cache is not None and cfg["method"] == "dp_mf":
+        from dplab.training.dp_mf import load_factorization
+
+        factorization = load_factorization(cfg, args.mf_cache)
+    summary = loop.train(cfg, dataset, args.out, factorization=factorization)
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary["epsilon"].items()) or "none"
     final = summary["final"]
     print(f"test_accuracy={final['test_accuracy']:.4f} test_loss={final['test_loss']:.4f} epsilon: {eps} -> {args.out}")
