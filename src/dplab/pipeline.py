@@ -21,7 +21,7 @@ def name_pattern(entries: dict) -> str:
 def check_config(config: dict) -> None:
     """Raise :class:`DPLabError` naming the key of any dangling reference in ``config``."""
     from dplab.accounting import names as accountant_names
-    from dplab.figures import FIGURES
+    from dplab.figures import FIGURE_IDS, figure as figure_module
 
     for run, entry in config["runs"].items():
         if entry["dataset"] not in config["datasets"]:
@@ -39,14 +39,14 @@ def check_config(config: dict) -> None:
             if name not in known:
                 raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
     for figure, params in config.get("figures", {}).items():
-        if figure not in FIGURES:
-            raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(sorted(FIGURES))}")
-        FIGURES[figure].check(config, params)
+        if figure not in FIGURE_IDS:
+            raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
+        figure_module(figure).check(config, params)
 
 
 def dataset_entry(config: dict, name: str) -> dict:
     """The dataset entry with the global seed filled in where the entry has none."""
-    return {"seed": config["seed"], **config["datasets"][name], "name": name}
+    return {"seed": config["seed"], **config["datasets"][name]}
 
 
 def run_entry(config: dict, name: str) -> dict:
@@ -83,9 +83,9 @@ def table_file(figure: str) -> str:
 
 def figure_inputs(config: dict, figure: str) -> list[str]:
     """The result files the table of ``figure`` is computed from."""
-    from dplab.figures import FIGURES
+    from dplab.figures import figure as figure_module
 
-    return FIGURES[figure].inputs(config, config["figures"][figure])
+    return figure_module(figure).inputs(config, config["figures"][figure])
 
 
 def figure_files(config: dict) -> list[str]:

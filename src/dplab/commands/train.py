@@ -5,7 +5,15 @@ from __future__ import annotations
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("train", help="train one run; write metrics.csv and summary.json")
+    p = subparsers.add_parser(
+        "train",
+        help="train one run; write metrics.csv and summary.json",
+        description="Train one run (a pipeline config with --run, a single-run YAML, or --run-json) on a "
+        "dataset prepared by `dplab prepare-data`. Writes DIR/metrics.csv (one row per logged step, with "
+        "ε from every accountant valid for the run), DIR/summary.json (final metrics, the setting in "
+        "canonical names, σ, δ, ε per valid accountant, excluded accountants and why) and DIR/model.pt; "
+        "resumes from DIR/checkpoint.pt if a previous attempt was interrupted.",
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="pipeline config (with --run) or single-run YAML")
     src.add_argument("--run-json", help="the run as a JSON object (what the Snakemake rule passes)")
