@@ -223,11 +223,14 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
 
 def save(factorization: Factorization, path, momentum: float = 0.0) -> None:
     """Write C (and what rebuilds A) to ``path`` (.npz, atomic); :func:`load` reads it back."""
-    from dplab.io import atomic_path
+    from dplab.io import atomic_write
 
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        np.savez(handle, encoder=factorization.encoder, strategy=factorization.strategy,
-                 bands=factorization.bands, momentum=momentum)
+    def write(tmp):
+        with open(tmp, "wb") as handle:
+            np.savez(handle, encoder=factorization.encoder, strategy=factorization.strategy,
+                     bands=factorization.bands, momentum=momentum)
+
+    atomic_write(path, write)
 
 
 def load(path) -> tuple[Factorization, float]:
