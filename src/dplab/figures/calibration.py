@@ -32,9 +32,7 @@ def _excess(accountant: Accountant, setting: Setting, epsilon: float, delta: flo
         if log_sigma not in cache:
             try:
                 cache[log_sigma] = accountant.epsilon(setting.replace(noise_multiplier=math.exp(log_sigma)), delta) - epsilon
-            except (AssumptionError, OverflowError):
-                # outside the bound's validity, or (asoodeh_regularized's ε search overflowing
-                # exp(ε) past ε ≈ 709) no useful ε at this σ: either way σ does not meet the target
+            except AssumptionError:  # outside the bound's validity: σ does not meet the target
                 cache[log_sigma] = math.inf
         return cache[log_sigma]
 
