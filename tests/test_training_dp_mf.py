@@ -146,3 +146,29 @@ def test_cached_factorization_is_checked_against_the_run(synth, tmp_path):
     a = loop.train(cfg, synth, tmp_path / "a", factorization=fact)
     b = loop.train(cfg, synth, tmp_path / "b")
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _summary(path, method, seed, eps, acc):
+    run = {"method": method, "seed": seed, "sampling": "poisson" if method == "dp_sgd" else "cyclic_poisson",
+           "strategy": "banded", "bands": 4, "min_separation": 4}
+    path.write_text(json.dumps({"run": run, "epsilon": {"mf" if method == "dp_mf" else "pld": eps}, "delta": 1e-6,
+                                "noise_multiplier": 1.0, "final": {"test_accuracy": acc, "test_loss": 1 - acc}}))
+    return str(path)
+
+
+def test_comparison_table_columns_and_matched_epsilon(tmp_path):
+    from dplab.figures import mf_vs_dpsgd
+
+    accs = {"dp_mf": [0.6, 0.7, 0.5], "dp_sgd": [0.4, 0.5, 0.6]}
+    files = [_summary(tmp_path / f"{m}{s}.json", m, s, 1.0, a) for m in accs for s, a in enumerate(accs[m])]
+    table = mf_vs_dpsgd.table(files, {})
+    assert list(table.columns) == ["variant", "method", "accountant", "epsilon", "delta", "noise_multiplier", "seeds",
+                                   "test_accuracy_mean", "test_accuracy_sd", "test_accuracy_se",
+                                   "test_loss_mean", "test_loss_sd", "test_loss_se"]
+    mf = table[table.method == "dp_mf"].iloc[0]
+    assert (mf.seeds, mf.accountant) == (3, "mf")
+    assert mf.test_accuracy_mean == pytest.approx(0.6) and mf.test_accuracy_sd == pytest.approx(0.1)
+    assert mf.test_accuracy_se == pytest.approx(0.1 / np.sqrt(3))
+    files.append(_summary(tmp_path / "late.json", "dp_sgd", 9, 1.5, 0.9))  # ε not matched
+    with pytest.raises(DPLabError, match="epsilon differs"):
+        mf_vs_dpsgd.table(files, {})
