@@ -22,6 +22,7 @@ FIGURE_IDS = (
     "langevin_rdp",
     "langevin_tightness",
     "accountants_vs_pld",
+    "mf_vs_dpsgd",
 )
 
 

@@ -31,6 +31,7 @@ class Plan:
     curves: dict[str, np.ndarray] = field(default_factory=dict)  # accountant -> ε on the log grid
     release: dict[str, str] = field(default_factory=dict)  # accountant -> trajectory|last_iterate
     excluded: dict[str, str] = field(default_factory=dict)  # accountant -> reason
+    details: dict = field(default_factory=dict)  # method-specific summary entries (dp_mf: the factorization)
 
 
 def loss_constants(cfg: dict, info: dict) -> tuple[dict, str]:
