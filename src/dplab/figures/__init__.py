@@ -7,8 +7,9 @@ per plotted point, canonical column names) and ``draw(table) -> matplotlib Figur
 table alone, so a figure can be redrawn without recomputing anything).
 """
 
-from dplab.figures import accountants_vs_pld
+from dplab.figures import accountants_vs_pld, tightness_audit
 
 FIGURES = {
     "accountants_vs_pld": accountants_vs_pld,
+    "tightness_audit": tightness_audit,
 }
