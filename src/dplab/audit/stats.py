@@ -101,7 +101,10 @@ def audit_bound(scores_in, scores_out, delta: float, confidence: float = 0.95) -
     _, low, _ = epsilon_interval(tp, len(sel_in), fp, len(sel_out), delta, confidence)
     point, _, _ = epsilon_interval(tp, len(sel_in), fp, len(sel_out), delta, confidence)
     best = np.lexsort((point, low))[-1]  # best certified bound; ties broken by the point estimate
-    tau = float(candidates[best])
+    # every τ in (candidates[best−1], candidates[best]] has the same selection counts: take the middle
+    tau = float(candidates[best]) if best == 0 else float((candidates[best] + candidates[best - 1]) / 2)
+    if not np.isfinite(tau):
+        tau = float(candidates[best - 1]) + 1.0 if best > 0 else np.inf
     tp_e, fp_e = counts_at(ev_in, ev_out, np.array([tau]))
     point_e, low_e, high_e = epsilon_interval(tp_e, len(ev_in), fp_e, len(ev_out), delta, confidence)
     return AuditBound(tau, int(tp_e[0]), len(ev_in), int(fp_e[0]), len(ev_out),
