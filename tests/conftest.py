@@ -62,3 +62,10 @@ def project(tmp_path) -> Path:
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True
     )
     return dest
+
+
+# Property tests draw the same examples on every run (CI must not be flaky).
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("dplab", derandomize=True, deadline=None)
+_hypothesis_settings.load_profile("dplab")

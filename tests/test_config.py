@@ -22,12 +22,17 @@ def test_default_config_is_valid_and_defaults_are_filled():
 @pytest.mark.parametrize(
     "mutate, key",
     [
-        (lambda c: c.update(bogus=1), "config"),
+        (lambda c: c.update(bogus=1), "bogus"),
         (lambda c: c.update(seed=-1), "seed"),
         (lambda c: c.update(threads="two"), "threads"),
         (lambda c: c["sweeps"]["dp_sgd"].update(points=1), "sweeps.dp_sgd.points"),
         (lambda c: c["sweeps"]["dp_sgd"].update(accountants=[]), "sweeps.dp_sgd.accountants"),
         (lambda c: c["datasets"]["digits"].update(kind="cifar"), "datasets.digits.kind"),
+        (lambda c: c["datasets"]["digits"].update(test_fraction=2), "datasets.digits.test_fraction"),
+        (lambda c: c["datasets"]["digits"].update(train_size=10), "datasets.digits.train_size"),
+        (lambda c: c["runs"]["dp_sgd"].update(lr=0), "runs.dp_sgd.lr"),
+        (lambda c: c["runs"]["dp_sgd"].update(delta=1.5), "runs.dp_sgd.delta"),
+        (lambda c: c["runs"]["dp_sgd"].update(method="adam"), "runs.dp_sgd.method"),
     ],
 )
 def test_schema_errors_name_the_key(mutate, key):

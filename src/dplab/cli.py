@@ -1,7 +1,9 @@
 """The ``dplab`` command line: what the Snakemake rules and users call.
 
 Each subcommand lives in a module of :mod:`dplab.commands` that defines
-``register(subparsers)`` (adds its parser, with ``set_defaults(func=...)``).  Bad input of
+``register(subparsers)`` (adds its parser, with ``set_defaults(func=...)``) and imports
+heavy modules (torch, dp_accounting, matplotlib) only inside its ``func``, so that ``dplab``
+starts fast.  Bad input of
 any kind (a :class:`~dplab.errors.DPLabError`) prints one line on stderr and exits with 2.
 """
 
@@ -18,6 +20,7 @@ from dplab.errors import DPLabError
 COMMAND_MODULES: tuple[str, ...] = (
     "dplab.commands.data",
     "dplab.commands.train",
+    "dplab.commands.accounting",
     "dplab.commands.sweep",
     "dplab.commands.figures",
     "dplab.commands.mf",

@@ -1,12 +1,13 @@
 """Load and validate configuration against the JSON schemas shipped in ``dplab/schemas``.
 
-The same schemas drive Snakemake's ``validate()`` (through ``workflow/schemas``) and the
-``dplab`` commands, so a config key means the same thing everywhere and defaults are
-filled in the same way.  Errors name the offending key and the valid range.
+The same schemas drive Snakemake's ``validate()`` (through ``workflow/schemas``) and every
+``dplab`` command, so a config key means the same thing everywhere and defaults are filled
+in the same way.  Errors name the offending key (dotted path) and the valid range.
 """
 
 from __future__ import annotations
 
+import copy
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -21,55 +22,90 @@ SCHEMAS = ("config", "run", "dataset")
 
 
 @cache
+def load_schema(name: str) -> dict:
+    """The schema ``dplab/schemas/<name>.schema.yaml``."""
+    return yaml.safe_load(resources.files("dplab.schemas").joinpath(f"{name}.schema.yaml").read_text())
+
+
+@cache
 def _registry() -> Registry:
-    resources_ = []
-    for name in SCHEMAS:
-        text = resources.files("dplab.schemas").joinpath(f"{name}.schema.yaml").read_text()
-        resources_.append((f"{name}.schema.yaml", Resource.from_contents(yaml.safe_load(text))))
-    return Registry().with_resources(resources_)
+    return Registry().with_resources(
+        (f"{name}.schema.yaml", Resource.from_contents(load_schema(name))) for name in SCHEMAS
+    )
 
 
-def _with_defaults(validator_class):
-    """A validator class that fills in ``default`` values of properties while validating."""
-    validate_properties = validator_class.VALIDATORS["properties"]
-
-    def properties(validator, props, instance, schema):
-        if isinstance(instance, dict):
-            for key, sub in props.items():
-                if isinstance(sub, dict) and "default" in sub and key not in instance:
-                    instance[key] = sub["default"]
-        yield from validate_properties(validator, props, instance, schema)
-
-    return jsonschema.validators.extend(validator_class, {"properties": properties})
+def _validator(schema: dict) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema, registry=_registry())
 
 
-_Validator = _with_defaults(jsonschema.Draft202012Validator)
+def _resolve(schema: dict) -> dict:
+    while "$ref" in schema:
+        schema = _registry().contents(schema["$ref"].split("#")[0])
+    return schema
 
 
-def validate(instance: dict, schema: str = "config", prefix: str = "") -> dict:
-    """Validate ``instance`` (in place, filling defaults) against ``<schema>.schema.yaml``.
+def _fill_defaults(instance, schema: dict) -> None:
+    """Fill ``default`` values of a valid ``instance`` in place, following $ref, allOf,
+    if/then, oneOf/anyOf (the branch that matches) and nested properties / additionalProperties."""
+    schema = _resolve(schema)
+    for branch in schema.get("allOf", []):
+        _fill_defaults(instance, branch)
+    if "if" in schema and "then" in schema and _validator(schema["if"]).is_valid(instance):
+        _fill_defaults(instance, schema["then"])
+    for key in ("oneOf", "anyOf"):
+        for branch in schema.get(key, []):
+            if _validator(branch).is_valid(instance):
+                _fill_defaults(instance, branch)
+                break
+    if not isinstance(instance, dict):
+        return
+    properties = schema.get("properties", {})
+    for key, sub in properties.items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance and isinstance(sub, dict):
+            _fill_defaults(instance[key], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key in instance.keys() - properties.keys():
+            _fill_defaults(instance[key], extra)
 
-    Raises :class:`DPLabError` whose key is the dotted path of the first offending entry.
-    """
-    registry = _registry()
-    root = registry.contents(f"{schema}.schema.yaml")
-    validator = _Validator(root, registry=registry)
-    errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+
+def _join(where: str, key: str) -> str:
+    return ".".join(part for part in (where, key) if part) or "config"
+
+
+def validate(instance, schema: str | dict = "config", where: str = ""):
+    """A copy of ``instance`` with defaults filled, validated against ``schema`` (a name in
+    ``dplab/schemas`` or a schema dict); a :class:`DPLabError` naming the first bad key otherwise."""
+    schema = load_schema(schema) if isinstance(schema, str) else schema
+    if not isinstance(instance, dict):
+        raise DPLabError(where or "config", f"must be a mapping; got {type(instance).__name__}")
+    errors = sorted(_validator(schema).iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
-        error = errors[0]
-        path = ".".join(str(p) for p in error.absolute_path)
-        key = ".".join(p for p in (prefix, path) if p) or "config"
-        raise DPLabError(key, error.message)
-    return instance
+        err = errors[0]
+        path = ".".join(str(p) for p in err.absolute_path)
+        sub = _resolve(err.schema) if isinstance(err.schema, dict) else {}
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(sub.get("properties", {})))
+            valid = ", ".join(sorted(sub.get("properties", {}))) or "none"
+            raise DPLabError(_join(where, _join(path, extra[0]) if extra else path), f"unknown key; valid keys: {valid}")
+        if err.validator == "required":
+            raise DPLabError(_join(where, _join(path, err.message.split("'")[1])), "is required")
+        hint = f" ({sub['description']})" if isinstance(sub.get("description"), str) else ""
+        raise DPLabError(_join(where, path), f"{err.message}{hint}")
+    out = copy.deepcopy(instance)
+    _fill_defaults(out, schema)
+    return out
 
 
 def load_yaml(path: str | Path) -> dict:
-    """Read a YAML mapping; a missing or malformed file is a :class:`DPLabError` naming it."""
+    """A YAML mapping from ``path`` (DPLabError if missing or malformed)."""
+    path = Path(path)
     try:
-        with open(path) as handle:
-            data = yaml.safe_load(handle)
-    except OSError as err:
-        raise DPLabError("config", f"cannot read {path}: {err.strerror}") from None
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise DPLabError("config", f"no such file: {path}") from None
     except yaml.YAMLError as err:
         raise DPLabError("config", f"{path} is not valid YAML: {err}") from None
     if not isinstance(data, dict):

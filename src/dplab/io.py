@@ -1,41 +1,41 @@
-"""Atomic writes: a failed job never leaves a half-written file under results/."""
+"""Atomic writes: write to a temporary file in the same folder, then rename.
+
+A job that fails half-way therefore never leaves a half-written file under results/.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
 
-@contextmanager
-def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path next to ``path``; rename it onto ``path`` only on success."""
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp_path)`` and move the result to ``path`` in one rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix or ".tmp")
     os.close(fd)
     try:
-        yield Path(tmp)
+        write(Path(tmp))
         os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
-def write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
+def write_text(path: str | Path, text: str) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
-def write_json(obj, path: str | os.PathLike) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+def write_json(path: str | Path, data) -> None:
+    """Sorted keys, fixed indentation: identical data gives identical bytes."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
-def write_text(text: str, path: str | os.PathLike) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
+def write_csv(path: str | Path, frame: pd.DataFrame) -> None:
+    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))

@@ -53,7 +53,10 @@ def effective_noise_multiplier(noise_multiplier: float, neighbouring: str) -> fl
 def asoodeh_sigma(noise_multiplier: float, lr: float, clip: float, batch_size: float) -> float:
     """001's σ (our ``σ_A``): std of the parameter-space noise, σ_A = η·σ·C / b.
 
-    001 eq. (1) adds σ_A·Z to w − η·mean(clip(g)); our update adds η·σ·C·Z/b.
+    001 eq. (1) adds σ_A·Z to w − (η/|B|)·Σ clip(g); our update adds η·σ·C·Z/b.  Exact for
+    sampling without replacement (|B| = b); under Poisson sampling 001 divides by the
+    realized |B| while we use the expected b, so the match holds in expectation of 1/|B|
+    only to first order (b = q·n).
     """
     return _positive("lr", lr) * noise_std_on_sum(noise_multiplier, clip) / _positive("batch_size", batch_size)
 
@@ -101,7 +104,11 @@ def boninsegna_sigma(noise_multiplier: float) -> float:
 
 # ------------------------------------------------------------- 003 (short note)
 def noise_multiplier_from_note(sigma_003: float, batch_size: float) -> float:
-    """003 Alg. 2 adds N(0, σ₀₀₃²C²) to the *average* of b clipped gradients: σ = b·σ₀₀₃."""
+    """003 Alg. 2 adds N(0, σ₀₀₃²C²) to the *average* of b clipped gradients: σ = b·σ₀₀₃.
+
+    Caution: 003 §3's calibrations (σ_naive, σ_strong) treat σ as std over a sensitivity-C
+    query, i.e. our σ on the sum (add_remove), not the σ₀₀₃ of its Alg. 2.
+    """
     return _positive("sigma", sigma_003) * _positive("batch_size", batch_size)
 
 
@@ -117,9 +124,19 @@ def noise_multiplier_from_blog(sigma_004: float) -> float:
     return 2.0 * _positive("sigma", sigma_004)
 
 
+def blog_sigma(noise_multiplier: float) -> float:
+    """Inverse of :func:`noise_multiplier_from_blog`: σ₀₀₄ = σ / 2."""
+    return _positive("noise_multiplier", noise_multiplier) / 2.0
+
+
 def gaussian_noise_std(noise_multiplier: float, sensitivity: float) -> float:
     """Absolute std of a single Gaussian release: σ·Δ (004 §2's salary example: Δ = B/n)."""
     return _positive("noise_multiplier", noise_multiplier) * _positive("sensitivity", sensitivity)
+
+
+def noise_multiplier_from_gaussian_std(noise_std: float, sensitivity: float) -> float:
+    """Inverse of :func:`gaussian_noise_std`: σ = std / Δ."""
+    return _positive("noise_std", noise_std) / _positive("sensitivity", sensitivity)
 
 
 # ------------------------------------------------- 000 §VI.A (amplification by iteration)

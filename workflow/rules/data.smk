@@ -11,5 +11,5 @@ rule prepare_data:
     conda:
         "../envs/dplab.yaml"
     shell:
-        "dplab prepare-data --dataset-json {params.dataset:q} --out results/data/{wildcards.dataset}"
+        "dplab prepare-data --dataset-json {params.dataset:q} --dataset {wildcards.dataset} --out results/data/{wildcards.dataset}"
         " > {log} 2>&1"

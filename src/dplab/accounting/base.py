@@ -105,34 +105,38 @@ class Accountant(ABC):
     def sigma(self, setting: Setting, epsilon: float, delta: float) -> float:
         """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta``.
 
-        Generic: bracket, then bisect in log σ to relative tolerance :data:`SIGMA_RTOL`;
-        the upper end (which meets the target) is returned.
+        Generic: bracket outward from :meth:`_sigma_start` by factors of 2, then bisect in
+        log σ to relative tolerance :data:`SIGMA_RTOL`; the upper end (which meets the target)
+        is returned.  A σ outside the bound's validity counts as not meeting the target.
         """
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-        probe = setting.replace(noise_multiplier=1.0)
-        self.check(probe, steps_needed=True)
+        self.check(setting.replace(noise_multiplier=1.0))
 
-        def excess(log_sigma: float) -> float:
-            s = setting.replace(noise_multiplier=math.exp(log_sigma))
+        def meets(sigma: float) -> bool:
             try:
-                return self.epsilon(s, delta) - epsilon
+                return self.epsilon(setting.replace(noise_multiplier=sigma), delta) <= epsilon
             except AssumptionError:
-                return math.inf  # σ outside the bound's validity: treat as not meeting the target
+                return False
 
-        lo, hi = math.log(1e-3), math.log(1.0)
-        while excess(hi) > 0:
-            lo, hi = hi, hi + math.log(4.0)
-            if hi > math.log(1e7):
+        hi = self._sigma_start(setting, epsilon, delta)
+        while not meets(hi):
+            hi *= 2.0
+            if hi > 1e7:
                 raise self.fail("epsilon", f"no σ ≤ 1e7 reaches ε = {epsilon} at δ = {delta}")
-        while excess(lo) <= 0 and lo > math.log(1e-6):
-            lo -= math.log(4.0)
+        lo = hi / 2.0
+        while meets(lo):
+            lo, hi = lo / 2.0, lo
+            if lo < 1e-8:
+                return hi
+        lo, hi = math.log(lo), math.log(hi)
         while hi - lo > SIGMA_RTOL / 4:
             mid = 0.5 * (lo + hi)
-            if excess(mid) > 0:
-                lo = mid
-            else:
-                hi = mid
+            lo, hi = (lo, mid) if meets(math.exp(mid)) else (mid, hi)
         return math.exp(hi)
+
+    def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
+        """Where the σ bracket starts; override with a cheap estimate where evaluations are costly."""
+        return 1.0
 
     # ------------------------------------------------------------------ helpers
     def _grid(self, setting: Setting, steps: Sequence[int] | None) -> np.ndarray:
@@ -156,7 +160,11 @@ class Accountant(ABC):
         """δ such that ε(δ) = ``epsilon``, by root finding in log δ (ε decreases in δ)."""
 
         def gap(log_delta: float) -> float:
-            return self._epsilon_curve(setting, math.exp(log_delta), np.array([setting.steps]))[0] - epsilon
+            try:
+                return self._epsilon_curve(setting, math.exp(log_delta), np.array([setting.steps]))[0] - epsilon
+            except AssumptionError:
+                # the bound cannot certify any ε at this δ (it refuses large ε): treat as above target
+                return 1e12
 
         lo, hi = math.log(1e-300), math.log(1 - 1e-12)
         if gap(hi) > 0:

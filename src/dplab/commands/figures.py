@@ -9,7 +9,7 @@ from dplab.errors import DPLabError
 
 
 def register(sub) -> None:
-    from dplab.figures import FIGURES
+    from dplab.figures import FIGURE_IDS
 
     t = sub.add_parser(
         "figure-table",
@@ -17,7 +17,7 @@ def register(sub) -> None:
         description="Compute results/tables/<figure>.csv (one row per plotted point) from the "
         "result tables the figure needs.",
     )
-    t.add_argument("figure", choices=sorted(FIGURES), help="figure id (CATALOGUE §4)")
+    t.add_argument("figure", choices=FIGURE_IDS, help="figure id (CATALOGUE §4)")
     t.add_argument("--config", help="pipeline config file: take the figure's parameters and inputs from it")
     t.add_argument("--params-json", help="the figure's entry of config `figures`, as JSON (with --inputs)")
     t.add_argument("--inputs", nargs="*", default=[], help="result files the table is made from")
@@ -29,7 +29,7 @@ def register(sub) -> None:
         help="draw a figure from its table alone",
         description="Draw a figure as PDF and PNG from its tidy table, without recomputing anything.",
     )
-    d.add_argument("figure", choices=sorted(FIGURES), help="figure id (CATALOGUE §4)")
+    d.add_argument("figure", choices=FIGURE_IDS, help="figure id (CATALOGUE §4)")
     d.add_argument("--table", required=True, help="the figure's CSV table")
     d.add_argument("--pdf", required=True, help="PDF file to write")
     d.add_argument("--png", required=True, help="PNG file to write")
@@ -46,7 +46,7 @@ def register(sub) -> None:
 
 
 def run_table(args) -> int:
-    from dplab.figures import FIGURES
+    from dplab.figures import figure
     from dplab.io import write_csv
 
     if args.config:
@@ -65,33 +65,31 @@ def run_table(args) -> int:
         except json.JSONDecodeError as err:
             raise DPLabError("params-json", f"not valid JSON: {err}") from None
         inputs = args.inputs
-    write_csv(FIGURES[args.figure].table(inputs, params), args.out)
+    write_csv(args.out, figure(args.figure).table(inputs, params))
     return 0
 
 
 def run_draw(args) -> int:
     import pandas as pd
 
-    from dplab.figures import FIGURES, style
-    from dplab.io import atomic_path
+    from dplab.figures import figure, style
 
-    fig = FIGURES[args.figure].draw(pd.read_csv(args.table))
-    with atomic_path(args.pdf) as pdf, atomic_path(args.png) as png:
-        style.save(fig, str(pdf), str(png))
+    style.save(figure(args.figure).draw(pd.read_csv(args.table)), args.pdf, args.png)
     return 0
 
 
 def run_index(args) -> int:
-    from dplab.figures import FIGURES
+    from dplab.figures import FIGURE_IDS, figure
     from dplab.io import write_text
 
     results = Path(args.results)
     lines = ["# Results index", "", "Every figure is drawn only from its table; redraw one with "
              "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.", "",
              "| figure | reproduces | figure files | table |", "| --- | --- | --- | --- |"]
-    for figure_id, module in FIGURES.items():
+    for figure_id in FIGURE_IDS:
         if not (results / "tables" / f"{figure_id}.csv").exists():
             continue
+        module = figure(figure_id)
         lines.append(
             f"| {module.TITLE} | {module.SOURCE} | [pdf](figures/{figure_id}.pdf), "
             f"[png](figures/{figure_id}.png) | [tables/{figure_id}.csv](tables/{figure_id}.csv) |"
@@ -99,5 +97,5 @@ def run_index(args) -> int:
     tables = sorted(p.relative_to(results).as_posix() for p in results.glob("accounting/*.csv"))
     tables += sorted(p.relative_to(results).as_posix() for p in results.glob("runs/*/metrics.csv"))
     lines += ["", "## Result tables", ""] + [f"- [{t}]({t})" for t in tables]
-    write_text("\n".join(lines) + "\n", args.out)
+    write_text(args.out, "\n".join(lines) + "\n")
     return 0

@@ -14,27 +14,38 @@ import json
 import time
 
 from dplab.errors import DPLabError
-from dplab.mf import accounting, factorizations, workload
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("mf", help="matrix-factorization mechanism: sensitivity, error, σ")
-    p.add_argument("--strategy", required=True, help=f"one of {', '.join(factorizations.STRATEGIES)}")
+    p = subparsers.add_parser(
+        "mf",
+        help="matrix-factorization mechanism: sensitivity, error, σ",
+        description="Factorize the T×T prefix-sum workload A = B·C with a strategy (identity, sqrt, optimal, "
+        "banded) and print JSON with its sensitivity under the participation pattern, the max and mean "
+        "squared error of the privatized prefix sums per unit noise, and the time it took; with --epsilon "
+        "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
+    )
+    p.add_argument("--strategy", required=True, help="identity, sqrt, optimal or banded (see docs/matrix_factorization.md)")
     p.add_argument("--steps", type=int, required=True, help="T")
     p.add_argument("--participations", type=int, default=None, help="k (default ⌈T/b⌉)")
     p.add_argument("--min-separation", type=int, default=None, help="b (default T: single participation)")
     p.add_argument("--bands", type=int, default=None, help="bands of C (banded strategy; <= b)")
     p.add_argument("--momentum", type=float, default=0.0, help="β folded into the workload")
-    p.add_argument("--epsilon", type=float, default=None)
-    p.add_argument("--delta", type=float, default=None)
-    p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"))
-    p.add_argument("--sampling", default="min_separation", choices=("min_separation", "cyclic_poisson"))
-    p.add_argument("--dataset-size", type=int, default=None)
-    p.add_argument("--batch-size", type=float, default=None)
+    p.add_argument("--epsilon", type=float, default=None, help="target ε: also print the calibrated noise multiplier (with --delta)")
+    p.add_argument("--delta", type=float, default=None, help="target δ in (0, 1) (with --epsilon)")
+    p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"),
+                   help="neighbouring relation of the accounting (with --epsilon/--delta)")
+    p.add_argument("--sampling", default="min_separation", choices=("min_separation", "cyclic_poisson"),
+                   help="participation scheme the accounting assumes: k participations >= b steps apart "
+                   "(no amplification) or cyclic Poisson sampling over b partitions (amplified; banded C)")
+    p.add_argument("--dataset-size", type=int, default=None, help="n (cyclic_poisson: with --batch-size gives the sampling rate)")
+    p.add_argument("--batch-size", type=float, default=None, help="expected batch size per step (cyclic_poisson)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from dplab.mf import accounting, factorizations, workload
+
     start = time.perf_counter()
     steps = workload.check_steps(args.steps)
     b = steps if args.min_separation is None else args.min_separation
@@ -72,5 +83,5 @@ def run(args) -> int:
             noise_multiplier=sigma,
         )
     out["seconds"] = time.perf_counter() - start
-    print(json.dumps(out))
+    print(json.dumps(out, ensure_ascii=False))
     return 0

@@ -55,5 +55,5 @@ def run(args) -> int:
         raise DPLabError("summary", f"cannot read {summary_path}: {err}") from None
     setting, delta = setting_from_summary(summary)
     table = sweep(setting, delta, accountants, steps_grid(setting.steps, points))
-    write_csv(table, args.out)
+    write_csv(args.out, table)
     return 0

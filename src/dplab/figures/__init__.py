@@ -1,4 +1,4 @@
-"""Figures (CATALOGUE §4): one module per figure id.
+"""Figures (CATALOGUE §4): one module per figure id, imported when first needed.
 
 Each module defines ``TITLE``, ``SOURCE`` (the seed figure it reproduces, or "new"),
 ``check(config, params)`` (cross-references; raise DPLabError), ``inputs(config, params)`` (the
@@ -7,9 +7,27 @@ per plotted point, canonical column names) and ``draw(table) -> matplotlib Figur
 table alone, so a figure can be redrawn without recomputing anything).
 """
 
-from dplab.figures import accountants_vs_pld, tightness_audit
+from __future__ import annotations
 
-FIGURES = {
-    "accountants_vs_pld": accountants_vs_pld,
-    "tightness_audit": tightness_audit,
-}
+import importlib
+from types import ModuleType
+
+#: every figure id, in the order the index and the report list them
+FIGURE_IDS = (
+    "gaussian_sigma",
+    "sigma_vs_steps",
+    "techniques_table",
+    "asoodeh_projected",
+    "asoodeh_regularized",
+    "langevin_rdp",
+    "langevin_tightness",
+    "accountants_vs_pld",
+    "tightness_audit",
+)
+
+
+def figure(figure_id: str) -> ModuleType:
+    """The module of ``figure_id`` (one of :data:`FIGURE_IDS`)."""
+    if figure_id not in FIGURE_IDS:
+        raise KeyError(figure_id)
+    return importlib.import_module(f"dplab.figures.{figure_id}")

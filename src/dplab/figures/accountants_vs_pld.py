@@ -1,6 +1,9 @@
 """accountants_vs_pld (new): every accountant's ε vs T on one DP-SGD setting, PLD as reference.
 
-Left: ε(T) per accountant; right: its ratio to the tight PLD value at the same T.
+Left: ε(T) per accountant; right: its ratio to the tight PLD value at the same T.  The sweep
+names the accountants (by default every composition accountant valid for DP-SGD); one whose
+assumptions the setting violates keeps its one row with an empty ε and the reason, and the
+figure lists it as refused.
 """
 
 from __future__ import annotations
@@ -28,17 +31,21 @@ def inputs(config: dict, params: dict) -> list[str]:
 
 
 def table(inputs: list[str], params: dict) -> pd.DataFrame:
-    """The sweep's valid rows, with ``ratio_to_pld`` = ε / ε_pld at the same T."""
-    sweep = pd.read_csv(inputs[0])
-    valid = sweep.dropna(subset=["epsilon"]).copy()
-    pld = valid[valid.accountant == "pld"].set_index("steps")["epsilon"]
-    valid["ratio_to_pld"] = valid["epsilon"].to_numpy() / pld.reindex(valid["steps"]).to_numpy()
-    return valid.drop(columns=["reason"]).reset_index(drop=True)
+    """The sweep's rows, with ``ratio_to_pld`` = ε / ε_pld at the same T (empty for refused rows)."""
+    sweep = pd.read_csv(inputs[0], keep_default_na=True)
+    pld = sweep[sweep.accountant == "pld"].dropna(subset=["epsilon"]).set_index("steps")["epsilon"]
+    if pld.empty:
+        raise DPLabError("figures.accountants_vs_pld.sweep", "the sweep has no pld values (pld refused the setting)")
+    sweep["ratio_to_pld"] = sweep["epsilon"].to_numpy() / pld.reindex(sweep["steps"]).to_numpy()
+    sweep["reason"] = sweep["reason"].fillna("")
+    return sweep.reset_index(drop=True)
 
 
 def draw(table: pd.DataFrame):
     fig, axes = style.new_figure(ncols=2)
     left, right = axes[0]
+    refused = table[table.epsilon.isna()]
+    table = table.dropna(subset=["epsilon"])
     for name, rows in table.groupby("accountant", sort=False):
         kwargs = {"color": style.colour(name), "label": f"{name} ({rows.release.iloc[0].replace('_', ' ')})"}
         left.plot(rows.steps, rows.epsilon, **kwargs)
@@ -49,7 +56,13 @@ def draw(table: pd.DataFrame):
         f"{first.sampling}, {first.neighbouring.replace('_', '/')}"
     )
     left.set(xscale="log", yscale="log", xlabel="steps T", ylabel="ε", title=f"ε vs T ({setting})")
-    right.set(xscale="log", xlabel="steps T", ylabel="ε / ε_PLD", title="ratio to the tight PLD bound")
+    right.set(xscale="log", yscale="log", xlabel="steps T", ylabel="ε / ε_PLD", title="ratio to the tight PLD bound")
     right.axhline(1.0, color="grey", lw=0.8, ls="--")
     left.legend(title="accountant (release)")
+    style.plain_log_ticks(left)
+    style.plain_log_ticks(right)
+    if len(refused):
+        note = "refused: " + "; ".join(f"{row.accountant} ({row.reason})" for row in refused.itertuples())
+        fig.text(0.01, 0.005, note, fontsize=6.5, va="bottom", wrap=True)
+        fig.subplots_adjust(bottom=0.2)
     return fig

@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 RC = {
     "figure.figsize": (6.4, 4.2),
@@ -33,12 +34,33 @@ ACCOUNTANT_COLOURS = {
     "langevin": "#2ca02c",
     "ye_shokri": "#e377c2",
     "asoodeh_projected": "#7f7f7f",
-    "asoodeh_regularized": "#aec7e8",
+    "asoodeh_regularized": "#393b79",
 }
 
 
 def colour(accountant: str) -> str:
     return ACCOUNTANT_COLOURS.get(accountant, "#333333")
+
+
+def plain_log_ticks(ax, axis: str = "both") -> None:
+    """Plain decimal tick labels on log axes (``0.5``, ``4``, ``1000``, not ``4×10⁰``):
+    labels at 1, 2, 5 × 10^k (at 10^k only beyond 3 decades), none on other minor ticks.
+    Call it after the data are plotted (it reads the axis limits)."""
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    for name in ("x", "y") if axis == "both" else (axis,):
+        target = ax.xaxis if name == "x" else ax.yaxis
+        if target.get_scale() != "log":
+            continue
+        lo, hi = sorted(ax.get_xlim() if name == "x" else ax.get_ylim())
+        subs = (1.0, 2.0, 5.0) if hi / lo <= 1e3 else (1.0,)
+        target.set_major_locator(LogLocator(base=10, subs=subs))
+        target.set_major_formatter(plain)
+        target.set_minor_formatter(NullFormatter())
+
+
+def sci_offset(ax, axis: str = "y") -> None:
+    """Linear axis with small values: ticks as 0, 1, 2 with a ×10⁻² offset (like the seeds)."""
+    (ax.yaxis if axis == "y" else ax.xaxis).get_major_formatter().set_powerlimits((-2, 3))
 
 
 def new_figure(ncols: int = 1, nrows: int = 1, **kwargs):
@@ -49,9 +71,11 @@ def new_figure(ncols: int = 1, nrows: int = 1, **kwargs):
 
 
 def save(fig, pdf: str, png: str) -> None:
-    """Write the figure as PDF and PNG, then close it."""
+    """Write the figure as PDF and PNG (each atomically), then close it."""
+    from dplab.io import atomic_write
+
     with plt.rc_context(RC):
         fig.tight_layout()
-        fig.savefig(pdf)
-        fig.savefig(png)
+        atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf"))
+        atomic_write(png, lambda tmp: fig.savefig(tmp, format="png"))
     plt.close(fig)

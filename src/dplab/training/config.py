@@ -14,21 +14,7 @@ import yaml
 
 from dplab.errors import DPLabError
 from dplab.training.methods import METHODS
-from dplab.training.schema import load_schema, validate
-
-
-def read_yaml(path: str | Path) -> dict:
-    """A YAML mapping from ``path`` (DPLabError if missing or malformed)."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise DPLabError("config", f"no such file: {path}") from None
-    except yaml.YAMLError as err:
-        raise DPLabError("config", f"{path} is not valid YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise DPLabError("config", f"{path} must hold a mapping")
-    return data
+from dplab.config import load_schema, load_yaml, validate
 
 
 def load_run(config: str | Path | None = None, run: str | None = None, run_json: str | None = None) -> dict:
@@ -44,7 +30,7 @@ def load_run(config: str | Path | None = None, run: str | None = None, run_json:
         return resolve_run(raw)
     if config is None:
         raise DPLabError("--config", "give --config FILE or --run-json JSON")
-    data = read_yaml(config)
+    data = load_yaml(config)
     if "runs" in data:
         runs = data["runs"]
         if not isinstance(runs, dict) or not runs:

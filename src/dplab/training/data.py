@@ -31,19 +31,13 @@ import torch
 
 from dplab.errors import DPLabError
 from dplab.training import mnist
-from dplab.training.io import atomic_write, write_json
-from dplab.training.schema import load_schema, validate
+from dplab.io import atomic_write, write_json
+from dplab.config import load_schema, validate
 
 
 def resolve_dataset(raw: dict, name: str) -> dict:
     """Validate one ``datasets`` entry against the branch of ``dataset.schema.yaml`` of its kind."""
-    where = f"datasets.{name}"
-    if not isinstance(raw, dict) or "kind" not in raw:
-        raise DPLabError(f"{where}.kind", "is required (digits, mnist or synthetic)")
-    branches = {b["properties"]["kind"]["const"]: b for b in load_schema("dataset")["oneOf"]}
-    if raw["kind"] not in branches:
-        raise DPLabError(f"{where}.kind", f"must be one of {', '.join(branches)}; got {raw['kind']!r}")
-    return validate(raw, branches[raw["kind"]], where)
+    return validate(raw, "dataset", f"datasets.{name}")
 
 
 def logreg_constants(feature_norm_bound: float) -> dict:

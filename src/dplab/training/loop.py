@@ -39,7 +39,7 @@ from dplab import __version__
 from dplab.errors import DPLabError
 from dplab.training import models, samplers
 from dplab.training.data import Dataset
-from dplab.training.io import atomic_write, write_json, write_text
+from dplab.io import atomic_write, write_json, write_text
 from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.per_example import clipped_grad_sum

@@ -1,0 +1,73 @@
+"""One DP-SGD step as an (ε, δ)-DP mechanism, and the sampling schemes composition may use.
+
+A step adds N(0, σ²C²) to a clipped sum of sensitivity C (add_remove) or 2C (replace_one):
+a Gaussian mechanism with effective multiplier σ_eff = std/sensitivity
+(:func:`dplab.units.effective_noise_multiplier`), whose exact profile is
+:func:`dplab.accounting.gaussian.gaussian_delta`.  Amplification by subsampling:
+
+- Poisson sampling, add_remove: 000 Thm II.4 (Balle, Barthe & Gaboardi 2018, Thm 8):
+  an (ε₀, δ₀)-DP mechanism run on a Poisson sample of rate q is
+  (log(1 + q(e^ε₀ − 1)), qδ₀)-DP;
+- sampling without replacement (batch b of n), replace_one: the same formula with q = b/n
+  (Balle, Barthe & Gaboardi 2018, Thm 9, substitution relation);
+- full_batch: no amplification (q = 1).
+
+``shuffle`` (fixed disjoint batches) is refused: the seeds prove no amplification for it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dplab import units
+from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
+from dplab.accounting.setting import Setting
+from dplab.errors import AssumptionError
+
+#: sampling → the one neighbouring relation its amplification theorem is proved for
+AMPLIFIED = {"poisson": "add_remove", "without_replacement": "replace_one"}
+
+SHUFFLE_REFUSAL = (
+    "shuffle (fixed disjoint batches) is refused: no amplification by shuffling is proved in "
+    "the seeds; use sampling = full_batch for a bound without amplification, or a hidden-state "
+    "accountant"
+)
+
+
+def refuse_unamplified(accountant: str, setting: Setting) -> None:
+    """Refuse shuffle, and a sampling paired with a relation its amplification theorem lacks."""
+    if setting.sampling == "shuffle":
+        raise AssumptionError(accountant, "sampling", SHUFFLE_REFUSAL)
+    wanted = AMPLIFIED.get(setting.sampling)
+    if wanted is not None and setting.neighbouring != wanted:
+        raise AssumptionError(
+            accountant,
+            "neighbouring",
+            f"amplification by {setting.sampling} sampling is proved here for {wanted} only; "
+            f"got {setting.neighbouring}",
+        )
+
+
+def step_mu(setting: Setting) -> float:
+    """μ = sensitivity/std of one step's Gaussian mechanism: 1/σ_eff."""
+    return 1.0 / units.effective_noise_multiplier(setting.noise_multiplier, setting.neighbouring)
+
+
+def step_rate(setting: Setting) -> float:
+    """The amplification rate q (1 for full_batch)."""
+    return 1.0 if setting.sampling == "full_batch" else float(setting.sampling_rate)
+
+
+def step_epsilon(setting: Setting, step_delta):
+    """ε of one (amplified) step at per-step δ (vectorized): log(1 + q(e^ε₀ − 1)), ε₀ = ε₀(δ/q)."""
+    q = step_rate(setting)
+    eps0 = gaussian_epsilon(np.minimum(np.asarray(step_delta, float) / q, 1.0), step_mu(setting))
+    with np.errstate(over="ignore"):  # e^ε₀ overflows only where ε₀ is huge: ε_s ≈ ε₀ + log q
+        return np.where(eps0 > 700, eps0 + np.log(q), np.log1p(q * np.expm1(np.minimum(eps0, 700))))
+
+
+def step_delta(setting: Setting, step_eps):
+    """δ of one (amplified) step at per-step ε (vectorized): q·δ₀(ε₀), e^ε₀ = 1 + (e^ε − 1)/q."""
+    q = step_rate(setting)
+    eps0 = np.log1p(np.expm1(np.asarray(step_eps, float)) / q)
+    return q * gaussian_delta(eps0, step_mu(setting))

@@ -1,0 +1,246 @@
+"""The Gaussian mechanism: its exact privacy profile and four one-release calibrations.
+
+Exact profile (Balle & Wang 2018, Thm 8; 000 §II after Thm II.2): releasing f(D) + N(0, s²)
+with ‖f(D) − f(D')‖ ≤ Δ is (ε, δ)-DP exactly for
+
+    δ(ε) = Φ(Δ/(2s) − εs/Δ) − e^ε Φ(−Δ/(2s) − εs/Δ),
+
+the hockey-stick divergence E_{e^ε}(N(Δ, s²) ‖ N(0, s²)).  With μ = Δ/s this depends on μ
+only; :func:`gaussian_delta` and its inverse :func:`gaussian_epsilon` are vectorized and
+reused by the composition accountants and the tightness audit.
+
+Calibrations (CATALOGUE §2, 004 §2): the Setting gives ``sensitivity`` Δ and
+``noise_multiplier`` σ = std/Δ; one release, so ``steps`` must be 1 or unset and no
+sampling rate below 1 is accepted (no amplification is claimed).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import log_ndtr, ndtr
+
+from dplab.accounting.base import Accountant
+from dplab.accounting.registry import register
+from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
+
+_BISECTION_STEPS = 200
+
+
+def gaussian_delta(epsilon, mu):
+    """Exact δ(ε) of the Gaussian mechanism with μ = Δ/std (Balle & Wang 2018, Thm 8).
+
+    Vectorized over ``epsilon`` and ``mu`` (broadcast); the second term is evaluated in log
+    space so that large ε does not overflow.  Clipped at 0 against rounding.
+    """
+    epsilon, mu = np.broadcast_arrays(np.asarray(epsilon, float), np.asarray(mu, float))
+    first = ndtr(mu / 2 - epsilon / mu)
+    second = np.exp(epsilon + log_ndtr(-mu / 2 - epsilon / mu))
+    return np.maximum(first - second, 0.0)
+
+
+def gaussian_epsilon(delta, mu):
+    """Smallest ε ≥ 0 with :func:`gaussian_delta` (ε, μ) ≤ δ (vectorized bisection).
+
+    δ(ε) is strictly decreasing in ε; where δ ≥ δ(0) (the total variation) the answer is 0.
+    The returned ε is the upper end of the final bracket, so δ(ε) ≤ δ holds.
+    """
+    delta, mu = np.broadcast_arrays(np.asarray(delta, float), np.asarray(mu, float))
+    lo = np.zeros(delta.shape)
+    hi = np.ones(delta.shape)
+    for _ in range(200):  # bracket: δ(ε) → 0 as ε → ∞
+        bad = gaussian_delta(hi, mu) > delta
+        if not bad.any():
+            break
+        hi = np.where(bad, 2 * hi, hi)
+    for _ in range(_BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        above = gaussian_delta(mid, mu) > delta
+        lo = np.where(above, mid, lo)
+        hi = np.where(above, hi, mid)
+        if np.all(hi - lo <= 1e-13 * np.maximum(hi, 1e-300)):
+            break
+    return np.where(gaussian_delta(0.0, mu) <= delta, 0.0, hi)
+
+
+# ----------------------------------------------------------------- calibrations
+def sigma_classic(epsilon: float, delta: float) -> float:
+    """Dwork & Roth Thm A.1 (000 Thm II.2): σ = √(2 ln(1.25/δ))/ε, stated for ε ∈ (0, 1)."""
+    return math.sqrt(2 * math.log(1.25 / delta)) / epsilon
+
+
+def sigma_simple(epsilon: float, delta: float) -> float:
+    """004 §2: σ = √(2 ln(1/δ) + 2ε)/ε (valid for every ε > 0)."""
+    return math.sqrt(2 * math.log(1 / delta) + 2 * epsilon) / epsilon
+
+
+def pei_terms(epsilon: float, delta: float) -> tuple[float, float, float, float]:
+    """The four expressions of Pei's refinement as printed in 004 §2 (σ/Δ, each valid alone).
+
+    1. √(2 log(1/δ))/ε + 2ε^{-3/2}
+    2. (1 ∨ √((log((2π)^{-1} δ^{-2}))_+) + 2ε^{-1/2}) / ε   (∨ binds before +)
+    3. √(log(e^ε δ^{-2})) / ε
+    4. (√(1+ε) ∨ √((log(e^ε (2π)^{-1} δ^{-2}))_+)) / ε
+    """
+    e, ld = epsilon, math.log(1 / delta)
+    t1 = math.sqrt(2 * ld) / e + 2 * e ** -1.5
+    t2 = (max(1.0, math.sqrt(max(2 * ld - math.log(2 * math.pi), 0.0))) + 2 * e ** -0.5) / e
+    t3 = math.sqrt(e + 2 * ld) / e
+    t4 = max(math.sqrt(1 + e), math.sqrt(max(e - math.log(2 * math.pi) + 2 * ld, 0.0))) / e
+    return t1, t2, t3, t4
+
+
+def sigma_pei(epsilon: float, delta: float) -> float:
+    """004 §2 (Pei's refinement): the minimum of :func:`pei_terms`."""
+    return min(pei_terms(epsilon, delta))
+
+
+def sigma_analytic(epsilon: float, delta: float) -> float:
+    """Balle & Wang 2018 (analytic Gaussian mechanism): the smallest σ = std/Δ with
+    :func:`gaussian_delta` (ε, 1/σ) ≤ δ, by root finding on the exact profile."""
+
+    def gap(log_sigma: float) -> float:
+        return float(gaussian_delta(epsilon, math.exp(-log_sigma))) - delta
+
+    lo, hi = -10.0, 1.0
+    while gap(hi) > 0:
+        hi += 2.0
+    while gap(lo) <= 0 and lo > -60:
+        lo -= 2.0
+    root = brentq(gap, lo, hi, xtol=1e-14, rtol=1e-14)
+    sigma = math.exp(root)
+    while gap(math.log(sigma)) > 0:  # return the side that meets the target
+        sigma *= 1 + 1e-12
+    return sigma
+
+
+class _GaussianCalibration(Accountant):
+    """One release of f + N(0, (σΔ)²): ε(σ, δ) inverts the calibration σ(ε, δ).
+
+    Each calibration σ(ε, δ) is decreasing in ε and in δ, so ε and δ follow by root finding;
+    ``sigma`` returns the calibration itself.
+    """
+
+    release = "trajectory"
+    samplings = SAMPLINGS
+    neighbourings = ("add_remove", "replace_one")
+    requires = ("noise_multiplier", "sensitivity")
+    assumptions = (
+        "one release of f(D) + N(0, (σΔ)²) with ‖f(D) − f(D')‖ ≤ Δ under the chosen relation "
+        "(steps = 1, no amplification by subsampling)",
+    )
+
+    def calibrate(self, epsilon: float, delta: float) -> float:
+        """σ = std/Δ that the calibration prescribes for (ε, δ)."""
+        raise NotImplementedError
+
+    def valid_epsilon(self, epsilon: float) -> None:
+        """Raise where the calibration's theorem does not cover ``epsilon``."""
+
+    def check_setting(self, setting: Setting) -> None:
+        if setting.steps is not None and setting.steps != 1:
+            raise self.fail("steps", f"a single Gaussian release has steps = 1; got {setting.steps}")
+        if setting.sampling_rate is not None and setting.sampling_rate != 1.0:
+            raise self.fail(
+                "sampling_rate", f"no amplification by subsampling is claimed: leave it unset or 1; got {setting.sampling_rate}"
+            )
+
+    def _steps(self, setting: Setting) -> int:
+        return 1 if setting.steps is None else int(setting.steps)
+
+    def _epsilon_one(self, sigma: float, delta: float) -> float:
+        def gap(log_eps: float) -> float:
+            return self.calibrate(math.exp(log_eps), delta) - sigma
+
+        lo, hi = math.log(1e-12), math.log(1e4)
+        if gap(hi) > 0:
+            raise self.fail("noise_multiplier", f"σ = {sigma} is too small: ε would exceed 1e4")
+        if gap(lo) <= 0:
+            return 1e-12
+        eps = math.exp(brentq(gap, lo, hi, xtol=1e-15, rtol=1e-14))
+        while self.calibrate(eps, delta) > sigma:
+            eps *= 1 + 1e-13
+        self.valid_epsilon(eps)
+        return eps
+
+    def _epsilon_curve(self, setting, delta, steps):
+        eps = self._epsilon_one(setting.noise_multiplier, delta)
+        return np.full(len(steps), eps)
+
+    def _delta_curve(self, setting, epsilon, steps):
+        self.valid_epsilon(epsilon)
+
+        def gap(log_delta: float) -> float:
+            return self.calibrate(epsilon, math.exp(log_delta)) - setting.noise_multiplier
+
+        lo, hi = math.log(1e-300), math.log(1 - 1e-12)
+        if gap(hi) > 0:
+            return np.full(len(steps), 1.0)  # no δ < 1 certified at this ε
+        if gap(lo) <= 0:
+            return np.full(len(steps), 1e-300)
+        return np.full(len(steps), math.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)))
+
+    def sigma(self, setting: Setting, epsilon: float, delta: float) -> float:
+        epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+        self.check(setting.replace(noise_multiplier=1.0))
+        self.valid_epsilon(epsilon)
+        return self.calibrate(epsilon, delta)
+
+
+@register
+class GaussianClassic(_GaussianCalibration):
+    """Dwork & Roth Thm A.1 (000 Thm II.2): σ = Δ√(2 ln(1.25/δ))/ε, only for ε < 1."""
+
+    name = "gaussian_classic"
+    source = "000 Thm II.2 (Dwork & Roth 2014, Thm A.1): σ = Δ√(2 ln(1.25/δ))/ε for ε ∈ (0, 1)"
+    assumptions = _GaussianCalibration.assumptions + ("ε < 1 (the theorem's high-privacy regime)",)
+
+    def calibrate(self, epsilon, delta):
+        return sigma_classic(epsilon, delta)
+
+    def valid_epsilon(self, epsilon):
+        if not epsilon < 1.0:
+            raise self.fail("epsilon", f"Dwork–Roth Thm A.1 holds only for ε < 1; got ε = {epsilon:.6g}")
+
+
+@register
+class GaussianSimple(_GaussianCalibration):
+    """004 §2: σ = Δ/ε·√(2 ln(1/δ) + 2ε), for every ε > 0."""
+
+    name = "gaussian_simple"
+    source = "004 §2: σ = Δ/ε·√(2 ln(1/δ) + 2ε)"
+
+    def calibrate(self, epsilon, delta):
+        return sigma_simple(epsilon, delta)
+
+
+@register
+class GaussianPei(_GaussianCalibration):
+    """004 §2 (Pei's refinement): σ = Δ·min of four expressions (:func:`pei_terms`)."""
+
+    name = "gaussian_pei"
+    source = "004 §2: Pei's refinement, σ = Δ·min of four expressions"
+
+    def calibrate(self, epsilon, delta):
+        return sigma_pei(epsilon, delta)
+
+
+@register
+class GaussianAnalytic(_GaussianCalibration):
+    """Balle & Wang 2018 (Thm 8 + root finding): the exact, smallest σ for (ε, δ)."""
+
+    name = "gaussian_analytic"
+    source = "004 §2; 000 §II (Balle & Wang 2018, Thm 8): exact profile, σ by root finding"
+
+    def calibrate(self, epsilon, delta):
+        return sigma_analytic(epsilon, delta)
+
+    def _epsilon_curve(self, setting, delta, steps):
+        eps = float(gaussian_epsilon(delta, 1.0 / setting.noise_multiplier))
+        return np.full(len(steps), eps)
+
+    def _delta_curve(self, setting, epsilon, steps):
+        return np.full(len(steps), float(gaussian_delta(epsilon, 1.0 / setting.noise_multiplier)))
+

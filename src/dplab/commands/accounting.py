@@ -1,0 +1,156 @@
+"""``dplab epsilon | delta | sigma | accountants``: every registered accountant, one JSON object.
+
+Setting flags are the canonical names of CATALOGUE §1 in kebab case; the output repeats
+the setting and names the accountant, δ, neighbouring relation and sampling it assumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from dplab import accounting, units
+from dplab.accounting.setting import NEIGHBOURINGS, SAMPLINGS, Setting
+from dplab.errors import DPLabError
+
+#: (flag, type, help) of every Setting field, in CATALOGUE §1 order
+SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
+    ("noise_multiplier", float, "σ: std of the Gaussian noise on the clipped SUM of gradients, divided by the clip norm C "
+     "(for gaussian_*: std/Δ)"),
+    ("sampling_rate", float, "q = b/n: per-step inclusion probability, in (0, 1]"),
+    ("batch_size", int, "b: expected (Poisson) or fixed batch size; with --dataset-size gives q = b/n"),
+    ("dataset_size", int, "n: number of training records"),
+    ("steps", int, "T: number of noisy updates (K in 002)"),
+    ("clip", float, "C: per-example L2 clipping norm"),
+    ("lr", float, "η: learning rate"),
+    ("diameter", float, "D: diameter of the projection set (projected DP-SGD, 001)"),
+    ("regularization", float, "λ of 001 eq. (17): weight decay in w ← (1−λ)w − …, in [0, 1)"),
+    ("strong_convexity", float, "λ: strong convexity constant of the loss (000 §VII, 002)"),
+    ("smoothness", float, "β: smoothness constant of the loss"),
+    ("lipschitz", float, "L: Lipschitz constant of the loss"),
+    ("dimension", int, "d: number of model parameters"),
+    ("alpha", float, "α: Rényi order (> 1), where an accountant takes a fixed order"),
+    ("sensitivity", float, "Δ: L2 sensitivity of a single Gaussian release (gaussian_* accountants)"),
+)
+
+
+def _finite(kind: type, flag: str):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag}: expected {kind.__name__}, got {text!r}") from None
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{flag}: expected a finite number, got {text!r}")
+        return value
+
+    return parse
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--accountant", required=True, help="accountant name (see `dplab accountants`)")
+    for name, kind, help_text in SETTING_FLAGS:
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, dest=name, type=_finite(kind, flag), default=None, help=help_text)
+    parser.add_argument("--sampling", choices=SAMPLINGS, default="poisson", help="sampling scheme (default poisson)")
+    parser.add_argument(
+        "--neighbouring", choices=NEIGHBOURINGS, default="add_remove",
+        help="neighbouring relation: add_remove (sum sensitivity C) or replace_one (2C); default add_remove",
+    )
+
+
+def _setting(args: argparse.Namespace) -> Setting:
+    fields = {name: getattr(args, name) for name, _, _ in SETTING_FLAGS}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return Setting(sampling=args.sampling, neighbouring=args.neighbouring, **fields)
+
+
+def _emit(result: dict) -> int:
+    print(json.dumps(result, ensure_ascii=False))
+    return 0
+
+
+def _common(accountant, setting: Setting, **values) -> dict:
+    return {
+        **values,
+        "accountant": accountant.name,
+        "neighbouring": setting.neighbouring,
+        "sampling": setting.sampling,
+        "release": accountant.release,
+        "setting": setting.as_dict(),
+    }
+
+
+def _check_number(name: str, value: float) -> float:
+    if value is None or not math.isfinite(value):
+        raise DPLabError(name, f"the accountant returned no finite value ({value})")
+    return float(value)
+
+
+def cmd_epsilon(args: argparse.Namespace) -> int:
+    acc, setting = accounting.get(args.accountant), _setting(args)
+    eps = _check_number("epsilon", acc.epsilon(setting, args.delta))
+    return _emit(_common(acc, setting, epsilon=eps, delta=args.delta))
+
+
+def cmd_delta(args: argparse.Namespace) -> int:
+    acc, setting = accounting.get(args.accountant), _setting(args)
+    delta = _check_number("delta", acc.delta(setting, args.epsilon))
+    return _emit(_common(acc, setting, delta=delta, epsilon=args.epsilon))
+
+
+def cmd_sigma(args: argparse.Namespace) -> int:
+    acc, setting = accounting.get(args.accountant), _setting(args)
+    sigma = _check_number("noise_multiplier", acc.sigma(setting, args.epsilon, args.delta))
+    out = _common(acc, setting.replace(noise_multiplier=sigma), noise_multiplier=sigma,
+                  epsilon=args.epsilon, delta=args.delta)
+    if setting.sensitivity is not None:
+        out["noise_std"] = units.gaussian_noise_std(sigma, setting.sensitivity)
+    elif setting.clip is not None:
+        out["noise_std"] = units.noise_std_on_sum(sigma, setting.clip)
+    return _emit(out)
+
+
+def cmd_accountants(args: argparse.Namespace) -> int:
+    print(json.dumps([accounting.get(name).describe() for name in accounting.names()], indent=2, ensure_ascii=False))
+    return 0
+
+
+_COMMON = (" The setting is given with the CATALOGUE §1 flags below; the JSON output repeats it and names the accountant, δ, neighbouring relation and sampling it assumed. A setting outside the accountant's assumptions exits with code 2 and one line saying which assumption fails.")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "epsilon", help="ε of a setting at a given δ",
+        description="Print {\"epsilon\": …} for a training (or one-release) setting at δ." + _COMMON,
+    )
+    _add_setting_flags(p)
+    p.add_argument("--delta", type=_finite(float, "--delta"), required=True, help="δ in (0, 1)")
+    p.set_defaults(func=cmd_epsilon)
+
+    p = subparsers.add_parser(
+        "delta", help="δ of a setting at a given ε",
+        description="Print {\"delta\": …} for a training (or one-release) setting at ε." + _COMMON,
+    )
+    _add_setting_flags(p)
+    p.add_argument("--epsilon", type=_finite(float, "--epsilon"), required=True, help="ε > 0")
+    p.set_defaults(func=cmd_delta)
+
+    p = subparsers.add_parser(
+        "sigma", help="smallest noise multiplier σ meeting (ε, δ)",
+        description="Print {\"noise_multiplier\": …}: the smallest σ whose ε at δ is at most the target "
+        "(relative precision 1e-5; with --sensitivity or --clip also the absolute noise std)." + _COMMON,
+    )
+    _add_setting_flags(p)
+    p.add_argument("--epsilon", type=_finite(float, "--epsilon"), required=True, help="target ε > 0")
+    p.add_argument("--delta", type=_finite(float, "--delta"), required=True, help="target δ in (0, 1)")
+    p.set_defaults(func=cmd_sigma)
+
+    p = subparsers.add_parser(
+        "accountants", help="every registered accountant with its source and assumptions",
+        description="Print, as JSON, every accountant: its source (seed and theorem), whether it covers "
+        "the whole trajectory or only the last iterate, the sampling schemes and neighbouring relations "
+        "it is proved for, the setting keys it requires, and its other assumptions.",
+    )
+    p.set_defaults(func=cmd_accountants)

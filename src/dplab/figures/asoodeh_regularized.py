@@ -1,0 +1,62 @@
+"""asoodeh_regularized (001 Fig. 2): the δ of regularized (unprojected) DP-SGD vs T.
+
+001 Thm 3, eq. (21), minimized over κ (:func:`dplab.accounting.asoodeh.regularized_delta_optimized`),
+one panel per regularization λ.  001 does not state the model dimension d that eq. (21) needs
+(through P(χ²_d ≤ κ²)): it is the config parameter ``dimension``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dplab.accounting import asoodeh
+from dplab.figures import style
+
+TITLE = "Regularized DP-SGD: δ vs T at fixed ε (001 Thm 3)"
+SOURCE = "001 Fig. 2"
+
+
+def check(config: dict, params: dict) -> None:
+    """Nothing to cross-check: the figure needs no other result."""
+
+
+def inputs(config: dict, params: dict) -> list[str]:
+    return []
+
+
+def steps_grid(max_steps: int, points: int) -> np.ndarray:
+    """About ``points`` evenly spaced integers from 1 to ``max_steps`` (both included)."""
+    return np.unique(np.round(np.linspace(1, max_steps, points)).astype(int))
+
+
+def table(inputs: list[str], params: dict) -> pd.DataFrame:
+    """One row per (λ, T): δ of eq. (21) at the optimal κ (also recorded)."""
+    rows = []
+    for lam in params["regularizations"]:
+        for t in steps_grid(params["max_steps"], params["points"]):
+            delta, kappa = asoodeh.regularized_delta_optimized(
+                params["epsilon"], int(t), params["sampling_rate"], params["lr"], params["clip"],
+                params["sigma_a"], lam, params["dimension"])
+            rows.append({"regularization": lam, "steps": int(t), "delta": delta, "kappa": kappa})
+    frame = pd.DataFrame(rows)
+    for key in ("epsilon", "clip", "lr", "sigma_a", "sampling_rate", "dimension"):
+        frame[key] = params[key]
+    frame["accountant"], frame["neighbouring"], frame["sampling"] = (
+        "asoodeh_regularized", "replace_one", "without_replacement")
+    return frame
+
+
+def draw(table: pd.DataFrame):
+    lams = list(dict.fromkeys(table.regularization))
+    fig, axes = style.new_figure(ncols=len(lams))
+    first = table.iloc[0].to_dict()
+    setting = (f"C={first['clip']:g}, η={first['lr']:g}, σ_A={first['sigma_a']:g}, ε={first['epsilon']:g}, "
+               f"p={first['sampling_rate']:g}, d={first['dimension']:g}")
+    for ax, lam in zip(axes[0], lams):
+        rows = table[table.regularization == lam]
+        ax.plot(rows.steps, rows.delta, color=style.colour("asoodeh_regularized"), marker="o", ms=3,
+                label="Thm 3, eq. (21), κ optimized")
+        ax.set(xlabel="steps T", ylabel="δ", title=f"λ = {lam:g}", ylim=(0, None))
+        ax.legend(title=setting, loc="upper left")
+    return fig

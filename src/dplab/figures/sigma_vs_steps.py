@@ -1,0 +1,100 @@
+"""sigma_vs_steps (004 §3.2–3.4; 003 §3): the noise multiplier σ needed for (ε, δ) vs T.
+
+One panel per sampling scheme (full batch, as 004's DP-GD; Poisson with rate q, as 004's
+DP-SGD), one curve per composition accountant, calibrated by :func:`dplab.figures.calibration.sigma_curve`.
+003's closed forms σ_naive (§3.1) and σ_strong (§3.2, constant 1) are drawn dashed for their
+slope in T; they are first-order approximations, not valid bounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dplab.accounting import Setting, get
+from dplab.accounting.composition import sigma_naive_note, sigma_strong_note
+from dplab.errors import AssumptionError, DPLabError
+from dplab.figures import style
+from dplab.figures.calibration import sigma_curve
+
+TITLE = "Noise multiplier σ needed for (ε, δ) vs steps T, per accountant"
+SOURCE = "004 §3.2–3.4 (σ vs T figures); 003 §3"
+
+#: 003's closed forms: name → (function, legend label)
+CLOSED_FORMS = {
+    "naive_003": (sigma_naive_note, "003 §3.1 σ_naive = qT√(2 ln(1.25qT/δ))/ε"),
+    "strong_003": (sigma_strong_note, "003 §3.2 σ_strong ~ q√(T ln(1/δ) ln(T/δ))/ε"),
+}
+
+
+def check(config: dict, params: dict) -> None:
+    from dplab.accounting import names
+
+    for name in params["accountants"]:
+        if name not in names():
+            raise DPLabError("figures.sigma_vs_steps.accountants", f"unknown accountant {name!r}")
+    if "pld" not in params["accountants"]:
+        raise DPLabError("figures.sigma_vs_steps.accountants", "must include pld (the reference)")
+
+
+def inputs(config: dict, params: dict) -> list[str]:
+    return []
+
+
+def panels(params: dict) -> list[tuple[str, float]]:
+    """(sampling, q) of each panel: full batch, then Poisson at each configured rate."""
+    return [("full_batch", 1.0)] + [("poisson", q) for q in params["sampling_rates"]]
+
+
+def table(inputs: list[str], params: dict) -> pd.DataFrame:
+    """One row per (panel, accountant or closed form, T); a refused accountant gets one row
+    per panel with an empty σ and the reason."""
+    eps, delta, neighbouring = params["epsilon"], params["delta"], params["neighbouring"]
+    steps = np.array(sorted(params["steps"]))
+    rows = []
+    for sampling, q in panels(params):
+        setting = Setting(noise_multiplier=1.0, sampling=sampling, sampling_rate=q, neighbouring=neighbouring,
+                          steps=int(steps.max()))
+        common = {"sampling": sampling, "sampling_rate": q, "neighbouring": neighbouring, "epsilon": eps,
+                  "delta": delta}
+        hint = None  # the smallest σ(T) found so far in this panel: the start of the next search
+        for name in params["accountants"]:
+            accountant = get(name)
+            try:
+                sigmas = sigma_curve(accountant, setting, eps, delta, steps, hint=hint)
+            except AssumptionError as err:
+                rows.append({**common, "curve": name, "kind": "accountant", "release": accountant.release,
+                             "steps": np.nan, "noise_multiplier": np.nan, "reason": str(err)})
+                continue
+            hint = sigmas if hint is None else np.minimum(hint, sigmas)
+            rows += [{**common, "curve": name, "kind": "accountant", "release": accountant.release,
+                      "steps": int(t), "noise_multiplier": s, "reason": ""} for t, s in zip(steps, sigmas)]
+        for name, (func, _) in CLOSED_FORMS.items():
+            rows += [{**common, "curve": name, "kind": "closed_form", "release": "trajectory", "steps": int(t),
+                      "noise_multiplier": func(q, int(t), eps, delta), "reason": ""} for t in steps]
+    return pd.DataFrame(rows)
+
+
+def draw(table: pd.DataFrame):
+    keys = list(dict.fromkeys(zip(table.sampling, table.sampling_rate)))
+    fig, axes = style.new_figure(ncols=len(keys))
+    first = table.iloc[0].to_dict()
+    for ax, (sampling, q) in zip(axes[0], keys):
+        panel = table[(table.sampling == sampling) & (table.sampling_rate == q)]
+        for name, rows in panel[panel.kind == "accountant"].groupby("curve", sort=False):
+            rows = rows.dropna(subset=["noise_multiplier"])
+            if len(rows):
+                ax.plot(rows.steps, rows.noise_multiplier, color=style.colour(name), marker="o", ms=3,
+                        lw=2.2 if name == "pld" else 1.5, label=name + (" (tight reference)" if name == "pld" else ""))
+        for name, rows in panel[panel.kind == "closed_form"].groupby("curve", sort=False):
+            colour = style.colour("naive" if name == "naive_003" else "advanced")
+            ax.plot(rows.steps, rows.noise_multiplier, color=colour, ls="--", lw=1.0, label=CLOSED_FORMS[name][1])
+        refused = panel[panel.kind == "accountant"].groupby("curve").noise_multiplier.count()
+        note = ", ".join(refused[refused == 0].index)
+        title = "full batch (DP-GD)" if sampling == "full_batch" else f"Poisson sampling, q = {q:g} (DP-SGD)"
+        ax.set(xscale="log", yscale="log", xlabel="steps T", ylabel="noise multiplier σ (noise std / C on the sum)",
+               title=title + (f"\nrefused: {note}" if note else ""))
+        style.plain_log_ticks(ax)
+        ax.legend(fontsize=7, title=f"ε={first['epsilon']:g}, δ={first['delta']:g}, "
+                                    f"{first['neighbouring'].replace('_', '/')}", title_fontsize=8)
+    return fig

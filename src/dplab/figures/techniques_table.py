@@ -1,0 +1,116 @@
+"""techniques_table (000 Table I): the noise each analysis technique needs for one (ε, δ) setting.
+
+000 Table I lists, per technique, the order of σ needed for (ε, δ)-DP and the assumptions it
+rests on.  Here every accountant is calibrated (:func:`dplab.figures.calibration.sigma_curve`)
+on one common setting — the same n, b, T, C, η, loss constants and (ε, δ) — each under the
+sampling scheme and neighbouring relation its theorem is proved for (recorded per row).  σ is the
+canonical noise multiplier (noise std on the clipped sum / C); ``effective_noise_multiplier`` =
+noise std / sensitivity of the sum (σ for add_remove, σ/2 for replace_one) compares rows across
+relations.  A technique that cannot reach the target gets an empty σ and the reason.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from dplab import units
+from dplab.accounting import Setting, get
+from dplab.errors import AssumptionError
+from dplab.figures import style
+from dplab.figures.calibration import sigma_curve
+
+TITLE = "σ needed for one (ε, δ) by each analysis technique, with its assumptions (000 Table I)"
+SOURCE = "000 Table I"
+
+#: accountant → (sampling, neighbouring, 000 Table I article, its σ order, loss assumption)
+TECHNIQUES = {
+    "naive": ("poisson", "add_remove", "", "", "none (clipping)"),
+    "advanced": ("poisson", "add_remove", "", "", "none (clipping)"),
+    "kairouz": ("poisson", "add_remove", "", "", "none (clipping)"),
+    "moments": ("poisson", "add_remove", "[ACG+16]", "Ω(√(T ln(1/δ))/(nε))", "none (clipping)"),
+    "rdp": ("poisson", "add_remove", "[Mir17]", "Ω(√(T ln(1/δ))/(nε))", "none (clipping)"),
+    "rdp_closed_form": ("poisson", "add_remove", "[Mir17]", "", "none (clipping); q ≤ 1/5, σ ≥ 4"),
+    "pld": ("poisson", "add_remove", "", "", "none (clipping)"),
+    "pabi": ("shuffle", "replace_one", "[FMTT18]", "Ω(√(T ln(1/δ))/(nε))", "convex, L-Lipschitz, β-smooth"),
+    "langevin": ("full_batch", "replace_one", "[CYS21]", "Ω(√(ln(1/δ))/ε)", "λ-strongly convex, β-smooth"),
+    "ye_shokri": ("without_replacement", "replace_one", "", "", "λ-strongly convex, β-smooth"),
+    "asoodeh_projected": ("poisson", "replace_one", "", "", "none; projection on a set of diameter D"),
+    "asoodeh_regularized": ("without_replacement", "replace_one", "", "", "none; weight decay λ_reg"),
+}
+
+SETTING_KEYS = ("dataset_size", "batch_size", "steps", "clip", "lr", "strong_convexity", "smoothness", "lipschitz",
+                "diameter", "regularization", "dimension")
+
+
+def check(config: dict, params: dict) -> None:
+    """Nothing to cross-check: the figure needs no other result."""
+
+
+def inputs(config: dict, params: dict) -> list[str]:
+    return []
+
+
+def table(inputs: list[str], params: dict) -> pd.DataFrame:
+    """One row per technique: its σ for (ε, δ) on the common setting, or the reason it has none."""
+    eps, delta = params["epsilon"], params["delta"]
+    rows = []
+    for name in params["accountants"]:
+        sampling, neighbouring, article, order, loss = TECHNIQUES[name]
+        accountant = get(name)
+        values = {key: params[key] for key in SETTING_KEYS}
+        if sampling == "full_batch":  # full-batch noisy GD: every step uses all n records
+            values["batch_size"] = values["dataset_size"]
+        setting = Setting(noise_multiplier=1.0, sampling=sampling, neighbouring=neighbouring, **values)
+        row = {"accountant": name, "source": accountant.source, "release": accountant.release, "sampling": sampling,
+               "neighbouring": neighbouring, "table_i_article": article, "table_i_sigma": order,
+               "loss_assumption": loss, "epsilon": eps, "delta": delta, "noise_multiplier": np.nan,
+               "effective_noise_multiplier": np.nan, "reason": ""}
+        start = time.perf_counter()
+        try:
+            sigma = float(sigma_curve(accountant, setting, eps, delta, [params["steps"]])[0])
+            row.update(noise_multiplier=sigma,
+                       effective_noise_multiplier=units.effective_noise_multiplier(sigma, neighbouring))
+        except AssumptionError as err:
+            row["reason"] = str(err)
+        row["seconds"] = round(time.perf_counter() - start, 2)
+        rows.append({**row, **values})
+    return pd.DataFrame(rows)
+
+
+def draw(table: pd.DataFrame):
+    table = table.fillna({"table_i_article": "", "table_i_sigma": "", "reason": ""})
+    first = table.iloc[0].to_dict()
+    header = ["technique", "000 Table I", "sampling, relation", "release", "loss assumption", "σ", "σ / (Δ/C)"]
+    cells = []
+    for _, row in table.iterrows():
+        found = not np.isnan(row.noise_multiplier)
+        cells.append([
+            row.accountant,
+            f"{row.table_i_article} {row.table_i_sigma}".strip(),
+            f"{row.sampling}, {row.neighbouring.replace('_', '/')}",
+            row.release.replace("_", " "),
+            row.loss_assumption,
+            f"{row.noise_multiplier:.4g}" if found else "none",
+            f"{row.effective_noise_multiplier:.4g}" if found else "—",
+        ])
+    fig, axes = style.new_figure()
+    ax = axes[0][0]
+    fig.set_size_inches(13.0, 0.3 * (len(cells) + 2))
+    ax.axis("off")
+    grid = ax.table(cellText=cells, colLabels=header, bbox=[0, 0, 1, 1], cellLoc="left", colLoc="left")
+    grid.auto_set_font_size(False)
+    grid.set_fontsize(8)
+    grid.auto_set_column_width(list(range(len(header))))
+    for (r, _), cell in grid.get_celld().items():
+        if r == 0:
+            cell.set_text_props(weight="bold")
+            cell.set_facecolor("#e8e8e8")
+    ax.set_title(
+        f"σ for (ε={first['epsilon']:g}, δ={first['delta']:g}): n={first['dataset_size']:g}, b={first['batch_size']:g}, "
+        f"T={first['steps']:g}, C={first['clip']:g}, η={first['lr']:g}, λ={first['strong_convexity']:g}, "
+        f"β={first['smoothness']:g}, L={first['lipschitz']:g}, D={first['diameter']:g}, "
+        f"λ_reg={first['regularization']:g}, d={first['dimension']:g}", fontsize=9)
+    return fig

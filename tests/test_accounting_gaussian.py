@@ -1,0 +1,82 @@
+"""The Gaussian mechanism: exact profile and the four calibrations (004 §2, 000 Thm II.2)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy.stats import norm
+
+from dplab.accounting import Setting, get
+from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, pei_terms
+from dplab.errors import AssumptionError
+
+SALARY = Setting(noise_multiplier=1.0, sensitivity=1e6 / 1e4)  # 004 §2: Δ = B/n = 100
+CALIBRATIONS = ["gaussian_classic", "gaussian_simple", "gaussian_pei", "gaussian_analytic"]
+
+
+@pytest.mark.parametrize("eps,mu", [(0.0, 1.0), (0.5, 0.3), (1.0, 1.0), (3.0, 2.5)])
+def test_profile_is_the_hockey_stick_divergence(eps, mu):
+    """δ(ε) = ∫ (p₁ − e^ε p₀)₊ for p₁ = N(μ, 1), p₀ = N(0, 1), by quadrature."""
+    f = lambda z: max(norm.pdf(z, mu) - math.exp(eps) * norm.pdf(z), 0.0)
+    ref, _ = integrate.quad(f, -20, 20, points=[mu / 2 + eps / mu], limit=200, epsabs=1e-14)
+    assert float(gaussian_delta(eps, mu)) == pytest.approx(ref, rel=1e-7, abs=1e-14)
+
+
+def test_profile_inverse():
+    mu = np.array([0.1, 0.5, 1.0, 3.0])
+    eps = gaussian_epsilon(1e-6, mu)
+    np.testing.assert_allclose(gaussian_delta(eps, mu), 1e-6, rtol=1e-8)
+
+
+def test_salary_example():
+    """004 §2, ε = 0.5, δ = 1e-6: analytic ≈ 806, Pei ≈ 1026 (its 4th expression), and the
+    stated simple formula gives ≈ 1070 (the blog's 1051 is √(2 ln(1/δ))/ε·Δ)."""
+    std = {n: get(n).sigma(SALARY, 0.5, 1e-6) * 100 for n in CALIBRATIONS}
+    assert round(std["gaussian_analytic"]) == 806
+    assert round(std["gaussian_pei"]) == 1026
+    t = pei_terms(0.5, 1e-6)
+    assert min(t) == t[3]
+    assert std["gaussian_simple"] == pytest.approx(100 * math.sqrt(2 * math.log(1e6) + 1) / 0.5, rel=1e-12)
+    assert round(std["gaussian_simple"]) == 1070
+    assert round(100 * math.sqrt(2 * math.log(1e6)) / 0.5) == 1051
+    assert std["gaussian_classic"] == pytest.approx(100 * math.sqrt(2 * math.log(1.25e6)) / 0.5, rel=1e-12)
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.2, 0.5, 0.9, 1.5, 4.0, 10.0])
+def test_analytic_is_smallest_valid(eps):
+    sigmas = {}
+    for n in CALIBRATIONS:
+        try:
+            sigmas[n] = get(n).sigma(SALARY, eps, 1e-6)
+        except AssumptionError:
+            assert n == "gaussian_classic" and eps >= 1
+    assert min(sigmas, key=sigmas.get) == "gaussian_analytic"
+    # every calibration is a valid σ: the exact profile at that σ meets δ
+    for s in sigmas.values():
+        assert float(gaussian_delta(eps, 1 / s)) <= 1e-6 * (1 + 1e-9)
+
+
+def test_classic_refuses_large_epsilon():
+    with pytest.raises(AssumptionError) as err:
+        get("gaussian_classic").sigma(SALARY, 1.0, 1e-6)
+    assert err.value.key == "epsilon"
+    with pytest.raises(AssumptionError):  # σ too small: ε would be ≥ 1
+        get("gaussian_classic").epsilon(SALARY.replace(noise_multiplier=1.0), 1e-6)
+
+
+def test_one_release_only():
+    with pytest.raises(AssumptionError) as err:
+        get("gaussian_analytic").epsilon(SALARY.replace(steps=10), 1e-6)
+    assert err.value.key == "steps"
+    with pytest.raises(AssumptionError) as err:
+        get("gaussian_analytic").epsilon(Setting(noise_multiplier=2.0), 1e-6)
+    assert err.value.key == "sensitivity"
+
+
+def test_analytic_equals_pld_single_gaussian():
+    """One full-batch Gaussian step: the exact profile vs dp_accounting's PLD (pessimistic)."""
+    s = Setting(noise_multiplier=2.0, sampling="full_batch", steps=1)
+    exact = float(gaussian_epsilon(1e-5, 0.5))
+    assert get("pld").epsilon(s, 1e-5) == pytest.approx(exact, abs=2e-4)
+    assert get("gaussian_analytic").epsilon(Setting(noise_multiplier=2.0, sensitivity=1.0), 1e-5) == pytest.approx(exact)

@@ -1,0 +1,73 @@
+"""dplab epsilon | delta | sigma | accountants: JSON keys, and one-line refusals with exit 2."""
+
+import json
+
+import pytest
+
+from dplab.accounting import get, names
+from dplab.cli import main
+
+RUN = ["--noise-multiplier", "1.1", "--sampling-rate", "0.01", "--steps", "100"]
+
+
+def _json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_epsilon_delta_sigma(capsys):
+    out = _json(capsys, ["epsilon", "--accountant", "rdp", "--delta", "1e-5", *RUN])
+    assert set(out) >= {"epsilon", "accountant", "delta", "neighbouring", "sampling", "setting"}
+    assert out["accountant"] == "rdp" and out["neighbouring"] == "add_remove" and out["sampling"] == "poisson"
+    assert out["setting"]["steps"] == 100
+    assert out["epsilon"] == pytest.approx(get("rdp").epsilon(__import__("dplab").accounting.Setting(
+        noise_multiplier=1.1, sampling_rate=0.01, steps=100), 1e-5))
+    back = _json(capsys, ["delta", "--accountant", "rdp", "--epsilon", str(out["epsilon"]), *RUN])
+    assert back["delta"] == pytest.approx(1e-5, rel=1e-6)
+    sig = _json(capsys, ["sigma", "--accountant", "rdp", "--epsilon", "1", "--delta", "1e-5",
+                         "--batch-size", "100", "--dataset-size", "10000", "--steps", "100", "--clip", "2"])
+    assert sig["noise_multiplier"] > 0 and sig["noise_std"] == pytest.approx(2 * sig["noise_multiplier"])
+
+
+def test_gaussian_sigma_reports_std(capsys):
+    out = _json(capsys, ["sigma", "--accountant", "gaussian_analytic", "--epsilon", "0.5", "--delta", "1e-6",
+                         "--sensitivity", "100"])
+    assert round(out["noise_std"]) == 806
+    assert out["noise_std"] == pytest.approx(100 * out["noise_multiplier"])
+
+
+def test_accountants_lists_everything(capsys):
+    assert main(["accountants"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [a["name"] for a in listed] == names()
+    assert all(a["source"] and "assumptions" in a for a in listed)
+
+
+@pytest.mark.parametrize(
+    "argv,key",
+    [
+        (["epsilon", "--accountant", "rdp", "--delta", "1.5", *RUN], "delta"),
+        (["epsilon", "--accountant", "rdp", "--delta", "1e-5", "--noise-multiplier", "-1",
+          "--sampling-rate", "0.01", "--steps", "10"], "noise_multiplier"),
+        (["epsilon", "--accountant", "rdp", "--delta", "1e-5", "--noise-multiplier", "1",
+          "--sampling-rate", "2", "--steps", "10"], "sampling_rate"),
+        (["epsilon", "--accountant", "naive", "--delta", "1e-5", *RUN, "--sampling", "shuffle"], "sampling"),
+        (["epsilon", "--accountant", "rdp", "--delta", "1e-5", *RUN, "--neighbouring", "replace_one"], "sampling"),
+        (["sigma", "--accountant", "gaussian_classic", "--epsilon", "1", "--delta", "1e-5",
+          "--sensitivity", "1"], "epsilon"),
+        (["epsilon", "--accountant", "nope", "--delta", "1e-5"], "accountant"),
+    ],
+)
+def test_bad_input_one_line_exit_2(capsys, argv, key):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and f"error: {key}:" in lines[0] and "Traceback" not in captured.err
+
+
+def test_usage_error_exit_2(capsys):
+    with pytest.raises(SystemExit) as err:
+        main(["epsilon", "--accountant", "rdp", "--delta", "abc"])
+    assert err.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
