@@ -49,6 +49,6 @@ def run(args) -> int:
     if dataset.info["name"] != entry["dataset"]:
         raise DPLabError("dataset", f"the audit names {entry['dataset']!r} but {args.data} holds {dataset.info['name']!r}")
     table = run_audit(entry, dataset, entry["seed"])
-    write_csv(table, args.out)
+    write_csv(args.out, table)
     print(f"{len(table)} rows -> {args.out}")
     return 0
