@@ -45,6 +45,9 @@ def check_config(config: dict) -> None:
         for name in entry["accountants"]:
             if name not in known:
                 raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
+    for audit, entry in config.get("audits", {}).items():
+        if entry["dataset"] not in config["datasets"]:
+            raise DPLabError(f"audits.{audit}.dataset", f"unknown dataset {entry['dataset']!r}")
     for figure, params in config.get("figures", {}).items():
         if figure not in FIGURE_IDS:
             raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
@@ -111,6 +114,15 @@ def run_files(run: str) -> dict[str, str]:
     return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt"}
 
 
+def audit_entry(config: dict, name: str) -> dict:
+    """The audit entry with the global seed filled in."""
+    return {"seed": config["seed"], **config["audits"][name], "name": name}
+
+
+def audit_file(audit: str) -> str:
+    return f"{RESULTS}/audit/{audit}.csv"
+
+
 def sweep_file(sweep: str) -> str:
     return f"{RESULTS}/accounting/{sweep}.csv"
 
@@ -143,6 +155,7 @@ def targets(config: dict) -> list[str]:
         for run in grid_runs(config, grid):
             files += list(grid_run_files(grid, run).values())
     files += [sweep_file(sweep) for sweep in config.get("sweeps", {})]
+    files += [audit_file(audit) for audit in config.get("audits", {})]
     files += figure_files(config)
     files.append(f"{RESULTS}/index.md")
     return files

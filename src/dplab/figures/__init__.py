@@ -23,6 +23,7 @@ FIGURE_IDS = (
     "langevin_tightness",
     "accountants_vs_pld",
     "mf_vs_dpsgd",
+    "tightness_audit",
 )
 
 
