@@ -33,7 +33,7 @@ def clipped_sums(loss, params: dict, xs: list[torch.Tensor], ys: list[torch.Tens
     groups: dict[int, list[int]] = {}
     for r, xr in enumerate(xs):
         groups.setdefault(len(xr), []).append(r)
-    one_run = lambda p, x, y: clipped_grad_sum(loss, p, x, y, clip).grad_sum  # noqa: E731
+    one_run = lambda p, x, y: clipped_grad_sum(loss, p, x, y, clip, ghost=False).grad_sum  # noqa: E731
     for rs in groups.values():
         index = torch.tensor(rs)
         sums = torch.func.vmap(one_run)({k: p[index] for k, p in params.items()},

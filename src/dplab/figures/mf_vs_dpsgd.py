@@ -1,6 +1,6 @@
 """mf_vs_dpsgd (004 §4.3, "competitive with DP-SGD"): DP-MF vs DP-SGD at matched ε over seeds.
 
-Input: the summaries of the listed runs (several seeds per method).  Each run's ε is the tight
+Input: the summaries of every run of one grid (variants = methods, several seeds each).  Each run's ε is the tight
 one of its method: ``mf`` (PLD of the MF mechanism) for dp_mf, ``pld`` for the others; the table
 refuses runs whose ε or δ differ by more than 1 % (not a matched comparison).  One row per
 method variant: mean, standard deviation and standard error over seeds of the final test
@@ -20,22 +20,22 @@ from dplab.figures import style
 
 TITLE = "DP-MF vs DP-SGD at matched ε: final test accuracy and loss over seeds"
 SOURCE = "004 §4.3 (fourth try: matrix factorization, compared with DP-SGD)"
-KEY = "figures.mf_vs_dpsgd.runs"
+KEY = "figures.mf_vs_dpsgd.grid"
 
 
 def check(config: dict, params: dict) -> None:
-    runs = params["runs"]
-    for name in runs:
-        if name not in config["runs"]:
-            raise DPLabError(KEY, f"unknown run {name!r}")
-        if config["runs"][name]["method"] == "sgd":
-            raise DPLabError(KEY, f"run {name!r} is not private")
-    if not any(config["runs"][r]["method"] == "dp_mf" for r in runs):
-        raise DPLabError(KEY, "must include at least one dp_mf run")
+    grid = params["grid"]
+    if grid not in config.get("grids", {}):
+        raise DPLabError(KEY, f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
+    methods = [item["run"]["method"] for item in pipeline.grid_runs(config, grid).values()]
+    if "sgd" in methods:
+        raise DPLabError(KEY, f"grid {grid!r} has a non-private (sgd) variant")
+    if "dp_mf" not in methods:
+        raise DPLabError(KEY, f"grid {grid!r} must have a dp_mf variant")
 
 
 def inputs(config: dict, params: dict) -> list[str]:
-    return [pipeline.run_files(name)["summary"] for name in params["runs"]]
+    return pipeline.grid_summaries(config, params["grid"])
 
 
 def _label(run: dict) -> str:

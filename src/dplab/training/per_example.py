@@ -49,15 +49,19 @@ class ClippedGrads:
 
 
 def clipped_grad_sum(
-    loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, clip: float | None
+    loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, clip: float | None,
+    ghost: bool = True,
 ) -> ClippedGrads:
-    """Σ_i clip(∇ℓ(θ; x_i)) over the batch (``clip=None``: no clipping).  An empty batch gives zeros."""
+    """Σ_i clip(∇ℓ(θ; x_i)) over the batch (``clip=None``: no clipping).  An empty batch gives zeros.
+
+    ``ghost=False`` forces the torch.func path, which (unlike ghost clipping's autograd hooks)
+    can itself be transformed, e.g. ``vmap``-ed over many runs."""
     if len(x) == 0:
         zeros = {k: torch.zeros_like(p) for k, p in params.items()}
         empty = torch.zeros(0, device=x.device)
         return ClippedGrads(zeros, empty, torch.zeros((), device=x.device))
     model = getattr(loss, "model", None)
-    if model is not None and ghost_supported(model, params):
+    if ghost and model is not None and ghost_supported(model, params):
         out = _ghost(model, float(loss.l2), params, x, y, clip)
         if out is not None:
             return out
