@@ -10,8 +10,11 @@ pipeline.check_config(config)
 wildcard_constraints:
     dataset=pipeline.name_pattern(config["datasets"]),
     run=pipeline.name_pattern(config["runs"]),
+    grid=pipeline.name_pattern(config["grids"]),
+    grid_run=pipeline.GRID_RUN_PATTERN,
     sweep=pipeline.name_pattern(config["sweeps"]),
     figure=pipeline.name_pattern(config["figures"]),
+    audit=pipeline.name_pattern(config.get("audits", {})),
 
 
 def dataset_json(wildcards):
@@ -22,6 +25,28 @@ def dataset_json(wildcards):
 def run_json(wildcards):
     """The run entry, with the global seed filled in, as JSON (tracked by Snakemake)."""
     return json.dumps(pipeline.run_entry(config, wildcards.run), sort_keys=True)
+
+
+def grid_run_json(wildcards):
+    """One run of a grid, with its seed and ε filled in, as JSON (tracked by Snakemake)."""
+    return json.dumps(pipeline.grid_runs(config, wildcards.grid)[wildcards.grid_run]["run"], sort_keys=True)
+
+
+def _grid_run_dataset(wildcards):
+    return pipeline.grid_runs(config, wildcards.grid)[wildcards.grid_run]["run"]["dataset"]
+
+
+def grid_run_data(wildcards):
+    return list(pipeline.data_files(_grid_run_dataset(wildcards)).values())
+
+
+def grid_run_data_dir(wildcards):
+    return pipeline.data_dir(_grid_run_dataset(wildcards))
+
+
+def grid_run_gpus(wildcards):
+    run = pipeline.grid_runs(config, wildcards.grid)[wildcards.grid_run]["run"]
+    return int(run.get("device", "auto") == "cuda")
 
 
 def run_data(wildcards):
@@ -57,3 +82,16 @@ def figure_inputs(wildcards):
 
 def figure_json(wildcards):
     return json.dumps(config["figures"][wildcards.figure], sort_keys=True)
+
+
+def audit_json(wildcards):
+    """The audit entry, with the global seed filled in, as JSON (tracked by Snakemake)."""
+    return json.dumps(pipeline.audit_entry(config, wildcards.audit), sort_keys=True)
+
+
+def audit_data(wildcards):
+    return list(pipeline.data_files(config["audits"][wildcards.audit]["dataset"]).values())
+
+
+def audit_data_dir(wildcards):
+    return pipeline.data_dir(config["audits"][wildcards.audit]["dataset"])

@@ -5,6 +5,7 @@ rule train:
     output:
         metrics="results/runs/{run}/metrics.csv",
         summary="results/runs/{run}/summary.json",
+        model="results/runs/{run}/model.pt",
     params:
         run=run_json,
         data=run_data_dir,
@@ -20,3 +21,28 @@ rule train:
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
         " --out results/runs/{wildcards.run} --threads {threads} > {log} 2>&1"
+
+
+rule train_grid_run:
+    """Train one run of a grid of config `grids` (variant × target ε × seed)."""
+    input:
+        grid_run_data,
+    output:
+        metrics="results/grids/{grid}/{grid_run}/metrics.csv",
+        summary="results/grids/{grid}/{grid_run}/summary.json",
+        model="results/grids/{grid}/{grid_run}/model.pt",
+    params:
+        run=grid_run_json,
+        data=grid_run_data_dir,
+    threads: config["threads"]
+    resources:
+        gpu=grid_run_gpus,
+        mem_mb=4000,
+        runtime=60,
+    log:
+        "logs/grids/{grid}/{grid_run}.log",
+    conda:
+        "../envs/dplab.yaml"
+    shell:
+        "dplab train --run-json {params.run:q} --data {params.data}"
+        " --out results/grids/{wildcards.grid}/{wildcards.grid_run} --threads {threads} > {log} 2>&1"

@@ -108,7 +108,9 @@ def regularized_delta(epsilon: float, steps: int, p: float, lr: float, clip: flo
     terms = np.exp((steps - s) * math.log1p(-p) + suffix)
     second = p / (1 - p) * terms.sum(axis=1)
     log_cdf = np.log1p(-chi2.sf(kappa[:, 0] ** 2, dimension))
-    first = (1 + math.exp(epsilon)) * -np.expm1(steps * log_cdf)
+    with np.errstate(divide="ignore"):  # (1+e^ε)·tail in log space: no overflow at large ε
+        log_first = np.logaddexp(0.0, epsilon) + np.log(-np.expm1(steps * log_cdf))
+    first = np.exp(np.minimum(log_first, 1.0))  # values > 1 are capped by the caller anyway
     return first + second
 
 

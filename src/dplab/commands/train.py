@@ -18,8 +18,12 @@ def register(subparsers) -> None:
     src.add_argument("--config", help="pipeline config (with --run) or single-run YAML")
     src.add_argument("--run-json", help="the run as a JSON object (what the Snakemake rule passes)")
     p.add_argument("--run", help="name of the run in the config's `runs` section")
+    p.add_argument("--grid", help="with a pipeline --config: train every run of this entry of `grids` into OUT/<run>/ "
+                   "(then --data is the folder holding one prepared folder per dataset, e.g. results/data)")
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
     p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--mf-cache", default=None,
+                   help="folder of cached factorizations (`dplab mf --cache`); dp_mf runs load theirs from it")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=run)
 
@@ -28,19 +32,50 @@ def run(args) -> int:
     import torch
 
     from dplab.errors import DPLabError
-    from dplab.training import data, loop
     from dplab.training.config import load_run
 
-    cfg = load_run(args.config, args.run, args.run_json)
     if args.threads is not None:
         if args.threads < 1:
             raise DPLabError("--threads", f"must be >= 1; got {args.threads}")
         torch.set_num_threads(args.threads)
-    dataset = data.load(args.data)
+    if args.grid:
+        return _train_grid(args)
+    _train_one(load_run(args.config, args.run, args.run_json), args.data, args.out, args.mf_cache)
+    return 0
+
+
+def _train_grid(args) -> int:
+    from pathlib import Path
+
+    from dplab import pipeline
+    from dplab.config import load_config
+    from dplab.errors import DPLabError
+    from dplab.training.config import resolve_run
+
+    if not args.config or args.run:
+        raise DPLabError("--grid", "goes with a pipeline --config and without --run")
+    config = load_config(args.config)
+    if args.grid not in config["grids"]:
+        raise DPLabError("--grid", f"unknown grid {args.grid!r}; defined: {', '.join(sorted(config['grids']))}")
+    for name, item in pipeline.grid_runs(config, args.grid).items():
+        cfg = resolve_run(item["run"], where=f"grids.{args.grid}.{name}")
+        _train_one(cfg, str(Path(args.data) / cfg["dataset"]), str(Path(args.out) / name), args.mf_cache)
+    return 0
+
+
+def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:
+    from dplab.errors import DPLabError
+    from dplab.training import data, loop
+
+    dataset = data.load(data_dir)
     if dataset.info["name"] != cfg["dataset"]:
-        raise DPLabError("dataset", f"the run names {cfg['dataset']!r} but {args.data} holds {dataset.info['name']!r}")
-    summary = loop.train(cfg, dataset, args.out)
+        raise DPLabError("dataset", f"the run names {cfg['dataset']!r} but {data_dir} holds {dataset.info['name']!r}")
+    factorization = None
+    if mf_cache is not None and cfg["method"] == "dp_mf":
+        from dplab.training.dp_mf import load_factorization
+
+        factorization = load_factorization(cfg, mf_cache)
+    summary = loop.train(cfg, dataset, out, factorization=factorization)
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary["epsilon"].items()) or "none"
     final = summary["final"]
-    print(f"test_accuracy={final['test_accuracy']:.4f} test_loss={final['test_loss']:.4f} epsilon: {eps} -> {args.out}")
-    return 0
+    print(f"test_accuracy={final['test_accuracy']:.4f} test_loss={final['test_loss']:.4f} epsilon: {eps} -> {out}")

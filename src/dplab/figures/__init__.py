@@ -22,6 +22,8 @@ FIGURE_IDS = (
     "langevin_rdp",
     "langevin_tightness",
     "accountants_vs_pld",
+    "mf_vs_dpsgd",
+    "tightness_audit",
 )
 
 

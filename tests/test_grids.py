@@ -1,0 +1,55 @@
+"""Grids of runs: expansion, validation, and the DVC view of them."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from dplab import pipeline
+from dplab.config import load_yaml, validate
+from dplab.errors import DPLabError
+
+GRID = {
+    "base": {"model": "logreg", "dataset": "digits", "steps": 5, "batch_size": 64, "lr": 0.5, "clip": 1.0},
+    "variants": {"dp_sgd": {"method": "dp_sgd"}, "dp_gd": {"method": "dp_gd", "lr": 1.0}},
+    "target_epsilon": [1, 0.5],
+    "seeds": [0, 3],
+}
+
+
+def config_with_grid(grid=GRID) -> dict:
+    config = validate(load_yaml(ROOT / "config" / "config.yaml"))
+    config["grids"] = {"mini": copy.deepcopy(grid)}
+    return validate(config)
+
+
+def test_every_variant_epsilon_and_seed_is_one_run():
+    runs = pipeline.grid_runs(config_with_grid(), "mini")
+    assert sorted(runs) == sorted(f"{v}-e{e:g}-s{s}" for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3))
+    run = runs["dp_gd-e0.5-s3"]["run"]
+    assert run["method"] == "dp_gd" and run["lr"] == 1.0 and run["target_epsilon"] == 0.5 and run["seed"] == 3
+    assert run["noise_multiplier"] is None and run["steps"] == 5
+
+
+def test_grid_runs_are_validated_with_the_run_schema():
+    bad = copy.deepcopy(GRID)
+    bad["variants"]["dp_gd"]["lr"] = -1
+    config = config_with_grid(bad)
+    with pytest.raises(DPLabError) as err:
+        pipeline.check_config(config)
+    assert err.value.key == "grids.mini.variants.dp_gd.lr"
+
+
+def test_grid_outputs_are_in_the_dag_and_dvc(project):
+    from test_dvc import dvc_outputs, snakemake_outputs
+
+    path = project / "config" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["grids"] = {"mini": GRID}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    smk = snakemake_outputs(project)
+    assert "results/grids/mini/dp_gd-e0.5-s3/summary.json" in smk
+    assert "results/grids/mini" in dvc_outputs(project)
