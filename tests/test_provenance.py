@@ -27,7 +27,7 @@ def repo(tmp_path):
     results = tmp_path / "results" / "runs" / "r"
     results.mkdir(parents=True)
     (results / "summary.json").write_text('{"x": 1}\n')
-    (results / "model.pt").write_bytes(b"weights")
+    (results / "checkpoint.pt").write_bytes(b"resume state")
     return tmp_path
 
 

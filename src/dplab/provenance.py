@@ -18,8 +18,8 @@ from pathlib import Path
 
 #: distributions whose versions determine the numbers (import name differs for dp_accounting)
 PACKAGES = ("dplab", "torch", "numpy", "scipy", "dp-accounting", "opacus", "snakemake", "dvc")
-#: files next to results that are not results (training's model and resume state)
-SKIP = {"model.pt", "checkpoint.pt"}
+#: files next to results that are not results (training's resume state)
+SKIP = {"checkpoint.pt"}
 
 
 def config_hash(config: dict) -> str:
