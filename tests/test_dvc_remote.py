@@ -17,7 +17,12 @@ GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
 
 
 def digests(root, paths) -> dict[str, str]:
-    return {p: hashlib.sha256((root / p).read_bytes()).hexdigest() for p in paths}
+    """SHA-256 of each file of ``paths`` (directory outputs: of every file below them)."""
+    files = []
+    for p in paths:
+        path = root / p
+        files += sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
+    return {f.relative_to(root).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
 def dvc_graph(cwd):
@@ -55,7 +60,7 @@ def test_push_clone_pull_then_experiment(project, tmp_path):
     before = digests(project, outs)
     provenance = json.loads((project / "results" / "provenance.json").read_text())
     assert provenance["git"] == {"commit": commit, "dirty": False}
-    covered = {p: before[p] for p in outs if p not in {"results/provenance.json", "results/index.md"}
+    covered = {p: h for p, h in before.items() if p not in {"results/provenance.json", "results/index.md"}
                and not p.startswith("results/data/")}
     assert {p: provenance["outputs"][p]["sha256"] for p in covered} == covered
     remote = tmp_path / "remote"

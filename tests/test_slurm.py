@@ -47,13 +47,14 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture
 def slurm_project(project):
-    """The small test config with one figure (accountants_vs_pld): every rule of the DAG, 10
+    """The small test config with one figure (accountants_vs_pld) and every rule of the DAG, so
     jobs instead of 23, so the live-cluster runs stay within minutes on 2 cores."""
     path = project / "config" / "config.yaml"
     config = yaml.safe_load(path.read_text())
-    config["figures"] = {"accountants_vs_pld": config["figures"]["accountants_vs_pld"]}
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "one figure"], cwd=project)
+    if set(config["figures"]) != {"accountants_vs_pld"}:
+        config["figures"] = {"accountants_vs_pld": config["figures"]["accountants_vs_pld"]}
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "one figure"], cwd=project)
     return project
 
 

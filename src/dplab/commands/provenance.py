@@ -20,7 +20,8 @@ def register(sub) -> None:
     src.add_argument("--config", help="pipeline config file (YAML)")
     src.add_argument("--config-json", help="the config as JSON (what the Snakemake rule passes)")
     p.add_argument("--out", required=True, help="JSON file to write")
-    p.add_argument("outputs", nargs="+", help="result files or directories to cover")
+    p.add_argument("outputs", nargs="*",
+                   help="result files or directories to cover (default: every result the config's DAG makes)")
     p.set_defaults(func=run)
 
 
@@ -33,6 +34,10 @@ def run(args) -> int:
 
     # validated with defaults filled in either way, so both give the same config hash
     config = validate(json.loads(args.config_json)) if args.config_json else load_config(args.config)
+    if not args.outputs:
+        from dplab.pipeline import results
+
+        args.outputs = results(config)
     missing = [name for name in args.outputs if not Path(name).exists()]
     if missing:
         raise DPLabError("outputs", f"no such file or directory: {', '.join(missing)}")
