@@ -48,7 +48,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture
 def slurm_project(project):
     """The small test config with one figure (accountants_vs_pld) and every rule of the DAG, so
-    jobs instead of 23, so the live-cluster runs stay within minutes on 2 cores."""
+    that the live-cluster runs stay within minutes on 2 cores."""
     path = project / "config" / "config.yaml"
     config = yaml.safe_load(path.read_text())
     if set(config["figures"]) != {"accountants_vs_pld"}:
