@@ -111,6 +111,16 @@ def run_files(run: str) -> dict[str, str]:
     return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json"}
 
 
+def grad_norms_file(run: str) -> str:
+    """Per-example gradient norms of a run with ``record_grad_norms: true``."""
+    return f"{RESULTS}/runs/{run}/grad_norms.csv"
+
+
+def recording_runs(config: dict) -> dict[str, dict]:
+    """The runs of config `runs` that record per-example gradient norms."""
+    return {name: entry for name, entry in config["runs"].items() if entry.get("record_grad_norms")}
+
+
 def sweep_file(sweep: str) -> str:
     return f"{RESULTS}/accounting/{sweep}.csv"
 
@@ -139,6 +149,7 @@ def targets(config: dict) -> list[str]:
     files = []
     for run in config["runs"]:
         files += list(run_files(run).values())
+    files += [grad_norms_file(run) for run in recording_runs(config)]
     for grid in config.get("grids", {}):
         for run in grid_runs(config, grid):
             files += list(grid_run_files(grid, run).values())

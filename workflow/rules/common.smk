@@ -48,6 +48,11 @@ def grid_run_gpus(wildcards):
     return int(run.get("device", "auto") == "cuda")
 
 
+#: runs that record per-example gradient norms (rule train_recording) and the others (rule train)
+RECORDING_RUNS = pipeline.name_pattern(pipeline.recording_runs(config))
+PLAIN_RUNS = pipeline.name_pattern({k: v for k, v in config["runs"].items() if k not in pipeline.recording_runs(config)})
+
+
 def run_data(wildcards):
     """The prepared data files of the run's dataset."""
     return list(pipeline.data_files(config["runs"][wildcards.run]["dataset"]).values())

@@ -15,13 +15,18 @@ from types import ModuleType
 #: every figure id, in the order the index and the report list them
 FIGURE_IDS = (
     "gaussian_sigma",
+    "grad_norms",
+    "nonprivate_training",
     "sigma_vs_steps",
+    "dp_training_tries",
     "techniques_table",
     "asoodeh_projected",
     "asoodeh_regularized",
     "langevin_rdp",
     "langevin_tightness",
     "accountants_vs_pld",
+    "hidden_state_gain",
+    "privacy_utility",
 )
 
 
