@@ -17,6 +17,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/accounting.smk"
+include: "workflow/rules/audit.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 

@@ -35,13 +35,26 @@ def tracked_files() -> list[str]:
     return [line for line in out.stdout.splitlines() if line]
 
 
+#: the figures the pipeline tests build (each figure's table is tested on its own elsewhere)
+SMALL_FIGURES = ("accountants_vs_pld",)
+
+
 def small_config() -> dict:
-    """The default config with fewer steps: the same DAG in seconds."""
+    """The default config with fewer steps, one seed per grid and one figure: every stage of
+    the DAG in seconds."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     for entry in config["runs"].values():
         entry["steps"] = min(entry.get("steps", 40), 40)
+    for grid in config.get("grids", {}).values():
+        grid["base"]["steps"] = min(grid["base"].get("steps", 20), 20)
+        grid["seeds"] = grid["seeds"][:1]
+        grid["target_epsilon"] = grid.get("target_epsilon", [1.0])[:1] if "target_epsilon" in grid else None
+        if grid["target_epsilon"] is None:
+            del grid["target_epsilon"]
     for entry in config.get("sweeps", {}).values():
         entry["points"] = 5
+        entry["accountants"] = [a for a in entry["accountants"] if a in ("rdp", "pld")]
+    config["figures"] = {k: v for k, v in config.get("figures", {}).items() if k in SMALL_FIGURES}
     return config
 
 

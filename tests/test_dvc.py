@@ -47,8 +47,9 @@ def digest(path) -> str:
 @pytest.mark.pipeline
 def test_push_delete_pull_gives_identical_results(project, tmp_path):
     run(["dvc", "repro", "--quiet"], cwd=project)
-    files = sorted(p for p in (project / "results").rglob("*") if p.is_file() and p.name != "checkpoint.pt")
-    assert files
+    outs = [project / out for out in dvc_outputs(project)]
+    files = sorted(f for out in outs for f in ([out] if out.is_file() else out.rglob("*")) if f.is_file())
+    assert files and all(out.exists() for out in outs)
     before = {p: digest(p) for p in files}
     remote = tmp_path / "remote"
     run(["dvc", "remote", "add", "-d", "local", str(remote)], cwd=project)

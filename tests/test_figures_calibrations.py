@@ -12,7 +12,7 @@ from scipy.stats import norm
 
 from dplab.accounting import Setting, get
 from dplab.figures import gaussian_sigma, sigma_vs_steps, techniques_table
-from dplab.figures.calibration import RTOL
+from dplab.accounting.base import SIGMA_RTOL as RTOL
 from figure_params import default_params
 
 

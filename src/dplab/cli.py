@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dplab.commands.sweep",
     "dplab.commands.figures",
     "dplab.commands.mf",
+    "dplab.commands.audit",
 )
 
 

@@ -45,6 +45,9 @@ def check_config(config: dict) -> None:
         for name in entry["accountants"]:
             if name not in known:
                 raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
+    for audit, entry in config.get("audits", {}).items():
+        if entry["dataset"] not in config["datasets"]:
+            raise DPLabError(f"audits.{audit}.dataset", f"unknown dataset {entry['dataset']!r}")
     for figure, params in config.get("figures", {}).items():
         if figure not in FIGURE_IDS:
             raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
@@ -74,7 +77,7 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
 
 def grid_run_files(grid: str, run: str) -> dict[str, str]:
     base = f"{RESULTS}/grids/{grid}/{run}"
-    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json"}
+    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt"}
 
 
 def grid_summaries(config: dict, grid: str) -> list[str]:
@@ -108,7 +111,16 @@ def data_files(dataset: str) -> dict[str, str]:
 
 def run_files(run: str) -> dict[str, str]:
     base = f"{RESULTS}/runs/{run}"
-    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json"}
+    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt"}
+
+
+def audit_entry(config: dict, name: str) -> dict:
+    """The audit entry with the global seed filled in."""
+    return {"seed": config["seed"], **config["audits"][name], "name": name}
+
+
+def audit_file(audit: str) -> str:
+    return f"{RESULTS}/audit/{audit}.csv"
 
 
 def grad_norms_file(run: str) -> str:
@@ -154,6 +166,7 @@ def targets(config: dict) -> list[str]:
         for run in grid_runs(config, grid):
             files += list(grid_run_files(grid, run).values())
     files += [sweep_file(sweep) for sweep in config.get("sweeps", {})]
+    files += [audit_file(audit) for audit in config.get("audits", {})]
     files += figure_files(config)
     files.append(f"{RESULTS}/index.md")
     return files

@@ -14,6 +14,7 @@ wildcard_constraints:
     grid_run=pipeline.GRID_RUN_PATTERN,
     sweep=pipeline.name_pattern(config["sweeps"]),
     figure=pipeline.name_pattern(config["figures"]),
+    audit=pipeline.name_pattern(config.get("audits", {})),
 
 
 def dataset_json(wildcards):
@@ -86,3 +87,16 @@ def figure_inputs(wildcards):
 
 def figure_json(wildcards):
     return json.dumps(config["figures"][wildcards.figure], sort_keys=True)
+
+
+def audit_json(wildcards):
+    """The audit entry, with the global seed filled in, as JSON (tracked by Snakemake)."""
+    return json.dumps(pipeline.audit_entry(config, wildcards.audit), sort_keys=True)
+
+
+def audit_data(wildcards):
+    return list(pipeline.data_files(config["audits"][wildcards.audit]["dataset"]).values())
+
+
+def audit_data_dir(wildcards):
+    return pipeline.data_dir(config["audits"][wildcards.audit]["dataset"])

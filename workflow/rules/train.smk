@@ -7,6 +7,7 @@ rule train:
     output:
         metrics="results/runs/{run}/metrics.csv",
         summary="results/runs/{run}/summary.json",
+        model="results/runs/{run}/model.pt",
     params:
         run=run_json,
         data=run_data_dir,
@@ -33,6 +34,7 @@ rule train_recording:
     output:
         metrics="results/runs/{run}/metrics.csv",
         summary="results/runs/{run}/summary.json",
+        model="results/runs/{run}/model.pt",
         grad_norms="results/runs/{run}/grad_norms.csv",
     params:
         run=run_json,
@@ -58,6 +60,7 @@ rule train_grid_run:
     output:
         metrics="results/grids/{grid}/{grid_run}/metrics.csv",
         summary="results/grids/{grid}/{grid_run}/summary.json",
+        model="results/grids/{grid}/{grid_run}/model.pt",
     params:
         run=grid_run_json,
         data=grid_run_data_dir,

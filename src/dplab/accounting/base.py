@@ -24,6 +24,8 @@ from dplab.errors import AssumptionError
 #: Relative tolerance of every calibrated σ: the returned σ meets the target and
 #: σ·(1 − SIGMA_RTOL) does not (up to the accountant's own numerical precision).
 SIGMA_RTOL = 1e-5
+#: the range of σ every calibration searches
+SIGMA_MIN, SIGMA_MAX = 1e-6, 1e7
 
 
 class Accountant(ABC):
@@ -102,40 +104,71 @@ class Accountant(ABC):
         """δ of the whole run (T = setting.steps) at ε."""
         return float(self.delta_curve(setting, epsilon, [self._steps(setting)])[0])
 
-    def sigma(self, setting: Setting, epsilon: float, delta: float) -> float:
-        """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta``.
+    def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
+        """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta`` (T = setting.steps).
 
-        Generic: bracket outward from :meth:`_sigma_start` by factors of 2, then bisect in
-        log σ to relative tolerance :data:`SIGMA_RTOL`; the upper end (which meets the target)
-        is returned.  A σ outside the bound's validity counts as not meeting the target.
+        From ``start`` (default :meth:`_sigma_start`), step outward in log σ by 2 %, widening
+        ×4, until the target is bracketed; then Brent's method in log σ to relative tolerance
+        :data:`SIGMA_RTOL`, returning the side that meets the target.  Every ε evaluation is
+        memoized; a σ outside the bound's validity counts as not meeting the target.
         """
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-        self.check(setting.replace(noise_multiplier=1.0))
+        try:  # assumptions no σ can fix are reported at once; σ's own range is searched
+            self.check(setting.replace(noise_multiplier=1.0))
+        except AssumptionError as err:
+            if err.key != "noise_multiplier":
+                raise
+        cache: dict[float, float] = {}
 
-        def meets(sigma: float) -> bool:
-            try:
-                return self.epsilon(setting.replace(noise_multiplier=sigma), delta) <= epsilon
-            except AssumptionError:
-                return False
+        def excess(log_sigma: float) -> float:
+            if log_sigma not in cache:
+                try:
+                    value = self.epsilon(setting.replace(noise_multiplier=math.exp(log_sigma)), delta) - epsilon
+                except AssumptionError:
+                    value = math.inf
+                cache[log_sigma] = value
+            return cache[log_sigma]
 
-        hi = self._sigma_start(setting, epsilon, delta)
-        while not meets(hi):
-            hi *= 2.0
-            if hi > 1e7:
-                raise self.fail("epsilon", f"no σ ≤ 1e7 reaches ε = {epsilon} at δ = {delta}")
-        lo = hi / 2.0
-        while meets(lo):
-            lo, hi = lo / 2.0, lo
-            if lo < 1e-8:
-                return hi
-        lo, hi = math.log(lo), math.log(hi)
-        while hi - lo > SIGMA_RTOL / 4:
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if meets(math.exp(mid)) else (mid, hi)
-        return math.exp(hi)
+        x = math.log(min(max(start or self._sigma_start(setting, epsilon, delta), SIGMA_MIN), SIGMA_MAX))
+        width, meets = 0.02, excess(x) <= 0
+        while True:
+            y = x - width if meets else x + width
+            if not math.log(SIGMA_MIN) <= y <= math.log(SIGMA_MAX):
+                if meets:
+                    return SIGMA_MIN
+                raise self.fail("epsilon", f"no σ ≤ {SIGMA_MAX:g} reaches ε = {epsilon} at δ = {delta}, T = {setting.steps}")
+            if (excess(y) <= 0) != meets:
+                break
+            x, width = y, 4 * width
+        lo, hi = (y, x) if meets else (x, y)
+        root = brentq(lambda v: min(excess(v), 1e6), lo, hi, xtol=SIGMA_RTOL / 4, rtol=1e-12)
+        sigma = math.exp(root)
+        while excess(math.log(sigma)) > 0:
+            sigma *= 1 + SIGMA_RTOL / 4
+        return sigma
+
+    def sigma_curve(self, setting: Setting, epsilon: float, delta: float, steps: Sequence[int],
+                    hint: Sequence[float] | None = None) -> np.ndarray:
+        """σ(T) for every T of the increasing grid ``steps``, each started from the previous
+        answer: carried along ``hint`` (another accountant's σ(T) on the same grid, whose ratio
+        to this one changes slowly) or along the log-log slope of the last two points."""
+        grid = [int(t) for t in self._grid(setting, steps)]
+        out: list[float] = []
+        for i, t in enumerate(grid):
+            if hint is not None:
+                guess = hint[i] * (out[-1] / hint[i - 1] if out else 1.0)
+            elif len(out) >= 2:
+                slope = math.log(out[-1] / out[-2]) / math.log(grid[i - 1] / grid[i - 2])
+                guess = out[-1] * (t / grid[i - 1]) ** slope
+            elif out:
+                guess = out[-1] * math.sqrt(t / grid[i - 1])
+            else:
+                guess = None
+            out.append(self.sigma(setting.replace(steps=t), epsilon, delta, start=guess))
+        return np.array(out)
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
-        """Where the σ bracket starts; override with a cheap estimate where evaluations are costly."""
+        """Where the σ search starts; override with a cheap estimate where evaluations are costly."""
         return 1.0
 
     # ------------------------------------------------------------------ helpers

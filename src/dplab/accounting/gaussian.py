@@ -182,7 +182,7 @@ class _GaussianCalibration(Accountant):
             return np.full(len(steps), 1e-300)
         return np.full(len(steps), math.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)))
 
-    def sigma(self, setting: Setting, epsilon: float, delta: float) -> float:
+    def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
         self.check(setting.replace(noise_multiplier=1.0))
         self.valid_epsilon(epsilon)

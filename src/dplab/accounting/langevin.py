@@ -15,7 +15,6 @@ from scipy.special import lambertw
 
 from dplab import units
 from dplab.accounting import rdp_conversion
-from dplab.accounting.base import Accountant
 from dplab.accounting.registry import register
 from dplab.accounting.setting import Setting
 
@@ -76,7 +75,7 @@ def crossing_steps(lr: float, strong_convexity: float | None = None) -> float:
 
 
 @register
-class LangevinAccountant(Accountant):
+class LangevinAccountant(rdp_conversion.RdpBound):
     """Noisy full-batch GD, last iterate released: 002 Cor. 1 (Thm 2 with LSI constant
     λ/(2σ²)); 000 Thm VII.1.  RDP → (ε, δ) by :mod:`dplab.accounting.rdp_conversion`.
 
@@ -123,11 +122,3 @@ class LangevinAccountant(Accountant):
     def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         orders = rdp_conversion.orders_for(setting.alpha)
         return orders, rdp_conversion.rdp_table(lambda a: self.rdp_curve(setting, a, steps), orders)
-
-    def _epsilon_curve(self, setting, delta, steps):
-        orders, rdp = self._rdp(setting, steps)
-        return rdp_conversion.epsilon_from_rdp(rdp, orders, delta)
-
-    def _delta_curve(self, setting, epsilon, steps):
-        orders, rdp = self._rdp(setting, steps)
-        return rdp_conversion.delta_from_rdp(rdp, orders, epsilon)

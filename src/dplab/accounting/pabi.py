@@ -7,7 +7,6 @@ import numpy as np
 
 from dplab import units
 from dplab.accounting import rdp_conversion
-from dplab.accounting.base import Accountant
 from dplab.accounting.registry import register
 from dplab.accounting.setting import Setting
 
@@ -30,7 +29,7 @@ def pabi_rdp(alpha, steps, batches: int, sigma: float) -> np.ndarray:
 
 
 @register
-class PabiAccountant(Accountant):
+class PabiAccountant(rdp_conversion.RdpBound):
     """Fixed-batch DP-SGD (000 Alg. 2): convex, β-smooth, L-Lipschitz loss, no active clipping,
     lr ≤ 2/β (gradient steps are contractions), batches fixed and cycled (``shuffle``),
     replace-one neighbours.  σ₀₀₀ = units.pabi_sigma(σ, C, L) = σC/(2L).  RDP → (ε, δ) by
@@ -64,11 +63,3 @@ class PabiAccountant(Accountant):
         sigma = units.pabi_sigma(setting.noise_multiplier, setting.clip, setting.lipschitz)
         batches = setting.dataset_size // setting.batch_size
         return orders, rdp_conversion.rdp_table(lambda a: pabi_rdp(a, steps, batches, sigma), orders)
-
-    def _epsilon_curve(self, setting, delta, steps):
-        orders, rdp = self._rdp(setting, steps)
-        return rdp_conversion.epsilon_from_rdp(rdp, orders, delta)
-
-    def _delta_curve(self, setting, epsilon, steps):
-        orders, rdp = self._rdp(setting, steps)
-        return rdp_conversion.delta_from_rdp(rdp, orders, epsilon)

@@ -8,10 +8,14 @@ or evaluated at the single order ``Setting.alpha`` when one is given.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Callable
 
 import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant
+
+from dplab.accounting.base import Accountant
+from dplab.accounting.setting import Setting
 
 #: dp_accounting's default orders, extended geometrically to 10⁶ for bounds that stay small
 #: (RDP linear in α with a tiny slope is optimized at α ≈ √(log(1/δ)/slope)).
@@ -43,3 +47,20 @@ def delta_from_rdp(rdp: np.ndarray, orders: np.ndarray, epsilon: float) -> np.nd
 def rdp_table(curve: Callable[[float], np.ndarray], orders: np.ndarray) -> np.ndarray:
     """Stack ``curve(α)`` (ε_α for every T of a grid) over ``orders``: shape (len(T), len(orders))."""
     return np.stack([np.asarray(curve(float(a)), dtype=float) for a in orders], axis=1)
+
+
+class RdpBound(Accountant):
+    """An accountant whose bound is an RDP curve: subclasses give ``_rdp`` and inherit the
+    conversion to (ε, δ) above (optimized over the orders, or at ``Setting.alpha``)."""
+
+    @abstractmethod
+    def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(orders, RDP of shape (len(steps), len(orders)))."""
+
+    def _epsilon_curve(self, setting, delta, steps):
+        orders, rdp = self._rdp(setting, steps)
+        return epsilon_from_rdp(rdp, orders, delta)
+
+    def _delta_curve(self, setting, epsilon, steps):
+        orders, rdp = self._rdp(setting, steps)
+        return delta_from_rdp(rdp, orders, epsilon)

@@ -7,7 +7,6 @@ import numpy as np
 
 from dplab import units
 from dplab.accounting import rdp_conversion
-from dplab.accounting.base import Accountant
 from dplab.accounting.registry import register
 from dplab.accounting.setting import Setting
 
@@ -38,7 +37,7 @@ def recursion_rdp(orders, steps, sampling_rate: float, sigma: float, lr: float, 
 
 
 @register
-class YeShokriAccountant(Accountant):
+class YeShokriAccountant(rdp_conversion.RdpBound):
     """DP-SGD with fixed-size batches sampled without replacement, λ-strongly convex β-smooth
     loss, η < 2/(λ+β): 000 Thm VII.2 (the recursion of :func:`recursion_rdp`), σ₀₀₀ =
     units.ye_shokri_sigma (= σ/2: the sum of a fixed-size batch has sensitivity 2C under the
@@ -73,9 +72,3 @@ class YeShokriAccountant(Accountant):
             orders = orders[orders <= self.max_order]
         sigma = units.ye_shokri_sigma(setting.noise_multiplier, setting.neighbouring)
         return orders, recursion_rdp(orders, steps, setting.sampling_rate, sigma, setting.lr, setting.strong_convexity)
-
-    def _epsilon_curve(self, setting, delta, steps):
-        return rdp_conversion.epsilon_from_rdp(*reversed(self._rdp(setting, steps)), delta)
-
-    def _delta_curve(self, setting, epsilon, steps):
-        return rdp_conversion.delta_from_rdp(*reversed(self._rdp(setting, steps)), epsilon)

@@ -22,6 +22,8 @@ def register(subparsers) -> None:
                    "(then --data is the folder holding one prepared folder per dataset, e.g. results/data)")
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
     p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--mf-cache", default=None,
+                   help="folder of cached factorizations (`dplab mf --cache`); dp_mf runs load theirs from it")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=run)
 
@@ -38,7 +40,7 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
     if args.grid:
         return _train_grid(args)
-    _train_one(load_run(args.config, args.run, args.run_json), args.data, args.out)
+    _train_one(load_run(args.config, args.run, args.run_json), args.data, args.out, args.mf_cache)
     return 0
 
 
@@ -57,18 +59,23 @@ def _train_grid(args) -> int:
         raise DPLabError("--grid", f"unknown grid {args.grid!r}; defined: {', '.join(sorted(config['grids']))}")
     for name, item in pipeline.grid_runs(config, args.grid).items():
         cfg = resolve_run(item["run"], where=f"grids.{args.grid}.{name}")
-        _train_one(cfg, str(Path(args.data) / cfg["dataset"]), str(Path(args.out) / name))
+        _train_one(cfg, str(Path(args.data) / cfg["dataset"]), str(Path(args.out) / name), args.mf_cache)
     return 0
 
 
-def _train_one(cfg: dict, data_dir: str, out: str) -> None:
+def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:
     from dplab.errors import DPLabError
     from dplab.training import data, loop
 
     dataset = data.load(data_dir)
     if dataset.info["name"] != cfg["dataset"]:
         raise DPLabError("dataset", f"the run names {cfg['dataset']!r} but {data_dir} holds {dataset.info['name']!r}")
-    summary = loop.train(cfg, dataset, out)
+    factorization = None
+    if mf_cache is not None and cfg["method"] == "dp_mf":
+        from dplab.training.dp_mf import load_factorization
+
+        factorization = load_factorization(cfg, mf_cache)
+    summary = loop.train(cfg, dataset, out, factorization=factorization)
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary["epsilon"].items()) or "none"
     final = summary["final"]
     print(f"test_accuracy={final['test_accuracy']:.4f} test_loss={final['test_loss']:.4f} epsilon: {eps} -> {out}")

@@ -27,6 +27,8 @@ FIGURE_IDS = (
     "accountants_vs_pld",
     "hidden_state_gain",
     "privacy_utility",
+    "mf_vs_dpsgd",
+    "tightness_audit",
 )
 
 

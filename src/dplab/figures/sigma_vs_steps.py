@@ -1,7 +1,7 @@
 """sigma_vs_steps (004 §3.2–3.4; 003 §3): the noise multiplier σ needed for (ε, δ) vs T.
 
 One panel per sampling scheme (full batch, as 004's DP-GD; Poisson with rate q, as 004's
-DP-SGD), one curve per composition accountant, calibrated by :func:`dplab.figures.calibration.sigma_curve`.
+DP-SGD), one curve per composition accountant, calibrated by :meth:`dplab.accounting.Accountant.sigma_curve`.
 003's closed forms σ_naive (§3.1) and σ_strong (§3.2, constant 1) are drawn dashed for their
 slope in T; they are first-order approximations, not valid bounds.
 """
@@ -15,7 +15,6 @@ from dplab.accounting import Setting, get
 from dplab.accounting.composition import sigma_naive_note, sigma_strong_note
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import style
-from dplab.figures.calibration import sigma_curve
 
 TITLE = "Noise multiplier σ needed for (ε, δ) vs steps T, per accountant"
 SOURCE = "004 §3.2–3.4 (σ vs T figures); 003 §3"
@@ -61,7 +60,7 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
         for name in params["accountants"]:
             accountant = get(name)
             try:
-                sigmas = sigma_curve(accountant, setting, eps, delta, steps, hint=hint)
+                sigmas = accountant.sigma_curve(setting, eps, delta, steps, hint=hint)
             except AssumptionError as err:
                 rows.append({**common, "curve": name, "kind": "accountant", "release": accountant.release,
                              "steps": np.nan, "noise_multiplier": np.nan, "reason": str(err)})

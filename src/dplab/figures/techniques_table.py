@@ -1,7 +1,7 @@
 """techniques_table (000 Table I): the noise each analysis technique needs for one (ε, δ) setting.
 
 000 Table I lists, per technique, the order of σ needed for (ε, δ)-DP and the assumptions it
-rests on.  Here every accountant is calibrated (:func:`dplab.figures.calibration.sigma_curve`)
+rests on.  Here every accountant is calibrated (:meth:`dplab.accounting.Accountant.sigma_curve`)
 on one common setting — the same n, b, T, C, η, loss constants and (ε, δ) — each under the
 sampling scheme and neighbouring relation its theorem is proved for (recorded per row).  σ is the
 canonical noise multiplier (noise std on the clipped sum / C); ``effective_noise_multiplier`` =
@@ -20,7 +20,6 @@ from dplab import units
 from dplab.accounting import Setting, get
 from dplab.errors import AssumptionError
 from dplab.figures import style
-from dplab.figures.calibration import sigma_curve
 
 TITLE = "σ needed for one (ε, δ) by each analysis technique, with its assumptions (000 Table I)"
 SOURCE = "000 Table I"
@@ -70,7 +69,7 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
                "effective_noise_multiplier": np.nan, "reason": ""}
         start = time.perf_counter()
         try:
-            sigma = float(sigma_curve(accountant, setting, eps, delta, [params["steps"]])[0])
+            sigma = float(accountant.sigma_curve(setting, eps, delta, [params["steps"]])[0])
             row.update(noise_multiplier=sigma,
                        effective_noise_multiplier=units.effective_noise_multiplier(sigma, neighbouring))
         except AssumptionError as err:

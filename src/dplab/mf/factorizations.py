@@ -221,6 +221,27 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
     return Factorization("banded", A, banded_encoder(coeffs, T), bands=bands, info=info)
 
 
+def save(factorization: Factorization, path, momentum: float = 0.0) -> None:
+    """Write C (and what rebuilds A) to ``path`` (.npz, atomic); :func:`load` reads it back."""
+    from dplab.io import atomic_write
+
+    def write(tmp):
+        with open(tmp, "wb") as handle:
+            np.savez(handle, encoder=factorization.encoder, strategy=factorization.strategy,
+                     bands=factorization.bands, momentum=momentum)
+
+    atomic_write(path, write)
+
+
+def load(path) -> tuple[Factorization, float]:
+    """(factorization, momentum) written by :func:`save`; A is rebuilt from T and the momentum."""
+    from dplab.mf.workload import momentum_workload
+
+    with np.load(path) as f:
+        C, momentum = f["encoder"], float(f["momentum"])
+        return Factorization(str(f["strategy"]), momentum_workload(C.shape[0], momentum), C, int(f["bands"])), momentum
+
+
 def factorize(strategy: str, A: np.ndarray, bands: int | None = None, min_separation: int | None = None) -> Factorization:
     """Dispatch on the strategy name (``STRATEGIES``)."""
     if strategy == "identity":

@@ -64,6 +64,14 @@ class CorrelatedNoise:
         self._next += 1
         return w
 
+    def state_dict(self) -> dict:
+        """What a checkpoint needs to continue the stream exactly: the next step and the held outputs."""
+        return {"next": self._next, "past": list(self._past)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._past = deque(state["past"], maxlen=self._past.maxlen)
+        self._next = int(state["next"])
+
 
 def batch_noise(factorization: Factorization, Z: np.ndarray) -> np.ndarray:
     """C⁻¹Z for a whole (T, d) matrix of draws (reference for the streamed version)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from dplab.errors import DPLabError
+from dplab.training import dp_mf
 from dplab.training.methods import METHODS
 from dplab.config import load_schema, load_yaml, validate
 
@@ -92,6 +93,7 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         for key in ("noise_multiplier", "target_epsilon", "accountant"):
             if cfg[key] is not None:
                 raise err(key, "the non-private method sgd takes no noise and no accountant")
+    dp_mf.resolve(cfg, err)
     if cfg["sampling"] == "full_batch":
         cfg["batch_size"] = None  # b = n, set from the data
     return cfg

@@ -1,4 +1,4 @@
-"""The one training loop of every method (CATALOGUE §3, all but dp_mf):
+"""The one training loop of every method (CATALOGUE §3; dp_mf's parts in :mod:`dplab.training.dp_mf`):
 
     sample batch B → per-example gradients → clip → Σ → + noise → ÷ b → update → project
 
@@ -100,12 +100,14 @@ def train(
     *,
     noise_source: NoiseSource | None = None,
     hook: Callable[[int], None] | None = None,
+    factorization=None,
 ) -> dict:
     """Run ``cfg`` on ``data``; write ``out``/model.pt (final parameters, the release),
     metrics.csv and summary.json (last, so its presence means the run completed); return the summary.
 
     ``noise_source`` replaces the i.i.d. Gaussian noise (e.g. a correlated source); ``hook(step)``
-    is called after every completed step (tests use it to simulate a crash).
+    is called after every completed step (tests use it to simulate a crash); ``factorization``
+    (dp_mf only) is a cached :class:`~dplab.mf.factorizations.Factorization` of the run.
     """
     out = Path(out)
     method = METHODS[cfg["method"]]
@@ -115,7 +117,6 @@ def train(
     b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
     if b > n:
         raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
-    sampler = samplers.build(cfg["sampling"], n, b, cfg["reshuffle"])
     info = data.info
 
     with torch.random.fork_rng(devices=[]):
@@ -125,7 +126,15 @@ def train(
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
     dimension = sum(p.numel() for p in params.values())
     grid = log_grid(cfg["steps"], cfg["log_every"])
-    claim = plan(cfg, n, b, dimension, info, grid)  # ε fixed before training: errors write nothing
+    if method.name == "dp_mf":  # correlated noise: sampler, σ and ε from the MF mechanism
+        from dplab.training import dp_mf
+
+        mechanism = dp_mf.prepare(cfg, n, grid, factorization)
+        sampler, claim = mechanism.sampler, mechanism.plan
+        noise_source = noise_source or mechanism.noise
+    else:
+        sampler = samplers.build(cfg["sampling"], n, b, cfg["reshuffle"])
+        claim = plan(cfg, n, b, dimension, info, grid)  # ε fixed before training: errors write nothing
     if noise_source is None:
         noise_source = GaussianNoise(claim.noise_multiplier * cfg["clip"]) if method.private else NoNoise()
     project(params, cfg["diameter"])  # W₀ ∈ W (001 eq. 1)
@@ -253,5 +262,6 @@ def _summary(cfg, info, claim: Plan, rows, n, b, dimension, device) -> dict:
             k: ("every iterate" if r == "trajectory" else "the final parameters only") for k, r in claim.release.items()
         },
         "excluded_accountants": claim.excluded,
+        **claim.details,
         "note": "epsilon covers the model parameters; the logged losses/accuracies are diagnostics computed on the data and are not privatised",
     }

@@ -1,4 +1,4 @@
-"""The training methods of CATALOGUE §3 (all but ``dp_mf``) as data: what each one plugs into
+"""The training methods of CATALOGUE §3 as data: what each one plugs into
 the one loop of :mod:`dplab.training.loop` (sampler, noise, normalisation, update, projection).
 
 =====================  =====================================  ==========================================
@@ -11,6 +11,7 @@ noisy_gd               002 Alg. 1                             w ← Π(w − η�
 dp_sgd_fixed_batches   000 Alg. 2                             disjoint fixed batches cycled, (g + σC·Z)/b
 projected_dp_sgd       001 eq. (1), (12)                      w ← Π_D(w − η·g/|B| + σ_A·Z), σ_A = ησC/b
 regularized_dp_sgd     001 eq. (16)–(17)                      w ← (1−λ)w − η·g/|B| + σ_A·Z
+dp_mf                  004 §4.3 (training.dp_mf)              w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers
 =====================  =====================================  ==========================================
 """
 
@@ -41,5 +42,6 @@ METHODS: dict[str, Method] = {
         Method("dp_sgd_fixed_batches", "000 Alg. 2", True, ("shuffle",), "expected", "none", False, "pabi"),
         Method("projected_dp_sgd", "001 eq. (1), (12)", True, ("poisson", "without_replacement"), "realized", "required", False, "asoodeh_projected"),
         Method("regularized_dp_sgd", "001 eq. (16)-(17)", True, ("without_replacement", "poisson"), "realized", "none", True, "asoodeh_regularized"),
+        Method("dp_mf", "004 §4.3; Choquette-Choo et al. 2023", True, ("min_separation", "cyclic_poisson"), "expected", "none", False, "mf"),
     )
 }

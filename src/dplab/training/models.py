@@ -45,7 +45,8 @@ def build(cfg: dict, input_shape: list[int], classes: int) -> nn.Module:
 
 def example_loss(model: nn.Module, l2: float):
     """ℓ(θ; x, y) for ONE example: cross-entropy + (l2/2)·||θ||² (the penalty is part of every
-    example's loss, so its gradient is clipped with the rest)."""
+    example's loss, so its gradient is clipped with the rest).  ``loss.model`` and ``loss.l2``
+    let :func:`dplab.training.per_example.clipped_grad_sum` take its ghost-clipping path."""
 
     def loss(params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         logits = torch.func.functional_call(model, params, (x.unsqueeze(0),))
@@ -54,4 +55,5 @@ def example_loss(model: nn.Module, l2: float):
             value = value + 0.5 * l2 * sum((p * p).sum() for p in params.values())
         return value
 
+    loss.model, loss.l2 = model, l2
     return loss

@@ -1,9 +1,31 @@
-"""Per-example gradients and clipping: the one boundary a faster method (ghost clipping) replaces.
+"""Per-example gradients and clipping: Σ_i clip_C(∇ℓ(θ; x_i)) for one batch.
 
-:func:`clipped_grad_sum` returns Σ_i clip_C(∇ℓ(θ; x_i)) and the per-example norms
-||∇ℓ(θ; x_i)||, computed with ``torch.func`` (``grad`` of the one-example loss, ``vmap`` over the
-batch).  Clipping factor: min(1, C / (||g_i|| + 1e-6)), Opacus's formula, so a clipped gradient's
-norm never exceeds C.
+:func:`clipped_grad_sum` returns Σ_i clip_C(g_i), the per-example norms ||g_i|| and the summed
+loss.  Clipping factor c_i = min(1, C / (||g_i|| + 1e-6)), Opacus's formula, so a clipped
+gradient's norm never exceeds C.  The result is the exact DP-SGD clipped sum; two ways compute it:
+
+**Ghost clipping with book-keeping** (models whose parameters all sit in ``nn.Linear`` and
+``nn.Conv2d`` layers, the loss of :func:`dplab.training.models.example_loss`): one batched forward
+pass records each layer's input a and output z, one backward pass gives the output gradients
+g = ∂(Σ_i ℓ_i)/∂z (row i depends on example i only: no batch-coupled layers), and then, per layer,
+without materializing per-example gradients where that is cheaper:
+
+- Linear on a (B, d) input: ||∇_W ℓ_i||² = ||a_i||²·||g_i||², ||∇_b ℓ_i||² = ||g_i||²
+  (Goodfellow 2015; Lee & Kifer 2021 "ghost norm");
+- Linear on a sequence (B, T, d) and Conv2d (unfolded patches a of shape (B, T, k), T output
+  positions): ∇_W ℓ_i = Σ_t g_{i,t} a_{i,t}ᵀ, whose squared norm is either taken from the
+  materialized (B, p, k) product or by the Gram trick Σ_{t,t'} (a_t·a_t')(g_t·g_t')
+  (Li et al. 2022), whichever costs fewer operations (T·(k + p) < k·p → Gram);
+- the clipped sum by book-keeping (Bu et al. 2023): Σ_i c_i ∇_W ℓ_i = Σ_{i,t} (c_i g_{i,t}) a_{i,t}ᵀ,
+  one matrix product of the stored a and the rescaled g (or Σ_i c_i G_i when G was materialized).
+- The L2 term (l2/2)·||θ||² of every example adds l2·θ to g_i:
+  ||g_i||² = ||g_i^CE||² + 2·l2·⟨θ, g_i^CE⟩ + l2²·||θ||², where ⟨θ, g_i^CE⟩ = Σ_layers Σ_t g_{i,t}·z_{i,t}
+  (z = W a + b), and Σ_i c_i l2·θ = l2·θ·Σ_i c_i.
+
+**torch.func** (``grad`` of the one-example loss, ``vmap`` over the batch) for everything else:
+any parameter outside a Linear/Conv2d layer (e.g. LayerNorm, Embedding), grouped or non-zero-
+padded convolutions, string paddings, a layer called twice in one forward pass or whose input or
+output is changed in place afterwards, batch-norm layers, or a loss without the ``model``/``l2`` attributes that :func:`models.example_loss` sets.
 """
 
 from __future__ import annotations
@@ -12,7 +34,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from torch.func import grad_and_value, vmap
+from torch import nn
+from torch.func import functional_call, grad_and_value, vmap
 
 #: added to the norm in the clipping factor (Opacus 1.6 uses the same constant)
 CLIP_EPS = 1e-6
@@ -26,19 +49,156 @@ class ClippedGrads:
 
 
 def clipped_grad_sum(
-    loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, clip: float | None
+    loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, clip: float | None,
+    ghost: bool = True,
 ) -> ClippedGrads:
-    """Σ_i clip(∇ℓ(θ; x_i)) over the batch (``clip=None``: no clipping).  An empty batch gives zeros."""
+    """Σ_i clip(∇ℓ(θ; x_i)) over the batch (``clip=None``: no clipping).  An empty batch gives zeros.
+
+    ``ghost=False`` forces the torch.func path, which (unlike ghost clipping's autograd hooks)
+    can itself be transformed, e.g. ``vmap``-ed over many runs."""
     if len(x) == 0:
         zeros = {k: torch.zeros_like(p) for k, p in params.items()}
         empty = torch.zeros(0, device=x.device)
         return ClippedGrads(zeros, empty, torch.zeros((), device=x.device))
+    model = getattr(loss, "model", None)
+    if ghost and model is not None and ghost_supported(model, params):
+        out = _ghost(model, float(loss.l2), params, x, y, clip)
+        if out is not None:
+            return out
+    return _materialized(loss, params, x, y, clip)
+
+
+def ghost_supported(model: nn.Module, params: dict[str, torch.Tensor]) -> bool:
+    """Whether :func:`clipped_grad_sum` takes the ghost-clipping path for ``model``."""
+    if set(params) != {k for k, _ in model.named_parameters()}:
+        return False
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._NormBase):
+            return False
+        if not list(module.parameters(recurse=False)):
+            continue
+        if type(module) is nn.Linear:
+            continue
+        if type(module) is nn.Conv2d and module.groups == 1 and module.padding_mode == "zeros" \
+                and not isinstance(module.padding, str):
+            continue
+        return False
+    return True
+
+
+def _factors(norms: torch.Tensor, clip: float | None) -> torch.Tensor:
+    if clip is None:
+        return torch.ones_like(norms)
+    return (clip / (norms + CLIP_EPS)).clamp(max=1.0)
+
+
+def _materialized(loss, params, x, y, clip) -> ClippedGrads:
+    """Per-example gradients with torch.func, then clip and sum."""
     grads, losses = vmap(grad_and_value(loss), in_dims=(None, 0, 0))(params, x, y)
     flat = torch.cat([g.reshape(len(x), -1) for g in grads.values()], dim=1)
     norms = flat.norm(dim=1)
-    if clip is None:
-        factor = torch.ones_like(norms)
-    else:
-        factor = (clip / (norms + CLIP_EPS)).clamp(max=1.0)
+    factor = _factors(norms, clip)
     summed = {k: torch.einsum("b,b...->...", factor, g) for k, g in grads.items()}
     return ClippedGrads(summed, norms, losses.sum())
+
+
+def _ghost(model, l2, params, x, y, clip) -> ClippedGrads | None:
+    """The ghost-clipping path (module docstring); ``None`` when a layer ran more than once."""
+    if not x.is_floating_point():
+        return None
+    names = {m: name for name, m in model.named_modules() if type(m) in (nn.Linear, nn.Conv2d)}
+    records: dict[nn.Module, list] = {m: [] for m in names}
+
+    def hook(module, inputs, output):
+        records[module].append((inputs[0].detach(), output, inputs[0]._version, output._version))
+
+    plain = {k: v.detach() for k, v in params.items()}
+    handles = [m.register_forward_hook(hook) for m in names]
+    try:
+        with torch.enable_grad():
+            # x as a graph root makes every layer output a non-leaf; x's own gradient is never computed
+            logits = functional_call(model, plain, (x.detach().requires_grad_(),))
+            ce = nn.functional.cross_entropy(logits, y, reduction="none")
+            if any(len(r) > 1 or (r and (r[0][0]._version, r[0][1]._version) != r[0][2:]) for r in records.values()):
+                return None  # a layer called twice, or its input/output changed in place later
+            layers = [m for m in names if records[m]]
+            outs = [records[m][0][1] for m in layers]
+            out_grads = torch.autograd.grad(ce.sum(), outs, allow_unused=True)
+    finally:
+        for h in handles:
+            h.remove()
+
+    batch = len(x)
+    sq = torch.zeros(batch, dtype=ce.dtype, device=ce.device)
+    cross = torch.zeros_like(sq)  # ⟨θ, g_i^CE⟩, needed only with an L2 term
+    parts = {}  # module → (a, g, per-example weight grads or None); a, g: (B, d) or (B, ·, T)
+    for m, g in zip(layers, out_grads):
+        a, z = records[m][0][:2]
+        if g is None:
+            g = torch.zeros_like(z)
+        if l2:
+            cross += (g * z.detach()).reshape(batch, -1).sum(1)
+        if type(m) is nn.Conv2d:
+            a, g = _unfold(a, m), g.flatten(2)
+        elif a.dim() != 2:  # (B, ..., d) → (B, d, T)
+            a = a.reshape(batch, -1, a.shape[-1]).transpose(1, 2)
+            g = g.reshape(batch, -1, g.shape[-1]).transpose(1, 2)
+        if a.dim() == 2:
+            sq += a.pow(2).sum(1) * g.pow(2).sum(1)
+            per = None
+        else:
+            w_sq, per = _sequence_sq_norms(a, g)
+            sq += w_sq
+        if m.bias is not None:
+            gb = g if g.dim() == 2 else g.sum(2)
+            sq += gb.pow(2).sum(1)
+        parts[m] = (a, g, per)
+
+    theta_sq = sum((p * p).sum() for p in plain.values()) if l2 else 0.0
+    if l2:
+        sq = sq + 2.0 * l2 * cross + l2 * l2 * theta_sq
+    norms = sq.clamp(min=0.0).sqrt()
+    factor = _factors(norms, clip).to(sq.dtype)
+
+    grad_sum = {}
+    for m, (a, g, per) in parts.items():
+        prefix = f"{names[m]}." if names[m] else ""
+        if per is not None:
+            w = torch.einsum("b,bpk->pk", factor, per)
+        elif a.dim() == 2:
+            w = (g * factor[:, None]).t().mm(a)
+        else:
+            w = torch.einsum("bpt,bkt->pk", g * factor[:, None, None], a)
+        grad_sum[prefix + "weight"] = w.reshape(m.weight.shape)
+        if m.bias is not None:
+            grad_sum[prefix + "bias"] = factor @ (g if g.dim() == 2 else g.sum(2))
+    if l2:
+        total = factor.sum()
+        grad_sum = {k: v + l2 * total * plain[k] for k, v in grad_sum.items()}
+    grad_sum = {k: grad_sum[k] for k in params}
+    loss_sum = ce.detach().sum() + (0.5 * l2 * theta_sq * batch if l2 else 0.0)
+    return ClippedGrads(grad_sum, norms.detach(), loss_sum)
+
+
+def _unfold(a: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
+    """The (B, C·kh·kw, T) patches of ``conv``'s input (``F.unfold``'s layout, which matches
+    ``weight.reshape(out, -1)``), by one strided copy (much faster than ``F.unfold`` on CPU)."""
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = conv.kernel_size, conv.dilation, conv.padding, conv.stride
+    a = nn.functional.pad(a, (pw, pw, ph, ph)) if ph or pw else a.contiguous()
+    b, c, h, w = a.shape
+    ho, wo = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    sb, sc, sy, sx = a.stride()
+    view = a.as_strided((b, c, kh, kw, ho, wo), (sb, sc, dh * sy, dw * sx, sh * sy, sw * sx))
+    return view.reshape(b, c * kh * kw, ho * wo)
+
+
+def _sequence_sq_norms(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """||Σ_t g_t a_tᵀ||² per example for a (B, k, T), g (B, p, T): by the Gram trick when
+    T·(k + p) < k·p (returns no per-example gradients), else from the materialized (B, p, k)."""
+    k, t = a.shape[1:]
+    p = g.shape[1]
+    if t * (k + p) < k * p:
+        gram = torch.bmm(a.transpose(1, 2), a) * torch.bmm(g.transpose(1, 2), g)
+        return gram.sum((1, 2)), None
+    per = torch.bmm(g, a.transpose(1, 2))
+    return per.pow(2).sum((1, 2)), per

@@ -31,6 +31,7 @@ class Plan:
     curves: dict[str, np.ndarray] = field(default_factory=dict)  # accountant -> ε on the log grid
     release: dict[str, str] = field(default_factory=dict)  # accountant -> trajectory|last_iterate
     excluded: dict[str, str] = field(default_factory=dict)  # accountant -> reason
+    details: dict = field(default_factory=dict)  # method-specific summary entries (dp_mf: the factorization)
 
 
 def loss_constants(cfg: dict, info: dict) -> tuple[dict, str]:
@@ -92,14 +93,11 @@ def training_mismatch(cfg: dict, release: str) -> str | None:
 
 def _validity(name: str, cfg: dict, setting: Setting) -> str | None:
     acc = accounting.get(name)
-    why = training_mismatch(cfg, acc.describe()["release"])
-    if why:
-        return why
-    try:
+    try:  # the accountant's own assumptions first: they are what a reader looks up
         acc.check(setting)
     except DPLabError as err:  # AssumptionError, or a range check of the Setting
         return str(err)
-    return None
+    return training_mismatch(cfg, acc.describe()["release"])
 
 
 def calibrate(cfg: dict, setting: Setting) -> float:

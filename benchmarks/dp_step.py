@@ -1,0 +1,253 @@
+"""Time and memory of one training step: non-private vs the engine's DP-SGD step vs Opacus 1.6.
+
+    PYTHONPATH=src python benchmarks/dp_step.py [--threads 2] [--batch 256] [--memory-batch 1024]
+
+Prints one JSON object per model (logistic regression 784→10, the MLP 784-128-10 of seed 004,
+the CNN of ``models.build`` with 16 channels on 1×28×28, a wide MLP 784-3072-2560-10 with
+~10.3M parameters):
+
+- ``median_ms``: median wall time of one step of each method, the methods measured interleaved
+  (round-robin, one step each per round) in this process, after warm-up steps;
+- ``ratio``: each DP step's median / the non-private step's median;
+- ``peak_mb`` (batch ``--memory-batch``, each method in its own subprocess): on CUDA
+  ``torch.cuda.max_memory_allocated``; on CPU the bytes of the resident tensors before the step
+  (parameters, optimizer state, data) plus the growth of the process's peak RSS
+  (``getrusage``) over its RSS before the step, with glibc's mmap threshold fixed at 64 KiB so
+  freed tensors go back to the OS (``step_mb`` is that growth alone).
+
+Methods: ``non_private`` (forward, ``backward()``, in-place SGD update); ``engine_dp`` (what one step
+of ``dplab train`` does: :func:`clipped_grad_sum`, i.i.d. Gaussian noise from the CPU generator,
+the loop's update); ``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample
+gradients, clip, noise, ``optimizer.step()``); ``opacus_ghost`` (``grad_sample_mode="ghost"``,
+Opacus's fast gradient clipping with a double backward).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+
+import torch
+from torch import nn
+
+from dplab.training import models
+from dplab.training.noise import GaussianNoise
+from dplab.training.per_example import clipped_grad_sum
+
+MODELS = ("logreg", "mlp004", "cnn", "wide_mlp")
+METHODS = ("non_private", "engine_dp", "opacus", "opacus_ghost")
+SIGMA, CLIP, LR = 1.0, 1.0, 0.05
+
+
+def build_model(name: str) -> nn.Module:
+    shape = [1, 28, 28]
+    if name == "logreg":
+        model = models.build({"model": "logreg"}, shape, 10)
+        for p in model.parameters():  # start away from 0 so per-example gradients differ
+            nn.init.normal_(p, std=0.01)
+        return model
+    if name == "mlp004":
+        return models.build({"model": "mlp", "hidden": 128}, shape, 10)
+    if name == "cnn":
+        return models.build({"model": "cnn", "channels": 16}, shape, 10)
+    if name == "wide_mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 3072), nn.ReLU(), nn.Linear(3072, 2560), nn.ReLU(),
+                             nn.Linear(2560, 10))
+    raise KeyError(name)
+
+
+class Steps:
+    """One model, one copy per method (same initial weights), and a step function per method."""
+
+    def __init__(self, name: str, methods, batch: int, device: torch.device, seed: int = 0):
+        torch.manual_seed(seed)
+        base = build_model(name).to(device)
+        self.x = torch.rand(batch, 1, 28, 28, device=device)
+        self.y = torch.randint(0, 10, (batch,), device=device)
+        self.batch = batch
+        self.fns, self.resident = {}, {}
+        for method in methods:
+            model = copy.deepcopy(base)
+            self.fns[method] = getattr(self, f"_{method}")(model)
+
+    def _non_private(self, model):
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(model(self.x), self.y).backward()
+            opt.step()
+
+        return step
+
+    def _engine_dp(self, model):
+        params = {k: v.detach().clone() for k, v in model.named_parameters()}
+        loss = models.example_loss(model, 0.0)
+        noise_source = GaussianNoise(SIGMA * CLIP)
+        generator = torch.Generator().manual_seed(0)
+        b = self.batch
+
+        def step():  # the lines of loop.train for one dp_sgd step (normalize: expected)
+            grads = clipped_grad_sum(loss, params, self.x, self.y, CLIP)
+            noise = noise_source.sample(0, params, generator)
+            for k, p in params.items():
+                direction = grads.grad_sum[k] / b
+                direction = direction + noise[k] / b
+                p.sub_(LR * direction)
+
+        return step
+
+    def _opacus(self, model, mode="hooks"):
+        from opacus import PrivacyEngine
+
+        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(self.x, self.y), batch_size=self.batch)
+        engine = PrivacyEngine(accountant="rdp")
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kwargs = dict(module=model, optimizer=opt, data_loader=data, noise_multiplier=SIGMA, max_grad_norm=CLIP,
+                          poisson_sampling=False, grad_sample_mode=mode)
+            if mode == "ghost":
+                gsm, opt, criterion, _ = engine.make_private(criterion=nn.CrossEntropyLoss(), **kwargs)
+            else:
+                gsm, opt, _ = engine.make_private(**kwargs)
+                criterion = nn.CrossEntropyLoss()
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            criterion(gsm(self.x), self.y).backward()
+            opt.step()
+
+        return step
+
+    def _opacus_ghost(self, model):
+        return self._opacus(model, mode="ghost")
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_steps(name, methods, batch, device, rounds, warmup) -> dict:
+    bench = Steps(name, methods, batch, device)
+    times = {m: [] for m in methods}
+    for r in range(warmup + rounds):
+        for m in methods:  # interleaved: one step of each method per round
+            sync(device)
+            t0 = time.perf_counter()
+            bench.fns[m]()
+            sync(device)
+            if r >= warmup:
+                times[m].append(time.perf_counter() - t0)
+    return {m: 1e3 * statistics.median(v) for m, v in times.items()}
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def probe(name, method, batch, device) -> dict:
+    """Peak memory of ``method``'s step (run in a fresh subprocess, see the module docstring)."""
+    bench = Steps(name, [method], batch, device)
+    step = bench.fns[method]
+    if device.type == "cuda":
+        step()  # lazily created state (grad buffers, optimizer state) counts as resident
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        for _ in range(2):
+            step()
+        torch.cuda.synchronize()
+        return {"peak_mb": torch.cuda.max_memory_allocated() / 2**20}
+    x, y = bench.x, bench.y
+    bench.x, bench.y = x[:8], y[:8]
+    step()  # load kernels and create lazy state on a small batch, then measure the full one
+    bench.x, bench.y = x, y
+    tensors = {id(t): t for t in [x, y]}
+    for obj in _closure_tensors(step):
+        tensors[id(obj)] = obj
+    resident = sum(t.numel() * t.element_size() for t in tensors.values())
+    rss0 = _rss_kb()
+    for _ in range(2):
+        step()
+    grown = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
+    return {"peak_mb": (resident + grown) / 2**20, "step_mb": grown / 2**20, "resident_mb": resident / 2**20}
+
+
+def _closure_tensors(fn):
+    """Parameters and data a step function holds (through its closure), for the resident bytes."""
+    seen = []
+    for cell in fn.__closure__ or ():
+        value = cell.cell_contents
+        if isinstance(value, nn.Module):
+            seen += list(value.parameters())
+        elif isinstance(value, dict):
+            seen += [v for v in value.values() if isinstance(v, torch.Tensor)]
+        elif isinstance(value, torch.Tensor):
+            seen.append(value)
+        elif hasattr(value, "param_groups"):
+            seen += [p for g in value.param_groups for p in g["params"]]
+    return seen
+
+
+def memory(name, method, batch, device, threads) -> dict:
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
+    cmd = [sys.executable, __file__, "--probe", name, method, "--memory-batch", str(batch),
+           "--device", device.type, "--threads", str(threads)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:  # e.g. Opacus's per-sample gradients of a 10M-parameter model at batch 1024
+        last = (out.stderr.strip().splitlines() or ["killed"])[-1]
+        return {"peak_mb": float("nan"), "step_mb": float("nan"), "error": last[:200]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--memory-batch", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--probe", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          ("cpu" if args.device == "auto" else args.device))
+    if args.probe:
+        print(json.dumps(probe(*args.probe, args.memory_batch, device)))
+        return
+    methods = ["non_private", *[m for m in args.methods if m != "non_private"]]
+    for name in args.models:
+        med = time_steps(name, methods, args.batch, device, args.rounds, args.warmup)
+        n_params = sum(p.numel() for p in build_model(name).parameters())
+        row = {"model": name, "parameters": n_params, "device": device.type,
+               "device_name": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+               "threads": args.threads, "batch": args.batch, "rounds": args.rounds,
+               "median_ms": {m: round(v, 3) for m, v in med.items()},
+               "ratio": {m: round(med[m] / med["non_private"], 3) for m in methods if m != "non_private"}}
+        if not args.no_memory:
+            mem = {m: memory(name, m, args.memory_batch, device, args.threads) for m in methods}
+            row["memory_batch"] = args.memory_batch
+            row["peak_mb"] = {m: round(v["peak_mb"], 1) for m, v in mem.items()}
+            if device.type == "cpu":
+                row["step_mb"] = {m: round(v["step_mb"], 1) for m, v in mem.items()}
+            row["peak_ratio"] = {m: round(mem[m]["peak_mb"] / mem["non_private"]["peak_mb"], 3)
+                                 for m in methods if m != "non_private"}
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""``dplab audit``: the membership audit of one `audits` entry → results/audit/<name>.csv."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("audit", help="membership audit with canaries: empirical ε lower bounds per method and T",
+                       description="Train many runs per method with and without a canary through the engine and "
+                       "turn the attack's rates into ε lower bounds (Clopper–Pearson); one row per method, T, "
+                       "observation, with the upper bound of every valid accountant.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="pipeline config (with --audit)")
+    src.add_argument("--audit-json", help="the audit entry as JSON (what the Snakemake rule passes)")
+    p.add_argument("--audit", help="name of the entry of the config's `audits`")
+    p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
+    p.add_argument("--out", required=True, help="CSV file to write")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import torch
+
+    from dplab.audit.membership import run_audit
+    from dplab.errors import DPLabError
+    from dplab.io import write_csv
+    from dplab.training import data
+
+    if args.audit_json is not None:
+        try:
+            entry = json.loads(args.audit_json)
+        except json.JSONDecodeError as err:
+            raise DPLabError("--audit-json", f"not valid JSON: {err}") from None
+    else:
+        from dplab import pipeline
+        from dplab.config import load_config
+
+        config = load_config(args.config)
+        if args.audit not in config.get("audits", {}):
+            raise DPLabError("--audit", f"unknown audit {args.audit!r}; defined: {', '.join(config.get('audits', {}))}")
+        entry = pipeline.audit_entry(config, args.audit)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise DPLabError("--threads", f"must be >= 1; got {args.threads}")
+        torch.set_num_threads(args.threads)
+    dataset = data.load(args.data)
+    if dataset.info["name"] != entry["dataset"]:
+        raise DPLabError("dataset", f"the audit names {entry['dataset']!r} but {args.data} holds {dataset.info['name']!r}")
+    table = run_audit(entry, dataset, entry["seed"])
+    write_csv(args.out, table)
+    print(f"{len(table)} rows -> {args.out}")
+    return 0

@@ -1,0 +1,243 @@
+"""Method ``dp_mf``: DP training with the matrix-factorization mechanism (004 §4.3).
+
+The loop is the one of :mod:`dplab.training.loop`; this module supplies its three parts:
+
+- the **sampler**: a :class:`SpecSampler` drawing batches from an MF sampler spec
+  (:class:`~dplab.mf.accounting.MinSeparation`: b fixed batches cycled, or
+  :class:`~dplab.mf.accounting.CyclicPoisson`: b partitions, Poisson inside the active one);
+  the very same spec object is what the MF accountant checks and calibrates σ with, so the
+  sampler the privacy analysis assumes is the one training uses (004 §4.3 "be careful how you
+  sample"); a spec the factorization does not support is an error, never assumed;
+- the **noise**: :class:`MFNoise`, the streaming C⁻¹Z of :class:`~dplab.mf.noise.CorrelatedNoise`
+  (memory O(bands·d) for banded C) on the clipped-gradient sum, so step t adds w_t with
+  (w_t) ~ N(0, σ²C²·(CᵀC)⁻¹) across steps; its state is checkpointed;
+- the **claim**: σ calibrated from ``target_epsilon`` with :func:`dplab.mf.accounting.calibrate`,
+  ε on the logged steps from the MF accountant (the first t rows of C·G + Z, i.e. C[:t, :t] and
+  the spec cut to t steps), and every DP-SGD accountant listed as excluded: they assume
+  independent noise per step.
+
+Run keys: ``strategy`` (identity|sqrt|optimal|banded), ``bands`` (banded), ``min_separation``
+(b: number of fixed batches / partitions; null → ⌊n/batch_size⌋), ``participations`` (k,
+optional: must equal ⌈T/b⌉, what the cyclic sampler gives).  Momentum is not supported by the
+loop, so the workload is the prefix sum (004 §4.1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dplab.errors import DPLabError
+from dplab.mf import accounting as mf_accounting
+from dplab.mf import factorizations
+from dplab.mf.factorizations import Factorization
+from dplab.mf.noise import CorrelatedNoise
+from dplab.mf.workload import prefix_sum
+from dplab.training.noise import NoiseSource
+from dplab.training.samplers import Sampler
+
+METHOD = "dp_mf"
+ACCOUNTANT = mf_accounting.NAME  # "mf"
+SAMPLINGS = ("min_separation", "cyclic_poisson")
+KEYS = ("strategy", "bands", "min_separation", "participations")
+EXCLUSION = ("correlated noise: the DP-SGD accountants assume independent Gaussian noise in every step; "
+             "dp_mf is accounted by the matrix-factorization accountant 'mf' (004 §4.3)")
+
+
+def resolve(cfg: dict, err) -> None:
+    """Cross-key rules of the MF keys (called by :func:`dplab.training.config.resolve_run`)."""
+    if cfg["method"] != METHOD:
+        for key in KEYS:
+            if cfg.get(key) is not None:
+                raise err(key, f"only applies to method {METHOD}")
+        return
+    if cfg["strategy"] is None:
+        raise err("strategy", f"is required for method {METHOD}: one of {', '.join(factorizations.STRATEGIES)}")
+    if (cfg["strategy"] == "banded") != (cfg["bands"] is not None):
+        raise err("bands", "is required for strategy banded and only applies to it")
+    if cfg["normalize"] != "expected":
+        raise err("normalize", f"method {METHOD} divides by the fixed batch_size (expected): the MF accounting "
+                               "releases the noisy sum C·G + Z divided by a constant")
+    if cfg["accountant"] != ACCOUNTANT:
+        raise err("accountant", f"method {METHOD} is accounted by '{ACCOUNTANT}' only (correlated noise); got {cfg['accountant']!r}")
+
+
+def cache_key(strategy: str, steps: int, bands: int | None) -> str:
+    """File stem of a cached factorization (pipeline rule ``factorizations``)."""
+    return f"{strategy}_T{steps}" + (f"_m{bands}" if strategy == "banded" else "")
+
+
+def build_factorization(cfg: dict) -> Factorization:
+    return factorizations.factorize(cfg["strategy"], prefix_sum(cfg["steps"]), bands=cfg["bands"],
+                                    min_separation=cfg["min_separation"])
+
+
+def load_factorization(cfg: dict, cache: str | Path) -> Factorization:
+    """The run's factorization from a cache folder; one that does not match the run is an error."""
+    path = Path(cache) / f"{cache_key(cfg['strategy'], cfg['steps'], cfg['bands'])}.npz"
+    if not path.exists():
+        raise DPLabError("factorization", f"no cached factorization {path} (run `dplab mf --cache {cache}`)")
+    fact, momentum = factorizations.load(path)
+    want = (cfg["strategy"], cfg["steps"], cfg["bands"] if cfg["strategy"] == "banded" else fact.bands, 0.0)
+    if (fact.strategy, fact.steps, fact.bands, momentum) != want:
+        raise DPLabError("factorization", f"{path} holds {fact.strategy} T={fact.steps} bands={fact.bands} "
+                                          f"momentum={momentum}; the run needs {want}")
+    return fact
+
+
+def sampler_spec(cfg: dict, n: int):
+    """The MF sampler spec of the run (the object both training and accounting use)."""
+    batch = cfg["batch_size"]
+    if not 1 <= batch <= n:
+        raise DPLabError("batch_size", f"must lie in [1, dataset_size={n}]; got {batch}")
+    parts = cfg["min_separation"] if cfg["min_separation"] is not None else n // batch
+    if cfg["sampling"] == "min_separation":
+        if n // parts != batch:
+            raise DPLabError("batch_size", f"{parts} fixed batches of {n} examples hold {n // parts} (or one more) "
+                                           f"each; set batch_size = {n // parts} or min_separation = {n // batch}")
+        spec = mf_accounting.MinSeparation(parts, cfg["steps"], n)
+        k = spec.participations
+    elif cfg["sampling"] == "cyclic_poisson":
+        spec = mf_accounting.CyclicPoisson(n, batch, parts, cfg["steps"])
+        k = spec.compositions
+    else:
+        raise DPLabError("sampling", f"method {METHOD} allows {', '.join(SAMPLINGS)}; got {cfg['sampling']!r}")
+    if cfg["participations"] is not None and cfg["participations"] != k:
+        raise DPLabError("participations", f"the {cfg['sampling']} sampler with b = {parts} over T = {cfg['steps']} "
+                                           f"steps gives k = ceil(T/b) = {k}; got {cfg['participations']}")
+    return spec
+
+
+class SpecSampler(Sampler):
+    """Engine sampler drawing from an MF sampler spec; the partitions are drawn once, on the
+    first step, from the run's generator (and checkpointed)."""
+
+    name = "mf"
+
+    def __init__(self, spec):
+        if not isinstance(spec, (mf_accounting.MinSeparation, mf_accounting.CyclicPoisson)):
+            raise DPLabError("sampling", f"not an MF sampler spec: {type(spec).__name__}")
+        n = spec.dataset_size
+        batch = n // spec.min_separation if isinstance(spec, mf_accounting.MinSeparation) else spec.batch_size
+        super().__init__(n, max(1, int(batch)))
+        self.spec, self.parts = spec, None
+
+    def sample(self, step, generator):
+        if self.parts is None:
+            self.parts = self.spec.partitions(generator)
+        return self.spec.batch(step - 1, self.parts, generator).sort().values
+
+    def epoch(self, step):
+        if isinstance(self.spec, mf_accounting.MinSeparation):
+            return step / self.spec.min_separation
+        return step * self.spec.batch_size / self.spec.dataset_size
+
+    def state_dict(self):
+        return {"parts": self.parts}
+
+    def load_state_dict(self, state):
+        self.parts = state["parts"]
+
+
+class MFNoise(NoiseSource):
+    """The correlated noise C⁻¹Z over the flattened parameter vector (drawn on the CPU generator,
+    as :class:`~dplab.training.noise.GaussianNoise`, then moved to the parameters' device)."""
+
+    def __init__(self, factorization: Factorization, std: float):
+        self.stream = CorrelatedNoise(factorization, std)
+
+    def sample(self, step, like, generator):
+        first = next(iter(like.values()))
+        flat = torch.empty(sum(p.numel() for p in like.values()), dtype=first.dtype)
+        w = self.stream.sample(step - 1, flat, generator)  # the loop counts steps from 1
+        out, start = {}, 0
+        for k, p in like.items():
+            out[k] = w[start : start + p.numel()].view(p.shape).to(p.device)
+            start += p.numel()
+        return out
+
+    def state_dict(self):
+        return self.stream.state_dict()
+
+    def load_state_dict(self, state):
+        self.stream.load_state_dict(state)
+
+
+def truncate(fact: Factorization, spec, steps: int):
+    """The first ``steps`` rows of the release C·G + Z: C[:t, :t] (C is lower-triangular) and the spec cut to t."""
+    sub = Factorization(fact.strategy, fact.workload[:steps, :steps], fact.encoder[:steps, :steps],
+                        min(fact.bands, steps), fact.info)
+    return sub, dataclasses.replace(spec, steps=steps)
+
+
+def sampler_description(spec) -> dict:
+    if isinstance(spec, mf_accounting.MinSeparation):
+        return {"name": "min_separation", "min_separation": spec.min_separation, "participations": spec.participations,
+                "description": "b fixed batches (one seeded partition) used cyclically: k = ceil(T/b) participations, "
+                               "any two >= b steps apart; no amplification"}
+    return {"name": "cyclic_poisson", "partitions": spec.partitions_count, "sampling_rate": spec.sampling_rate,
+            "compositions": spec.compositions,
+            "description": "b partitions (one seeded split); step t uses partition t mod b, each member kept with "
+                           "probability p (amplified banded MF, Choquette-Choo et al. 2023, Thm 4)"}
+
+
+@dataclass
+class Mechanism:
+    sampler: SpecSampler
+    factorization: Factorization
+    plan: object  # dplab.training.privacy.Plan
+    noise: MFNoise
+
+
+def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | None = None) -> Mechanism:
+    """Sampler, factorization, σ and the ε curve of a dp_mf run, decided before training."""
+    from dplab import accounting
+    from dplab.training.privacy import Plan
+
+    names = cfg["accountants"] if cfg["accountants"] is not None else accounting.names()
+    for name in names:
+        if name != ACCOUNTANT:
+            accounting.get(name)  # unknown name: DPLabError listing the valid ones
+    spec = sampler_spec(cfg, n)
+    sampler = SpecSampler(spec)
+    fact = factorization if factorization is not None else build_factorization(cfg)
+    delta, neighbouring = cfg["delta"], cfg["neighbouring"]
+    # the accountant receives the spec the sampler draws from (sampler.spec), never a description of it
+    if cfg["noise_multiplier"] is not None:
+        sigma, source = float(cfg["noise_multiplier"]), "given"
+        mf_accounting.dp_event(fact, sampler.spec, sigma, neighbouring)  # refuses an unsupported spec
+    else:
+        sigma = mf_accounting.calibrate(fact, sampler.spec, cfg["target_epsilon"], delta, neighbouring)
+        source = f"calibrated with {ACCOUNTANT} to epsilon={cfg['target_epsilon']} at delta={delta}"
+    curve = np.array([mf_accounting.epsilon(*truncate(fact, sampler.spec, t), sigma, delta, neighbouring) for t in grid])
+    if not np.all(np.isfinite(curve)):
+        raise DPLabError("noise_multiplier", f"the MF accountant returned a non-finite epsilon for sigma={sigma}")
+    k = spec.participations if isinstance(spec, mf_accounting.MinSeparation) else 1
+    sep = spec.min_separation if isinstance(spec, mf_accounting.MinSeparation) else spec.partitions_count
+    errors = fact.errors(k, sep)
+    details = {
+        "matrix_factorization": {
+            "strategy": fact.strategy,
+            "steps": fact.steps,
+            "bands": fact.bands,
+            "workload": "prefix_sum",
+            "sampler": sampler_description(spec),
+            "sensitivity": errors["sensitivity"],
+            "sensitivity_exact": errors["sensitivity_exact"],
+            "sensitivity_method": errors["sensitivity_method"],
+            "max_error": errors["max_error"],
+            "mean_error": errors["mean_error"],
+            "max_column_norm": math.sqrt(float(np.max(np.sum(fact.encoder**2, axis=0)))),
+            "dp_event": str(mf_accounting.dp_event(fact, sampler.spec, sigma, neighbouring)),
+        },
+        "epsilon_accountant": {ACCOUNTANT: {"delta": delta, "neighbouring": neighbouring, "sampling": cfg["sampling"],
+                                            "method": "PLD of the dp_event (dp_accounting)"}},
+    }
+    plan = Plan(None, sigma, source, "", curves={ACCOUNTANT: curve}, release={ACCOUNTANT: "trajectory"},
+                excluded={name: EXCLUSION for name in names if name != ACCOUNTANT}, details=details)
+    return Mechanism(sampler, fact, plan, MFNoise(fact, sigma * cfg["clip"]))

@@ -1,0 +1,169 @@
+"""Ghost clipping (per_example.py) against the materialized per-example computation.
+
+Every check compares the clipped sum and the norms of :func:`clipped_grad_sum` (ghost path) with
+torch.func's per-example gradients and with a naive one-example-at-a-time autograd loop, at a
+clip that acts on about half of the batch.
+"""
+
+import pytest
+import torch
+from torch import nn
+
+from dplab.training import models
+from dplab.training.per_example import CLIP_EPS, _materialized, clipped_grad_sum, ghost_supported
+
+
+def _naive(model, params, x, y, clip, l2):
+    total = {k: torch.zeros_like(p) for k, p in params.items()}
+    norms = []
+    for i in range(len(x)):
+        ps = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
+        out = torch.func.functional_call(model, ps, (x[i : i + 1],))
+        loss = nn.functional.cross_entropy(out, y[i : i + 1]) + 0.5 * l2 * sum((p * p).sum() for p in ps.values())
+        grads = torch.autograd.grad(loss, list(ps.values()))
+        norm = torch.sqrt(sum((g * g).sum() for g in grads))
+        norms.append(norm)
+        factor = 1.0 if clip is None else min(1.0, clip / (float(norm) + CLIP_EPS))
+        for k, g in zip(ps, grads):
+            total[k] += factor * g
+    return total, torch.stack(norms)
+
+
+class SeqLinear(nn.Module):
+    """Linear layers on a (B, T, d) sequence input (Gram or materialized norms by shape)."""
+
+    def __init__(self, t, d, hidden):
+        super().__init__()
+        self.t, self.d = t, d
+        self.inner = nn.Linear(d, hidden)
+        self.head = nn.Linear(t * hidden, 10)
+
+    def forward(self, x):
+        h = torch.tanh(self.inner(x.reshape(len(x), self.t, self.d)))
+        return self.head(h.flatten(1))
+
+
+def _model(kind):
+    if kind == "logreg":
+        return models.build({"model": "logreg"}, [1, 8, 8], 10), [1, 8, 8]
+    if kind == "mlp004":
+        return models.build({"model": "mlp", "hidden": 128}, [1, 28, 28], 10), [1, 28, 28]
+    if kind == "cnn28":
+        return models.build({"model": "cnn", "channels": 4}, [1, 28, 28], 10), [1, 28, 28]
+    if kind == "wide_mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                             nn.Linear(512, 10)), [1, 8, 8]
+    if kind == "seq_gram":  # T·(d+p) = 4·(48+40) < 48·40: Gram trick
+        return SeqLinear(4, 48, 40), [4, 48]
+    if kind == "seq_materialized":  # T·(d+p) = 16·(4+6) > 4·6
+        return SeqLinear(16, 4, 6), [16, 4]
+    if kind == "conv_gram":  # 4×4 output positions, k = 9·24, p = 24: Gram trick
+        return nn.Sequential(nn.Conv2d(24, 24, 3, padding=1), nn.ReLU(), nn.Conv2d(24, 24, 3, stride=2, padding=1),
+                             nn.Flatten(), nn.Linear(24 * 2 * 2, 10, bias=False)), [24, 4, 4]
+    raise KeyError(kind)
+
+
+def _setup(kind, batch=12, seed=0):
+    torch.manual_seed(seed)
+    model, shape = _model(kind)
+    model = model.double()
+    for p in model.parameters():
+        nn.init.normal_(p, std=0.3 if p.dim() > 1 and p.shape[1] < 100 else 0.05)
+    x = torch.rand(batch, *shape, dtype=torch.float64)
+    y = torch.randint(0, 10, (batch,))
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    return model, params, x, y
+
+
+@pytest.mark.parametrize("kind,l2", [("logreg", 0.0), ("logreg", 0.3), ("mlp004", 0.0), ("mlp004", 0.1),
+                                     ("cnn28", 0.0), ("cnn28", 0.05), ("wide_mlp", 0.0), ("seq_gram", 0.0),
+                                     ("seq_materialized", 0.02), ("conv_gram", 0.0)])
+def test_ghost_equals_materialized_and_naive(kind, l2):
+    model, params, x, y = _setup(kind)
+    loss = models.example_loss(model, l2)
+    assert ghost_supported(model, params)
+    free = clipped_grad_sum(loss, params, x, y, None)
+    clip = float(free.norms.median())
+    got = clipped_grad_sum(loss, params, x, y, clip)
+    func = _materialized(loss, params, x, y, clip)
+    want, norms = _naive(model, params, x, y, clip, l2)
+    assert (norms > clip * 1.001).any() and (norms < clip * 0.999).any()  # clipping acts on some
+    torch.testing.assert_close(got.norms, norms, atol=1e-9, rtol=1e-9)
+    torch.testing.assert_close(got.norms, func.norms, atol=1e-9, rtol=1e-9)
+    torch.testing.assert_close(got.loss_sum, func.loss_sum, atol=1e-9, rtol=1e-9)
+    assert list(got.grad_sum) == list(params)
+    for k in params:
+        torch.testing.assert_close(got.grad_sum[k], want[k], atol=1e-6, rtol=0)
+        torch.testing.assert_close(got.grad_sum[k], func.grad_sum[k], atol=1e-6, rtol=0)
+    want_free, _ = _naive(model, params, x, y, None, l2)
+    for k in params:
+        torch.testing.assert_close(free.grad_sum[k], want_free[k], atol=1e-6, rtol=0)
+
+
+def test_single_float32_batch_of_one_and_empty():
+    model, params, x, y = _setup("mlp004", batch=5)
+    model = model.float()
+    params = {k: v.float() for k, v in params.items()}
+    x = x.float()
+    loss = models.example_loss(model, 0.0)
+    one = clipped_grad_sum(loss, params, x[:1], y[:1], 1e-3)
+    norm = torch.sqrt(sum((g.double() ** 2).sum() for g in one.grad_sum.values()))
+    assert float(norm) <= 1e-3 * (1 + 1e-5)
+    func = _materialized(loss, params, x[:1], y[:1], 1e-3)
+    for k in params:
+        torch.testing.assert_close(one.grad_sum[k], func.grad_sum[k], atol=1e-7, rtol=1e-4)
+    empty = clipped_grad_sum(loss, params, x[:0], y[:0], 1.0)
+    assert empty.norms.numel() == 0 and all(float(g.abs().sum()) == 0 for g in empty.grad_sum.values())
+
+
+class Twice(nn.Module):
+    """One Linear layer applied twice (weight sharing): the ghost path must not be taken."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(10, 10)
+
+    def forward(self, x):
+        return self.lin(torch.tanh(self.lin(x.flatten(1))))
+
+
+@pytest.mark.parametrize("name", ["layernorm", "twice", "inplace_relu", "grouped_conv"])
+def test_unsupported_layers_fall_back_to_torch_func(name):
+    torch.manual_seed(1)
+    shape = [10]
+    if name == "layernorm":
+        model = nn.Sequential(nn.Linear(10, 16), nn.LayerNorm(16), nn.Linear(16, 10))
+    elif name == "twice":
+        model = Twice()
+    elif name == "inplace_relu":
+        model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(inplace=True), nn.Linear(16, 10))
+    else:
+        model = nn.Sequential(nn.Conv2d(2, 4, 3, groups=2), nn.Flatten(), nn.Linear(4 * 4, 10))
+        shape = [2, 4, 4]
+    model = model.double()
+    x = torch.randn(9, *shape, dtype=torch.float64)
+    y = torch.randint(0, 10, (9,))
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    assert ghost_supported(model, params) == (name in ("twice", "inplace_relu"))  # these two: detected at run time
+    loss = models.example_loss(model, 0.0)
+    free = clipped_grad_sum(loss, params, x, y, None)
+    clip = float(free.norms.median())
+    got = clipped_grad_sum(loss, params, x, y, clip)
+    want, norms = _naive(model, params, x, y, clip, 0.0)
+    torch.testing.assert_close(got.norms, norms, atol=1e-9, rtol=1e-9)
+    for k in params:
+        torch.testing.assert_close(got.grad_sum[k], want[k], atol=1e-6, rtol=0)
+
+
+def test_plain_function_loss_uses_torch_func():
+    """A loss without ``model``/``l2`` attributes still gets the exact clipped sum."""
+    model, params, x, y = _setup("mlp004", batch=6)
+    inner = models.example_loss(model, 0.0)
+
+    def loss(p, xi, yi):
+        return inner(p, xi, yi)
+
+    got = clipped_grad_sum(loss, params, x, y, 0.05)
+    want, _ = _naive(model, params, x, y, 0.05, 0.0)
+    for k in params:
+        torch.testing.assert_close(got.grad_sum[k], want[k], atol=1e-6, rtol=0)
