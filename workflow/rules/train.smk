@@ -1,7 +1,7 @@
 rule train:
     """Train one run of config `runs` (private or not): metrics.csv and summary.json."""
     input:
-        run_data,
+        run_inputs,
     output:
         metrics="results/runs/{run}/metrics.csv",
         summary="results/runs/{run}/summary.json",
@@ -20,13 +20,13 @@ rule train:
         "../envs/dplab.yaml"
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
-        " --out results/runs/{wildcards.run} --threads {threads} > {log} 2>&1"
+        " --out results/runs/{wildcards.run} --mf-cache results/mf --threads {threads} > {log} 2>&1"
 
 
 rule train_grid_run:
     """Train one run of a grid of config `grids` (variant × target ε × seed)."""
     input:
-        grid_run_data,
+        grid_run_inputs,
     output:
         metrics="results/grids/{grid}/{grid_run}/metrics.csv",
         summary="results/grids/{grid}/{grid_run}/summary.json",
@@ -45,4 +45,5 @@ rule train_grid_run:
         "../envs/dplab.yaml"
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
-        " --out results/grids/{wildcards.grid}/{wildcards.grid_run} --threads {threads} > {log} 2>&1"
+        " --out results/grids/{wildcards.grid}/{wildcards.grid_run} --mf-cache results/mf --threads {threads}"
+        " > {log} 2>&1"
