@@ -141,6 +141,40 @@ def table_file(figure: str) -> str:
     return f"{RESULTS}/tables/{figure}.csv"
 
 
+def mf_file(key: str) -> str:
+    """A saved factorization (``dplab mf --out``); ``key`` from :func:`dplab.training.dp_mf.cache_key`."""
+    return f"{RESULTS}/mf/{key}.npz"
+
+
+def mf_spec(strategy: str, steps: int, bands: int | None) -> tuple[str, dict]:
+    """(cache key, {strategy, steps, bands}) of one factorization of the prefix-sum workload."""
+    from dplab.training.dp_mf import cache_key
+
+    bands = bands if strategy == "banded" else None
+    return cache_key(strategy, steps, bands), {"strategy": strategy, "steps": steps, "bands": bands}
+
+
+def run_factorization(entry: dict) -> str | None:
+    """The cache key of a dp_mf run entry's factorization (None for other methods)."""
+    if entry.get("method") != "dp_mf":
+        return None
+    return mf_spec(entry["strategy"], entry["steps"], entry.get("bands"))[0]
+
+
+def factorizations(config: dict) -> dict[str, dict]:
+    """Every factorization the DAG uses (dp_mf runs, grid runs, figures): key -> {strategy, steps, bands}.
+    Computed once each by rule ``factorization`` (results/mf/<key>.npz) and loaded by its users."""
+    from dplab.figures import figure as figure_module
+
+    entries = list(config["runs"].values())
+    for grid in config.get("grids", {}):
+        entries += [item["run"] for item in grid_runs(config, grid).values()]
+    specs = dict(mf_spec(e["strategy"], e["steps"], e.get("bands")) for e in entries if e.get("method") == "dp_mf")
+    for figure, params in config.get("figures", {}).items():
+        specs.update(getattr(figure_module(figure), "factorizations", lambda c, p: {})(config, params))
+    return specs
+
+
 def figure_inputs(config: dict, figure: str) -> list[str]:
     """The result files the table of ``figure`` is computed from."""
     from dplab.figures import figure as figure_module
@@ -165,6 +199,7 @@ def targets(config: dict) -> list[str]:
     for grid in config.get("grids", {}):
         for run in grid_runs(config, grid):
             files += list(grid_run_files(grid, run).values())
+    files += [mf_file(key) for key in factorizations(config)]
     files += [sweep_file(sweep) for sweep in config.get("sweeps", {})]
     files += [audit_file(audit) for audit in config.get("audits", {})]
     files += figure_files(config)

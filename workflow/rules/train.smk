@@ -3,7 +3,7 @@ rule train:
     wildcard_constraints:
         run=PLAIN_RUNS,
     input:
-        run_data,
+        run_inputs,
     output:
         metrics="results/runs/{run}/metrics.csv",
         summary="results/runs/{run}/summary.json",
@@ -22,7 +22,7 @@ rule train:
         "../envs/dplab.yaml"
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
-        " --out results/runs/{wildcards.run} --threads {threads} > {log} 2>&1"
+        " --out results/runs/{wildcards.run} --mf-cache results/mf --threads {threads} > {log} 2>&1"
 
 
 rule train_recording:
@@ -30,7 +30,7 @@ rule train_recording:
     wildcard_constraints:
         run=RECORDING_RUNS,
     input:
-        run_data,
+        run_inputs,
     output:
         metrics="results/runs/{run}/metrics.csv",
         summary="results/runs/{run}/summary.json",
@@ -50,13 +50,13 @@ rule train_recording:
         "../envs/dplab.yaml"
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
-        " --out results/runs/{wildcards.run} --threads {threads} > {log} 2>&1"
+        " --out results/runs/{wildcards.run} --mf-cache results/mf --threads {threads} > {log} 2>&1"
 
 
 rule train_grid_run:
     """Train one run of a grid of config `grids` (variant × target ε × seed)."""
     input:
-        grid_run_data,
+        grid_run_inputs,
     output:
         metrics="results/grids/{grid}/{grid_run}/metrics.csv",
         summary="results/grids/{grid}/{grid_run}/summary.json",
@@ -75,4 +75,5 @@ rule train_grid_run:
         "../envs/dplab.yaml"
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
-        " --out results/grids/{wildcards.grid}/{wildcards.grid_run} --threads {threads} > {log} 2>&1"
+        " --out results/grids/{wildcards.grid}/{wildcards.grid_run} --mf-cache results/mf --threads {threads}"
+        " > {log} 2>&1"
