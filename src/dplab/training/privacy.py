@@ -93,14 +93,11 @@ def training_mismatch(cfg: dict, release: str) -> str | None:
 
 def _validity(name: str, cfg: dict, setting: Setting) -> str | None:
     acc = accounting.get(name)
-    why = training_mismatch(cfg, acc.describe()["release"])
-    if why:
-        return why
-    try:
+    try:  # the accountant's own assumptions first: they are what a reader looks up
         acc.check(setting)
     except DPLabError as err:  # AssumptionError, or a range check of the Setting
         return str(err)
-    return None
+    return training_mismatch(cfg, acc.describe()["release"])
 
 
 def calibrate(cfg: dict, setting: Setting) -> float:
