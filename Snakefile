@@ -15,6 +15,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/mf.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/accounting.smk"
 include: "workflow/rules/audit.smk"

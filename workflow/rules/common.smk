@@ -15,6 +15,7 @@ wildcard_constraints:
     sweep=pipeline.name_pattern(config["sweeps"]),
     figure=pipeline.name_pattern(config["figures"]),
     audit=pipeline.name_pattern(config.get("audits", {})),
+    factorization=pipeline.name_pattern(pipeline.factorizations(config)),
 
 
 def dataset_json(wildcards):
@@ -36,8 +37,11 @@ def _grid_run_dataset(wildcards):
     return pipeline.grid_runs(config, wildcards.grid)[wildcards.grid_run]["run"]["dataset"]
 
 
-def grid_run_data(wildcards):
-    return list(pipeline.data_files(_grid_run_dataset(wildcards)).values())
+def grid_run_inputs(wildcards):
+    """The prepared data of the grid run's dataset, and its saved factorization (dp_mf)."""
+    run = pipeline.grid_runs(config, wildcards.grid)[wildcards.grid_run]["run"]
+    key = pipeline.run_factorization(run)
+    return list(pipeline.data_files(run["dataset"]).values()) + ([pipeline.mf_file(key)] if key else [])
 
 
 def grid_run_data_dir(wildcards):
@@ -49,9 +53,17 @@ def grid_run_gpus(wildcards):
     return int(run.get("device", "auto") == "cuda")
 
 
-def run_data(wildcards):
-    """The prepared data files of the run's dataset."""
-    return list(pipeline.data_files(config["runs"][wildcards.run]["dataset"]).values())
+#: runs that record per-example gradient norms (rule train_recording) and the others (rule train)
+RECORDING_RUNS = pipeline.name_pattern(pipeline.recording_runs(config))
+PLAIN_RUNS = pipeline.name_pattern({k: v for k, v in config["runs"].items() if k not in pipeline.recording_runs(config)})
+
+
+
+def run_inputs(wildcards):
+    """The prepared data files of the run's dataset, and its saved factorization (dp_mf)."""
+    run = config["runs"][wildcards.run]
+    key = pipeline.run_factorization(run)
+    return list(pipeline.data_files(run["dataset"]).values()) + ([pipeline.mf_file(key)] if key else [])
 
 
 def run_data_dir(wildcards):
@@ -95,3 +107,10 @@ def audit_data(wildcards):
 
 def audit_data_dir(wildcards):
     return pipeline.data_dir(config["audits"][wildcards.audit]["dataset"])
+
+
+def factorization_args(wildcards):
+    """`dplab mf` flags of a factorization the DAG uses (pipeline.factorizations)."""
+    spec = pipeline.factorizations(config)[wildcards.factorization]
+    bands = f" --bands {spec['bands']}" if spec["bands"] is not None else ""
+    return f"--strategy {spec['strategy']} --steps {spec['steps']}{bands}"

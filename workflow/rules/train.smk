@@ -1,7 +1,9 @@
 rule train:
     """Train one run of config `runs` (private or not): metrics.csv and summary.json."""
+    wildcard_constraints:
+        run=PLAIN_RUNS,
     input:
-        run_data,
+        run_inputs,
     output:
         metrics="results/runs/{run}/metrics.csv",
         summary="results/runs/{run}/summary.json",
@@ -20,13 +22,41 @@ rule train:
         "../envs/dplab.yaml"
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
-        " --out results/runs/{wildcards.run} --threads {threads} > {log} 2>&1"
+        " --out results/runs/{wildcards.run} --mf-cache results/mf --threads {threads} > {log} 2>&1"
+
+
+rule train_recording:
+    """A run with `record_grad_norms: true`: also the per-example gradient norms (grad_norms.csv)."""
+    wildcard_constraints:
+        run=RECORDING_RUNS,
+    input:
+        run_inputs,
+    output:
+        metrics="results/runs/{run}/metrics.csv",
+        summary="results/runs/{run}/summary.json",
+        model="results/runs/{run}/model.pt",
+        grad_norms="results/runs/{run}/grad_norms.csv",
+    params:
+        run=run_json,
+        data=run_data_dir,
+    threads: config["threads"]
+    resources:
+        gpu=run_gpus,
+        mem_mb=4000,
+        runtime=60,
+    log:
+        "logs/train/{run}.log",
+    conda:
+        "../envs/dplab.yaml"
+    shell:
+        "dplab train --run-json {params.run:q} --data {params.data}"
+        " --out results/runs/{wildcards.run} --mf-cache results/mf --threads {threads} > {log} 2>&1"
 
 
 rule train_grid_run:
     """Train one run of a grid of config `grids` (variant × target ε × seed)."""
     input:
-        grid_run_data,
+        grid_run_inputs,
     output:
         metrics="results/grids/{grid}/{grid_run}/metrics.csv",
         summary="results/grids/{grid}/{grid_run}/summary.json",
@@ -45,4 +75,5 @@ rule train_grid_run:
         "../envs/dplab.yaml"
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
-        " --out results/grids/{wildcards.grid}/{wildcards.grid_run} --threads {threads} > {log} 2>&1"
+        " --out results/grids/{wildcards.grid}/{wildcards.grid_run} --mf-cache results/mf --threads {threads}"
+        " > {log} 2>&1"

@@ -5,7 +5,9 @@ prints one JSON object: the parameters, ``sensitivity`` (and whether it is exact
 ``mean_error`` (see :mod:`dplab.mf.factorizations`), ``seconds`` (time to factorize and
 evaluate) and, with --epsilon/--delta, the calibrated ``noise_multiplier`` for the sampler
 (``--sampling min_separation``: b fixed batches cycled, k = ⌈T/b⌉; ``cyclic_poisson``: needs
---dataset-size and --batch-size, partitions = b).
+--dataset-size and --batch-size, partitions = b).  ``--out FILE.npz`` also saves the factorization
+(:func:`dplab.mf.factorizations.save`) for ``dplab train --mf-cache`` and the figures; the pipeline
+names it ``results/mf/<strategy>_T<steps>[_m<bands>].npz`` (:func:`dplab.training.dp_mf.cache_key`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ def register(subparsers) -> None:
         "squared error of the privatized prefix sums per unit noise, and the time it took; with --epsilon "
         "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
     )
-    p.add_argument("--strategy", required=True, help="identity, sqrt, optimal or banded (see docs/matrix_factorization.md)")
-    p.add_argument("--steps", type=int, required=True, help="T")
+    p.add_argument("--strategy", help="identity, sqrt, optimal or banded (see docs/matrix_factorization.md)")
+    p.add_argument("--steps", type=int, help="T")
     p.add_argument("--participations", type=int, default=None, help="k (default ⌈T/b⌉)")
     p.add_argument("--min-separation", type=int, default=None, help="b (default T: single participation)")
     p.add_argument("--bands", type=int, default=None, help="bands of C (banded strategy; <= b)")
@@ -40,12 +42,22 @@ def register(subparsers) -> None:
                    "(no amplification) or cyclic Poisson sampling over b partitions (amplified; banded C)")
     p.add_argument("--dataset-size", type=int, default=None, help="n (cyclic_poisson: with --batch-size gives the sampling rate)")
     p.add_argument("--batch-size", type=float, default=None, help="expected batch size per step (cyclic_poisson)")
+    p.add_argument("--out", default=None,
+                   help="also save the factorization to this .npz file (read by `dplab train --mf-cache DIR` "
+                   "as DIR/<strategy>_T<steps>[_m<bands>].npz); with --config: the folder to save them in")
+    p.add_argument("--config", default=None,
+                   help="pipeline config: save every factorization its dp_mf runs and figures use to "
+                   "OUT/<strategy>_T<steps>[_m<bands>].npz (what `dvc repro` runs; Snakemake runs one per job)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from dplab.mf import accounting, factorizations, workload
 
+    if args.config is not None:
+        return _save_all(args)
+    if args.strategy is None or args.steps is None:
+        raise DPLabError("strategy", "--strategy and --steps are required (or --config with --out)")
     start = time.perf_counter()
     steps = workload.check_steps(args.steps)
     b = steps if args.min_separation is None else args.min_separation
@@ -83,5 +95,25 @@ def run(args) -> int:
             noise_multiplier=sigma,
         )
     out["seconds"] = time.perf_counter() - start
+    if args.out is not None:
+        factorizations.save(fact, args.out, momentum=args.momentum)
+        out["out"] = args.out
     print(json.dumps(out, ensure_ascii=False))
+    return 0
+
+
+def _save_all(args) -> int:
+    from pathlib import Path
+
+    from dplab import pipeline
+    from dplab.config import load_config
+    from dplab.mf import factorizations, workload
+
+    if args.out is None:
+        raise DPLabError("out", "--config needs --out (the folder to save the factorizations in)")
+    for key, spec in pipeline.factorizations(load_config(args.config)).items():
+        start = time.perf_counter()
+        fact = factorizations.factorize(spec["strategy"], workload.prefix_sum(spec["steps"]), bands=spec["bands"])
+        factorizations.save(fact, Path(args.out) / f"{key}.npz")
+        print(json.dumps({**spec, "out": str(Path(args.out) / f"{key}.npz"), "seconds": time.perf_counter() - start}))
     return 0

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 import scipy.optimize
-import torch
 
 from dplab.errors import DPLabError
 from dplab.mf.sensitivity import Sensitivity, sensitivity
@@ -122,7 +121,56 @@ def _reverse_cholesky(X: np.ndarray) -> np.ndarray:
     return L.T[::-1, ::-1].copy()
 
 
-def optimal(A: np.ndarray, tol: float = 1e-8, max_iter: int = 10_000) -> Factorization:
+def _inverse_bidiagonal(A: np.ndarray):
+    """(d, e) with A⁻¹ = diag(d) + subdiag(e) when A⁻¹ is lower bidiagonal (prefix sum, also with
+    learning-rate factors), else None.  Checked in O(T²): (diag(d) + subdiag(e))·A = I."""
+    d = 1.0 / np.diag(A)
+    e = -d[1:] * np.diag(A, -1) / np.diag(A)[:-1]
+    product = d[:, None] * A
+    product[1:] += e[:, None] * A[:-1]
+    return (d, e) if np.allclose(product, np.eye(A.shape[0]), rtol=0, atol=1e-10) else None
+
+
+class _DenseDual:
+    """The dual step at v: M = V^½·S·V^½ (S = AᵀA) by a dense eigendecomposition, O(T³)."""
+
+    def __init__(self, A: np.ndarray):
+        self.S = A.T @ A
+
+    def __call__(self, v: np.ndarray):
+        r = np.sqrt(v)
+        lam, U = scipy.linalg.eigh(r[:, None] * self.S * r[None, :], driver="evd")
+        half = np.sqrt(np.clip(lam, 1e-300, None))  # eigenvalues of M^½
+        v_new = (U**2) @ half  # diag(M^½)
+        # X̃⁻¹ = W·M^(−½)·W, W = diag(√v_new) (module docstring of optimal)
+        w = np.sqrt(v_new)
+        primal = float(np.sum(((U / half) @ U.T) * (w[:, None] * self.S * w[None, :])))
+        return v_new, 2.0 * half.sum() - v.sum(), primal, U, half
+
+
+class _TridiagonalDual:
+    """The same dual step when A⁻¹ is lower bidiagonal: then S⁻¹ = A⁻¹A⁻ᵀ and M⁻¹ = V^(−½)S⁻¹V^(−½)
+    are tridiagonal, and M's eigenvectors are those of M⁻¹ (``eigh_tridiagonal``, MRRR: O(T²)
+    instead of O(T³)).  The primal tr(S·X̃⁻¹) = ‖A·W·U·diag(μ^¼)‖_F² (μ: eigenvalues of M⁻¹) uses
+    A·Y = (A⁻¹)⁻¹·Y, a bidiagonal solve, also O(T²)."""
+
+    def __init__(self, d: np.ndarray, e: np.ndarray):
+        self.diag = d**2
+        self.diag[1:] += e**2
+        self.off = e * d[:-1]  # (S⁻¹)[i+1, i] = A⁻¹[i+1, i]·A⁻¹[i, i]
+        self.banded = np.vstack([d, np.append(e, 0.0)])  # A⁻¹ in solve_banded's (1, 0) layout
+
+    def __call__(self, v: np.ndarray):
+        mu, U = scipy.linalg.eigh_tridiagonal(self.diag / v, self.off / np.sqrt(v[1:] * v[:-1]))
+        mu = np.clip(mu, 1e-300, None)
+        half = mu**-0.5  # eigenvalues of M^½
+        v_new = (U**2) @ half
+        Y = np.sqrt(v_new)[:, None] * U * mu**0.25
+        primal = float(np.sum(scipy.linalg.solve_banded((1, 0), self.banded, Y) ** 2))
+        return v_new, 2.0 * half.sum() - v.sum(), primal, U, half
+
+
+def optimal(A: np.ndarray, tol: float = 1e-8, max_iter: int = 1000, history: int = 5) -> Factorization:
     """Minimum mean error for single participation (Denisov et al. 2022, Thm 3.1/Alg. 1 style).
 
     Problem: min_X tr(S·X⁻¹) s.t. diag(X) = 1, X ≻ 0, with S = AᵀA (sensitivity 1 ⇔ unit
@@ -131,53 +179,87 @@ def optimal(A: np.ndarray, tol: float = 1e-8, max_iter: int = 10_000) -> Factori
     v ← diag(M(v)^(1/2)).  Convergence is certified by the duality gap: for every v ≥ 0,
     dual(v) = 2·tr(M(v)^(1/2)) − Σv ≤ OPT ≤ tr(S·X̃⁻¹) = primal(v), with X̃ = X(v) rescaled to
     unit diagonal.  Stops when (primal − dual)/primal ≤ ``tol``; ``info`` records the gap history.
+
+    Speed: the fixed point is Anderson-accelerated in log v (``history`` past steps; 0 = the
+    plain iteration), which cuts the iterations about fourfold (T = 2000: 17 instead of ~70);
+    when A⁻¹ is bidiagonal (the prefix sum) each step is O(T²) (:class:`_TridiagonalDual`).
+    The certificate holds at every v, so acceleration cannot make the answer wrong, only late.
     """
     A = _check_lower(A)
-    S = A.T @ A
-    v = np.sqrt(np.diag(S))  # any v > 0 starts the iteration
-    gaps = []
+    bidiagonal = _inverse_bidiagonal(A)
+    step = _TridiagonalDual(*bidiagonal) if bidiagonal is not None else _DenseDual(A)
+    x = np.log(np.sqrt(np.sum(A**2, axis=0)))  # log v; any v > 0 starts the iteration
+    xs, fs, gaps = [], [], []
     for it in range(1, max_iter + 1):
-        r = np.sqrt(v)
-        lam, U = np.linalg.eigh(r[:, None] * S * r[None, :])
-        lam = np.clip(lam, 1e-300, None)
-        half = np.sqrt(lam)
-        v_new = (U**2) @ half  # diag(M^(1/2))
-        dual = 2.0 * half.sum() - v.sum()
-        # X = V^-1/2 M^1/2 V^-1/2 has diag d = v_new / v; X̃ = D^-1/2 X D^-1/2,
-        # X̃⁻¹ = W M^(-1/2) W with W = diag(sqrt(v·d)) = diag(sqrt(v_new))
-        w = np.sqrt(v_new)
-        primal = float(np.sum(((U / half) @ U.T) * (w[:, None] * S * w[None, :])))
+        v = np.exp(x)
+        v_new, dual, primal, U, half = step(v)
         gaps.append((primal - dual) / primal)
-        v = v_new
         if gaps[-1] <= tol:
             break
+        f = np.log(v_new) - x  # fixed-point residual in log v
+        xs, fs = (xs + [x])[-(history + 1):], (fs + [f])[-(history + 1):]
+        x = x + f
+        if len(fs) > 1:  # Anderson (type II): the combination of past steps with the least residual
+            dF, dX = np.diff(fs, axis=0).T, np.diff(xs, axis=0).T
+            gamma = np.linalg.lstsq(dF, f, rcond=None)[0]
+            candidate = x - (dX + dF) @ gamma
+            if np.all(np.isfinite(candidate)):
+                x = candidate
     else:
         raise DPLabError("optimal", f"fixed point did not reach relative gap {tol} in {max_iter} iterations")
     r = np.sqrt(v)
-    lam, U = np.linalg.eigh(r[:, None] * S * r[None, :])
-    X = (U * np.sqrt(np.clip(lam, 0, None))) @ U.T / (r[:, None] * r[None, :])
+    X = (U * half) @ U.T / (r[:, None] * r[None, :])  # X(v) = V^(−½)·M^½·V^(−½)
     d = np.sqrt(np.diag(X))
     X = X / (d[:, None] * d[None, :])
-    info = {"iterations": it, "relative_gap": gaps[-1], "gap_history": gaps, "objective": primal}
+    info = {"iterations": it, "relative_gap": gaps[-1], "gap_history": gaps, "objective": primal,
+            "solver": "tridiagonal" if bidiagonal is not None else "dense"}
     return Factorization("optimal", A, _reverse_cholesky(X), bands=A.shape[0], info=info)
 
 
-def banded_encoder(coeffs, steps: int):
-    """Toeplitz lower-triangular C with diagonals ``coeffs`` (c_0..c_{m−1}), columns scaled to norm 1.
+def banded_encoder(coeffs: np.ndarray, steps: int) -> np.ndarray:
+    """Toeplitz lower-triangular C with diagonals ``coeffs`` (c_0..c_{m−1}), columns scaled to norm 1."""
+    return _band_to_dense(_banded_columns(np.asarray(coeffs, dtype=float), steps)[0])
 
-    Works on numpy arrays or torch tensors (the optimizer differentiates through it).
+
+def _banded_columns(c: np.ndarray, steps: int):
+    """C in band layout, band[ℓ, j] = C[j+ℓ, j] = c_ℓ/n_j (0 outside the matrix), and the column
+    norms n_j = (Σ_{ℓ < min(m, T−j)} c_ℓ²)^½ of the unnormalized Toeplitz band."""
+    m = len(c)
+    inside = np.arange(m)[:, None] < steps - np.arange(steps)[None, :]  # j + ℓ < T
+    raw = np.where(inside, c[:, None], 0.0)
+    norms = np.sqrt(np.sum(raw**2, axis=0))
+    return raw / norms, inside, norms
+
+
+def _band_to_dense(band: np.ndarray) -> np.ndarray:
+    m, T = band.shape
+    C = np.zeros((T, T))
+    for lag in range(m):
+        C[np.arange(lag, T), np.arange(T - lag)] = band[lag, : T - lag]
+    return C
+
+
+def _banded_loss(c: np.ndarray, A: np.ndarray):
+    """‖A·C⁻¹‖_F²/T and its gradient in c for the column-normalized banded C, in O(T²·m).
+
+    B = A·C⁻¹ from the banded triangular solve Cᵀ·Bᵀ = Aᵀ (LAPACK ``tbtrs``);
+    dL/dC = −(2/T)·Bᵀ·B·C⁻ᵀ = −(2/T)·Bᵀ·K with Kᵀ = C⁻¹·Bᵀ (a second banded solve), needed only
+    on the band; then the chain rule through C[j+ℓ, j] = c_ℓ/n_j.
     """
-    lib = torch if isinstance(coeffs, torch.Tensor) else np
-    m = coeffs.shape[0]
-    i = np.arange(steps)
-    lag = i[:, None] - i[None, :]
-    mask = (lag >= 0) & (lag < m)
-    idx = np.where(mask, lag, 0)
-    if lib is torch:
-        C = torch.where(torch.from_numpy(mask), coeffs[torch.from_numpy(idx)], torch.zeros((), dtype=coeffs.dtype))
-        return C / torch.sqrt((C**2).sum(0, keepdim=True))
-    C = np.where(mask, coeffs[idx], 0.0)
-    return C / np.sqrt((C**2).sum(0, keepdims=True))
+    T, m = A.shape[0], len(c)
+    band, inside, norms = _banded_columns(c, T)  # LAPACK's lower band layout of C
+    Bt, info_t = scipy.linalg.lapack.dtbtrs(band, A.T, uplo="L", trans="T")  # Cᵀ·Bᵀ = Aᵀ
+    Kt, info_k = scipy.linalg.lapack.dtbtrs(band, Bt, uplo="L", trans="N")  # C·Kᵀ = Bᵀ
+    if info_t or info_k:
+        raise DPLabError("bands", f"singular banded encoder for coefficients {c}")
+    loss = float(np.sum(Bt**2)) / T
+    G = np.zeros((m, T))  # G[ℓ, j] = dL/dC[j+ℓ, j]
+    for lag in range(m):
+        G[lag, : T - lag] = -(2.0 / T) * np.sum(Bt[lag:, :] * Kt[: T - lag, :], axis=1)
+    # C[j+ℓ, j] = c_ℓ/n_j, dn_j/dc_ℓ = c_ℓ/n_j (inside): dL/dc_ℓ = Σ_j G[ℓ,j]/n_j − c_ℓ·Σ_j inside·s_j/n_j³
+    s = np.sum(G * np.where(inside, c[:, None], 0.0), axis=0)  # Σ_ℓ G[ℓ,j]·c_ℓ
+    grad = (G / norms).sum(axis=1) - c * (inside * (s / norms**3)).sum(axis=1)
+    return loss, grad
 
 
 def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_iter: int = 500) -> Factorization:
@@ -188,7 +270,8 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
     least b ≥ ``bands`` apart the sensitivity is exactly √k (:mod:`dplab.mf.sensitivity`):
     it does not depend on the coefficients, and minimizing the expected error for any such
     (k, b) is minimizing ‖A·C⁻¹‖_F².  Start: the truncated square-root series (bands = T is
-    the column-normalized sqrt).  ``info`` records L-BFGS iterations and the final gradient.
+    the column-normalized sqrt).  Loss and gradient by banded solves, O(T²·bands) per step
+    (:func:`_banded_loss`).  ``info`` records L-BFGS iterations and the final gradient.
     """
     A = _check_lower(A)
     T = A.shape[0]
@@ -198,16 +281,10 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
     if min_separation is not None and bands > min_separation:
         raise DPLabError("bands", f"must be <= min_separation={min_separation}; got {bands}")
     start = sqrt_coefficients(np.ones(bands))
-    At = torch.from_numpy(A)
 
     def objective(x):
-        c = torch.cat([torch.ones(1, dtype=torch.float64), torch.from_numpy(x).requires_grad_()])
-        leaf = c  # gradient w.r.t. the free coefficients only
-        C = banded_encoder(c, T)
-        B = torch.linalg.solve_triangular(C, At, upper=False, left=False)
-        loss = (B**2).sum() / T
-        (grad,) = torch.autograd.grad(loss, leaf)
-        return loss.item(), grad[1:].numpy().copy()
+        loss, grad = _banded_loss(np.concatenate([[1.0], x]), A)
+        return loss, grad[1:]
 
     info: dict = {}
     coeffs = start

@@ -68,7 +68,7 @@ def resolve(cfg: dict, err) -> None:
 
 
 def cache_key(strategy: str, steps: int, bands: int | None) -> str:
-    """File stem of a cached factorization (pipeline rule ``factorizations``)."""
+    """File stem of a saved factorization (``dplab mf --out``, pipeline rule ``factorization``)."""
     return f"{strategy}_T{steps}" + (f"_m{bands}" if strategy == "banded" else "")
 
 
@@ -81,7 +81,9 @@ def load_factorization(cfg: dict, cache: str | Path) -> Factorization:
     """The run's factorization from a cache folder; one that does not match the run is an error."""
     path = Path(cache) / f"{cache_key(cfg['strategy'], cfg['steps'], cfg['bands'])}.npz"
     if not path.exists():
-        raise DPLabError("factorization", f"no cached factorization {path} (run `dplab mf --cache {cache}`)")
+        bands = f" --bands {cfg['bands']}" if cfg["strategy"] == "banded" else ""
+        raise DPLabError("factorization", f"no saved factorization {path}; write it with `dplab mf --strategy "
+                                          f"{cfg['strategy']} --steps {cfg['steps']}{bands} --out {path}`")
     fact, momentum = factorizations.load(path)
     want = (cfg["strategy"], cfg["steps"], cfg["bands"] if cfg["strategy"] == "banded" else fact.bands, 0.0)
     if (fact.strategy, fact.steps, fact.bands, momentum) != want:

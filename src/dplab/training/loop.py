@@ -46,6 +46,8 @@ from dplab.training.per_example import clipped_grad_sum
 from dplab.training.privacy import Plan, plan
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
+#: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged step's batch
+GRAD_NORM_COLUMNS = ("step", "grad_norm")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -142,13 +144,13 @@ def train(
     x_train, y_train = data.x_train.to(device), data.y_train.to(device)
     x_test, y_test = data.x_test.to(device), data.y_test.to(device)
     regularization = cfg["regularization"] or 0.0
-    step, rows = 0, []
+    step, rows, norms = 0, [], []
     ckpt_path, fp = out / "checkpoint.pt", fingerprint(cfg, info)
 
     if ckpt_path.exists():
         state = torch.load(ckpt_path, weights_only=True)
         if state["fingerprint"] == fp:
-            step, rows = state["step"], state["rows"]
+            step, rows, norms = state["step"], state["rows"], state["norms"]
             params = {k: v.to(device) for k, v in state["params"].items()}
             generator.set_state(state["generator"])
             sampler.load_state_dict(state["sampler"])
@@ -181,11 +183,13 @@ def train(
                 raise DPLabError("lr", f"the loss became NaN/inf at step {step}; lower lr (or clip)")
             rows.append({"step": step, "epoch": sampler.epoch(step), "train_loss": train_loss,
                          "test_loss": test_loss, "test_accuracy": test_acc})
+            if cfg["record_grad_norms"]:
+                norms += [(step, float(v)) for v in grads.norms.cpu()]
             if bar is not None:
                 eps = {k: round(float(v[grid.index(step)]), 3) for k, v in list(claim.curves.items())[:2]}
                 bar.set_postfix(loss=f"{train_loss:.4f}", acc=f"{test_acc:.3f}", **eps)
         if cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0 and step < cfg["steps"]:
-            state = {"fingerprint": fp, "step": step, "rows": rows, "generator": generator.get_state(),
+            state = {"fingerprint": fp, "step": step, "rows": rows, "norms": norms, "generator": generator.get_state(),
                      "params": {k: v.cpu() for k, v in params.items()},
                      "sampler": sampler.state_dict(), "noise": noise_source.state_dict()}
             atomic_write(ckpt_path, lambda tmp, s=state: torch.save(s, tmp))
@@ -200,6 +204,8 @@ def train(
     final_params = {k: v.detach().cpu() for k, v in params.items()}
     atomic_write(out / "model.pt", lambda tmp: torch.save(final_params, tmp))
     write_text(out / "metrics.csv", _metrics_csv(rows, claim, grid))
+    if cfg["record_grad_norms"]:
+        write_text(out / "grad_norms.csv", _grad_norms_csv(norms))
     write_json(out / "summary.json", summary)
     ckpt_path.unlink(missing_ok=True)
     return summary
@@ -222,6 +228,12 @@ def _metrics_csv(rows: list[dict], claim: Plan, grid: list[int]) -> str:
         pos = grid.index(row["step"])
         writer.writerow([*(repr(row[c]) for c in METRIC_COLUMNS), *(repr(float(v[pos])) for v in claim.curves.values())])
     return buf.getvalue()
+
+
+def _grad_norms_csv(norms: list[tuple[int, float]]) -> str:
+    """The unclipped per-example gradient norms at the logged steps (the batch the step used)."""
+    lines = [",".join(GRAD_NORM_COLUMNS)] + [f"{step},{norm!r}" for step, norm in norms]
+    return "\n".join(lines) + "\n"
 
 
 def _summary(cfg, info, claim: Plan, rows, n, b, dimension, device) -> dict:

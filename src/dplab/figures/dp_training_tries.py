@@ -1,0 +1,64 @@
+"""dp_training_tries (004 §3.2–3.4, §4.3 tries 1–4): test accuracy and loss vs step of DP runs.
+
+004's tries, all at (ε = 1, δ = 10⁻⁶), C = 30, 2-layer MLP (128 hidden): 1. DP-GD with σ from
+advanced composition (004's split, accountant ``kairouz``), T = 100; 2. DP-GD with σ from RDP,
+T = 200; 3. DP-SGD with Poisson rate q = 0.05 (RDP); 4. DP-MF (T = 200, batch 25).  Each try is
+a run of config `runs`; its label and the accountant that calibrated its σ come from the config
+and its summary.json.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dplab.figures import runs, style
+
+TITLE = "DP training tries of 004: test accuracy and loss vs step at matched (ε, δ)"
+SOURCE = "004 §3.2–3.4, §4.3 (advanced_comp_training, rdp_comp_training, subsample_training, MF try)"
+COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def names(params: dict) -> list[str]:
+    return [t["run"] for t in params["tries"]]
+
+
+def check(config: dict, params: dict) -> None:
+    runs.check_runs(config, "figures.dp_training_tries.tries", names(params), private=True)
+
+
+def inputs(config: dict, params: dict) -> list[str]:
+    return runs.run_inputs(names(params))
+
+
+def table(inputs: list[str], params: dict) -> pd.DataFrame:
+    """One row per (try, logged step), with the run's setting and calibrated σ."""
+    rows = []
+    for number, (spec, (summary, metrics)) in enumerate(zip(params["tries"], runs.load_pairs(inputs)), start=1):
+        info = runs.describe(summary)
+        claimed = summary["epsilon"].get(info["accountant"])
+        for row in metrics.itertuples():
+            rows.append({"try": number, "label": spec["label"], **info, "epsilon_claimed": claimed,
+                         "step": int(row.step), "test_loss": float(row.test_loss),
+                         "test_accuracy": float(row.test_accuracy)})
+    return pd.DataFrame(rows)
+
+
+def draw(table: pd.DataFrame):
+    fig, axes = style.new_figure(ncols=2)
+    acc_ax, loss_ax = axes[0]
+    for (number, label), rows in table.groupby(["try", "label"], sort=True):
+        first = rows.iloc[0]
+        legend = (f"try {number}: {label}\n  σ={first.noise_multiplier:.3g} from {first.accountant}, "
+                  f"ε={first.epsilon_claimed:.3g}")
+        colour = COLOURS[(number - 1) % len(COLOURS)]
+        acc_ax.plot(rows.step, rows.test_accuracy, color=colour, label=legend)
+        loss_ax.plot(rows.step, rows.test_loss, color=colour, label=legend)
+    first = table.iloc[0]
+    acc_ax.set(xlabel="step t", ylabel="test accuracy", ylim=(0, 1))
+    loss_ax.set(xlabel="step t", ylabel="test loss (mean cross-entropy)", yscale="log")
+    style.plain_log_ticks(loss_ax, "y")
+    acc_ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{first.model} on {first.dataset}, target (ε={first.target_epsilon:g}, δ={first.delta:g}), "
+                 f"C={first['clip']:g}, {first.neighbouring.replace('_', '/')}; σ calibrated per try by the named accountant",
+                 fontsize=10)
+    return fig

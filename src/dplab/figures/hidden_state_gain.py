@@ -1,0 +1,84 @@
+"""hidden_state_gain (new): composition vs hidden-state bounds on the same runs.
+
+For each run, ε(T) of every accountant valid for it, read from its metrics.csv (the
+``epsilon_<accountant>`` columns: the guarantee if training stopped at step T).  Composition
+accountants (release ``trajectory``) cover every iterate; hidden-state accountants (release
+``last_iterate``: 001 Thms 1–3, 002 Cor. 1, 000 Thm VII.2, PABI) cover only the final
+parameters, under their loss assumptions.  ``gain`` = the smallest composition ε at that T divided
+by the accountant's ε (> 1: the hidden state buys that factor).  Every accountant the run
+excludes keeps one row with an empty ε and the reason, and the figure lists it under its panel.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+from dplab.figures import runs, style
+
+TITLE = "Hidden-state vs composition bounds on the same training runs"
+SOURCE = "new"
+
+
+def check(config: dict, params: dict) -> None:
+    runs.check_runs(config, "figures.hidden_state_gain.runs", params["runs"], private=True)
+
+
+def inputs(config: dict, params: dict) -> list[str]:
+    return runs.run_inputs(params["runs"])
+
+
+def table(inputs: list[str], params: dict) -> pd.DataFrame:
+    rows = []
+    for summary, metrics in runs.load_pairs(inputs):
+        info = runs.describe(summary)
+        covers = summary["epsilon_covers"]
+        release = {k: ("trajectory" if v == "every iterate" else "last_iterate") for k, v in covers.items()}
+        composition = [f"epsilon_{k}" for k, r in release.items() if r == "trajectory"]
+        best = metrics[composition].min(axis=1).to_numpy() if composition else np.full(len(metrics), np.nan)
+        for name in covers:
+            for i, row in metrics.iterrows():
+                eps = float(row[f"epsilon_{name}"])
+                rows.append({**info, "accountant": name, "release": release[name], "step": int(row.step),
+                             "epsilon": eps, "best_composition": best[i], "gain": best[i] / eps, "reason": ""})
+        for name, reason in summary["excluded_accountants"].items():
+            if name not in params["skip"]:
+                rows.append({**info, "accountant": name, "release": "", "epsilon": np.nan, "reason": reason})
+    return pd.DataFrame(rows)
+
+
+def draw(table: pd.DataFrame):
+    run_names = list(dict.fromkeys(table.run))
+    fig, axes = style.new_figure(ncols=len(run_names), nrows=1)
+    fig.set_size_inches(4.6 * len(run_names), 5.4)
+    for ax, name in zip(axes[0], run_names):
+        rows = table[table.run == name]
+        valid = rows.dropna(subset=["epsilon"])
+        for accountant, curve in valid.groupby("accountant", sort=False):
+            hidden = curve.release.iloc[0] == "last_iterate"
+            ax.plot(curve.step, curve.epsilon, color=style.colour(accountant), ls="--" if hidden else "-",
+                    lw=2.4 if hidden else 1.4,
+                    label=f"{accountant} ({'final parameters' if hidden else 'every iterate'})")
+        first = rows.iloc[0]
+        ax.set(xscale="log", yscale="log", xlabel="steps T", ylabel=f"ε at δ={first.delta:g}",
+               title=(f"{runs.METHOD_NAMES.get(first.method, first.method)} ({first.sampling.replace('_', ' ')})\n"
+                      f"σ={first.noise_multiplier:.3g}, η={first.lr:g}, C={first['clip']:g}, b={int(first.batch_size)}, "
+                      f"{first.neighbouring.replace('_', '-')}"))
+        style.plain_log_ticks(ax)
+        ax.legend(fontsize=6.5, title="accountant (what ε covers)", title_fontsize=7, loc="upper left")
+        hidden = valid[valid.release == "last_iterate"]
+        if len(hidden):
+            last = hidden[hidden.step == hidden.step.max()]
+            gains = ", ".join(f"{r.accountant} ×{r.gain:.3g}" for r in last.itertuples() if np.isfinite(r.gain))
+            if gains:
+                ax.text(0.98, 0.02, f"best composition ε / hidden-state ε at T={int(last.step.iloc[0])}:\n{gains}",
+                        transform=ax.transAxes, fontsize=7, va="bottom", ha="right",
+                        bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})
+        refused = rows[rows.epsilon.isna()]
+        if len(refused):
+            note = "\n".join(textwrap.shorten(f"✗ {r.accountant}: {r.reason}", 95) for r in refused.itertuples())
+            ax.text(0.0, -0.2, note, transform=ax.transAxes, fontsize=5.5, va="top")
+    fig.subplots_adjust(bottom=0.45)
+    return fig

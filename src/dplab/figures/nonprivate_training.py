@@ -1,0 +1,57 @@
+"""nonprivate_training (004 §3.2): test loss and accuracy vs iteration without DP.
+
+004 (GD, η = 0.01, 5000 iterations on 5000 MNIST images): "we should not train for more than
+3000 iterations … very little progress occurs after 1000"; stars mark the smallest loss and the
+largest accuracy.  The table holds the run's logged steps (metrics.csv).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dplab import pipeline
+from dplab.figures import runs, style
+
+TITLE = "Non-private training: test loss and accuracy vs iteration (004 §3.2)"
+SOURCE = "004 §3.2 (simple_training_acc_loss)"
+METRICS = {"test_loss": "test loss (mean cross-entropy)", "test_accuracy": "test accuracy"}
+
+
+def check(config: dict, params: dict) -> None:
+    runs.check_runs(config, "figures.nonprivate_training.run", [params["run"]], private=False)
+
+
+def inputs(config: dict, params: dict) -> list[str]:
+    return runs.run_inputs([params["run"]])
+
+
+def table(inputs: list[str], params: dict) -> pd.DataFrame:
+    """One row per (logged step, metric); ``best`` marks the smallest loss / largest accuracy."""
+    (summary, metrics), = runs.load_pairs(inputs)
+    info = runs.describe(summary)
+    rows = []
+    for metric in METRICS:
+        best = metrics[metric].idxmin() if metric == "test_loss" else metrics[metric].idxmax()
+        for i, row in metrics.iterrows():
+            rows.append({"step": int(row.step), "metric": metric, "value": float(row[metric]), "best": i == best,
+                         **{k: info[k] for k in ("run", "method", "model", "dataset", "sampling", "batch_size", "lr", "steps")}})
+    return pd.DataFrame(rows)
+
+
+def draw(table: pd.DataFrame):
+    fig, axes = style.new_figure(ncols=2)
+    for ax, (metric, label) in zip(axes[0], METRICS.items()):
+        rows = table[table.metric == metric]
+        ax.plot(rows.step, rows.value, color="#1f77b4")
+        best = rows[rows.best].iloc[0]
+        ax.plot(best.step, best.value, "*", color="#d62728", ms=13,
+                label=f"{'smallest' if metric == 'test_loss' else 'largest'}: {best.value:.3g} at step {best.step}")
+        ax.set(xlabel="iteration t", ylabel=label)
+        if metric == "test_loss":
+            ax.set_yscale("log")
+            style.plain_log_ticks(ax, "y")
+        ax.legend()
+    first = table.iloc[0]
+    fig.suptitle(f"no DP: {first.model} on {first.dataset}, {first.sampling.replace('_', ' ')} "
+                 f"(batch {first.batch_size}), η={first.lr:g}, {first.steps} iterations", fontsize=10)
+    return fig

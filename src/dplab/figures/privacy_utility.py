@@ -1,0 +1,92 @@
+"""privacy_utility (new): test accuracy vs ε for every training method at matched ε.
+
+Reads every run of the listed config `grids` entries (variants = methods, each calibrated to each
+target ε with its own accountant; seeds; the non-private reference is a grid without target ε).  One row per (variant, target ε): mean, standard deviation
+(ddof = 1), min and max of the final test accuracy over the seeds, and the accountant, its release
+model (every iterate / final parameters only) and the neighbouring relation the ε is stated
+under.  "Matched ε" therefore means equal numbers under possibly different accountants and
+release models: the legend names them.  A variant without target ε (non-private sgd) is one row
+with an empty ε, drawn as a horizontal reference.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from dplab import pipeline
+from dplab.errors import DPLabError
+from dplab.figures import runs, style
+
+TITLE = "Privacy–utility: test accuracy vs ε per training method, mean ± sd over seeds"
+SOURCE = "new"
+NAME = re.compile(r"^(?P<variant>[A-Za-z0-9_]+?)(-e(?P<epsilon>[0-9.e+-]+))?-s(?P<seed>[0-9]+)$")
+COLOURS = {"dp_sgd": "#1f77b4", "dp_gd": "#ff7f0e", "noisy_gd": "#2ca02c", "dp_sgd_fixed_batches": "#9467bd",
+           "projected_dp_sgd": "#7f7f7f", "regularized_dp_sgd": "#393b79", "dp_mf": "#e377c2"}
+
+
+def check(config: dict, params: dict) -> None:
+    for grid in params["grids"]:
+        if grid not in config.get("grids", {}):
+            raise DPLabError("figures.privacy_utility.grids", f"unknown grid {grid!r}")
+
+
+def inputs(config: dict, params: dict) -> list[str]:
+    return [path for grid in params["grids"] for path in pipeline.grid_summaries(config, grid)]
+
+
+def table(inputs: list[str], params: dict) -> pd.DataFrame:
+    records = []
+    for path in inputs:
+        summary = runs.load_summary(path)
+        match = NAME.match(summary["run"]["name"])
+        info = runs.describe(summary)
+        records.append({"variant": match["variant"], "seed": int(match["seed"]), **info,
+                        "release": _release(summary, info["accountant"]),
+                        "epsilon_claimed": summary["epsilon"].get(info["accountant"]),
+                        "test_accuracy": summary["final"]["test_accuracy"]})
+    frame = pd.DataFrame(records)
+    frame["target_epsilon"] = frame["target_epsilon"].astype(float)
+    rows = []
+    for (variant, eps), group in frame.groupby(["variant", "target_epsilon"], dropna=False, sort=True):
+        acc = group["test_accuracy"].to_numpy(dtype=float)
+        first = group.iloc[0]
+        rows.append({"variant": variant, "method": first.method, "accountant": first.accountant,
+                     "release": first.release, "neighbouring": first.neighbouring, "sampling": first.sampling,
+                     "epsilon": eps, "delta": first.delta,
+                     "epsilon_claimed_max": group["epsilon_claimed"].max(),
+                     "noise_multiplier": first.noise_multiplier, "steps": first.steps, "clip": first["clip"],
+                     "model": first.model, "dataset": first.dataset, "seeds": len(acc),
+                     "accuracy_mean": float(acc.mean()), "accuracy_sd": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
+                     "accuracy_min": float(acc.min()), "accuracy_max": float(acc.max())})
+    return pd.DataFrame(rows)
+
+
+def _release(summary: dict, accountant: str) -> str:
+    return summary["epsilon_covers"].get(accountant, "")
+
+
+def draw(table: pd.DataFrame):
+    fig, axes = style.new_figure()
+    ax = axes[0][0]
+    private = table.dropna(subset=["epsilon"])
+    for variant, rows in private.groupby("variant", sort=False):
+        first = rows.iloc[0]
+        label = (f"{runs.METHOD_NAMES.get(first.method, first.method)} — {first.accountant}, "
+                 f"{first.neighbouring.replace('_', '/')}, covers {first.release}")
+        ax.errorbar(rows.epsilon, rows.accuracy_mean, yerr=rows.accuracy_sd, marker="o", ms=4, capsize=3,
+                    color=COLOURS.get(first.method, "#333333"), label=label)
+    for _, ref in table[table.epsilon.isna()].iterrows():
+        ax.axhline(ref.accuracy_mean, color="black", ls="--", lw=1,
+                   label=f"{runs.METHOD_NAMES.get(ref.method, ref.method)}: {ref.accuracy_mean:.3f} (no privacy)")
+        ax.axhspan(ref.accuracy_mean - ref.accuracy_sd, ref.accuracy_mean + ref.accuracy_sd, color="black", alpha=0.08)
+    first = private.iloc[0]
+    ax.set(xscale="log", xlabel="target ε (each method's own accountant, see legend)",
+           ylabel=f"final test accuracy (mean ± sd over {int(first.seeds)} seeds)",
+           title=f"{first.model} on {first.dataset}, T={first.steps}, C={first['clip']:g}, δ={first.delta:g}")
+    style.plain_log_ticks(ax, "x")
+    ax.legend(fontsize=6.5, title="method — accountant, neighbours, what ε covers", title_fontsize=7,
+              loc="lower right")
+    return fig

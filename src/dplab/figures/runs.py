@@ -1,0 +1,77 @@
+"""Reading training results for the figures drawn from runs: config cross-checks, file lists,
+and one description per run (method, accountant, σ) taken from its summary.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from dplab import pipeline
+from dplab.errors import DPLabError
+
+#: display names of the training methods (CATALOGUE §3)
+METHOD_NAMES = {
+    "sgd": "SGD (non-private)",
+    "dp_sgd": "DP-SGD",
+    "dp_gd": "DP-GD",
+    "noisy_gd": "noisy GD",
+    "dp_sgd_fixed_batches": "DP-SGD, fixed batches",
+    "projected_dp_sgd": "projected DP-SGD",
+    "regularized_dp_sgd": "regularized DP-SGD",
+    "dp_mf": "DP-MF",
+}
+
+
+def check_runs(config: dict, key: str, names: list[str], private: bool | None = None) -> None:
+    """Every name is a run of config `runs` (private/non-private when asked)."""
+    from dplab.training.methods import METHODS
+
+    for name in names:
+        if name not in config["runs"]:
+            raise DPLabError(key, f"unknown run {name!r}; defined: {', '.join(sorted(config['runs']))}")
+        method = config["runs"][name]["method"]
+        is_private = METHODS[method].private if method in METHODS else True
+        if private is not None and is_private != private:
+            raise DPLabError(key, f"run {name!r} (method {method}) must be {'private' if private else 'non-private'}")
+
+
+def run_inputs(names: list[str]) -> list[str]:
+    """summary.json then metrics.csv of each run, in order."""
+    files = []
+    for name in names:
+        files += [pipeline.run_files(name)["summary"], pipeline.run_files(name)["metrics"]]
+    return files
+
+
+def load_summary(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def load_pairs(inputs: list[str]) -> list[tuple[dict, pd.DataFrame]]:
+    """(summary, metrics) per run from the output of :func:`run_inputs`."""
+    return [(load_summary(inputs[i]), pd.read_csv(inputs[i + 1])) for i in range(0, len(inputs), 2)]
+
+
+def describe(summary: dict) -> dict:
+    """The columns every run-based table repeats: what was run and what ε it claims."""
+    run = summary["run"]
+    setting = summary.get("setting") or {}
+    return {
+        "run": run.get("name", ""),
+        "method": run["method"],
+        "model": run["model"],
+        "dataset": summary["dataset"]["name"],
+        "steps": run["steps"],
+        "sampling": summary["sampling"],
+        "sampling_rate": setting.get("sampling_rate"),
+        "batch_size": summary["batch_size"],
+        "lr": run["lr"],
+        "clip": run.get("clip"),
+        "noise_multiplier": summary["noise_multiplier"],
+        "accountant": run.get("accountant") or "",
+        "target_epsilon": run.get("target_epsilon"),
+        "delta": summary["delta"],
+        "neighbouring": summary["neighbouring"],
+    }

@@ -1,0 +1,119 @@
+"""Tables of the figures drawn from training runs, recomputed from the runs' own files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dplab import pipeline
+from dplab.figures import figure
+from dplab.training import data, loop
+from dplab.training.config import resolve_run
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("synth")
+    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 300, "test_size": 100, "dim": 5, "classes": 3,
+                                "feature_norm": 1.0}, "synthetic")
+    data.write(folder, *data.prepare(cfg, "synthetic"))
+    return data.load(folder)
+
+
+def train(synth, tmp_path, name, **run):
+    out = tmp_path / name
+    loop.train(resolve_run({"dataset": "synthetic", "name": name, **run}), synth, out)
+    return out
+
+
+def test_grad_norms_at_the_initial_point_match_the_closed_form(synth, tmp_path):
+    """Logistic regression starts at θ = 0: p is uniform over K classes, so the per-example norm is
+    ‖p − e_y‖·‖(x, 1)‖ = √((1 − 1/K)² + (K − 1)/K²)·√(‖x‖² + 1); the table's quantile is theirs."""
+    out = train(synth, tmp_path, "gd", method="sgd", sampling="full_batch", steps=1, lr=0.1, record_grad_norms=True)
+    recorded = pd.read_csv(out / "grad_norms.csv")
+    k = 3
+    x = synth.x_train.numpy().reshape(len(synth.y_train), -1)
+    expected = np.sqrt((1 - 1 / k) ** 2 + (k - 1) / k**2) * np.sqrt((x**2).sum(1) + 1)
+    assert (recorded.step == 1).all()
+    np.testing.assert_allclose(recorded.grad_norm.to_numpy(), expected, rtol=1e-5)
+    params = {"run": "gd", "quantile": 0.95, "points": 50, "bins": 10}
+    table = figure("grad_norms").table([str(out / "grad_norms.csv"), str(out / "summary.json")], params)
+    q = table[table.kind == "quantile"].grad_norm.iloc[0]
+    assert q == pytest.approx(np.quantile(expected, 0.95), rel=1e-5)
+    assert table[table.kind == "histogram"]["count"].sum() == len(expected)
+    cdf = table[table.kind == "cdf"]
+    assert cdf.grad_norm.is_monotonic_increasing and cdf.grad_norm.iloc[-1] == pytest.approx(expected.max(), rel=1e-5)
+
+
+def test_grad_norms_are_optional_and_logged_per_batch(synth, tmp_path):
+    out = train(synth, tmp_path, "b", method="sgd", sampling="without_replacement", batch_size=16, steps=10,
+                log_every=5, record_grad_norms=True)
+    assert pd.read_csv(out / "grad_norms.csv").groupby("step").size().to_dict() == {5: 16, 10: 16}
+    plain = train(synth, tmp_path, "p", method="sgd", steps=3)
+    assert not (plain / "grad_norms.csv").exists()
+
+
+def test_nonprivate_training_stars_the_best_logged_values(synth, tmp_path):
+    out = train(synth, tmp_path, "np", method="sgd", steps=30, log_every=5, lr=1.0)
+    metrics = pd.read_csv(out / "metrics.csv")
+    table = figure("nonprivate_training").table([str(out / "summary.json"), str(out / "metrics.csv")], {"run": "np"})
+    best = table[table.best].set_index("metric").value
+    assert best["test_loss"] == metrics.test_loss.min() and best["test_accuracy"] == metrics.test_accuracy.max()
+    assert len(table) == 2 * len(metrics)
+
+
+def _fake_summary(folder, name, method, eps, seed, acc, accountant="rdp"):
+    run = {"name": name, "method": method, "model": "logreg", "steps": 10, "lr": 0.1, "clip": 1.0,
+           "accountant": accountant if eps else None, "target_epsilon": eps}
+    summary = {"run": run, "dataset": {"name": "synthetic"}, "sampling": "poisson", "setting": {"sampling_rate": 0.1},
+               "batch_size": 10, "noise_multiplier": 1.0 if eps else None, "delta": 1e-5 if eps else None,
+               "neighbouring": "add_remove", "epsilon": {accountant: eps} if eps else {},
+               "epsilon_covers": {accountant: "every iterate"} if eps else {}, "final": {"test_accuracy": acc}}
+    path = folder / name / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(summary))
+    return str(path)
+
+
+def test_privacy_utility_mean_and_sd_over_seeds(tmp_path):
+    rng = np.random.default_rng(1)
+    accs = {(m, e): rng.uniform(0.5, 0.9, 3) for m in ("dp_sgd", "dp_gd") for e in (0.5, 2.0)}
+    paths = [_fake_summary(tmp_path, f"{m}-e{e:g}-s{s}", m, e, s, acc[s]) for (m, e), acc in accs.items() for s in range(3)]
+    paths += [_fake_summary(tmp_path, f"sgd-s{s}", "sgd", None, s, 0.95 - 0.01 * s) for s in range(3)]
+    table = figure("privacy_utility").table(paths, {"grids": ["g"]})
+    for (m, e), acc in accs.items():
+        row = table[(table.variant == m) & (table.epsilon == e)].iloc[0]
+        assert row.accuracy_mean == pytest.approx(acc.mean()) and row.accuracy_sd == pytest.approx(np.std(acc, ddof=1))
+        assert row.seeds == 3 and row.accountant == "rdp" and row.release == "every iterate"
+    ref = table[table.variant == "sgd"].iloc[0]
+    assert np.isnan(ref.epsilon) and ref.accuracy_mean == pytest.approx(0.94)
+
+
+def test_hidden_state_gain_reads_every_valid_curve_and_every_exclusion(synth, tmp_path):
+    """noisy GD on a strongly convex loss: 002 Cor. 1 (langevin) converges in T while composition
+    grows, so after enough steps the hidden-state ε is below every composition ε."""
+    out = train(synth, tmp_path, "hs", method="noisy_gd", l2=0.05, diameter=4.0, clip=3.0, lr=0.5,
+                noise_multiplier=20.0, steps=400, log_every=100, neighbouring="replace_one",
+                accountants=["rdp", "pld", "langevin", "pabi"])
+    metrics = pd.read_csv(out / "metrics.csv")
+    table = figure("hidden_state_gain").table([str(out / "summary.json"), str(out / "metrics.csv")],
+                                              {"runs": ["hs"], "skip": []})
+    for name in ("rdp", "pld", "langevin"):
+        rows = table[table.accountant == name]
+        np.testing.assert_array_equal(rows.epsilon.to_numpy(), metrics[f"epsilon_{name}"].to_numpy())
+    hidden = table[table.accountant == "langevin"]
+    best = np.minimum(metrics.epsilon_rdp, metrics.epsilon_pld).to_numpy()
+    np.testing.assert_allclose(hidden.gain.to_numpy(), best / hidden.epsilon.to_numpy())
+    assert hidden.release.iloc[0] == "last_iterate" and hidden.gain.iloc[-1] > 1
+    refused = table[table.accountant == "pabi"]
+    assert len(refused) == 1 and refused.epsilon.isna().all() and "shuffle" in refused.reason.iloc[0]
+
+
+def test_figure_inputs_name_the_pipeline_files():
+    config = {"runs": {"a": {"method": "sgd", "record_grad_norms": True}}, "grids": {},
+              "figures": {"grad_norms": {"run": "a"}}}
+    assert pipeline.figure_inputs(config, "grad_norms") == ["results/runs/a/grad_norms.csv", "results/runs/a/summary.json"]
+    assert pipeline.grad_norms_file("a") in pipeline.targets(config)
