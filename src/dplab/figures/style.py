@@ -76,6 +76,6 @@ def save(fig, pdf: str, png: str) -> None:
 
     with plt.rc_context(RC):
         fig.tight_layout()
-        atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf"))
+        atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None}))
         atomic_write(png, lambda tmp: fig.savefig(tmp, format="png"))
     plt.close(fig)

@@ -192,7 +192,7 @@ def train(
             state = {"fingerprint": fp, "step": step, "rows": rows, "norms": norms, "generator": generator.get_state(),
                      "params": {k: v.cpu() for k, v in params.items()},
                      "sampler": sampler.state_dict(), "noise": noise_source.state_dict()}
-            atomic_write(ckpt_path, lambda tmp, s=state: torch.save(s, tmp))
+            atomic_write(ckpt_path, lambda tmp, s=state: tmp.write_bytes(_torch_bytes(s)))
         if bar is not None:
             bar.update(1)
         if hook is not None:
@@ -202,7 +202,7 @@ def train(
 
     summary = _summary(cfg, info, claim, rows, n, b, dimension, device)
     final_params = {k: v.detach().cpu() for k, v in params.items()}
-    atomic_write(out / "model.pt", lambda tmp: torch.save(final_params, tmp))
+    atomic_write(out / "model.pt", lambda tmp: tmp.write_bytes(_torch_bytes(final_params)))
     write_text(out / "metrics.csv", _metrics_csv(rows, claim, grid))
     if cfg["record_grad_norms"]:
         write_text(out / "grad_norms.csv", _grad_norms_csv(norms))
@@ -265,3 +265,11 @@ def _summary(cfg, info, claim: Plan, rows, n, b, dimension, device) -> dict:
         **claim.details,
         "note": "epsilon covers the model parameters; the logged losses/accuracies are diagnostics computed on the data and are not privatised",
     }
+
+
+def _torch_bytes(obj) -> bytes:
+    """``torch.save`` into memory: the archive then does not record a (temporary) file name,
+    so the same tensors give the same bytes."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
