@@ -28,8 +28,10 @@ def config_with_grid(grid=GRID) -> dict:
 
 def test_every_variant_epsilon_and_seed_is_one_run():
     runs = pipeline.grid_runs(config_with_grid(), "mini")
-    assert sorted(runs) == sorted(f"{v}-e{e:g}-s{s}" for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3))
-    run = runs["dp_gd-e0.5-s3"]["run"]
+    assert sorted(runs) == sorted(
+        f"digits/logreg/{v}/eps{e:g}/seed{s}" for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)
+    )
+    run = runs["digits/logreg/dp_gd/eps0.5/seed3"]["run"]
     assert run["method"] == "dp_gd" and run["lr"] == 1.0 and run["target_epsilon"] == 0.5 and run["seed"] == 3
     assert run["noise_multiplier"] is None and run["steps"] == 5
 
@@ -51,5 +53,5 @@ def test_grid_outputs_are_in_the_dag_and_dvc(project):
     config["grids"] = {"mini": GRID}
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     smk = snakemake_outputs(project)
-    assert "results/grids/mini/dp_gd-e0.5-s3/summary.json" in smk
+    assert "results/grids/mini/digits/logreg/dp_gd/eps0.5/seed3/summary.json" in smk
     assert "results/grids/mini" in dvc_outputs(project)

@@ -3,9 +3,11 @@ or its mirror (out), scored from the last iterate or from the whole trajectory; 
 list gives an ε lower bound (:func:`dplab.audit.stats.audit_bound`) per T.
 
 Neighbouring datasets are replace-one (same n, so q = b/n is the same in both worlds, and
-001's bounds apply): D₀ ∪ {x_c} versus D₀ ∪ {x_c′}, with x_c = s·u and x_c′ = −s·u for the
-uniform unit image u and ``canary_norm`` s, same label.  Both are clipped to norm C, so the
-difference of their clipped gradients can approach the worst case 2C.
+001's bounds apply): D₀ ∪ {x_c} versus D₀ ∪ {−x_c}, with x_c the dead-feature canary of
+:mod:`dplab.audit.canary` (norm ``canary_norm``, label ``canary_label``).  Both go through the
+engine's per-example gradient and clipping inside the Poisson batch, so the difference of their
+clipped gradients can approach the worst case 2C; the scores are those of
+:mod:`dplab.audit.runner`.
 
 Every T of ``steps`` reuses the same runs (the update never reads T), so the bounds of different
 T are each valid at the stated confidence, not simultaneously.
@@ -18,10 +20,12 @@ import pandas as pd
 import torch
 
 from dplab import accounting
+from dplab.audit import canary
+from dplab.audit.canary import Canary
 from dplab.audit.runner import train_many
 from dplab.audit.stats import audit_bound
 from dplab.errors import DPLabError
-from dplab.training import privacy
+from dplab.training import models, privacy
 from dplab.training.config import resolve_run
 from dplab.training.data import Dataset
 
@@ -37,19 +41,19 @@ def method_config(entry: dict, method: str) -> dict:
     return resolve_run(raw, where=f"audits.methods.{method}")
 
 
-def audit_data(data: Dataset, entry: dict, seed: int) -> tuple[torch.Tensor, torch.Tensor, tuple]:
-    """(x, y) of the two worlds, shape (2, n, ...), and the probe pair ((x_in, y_in), (x_out, y_out))."""
+def audit_data(data: Dataset, entry: dict, cfg: dict, seed: int) -> tuple[torch.Tensor, torch.Tensor, Canary]:
+    """(x, y) of the two worlds, shape (2, n, ...): n − 1 training records and the canary slot
+    (world 0: the canary x_c, world 1: its mirror −x_c), and the :class:`Canary`."""
     n = entry["dataset_size"]
     if n > len(data.y_train) + 1:
         raise DPLabError("dataset_size", f"must be <= {len(data.y_train) + 1} (training split + the canary slot)")
     perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(data.y_train))[: n - 1])
     base_x, base_y = data.x_train[perm], data.y_train[perm]
-    u = torch.ones_like(base_x[0])
-    canary = entry["canary_norm"] * u / u.norm()
-    label = torch.tensor(entry["canary_label"], dtype=base_y.dtype)
-    x = torch.stack([torch.cat([base_x, canary[None]]), torch.cat([base_x, -canary[None]])])
-    y = torch.stack([torch.cat([base_y, label[None]])] * 2)
-    return x, y, ((canary, label), (-canary, label))
+    model = models.build(cfg, list(data.x_train.shape[1:]), data.info["classes"])
+    c = canary.build(data.x_train, entry["canary_norm"], entry["canary_label"], dict(model.named_parameters()))
+    x = torch.stack([torch.cat([base_x, c.x_in[None]]), torch.cat([base_x, c.x_out[None]])])
+    y = torch.stack([torch.cat([base_y, c.label[None]])] * 2)
+    return x, y, c
 
 
 def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: list[int]):
@@ -73,7 +77,7 @@ def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: l
 
 def run_method(entry: dict, data: Dataset, method: str, index: int, seed: int) -> pd.DataFrame:
     cfg = method_config(entry, method)
-    x, y, probes = audit_data(data, entry, seed)
+    x, y, probes = audit_data(data, entry, cfg, seed)
     runs, chunk, steps = entry["runs"], entry["chunk"], sorted(entry["steps"])
     scores = {(w, o, t): [] for w in (0, 1) for o in OBSERVATIONS for t in steps}
     for world in (0, 1):

@@ -50,22 +50,24 @@ class ClippedGrads:
 
 def clipped_grad_sum(
     loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, clip: float | None,
-    ghost: bool = True,
+    ghost: bool = True, mask: torch.Tensor | None = None,
 ) -> ClippedGrads:
     """Σ_i clip(∇ℓ(θ; x_i)) over the batch (``clip=None``: no clipping).  An empty batch gives zeros.
 
     ``ghost=False`` forces the torch.func path, which (unlike ghost clipping's autograd hooks)
-    can itself be transformed, e.g. ``vmap``-ed over many runs."""
+    can itself be transformed, e.g. ``vmap``-ed over many runs.  ``mask``: (B,) 0/1 weights,
+    Σ_i mask_i·clip(g_i), so that batches padded to one size can be vmapped together (torch.func
+    path)."""
     if len(x) == 0:
         zeros = {k: torch.zeros_like(p) for k, p in params.items()}
         empty = torch.zeros(0, device=x.device)
         return ClippedGrads(zeros, empty, torch.zeros((), device=x.device))
     model = getattr(loss, "model", None)
-    if ghost and model is not None and ghost_supported(model, params):
+    if ghost and mask is None and model is not None and ghost_supported(model, params):
         out = _ghost(model, float(loss.l2), params, x, y, clip)
         if out is not None:
             return out
-    return _materialized(loss, params, x, y, clip)
+    return _materialized(loss, params, x, y, clip, mask)
 
 
 def ghost_supported(model: nn.Module, params: dict[str, torch.Tensor]) -> bool:
@@ -92,12 +94,14 @@ def _factors(norms: torch.Tensor, clip: float | None) -> torch.Tensor:
     return (clip / (norms + CLIP_EPS)).clamp(max=1.0)
 
 
-def _materialized(loss, params, x, y, clip) -> ClippedGrads:
-    """Per-example gradients with torch.func, then clip and sum."""
+def _materialized(loss, params, x, y, clip, mask=None) -> ClippedGrads:
+    """Per-example gradients with torch.func, then clip and sum (weighted by ``mask``)."""
     grads, losses = vmap(grad_and_value(loss), in_dims=(None, 0, 0))(params, x, y)
     flat = torch.cat([g.reshape(len(x), -1) for g in grads.values()], dim=1)
     norms = flat.norm(dim=1)
     factor = _factors(norms, clip)
+    if mask is not None:
+        factor, losses = factor * mask, losses * mask
     summed = {k: torch.einsum("b,b...->...", factor, g) for k, g in grads.items()}
     return ClippedGrads(summed, norms, losses.sum())
 
