@@ -1,18 +1,19 @@
 # make run   — set up .venv (Python 3.11) and run the whole default pipeline + HTML report
 # make test  — set up .venv and run the test suite (what .ci/run runs)
+# make pull  — fetch results from the DVC remote and mark them up to date for Snakemake
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test report dag lint clean
+.PHONY: run test report dag lint pull clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[pipeline,peers,dev]"
+	$(BIN)/python -m pip install -q -e ".[pipeline,peers,dev,slurm]"
 	rm -f $(VENV)/.installed-* && touch $@
 
 run: $(STAMP)
@@ -30,6 +31,13 @@ dag: $(STAMP)
 
 lint: $(STAMP)
 	snakemake --lint
+
+# results from the DVC remote, checked against this commit's code and params, then marked
+# up to date for Snakemake (checkouts give files new mtimes; see docs/cluster.md)
+pull: $(STAMP)
+	dvc pull
+	dvc status | grep -q "Data and pipelines are up to date" || { dvc status; exit 1; }
+	snakemake --touch --cores 1
 
 clean:
 	rm -rf results logs .snakemake

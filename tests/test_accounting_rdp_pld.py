@@ -87,3 +87,13 @@ def test_unsupported_pairs_refused(name, changes):
     assert err.value.key in ("sampling", "neighbouring")
     if changes.get("sampling") == "shuffle":
         assert "no amplification" in str(err.value)
+
+
+def test_calibration_reaches_large_sigma():
+    """T full-batch Gaussian steps with multiplier σ are one Gaussian with σ/√T: at T = 10⁶ the
+    calibrated σ is 1000× the analytic single-release σ, far beyond the search's first steps."""
+    from dplab.accounting.gaussian import sigma_analytic
+
+    setting = Setting(noise_multiplier=1.0, sampling="full_batch", steps=10**6)
+    sigma = get("pld").sigma(setting, 1.0, 1e-5)
+    assert sigma == pytest.approx(1000 * sigma_analytic(1.0, 1e-5), rel=2e-3)

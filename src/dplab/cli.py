@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dplab.commands.figures",
     "dplab.commands.mf",
     "dplab.commands.audit",
+    "dplab.commands.provenance",
 )
 
 

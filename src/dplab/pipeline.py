@@ -205,8 +205,11 @@ def figure_files(config: dict) -> list[str]:
     return files
 
 
-def targets(config: dict) -> list[str]:
-    """Every final output of the default target: runs, sweeps, figures, tables and the index."""
+PROVENANCE = f"{RESULTS}/provenance.json"
+
+
+def results(config: dict) -> list[str]:
+    """Every result the provenance record covers: runs, sweeps, tables and figures."""
     files = []
     for run in config["runs"]:
         files += list(run_files(run).values())
@@ -218,5 +221,9 @@ def targets(config: dict) -> list[str]:
     files += [sweep_file(sweep) for sweep in config.get("sweeps", {})]
     files += [audit_file(audit) for audit in config.get("audits", {})]
     files += figure_files(config)
-    files.append(f"{RESULTS}/index.md")
     return files
+
+
+def targets(config: dict) -> list[str]:
+    """Every final output of the default target: the results, the index and their provenance."""
+    return results(config) + [f"{RESULTS}/index.md", PROVENANCE]

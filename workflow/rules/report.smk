@@ -15,3 +15,23 @@ rule index:
         "../envs/dplab.yaml"
     shell:
         "dplab index --results results --out {output} > {log} 2>&1"
+
+
+rule provenance:
+    """results/provenance.json: git commit, config hash and package versions behind every result."""
+    input:
+        pipeline.results(config),
+    output:
+        report(
+            pipeline.PROVENANCE,
+            caption="../report/provenance.rst",
+            category="Provenance",
+        ),
+    params:
+        config=json.dumps(config, sort_keys=True),
+    log:
+        "logs/provenance.log",
+    conda:
+        "../envs/dplab.yaml"
+    shell:
+        "dplab provenance --config-json {params.config:q} --out {output} {input} > {log} 2>&1"

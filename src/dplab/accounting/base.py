@@ -131,12 +131,13 @@ class Accountant(ABC):
 
         x = math.log(min(max(start or self._sigma_start(setting, epsilon, delta), SIGMA_MIN), SIGMA_MAX))
         width, meets = 0.02, excess(x) <= 0
+        lowest, highest = math.log(SIGMA_MIN), math.log(SIGMA_MAX)
         while True:
-            y = x - width if meets else x + width
-            if not math.log(SIGMA_MIN) <= y <= math.log(SIGMA_MAX):
-                if meets:
-                    return SIGMA_MIN
+            if x <= lowest and meets:
+                return SIGMA_MIN
+            if x >= highest and not meets:
                 raise self.fail("epsilon", f"no σ ≤ {SIGMA_MAX:g} reaches ε = {epsilon} at δ = {delta}, T = {setting.steps}")
+            y = max(x - width, lowest) if meets else min(x + width, highest)
             if (excess(y) <= 0) != meets:
                 break
             x, width = y, 4 * width

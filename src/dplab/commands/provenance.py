@@ -1,0 +1,46 @@
+"""``dplab provenance``: the commit, config hash and package versions behind result files."""
+
+from __future__ import annotations
+
+import json
+
+from dplab.errors import DPLabError
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "provenance",
+        help="record the git commit, config hash and package versions behind result files",
+        description="Write one JSON with the git commit (and whether tracked files had uncommitted "
+        "changes), the SHA-256 of the config (canonical JSON), the config, the versions of dplab, "
+        "torch, numpy, scipy, dp_accounting, opacus, snakemake, dvc and Python, and the SHA-256 of "
+        "every given output (directories: every file below them).",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="pipeline config file (YAML)")
+    src.add_argument("--config-json", help="the config as JSON (what the Snakemake rule passes)")
+    p.add_argument("--out", required=True, help="JSON file to write")
+    p.add_argument("outputs", nargs="*",
+                   help="result files or directories to cover (default: every result the config's DAG makes)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from dplab.config import load_config, validate
+    from dplab.io import write_json
+    from dplab.provenance import record
+
+    # validated with defaults filled in either way, so both give the same config hash
+    config = validate(json.loads(args.config_json)) if args.config_json else load_config(args.config)
+    if not args.outputs:
+        from dplab.pipeline import results
+
+        args.outputs = results(config)
+    missing = [name for name in args.outputs if not Path(name).exists()]
+    if missing:
+        raise DPLabError("outputs", f"no such file or directory: {', '.join(missing)}")
+    data = record(config, args.outputs)
+    write_json(args.out, data)
+    return 0
