@@ -1,7 +1,7 @@
 """The HTML report in a real headless browser (Debian's chromium): it loads without console
 errors and every figure of the config is shown (issue 6, point 5).
 
-The Snakemake report is a single-page app: the figures appear only after clicking Results →
+The Snakemake report is a single-page app: the figures appear only after clicking (Results →)
 Figures → a figure's eye icon.  The test loads a copy of the report with two small scripts added
 (one at the top of <head> that records uncaught errors, rejected promises and console.error from
 the first line on; one at the end of <body> that clicks through every figure and records the
@@ -23,7 +23,7 @@ import pytest
 
 from conftest import SMALL_FIGURES, run
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -58,9 +58,8 @@ DRIVER = """<script>
     }, 500);
   }
   setTimeout(function () {
-    var results = link('Results');
-    if (!results) { __probe.errors.push('no Results menu'); finish(); return; }
-    results.click();
+    var results = link('Results');  // only when the results have a single category
+    if (results) results.click();
     setTimeout(function () {
       var figures = link('Figures');
       if (!figures) { __probe.errors.push('no Figures category'); finish(); return; }
@@ -105,7 +104,7 @@ def probe_copy(report: Path, dest: Path) -> Path:
 
 def test_report_shows_every_figure_without_console_errors(project, tmp_path):
     browser = chromium()
-    run(["snakemake", "--cores", "2", *[f"results/figures/{f}.png" for f in SMALL_FIGURES]], cwd=project)
+    run(["snakemake", "--cores", "2"], cwd=project)  # the report also shows provenance.json: every result
     run(["snakemake", "--report", "results/report.html"], cwd=project)
     page = probe_copy(project / "results" / "report.html", tmp_path / "probe.html")
 
