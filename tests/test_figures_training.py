@@ -81,8 +81,9 @@ def _fake_summary(folder, name, method, eps, seed, acc, accountant="rdp"):
 def test_privacy_utility_mean_and_sd_over_seeds(tmp_path):
     rng = np.random.default_rng(1)
     accs = {(m, e): rng.uniform(0.5, 0.9, 3) for m in ("dp_sgd", "dp_gd") for e in (0.5, 2.0)}
-    paths = [_fake_summary(tmp_path, f"{m}-e{e:g}-s{s}", m, e, s, acc[s]) for (m, e), acc in accs.items() for s in range(3)]
-    paths += [_fake_summary(tmp_path, f"sgd-s{s}", "sgd", None, s, 0.95 - 0.01 * s) for s in range(3)]
+    paths = [_fake_summary(tmp_path, f"synthetic/logreg/{m}/eps{e:g}/seed{s}", m, e, s, acc[s]) for (m, e), acc in accs.items() for s in range(3)]
+    paths += [_fake_summary(tmp_path, f"synthetic/logreg/sgd/nonprivate/seed{s}", "sgd", None, s, 0.95 - 0.01 * s)
+              for s in range(3)]
     table = figure("privacy_utility").table(paths, {"grids": ["g"]})
     for (m, e), acc in accs.items():
         row = table[(table.variant == m) & (table.epsilon == e)].iloc[0]

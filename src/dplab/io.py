@@ -9,9 +9,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is not imported at run time: `dplab train` writes no frames
+    import pandas as pd
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:

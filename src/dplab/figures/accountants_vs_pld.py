@@ -55,7 +55,8 @@ def draw(table: pd.DataFrame):
         f"σ={first.noise_multiplier:.3g}, q={first.sampling_rate:.3g}, δ={first.delta:.0e}, "
         f"{first.sampling}, {first.neighbouring.replace('_', '/')}"
     )
-    left.set(xscale="log", yscale="log", xlabel="steps T", ylabel="ε", title=f"ε vs T ({setting})")
+    left.set(xscale="log", yscale="log", xlabel="steps T", ylabel=f"ε at δ={first.delta:.0e}",
+             title=f"ε vs T ({setting})")
     right.set(xscale="log", yscale="log", xlabel="steps T", ylabel="ε / ε_PLD", title="ratio to the tight PLD bound")
     right.axhline(1.0, color="grey", lw=0.8, ls="--")
     left.legend(title="accountant (release)")

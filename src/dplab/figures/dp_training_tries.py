@@ -48,8 +48,8 @@ def draw(table: pd.DataFrame):
     acc_ax, loss_ax = axes[0]
     for (number, label), rows in table.groupby(["try", "label"], sort=True):
         first = rows.iloc[0]
-        legend = (f"try {number}: {label}\n  σ={first.noise_multiplier:.3g} from {first.accountant}, "
-                  f"ε={first.epsilon_claimed:.3g}")
+        legend = (f"try {number}: {label}\n  σ={first.noise_multiplier:.3g} calibrated by {first.accountant}, "
+                  f"ε={first.epsilon_claimed:.3g}, C={first['clip']:g}, η={first.lr:g}")
         colour = COLOURS[(number - 1) % len(COLOURS)]
         acc_ax.plot(rows.step, rows.test_accuracy, color=colour, label=legend)
         loss_ax.plot(rows.step, rows.test_loss, color=colour, label=legend)
@@ -57,8 +57,13 @@ def draw(table: pd.DataFrame):
     acc_ax.set(xlabel="step t", ylabel="test accuracy", ylim=(0, 1))
     loss_ax.set(xlabel="step t", ylabel="test loss (mean cross-entropy)", yscale="log")
     style.plain_log_ticks(loss_ax, "y")
-    acc_ax.legend(fontsize=7, loc="lower right")
+    handles, labels = acc_ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False,
+               title="try: method, accountant, steps T  (σ = noise std / C on the clipped sum)", title_fontsize=8)
     fig.suptitle(f"{first.model} on {first.dataset}, target (ε={first.target_epsilon:g}, δ={first.delta:g}), "
-                 f"C={first['clip']:g}, {first.neighbouring.replace('_', '/')}; σ calibrated per try by the named accountant",
+                 f"{first.neighbouring.replace('_', '/')} neighbours; σ calibrated per try by the named accountant",
                  fontsize=10)
+    rows = (len(labels) + 1) // 2
+    fig.set_size_inches(12.8, 4.2 + 0.45 * rows)
+    style.reserve_bottom(fig, (0.15 + 0.45 * rows) / (4.2 + 0.45 * rows))
     return fig

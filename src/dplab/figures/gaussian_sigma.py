@@ -68,7 +68,7 @@ def draw(table: pd.DataFrame):
     first = table.iloc[0].to_dict()
     for name, rows in table.groupby("accountant", sort=False):
         ax.plot(rows.epsilon, rows.noise_std, color=COLOURS.get(name, "grey"), label=CALIBRATIONS.get(name, name),
-                ls="--" if name == "gaussian_classic" else "-")
+                ls="--" if name == "gaussian_classic" else "-", zorder=3 if name == "gaussian_classic" else 2)
     for _, row in table[table.marked].iterrows():
         ax.plot(row.epsilon, row.noise_std, "o", color=COLOURS.get(row.accountant, "grey"), ms=4)
         if row.accountant == "gaussian_analytic":

@@ -52,7 +52,6 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
 def draw(table: pd.DataFrame):
     run_names = list(dict.fromkeys(table.run))
     fig, axes = style.new_figure(ncols=len(run_names), nrows=1)
-    fig.set_size_inches(4.6 * len(run_names), 5.4)
     for ax, name in zip(axes[0], run_names):
         rows = table[table.run == name]
         valid = rows.dropna(subset=["epsilon"])
@@ -66,6 +65,8 @@ def draw(table: pd.DataFrame):
                title=(f"{runs.METHOD_NAMES.get(first.method, first.method)} ({first.sampling.replace('_', ' ')})\n"
                       f"σ={first.noise_multiplier:.3g}, η={first.lr:g}, C={first['clip']:g}, b={int(first.batch_size)}, "
                       f"{first.neighbouring.replace('_', '-')}"))
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high * (high / low) ** 0.6)  # head room: the legend above the curves
         style.plain_log_ticks(ax)
         ax.legend(fontsize=6.5, title="accountant (what ε covers)", title_fontsize=7, loc="upper left")
         hidden = valid[valid.release == "last_iterate"]
@@ -78,7 +79,7 @@ def draw(table: pd.DataFrame):
                         bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})
         refused = rows[rows.epsilon.isna()]
         if len(refused):
-            note = "\n".join(textwrap.shorten(f"✗ {r.accountant}: {r.reason}", 95) for r in refused.itertuples())
-            ax.text(0.0, -0.2, note, transform=ax.transAxes, fontsize=5.5, va="top")
-    fig.subplots_adjust(bottom=0.45)
+            note = "\n".join(textwrap.shorten(f"✗ {r.accountant}: {r.reason}", 80) for r in refused.itertuples())
+            ax.text(0.0, -0.16, "refused:\n" + note, transform=ax.transAxes, fontsize=6.5, va="top")
+    fig.set_size_inches(5.2 * len(run_names), 6.4)
     return fig

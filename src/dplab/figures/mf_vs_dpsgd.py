@@ -80,8 +80,10 @@ def draw(table: pd.DataFrame):
     for ax, metric in zip(axes[0], ("test_accuracy", "test_loss")):
         ax.bar(x, table[f"{metric}_mean"], yerr=table[f"{metric}_sd"], capsize=4,
                color=["#1f77b4" if m == "dp_mf" else "#7f7f7f" for m in table.method])
-        ax.set_xticks(x, [v.replace(", ", "\n") for v in table.variant], fontsize=7)
+        ax.set_xticks(x, [f"{v}\nε from {a}".replace(", ", "\n") for v, a in zip(table.variant, table.accountant)],
+                      fontsize=8)
         ax.set(ylabel=f"final {metric.replace('_', ' ')} (mean ± sd, {int(table.seeds.min())} seeds)")
     first = table.iloc[0]
-    axes[0][0].set_title(f"ε = {table.epsilon.max():.3g}, δ = {first.delta:.0e} (tight accountant per method)")
+    fig.suptitle(f"DP-MF vs DP-SGD at ε = {table.epsilon.max():.3g}, δ = {first.delta:.0e} "
+                 f"(each ε from the method's tight accountant: mf = PLD of the MF mechanism, pld)", fontsize=10)
     return fig

@@ -22,7 +22,8 @@ from dplab.figures import runs, style
 
 TITLE = "Privacy–utility: test accuracy vs ε per training method, mean ± sd over seeds"
 SOURCE = "new"
-NAME = re.compile(r"^(?P<variant>[A-Za-z0-9_]+?)(-e(?P<epsilon>[0-9.e+-]+))?-s(?P<seed>[0-9]+)$")
+#: a grid run's name (:func:`dplab.pipeline.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
+NAME = re.compile(r"^[^/]+/[^/]+/(?P<variant>[A-Za-z0-9_]+)/(eps|sigma|nonprivate)[^/]*/seed(?P<seed>[0-9]+)$")
 COLOURS = {"dp_sgd": "#1f77b4", "dp_gd": "#ff7f0e", "noisy_gd": "#2ca02c", "dp_sgd_fixed_batches": "#9467bd",
            "projected_dp_sgd": "#7f7f7f", "regularized_dp_sgd": "#393b79", "dp_mf": "#e377c2"}
 
@@ -42,6 +43,8 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
     for path in inputs:
         summary = runs.load_summary(path)
         match = NAME.match(summary["run"]["name"])
+        if match is None:
+            raise DPLabError("figures.privacy_utility.grids", f"{path}: {summary['run']['name']!r} is not a grid run's name")
         info = runs.describe(summary)
         records.append({"variant": match["variant"], "seed": int(match["seed"]), **info,
                         "release": _release(summary, info["accountant"]),
@@ -72,11 +75,13 @@ def draw(table: pd.DataFrame):
     fig, axes = style.new_figure()
     ax = axes[0][0]
     private = table.dropna(subset=["epsilon"])
-    for variant, rows in private.groupby("variant", sort=False):
+    variants = list(dict.fromkeys(private.variant))
+    for i, (variant, rows) in enumerate(private.groupby("variant", sort=False)):
         first = rows.iloc[0]
         label = (f"{runs.METHOD_NAMES.get(first.method, first.method)} — {first.accountant}, "
                  f"{first.neighbouring.replace('_', '/')}, covers {first.release}")
-        ax.errorbar(rows.epsilon, rows.accuracy_mean, yerr=rows.accuracy_sd, marker="o", ms=4, capsize=3,
+        dodge = 1.04 ** (i - (len(variants) - 1) / 2)  # side by side at each ε, so no bar hides another
+        ax.errorbar(rows.epsilon * dodge, rows.accuracy_mean, yerr=rows.accuracy_sd, marker="o", ms=4, capsize=3,
                     color=COLOURS.get(first.method, "#333333"), label=label)
     for _, ref in table[table.epsilon.isna()].iterrows():
         ax.axhline(ref.accuracy_mean, color="black", ls="--", lw=1,
@@ -87,6 +92,7 @@ def draw(table: pd.DataFrame):
            ylabel=f"final test accuracy (mean ± sd over {int(first.seeds)} seeds)",
            title=f"{first.model} on {first.dataset}, T={first.steps}, C={first['clip']:g}, δ={first.delta:g}")
     style.plain_log_ticks(ax, "x")
-    ax.legend(fontsize=6.5, title="method — accountant, neighbours, what ε covers", title_fontsize=7,
-              loc="lower right")
+    ax.legend(fontsize=7.5, title="method — accountant, neighbours, what ε covers (markers shifted apart in ε)",
+              title_fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+    fig.set_size_inches(7.4, 4.6 + 0.2 * len(table))
     return fig

@@ -94,6 +94,8 @@ def draw(table: pd.DataFrame):
         ax.set(xscale="log", yscale="log", xlabel="steps T", ylabel="noise multiplier σ (noise std / C on the sum)",
                title=title + (f"\nrefused: {note}" if note else ""))
         style.plain_log_ticks(ax)
-        ax.legend(fontsize=7, title=f"ε={first['epsilon']:g}, δ={first['delta']:g}, "
-                                    f"{first['neighbouring'].replace('_', '/')}", title_fontsize=8)
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), title_fontsize=8,
+                       title=f"accountant, for ε={first['epsilon']:g}, δ={first['delta']:g},\n"
+                             f"{first['neighbouring'].replace('_', '/')} neighbours")
+    fig.set_size_inches(6.4 * len(keys) + 3.2, 4.2)
     return fig

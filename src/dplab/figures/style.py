@@ -70,12 +70,19 @@ def new_figure(ncols: int = 1, nrows: int = 1, **kwargs):
         return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
 
 
+def reserve_bottom(fig, fraction: float) -> None:
+    """Lay the axes out above the bottom ``fraction`` of the figure (for a figure legend below
+    every panel): :func:`save` keeps this layout instead of its plain tight layout."""
+    fig.set_layout_engine("tight", rect=(0, fraction, 1, 1))
+
+
 def save(fig, pdf: str, png: str) -> None:
-    """Write the figure as PDF and PNG (each atomically), then close it."""
+    """Write the figure as PDF and PNG (each atomically) with a tight layout, then close it."""
     from dplab.io import atomic_write
 
     with plt.rc_context(RC):
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:
+            fig.tight_layout()
         atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None}))
         atomic_write(png, lambda tmp: fig.savefig(tmp, format="png"))
     plt.close(fig)
