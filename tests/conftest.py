@@ -48,9 +48,12 @@ def small_config() -> dict:
     for grid in config.get("grids", {}).values():
         grid["base"]["steps"] = min(grid["base"].get("steps", 20), 20)
         grid["seeds"] = grid["seeds"][:1]
+        grid["variants"] = dict(list(grid["variants"].items())[:2])
         grid["target_epsilon"] = grid.get("target_epsilon", [1.0])[:1] if "target_epsilon" in grid else None
         if grid["target_epsilon"] is None:
             del grid["target_epsilon"]
+    for audit in config.get("audits", {}).values():
+        audit.update(runs=8, chunk=8, steps=audit["steps"][:1])
     for entry in config.get("sweeps", {}).values():
         entry["points"] = 5
         entry["accountants"] = [a for a in entry["accountants"] if a in ("rdp", "pld")]
