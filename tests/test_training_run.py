@@ -123,3 +123,26 @@ def test_dataset_name_must_match_the_data(digits, tmp_path, capsys):
     run = {"method": "sgd", "dataset": "mnist", **FAST}
     assert main(["train", "--run-json", json.dumps(run), "--data", str(digits), "--out", str(tmp_path / "o")]) == 2
     assert "dataset" in capsys.readouterr().err
+
+
+def test_progress_bar_on_a_terminal_shows_steps_loss_and_epsilon(digits, tmp_path, monkeypatch):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    ds = data.load(digits)
+    cfg = resolve_run({"method": "dp_sgd", "noise_multiplier": 1.0, **FAST, "accountants": ["rdp"]})
+    loop.train(cfg, ds, tmp_path / "bar")
+    text = screen.getvalue()
+    assert f"{FAST['steps']}/{FAST['steps']}" in text and "loss=" in text and "rdp" in text
+
+
+def test_no_progress_bar_when_not_on_a_terminal(digits, tmp_path, capsys):
+    ds = data.load(digits)
+    loop.train(resolve_run({"method": "sgd", **FAST}), ds, tmp_path / "quiet")
+    assert "dplab train" not in capsys.readouterr().err
