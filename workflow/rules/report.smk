@@ -4,9 +4,10 @@ report: "../report/workflow.rst"
 
 
 rule index:
-    """results/index.md: every figure and table of this run, with where to find it."""
+    """results/index.md: every figure and table of this run, with where to find it (after every
+    result it lists exists, so the index does not depend on job order, e.g. on a cluster)."""
     input:
-        pipeline.figure_files(config),
+        pipeline.results(config),
     output:
         "results/index.md",
     log:
