@@ -43,6 +43,18 @@ def test_long_grid_is_an_upper_bound_within_the_excess(neighbouring):
         assert exact * (1 - 1e-9) <= curve[t - 1] <= exact * (1 + pld_curve.EXCESS) + 1e-12
 
 
+@pytest.mark.parametrize("band_ratio", [0, 1e12], ids=["fourier-band", "inverse-fft"])
+@pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
+def test_both_read_offs_equal_dp_accounting(monkeypatch, band_ratio, neighbouring):
+    """ε read from the few Fourier coefficients of φ^T (forced for every T) and from the inverse
+    FFT both give dp_accounting's value, from T = 1 (wide band) to T = 3000 (narrow band)."""
+    monkeypatch.setattr(pld_curve, "BAND_RATIO", band_ratio)
+    s = Setting(noise_multiplier=0.8, sampling_rate=0.05, steps=3000, sampling="poisson", neighbouring=neighbouring)
+    steps = [1, 7, 300, 3000]
+    got = CoarsePld().epsilon_curve(s, 1e-6, steps)
+    np.testing.assert_allclose(got, [_direct(s, t, 1e-6) for t in steps], rtol=1e-7)
+
+
 def test_monotone_curve_on_a_known_function():
     f = lambda ts: np.sqrt(np.asarray(ts, dtype=float))  # noqa: E731
     steps = np.arange(1, 5001)

@@ -147,7 +147,7 @@ class PldAccountant(_DpAccountingAdapter):
         """Exact dp_accounting values for grids of ≤ 64 steps; on longer grids an upper bound
         within :data:`pld_curve.EXCESS` (1%) of the exact value at every T
         (:func:`pld_curve.monotone_curve`).  Poisson: the one-step PLD is built once and shared
-        by every T (:func:`pld_curve.pmf_epsilons`, equal to dp_accounting's values to ~1e-8
+        by every T (:class:`pld_curve.ComposedPmf`, equal to dp_accounting's values to ~1e-8
         relative); a single T is answered by dp_accounting itself."""
         if setting.sampling == "full_batch" or len(steps) == 1:
             def exact(ts):
@@ -161,9 +161,10 @@ class PldAccountant(_DpAccountingAdapter):
                 neighboring_relation=relation,
             )
             pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001
+            composed = [pld_curve.ComposedPmf(p.to_dense_pmf()) for p in pmfs]
 
             def exact(ts):
-                return np.max([pld_curve.pmf_epsilons(p.to_dense_pmf(), ts, delta) for p in pmfs], axis=0)
+                return np.max([c.epsilons(ts, delta) for c in composed], axis=0)
         return pld_curve.monotone_curve(exact, steps)
 
     def _delta_curve(self, setting, epsilon, steps):

@@ -6,11 +6,14 @@ one FFT (``self_convolve``: window from Chernoff bounds with tail mass 1e-15, ``
 inverse), composes the result with the identity PLD (truncating tails of mass ≤ 1e-15, the left
 one onto the first bin, the right one to infinity) and reads ε(δ) off the composed PMF.
 
-:func:`pmf_epsilons` repeats exactly those steps for a list of T, with the one-step PLD built
+:class:`ComposedPmf` repeats exactly those steps for a list of T, with the one-step PLD built
 once, the Chernoff moments computed once, the FFT of the one-step PMF computed once per FFT size
-(sizes rounded up to a ladder of ratio 2^(1/8)) and T-th powers as exp(T·log φ), and ε read off by
-a vectorized form of dp_accounting's ``_get_epsilon_for_delta``.  The values agree with
-dp_accounting's to FFT rounding (tests: 1e-7 relative; measured ≤ 3e-9).
+(sizes rounded up to a ladder of ratio 2^(1/8)) and T-th powers as exp(T·log φ).  ε is read off
+by a vectorized form of dp_accounting's ``_get_epsilon_for_delta`` after one inverse FFT or, when
+φ^T is negligible (< e^-60) outside a narrow band of low frequencies (large T), straight from those
+few Fourier coefficients (:func:`_band_epsilon`: the tail sums that rule needs are geometric sums
+in the Fourier domain, so no inverse FFT is taken).  The values agree with dp_accounting's to FFT
+rounding (tests: 1e-7 relative; measured ≤ 3e-9).
 
 :func:`monotone_curve` serves every T of a long grid from exact values on a sub-grid: ε is
 non-decreasing in T (composing one more step cannot decrease the hockey-stick divergence), so the
@@ -34,46 +37,136 @@ TAIL = 1e-15
 EXCESS = 0.01
 #: grids with at most this many steps are evaluated exactly at every step
 EXACT_UP_TO = 64
+#: Fourier coefficients with |φ^T| < e^BAND_LOG are dropped by the band read-off
+BAND_LOG = -60.0
+#: the band read-off is used when the band holds fewer than 1/BAND_RATIO of the FFT's frequencies
+BAND_RATIO = 512
+#: (tail starts tried per round of the band read-off's bisection) × (band width)
+POINTS = 2048
 
 
-def pmf_epsilons(pmf: pld_pmf.DensePLDPmf, steps: np.ndarray, delta: float) -> np.ndarray:
-    """ε(δ) of ``pmf.self_compose(T)`` composed with the identity PLD, for each T in ``steps``
-    (what ``PLDAccountant.compose(event, T).get_epsilon(delta)`` computes for one pmf)."""
-    probs = np.asarray(pmf._probs, dtype=float)  # noqa: SLF001 (dp_accounting's own state)
-    lower0, inf0, disc = pmf._lower_loss, pmf._infinity_mass, pmf._discretization  # noqa: SLF001
-    n = len(probs)
-    orders = np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / n
-    log_mgfs = [special.logsumexp(np.arange(n) * order, b=probs) for order in orders]
-    spectra: dict[int, np.ndarray] = {}
-    out = np.empty(len(steps))
-    for j, t in enumerate(np.asarray(steps, dtype=int)):
-        lo, hi = _chernoff_window(n, int(t), log_mgfs, orders)
-        length = hi - lo + 1
-        size = _ladder(max(length, n))
-        if size not in spectra:
-            spectra[size] = np.log(fft.rfft(probs, size).astype(complex))
-        conv = fft.irfft(np.exp(t * spectra[size]), size)
-        start = lo % size
-        window = conv[start : start + length]
-        if len(window) < length:  # the window wraps around the circular convolution
-            window = np.concatenate((window, conv[: length - len(window)]))
-        inf_t = TAIL - math.expm1(t * math.log1p(-inf0))
-        offset, window, right = _truncate_tails(window)
-        out[j] = epsilon_for_delta(inf_t + right, (lower0 * t + lo + offset), window, disc, delta)
-    return out
+class ComposedPmf:
+    """T-fold self-compositions of one dp_accounting PMF, sharing the one-step work across T.
+
+    ``epsilons(steps, delta)`` is what ``pmf.self_compose(T)`` composed with the identity PLD
+    and read by ``get_epsilon_for_delta(delta)`` gives, for each T; the log-MGFs of the Chernoff
+    window and the spectra of each FFT length are computed once per object."""
+
+    def __init__(self, pmf: pld_pmf.DensePLDPmf):
+        self.probs = np.asarray(pmf._probs, dtype=float)  # noqa: SLF001 (dp_accounting's own state)
+        self.lower0, self.inf0, self.disc = pmf._lower_loss, pmf._infinity_mass, pmf._discretization  # noqa: SLF001
+        n = len(self.probs)
+        self.orders = np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / n
+        self.log_mgfs = np.array([special.logsumexp(np.arange(n) * order, b=self.probs) for order in self.orders])
+        self.spectra: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def spectrum(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """log φ of the one-step PMF zero-padded to ``size``, and −max_{j ≥ k} Re log φ_j
+        (non-decreasing: the band |φ^T| ≥ e^BAND_LOG lies below the first k where it exceeds
+        −BAND_LOG/T)."""
+        if size not in self.spectra:
+            log_phi = np.log(fft.rfft(self.probs, size).astype(complex))
+            self.spectra[size] = log_phi, -np.maximum.accumulate(log_phi.real[::-1])[::-1]
+        return self.spectra[size]
+
+    def epsilons(self, steps: np.ndarray, delta: float) -> np.ndarray:
+        n, lower0, disc = len(self.probs), self.lower0, self.disc
+        out = np.empty(len(steps))
+        for j, t in enumerate(np.asarray(steps, dtype=int)):
+            lo, hi = _chernoff_window(n, int(t), self.log_mgfs, self.orders)
+            length = hi - lo + 1
+            size = _ladder(max(length, n))
+            log_phi, envelope = self.spectrum(size)
+            inf_t = TAIL - math.expm1(t * math.log1p(-self.inf0))
+            band_end = int(np.searchsorted(envelope, -BAND_LOG / t, side="left"))
+            eps = None
+            if BAND_RATIO * band_end < size:
+                band = np.flatnonzero(t * log_phi.real[:band_end] > BAND_LOG)
+                eps = _band_epsilon(np.exp(t * log_phi[band]), band, size, lo % size, length,
+                                    lower0 * t + lo, disc, inf_t, delta)
+            if eps is None:
+                spectrum = np.zeros(len(log_phi), dtype=complex)
+                spectrum[:band_end] = np.exp(t * log_phi[:band_end])
+                conv = fft.irfft(spectrum, size)
+                start = lo % size
+                window = conv[start : start + length]
+                if len(window) < length:  # the window wraps around the circular convolution
+                    window = np.concatenate((window, conv[: length - len(window)]))
+                offset, window, right = _truncate_tails(window)
+                eps = epsilon_for_delta(inf_t + right, (lower0 * t + lo + offset), window, disc, delta)
+            out[j] = eps
+        return out
 
 
-def _chernoff_window(n: int, t: int, log_mgfs, orders) -> tuple[int, int]:
+def _band_epsilon(spectrum, freqs, size, start, length, lower_loss, disc, infinity_mass, delta):
+    """ε(δ) read off a composed PMF given by its few non-negligible Fourier coefficients, without
+    the inverse FFT: for T ≫ 1 the T-th power of the one-step spectrum is negligible (< e^-60)
+    outside a narrow band of frequencies.
+
+    The PMF is p_n = c[(start + n) mod size], n < length, losses ℓ_n = (lower_loss + n)·disc, c
+    the inverse real DFT of ``spectrum`` on ``freqs``.  Sums over a tail n ≥ s,
+    A(s) = Σ p_n and E(s) = Σ p_n e^{-(n-s)·disc}, are closed-form geometric sums in the Fourier
+    domain (Parseval).  The cell s of dp_accounting's ``_get_epsilon_for_delta`` is the largest s
+    with δ(ℓ_{s-1}) = p(∞) + A(s) − e^{-disc}·E(s) > δ, found by a vectorized multi-point bisection;
+    there ε = ℓ_s + log((p(∞) + A(s) − δ)/E(s)), dp_accounting's closed form in that cell.  Tail
+    truncation (≤ 1e-15 of mass) is not applied; it moves δ by ≤ 1e-15.  Returns None when ε
+    falls below the first positive loss (the caller then uses the inverse FFT)."""
+    weight = np.where((freqs == 0) | (2 * freqs == size), 1.0, 2.0) / size
+    coef = weight * spectrum * np.exp(2j * np.pi * ((freqs * start) % size) / size)
+    half_theta = np.pi * freqs / size
+    with np.errstate(divide="ignore", invalid="ignore"):  # 1 − z = −2i·sin(θ/2)·e^{iθ/2}; k = 0 apart
+        plain = np.where(freqs == 0, 0, coef / (-2j * np.sin(half_theta) * np.exp(1j * half_theta)))
+    damped = coef / -np.expm1(-disc + 2j * half_theta)  # coef / (1 − e^{-disc}·z)
+    z_end = np.exp(2j * np.pi * ((freqs * length) % size) / size)  # z^length
+    plain_end, damped_end = (plain * z_end).sum().real, (damped * z_end).sum().real
+    dc = coef[0].real if freqs[0] == 0 else 0.0
+
+    def delta_at(first: int, step: int, count: int):
+        """Tail starts s = first + j·step (j < count, all ≤ length) and (A(s), E(s)) there:
+        A = Re Σ_k c_k (z^s − z^L)/(1 − z) (+ c_0·(L − s)), E = Re Σ_k c_k (z^s − e^{-disc(L−s)} z^L)/(1 − e^{-disc} z);
+        z^s = z^first·(z^step)^j by running products (K exponentials per call, not K·count)."""
+        s = first + step * np.arange(count)
+        powers = np.empty((len(freqs), count), dtype=complex)
+        powers[:, 0] = np.exp(2j * np.pi * ((freqs * first) % size) / size)
+        powers[:, 1:] = np.exp(2j * np.pi * ((freqs * step) % size) / size)[:, None]
+        zs = np.cumprod(powers, axis=1)
+        tail_a = (plain @ zs).real - plain_end + dc * (length - s)
+        tail_e = (damped @ zs).real - np.exp(-disc * (length - s)) * damped_end
+        return s, tail_a, tail_e
+
+    below, above = max(1, 1 - lower_loss), length  # δ(ℓ_{below−1}) > δ ≥ δ(ℓ_{above−1}) sought
+    if below >= above:
+        return None
+    points = int(np.clip(POINTS // len(freqs), 8, 256))  # numpy's call overhead dominates small bands
+    first, step, count, at_below = below, 1, 1, None
+    while True:
+        tried, a, e = delta_at(first, step, count)
+        over = infinity_mass + a - math.exp(-disc) * e > delta
+        if over.any():
+            k = int(np.flatnonzero(over)[-1])
+            below, at_below = int(tried[k]), (a[k], e[k])
+        if (~over).any():
+            above = int(tried[~over].min())
+        if at_below is None:
+            return None  # ε is below the first positive loss
+        if above - below <= 1:
+            break
+        step = -(-(above - below) // (points + 1))
+        first, count = below + step, -(-(above - below) // step) - 1
+    a, e = at_below
+    if not e > 0:
+        return None
+    return (lower_loss + below) * disc + math.log((infinity_mass + a - delta) / e)
+
+
+def _chernoff_window(n: int, t: int, log_mgfs: np.ndarray, orders: np.ndarray) -> tuple[int, int]:
     """dp_accounting's ``compute_self_convolve_bounds`` with precomputed log-MGFs."""
-    upper, lower = (n - 1) * t, 0
-    for order, value in zip(orders, log_mgfs):
-        bound = (t * value + math.log(2 / TAIL)) / order
-        if not math.isfinite(bound):
-            continue
-        if order > 0:
-            upper = min(upper, math.ceil(bound))
-        else:
-            lower = max(lower, math.floor(bound))
+    with np.errstate(invalid="ignore", over="ignore"):
+        bounds = (t * log_mgfs + math.log(2 / TAIL)) / orders
+    ok = np.isfinite(bounds)
+    up, down = bounds[ok & (orders > 0)], bounds[ok & (orders < 0)]
+    upper = min((n - 1) * t, math.ceil(up.min())) if up.size else (n - 1) * t
+    lower = max(0, math.floor(down.max())) if down.size else 0
     return lower, upper
 
 
