@@ -37,21 +37,25 @@ def tracked_files() -> list[str]:
 
 #: the figures the pipeline tests build (each figure's table is tested on its own elsewhere)
 SMALL_FIGURES = ("accountants_vs_pld", "gaussian_sigma")
+#: the runs they train: the DP-SGD slice of the sweep, its baseline, and one that records gradient norms
+SMALL_RUNS = ("nonprivate", "dp_sgd", "gd_nonprivate")
+#: the grid they train: two variants (DP-MF, whose factorization is a job of its own, and DP-SGD)
+SMALL_GRID = "mf_vs_dpsgd"
 
 
 def small_config() -> dict:
-    """The default config with fewer steps, one seed per grid and the figures of
-    :data:`SMALL_FIGURES`: every stage of the DAG in seconds."""
+    """The default config cut down to one of each kind of job (every rule of the DAG runs, on
+    fewer steps, runs, variants, seeds and figures): the whole DAG in well under a minute."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["datasets"] = {"digits": config["datasets"]["digits"]}
+    config["runs"] = {name: config["runs"][name] for name in SMALL_RUNS}
     for entry in config["runs"].values():
         entry["steps"] = min(entry.get("steps", 40), 40)
-    for grid in config.get("grids", {}).values():
-        grid["base"]["steps"] = min(grid["base"].get("steps", 20), 20)
-        grid["seeds"] = grid["seeds"][:1]
-        grid["variants"] = dict(list(grid["variants"].items())[:2])
-        grid["target_epsilon"] = grid.get("target_epsilon", [1.0])[:1] if "target_epsilon" in grid else None
-        if grid["target_epsilon"] is None:
-            del grid["target_epsilon"]
+    grid = config["grids"][SMALL_GRID]
+    grid["base"]["steps"] = min(grid["base"].get("steps", 20), 20)
+    grid.update(seeds=grid["seeds"][:1], variants=dict(list(grid["variants"].items())[:2]),
+                target_epsilon=grid["target_epsilon"][:1])
+    config["grids"] = {SMALL_GRID: grid}
     for audit in config.get("audits", {}).values():
         audit.update(runs=8, chunk=8, steps=audit["steps"][:1])
     for entry in config.get("sweeps", {}).values():
@@ -61,10 +65,9 @@ def small_config() -> dict:
     return config
 
 
-@pytest.fixture
-def project(tmp_path) -> Path:
-    """A copy of the project's tracked files (a git repo of its own) with a small config."""
-    dest = tmp_path / "project"
+def copy_project(dest: Path) -> Path:
+    """A copy of the project's tracked files at ``dest`` (a git repo of its own, one commit)
+    with the small config."""
     for rel in tracked_files():
         src = ROOT / rel
         if src.is_symlink() or src.is_file():
@@ -77,6 +80,30 @@ def project(tmp_path) -> Path:
     subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True
     )
+    return dest
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A fresh copy of the project (small config, nothing built), for a test to change."""
+    return copy_project(tmp_path / "project")
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> Path:
+    """One copy of the project whose whole small DAG Snakemake has run locally (then the report):
+    the reference the pipeline, report, DVC and SLURM tests read.  Tests must not change it; one
+    that needs to, copies it (``shutil.copytree(built, dest, symlinks=True)``: same commit)."""
+    path = copy_project(tmp_path_factory.mktemp("built") / "project")
+    run(["snakemake", "--cores", "2"], cwd=path)
+    run(["snakemake", "--report", "results/report.html"], cwd=path)
+    return path
+
+
+def fresh_copy(built_path: Path, dest: Path) -> Path:
+    """A copy of the built project (same commit and config) without its results, logs or
+    Snakemake metadata: the DAG from scratch."""
+    shutil.copytree(built_path, dest, symlinks=True, ignore=shutil.ignore_patterns("results", "logs", ".snakemake"))
     return dest
 
 

@@ -1,10 +1,6 @@
-"""DVC: the same outputs as the Snakemake DAG, and a push/pull round trip through a remote."""
+"""DVC: the repo config, and the same outputs as the Snakemake DAG (runs: test_dvc_remote.py)."""
 
 from __future__ import annotations
-
-import hashlib
-
-import pytest
 
 from conftest import ROOT, run
 
@@ -38,23 +34,3 @@ def test_dvc_and_snakemake_name_the_same_outputs():
 
     assert all(covered(path) for path in smk), sorted(p for p in smk if not covered(p))
     assert all(any(p == out or p.startswith(out + "/") for p in smk) for out in dvc)
-
-
-def digest(path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.mark.pipeline
-def test_push_delete_pull_gives_identical_results(project, tmp_path):
-    run(["dvc", "repro", "--quiet"], cwd=project)
-    outs = [project / out for out in dvc_outputs(project)]
-    files = sorted(f for out in outs for f in ([out] if out.is_file() else out.rglob("*")) if f.is_file())
-    assert files and all(out.exists() for out in outs)
-    before = {p: digest(p) for p in files}
-    remote = tmp_path / "remote"
-    run(["dvc", "remote", "add", "-d", "local", str(remote)], cwd=project)
-    run(["dvc", "push"], cwd=project)
-    for p in files:
-        p.unlink()
-    run(["dvc", "pull"], cwd=project)
-    assert {p: digest(p) for p in files} == before

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL_FIGURES, run
+from conftest import SMALL_FIGURES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -102,11 +102,10 @@ def probe_copy(report: Path, dest: Path) -> Path:
     return dest
 
 
-def test_report_shows_every_figure_without_console_errors(project, tmp_path):
+def test_report_shows_every_figure_without_console_errors(built, tmp_path):
+    """``built``'s report (made after the whole DAG: it also shows provenance.json)."""
     browser = chromium()
-    run(["snakemake", "--cores", "2"], cwd=project)  # the report also shows provenance.json: every result
-    run(["snakemake", "--report", "results/report.html"], cwd=project)
-    page = probe_copy(project / "results" / "report.html", tmp_path / "probe.html")
+    page = probe_copy(built / "results" / "report.html", tmp_path / "probe.html")
 
     loaded = browse(browser, page, tmp_path / "profile1", "--enable-logging=stderr", "--v=0", "--dump-dom")
     assert loaded.returncode == 0, loaded.stderr[-2000:]
