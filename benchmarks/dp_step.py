@@ -9,11 +9,12 @@ the CNN of ``models.build`` with 16 channels on 1×28×28, a wide MLP 784-3072-2
 - ``median_ms``: median wall time of one step of each method, the methods measured interleaved
   (round-robin, one step each per round) in this process, after warm-up steps;
 - ``ratio``: each DP step's median / the non-private step's median;
-- ``peak_mb`` (batch ``--memory-batch``, each method in its own subprocess): on CUDA
-  ``torch.cuda.max_memory_allocated``; on CPU the bytes of the resident tensors before the step
-  (parameters, optimizer state, data) plus the growth of the process's peak RSS
-  (``getrusage``) over its RSS before the step, with glibc's mmap threshold fixed at 64 KiB so
-  freed tensors go back to the OS (``step_mb`` is that growth alone).
+- ``peak_mb`` (batch ``--memory-batch``, each method in its own subprocess, after one step that
+  creates lazy state): the peak of the memory held by tensors during one step, resident ones
+  (parameters, optimizer state, data) included: on CUDA ``torch.cuda.max_memory_allocated``, on
+  CPU the maximum of torch.profiler's memory timeline (``export_memory_timeline``; allocator
+  caches, library buffers and Python objects are not counted, as on CUDA).  Opacus with hooks
+  is not probed where its per-sample gradients alone would take over half the memory.
 
 Methods: ``non_private`` (forward, ``backward()``, in-place SGD update); ``engine_dp`` (what one step
 of ``dplab train`` does: :func:`clipped_grad_sum`, i.i.d. Gaussian noise from the CPU generator,
@@ -28,15 +29,17 @@ import argparse
 import copy
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import torch
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 from dplab.training import models
 from dplab.training.noise import GaussianNoise
@@ -99,9 +102,8 @@ class Steps:
             grads = clipped_grad_sum(loss, params, self.x, self.y, CLIP)
             noise = noise_source.sample(0, params, generator)
             for k, p in params.items():
-                direction = grads.grad_sum[k] / b
-                direction = direction + noise[k] / b
-                p.sub_(LR * direction)
+                p.add_(grads.grad_sum[k], alpha=-LR / b)
+                p.add_(noise[k], alpha=-LR / b)
 
         return step
 
@@ -151,62 +153,38 @@ def time_steps(name, methods, batch, device, rounds, warmup) -> dict:
     return {m: 1e3 * statistics.median(v) for m, v in times.items()}
 
 
-def _rss_kb() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
-
-
 def probe(name, method, batch, device) -> dict:
-    """Peak memory of ``method``'s step (run in a fresh subprocess, see the module docstring)."""
+    """Peak tensor memory of ``method``'s step (in a fresh subprocess, see the module docstring)."""
     bench = Steps(name, [method], batch, device)
     step = bench.fns[method]
+    step()  # lazily created state (grad buffers, optimizer state) counts as resident
     if device.type == "cuda":
-        step()  # lazily created state (grad buffers, optimizer state) counts as resident
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         for _ in range(2):
             step()
         torch.cuda.synchronize()
         return {"peak_mb": torch.cuda.max_memory_allocated() / 2**20}
-    x, y = bench.x, bench.y
-    bench.x, bench.y = x[:8], y[:8]
-    step()  # load kernels and create lazy state on a small batch, then measure the full one
-    bench.x, bench.y = x, y
-    tensors = {id(t): t for t in [x, y]}
-    for obj in _closure_tensors(step):
-        tensors[id(obj)] = obj
-    resident = sum(t.numel() * t.element_size() for t in tensors.values())
-    rss0 = _rss_kb()
-    for _ in range(2):
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
         step()
-    grown = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
-    return {"peak_mb": (resident + grown) / 2**20, "step_mb": grown / 2**20, "resident_mb": resident / 2**20}
-
-
-def _closure_tensors(fn):
-    """Parameters and data a step function holds (through its closure), for the resident bytes."""
-    seen = []
-    for cell in fn.__closure__ or ():
-        value = cell.cell_contents
-        if isinstance(value, nn.Module):
-            seen += list(value.parameters())
-        elif isinstance(value, dict):
-            seen += [v for v in value.values() if isinstance(v, torch.Tensor)]
-        elif isinstance(value, torch.Tensor):
-            seen.append(value)
-        elif hasattr(value, "param_groups"):
-            seen += [p for g in value.param_groups for p in g["params"]]
-    return seen
+    with tempfile.TemporaryDirectory() as tmp:
+        prof.export_memory_timeline(f"{tmp}/timeline.json", device="cpu")
+        _, sizes = json.loads(Path(tmp, "timeline.json").read_text())
+    return {"peak_mb": max(sum(s) for s in sizes) / 2**20}
 
 
 def memory(name, method, batch, device, threads) -> dict:
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
+    per_sample = batch * sum(p.numel() for p in build_model(name).parameters()) * 4
+    available = (torch.cuda.mem_get_info()[1] if device.type == "cuda"
+                 else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    if method == "opacus" and per_sample > available / 2:  # its per-sample gradients alone
+        return {"peak_mb": float("nan"), "error": f"skipped: per-sample gradients need {per_sample / 2**30:.0f} GiB"}
     cmd = [sys.executable, __file__, "--probe", name, method, "--memory-batch", str(batch),
            "--device", device.type, "--threads", str(threads)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:  # e.g. Opacus's per-sample gradients of a 10M-parameter model at batch 1024
         last = (out.stderr.strip().splitlines() or ["killed"])[-1]
-        return {"peak_mb": float("nan"), "step_mb": float("nan"), "error": last[:200]}
+        return {"peak_mb": float("nan"), "error": last[:200]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -242,8 +220,7 @@ def main(argv=None) -> None:
             mem = {m: memory(name, m, args.memory_batch, device, args.threads) for m in methods}
             row["memory_batch"] = args.memory_batch
             row["peak_mb"] = {m: round(v["peak_mb"], 1) for m, v in mem.items()}
-            if device.type == "cpu":
-                row["step_mb"] = {m: round(v["step_mb"], 1) for m, v in mem.items()}
+            row.update({f"memory_error_{m}": v["error"] for m, v in mem.items() if "error" in v})
             row["peak_ratio"] = {m: round(mem[m]["peak_mb"] / mem["non_private"]["peak_mb"], 3)
                                  for m in methods if m != "non_private"}
         print(json.dumps(row), flush=True)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from dplab.training import models
+from dplab.training import models, per_example
 from dplab.training.per_example import CLIP_EPS, _materialized, clipped_grad_sum, ghost_supported
 
 
@@ -60,6 +60,9 @@ def _model(kind):
     if kind == "conv_gram":  # 4×4 output positions, k = 9·24, p = 24: Gram trick
         return nn.Sequential(nn.Conv2d(24, 24, 3, padding=1), nn.ReLU(), nn.Conv2d(24, 24, 3, stride=2, padding=1),
                              nn.Flatten(), nn.Linear(24 * 2 * 2, 10, bias=False)), [24, 4, 4]
+    if kind == "conv_grouped":  # 8 input channels on CPU: per-example weight gradients by a grouped convolution
+        return nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 6, 3, stride=2, padding=2, dilation=2),
+                             nn.Flatten(), nn.Linear(6 * 5 * 5, 10)), [8, 10, 10]
     raise KeyError(kind)
 
 
@@ -77,9 +80,13 @@ def _setup(kind, batch=12, seed=0):
 
 @pytest.mark.parametrize("kind,l2", [("logreg", 0.0), ("logreg", 0.3), ("mlp004", 0.0), ("mlp004", 0.1),
                                      ("cnn28", 0.0), ("cnn28", 0.05), ("wide_mlp", 0.0), ("seq_gram", 0.0),
-                                     ("seq_materialized", 0.02), ("conv_gram", 0.0)])
-def test_ghost_equals_materialized_and_naive(kind, l2):
+                                     ("seq_materialized", 0.02), ("conv_gram", 0.0), ("conv_grouped", 0.0),
+                                     ("conv_grouped", 0.1)])
+def test_ghost_equals_materialized_and_naive(kind, l2, monkeypatch):
     model, params, x, y = _setup(kind)
+    grouped = []
+    monkeypatch.setattr(per_example, "_conv_per_example",
+                        lambda *a, f=per_example._conv_per_example: grouped.append(1) or f(*a))
     loss = models.example_loss(model, l2)
     assert ghost_supported(model, params)
     free = clipped_grad_sum(loss, params, x, y, None)
@@ -95,6 +102,7 @@ def test_ghost_equals_materialized_and_naive(kind, l2):
     for k in params:
         torch.testing.assert_close(got.grad_sum[k], want[k], atol=1e-6, rtol=0)
         torch.testing.assert_close(got.grad_sum[k], func.grad_sum[k], atol=1e-6, rtol=0)
+    assert bool(grouped) == (kind == "conv_grouped")  # each conv path is the one under test
     want_free, _ = _naive(model, params, x, y, None, l2)
     for k in params:
         torch.testing.assert_close(free.grad_sum[k], want_free[k], atol=1e-6, rtol=0)

@@ -163,8 +163,11 @@ class PldAccountant(_DpAccountingAdapter):
             pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001
             composed = [pld_curve.ComposedPmf(p.to_dense_pmf()) for p in pmfs]
 
-            def exact(ts):
-                return np.max([c.epsilons(ts, delta) for c in composed], axis=0)
+            def exact(ts):  # max over the pair (remove first: usually the larger ε)
+                eps = None
+                for c in composed:
+                    eps = c.epsilons(ts, delta, floor=eps)
+                return eps
         return pld_curve.monotone_curve(exact, steps)
 
     def _delta_curve(self, setting, epsilon, steps):

@@ -168,13 +168,12 @@ def train(
         grads = clipped_grad_sum(loss, params, x_train[idx], y_train[idx], cfg["clip"])
         denom = b if cfg["normalize"] == "expected" else max(len(idx), 1)
         noise = noise_source.sample(step, params, generator) if method.private else None
-        for k, p in params.items():
-            direction = grads.grad_sum[k] / denom
-            if noise is not None:
-                direction = direction + noise[k] / b
+        for k, p in params.items():  # in place: no parameter-sized temporaries
             if regularization:
                 p.mul_(1.0 - regularization)
-            p.sub_(cfg["lr"] * direction)
+            p.add_(grads.grad_sum[k], alpha=-cfg["lr"] / denom)
+            if noise is not None:
+                p.add_(noise[k], alpha=-cfg["lr"] / b)
         project(params, cfg["diameter"])
         if not (math.isfinite(float(grads.loss_sum)) and all(bool(torch.isfinite(p).all()) for p in params.values())):
             raise DPLabError("lr", f"the loss or the parameters became NaN/inf at step {step}; lower lr (or clip)")

@@ -34,7 +34,7 @@ class GaussianNoise(NoiseSource):
 
     def sample(self, step, like, generator):
         return {
-            k: (self.std * torch.randn(p.shape, generator=generator, dtype=p.dtype)).to(p.device)
+            k: torch.randn(p.shape, generator=generator, dtype=p.dtype).mul_(self.std).to(p.device)
             for k, p in like.items()
         }
 
