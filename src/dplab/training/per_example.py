@@ -143,28 +143,23 @@ def _ghost(model, l2, params, x, y, clip) -> ClippedGrads | None:
             g = torch.zeros_like(z)
         if l2:
             cross += (g * z.detach()).reshape(batch, -1).sum(1)
+        per = None
         if type(m) is nn.Conv2d and _grouped_cheaper(a, g, m):
-            per = _conv_per_example(a, g, m)
-            g = g.flatten(2)
+            per, a, g = _conv_per_example(a, g, m), None, g.flatten(2)
             sq += _sq_norms(per)
-            if m.bias is not None:
-                sq += _sq_norms(g.sum(2))
-            parts[m] = (None, g, per)
-            continue
-        if type(m) is nn.Conv2d:
-            a, g = _unfold(a, m), g.flatten(2)
-        elif a.dim() != 2:  # (B, ..., d) → (B, d, T)
-            a = a.reshape(batch, -1, a.shape[-1]).transpose(1, 2)
-            g = g.reshape(batch, -1, g.shape[-1]).transpose(1, 2)
-        if a.dim() == 2:
-            sq += _sq_norms(a) * _sq_norms(g)
-            per = None
         else:
-            w_sq, per = _sequence_sq_norms(a, g)
-            sq += w_sq
+            if type(m) is nn.Conv2d:
+                a, g = _unfold(a, m), g.flatten(2)
+            elif a.dim() != 2:  # (B, ..., d) → (B, d, T)
+                a = a.reshape(batch, -1, a.shape[-1]).transpose(1, 2)
+                g = g.reshape(batch, -1, g.shape[-1]).transpose(1, 2)
+            if a.dim() == 2:
+                sq += _sq_norms(a) * _sq_norms(g)
+            else:
+                w_sq, per = _sequence_sq_norms(a, g)
+                sq += w_sq
         if m.bias is not None:
-            gb = g if g.dim() == 2 else g.sum(2)
-            sq += _sq_norms(gb)
+            sq += _sq_norms(g if g.dim() == 2 else g.sum(2))
         parts[m] = (a, g, per)
 
     theta_sq = sum((p * p).sum() for p in plain.values()) if l2 else 0.0
