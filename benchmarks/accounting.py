@@ -34,6 +34,7 @@ def main() -> None:
     rel = (dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE if args.neighbouring == "add_remove"
            else dp_accounting.NeighboringRelation.REPLACE_ONE)
     pld, rdp = registry.get("pld"), registry.get("rdp")
+    with_rdp = args.neighbouring == "add_remove"  # rdp has no poisson + replace_one
     curve_t, single_t, rdp_t = [], [], []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
@@ -43,7 +44,7 @@ def main() -> None:
         acc.compose(dp_accounting.PoissonSampledDpEvent(args.q, dp_accounting.GaussianDpEvent(args.sigma)), args.steps)
         single = acc.get_epsilon(args.delta)
         t2 = time.perf_counter()
-        if args.neighbouring == "add_remove":  # no rdp for poisson+replace_one
+        if with_rdp:
             rdp.epsilon_curve(s, args.delta)
         t3 = time.perf_counter()
         curve_t.append(t1 - t0)
@@ -54,7 +55,7 @@ def main() -> None:
                       "neighbouring": args.neighbouring, "pld_curve_s": round(c, 3), "dp_accounting_single_s": round(o, 3),
                       "ratio": round(c / o, 2), "excess_bound": pld_curve.EXCESS,
                       "epsilon_at_max_curve": float(curve[-1]), "epsilon_at_max_dp_accounting": single,
-                      "rdp_curve_s": round(statistics.median(rdp_t), 3) if args.neighbouring == "add_remove" else None}))
+                      "rdp_curve_s": round(statistics.median(rdp_t), 3) if with_rdp else None}))
 
 
 if __name__ == "__main__":
