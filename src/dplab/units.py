@@ -1,4 +1,4 @@
-"""Every conversion between the canonical parameters (CATALOGUE §1) and the seeds' notations.
+"""Every conversion between the canonical parameters (docs/units.md) and the seeds' notations.
 
 Canonical: the noise multiplier σ is the std of the Gaussian noise added to the **sum** of
 clipped per-example gradients, divided by the clipping norm C.  The neighbouring relation

@@ -1,4 +1,4 @@
-"""Accountants (CATALOGUE §2): one module per family, all behind :class:`Accountant`.
+"""Accountants (docs/accountants.md): one module per family, all behind :class:`Accountant`.
 
 Use :func:`get` and :func:`names`; the accountant modules listed in
 :data:`dplab.accounting.registry.MODULES` register themselves when first needed.

@@ -1,4 +1,4 @@
-"""The one interface every accountant implements (CATALOGUE §2).
+"""The one interface every accountant implements (docs/accountants.md).
 
 An accountant answers three questions for a :class:`~dplab.accounting.setting.Setting`:
 ε for a given δ, δ for a given ε, and the smallest noise multiplier σ meeting (ε, δ).

@@ -9,7 +9,7 @@ the hockey-stick divergence E_{e^ε}(N(Δ, s²) ‖ N(0, s²)).  With μ = Δ/s 
 only; :func:`gaussian_delta` and its inverse :func:`gaussian_epsilon` are vectorized and
 reused by the composition accountants and the tightness audit.
 
-Calibrations (CATALOGUE §2, 004 §2): the Setting gives ``sensitivity`` Δ and
+Calibrations (004 §2): the Setting gives ``sensitivity`` Δ and
 ``noise_multiplier`` σ = std/Δ; one release, so ``steps`` must be 1 or unset and no
 sampling rate below 1 is accepted (no amplification is claimed).
 """

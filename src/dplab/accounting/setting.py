@@ -1,4 +1,4 @@
-"""A training setting in the canonical vocabulary of CATALOGUE §1.
+"""A training setting in the canonical vocabulary of docs/units.md.
 
 Every accountant reads the same :class:`Setting`; fields an accountant does not need stay
 ``None``.  Generic range checks (δ ∈ (0,1), σ > 0, q ∈ (0,1], …) live here so that every

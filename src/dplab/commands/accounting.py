@@ -1,6 +1,6 @@
 """``dplab epsilon | delta | sigma | accountants``: every registered accountant, one JSON object.
 
-Setting flags are the canonical names of CATALOGUE §1 in kebab case; the output repeats
+Setting flags are the canonical names of docs/units.md in kebab case; the output repeats
 the setting and names the accountant, δ, neighbouring relation and sampling it assumed.
 """
 
@@ -14,7 +14,7 @@ from dplab import accounting, units
 from dplab.accounting.setting import NEIGHBOURINGS, SAMPLINGS, Setting
 from dplab.errors import DPLabError
 
-#: (flag, type, help) of every Setting field, in CATALOGUE §1 order
+#: (flag, type, help) of every Setting field, in canonical order (docs/units.md)
 SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
     ("noise_multiplier", float, "σ: std of the Gaussian noise on the clipped SUM of gradients, divided by the clip norm C "
      "(for gaussian_*: std/Δ)"),
@@ -117,7 +117,7 @@ def cmd_accountants(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMON = (" The setting is given with the CATALOGUE §1 flags below; the JSON output repeats it and names the accountant, δ, neighbouring relation and sampling it assumed. A setting outside the accountant's assumptions exits with code 2 and one line saying which assumption fails.")
+_COMMON = (" The setting is given with the canonical flags (docs/units.md) below; the JSON output repeats it and names the accountant, δ, neighbouring relation and sampling it assumed. A setting outside the accountant's assumptions exits with code 2 and one line saying which assumption fails.")
 
 
 def register(subparsers) -> None:

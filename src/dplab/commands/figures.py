@@ -17,7 +17,7 @@ def register(sub) -> None:
         description="Compute results/tables/<figure>.csv (one row per plotted point) from the "
         "result tables the figure needs.",
     )
-    t.add_argument("figure", choices=FIGURE_IDS, help="figure id (CATALOGUE §4)")
+    t.add_argument("figure", choices=FIGURE_IDS, help="figure id (README.md, Figures)")
     t.add_argument("--config", help="pipeline config file: take the figure's parameters and inputs from it")
     t.add_argument("--params-json", help="the figure's entry of config `figures`, as JSON (with --inputs)")
     t.add_argument("--inputs", nargs="*", default=[], help="result files the table is made from")
@@ -29,7 +29,7 @@ def register(sub) -> None:
         help="draw a figure from its table alone",
         description="Draw a figure as PDF and PNG from its tidy table, without recomputing anything.",
     )
-    d.add_argument("figure", choices=FIGURE_IDS, help="figure id (CATALOGUE §4)")
+    d.add_argument("figure", choices=FIGURE_IDS, help="figure id (README.md, Figures)")
     d.add_argument("--table", required=True, help="the figure's CSV table")
     d.add_argument("--pdf", required=True, help="PDF file to write")
     d.add_argument("--png", required=True, help="PNG file to write")

@@ -1,4 +1,4 @@
-"""Figures (CATALOGUE §4): one module per figure id, imported when first needed.
+"""Figures (README.md, Figures): one module per figure id, imported when first needed.
 
 Each module defines ``TITLE``, ``SOURCE`` (the seed figure it reproduces, or "new"),
 ``check(config, params)`` (cross-references; raise DPLabError), ``inputs(config, params)`` (the

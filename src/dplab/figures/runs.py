@@ -11,7 +11,7 @@ import pandas as pd
 from dplab import pipeline
 from dplab.errors import DPLabError
 
-#: display names of the training methods (CATALOGUE §3)
+#: display names of the training methods (docs/training.md)
 METHOD_NAMES = {
     "sgd": "SGD (non-private)",
     "dp_sgd": "DP-SGD",

@@ -1,4 +1,4 @@
-"""The one training loop of every method (CATALOGUE §3; dp_mf's parts in :mod:`dplab.training.dp_mf`):
+"""The one training loop of every method (docs/training.md; dp_mf's parts in :mod:`dplab.training.dp_mf`):
 
     sample batch B → per-example gradients → clip → Σ → + noise → ÷ b → update → project
 

@@ -1,4 +1,4 @@
-"""The training methods of CATALOGUE §3 as data: what each one plugs into
+"""The training methods of docs/training.md as data: what each one plugs into
 the one loop of :mod:`dplab.training.loop` (sampler, noise, normalisation, update, projection).
 
 =====================  =====================================  ==========================================

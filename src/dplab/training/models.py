@@ -1,4 +1,4 @@
-"""Models (CATALOGUE §3): logistic regression, the 2-layer MLP of 004 §3.2, a small CNN.
+"""Models (docs/training.md): logistic regression, the 2-layer MLP of 004 §3.2, a small CNN.
 
 No batch-dependent layers (no batch norm), so per-example gradients are well defined.
 Logistic regression starts at θ = 0 (001 eq. 16's W̃₀ = 0; the loss is convex, so nothing is

@@ -1,4 +1,4 @@
-"""Noise sources for the clipped gradient SUM (canonical units, CATALOGUE §1).
+"""Noise sources for the clipped gradient SUM (canonical units, docs/units.md).
 
 A noise source returns, for step t, one tensor per parameter that the loop adds to
 Σ clip(g_i) before dividing by the batch size.  The loop only calls :meth:`sample`, so a

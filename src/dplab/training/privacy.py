@@ -60,7 +60,7 @@ def loss_constants(cfg: dict, info: dict) -> tuple[dict, str]:
 
 
 def build_setting(cfg: dict, n: int, b: int, dimension: int, sigma: float, constants: dict) -> Setting:
-    """The run's :class:`Setting`, canonical names (CATALOGUE §1)."""
+    """The run's :class:`Setting`, canonical names (docs/units.md)."""
     return Setting(
         noise_multiplier=sigma,
         steps=cfg["steps"],

@@ -1,4 +1,4 @@
-"""Batch samplers: each is exactly the sampling scheme its accountants assume (CATALOGUE §1).
+"""Batch samplers: each is exactly the sampling scheme its accountants assume (docs/units.md).
 
 Every draw comes from the run's one ``torch.Generator`` (CPU), so batches are identical on CPU
 and GPU.  ``state_dict``/``load_state_dict`` carry what a checkpoint needs beyond the generator.
