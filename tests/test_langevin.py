@@ -114,3 +114,48 @@ def test_refusals(kw, key):
     with pytest.raises(AssumptionError) as err:
         get("langevin").epsilon(_setting(**kw), 1e-5)
     assert err.value.key == key
+
+
+def test_add_remove_constants_are_the_neighbours_hessian_extremes():
+    """Under add_remove a neighbour holds m = n ∓ 1 records averaged over the public n: for
+    ℓ(θ; x) = ½(θ − x)ᵀA(θ − x), spectrum(A) = [λ, β], the Hessian of (1/n)Σ_{x∈D'} ℓ is (m/n)·A.
+    LangevinAccountant.constants returns exactly its smallest and largest eigenvalues over both
+    neighbours, which are not (λ, β): 002 Lemma 5 needs these."""
+    import torch
+
+    n, lam, beta = 5, 0.5, 3.0
+    a = torch.diag(torch.tensor([lam, 1.0, beta], dtype=torch.float64))  # per-record Hessian, spectrum [λ, β]
+    x = torch.randn(n + 1, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    eigs = []
+    for m in (n - 1, n + 1):
+        loss = lambda th, m=m: sum(0.5 * (th - xi) @ a @ (th - xi) for xi in x[:m]) / n  # noqa: E731
+        eigs.append(torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, torch.zeros(3, dtype=torch.float64))))
+    setting = _setting(dataset_size=n, strong_convexity=lam, smoothness=beta, lr=0.01)
+    assert L.LangevinAccountant.constants(setting) == pytest.approx((float(eigs[0].min()), float(eigs[1].max())))
+    assert float(eigs[0].min()) < lam and float(eigs[1].max()) > beta
+    assert L.LangevinAccountant.constants(setting.replace(neighbouring="replace_one")) == (lam, beta)
+
+
+def test_add_remove_epsilon_is_cor1_with_the_neighbours_strong_convexity():
+    """ε under add_remove = Cor. 1 with S_g = C and λ(n−1)/n (n = 10: 10 % below λ), at one order;
+    larger than with λ itself (what the code claimed before)."""
+    n, k = 10, 500
+    sig = units.langevin_sigma(2.0, 1.0, 0.1, n)
+    lam = 1.0 * (n - 1) / n
+    rdp = 8.0 * 1.0**2 / (lam * sig**2 * n**2) * (1 - math.exp(-lam * 0.1 * k / 2))
+    eps = get("langevin").epsilon(_setting(alpha=8.0, dataset_size=n, smoothness=4.0), 1e-5)
+    assert eps == pytest.approx(rdp + math.log(7 / 8) - (math.log(1e-5) + math.log(8)) / 7, rel=1e-12)
+    old = L.cor1_rdp(8.0, [k], 0.1, sig, n, 1.0, 1.0)[0] + math.log(7 / 8) - (math.log(1e-5) + math.log(8)) / 7
+    assert eps > old * 1.05
+
+
+def test_add_remove_step_size_and_size_limits():
+    """η < 1/β is not enough under add_remove: the (n+1)-record neighbour is β(n+1)/n-smooth."""
+    s = _setting(dataset_size=10, smoothness=4.0, lr=0.24)  # 1/β = 0.25, n/((n+1)β) = 0.2273
+    assert get("langevin").epsilon(s.replace(neighbouring="replace_one"), 1e-5) > 0
+    with pytest.raises(AssumptionError) as err:
+        get("langevin").epsilon(s, 1e-5)
+    assert err.value.key == "lr" and "0.227273" in str(err.value)
+    with pytest.raises(AssumptionError) as err:
+        get("langevin").epsilon(_setting(dataset_size=1, lr=0.01), 1e-5)
+    assert err.value.key == "dataset_size"

@@ -151,8 +151,12 @@ def test_cached_factorization_is_checked_against_the_run(synth, tmp_path):
 def _summary(path, method, seed, eps, acc):
     run = {"method": method, "seed": seed, "sampling": "poisson" if method == "dp_sgd" else "cyclic_poisson",
            "strategy": "banded", "bands": 4, "min_separation": 4}
-    path.write_text(json.dumps({"run": run, "epsilon": {"mf" if method == "dp_mf" else "pld": eps}, "delta": 1e-6,
-                                "noise_multiplier": 1.0, "final": {"test_accuracy": acc, "test_loss": 1 - acc}}))
+    mf = method == "dp_mf"
+    setting = None if mf else {"noise_multiplier": 1.0, "sampling_rate": 0.05, "steps": 10, "sampling": "poisson"}
+    path.write_text(json.dumps({"run": run, "epsilon": {"mf" if mf else "pld": eps}, "delta": 1e-6,
+                                "noise_multiplier": 1.0, "final": {"test_accuracy": acc, "test_loss": 1 - acc},
+                                "setting": setting, "excluded_accountants": {},
+                                "update": {"noise": "correlated" if mf else "independent", "normalize": "expected"}}))
     return str(path)
 
 

@@ -13,12 +13,13 @@ from dplab.training.privacy import loss_constants, plan
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
     cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 200, "test_size": 50, "dim": 4, "feature_norm": 1.0}, "s")
-    return data.prepare(cfg, "s")[2]
+    train, _, info = data.prepare(cfg, "s")
+    return {**info, "x_train": train["x"]}  # info.json's content, and the records the runs train on
 
 
 def _plan(run, info, n=200, b=20, d=10):
     cfg = resolve_run({"steps": 50, "batch_size": b, **run})
-    return plan(cfg, n, n if cfg["sampling"] == "full_batch" else b, d, info, [10, 50])
+    return plan(cfg, n, n if cfg["sampling"] == "full_batch" else b, d, info, [10, 50], info["x_train"])
 
 
 def test_sgd_claims_nothing(synth):
@@ -42,11 +43,11 @@ def test_projected_poisson_normalisation_decides_validity(synth):
 def test_loss_constants_only_when_guaranteed(synth):
     r2 = 1.0 + 1.0
     base = {"method": "noisy_gd", "noise_multiplier": 1.0, "l2": 0.5, "diameter": 2.0, "clip": 10.0}
-    consts, _ = loss_constants(resolve_run(base), synth)
+    consts, _ = loss_constants(resolve_run(base), synth, synth["x_train"])
     assert consts == pytest.approx({"strong_convexity": 0.5, "smoothness": r2 / 2 + 0.5, "lipschitz": math.sqrt(2 * r2) + 0.5})
     for change in ({"clip": 1.0}, {"diameter": None}):  # clipping may act / gradient unbounded
-        assert loss_constants(resolve_run({**base, **change}), synth)[0] == {}
-    assert loss_constants(resolve_run({**base, "model": "mlp", "l2": 0.0}), synth)[0] == {}
+        assert loss_constants(resolve_run({**base, **change}), synth, synth["x_train"])[0] == {}
+    assert loss_constants(resolve_run({**base, "model": "mlp", "l2": 0.0}), synth, synth["x_train"])[0] == {}
     setting = _plan({**base, "accountants": []}, synth).setting
     assert setting.strong_convexity == 0.5 and setting.lipschitz == pytest.approx(math.sqrt(2 * r2) + 0.5)
 

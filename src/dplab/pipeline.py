@@ -27,15 +27,18 @@ def check_config(config: dict) -> None:
     from dplab.accounting import names as accountant_names
     from dplab.config import validate
     from dplab.figures import FIGURE_IDS, figure as figure_module
+    from dplab.accounting.claims import check_names
 
     for run, entry in config["runs"].items():
         _check_dataset(config, entry, f"runs.{run}.dataset")
+        check_names(entry, lambda key, msg, run=run: DPLabError(f"runs.{run}.{key}", msg))
     for grid, spec in config.get("grids", {}).items():
         for variant in spec["variants"]:
             where = f"grids.{grid}.variants.{variant}"
             first = next(r["run"] for r in grid_runs(config, grid).values() if r["variant"] == variant)
             entry = validate(first, "run", where)
             _check_dataset(config, entry, f"{where}.dataset")
+            check_names(entry, lambda key, msg, where=where: DPLabError(f"{where}.{key}", msg))
     known = set(accountant_names())
     for sweep, entry in config.get("sweeps", {}).items():
         if entry["run"] not in config["runs"]:

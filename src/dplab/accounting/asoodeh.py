@@ -185,9 +185,11 @@ class AsoodehRegularizedAccountant(_AsoodehBase):
     samplings = ("without_replacement",)
     requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "clip", "lr", "regularization",
                 "dimension")
+    excludes = ("diameter",)  # 001 eq. (16): unprojected (Π_t of eq. (19) is a device of the proof)
     assumptions = (
         "only the last iterate is released (hidden state)",
-        "update (1−λ)w − η·mean(clip(g)) + σ_A·Z with λ = regularization in (0, 1), W₀ = 0 (001 eq. (16)–(17))",
+        "update (1−λ)w − η·mean(clip(g)) + σ_A·Z with λ = regularization in (0, 1), no projection (diameter "
+        "unset), W₀ data-independent (001 eq. (16)–(17): W₀ = 0, 'immaterial'; docs/hidden_state.md)",
         "sampling without replacement (Thm 3 is proved for it only)",
         "replace-one neighbours (001 Prop. 5)",
         "batch_size < dataset_size (the factor b/(n−b) of eq. (21))",

@@ -26,6 +26,8 @@ from dplab.errors import AssumptionError
 SIGMA_RTOL = 1e-5
 #: the range of σ every calibration searches
 SIGMA_MIN, SIGMA_MAX = 1e-6, 1e7
+#: what a Setting field adds to the update, for :attr:`Accountant.excludes`
+UPDATE_TERMS = {"regularization": "weight decay (001 eq. 17)", "diameter": "projection"}
 
 
 class Accountant(ABC):
@@ -41,6 +43,8 @@ class Accountant(ABC):
     neighbourings: ClassVar[tuple[str, ...]] = ("add_remove", "replace_one")
     #: Setting fields that must be given
     requires: ClassVar[tuple[str, ...]] = ("noise_multiplier", "sampling_rate", "steps")
+    #: Setting fields that must be unset (or 0): update terms the bound's theorem does not have
+    excludes: ClassVar[tuple[str, ...]] = ()
     #: further assumptions, in words (checked in :meth:`check_setting`)
     assumptions: ClassVar[tuple[str, ...]] = ()
 
@@ -58,6 +62,10 @@ class Accountant(ABC):
                 "sampling",
                 f"must be one of {', '.join(self.samplings)} for this bound; got {setting.sampling!r}",
             )
+        for key in self.excludes:
+            if getattr(setting, key):
+                raise AssumptionError(self.name, key, f"must be unset: the update this bound analyses has no "
+                                                      f"{UPDATE_TERMS[key]}; got {getattr(setting, key)}")
         if setting.neighbouring not in self.neighbourings:
             raise AssumptionError(
                 self.name,
@@ -68,6 +76,14 @@ class Accountant(ABC):
 
     def check_setting(self, setting: Setting) -> None:
         """Accountant-specific assumptions; raise :class:`AssumptionError` on violation."""
+
+    def check_clipping_inactive(self, setting: Setting) -> None:
+        """For bounds on the loss's own gradient step (pabi, langevin, ye_shokri): clipping may not
+        act, so lipschitz ≤ clip when both are given (clipping changes the gradient field and
+        breaks convexity)."""
+        if setting.lipschitz is not None and setting.clip is not None and setting.lipschitz > setting.clip:
+            raise self.fail("clip", f"must be >= lipschitz ({setting.lipschitz}) so that clipping is inactive "
+                                    f"(clipping changes the gradient field); got {setting.clip}")
 
     def fail(self, key: str, message: str) -> AssumptionError:
         """An :class:`AssumptionError` of this accountant (to ``raise``)."""
@@ -216,5 +232,6 @@ class Accountant(ABC):
             "samplings": list(self.samplings),
             "neighbourings": list(self.neighbourings),
             "requires": list(self.requires),
+            "excludes": list(self.excludes),
             "assumptions": list(self.assumptions),
         }

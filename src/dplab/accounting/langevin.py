@@ -80,44 +80,67 @@ class LangevinAccountant(rdp_conversion.RdpBound):
     λ/(2σ²)); 000 Thm VII.1.  RDP → (ε, δ) by :mod:`dplab.accounting.rdp_conversion`.
 
     Units: σ₀₀₂ = units.langevin_sigma(σ, C, η, n) (002 Alg. 1 noise; 000 eq. (6)) and
-    S_g = units.sum_sensitivity(C, neighbouring) — C for add_remove, 2C for replace_one (002's
-    own relation).  ``lipschitz`` is not used for S_g (002's S_g ≤ 2L); when given it must not
-    exceed ``clip``, so that clipping is inactive and the update is GD on the stated loss.
+    S_g = units.sum_sensitivity(C, neighbouring) — C for add_remove, 2C for replace_one.
+    ``lipschitz`` is not used for S_g (002's S_g ≤ 2L); when given it must not exceed ``clip``,
+    so that clipping is inactive and the update is GD on the stated loss.
+
+    replace_one is 002's own relation (datasets of the same size n, its Appendix's definition
+    of neighbours).  add_remove (:meth:`constants`): the neighbour holds n − 1 or n + 1 records
+    and its update is divided by the same public n (the engine divides by the size of the data
+    it is given, which is that n).  Its averaged loss (1/n)Σ_{x∈D'} ℓ(θ; x) then has Hessian
+    eigenvalues in [λ(n−1)/n, β(n+1)/n], not [λ, β].  002 uses the loss constants only in
+    Lemma 5 (the map T_s is (1 − ηλ)-Lipschitz when both averaged losses have Hessians in
+    [λ, β] and η < 1/β, hence c = λ/(2σ²)-LSI throughout), and the relation only in Lemma 4
+    (‖V_t − V'_t‖ ≤ S_g/n, S_g the sensitivity of the total gradient).  So Cor. 1 holds with
+    λ' = λ(n−1)/n in place of λ, under η < 1/β', β' = β(n+1)/n, and S_g = C:
+    ε_α = αC²/(λ'σ²n²)·(1 − e^(−λ'ηK/2)).  n ≥ 2 (the empty dataset is not strongly convex).
     """
 
     name = "langevin"
-    source = "002 Cor. 1 / Thm 2 (000 Thm VII.1)"
+    source = "002 Cor. 1 / Thm 2 (000 Thm VII.1); add_remove: Cor. 1 with λ(n−1)/n, β(n+1)/n (docstring)"
     release = "last_iterate"
     samplings = ("full_batch",)
     neighbourings = ("add_remove", "replace_one")
     requires = ("noise_multiplier", "steps", "dataset_size", "clip", "lr", "strong_convexity", "smoothness")
+    excludes = ("regularization",)
     assumptions = (
         "only the last iterate is released (hidden state)",
         "full-batch noisy GD (002 Alg. 1), update normalized by the public n",
         "loss λ-strongly convex and β-smooth on a closed convex set, λ ≤ β, for every neighbouring dataset",
-        "clipping inactive (every per-example gradient norm ≤ clip), so the update is GD on that loss",
-        "lr < 1/smoothness (002 Cor. 1)",
-        "start θ₀ ~ Π_C(N(0, 2σ₀₀₂²/λ · I)) (002 Cor. 1)",
+        "clipping inactive (lipschitz <= clip when given), no weight decay (regularization unset)",
+        "lr < 1/smoothness (002 Cor. 1); add_remove: lr < n/((n+1)·smoothness), λ(n−1)/n in the bound, n >= 2",
+        "θ₀ data-independent and λ/(2σ₀₀₂²)-LSI (002 Lemma 5 base step): 002's Π_C(N(0, 2σ₀₀₂²/λ·I)), "
+        "or a fixed point such as dplab's logreg start θ₀ = 0 (docs/hidden_state.md)",
     )
 
-    def check_setting(self, setting: Setting) -> None:
-        beta, lam = setting.smoothness, setting.strong_convexity
-        if lam > beta:
-            raise self.fail("strong_convexity", f"must be <= smoothness ({beta}); got {lam}")
-        if not setting.lr < 1.0 / beta:
-            raise self.fail("lr", f"must lie in (0, 1/smoothness) = (0, {1.0 / beta:g}) (002 Cor. 1); got {setting.lr}")
-        if setting.lipschitz is not None and setting.lipschitz > setting.clip:
-            raise self.fail(
-                "clip",
-                f"must be >= lipschitz ({setting.lipschitz}) so that clipping is inactive; got {setting.clip}",
-            )
-
     @staticmethod
-    def rdp_curve(setting: Setting, alpha: float, steps) -> np.ndarray:
-        """ε_α(T) of Cor. 1 for a canonical setting (already checked)."""
+    def constants(setting: Setting) -> tuple[float, float]:
+        """(λ', β'): the extreme Hessian eigenvalues of the averaged loss of any dataset the bound
+        compares — (λ, β) under replace_one, (λ(n−1)/n, β(n+1)/n) under add_remove (class doc)."""
+        lam, beta, n = setting.strong_convexity, setting.smoothness, setting.dataset_size
+        if setting.neighbouring == "add_remove":
+            return lam * (n - 1) / n, beta * (n + 1) / n
+        return lam, beta
+
+    def check_setting(self, setting: Setting) -> None:
+        if setting.strong_convexity > setting.smoothness:
+            raise self.fail("strong_convexity", f"must be <= smoothness ({setting.smoothness}); got {setting.strong_convexity}")
+        if setting.neighbouring == "add_remove" and setting.dataset_size < 2:
+            raise self.fail("dataset_size", f"must be >= 2 under add_remove (the neighbour of one record is empty); "
+                                            f"got {setting.dataset_size}")
+        _, beta = self.constants(setting)
+        if not setting.lr < 1.0 / beta:
+            which = "smoothness" if setting.neighbouring == "replace_one" else "smoothness·(n+1)/n (add_remove)"
+            raise self.fail("lr", f"must lie in (0, 1/{which}) = (0, {1.0 / beta:g}) (002 Cor. 1); got {setting.lr}")
+        self.check_clipping_inactive(setting)
+
+    @classmethod
+    def rdp_curve(cls, setting: Setting, alpha: float, steps) -> np.ndarray:
+        """ε_α(T) of Cor. 1 for a canonical setting (already checked), λ' of :meth:`constants`."""
         sigma = units.langevin_sigma(setting.noise_multiplier, setting.clip, setting.lr, setting.dataset_size)
         s_g = units.sum_sensitivity(setting.clip, setting.neighbouring)
-        return cor1_rdp(alpha, steps, setting.lr, sigma, setting.dataset_size, s_g, setting.strong_convexity)
+        lam, _ = cls.constants(setting)
+        return cor1_rdp(alpha, steps, setting.lr, sigma, setting.dataset_size, s_g, lam)
 
     def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         orders = rdp_conversion.orders_for(setting.alpha)

@@ -38,6 +38,7 @@ class Setting:
     dimension: int | None = None  # d
     alpha: float | None = None  # Rényi order
     sensitivity: float | None = None  # Δ of a single Gaussian release
+    reshuffle: bool | None = None  # shuffle only: a new partition every epoch (None/False: one fixed order cycled)
 
     def __post_init__(self) -> None:
         _check_positive(self, "noise_multiplier")
@@ -62,6 +63,10 @@ class Setting:
             raise DPLabError("sampling_rate", f"must lie in (0, 1]; got {self.sampling_rate}")
         if self.regularization is not None and not (0.0 <= self.regularization < 1.0):
             raise DPLabError("regularization", f"must lie in [0, 1); got {self.regularization}")
+        if self.reshuffle not in (None, False, True):
+            raise DPLabError("reshuffle", f"must be true or false; got {self.reshuffle!r}")
+        if self.reshuffle and self.sampling != "shuffle":
+            raise DPLabError("reshuffle", f"only applies to sampling shuffle; got sampling {self.sampling!r}")
         if self.alpha is not None and not self.alpha > 1.0:
             raise DPLabError("alpha", f"must be > 1; got {self.alpha}")
         if self.batch_size is not None and self.dataset_size is not None:

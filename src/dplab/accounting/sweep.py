@@ -1,17 +1,17 @@
 """ε-vs-T sweeps: one tidy table row per (accountant, T), as the accounting rules write them.
 
-Each accountant is asked once for its whole curve (``epsilon_curve``); an accountant whose
-assumptions the setting violates contributes one row with an empty ε and the reason, so a
-table never silently drops a bound.
+Each accountant the run may claim (:func:`dplab.accounting.claims.refusal`, from the setting and
+the update recorded in its summary.json) is asked once for its whole curve (``epsilon_curve``);
+any other contributes one row with an empty ε and the reason, so a table never silently drops a
+bound and never carries an ε the run did not earn.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pandas as pd
 
+from dplab.accounting.claims import Update, refusal
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError, DPLabError
@@ -33,31 +33,30 @@ def steps_grid(max_steps: int, points: int) -> np.ndarray:
     return grid
 
 
-def setting_from_summary(summary: dict) -> tuple[Setting, float]:
-    """The canonical setting and δ recorded in a run's summary.json."""
-    fields = {f.name for f in dataclasses.fields(Setting)}
-    setting = Setting(**{k: v for k, v in summary["setting"].items() if k in fields})
-    return setting, float(summary["delta"])
-
-
-def sweep(setting: Setting, delta: float, accountants: list[str], steps: np.ndarray) -> pd.DataFrame:
-    """ε(T) for every accountant and every T in ``steps`` at fixed δ, as a tidy table."""
+def sweep(setting: Setting | None, delta: float | None, accountants: list[str], steps: np.ndarray,
+          update: Update = Update()) -> pd.DataFrame:
+    """ε(T) for every accountant the run may claim and every T in ``steps`` at fixed δ, as a tidy
+    table; one row with an empty ε and the reason for every other accountant."""
     rows = []
     for name in accountants:
-        accountant = get(name)
+        accountant = get(name)  # unknown name: DPLabError listing the valid ones
+        why = refusal(name, setting, update)
         common = {
             "accountant": name,
             "delta": delta,
-            "neighbouring": setting.neighbouring,
-            "sampling": setting.sampling,
+            "neighbouring": setting.neighbouring if setting else None,
+            "sampling": setting.sampling if setting else None,
             "release": accountant.release,
-            "noise_multiplier": setting.noise_multiplier,
-            "sampling_rate": setting.sampling_rate,
+            "noise_multiplier": setting.noise_multiplier if setting else None,
+            "sampling_rate": setting.sampling_rate if setting else None,
         }
-        try:
-            eps = accountant.epsilon_curve(setting, delta, steps)
-        except AssumptionError as err:
-            rows.append({**common, "steps": np.nan, "epsilon": np.nan, "reason": str(err)})
+        if why is None:
+            try:
+                eps = accountant.epsilon_curve(setting, delta, steps)
+            except AssumptionError as err:
+                why = str(err)
+        if why is not None:
+            rows.append({**common, "steps": np.nan, "epsilon": np.nan, "reason": why})
             continue
         rows += [{**common, "steps": int(t), "epsilon": float(e), "reason": ""} for t, e in zip(steps, eps)]
     return pd.DataFrame(rows, columns=COLUMNS)

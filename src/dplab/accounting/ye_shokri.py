@@ -49,9 +49,11 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
     samplings = ("without_replacement",)
     neighbourings = ("replace_one",)
     requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "lr", "strong_convexity", "smoothness")
+    excludes = ("regularization",)
     assumptions = (
         "only the last iterate is released (hidden state)",
-        "loss λ-strongly convex and β-smooth, λ ≤ β; clipping inactive (gradient sensitivity from clip)",
+        "loss λ-strongly convex and β-smooth, λ ≤ β; clipping inactive (lipschitz <= clip when given), "
+        "no weight decay (regularization unset)",
         "lr < 2/(strong_convexity + smoothness) (000 Thm VII.2)",
         "fixed-size batches sampled without replacement, replace-one neighbours",
     )
@@ -65,6 +67,7 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
         bound = 2.0 / (lam + beta)
         if not setting.lr < bound:
             raise self.fail("lr", f"must lie in (0, 2/(strong_convexity+smoothness)) = (0, {bound:g}); got {setting.lr}")
+        self.check_clipping_inactive(setting)
 
     def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         orders = rdp_conversion.orders_for(setting.alpha)

@@ -56,22 +56,22 @@ def audit_data(data: Dataset, entry: dict, cfg: dict, seed: int) -> tuple[torch.
     return x, y, c
 
 
-def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: list[int]):
+def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: list[int], features):
     """ε(T) of every accountant the engine reports for this run (:func:`dplab.training.privacy.plan`,
-    one accountant at a time so that one failing bound does not hide the others), their release
-    kinds, and the run's Setting as a dict.  A bound whose ε overflows a float (ε > ~700, vacuous)
-    is left out."""
+    one accountant at a time so that one failing bound does not hide the others; ``features``:
+    every record either world trains on), their release kinds, and the run's Setting as a dict.
+    A bound whose ε overflows a float (ε > ~700, vacuous) is left out."""
     curves, release, setting = {}, {}, None
     for name in accounting.names():
         try:
-            claim = privacy.plan({**cfg, "accountants": [name]}, n, b, dimension, info, steps)
+            claim = privacy.plan({**cfg, "accountants": [name]}, n, b, dimension, info, steps, features)
         except OverflowError:
             continue
         setting = claim.setting.as_dict()
         curves.update(claim.curves)
         release.update(claim.release)
     if setting is None:
-        setting = privacy.plan({**cfg, "accountants": []}, n, b, dimension, info, steps).setting.as_dict()
+        setting = privacy.plan({**cfg, "accountants": []}, n, b, dimension, info, steps, features).setting.as_dict()
     return curves, release, setting
 
 
@@ -92,7 +92,7 @@ def run_method(entry: dict, data: Dataset, method: str, index: int, seed: int) -
     n = entry["dataset_size"]
     b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
     dimension = sum(p[0].numel() for p in res.params.values())
-    curves, release, setting = upper_bounds(cfg, n, b, dimension, data.info, steps)
+    curves, release, setting = upper_bounds(cfg, n, b, dimension, data.info, steps, x.flatten(0, 1))  # both worlds
     rows = []
     for t_i, t in enumerate(steps):
         for obs in OBSERVATIONS:

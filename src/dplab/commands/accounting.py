@@ -58,12 +58,17 @@ def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
         "--neighbouring", choices=NEIGHBOURINGS, default="add_remove",
         help="neighbouring relation: add_remove (sum sensitivity C) or replace_one (2C); default add_remove",
     )
+    parser.add_argument(
+        "--reshuffle", action="store_true", default=None,
+        help="with --sampling shuffle: a new partition of the data every epoch (default: one fixed partition "
+        "cycled in the same order, 000 Alg. 2)",
+    )
 
 
 def _setting(args: argparse.Namespace) -> Setting:
     fields = {name: getattr(args, name) for name, _, _ in SETTING_FLAGS}
     fields = {k: v for k, v in fields.items() if v is not None}
-    return Setting(sampling=args.sampling, neighbouring=args.neighbouring, **fields)
+    return Setting(sampling=args.sampling, neighbouring=args.neighbouring, reshuffle=args.reshuffle, **fields)
 
 
 def _emit(result: dict) -> int:

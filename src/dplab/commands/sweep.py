@@ -13,7 +13,8 @@ def register(sub) -> None:
         help="ε vs T of a training run's setting for several accountants",
         description="Evaluate each accountant's ε(T) on a log-spaced T grid for the setting "
         "(σ, q, sampling, neighbouring, δ, …) recorded in a run's summary.json; write a tidy CSV "
-        "with one row per (accountant, T). Accountants whose assumptions the setting violates get "
+        "with one row per (accountant, T). Accountants the run may not claim (its setting violates "
+        "their assumptions, or its update is not the one they analyse: the run's own exclusions) get "
         "one row with an empty ε and the reason. Give either --config and --sweep (an entry of the "
         "config's `sweeps`) or --summary, --accountants and --points.",
     )
@@ -27,7 +28,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from dplab.accounting.sweep import setting_from_summary, steps_grid, sweep
+    from dplab.accounting.claims import from_summary
+    from dplab.accounting.sweep import steps_grid, sweep
     from dplab.io import write_csv
 
     if args.config or args.sweep:
@@ -53,7 +55,7 @@ def run(args) -> int:
             summary = json.load(handle)
     except (OSError, json.JSONDecodeError) as err:
         raise DPLabError("summary", f"cannot read {summary_path}: {err}") from None
-    setting, delta = setting_from_summary(summary)
-    table = sweep(setting, delta, accountants, steps_grid(setting.steps, points))
+    setting, update = from_summary(summary)
+    table = sweep(setting, summary["delta"], accountants, steps_grid(summary["run"]["steps"], points), update)
     write_csv(args.out, table)
     return 0

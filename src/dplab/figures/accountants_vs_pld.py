@@ -1,9 +1,9 @@
 """accountants_vs_pld (new): every accountant's ε vs T on one DP-SGD setting, PLD as reference.
 
 Left: ε(T) per accountant; right: its ratio to the tight PLD value at the same T.  The sweep
-names the accountants (by default every composition accountant valid for DP-SGD); one whose
-assumptions the setting violates keeps its one row with an empty ε and the reason, and the
-figure lists it as refused.
+names the accountants (by default every composition accountant valid for DP-SGD); one the run
+may not claim (:func:`dplab.accounting.claims.refusal`, asked again here from the run's
+summary.json) keeps one row with an empty ε and the reason, and the figure lists it as refused.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import pandas as pd
 
 from dplab import pipeline
+from dplab.accounting.claims import from_summary, refusal
 from dplab.errors import DPLabError
-from dplab.figures import style
+from dplab.figures import runs, style
 
 TITLE = "Every accountant's ε vs T, and its ratio to PLD"
 SOURCE = "new"
@@ -27,18 +28,34 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> list[str]:
-    return [pipeline.sweep_file(params["sweep"])]
+    """The sweep, then the summary.json of the run it was computed for."""
+    run = config["sweeps"][params["sweep"]]["run"]
+    return [pipeline.sweep_file(params["sweep"]), pipeline.run_files(run)["summary"]]
 
 
 def table(inputs: list[str], params: dict) -> pd.DataFrame:
-    """The sweep's rows, with ``ratio_to_pld`` = ε / ε_pld at the same T (empty for refused rows)."""
+    """The sweep's rows, with ``ratio_to_pld`` = ε / ε_pld at the same T (empty for refused rows);
+    an accountant the run may not claim keeps one row with an empty ε and the reason."""
     sweep = pd.read_csv(inputs[0], keep_default_na=True)
+    sweep = _claimed(sweep, runs.load_summary(inputs[1]))
     pld = sweep[sweep.accountant == "pld"].dropna(subset=["epsilon"]).set_index("steps")["epsilon"]
     if pld.empty:
         raise DPLabError("figures.accountants_vs_pld.sweep", "the sweep has no pld values (pld refused the setting)")
     sweep["ratio_to_pld"] = sweep["epsilon"].to_numpy() / pld.reindex(sweep["steps"]).to_numpy()
     sweep["reason"] = sweep["reason"].fillna("")
     return sweep.reset_index(drop=True)
+
+
+def _claimed(sweep: pd.DataFrame, summary: dict) -> pd.DataFrame:
+    """The sweep with each curve of an accountant the run may not claim replaced by one refused row."""
+    setting, update = from_summary(summary)
+    keep = []
+    for name, rows in sweep.groupby("accountant", sort=False):
+        why = refusal(name, setting, update) if rows.epsilon.notna().any() else None
+        if why:
+            rows = rows.iloc[:1].assign(steps=float("nan"), epsilon=float("nan"), reason=why)
+        keep.append(rows)
+    return pd.concat(keep, ignore_index=True)
 
 
 def draw(table: pd.DataFrame):

@@ -35,7 +35,7 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
     rows = []
     for number, (spec, (summary, metrics)) in enumerate(zip(params["tries"], runs.load_pairs(inputs)), start=1):
         info = runs.describe(summary)
-        claimed = summary["epsilon"].get(info["accountant"])
+        claimed = runs.claimed_epsilon(summary, info["accountant"], "figures.dp_training_tries.tries")
         for row in metrics.itertuples():
             rows.append({"try": number, "label": spec["label"], **info, "epsilon_claimed": claimed,
                          "step": int(row.step), "test_loss": float(row.test_loss),

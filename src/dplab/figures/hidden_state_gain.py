@@ -34,17 +34,18 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
     rows = []
     for summary, metrics in runs.load_pairs(inputs):
         info = runs.describe(summary)
-        covers = summary["epsilon_covers"]
-        release = {k: ("trajectory" if v == "every iterate" else "last_iterate") for k, v in covers.items()}
+        claims = runs.claims(summary)  # decided anew: a curve the run may not claim becomes a refused row
+        release = {k: ("trajectory" if v == "every iterate" else "last_iterate")
+                   for k, v in summary["epsilon_covers"].items() if claims[k] is None}
         composition = [f"epsilon_{k}" for k, r in release.items() if r == "trajectory"]
         best = metrics[composition].min(axis=1).to_numpy() if composition else np.full(len(metrics), np.nan)
-        for name in covers:
+        for name in release:
             for i, row in metrics.iterrows():
                 eps = float(row[f"epsilon_{name}"])
                 rows.append({**info, "accountant": name, "release": release[name], "step": int(row.step),
                              "epsilon": eps, "best_composition": best[i], "gain": best[i] / eps, "reason": ""})
-        for name, reason in summary["excluded_accountants"].items():
-            if name not in params["skip"]:
+        for name, reason in claims.items():
+            if reason is not None and name not in params["skip"]:
                 rows.append({**info, "accountant": name, "release": "", "epsilon": np.nan, "reason": reason})
     return pd.DataFrame(rows)
 

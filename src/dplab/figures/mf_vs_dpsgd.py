@@ -17,6 +17,7 @@ import pandas as pd
 from dplab import pipeline
 from dplab.errors import DPLabError
 from dplab.figures import style
+from dplab.figures.runs import claimed_epsilon
 
 TITLE = "DP-MF vs DP-SGD at matched ε: final test accuracy and loss over seeds"
 SOURCE = "004 §4.3 (fourth try: matrix factorization, compared with DP-SGD)"
@@ -50,10 +51,9 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
     for path in inputs:
         s = json.loads(open(path).read())
         accountant = "mf" if s["run"]["method"] == "dp_mf" else "pld"
-        if accountant not in s["epsilon"]:
-            raise DPLabError(KEY, f"{path} reports no {accountant} epsilon")
+        epsilon = claimed_epsilon(s, accountant, KEY)  # a DPLabError if the run may not claim it
         rows.append({"variant": _label(s["run"]), "method": s["run"]["method"], "seed": s["run"]["seed"],
-                     "accountant": accountant, "epsilon": s["epsilon"][accountant], "delta": s["delta"],
+                     "accountant": accountant, "epsilon": epsilon, "delta": s["delta"],
                      "noise_multiplier": s["noise_multiplier"], "test_accuracy": s["final"]["test_accuracy"],
                      "test_loss": s["final"]["test_loss"]})
     runs = pd.DataFrame(rows)

@@ -48,7 +48,8 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
         info = runs.describe(summary)
         records.append({"variant": match["variant"], "seed": int(match["seed"]), **info,
                         "release": _release(summary, info["accountant"]),
-                        "epsilon_claimed": summary["epsilon"].get(info["accountant"]),
+                        "epsilon_claimed": (runs.claimed_epsilon(summary, info["accountant"], "figures.privacy_utility.grids")
+                                            if info["accountant"] else None),
                         "test_accuracy": summary["final"]["test_accuracy"]})
     frame = pd.DataFrame(records)
     frame["target_epsilon"] = frame["target_epsilon"].astype(float)

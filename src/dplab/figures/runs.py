@@ -1,5 +1,6 @@
 """Reading training results for the figures drawn from runs: config cross-checks, file lists,
-and one description per run (method, accountant, σ) taken from its summary.json."""
+one description per run (method, accountant, σ) taken from its summary.json, and the ε it may
+claim (:func:`claims`, decided anew by :func:`dplab.accounting.claims.refusal`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from dplab import pipeline
+from dplab.accounting.claims import from_summary, refusal
 from dplab.errors import DPLabError
 
 #: display names of the training methods (docs/training.md)
@@ -75,3 +77,22 @@ def describe(summary: dict) -> dict:
         "delta": summary["delta"],
         "neighbouring": summary["neighbouring"],
     }
+
+
+def claims(summary: dict) -> dict[str, str | None]:
+    """Every accountant a run's summary.json reports or excludes → None if the run may claim its ε,
+    else why not.  Reported ones are decided anew from the summary's setting and update
+    (:func:`dplab.accounting.claims.refusal`), so an ε that the function does not grant never
+    reaches a table, whatever the file says; excluded ones keep the run's reason."""
+    setting, update = from_summary(summary)
+    out = {name: refusal(name, setting, update) for name in summary["epsilon"]}
+    out.update({name: why for name, why in summary["excluded_accountants"].items() if name not in out})
+    return out
+
+
+def claimed_epsilon(summary: dict, accountant: str, key: str) -> float:
+    """The run's final ε from ``accountant``; a DPLabError (``key``) if the run may not claim it."""
+    why = claims(summary).get(accountant, f"the run reports no ε from {accountant!r}")
+    if why:
+        raise DPLabError(key, f"run {summary['run'].get('name', '')!r} has no valid ε from {accountant!r}: {why}")
+    return float(summary["epsilon"][accountant])

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from dplab.accounting import Setting, get
+from dplab.accounting.claims import refusal
 from dplab.accounting.composition import sigma_naive_note, sigma_strong_note
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import style
@@ -66,8 +67,10 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
                              "steps": np.nan, "noise_multiplier": np.nan, "reason": str(err)})
                 continue
             hint = sigmas if hint is None else np.minimum(hint, sigmas)
-            rows += [{**common, "curve": name, "kind": "accountant", "release": accountant.release,
-                      "steps": int(t), "noise_multiplier": s, "reason": ""} for t, s in zip(steps, sigmas)]
+            for t, s in zip(steps, sigmas):  # each (σ, T) must be a setting the accountant may claim
+                why = refusal(name, setting.replace(noise_multiplier=float(s), steps=int(t)))
+                rows.append({**common, "curve": name, "kind": "accountant", "release": accountant.release,
+                             "steps": int(t), "noise_multiplier": np.nan if why else s, "reason": why or ""})
         for name, (func, _) in CLOSED_FORMS.items():
             rows += [{**common, "curve": name, "kind": "closed_form", "release": "trajectory", "steps": int(t),
                       "noise_multiplier": func(q, int(t), eps, delta), "reason": ""} for t in steps]

@@ -2,11 +2,14 @@
 
 000 Table I lists, per technique, the order of σ needed for (ε, δ)-DP and the assumptions it
 rests on.  Here every accountant is calibrated (:meth:`dplab.accounting.Accountant.sigma_curve`)
-on one common setting — the same n, b, T, C, η, loss constants and (ε, δ) — each under the
-sampling scheme and neighbouring relation its theorem is proved for (recorded per row).  σ is the
-canonical noise multiplier (noise std on the clipped sum / C); ``effective_noise_multiplier`` =
-noise std / sensitivity of the sum (σ for add_remove, σ/2 for replace_one) compares rows across
-relations.  A technique that cannot reach the target gets an empty σ and the reason.
+on one common setting — the same n, b, T, C, η, loss constants and (ε, δ); the weight decay λ_reg
+and the projection D only where the technique analyses them (``Accountant.excludes``) — each under
+the sampling scheme and neighbouring relation its theorem is proved for (recorded per row) and the
+update it analyses (:func:`dplab.accounting.claims.analysed_update`); the σ found must give a
+setting the technique may claim (:func:`dplab.accounting.claims.refusal`).  σ is the canonical
+noise multiplier (noise std on the clipped sum / C); ``effective_noise_multiplier`` = noise std /
+sensitivity of the sum (σ for add_remove, σ/2 for replace_one) compares rows across relations.
+A technique that cannot reach the target gets an empty σ and the reason.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pandas as pd
 
 from dplab import units
 from dplab.accounting import Setting, get
+from dplab.accounting.claims import analysed_update, refusal
 from dplab.errors import AssumptionError
 from dplab.figures import style
 
@@ -62,7 +66,8 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
         values = {key: params[key] for key in SETTING_KEYS}
         if sampling == "full_batch":  # full-batch noisy GD: every step uses all n records
             values["batch_size"] = values["dataset_size"]
-        setting = Setting(noise_multiplier=1.0, sampling=sampling, neighbouring=neighbouring, **values)
+        used = {k: v for k, v in values.items() if k not in accountant.excludes}  # update terms it does not analyse
+        setting = Setting(noise_multiplier=1.0, sampling=sampling, neighbouring=neighbouring, **used)
         row = {"accountant": name, "source": accountant.source, "release": accountant.release, "sampling": sampling,
                "neighbouring": neighbouring, "table_i_article": article, "table_i_sigma": order,
                "loss_assumption": loss, "epsilon": eps, "delta": delta, "noise_multiplier": np.nan,
@@ -70,10 +75,13 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
         start = time.perf_counter()
         try:
             sigma = float(accountant.sigma_curve(setting, eps, delta, [params["steps"]])[0])
-            row.update(noise_multiplier=sigma,
-                       effective_noise_multiplier=units.effective_noise_multiplier(sigma, neighbouring))
         except AssumptionError as err:
             row["reason"] = str(err)
+        else:  # the setting at that σ must be one the technique may claim (dplab.accounting.claims)
+            row["reason"] = refusal(name, setting.replace(noise_multiplier=sigma), analysed_update(accountant.release)) or ""
+            if not row["reason"]:
+                row.update(noise_multiplier=sigma,
+                           effective_noise_multiplier=units.effective_noise_multiplier(sigma, neighbouring))
         row["seconds"] = round(time.perf_counter() - start, 2)
         rows.append({**row, **values})
     return pd.DataFrame(rows)

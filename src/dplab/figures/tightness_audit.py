@@ -15,6 +15,7 @@ import pandas as pd
 
 from dplab import accounting, pipeline
 from dplab.accounting import Setting
+from dplab.accounting.claims import analysed_update, refusal
 from dplab.audit import exact
 from dplab.audit.membership import OBSERVATIONS
 from dplab.errors import DPLabError
@@ -66,8 +67,9 @@ def exact_rows(base: pd.Series, steps: np.ndarray, losses: list[str]) -> pd.Data
                                                      clip=setting.clip)
         for name in accounting.names():
             acc = accounting.get(name)
+            if refusal(name, setting, analysed_update(acc.release)):  # dplab.accounting.claims decides
+                continue
             try:
-                acc.check(setting)
                 curve = acc.epsilon_curve(setting, base["delta"], steps)
             except (DPLabError, OverflowError):
                 continue

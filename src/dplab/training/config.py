@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from dplab.accounting.claims import check_names
 from dplab.errors import DPLabError
 from dplab.training import dp_mf
 from dplab.training.methods import METHODS
@@ -93,7 +94,9 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         for key in ("noise_multiplier", "target_epsilon", "accountant"):
             if cfg[key] is not None:
                 raise err(key, "the non-private method sgd takes no noise and no accountant")
+    check_names(cfg, err)
     dp_mf.resolve(cfg, err)
     if cfg["sampling"] == "full_batch":
         cfg["batch_size"] = None  # b = n, set from the data
     return cfg
+

@@ -2,7 +2,8 @@
 
 A prepared dataset is a folder with ``train.npz`` and ``test.npz`` (``x``: float32 of shape
 (N, *input_shape), ``y``: int64 labels) and ``info.json`` (sizes, input shape, classes, the
-guaranteed feature-norm bound R and the logistic-loss constants it implies).
+guaranteed feature-norm bound R and the logistic-loss constants it implies).  :func:`load` checks
+R and the constants against the dataset's kind and the training arrays (:func:`check_info`).
 
 Kinds:
 - ``digits``: scikit-learn's 8×8 handwritten digits (1797 images, offline), pixel values 0..16
@@ -40,6 +41,45 @@ def resolve_dataset(raw: dict, name: str) -> dict:
     return validate(raw, "dataset", f"datasets.{name}")
 
 
+def feature_norm_bound(cfg: dict, input_shape: list[int]) -> float:
+    """R, the bound on ||x|| that the dataset kind guarantees for *every* record it can hold (so
+    also for a neighbouring dataset's replaced record): √(number of pixels) for images with
+    pixels in [0, 1] (digits, mnist), ``feature_norm`` for synthetic data (module doc)."""
+    if cfg["kind"] == "synthetic":
+        return float(cfg["feature_norm"])
+    return math.sqrt(math.prod(input_shape))
+
+
+def largest_norm(x) -> float:
+    """max ||x_i|| over the records of ``x`` (N, ...), numpy or torch; 0 for no record."""
+    flat = np.asarray(x).reshape(len(x), -1)
+    chunks = (flat[i : i + 4096].astype(np.float64) for i in range(0, len(flat), 4096))
+    return max((float(np.sqrt((c * c).sum(axis=1)).max()) for c in chunks), default=0.0)
+
+
+def check_info(info: dict, x_train, where: str) -> None:
+    """The feature-norm bound and loss constants recorded in ``where`` (an info.json) must be
+    what the dataset's kind guarantees (:func:`feature_norm_bound`, :func:`logreg_constants`)
+    and must hold on the training records ``x_train``; a DPLabError naming the file otherwise
+    (the hidden-state accountants build on these constants: never trust an edited file)."""
+    recorded = info.get("feature_norm_bound")
+    if recorded is None:
+        return
+    bound = feature_norm_bound(info["config"], info["input_shape"])
+    if not math.isclose(recorded, bound, rel_tol=1e-12):
+        raise DPLabError(where, f"feature_norm_bound = {recorded}, but a {info['config']['kind']} dataset guarantees "
+                                f"R = {bound:g}: the file was edited; run dplab prepare-data again")
+    expected = logreg_constants(bound)
+    constants = info.get("logreg_constants") or {}
+    if set(constants) != set(expected) or any(not math.isclose(constants[k], v, rel_tol=1e-12) for k, v in expected.items()):
+        raise DPLabError(where, f"logreg_constants = {constants} contradict R = {bound:g}, which gives {expected}: "
+                                "the file was edited; run dplab prepare-data again")
+    largest = largest_norm(x_train)
+    if largest > bound * (1 + 1e-6):
+        raise DPLabError(where, f"the training data hold a record with ||x|| = {largest:.6g} > feature_norm_bound "
+                                f"R = {bound:g}: data and info.json do not match; run dplab prepare-data again")
+
+
 def logreg_constants(feature_norm_bound: float) -> dict:
     """L_CE and β_CE of multinomial logistic regression with a bias for ||x|| ≤ R (module doc)."""
     r2 = feature_norm_bound**2 + 1.0
@@ -59,7 +99,7 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
         xtr, xte, ytr, yte = train_test_split(
             x, y, test_size=cfg["test_fraction"], stratify=y, random_state=cfg["seed"]
         )
-        bound, classes = 8.0, 10
+        classes = 10
     elif kind == "mnist":
         raw = mnist.load(cfg["path"], download=cfg["download"], mirror=cfg["mirror"], verify=cfg["verify_checksums"])
         rng = np.random.default_rng(cfg["seed"])
@@ -68,10 +108,10 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
         xtr = (xtr.astype(np.float32) / 255.0)[:, None]
         xte = (xte.astype(np.float32) / 255.0)[:, None]
         ytr, yte = ytr.astype(np.int64), yte.astype(np.int64)
-        bound, classes = float(math.sqrt(xtr.shape[2] * xtr.shape[3])), 10
+        classes = 10
     else:
         rng = np.random.default_rng(cfg["seed"])
-        dim, k, bound = cfg["dim"], cfg["classes"], float(cfg["feature_norm"])
+        dim, k, bound = cfg["dim"], cfg["classes"], feature_norm_bound(cfg, [cfg["dim"]])
         teacher = rng.standard_normal((k, dim))
 
         def draw(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +125,7 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
 
         (xtr, ytr), (xte, yte) = draw(cfg["train_size"]), draw(cfg["test_size"])
         classes = k
+    bound = feature_norm_bound(cfg, list(xtr.shape[1:]))
     info = {
         "name": name,
         "kind": kind,
@@ -98,7 +139,7 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
     }
     # the bound is a guarantee: check it on the arrays actually written
     for x in (xtr, xte):
-        if len(x) and float(np.linalg.norm(x.reshape(len(x), -1), axis=1).max()) > bound * (1 + 1e-6):
+        if largest_norm(x) > bound * (1 + 1e-6):
             raise DPLabError(f"datasets.{name}", "feature norm bound violated (internal error)")
     return {"x": xtr, "y": ytr}, {"x": xte, "y": yte}, info
 
@@ -146,6 +187,7 @@ def load(folder: str | Path) -> Dataset:
         arrays = {split: np.load(folder / f"{split}.npz") for split in ("train", "test")}
     except FileNotFoundError as err:
         raise DPLabError("--data", f"{folder} is not a prepared dataset ({err.filename} missing); run dplab prepare-data") from None
+    check_info(info, arrays["train"]["x"], str(folder / "info.json"))
     return Dataset(
         torch.from_numpy(arrays["train"]["x"]),
         torch.from_numpy(arrays["train"]["y"]),

@@ -13,8 +13,8 @@ The loop is the one of :mod:`dplab.training.loop`; this module supplies its thre
   (w_t) ~ N(0, σ²C²·(CᵀC)⁻¹) across steps; its state is checkpointed;
 - the **claim**: σ calibrated from ``target_epsilon`` with :func:`dplab.mf.accounting.calibrate`,
   ε on the logged steps from the MF accountant (the first t rows of C·G + Z, i.e. C[:t, :t] and
-  the spec cut to t steps), and every DP-SGD accountant listed as excluded: they assume
-  independent noise per step.
+  the spec cut to t steps), and every DP-SGD accountant listed as excluded
+  (:func:`dplab.accounting.claims.refusal`: they assume independent noise per step).
 
 Run keys: ``strategy`` (identity|sqrt|optimal|banded), ``bands`` (banded), ``min_separation``
 (b: number of fixed batches / partitions; null → ⌊n/batch_size⌋), ``participations`` (k,
@@ -45,9 +45,6 @@ METHOD = "dp_mf"
 ACCOUNTANT = mf_accounting.NAME  # "mf"
 SAMPLINGS = ("min_separation", "cyclic_poisson")
 KEYS = ("strategy", "bands", "min_separation", "participations")
-EXCLUSION = ("correlated noise: the DP-SGD accountants assume independent Gaussian noise in every step; "
-             "dp_mf is accounted by the matrix-factorization accountant 'mf' (004 §4.3)")
-
 
 def resolve(cfg: dict, err) -> None:
     """Cross-key rules of the MF keys (called by :func:`dplab.training.config.resolve_run`)."""
@@ -55,6 +52,8 @@ def resolve(cfg: dict, err) -> None:
         for key in KEYS:
             if cfg.get(key) is not None:
                 raise err(key, f"only applies to method {METHOD}")
+        if cfg["accountant"] == ACCOUNTANT:
+            raise err("accountant", f"'{ACCOUNTANT}' accounts method {METHOD} only (correlated noise)")
         return
     if cfg["strategy"] is None:
         raise err("strategy", f"is required for method {METHOD}: one of {', '.join(factorizations.STRATEGIES)}")
@@ -199,12 +198,12 @@ class Mechanism:
 def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | None = None) -> Mechanism:
     """Sampler, factorization, σ and the ε curve of a dp_mf run, decided before training."""
     from dplab import accounting
-    from dplab.training.privacy import Plan
+    from dplab.accounting.claims import refusal
+    from dplab.training.privacy import Plan, update_of
 
     names = cfg["accountants"] if cfg["accountants"] is not None else accounting.names()
-    for name in names:
-        if name != ACCOUNTANT:
-            accounting.get(name)  # unknown name: DPLabError listing the valid ones
+    update = update_of(cfg)
+    excluded = {name: refusal(name, None, update) for name in names if name != ACCOUNTANT}  # claims decides
     spec = sampler_spec(cfg, n)
     sampler = SpecSampler(spec)
     fact = factorization if factorization is not None else build_factorization(cfg)
@@ -241,5 +240,5 @@ def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | N
                                             "method": "PLD of the dp_event (dp_accounting)"}},
     }
     plan = Plan(None, sigma, source, "", curves={ACCOUNTANT: curve}, release={ACCOUNTANT: "trajectory"},
-                excluded={name: EXCLUSION for name in names if name != ACCOUNTANT}, details=details)
+                excluded=excluded, details=details, update=update)
     return Mechanism(sampler, fact, plan, MFNoise(fact, sigma * cfg["clip"]))

@@ -136,7 +136,7 @@ def train(
         noise_source = noise_source or mechanism.noise
     else:
         sampler = samplers.build(cfg["sampling"], n, b, cfg["reshuffle"])
-        claim = plan(cfg, n, b, dimension, info, grid)  # ε fixed before training: errors write nothing
+        claim = plan(cfg, n, b, dimension, info, grid, data.x_train)  # ε fixed before training: errors write nothing
     if noise_source is None:
         noise_source = GaussianNoise(claim.noise_multiplier * cfg["clip"]) if method.private else NoNoise()
     project(params, cfg["diameter"])  # W₀ ∈ W (001 eq. 1)
@@ -263,6 +263,7 @@ def _summary(cfg, info, claim: Plan, rows, n, b, dimension, device) -> dict:
             k: ("every iterate" if r == "trajectory" else "the final parameters only") for k, r in claim.release.items()
         },
         "excluded_accountants": claim.excluded,
+        "update": claim.update.as_dict(),  # with "setting": what dplab.accounting.claims.refusal decides from
         **claim.details,
         "note": "epsilon covers the model parameters; the logged losses/accuracies are diagnostics computed on the data and are not privatised",
     }

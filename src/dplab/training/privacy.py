@@ -1,11 +1,11 @@
 """The run's privacy claim: its Setting in canonical units, σ (given or calibrated), and ε from
-exactly the accountants whose assumptions the run satisfies.
+exactly the accountants the run may claim.
 
-Validity is decided in two places: the accountant's own ``check(setting)`` (sampling,
-neighbouring, parameter ranges, required loss constants), and :func:`training_mismatch` for what
-only the training side knows (how the update normalises the clipped sum).  Loss constants
-(λ, β, L) enter the Setting only when the model and data guarantee them
-(:func:`loss_constants`), so hidden-state bounds for convex losses never run on an MLP/CNN.
+Which ones it may claim is decided by :func:`dplab.accounting.claims.refusal` from the Setting
+and the run's :class:`~dplab.accounting.claims.Update` (:func:`update_of`), both written to
+summary.json so that sweeps and figures decide the same way.  Loss constants (λ, β, L) enter the
+Setting only when the model and the data guarantee them (:func:`loss_constants`), so hidden-state
+bounds for convex losses never run on an MLP/CNN.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import numpy as np
 
 from dplab import accounting
 from dplab.accounting import Setting
+from dplab.accounting.claims import Update, refusal
 from dplab.errors import DPLabError
+from dplab.training.data import largest_norm, logreg_constants
 from dplab.training.methods import METHODS
 
 
@@ -32,21 +34,29 @@ class Plan:
     release: dict[str, str] = field(default_factory=dict)  # accountant -> trajectory|last_iterate
     excluded: dict[str, str] = field(default_factory=dict)  # accountant -> reason
     details: dict = field(default_factory=dict)  # method-specific summary entries (dp_mf: the factorization)
+    update: Update = Update()  # what the engine did that the Setting does not say (claims.refusal)
 
 
-def loss_constants(cfg: dict, info: dict) -> tuple[dict, str]:
+def loss_constants(cfg: dict, info: dict, features) -> tuple[dict, str]:
     """(λ, β, L) of the run's per-example loss when guaranteed, else ({}, why not).
 
-    Only logistic regression on data with a guaranteed feature bound R (info.json) has them:
+    Only logistic regression on data with a guaranteed feature bound R (info.json, checked
+    against the dataset's kind and arrays by :func:`dplab.training.data.load`) has them:
     β = (R²+1)/2 + l2, λ = l2 (if > 0), L = √(2(R²+1)) + l2·D/2 on the ball of diameter D (no L
-    when l2 > 0 without projection: the gradient is unbounded).  They describe the gradient
-    field only if clipping never acts, so they are withheld unless C ≥ L.
+    when l2 > 0 without projection: the gradient is unbounded) — computed here from R, never read
+    from the file.  ``features`` are the records the run trains on: one beyond R (an audit's
+    canary) voids them.  They describe the gradient field only if clipping never acts, so they
+    are withheld unless C ≥ L.
     """
     if cfg["model"] != "logreg":
         return {}, f"model {cfg['model']} is not convex: no loss constants"
-    base = info.get("logreg_constants")
-    if not base:
+    bound = info.get("feature_norm_bound")
+    if bound is None:
         return {}, "the dataset records no feature-norm bound: no loss constants"
+    largest = largest_norm(features)
+    if largest > bound * (1 + 1e-6):
+        return {}, f"a record the run trains on has ||x|| = {largest:.6g} > R = {bound:g}: no loss constants"
+    base = logreg_constants(bound)
     l2, diameter = cfg["l2"], cfg["diameter"]
     if l2 > 0 and diameter is None:
         return {}, "l2 > 0 without projection: the gradient is unbounded (no Lipschitz constant)"
@@ -56,7 +66,7 @@ def loss_constants(cfg: dict, info: dict) -> tuple[dict, str]:
     out = {"smoothness": base["smoothness"] + l2, "lipschitz": lipschitz}
     if l2 > 0:
         out["strong_convexity"] = l2
-    return out, "logistic regression on data with ||x|| <= R (docs/training.md)"
+    return out, f"logistic regression on data with ||x|| <= R = {bound:g} (docs/training.md)"
 
 
 def build_setting(cfg: dict, n: int, b: int, dimension: int, sigma: float, constants: dict) -> Setting:
@@ -73,51 +83,37 @@ def build_setting(cfg: dict, n: int, b: int, dimension: int, sigma: float, const
         diameter=cfg["diameter"],
         regularization=cfg["regularization"],
         dimension=dimension,
+        reshuffle=cfg["reshuffle"] if cfg["sampling"] == "shuffle" else None,
         **constants,
     )
 
 
-def training_mismatch(cfg: dict, release: str) -> str | None:
-    """Why an accountant of the given ``release`` kind does not describe this run's update,
-    for reasons the Setting cannot express (None: no objection)."""
-    if cfg["sampling"] != "poisson":
-        return None
-    if cfg["normalize"] == "realized" and release == "trajectory":
-        return ("the update divides the clipped sum by the realized batch size |B| (001 eq. 12); "
-                "composition bounds for Poisson sampling assume the noisy sum divided by the fixed b")
-    if cfg["normalize"] == "expected" and release == "last_iterate":
-        return ("the update divides the clipped sum by the expected b, so a step can exceed ηC when |B| > b; "
-                "hidden-state bounds under Poisson sampling (001 eq. 12, Lemma 2) need the realized mean")
-    return None
-
-
-def _validity(name: str, cfg: dict, setting: Setting) -> str | None:
-    acc = accounting.get(name)
-    try:  # the accountant's own assumptions first: they are what a reader looks up
-        acc.check(setting)
-    except DPLabError as err:  # AssumptionError, or a range check of the Setting
-        return str(err)
-    return training_mismatch(cfg, acc.describe()["release"])
+def update_of(cfg: dict) -> Update:
+    """The engine's update for a resolved run (:mod:`dplab.training.loop`): the noise source of
+    its method and how it normalizes the clipped sum."""
+    method = METHODS[cfg["method"]]
+    noise = "none" if not method.private else "correlated" if method.name == "dp_mf" else "independent"
+    return Update(noise=noise, normalize=cfg["normalize"])
 
 
 def calibrate(cfg: dict, setting: Setting) -> float:
     """σ reaching ``target_epsilon`` at δ with the run's ``accountant`` (DPLabError if invalid)."""
     name = cfg["accountant"]
-    why = _validity(name, cfg, setting)
+    why = refusal(name, setting, update_of(cfg))
     if why:
         raise DPLabError("accountant", f"cannot calibrate σ with {name!r} for this run: {why}")
     return accounting.get(name).sigma(setting, cfg["target_epsilon"], cfg["delta"])
 
 
-def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int]) -> Plan:
-    """σ, the Setting and ε on ``grid`` (one ``epsilon_curve`` call per valid accountant)."""
+def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int], features) -> Plan:
+    """σ, the Setting and ε on ``grid`` (one ``epsilon_curve`` call per claimable accountant);
+    ``features`` are the records the run trains on (:func:`loss_constants`)."""
     requested = cfg["accountants"]
     names = requested if requested is not None else accounting.names()
-    for name in names:
-        accounting.get(name)  # unknown name: DPLabError listing the valid ones
-    if not METHODS[cfg["method"]].private:
-        return Plan(None, None, "none (non-private)", "", excluded={k: "non-private run: no noise, no privacy claim" for k in names})
-    constants, note = loss_constants(cfg, info)
+    update = update_of(cfg)
+    if update.noise == "none":
+        return Plan(None, None, "none (non-private)", "", excluded={k: refusal(k, None, update) for k in names})
+    constants, note = loss_constants(cfg, info, features)
     if cfg["noise_multiplier"] is not None:
         sigma, source = float(cfg["noise_multiplier"]), "given"
     else:
@@ -125,9 +121,9 @@ def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int])
         sigma = calibrate(cfg, probe)
         source = f"calibrated with {cfg['accountant']} to epsilon={cfg['target_epsilon']} at delta={cfg['delta']}"
     setting = build_setting(cfg, n, b, dimension, sigma, constants)
-    out = Plan(setting, sigma, source, note)
+    out = Plan(setting, sigma, source, note, update=update)
     for name in names:
-        why = _validity(name, cfg, setting)
+        why = refusal(name, setting, update)
         if why is None:
             try:
                 curve = accounting.get(name).epsilon_curve(setting, cfg["delta"], grid)
@@ -138,7 +134,7 @@ def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int])
                     why = "returned a non-finite epsilon"
                 else:
                     out.curves[name] = curve
-                    out.release[name] = accounting.get(name).describe()["release"]
+                    out.release[name] = accounting.get(name).release
                     continue
         out.excluded[name] = why
     return out

@@ -1,0 +1,124 @@
+"""Which accountants a run may claim: the one place that decides (docs/accountants.md).
+
+An accountant's ε is a guarantee for a run only if
+
+1. the run's :class:`~dplab.accounting.setting.Setting` satisfies the accountant's own
+   assumptions (``Accountant.check``: sampling, neighbouring, parameter ranges, loss constants,
+   reshuffling), and
+2. the accountant's release model describes the update the engine performed — facts the
+   Setting cannot express, recorded as the run's :class:`Update` (summary.json ``update``,
+   read back with the setting by :func:`from_summary`).
+
+Training (:func:`dplab.training.privacy.plan`), sweeps (:func:`dplab.accounting.sweep.sweep`)
+and the figure tables that compute or read a run's ε all ask :func:`refusal`, so a sweep or a
+figure made from a summary.json reproduces the run's own exclusions.  A new training-side
+condition (a new sampler, a new noise source) is one more rule in :func:`_update_refusal`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass
+
+from dplab.accounting.registry import get, names
+from dplab.accounting.setting import Setting
+from dplab.errors import DPLabError
+
+#: the matrix-factorization accountant, ``dplab.mf.accounting.NAME`` (not imported: it loads torch)
+MF = "mf"
+NOISES = ("independent", "correlated", "none")
+NORMALIZES = ("expected", "realized")
+
+NON_PRIVATE = "non-private run: no noise, no privacy claim"
+CORRELATED = ("correlated noise: the DP-SGD accountants assume independent Gaussian noise in every step; "
+              "dp_mf is accounted by the matrix-factorization accountant 'mf' (004 §4.3)")
+
+
+@dataclass(frozen=True)
+class Update:
+    """What the engine did in each step that the Setting does not say.  The defaults are the
+    canonical mechanism of docs/units.md (what ``dplab epsilon`` assumes): independent
+    N(0, σ²C²) on the clipped sum, divided by the fixed b."""
+
+    noise: str = "independent"  # independent per step | correlated (dp_mf) | none (non-private)
+    normalize: str = "expected"  # clipped sum ÷ fixed b (expected) or ÷ realized |B| (realized, 001 eq. 12)
+
+    def __post_init__(self) -> None:
+        if self.noise not in NOISES:
+            raise DPLabError("update.noise", f"must be one of {', '.join(NOISES)}; got {self.noise!r}")
+        if self.normalize not in NORMALIZES:
+            raise DPLabError("update.normalize", f"must be one of {', '.join(NORMALIZES)}; got {self.normalize!r}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def analysed_update(release: str) -> Update:
+    """The update that accountants of a ``release`` kind analyse, for a setting with no run
+    behind it: composition bounds the noisy sum divided by the fixed b, hidden-state bounds the
+    realized mean (001 eq. 12); the two agree unless the sampling is Poisson."""
+    return Update(normalize="realized" if release == "last_iterate" else "expected")
+
+
+def from_summary(summary: dict) -> tuple[Setting | None, Update]:
+    """The setting (None if the run records none) and the update recorded in a run's summary.json."""
+    if "update" not in summary:
+        raise DPLabError("summary", "records no 'update' (written by an older dplab): train the run again so that "
+                                    "its exclusions can be reproduced")
+    try:
+        update = Update(**summary["update"])
+    except TypeError:
+        raise DPLabError("summary.update", f"must hold {', '.join(f.name for f in dataclasses.fields(Update))}; "
+                                           f"got {summary['update']!r}") from None
+    if not summary.get("setting"):
+        return None, update
+    fields = {f.name for f in dataclasses.fields(Setting)}
+    return Setting(**{k: v for k, v in summary["setting"].items() if k in fields}), update
+
+
+def refusal(name: str, setting: Setting | None, update: Update = Update()) -> str | None:
+    """Why a run with ``setting`` and ``update`` may not claim accountant ``name`` (None: it may).
+
+    An unknown name is a :class:`DPLabError` listing the valid ones.  ``setting`` is None for
+    runs that record none (non-private, dp_mf).
+    """
+    if name != MF:
+        get(name)  # unknown name: DPLabError naming the valid ones
+    if update.noise == "none":
+        return NON_PRIVATE
+    if update.noise == "correlated":
+        return None if name == MF else CORRELATED
+    if name == MF:
+        return "the matrix-factorization accountant covers correlated-noise runs (method dp_mf) only"
+    if setting is None:
+        return "the run records no privacy setting"
+    accountant = get(name)
+    try:  # the accountant's own assumptions first: they are what a reader looks up
+        accountant.check(setting)
+    except DPLabError as err:  # AssumptionError, or a range check of the Setting
+        return str(err)
+    return _update_refusal(setting, update, accountant.release)
+
+
+def _update_refusal(setting: Setting, update: Update, release: str) -> str | None:
+    """Why an accountant of the given ``release`` kind does not describe this update, for
+    reasons the Setting cannot express (None: no objection)."""
+    if setting.sampling != "poisson":  # fixed-size batches: |B| = b, the two normalizations agree
+        return None
+    if update.normalize == "realized" and release == "trajectory":
+        return ("the update divides the clipped sum by the realized batch size |B| (001 eq. 12); "
+                "composition bounds for Poisson sampling assume the noisy sum divided by the fixed b")
+    if update.normalize == "expected" and release == "last_iterate":
+        return ("the update divides the clipped sum by the expected b, so a step can exceed ηC when |B| > b; "
+                "hidden-state bounds under Poisson sampling (001 eq. 12, Lemma 2) need the realized mean")
+    return None
+
+
+def check_names(run: dict, err) -> None:
+    """A run's ``accountant`` and every name in its ``accountants`` must be an accountant
+    (``dplab accountants``, or 'mf'); ``err(key, message)`` makes the DPLabError to raise."""
+    valid = sorted([*names(), MF])
+    for key, given in (("accountants", run.get("accountants") or []), ("accountant", [run.get("accountant")])):
+        for name in given:
+            if name is not None and name not in valid:
+                raise err(key, f"unknown accountant {name!r}; valid: {', '.join(valid)}")

@@ -1,0 +1,131 @@
+"""One function decides which accountants a run may claim (issue 13 §7): training, sweeps and
+figure tables all ask dplab.accounting.claims.refusal, from what summary.json records."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dplab import accounting
+from dplab.accounting.claims import CORRELATED, Update, from_summary, refusal
+from dplab.accounting.sweep import sweep
+from dplab.cli import main
+from dplab.errors import DPLabError
+from dplab.figures import figure
+from dplab.training import data, loop
+from dplab.training.config import resolve_run
+
+RUN = {"dataset": "synthetic", "batch_size": 20, "steps": 30, "log_every": 10, "noise_multiplier": 2.0}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two trained runs on one synthetic dataset: projected DP-SGD (Poisson, the update divides by
+    the realized |B|) and plain DP-SGD (divides by b)."""
+    folder = tmp_path_factory.mktemp("claims")
+    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 200, "test_size": 20, "dim": 4, "feature_norm": 1.0},
+                               "synthetic")
+    data.write(folder / "data", *data.prepare(cfg, "synthetic"))
+    dataset = data.load(folder / "data")
+    specs = {"projected": {"method": "projected_dp_sgd", "diameter": 2.0, "neighbouring": "replace_one"},
+             "dp_sgd": {"method": "dp_sgd"}}
+    for name, spec in specs.items():
+        loop.train(resolve_run({**RUN, **spec, "name": name}), dataset, folder / name)
+    return folder
+
+
+def _summary(folder, name) -> dict:
+    return json.loads((folder / name / "summary.json").read_text())
+
+
+def test_sweep_of_a_projected_run_gives_pld_no_curve(runs, tmp_path):
+    """The scenario of the issue: the run excludes pld (realized |B|); `dplab sweep --summary
+    --accountants pld` writes one row with an empty ε and that reason, never a curve."""
+    summary = _summary(runs, "projected")
+    assert "pld" not in summary["epsilon"] and "realized batch size" in summary["excluded_accountants"]["pld"]
+    out = tmp_path / "pld.csv"
+    assert main(["sweep", "--summary", str(runs / "projected" / "summary.json"), "--accountants", "pld",
+                 "--points", "5", "--out", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert len(table) == 1 and table.epsilon.isna().all()
+    assert table.reason.iloc[0] == summary["excluded_accountants"]["pld"]
+
+
+@pytest.mark.parametrize("name", ["projected", "dp_sgd"])
+def test_sweep_from_a_summary_reproduces_the_run_exactly(runs, name):
+    """For every accountant: refused by the sweep iff the run excluded it (same reason), and the
+    same ε at the run's last step where claimed."""
+    summary = _summary(runs, name)
+    setting, update = from_summary(summary)
+    table = sweep(setting, summary["delta"], accounting.names(), np.array([10, 30]), update)
+    for accountant, rows in table.groupby("accountant"):
+        if accountant in summary["epsilon"]:
+            assert rows.set_index("steps").epsilon[30] == pytest.approx(summary["epsilon"][accountant], rel=1e-9)
+        else:
+            assert len(rows) == 1 and rows.reason.iloc[0] == summary["excluded_accountants"][accountant]
+    assert set(summary["epsilon"]) | set(summary["excluded_accountants"]) == set(accounting.names())
+
+
+def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
+    """A sweep CSV carrying curves the run may not claim (written by an older sweep, or by hand):
+    the figure table turns each into one refused row; without a valid pld curve it refuses."""
+    summary = _summary(runs, "dp_sgd")
+    setting, _ = from_summary(summary)
+    steps = np.array([1, 10, 30])
+    forged = sweep(setting, summary["delta"], ["pld", "rdp"], steps)
+    forged = pd.concat([forged, forged[forged.accountant == "rdp"].assign(accountant="langevin")], ignore_index=True)
+    path = tmp_path / "sweep.csv"
+    forged.to_csv(path, index=False)
+    table = figure("accountants_vs_pld").table([str(path), str(runs / "dp_sgd" / "summary.json")], {"sweep": "s"})
+    langevin = table[table.accountant == "langevin"]
+    assert len(langevin) == 1 and langevin.epsilon.isna().all() and "(accountant 'langevin')" in langevin.reason.iloc[0]
+    assert table[table.accountant == "pld"].epsilon.notna().sum() == 3
+
+    projected = _summary(runs, "projected")
+    forged = sweep(from_summary(projected)[0], projected["delta"], ["pld"], steps)  # canonical update: the old sweep
+    assert forged.epsilon.notna().all()
+    forged.to_csv(path, index=False)
+    with pytest.raises(DPLabError, match="no pld values"):
+        figure("accountants_vs_pld").table([str(path), str(runs / "projected" / "summary.json")], {"sweep": "s"})
+
+
+def test_hidden_state_gain_drops_a_curve_the_run_may_not_claim(runs, tmp_path):
+    """A summary/metrics pair edited to carry a pld curve for the projected run: the table shows
+    pld as refused (with the reason), not as a curve."""
+    summary = _summary(runs, "projected")
+    metrics = pd.read_csv(runs / "projected" / "metrics.csv")
+    summary["epsilon"]["pld"] = 1.0
+    summary["epsilon_covers"]["pld"] = "every iterate"
+    del summary["excluded_accountants"]["pld"]
+    metrics["epsilon_pld"] = 1.0
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    table = figure("hidden_state_gain").table([str(tmp_path / "summary.json"), str(tmp_path / "metrics.csv")],
+                                              {"runs": ["projected"], "skip": []})
+    pld = table[table.accountant == "pld"]
+    assert len(pld) == 1 and pld.epsilon.isna().all() and "realized batch size" in pld.reason.iloc[0]
+    assert table[table.accountant == "asoodeh_projected"].epsilon.notna().all()
+
+
+def test_runs_without_a_setting_and_old_summaries():
+    """dp_mf (correlated noise) and non-private runs claim no DP-SGD accountant; the MF accountant
+    only for correlated noise; a summary without the update record cannot be swept."""
+    table = sweep(None, 1e-6, ["rdp", "pld"], np.array([1, 5]), Update(noise="correlated"))
+    assert table.epsilon.isna().all() and (table.reason == CORRELATED).all()
+    assert refusal("mf", None, Update(noise="correlated")) is None
+    assert "dp_mf" in refusal("mf", None, Update())
+    assert "non-private" in refusal("rdp", None, Update(noise="none"))
+    with pytest.raises(DPLabError, match="update"):
+        from_summary({"setting": None})
+
+
+def test_old_summary_is_refused_by_the_sweep_command(runs, tmp_path, capsys):
+    summary = _summary(runs, "dp_sgd")
+    del summary["update"]
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "out.csv"
+    assert main(["sweep", "--summary", str(tmp_path / "summary.json"), "--accountants", "rdp", "--out", str(out)]) == 2
+    assert "records no 'update'" in capsys.readouterr().err and not out.exists()
