@@ -28,14 +28,12 @@ def check_config(config: dict) -> None:
 
     for run, entry in config["runs"].items():
         _check_dataset(config, entry, f"runs.{run}.dataset")
-        _check_device(config, entry, f"runs.{run}.device")
     for grid, spec in config.get("grids", {}).items():
         for variant in spec["variants"]:
             where = f"grids.{grid}.variants.{variant}"
             first = next(r["run"] for r in grid_runs(config, grid).values() if r["variant"] == variant)
             entry = validate(first, "run", where)
             _check_dataset(config, entry, f"{where}.dataset")
-            _check_device(config, entry, f"{where}.device" if "device" in spec["variants"][variant] else f"grids.{grid}.base.device")
     known = set(accountant_names())
     for sweep, entry in config.get("sweeps", {}).items():
         if entry["run"] not in config["runs"]:
@@ -52,6 +50,7 @@ def check_config(config: dict) -> None:
         if figure not in FIGURE_IDS:
             raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
         figure_module(figure).check(config, params)
+    _check_devices(config)
 
 
 def _check_dataset(config: dict, entry: dict, key: str) -> None:
@@ -59,15 +58,22 @@ def _check_dataset(config: dict, entry: dict, key: str) -> None:
         raise DPLabError(key, f"unknown dataset {entry['dataset']!r}; defined: {', '.join(sorted(config['datasets']))}")
 
 
-def _check_device(config: dict, entry: dict, key: str) -> None:
-    """A run's ``device`` must agree with what its job asks the scheduler for (training_resources.gpus)."""
-    gpus, device = config["training_resources"]["gpus"], entry.get("device", "auto")
-    if device == "cuda" and gpus == 0:
-        raise DPLabError(key, "is cuda but training_resources.gpus is 0, so the job would get no GPU on a cluster; "
-                              "set training_resources.gpus >= 1 (every training job then asks for GPUs) or device: auto")
-    if device == "cpu" and gpus > 0:
-        raise DPLabError(key, f"is cpu but training_resources.gpus is {gpus}, so the job would hold GPUs it never uses; "
-                              "set device: auto (or cuda), or training_resources.gpus: 0")
+def _check_devices(config: dict) -> None:
+    """Every training run's ``device`` must agree with what its job asks the scheduler for
+    (training_resources.gpus, the one place that decides; docs/cluster.md)."""
+    gpus = config["training_resources"]["gpus"]
+    devices = {f"runs.{run}.device": entry.get("device", "auto") for run, entry in config["runs"].items()}
+    for grid, spec in config.get("grids", {}).items():
+        for variant, keys in spec["variants"].items():
+            where = f"grids.{grid}.variants.{variant}" if "device" in keys else f"grids.{grid}.base"
+            devices[f"{where}.device"] = keys.get("device", spec["base"].get("device", "auto"))
+    for key, device in devices.items():
+        if device == "cuda" and gpus == 0:
+            raise DPLabError(key, "is cuda but training_resources.gpus is 0, so the job would get no GPU on a cluster; "
+                                  "set training_resources.gpus >= 1 (every training job then asks for GPUs) or device: auto")
+        if device == "cpu" and gpus > 0:
+            raise DPLabError(key, f"is cpu but training_resources.gpus is {gpus}, so the job would hold GPUs it never "
+                                  "uses; set device: auto (or cuda), or training_resources.gpus: 0")
 
 
 def grid_runs(config: dict, grid: str) -> dict[str, dict]:
