@@ -6,9 +6,10 @@ slurm.conf under ``base`` (state, spool, logs and PID files there too; in /etc o
 munged (unless one already answers), slurmctld and slurmd, and ``stop()`` ends exactly the daemons it started, by their PID files, and deletes those files.  Clients find the
 cluster through ``SLURM_CONF`` (see :meth:`SlurmCluster.env`).
 
-The node offers one fake GPU (a GRES backed by /dev/null) in partition ``gpu`` next to
-the default partition ``cpu``, with the names of ``workflow/profiles/slurm/partitions.yaml``,
-so that a GPU request is routed and granted like on a real cluster.
+The node offers two fake GPUs (a count-only GRES: no device files, no autodetection) in
+partition ``gpu`` next to the default partition ``cpu``, with the names of
+``workflow/profiles/slurm/partitions.yaml``, so that a GPU request is routed and granted like on a
+real cluster (torch in the job still sees no CUDA).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +26,8 @@ from pathlib import Path
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 DAEMONS = ["slurmctld", "slurmd", "munged", "sbatch", "squeue", "scontrol", "sinfo"]
 MUNGE_PID = Path("/run/munge/munged.pid")
+#: fake GPUs of the node: two training jobs at once, as many as the node's CPUs on a small machine
+GPUS = 2
 #: where srun looks for its config inside a job: slurmstepd does not pass SLURM_CONF on
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 
@@ -143,13 +147,15 @@ ReturnToService=2
 MinJobAge=300
 SchedulerParameters=sched_interval=1
 GresTypes=gpu
-NodeName={host} CPUs={cpus} RealMemory={mem_mb} Gres=gpu:1 State=UNKNOWN
+NodeName={host} CPUs={cpus} RealMemory={mem_mb} Gres=gpu:{GPUS} State=UNKNOWN
 PartitionName=cpu Nodes={host} Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes={host} MaxTime=INFINITE State=UP
 """
         )
-        # a fake GPU: granted by the scheduler like a real one, /dev/null behind it
-        (self.base / "gres.conf").write_text(f"NodeName={host} Name=gpu File=/dev/null Count=1\n")
+        # fake GPUs: granted by the scheduler like real ones, a null device (as /dev/null) behind each
+        for i in range(GPUS):
+            os.mknod(self.base / f"fake_gpu{i}", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        (self.base / "gres.conf").write_text(f"AutoDetect=off\nNodeName={host} Name=gpu File={b}/fake_gpu[0-{GPUS - 1}]\n")
 
     def start(self, timeout: float = 60) -> None:
         _clean_stale()

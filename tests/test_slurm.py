@@ -1,7 +1,8 @@
 """The pipeline through `snakemake --profile workflow/profiles/slurm` on a live single-node SLURM
-cluster (started by the test, see slurm_cluster.py): same results as a local run, CPU jobs on
-the CPU partition, a CUDA run on the GPU partition with a GPU request, and a failing job that
-ends the run with SLURM's status instead of hanging.
+cluster (started by the test, see slurm_cluster.py): same results as a local run; under
+config/paper.yaml's `training_resources` every training job is submitted to partition gpu with
+one GPU and every other job to partition cpu; a training job cancelled by SLURM is seen as
+failed (SLURM's status, no hang), retried, and resumes from its checkpoint.
 
 Skipped, with the reason, where SLURM is not installed and cannot be (no root or no apt-get).
 """
@@ -13,6 +14,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -51,6 +53,15 @@ def slurm_project(built, tmp_path):
     return fresh_copy(built, tmp_path / "project")
 
 
+def edit_config(project, edit) -> dict:
+    """Apply ``edit(config)`` to the project's config/config.yaml; return the new config."""
+    path = project / "config" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    edit(config)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return config
+
+
 def start_slurm_run(cwd, slurm: SlurmCluster, *args: str) -> subprocess.Popen:
     cmd = ["snakemake", "--profile", "workflow/profiles/slurm", *FAST, *args]
     return subprocess.Popen(
@@ -71,6 +82,22 @@ def snakemake_slurm(cwd, slurm: SlurmCluster, *args: str, proc: subprocess.Popen
     return proc.returncode, out
 
 
+def slurm(cluster: SlurmCluster, *cmd: str) -> str:
+    return subprocess.run(cmd, env={**tool_env(), **cluster.env()}, capture_output=True, text=True, check=True).stdout
+
+
+def submitted_jobs(out: str, cluster: SlurmCluster) -> list[dict]:
+    """What SLURM holds for every job snakemake submitted (``scontrol show job``; finished jobs
+    stay listed for MinJobAge = 300 s): rule (from the plugin's --comment), partition, TRES."""
+    jobs = []
+    for job_id in re.findall(r"has been submitted with SLURM jobid (\d+)", out):
+        line = slurm(cluster, "scontrol", "show", "job", "--oneliner", job_id)
+        jobs.append({"id": job_id, "rule": re.search(r"Comment=rule_(\w+?)(_wildcards_\S*)?\s", line).group(1),
+                     "partition": re.search(r"Partition=(\S+)", line).group(1),
+                     "gpus": re.search(r"TresPerJob=\S*gres:gpu:(\d+)", line)})
+    return jobs
+
+
 def result_files(root) -> dict[str, bytes]:
     """Every result file (tables, CSVs, JSON, data, figures, models) with its bytes."""
     files = {}
@@ -80,59 +107,102 @@ def result_files(root) -> dict[str, bytes]:
     return files
 
 
-#: what the cluster builds: one job of each of six rules, in two DAG levels (the SLURM plugin
-#: polls job status at growing intervals, 1 + 11 + 21 + … s, so every level costs ~12–33 s)
-TARGETS = {
-    "prepare_data": "results/data/digits/train.npz",
-    "factorization": "results/mf/banded_T20_m16.npz",
-    "train": "results/runs/dp_sgd/summary.json",
-    "train_grid_run": "results/grids/mf_vs_dpsgd/digits/mlp/dp_mf/eps1/seed0/summary.json",
-    "figure_table": "results/tables/gaussian_sigma.csv",
-    "figure": "results/figures/gaussian_sigma.png",
-}
+#: what the cluster builds: one job of each of five rules, training both kinds of run (an entry of
+#: `runs` that records gradient norms, a grid's run), in two DAG levels (the SLURM plugin polls
+#: job status at growing intervals, 1 + 11 + 21 + … s, so every level costs ~12–33 s)
+TARGETS = [
+    "results/data/digits/train.npz",  # prepare_data
+    "results/mf/banded_T20_m16.npz",  # factorization
+    "results/runs/gd_nonprivate/grad_norms.csv",  # train (a run of `runs`, record_grad_norms)
+    "results/grids/mf_vs_dpsgd/digits/mlp/dp_mf/eps1/seed0/summary.json",  # train (a grid's run)
+    "results/tables/gaussian_sigma.csv",  # figure_table
+    "results/figures/gaussian_sigma.png",  # figure
+]
 
 
-def test_slurm_run_equals_local_run(slurm_project, built, cluster):
+def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_project, built, cluster):
+    """With config/paper.yaml's training_resources (device stays auto: the node's GPUs are fake,
+    so training runs on its CPU), every training job goes to partition gpu with --gpus=1 and
+    every other job to partition cpu; the results are the local run's, byte for byte."""
     project, local = slurm_project, built
-    rc, out = snakemake_slurm(project, cluster, *TARGETS.values())
+    paper = yaml.safe_load((project / "config" / "paper.yaml").read_text())
+    assert paper["training_resources"]["gpus"] == 1
+    edit_config(project, lambda c: c.update(training_resources=paper["training_resources"]))
+    rc, out = snakemake_slurm(project, cluster, *TARGETS)
     assert rc == 0, out[-5000:]
-    submitted = re.findall(r"Auto-selected partition '(\w+)' for job (\w+)", out)
-    assert {rule for _, rule in submitted} == set(TARGETS)
-    assert {partition for partition, _ in submitted} == {"cpu"}  # no CUDA run: nothing on GPU nodes
+
+    jobs = submitted_jobs(out, cluster)
+    assert sorted(job["rule"] for job in jobs) == sorted(
+        ["prepare_data", "factorization", "train", "train", "figure_table", "figure"]), jobs
+    for job in jobs:
+        if job["rule"] == "train":
+            assert job["partition"] == "gpu" and job["gpus"] and job["gpus"].group(1) == "1", job
+        else:
+            assert job["partition"] == "cpu" and job["gpus"] is None, job
 
     slurm_results = result_files(project)
-    assert set(TARGETS.values()) <= set(slurm_results), sorted(slurm_results)
+    assert set(TARGETS) <= set(slurm_results), sorted(slurm_results)
     local_results = {name: data for name, data in result_files(local).items() if name in slurm_results}
     assert set(slurm_results) == set(local_results)
     differ = [name for name in local_results if slurm_results[name] != local_results[name]]
-    assert differ == [], differ  # model.pt, metrics, summaries, tables and figures, byte for byte
+    assert differ == [], differ  # model.pt, metrics, gradient norms, summaries, tables and figures, byte for byte
+    assert len(slurm_results["results/runs/gd_nonprivate/grad_norms.csv"].splitlines()) > 100
 
-    again = run(["snakemake", "--profile", "workflow/profiles/slurm", "-n", *TARGETS.values()], cwd=project)
+    again = run(["snakemake", "--profile", "workflow/profiles/slurm", "-n", *TARGETS], cwd=project)
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_cuda_run_asks_for_a_gpu_and_its_failure_ends_the_run(slurm_project, built, cluster):
-    """A run with device: cuda goes to partition gpu with --gpus=1; on this GPU-less machine (the
-    node's GPU is a count-only GRES) dplab train refuses, and snakemake stops with the job's SLURM
-    status and log instead of waiting.  (The data is copied from ``built``: only train runs.)"""
+#: a run long enough (~5 s of training) to be cancelled between two checkpoints
+CHECKPOINT_EVERY = 100
+LONG_RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "digits", "steps": 4000, "batch_size": 64, "lr": 0.5,
+            "clip": 1.0, "noise_multiplier": 1.0, "accountants": ["rdp"], "log_every": 400,
+            "checkpoint_every": CHECKPOINT_EVERY}
+
+
+def checkpoint_step(path) -> int | None:
+    """The step of a training checkpoint, None while there is none (writes are atomic renames)."""
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA: the training job would succeed")
+    try:
+        return int(torch.load(path, weights_only=True)["step"])
+    except FileNotFoundError:
+        return None
+
+
+def test_a_cancelled_training_job_is_retried_and_resumes_from_its_checkpoint(slurm_project, built, cluster, tmp_path):
+    """scancel (what SLURM does to a job at its time limit or on preemption: SIGTERM, then
+    SIGKILL) once the run has checkpointed twice: snakemake reports SLURM's status CANCELLED,
+    submits the job again (the profile's retries), the new attempt continues from checkpoint.pt
+    (its steps never go back), and the finished run is byte-identical to an uninterrupted one."""
     project = slurm_project
     shutil.copytree(built / "results" / "data", project / "results" / "data")
-    config_path = project / "config" / "config.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config["runs"]["dp_sgd"]["device"] = "cuda"
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    edit_config(project, lambda c: c["runs"].update(long=LONG_RUN))
+    proc = start_slurm_run(project, cluster, "results/runs/long/summary.json")
+    reference = tmp_path / "reference"  # uninterrupted, meanwhile, locally (DVC's command: test_dvc_remote)
+    uninterrupted = subprocess.Popen(
+        ["dplab", "train", "--config", "config/config.yaml", "--run", "long", "--data", "results/data/digits",
+         "--out", str(reference), "--threads", "1"], cwd=project, env=tool_env(), stdout=subprocess.DEVNULL)
 
-    rc, out = snakemake_slurm(project, cluster, "results/runs/dp_sgd/summary.json")
-    assert rc != 0, out[-5000:]
-    assert re.search(r"Auto-selected partition 'gpu' for job train", out), out[-5000:]
-    failed = re.search(r"SLURM-job '(\d+)' failed, SLURM status is: 'FAILED'", out)
-    assert failed, out[-5000:]
-    job = subprocess.run(["scontrol", "show", "job", failed.group(1)], env={**tool_env(), **cluster.env()},
-                         capture_output=True, text=True).stdout
-    assert "Partition=gpu" in job and re.search(r"TresPerJob=\S*gpu:1", job), job
-    assert "cuda requested" in (project / "logs" / "train" / "dp_sgd.log").read_text()
-    assert not (project / "results" / "runs" / "dp_sgd" / "summary.json").exists()
+    run_dir = project / "results" / "runs" / "long"
+    seen, cancelled_at = [], None  # checkpoint steps in the order observed; the step at scancel
+    deadline = time.monotonic() + LIMIT_S
+    while proc.poll() is None and time.monotonic() < deadline:
+        step = checkpoint_step(run_dir / "checkpoint.pt")
+        if step is not None and seen[-1:] != [step]:
+            seen.append(step)
+        if cancelled_at is None and step is not None and step >= 2 * CHECKPOINT_EVERY:
+            running = slurm(cluster, "squeue", "--noheader", "--states=RUNNING", "--format=%i %Z").splitlines()
+            [job_id] = [line.split()[0] for line in running if line.endswith(f" {project}")]
+            slurm(cluster, "scancel", job_id)
+            cancelled_at = step
+        time.sleep(0.05)
+    rc, out = snakemake_slurm(project, cluster, proc=proc)
+    assert rc == 0, out[-5000:]
+    assert cancelled_at is not None, seen
+    assert f"SLURM-job '{job_id}' failed, SLURM status is: 'CANCELLED'" in out, out[-5000:]
+    assert [job["rule"] for job in submitted_jobs(out, cluster)] == ["train", "train"]  # the retry
+    assert seen == sorted(seen) and seen[-1] > cancelled_at, (seen, cancelled_at)  # resumed, not restarted
+    assert not (run_dir / "checkpoint.pt").exists()
+    assert uninterrupted.wait(timeout=LIMIT_S) == 0
+    for name in ("metrics.csv", "summary.json", "model.pt", "grad_norms.csv"):
+        assert (run_dir / name).read_bytes() == (reference / name).read_bytes(), name

@@ -44,6 +44,7 @@ def test_train_writes_metrics_and_summary(digits, tmp_path):
     assert summary["noise_multiplier"] == 1.1 and summary["delta"] == 1e-5
     assert summary["neighbouring"] == "add_remove" and summary["sampling"] == "poisson"
     assert not (out / "checkpoint.pt").exists()
+    assert (out / "grad_norms.csv").read_text() == "step,grad_norm\n"  # no record_grad_norms: the header only
 
 
 def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):

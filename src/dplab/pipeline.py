@@ -7,6 +7,8 @@ result live here so that rules, the DVC view and the tests agree on them.
 
 from __future__ import annotations
 
+import re
+
 from dplab.errors import DPLabError
 
 RESULTS = "results"
@@ -15,11 +17,7 @@ RESULTS = "results"
 def name_pattern(entries: dict) -> str:
     """A wildcard constraint matching exactly the names of ``entries`` (never matches if empty)."""
     names = sorted(entries)
-    return "|".join(names) if names else "(?!x)x"
-
-
-#: a run of a grid: <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s> (see grid_runs)
-GRID_RUN_PATTERN = r"[A-Za-z0-9_]+/[A-Za-z0-9_]+/[A-Za-z0-9_]+/(eps|sigma)?[0-9.e+-]*(nonprivate)?/seed[0-9]+"
+    return "|".join(map(re.escape, names)) if names else "(?!x)x"
 
 
 def check_config(config: dict) -> None:
@@ -55,11 +53,30 @@ def check_config(config: dict) -> None:
         if figure not in FIGURE_IDS:
             raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
         figure_module(figure).check(config, params)
+    _check_devices(config)
 
 
 def _check_dataset(config: dict, entry: dict, key: str) -> None:
     if entry["dataset"] not in config["datasets"]:
         raise DPLabError(key, f"unknown dataset {entry['dataset']!r}; defined: {', '.join(sorted(config['datasets']))}")
+
+
+def _check_devices(config: dict) -> None:
+    """Every training run's ``device`` must agree with what its job asks the scheduler for
+    (training_resources.gpus, the one place that decides; docs/cluster.md)."""
+    gpus = config["training_resources"]["gpus"]
+    devices = {f"runs.{run}.device": entry.get("device", "auto") for run, entry in config["runs"].items()}
+    for grid, spec in config.get("grids", {}).items():
+        for variant, keys in spec["variants"].items():
+            where = f"grids.{grid}.variants.{variant}" if "device" in keys else f"grids.{grid}.base"
+            devices[f"{where}.device"] = keys.get("device", spec["base"].get("device", "auto"))
+    for key, device in devices.items():
+        if device == "cuda" and gpus == 0:
+            raise DPLabError(key, "is cuda but training_resources.gpus is 0, so the job would get no GPU on a cluster; "
+                                  "set training_resources.gpus >= 1 (every training job then asks for GPUs) or device: auto")
+        if device == "cpu" and gpus > 0:
+            raise DPLabError(key, f"is cpu but training_resources.gpus is {gpus}, so the job would hold GPUs it never "
+                                  "uses; set device: auto (or cuda), or training_resources.gpus: 0")
 
 
 def grid_runs(config: dict, grid: str) -> dict[str, dict]:
@@ -93,14 +110,28 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
     return runs
 
 
-def grid_run_files(grid: str, run: str) -> dict[str, str]:
-    base = f"{RESULTS}/grids/{grid}/{run}"
-    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt"}
-
-
 def grid_summaries(config: dict, grid: str) -> list[str]:
     """The summary.json of every run of ``grid`` (what figures read)."""
-    return [grid_run_files(grid, run)["summary"] for run in grid_runs(config, grid)]
+    return [training_files(f"grids/{grid}/{run}")["summary"] for run in grid_runs(config, grid)]
+
+
+def training_runs(config: dict) -> dict[str, dict]:
+    """Every training job of the DAG (rule ``train``): the run's folder under results/ —
+    ``runs/<name>`` for an entry of `runs`, ``grids/<grid>/<run>`` for a run of a grid — -> its
+    run entry (seed and name filled in) as ``dplab train --run-json`` gets it."""
+    runs = {f"runs/{name}": run_entry(config, name) for name in config["runs"]}
+    for grid in config.get("grids", {}):
+        runs.update({f"grids/{grid}/{name}": item["run"] for name, item in grid_runs(config, grid).items()})
+    return runs
+
+
+def training_files(folder: str) -> dict[str, str]:
+    """What a training job writes into results/<folder> (a key of :func:`training_runs`).
+    grad_norms.csv holds the recorded norms of a run with ``record_grad_norms: true`` and only
+    its header otherwise, so that every training job has the same outputs (one rule)."""
+    base = f"{RESULTS}/{folder}"
+    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt",
+            "grad_norms": f"{base}/grad_norms.csv"}
 
 
 def dataset_entry(config: dict, name: str) -> dict:
@@ -113,11 +144,6 @@ def run_entry(config: dict, name: str) -> dict:
     return {"seed": config["seed"], **config["runs"][name], "name": name}
 
 
-def run_gpus(config: dict, name: str) -> int:
-    """1 if the run asks for CUDA explicitly, else 0 (`auto` runs anywhere)."""
-    return int(config["runs"][name].get("device", "auto") == "cuda")
-
-
 def data_dir(dataset: str) -> str:
     return f"{RESULTS}/data/{dataset}"
 
@@ -128,8 +154,8 @@ def data_files(dataset: str) -> dict[str, str]:
 
 
 def run_files(run: str) -> dict[str, str]:
-    base = f"{RESULTS}/runs/{run}"
-    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt"}
+    """The outputs of the entry ``run`` of `runs` (see :func:`training_files`)."""
+    return training_files(f"runs/{run}")
 
 
 def audit_entry(config: dict, name: str) -> dict:
@@ -139,16 +165,6 @@ def audit_entry(config: dict, name: str) -> dict:
 
 def audit_file(audit: str) -> str:
     return f"{RESULTS}/audit/{audit}.csv"
-
-
-def grad_norms_file(run: str) -> str:
-    """Per-example gradient norms of a run with ``record_grad_norms: true``."""
-    return f"{RESULTS}/runs/{run}/grad_norms.csv"
-
-
-def recording_runs(config: dict) -> dict[str, dict]:
-    """The runs of config `runs` that record per-example gradient norms."""
-    return {name: entry for name, entry in config["runs"].items() if entry.get("record_grad_norms")}
 
 
 def sweep_file(sweep: str) -> str:
@@ -214,12 +230,8 @@ PROVENANCE = f"{RESULTS}/provenance.json"
 def results(config: dict) -> list[str]:
     """Every result the provenance record covers: runs, sweeps, tables and figures."""
     files = []
-    for run in config["runs"]:
-        files += list(run_files(run).values())
-    files += [grad_norms_file(run) for run in recording_runs(config)]
-    for grid in config.get("grids", {}):
-        for run in grid_runs(config, grid):
-            files += list(grid_run_files(grid, run).values())
+    for folder in training_runs(config):
+        files += list(training_files(folder).values())
     files += [mf_file(key) for key in factorizations(config)]
     files += [sweep_file(sweep) for sweep in config.get("sweeps", {})]
     files += [audit_file(audit) for audit in config.get("audits", {})]

@@ -11,8 +11,9 @@ def register(subparsers) -> None:
         description="Train one run (a pipeline config with --run, a single-run YAML, or --run-json) on a "
         "dataset prepared by `dplab prepare-data`. Writes DIR/metrics.csv (one row per logged step, with "
         "ε from every accountant valid for the run), DIR/summary.json (final metrics, the setting in "
-        "canonical names, σ, δ, ε per valid accountant, excluded accountants and why) and DIR/model.pt; "
-        "resumes from DIR/checkpoint.pt if a previous attempt was interrupted.",
+        "canonical names, σ, δ, ε per valid accountant, excluded accountants and why), DIR/model.pt and "
+        "DIR/grad_norms.csv (the recorded norms with record_grad_norms, else only its header); resumes from "
+        "DIR/checkpoint.pt if a previous attempt was interrupted.",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="pipeline config (with --run) or single-run YAML")
@@ -65,7 +66,10 @@ def _train_grid(args) -> int:
 
 
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:
+    from pathlib import Path
+
     from dplab.errors import DPLabError
+    from dplab.io import write_text
     from dplab.training import data, loop
 
     dataset = data.load(data_dir)
@@ -77,6 +81,8 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) 
 
         factorization = load_factorization(cfg, mf_cache)
     summary = loop.train(cfg, dataset, out, factorization=factorization)
+    if not cfg["record_grad_norms"]:  # every run folder has the same files: one Snakemake rule trains them all
+        write_text(Path(out) / "grad_norms.csv", ",".join(loop.GRAD_NORM_COLUMNS) + "\n")
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary["epsilon"].items()) or "none"
     final = summary["final"]
     print(f"test_accuracy={final['test_accuracy']:.4f} test_loss={final['test_loss']:.4f} epsilon: {eps} -> {out}")

@@ -26,7 +26,8 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> list[str]:
-    return [pipeline.grad_norms_file(params["run"]), pipeline.run_files(params["run"])["summary"]]
+    files = pipeline.run_files(params["run"])
+    return [files["grad_norms"], files["summary"]]
 
 
 def table(inputs: list[str], params: dict) -> pd.DataFrame:
