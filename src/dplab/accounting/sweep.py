@@ -15,6 +15,7 @@ import pandas as pd
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError, DPLabError
+from dplab.progress import Progress
 
 #: columns of every sweep table, in order
 COLUMNS = [
@@ -41,9 +42,12 @@ def setting_from_summary(summary: dict) -> tuple[Setting, float]:
 
 
 def sweep(setting: Setting, delta: float, accountants: list[str], steps: np.ndarray) -> pd.DataFrame:
-    """ε(T) for every accountant and every T in ``steps`` at fixed δ, as a tidy table."""
+    """ε(T) for every accountant and every T in ``steps`` at fixed δ, as a tidy table (progress:
+    one accountant at a time, :mod:`dplab.progress`)."""
     rows = []
-    for name in accountants:
+    progress = Progress("sweep", len(accountants), unit="accountant")
+    where = f"δ={delta:g}, {setting.neighbouring}, {setting.sampling} sampling"
+    for done, name in enumerate(accountants, 1):
         accountant = get(name)
         common = {
             "accountant": name,
@@ -58,6 +62,9 @@ def sweep(setting: Setting, delta: float, accountants: list[str], steps: np.ndar
             eps = accountant.epsilon_curve(setting, delta, steps)
         except AssumptionError as err:
             rows.append({**common, "steps": np.nan, "epsilon": np.nan, "reason": str(err)})
+            progress.update(done, f"{name}: excluded ({err})")
             continue
         rows += [{**common, "steps": int(t), "epsilon": float(e), "reason": ""} for t, e in zip(steps, eps)]
+        progress.update(done, f"{name}: ε at T={int(steps[-1])} = {float(eps[-1]):.4g} ({where})")
+    progress.close()
     return pd.DataFrame(rows, columns=COLUMNS)
