@@ -1,8 +1,11 @@
-"""Dataset preparation: digits, synthetic, MNIST from tiny IDX files (no network)."""
+"""Dataset preparation: digits, synthetic, MNIST from tiny IDX files (no network; offline, download)."""
 
 import gzip
 import hashlib
+import json
 import struct
+import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -107,3 +110,46 @@ def test_prepare_data_cli(tmp_path, capsys):
     assert "datasets.bad.kind" in capsys.readouterr().err
     assert main(["prepare-data", "--config", str(cfg), "--dataset", "nope", "--out", str(tmp_path / "b")]) == 2
     assert not (tmp_path / "b").exists()
+
+
+def _no_network(*args, **kwargs):
+    raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+
+def test_mnist_offline_stops_naming_the_key_and_the_files_to_put_where(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(urllib.request, "urlopen", _no_network)
+    folder, out = tmp_path / "data" / "mnist", tmp_path / "results" / "data" / "mnist"
+    entry = {"kind": "mnist", "path": str(folder)}  # download: true by default
+    assert main(["prepare-data", "--dataset-json", json.dumps(entry), "--dataset", "mnist", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dplab prepare-data: error: datasets.mnist.path: ")
+    assert "no network?" in err[0] and f"into {folder.resolve()}: " in err[0]
+    for stem, md5 in mnist.FILES.items():  # every file, with the published checksum
+        assert f"{stem}.gz (MD5 {md5})" in err[0]
+    assert not out.exists() and not folder.exists()  # nothing half-downloaded left behind
+    assert main(["prepare-data", "--dataset-json", json.dumps({**entry, "download": False}), "--dataset", "m",
+                 "--out", str(out)]) == 2
+    assert "datasets.m.path: " in capsys.readouterr().err and not out.exists()
+
+
+def test_mnist_files_present_work_offline(tmp_path, monkeypatch):
+    monkeypatch.setattr(urllib.request, "urlopen", _no_network)
+    _, sums = _write_mnist(tmp_path / "raw")
+    monkeypatch.setattr(mnist, "FILES", sums)
+    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20}, "mnist")
+    assert cfg["download"] is True and data.prepare(cfg, "mnist")[2]["train_size"] == 20
+
+
+def test_mnist_download_is_checked_against_the_published_md5(tmp_path, monkeypatch):
+    """The download path (a file:// mirror: no network): downloaded files are verified like local ones."""
+    arrays, sums = _write_mnist(tmp_path / "mirror")
+    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "data"), "train_size": 20,
+                                "mirror": (tmp_path / "mirror").as_uri()}, "mnist")
+    with pytest.raises(DPLabError, match=r"datasets.mnist.verify_checksums: .*differs from the published"):
+        data.prepare(cfg, "mnist")  # our tiny files are not the published ones
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == sorted(f"{stem}.gz" for stem in arrays)
+    monkeypatch.setattr(mnist, "FILES", sums)
+    train, _, info = data.prepare(cfg, "mnist")
+    assert info["test_size"] == 12 and set(train["y"]) <= set(arrays["train-labels-idx1-ubyte"])
+    for stem in arrays:
+        assert (tmp_path / "data" / f"{stem}.gz").read_bytes() == (tmp_path / "mirror" / f"{stem}.gz").read_bytes()
