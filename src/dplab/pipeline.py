@@ -25,16 +25,17 @@ GRID_RUN_PATTERN = r"[A-Za-z0-9_]+/[A-Za-z0-9_]+/[A-Za-z0-9_]+/(eps|sigma)?[0-9.
 def check_config(config: dict) -> None:
     """Raise :class:`DPLabError` naming the key of any dangling reference in ``config``."""
     from dplab.accounting import names as accountant_names
-    from dplab.config import validate
     from dplab.figures import FIGURE_IDS, figure as figure_module
+    from dplab.training.config import resolve_run
 
-    for run, entry in config["runs"].items():
+    for run, entry in config["runs"].items():  # cross-key rules too: a bad run fails here, not after hours of jobs
+        resolve_run(entry, where=f"runs.{run}")
         _check_dataset(config, entry, f"runs.{run}.dataset")
     for grid, spec in config.get("grids", {}).items():
         for variant in spec["variants"]:
             where = f"grids.{grid}.variants.{variant}"
             first = next(r["run"] for r in grid_runs(config, grid).values() if r["variant"] == variant)
-            entry = validate(first, "run", where)
+            entry = resolve_run(first, where)
             _check_dataset(config, entry, f"{where}.dataset")
     known = set(accountant_names())
     for sweep, entry in config.get("sweeps", {}).items():
