@@ -7,7 +7,12 @@ from snakemake.utils import min_version, validate
 min_version("8.0")
 
 
-configfile: "config/config.yaml"
+# config/config.yaml is the default: a config named on the command line (--configfile) replaces
+# it rather than being merged into it, so config/paper.yaml runs its own entries only. Files named
+# together are merged in order: --configfile config/paper.yaml config/paper-smoke.yaml.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")

@@ -16,9 +16,12 @@ the CNN of ``models.build`` with 16 channels on 1×28×28, a wide MLP 784-3072-2
   caches, library buffers and Python objects are not counted, as on CUDA).  Opacus with hooks
   is not probed where its per-sample gradients alone would take over half the memory.
 
+Each row also gives ``vs_opacus`` (the engine's median over each Opacus mode's), the device's
+name, torch's version and the date.
+
 Methods: ``non_private`` (forward, ``backward()``, in-place SGD update); ``engine_dp`` (what one step
-of ``dplab train`` does: :func:`clipped_grad_sum`, i.i.d. Gaussian noise from the CPU generator,
-the loop's update); ``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample
+of ``dplab train`` does: :func:`clipped_grad_sum`, i.i.d. Gaussian noise from the run's noise
+generator (:func:`dplab.training.loop.streams`: on the device itself on a GPU), the loop's update); ``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample
 gradients, clip, noise, ``optimizer.step()``); ``opacus_ghost`` (``grad_sample_mode="ghost"``,
 Opacus's fast gradient clipping with a double backward).
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import datetime
 import json
 import os
 import statistics
@@ -41,7 +45,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from dplab.training import models
+from dplab.training import loop, models
 from dplab.training.noise import GaussianNoise
 from dplab.training.per_example import clipped_grad_sum
 
@@ -95,7 +99,7 @@ class Steps:
         params = {k: v.detach().clone() for k, v in model.named_parameters()}
         loss = models.example_loss(model, 0.0)
         noise_source = GaussianNoise(SIGMA * CLIP)
-        generator = torch.Generator().manual_seed(0)
+        generator = loop.streams(self.x.device, 0)[1]
         b = self.batch
 
         def step():  # the lines of loop.train for one dp_sgd step (normalize: expected)
@@ -213,9 +217,12 @@ def main(argv=None) -> None:
         n_params = sum(p.numel() for p in build_model(name).parameters())
         row = {"model": name, "parameters": n_params, "device": device.type,
                "device_name": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+               "date": datetime.date.today().isoformat(), "torch": torch.__version__,
                "threads": args.threads, "batch": args.batch, "rounds": args.rounds,
                "median_ms": {m: round(v, 3) for m, v in med.items()},
                "ratio": {m: round(med[m] / med["non_private"], 3) for m in methods if m != "non_private"}}
+        if "engine_dp" in med:
+            row["vs_opacus"] = {m: round(med["engine_dp"] / med[m], 3) for m in ("opacus", "opacus_ghost") if m in med}
         if not args.no_memory:
             mem = {m: memory(name, m, args.memory_batch, device, args.threads) for m in methods}
             row["memory_batch"] = args.memory_batch

@@ -65,6 +65,42 @@ def small_config() -> dict:
     return config
 
 
+def idx_bytes(array) -> bytes:
+    """``array`` as an IDX file of unsigned bytes (MNIST's format)."""
+    import struct
+
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    return header + array.astype("uint8").tobytes()
+
+
+def write_mnist(folder: Path, n_train: int = 30, n_test: int = 12, gz: bool = True) -> tuple[dict, dict]:
+    """Tiny MNIST-format files (random images, labels 0..9 in turn) in ``folder``, gzipped or raw:
+    (the arrays by file stem, the MD5 of each .gz)."""
+    import gzip
+    import hashlib
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    arrays = {
+        "train-images-idx3-ubyte": rng.integers(0, 256, (n_train, 28, 28)),
+        "train-labels-idx1-ubyte": np.arange(n_train) % 10,
+        "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, 28, 28)),
+        "t10k-labels-idx1-ubyte": np.arange(n_test) % 10,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    sums = {}
+    for stem, arr in arrays.items():
+        blob = idx_bytes(arr)
+        if gz:
+            blob = gzip.compress(blob, mtime=0)
+            (folder / f"{stem}.gz").write_bytes(blob)
+            sums[stem] = hashlib.md5(blob).hexdigest()
+        else:
+            (folder / stem).write_bytes(blob)
+    return arrays, sums
+
+
 def copy_project(dest: Path) -> Path:
     """A copy of the project's tracked files at ``dest`` (a git repo of its own, one commit)
     with the small config."""

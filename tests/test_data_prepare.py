@@ -1,13 +1,14 @@
-"""Dataset preparation: digits, synthetic, MNIST from tiny IDX files (no network)."""
+"""Dataset preparation: digits, synthetic, MNIST from tiny IDX files (no network; offline, download)."""
 
-import gzip
-import hashlib
-import struct
+import json
+import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
 import yaml
 
+from conftest import idx_bytes, write_mnist
 from dplab.cli import main
 from dplab.errors import DPLabError
 from dplab.training import data, mnist
@@ -35,42 +36,17 @@ def test_synthetic_respects_its_feature_bound():
     assert info["logreg_constants"]["lipschitz"] == pytest.approx(np.sqrt(2 * (2.5**2 + 1)))
 
 
-def _idx(array: np.ndarray) -> bytes:
-    return struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape) + array.astype(np.uint8).tobytes()
-
-
-def _write_mnist(folder, n_train=30, n_test=12, gz=True):
-    rng = np.random.default_rng(0)
-    arrays = {
-        "train-images-idx3-ubyte": rng.integers(0, 256, (n_train, 28, 28)),
-        "train-labels-idx1-ubyte": np.arange(n_train) % 10,
-        "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, 28, 28)),
-        "t10k-labels-idx1-ubyte": np.arange(n_test) % 10,
-    }
-    folder.mkdir(parents=True, exist_ok=True)
-    sums = {}
-    for stem, arr in arrays.items():
-        blob = _idx(arr)
-        if gz:
-            blob = gzip.compress(blob, mtime=0)
-            (folder / f"{stem}.gz").write_bytes(blob)
-            sums[stem] = hashlib.md5(blob).hexdigest()
-        else:
-            (folder / stem).write_bytes(blob)
-    return arrays, sums
-
-
 def test_read_idx_roundtrip_and_bad_files():
     arr = np.arange(24).reshape(2, 3, 4)
-    assert np.array_equal(mnist.read_idx(_idx(arr)), arr)
+    assert np.array_equal(mnist.read_idx(idx_bytes(arr)), arr)
     with pytest.raises(DPLabError, match="magic"):
         mnist.read_idx(b"\x01\x02\x03\x04")
     with pytest.raises(DPLabError, match="header"):
-        mnist.read_idx(_idx(arr)[:-1])
+        mnist.read_idx(idx_bytes(arr)[:-1])
 
 
 def test_mnist_from_gz_with_checksums_and_subset(tmp_path, monkeypatch):
-    arrays, sums = _write_mnist(tmp_path / "raw")
+    arrays, sums = write_mnist(tmp_path / "raw")
     base = {"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20, "download": False}
     cfg = data.resolve_dataset(base, "mnist")
     with pytest.raises(DPLabError, match="MD5"):  # our tiny files are not the published ones
@@ -88,7 +64,7 @@ def test_mnist_from_gz_with_checksums_and_subset(tmp_path, monkeypatch):
 
 
 def test_mnist_raw_files_and_missing_files(tmp_path):
-    _write_mnist(tmp_path / "raw", gz=False)
+    write_mnist(tmp_path / "raw", gz=False)
     cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": None, "download": False}, "m")
     assert data.prepare(cfg, "m")[2]["train_size"] == 30
     with pytest.raises(DPLabError, match="download is false"):
@@ -107,3 +83,46 @@ def test_prepare_data_cli(tmp_path, capsys):
     assert "datasets.bad.kind" in capsys.readouterr().err
     assert main(["prepare-data", "--config", str(cfg), "--dataset", "nope", "--out", str(tmp_path / "b")]) == 2
     assert not (tmp_path / "b").exists()
+
+
+def _no_network(*args, **kwargs):
+    raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+
+def test_mnist_offline_stops_naming_the_key_and_the_files_to_put_where(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(urllib.request, "urlopen", _no_network)
+    folder, out = tmp_path / "data" / "mnist", tmp_path / "results" / "data" / "mnist"
+    entry = {"kind": "mnist", "path": str(folder)}  # download: true by default
+    assert main(["prepare-data", "--dataset-json", json.dumps(entry), "--dataset", "mnist", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dplab prepare-data: error: datasets.mnist.path: ")
+    assert "no network?" in err[0] and f"into {folder.resolve()}: " in err[0]
+    for stem, md5 in mnist.FILES.items():  # every file, with the published checksum
+        assert f"{stem}.gz (MD5 {md5})" in err[0]
+    assert not out.exists() and not folder.exists()  # nothing half-downloaded left behind
+    assert main(["prepare-data", "--dataset-json", json.dumps({**entry, "download": False}), "--dataset", "m",
+                 "--out", str(out)]) == 2
+    assert "datasets.m.path: " in capsys.readouterr().err and not out.exists()
+
+
+def test_mnist_files_present_work_offline(tmp_path, monkeypatch):
+    monkeypatch.setattr(urllib.request, "urlopen", _no_network)
+    _, sums = write_mnist(tmp_path / "raw")
+    monkeypatch.setattr(mnist, "FILES", sums)
+    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20}, "mnist")
+    assert cfg["download"] is True and data.prepare(cfg, "mnist")[2]["train_size"] == 20
+
+
+def test_mnist_download_is_checked_against_the_published_md5(tmp_path, monkeypatch):
+    """The download path (a file:// mirror: no network): downloaded files are verified like local ones."""
+    arrays, sums = write_mnist(tmp_path / "mirror")
+    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "data"), "train_size": 20,
+                                "mirror": (tmp_path / "mirror").as_uri()}, "mnist")
+    with pytest.raises(DPLabError, match=r"datasets.mnist.verify_checksums: .*differs from the published"):
+        data.prepare(cfg, "mnist")  # our tiny files are not the published ones
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == sorted(f"{stem}.gz" for stem in arrays)
+    monkeypatch.setattr(mnist, "FILES", sums)
+    train, _, info = data.prepare(cfg, "mnist")
+    assert info["test_size"] == 12 and set(train["y"]) <= set(arrays["train-labels-idx1-ubyte"])
+    for stem in arrays:
+        assert (tmp_path / "data" / f"{stem}.gz").read_bytes() == (tmp_path / "mirror" / f"{stem}.gz").read_bytes()

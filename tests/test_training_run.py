@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 
 import pytest
 import yaml
@@ -143,7 +144,23 @@ def test_progress_bar_on_a_terminal_shows_steps_loss_and_epsilon(digits, tmp_pat
     assert f"{FAST['steps']}/{FAST['steps']}" in text and "loss=" in text and "rdp" in text
 
 
-def test_no_progress_bar_when_not_on_a_terminal(digits, tmp_path, capsys):
-    ds = data.load(digits)
-    loop.train(resolve_run({"method": "sgd", **FAST}), ds, tmp_path / "quiet")
-    assert "dplab train" not in capsys.readouterr().err
+def test_progress_lines_in_the_log_when_not_on_a_terminal(digits, tmp_path, capsys, monkeypatch):
+    """What `tail -f logs/train/<run>.log` shows: no bar, a line per interval (here 0 s: every
+    step) with step/T, the last logged losses and ε (accountant, δ, neighbouring, sampling),
+    elapsed and time left; at the default 30 s a 30-step run writes only its first and last line."""
+    run = {"method": "dp_sgd", "noise_multiplier": 1.0, **FAST, "accountants": ["rdp"], "name": "dp"}
+    monkeypatch.setenv("DPLAB_PROGRESS_SECONDS", "0")
+    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits), "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "dplab train dp: step" in line]
+    assert "\r" not in err and len(lines) == FAST["steps"]
+    eps = {int(r["step"]): r for r in csv.DictReader(open(tmp_path / "a" / "metrics.csv"))}
+    line = lines[14]  # step 15: the values logged at step 10
+    assert line.split(" | ")[0].endswith("dplab train dp: step 15/30 (50.0%)")
+    assert f"train_loss={float(eps[10]['train_loss']):.4g} " in line
+    assert f"ε at step 10 (δ=1e-05, add_remove, poisson sampling): rdp={float(eps[10]['epsilon_rdp']):.4g}" in line
+    assert re.search(r"\| elapsed \d:\d\d:\d\d, left ~\d:\d\d:\d\d$", line)
+    monkeypatch.delenv("DPLAB_PROGRESS_SECONDS")
+    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits), "--out", str(tmp_path / "b")]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "dplab train dp:" in line]
+    assert len(lines) == 2 and "starting at step 0/30" in lines[0] and "step 30/30 (100.0%)" in lines[1]

@@ -5,6 +5,7 @@ Each subcommand lives in a module of :mod:`dplab.commands` that defines
 heavy modules (torch, dp_accounting, matplotlib) only inside its ``func``, so that ``dplab``
 starts fast.  Bad input of
 any kind (a :class:`~dplab.errors.DPLabError`) prints one line on stderr and exits with 2.
+Long jobs log their progress on stderr (:mod:`dplab.progress`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 from dplab import __version__
 from dplab.errors import DPLabError
+from dplab.progress import setup_logging
 
 #: subcommand modules, in the order ``dplab --help`` lists them
 COMMAND_MODULES: tuple[str, ...] = (
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    setup_logging()
     try:
         result = args.func(args)
     except DPLabError as err:

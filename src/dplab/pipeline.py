@@ -23,20 +23,18 @@ def name_pattern(entries: dict) -> str:
 def check_config(config: dict) -> None:
     """Raise :class:`DPLabError` naming the key of any dangling reference in ``config``."""
     from dplab.accounting import names as accountant_names
-    from dplab.config import validate
     from dplab.figures import FIGURE_IDS, figure as figure_module
-    from dplab.accounting.claims import check_names
+    from dplab.training.config import resolve_run
 
-    for run, entry in config["runs"].items():
+    for run, entry in config["runs"].items():  # cross-key rules too: a bad run fails here, not after hours of jobs
+        resolve_run(entry, where=f"runs.{run}")
         _check_dataset(config, entry, f"runs.{run}.dataset")
-        check_names(entry, lambda key, msg, run=run: DPLabError(f"runs.{run}.{key}", msg))
     for grid, spec in config.get("grids", {}).items():
         for variant in spec["variants"]:
             where = f"grids.{grid}.variants.{variant}"
             first = next(r["run"] for r in grid_runs(config, grid).values() if r["variant"] == variant)
-            entry = validate(first, "run", where)
+            entry = resolve_run(first, where)
             _check_dataset(config, entry, f"{where}.dataset")
-            check_names(entry, lambda key, msg, where=where: DPLabError(f"{where}.{key}", msg))
     known = set(accountant_names())
     for sweep, entry in config.get("sweeps", {}).items():
         if entry["run"] not in config["runs"]:

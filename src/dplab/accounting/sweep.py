@@ -15,6 +15,7 @@ from dplab.accounting.claims import Update, refusal
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError, DPLabError
+from dplab.progress import Progress
 
 #: columns of every sweep table, in order
 COLUMNS = [
@@ -36,9 +37,12 @@ def steps_grid(max_steps: int, points: int) -> np.ndarray:
 def sweep(setting: Setting | None, delta: float | None, accountants: list[str], steps: np.ndarray,
           update: Update = Update()) -> pd.DataFrame:
     """ε(T) for every accountant the run may claim and every T in ``steps`` at fixed δ, as a tidy
-    table; one row with an empty ε and the reason for every other accountant."""
+    table; one row with an empty ε and the reason for every other accountant (progress: one
+    accountant at a time, :mod:`dplab.progress`)."""
     rows = []
-    for name in accountants:
+    progress = Progress("sweep", len(accountants), unit="accountant")
+    where = f"δ={delta:g}, {setting.neighbouring}, {setting.sampling} sampling" if setting else "no setting"
+    for done, name in enumerate(accountants, 1):
         accountant = get(name)  # unknown name: DPLabError listing the valid ones
         why = refusal(name, setting, update)
         common = {
@@ -57,6 +61,9 @@ def sweep(setting: Setting | None, delta: float | None, accountants: list[str], 
                 why = str(err)
         if why is not None:
             rows.append({**common, "steps": np.nan, "epsilon": np.nan, "reason": why})
+            progress.update(done, f"{name}: excluded ({why})")
             continue
         rows += [{**common, "steps": int(t), "epsilon": float(e), "reason": ""} for t, e in zip(steps, eps)]
+        progress.update(done, f"{name}: ε at T={int(steps[-1])} = {float(eps[-1]):.4g} ({where})")
+    progress.close()
     return pd.DataFrame(rows, columns=COLUMNS)

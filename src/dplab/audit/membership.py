@@ -25,6 +25,7 @@ from dplab.audit.canary import Canary
 from dplab.audit.runner import train_many
 from dplab.audit.stats import audit_bound
 from dplab.errors import DPLabError
+from dplab.progress import Progress
 from dplab.training import models, privacy
 from dplab.training.config import resolve_run
 from dplab.training.data import Dataset
@@ -75,7 +76,9 @@ def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: l
     return curves, release, setting
 
 
-def run_method(entry: dict, data: Dataset, method: str, index: int, seed: int) -> pd.DataFrame:
+def run_method(entry: dict, data: Dataset, method: str, index: int, seed: int,
+               progress: Progress | None = None, done: int = 0) -> pd.DataFrame:
+    """The rows of one method; ``progress`` counts its run-steps from ``done`` on."""
     cfg = method_config(entry, method)
     x, y, probes = audit_data(data, entry, cfg, seed)
     runs, chunk, steps = entry["runs"], entry["chunk"], sorted(entry["steps"])
@@ -84,8 +87,14 @@ def run_method(entry: dict, data: Dataset, method: str, index: int, seed: int) -
         seeds = np.random.SeedSequence([seed, index, world]).generate_state(runs).tolist()
         for start in range(0, runs, chunk):
             part = seeds[start : start + chunk]
+
+            def on_step(step, base=done + (world * runs + start) * steps[-1], width=len(part), first=start + 1):
+                if progress is not None:
+                    progress.update(base + step * width, f"method {method}, world {('canary', 'mirror')[world]}, "
+                                    f"runs {first}–{first + width - 1} of {runs}, step {step}/{steps[-1]}")
+
             res = train_many(cfg, x[world].expand(len(part), *x.shape[1:]), y[world].expand(len(part), -1),
-                             part, steps, data.info["classes"], probes)
+                             part, steps, data.info["classes"], probes, on_step)
             for t in steps:
                 scores[(world, "last_iterate", t)].append(res.last_iterate[t].numpy())
                 scores[(world, "trajectory", t)].append(res.trajectory[t].numpy())
@@ -114,5 +123,8 @@ def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
     """One tidy table: a row per (method, T, observation) with the audit's ε lower bound and the
     upper bound of every accountant valid for that run (``upper_<accountant>``, its release in
     ``release_<accountant>``; the run's excluded accountants have no column)."""
-    frames = [run_method(entry, data, m, i, seed) for i, m in enumerate(entry["methods"])]
+    per_method = 2 * entry["runs"] * max(entry["steps"])
+    progress = Progress(f"audit {entry.get('name', '')}".rstrip(), len(entry["methods"]) * per_method, unit="run-step")
+    frames = [run_method(entry, data, m, i, seed, progress, i * per_method) for i, m in enumerate(entry["methods"])]
+    progress.close()
     return pd.concat(frames, ignore_index=True)

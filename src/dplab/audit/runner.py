@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -79,10 +80,11 @@ def _canary_grads(loss, params, canary: Canary, clip: float) -> tuple[torch.Tens
 
 
 def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], record: list[int], classes: int,
-               canary: Canary | None = None) -> Lockstep:
+               canary: Canary | None = None, on_step: Callable[[int], None] | None = None) -> Lockstep:
     """Train ``len(seeds)`` runs of the resolved run ``cfg``; run r on data ``x[r], y[r]``
     (shape (R, n, ...), (R, n)) with seed ``seeds[r]``, for max(``record``) steps; ``classes``:
-    the number of labels.  With ``canary``, the scores at every step of ``record``."""
+    the number of labels.  With ``canary``, the scores at every step of ``record``;
+    ``on_step(step)`` after every step (progress)."""
     method = METHODS[cfg["method"]]
     if not method.private:
         raise DPLabError("method", "the audit needs a private method")
@@ -131,6 +133,8 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
         project_stacked(params, cfg["diameter"])
         if not all(bool(torch.isfinite(p).all()) for p in params.values()):
             raise DPLabError("lr", f"the parameters became NaN/inf at step {step}; lower lr (or clip)")
+        if on_step is not None:
+            on_step(step)
         if canary is None:
             continue
         delta = (block(canary, params) - (1.0 - lam) * v_before).double()

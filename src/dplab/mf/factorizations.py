@@ -29,6 +29,7 @@ import scipy.linalg
 import scipy.optimize
 
 from dplab.errors import DPLabError
+from dplab.progress import Progress
 from dplab.mf.sensitivity import Sensitivity, sensitivity
 
 STRATEGIES = ("identity", "sqrt", "optimal", "banded")
@@ -190,10 +191,12 @@ def optimal(A: np.ndarray, tol: float = 1e-8, max_iter: int = 1000, history: int
     step = _TridiagonalDual(*bidiagonal) if bidiagonal is not None else _DenseDual(A)
     x = np.log(np.sqrt(np.sum(A**2, axis=0)))  # log v; any v > 0 starts the iteration
     xs, fs, gaps = [], [], []
+    progress = Progress(f"mf optimal T={A.shape[0]}", max_iter, unit="iteration")
     for it in range(1, max_iter + 1):
         v = np.exp(x)
         v_new, dual, primal, U, half = step(v)
         gaps.append((primal - dual) / primal)
+        progress.update(it, f"relative duality gap {gaps[-1]:.3g} (stops at {tol:g})")
         if gaps[-1] <= tol:
             break
         f = np.log(v_new) - x  # fixed-point residual in log v
@@ -207,6 +210,7 @@ def optimal(A: np.ndarray, tol: float = 1e-8, max_iter: int = 1000, history: int
                 x = candidate
     else:
         raise DPLabError("optimal", f"fixed point did not reach relative gap {tol} in {max_iter} iterations")
+    progress.close()
     r = np.sqrt(v)
     X = (U * half) @ U.T / (r[:, None] * r[None, :])  # X(v) = V^(−½)·M^½·V^(−½)
     d = np.sqrt(np.diag(X))
@@ -289,9 +293,16 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
     info: dict = {}
     coeffs = start
     if bands > 1:
+        progress = Progress(f"mf banded T={T} bands={bands}", max_iter, unit="L-BFGS iteration")
+
+        def report(intermediate_result):
+            progress.update(progress.done + 1, f"mean squared error per unit noise {intermediate_result.fun:.6g}")
+
         res = scipy.optimize.minimize(
-            objective, start[1:], jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-9}
+            objective, start[1:], jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-9},
+            callback=report,
         )
+        progress.close()
         coeffs = np.concatenate([[1.0], res.x])
         info = {"iterations": int(res.nit), "gradient_norm": float(np.linalg.norm(res.jac)), "message": str(res.message)}
     info["coefficients"] = coeffs

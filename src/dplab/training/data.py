@@ -101,7 +101,8 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
         )
         classes = 10
     elif kind == "mnist":
-        raw = mnist.load(cfg["path"], download=cfg["download"], mirror=cfg["mirror"], verify=cfg["verify_checksums"])
+        raw = mnist.load(cfg["path"], download=cfg["download"], mirror=cfg["mirror"], verify=cfg["verify_checksums"],
+                         key=f"datasets.{name}")
         rng = np.random.default_rng(cfg["seed"])
         xtr, ytr = _subset(raw["x_train"], raw["y_train"], cfg["train_size"], rng, f"datasets.{name}.train_size")
         xte, yte = _subset(raw["x_test"], raw["y_test"], cfg["test_size"], rng, f"datasets.{name}.test_size")

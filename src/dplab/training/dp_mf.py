@@ -146,15 +146,16 @@ class SpecSampler(Sampler):
 
 
 class MFNoise(NoiseSource):
-    """The correlated noise C⁻¹Z over the flattened parameter vector (drawn on the CPU generator,
-    as :class:`~dplab.training.noise.GaussianNoise`, then moved to the parameters' device)."""
+    """The correlated noise C⁻¹Z over the flattened parameter vector (drawn and mixed on the
+    generator's device, as :class:`~dplab.training.noise.GaussianNoise`, then moved to the
+    parameters' device if that differs)."""
 
     def __init__(self, factorization: Factorization, std: float):
         self.stream = CorrelatedNoise(factorization, std)
 
     def sample(self, step, like, generator):
         first = next(iter(like.values()))
-        flat = torch.empty(sum(p.numel() for p in like.values()), dtype=first.dtype)
+        flat = torch.empty(sum(p.numel() for p in like.values()), dtype=first.dtype, device=generator.device)
         w = self.stream.sample(step - 1, flat, generator)  # the loop counts steps from 1
         out, start = {}, 0
         for k, p in like.items():

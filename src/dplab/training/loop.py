@@ -14,11 +14,20 @@ clipped gradients, then divided by b.  For 001's methods the noise term η·Z_t/
 σ_A = ησC/b (:func:`dplab.units.asoodeh_sigma`); for noisy_gd (b = n) it is √(2η)·σ₀₀₂
 (:func:`dplab.units.langevin_sigma`).
 
-All randomness after initialisation comes from one CPU ``torch.Generator`` seeded with the run's
-``seed`` (batches, noise); the initialisation uses torch's global generator seeded with the same
-seed inside ``fork_rng``.  Checkpoints hold the parameters, the generator, sampler and noise
-states, the step and the metrics so far; a restarted run resumes from them and ends with the
-same result as an uninterrupted one.
+Randomness (:func:`streams`): the initialisation uses torch's global generator seeded with the
+run's ``seed`` inside ``fork_rng``.  On the CPU every later draw comes from one CPU
+``torch.Generator`` seeded with ``seed``, batch then noise at each step.  On an accelerator the
+batches come from that CPU generator, drawn ahead in blocks of up to :data:`BATCH_BLOCK` steps
+and copied to the device once per block (:func:`batches`), and the noise from a generator on
+the device seeded with ``seed + 2³²``: the same seed gives the same numbers on the same device,
+and no step copies noise or indices between host and device.  Nor does a step wait for the
+device: the NaN/inf guard is read at logged steps, checkpoints and the end (on the CPU after
+every step), so a CUDA run synchronizes only there.
+
+Checkpoints hold the parameters, the generators', sampler and noise states, the step and the
+metrics so far; a restarted run resumes from them and ends with the same result as an
+uninterrupted one.  Progress (step/T, the last logged losses and ε, elapsed and estimated time
+left) goes to a bar on a terminal, else to the log (:mod:`dplab.progress`).
 """
 
 from __future__ import annotations
@@ -28,9 +37,9 @@ import hashlib
 import io
 import json
 import math
-import sys
+import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -40,6 +49,7 @@ from dplab.errors import DPLabError
 from dplab.training import models, samplers
 from dplab.training.data import Dataset
 from dplab.io import atomic_write, write_json, write_text
+from dplab.progress import Progress, log
 from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.per_example import clipped_grad_sum
@@ -48,6 +58,10 @@ from dplab.training.privacy import Plan, plan
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
 #: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged step's batch
 GRAD_NORM_COLUMNS = ("step", "grad_norm")
+#: on an accelerator, batches are drawn this many steps ahead (one host→device copy per block)
+BATCH_BLOCK = 256
+#: added to the run's seed for the noise generator on an accelerator (run seeds are < 2³²)
+NOISE_SEED_OFFSET = 1 << 32
 
 
 def resolve_device(name: str) -> torch.device:
@@ -57,6 +71,43 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise DPLabError("device", "cuda requested but torch sees no CUDA device (use auto or cpu)")
     return torch.device(name)
+
+
+def streams(device: torch.device, seed: int) -> tuple[torch.Generator, torch.Generator]:
+    """(batch generator, noise generator) of a run (module docstring): one CPU generator for
+    both on the CPU; on an accelerator a CPU one for the batches and one on the device for the
+    noise.  cuBLAS is made deterministic (PyTorch's reproducibility notes) before its first use."""
+    batches = torch.Generator().manual_seed(seed)
+    if device.type == "cpu":
+        return batches, batches
+    if device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    return batches, torch.Generator(device=device).manual_seed(seed + NOISE_SEED_OFFSET)
+
+
+def batches(sampler, generator: torch.Generator, device: torch.device, first: int, last: int, block: int,
+            checkpoint_every: int = 0) -> Iterator[tuple[int, torch.Tensor]]:
+    """(step, the step's batch indices on ``device``) for steps ``first``..``last``.
+
+    ``block`` > 1 (only when ``generator`` draws nothing but batches): the indices of up to
+    ``block`` steps are drawn at once and copied in one transfer; a block never runs past a
+    multiple of ``checkpoint_every``, so the generator and sampler states a checkpoint saves are
+    those after its step."""
+    step = first
+    while step <= last:
+        stop = min(last, step + block - 1)
+        if checkpoint_every:
+            stop = min(stop, -(-step // checkpoint_every) * checkpoint_every)
+        drawn = [sampler.sample(t, generator) for t in range(step, stop + 1)]
+        if len(drawn) == 1:
+            yield step, drawn[0].to(device)
+        else:
+            flat = torch.cat(drawn)
+            if device.type == "cuda":
+                flat = flat.pin_memory()
+            flat = flat.to(device, non_blocking=True)
+            yield from zip(range(step, stop + 1), flat.split([len(d) for d in drawn]))
+        step = stop + 1
 
 
 def log_grid(steps: int, log_every: int) -> list[int]:
@@ -70,10 +121,9 @@ def project(params: dict[str, torch.Tensor], diameter: float | None) -> None:
     if diameter is None:
         return
     norm = torch.sqrt(sum((p * p).sum() for p in params.values()))
-    radius = diameter / 2.0
-    if norm > radius:
-        for p in params.values():
-            p.mul_(radius / norm)
+    scale = (diameter / 2.0 / norm).clamp(max=1.0)  # 1 inside the ball (x·1 = x exactly); no host sync
+    for p in params.values():
+        p.mul_(scale)
 
 
 @torch.no_grad()
@@ -142,7 +192,7 @@ def train(
     project(params, cfg["diameter"])  # W₀ ∈ W (001 eq. 1)
 
     loss = models.example_loss(model, cfg["l2"])
-    generator = torch.Generator().manual_seed(cfg["seed"])
+    generator, noise_generator = streams(device, cfg["seed"])
     x_train, y_train = data.x_train.to(device), data.y_train.to(device)
     x_test, y_test = data.x_test.to(device), data.y_test.to(device)
     regularization = cfg["regularization"] or 0.0
@@ -155,19 +205,24 @@ def train(
             step, rows, norms = state["step"], state["rows"], state["norms"]
             params = {k: v.to(device) for k, v in state["params"].items()}
             generator.set_state(state["generator"])
+            if noise_generator is not generator:
+                noise_generator.set_state(state["noise_generator"])
             sampler.load_state_dict(state["sampler"])
             noise_source.load_state_dict(state["noise"])
         else:
-            print(f"dplab train: ignoring {ckpt_path} (written for another run config)", file=sys.stderr)
+            log.warning("dplab train: ignoring %s (written for another run config)", ckpt_path)
 
-    bar = _progress(cfg["steps"], step)
+    progress = Progress(f"train {cfg.get('name') or cfg['method']}", cfg["steps"], step)
+    if rows:
+        progress.update(step, _status(cfg, claim, grid, rows[-1]))
     logged = set(grid)
-    while step < cfg["steps"]:
-        step += 1
-        idx = sampler.sample(step, generator).to(device)
+    ahead = noise_generator is not generator  # the batch generator draws nothing else: draw ahead
+    finite, checked = torch.ones((), dtype=torch.bool, device=device), step
+    for step, idx in batches(sampler, generator, device, step + 1, cfg["steps"], BATCH_BLOCK if ahead else 1,
+                             cfg["checkpoint_every"]):
         grads = clipped_grad_sum(loss, params, x_train[idx], y_train[idx], cfg["clip"])
         denom = b if cfg["normalize"] == "expected" else max(len(idx), 1)
-        noise = noise_source.sample(step, params, generator) if method.private else None
+        noise = noise_source.sample(step, params, noise_generator) if method.private else None
         for k, p in params.items():  # in place: no parameter-sized temporaries
             if regularization:
                 p.mul_(1.0 - regularization)
@@ -175,8 +230,14 @@ def train(
             if noise is not None:
                 p.add_(noise[k], alpha=-cfg["lr"] / b)
         project(params, cfg["diameter"])
-        if not (math.isfinite(float(grads.loss_sum)) and all(bool(torch.isfinite(p).all()) for p in params.values())):
-            raise DPLabError("lr", f"the loss or the parameters became NaN/inf at step {step}; lower lr (or clip)")
+        finite = finite & torch.isfinite(grads.loss_sum) & torch.stack([torch.isfinite(p).all() for p in params.values()]).all()
+        checkpoint = cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0 and step < cfg["steps"]
+        if not ahead or step in logged or checkpoint:  # on the CPU every step; elsewhere where we sync anyway
+            if not bool(finite):
+                where = f"at step {step}" if checked == step - 1 else f"between steps {checked + 1} and {step}"
+                raise DPLabError("lr", f"the loss or the parameters became NaN/inf {where}; lower lr (or clip)")
+            checked = step
+        status = None
         if step in logged:
             train_loss, _ = evaluate(model, params, x_train, y_train)
             test_loss, test_acc = evaluate(model, params, x_test, y_test)
@@ -186,20 +247,18 @@ def train(
                          "test_loss": test_loss, "test_accuracy": test_acc})
             if cfg["record_grad_norms"]:
                 norms += [(step, float(v)) for v in grads.norms.cpu()]
-            if bar is not None:
-                eps = {k: round(float(v[grid.index(step)]), 3) for k, v in list(claim.curves.items())[:2]}
-                bar.set_postfix(loss=f"{train_loss:.4f}", acc=f"{test_acc:.3f}", **eps)
-        if cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0 and step < cfg["steps"]:
+            status = _status(cfg, claim, grid, rows[-1])
+        if checkpoint:
             state = {"fingerprint": fp, "step": step, "rows": rows, "norms": norms, "generator": generator.get_state(),
                      "params": {k: v.cpu() for k, v in params.items()},
                      "sampler": sampler.state_dict(), "noise": noise_source.state_dict()}
+            if ahead:
+                state["noise_generator"] = noise_generator.get_state()
             atomic_write(ckpt_path, lambda tmp, s=state: tmp.write_bytes(_torch_bytes(s)))
-        if bar is not None:
-            bar.update(1)
+        progress.update(step, status)
         if hook is not None:
             hook(step)
-    if bar is not None:
-        bar.close()
+    progress.close()
 
     summary = _summary(cfg, info, claim, rows, n, b, dimension, device)
     final_params = {k: v.detach().cpu() for k, v in params.items()}
@@ -212,12 +271,17 @@ def train(
     return summary
 
 
-def _progress(total: int, initial: int):
-    if not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, desc="dplab train", unit="step")
+def _status(cfg: dict, claim: Plan, grid: list[int], row: dict) -> str:
+    """The progress status after logged step ``row``: its losses and accuracy, and ε there of
+    every accountant with δ, neighbouring relation and sampling."""
+    text = f"train_loss={row['train_loss']:.4g} test_loss={row['test_loss']:.4g} test_accuracy={row['test_accuracy']:.4f}"
+    if not claim.curves:
+        return text + (" | no ε: every accountant asked for is excluded (summary.json says why)"
+                       if METHODS[cfg["method"]].private else " | non-private: no ε")
+    pos = grid.index(row["step"])
+    eps = ", ".join(f"{name}={float(curve[pos]):.4g}" for name, curve in claim.curves.items())
+    return (f"{text} | ε at step {row['step']} (δ={cfg['delta']:g}, {cfg['neighbouring']}, "
+            f"{cfg['sampling']} sampling): {eps}")
 
 
 def _metrics_csv(rows: list[dict], claim: Plan, grid: list[int]) -> str:

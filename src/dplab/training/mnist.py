@@ -1,14 +1,19 @@
 """MNIST from its IDX files (LeCun et al.): read raw or gzipped, verify, download if missing.
 
-Downloads happen only when a file is missing and ``download`` is true; every ``.gz`` file is
-checked against the published MD5 before use (a mismatch stops with an error).  The tests write
-tiny IDX files themselves and never touch the network.
+A dataset entry of kind ``mnist`` reads the four files below from its ``path`` (default
+``data/mnist``, relative to the folder Snakemake runs in).  Files that are missing are downloaded
+from ``mirror`` when ``download`` is true; without a network, or with ``download: false``, the
+job stops with one line that names the key and the exact files to put where, with their MD5.
+Every ``.gz`` file is checked against the published MD5 before use (a mismatch stops with an
+error); uncompressed files are read unchecked (the published checksums are those of the ``.gz``).
+The tests write tiny IDX files themselves and never touch the network.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import shutil
 import struct
 import urllib.request
 from pathlib import Path
@@ -16,6 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from dplab.errors import DPLabError
+from dplab.progress import log
+
+#: seconds a download may stall before it counts as failed
+TIMEOUT = 60
 
 #: file stem -> MD5 of the published ``.gz`` (the checksums torchvision and the mirrors list)
 FILES = {
@@ -27,17 +36,17 @@ FILES = {
 _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
-def read_idx(data: bytes, name: str = "IDX") -> np.ndarray:
+def read_idx(data: bytes, name: str = "IDX", key: str = "datasets.mnist") -> np.ndarray:
     """Parse one IDX file (magic 0x0000TTNN: type TT, NN dimensions, big-endian sizes)."""
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _DTYPES:
-        raise DPLabError("datasets.mnist", f"{name} is not an IDX file (bad magic number)")
+        raise DPLabError(key, f"{name} is not an IDX file (bad magic number)")
     ndim = data[3]
     header = 4 + 4 * ndim
     shape = struct.unpack(f">{ndim}I", data[4:header])
     dtype = np.dtype(_DTYPES[data[2]])
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(data) - header != expected:
-        raise DPLabError("datasets.mnist", f"{name}: header says {shape} but the file holds {len(data) - header} bytes")
+        raise DPLabError(key, f"{name}: header says {shape} but the file holds {len(data) - header} bytes")
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
 
 
@@ -45,31 +54,60 @@ def _md5(path: Path) -> str:
     return hashlib.md5(path.read_bytes()).hexdigest()
 
 
-def fetch(stem: str, folder: Path, *, download: bool, mirror: str, verify: bool) -> bytes:
-    """The bytes of IDX file ``stem`` from ``folder`` (raw or .gz), downloading the .gz if allowed."""
-    raw, gz = folder / stem, folder / f"{stem}.gz"
-    if not raw.exists() and not gz.exists():
-        if not download:
-            raise DPLabError("datasets.mnist.path", f"{gz} (or {raw}) is missing and download is false")
+def missing(folder: Path) -> list[str]:
+    """The stems of :data:`FILES` found in ``folder`` neither gzipped nor raw."""
+    return [stem for stem in FILES if not (folder / stem).exists() and not (folder / f"{stem}.gz").exists()]
+
+
+def instructions(folder: Path, key: str) -> str:
+    """Where to put which files (one line): what the error of a failed or forbidden download says."""
+    files = ", ".join(f"{stem}.gz (MD5 {md5})" for stem, md5 in FILES.items())
+    return (f"put MNIST's four files, as published, into {folder.resolve()}: {files} (uncompressed files "
+            f"of the same names are read too, unchecked), or set {key}.path to the folder holding them")
+
+
+def fetch(stem: str, folder: Path, mirror: str) -> None:
+    """``mirror``/<stem>.gz → ``folder``/<stem>.gz (written under a temporary name, then renamed)."""
+    gz = folder / f"{stem}.gz"
+    tmp = gz.with_suffix(".gz.part")
+    with urllib.request.urlopen(mirror.rstrip("/") + f"/{stem}.gz", timeout=TIMEOUT) as src:  # noqa: S310
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = gz.with_suffix(".gz.part")
         try:
-            urllib.request.urlretrieve(mirror.rstrip("/") + f"/{stem}.gz", tmp)  # noqa: S310 (fixed https mirror)
-        except OSError as err:
+            with open(tmp, "wb") as out:
+                shutil.copyfileobj(src, out)
+        except BaseException:
             tmp.unlink(missing_ok=True)
-            raise DPLabError("datasets.mnist.path", f"{gz} is missing and the download failed ({err})") from None
-        tmp.replace(gz)
+            raise
+    tmp.replace(gz)
+
+
+def read(stem: str, folder: Path, *, verify: bool, key: str) -> bytes:
+    """The bytes of IDX file ``stem`` from ``folder`` (the .gz, checked, if present; else the raw file)."""
+    raw, gz = folder / stem, folder / f"{stem}.gz"
     if gz.exists():
         if verify and _md5(gz) != FILES[stem]:
-            raise DPLabError("datasets.mnist.verify_checksums", f"{gz}: MD5 {_md5(gz)} differs from the published {FILES[stem]}")
+            raise DPLabError(f"{key}.verify_checksums", f"{gz}: MD5 {_md5(gz)} differs from the published {FILES[stem]}")
         return gzip.decompress(gz.read_bytes())
+    if verify:
+        log.warning("%s: uncompressed, so not checked against the published MD5 (only .gz files are)", raw)
     return raw.read_bytes()
 
 
-def load(folder: str | Path, *, download: bool, mirror: str, verify: bool) -> dict[str, np.ndarray]:
-    """Train/test images (N, 28, 28) uint8 and labels (N,) of MNIST."""
+def load(folder: str | Path, *, download: bool, mirror: str, verify: bool, key: str = "datasets.mnist") -> dict[str, np.ndarray]:
+    """Train/test images (N, 28, 28) uint8 and labels (N,) of MNIST; ``key`` names the dataset
+    entry in errors.  Missing files are downloaded first if ``download``."""
     folder = Path(folder)
-    arrays = {stem: read_idx(fetch(stem, folder, download=download, mirror=mirror, verify=verify), stem) for stem in FILES}
+    absent = missing(folder)
+    if absent and not download:
+        raise DPLabError(f"{key}.path", f"{', '.join(absent)} missing from {folder} and {key}.download is false: "
+                                        f"{instructions(folder, key)}")
+    for stem in absent:
+        try:
+            fetch(stem, folder, mirror)
+        except OSError as err:
+            raise DPLabError(f"{key}.path", f"{', '.join(absent)} missing from {folder}, and the download of {stem}.gz "
+                                            f"from {mirror} failed ({err}; no network?): {instructions(folder, key)}") from None
+    arrays = {stem: read_idx(read(stem, folder, verify=verify, key=key), stem, key) for stem in FILES}
     out = {
         "x_train": arrays["train-images-idx3-ubyte"],
         "y_train": arrays["train-labels-idx1-ubyte"],
@@ -78,5 +116,5 @@ def load(folder: str | Path, *, download: bool, mirror: str, verify: bool) -> di
     }
     for split in ("train", "test"):
         if out[f"x_{split}"].ndim != 3 or out[f"y_{split}"].ndim != 1 or len(out[f"x_{split}"]) != len(out[f"y_{split}"]):
-            raise DPLabError("datasets.mnist", f"{split} images and labels do not match in shape")
+            raise DPLabError(key, f"{split} images and labels do not match in shape")
     return out

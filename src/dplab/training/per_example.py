@@ -17,7 +17,8 @@ without materializing per-example gradients where that is cheaper:
   materialized (B, p, k) product or by the Gram trick Σ_{t,t'} (a_t·a_t')(g_t·g_t')
   (Li et al. 2022), whichever costs fewer operations (T·(k + p) < k·p → Gram); a Conv2d's
   (B, p, k) is computed without unfolding, as the weight gradient of one convolution with the
-  batch as groups, where that is faster (CPU, 8–32 input channels);
+  batch as groups, where that is faster (:func:`grouped_wins`: CPU with 8–32 input channels,
+  CUDA from Volta on);
 - the clipped sum by book-keeping (Bu et al. 2023): Σ_i c_i ∇_W ℓ_i = Σ_{i,t} (c_i g_{i,t}) a_{i,t}ᵀ,
   one matrix product of the stored a and the rescaled g (or Σ_i c_i G_i when G was materialized).
 - The L2 term (l2/2)·||θ||² of every example adds l2·θ to g_i:
@@ -207,13 +208,31 @@ def _unfold(a: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
 
 
 def _grouped_cheaper(a: torch.Tensor, g: torch.Tensor, conv: nn.Conv2d) -> bool:
-    """Whether :func:`_conv_per_example` is the cheapest way to this layer's norms: on CPU
-    (oneDNN) with 8–32 input channels, where it measured 1.3–2.4× faster than unfold + bmm
-    (fewer or more channels: slower; benchmarks/README.md), and unless the Gram trick is cheaper
-    (output positions T with T·(k + p) < k·p)."""
+    """Whether :func:`_conv_per_example` is the cheapest way to this layer's norms: where
+    :func:`grouped_wins` says so for the device, and unless the Gram trick is cheaper (output
+    positions T with T·(k + p) < k·p)."""
     k, p = conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1], conv.out_channels
     positions = g.shape[-2] * g.shape[-1]
-    return a.device.type == "cpu" and 8 <= conv.in_channels <= 32 and positions * (k + p) >= k * p
+    return grouped_wins(a.device, conv.in_channels) and positions * (k + p) >= k * p
+
+
+def grouped_wins(device: torch.device, in_channels: int) -> bool:
+    """Whether per-example conv weight gradients by one grouped convolution (batch as groups)
+    beat unfold + bmm on ``device`` (``benchmarks/conv_per_example.py [--device cuda]`` times both):
+
+    - CPU (oneDNN): for 8–32 input channels, where it measured 1.3–2.4× faster (fewer or more
+      channels: slower; benchmarks/README.md);
+    - CUDA: on Volta (compute capability 7.0) and newer, where cuDNN's grouped weight gradient is
+      reported faster than unfold + matmul and about 30% leaner (it never holds the unfolded
+      patches), but about 40% slower on older GPUs (Opacus maintainers, pytorch/opacus issue 145;
+      torch.func's convolution batching rule takes the same grouped route).  Not yet measured in
+      this project: no GPU was available (benchmarks/README.md gives the command);
+    - anything else: unfold + bmm."""
+    if device.type == "cpu":
+        return 8 <= in_channels <= 32
+    if device.type == "cuda":
+        return torch.cuda.get_device_capability(device)[0] >= 7
+    return False
 
 
 def _conv_per_example(a: torch.Tensor, g: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """Batch samplers: each is exactly the sampling scheme its accountants assume (docs/units.md).
 
-Every draw comes from the run's one ``torch.Generator`` (CPU), so batches are identical on CPU
-and GPU.  ``state_dict``/``load_state_dict`` carry what a checkpoint needs beyond the generator.
+Every draw comes from the run's CPU ``torch.Generator`` (:func:`dplab.training.loop.streams`;
+on the CPU it also draws the noise, on an accelerator it draws batches only, ahead of the steps
+that use them).  ``state_dict``/``load_state_dict`` carry what a checkpoint needs beyond the generator.
 """
 
 from __future__ import annotations
