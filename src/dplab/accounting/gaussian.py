@@ -22,7 +22,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-from dplab.accounting.base import Accountant
+from dplab.accounting.base import DELTA_FLOOR, Accountant
 from dplab.accounting.registry import register
 from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
 
@@ -175,12 +175,15 @@ class _GaussianCalibration(Accountant):
         def gap(log_delta: float) -> float:
             return self.calibrate(epsilon, math.exp(log_delta)) - setting.noise_multiplier
 
-        lo, hi = math.log(1e-300), math.log(1 - 1e-12)
+        lo, hi = math.log(DELTA_FLOOR), math.log(1 - 1e-12)
         if gap(hi) > 0:
             return np.full(len(steps), 1.0)  # no δ < 1 certified at this ε
         if gap(lo) <= 0:
-            return np.full(len(steps), 1e-300)
-        return np.full(len(steps), math.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)))
+            return np.full(len(steps), DELTA_FLOOR)
+        log_delta = brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)
+        while gap(log_delta) > 0:  # return the side that the calibration certifies
+            log_delta += 1e-12 * max(1.0, abs(log_delta))
+        return np.full(len(steps), math.exp(log_delta))
 
     def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
