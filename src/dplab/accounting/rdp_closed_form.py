@@ -19,6 +19,7 @@ minimizer α* = 1 + √(σ² log(1/δ)/(2Tq²)) is added; only valid orders are 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -66,6 +67,14 @@ def region_edges(q: float, sigma: float) -> np.ndarray:
             good, bad = (mid, bad) if valid_orders(q, sigma, mid) else (good, mid)
         edges.append(good)
     return np.array(edges)
+
+
+@lru_cache(maxsize=256)
+def _region_orders(q: float, sigma: float) -> np.ndarray:
+    """The valid orders of the grid and the exact edges (computed once per q, σ)."""
+    orders = np.concatenate([_GRID[valid_orders(q, sigma, _GRID)], region_edges(q, sigma)])
+    orders.setflags(write=False)
+    return orders
 
 
 def rdp_bound(q: float, sigma: float, alpha):
@@ -120,7 +129,7 @@ class RdpClosedForm(Accountant):
         q, sigma = setting.sampling_rate, setting.noise_multiplier
         if setting.alpha is not None:
             return np.array([float(setting.alpha)])
-        orders = np.concatenate([_GRID[valid_orders(q, sigma, _GRID)], region_edges(q, sigma)])
+        orders = _region_orders(q, sigma)
         return np.append(orders, best) if valid_orders(q, sigma, best) else orders
 
     def _epsilon_curve(self, setting, delta, steps):
