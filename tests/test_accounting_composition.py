@@ -1,38 +1,22 @@
 """naive, advanced, kairouz, moments, rdp_closed_form: valid upper bounds, seed formulas."""
 
 import math
-from functools import lru_cache
 
 import dp_accounting
 import numpy as np
 import pytest
+from dp_accounting.pld.accountant import advanced_composition
+from dp_accounting.pld.common import DifferentialPrivacyParameters
 from dp_accounting.rdp import rdp_privacy_accountant
+from scipy.optimize import brentq
 
 from dplab.accounting import Setting, get
-from dplab.accounting.composition import sigma_naive_note, sigma_strong_note
+from dplab.accounting.composition import kairouz_bound, sigma_naive_note, sigma_strong_note
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.accounting.moments import LAMBDAS, log_e1, log_e2
 from dplab.accounting.rdp_closed_form import valid_orders
 from dplab.errors import AssumptionError
 from test_accounting_rdp_pld import GRID
-
-
-@lru_cache(maxsize=None)
-def pld_eps(sigma, q, t, delta):
-    return get("pld").epsilon(Setting(noise_multiplier=sigma, sampling_rate=q, steps=t), delta)
-
-
-@pytest.mark.parametrize("sigma,q,t,delta", GRID)
-@pytest.mark.parametrize("name", ["naive", "advanced", "kairouz", "moments", "rdp_closed_form"])
-def test_never_below_pld(name, sigma, q, t, delta):
-    s = Setting(noise_multiplier=sigma, sampling_rate=q, steps=t)
-    try:
-        eps = get(name).epsilon(s, delta)
-    except AssumptionError:
-        return  # outside the accountant's validity region (tested separately): no number at all
-    # pld is itself a pessimistic discretization (interval 1e-4); at T = 1 the amplified
-    # exact profile (naive) is tight, so allow that discretization slack only
-    assert eps >= pld_eps(sigma, q, t, delta) * (1 - 1e-4)
 
 
 @pytest.mark.parametrize("sigma,q,t,delta", GRID)
@@ -90,6 +74,47 @@ def test_kairouz_rule_and_refusal():
     assert err.value.key == "epsilon"
 
 
+def _kairouz_thm_3_4(e0, t, delta_tilde):
+    """Kairouz, Oh & Viswanath (2015) Thm 3.4 as printed: the minimum of its three terms."""
+    drift = t * e0 * (math.exp(e0) - 1) / (math.exp(e0) + 1)
+    return min(t * e0, drift + e0 * math.sqrt(2 * t * math.log(math.e + math.sqrt(t * e0**2) / delta_tilde)),
+               drift + e0 * math.sqrt(2 * t * math.log(1 / delta_tilde)))
+
+
+@pytest.mark.parametrize("e0", [0.01, 0.3, 1.0, 2.5])
+def test_kairouz_bound_dominates_the_optimal_composition(e0):
+    """Thm 3.4 (every term) is never below their Thm 3.3, the exact k-fold composition of
+    (ε₀, δ₀)-DP mechanisms (dp_accounting's ``advanced_composition``), at the same total δ."""
+    for t, delta_tilde, delta0 in [(1, 1e-3, 0.0), (10, 1e-6, 1e-8), (60, 1e-5, 1e-9), (200, 1e-3, 0.0)]:
+        ours = float(kairouz_bound(e0, delta_tilde, t))
+        assert ours == pytest.approx(_kairouz_thm_3_4(e0, t, delta_tilde), rel=1e-12)
+        total = 1 - (1 - delta0) ** t * (1 - delta_tilde)
+        optimal = advanced_composition(DifferentialPrivacyParameters(e0, delta0), t, total)
+        assert ours >= optimal * (1 - 1e-12)
+
+
+def test_kairouz_certified_exactly_where_the_theorem_reaches_the_rule():
+    """Both sides of the boundary (full batch, σ = 2, δ = 1e-5): for every T ≤ 100 the rule's ε
+    is printed iff min(Tε₀, Thm 3.4's terms at δ̃ = δ/2) ≤ ε, else refused.  T = 10 is the
+    case the old check (the second term alone: 58.36 > 58.09) refused although Tε₀ = 23.3."""
+    delta, sigma = 1e-5, 2.0
+    outcomes = set()
+    for t in range(1, 101):
+        e0 = float(gaussian_epsilon(delta / (2 * t), 1 / sigma))
+        rule = brentq(lambda e: e / (2 * math.sqrt(t * math.log(math.e + e / delta))) - e0, 1e-9, 1e6, xtol=1e-12)
+        certified = _kairouz_thm_3_4(e0, t, delta / 2) <= rule
+        s = Setting(noise_multiplier=sigma, sampling="full_batch", steps=t)
+        if certified:
+            assert get("kairouz").epsilon(s, delta) == pytest.approx(rule, rel=1e-9)
+        else:
+            with pytest.raises(AssumptionError, match="not certified"):
+                get("kairouz").epsilon(s, delta)
+        outcomes.add(certified)
+    assert outcomes == {True, False}
+    ten = Setting(noise_multiplier=sigma, sampling="full_batch", steps=10)
+    assert get("kairouz").epsilon(ten, delta) == pytest.approx(58.09, abs=0.01)
+
+
 def test_amplification_without_replacement():
     """WOR + replace_one: Balle et al. 2018 amplification with q = b/n and σ_eff = σ/2."""
     wor = Setting(noise_multiplier=4.0, batch_size=10, dataset_size=1000, steps=1,
@@ -124,3 +149,22 @@ def test_rdp_closed_form_region_and_value():
         with pytest.raises(AssumptionError) as err:
             get("rdp_closed_form").epsilon(s.replace(**changes), 1e-5)
         assert err.value.key == key
+
+
+def test_rdp_closed_form_optimum_on_the_exact_edge():
+    """σ = 5, q = 0.01, T = 1000, δ = 1e-5: the unconstrained optimum α* ≈ 27 is outside 000
+    Thm A.1's region, whose edge ½σ²L − 2 log σ = α (L = log(1 + 1/(q(α − 1)))) solved here
+    independently is α ≈ 19.8166; ε is the closed form there (the grid alone gave 0.77195)."""
+    q, sigma, t, delta = 0.01, 5.0, 1000, 1e-5
+    first = lambda a: 0.5 * sigma**2 * math.log1p(1 / (q * (a - 1))) - 2 * math.log(sigma) - a  # noqa: E731
+    edge = brentq(first, 2.0, 100.0, xtol=1e-13)
+    assert edge == pytest.approx(19.8166, abs=1e-4)
+    assert valid_orders(q, sigma, edge * (1 - 1e-9)) and not valid_orders(q, sigma, edge * (1 + 1e-9))
+    closed_form = t * 2 * q**2 * edge / sigma**2 + math.log(1 / delta) / (edge - 1)
+    s = Setting(noise_multiplier=sigma, sampling_rate=q, steps=t)
+    assert get("rdp_closed_form").epsilon(s, delta) == pytest.approx(closed_form, rel=1e-9)
+    assert closed_form == pytest.approx(0.77038, abs=1e-5)
+    # δ at that ε is δ again (000 Prop. V.2 at the same edge), and the message names the edge
+    assert get("rdp_closed_form").delta(s, closed_form) == pytest.approx(delta, rel=1e-6)
+    with pytest.raises(AssumptionError, match="19.8166"):
+        get("rdp_closed_form").epsilon(s.replace(alpha=20.0), delta)

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 from scipy import integrate
+from scipy.optimize import brentq
 from scipy.stats import norm
 
 from dplab.accounting import Setting, get
@@ -41,6 +42,35 @@ def test_salary_example():
     assert round(std["gaussian_simple"]) == 1070
     assert round(100 * math.sqrt(2 * math.log(1e6)) / 0.5) == 1051
     assert std["gaussian_classic"] == pytest.approx(100 * math.sqrt(2 * math.log(1.25e6)) / 0.5, rel=1e-12)
+
+
+@pytest.mark.parametrize("eps,delta,smallest", [(20.0, 1e-6, 0.3091), (13.0, 1e-5, 0.4050)])
+def test_pei_is_valid_at_large_epsilon(eps, delta, smallest):
+    """Issue 13: the 1st expression alone gave σ = 0.2763 < 0.3091 (ε = 20, δ = 1e-6; the true δ
+    was ~47× the target) and 0.3967 < 0.4050 (ε = 13, δ = 1e-5)."""
+    sigma = get("gaussian_pei").sigma(Setting(sensitivity=1.0), eps, delta)
+    assert get("gaussian_analytic").sigma(Setting(sensitivity=1.0), eps, delta) == pytest.approx(smallest, abs=1e-4)
+    assert sigma >= smallest
+    assert float(gaussian_delta(eps, 1 / sigma)) <= delta
+
+
+def test_pei_first_two_expressions_only_where_derived():
+    """Expressions 1–2 are s = t₀/ε + 2ε^{-3/2} (t₀ = √(2 log(1/δ)), resp. 1 ∨ √(2 log(1/δ) − log 2π)):
+    as printed while εs − 1/(2s) ≥ t₀, i.e. up to the edge ε_e² = 8 + 4t₀√ε_e (≥ 2√2); beyond it
+    held at their value at the edge, where εs − 1/(2s) = t₀ exactly (the tail bound's condition)."""
+    delta = 1e-6
+    chernoff = math.sqrt(2 * math.log(1 / delta))
+    mills = max(1.0, math.sqrt(2 * math.log(1 / delta) - math.log(2 * math.pi)))
+    printed = lambda e, t0: t0 / e + 2 * e**-1.5  # noqa: E731
+    for k, t0 in ((0, chernoff), (1, mills)):
+        edge = brentq(lambda e: e * e - 8 - 4 * t0 * math.sqrt(e), 1.0, 100.0, xtol=1e-14)
+        for eps in (0.01, 1.0, 2 * math.sqrt(2), 0.999 * edge):
+            assert pei_terms(eps, delta)[k] == pytest.approx(printed(eps, t0), rel=1e-12)
+        at_edge = printed(edge, t0)
+        assert edge * at_edge - 1 / (2 * at_edge) == pytest.approx(t0, rel=1e-9)
+        for eps in (1.001 * edge, 20.0, 100.0):
+            assert pei_terms(eps, delta)[k] == pytest.approx(at_edge, rel=1e-9)
+            assert pei_terms(eps, delta)[k] > printed(eps, t0)
 
 
 @pytest.mark.parametrize("eps", [0.05, 0.2, 0.5, 0.9, 1.5, 4.0, 10.0])

@@ -69,5 +69,7 @@ def step_epsilon(setting: Setting, step_delta):
 def step_delta(setting: Setting, step_eps):
     """δ of one (amplified) step at per-step ε (vectorized): q·δ₀(ε₀), e^ε₀ = 1 + (e^ε − 1)/q."""
     q = step_rate(setting)
-    eps0 = np.log1p(np.expm1(np.asarray(step_eps, float)) / q)
+    eps = np.asarray(step_eps, float)
+    with np.errstate(over="ignore"):  # e^ε overflows only where ε is huge: ε₀ ≈ ε − log q
+        eps0 = np.where(eps > 700, eps - np.log(q), np.log1p(np.expm1(np.minimum(eps, 700)) / q))
     return q * gaussian_delta(eps0, step_mu(setting))

@@ -28,6 +28,8 @@ SIGMA_RTOL = 1e-5
 SIGMA_MIN, SIGMA_MAX = 1e-6, 1e7
 #: what a Setting field adds to the update, for :attr:`Accountant.excludes`
 UPDATE_TERMS = {"regularization": "weight decay (001 eq. 17)", "diameter": "projection"}
+#: the smallest δ an accountant reports: δ = 0 (pure DP, which no Gaussian noise gives) is never claimed
+DELTA_FLOOR = 1e-300
 
 
 class Accountant(ABC):
@@ -110,7 +112,8 @@ class Accountant(ABC):
         epsilon = check_epsilon(epsilon)
         grid = self._grid(setting, steps)
         self.check(setting.replace(steps=int(grid.max())))
-        return np.asarray(self._delta_curve(setting, epsilon, grid), dtype=float)
+        delta = np.asarray(self._delta_curve(setting, epsilon, grid), dtype=float)
+        return np.clip(delta, DELTA_FLOOR, 1.0)  # an exact δ below 1e-300 rounds to 0: never claim it
 
     def epsilon(self, setting: Setting, delta: float) -> float:
         """ε of the whole run (T = setting.steps) at δ."""
@@ -216,12 +219,15 @@ class Accountant(ABC):
                 # the bound cannot certify any ε at this δ (it refuses large ε): treat as above target
                 return 1e12
 
-        lo, hi = math.log(1e-300), math.log(1 - 1e-12)
+        lo, hi = math.log(DELTA_FLOOR), math.log(1 - 1e-12)
         if gap(hi) > 0:
             return 1.0
         if gap(lo) <= 0:
-            return 0.0
-        return math.exp(brentq(gap, lo, hi, xtol=1e-10, rtol=1e-10))
+            return DELTA_FLOOR
+        log_delta = brentq(gap, lo, hi, xtol=1e-10, rtol=1e-10)
+        while gap(log_delta) > 0:  # return the side that meets ε
+            log_delta += 1e-10 * max(1.0, abs(log_delta))
+        return math.exp(log_delta)
 
     def describe(self) -> dict:
         """What ``dplab accountants`` prints for this accountant."""

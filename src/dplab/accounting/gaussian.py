@@ -22,7 +22,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-from dplab.accounting.base import Accountant
+from dplab.accounting.base import DELTA_FLOOR, Accountant
 from dplab.accounting.registry import register
 from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
 
@@ -76,24 +76,52 @@ def sigma_simple(epsilon: float, delta: float) -> float:
     return math.sqrt(2 * math.log(1 / delta) + 2 * epsilon) / epsilon
 
 
+def _pei_edge(t0: float) -> float:
+    """The largest ε with ε² ≤ 8 + 4·t₀·√ε (where Pei's 1st/2nd expression is proved; ≥ 2√2).
+
+    With u = √ε this is the positive root of u⁴ − 4t₀u − 8 (convex in u, −8 at u = 0); the
+    root is shrunk by 1e-12 so that rounding cannot put the edge outside the region.
+    """
+    hi = 2.0 + (4 * t0 + 4) ** (1 / 3)  # u ≥ 2 and u³ ≥ 4t₀ + 4 make u⁴ − 4t₀u − 8 ≥ 0
+    u = brentq(lambda u: u**4 - 4 * t0 * u - 8, 0.0, hi, xtol=1e-15, rtol=1e-15)
+    return u * u * (1 - 1e-12)
+
+
 def pei_terms(epsilon: float, delta: float) -> tuple[float, float, float, float]:
-    """The four expressions of Pei's refinement as printed in 004 §2 (σ/Δ, each valid alone).
+    """The four expressions of Pei's refinement (004 §2), σ/Δ, each a valid bound as used here.
 
     1. √(2 log(1/δ))/ε + 2ε^{-3/2}
     2. (1 ∨ √((log((2π)^{-1} δ^{-2}))_+) + 2ε^{-1/2}) / ε   (∨ binds before +)
     3. √(log(e^ε δ^{-2})) / ε
     4. (√(1+ε) ∨ √((log(e^ε (2π)^{-1} δ^{-2}))_+)) / ε
+
+    Derivation (004 §2): with s = σ/Δ the privacy loss is L ~ N(1/(2s²), 1/s²), and
+    P(L > ε) = Φ̄(t), t = εs − 1/(2s), is ≤ δ (which gives (ε, δ)-DP) as soon as t ≥ t₀ for
+    t₀ = √(2 log(1/δ)) (Chernoff, Φ̄(t) ≤ e^{−t²/2}; expressions 1 and 3) or
+    t₀ = 1 ∨ √((2 log(1/δ) − log 2π)_+) (Mills, Φ̄(t) ≤ φ(t) for t ≥ 1; expressions 2 and 4).
+
+    - 3 and 4 are √(t₀² + ε)/ε, at least the root (t₀ + √(t₀² + 2ε))/(2ε) of εs − 1/(2s) = t₀:
+      valid for every ε > 0.
+    - 1 and 2 are s = t₀/ε + 2ε^{-3/2}, so t = t₀ + 2ε^{-1/2} − 1/(2s) ≥ t₀ only while
+      4s ≥ √ε, i.e. ε² ≤ 8 + 4t₀√ε (:func:`_pei_edge`; always for ε ≤ 2√2).  Beyond that edge
+      they are not bounds (ε = 20, δ = 1e-6: expression 1 gives 0.2763 while the exact smallest
+      σ is 0.3091); a σ that is valid at the edge ε_e is valid at every ε ≥ ε_e, so there
+      they are evaluated at ε_e (σ then stays continuous and non-increasing in ε and δ).
     """
     e, ld = epsilon, math.log(1 / delta)
-    t1 = math.sqrt(2 * ld) / e + 2 * e ** -1.5
-    t2 = (max(1.0, math.sqrt(max(2 * ld - math.log(2 * math.pi), 0.0))) + 2 * e ** -0.5) / e
+    chernoff = math.sqrt(2 * ld)
+    mills = max(1.0, math.sqrt(max(2 * ld - math.log(2 * math.pi), 0.0)))
+    e1 = min(e, _pei_edge(chernoff))
+    e2 = min(e, _pei_edge(mills))
+    t1 = chernoff / e1 + 2 * e1**-1.5
+    t2 = (mills + 2 * e2**-0.5) / e2
     t3 = math.sqrt(e + 2 * ld) / e
     t4 = max(math.sqrt(1 + e), math.sqrt(max(e - math.log(2 * math.pi) + 2 * ld, 0.0))) / e
     return t1, t2, t3, t4
 
 
 def sigma_pei(epsilon: float, delta: float) -> float:
-    """004 §2 (Pei's refinement): the minimum of :func:`pei_terms`."""
+    """004 §2 (Pei's refinement): the minimum of :func:`pei_terms` (valid for every ε > 0)."""
     return min(pei_terms(epsilon, delta))
 
 
@@ -175,12 +203,15 @@ class _GaussianCalibration(Accountant):
         def gap(log_delta: float) -> float:
             return self.calibrate(epsilon, math.exp(log_delta)) - setting.noise_multiplier
 
-        lo, hi = math.log(1e-300), math.log(1 - 1e-12)
+        lo, hi = math.log(DELTA_FLOOR), math.log(1 - 1e-12)
         if gap(hi) > 0:
             return np.full(len(steps), 1.0)  # no δ < 1 certified at this ε
         if gap(lo) <= 0:
-            return np.full(len(steps), 1e-300)
-        return np.full(len(steps), math.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)))
+            return np.full(len(steps), DELTA_FLOOR)
+        log_delta = brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)
+        while gap(log_delta) > 0:  # return the side that the calibration certifies
+            log_delta += 1e-12 * max(1.0, abs(log_delta))
+        return np.full(len(steps), math.exp(log_delta))
 
     def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
@@ -218,10 +249,11 @@ class GaussianSimple(_GaussianCalibration):
 
 @register
 class GaussianPei(_GaussianCalibration):
-    """004 §2 (Pei's refinement): σ = Δ·min of four expressions (:func:`pei_terms`)."""
+    """004 §2 (Pei's refinement): σ = Δ·min of four expressions (:func:`pei_terms`), the
+    first two only up to the edge ε² ≤ 8 + 4t₀√ε of their derivation (held constant beyond)."""
 
     name = "gaussian_pei"
-    source = "004 §2: Pei's refinement, σ = Δ·min of four expressions"
+    source = "004 §2: Pei's refinement, σ = Δ·min of four expressions (1st, 2nd only where proved)"
 
     def calibrate(self, epsilon, delta):
         return sigma_pei(epsilon, delta)

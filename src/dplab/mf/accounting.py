@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from dp_accounting.pld import pld_privacy_accountant
 
-from dplab.accounting.base import SIGMA_RTOL
+from dplab.accounting.base import DELTA_FLOOR, SIGMA_RTOL
 from dplab.accounting.setting import check_delta, check_epsilon
 from dplab.errors import AssumptionError, DPLabError
 from dplab.mf.factorizations import Factorization
@@ -179,9 +179,10 @@ def epsilon(factorization, sampler, noise_multiplier: float, delta: float, neigh
 
 
 def delta(factorization, sampler, noise_multiplier: float, epsilon_: float, neighbouring: str = "add_remove") -> float:
-    """δ(σ) at ε (PLD)."""
+    """δ(σ) at ε (PLD), never below :data:`DELTA_FLOOR` (an exact δ that rounds to 0 is not 0)."""
     epsilon_ = check_epsilon(epsilon_)
-    return float(_pld(dp_event(factorization, sampler, noise_multiplier, neighbouring)).get_delta(epsilon_))
+    pld = _pld(dp_event(factorization, sampler, noise_multiplier, neighbouring))
+    return max(float(pld.get_delta(epsilon_)), DELTA_FLOOR)
 
 
 def calibrate(factorization, sampler, epsilon_: float, delta_: float, neighbouring: str = "add_remove") -> float:
