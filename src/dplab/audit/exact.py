@@ -23,9 +23,13 @@ For c = 1 − η, α μ_T²/2 is 002 Thm 3's exact value (App. E), computed in 0
 :func:`dplab.accounting.langevin.thm3_exact_rdp`; for c = 1 it is the T-fold Gaussian
 composition (μ√T with μ = S_g/(σC)): the last iterate reveals as much as the trajectory.
 Add/remove neighbours change n and the contraction, so only replace-one is exact here.
+:func:`contracted_mu` is μ_T for any contraction c, the audit's exact value of a gradient canary's
+coordinate under full-batch noisy GD with l2 (c = 1 − η·l2).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -47,20 +51,29 @@ def contraction(loss: str, lr: float) -> float:
     raise DPLabError("loss", f"must be one of {', '.join(LOSSES)}; got {loss!r}")
 
 
+def contracted_mu(mu_step: float, c: float, steps) -> np.ndarray:
+    """μ_T of the last iterate of v_t = c·v_{t−1} + shift + noise (same shift every step, i.i.d.
+    Gaussian noise): μ_step·Σ_{i<T} cⁱ / (Σ_{i<T} c²ⁱ)^{1/2}, every T of ``steps``; μ_step√T at c = 1."""
+    t = np.asarray(steps, dtype=float)
+    if np.any(t < 1):
+        raise DPLabError("steps", "must be >= 1")
+    if not 0 <= c <= 1:
+        raise DPLabError("contraction", f"must lie in [0, 1]; got {c}")
+    if c == 1.0:
+        return mu_step * np.sqrt(t)
+    if c == 0.0:
+        return mu_step * np.ones_like(t)
+    return mu_step * (1 - c**t) / (1 - c) / np.sqrt((1 - c ** (2 * t)) / (1 - c * c))
+
+
 def last_iterate_mu(noise_multiplier: float, lr: float, steps, loss: str, neighbouring: str = "replace_one",
                     clip: float = 1.0) -> np.ndarray:
     """μ_T = mean distance / std of the last iterates on the worst neighbouring pair, every T."""
     if neighbouring != "replace_one":
         raise DPLabError("neighbouring", "the exact last-iterate value is derived for replace_one only (002 Thm 3's pair)")
     c = contraction(loss, lr)
-    t = np.asarray(steps, dtype=float)
-    if np.any(t < 1):
-        raise DPLabError("steps", "must be >= 1")
-    if c == 1.0:
-        ratio = np.sqrt(t)
-    else:
-        ratio = (1 - c**t) / (1 - c) / np.sqrt((1 - c ** (2 * t)) / (1 - c * c))
-    return units.sum_sensitivity(clip, neighbouring) / units.noise_std_on_sum(noise_multiplier, clip) * ratio
+    step = units.sum_sensitivity(clip, neighbouring) / units.noise_std_on_sum(noise_multiplier, clip)
+    return contracted_mu(step, c, steps)
 
 
 def exact_rdp(alpha: float, noise_multiplier: float, lr: float, steps, loss: str, **kw) -> np.ndarray:
@@ -76,3 +89,44 @@ def exact_delta(epsilon: float, noise_multiplier: float, lr: float, steps, loss:
 def exact_epsilon(delta: float, noise_multiplier: float, lr: float, steps, loss: str, **kw) -> np.ndarray:
     """Exact ε(δ) of the last iterate, every T (inverse of :func:`exact_delta`)."""
     return gaussian_epsilon(delta, last_iterate_mu(noise_multiplier, lr, steps, loss, **kw))
+
+
+def sampled_last_iterate_epsilon(delta: float, shift: float, q: float, steps, neighbouring: str) -> np.ndarray:
+    """Exact ε(δ) of the last iterate of a gradient canary's coordinate under subsampling without
+    contraction, every T of ``steps``: in units of the per-step noise std, v_T − v_0 is K·a + N(0, T)
+    with K ~ Binomial(T, q) draws of the canary and a = ``shift`` (its norm / σC); its neighbour
+    is N(0, T) (add_remove: absent) or −K′·a + N(0, T) (replace_one: the mirror).  δ(ε) is the
+    hockey-stick divergence of the two mixtures (larger of both orders), integrated on a grid of
+    step √T/400; ε by bisection."""
+    from scipy.special import logsumexp
+    from scipy.stats import binom, norm
+
+    if neighbouring not in ("add_remove", "replace_one"):
+        raise DPLabError("neighbouring", f"must be add_remove or replace_one; got {neighbouring!r}")
+    out = []
+    for t in np.asarray(steps, dtype=int):
+        s = math.sqrt(t)
+        k = np.arange(t + 1)
+        logw = binom.logpmf(k, t, q)
+        x = np.arange(-14 * s - t * shift, 14 * s + t * shift, s / 400)
+        log_in = logsumexp(logw[:, None] + norm.logpdf(x[None, :], k[:, None] * shift, s), axis=0)
+        log_out = (norm.logpdf(x, 0.0, s) if neighbouring == "add_remove"
+                   else logsumexp(logw[:, None] + norm.logpdf(x[None, :], -k[:, None] * shift, s), axis=0))
+        dx = s / 400
+
+        def excess(eps: float) -> float:
+            one = np.exp(log_in) - np.exp(eps + log_out)
+            two = np.exp(log_out) - np.exp(eps + log_in)
+            return max(np.maximum(one, 0).sum(), np.maximum(two, 0).sum()) * dx - delta
+
+        lo, hi = 0.0, 1.0
+        if excess(0.0) <= 0:
+            out.append(0.0)
+            continue
+        while excess(hi) > 0:
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1e-6 * hi:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
+        out.append(hi)
+    return np.array(out)
