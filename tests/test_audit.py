@@ -234,18 +234,25 @@ def test_contracted_and_sampled_last_iterates_match_their_limits():
     steps = np.array([1, 4, 16])
     np.testing.assert_allclose(exact.contracted_mu(0.3, 1.0, steps), 0.3 * np.sqrt(steps))
     np.testing.assert_allclose(exact.contracted_mu(0.3, 0.0, steps), 0.3)
-    # q = 1: K = T, the last iterate is N(T·a, T): Gaussian with μ = a√T
-    a = 0.5
-    np.testing.assert_allclose(exact.sampled_last_iterate_epsilon(1e-5, a, 1.0, steps, "add_remove"),
-                               gaussian_epsilon(1e-5, a * np.sqrt(steps)), rtol=1e-4)
+    f = exact.canary_last_iterate_epsilon
+    # q = 1: W = Σ cⁱ, the last iterate is Gaussian (contracted_mu; c = 1: μ = a√T)
+    np.testing.assert_allclose(f(1e-5, 0.5, steps, "add_remove"), gaussian_epsilon(1e-5, 0.5 * np.sqrt(steps)), rtol=1e-4)
+    np.testing.assert_allclose(f(1e-5, 0.4, steps, "replace_one", contraction=0.8),
+                               gaussian_epsilon(1e-5, exact.contracted_mu(0.8, 0.8, steps)), rtol=1e-3)
+    # fixed batches, period 4: at T = 4, 16 the canary was drawn T/4 times for sure (Gaussian)
+    np.testing.assert_allclose(f(1e-5, 0.1, [4, 16], "replace_one", period=4),
+                               gaussian_epsilon(1e-5, 0.2 * np.array([1, 4]) / np.sqrt([4, 16])), rtol=1e-4)
     # one step: the last iterate is the trajectory, whose pair pld computes (both relations)
     pld = accounting.get("pld")
     for relation in ("add_remove", "replace_one"):
         s = Setting(noise_multiplier=6.0, sampling_rate=0.75, steps=16, sampling="poisson", neighbouring=relation)
-        ours = exact.sampled_last_iterate_epsilon(1e-5, 1 / 6, 0.75, [1, 16], relation)
+        ours = f(1e-5, 1 / 6, [1, 16], relation, q=0.75)
         traj = pld.epsilon_curve(s, 1e-5, [1, 16])
         assert ours[0] == pytest.approx(traj[0], rel=1e-3)
         assert ours[1] <= traj[1] * (1 + 1e-3)  # the last iterate never reveals more than the trajectory
+    # contraction hides: the subsampled last iterate with c < 1 converges, below c = 1
+    hidden = f(1e-5, 1.0, [16, 64], "replace_one", q=0.25, contraction=0.84)
+    assert hidden[1] - hidden[0] < 0.1 * hidden[0] and hidden[1] < f(1e-5, 1.0, [64], "replace_one", q=0.25)[0]
 
 
 def _equal_error_mu(p_sf, q_sf) -> float:

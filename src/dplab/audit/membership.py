@@ -45,6 +45,7 @@ simultaneously.
 from __future__ import annotations
 
 import time
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -54,7 +55,7 @@ from dplab import accounting
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.audit import canary as canaries_mod
 from dplab.audit.estimators import ESTIMATORS, clopper_pearson_bound, gdp_bound, one_run_bound
-from dplab.audit.exact import contracted_mu, sampled_last_iterate_epsilon
+from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
 from dplab.training import models, privacy
@@ -161,7 +162,7 @@ def _estimates(entry: dict, scores: np.ndarray, members: np.ndarray, independent
             yield name, clopper_pearson_bound(s_in, s_out, delta, entry["confidence"])
 
 
-def run_variant(entry: dict, data: Dataset, variant: str, index: int, seed: int) -> pd.DataFrame:
+def run_variant(entry: dict, data: Dataset, variant: str, seed: int) -> pd.DataFrame:
     started = time.perf_counter()
     threat = entry["threat_model"]
     kind, observations, _ = THREAT_MODELS[threat]
@@ -171,7 +172,7 @@ def run_variant(entry: dict, data: Dataset, variant: str, index: int, seed: int)
     x_real, y_real = _records(data, n - k, seed)
     model = models.build(cfg, list(data.x_train.shape[1:]), data.info["classes"])
     params = dict(model.named_parameters())
-    rng = np.random.default_rng(np.random.SeedSequence([seed, index]))
+    rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(variant.encode())]))  # order-free
     # one_run needs every canary in with probability 1/2; a lone canary alternates (equal worlds)
     members = rng.random((runs, k)) < 0.5 if k >= 2 else (np.arange(runs) % 2 == 0)[:, None]
     run_seeds = rng.integers(0, 2**31 - 1, size=runs).tolist()
@@ -226,37 +227,45 @@ def run_variant(entry: dict, data: Dataset, variant: str, index: int, seed: int)
 
 
 def _exact(cfg: dict, gradient, projections: int, steps: list[int], n: int, observations) -> dict[str, np.ndarray]:
-    """Exact ε(δ) of the pair a gradient canary's coordinate sees, where it is known (else {}):
+    """Exact ε(δ) of the pair a gradient canary's coordinate sees, where it is known (else {}).
+    It needs the projection never to have moved a run and the contraction of the coordinate to be
+    the same deterministic c = (1−λ)(1 − η·l2) in both worlds (l2 > 0: every slot present, i.e.
+    replace_one, and a fixed batch size); then, with a = norm/(σC):
 
-    - full batch, the projection never moved a run: v_t = c·v_{t−1} − η(s + σC·Z)/n with
-      c = (1−λ)(1 − η·l2) in both worlds, Gaussian: trajectory μ_step√T, last iterate
-      :func:`dplab.audit.exact.contracted_mu`; μ_step = (norm, or 2·norm for the mirror)/(σC);
-    - subsampled (Poisson or without replacement, each step ÷ b), no projection, l2 or λ: the last
-      iterate is a binomial mixture, :func:`dplab.audit.exact.sampled_last_iterate_epsilon` (the
-      trajectory's exact value is the composition pld computes).
+    - full batch: Gaussian, trajectory μ√T and last iterate :func:`dplab.audit.exact.contracted_mu`
+      with μ = a (add_remove) or 2a (replace_one);
+    - Poisson, without replacement, fixed batches (n divisible by b, no reshuffle): the last
+      iterate, :func:`dplab.audit.exact.canary_last_iterate_epsilon` (the trajectory's exact value
+      is the composition pld computes, where it applies).
     """
+    fixed_batch = cfg["sampling"] in ("full_batch", "without_replacement", "shuffle")
+    if projections or (cfg["l2"] and (gradient.neighbouring == "add_remove" or not fixed_batch)):
+        return {}
+    if cfg["normalize"] == "realized" and cfg["sampling"] == "poisson":
+        return {}
     shift = gradient.norm / (cfg["noise_multiplier"] * cfg["clip"])
+    c = (1.0 - (cfg["regularization"] or 0.0)) * (1.0 - cfg["lr"] * cfg["l2"])
     if cfg["sampling"] == "full_batch":
-        if projections or (cfg["l2"] and gradient.neighbouring == "add_remove"):
-            return {}
         mu_step = shift * (2.0 if gradient.neighbouring == "replace_one" else 1.0)
-        c = (1.0 - (cfg["regularization"] or 0.0)) * (1.0 - cfg["lr"] * cfg["l2"])
         return {"trajectory": gaussian_epsilon(cfg["delta"], contracted_mu(mu_step, 1.0, steps)),
                 "last_iterate": gaussian_epsilon(cfg["delta"], contracted_mu(mu_step, c, steps))}
-    fixed_divisor = cfg["normalize"] == "expected" or cfg["sampling"] == "without_replacement"
-    if cfg["sampling"] in ("poisson", "without_replacement") and fixed_divisor and cfg["diameter"] is None \
-            and not cfg["l2"] and not cfg["regularization"]:
-        if "last_iterate" in observations:
-            q = cfg["batch_size"] / n
-            return {"last_iterate": sampled_last_iterate_epsilon(cfg["delta"], shift, q, steps, gradient.neighbouring)}
-    return {}
+    if "last_iterate" not in observations:
+        return {}
+    if cfg["sampling"] == "shuffle":
+        if n % cfg["batch_size"] or cfg["reshuffle"]:
+            return {}
+        law = {"period": n // cfg["batch_size"]}
+    else:
+        law = {"q": cfg["batch_size"] / n}
+    return {"last_iterate": canary_last_iterate_epsilon(cfg["delta"], shift, steps, gradient.neighbouring,
+                                                        contraction=c, **law)}
 
 
 def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
-    """One tidy table: a row per (variant, observation, estimator, T) with the estimator's ε lower
+    """One tidy table: a row per (variant (sorted by name), observation, estimator, T) with the estimator's ε lower
     bound and point estimate and the upper bound of every accountant valid for the run and the
     observation (``upper_<accountant>``; the others have no value)."""
     if entry["threat_model"] not in THREAT_MODELS:
         raise DPLabError("threat_model", f"must be one of {', '.join(THREAT_MODELS)}; got {entry['threat_model']!r}")
-    frames = [run_variant(entry, data, v, i, seed) for i, v in enumerate(entry["methods"])]
+    frames = [run_variant(entry, data, v, seed) for v in sorted(entry["methods"])]
     return pd.concat(frames, ignore_index=True)

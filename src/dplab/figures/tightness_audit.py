@@ -87,8 +87,9 @@ def draw(table: pd.DataFrame):
             rows = table[(table.audit == audit) & (table.variant == variant)]
             _panel(ax, rows)
             first = rows.iloc[0]
-            ax.set(xscale="log", yscale="symlog", xlabel="steps T", ylabel="ε",
+            ax.set(xscale="log", xlabel="steps T", ylabel="ε (linear below 1)",
                    title=f"{threat.replace('_', ' ')}: {variant.replace('_', ' ')} ({first.model})")
+            ax.set_yscale("symlog", linthresh=1.0)
             ax.set_ylim(bottom=0)
             ax.legend(fontsize=6, title=f"δ={first.delta:.0e}, σ={first.noise_multiplier:.3g}, q={first.sampling_rate:.3g}, "
                       f"{first.neighbouring.replace('_', ' ')}; bars: {first.confidence:.0%} interval",
