@@ -145,7 +145,7 @@ def test_progress_bar_on_a_terminal_shows_steps_loss_and_epsilon(digits, tmp_pat
 
 
 def test_progress_lines_in_the_log_when_not_on_a_terminal(digits, tmp_path, capsys, monkeypatch):
-    """What `tail -f logs/train/<run>.log` shows: no bar, a line per interval (here 0 s: every
+    """What `tail -f logs/runs/<run>.log` shows: no bar, a line per interval (here 0 s: every
     step) with step/T, the last logged losses and ε (accountant, δ, neighbouring, sampling),
     elapsed and time left; at the default 30 s a 30-step run writes only its first and last line."""
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, **FAST, "accountants": ["rdp"], "name": "dp"}

@@ -47,6 +47,8 @@ def check_config(config: dict) -> None:
     for audit, entry in config.get("audits", {}).items():
         if entry["dataset"] not in config["datasets"]:
             raise DPLabError(f"audits.{audit}.dataset", f"unknown dataset {entry['dataset']!r}")
+        if entry["canaries"] >= entry["dataset_size"]:
+            raise DPLabError(f"audits.{audit}.canaries", f"must be < dataset_size ({entry['dataset_size']}): the runs need a training record")
     for figure, params in config.get("figures", {}).items():
         if figure not in FIGURE_IDS:
             raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")

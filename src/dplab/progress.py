@@ -3,7 +3,7 @@
 On a terminal: a tqdm bar.  Otherwise (a Snakemake or SLURM job, whose stderr is the rule's log
 file): one line on the ``dplab`` logger when the job starts, then whenever
 ``DPLAB_PROGRESS_SECONDS`` seconds of wall time (default 30; 0: at every update) have passed
-since the last line, and one when it ends, so that ``tail -f logs/train/<run>.log`` shows a run
+since the last line, and one when it ends, so that ``tail -f logs/runs/<run>.log`` shows a run
 moving.  A line names the job, the count done, the job's own status (training: the last
 logged losses and ε with their accountant, δ, neighbouring relation and sampling), the elapsed
 time and the time left at the rate so far:

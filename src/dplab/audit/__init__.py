@@ -1,9 +1,12 @@
-"""Tightness audit (issue 9): how loose is each upper bound on ε, measured from below.
+"""Tightness audit (issues 9, 18): how loose is each upper bound on ε, measured from below.
 
 - :mod:`dplab.audit.exact`: exact Rényi divergence and exact δ(ε) where the released last
-  iterate is Gaussian (002 Thm 3's quadratic loss; a linear loss), as functions of T.
+  iterate is Gaussian (002 Thm 3's quadratic loss; a linear loss; any contraction), as functions of T.
+- :mod:`dplab.audit.canary`: input and gradient (Dirac) canaries on dead first-layer coordinates.
 - :mod:`dplab.audit.runner`: many training runs in lockstep through the engine's own pieces
-  (samplers, per-example clipping, noise, projection), with and without a canary.
+  (samplers, per-example clipping, noise, projection), with canaries, and their scores.
 - :mod:`dplab.audit.stats`: Clopper–Pearson intervals and the ε lower bound of an attack.
-- :mod:`dplab.audit.membership`: the audit itself (scores → ε lower bounds per method and T).
+- :mod:`dplab.audit.estimators`: the three estimators (clopper_pearson, gdp, one_run).
+- :mod:`dplab.audit.membership`: the audit of one threat model (scores → ε lower bounds per
+  variant, estimator and T, beside the upper bounds of the same release model).
 """

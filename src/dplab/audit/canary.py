@@ -1,12 +1,14 @@
-"""The dead-feature canary: an input that only it uses, so that the weights attached to it see
-no gradient but the canary's.
+"""Canaries on dead features: coordinates of the first layer that no training record's gradient
+touches, so that they see the canary's gradient and the noise, nothing else.
 
 Some input features are 0 in every training record (digits: pixels 0, 32 and 39 of the 8×8
-image, in all 1797 images).  The canary x_c puts s/√|P| on each such pixel p ∈ P and 0 elsewhere
-(‖x_c‖ = ``canary_norm`` s); its replace-one neighbour is the mirror −x_c, same label.  In the
-first layer W (logreg: the only one; MLP: the hidden layer), ∇_W ℓ(θ; x) = δ(θ; x)·xᵀ, so the
-columns W[:, P] receive the canary's clipped gradient and the noise, nothing else.  The
-observation is the block
+image, in all 1797 images; many more in a small subset).  In the first layer W (logreg: the only
+one; MLP: the hidden layer), ∇_W ℓ(θ; x) = δ(θ; x)·xᵀ, so the columns W[:, P] of the dead
+features P receive no record's gradient.
+
+Input canary (threat model ``input_canary``, :class:`Canary`): x_c puts s/√|P| on each dead
+pixel p ∈ P and 0 elsewhere (‖x_c‖ = ``canary_norm`` s); its replace-one neighbour is the mirror
+−x_c, same label.  The observation is the block
 
     v(θ) = W[:, P]·x̂   (x̂ = x_c/‖x_c‖, one value per output unit of the layer),
 
@@ -14,6 +16,12 @@ on which each step adds −η/b·clip(g_c)|_v (when the slot is sampled) plus N(
 coordinate: a mixture-of-Gaussians problem whose mean shift is the canary's clipped gradient,
 close to the worst case 2C between the two worlds when s is large enough that most of the
 clipped norm falls on W[:, P].
+
+Gradient canaries (threat models ``white_box`` and ``last_iterate``, :class:`GradientCanaries`):
+Dirac canaries (Nasr et al. 2023): canary j is a record whose gradient, when the sampler draws
+it, is the fixed vector s·e_j (s ≤ C, so clipping leaves it) on its own dead coordinate j, one
+entry W[r, p] with p ∈ P.  Coordinates of different canaries never mix: each is a
+one-dimensional audit of its canary.
 """
 
 from __future__ import annotations
@@ -47,14 +55,51 @@ def build(x_train: torch.Tensor, norm: float, label: int, params: dict[str, torc
     if len(pixels) == 0:
         raise DPLabError("dataset", "the dead-feature canary needs an input feature that is 0 in every training record; none is")
     d = x_train[0].numel()
-    weight = next((k for k, p in params.items() if p.dim() == 2 and p.shape[1] == d), None)
-    if weight is None:
-        raise DPLabError("model", "the dead-feature canary needs a first layer acting on the flattened input (logreg, mlp)")
+    weight = first_layer(params, d)
     direction = torch.full((len(pixels),), len(pixels) ** -0.5, dtype=x_train.dtype)
     flat = torch.zeros(d, dtype=x_train.dtype)
     flat[pixels] = norm * direction
     x_in = flat.reshape(x_train.shape[1:])
     return Canary(x_in, -x_in, torch.tensor(label, dtype=torch.int64), pixels, direction, weight)
+
+
+@dataclass(frozen=True)
+class GradientCanaries:
+    """k Dirac gradient canaries on dead coordinates of the first-layer weight ``weight``: canary
+    j moves ``weight.flatten()[coords[j]]`` by its gradient ``norm`` (in) or, out of the dataset,
+    by nothing (add_remove) or by −``norm`` (replace_one: its mirror)."""
+
+    weight: str
+    coords: torch.Tensor  # (k,) flat indices into the weight
+    norm: float
+    neighbouring: str
+
+    @property
+    def count(self) -> int:
+        return len(self.coords)
+
+
+def first_layer(params: dict[str, torch.Tensor], features: int) -> str:
+    """Name of the weight (rows × ``features``) that acts on the flattened input."""
+    weight = next((k for k, p in params.items() if p.dim() == 2 and p.shape[1] == features), None)
+    if weight is None:
+        raise DPLabError("model", "dead-feature canaries need a first layer acting on the flattened input (logreg, mlp)")
+    return weight
+
+
+def gradient_canaries(x_real: torch.Tensor, params: dict[str, torch.Tensor], count: int, norm: float,
+                      neighbouring: str) -> GradientCanaries:
+    """``count`` gradient canaries on the first-layer entries W[r, p] with p a feature that is 0 in
+    every record of ``x_real`` (N, ...), taken row by row."""
+    d = x_real[0].numel()
+    weight = first_layer(params, d)
+    pixels = dead_features(x_real)
+    rows = params[weight].shape[0]
+    coords = (torch.arange(rows)[:, None] * d + pixels[None, :]).flatten()
+    if count > len(coords):
+        raise DPLabError("canaries", f"must be <= {len(coords)} (first-layer rows × features that are 0 in every "
+                         f"training record: {rows} × {len(pixels)}); got {count}")
+    return GradientCanaries(weight, coords[:count], float(norm), neighbouring)
 
 
 def block(canary: Canary, tensors: dict[str, torch.Tensor]) -> torch.Tensor:

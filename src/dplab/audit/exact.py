@@ -23,9 +23,13 @@ For c = 1 − η, α μ_T²/2 is 002 Thm 3's exact value (App. E), computed in 0
 :func:`dplab.accounting.langevin.thm3_exact_rdp`; for c = 1 it is the T-fold Gaussian
 composition (μ√T with μ = S_g/(σC)): the last iterate reveals as much as the trajectory.
 Add/remove neighbours change n and the contraction, so only replace-one is exact here.
+:func:`contracted_mu` is μ_T for any contraction c, the audit's exact value of a gradient canary's
+coordinate under full-batch noisy GD with l2 (c = 1 − η·l2).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -47,20 +51,29 @@ def contraction(loss: str, lr: float) -> float:
     raise DPLabError("loss", f"must be one of {', '.join(LOSSES)}; got {loss!r}")
 
 
+def contracted_mu(mu_step: float, c: float, steps) -> np.ndarray:
+    """μ_T of the last iterate of v_t = c·v_{t−1} + shift + noise (same shift every step, i.i.d.
+    Gaussian noise): μ_step·Σ_{i<T} cⁱ / (Σ_{i<T} c²ⁱ)^{1/2}, every T of ``steps``; μ_step√T at c = 1."""
+    t = np.asarray(steps, dtype=float)
+    if np.any(t < 1):
+        raise DPLabError("steps", "must be >= 1")
+    if not 0 <= c <= 1:
+        raise DPLabError("contraction", f"must lie in [0, 1]; got {c}")
+    if c == 1.0:
+        return mu_step * np.sqrt(t)
+    if c == 0.0:
+        return mu_step * np.ones_like(t)
+    return mu_step * (1 - c**t) / (1 - c) / np.sqrt((1 - c ** (2 * t)) / (1 - c * c))
+
+
 def last_iterate_mu(noise_multiplier: float, lr: float, steps, loss: str, neighbouring: str = "replace_one",
                     clip: float = 1.0) -> np.ndarray:
     """μ_T = mean distance / std of the last iterates on the worst neighbouring pair, every T."""
     if neighbouring != "replace_one":
         raise DPLabError("neighbouring", "the exact last-iterate value is derived for replace_one only (002 Thm 3's pair)")
     c = contraction(loss, lr)
-    t = np.asarray(steps, dtype=float)
-    if np.any(t < 1):
-        raise DPLabError("steps", "must be >= 1")
-    if c == 1.0:
-        ratio = np.sqrt(t)
-    else:
-        ratio = (1 - c**t) / (1 - c) / np.sqrt((1 - c ** (2 * t)) / (1 - c * c))
-    return units.sum_sensitivity(clip, neighbouring) / units.noise_std_on_sum(noise_multiplier, clip) * ratio
+    step = units.sum_sensitivity(clip, neighbouring) / units.noise_std_on_sum(noise_multiplier, clip)
+    return contracted_mu(step, c, steps)
 
 
 def exact_rdp(alpha: float, noise_multiplier: float, lr: float, steps, loss: str, **kw) -> np.ndarray:
@@ -76,3 +89,71 @@ def exact_delta(epsilon: float, noise_multiplier: float, lr: float, steps, loss:
 def exact_epsilon(delta: float, noise_multiplier: float, lr: float, steps, loss: str, **kw) -> np.ndarray:
     """Exact ε(δ) of the last iterate, every T (inverse of :func:`exact_delta`)."""
     return gaussian_epsilon(delta, last_iterate_mu(noise_multiplier, lr, steps, loss, **kw))
+
+
+def canary_last_iterate_epsilon(delta: float, shift: float, steps, neighbouring: str, q: float = 1.0,
+                                contraction: float = 1.0, period: int | None = None) -> np.ndarray:
+    """Exact ε(δ) of the last iterate of a gradient canary's coordinate, every T of ``steps``.
+
+    In units of the per-step noise std, v_T − c^T v_0 = a·W + N(0, Σ_{i<T} c²ⁱ) with a =
+    ``shift`` (the canary's norm / σC), c = ``contraction`` and W = Σ c^{T−t} over the steps t
+    that drew the canary: each step independently with probability ``q`` (Poisson, without
+    replacement), or (``period`` Q: fixed batches cycled) the steps t ≡ j (mod Q) of the canary's
+    batch j, uniform over the Q batches.  The neighbour is N(0, ·) (add_remove: absent) or −a·W′
+    + N(0, ·) (replace_one: the mirror).  δ(ε) is the hockey-stick divergence of the two laws
+    (larger of both orders): W's law (c < 1: on a grid of step (x-grid)/(4T)), its atoms split linearly
+    between x-grid cells of step std/400, convolved with the Gaussian; ε by bisection.  Checked
+    against the binomial pair that pld composes and the Gaussian closed form (to ~1e-3).
+    """
+    from scipy.signal import fftconvolve
+    from scipy.stats import binom, norm
+
+    if neighbouring not in ("add_remove", "replace_one"):
+        raise DPLabError("neighbouring", f"must be add_remove or replace_one; got {neighbouring!r}")
+    out = []
+    for t in np.asarray(steps, dtype=int):
+        powers = contraction ** np.arange(t)  # c^(T−s) of the steps s = T, T−1, …, 1
+        std = math.sqrt(float((powers**2).sum()))
+        dx = std / 400
+        if period is None and contraction == 1.0:  # W ~ Binomial(T, q): its atoms exactly
+            positions, mass = shift * np.arange(t + 1), binom.pmf(np.arange(t + 1), t, q)
+        elif period is None:
+            fine = dx / (4 * t)
+            moves = np.round(shift * powers / fine).astype(int)
+            law = np.zeros(int(moves.sum()) + 1)
+            law[0] = 1.0
+            for k in moves:
+                law = np.concatenate([(1 - q) * law[:k], (1 - q) * law[k:] + q * law[: len(law) - k]])
+            positions, mass = np.arange(len(law)) * fine, law
+        else:
+            steps_drawn = [np.arange(t - 1 - j, -1, -period) for j in range(period)]  # indices into powers
+            positions = np.array([shift * powers[i].sum() for i in steps_drawn])
+            mass = np.full(period, 1.0 / period)
+        # each atom's mass split between its two neighbouring cells (linear: position error O(dx²))
+        cell = np.floor(positions / dx).astype(int)
+        frac = positions / dx - cell
+        cells = np.bincount(cell, weights=mass * (1 - frac), minlength=cell.max() + 2)
+        cells += np.bincount(cell + 1, weights=mass * frac, minlength=cell.max() + 2)
+        reach = int(math.ceil(14 * std / dx))
+        kernel = norm.pdf(np.arange(-reach, reach + 1) * dx, 0.0, std) * dx
+        p_in = np.clip(fftconvolve(np.concatenate([np.zeros(len(cells) - 1), cells]), kernel), 0, None)
+        if neighbouring == "add_remove":
+            p_out = np.zeros_like(p_in)
+            p_out[len(cells) - 1 : len(cells) - 1 + len(kernel)] = kernel
+        else:
+            p_out = np.clip(fftconvolve(np.concatenate([cells[::-1], np.zeros(len(cells) - 1)]), kernel), 0, None)
+
+        def excess(eps: float) -> float:
+            return max(np.maximum(p_in - math.exp(eps) * p_out, 0).sum(), np.maximum(p_out - math.exp(eps) * p_in, 0).sum()) - delta
+
+        if excess(0.0) <= 0:
+            out.append(0.0)
+            continue
+        lo, hi = 0.0, 1.0
+        while excess(hi) > 0:
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1e-6 * hi:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
+        out.append(hi)
+    return np.array(out)

@@ -1,60 +1,126 @@
-"""The membership audit: R runs per world of each method, with the slot record = canary (in)
-or its mirror (out), scored from the last iterate or from the whole trajectory; each score
-list gives an ε lower bound (:func:`dplab.audit.stats.audit_bound`) per T.
+"""The membership audit of one ``audits`` entry: R runs of each variant through the engine
+(:mod:`dplab.audit.runner`), canaries each in or out of the dataset with probability 1/2
+independently per run, their scores turned into ε lower bounds by every estimator
+(:mod:`dplab.audit.estimators`) at every T of ``steps``, next to the upper bound of every
+accountant valid for the run *and for what the attacker observes*.
 
-Neighbouring datasets are replace-one (same n, so q = b/n is the same in both worlds, and
-001's bounds apply): D₀ ∪ {x_c} versus D₀ ∪ {−x_c}, with x_c the dead-feature canary of
-:mod:`dplab.audit.canary` (norm ``canary_norm``, label ``canary_label``).  Both go through the
-engine's per-example gradient and clipping inside the Poisson batch, so the difference of their
-clipped gradients can approach the worst case 2C; the scores are those of
-:mod:`dplab.audit.runner`.
+Threat models (``threat_model`` of the entry; docs/findings.md):
 
-Every T of ``steps`` reuses the same runs (the update never reads T), so the bounds of different
-T are each valid at the stated confidence, not simultaneously.
+============== ============================ ============= ============== ==========================
+threat model   canary                       observation   neighbouring*  upper bounds it tests
+============== ============================ ============= ============== ==========================
+white_box      gradient (Dirac, dead coord) every iterate add_remove     composition (trajectory)
+last_iterate   gradient (Dirac, dead coord) last iterate  replace_one    composition and hidden-state
+input_canary   input (dead-feature block)   either        replace_one    by observation, as above
+============== ============================ ============= ============== ==========================
+
+(* the default; the entry's ``neighbouring`` overrides it.)
+
+A composition bound covers every iterate, so it also bounds a last-iterate attack; a hidden-state
+bound (release ``last_iterate``) only that.  Gradient canaries follow Nasr et al. 2023 (white box)
+and the crafted-gradient attacks on the hidden state of Annamalai 2024 and Cebere, Bellet &
+Papernot 2024: a canary whose gradient points the same way at every step accumulates in the last
+iterate as much as the loss allows.  With l2 > 0 the canary's loss ⟨g, θ⟩ + (l2/2)‖θ‖² is
+l2-strongly convex, l2-smooth and (norm + l2·D/2)-Lipschitz on the ball: inside the loss class of
+the run's constants when norm ≤ the data's Lipschitz constant, which is checked, so the
+hidden-state bounds apply to it.
+
+Estimators: clopper_pearson and one_run hold for every mechanism.  gdp extrapolates the central
+trade-off curve to δ with a Gaussian shape (:mod:`dplab.audit.estimators`), which is conservative
+only where the audited pair's privacy loss has tails at least as heavy as a Gaussian's
+(:func:`gdp_applies`): a gradient canary's coordinate under full-batch noise without projection
+(exactly Gaussian), or Poisson subsampling with add/remove neighbours (the mixture's tail is the
+unsubsampled shift's, heavier than the fit of its centre).  Under replace-one subsampling both
+worlds are mixtures and the tails are lighter: gdp would overstate ε (for one step at q = 0.75,
+σ = 6 its point estimate was 1.03 against the pair's exact 0.916), so it is not reported there.
+
+Samples: the clopper_pearson and gdp estimators need independent scores.  The canaries of one
+run are independent when their coordinates evolve independently (:func:`independent_canaries`);
+otherwise only the first canary of each run is used.  one_run uses the k canaries of the first
+run (it needs no independence).  Every T of ``steps`` reuses the same runs (the update never
+reads T), so the bounds of different T are each valid at the stated confidence, not
+simultaneously.
 """
 
 from __future__ import annotations
+
+import time
+import zlib
 
 import numpy as np
 import pandas as pd
 import torch
 
 from dplab import accounting
-from dplab.audit import canary
-from dplab.audit.canary import Canary
+from dplab.accounting.gaussian import gaussian_epsilon
+from dplab.audit import canary as canaries_mod
+from dplab.audit.estimators import ESTIMATORS, clopper_pearson_bound, gdp_bound, one_run_bound
+from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
-from dplab.audit.stats import audit_bound
 from dplab.errors import DPLabError
 from dplab.progress import Progress
 from dplab.training import models, privacy
 from dplab.training.config import resolve_run
 from dplab.training.data import Dataset
 
-OBSERVATIONS = ("last_iterate", "trajectory")
+#: threat model -> (canary kind, observations, default neighbouring relation)
+THREAT_MODELS = {
+    "white_box": ("gradient", ("trajectory",), "add_remove"),
+    "last_iterate": ("gradient", ("last_iterate",), "replace_one"),
+    "input_canary": ("input", ("last_iterate", "trajectory"), "replace_one"),
+}
+#: methods the lockstep runner reproduces (Gaussian noise, per-example clipping)
+AUDITABLE = ("dp_sgd", "dp_gd", "noisy_gd", "projected_dp_sgd", "regularized_dp_sgd", "dp_sgd_fixed_batches")
 SETTING_COLUMNS = ("noise_multiplier", "sampling_rate", "sampling", "neighbouring", "clip", "lr", "batch_size",
-                   "dataset_size", "diameter", "regularization", "dimension")
+                   "dataset_size", "diameter", "regularization", "strong_convexity", "dimension")
+INPUT_CANARY_NORM = 16.0
 
 
-def method_config(entry: dict, method: str) -> dict:
-    """The resolved run config of ``method`` in audit ``entry`` (run schema and defaults)."""
-    raw = {**entry["run"], **(entry["methods"][method] or {}), "method": method, "steps": max(entry["steps"]),
-           "neighbouring": "replace_one", "accountants": None, "device": "cpu", "checkpoint_every": 0}
-    return resolve_run(raw, where=f"audits.methods.{method}")
+def method_config(entry: dict, variant: str) -> dict:
+    """The resolved run config of ``variant`` in audit ``entry`` (run schema and defaults); its
+    method is the variant's ``method`` key, else the variant's name."""
+    keys = {**entry["run"], **(entry["methods"][variant] or {})}
+    method = keys.pop("method", variant)
+    where = f"audits.{entry.get('name', '?')}.methods.{variant}"
+    if method not in AUDITABLE:
+        raise DPLabError(f"{where}.method", f"must be one of {', '.join(AUDITABLE)} (the runner's methods); got {method!r}")
+    neighbouring = entry.get("neighbouring") or THREAT_MODELS[entry["threat_model"]][2]
+    raw = {**keys, "method": method, "steps": max(entry["steps"]), "neighbouring": neighbouring,
+           "accountants": None, "device": "cpu", "checkpoint_every": 0}
+    return resolve_run(raw, where=where)
 
 
-def audit_data(data: Dataset, entry: dict, cfg: dict, seed: int) -> tuple[torch.Tensor, torch.Tensor, Canary]:
-    """(x, y) of the two worlds, shape (2, n, ...): n − 1 training records and the canary slot
-    (world 0: the canary x_c, world 1: its mirror −x_c), and the :class:`Canary`."""
-    n = entry["dataset_size"]
-    if n > len(data.y_train) + 1:
-        raise DPLabError("dataset_size", f"must be <= {len(data.y_train) + 1} (training split + the canary slot)")
-    perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(data.y_train))[: n - 1])
-    base_x, base_y = data.x_train[perm], data.y_train[perm]
-    model = models.build(cfg, list(data.x_train.shape[1:]), data.info["classes"])
-    c = canary.build(data.x_train, entry["canary_norm"], entry["canary_label"], dict(model.named_parameters()))
-    x = torch.stack([torch.cat([base_x, c.x_in[None]]), torch.cat([base_x, c.x_out[None]])])
-    y = torch.stack([torch.cat([base_y, c.label[None]])] * 2)
-    return x, y, c
+def independent_canaries(cfg: dict) -> bool:
+    """Whether the gradient canaries of one run give independent scores: each coordinate then moves
+    by its own canary, its own noise and its own sampling draw only (Poisson or full batch, update
+    ÷ b, no projection, no l2 term coupling it to the others' clip factors)."""
+    return (cfg["sampling"] in ("poisson", "full_batch") and cfg["normalize"] == "expected"
+            and cfg["diameter"] is None and not cfg["l2"])
+
+
+def gdp_applies(cfg: dict, kind: str, projections: int) -> bool:
+    """Whether gdp's Gaussian-shape extrapolation is conservative for the audited pair (module
+    docstring): gradient canaries under full-batch noise that no projection moved, or under
+    Poisson sampling with add/remove neighbours."""
+    if kind != "gradient":
+        return False
+    if cfg["sampling"] == "full_batch":
+        return projections == 0
+    return cfg["sampling"] == "poisson" and cfg["neighbouring"] == "add_remove"
+
+
+def canary_norm(entry: dict, cfg: dict, info: dict, features) -> float:
+    """‖gradient canary‖: the entry's ``canary_norm`` or the largest valid: C, and where the run's
+    loss constants are claimed (hidden-state bounds; ``features``: the real records), no more than
+    the data's Lipschitz constant."""
+    constants, _ = privacy.loss_constants(cfg, info, features)
+    limit = min(cfg["clip"], info["logreg_constants"]["lipschitz"]) if constants else cfg["clip"]
+    norm = entry.get("canary_norm")
+    if norm is None:
+        return float(limit)
+    if norm > limit:
+        raise DPLabError("canary_norm", f"must be <= {limit:.6g} (clip{', and the loss Lipschitz constant the hidden-state bounds assume' if constants else ''}); got {norm}")
+    return float(norm)
 
 
 def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: list[int], features):
@@ -76,55 +142,146 @@ def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: l
     return curves, release, setting
 
 
-def run_method(entry: dict, data: Dataset, method: str, index: int, seed: int,
-               progress: Progress | None = None, done: int = 0) -> pd.DataFrame:
-    """The rows of one method; ``progress`` counts its run-steps from ``done`` on."""
-    cfg = method_config(entry, method)
-    x, y, probes = audit_data(data, entry, cfg, seed)
-    runs, chunk, steps = entry["runs"], entry["chunk"], sorted(entry["steps"])
-    scores = {(w, o, t): [] for w in (0, 1) for o in OBSERVATIONS for t in steps}
-    for world in (0, 1):
-        seeds = np.random.SeedSequence([seed, index, world]).generate_state(runs).tolist()
-        for start in range(0, runs, chunk):
-            part = seeds[start : start + chunk]
+def _records(data: Dataset, n_real: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if n_real < 1 or n_real > len(data.y_train):
+        raise DPLabError("dataset_size", f"leaves {n_real} training records beside the canaries; need 1 to {len(data.y_train)}")
+    perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(data.y_train))[:n_real])
+    return data.x_train[perm], data.y_train[perm]
 
-            def on_step(step, base=done + (world * runs + start) * steps[-1], width=len(part), first=start + 1):
-                if progress is not None:
-                    progress.update(base + step * width, f"method {method}, world {('canary', 'mirror')[world]}, "
-                                    f"runs {first}–{first + width - 1} of {runs}, step {step}/{steps[-1]}")
 
-            res = train_many(cfg, x[world].expand(len(part), *x.shape[1:]), y[world].expand(len(part), -1),
-                             part, steps, data.info["classes"], probes, on_step)
-            for t in steps:
-                scores[(world, "last_iterate", t)].append(res.last_iterate[t].numpy())
-                scores[(world, "trajectory", t)].append(res.trajectory[t].numpy())
-    n = entry["dataset_size"]
+def _estimates(entry: dict, scores: np.ndarray, members: np.ndarray, independent: bool, gdp: bool, delta: float):
+    """(estimator, Estimate) of every estimator of the entry that applies, on scores (R, k)."""
+    pooled = (scores, members) if independent else (scores[:, :1], members[:, :1])
+    s_in, s_out = pooled[0][pooled[1]], pooled[0][~pooled[1]]
+    for name in entry.get("estimators", ESTIMATORS):
+        if name == "one_run":
+            if scores.shape[1] >= 2:
+                yield name, one_run_bound(scores[0], members[0], delta, entry["confidence"])
+        elif name == "gdp":
+            if gdp:
+                yield name, gdp_bound(s_in, s_out, delta, entry["confidence"])
+        else:
+            yield name, clopper_pearson_bound(s_in, s_out, delta, entry["confidence"])
+
+
+def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: Progress | None = None,
+                done: int = 0) -> pd.DataFrame:
+    """The rows of one variant; ``progress`` counts its run-steps from ``done`` on."""
+    started = time.perf_counter()
+    threat = entry["threat_model"]
+    kind, observations, _ = THREAT_MODELS[threat]
+    cfg = method_config(entry, variant)
+    runs, chunk, steps, n = entry["runs"], entry["chunk"], sorted(entry["steps"]), entry["dataset_size"]
+    k = entry["canaries"] if kind == "gradient" else 1
+    x_real, y_real = _records(data, n - k, seed)
+    model = models.build(cfg, list(data.x_train.shape[1:]), data.info["classes"])
+    params = dict(model.named_parameters())
+    rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(variant.encode())]))  # order-free
+    # one_run needs every canary in with probability 1/2; a lone canary alternates (equal worlds)
+    members = rng.random((runs, k)) < 0.5 if k >= 2 else (np.arange(runs) % 2 == 0)[:, None]
+    run_seeds = rng.integers(0, 2**31 - 1, size=runs).tolist()
+    gradient = probe = None
+    if kind == "gradient":
+        gradient = canaries_mod.gradient_canaries(x_real, params, k, canary_norm(entry, cfg, data.info, x_real),
+                                                       cfg["neighbouring"])
+    else:
+        probe = canaries_mod.build(data.x_train, entry.get("canary_norm") or INPUT_CANARY_NORM, entry["canary_label"], params)
+    scores = {(o, t): [] for o in observations for t in steps}
+    projections = 0
+    for start in range(0, runs, chunk):
+        part = slice(start, min(start + chunk, runs))
+        r = len(run_seeds[part])
+        x, y = x_real.expand(r, *x_real.shape), y_real.expand(r, -1)
+        if probe is not None:  # the canary's slot: x_c (in) or its mirror −x_c (out)
+            slot = torch.where(torch.from_numpy(members[part, 0]).view(-1, *[1] * probe.x_in.dim()), probe.x_in, probe.x_out)
+            x = torch.cat([x, slot[:, None]], 1)
+            y = torch.cat([y, probe.label.expand(r, 1)], 1)
+
+        def on_step(step, base=done + start * steps[-1], width=r, first=start + 1):
+            if progress is not None:
+                progress.update(base + step * width, f"variant {variant}, runs {first}–{first + width - 1} of {runs}, "
+                                f"step {step}/{steps[-1]}")
+
+        res = train_many(cfg, x, y, run_seeds[part], steps, data.info["classes"], canary=probe, gradient=gradient,
+                         members=torch.from_numpy(members[part]), on_step=on_step)
+        projections += res.projections
+        for t in steps:
+            for obs in observations:
+                scores[(obs, t)].append(getattr(res, obs)[t].numpy())
+    seconds = time.perf_counter() - started
+    if progress is not None:
+        progress.update(done + runs * steps[-1], f"variant {variant} ({threat}) done: {runs} runs × {steps[-1]} steps, "
+                        f"{k} canaries per run, {seconds:.1f} s")
     b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
-    dimension = sum(p[0].numel() for p in res.params.values())
-    curves, release, setting = upper_bounds(cfg, n, b, dimension, data.info, steps, x.flatten(0, 1))  # both worlds
+    dimension = sum(p.numel() for p in params.values())
+    features = x_real if probe is None else torch.cat([x_real, probe.x_in[None], probe.x_out[None]])  # both worlds
+    curves, release, setting = upper_bounds(cfg, n, b, dimension, data.info, steps, features)
+    independent = kind == "gradient" and independent_canaries(cfg)
+    gdp = gdp_applies(cfg, kind, projections)
+    exact = _exact(cfg, gradient, projections, steps, n, observations) if gradient is not None else {}
     rows = []
     for t_i, t in enumerate(steps):
-        for obs in OBSERVATIONS:
-            bound = audit_bound(np.concatenate(scores[(0, obs, t)]), np.concatenate(scores[(1, obs, t)]),
-                                cfg["delta"], entry["confidence"])
-            row = {"method": method, "model": cfg["model"], "steps": t, "observation": obs, "runs": runs,
-                   "confidence": entry["confidence"], "delta": cfg["delta"], **{k: setting.get(k) for k in SETTING_COLUMNS},
-                   "threshold": bound.threshold, "tp": bound.tp, "positives": bound.positives, "fp": bound.fp,
-                   "negatives": bound.negatives, "epsilon_lower": bound.epsilon, "epsilon_lower_ci_low": bound.ci_low,
-                   "epsilon_lower_ci_high": bound.ci_high}
-            for name, curve in curves.items():
-                row[f"upper_{name}"] = float(curve[t_i])
-                row[f"release_{name}"] = release[name]
-            rows.append(row)
+        for obs in observations:
+            for name, est in _estimates(entry, np.concatenate(scores[(obs, t)]), members, independent, gdp, cfg["delta"]):
+                row = {"audit": entry.get("name"), "variant": variant, "method": cfg["method"], "model": cfg["model"],
+                       "threat_model": threat, "observation": obs, "estimator": name, "steps": t,
+                       "confidence": entry["confidence"], "runs": 1 if name == "one_run" else runs,
+                       "canaries": k, "independent_canaries": independent, "samples_in": est.samples_in,
+                       "samples_out": est.samples_out, "epsilon_lower": est.epsilon_lower,
+                       "epsilon_estimate": est.epsilon_estimate, "epsilon_upper": est.epsilon_upper,
+                       "detail": est.detail, "exact_epsilon": exact.get(obs, np.full(len(steps), np.nan))[t_i],
+                       "projections": projections, "delta": cfg["delta"], "l2": cfg["l2"],
+                       **{c: setting.get(c) for c in SETTING_COLUMNS}}
+                for acc, curve in curves.items():
+                    if obs == "last_iterate" or release[acc] == "trajectory":
+                        row[f"upper_{acc}"] = float(curve[t_i])
+                rows.append(row)
     return pd.DataFrame(rows)
 
 
+def _exact(cfg: dict, gradient, projections: int, steps: list[int], n: int, observations) -> dict[str, np.ndarray]:
+    """Exact ε(δ) of the pair a gradient canary's coordinate sees, where it is known (else {}).
+    It needs the projection never to have moved a run and the contraction of the coordinate to be
+    the same deterministic c = (1−λ)(1 − η·l2) in both worlds (l2 > 0: every slot present, i.e.
+    replace_one, and a fixed batch size); then, with a = norm/(σC):
+
+    - full batch: Gaussian, trajectory μ√T and last iterate :func:`dplab.audit.exact.contracted_mu`
+      with μ = a (add_remove) or 2a (replace_one);
+    - Poisson, without replacement, fixed batches (n divisible by b, no reshuffle): the last
+      iterate, :func:`dplab.audit.exact.canary_last_iterate_epsilon` (the trajectory's exact value
+      is the composition pld computes, where it applies).
+    """
+    fixed_batch = cfg["sampling"] in ("full_batch", "without_replacement", "shuffle")
+    if projections or (cfg["l2"] and (gradient.neighbouring == "add_remove" or not fixed_batch)):
+        return {}
+    if cfg["normalize"] == "realized" and cfg["sampling"] == "poisson":
+        return {}
+    shift = gradient.norm / (cfg["noise_multiplier"] * cfg["clip"])
+    c = (1.0 - (cfg["regularization"] or 0.0)) * (1.0 - cfg["lr"] * cfg["l2"])
+    if cfg["sampling"] == "full_batch":
+        mu_step = shift * (2.0 if gradient.neighbouring == "replace_one" else 1.0)
+        return {"trajectory": gaussian_epsilon(cfg["delta"], contracted_mu(mu_step, 1.0, steps)),
+                "last_iterate": gaussian_epsilon(cfg["delta"], contracted_mu(mu_step, c, steps))}
+    if "last_iterate" not in observations:
+        return {}
+    if cfg["sampling"] == "shuffle":
+        if n % cfg["batch_size"] or cfg["reshuffle"]:
+            return {}
+        law = {"period": n // cfg["batch_size"]}
+    else:
+        law = {"q": cfg["batch_size"] / n}
+    return {"last_iterate": canary_last_iterate_epsilon(cfg["delta"], shift, steps, gradient.neighbouring,
+                                                        contraction=c, **law)}
+
+
 def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
-    """One tidy table: a row per (method, T, observation) with the audit's ε lower bound and the
-    upper bound of every accountant valid for that run (``upper_<accountant>``, its release in
-    ``release_<accountant>``; the run's excluded accountants have no column)."""
-    per_method = 2 * entry["runs"] * max(entry["steps"])
-    progress = Progress(f"audit {entry.get('name', '')}".rstrip(), len(entry["methods"]) * per_method, unit="run-step")
-    frames = [run_method(entry, data, m, i, seed, progress, i * per_method) for i, m in enumerate(entry["methods"])]
+    """One tidy table: a row per (variant (sorted by name), observation, estimator, T) with the estimator's ε lower
+    bound and point estimate and the upper bound of every accountant valid for the run and the
+    observation (``upper_<accountant>``; the others have no value)."""
+    if entry["threat_model"] not in THREAT_MODELS:
+        raise DPLabError("threat_model", f"must be one of {', '.join(THREAT_MODELS)}; got {entry['threat_model']!r}")
+    per_variant = entry["runs"] * max(entry["steps"])
+    progress = Progress(f"audit {entry.get('name', '')}".rstrip(), len(entry["methods"]) * per_variant, unit="run-step")
+    frames = [run_variant(entry, data, v, seed, progress, i * per_variant) for i, v in enumerate(sorted(entry["methods"]))]
     progress.close()
     return pd.concat(frames, ignore_index=True)

@@ -9,8 +9,9 @@ TPR ≤ e^ε·FPR + δ and TNR ≤ e^ε·FNR + δ, so any attack gives
 the bound at confidence 1 − a uses the Clopper–Pearson lower end of TPR (resp. TNR) and upper end
 of FPR (resp. FNR), each an exact two-sided interval at level 1 − a, so each one-sided bound
 fails with probability ≤ a/2 and the pair with probability ≤ a (union bound).  The threshold
-is chosen on one half of the runs and the bound evaluated on the other half, so the choice does
-not bias it.
+is chosen on a selection part of the scores (:func:`split_scores`) and the bound evaluated on
+the rest, so the choice does not bias it.  This is the audit's distribution-free estimator
+(``clopper_pearson`` in :mod:`dplab.audit.estimators`).
 """
 
 from __future__ import annotations
@@ -85,26 +86,49 @@ def counts_at(scores_in: np.ndarray, scores_out: np.ndarray, thresholds: np.ndar
     return tp, fp
 
 
-def audit_bound(scores_in, scores_out, delta: float, confidence: float = 0.95) -> AuditBound:
-    """ε lower bound of the threshold test "score ≥ τ ⇒ in": τ maximizes the Clopper–Pearson
-    lower bound on the first half of each score list; the bound reported is the one of the
-    second half at that τ (held out, so the selection does not inflate it)."""
-    scores_in, scores_out = np.asarray(scores_in, float), np.asarray(scores_out, float)
-    if len(scores_in) < 2 or len(scores_out) < 2:
-        raise DPLabError("runs", "need at least 2 runs per world to split selection/evaluation")
-    if not (np.all(np.isfinite(scores_in)) and np.all(np.isfinite(scores_out))):
+def split_scores(scores, selection: float) -> tuple[np.ndarray, np.ndarray]:
+    """(selection part, evaluation part) of one score list: its first ⌊selection·n⌋ entries (at
+    least 1, at most n − 1) and the rest.  Scores come in run order, so the parts are independent."""
+    scores = np.asarray(scores, float)
+    if len(scores) < 2:
+        raise DPLabError("runs", "need at least 2 scores per world to split selection/evaluation")
+    if not np.all(np.isfinite(scores)):
         raise DPLabError("scores", "attack scores must be finite")
-    hi, ho = len(scores_in) // 2, len(scores_out) // 2
-    sel_in, sel_out, ev_in, ev_out = scores_in[:hi], scores_out[:ho], scores_in[hi:], scores_out[ho:]
+    if not 0 < selection < 1:
+        raise DPLabError("selection", f"must lie in (0, 1); got {selection}")
+    cut = min(max(int(selection * len(scores)), 1), len(scores) - 1)
+    return scores[:cut], scores[cut:]
+
+
+def select_threshold(sel_in: np.ndarray, sel_out: np.ndarray, objective) -> float:
+    """The threshold τ of the test "score ≥ τ ⇒ in" that maximizes ``objective(tp, fp)`` (an array
+    per candidate; a tuple of arrays: lexicographic) on the selection scores.  Every τ between
+    two consecutive candidates has the same counts: the middle of that interval is returned."""
     candidates = np.unique(np.concatenate([sel_in, sel_out, [np.inf]]))
     tp, fp = counts_at(sel_in, sel_out, candidates)
-    _, low, _ = epsilon_interval(tp, len(sel_in), fp, len(sel_out), delta, confidence)
-    point, _, _ = epsilon_interval(tp, len(sel_in), fp, len(sel_out), delta, confidence)
-    best = np.lexsort((point, low))[-1]  # best certified bound; ties broken by the point estimate
-    # every τ in (candidates[best−1], candidates[best]] has the same selection counts: take the middle
-    tau = float(candidates[best]) if best == 0 else float((candidates[best] + candidates[best - 1]) / 2)
-    if not np.isfinite(tau):
-        tau = float(candidates[best - 1]) + 1.0 if best > 0 else np.inf
+    keys = objective(tp, fp)
+    keys = keys if isinstance(keys, tuple) else (keys,)
+    best = np.lexsort(tuple(reversed(keys)))[-1]
+    if best == 0:
+        return float(candidates[0])
+    if not np.isfinite(candidates[best]):
+        return float(candidates[best - 1]) + 1.0
+    return float((candidates[best] + candidates[best - 1]) / 2)
+
+
+def audit_bound(scores_in, scores_out, delta: float, confidence: float = 0.95, selection: float = 0.5) -> AuditBound:
+    """ε lower bound of the threshold test "score ≥ τ ⇒ in": τ maximizes the Clopper–Pearson
+    lower bound on the selection part of each score list (:func:`split_scores`); the bound
+    reported is the one of the evaluation part at that τ (held out, so the selection does not
+    inflate it)."""
+    sel_in, ev_in = split_scores(scores_in, selection)
+    sel_out, ev_out = split_scores(scores_out, selection)
+
+    def objective(tp, fp):
+        point, low, _ = epsilon_interval(tp, len(sel_in), fp, len(sel_out), delta, confidence)
+        return low, point  # best certified bound; ties broken by the point estimate
+
+    tau = select_threshold(sel_in, sel_out, objective)
     tp_e, fp_e = counts_at(ev_in, ev_out, np.array([tau]))
     point_e, low_e, high_e = epsilon_interval(tp_e, len(ev_in), fp_e, len(ev_out), delta, confidence)
     return AuditBound(tau, int(tp_e[0]), len(ev_in), int(fp_e[0]), len(ev_out),

@@ -6,10 +6,11 @@ import json
 
 
 def register(sub) -> None:
-    p = sub.add_parser("audit", help="membership audit with canaries: empirical ε lower bounds per method and T",
-                       description="Train many runs per method with and without a canary through the engine and "
-                       "turn the attack's rates into ε lower bounds (Clopper–Pearson); one row per method, T, "
-                       "observation, with the upper bound of every valid accountant.")
+    p = sub.add_parser("audit", help="canary audit of one threat model: empirical ε lower bounds per variant, estimator and T",
+                       description="Train many runs per variant through the engine, each canary in or out with "
+                       "probability 1/2, and turn the attack's scores into ε lower bounds (estimators clopper_pearson, "
+                       "gdp, one_run); one row per variant, observation, estimator and T, with the upper bound of "
+                       "every accountant valid for the run and for what the attack observes.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="pipeline config (with --audit)")
     src.add_argument("--audit-json", help="the audit entry as JSON (what the Snakemake rule passes)")

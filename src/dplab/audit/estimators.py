@@ -1,0 +1,166 @@
+"""The audit's three ε estimators: attack scores → an ε lower bound that holds with probability
+≥ ``confidence``, and a point estimate.
+
+- ``clopper_pearson`` (distribution-free): the (ε, δ) inequalities TPR ≤ e^ε·FPR + δ at one
+  threshold, with Clopper–Pearson ends (:func:`dplab.audit.stats.audit_bound`).  Valid for every
+  mechanism; at small δ it needs FPR ≈ e^−ε resolved, so it stays far below a tight ε.
+- ``gdp`` (f-DP with a Gaussian trade-off curve; Nasr, Hayes, Steinke, Balle, Tramèr, Jagielski,
+  Carlini & Terzis 2023, "Tight Auditing of Differentially Private Machine Learning"): a μ-GDP
+  mechanism admits no test with false-positive rate α and false-negative rate below
+  G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) (Dong, Roth & Su 2022, "Gaussian Differential Privacy"),
+  so the Clopper–Pearson upper ends (ᾱ, β̄) of one threshold test certify
+
+      μ ≥ μ_lower = Φ⁻¹(1 − ᾱ) − Φ⁻¹(β̄)
+
+  and ε_lower is the ε(δ) of μ_lower-GDP (Dong, Roth & Su 2022, Cor. 2.13: the Gaussian
+  mechanism's profile, :func:`dplab.accounting.gaussian.gaussian_epsilon`).  Every threshold
+  informs μ, so the central part of the score distributions, where rates are estimated well,
+  decides it.  ε_lower is a lower bound on the mechanism's ε only if its privacy loss has tails
+  at least as heavy as G_μ's: exactly so for a Gaussian pair, conservatively for Poisson
+  subsampling with add/remove neighbours (the composition of many subsampled steps approaches
+  G_μ from the heavy side); a pair with lighter tails (replace-one subsampling at q > 1/2) makes
+  it overstate ε.  :func:`dplab.audit.membership.gdp_applies` decides where it is reported.
+- ``one_run`` (Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run",
+  their main theorem and its ε search): m canaries, each included independently with
+  probability 1/2, in one training run; the auditor guesses "in" for the r/2 highest scores and
+  "out" for the r/2 lowest and abstains on the rest.  If the mechanism is (ε, δ)-DP, the number
+  W of correct guesses satisfies P[W ≥ v] ≤ f(v) + 2mδ·max_{i≥1} (f(v − i) − f(v))/i with
+  f(v) = P[Binomial(r, e^ε/(1 + e^ε)) ≥ v]; ε_lower is the largest ε this rejects at level
+  1 − confidence.  r ranges over :data:`GUESS_FRACTIONS` of m, fixed before the scores are seen,
+  with a Bonferroni correction.  Valid without independence between the canaries of the run.
+
+The selection/evaluation split of the first two is :func:`dplab.audit.stats.split_scores`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+from scipy.stats import binom, norm
+
+from dplab.accounting.gaussian import gaussian_epsilon
+from dplab.audit.stats import audit_bound, clopper_pearson, counts_at, select_threshold, split_scores
+from dplab.errors import DPLabError
+
+ESTIMATORS = ("clopper_pearson", "gdp", "one_run")
+#: share of each score list that chooses the threshold: the Clopper–Pearson optimum sits in a tail
+#: and needs many selection scores; gdp only needs the equal-error point
+SELECTION = {"clopper_pearson": 1 / 2, "gdp": 1 / 10}
+#: guesses r = fraction·m of the one-run audit (half "in", half "out"); the Bonferroni family
+GUESS_FRACTIONS = (1.0, 1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One estimator's answer on one score set."""
+
+    estimator: str
+    epsilon_lower: float  # holds with probability ≥ confidence (gdp: under its Gaussian-shape assumption)
+    epsilon_estimate: float  # from the observed rates (one_run: log(v / (r − v)))
+    epsilon_upper: float  # the other end of the interval (nan where the estimator has none)
+    samples_in: int  # scores the bound is evaluated on (one_run: guesses r and canaries m below)
+    samples_out: int
+    detail: str  # threshold, or guesses / correct / canaries
+
+
+# ------------------------------------------------------------------------------------ gdp
+def gdp_mu(fp, negatives, fn, positives, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(point, lower, upper) of μ from fp false positives among ``negatives`` and fn false
+    negatives among ``positives``: Φ⁻¹(1 − α) − Φ⁻¹(β) at the observed rates (a zero count
+    replaced by 1/2), at the Clopper–Pearson upper ends (lower μ) and lower ends (upper μ), each
+    end at level ``confidence`` two-sided so the pair holds with probability ≥ ``confidence``."""
+    fpr_lo, fpr_hi = clopper_pearson(fp, negatives, confidence)
+    fnr_lo, fnr_hi = clopper_pearson(fn, positives, confidence)
+    fp, fn = np.asarray(fp, float), np.asarray(fn, float)
+    alpha = np.clip(fp, 0.5, negatives - 0.5) / negatives
+    beta = np.clip(fn, 0.5, positives - 0.5) / positives
+    with np.errstate(divide="ignore"):
+        return (norm.isf(alpha) - norm.ppf(beta), norm.isf(fpr_hi) - norm.ppf(fnr_hi),
+                norm.isf(fpr_lo) - norm.ppf(fnr_lo))
+
+
+def _gdp_epsilon(delta: float, mu) -> float:
+    mu = float(mu)
+    if not mu > 0:
+        return 0.0
+    return float(gaussian_epsilon(delta, mu)) if math.isfinite(mu) else math.inf
+
+
+def gdp_bound(scores_in, scores_out, delta: float, confidence: float = 0.95,
+              selection: float = SELECTION["gdp"]) -> Estimate:
+    """The ``gdp`` estimator (module docstring): the threshold is the equal-error point (FPR =
+    FNR) of the selection part, where Φ⁻¹ of both rates is estimated most precisely; μ and ε are
+    evaluated on the rest.  (Maximizing μ_lower over every threshold instead chases the noise of
+    the selection part into the tails and certifies less.)"""
+    sel_in, ev_in = split_scores(scores_in, selection)
+    sel_out, ev_out = split_scores(scores_out, selection)
+    tau = select_threshold(sel_in, sel_out, lambda tp, fp: -np.abs(fp / len(sel_out) - 1 + tp / len(sel_in)))
+    tp, fp = counts_at(ev_in, ev_out, np.array([tau]))
+    point, low, high = (float(v[0]) for v in gdp_mu(fp, len(ev_out), len(ev_in) - tp, len(ev_in), confidence))
+    return Estimate("gdp", _gdp_epsilon(delta, low), _gdp_epsilon(delta, point), _gdp_epsilon(delta, high),
+                    len(ev_in), len(ev_out), f"threshold {tau:.6g}; mu {low:.4g} (point {point:.4g})")
+
+
+# -------------------------------------------------------------------------------- one_run
+def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
+    """P[W ≥ correct] bound of Steinke, Nasr & Jagielski 2023 (module docstring) for an (ε, δ)-DP
+    mechanism with ``canaries`` = m and ``guesses`` = r."""
+    if not 0 <= correct <= guesses <= canaries:
+        raise DPLabError("guesses", f"need 0 <= correct <= guesses <= canaries; got {correct}, {guesses}, {canaries}")
+    f = binom.sf(correct - 1 - np.arange(correct + 1), guesses, expit(epsilon))  # f(v − i), i = 0..v
+    if delta == 0 or correct == 0:
+        return float(f[0])
+    gain = np.max((f[1:] - f[0]) / np.arange(1, correct + 1))
+    return float(min(1.0, f[0] + 2 * canaries * delta * gain))
+
+
+def one_run_epsilon(canaries: int, guesses: int, correct: int, delta: float, level: float) -> float:
+    """Largest ε whose p-value (:func:`one_run_p_value`) is ≤ ``level`` (0 if none): bisection,
+    the p-value grows with ε."""
+    def rejects(eps: float) -> bool:
+        return one_run_p_value(canaries, guesses, correct, eps, delta) <= level
+
+    if not rejects(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while rejects(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1e-6 * max(hi, 1.0):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if rejects(mid) else (lo, mid)
+    return lo
+
+
+def one_run_bound(scores, members, delta: float, confidence: float = 0.95) -> Estimate:
+    """The ``one_run`` estimator on the m canaries of one run: ``scores`` (m,) and ``members``
+    (m,) booleans (True: the canary was included), each drawn with probability 1/2."""
+    scores, members = np.asarray(scores, float), np.asarray(members, bool)
+    m = len(scores)
+    if m < 2 or members.shape != scores.shape:
+        raise DPLabError("canaries", "the one-run estimator needs >= 2 canaries in the run, one membership bit each")
+    if not np.all(np.isfinite(scores)):
+        raise DPLabError("scores", "attack scores must be finite")
+    order = members[np.argsort(-scores, kind="stable")]
+    sizes = sorted({2 * int(f * m / 2) for f in GUESS_FRACTIONS} - {0}, reverse=True)
+    level = (1.0 - confidence) / len(sizes)
+    best = (-1.0, 0, 0)
+    for r in sizes:
+        correct = int(order[: r // 2].sum() + (~order[m - r // 2:]).sum())
+        eps = one_run_epsilon(m, r, correct, delta, level)
+        if eps > best[0]:
+            best = (eps, r, correct)
+    eps, r, v = best
+    estimate = math.log(min(max(v, 0.5), r - 0.5) / (r - min(max(v, 0.5), r - 0.5)))
+    return Estimate("one_run", eps, max(estimate, 0.0), math.nan, int(members.sum()), int((~members).sum()),
+                    f"guesses {r}, correct {v}, canaries {m}")
+
+
+def clopper_pearson_bound(scores_in, scores_out, delta: float, confidence: float = 0.95,
+                          selection: float = SELECTION["clopper_pearson"]) -> Estimate:
+    """The ``clopper_pearson`` estimator (:func:`dplab.audit.stats.audit_bound`) as an Estimate."""
+    b = audit_bound(scores_in, scores_out, delta, confidence, selection)
+    return Estimate("clopper_pearson", b.ci_low, b.epsilon, b.ci_high, b.positives, b.negatives,
+                    f"threshold {b.threshold:.6g}; tp {b.tp}/{b.positives}, fp {b.fp}/{b.negatives}")
