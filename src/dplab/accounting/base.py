@@ -26,6 +26,9 @@ from dplab.errors import AssumptionError
 SIGMA_RTOL = 1e-5
 #: the range of σ every calibration searches
 SIGMA_MIN, SIGMA_MAX = 1e-6, 1e7
+#: what an accountant's ε is: a guarantee ("upper"), a certified "lower" bound on the true ε, or
+#: a "comparison" (a claim the setting does not earn, printed next to the guarantee only)
+BOUNDS = ("upper", "lower", "comparison")
 
 
 class Accountant(ABC):
@@ -43,6 +46,8 @@ class Accountant(ABC):
     requires: ClassVar[tuple[str, ...]] = ("noise_multiplier", "sampling_rate", "steps")
     #: further assumptions, in words (checked in :meth:`check_setting`)
     assumptions: ClassVar[tuple[str, ...]] = ()
+    #: one of :data:`BOUNDS`; only "upper" may calibrate σ or be claimed as a guarantee
+    bound: ClassVar[str] = "upper"
 
     # ----------------------------------------------------------------- validity
     def check(self, setting: Setting, *, steps_needed: bool = True) -> None:
@@ -105,12 +110,27 @@ class Accountant(ABC):
         return float(self.delta_curve(setting, epsilon, [self._steps(setting)])[0])
 
     def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
-        """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta`` (T = setting.steps).
+        """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta`` (T = setting.steps),
+        found by :meth:`noise_needed`; upper bounds only (a lower bound or a comparison is refused)."""
+        if self.bound != "upper":
+            what = "a lower bound on ε" if self.bound == "lower" else "a comparison (a claim this setting does not earn)"
+            raise self.fail(
+                "accountant",
+                f"gives {what}, not a guarantee: σ can only be calibrated with an upper bound "
+                f"(`dplab accountants` lists each accountant's bound)",
+            )
+        return self.noise_needed(setting, epsilon, delta, start)
 
+    def noise_needed(self, setting: Setting, epsilon: float, delta: float, start: float | None = None,
+                     rtol: float = SIGMA_RTOL) -> float:
+        """The smallest σ at which this accountant's ε(σ) meets ``epsilon`` at ``delta``.
+
+        For an upper bound it is the calibrated σ (:meth:`sigma`); for a lower bound every smaller σ
+        certainly misses the target; for a comparison it is what the comparison's claim would need.
         From ``start`` (default :meth:`_sigma_start`), step outward in log σ by 2 %, widening
         ×4, until the target is bracketed; then Brent's method in log σ to relative tolerance
-        :data:`SIGMA_RTOL`, returning the side that meets the target.  Every ε evaluation is
-        memoized; a σ outside the bound's validity counts as not meeting the target.
+        ``rtol`` (default :data:`SIGMA_RTOL`), returning the side that meets the target.  Every ε
+        evaluation is memoized; a σ outside the bound's validity counts as not meeting the target.
         """
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
         try:  # assumptions no σ can fix are reported at once; σ's own range is searched
@@ -142,10 +162,10 @@ class Accountant(ABC):
                 break
             x, width = y, 4 * width
         lo, hi = (y, x) if meets else (x, y)
-        root = brentq(lambda v: min(excess(v), 1e6), lo, hi, xtol=SIGMA_RTOL / 4, rtol=1e-12)
+        root = brentq(lambda v: min(excess(v), 1e6), lo, hi, xtol=rtol / 4, rtol=1e-12)
         sigma = math.exp(root)
         while excess(math.log(sigma)) > 0:
-            sigma *= 1 + SIGMA_RTOL / 4
+            sigma *= 1 + rtol / 4
         return sigma
 
     def sigma_curve(self, setting: Setting, epsilon: float, delta: float, steps: Sequence[int],
@@ -213,6 +233,7 @@ class Accountant(ABC):
             "name": self.name,
             "source": self.source,
             "release": self.release,
+            "bound": self.bound,
             "samplings": list(self.samplings),
             "neighbourings": list(self.neighbourings),
             "requires": list(self.requires),

@@ -18,7 +18,7 @@ from dplab.errors import AssumptionError, DPLabError
 
 #: columns of every sweep table, in order
 COLUMNS = [
-    "accountant", "steps", "epsilon", "delta", "neighbouring", "sampling", "release",
+    "accountant", "steps", "epsilon", "delta", "neighbouring", "sampling", "release", "bound",
     "noise_multiplier", "sampling_rate", "reason",
 ]
 
@@ -51,6 +51,7 @@ def sweep(setting: Setting, delta: float, accountants: list[str], steps: np.ndar
             "neighbouring": setting.neighbouring,
             "sampling": setting.sampling,
             "release": accountant.release,
+            "bound": accountant.bound,
             "noise_multiplier": setting.noise_multiplier,
             "sampling_rate": setting.sampling_rate,
         }
