@@ -56,8 +56,11 @@ def log_sum_moments(mu: float, t: int, top: int) -> np.ndarray:
     i = np.arange(top + 1)
     series = mu**2 * i * (i - 1) / 2 - gammaln(i + 1)  # log E[W^i]/i!
 
+    lag = i[:, None] - i[None, :]  # lag[k, j] = k − j: the term a_j·b_{k−j} of coefficient k
+
     def times(a, b):
-        return np.array([logsumexp(a[: k + 1] + b[k::-1]) for k in range(top + 1)])
+        terms = np.where(lag >= 0, a[None, :] + b[np.maximum(lag, 0)], -np.inf)
+        return logsumexp(terms, axis=1)
 
     power = np.full(top + 1, -np.inf)
     power[0] = 0.0
