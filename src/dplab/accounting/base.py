@@ -112,6 +112,10 @@ class Accountant(ABC):
     def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
         """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta`` (T = setting.steps),
         found by :meth:`noise_needed`; upper bounds only (a lower bound or a comparison is refused)."""
+        self._require_upper()
+        return self.noise_needed(setting, epsilon, delta, start)
+
+    def _require_upper(self) -> None:
         if self.bound != "upper":
             what = "a lower bound on ε" if self.bound == "lower" else "a comparison (a claim this setting does not earn)"
             raise self.fail(
@@ -119,7 +123,6 @@ class Accountant(ABC):
                 f"gives {what}, not a guarantee: σ can only be calibrated with an upper bound "
                 f"(`dplab accountants` lists each accountant's bound)",
             )
-        return self.noise_needed(setting, epsilon, delta, start)
 
     def noise_needed(self, setting: Setting, epsilon: float, delta: float, start: float | None = None,
                      rtol: float = SIGMA_RTOL) -> float:
@@ -128,8 +131,9 @@ class Accountant(ABC):
         For an upper bound it is the calibrated σ (:meth:`sigma`); for a lower bound every smaller σ
         certainly misses the target; for a comparison it is what the comparison's claim would need.
         From ``start`` (default :meth:`_sigma_start`), step outward in log σ by 2 %, widening
-        ×4, until the target is bracketed; then Brent's method in log σ to relative tolerance
-        ``rtol`` (default :data:`SIGMA_RTOL`), returning the side that meets the target.  Every ε
+        ×4, until the target is bracketed; then (unless the bracket is already narrower than
+        ``rtol``) Brent's method in log σ to relative tolerance ``rtol`` (default
+        :data:`SIGMA_RTOL`), returning the side that meets the target.  Every ε
         evaluation is memoized; a σ outside the bound's validity counts as not meeting the target.
         """
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
@@ -161,7 +165,9 @@ class Accountant(ABC):
             if (excess(y) <= 0) != meets:
                 break
             x, width = y, 4 * width
-        lo, hi = (y, x) if meets else (x, y)
+        lo, hi = (y, x) if meets else (x, y)  # hi meets the target, lo does not
+        if hi - lo <= rtol:
+            return math.exp(hi)
         root = brentq(lambda v: min(excess(v), 1e6), lo, hi, xtol=rtol / 4, rtol=1e-12)
         sigma = math.exp(root)
         while excess(math.log(sigma)) > 0:
@@ -170,9 +176,16 @@ class Accountant(ABC):
 
     def sigma_curve(self, setting: Setting, epsilon: float, delta: float, steps: Sequence[int],
                     hint: Sequence[float] | None = None) -> np.ndarray:
-        """σ(T) for every T of the increasing grid ``steps``, each started from the previous
-        answer: carried along ``hint`` (another accountant's σ(T) on the same grid, whose ratio
-        to this one changes slowly) or along the log-log slope of the last two points."""
+        """:meth:`sigma` for every T of the increasing grid ``steps`` (see :meth:`noise_needed_curve`);
+        upper bounds only."""
+        self._require_upper()
+        return self.noise_needed_curve(setting, epsilon, delta, steps, hint)
+
+    def noise_needed_curve(self, setting: Setting, epsilon: float, delta: float, steps: Sequence[int],
+                           hint: Sequence[float] | None = None, rtol: float = SIGMA_RTOL) -> np.ndarray:
+        """:meth:`noise_needed` for every T of the increasing grid ``steps``, each started from the
+        previous answer: carried along ``hint`` (another accountant's σ(T) on the same grid, whose
+        ratio to this one changes slowly) or along the log-log slope of the last two points."""
         grid = [int(t) for t in self._grid(setting, steps)]
         out: list[float] = []
         for i, t in enumerate(grid):
@@ -185,7 +198,7 @@ class Accountant(ABC):
                 guess = out[-1] * math.sqrt(t / grid[i - 1])
             else:
                 guess = None
-            out.append(self.sigma(setting.replace(steps=t), epsilon, delta, start=guess))
+            out.append(self.noise_needed(setting.replace(steps=t), epsilon, delta, start=guess, rtol=rtol))
         return np.array(out)
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
