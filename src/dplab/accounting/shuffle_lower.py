@@ -20,7 +20,8 @@ exact (Gaussian CDFs, :func:`epoch_pair`).  Privacy losses are rounded DOWN to m
 :data:`DISCRETIZATION`, and outcomes whose loss falls below :data:`LOSS_FLOOR` or whose mass is
 below :data:`TINY` at either end are dropped, each of which can only lower the computed
 δ(ε) = E_P[(1 − e^{ε − L})_+]; composition over epochs is an exact convolution of non-negative
-masses (no FFT).  (Measured: halving the grid and doubling the bins moves ε by < 0.1%.)  Both orders of the pair are bounded and the
+masses (no FFT).  Refining to 400 cuts and a 1e-3 grid moves ε by < 0.1% (measured at
+n = 1437, b = 64, σ = 1, 20 epochs: 29.109 → 29.125).  Both orders of the pair are bounded and the
 larger value is kept.
 
 Epochs: T steps are ⌊T/t⌋ whole epochs and a partial one of r = T mod t observed steps (the
