@@ -1,5 +1,5 @@
 """Figures computed by calibrating σ: gaussian_sigma (004 §2), sigma_vs_steps (004 §3; 003 §3),
-techniques_table (000 Table I)."""
+techniques_table (000 Table I), sampling_gap (new)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from dplab.accounting import Setting, get
-from dplab.figures import gaussian_sigma, sigma_vs_steps, techniques_table
+from dplab.errors import DPLabError
+from dplab.figures import gaussian_sigma, sampling_gap, sigma_vs_steps, techniques_table
 from dplab.accounting.base import SIGMA_RTOL as RTOL
 from figure_params import default_params
 
@@ -129,3 +130,48 @@ def test_techniques_table_rows_meet_the_target():
         assert get(name).epsilon(smaller, params["delta"]) > params["epsilon"], name
     # σ over the sensitivity of the sum: σ/2 under replace-one
     assert table.effective_noise_multiplier["pabi"] == pytest.approx(table.noise_multiplier["pabi"] / 2)
+
+
+# -------------------------------------------------------------------------- sampling_gap
+@pytest.fixture(scope="module")
+def gap():
+    params = {**default_params("sampling_gap"), "noise_multipliers": [1.0], "epochs": [1, 4]}
+    return params, sampling_gap.table([], params)
+
+
+def test_sampling_gap_defaults_are_the_default_run():
+    import yaml
+    from conftest import ROOT
+
+    params, run = default_params("sampling_gap"), yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["runs"]["dp_sgd"]
+    assert (params["dataset_size"], params["batch_size"], params["delta"]) == (1437, run["batch_size"], run["delta"])
+    with pytest.raises(DPLabError, match="batch_size"):
+        sampling_gap.check({}, {**params, "batch_size": 2000})
+
+
+def test_sampling_gap_rows_carry_their_bound_and_order(gap):
+    params, table = gap
+    assert table.reason.eq("").all() and {"bound", "accountant", "sampling", "neighbouring", "delta"} <= set(table)
+    for name, rows in table.groupby("curve"):
+        assert set(rows.bound) == {get(name).bound}
+    eps = table[table.panel == "epsilon"].pivot(index="epochs", columns="curve", values="epsilon")
+    assert (eps.shuffle_lower <= eps.fixed_batches).all()
+    assert (eps.balls_in_bins_lower <= eps.balls_in_bins).all()
+    assert (eps.balls_in_bins <= 1.15 * eps.pld).all() and (eps.shuffle_lower > eps.pld).all()
+    # one epoch of fixed batches: one Gaussian mechanism of μ = 2/σ (add_remove, fixed batch size)
+    assert eps.fixed_batches[1] == pytest.approx(get("gaussian_analytic").epsilon(Setting(noise_multiplier=0.5, sensitivity=1.0), 1e-5))
+
+
+def test_sampling_gap_sigma_rows_meet_or_certainly_miss_the_target(gap):
+    params, table = gap
+    sig = table[table.panel == "sigma"]
+    for row in sig.itertuples():
+        s = Setting(noise_multiplier=row.noise_multiplier, steps=int(row.steps), sampling=row.sampling,
+                    dataset_size=row.dataset_size, batch_size=row.batch_size)
+        eps = get(row.accountant).epsilon(s, row.delta)
+        if row.bound == "upper":  # a σ that suffices, within RTOL of the smallest
+            assert eps <= params["epsilon"]
+            assert get(row.accountant).epsilon(s.replace(noise_multiplier=row.noise_multiplier / (1 + 2 * sampling_gap.RTOL)), row.delta) > params["epsilon"]
+        else:  # below this σ the lower bound already exceeds the target
+            assert eps > params["epsilon"]
+    assert sampling_gap.draw(table) is not None

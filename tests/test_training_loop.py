@@ -44,6 +44,42 @@ def test_shuffle_disjoint_batches_per_epoch(reshuffle):
     assert sampler.epoch(8) == 2.0
 
 
+def test_balls_in_bins_every_example_once_per_epoch_at_a_uniform_step():
+    n, b, epochs = 30, 6, 3000  # t = 5 steps per epoch
+    sampler, g = samplers.build("balls_in_bins", n, b), torch.Generator().manual_seed(0)
+    counts = torch.zeros(5, n)  # counts[j, i]: epochs in which example i was in step j
+    together = 0
+    for e in range(epochs):
+        batches = [sampler.sample(5 * e + j + 1, g) for j in range(5)]
+        flat = torch.cat(batches)
+        assert sorted(flat.tolist()) == list(range(n))  # each example exactly once per epoch
+        for j, bt in enumerate(batches):
+            counts[j, bt] += 1
+        together += any(0 in bt.tolist() and 1 in bt.tolist() for bt in batches)
+    # uniform step: each cell ~ Binomial(epochs, 1/5); chi-square over the 5 steps of each example
+    chi2 = ((counts - epochs / 5) ** 2 / (epochs / 5)).sum(0)
+    assert float(chi2.mean()) == pytest.approx(4.0, abs=0.6)  # mean of χ²(4) over 30 examples: 4 ± 0.5
+    assert float(chi2.max()) < 25.0  # P(χ²(4) > 25) ≈ 5e-5
+    # independent placements: two examples share a step with probability 1/t
+    assert abs(together / epochs - 0.2) < 4 * math.sqrt(0.2 * 0.8 / epochs)
+    sizes = [len(sampler.sample(t, g)) for t in range(1, 501)]
+    assert min(sizes) != max(sizes) and sum(sizes) / len(sizes) == pytest.approx(n / 5, rel=0.05)
+    assert sampler.epoch(10) == 2.0
+
+
+def test_balls_in_bins_resumes_mid_epoch_from_its_state():
+    n, b = 41, 4  # t = 10
+    sampler, g = samplers.build("balls_in_bins", n, b), torch.Generator().manual_seed(3)
+    for step in range(1, 8):
+        sampler.sample(step, g)
+    state, g_state = sampler.state_dict(), g.get_state()
+    rest = [sampler.sample(step, g).tolist() for step in range(8, 25)]
+    again, g2 = samplers.build("balls_in_bins", n, b), torch.Generator()
+    again.load_state_dict(state)
+    g2.set_state(g_state)
+    assert [again.sample(step, g2).tolist() for step in range(8, 25)] == rest
+
+
 # ------------------------------------------------------------------- the update by hand
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):

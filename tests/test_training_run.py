@@ -105,6 +105,29 @@ def test_same_config_same_summary_and_resume_after_a_crash(digits, tmp_path):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "c" / f).read_bytes()
 
 
+def test_balls_in_bins_run_calibrates_with_its_accountant_and_resumes(digits, tmp_path):
+    ds = data.load(digits)
+    run = {"method": "dp_sgd", "sampling": "balls_in_bins", **FAST, "steps": 30, "accountants": ["balls_in_bins"]}
+    cfg = resolve_run({**run, "target_epsilon": 2.0})
+    assert cfg["accountant"] == "balls_in_bins"
+    loop.train(cfg, ds, tmp_path / "a")
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["sampling"] == "balls_in_bins" and 1.99 < summary["epsilon"]["balls_in_bins"] <= 2.0
+
+    cfg = resolve_run({**run, "noise_multiplier": summary["noise_multiplier"], "checkpoint_every": 7})
+    loop.train(cfg, ds, tmp_path / "b")
+
+    def crash(step):
+        if step == 12:  # mid-epoch (t = ⌊1437/64⌋ = 22 steps)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        loop.train(cfg, ds, tmp_path / "c", hook=crash)
+    loop.train(cfg, ds, tmp_path / "c")
+    for f in ("summary.json", "metrics.csv", "model.pt"):
+        assert (tmp_path / "b" / f).read_bytes() == (tmp_path / "c" / f).read_bytes()
+
+
 def test_divergence_stops_with_an_error(digits, tmp_path):
     cfg = resolve_run({"method": "sgd", "l2": 1.0, **FAST, "lr": 1e3})
     with pytest.raises(DPLabError, match="NaN/inf"):

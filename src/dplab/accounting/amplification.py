@@ -28,9 +28,9 @@ from dplab.errors import AssumptionError
 AMPLIFIED = {"poisson": "add_remove", "without_replacement": "replace_one"}
 
 SHUFFLE_REFUSAL = (
-    "shuffle (fixed disjoint batches) is refused: no amplification by shuffling is proved in "
-    "the seeds; use sampling = full_batch for a bound without amplification, or a hidden-state "
-    "accountant"
+    "shuffle (fixed disjoint batches) is refused: no amplification by shuffling is proved; use "
+    "the fixed_batches accountant for a valid bound without amplification (docs/sampling.md), or a "
+    "hidden-state accountant"
 )
 
 

@@ -30,6 +30,9 @@ SIGMA_MIN, SIGMA_MAX = 1e-6, 1e7
 UPDATE_TERMS = {"regularization": "weight decay (001 eq. 17)", "diameter": "projection"}
 #: the smallest δ an accountant reports: δ = 0 (pure DP, which no Gaussian noise gives) is never claimed
 DELTA_FLOOR = 1e-300
+#: what an accountant's ε is: a guarantee ("upper"), a certified "lower" bound on the true ε, or
+#: a "comparison" (a claim the setting does not earn, printed next to the guarantee only)
+BOUNDS = ("upper", "lower", "comparison")
 
 
 class Accountant(ABC):
@@ -49,6 +52,8 @@ class Accountant(ABC):
     excludes: ClassVar[tuple[str, ...]] = ()
     #: further assumptions, in words (checked in :meth:`check_setting`)
     assumptions: ClassVar[tuple[str, ...]] = ()
+    #: one of :data:`BOUNDS`; only "upper" may calibrate σ or be claimed as a guarantee
+    bound: ClassVar[str] = "upper"
 
     # ----------------------------------------------------------------- validity
     def check(self, setting: Setting, *, steps_needed: bool = True) -> None:
@@ -124,12 +129,31 @@ class Accountant(ABC):
         return float(self.delta_curve(setting, epsilon, [self._steps(setting)])[0])
 
     def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
-        """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta`` (T = setting.steps).
+        """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta`` (T = setting.steps),
+        found by :meth:`noise_needed`; upper bounds only (a lower bound or a comparison is refused)."""
+        self._require_upper()
+        return self.noise_needed(setting, epsilon, delta, start)
 
+    def _require_upper(self) -> None:
+        if self.bound != "upper":
+            what = "a lower bound on ε" if self.bound == "lower" else "a comparison (a claim this setting does not earn)"
+            raise self.fail(
+                "accountant",
+                f"gives {what}, not a guarantee: σ can only be calibrated with an upper bound "
+                f"(`dplab accountants` lists each accountant's bound)",
+            )
+
+    def noise_needed(self, setting: Setting, epsilon: float, delta: float, start: float | None = None,
+                     rtol: float = SIGMA_RTOL) -> float:
+        """The smallest σ at which this accountant's ε(σ) meets ``epsilon`` at ``delta``.
+
+        For an upper bound it is the calibrated σ (:meth:`sigma`); for a lower bound every smaller σ
+        certainly misses the target; for a comparison it is what the comparison's claim would need.
         From ``start`` (default :meth:`_sigma_start`), step outward in log σ by 2 %, widening
-        ×4, until the target is bracketed; then Brent's method in log σ to relative tolerance
-        :data:`SIGMA_RTOL`, returning the side that meets the target.  Every ε evaluation is
-        memoized; a σ outside the bound's validity counts as not meeting the target.
+        ×4, until the target is bracketed; then (unless the bracket is already narrower than
+        ``rtol``) Brent's method in log σ to relative tolerance ``rtol`` (default
+        :data:`SIGMA_RTOL`), returning the side that meets the target.  Every ε
+        evaluation is memoized; a σ outside the bound's validity counts as not meeting the target.
         """
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
         try:  # assumptions no σ can fix are reported at once; σ's own range is searched
@@ -160,18 +184,27 @@ class Accountant(ABC):
             if (excess(y) <= 0) != meets:
                 break
             x, width = y, 4 * width
-        lo, hi = (y, x) if meets else (x, y)
-        root = brentq(lambda v: min(excess(v), 1e6), lo, hi, xtol=SIGMA_RTOL / 4, rtol=1e-12)
+        lo, hi = (y, x) if meets else (x, y)  # hi meets the target, lo does not
+        if hi - lo <= rtol:
+            return math.exp(hi)
+        root = brentq(lambda v: min(excess(v), 1e6), lo, hi, xtol=rtol / 4, rtol=1e-12)
         sigma = math.exp(root)
         while excess(math.log(sigma)) > 0:
-            sigma *= 1 + SIGMA_RTOL / 4
+            sigma *= 1 + rtol / 4
         return sigma
 
     def sigma_curve(self, setting: Setting, epsilon: float, delta: float, steps: Sequence[int],
                     hint: Sequence[float] | None = None) -> np.ndarray:
-        """σ(T) for every T of the increasing grid ``steps``, each started from the previous
-        answer: carried along ``hint`` (another accountant's σ(T) on the same grid, whose ratio
-        to this one changes slowly) or along the log-log slope of the last two points."""
+        """:meth:`sigma` for every T of the increasing grid ``steps`` (see :meth:`noise_needed_curve`);
+        upper bounds only."""
+        self._require_upper()
+        return self.noise_needed_curve(setting, epsilon, delta, steps, hint)
+
+    def noise_needed_curve(self, setting: Setting, epsilon: float, delta: float, steps: Sequence[int],
+                           hint: Sequence[float] | None = None, rtol: float = SIGMA_RTOL) -> np.ndarray:
+        """:meth:`noise_needed` for every T of the increasing grid ``steps``, each started from the
+        previous answer: carried along ``hint`` (another accountant's σ(T) on the same grid, whose
+        ratio to this one changes slowly) or along the log-log slope of the last two points."""
         grid = [int(t) for t in self._grid(setting, steps)]
         out: list[float] = []
         for i, t in enumerate(grid):
@@ -184,7 +217,7 @@ class Accountant(ABC):
                 guess = out[-1] * math.sqrt(t / grid[i - 1])
             else:
                 guess = None
-            out.append(self.sigma(setting.replace(steps=t), epsilon, delta, start=guess))
+            out.append(self.noise_needed(setting.replace(steps=t), epsilon, delta, start=guess, rtol=rtol))
         return np.array(out)
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
@@ -235,6 +268,7 @@ class Accountant(ABC):
             "name": self.name,
             "source": self.source,
             "release": self.release,
+            "bound": self.bound,
             "samplings": list(self.samplings),
             "neighbourings": list(self.neighbourings),
             "requires": list(self.requires),

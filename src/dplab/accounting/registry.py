@@ -22,6 +22,9 @@ MODULES = (
     "dplab.accounting.ye_shokri",  # ye_shokri
     "dplab.accounting.asoodeh",  # asoodeh_projected, asoodeh_regularized
     "dplab.accounting.gaussian",  # gaussian_classic, gaussian_simple, gaussian_pei, gaussian_analytic
+    "dplab.accounting.fixed_batches",  # fixed_batches, as_if_poisson (comparison)
+    "dplab.accounting.balls_in_bins",  # balls_in_bins
+    "dplab.accounting.shuffle_lower",  # shuffle_lower, balls_in_bins_lower (lower bounds)
 )
 
 _REGISTRY: dict[str, Accountant] = {}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dplab.errors import DPLabError
 
-SAMPLINGS = ("poisson", "without_replacement", "shuffle", "full_batch")
+SAMPLINGS = ("poisson", "without_replacement", "shuffle", "full_batch", "balls_in_bins")
 NEIGHBOURINGS = ("add_remove", "replace_one")
 
 

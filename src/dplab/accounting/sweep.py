@@ -19,7 +19,7 @@ from dplab.progress import Progress
 
 #: columns of every sweep table, in order
 COLUMNS = [
-    "accountant", "steps", "epsilon", "delta", "neighbouring", "sampling", "release",
+    "accountant", "steps", "epsilon", "delta", "neighbouring", "sampling", "release", "bound",
     "noise_multiplier", "sampling_rate", "reason",
 ]
 
@@ -51,6 +51,7 @@ def sweep(setting: Setting | None, delta: float | None, accountants: list[str], 
             "neighbouring": setting.neighbouring if setting else None,
             "sampling": setting.sampling if setting else None,
             "release": accountant.release,
+            "bound": accountant.bound,
             "noise_multiplier": setting.noise_multiplier if setting else None,
             "sampling_rate": setting.sampling_rate if setting else None,
         }

@@ -83,6 +83,7 @@ def _common(accountant, setting: Setting, **values) -> dict:
         "neighbouring": setting.neighbouring,
         "sampling": setting.sampling,
         "release": accountant.release,
+        "bound": accountant.bound,
         "setting": setting.as_dict(),
     }
 
@@ -155,7 +156,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "accountants", help="every registered accountant with its source and assumptions",
         description="Print, as JSON, every accountant: its source (seed and theorem), whether it covers "
-        "the whole trajectory or only the last iterate, the sampling schemes and neighbouring relations "
-        "it is proved for, the setting keys it requires, and its other assumptions.",
+        "the whole trajectory or only the last iterate, its bound (upper: a guarantee; lower: the true ε is at "
+        "least this; comparison: a claim the setting does not earn), the sampling schemes and neighbouring "
+        "relations it is proved for, the setting keys it requires, and its other assumptions.",
     )
     p.set_defaults(func=cmd_accountants)

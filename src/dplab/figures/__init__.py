@@ -32,6 +32,7 @@ FIGURE_IDS = (
     "mf_vs_dpsgd",
     "mf_structure",
     "tightness_audit",
+    "sampling_gap",
 )
 
 

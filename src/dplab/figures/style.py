@@ -35,6 +35,11 @@ ACCOUNTANT_COLOURS = {
     "ye_shokri": "#e377c2",
     "asoodeh_projected": "#7f7f7f",
     "asoodeh_regularized": "#393b79",
+    "fixed_batches": "#a63603",
+    "shuffle_lower": "#fd8d3c",
+    "balls_in_bins": "#31a354",
+    "balls_in_bins_lower": "#31a354",
+    "as_if_poisson": "#000000",
 }
 
 

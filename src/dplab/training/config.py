@@ -89,6 +89,8 @@ def resolve_run(raw: dict, where: str = "") -> dict:
             natural = method.accountant
             if natural == "rdp" and cfg["neighbouring"] == "replace_one":
                 natural = "pld"  # dp_accounting's RDP of the sampled Gaussian is add/remove only
+            if cfg["sampling"] == "balls_in_bins":  # its amplification is proved for add_remove only
+                natural = "balls_in_bins" if cfg["neighbouring"] == "add_remove" else "fixed_batches"
             cfg["accountant"] = natural
     else:
         for key in ("noise_multiplier", "target_epsilon", "accountant"):

@@ -35,8 +35,8 @@ class Method:
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("sgd", "003 Alg. 1", False, ("shuffle", "without_replacement", "poisson", "full_batch"), "expected", "none", False, None),
-        Method("dp_sgd", "003 Alg. 2; 000 Alg. 1", True, ("poisson", "without_replacement", "shuffle"), "expected", "none", False, "rdp"),
+        Method("sgd", "003 Alg. 1", False, ("shuffle", "without_replacement", "poisson", "full_batch", "balls_in_bins"), "expected", "none", False, None),
+        Method("dp_sgd", "003 Alg. 2; 000 Alg. 1", True, ("poisson", "without_replacement", "shuffle", "balls_in_bins"), "expected", "none", False, "rdp"),
         Method("dp_gd", "004 §3.1–3.3", True, ("full_batch",), "expected", "optional", False, "rdp"),
         Method("noisy_gd", "002 Alg. 1", True, ("full_batch",), "expected", "optional", False, "rdp"),
         Method("dp_sgd_fixed_batches", "000 Alg. 2", True, ("shuffle",), "expected", "none", False, "pabi"),

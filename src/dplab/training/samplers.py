@@ -81,6 +81,34 @@ class ShuffleSampler(Sampler):
         self.perm = state["perm"]
 
 
+class BallsInBinsSampler(Sampler):
+    """Balls-in-bins (Chua et al. 2025, "Balls-and-Bins Sampling for DP-SGD"): epochs of
+    t = ⌊n/b⌋ steps; at the start of each epoch every example is placed in one of its t steps
+    uniformly at random, independently, and the batch of a step is the examples placed in it
+    (size Binomial(n, 1/t), mean n/t ≥ b).  Every example enters exactly one step per epoch."""
+
+    name = "balls_in_bins"
+
+    def __init__(self, n: int, b: int):
+        super().__init__(n, b)
+        self.steps_per_epoch, self.bins = n // b, None
+
+    def sample(self, step, generator):
+        position = (step - 1) % self.steps_per_epoch
+        if self.bins is None or position == 0:
+            self.bins = torch.randint(self.steps_per_epoch, (self.n,), generator=generator)
+        return torch.nonzero(self.bins == position).flatten()
+
+    def epoch(self, step):
+        return step / self.steps_per_epoch
+
+    def state_dict(self):
+        return {"bins": self.bins}
+
+    def load_state_dict(self, state):
+        self.bins = state["bins"]
+
+
 class FullBatchSampler(Sampler):
     """Every example, every step (b = n)."""
 
@@ -97,6 +125,8 @@ def build(sampling: str, n: int, b: int, reshuffle: bool = False) -> Sampler:
         return WithoutReplacementSampler(n, b)
     if sampling == "shuffle":
         return ShuffleSampler(n, b, reshuffle)
+    if sampling == "balls_in_bins":
+        return BallsInBinsSampler(n, b)
     if sampling == "full_batch":
         return FullBatchSampler(n, n)
     raise DPLabError("sampling", f"unknown sampling {sampling!r}")

@@ -1,0 +1,75 @@
+"""Epochs of the samplers that use each example about once per pass: ``shuffle`` and ``balls_in_bins``.
+
+Both cut training into epochs of t = ⌊n/b⌋ steps (docs/sampling.md; the samplers of
+:mod:`dplab.training.samplers`):
+
+- ``shuffle``: a permutation of the n examples cut into t disjoint batches of b, one partition
+  cycled or a new one per epoch; the n − t·b examples left over are not used in that epoch, so a
+  given example enters an epoch with probability w = t·b/n, at a step it cannot see.
+- ``balls_in_bins``: each example is placed in one of the t steps of the epoch uniformly at random,
+  independently of the others (Chua et al. 2025, "Balls-and-Bins Sampling for DP-SGD"); w = 1.
+
+T steps are ⌊T/t⌋ whole epochs and a partial one of T mod t steps, so an example enters at most
+k = ⌈T/t⌉ steps: the partial epoch counts as a whole one (the worst case for it).
+
+Shift of one participation (how far the step's clipped sum can move, in units of C):
+
+- ``replace_one``: 2, for both samplers (the record keeps its step, its gradient changes).
+- ``add_remove``, ``balls_in_bins``: 1 (the other examples' steps do not depend on the record).
+- ``add_remove``, ``shuffle``: 2.  The batch size is fixed, so an added record x displaces one
+  other record y from its batch: a uniform permutation of D ∪ {x} is a uniform permutation π of D
+  with x put at a uniform position j and π(j) moved to the end; the batches then differ from those
+  of D only where x replaced π(j), a change of g(x) − g(π(j)), up to 2C.  The coupling needs the
+  number of batches unchanged, ⌊(n ± 1)/b⌋ = ⌊n/b⌋, i.e. n mod b ∉ {0, b − 1}: otherwise adding
+  or removing one record shifts every epoch boundary and no bound of this form holds, so the
+  accountants refuse.  (The "zero-out" relation of Chua et al. 2024, a record replaced by one
+  with zero gradient so that n stays fixed, has shift 1; it is not the relation of this sampler.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dplab.accounting.setting import Setting
+from dplab.errors import AssumptionError
+
+#: samplers whose epochs this module describes
+SAMPLINGS = ("shuffle", "balls_in_bins")
+
+
+def steps_per_epoch(setting: Setting) -> int:
+    """t = ⌊n/b⌋."""
+    return setting.dataset_size // setting.batch_size
+
+
+def participations(setting: Setting, steps) -> np.ndarray:
+    """k = ⌈T/t⌉: the most steps one example enters in T steps (a partial epoch counted whole)."""
+    return -(-np.asarray(steps, dtype=np.int64) // steps_per_epoch(setting))
+
+
+def participation_rate(setting: Setting) -> float:
+    """w: the probability that a given example is used in an epoch (t·b/n for shuffle, 1 otherwise)."""
+    if setting.sampling == "shuffle":
+        return steps_per_epoch(setting) * setting.batch_size / setting.dataset_size
+    return 1.0
+
+
+def shift(setting: Setting) -> float:
+    """How far one participation can move the step's clipped sum, in units of C (see above)."""
+    if setting.neighbouring == "add_remove" and setting.sampling == "balls_in_bins":
+        return 1.0
+    return 2.0
+
+
+def check(accountant: str, setting: Setting) -> None:
+    """Refuse add_remove with shuffle where adding or removing a record changes ⌊n/b⌋."""
+    if setting.sampling == "shuffle" and setting.neighbouring == "add_remove":
+        n, b = setting.dataset_size, setting.batch_size
+        if n % b in (0, b - 1):
+            raise AssumptionError(
+                accountant,
+                "batch_size",
+                f"add_remove with fixed batches needs ⌊(n±1)/b⌋ = ⌊n/b⌋, i.e. dataset_size mod batch_size "
+                f"not in {{0, b−1}}: adding or removing one record must not change the number of batches "
+                f"per epoch (got n = {n}, b = {b}); use neighbouring = replace_one",
+            )

@@ -1,0 +1,131 @@
+"""sampling_gap (new): what the batch sampler costs in ε, at one setting across σ and epochs.
+
+Left: ε after E epochs (t = ⌊n/b⌋ steps each) for Poisson sampling (``pld``, the tight upper
+bound), balls-in-bins (``balls_in_bins``, upper; ``balls_in_bins_lower``, a certified lower bound),
+shuffled fixed-size batches (``shuffle_lower``: the true ε is at least this) and disjoint batches
+without amplification (``fixed_batches``, upper: valid for shuffled batches too), one line style
+per σ.  Right: the σ each needs for a target (ε, δ); for a lower bound, every smaller σ certainly
+misses the target.  The true ε of shuffled batches lies between ``shuffle_lower`` and
+``fixed_batches`` (shaded); reporting the Poisson ε for them is the claim the run does not earn.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dplab.accounting import Setting, get
+from dplab.errors import AssumptionError, DPLabError
+from dplab.figures import style
+
+TITLE = "ε and σ of Poisson, balls-in-bins, shuffled and fixed batches at one setting"
+SOURCE = "new"
+
+#: (accountant, sampling, legend label) of every curve
+CURVES = (
+    ("pld", "poisson", "Poisson sampling (pld)"),
+    ("balls_in_bins", "balls_in_bins", "balls-in-bins"),
+    ("balls_in_bins_lower", "balls_in_bins", "balls-in-bins"),
+    ("shuffle_lower", "shuffle", "shuffled batches"),
+    ("fixed_batches", "shuffle", "fixed batches, no amplification"),
+)
+#: relative precision of the σ panel: an upper bound's σ meets the target; a lower bound's value
+#: σ_found·(1 − RTOL) certainly misses it (so does every smaller σ)
+RTOL = 2e-2
+
+
+def check(config: dict, params: dict) -> None:
+    if params["batch_size"] > params["dataset_size"]:
+        raise DPLabError("figures.sampling_gap.batch_size",
+                         f"must be <= dataset_size ({params['dataset_size']}); got {params['batch_size']}")
+
+
+def inputs(config: dict, params: dict) -> list[str]:
+    return []
+
+
+def _setting(params: dict, sampling: str, sigma: float, steps: int) -> Setting:
+    return Setting(noise_multiplier=sigma, steps=steps, sampling=sampling, neighbouring=params["neighbouring"],
+                   dataset_size=params["dataset_size"], batch_size=params["batch_size"])
+
+
+def table(inputs: list[str], params: dict) -> pd.DataFrame:
+    """One row per (panel, curve, σ, epochs): panel "epsilon" gives ε at δ for each σ of
+    ``noise_multipliers``; panel "sigma" the σ at which the curve meets (``epsilon``, δ).  A refused
+    curve keeps one row per panel with the reason."""
+    n, b, delta = params["dataset_size"], params["batch_size"], params["delta"]
+    per_epoch = n // b
+    epochs = np.array(sorted(params["epochs"]))
+    steps = epochs * per_epoch
+    rows, hint = [], None
+    # the σ panel starts Poisson's searches from balls-in-bins' answers (close, and cheap to get)
+    for name, sampling, label in sorted(CURVES, key=lambda c: c[0] != "balls_in_bins"):
+        acc = get(name)
+        common = {"curve": name, "label": label, "accountant": name, "sampling": sampling, "bound": acc.bound,
+                  "neighbouring": params["neighbouring"], "delta": delta, "dataset_size": n, "batch_size": b,
+                  "steps_per_epoch": per_epoch}
+        try:
+            for sigma in params["noise_multipliers"]:
+                eps = acc.epsilon_curve(_setting(params, sampling, sigma, int(steps.max())), delta, steps)
+                rows += [{**common, "panel": "epsilon", "noise_multiplier": sigma, "epochs": int(e), "steps": int(t),
+                          "epsilon": float(v), "reason": ""} for e, t, v in zip(epochs, steps, eps)]
+            sigmas = acc.noise_needed_curve(_setting(params, sampling, 1.0, int(steps.max())), params["epsilon"], delta,
+                                            steps, hint=hint if name == "pld" else None, rtol=RTOL)
+            hint = sigmas if name == "balls_in_bins" else hint
+            if acc.bound == "lower":
+                sigmas = sigmas * (1 - RTOL)
+            rows += [{**common, "panel": "sigma", "noise_multiplier": float(s), "epochs": int(e), "steps": int(t),
+                      "epsilon": params["epsilon"], "reason": ""} for e, t, s in zip(epochs, steps, sigmas)]
+        except AssumptionError as err:
+            rows = [r for r in rows if r["curve"] != name]
+            rows += [{**common, "panel": panel, "noise_multiplier": np.nan, "epochs": np.nan, "steps": np.nan,
+                      "epsilon": np.nan, "reason": str(err)} for panel in ("epsilon", "sigma")]
+    order = {c[0]: i for i, c in enumerate(CURVES)}
+    return pd.DataFrame(sorted(rows, key=lambda r: order[r["curve"]]))
+
+
+def _band(ax, rows: pd.DataFrame, y: str) -> None:
+    """Shade where the true value of shuffled batches lies: between shuffle_lower and fixed_batches."""
+    low, high = (rows[rows.curve == name].sort_values("epochs") for name in ("shuffle_lower", "fixed_batches"))
+    if len(low) and len(low) == len(high):
+        ax.fill_between(low.epochs, low[y], high[y].to_numpy(), color=style.colour("shuffle_lower"), alpha=0.12, lw=0,
+                        label="shuffled batches: the true value lies here")
+
+
+def _curves(ax, rows: pd.DataFrame, y: str) -> None:
+    _band(ax, rows, y)
+    for name, curve in rows.groupby("curve", sort=False):
+        lower = curve.bound.iloc[0] == "lower"
+        ax.plot(curve.epochs, curve[y], color=style.colour(name), marker="v" if lower else "o", ms=3.5,
+                lw=1.0 if lower else 1.8, ls="--" if lower else "-",
+                label=f"{curve.label.iloc[0]}, {name} ({'LOWER bound' if lower else 'upper bound'})")
+
+
+def draw(table: pd.DataFrame):
+    valid = table.dropna(subset=["epsilon", "noise_multiplier"])
+    eps_rows, sigma_rows = valid[valid.panel == "epsilon"], valid[valid.panel == "sigma"]
+    sigmas = sorted(eps_rows.noise_multiplier.unique())
+    fig, axes = style.new_figure(ncols=len(sigmas) + 1)
+    first = table.iloc[0]
+    for ax, sigma in zip(axes[0], sigmas):
+        _curves(ax, eps_rows[eps_rows.noise_multiplier == sigma], "epsilon")
+        ax.set(xscale="log", yscale="log", xlabel="epochs", ylabel=f"ε at δ={first.delta:g}", title=f"ε at σ = {sigma:g}")
+    right = axes[0][-1]
+    _curves(right, sigma_rows, "noise_multiplier")
+    target = sigma_rows.epsilon.iloc[0] if len(sigma_rows) else float("nan")
+    right.set(xscale="log", yscale="log", xlabel="epochs", ylabel="noise multiplier σ",
+              title=f"σ needed for ε = {target:g}, δ = {first.delta:g}\n(lower bound: any smaller σ misses it)")
+    for ax in axes[0]:
+        style.plain_log_ticks(ax)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8,
+               title=f"sampler, accountant (bound) — n = {first.dataset_size}, b = {first.batch_size}, "
+                     f"t = {first.steps_per_epoch} steps per epoch, {first.neighbouring.replace('_', '/')} neighbours",
+               title_fontsize=8)
+    fig.set_size_inches(4.3 * (len(sigmas) + 1), 4.8)
+    refused = table[table.epsilon.isna() | table.noise_multiplier.isna()].drop_duplicates("curve")
+    note = "refused: " + "; ".join(f"{r.curve} ({r.reason})" for r in refused.itertuples()) if len(refused) else ""
+    if note:
+        fig.text(0.01, 0.005, note, fontsize=6.5, va="bottom", wrap=True)
+    style.reserve_bottom(fig, 0.24 if note else 0.2)
+    return fig
