@@ -129,3 +129,18 @@ def test_old_summary_is_refused_by_the_sweep_command(runs, tmp_path, capsys):
     out = tmp_path / "out.csv"
     assert main(["sweep", "--summary", str(tmp_path / "summary.json"), "--accountants", "rdp", "--out", str(out)]) == 2
     assert "records no 'update'" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("name, sampling", [("shuffle_lower", "shuffle"), ("balls_in_bins_lower", "balls_in_bins"),
+                                            ("as_if_poisson", "shuffle")])
+def test_a_run_never_claims_a_lower_bound_or_a_comparison(name, sampling):
+    """Only upper bounds are guarantees: a shuffled run whose setting every epoch accountant
+    accepts still may not claim a lower bound or the Poisson comparison as its ε."""
+    from dplab.accounting import Setting
+
+    setting = Setting(noise_multiplier=2.0, steps=44, sampling=sampling, neighbouring="replace_one",
+                      dataset_size=1437, batch_size=64)
+    accounting.get(name).check(setting)  # the setting is inside the accountant's own assumptions
+    why = refusal(name, setting, Update())
+    assert why is not None and "not a guarantee" in why
+    assert refusal("fixed_batches", setting, Update()) is None

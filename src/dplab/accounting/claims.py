@@ -93,6 +93,9 @@ def refusal(name: str, setting: Setting | None, update: Update = Update()) -> st
     if setting is None:
         return "the run records no privacy setting"
     accountant = get(name)
+    if accountant.bound != "upper":
+        return (f"{name} is a {accountant.bound} bound, not a guarantee: a run claims upper bounds only "
+                "(docs/sampling.md)")
     try:  # the accountant's own assumptions first: they are what a reader looks up
         accountant.check(setting)
     except DPLabError as err:  # AssumptionError, or a range check of the Setting
