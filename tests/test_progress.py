@@ -85,16 +85,18 @@ def test_factorizations_log_their_iterations(monkeypatch, logs):
     assert len(lines) == fact.info["iterations"] + 1 and "mean squared error per unit noise" in lines[-1]
 
 
-def test_audit_logs_run_steps_per_method_world_and_chunk(monkeypatch, logs, tmp_path):
+def test_audit_logs_run_steps_per_variant_and_chunk(monkeypatch, logs, tmp_path):
     cfg = data.resolve_dataset({"kind": "digits"}, "digits")
     data.write(tmp_path, *data.prepare(cfg, "digits"))
     monkeypatch.setenv(INTERVAL_ENV, "0")
     monkeypatch.setattr(membership, "upper_bounds", lambda *args: ({}, {}, {}))  # not under test here
-    entry = {"name": "tiny", "dataset": "digits", "dataset_size": 16, "runs": 4, "chunk": 2, "steps": [2],
+    entry = {"name": "tiny", "threat_model": "input_canary", "dataset": "digits", "dataset_size": 16, "runs": 4,
+             "chunk": 2, "steps": [2],
              "run": {"model": "logreg", "lr": 0.5, "clip": 1.0, "noise_multiplier": 1.0, "batch_size": 4, "delta": 1e-5},
              "methods": {"dp_sgd": {}}, "confidence": 0.95, "canary_norm": 16.0, "canary_label": 0}
     membership.run_audit(entry, data.load(tmp_path), 0)
     lines = _lines(logs, "audit tiny")
-    counts = [int(re.search(r"run-step (\d+)/16 ", line).group(1)) for line in lines[1:]]
-    assert counts == [2, 4, 6, 8, 10, 12, 14, 16]  # 2 worlds × 2 chunks × 2 steps, 2 runs each
-    assert "method dp_sgd, world mirror, runs 3–4 of 4, step 2/2" in lines[-1]
+    counts = [int(re.search(r"run-step (\d+)/8 ", line).group(1)) for line in lines[1:]]
+    assert counts == [2, 4, 6, 8, 8]  # 2 chunks × 2 steps, 2 runs each; then the variant's summary
+    assert "variant dp_sgd, runs 3–4 of 4, step 2/2" in lines[-2]
+    assert "variant dp_sgd (input_canary) done: 4 runs × 2 steps" in lines[-1]
