@@ -2,15 +2,25 @@
 #   snakemake --cores all                          (workstation, config/config.yaml)
 #   snakemake --cores all --configfile config/paper.yaml    (the seeds' full-size settings)
 #   snakemake --profile workflow/profiles/slurm    (the same DAG on a SLURM cluster)
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
+
+from dplab import pipeline
+from dplab.config import load_yaml, validate
 
 min_version("8.0")
+
+# Every config problem ends Snakemake here with one line naming the key (exit code 2), before a
+# job is planned: the schema (workflow/schemas/config.schema.yaml), then pipeline.check_config.
+with pipeline.refuse_bad_config():
+    load_yaml("config/config.yaml")  # a YAML syntax error with its line and column
 
 
 configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+with pipeline.refuse_bad_config():
+    config.update(validate(config))
+    pipeline.check_config(config)
 
 
 include: "workflow/rules/common.smk"

@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dplab.commands.mf",
     "dplab.commands.audit",
     "dplab.commands.provenance",
+    "dplab.commands.check",
 )
 
 
