@@ -1,4 +1,5 @@
 # make run   — set up .venv (Python 3.11) and run the whole default pipeline + HTML report
+# make resume — after a crash or kill -9 of Snakemake: remove its stale lock, then make run
 # make test  — set up .venv and run the test suite (what .ci/run runs)
 # make pull  — fetch results from the DVC remote and mark them up to date for Snakemake
 PYTHON ?= python3
@@ -7,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test report dag lint pull clean
+.PHONY: run resume test report dag lint pull clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,9 +17,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[pipeline,peers,dev,slurm]"
 	rm -f $(VENV)/.installed-* && touch $@
 
+# --rerun-incomplete: outputs of jobs a crash interrupted are made again (README, Recovering from a crash)
 run: $(STAMP)
-	snakemake --cores all
+	snakemake --cores all --rerun-incomplete
 	snakemake --report results/report.html
+
+# only once no Snakemake process (nor a job it started) still runs in this folder: the lock is
+# what keeps two of them from writing the same files
+resume: $(STAMP)
+	snakemake --unlock
+	$(MAKE) run
 
 test: $(STAMP)
 	pytest -q

@@ -2,20 +2,30 @@
 #   snakemake --cores all                          (workstation, config/config.yaml)
 #   snakemake --cores all --configfile config/paper.yaml    (the seeds' full-size settings)
 #   snakemake --profile workflow/profiles/slurm    (the same DAG on a SLURM cluster)
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
+
+from dplab import pipeline
+from dplab.config import load_yaml, validate
 
 min_version("8.0")
-
 
 # config/config.yaml is the default: a config named on the command line (--configfile) replaces
 # it rather than being merged into it, so config/paper.yaml runs its own entries only. Files named
 # together are merged in order: --configfile config/paper.yaml config/paper-smoke.yaml.
+# Every config problem ends Snakemake with one line naming the key (exit code 2), before a job is
+# planned: YAML syntax (with line and column), the schema (workflow/schemas/config.schema.yaml),
+# then pipeline.check_config.  (A --configfile is read by Snakemake itself before this file runs:
+# `dplab check-config FILE...` gives its YAML errors with line and column.)
 if not workflow.overwrite_configfiles:
+    with pipeline.refuse_bad_config():
+        load_yaml("config/config.yaml")
 
     configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+with pipeline.refuse_bad_config():
+    config.update(validate(config))
+    pipeline.check_config(config)
 
 
 include: "workflow/rules/common.smk"

@@ -71,3 +71,35 @@ def test_usage_error_exit_2(capsys):
         main(["epsilon", "--accountant", "rdp", "--delta", "abc"])
     assert err.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_accountants_lists_only_what_it_accepts(capsys):
+    """`dplab accountants` lists a sampling × neighbouring pair only where `dplab delta` then
+    answers: every listed pair gives a δ, every other pair of the same samplings is refused
+    on sampling or neighbouring.  The composition bounds amplify Poisson sampling for add_remove
+    and sampling without replacement for replace_one only, and none is proved for shuffle
+    (dplab.accounting.amplification); PABI (000 Thm VII.4) is for fixed batches and replace_one."""
+    from dplab.commands.accounting import PROBE
+
+    assert main(["accountants"]) == 0
+    listed = {a["name"]: a for a in json.loads(capsys.readouterr().out)}
+    for name in ("naive", "advanced", "kairouz", "rdp"):
+        assert listed[name]["proved_for"] == {"poisson": ["add_remove"], "without_replacement": ["replace_one"],
+                                              "full_batch": ["add_remove", "replace_one"]}, name
+    assert listed["pabi"]["proved_for"] == {"shuffle": ["replace_one"]}
+    for name, entry in listed.items():
+        assert entry["samplings"] == list(entry["proved_for"]) and entry["samplings"], name
+        keys = set(entry["requires"])
+        sized = bool(keys & {"sampling_rate", "batch_size", "dataset_size"})  # q = b/n
+        flags = [f"--{k.replace('_', '-')}={PROBE[k]}" for k in keys - {"sampling_rate", "batch_size", "dataset_size"}]
+        for sampling in entry["samplings"]:
+            size = [f"--dataset-size=1000", f"--batch-size={1000 if sampling == 'full_batch' else 10}"] if sized else []
+            for neighbouring in ("add_remove", "replace_one"):
+                argv = ["delta", "--accountant", name, "--epsilon", "0.5", "--sampling", sampling,
+                        "--neighbouring", neighbouring, *flags, *size]
+                code = main(argv)
+                captured = capsys.readouterr()
+                if neighbouring in entry["proved_for"][sampling]:
+                    assert code == 0 and 0 <= json.loads(captured.out)["delta"] <= 1, (argv, captured.err)
+                else:
+                    assert code == 2 and ("error: neighbouring:" in captured.err or "error: sampling:" in captured.err), argv

@@ -106,3 +106,125 @@ def test_snakemake_refuses_a_bad_config_before_any_job(project):
     assert proc.returncode != 0
     assert "lr" in proc.stderr + proc.stdout
     assert not (project / "results").exists()
+
+
+def _small(mutate) -> dict:
+    from conftest import small_config
+
+    config = small_config()
+    mutate(config)
+    return validate(config)
+
+
+SYNTHETIC = {"kind": "synthetic", "train_size": 1000, "test_size": 100, "dim": 10}
+#: a regularized run calibrated with 001 Thm 3, which gives it no ε at any σ (config.yaml's privacy_utility note)
+REGULARIZED = {"method": "regularized_dp_sgd", "model": "logreg", "dataset": "synthetic", "regularization": 0.1,
+               "neighbouring": "replace_one", "batch_size": 50, "steps": 200, "lr": 0.5, "clip": 3.0,
+               "target_epsilon": 1.0, "delta": 1.0e-5, "accountant": "asoodeh_regularized"}
+MF = ("grids", "mf_vs_dpsgd")
+
+#: (mistake, key named): each passed `snakemake -n` and failed only inside a job before planning ran
+#: the checks of `dplab train` (resolve_run, dp_mf.resolve, the claims), of the data and of the calibration
+LATE_MISTAKES = [
+    (lambda c: c["runs"]["dp_sgd"].update(diameter=1.0), "runs.dp_sgd.diameter"),
+    (lambda c: c["runs"]["dp_sgd"].update(sampling="full_batch"), "runs.dp_sgd.sampling"),
+    (lambda c: c["runs"]["gd_nonprivate"].update(l2=0.1), "runs.gd_nonprivate.l2"),
+    (lambda c: c["runs"]["dp_sgd"].update(noise_multiplier=1.0), "runs.dp_sgd.noise_multiplier"),
+    (lambda c: c["runs"]["dp_sgd"].update(reshuffle=True), "runs.dp_sgd.reshuffle"),
+    (lambda c: c["runs"]["dp_sgd"].update(regularization=0.1), "runs.dp_sgd.regularization"),
+    (lambda c: c["runs"]["nonprivate"].update(noise_multiplier=1.0), "runs.nonprivate.noise_multiplier"),
+    (lambda c: c["runs"]["dp_sgd"].update(accountant="mf"), "runs.dp_sgd.accountant"),
+    (lambda c: c["runs"]["dp_sgd"].update(accountants=["pld", "nope"]), "runs.dp_sgd.accountants"),
+    (lambda c: c["runs"]["dp_sgd"].update(batch_size=1438), "runs.dp_sgd.batch_size"),  # digits: 1437 records
+    (lambda c: c["datasets"]["digits"].update(test_fraction=0.99), "runs.nonprivate.batch_size"),
+    (lambda c: (c["datasets"].update(synthetic=SYNTHETIC), c["runs"]["dp_sgd"].update(model="cnn", dataset="synthetic")),
+     "runs.dp_sgd.model"),
+    (lambda c: c["runs"]["dp_sgd"].update(accountant="pabi"), "runs.dp_sgd.accountant"),
+    (lambda c: c["runs"]["dp_sgd"].update(accountant="rdp", neighbouring="replace_one"), "runs.dp_sgd.accountant"),
+    (lambda c: (c["datasets"].update(synthetic=SYNTHETIC), c["runs"].update(reg=REGULARIZED)), "runs.reg.target_epsilon"),
+    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(accountants=["nope"]),
+     "grids.mf_vs_dpsgd.variants.dp_sgd.accountants"),
+    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(strategy="banded"),
+     "grids.mf_vs_dpsgd.variants.dp_sgd.strategy"),
+    (lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(diameter=1.0), "grids.mf_vs_dpsgd.base.diameter"),
+    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(dataset="nope"),
+     "grids.mf_vs_dpsgd.variants.dp_sgd.dataset"),
+    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"].update(sgd={"method": "sgd"}), "grids.mf_vs_dpsgd.target_epsilon"),
+    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(sampling="min_separation"),
+     "grids.mf_vs_dpsgd.base.batch_size"),  # 16 fixed batches of 1437 records hold 89, not 7
+    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(participations=7),
+     "grids.mf_vs_dpsgd.variants.dp_mf.participations"),
+    (lambda c: c["audits"]["digits_logreg"]["methods"].update(projected_dp_sgd={}),
+     "audits.digits_logreg.methods.projected_dp_sgd.diameter"),
+    (lambda c: c["audits"]["digits_logreg"]["run"].update(bogus=1), "audits.digits_logreg.run.bogus"),
+    (lambda c: c["audits"]["digits_logreg"]["run"].update(lr=-1), "audits.digits_logreg.run.lr"),
+    (lambda c: c["audits"]["digits_logreg"].update(dataset_size=1439), "audits.digits_logreg.dataset_size"),
+    (lambda c: c["audits"]["digits_logreg"].update(canary_label=10), "audits.digits_logreg.canary_label"),
+    (lambda c: c["sweeps"]["dp_sgd"].update(run="nonprivate"), "sweeps.dp_sgd.run"),
+]
+
+
+@pytest.mark.parametrize("mutate, key", LATE_MISTAKES)
+def test_every_check_of_a_job_runs_before_planning(mutate, key):
+    config = _small(lambda c: None)
+    pipeline_check(config)  # the small config itself passes
+    with pytest.raises(DPLabError) as err:
+        pipeline_check(_small(mutate))
+    assert err.value.key == key and "\n" not in str(err.value)
+
+
+def pipeline_check(config: dict) -> None:
+    from dplab.pipeline import check_config
+
+    check_config(config)
+
+
+@pytest.mark.parametrize("mutate, key", [case for case in LATE_MISTAKES[:9] if case[1].startswith("runs.dp_sgd.")])
+def test_dplab_train_refuses_the_same_key(tmp_path, capsys, mutate, key):
+    """What planning refuses is what the job's `dplab train` would refuse (same key, exit 2): the
+    first mistakes, which `dplab train` refuses from the run alone, before it reads any data."""
+    import json
+
+    from dplab import pipeline
+    from dplab.cli import main
+
+    raw = copy.deepcopy(_small(lambda c: None))
+    mutate(raw)
+    entry = pipeline.run_entry(validate(raw), "dp_sgd")
+    code = main(["train", "--run-json", json.dumps(entry), "--data", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
+    assert code == 2 and f"error: {key.removeprefix('runs.dp_sgd.')}:" in capsys.readouterr().err
+
+
+def test_a_target_epsilon_above_the_accountants_floor_passes():
+    """Planning refuses a calibration only where it cannot succeed: the same regularized run with
+    its natural accountant, and a projected run calibrated with 001 Thm 1 (ε → 0 as σ grows)."""
+    pipeline_check(_small(lambda c: (c["datasets"].update(synthetic=SYNTHETIC),
+                                     c["runs"].update(reg={**REGULARIZED, "accountant": "rdp"}))))
+    projected = {**REGULARIZED, "method": "projected_dp_sgd", "regularization": None, "diameter": 8.0,
+                 "accountant": "asoodeh_projected"}
+    pipeline_check(_small(lambda c: (c["datasets"].update(synthetic=SYNTHETIC), c["runs"].update(proj=projected))))
+
+
+def test_the_shipped_configs_pass_every_check():
+    """config.yaml alone and with paper.yaml merged over it (as `snakemake --configfile` merges)."""
+    assert load_config(ROOT / "config" / "config.yaml")["runs"]
+    assert "mnist_gd_nonprivate" in load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "paper.yaml")["runs"]
+
+
+def test_snakemake_names_the_key_of_a_job_level_mistake_in_one_line(project):
+    """`snakemake -n` stops before planning with one line and exit code 2: a cross-key rule of
+    `dplab train` (diameter on dp_sgd), an unknown key (Snakemake's validate() printed the whole
+    schema, 1443 lines), and a YAML syntax error (Snakemake says neither line nor column)."""
+    path = project / "config" / "config.yaml"
+    text = path.read_text()
+    for bad, expected in [
+        (text.replace("method: dp_sgd", "method: dp_sgd\n    diameter: 1.0", 1), "config error: runs.dp_sgd.diameter: method dp_sgd has no projection"),
+        (text.replace("seed: 0", "seed: 0\nbogus: 1", 1), "config error: bogus: unknown key"),
+        (text.replace("seed: 0", "seed: [0", 1), "config error: config/config.yaml: not valid YAML: line 2, column 8:"),
+    ]:
+        assert bad != text
+        path.write_text(bad)
+        proc = run(["snakemake", "-n", "--quiet"], cwd=project, check=False)
+        assert proc.returncode == 2
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and proc.stderr.startswith(expected), proc.stderr
+    assert not (project / "results").exists()

@@ -126,3 +126,25 @@ def test_mnist_download_is_checked_against_the_published_md5(tmp_path, monkeypat
     assert info["test_size"] == 12 and set(train["y"]) <= set(arrays["train-labels-idx1-ubyte"])
     for stem in arrays:
         assert (tmp_path / "data" / f"{stem}.gz").read_bytes() == (tmp_path / "mirror" / f"{stem}.gz").read_bytes()
+
+
+@pytest.mark.parametrize("entry", [
+    {"kind": "digits"},
+    {"kind": "digits", "test_fraction": 0.33},
+    {"kind": "synthetic", "train_size": 123, "dim": 7, "classes": 4, "feature_norm": 2.0},
+])
+def test_expected_info_is_what_prepare_writes(entry):
+    """What the pipeline checks runs against before any data exist (data.expected_info) is what
+    prepare-data then writes."""
+    cfg = data.resolve_dataset(entry, "d")
+    info = data.prepare(cfg, "d")[2]
+    assert data.expected_info(cfg) == {k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")}
+
+
+def test_expected_info_of_mnist(tmp_path, monkeypatch):
+    _, sums = _write_mnist(tmp_path / "raw")
+    monkeypatch.setattr(mnist, "FILES", sums)
+    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20, "download": False}, "m")
+    info = data.prepare(cfg, "m")[2]
+    assert data.expected_info(cfg) == {k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")}
+    assert data.expected_info({**cfg, "train_size": None})["train_size"] == 60000  # the whole MNIST training set

@@ -3,8 +3,12 @@
 Each subcommand lives in a module of :mod:`dplab.commands` that defines
 ``register(subparsers)`` (adds its parser, with ``set_defaults(func=...)``) and imports
 heavy modules (torch, dp_accounting, matplotlib) only inside its ``func``, so that ``dplab``
-starts fast.  Bad input of
-any kind (a :class:`~dplab.errors.DPLabError`) prints one line on stderr and exits with 2.
+starts fast.
+
+Exit codes (README, Command line): 0 done; 2 bad input of any kind (a usage error, a flag given
+twice, a :class:`~dplab.errors.DPLabError`); 3 a valid run that failed (an ``OSError`` such as a
+full disk, a ``MemoryError``); 1 an internal error (a bug).  Every failure is one line on stderr;
+``dplab --debug COMMAND …`` also prints the traceback.
 Long jobs log their progress on stderr (:mod:`dplab.progress`).
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 
 from dplab import __version__
 from dplab.errors import DPLabError
@@ -28,14 +33,42 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dplab.commands.mf",
     "dplab.commands.audit",
     "dplab.commands.provenance",
+    "dplab.commands.check",
 )
 
 
+#: exit codes (README, Command line); an interrupt (Ctrl-C) exits with 130, as shells do
+BAD_INPUT, RUN_FAILED, INTERNAL_ERROR, INTERRUPTED = 2, 3, 1, 130
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with exit code 2 and one line for usage errors (argparse's own convention)."""
+    """argparse with exit code 2 and one line for usage errors (argparse's own convention), and
+    a flag given twice refused (argparse would silently keep the last value)."""
 
     def error(self, message: str) -> None:  # pragma: no cover - exercised through main()
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+    def _add_action(self, action):  # every flag passes here, those of (mutually exclusive) groups too
+        if action.option_strings and not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            action.__class__ = _once(type(action))
+        return super()._add_action(action)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.given: set[str] = set()
+        return super().parse_known_args(args, namespace)
+
+
+def _once(action_class: type) -> type:
+    """``action_class`` refusing a second occurrence of its flag on one command line."""
+
+    class Once(action_class):
+        def __call__(self, parser, namespace, values, option_string=None):
+            if self.dest in parser.given:
+                parser.error(f"{'/'.join(self.option_strings)} given twice; give it once")
+            parser.given.add(self.dest)
+            super().__call__(parser, namespace, values, option_string)
+
+    return Once
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Privacy analysis of DP-SGD: data, private training, accountants, figures.",
     )
     parser.add_argument("--version", action="version", version=f"dplab {__version__}")
+    parser.add_argument("--debug", action="store_true", help="on any failure also print the traceback")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for module in COMMAND_MODULES:
@@ -57,9 +91,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = args.func(args)
     except DPLabError as err:
-        print(f"dplab {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        return _fail(args, BAD_INPUT, str(err))
+    except (OSError, MemoryError) as err:
+        return _fail(args, RUN_FAILED, f"{type(err).__name__}: {err}")
+    except Exception as err:  # a bug: one line, the traceback with --debug
+        return _fail(args, INTERNAL_ERROR, f"internal error ({type(err).__name__}: {err}); "
+                                           "`dplab --debug …` shows where; please report it")
+    except KeyboardInterrupt:
+        return _fail(args, INTERRUPTED, "interrupted")
     return int(result or 0)
+
+
+def _fail(args: argparse.Namespace, code: int, message: str) -> int:
+    if args.debug:
+        traceback.print_exc()
+    one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    print(f"dplab {args.command}: error: {one_line}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

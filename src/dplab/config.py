@@ -1,8 +1,9 @@
 """Load and validate configuration against the JSON schemas shipped in ``dplab/schemas``.
 
-The same schemas drive Snakemake's ``validate()`` (through ``workflow/schemas``) and every
-``dplab`` command, so a config key means the same thing everywhere and defaults are filled
-in the same way.  Errors name the offending key (dotted path) and the valid range.
+The same schemas (also under ``workflow/schemas``) and the same :func:`validate` serve the
+Snakefile and every ``dplab`` command, so a config key means the same thing everywhere and
+defaults are filled in the same way.  Errors name the offending key (dotted path) and the valid
+range, in one line (a YAML syntax error: the file, line and column).
 """
 
 from __future__ import annotations
@@ -107,16 +108,41 @@ def load_yaml(path: str | Path) -> dict:
     except FileNotFoundError:
         raise DPLabError("config", f"no such file: {path}") from None
     except yaml.YAMLError as err:
-        raise DPLabError("config", f"{path} is not valid YAML: {err}") from None
+        raise DPLabError(str(path), f"not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(data, dict):
         raise DPLabError("config", f"{path} must hold a mapping at the top level")
     return data
 
 
-def load_config(path: str | Path) -> dict:
-    """A pipeline config file, validated, with defaults, and cross-checked."""
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML parser error on one line: where (line and column, from 1) and what."""
+    mark, context = getattr(err, "problem_mark", None), getattr(err, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if context and getattr(err, "context_mark", None):
+        problem += f" ({context} started at line {err.context_mark.line + 1}, column {err.context_mark.column + 1})"
+    return where + problem
+
+
+def load_config(*paths: str | Path) -> dict:
+    """A pipeline config file — or several, each merged over the previous ones as Snakemake
+    merges ``--configfile`` files over config/config.yaml (:func:`merge`) — validated, with
+    defaults, and cross-checked (:func:`dplab.pipeline.check_config`)."""
     from dplab.pipeline import check_config
 
-    config = validate(load_yaml(path))
+    config: dict = {}
+    for path in paths:
+        merge(config, load_yaml(path))
+    config = validate(config)
     check_config(config)
     return config
+
+
+def merge(config: dict, override: dict) -> None:
+    """Merge ``override`` into ``config`` in place: mappings key by key, recursively; any other
+    value replaces (Snakemake's ``update_config``)."""
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            merge(config[key], value)
+        else:
+            config[key] = copy.deepcopy(value)

@@ -1,6 +1,9 @@
-"""The one error type users see: it names the offending key and the valid range.
+"""The errors users see: one line naming the offending key (or file) and the valid range or fix.
 
-The CLI turns any :class:`DPLabError` into a single line on stderr and exit code 2.
+The CLI (:func:`dplab.cli.main`) turns a :class:`DPLabError` (bad input) into exit code 2, an
+``OSError`` or ``MemoryError`` (valid input, but a write failed or memory ran out) into exit code 3;
+anything else is an internal error, exit code 1.  Each is a single line on stderr; ``dplab --debug``
+adds the traceback.
 """
 
 
@@ -8,7 +11,7 @@ class DPLabError(ValueError):
     """Bad input: a config key, a CLI flag or a setting outside an assumption."""
 
     def __init__(self, key: str, message: str):
-        self.key = key
+        self.key, self.message = key, message
         super().__init__(f"{key}: {message}")
 
 
@@ -18,3 +21,4 @@ class AssumptionError(DPLabError):
     def __init__(self, accountant: str, key: str, message: str):
         self.accountant = accountant
         DPLabError.__init__(self, key, f"{message} (accountant '{accountant}')")
+

@@ -1,13 +1,16 @@
 """The pipeline's file layout and config cross-checks, shared by the Snakefile and dvc.yaml tests.
 
 The JSON schema (workflow/schemas/config.schema.yaml) checks keys, types and ranges; this
-module checks what a schema cannot: that names refer to entries that exist.  Paths of every
-result live here so that rules, the DVC view and the tests agree on them.
+module checks what a schema cannot (:func:`check_config`): that names refer to entries that
+exist, and that every job's entry passes the checks its command would make, before Snakemake
+plans a job.  Paths of every result live here so that rules, the DVC view and the tests agree on them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
 
 from dplab.errors import DPLabError
 
@@ -20,21 +23,38 @@ def name_pattern(entries: dict) -> str:
     return "|".join(map(re.escape, names)) if names else "(?!x)x"
 
 
+@contextlib.contextmanager
+def refuse_bad_config():
+    """In the Snakefile: a :class:`DPLabError` raised in the block ends Snakemake with one line on
+    stderr, ``config error: <dotted key>: <problem>``, and exit code 2 (as ``dplab`` does), before
+    any job is planned.  Snakemake would print an exception's frame, and for its own
+    ``validate()`` the whole schema (hundreds of lines)."""
+    try:
+        yield
+    except DPLabError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def check_config(config: dict) -> None:
-    """Raise :class:`DPLabError` naming the key of any dangling reference in ``config``."""
+    """Raise :class:`DPLabError` naming the dotted key of the first problem any job of the DAG
+    would meet, before one is planned (``config`` validated, defaults filled): references to
+    entries that do not exist; every training job's run resolved as ``dplab train`` resolves it
+    (:func:`dplab.training.config.resolve_run`) and checked against its dataset
+    (:func:`dplab.training.preflight.check_run`); every audited method's run; sweeps; figures;
+    devices against ``training_resources``.  A grid run's problem is keyed where its key was set
+    (the variant, else ``base``) and names the run."""
     from dplab.accounting import names as accountant_names
     from dplab.figures import FIGURE_IDS, figure as figure_module
-    from dplab.training.config import resolve_run
+    from dplab.training.privacy import update_of
 
-    for run, entry in config["runs"].items():  # cross-key rules too: a bad run fails here, not after hours of jobs
-        resolve_run(entry, where=f"runs.{run}")
-        _check_dataset(config, entry, f"runs.{run}.dataset")
+    runs = {run: _check_run(config, run_entry(config, run), [], f"runs.{run}") for run in config["runs"]}
     for grid, spec in config.get("grids", {}).items():
-        for variant in spec["variants"]:
-            where = f"grids.{grid}.variants.{variant}"
-            first = next(r["run"] for r in grid_runs(config, grid).values() if r["variant"] == variant)
-            entry = resolve_run(first, where)
-            _check_dataset(config, entry, f"{where}.dataset")
+        for name, item in grid_runs(config, grid).items():
+            where = f"grids.{grid}.variants.{item['variant']}"
+            layers = [(where, spec["variants"][item["variant"]]), (f"grids.{grid}.base", spec["base"]),
+                      (f"grids.{grid}", {"target_epsilon"} if item["epsilon"] is not None else ())]
+            _check_run(config, item["run"], layers, where, f" (run {name})")
     known = set(accountant_names())
     for sweep, entry in config.get("sweeps", {}).items():
         if entry["run"] not in config["runs"]:
@@ -44,11 +64,13 @@ def check_config(config: dict) -> None:
         for name in entry["accountants"]:
             if name not in known:
                 raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
+        noise = update_of(runs[entry["run"]]).noise
+        if noise != "independent":
+            kind = "non-private" if noise == "none" else "correlated-noise"
+            raise DPLabError(f"sweeps.{sweep}.run", f"run {entry['run']!r} is a {kind} run (method "
+                                                    f"{runs[entry['run']]['method']}): every accountant of a sweep refuses it")
     for audit, entry in config.get("audits", {}).items():
-        if entry["dataset"] not in config["datasets"]:
-            raise DPLabError(f"audits.{audit}.dataset", f"unknown dataset {entry['dataset']!r}")
-        if entry["canaries"] >= entry["dataset_size"]:
-            raise DPLabError(f"audits.{audit}.canaries", f"must be < dataset_size ({entry['dataset_size']}): the runs need a training record")
+        _check_audit(config, audit, entry)
     for figure, params in config.get("figures", {}).items():
         if figure not in FIGURE_IDS:
             raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
@@ -56,9 +78,61 @@ def check_config(config: dict) -> None:
     _check_devices(config)
 
 
-def _check_dataset(config: dict, entry: dict, key: str) -> None:
-    if entry["dataset"] not in config["datasets"]:
-        raise DPLabError(key, f"unknown dataset {entry['dataset']!r}; defined: {', '.join(sorted(config['datasets']))}")
+def _rekey(err: DPLabError, layers: list, default: str, note: str = "") -> DPLabError:
+    """``err``, raised about a run key (``diameter``, ``accountants``…), keyed by the config entry
+    that set it: the first of ``layers`` (dotted prefix, the keys given there) holding it, else
+    ``default``."""
+    top = err.key.split(".")[0]
+    where = next((prefix for prefix, keys in layers if top in keys), default)
+    return DPLabError(f"{where}.{err.key}", err.message + note)
+
+
+def _check_run(config: dict, raw: dict, layers: list, default: str, note: str = "") -> dict:
+    """The checks of one training job (see :func:`check_config`), errors keyed by :func:`_rekey`;
+    the resolved run."""
+    from dplab.training.config import resolve_run
+    from dplab.training.preflight import check_run
+
+    try:
+        cfg = resolve_run(raw)
+        _check_dataset(config, cfg["dataset"])
+        check_run(cfg, dataset_entry(config, cfg["dataset"]))
+    except DPLabError as err:
+        raise _rekey(err, layers, default, note) from None
+    return cfg
+
+
+def _check_audit(config: dict, audit: str, entry: dict) -> None:
+    """Every audited method's run resolves (the audit's own :func:`method_config`), and the
+    audit's records and canary label fit its dataset."""
+    from dplab.audit.membership import THREAT_MODELS, method_config
+    from dplab.training.data import expected_info
+
+    where = f"audits.{audit}"
+    try:
+        _check_dataset(config, entry["dataset"])
+    except DPLabError as err:
+        raise _rekey(err, [], where) from None
+    for method, keys in entry["methods"].items():
+        try:
+            method_config({**entry, "name": audit}, method)
+        except DPLabError as err:
+            err.key = err.key.removeprefix(f"{where}.methods.{method}.")  # the key itself, then where it was set
+            raise _rekey(err, [(f"{where}.methods.{method}", keys or {}), (f"{where}.run", entry["run"])],
+                         f"{where}.methods.{method}") from None
+    info = expected_info(dataset_entry(config, entry["dataset"]))
+    slots = entry["canaries"] if THREAT_MODELS[entry["threat_model"]][0] == "gradient" else 1
+    if not slots < entry["dataset_size"] <= info["train_size"] + slots:
+        raise DPLabError(f"{where}.dataset_size", f"must lie in ({slots}, {info['train_size'] + slots}]: the "
+                                                   f"{slots} canary slot(s) and 1 to {info['train_size']} training "
+                                                   f"records of dataset {entry['dataset']!r}")
+    if entry["canary_label"] >= info["classes"]:
+        raise DPLabError(f"{where}.canary_label", f"must be < {info['classes']}, the classes of dataset {entry['dataset']!r}")
+
+
+def _check_dataset(config: dict, name: str) -> None:
+    if name not in config["datasets"]:
+        raise DPLabError("dataset", f"unknown dataset {name!r}; defined: {', '.join(sorted(config['datasets']))}")
 
 
 def _check_devices(config: dict) -> None:

@@ -1,10 +1,8 @@
-# Helpers shared by the rules: cross-reference checks, wildcard constraints, and the
-# functions that turn config entries into rule params (no lambdas in rules).
+# Helpers shared by the rules: wildcard constraints, and the functions that turn config entries
+# into rule params (no lambdas in rules). The Snakefile has checked the config.
 import json
 
 from dplab import pipeline
-
-pipeline.check_config(config)
 
 #: every training job: its folder under results/ (wildcard run_dir of rule train) -> its run entry
 TRAINING_RUNS = pipeline.training_runs(config)

@@ -48,9 +48,12 @@ def _finite(kind: type, flag: str):
     return parse
 
 
-def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
+def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = None) -> None:
+    """The setting flags, less the field the subcommand ``computed`` (so giving it is a usage error)."""
     parser.add_argument("--accountant", required=True, help="accountant name (see `dplab accountants`)")
     for name, kind, help_text in SETTING_FLAGS:
+        if name == computed:
+            continue
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, dest=name, type=_finite(kind, flag), default=None, help=help_text)
     parser.add_argument("--sampling", choices=SAMPLINGS, default="poisson", help="sampling scheme (default poisson)")
@@ -66,7 +69,7 @@ def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _setting(args: argparse.Namespace) -> Setting:
-    fields = {name: getattr(args, name) for name, _, _ in SETTING_FLAGS}
+    fields = {name: getattr(args, name, None) for name, _, _ in SETTING_FLAGS}
     fields = {k: v for k, v in fields.items() if v is not None}
     return Setting(sampling=args.sampling, neighbouring=args.neighbouring, reshuffle=args.reshuffle, **fields)
 
@@ -118,8 +121,44 @@ def cmd_sigma(args: argparse.Namespace) -> int:
     return _emit(out)
 
 
+#: a setting whose other values every accountant accepts (σ ≥ 4, q = 0.01, convex constants with
+#: C ≥ L), to ask each accountant which sampling × neighbouring pairs it is proved for
+PROBE = {"noise_multiplier": 8.0, "steps": 10, "dataset_size": 1000, "batch_size": 10, "clip": 10.0, "lr": 0.01,
+         "diameter": 1.0, "regularization": 0.1, "strong_convexity": 0.1, "smoothness": 1.0, "lipschitz": 1.0,
+         "dimension": 10, "sensitivity": 1.0}
+
+
+def proved_for(accountant) -> dict[str, list[str]]:
+    """sampling -> the neighbouring relations ``accountant.check`` accepts with it, on :data:`PROBE`
+    (its required keys only); samplings it refuses with every relation are left out.  The class
+    attributes ``samplings``/``neighbourings`` alone overstate this: a theorem may hold for a
+    sampling with one relation only (amplification), or refuse a listed sampling in its checks."""
+    keys = set(accountant.requires)
+    if keys & {"sampling_rate", "dataset_size", "batch_size"}:
+        keys |= {"dataset_size", "batch_size"}  # q = b/n
+    out: dict[str, list[str]] = {}
+    for sampling in SAMPLINGS:
+        fields = {key: PROBE[key] for key in keys if key in PROBE}
+        if sampling == "full_batch" and "batch_size" in fields:
+            fields["batch_size"] = fields["dataset_size"]
+        for neighbouring in NEIGHBOURINGS:
+            try:
+                accountant.check(Setting(sampling=sampling, neighbouring=neighbouring, **fields))
+            except DPLabError:
+                continue
+            out.setdefault(sampling, []).append(neighbouring)
+    return out
+
+
 def cmd_accountants(args: argparse.Namespace) -> int:
-    print(json.dumps([accounting.get(name).describe() for name in accounting.names()], indent=2, ensure_ascii=False))
+    listing = []
+    for name in accounting.names():
+        accountant = accounting.get(name)
+        pairs = proved_for(accountant)
+        listing.append({**accountant.describe(), "samplings": list(pairs),
+                        "neighbourings": [n for n in NEIGHBOURINGS if any(n in v for v in pairs.values())],
+                        "proved_for": pairs})
+    print(json.dumps(listing, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -148,7 +187,7 @@ def register(subparsers) -> None:
         description="Print {\"noise_multiplier\": …}: the smallest σ whose ε at δ is at most the target "
         "(relative precision 1e-5; with --sensitivity or --clip also the absolute noise std)." + _COMMON,
     )
-    _add_setting_flags(p)
+    _add_setting_flags(p, computed="noise_multiplier")
     p.add_argument("--epsilon", type=_finite(float, "--epsilon"), required=True, help="target ε > 0")
     p.add_argument("--delta", type=_finite(float, "--delta"), required=True, help="target δ in (0, 1)")
     p.set_defaults(func=cmd_sigma)
@@ -158,6 +197,7 @@ def register(subparsers) -> None:
         description="Print, as JSON, every accountant: its source (seed and theorem), whether it covers "
         "the whole trajectory or only the last iterate, its bound (upper: a guarantee; lower: the true ε is at "
         "least this; comparison: a claim the setting does not earn), the sampling schemes and neighbouring "
-        "relations it is proved for, the setting keys it requires, and its other assumptions.",
+        "relations it is proved for (proved_for: sampling -> the relations it accepts with that sampling, as its "
+        "own checks answer), the setting keys it requires, and its other assumptions.",
     )
     p.set_defaults(func=cmd_accountants)

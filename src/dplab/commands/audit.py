@@ -21,19 +21,37 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _audit_entry(text: str) -> dict:
+    """The entry of ``--audit-json`` validated with the config schema's `audits` entry (defaults
+    filled), with its ``seed`` (required: the pipeline passes the global seed) and ``name``."""
+    from dplab.config import load_schema, validate
+    from dplab.errors import DPLabError
+
+    try:
+        entry = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DPLabError("--audit-json", f"not valid JSON: {err}") from None
+    if not isinstance(entry, dict):
+        raise DPLabError("--audit-json", f"must be a JSON object; got {type(entry).__name__}")
+    entry = dict(entry)
+    extra = {key: entry.pop(key) for key in ("seed", "name") if key in entry}
+    schema = load_schema("config")["properties"]
+    extra = validate(extra, {"type": "object", "required": ["seed"], "properties": {
+        "seed": schema["seed"], "name": {"type": "string", "default": "audit"}}}, "--audit-json")
+    return {**validate(entry, schema["audits"]["additionalProperties"], "--audit-json"), **extra}
+
+
 def run(args) -> int:
     import torch
 
     from dplab.audit.membership import run_audit
     from dplab.errors import DPLabError
-    from dplab.io import write_csv
+    from dplab.io import check_output, write_csv
     from dplab.training import data
 
+    check_output(args.out, "--out")
     if args.audit_json is not None:
-        try:
-            entry = json.loads(args.audit_json)
-        except json.JSONDecodeError as err:
-            raise DPLabError("--audit-json", f"not valid JSON: {err}") from None
+        entry = _audit_entry(args.audit_json)
     else:
         from dplab import pipeline
         from dplab.config import load_config

@@ -26,8 +26,10 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from dplab.config import load_yaml
+    from dplab.io import check_output
     from dplab.training import data
 
+    check_output(args.out, "--out", folder=True)
     if args.config:
         datasets = load_yaml(args.config).get("datasets")
         if not args.dataset:

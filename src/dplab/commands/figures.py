@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -47,8 +48,9 @@ def register(sub) -> None:
 
 def run_table(args) -> int:
     from dplab.figures import figure
-    from dplab.io import write_csv
+    from dplab.io import check_output, write_csv
 
+    check_output(args.out, "--out")
     if args.config:
         from dplab import pipeline
         from dplab.config import load_config
@@ -60,12 +62,22 @@ def run_table(args) -> int:
             raise DPLabError("figure", f"{args.figure!r} is not in the config's `figures`")
         params, inputs = config["figures"][args.figure], pipeline.figure_inputs(config, args.figure)
     else:
+        from dplab.config import load_schema, validate
+
         try:
             params = json.loads(args.params_json or "{}")
         except json.JSONDecodeError as err:
-            raise DPLabError("params-json", f"not valid JSON: {err}") from None
+            raise DPLabError("--params-json", f"not valid JSON: {err}") from None
+        params = validate(params, load_schema("config")["properties"]["figures"]["properties"][args.figure],
+                          f"figures.{args.figure}")
         inputs = args.inputs
-    write_csv(args.out, figure(args.figure).table(inputs, params))
+    for path in inputs:
+        if not Path(path).is_file():
+            raise DPLabError("--inputs", f"no such file: {path} (the pipeline makes it: snakemake {path})")
+    what = f"the inputs ({', '.join(inputs)}) are not the result files figure {args.figure} is made from"
+    with _bad_input("--inputs", what):
+        table = figure(args.figure).table(inputs, params)
+    write_csv(args.out, table)
     return 0
 
 
@@ -73,15 +85,47 @@ def run_draw(args) -> int:
     import pandas as pd
 
     from dplab.figures import figure, style
+    from dplab.io import check_output
 
-    style.save(figure(args.figure).draw(pd.read_csv(args.table)), args.pdf, args.png)
+    check_output(args.pdf, "--pdf")
+    check_output(args.png, "--png")
+    if not Path(args.table).is_file():
+        raise DPLabError("--table", f"no such file: {args.table} (`dplab figure-table {args.figure}` makes it)")
+    what = f"{args.table} is not the table of figure {args.figure} (another figure's? `dplab figure-table {args.figure}` makes it)"
+    with _bad_input("--table", what):
+        drawing = figure(args.figure).draw(pd.read_csv(args.table))
+    style.save(drawing, args.pdf, args.png)
     return 0
+
+
+@contextlib.contextmanager
+def _bad_input(flag: str, what: str):
+    """What a figure's ``table``/``draw`` raises on input files that do not hold what it reads —
+    a missing file entry, key or column, text that is not CSV/JSON, an unreadable archive — as
+    one :class:`DPLabError` naming ``flag``.  Its own DPLabErrors pass through."""
+    import zipfile
+
+    import pandas as pd
+
+    try:
+        yield
+    except DPLabError:
+        raise
+    except KeyError as err:
+        raise DPLabError(flag, f"{what}: no {err.args[0]!r} in them") from None
+    except AttributeError as err:  # frame.column of a column that is not there
+        if not isinstance(getattr(err, "obj", None), (pd.DataFrame, pd.Series)):
+            raise
+        raise DPLabError(flag, f"{what}: no column {err.name!r}") from None
+    except (ValueError, TypeError, IndexError, EOFError, zipfile.BadZipFile) as err:
+        raise DPLabError(flag, f"{what}: {type(err).__name__}: {err}") from None
 
 
 def run_index(args) -> int:
     from dplab.figures import FIGURE_IDS, figure
-    from dplab.io import write_text
+    from dplab.io import check_output, write_text
 
+    check_output(args.out, "--out")
     results = Path(args.results)
     lines = ["# Results index", "", "Every figure is drawn only from its table; redraw one with "
              "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.", "",

@@ -52,8 +52,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from dplab.io import check_output
     from dplab.mf import accounting, factorizations, workload
 
+    if args.out is not None:
+        check_output(args.out, "--out", folder=args.config is not None)
     if args.config is not None:
         return _save_all(args)
     if args.strategy is None or args.steps is None:

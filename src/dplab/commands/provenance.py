@@ -29,11 +29,18 @@ def run(args) -> int:
     from pathlib import Path
 
     from dplab.config import load_config, validate
-    from dplab.io import write_json
+    from dplab.io import check_output, write_json
     from dplab.provenance import record
 
+    check_output(args.out, "--out")
     # validated with defaults filled in either way, so both give the same config hash
-    config = validate(json.loads(args.config_json)) if args.config_json else load_config(args.config)
+    if args.config_json:
+        try:
+            config = validate(json.loads(args.config_json))
+        except json.JSONDecodeError as err:
+            raise DPLabError("--config-json", f"not valid JSON: {err}") from None
+    else:
+        config = load_config(args.config)
     if not args.outputs:
         from dplab.pipeline import results
 

@@ -30,8 +30,9 @@ def register(sub) -> None:
 def run(args) -> int:
     from dplab.accounting.claims import from_summary
     from dplab.accounting.sweep import steps_grid, sweep
-    from dplab.io import write_csv
+    from dplab.io import check_output, write_csv
 
+    check_output(args.out, "--out")
     if args.config or args.sweep:
         from dplab import pipeline
         from dplab.config import load_config

@@ -34,8 +34,10 @@ def run(args) -> int:
     import torch
 
     from dplab.errors import DPLabError
+    from dplab.io import check_output
     from dplab.training.config import load_run
 
+    check_output(args.out, "--out", folder=True)
     if args.threads is not None:
         if args.threads < 1:
             raise DPLabError("--threads", f"must be >= 1; got {args.threads}")

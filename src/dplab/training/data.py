@@ -52,6 +52,8 @@ def feature_norm_bound(cfg: dict, input_shape: list[int]) -> float:
 
 def largest_norm(x) -> float:
     """max ||x_i|| over the records of ``x`` (N, ...), numpy or torch; 0 for no record."""
+    if len(x) == 0:
+        return 0.0
     flat = np.asarray(x).reshape(len(x), -1)
     chunks = (flat[i : i + 4096].astype(np.float64) for i in range(0, len(flat), 4096))
     return max((float(np.sqrt((c * c).sum(axis=1)).max()) for c in chunks), default=0.0)
@@ -84,6 +86,28 @@ def logreg_constants(feature_norm_bound: float) -> dict:
     """L_CE and β_CE of multinomial logistic regression with a bias for ||x|| ≤ R (module doc)."""
     r2 = feature_norm_bound**2 + 1.0
     return {"lipschitz": math.sqrt(2.0 * r2), "smoothness": r2 / 2.0}
+
+
+#: records in scikit-learn's digits, and in the MNIST training set
+DIGITS_RECORDS, MNIST_TRAIN_RECORDS = 1797, 60000
+#: input shape and classes of the image kinds
+IMAGES = {"digits": ([1, 8, 8], 10), "mnist": ([1, 28, 28], 10)}
+
+
+def expected_info(cfg: dict) -> dict:
+    """``train_size``, ``input_shape``, ``classes`` and ``feature_norm_bound`` of the info.json that
+    :func:`prepare` will write for the resolved dataset entry ``cfg``, from the entry alone (what
+    the pipeline checks runs against before any data exist; tests compare it with :func:`prepare`)."""
+    kind = cfg["kind"]
+    if kind == "digits":  # scikit-learn's split: ceil(test_fraction · records) test records
+        n = DIGITS_RECORDS - math.ceil(cfg["test_fraction"] * DIGITS_RECORDS)
+    elif kind == "mnist":
+        n = cfg["train_size"] or MNIST_TRAIN_RECORDS
+    else:
+        n = cfg["train_size"]
+    shape, classes = IMAGES[kind] if kind in IMAGES else ([cfg["dim"]], cfg["classes"])
+    return {"train_size": n, "input_shape": shape, "classes": classes,
+            "feature_norm_bound": feature_norm_bound(cfg, shape)}
 
 
 def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:

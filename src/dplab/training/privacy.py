@@ -96,13 +96,18 @@ def update_of(cfg: dict) -> Update:
     return Update(noise=noise, normalize=cfg["normalize"])
 
 
-def calibrate(cfg: dict, setting: Setting) -> float:
-    """σ reaching ``target_epsilon`` at δ with the run's ``accountant`` (DPLabError if invalid)."""
+def check_calibration(cfg: dict, setting: Setting) -> None:
+    """DPLabError unless the run's ``accountant`` may calibrate σ for ``setting`` (any σ)."""
     name = cfg["accountant"]
     why = refusal(name, setting, update_of(cfg))
     if why:
         raise DPLabError("accountant", f"cannot calibrate σ with {name!r} for this run: {why}")
-    return accounting.get(name).sigma(setting, cfg["target_epsilon"], cfg["delta"])
+
+
+def calibrate(cfg: dict, setting: Setting) -> float:
+    """σ reaching ``target_epsilon`` at δ with the run's ``accountant`` (DPLabError if invalid)."""
+    check_calibration(cfg, setting)
+    return accounting.get(cfg["accountant"]).sigma(setting, cfg["target_epsilon"], cfg["delta"])
 
 
 def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int], features) -> Plan:

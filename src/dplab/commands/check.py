@@ -1,0 +1,29 @@
+"""``dplab check-config``: the checks Snakemake runs on the config before it plans a job."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "check-config",
+        help="check a pipeline config as Snakemake does before planning (schema and cross-checks)",
+        description="Merge the given config files in order (each over the previous ones, as Snakemake "
+        "merges the --configfile files it is given, which replace config/config.yaml), validate them against the schema and run "
+        "every cross-check the Snakefile runs before planning a job (dplab.pipeline.check_config). "
+        "Prints the number of jobs' entries checked; a problem is one line naming the dotted key "
+        "(a YAML syntax error: the file, line and column), exit code 2.",
+    )
+    p.add_argument("files", nargs="*", default=["config/config.yaml"],
+                   help="config files, merged in order (default: config/config.yaml)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dplab import pipeline
+    from dplab.config import load_config
+
+    config = load_config(*args.files)
+    print(f"{' + '.join(args.files)}: ok ({len(pipeline.training_runs(config))} training runs, "
+          f"{len(config.get('audits', {}))} audits, {len(config.get('sweeps', {}))} sweeps, "
+          f"{len(config.get('figures', {}))} figures)")
+    return 0

@@ -1,0 +1,60 @@
+"""What a resolved run needs from its dataset, checked from the two config entries alone: no
+data, no training.  :func:`dplab.pipeline.check_config` runs it for every training job before
+Snakemake plans one, so a mistake is refused at once rather than in a job after earlier jobs ran.
+
+Every check is the engine's own code run on the sizes the dataset will have
+(:func:`dplab.training.data.expected_info`): the sampler (batch_size ≤ n), the model (a cnn needs
+images), dp_mf's sampler spec, and — for σ calibrated from ``target_epsilon`` — the calibrating
+accountant's assumptions on the run's Setting (:func:`dplab.training.privacy.check_calibration`,
+what :func:`dplab.training.privacy.calibrate` asks first).  For a hidden-state accountant also whether
+any σ reaches the target: those bounds keep a floor as σ grows (e.g. 001 Thm 3's), while a
+composition bound's ε goes to 0, so one evaluation at the search's largest σ settles it.  The σ
+search itself is left to the job: it costs seconds per run and Snakemake reads the config at every
+start (on a cluster, once per job).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from dplab import accounting
+from dplab.accounting.base import SIGMA_MAX
+from dplab.errors import AssumptionError, DPLabError
+from dplab.training import data, models, privacy, samplers
+from dplab.training.methods import METHODS
+
+
+def check_run(cfg: dict, dataset: dict) -> None:
+    """Raise :class:`DPLabError` (keyed by the run's own key) if run ``cfg`` (resolved by
+    :func:`dplab.training.config.resolve_run`) would fail on dataset entry ``dataset`` (resolved)
+    before its first step."""
+    info = data.expected_info(dataset)
+    n = info["train_size"]
+    with torch.device("meta"):  # shapes only: no memory, no draw from torch's generator
+        model = models.build(cfg, info["input_shape"], info["classes"])
+    if cfg["method"] == "dp_mf":
+        from dplab.training import dp_mf
+
+        dp_mf.sampler_spec(cfg, n)
+        return
+    b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
+    samplers.build(cfg["sampling"], n, b, cfg["reshuffle"])
+    if not METHODS[cfg["method"]].private or cfg["target_epsilon"] is None:
+        return
+    dimension = sum(p.numel() for p in model.parameters())
+    constants, _ = privacy.loss_constants(cfg, info, np.zeros((0, 1)))  # the data hold no record beyond R
+    setting = privacy.build_setting(cfg, n, b, dimension, 1.0, constants)
+    privacy.check_calibration(cfg, setting)
+    name = cfg["accountant"]
+    accountant = accounting.get(name)
+    if accountant.release == "last_iterate":
+        try:
+            floor = accountant.epsilon(setting.replace(noise_multiplier=SIGMA_MAX), cfg["delta"])
+            why = f"its smallest ε is {floor:.4g}"
+        except AssumptionError as err:
+            floor, why = np.inf, err.message
+        if not floor <= cfg["target_epsilon"]:
+            raise DPLabError("target_epsilon", f"{name!r} reaches no ε <= {cfg['target_epsilon']} for this run with "
+                                               f"any σ <= {SIGMA_MAX:g} ({why}); raise target_epsilon or calibrate "
+                                               "with another accountant")

@@ -1,0 +1,51 @@
+"""Recovery after a crash of Snakemake (README, Recovering from a crash): `make resume`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from conftest import BIN, copy_project, run, small_config, tool_env
+
+pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
+
+#: the files of the tiny DAG below, which the built small DAG also makes from the same entries
+SHARED = ["data/digits/train.npz", "data/digits/test.npz", "data/digits/info.json", "runs/dp_sgd/metrics.csv",
+          "runs/dp_sgd/summary.json", "runs/dp_sgd/model.pt", "runs/dp_sgd/grad_norms.csv", "accounting/dp_sgd.csv"]
+
+
+def test_kill_9_of_snakemake_then_make_resume_gives_the_clean_results(built, tmp_path):
+    """Snakemake and its running job killed with SIGKILL (a crash) while it trains, after
+    prepare_data finished: a plain rerun stops at the interrupted job's files (and then at the stale
+    lock); `make resume` (one command)
+    unlocks, makes the interrupted job's outputs again (--rerun-incomplete; here one it had
+    written is garbage) and finishes the DAG with the bytes a clean run gives."""
+    project = copy_project(tmp_path / "project")
+    config = small_config()
+    config.update(runs={"dp_sgd": config["runs"]["dp_sgd"]}, grids={}, audits={}, figures={})
+    (project / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    proc = subprocess.Popen(["snakemake", "--cores", "1"], cwd=project, env=tool_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = project / "logs" / "runs" / "dp_sgd.log"
+    deadline = time.monotonic() + 300
+    while not log.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the training job never started"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (project / "results" / "data" / "digits" / "info.json").exists()
+    assert not (project / "results" / "runs" / "dp_sgd" / "summary.json").exists()
+    (project / "results" / "runs" / "dp_sgd" / "model.pt").write_bytes(b"half a model")  # killed after this write
+
+    plain = run(["snakemake", "--cores", "1"], cwd=project, check=False)  # IncompleteFiles, then the lock
+    assert plain.returncode != 0 and "--rerun-incomplete" in plain.stderr
+
+    run(["make", f"VENV={BIN.parent}", "resume"], cwd=project)
+    for rel in SHARED:
+        assert (project / "results" / rel).read_bytes() == (built / "results" / rel).read_bytes(), rel
+    assert (project / "results" / "report.html").exists() and (project / "results" / "provenance.json").exists()
