@@ -123,7 +123,7 @@ def test_every_command_checks_its_outputs_before_anything_else(tmp_path, capsys)
 def test_audit_json_is_validated_with_the_config_schema(capsys):
     from dplab.commands.audit import _audit_entry
 
-    entry = {"dataset": "digits", "run": {"lr": 0.5}, "methods": {"dp_sgd": {}}, "steps": [1, 4]}
+    entry = {"threat_model": "input_canary", "dataset": "digits", "run": {"lr": 0.5}, "methods": {"dp_sgd": {}}, "steps": [1, 4]}
     full = _audit_entry(json.dumps({**entry, "seed": 3}))
     assert (full["seed"], full["name"], full["runs"], full["chunk"], full["confidence"]) == (3, "audit", 64, 64, 0.95)
     for bad, key in [(entry, "--audit-json.seed"), ({**entry, "seed": 0, "runs": 0}, "--audit-json.runs"),

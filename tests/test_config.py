@@ -154,12 +154,13 @@ LATE_MISTAKES = [
      "grids.mf_vs_dpsgd.base.batch_size"),  # 16 fixed batches of 1437 records hold 89, not 7
     (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(participations=7),
      "grids.mf_vs_dpsgd.variants.dp_mf.participations"),
-    (lambda c: c["audits"]["digits_logreg"]["methods"].update(projected_dp_sgd={}),
-     "audits.digits_logreg.methods.projected_dp_sgd.diameter"),
-    (lambda c: c["audits"]["digits_logreg"]["run"].update(bogus=1), "audits.digits_logreg.run.bogus"),
-    (lambda c: c["audits"]["digits_logreg"]["run"].update(lr=-1), "audits.digits_logreg.run.lr"),
-    (lambda c: c["audits"]["digits_logreg"].update(dataset_size=1439), "audits.digits_logreg.dataset_size"),
-    (lambda c: c["audits"]["digits_logreg"].update(canary_label=10), "audits.digits_logreg.canary_label"),
+    (lambda c: c["audits"]["digits_white_box"]["methods"].update(projected_dp_sgd={}),
+     "audits.digits_white_box.methods.projected_dp_sgd.diameter"),
+    (lambda c: c["audits"]["digits_white_box"]["run"].update(bogus=1), "audits.digits_white_box.run.bogus"),
+    (lambda c: c["audits"]["digits_white_box"]["run"].update(lr=-1), "audits.digits_white_box.run.lr"),
+    (lambda c: c["audits"]["digits_white_box"].update(dataset_size=3000), "audits.digits_white_box.dataset_size"),
+    (lambda c: c["audits"]["digits_white_box"].update(canary_label=10), "audits.digits_white_box.canary_label"),
+    (lambda c: c["audits"]["digits_white_box"].update(dataset_size=1024), "audits.digits_white_box.dataset_size"),
     (lambda c: c["sweeps"]["dp_sgd"].update(run="nonprivate"), "sweeps.dp_sgd.run"),
 ]
 

@@ -142,7 +142,7 @@ def test_expected_info_is_what_prepare_writes(entry):
 
 
 def test_expected_info_of_mnist(tmp_path, monkeypatch):
-    _, sums = _write_mnist(tmp_path / "raw")
+    _, sums = write_mnist(tmp_path / "raw")
     monkeypatch.setattr(mnist, "FILES", sums)
     cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20, "download": False}, "m")
     info = data.prepare(cfg, "m")[2]

@@ -130,7 +130,8 @@ PROBE = {"noise_multiplier": 8.0, "steps": 10, "dataset_size": 1000, "batch_size
 
 def proved_for(accountant) -> dict[str, list[str]]:
     """sampling -> the neighbouring relations ``accountant.check`` accepts with it, on :data:`PROBE`
-    (its required keys only); samplings it refuses with every relation are left out.  The class
+    (its required keys only; a refusal naming another key, e.g. a batch size that must divide n,
+    does not count against the pair); samplings it refuses with every relation are left out.  The class
     attributes ``samplings``/``neighbourings`` alone overstate this: a theorem may hold for a
     sampling with one relation only (amplification), or refuse a listed sampling in its checks."""
     keys = set(accountant.requires)
@@ -144,8 +145,9 @@ def proved_for(accountant) -> dict[str, list[str]]:
         for neighbouring in NEIGHBOURINGS:
             try:
                 accountant.check(Setting(sampling=sampling, neighbouring=neighbouring, **fields))
-            except DPLabError:
-                continue
+            except DPLabError as err:
+                if err.key in ("sampling", "neighbouring"):
+                    continue  # a refusal of another key is about the probe's values, not the pair
             out.setdefault(sampling, []).append(neighbouring)
     return out
 
