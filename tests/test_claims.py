@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dplab import accounting
-from dplab.accounting.claims import CORRELATED, Update, from_summary, refusal
+from dplab.accounting.claims import CORRELATED, KEYS, Update, exclusion, from_summary, key, refusal
 from dplab.accounting.sweep import sweep
 from dplab.cli import main
 from dplab.errors import DPLabError
@@ -62,11 +62,12 @@ def test_sweep_from_a_summary_reproduces_the_run_exactly(runs, name):
     setting, update = from_summary(summary)
     table = sweep(setting, summary["delta"], accounting.names(), np.array([10, 30]), update)
     for accountant, rows in table.groupby("accountant"):
-        if accountant in summary["epsilon"]:
-            assert rows.set_index("steps").epsilon[30] == pytest.approx(summary["epsilon"][accountant], rel=1e-9)
+        if accountant in summary[key(accountant)]:
+            assert rows.set_index("steps").epsilon[30] == pytest.approx(summary[key(accountant)][accountant], rel=1e-9)
         else:
             assert len(rows) == 1 and rows.reason.iloc[0] == summary["excluded_accountants"][accountant]
-    assert set(summary["epsilon"]) | set(summary["excluded_accountants"]) == set(accounting.names())
+    reported = set().union(*(summary[key] for key in KEYS.values()))
+    assert reported | set(summary["excluded_accountants"]) == set(accounting.names())
 
 
 def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
@@ -143,4 +144,6 @@ def test_a_run_never_claims_a_lower_bound_or_a_comparison(name, sampling):
     accounting.get(name).check(setting)  # the setting is inside the accountant's own assumptions
     why = refusal(name, setting, Update())
     assert why is not None and "not a guarantee" in why
+    assert exclusion(name, setting, Update()) is None  # reported beside the claims, under its own key
+    assert key(name) == f"epsilon_{accounting.get(name).bound}"
     assert refusal("fixed_batches", setting, Update()) is None

@@ -69,7 +69,7 @@ def test_sweep_logs_each_accountant_with_its_epsilon(monkeypatch, logs):
     table = sweep(setting, 1e-5, ["rdp", "pabi"], np.array([1, 10, 100]))
     lines = _lines(logs, "sweep")
     eps = table[(table.accountant == "rdp") & (table.steps == 100)].epsilon.item()
-    assert f"accountant 1/2 (50.0%) | rdp: ε at T=100 = {eps:.4g} (δ=1e-05, add_remove, poisson sampling)" in lines[1]
+    assert f"accountant 1/2 (50.0%) | rdp: ε at T=100 = {eps:.4g} (upper bound, δ=1e-05, add_remove, poisson sampling)" in lines[1]
     assert "accountant 2/2 (100.0%) | pabi: excluded (" in lines[2]
 
 

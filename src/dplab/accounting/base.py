@@ -33,6 +33,8 @@ DELTA_FLOOR = 1e-300
 #: what an accountant's ε is: a guarantee ("upper"), a certified "lower" bound on the true ε, or
 #: a "comparison" (a claim the setting does not earn, printed next to the guarantee only)
 BOUNDS = ("upper", "lower", "comparison")
+#: what an ε of each bound but "upper" is, in words
+BOUND_WORDS = {"lower": "a lower bound on ε", "comparison": "a comparison (a claim this setting does not earn)"}
 
 
 class Accountant(ABC):
@@ -136,10 +138,9 @@ class Accountant(ABC):
 
     def _require_upper(self) -> None:
         if self.bound != "upper":
-            what = "a lower bound on ε" if self.bound == "lower" else "a comparison (a claim this setting does not earn)"
             raise self.fail(
                 "accountant",
-                f"gives {what}, not a guarantee: σ can only be calibrated with an upper bound "
+                f"gives {BOUND_WORDS[self.bound]}, not a guarantee: σ can only be calibrated with an upper bound "
                 f"(`dplab accountants` lists each accountant's bound)",
             )
 

@@ -9,8 +9,16 @@ An accountant's ε is a guarantee for a run only if
    Setting cannot express, recorded as the run's :class:`Update` (summary.json ``update``,
    read back with the setting by :func:`from_summary`).
 
+Only an upper bound (``Accountant.bound``) is a claim.  A lower bound (the true ε is at least
+this) or a comparison (the claim the run would make under Poisson sampling, which it does not
+earn) that passes both tests is a reference value: reported beside the claims under its own key
+(:data:`KEYS`: summary.json ``epsilon_lower``/``epsilon_comparison``, metrics.csv
+``epsilon_lower_<name>``/``epsilon_comparison_<name>``), never as the run's ε and never used to
+calibrate σ (docs/sampling.md).  :func:`exclusion` decides whether a run reports an
+accountant's ε at all, :func:`refusal` whether it may claim it.
+
 Training (:func:`dplab.training.privacy.plan`), sweeps (:func:`dplab.accounting.sweep.sweep`)
-and the figure tables that compute or read a run's ε all ask :func:`refusal`, so a sweep or a
+and the figure tables that compute or read a run's ε all ask these, so a sweep or a
 figure made from a summary.json reproduces the run's own exclusions.  A new training-side
 condition (a new sampler, a new noise source) is one more rule in :func:`_update_refusal`.
 """
@@ -20,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import asdict, dataclass
 
+from dplab.accounting.base import BOUND_WORDS, BOUNDS
 from dplab.accounting.registry import get, names
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
@@ -28,6 +37,11 @@ from dplab.errors import DPLabError
 MF = "mf"
 NOISES = ("independent", "correlated", "none")
 NORMALIZES = ("expected", "realized")
+
+#: where a run reports an ε of each bound: its claims (upper bounds) and, beside them, reference values
+KEYS = {kind: "epsilon" if kind == "upper" else f"epsilon_{kind}" for kind in BOUNDS}
+#: the bounds of reference values, reported beside the claims
+REFERENCE_BOUNDS = tuple(kind for kind in BOUNDS if kind != "upper")
 
 NON_PRIVATE = "non-private run: no noise, no privacy claim"
 CORRELATED = ("correlated noise: the DP-SGD accountants assume independent Gaussian noise in every step; "
@@ -76,8 +90,40 @@ def from_summary(summary: dict) -> tuple[Setting | None, Update]:
     return Setting(**{k: v for k, v in summary["setting"].items() if k in fields}), update
 
 
+def bound(name: str) -> str:
+    """The ``bound`` of accountant ``name`` (:data:`dplab.accounting.base.BOUNDS`; 'mf' is an upper bound)."""
+    return "upper" if name == MF else get(name).bound
+
+
+def key(name: str) -> str:
+    """The summary.json dict a run reports ``name``'s ε in (:data:`KEYS`)."""
+    return KEYS[bound(name)]
+
+
+def column(name: str) -> str:
+    """The metrics.csv column of ``name``'s ε(T): ``epsilon_<name>`` for a claim,
+    ``epsilon_lower_<name>`` or ``epsilon_comparison_<name>`` beside it."""
+    return f"{key(name)}_{name}"
+
+
+def labelled(name: str, epsilon: float) -> str:
+    """How a reference value is printed: ``shuffle_lower=1.539 is a lower bound on ε``."""
+    return f"{name}={epsilon:.4g} is {BOUND_WORDS[bound(name)]}"
+
+
 def refusal(name: str, setting: Setting | None, update: Update = Update()) -> str | None:
-    """Why a run with ``setting`` and ``update`` may not claim accountant ``name`` (None: it may).
+    """Why a run with ``setting`` and ``update`` may not claim accountant ``name`` (None: it may):
+    :func:`exclusion`, and only an upper bound is a claim."""
+    why = exclusion(name, setting, update)
+    if why is None and bound(name) != "upper":
+        return f"{name} gives {BOUND_WORDS[bound(name)]}, not a guarantee: a run claims upper bounds only (docs/sampling.md)"
+    return why
+
+
+def exclusion(name: str, setting: Setting | None, update: Update = Update()) -> str | None:
+    """Why a run with ``setting`` and ``update`` reports no ε from accountant ``name`` (None: it
+    reports one: as its claim if ``name`` is an upper bound, else beside the claims under
+    :func:`key`).
 
     An unknown name is a :class:`DPLabError` listing the valid ones.  ``setting`` is None for
     runs that record none (non-private, dp_mf).
@@ -93,9 +139,6 @@ def refusal(name: str, setting: Setting | None, update: Update = Update()) -> st
     if setting is None:
         return "the run records no privacy setting"
     accountant = get(name)
-    if accountant.bound != "upper":
-        return (f"{name} is a {accountant.bound} bound, not a guarantee: a run claims upper bounds only "
-                "(docs/sampling.md)")
     try:  # the accountant's own assumptions first: they are what a reader looks up
         accountant.check(setting)
     except DPLabError as err:  # AssumptionError, or a range check of the Setting
@@ -117,11 +160,17 @@ def _update_refusal(setting: Setting, update: Update, release: str) -> str | Non
     return None
 
 
-def check_names(run: dict, err) -> None:
+def check_accountants(run: dict, err) -> None:
     """A run's ``accountant`` and every name in its ``accountants`` must be an accountant
-    (``dplab accountants``, or 'mf'); ``err(key, message)`` makes the DPLabError to raise."""
+    (``dplab accountants``, or 'mf'), and the ``accountant`` that calibrates σ from
+    ``target_epsilon`` an upper bound; ``err(key, message)`` makes the DPLabError to raise."""
     valid = sorted([*names(), MF])
-    for key, given in (("accountants", run.get("accountants") or []), ("accountant", [run.get("accountant")])):
+    for field, given in (("accountants", run.get("accountants") or []), ("accountant", [run.get("accountant")])):
         for name in given:
             if name is not None and name not in valid:
-                raise err(key, f"unknown accountant {name!r}; valid: {', '.join(valid)}")
+                raise err(field, f"unknown accountant {name!r}; valid: {', '.join(valid)}")
+    name = run.get("accountant")
+    if run.get("target_epsilon") is not None and name is not None and bound(name) != "upper":
+        upper = ", ".join(n for n in valid if bound(n) == "upper")
+        raise err("accountant", f"{name} gives {BOUND_WORDS[bound(name)]}, not a guarantee: σ is calibrated "
+                                f"with an upper bound only; one of {upper}")

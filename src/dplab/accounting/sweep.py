@@ -1,9 +1,11 @@
 """ε-vs-T sweeps: one tidy table row per (accountant, T), as the accounting rules write them.
 
-Each accountant the run may claim (:func:`dplab.accounting.claims.refusal`, from the setting and
-the update recorded in its summary.json) is asked once for its whole curve (``epsilon_curve``);
-any other contributes one row with an empty ε and the reason, so a table never silently drops a
-bound and never carries an ε the run did not earn.
+Each accountant whose ε the run reports (:func:`dplab.accounting.claims.exclusion`, from the
+setting and the update recorded in its summary.json) is asked once for its whole curve
+(``epsilon_curve``); any other contributes one row with an empty ε and the reason, so a table
+never silently drops a bound.  Every row's ``bound`` says what its ε is: only ``upper`` rows are
+the run's claims; ``lower`` and ``comparison`` rows are the reference values its summary.json
+reports beside them (``epsilon_lower``, ``epsilon_comparison``), never a guarantee.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab.accounting.claims import Update, refusal
+from dplab.accounting.claims import Update, exclusion
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError, DPLabError
@@ -36,15 +38,15 @@ def steps_grid(max_steps: int, points: int) -> np.ndarray:
 
 def sweep(setting: Setting | None, delta: float | None, accountants: list[str], steps: np.ndarray,
           update: Update = Update()) -> pd.DataFrame:
-    """ε(T) for every accountant the run may claim and every T in ``steps`` at fixed δ, as a tidy
-    table; one row with an empty ε and the reason for every other accountant (progress: one
-    accountant at a time, :mod:`dplab.progress`)."""
+    """ε(T) for every accountant the run reports (its ``bound`` in each row) and every T in
+    ``steps`` at fixed δ, as a tidy table; one row with an empty ε and the reason for every other
+    accountant (progress: one accountant at a time, :mod:`dplab.progress`)."""
     rows = []
     progress = Progress("sweep", len(accountants), unit="accountant")
     where = f"δ={delta:g}, {setting.neighbouring}, {setting.sampling} sampling" if setting else "no setting"
     for done, name in enumerate(accountants, 1):
         accountant = get(name)  # unknown name: DPLabError listing the valid ones
-        why = refusal(name, setting, update)
+        why = exclusion(name, setting, update)
         common = {
             "accountant": name,
             "delta": delta,
@@ -65,6 +67,6 @@ def sweep(setting: Setting | None, delta: float | None, accountants: list[str], 
             progress.update(done, f"{name}: excluded ({why})")
             continue
         rows += [{**common, "steps": int(t), "epsilon": float(e), "reason": ""} for t, e in zip(steps, eps)]
-        progress.update(done, f"{name}: ε at T={int(steps[-1])} = {float(eps[-1]):.4g} ({where})")
+        progress.update(done, f"{name}: ε at T={int(steps[-1])} = {float(eps[-1]):.4g} ({accountant.bound} bound, {where})")
     progress.close()
     return pd.DataFrame(rows, columns=COLUMNS)

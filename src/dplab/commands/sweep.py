@@ -13,8 +13,9 @@ def register(sub) -> None:
         help="ε vs T of a training run's setting for several accountants",
         description="Evaluate each accountant's ε(T) on a log-spaced T grid for the setting "
         "(σ, q, sampling, neighbouring, δ, …) recorded in a run's summary.json; write a tidy CSV "
-        "with one row per (accountant, T). Accountants the run may not claim (its setting violates "
-        "their assumptions, or its update is not the one they analyse: the run's own exclusions) get "
+        "with one row per (accountant, T) and its `bound`: upper (a claim), lower (the true ε is at least "
+        "this) or comparison (the Poisson claim the run does not earn). Accountants whose assumptions "
+        "the setting violates, or whose update is not the one the run made (the run's own exclusions), get "
         "one row with an empty ε and the reason. Give either --config and --sweep (an entry of the "
         "config's `sweeps`) or --summary, --accountants and --points.",
     )

@@ -10,8 +10,11 @@ def register(subparsers) -> None:
         help="train one run; write metrics.csv and summary.json",
         description="Train one run (a pipeline config with --run, a single-run YAML, or --run-json) on a "
         "dataset prepared by `dplab prepare-data`. Writes DIR/metrics.csv (one row per logged step, with "
-        "ε from every accountant valid for the run), DIR/summary.json (final metrics, the setting in "
-        "canonical names, σ, δ, ε per valid accountant, excluded accountants and why), DIR/model.pt and "
+        "ε from every upper-bound accountant valid for the run, and epsilon_lower_*/epsilon_comparison_* "
+        "columns for lower bounds and the Poisson comparison, which are not guarantees), DIR/summary.json "
+        "(final metrics, the setting in canonical names, σ, δ, ε per valid accountant: `epsilon` the claims, "
+        "`epsilon_lower`/`epsilon_comparison` beside them, `epsilon_bound` each one's label; excluded "
+        "accountants and why), DIR/model.pt and "
         "DIR/grad_norms.csv (the recorded norms with record_grad_norms, else only its header); resumes from "
         "DIR/checkpoint.pt if a previous attempt was interrupted.",
     )
@@ -70,6 +73,7 @@ def _train_grid(args) -> int:
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:
     from pathlib import Path
 
+    from dplab.accounting.claims import KEYS, labelled
     from dplab.errors import DPLabError
     from dplab.io import write_text
     from dplab.training import data, loop
@@ -86,5 +90,8 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) 
     if not cfg["record_grad_norms"]:  # every run folder has the same files: one Snakemake rule trains them all
         write_text(Path(out) / "grad_norms.csv", ",".join(loop.GRAD_NORM_COLUMNS) + "\n")
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary["epsilon"].items()) or "none"
+    for name, kind in summary["epsilon_bound"].items():  # beside the claims: never the run's ε
+        if kind != "upper":
+            eps += f"; {labelled(name, summary[KEYS[kind]][name])}"
     final = summary["final"]
     print(f"test_accuracy={final['test_accuracy']:.4f} test_loss={final['test_loss']:.4f} epsilon: {eps} -> {out}")

@@ -7,6 +7,9 @@ accountants (release ``trajectory``) cover every iterate; hidden-state accountan
 parameters, under their loss assumptions.  ``gain`` = the smallest composition ε at that T divided
 by the accountant's ε (> 1: the hidden state buys that factor).  Every accountant the run
 excludes keeps one row with an empty ε and the reason, and the figure lists it under its panel.
+Lower bounds and comparisons the run reports beside its claims (a shuffled run's
+``shuffle_lower`` and ``as_if_poisson``, docs/sampling.md) are rows of their ``bound``, drawn
+dotted and labelled as not a guarantee, and never enter ``best_composition`` or ``gain``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import textwrap
 import numpy as np
 import pandas as pd
 
+from dplab.accounting.claims import bound, column
+from dplab.accounting.registry import get
 from dplab.figures import runs, style
 
 TITLE = "Hidden-state vs composition bounds on the same training runs"
@@ -35,18 +40,25 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
     for summary, metrics in runs.load_pairs(inputs):
         info = runs.describe(summary)
         claims = runs.claims(summary)  # decided anew: a curve the run may not claim becomes a refused row
+        references = runs.references(summary)  # lower bounds, comparisons: rows of their bound, never a claim
         release = {k: ("trajectory" if v == "every iterate" else "last_iterate")
                    for k, v in summary["epsilon_covers"].items() if claims[k] is None}
-        composition = [f"epsilon_{k}" for k, r in release.items() if r == "trajectory"]
+        composition = [column(k) for k, r in release.items() if r == "trajectory"]
         best = metrics[composition].min(axis=1).to_numpy() if composition else np.full(len(metrics), np.nan)
         for name in release:
             for i, row in metrics.iterrows():
-                eps = float(row[f"epsilon_{name}"])
-                rows.append({**info, "accountant": name, "release": release[name], "step": int(row.step),
-                             "epsilon": eps, "best_composition": best[i], "gain": best[i] / eps, "reason": ""})
-        for name, reason in claims.items():
+                eps = float(row[column(name)])
+                rows.append({**info, "accountant": name, "bound": "upper", "release": release[name],
+                             "step": int(row.step), "epsilon": eps, "best_composition": best[i], "gain": best[i] / eps,
+                             "reason": ""})
+        for name in (k for k, why in references.items() if why is None):
+            rows += [{**info, "accountant": name, "bound": bound(name), "release": get(name).release, "step": int(step),
+                      "epsilon": float(eps), "best_composition": np.nan, "gain": np.nan, "reason": ""}
+                     for step, eps in zip(metrics.step, metrics[column(name)])]
+        for name, reason in {**claims, **references}.items():
             if reason is not None and name not in params["skip"]:
-                rows.append({**info, "accountant": name, "release": "", "epsilon": np.nan, "reason": reason})
+                rows.append({**info, "accountant": name, "bound": bound(name), "release": "", "epsilon": np.nan,
+                             "reason": reason})
     return pd.DataFrame(rows)
 
 
@@ -58,6 +70,12 @@ def draw(table: pd.DataFrame):
         valid = rows.dropna(subset=["epsilon"])
         for accountant, curve in valid.groupby("accountant", sort=False):
             hidden = curve.release.iloc[0] == "last_iterate"
+            kind = curve["bound"].iloc[0]
+            if kind != "upper":  # a reference value: never drawn or labelled as a guarantee
+                ax.plot(curve.step, curve.epsilon, color=style.colour(accountant), ls=":", lw=1.2,
+                        label=f"{accountant} ({kind}{' bound' if kind == 'lower' else ''}, "
+                              f"{'final parameters' if hidden else 'every iterate'}: NOT a guarantee)")
+                continue
             ax.plot(curve.step, curve.epsilon, color=style.colour(accountant), ls="--" if hidden else "-",
                     lw=2.4 if hidden else 1.4,
                     label=f"{accountant} ({'final parameters' if hidden else 'every iterate'})")

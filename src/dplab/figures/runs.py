@@ -1,6 +1,7 @@
 """Reading training results for the figures drawn from runs: config cross-checks, file lists,
-one description per run (method, accountant, σ) taken from its summary.json, and the ε it may
-claim (:func:`claims`, decided anew by :func:`dplab.accounting.claims.refusal`)."""
+one description per run (method, accountant, σ) taken from its summary.json, the ε it may
+claim (:func:`claims`, decided anew by :func:`dplab.accounting.claims.refusal`), and the lower
+bounds and comparisons reported beside it (:func:`references`: never a claim)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from dplab import pipeline
-from dplab.accounting.claims import from_summary, refusal
+from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, exclusion, from_summary, refusal
 from dplab.errors import DPLabError
 
 #: display names of the training methods (docs/training.md)
@@ -96,3 +97,17 @@ def claimed_epsilon(summary: dict, accountant: str, key: str) -> float:
     if why:
         raise DPLabError(key, f"run {summary['run'].get('name', '')!r} has no valid ε from {accountant!r}: {why}")
     return float(summary["epsilon"][accountant])
+
+
+def references(summary: dict) -> dict[str, str | None]:
+    """Every lower bound and comparison a run's summary.json reports beside its claims
+    (``epsilon_lower``, ``epsilon_comparison``) → None if the run's setting admits it (decided
+    anew by :func:`dplab.accounting.claims.exclusion`; a name under another bound's key is
+    refused), else why not.  A table labels these rows with their ``bound``: they are never a claim."""
+    setting, update = from_summary(summary)
+    out = {}
+    for kind in REFERENCE_BOUNDS:
+        for name in summary.get(KEYS[kind], {}):
+            out[name] = (exclusion(name, setting, update) if bound(name) == kind else
+                         f"reported under {KEYS[kind]!r}, but {name} is a {bound(name)} bound")
+    return out

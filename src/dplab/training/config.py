@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from dplab.accounting.claims import check_names
+from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
 from dplab.training import dp_mf
 from dplab.training.methods import METHODS
@@ -91,12 +91,14 @@ def resolve_run(raw: dict, where: str = "") -> dict:
                 natural = "pld"  # dp_accounting's RDP of the sampled Gaussian is add/remove only
             if cfg["sampling"] == "balls_in_bins":  # its amplification is proved for add_remove only
                 natural = "balls_in_bins" if cfg["neighbouring"] == "add_remove" else "fixed_batches"
+            if cfg["sampling"] == "shuffle" and natural != "pabi":  # no amplification by shuffling is proved
+                natural = "fixed_batches"
             cfg["accountant"] = natural
     else:
         for key in ("noise_multiplier", "target_epsilon", "accountant"):
             if cfg[key] is not None:
                 raise err(key, "the non-private method sgd takes no noise and no accountant")
-    check_names(cfg, err)
+    check_accountants(cfg, err)
     dp_mf.resolve(cfg, err)
     if cfg["sampling"] == "full_batch":
         cfg["batch_size"] = None  # b = n, set from the data

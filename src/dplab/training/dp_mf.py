@@ -199,12 +199,12 @@ class Mechanism:
 def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | None = None) -> Mechanism:
     """Sampler, factorization, σ and the ε curve of a dp_mf run, decided before training."""
     from dplab import accounting
-    from dplab.accounting.claims import refusal
+    from dplab.accounting.claims import exclusion
     from dplab.training.privacy import Plan, update_of
 
     names = cfg["accountants"] if cfg["accountants"] is not None else accounting.names()
     update = update_of(cfg)
-    excluded = {name: refusal(name, None, update) for name in names if name != ACCOUNTANT}  # claims decides
+    excluded = {name: exclusion(name, None, update) for name in names if name != ACCOUNTANT}  # claims decides
     spec = sampler_spec(cfg, n)
     sampler = SpecSampler(spec)
     fact = factorization if factorization is not None else build_factorization(cfg)

@@ -45,6 +45,7 @@ import torch
 from torch import nn
 
 from dplab import __version__
+from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import DPLabError
 from dplab.training import models, samplers
 from dplab.training.data import Dataset
@@ -273,25 +274,30 @@ def train(
 
 def _status(cfg: dict, claim: Plan, grid: list[int], row: dict) -> str:
     """The progress status after logged step ``row``: its losses and accuracy, and ε there of
-    every accountant with δ, neighbouring relation and sampling."""
+    every accountant with δ, neighbouring relation and sampling (lower bounds and comparisons
+    after the claims, labelled)."""
     text = f"train_loss={row['train_loss']:.4g} test_loss={row['test_loss']:.4g} test_accuracy={row['test_accuracy']:.4f}"
-    if not claim.curves:
-        return text + (" | no ε: every accountant asked for is excluded (summary.json says why)"
-                       if METHODS[cfg["method"]].private else " | non-private: no ε")
+    if not METHODS[cfg["method"]].private:
+        return text + " | non-private: no ε"
     pos = grid.index(row["step"])
     eps = ", ".join(f"{name}={float(curve[pos]):.4g}" for name, curve in claim.curves.items())
+    if not eps:
+        eps = "none (every upper bound asked for is excluded: summary.json says why)"
+    eps += "".join(f"; {labelled(name, float(curve[pos]))}" for name, curve in claim.references.items())
     return (f"{text} | ε at step {row['step']} (δ={cfg['delta']:g}, {cfg['neighbouring']}, "
             f"{cfg['sampling']} sampling): {eps}")
 
 
 def _metrics_csv(rows: list[dict], claim: Plan, grid: list[int]) -> str:
+    """One row per logged step; an ``epsilon_<name>`` column per claim, then ``epsilon_lower_<name>``
+    and ``epsilon_comparison_<name>`` per reference value (:func:`dplab.accounting.claims.column`)."""
+    curves = {**claim.curves, **claim.references}
     buf = io.StringIO()
-    eps_cols = [f"epsilon_{name}" for name in claim.curves]
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*METRIC_COLUMNS, *eps_cols])
+    writer.writerow([*METRIC_COLUMNS, *(column(name) for name in curves)])
     for row in rows:
         pos = grid.index(row["step"])
-        writer.writerow([*(repr(row[c]) for c in METRIC_COLUMNS), *(repr(float(v[pos])) for v in claim.curves.values())])
+        writer.writerow([*(repr(row[c]) for c in METRIC_COLUMNS), *(repr(float(v[pos])) for v in curves.values())])
     return buf.getvalue()
 
 
@@ -322,7 +328,10 @@ def _summary(cfg, info, claim: Plan, rows, n, b, dimension, device) -> dict:
         "batch_size": b,
         "dataset_size": n,
         "loss_constants_note": claim.constants_note,
-        "epsilon": {k: float(v[-1]) for k, v in claim.curves.items()},
+        "epsilon": {k: float(v[-1]) for k, v in claim.curves.items()},  # claims: upper bounds only
+        **{KEYS[kind]: {k: float(v[-1]) for k, v in claim.references.items() if bound(k) == kind}
+           for kind in REFERENCE_BOUNDS},  # beside the claims: never the run's ε
+        "epsilon_bound": {k: bound(k) for k in [*claim.curves, *claim.references]},
         "epsilon_covers": {
             k: ("every iterate" if r == "trajectory" else "the final parameters only") for k, r in claim.release.items()
         },

@@ -1,9 +1,10 @@
-"""The run's privacy claim: its Setting in canonical units, σ (given or calibrated), and ε from
-exactly the accountants the run may claim.
+"""The run's privacy claim: its Setting in canonical units, σ (given or calibrated), ε from
+exactly the accountants the run may claim, and beside it the lower bounds and comparisons its
+setting admits (reference values, never the run's ε).
 
-Which ones it may claim is decided by :func:`dplab.accounting.claims.refusal` from the Setting
+Which ones it reports is decided by :func:`dplab.accounting.claims.exclusion` from the Setting
 and the run's :class:`~dplab.accounting.claims.Update` (:func:`update_of`), both written to
-summary.json so that sweeps and figures decide the same way.  Loss constants (λ, β, L) enter the
+summary.json so that sweeps and figures decide the same way; only upper bounds are claims.  Loss constants (λ, β, L) enter the
 Setting only when the model and the data guarantee them (:func:`loss_constants`), so hidden-state
 bounds for convex losses never run on an MLP/CNN.
 """
@@ -16,7 +17,7 @@ import numpy as np
 
 from dplab import accounting
 from dplab.accounting import Setting
-from dplab.accounting.claims import Update, refusal
+from dplab.accounting.claims import Update, bound, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
 from dplab.training.methods import METHODS
@@ -30,7 +31,8 @@ class Plan:
     noise_multiplier: float | None
     sigma_source: str
     constants_note: str
-    curves: dict[str, np.ndarray] = field(default_factory=dict)  # accountant -> ε on the log grid
+    curves: dict[str, np.ndarray] = field(default_factory=dict)  # claimed (upper-bound) accountant -> ε on the log grid
+    references: dict[str, np.ndarray] = field(default_factory=dict)  # lower bound / comparison -> ε: beside the claims
     release: dict[str, str] = field(default_factory=dict)  # accountant -> trajectory|last_iterate
     excluded: dict[str, str] = field(default_factory=dict)  # accountant -> reason
     details: dict = field(default_factory=dict)  # method-specific summary entries (dp_mf: the factorization)
@@ -111,13 +113,14 @@ def calibrate(cfg: dict, setting: Setting) -> float:
 
 
 def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int], features) -> Plan:
-    """σ, the Setting and ε on ``grid`` (one ``epsilon_curve`` call per claimable accountant);
-    ``features`` are the records the run trains on (:func:`loss_constants`)."""
+    """σ, the Setting and ε on ``grid`` (one ``epsilon_curve`` call per accountant the run
+    reports: claims, and lower bounds and comparisons as references); ``features`` are the
+    records the run trains on (:func:`loss_constants`)."""
     requested = cfg["accountants"]
     names = requested if requested is not None else accounting.names()
     update = update_of(cfg)
     if update.noise == "none":
-        return Plan(None, None, "none (non-private)", "", excluded={k: refusal(k, None, update) for k in names})
+        return Plan(None, None, "none (non-private)", "", excluded={k: exclusion(k, None, update) for k in names})
     constants, note = loss_constants(cfg, info, features)
     if cfg["noise_multiplier"] is not None:
         sigma, source = float(cfg["noise_multiplier"]), "given"
@@ -128,7 +131,7 @@ def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int],
     setting = build_setting(cfg, n, b, dimension, sigma, constants)
     out = Plan(setting, sigma, source, note, update=update)
     for name in names:
-        why = refusal(name, setting, update)
+        why = exclusion(name, setting, update)
         if why is None:
             try:
                 curve = accounting.get(name).epsilon_curve(setting, cfg["delta"], grid)
@@ -138,8 +141,11 @@ def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int],
                 if not np.all(np.isfinite(curve)):
                     why = "returned a non-finite epsilon"
                 else:
-                    out.curves[name] = curve
-                    out.release[name] = accounting.get(name).release
+                    if bound(name) == "upper":
+                        out.curves[name] = curve
+                        out.release[name] = accounting.get(name).release
+                    else:
+                        out.references[name] = curve
                     continue
         out.excluded[name] = why
     return out
