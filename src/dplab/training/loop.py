@@ -24,10 +24,12 @@ and no step copies noise or indices between host and device.  Nor does a step wa
 device: the NaN/inf guard is read at logged steps, checkpoints and the end (on the CPU after
 every step), so a CUDA run synchronizes only there.
 
-Checkpoints hold the parameters, the generators', sampler and noise states, the step and the
-metrics so far; a restarted run resumes from them and ends with the same result as an
-uninterrupted one.  Progress (step/T, the last logged losses and ε, elapsed and estimated time
-left) goes to a bar on a terminal, else to the log (:mod:`dplab.progress`).
+Checkpoints (:mod:`dplab.training.checkpoint`) hold the parameters, the generators', sampler and
+noise states, the step and the metrics so far; a restarted run resumes from the last whole one
+written for the same run, data and :mod:`environment <dplab.training.environment>` and ends
+with the same bytes as an uninterrupted one.  Progress (step/T, the last logged losses and ε,
+elapsed and estimated time left) goes to a bar on a terminal, else to the log
+(:mod:`dplab.progress`).
 """
 
 from __future__ import annotations
