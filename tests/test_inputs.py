@@ -87,12 +87,17 @@ def test_an_audit_on_a_damaged_dataset_names_the_file(prepared, tmp_path, capsys
     assert not out.exists()
 
 
-def test_a_damaged_saved_factorization_names_the_dplab_mf_command(prepared, tmp_path, capsys):
-    cache = tmp_path / "mf"
-    path = cache / "banded_T12_m3.npz"
+@pytest.fixture
+def damaged_factorization(tmp_path, capsys):
+    path = tmp_path / "mf" / "banded_T12_m3.npz"
     factorizations.save(factorizations.factorize("banded", prefix_sum(12), bands=3), path)
     _truncate(path)
     capsys.readouterr()  # the factorization's progress lines
+    return path
+
+
+def test_a_damaged_saved_factorization_names_the_dplab_mf_command(damaged_factorization, prepared, tmp_path, capsys):
+    path, cache = damaged_factorization, damaged_factorization.parent
     run = {"method": "dp_mf", "dataset": "s", "strategy": "banded", "bands": 3, "steps": 12, "batch_size": 5,
            "clip": 1.0, "noise_multiplier": 1.0, "device": "cpu", "accountants": []}
     out = tmp_path / "run"
@@ -129,3 +134,12 @@ def test_a_damaged_summary_given_to_sweep_or_figure_commands_is_named(command, d
     problem = "corrupt or truncated (JSONDecodeError" if damage == "truncated" else "has no key 'run'"
     assert f"{path}: run summary {problem}" in line and f"`dplab train --config CONFIG --run RUN --data DATA --out {tmp_path}`" in line
     assert not out.exists()
+
+
+def test_a_damaged_factorization_given_to_its_figure_is_named(damaged_factorization, tmp_path, capsys):
+    out = tmp_path / "table.csv"
+    assert main(["figure-table", "mf_structure", "--params-json", '{"grid": "g"}', "--inputs", str(damaged_factorization),
+                 "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    assert f"{damaged_factorization}: saved factorization corrupt or truncated" in line
+    assert f"`dplab mf --config CONFIG --out {damaged_factorization.parent}`" in line and not out.exists()

@@ -321,12 +321,17 @@ def save(factorization: Factorization, path, momentum: float = 0.0) -> None:
     atomic_write(path, write)
 
 
-def load(path, regenerate: str) -> tuple[Factorization, float]:
+def load(path, regenerate: str | None = None) -> tuple[Factorization, float]:
     """(factorization, momentum) written by :func:`save`; A is rebuilt from T and the momentum.
     A missing, corrupt or truncated file is a DPLabError naming it and ``regenerate``, the
-    command that writes it again (:mod:`dplab.inputs`)."""
+    command that writes it again (default: the one that saves every factorization of a pipeline
+    config into the file's folder; :mod:`dplab.inputs`)."""
+    from pathlib import Path
+
     from dplab.inputs import damaged, read_npz
     from dplab.mf.workload import momentum_workload
+
+    regenerate = regenerate or f"dplab mf --config CONFIG --out {Path(path).parent}"
 
     f = read_npz(path, "saved factorization", ("encoder", "strategy", "bands", "momentum"), regenerate)
     C = f["encoder"]
