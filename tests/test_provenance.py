@@ -27,7 +27,8 @@ def repo(tmp_path):
     results = tmp_path / "results" / "runs" / "r"
     results.mkdir(parents=True)
     (results / "summary.json").write_text('{"x": 1}\n')
-    (results / "checkpoint.pt").write_bytes(b"resume state")
+    for name in ("checkpoint.pt", "checkpoint.prev.pt", "checkpoint.pt.corrupt-20260101T000000"):
+        (results / name).write_bytes(b"resume state")
     return tmp_path
 
 

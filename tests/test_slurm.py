@@ -161,10 +161,10 @@ LONG_RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "digits", "steps":
 
 def checkpoint_step(path) -> int | None:
     """The step of a training checkpoint, None while there is none (writes are atomic renames)."""
-    import torch
+    from dplab.training import checkpoint
 
     try:
-        return int(torch.load(path, weights_only=True)["step"])
+        return int(checkpoint.read(path)["step"])
     except FileNotFoundError:
         return None
 

@@ -13,7 +13,7 @@ import torch
 
 from dplab.errors import DPLabError
 from dplab.mf import accounting as mf_accounting
-from dplab.training import data, dp_mf, loop, per_example, samplers
+from dplab.training import checkpoint, data, dp_mf, loop, per_example, samplers
 from dplab.training.config import resolve_run
 from dplab.training.noise import GaussianNoise
 
@@ -71,7 +71,7 @@ def test_accelerator_streams_same_seed_same_bytes_and_exact_resume(synth, tmp_pa
 
     with pytest.raises(KeyboardInterrupt):
         loop.train(cfg, synth, tmp_path / "c", hook=crash)
-    state = torch.load(tmp_path / "c" / "checkpoint.pt", weights_only=True)
+    state = checkpoint.read(tmp_path / "c" / "checkpoint.pt")
     assert state["step"] == 7 and "noise_generator" in state
     resumed = []
     loop.train(cfg, synth, tmp_path / "c", hook=resumed.append)

@@ -13,7 +13,7 @@ from dplab.errors import DPLabError
 from dplab.mf import accounting as mf_accounting
 from dplab.mf import factorizations
 from dplab.mf.workload import prefix_sum
-from dplab.training import data, dp_mf, loop
+from dplab.training import checkpoint, data, dp_mf, loop
 from dplab.training.config import resolve_run
 
 
@@ -125,7 +125,7 @@ def test_killed_run_resumes_byte_identical(synth, tmp_path):
 
     with pytest.raises(RuntimeError):
         loop.train(cfg, synth, tmp_path / "resumed", hook=crash)
-    state = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
+    state = checkpoint.read(tmp_path / "resumed" / "checkpoint.pt")
     assert state["step"] == 7 and len(state["noise"]["past"]) == 2  # bands − 1 held noise vectors
     loop.train(cfg, synth, tmp_path / "resumed")
     for name in ("metrics.csv", "summary.json"):

@@ -18,8 +18,9 @@ from pathlib import Path
 
 #: distributions whose versions determine the numbers (import name differs for dp_accounting)
 PACKAGES = ("dplab", "torch", "numpy", "scipy", "dp-accounting", "opacus", "snakemake", "dvc")
-#: files next to results that are not results (training's resume state)
-SKIP = {"checkpoint.pt"}
+#: name prefixes of files next to results that are not results: training's resume state
+#: (checkpoint.pt, checkpoint.prev.pt, those set aside as corrupt, a killed write's temporary file)
+SKIP = ("checkpoint.", ".checkpoint.")
 
 
 def config_hash(config: dict) -> str:
@@ -69,7 +70,7 @@ def expand(paths: list[str], cwd: Path = Path(".")) -> dict[str, Path]:
         path = Path(cwd, name)
         found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for p in found:
-            if p.name not in SKIP:
+            if not p.name.startswith(SKIP):
                 files[(Path(name) / p.relative_to(path)).as_posix()] = p
     return files
 

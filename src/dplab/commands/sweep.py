@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from dplab.errors import DPLabError
 
 
@@ -31,6 +29,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from dplab.accounting.claims import from_summary
     from dplab.accounting.sweep import steps_grid, sweep
+    from dplab.inputs import run_summary
     from dplab.io import check_output, write_csv
 
     check_output(args.out, "--out")
@@ -52,11 +51,7 @@ def run(args) -> int:
         if not (args.summary and args.accountants):
             raise DPLabError("summary", "give --summary and --accountants (or --config and --sweep)")
         summary_path, accountants, points = args.summary, args.accountants, args.points
-    try:
-        with open(summary_path) as handle:
-            summary = json.load(handle)
-    except (OSError, json.JSONDecodeError) as err:
-        raise DPLabError("summary", f"cannot read {summary_path}: {err}") from None
+    summary = run_summary(summary_path)
     setting, update = from_summary(summary)
     table = sweep(setting, summary["delta"], accountants, steps_grid(summary["run"]["steps"], points), update)
     write_csv(args.out, table)

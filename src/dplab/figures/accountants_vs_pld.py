@@ -14,6 +14,7 @@ from dplab import pipeline
 from dplab.accounting.claims import from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.figures import runs, style
+from dplab.inputs import run_summary
 
 TITLE = "Every accountant's ε vs T, and its ratio to PLD"
 SOURCE = "new"
@@ -37,7 +38,7 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
     """The sweep's rows, with ``ratio_to_pld`` = ε / ε_pld at the same T (empty for refused rows);
     an accountant the run may not claim keeps one row with an empty ε and the reason."""
     sweep = pd.read_csv(inputs[0], keep_default_na=True)
-    sweep = _claimed(sweep, runs.load_summary(inputs[1]))
+    sweep = _claimed(sweep, run_summary(inputs[1]))
     pld = sweep[sweep.accountant == "pld"].dropna(subset=["epsilon"]).set_index("steps")["epsilon"]
     if pld.empty:
         raise DPLabError("figures.accountants_vs_pld.sweep", "the sweep has no pld values (pld refused the setting)")

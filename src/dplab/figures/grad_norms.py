@@ -14,6 +14,7 @@ import pandas as pd
 from dplab import pipeline
 from dplab.errors import DPLabError
 from dplab.figures import runs, style
+from dplab.inputs import run_summary
 
 TITLE = "Per-example gradient norms during non-private training (004 §3.2)"
 SOURCE = "004 §3.2 (gradients_cdf, gradients_hist)"
@@ -34,7 +35,7 @@ def table(inputs: list[str], params: dict) -> pd.DataFrame:
     """Rows of kind ``cdf`` (grad_norm, fraction ≤ it), ``histogram`` (bin edges, count) and
     ``quantile`` (the marked quantile of all recorded norms)."""
     norms = pd.read_csv(inputs[0])["grad_norm"].to_numpy()
-    info = runs.describe(runs.load_summary(inputs[1]))
+    info = runs.describe(run_summary(inputs[1]))
     common = {"run": info["run"], "model": info["model"], "dataset": info["dataset"], "steps": info["steps"],
               "lr": info["lr"], "sampling": info["sampling"], "recorded": len(norms)}
     levels = np.linspace(0.0, 1.0, params["points"])

@@ -9,8 +9,6 @@ accuracy and loss (diagnostics on the test split, not privatised).
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
@@ -18,6 +16,7 @@ from dplab import pipeline
 from dplab.errors import DPLabError
 from dplab.figures import style
 from dplab.figures.runs import claimed_epsilon
+from dplab.inputs import run_summary
 
 TITLE = "DP-MF vs DP-SGD at matched ε: final test accuracy and loss over seeds"
 SOURCE = "004 §4.3 (fourth try: matrix factorization, compared with DP-SGD)"
@@ -49,7 +48,7 @@ def _label(run: dict) -> str:
 def table(inputs: list[str], params: dict) -> pd.DataFrame:
     rows = []
     for path in inputs:
-        s = json.loads(open(path).read())
+        s = run_summary(path)
         accountant = "mf" if s["run"]["method"] == "dp_mf" else "pld"
         epsilon = claimed_epsilon(s, accountant, KEY)  # a DPLabError if the run may not claim it
         rows.append({"variant": _label(s["run"]), "method": s["run"]["method"], "seed": s["run"]["seed"],

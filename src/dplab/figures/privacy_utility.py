@@ -19,6 +19,7 @@ import pandas as pd
 from dplab import pipeline
 from dplab.errors import DPLabError
 from dplab.figures import runs, style
+from dplab.inputs import run_summary
 
 TITLE = "Privacy–utility: test accuracy vs ε per training method, mean ± sd over seeds"
 SOURCE = "new"
@@ -41,7 +42,7 @@ def inputs(config: dict, params: dict) -> list[str]:
 def table(inputs: list[str], params: dict) -> pd.DataFrame:
     records = []
     for path in inputs:
-        summary = runs.load_summary(path)
+        summary = run_summary(path)
         match = NAME.match(summary["run"]["name"])
         if match is None:
             raise DPLabError("figures.privacy_utility.grids", f"{path}: {summary['run']['name']!r} is not a grid run's name")

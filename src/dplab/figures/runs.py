@@ -5,14 +5,12 @@ bounds and comparisons reported beside it (:func:`references`: never a claim).""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pandas as pd
 
 from dplab import pipeline
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, exclusion, from_summary, refusal
 from dplab.errors import DPLabError
+from dplab.inputs import run_summary
 
 #: display names of the training methods (docs/training.md)
 METHOD_NAMES = {
@@ -48,13 +46,9 @@ def run_inputs(names: list[str]) -> list[str]:
     return files
 
 
-def load_summary(path: str | Path) -> dict:
-    return json.loads(Path(path).read_text())
-
-
 def load_pairs(inputs: list[str]) -> list[tuple[dict, pd.DataFrame]]:
     """(summary, metrics) per run from the output of :func:`run_inputs`."""
-    return [(load_summary(inputs[i]), pd.read_csv(inputs[i + 1])) for i in range(0, len(inputs), 2)]
+    return [(run_summary(inputs[i]), pd.read_csv(inputs[i + 1])) for i in range(0, len(inputs), 2)]
 
 
 def describe(summary: dict) -> dict:

@@ -321,13 +321,24 @@ def save(factorization: Factorization, path, momentum: float = 0.0) -> None:
     atomic_write(path, write)
 
 
-def load(path) -> tuple[Factorization, float]:
-    """(factorization, momentum) written by :func:`save`; A is rebuilt from T and the momentum."""
+def load(path, regenerate: str | None = None) -> tuple[Factorization, float]:
+    """(factorization, momentum) written by :func:`save`; A is rebuilt from T and the momentum.
+    A missing, corrupt or truncated file is a DPLabError naming it and ``regenerate``, the
+    command that writes it again (default: the one that saves every factorization of a pipeline
+    config into the file's folder; :mod:`dplab.inputs`)."""
+    from pathlib import Path
+
+    from dplab.inputs import damaged, read_npz
     from dplab.mf.workload import momentum_workload
 
-    with np.load(path) as f:
-        C, momentum = f["encoder"], float(f["momentum"])
-        return Factorization(str(f["strategy"]), momentum_workload(C.shape[0], momentum), C, int(f["bands"])), momentum
+    regenerate = regenerate or f"dplab mf --config CONFIG --out {Path(path).parent}"
+
+    f = read_npz(path, "saved factorization", ("encoder", "strategy", "bands", "momentum"), regenerate)
+    C = f["encoder"]
+    if C.ndim != 2 or C.shape[0] != C.shape[1] or C.dtype.kind != "f" or f["strategy"].dtype.kind != "U":
+        raise damaged(path, "saved factorization", f"holds an encoder of shape {list(C.shape)} ({C.dtype})", regenerate)
+    momentum = float(f["momentum"])
+    return Factorization(str(f["strategy"]), momentum_workload(C.shape[0], momentum), C, int(f["bands"])), momentum
 
 
 def factorize(strategy: str, A: np.ndarray, bands: int | None = None, min_separation: int | None = None) -> Factorization:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from dplab.errors import DPLabError
+from dplab.inputs import damaged, read_json, read_npz
 from dplab.training import mnist
 from dplab.io import atomic_write, write_json
 from dplab.config import load_schema, validate
@@ -202,16 +203,24 @@ class Dataset:
     info: dict
 
 
-def load(folder: str | Path) -> Dataset:
-    """Read a folder written by :func:`write`."""
-    import json
+DATASET = "prepared dataset"
+#: what :func:`load` reads of info.json (besides what :func:`check_info` checks)
+INFO_KEYS = ("name", "kind", "config", "train_size", "test_size", "input_shape", "classes")
 
+
+def load(folder: str | Path) -> Dataset:
+    """Read a folder written by :func:`write`.  A missing, corrupt or truncated file, or arrays
+    that contradict info.json, is a DPLabError naming the file and the command that writes the
+    folder again (:mod:`dplab.inputs`)."""
     folder = Path(folder)
-    try:
-        info = json.loads((folder / "info.json").read_text())
-        arrays = {split: np.load(folder / f"{split}.npz") for split in ("train", "test")}
-    except FileNotFoundError as err:
-        raise DPLabError("--data", f"{folder} is not a prepared dataset ({err.filename} missing); run dplab prepare-data") from None
+    regenerate = f"dplab prepare-data --config CONFIG --dataset {folder.name} --out {folder}"
+    absent = [name for name in ("info.json", "train.npz", "test.npz") if not (folder / name).is_file()]
+    if absent:
+        raise DPLabError("--data", f"{folder} is not a prepared dataset ({', '.join(absent)} missing); "
+                                   f"write it with `{regenerate}`")
+    info = read_json(folder / "info.json", DATASET, regenerate, INFO_KEYS)
+    arrays = {split: read_npz(folder / f"{split}.npz", DATASET, ("x", "y"), regenerate) for split in ("train", "test")}
+    _check_arrays(info, arrays, folder, regenerate)
     check_info(info, arrays["train"]["x"], str(folder / "info.json"))
     return Dataset(
         torch.from_numpy(arrays["train"]["x"]),
@@ -220,3 +229,25 @@ def load(folder: str | Path) -> Dataset:
         torch.from_numpy(arrays["test"]["y"]),
         info,
     )
+
+
+def _check_arrays(info: dict, arrays: dict, folder: Path, regenerate: str) -> None:
+    """info.json's sizes, shape and classes are what :func:`write` records, and each split holds
+    x: float32 of shape (size, *input_shape) and y: int64 labels in [0, classes)."""
+    sizes = [info["train_size"], info["test_size"], info["classes"], *info["input_shape"]] \
+        if isinstance(info["input_shape"], list) else []
+    if not sizes or not all(type(v) is int and v >= 1 for v in sizes) or not isinstance(info["config"], dict):
+        raise damaged(folder / "info.json", DATASET, "train_size, test_size, classes and input_shape must be positive "
+                                            "integers and config an object", regenerate)
+    for split, a in arrays.items():
+        x, y, size = a["x"], a["y"], info[f"{split}_size"]
+        problem = None
+        if x.dtype != np.float32 or y.dtype != np.int64:
+            problem = f"holds x of {x.dtype} and y of {y.dtype}, not float32 and int64"
+        elif list(x.shape) != [size, *info["input_shape"]] or list(y.shape) != [size]:
+            problem = (f"holds x of shape {list(x.shape)} and y of {list(y.shape)}, but info.json says "
+                       f"{split}_size = {size} and input_shape = {info['input_shape']}")
+        elif not (0 <= y.min() and y.max() < info["classes"]):
+            problem = f"holds labels {y.min()}..{y.max()} outside 0..{info['classes'] - 1} (classes in info.json)"
+        if problem is not None:
+            raise damaged(folder / f"{split}.npz", DATASET, problem, regenerate)

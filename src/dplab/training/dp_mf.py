@@ -79,11 +79,11 @@ def build_factorization(cfg: dict) -> Factorization:
 def load_factorization(cfg: dict, cache: str | Path) -> Factorization:
     """The run's factorization from a cache folder; one that does not match the run is an error."""
     path = Path(cache) / f"{cache_key(cfg['strategy'], cfg['steps'], cfg['bands'])}.npz"
+    bands = f" --bands {cfg['bands']}" if cfg["strategy"] == "banded" else ""
+    regenerate = f"dplab mf --strategy {cfg['strategy']} --steps {cfg['steps']}{bands} --out {path}"
     if not path.exists():
-        bands = f" --bands {cfg['bands']}" if cfg["strategy"] == "banded" else ""
-        raise DPLabError("factorization", f"no saved factorization {path}; write it with `dplab mf --strategy "
-                                          f"{cfg['strategy']} --steps {cfg['steps']}{bands} --out {path}`")
-    fact, momentum = factorizations.load(path)
+        raise DPLabError("factorization", f"no saved factorization {path}; write it with `{regenerate}`")
+    fact, momentum = factorizations.load(path, regenerate)
     want = (cfg["strategy"], cfg["steps"], cfg["bands"] if cfg["strategy"] == "banded" else fact.bands, 0.0)
     if (fact.strategy, fact.steps, fact.bands, momentum) != want:
         raise DPLabError("factorization", f"{path} holds {fact.strategy} T={fact.steps} bands={fact.bands} "

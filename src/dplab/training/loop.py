@@ -24,18 +24,18 @@ and no step copies noise or indices between host and device.  Nor does a step wa
 device: the NaN/inf guard is read at logged steps, checkpoints and the end (on the CPU after
 every step), so a CUDA run synchronizes only there.
 
-Checkpoints hold the parameters, the generators', sampler and noise states, the step and the
-metrics so far; a restarted run resumes from them and ends with the same result as an
-uninterrupted one.  Progress (step/T, the last logged losses and ε, elapsed and estimated time
-left) goes to a bar on a terminal, else to the log (:mod:`dplab.progress`).
+Checkpoints (:mod:`dplab.training.checkpoint`) hold the parameters, the generators', sampler and
+noise states, the step and the metrics so far; a restarted run resumes from the last whole one
+written for the same run, data and :mod:`environment <dplab.training.environment>` and ends
+with the same bytes as an uninterrupted one.  Progress (step/T, the last logged losses and ε,
+elapsed and estimated time left) goes to a bar on a terminal, else to the log
+(:mod:`dplab.progress`).
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import json
 import math
 import os
 from pathlib import Path
@@ -47,10 +47,11 @@ from torch import nn
 from dplab import __version__
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import DPLabError
-from dplab.training import models, samplers
+from dplab.training import checkpoint, models, samplers
 from dplab.training.data import Dataset
+from dplab.training.environment import environment
 from dplab.io import atomic_write, write_json, write_text
-from dplab.progress import Progress, log
+from dplab.progress import Progress
 from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.per_example import clipped_grad_sum
@@ -139,11 +140,6 @@ def evaluate(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor, c
     return loss / len(x), correct / len(x)
 
 
-def fingerprint(cfg: dict, info: dict) -> str:
-    blob = json.dumps({"run": cfg, "data": info, "version": __version__}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
 def train(
     cfg: dict,
     data: Dataset,
@@ -198,20 +194,17 @@ def train(
     x_test, y_test = data.x_test.to(device), data.y_test.to(device)
     regularization = cfg["regularization"] or 0.0
     step, rows, norms = 0, [], []
-    ckpt_path, fp = out / "checkpoint.pt", fingerprint(cfg, info)
-
-    if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=True)
-        if state["fingerprint"] == fp:
-            step, rows, norms = state["step"], state["rows"], state["norms"]
-            params = {k: v.to(device) for k, v in state["params"].items()}
-            generator.set_state(state["generator"])
-            if noise_generator is not generator:
-                noise_generator.set_state(state["noise_generator"])
-            sampler.load_state_dict(state["sampler"])
-            noise_source.load_state_dict(state["noise"])
-        else:
-            log.warning("dplab train: ignoring %s (written for another run config)", ckpt_path)
+    env = environment(device)
+    fp = checkpoint.fingerprint(cfg, info, env)
+    state = checkpoint.resume(out, fp, env)
+    if state is not None:
+        step, rows, norms = state["step"], state["rows"], state["norms"]
+        params = {k: v.to(device) for k, v in state["params"].items()}
+        generator.set_state(state["generator"])
+        if noise_generator is not generator:
+            noise_generator.set_state(state["noise_generator"])
+        sampler.load_state_dict(state["sampler"])
+        noise_source.load_state_dict(state["noise"])
 
     progress = Progress(f"train {cfg.get('name') or cfg['method']}", cfg["steps"], step)
     if rows:
@@ -232,8 +225,8 @@ def train(
                 p.add_(noise[k], alpha=-cfg["lr"] / b)
         project(params, cfg["diameter"])
         finite = finite & torch.isfinite(grads.loss_sum) & torch.stack([torch.isfinite(p).all() for p in params.values()]).all()
-        checkpoint = cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0 and step < cfg["steps"]
-        if not ahead or step in logged or checkpoint:  # on the CPU every step; elsewhere where we sync anyway
+        due = cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0 and step < cfg["steps"]
+        if not ahead or step in logged or due:  # on the CPU every step; elsewhere where we sync anyway
             if not bool(finite):
                 where = f"at step {step}" if checked == step - 1 else f"between steps {checked + 1} and {step}"
                 raise DPLabError("lr", f"the loss or the parameters became NaN/inf {where}; lower lr (or clip)")
@@ -249,26 +242,26 @@ def train(
             if cfg["record_grad_norms"]:
                 norms += [(step, float(v)) for v in grads.norms.cpu()]
             status = _status(cfg, claim, grid, rows[-1])
-        if checkpoint:
-            state = {"fingerprint": fp, "step": step, "rows": rows, "norms": norms, "generator": generator.get_state(),
+        if due:
+            state = {"fingerprint": fp, "environment": env, "step": step, "rows": rows, "norms": norms, "generator": generator.get_state(),
                      "params": {k: v.cpu() for k, v in params.items()},
                      "sampler": sampler.state_dict(), "noise": noise_source.state_dict()}
             if ahead:
                 state["noise_generator"] = noise_generator.get_state()
-            atomic_write(ckpt_path, lambda tmp, s=state: tmp.write_bytes(_torch_bytes(s)))
+            checkpoint.save(out, state)
         progress.update(step, status)
         if hook is not None:
             hook(step)
     progress.close()
 
-    summary = _summary(cfg, info, claim, rows, n, b, dimension, device)
+    summary = _summary(cfg, info, claim, rows, n, b, dimension, env)
     final_params = {k: v.detach().cpu() for k, v in params.items()}
-    atomic_write(out / "model.pt", lambda tmp: tmp.write_bytes(_torch_bytes(final_params)))
+    atomic_write(out / "model.pt", lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)))
     write_text(out / "metrics.csv", _metrics_csv(rows, claim, grid))
     if cfg["record_grad_norms"]:
         write_text(out / "grad_norms.csv", _grad_norms_csv(norms))
     write_json(out / "summary.json", summary)
-    ckpt_path.unlink(missing_ok=True)
+    checkpoint.discard(out)
     return summary
 
 
@@ -307,7 +300,7 @@ def _grad_norms_csv(norms: list[tuple[int, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary(cfg, info, claim: Plan, rows, n, b, dimension, device) -> dict:
+def _summary(cfg, info, claim: Plan, rows, n, b, dimension, env) -> dict:
     method = METHODS[cfg["method"]]
     final = rows[-1]
     return {
@@ -315,7 +308,8 @@ def _summary(cfg, info, claim: Plan, rows, n, b, dimension, device) -> dict:
         "run": cfg,
         "method_source": method.source,
         "dataset": {k: info[k] for k in ("name", "kind", "train_size", "test_size", "input_shape", "classes")},
-        "device": device.type,
+        "device": env["device"],
+        "environment": env,  # with the config and data, what the bytes depend on (docs/training.md, Determinism)
         "dimension": dimension,
         "final": {k: final[k] for k in METRIC_COLUMNS},
         "setting": claim.setting.as_dict() if claim.setting is not None else None,
@@ -340,11 +334,3 @@ def _summary(cfg, info, claim: Plan, rows, n, b, dimension, device) -> dict:
         **claim.details,
         "note": "epsilon covers the model parameters; the logged losses/accuracies are diagnostics computed on the data and are not privatised",
     }
-
-
-def _torch_bytes(obj) -> bytes:
-    """``torch.save`` into memory: the archive then does not record a (temporary) file name,
-    so the same tensors give the same bytes."""
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return buffer.getvalue()

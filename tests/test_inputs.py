@@ -1,0 +1,145 @@
+"""A corrupt or truncated input (a prepared dataset's files, a saved factorization, a run's
+summary.json) stops the command that reads it with one line naming the file and the command that
+writes it again, exit 2, nothing written (dplab.inputs)."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import ROOT
+from dplab.cli import main
+from dplab.mf import factorizations
+from dplab.mf.workload import prefix_sum
+from dplab.training import data
+
+RUN = {"method": "dp_sgd", "dataset": "s", "noise_multiplier": 1.0, "steps": 2, "batch_size": 8, "log_every": 1,
+       "device": "cpu", "accountants": []}
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 40, "test_size": 20, "dim": 5, "classes": 3}, "s")
+    out = tmp_path_factory.mktemp("prepared") / "s"
+    data.write(out, *data.prepare(cfg, "s"))
+    return out
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
+
+
+def _flip_in_x(path):
+    """One byte of the stored x array changed: caught by the member's CRC-32."""
+    raw = bytearray(path.read_bytes())
+    with np.load(path) as f:
+        at = raw.index(f["x"].tobytes()[:12]) + 7
+    raw[at] ^= 0x01
+    path.write_bytes(bytes(raw))
+
+
+def _edit_train_size(path):
+    info = json.loads(path.read_text())
+    path.write_text(json.dumps({**info, "train_size": info["train_size"] + 1}))
+
+
+DAMAGE = {
+    "train.npz truncated": ("train.npz", _truncate),
+    "train.npz not a zip": ("train.npz", lambda p: p.write_bytes(b"\x93NUMPY garbage")),
+    "test.npz one byte changed": ("test.npz", _flip_in_x),
+    "info.json truncated": ("info.json", _truncate),
+    "info.json contradicts the arrays": ("info.json", _edit_train_size),
+}
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_dataset_file_is_named_with_the_command_that_rewrites_it(damage, prepared, tmp_path, capsys):
+    folder = tmp_path / "s"
+    shutil.copytree(prepared, folder)
+    name, spoil = DAMAGE[damage]
+    spoil(folder / name)
+    out = tmp_path / "run"
+    assert main(["train", "--run-json", json.dumps(RUN), "--data", str(folder), "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    blamed = folder / ("train.npz" if damage == "info.json contradicts the arrays" else name)
+    assert f"error: {blamed}: prepared dataset " in line
+    assert f"`dplab prepare-data --config CONFIG --dataset s --out {folder}`" in line
+    assert not out.exists()
+
+
+def test_an_audit_on_a_damaged_dataset_names_the_file(prepared, tmp_path, capsys):
+    folder = tmp_path / "s"
+    shutil.copytree(prepared, folder)
+    _truncate(folder / "test.npz")
+    out = tmp_path / "audit.csv"
+    entry = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"]["digits_last_iterate_convex"],
+             "dataset": "s", "seed": 0}
+    assert main(["audit", "--audit-json", json.dumps(entry), "--data", str(folder), "--out", str(out)]) == 2
+    assert f"{folder / 'test.npz'}: prepared dataset corrupt or truncated" in _one_line(capsys)
+    assert not out.exists()
+
+
+@pytest.fixture
+def damaged_factorization(tmp_path, capsys):
+    path = tmp_path / "mf" / "banded_T12_m3.npz"
+    factorizations.save(factorizations.factorize("banded", prefix_sum(12), bands=3), path)
+    _truncate(path)
+    capsys.readouterr()  # the factorization's progress lines
+    return path
+
+
+def test_a_damaged_saved_factorization_names_the_dplab_mf_command(damaged_factorization, prepared, tmp_path, capsys):
+    path, cache = damaged_factorization, damaged_factorization.parent
+    run = {"method": "dp_mf", "dataset": "s", "strategy": "banded", "bands": 3, "steps": 12, "batch_size": 5,
+           "clip": 1.0, "noise_multiplier": 1.0, "device": "cpu", "accountants": []}
+    out = tmp_path / "run"
+    assert main(["train", "--run-json", json.dumps(run), "--data", str(prepared), "--out", str(out),
+                 "--mf-cache", str(cache)]) == 2
+    line = _one_line(capsys)
+    assert f"{path}: saved factorization corrupt or truncated" in line
+    assert f"`dplab mf --strategy banded --steps 12 --bands 3 --out {path}`" in line
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def summary(prepared, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    assert main(["train", "--run-json", json.dumps(RUN), "--data", str(prepared), "--out", str(out)]) == 0
+    return out / "summary.json"
+
+
+@pytest.mark.parametrize("command", [
+    ["sweep", "--accountants", "rdp", "--summary"],
+    ["figure-table", "mf_vs_dpsgd", "--params-json", '{"grid": "g"}', "--inputs"],
+    ["figure-table", "privacy_utility", "--params-json", '{"grids": ["g"]}', "--inputs"],
+])
+@pytest.mark.parametrize("damage", ["truncated", "not a summary"])
+def test_a_damaged_summary_given_to_sweep_or_figure_commands_is_named(command, damage, summary, tmp_path, capsys):
+    path = tmp_path / "summary.json"
+    if damage == "truncated":
+        path.write_bytes(summary.read_bytes()[:-40])
+    else:
+        path.write_text(json.dumps({"name": "s", "train_size": 40}))  # e.g. an info.json given by mistake
+    out = tmp_path / "out.csv"
+    assert main([*command, str(path), "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    problem = "corrupt or truncated (JSONDecodeError" if damage == "truncated" else "has no key 'run'"
+    assert f"{path}: run summary {problem}" in line and f"`dplab train --config CONFIG --run RUN --data DATA --out {tmp_path}`" in line
+    assert not out.exists()
+
+
+def test_a_damaged_factorization_given_to_its_figure_is_named(damaged_factorization, tmp_path, capsys):
+    out = tmp_path / "table.csv"
+    assert main(["figure-table", "mf_structure", "--params-json", '{"grid": "g"}', "--inputs", str(damaged_factorization),
+                 "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    assert f"{damaged_factorization}: saved factorization corrupt or truncated" in line
+    assert f"`dplab mf --config CONFIG --out {damaged_factorization.parent}`" in line and not out.exists()
