@@ -48,7 +48,10 @@ MARGIN = 1e-6
 _POINTS_PER_WIDTH = 5
 #: the add direction is computed at the orders whose integrand peaks at s = log u ≤ this ((α−1)μ²/t)
 _ADD_REACH = 40.0
-_CHUNK = 256
+#: integrand values held at once (rows of s × the y grid): 32 MB
+_CHUNK = 2**22
+#: the most integrand points the add direction may evaluate (:func:`add_work`; ~30 ns each: ~10 s)
+ADD_POINTS_MAX = 3e8
 
 
 def log_sum_moments(mu: float, t: int, top: int) -> np.ndarray:
@@ -80,6 +83,30 @@ def remove_rdp(mu: float, t: int, orders: np.ndarray = ORDERS) -> np.ndarray:
     return (log_sum_moments(mu, t, int(a.max()))[a] - a * math.log(t)) / (a - 1)
 
 
+def _window(mu: float, t: int, betas: np.ndarray, density: int) -> tuple[float, float, int]:
+    """The s range scanned and the number of y points of :func:`log_negative_moments`."""
+    s_lo = math.log(betas.min() / t) - 45.0
+    s_hi = math.log(betas.max() / t) + betas.max() * mu**2 / t + 10.0 + 10.0 * mu / math.sqrt(t)
+    return s_lo, s_hi, int((s_hi + 24.0 * mu) * density / min(mu, 1.0)) + 1
+
+
+def _add_betas(mu: float, t: int, orders: np.ndarray) -> np.ndarray:
+    """The β = α − 1 whose add direction is computed (integrand peak within :data:`_ADD_REACH`)."""
+    beta = orders - 1.0
+    return (beta * mu**2 / t <= _ADD_REACH) | (beta == 1.0)
+
+
+def add_work(mu: float, t: int, orders: np.ndarray = ORDERS, density: int = _POINTS_PER_WIDTH) -> float:
+    """Integrand points the add direction evaluates at most: its y points times its coarse and fine
+    s points (:func:`log_negative_moments`); 0 for t = 1 (closed form)."""
+    if t == 1:
+        return 0.0
+    betas = (orders - 1.0)[_add_betas(mu, t, orders)]
+    s_lo, s_hi, y_count = _window(mu, t, betas, density)
+    width = min(1.0 / math.sqrt(betas.max()), mu / math.sqrt(t), 1.0)
+    return float(y_count) * ((s_hi - s_lo) / 0.05 + (s_hi - s_lo) * density / width + 2)
+
+
 def log_negative_moments(mu: float, t: int, betas: np.ndarray, density: int = _POINTS_PER_WIDTH) -> np.ndarray:
     """log E[S^{−β}], S = W_1 + … + W_t, for every β > 0 (module docstring; ``density`` sets the grids).
 
@@ -90,15 +117,16 @@ def log_negative_moments(mu: float, t: int, betas: np.ndarray, density: int = _P
     steps of min(μ, 1)/``density``.
     """
     m = -(mu**2) / 2
-    s_lo = math.log(betas.min() / t) - 45.0
-    s_hi = math.log(betas.max() / t) + betas.max() * mu**2 / t + 10.0 + 10.0 * mu / math.sqrt(t)
-    y = np.linspace(m - s_hi - 12.0 * mu, m + 12.0 * mu, int((s_hi + 24.0 * mu) * density / min(mu, 1.0)) + 1)
+    s_lo, s_hi, y_count = _window(mu, t, betas, density)
+    y = np.linspace(m - s_hi - 12.0 * mu, m + 12.0 * mu, y_count)
     log_weight = -0.5 * ((y - m) / mu) ** 2 - math.log(mu * math.sqrt(2 * math.pi)) + math.log(y[1] - y[0])
+
+    rows = max(1, _CHUNK // len(y))
 
     def integrand(s: np.ndarray) -> np.ndarray:
         log_psi = np.concatenate([
-            logsumexp(-np.exp(s[i : i + _CHUNK, None] + y[None, :]) + log_weight[None, :], axis=1)
-            for i in range(0, len(s), _CHUNK)
+            logsumexp(-np.exp(s[i : i + rows, None] + y[None, :]) + log_weight[None, :], axis=1)
+            for i in range(0, len(s), rows)
         ])
         return betas[:, None] * s[None, :] + t * log_psi[None, :]
 
@@ -118,7 +146,7 @@ def add_rdp(mu: float, t: int, orders: np.ndarray = ORDERS, density: int = _POIN
         return orders * mu**2 / 2
     beta = orders - 1.0
     out = np.full(len(orders), np.inf)
-    used = (beta * mu**2 / t <= _ADD_REACH) | (beta == 1.0)
+    used = _add_betas(mu, t, orders)
     log_moment = log_negative_moments(mu, t, beta[used], density) + beta[used] * math.log(t) + math.log1p(MARGIN)
     out[used] = log_moment / beta[used]
     return out
@@ -148,6 +176,17 @@ class BallsInBins(Accountant):
         "add_remove only (replace_one: use fixed_batches); a partial epoch counts whole",
         "add direction by numerical quadrature (error < 1e-8 relative, enlarged by 1e-6)",
     )
+
+    def check_setting(self, setting: Setting) -> None:
+        work = add_work(1.0 / setting.noise_multiplier, epochs.steps_per_epoch(setting))
+        if work > ADD_POINTS_MAX:
+            raise self.too_far(
+                "noise_multiplier",
+                f"the add direction's quadrature at σ = {setting.noise_multiplier:g} with t = ⌊n/b⌋ = "
+                f"{epochs.steps_per_epoch(setting)} steps per epoch needs {work:.3g} integrand points (limit "
+                f"ADD_POINTS_MAX = {ADD_POINTS_MAX:g}, about 10 s): beyond what balls_in_bins resolves; "
+                f"fixed_batches gives a valid bound without amplification",
+            )
 
     def _rdp(self, setting: Setting, steps) -> list[np.ndarray]:
         k = epochs.participations(setting, steps).astype(float)[:, None]

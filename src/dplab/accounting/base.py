@@ -30,11 +30,36 @@ SIGMA_MIN, SIGMA_MAX = 1e-6, 1e7
 UPDATE_TERMS = {"regularization": "weight decay (001 eq. 17)", "diameter": "projection"}
 #: the smallest δ an accountant reports: δ = 0 (pure DP, which no Gaussian noise gives) is never claimed
 DELTA_FLOOR = 1e-300
+#: the largest ε asked of any accountant (a target to calibrate σ to, or the ε of a δ query): far above any
+#: ε worth reporting, and below where e^ε overflows the bounds' own arithmetic
+EPSILON_MAX = 1e4
+#: the largest count (steps, dataset_size, batch_size, dimension): float64 holds every integer to 2^53 ≈ 9.0e15
+COUNT_MAX = 10**15
+#: the ranges every accountant resolves, key → (lowest, highest, why): a Setting field, or the ``epsilon``
+#: and ``delta`` of a query.  An accountant's :attr:`Accountant.limits` narrows them (docs/reliability.md);
+#: outside, it refuses at once with a :class:`ResolutionError` naming the key, the range and the reason.
+LIMITS: dict[str, tuple[float, float, str]] = {
+    "noise_multiplier": (SIGMA_MIN, SIGMA_MAX, "the range σ is calibrated in"),
+    "steps": (1, COUNT_MAX, "float64 counts exactly only to 2^53"),
+    "dataset_size": (1, COUNT_MAX, "float64 counts exactly only to 2^53"),
+    "batch_size": (1, COUNT_MAX, "float64 counts exactly only to 2^53"),
+    "dimension": (1, COUNT_MAX, "float64 counts exactly only to 2^53"),
+    **{key: (1e-30, 1e30, "a physical scale; products of a few stay inside float64") for key in
+       ("clip", "lr", "diameter", "strong_convexity", "smoothness", "lipschitz", "sensitivity")},
+    "alpha": (1.01, 1e6, "the RDP → (ε, δ) conversion needs α > 1.01; orders are searched up to 1e6"),
+    "epsilon": (0.0, EPSILON_MAX, "far above any ε worth reporting; e^ε overflows the bounds' arithmetic beyond"),
+    "delta": (DELTA_FLOOR, 1.0, "the smallest δ reported"),
+}
 #: what an accountant's ε is: a guarantee ("upper"), a certified "lower" bound on the true ε, or
 #: a "comparison" (a claim the setting does not earn, printed next to the guarantee only)
 BOUNDS = ("upper", "lower", "comparison")
 #: what an ε of each bound but "upper" is, in words
 BOUND_WORDS = {"lower": "a lower bound on ε", "comparison": "a comparison (a claim this setting does not earn)"}
+
+
+class ResolutionError(AssumptionError):
+    """A setting inside the bound's assumptions that the accountant cannot answer within its
+    :data:`LIMITS` (time, memory or float64 precision): refused up front, with the reason."""
 
 
 class Accountant(ABC):
@@ -56,6 +81,8 @@ class Accountant(ABC):
     assumptions: ClassVar[tuple[str, ...]] = ()
     #: one of :data:`BOUNDS`; only "upper" may calibrate σ or be claimed as a guarantee
     bound: ClassVar[str] = "upper"
+    #: this accountant's own ranges, key → (lowest, highest, why), narrowing :data:`LIMITS`
+    limits: ClassVar[dict[str, tuple[float, float, str]]] = {}
 
     # ----------------------------------------------------------------- validity
     def check(self, setting: Setting, *, steps_needed: bool = True) -> None:
@@ -81,7 +108,23 @@ class Accountant(ABC):
                 "neighbouring",
                 f"must be one of {', '.join(self.neighbourings)} for this bound; got {setting.neighbouring!r}",
             )
+        for key in {**LIMITS, **self.limits}.keys() - {"epsilon", "delta"}:
+            self.check_limit(key, getattr(setting, key))
         self.check_setting(setting)
+
+    def resolved(self, key: str) -> tuple[float, float, str]:
+        """(lowest, highest, why): the range of ``key`` this accountant resolves."""
+        return self.limits.get(key, LIMITS.get(key, (-math.inf, math.inf, "")))
+
+    def check_limit(self, key: str, value) -> None:
+        """Raise :class:`ResolutionError` if ``value`` (not None) lies outside :meth:`resolved` (key)."""
+        lo, hi, why = self.resolved(key)
+        if value is not None and not lo <= value <= hi:
+            raise self.too_far(key, f"must lie in [{lo:g}, {hi:g}] for this accountant ({why}); got {value:g}")
+
+    def too_far(self, key: str, message: str) -> ResolutionError:
+        """A :class:`ResolutionError` of this accountant (to ``raise``)."""
+        return ResolutionError(self.name, key, message)
 
     def check_setting(self, setting: Setting) -> None:
         """Accountant-specific assumptions; raise :class:`AssumptionError` on violation."""
@@ -110,17 +153,37 @@ class Accountant(ABC):
     def epsilon_curve(self, setting: Setting, delta: float, steps: Sequence[int] | None = None) -> np.ndarray:
         """ε for every T in ``steps`` (default 1..setting.steps) at fixed δ, in one call."""
         delta = check_delta(delta)
+        self.check_limit("delta", delta)
         grid = self._grid(setting, steps)
         self.check(setting.replace(steps=int(grid.max())))
-        return np.asarray(self._epsilon_curve(setting, delta, grid), dtype=float)
+        eps = self._answer(lambda: self._epsilon_curve(setting, delta, grid), setting)
+        if not np.all(np.isfinite(eps) & (eps >= 0)):
+            raise self.too_far("epsilon", f"the bound gives no finite ε at δ = {delta:g} for this setting "
+                                          f"({_described(setting)}): it lies outside what this accountant resolves")
+        return eps
 
     def delta_curve(self, setting: Setting, epsilon: float, steps: Sequence[int] | None = None) -> np.ndarray:
-        """δ for every T in ``steps`` (default 1..setting.steps) at fixed ε, in one call."""
+        """δ for every T in ``steps`` (default 1..setting.steps) at fixed ε, in one call; never below
+        :data:`DELTA_FLOOR` (an exact δ under 1e-300 is reported as that bound, never as 0)."""
         epsilon = check_epsilon(epsilon)
+        self.check_limit("epsilon", epsilon)
         grid = self._grid(setting, steps)
         self.check(setting.replace(steps=int(grid.max())))
-        delta = np.asarray(self._delta_curve(setting, epsilon, grid), dtype=float)
-        return np.clip(delta, DELTA_FLOOR, 1.0)  # an exact δ below 1e-300 rounds to 0: never claim it
+        delta = self._answer(lambda: self._delta_curve(setting, epsilon, grid), setting)
+        if np.any(np.isnan(delta)):
+            raise self.too_far("delta", f"the bound gives no δ at ε = {epsilon:g} for this setting "
+                                        f"({_described(setting)}): it lies outside what this accountant resolves")
+        return np.clip(delta, DELTA_FLOOR, 1.0)
+
+    def _answer(self, compute, setting: Setting) -> np.ndarray:
+        """``compute()`` as a float array; float64 overflow or division by zero (a setting at the edge of
+        every range) becomes a :class:`ResolutionError` naming the setting, not a traceback."""
+        try:
+            with np.errstate(over="ignore", divide="ignore", under="ignore"):
+                return np.asarray(compute(), dtype=float)
+        except (OverflowError, ZeroDivisionError, FloatingPointError) as err:
+            raise self.too_far("setting", f"float64 arithmetic failed ({type(err).__name__}: {err}) at "
+                                          f"{_described(setting)}: outside what this accountant resolves") from err
 
     def epsilon(self, setting: Setting, delta: float) -> float:
         """ε of the whole run (T = setting.steps) at δ."""
@@ -155,31 +218,62 @@ class Accountant(ABC):
         ``rtol``) Brent's method in log σ to relative tolerance ``rtol`` (default
         :data:`SIGMA_RTOL`), returning the side that meets the target.  Every ε
         evaluation is memoized; a σ outside the bound's validity counts as not meeting the target.
+        The search starts no lower than :meth:`sigma_floor`; a σ refused only because the accountant
+        cannot resolve it (:class:`ResolutionError`) also counts as not meeting it, but when the
+        smallest σ meeting the target may lie among such σ the search refuses instead of answering.
         """
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+        self.check_limit("epsilon", epsilon)
+        self.check_limit("delta", delta)
         try:  # assumptions no σ can fix are reported at once; σ's own range is searched
             self.check(setting.replace(noise_multiplier=1.0))
         except AssumptionError as err:
             if err.key != "noise_multiplier":
                 raise
         cache: dict[float, float] = {}
+        unresolved: dict[float, ResolutionError] = {}
 
         def excess(log_sigma: float) -> float:
             if log_sigma not in cache:
                 try:
                     value = self.epsilon(setting.replace(noise_multiplier=math.exp(log_sigma)), delta) - epsilon
+                except ResolutionError as err:
+                    value, unresolved[log_sigma] = math.inf, err
                 except AssumptionError:
                     value = math.inf
                 cache[log_sigma] = value
             return cache[log_sigma]
 
-        x = math.log(min(max(start or self._sigma_start(setting, epsilon, delta), SIGMA_MIN), SIGMA_MAX))
+        def answer(sigma: float) -> float:
+            """``sigma``, unless the σ just below it was only refused for resolution (then the smallest
+            σ meeting the target may lie there: refuse rather than return a σ that is not the smallest).
+            Resolution refusals hit small σ: with none met in the search, every σ above it resolves."""
+            if not unresolved:
+                return sigma
+            below = math.log(sigma) - rtol
+            excess(below)
+            if below in unresolved:
+                raise self.too_far("epsilon", f"the σ reaching ε = {epsilon:g} at δ = {delta:g} lies below "
+                                              f"σ = {sigma:.6g}, where {self._reason(unresolved[below])}")
+            return sigma
+
+        floor = self.sigma_floor(setting)
+        x = math.log(min(max(start or self._sigma_start(setting, epsilon, delta), floor), SIGMA_MAX))
         width, meets = 0.02, excess(x) <= 0
-        lowest, highest = math.log(SIGMA_MIN), math.log(SIGMA_MAX)
+        lowest, highest = math.log(floor), math.log(SIGMA_MAX)
         while True:
             if x <= lowest and meets:
+                if floor > SIGMA_MIN:
+                    raise self.too_far("epsilon", f"σ = {floor:.6g}, the smallest σ this accountant resolves here, "
+                                                  f"already meets ε = {epsilon:g} at δ = {delta:g}: the smallest σ "
+                                                  f"meeting it lies below, beyond what it resolves")
                 return SIGMA_MIN
             if x >= highest and not meets:
+                if unresolved:  # σ large enough may exist, beyond what this accountant resolves
+                    last = max(unresolved)
+                    raise self.too_far("epsilon", f"no σ ≤ {SIGMA_MAX:g} that this accountant resolves reaches "
+                                                  f"ε = {epsilon:g} at δ = {delta:g}; at σ = {math.exp(last):.6g}: "
+                                                  f"{self._reason(unresolved[last])}")
                 raise self.fail("epsilon", f"no σ ≤ {SIGMA_MAX:g} reaches ε = {epsilon} at δ = {delta}, T = {setting.steps}")
             y = max(x - width, lowest) if meets else min(x + width, highest)
             if (excess(y) <= 0) != meets:
@@ -187,12 +281,21 @@ class Accountant(ABC):
             x, width = y, 4 * width
         lo, hi = (y, x) if meets else (x, y)  # hi meets the target, lo does not
         if hi - lo <= rtol:
-            return math.exp(hi)
+            return answer(math.exp(hi))
         root = brentq(lambda v: min(excess(v), 1e6), lo, hi, xtol=rtol / 4, rtol=1e-12)
         sigma = math.exp(root)
         while excess(math.log(sigma)) > 0:
             sigma *= 1 + rtol / 4
-        return sigma
+        return answer(sigma)
+
+    def _reason(self, err: AssumptionError) -> str:
+        """An error of this accountant as a clause (its line without the accountant's name)."""
+        return str(err).removesuffix(f" (accountant {self.name!r})")
+
+    def sigma_floor(self, setting: Setting) -> float:
+        """The smallest σ this accountant resolves for ``setting`` (the σ search starts no lower);
+        default: the lower end of its ``noise_multiplier`` range."""
+        return self.resolved("noise_multiplier")[0]
 
     def sigma_curve(self, setting: Setting, epsilon: float, delta: float, steps: Sequence[int],
                     hint: Sequence[float] | None = None) -> np.ndarray:
@@ -228,15 +331,15 @@ class Accountant(ABC):
     # ------------------------------------------------------------------ helpers
     def _grid(self, setting: Setting, steps: Sequence[int] | None) -> np.ndarray:
         if steps is None:
-            grid = np.arange(1, self._steps(setting) + 1)
-        else:
-            grid = np.asarray(steps)
-            if grid.ndim != 1 or grid.size == 0 or np.any(grid < 1) or np.any(grid != np.round(grid)):
-                raise self.fail("steps", "the grid must be a non-empty list of integers >= 1")
-            grid = grid.astype(int)
-            if np.any(np.diff(grid) < 0):
-                raise self.fail("steps", "the grid must be sorted in increasing order")
-        return grid
+            self.check_limit("steps", self._steps(setting))
+            return np.arange(1, self._steps(setting) + 1)
+        grid = np.asarray(steps, dtype=float)
+        if grid.ndim != 1 or grid.size == 0 or np.any(grid < 1) or np.any(grid != np.round(grid)):
+            raise self.fail("steps", "the grid must be a non-empty list of integers >= 1")
+        self.check_limit("steps", grid.max())
+        if np.any(np.diff(grid) < 0):
+            raise self.fail("steps", "the grid must be sorted in increasing order")
+        return np.asarray(steps).astype(np.int64)
 
     def _steps(self, setting: Setting) -> int:
         if setting.steps is None:
@@ -275,4 +378,12 @@ class Accountant(ABC):
             "requires": list(self.requires),
             "excludes": list(self.excludes),
             "assumptions": list(self.assumptions),
+            "limits": {key: list(self.resolved(key)) for key in {**LIMITS, **self.limits}},
         }
+
+
+def _described(setting: Setting) -> str:
+    """The numbers of a setting, for a message: "σ = 0.01, q = 0.01, T = 100"."""
+    short = {"noise_multiplier": "σ", "sampling_rate": "q", "steps": "T", "dataset_size": "n", "batch_size": "b"}
+    return ", ".join(f"{short.get(k, k)} = {v:g}" for k, v in setting.as_dict().items() if isinstance(v, (int, float))
+                     and not isinstance(v, bool))

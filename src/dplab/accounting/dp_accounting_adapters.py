@@ -20,20 +20,54 @@ Supported (anything else raises :class:`AssumptionError`):
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
+
 import dp_accounting
 import numpy as np
-from dp_accounting.pld import pld_privacy_accountant, privacy_loss_distribution
+from dp_accounting.pld import privacy_loss_distribution, privacy_loss_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab import units
-from dplab.accounting import pld_curve
-from dplab.accounting.amplification import SHUFFLE_REFUSAL
-from dplab.accounting.base import Accountant
+from dplab.accounting import pld_curve, rdp_conversion
+from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
+from dplab.accounting.base import SIGMA_MAX, Accountant
+from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
 from dplab.accounting.registry import register
 from dplab.accounting.setting import Setting
 
 _ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 _REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
+
+
+log = logging.getLogger("dplab")
+_reported: set[str] = set()
+
+
+def _report_once(line: str) -> None:
+    """``line`` on the ``dplab`` logger, once per process."""
+    if line not in _reported:
+        _reported.add(line)
+        log.info(line)
+
+
+@contextlib.contextmanager
+def absl_warnings():
+    """Collect (and keep off stderr) the warnings dp_accounting logs through absl inside the block:
+    the list of their messages."""
+    caught: list[str] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        caught.append(record.getMessage())
+        return False
+
+    logger = logging.getLogger("absl")
+    logger.addFilter(keep)
+    try:
+        yield caught
+    finally:
+        logger.removeFilter(keep)
 
 
 class _DpAccountingAdapter(Accountant):
@@ -89,24 +123,53 @@ class RdpAccountant(_DpAccountingAdapter):
         return dp_accounting.PoissonSampledDpEvent(setting.sampling_rate, gaussian), _ADD_REMOVE
 
     def one_step_rdp(self, setting: Setting) -> tuple[np.ndarray, np.ndarray]:
-        """dp_accounting's default orders and the RDP of one step at each."""
+        """dp_accounting's default orders and the RDP ρ(α) of one step at each.
+
+        A sampled Gaussian's ρ is made float-safe, staying an upper bound
+        (:func:`amplification.safe_log_moments`): dp_accounting's negative values (it turns them into
+        ε = 0) and its +∞ where a series did not converge (its warnings become one line on the
+        ``dplab`` logger) are replaced."""
         event, relation = self.step(setting)
         acc = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
-        acc.compose(event)
-        return np.asarray(acc._orders), np.asarray(acc._rdp)  # noqa: SLF001 (the library's own state)
+        with absl_warnings() as warned:
+            acc.compose(event)
+        orders = np.asarray(acc._orders)  # noqa: SLF001 (the library's own state)
+        rdp = np.asarray(acc._rdp, dtype=float)  # noqa: SLF001
+        if setting.sampling == "full_batch":
+            return orders, rdp
+        rdp = safe_log_moments((orders - 1) * rdp, orders, setting) / (orders - 1)
+        if warned:
+            _report_once(f"rdp: dp_accounting's series did not converge at {len(warned)} of {len(orders)} orders "
+                         f"(σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g}); they use the "
+                         f"unamplified bound α/(2σ_eff²)")
+        return orders, rdp
 
     def _epsilon_curve(self, setting, delta, steps):
         orders, rdp = self.one_step_rdp(setting)
-        return np.array([rdp_privacy_accountant.compute_epsilon(orders, t * rdp, delta)[0] for t in steps])
+        return rdp_conversion.epsilon_from_rdp(np.outer(steps, rdp), orders, delta)
 
     def _delta_curve(self, setting, epsilon, steps):
         orders, rdp = self.one_step_rdp(setting)
-        return np.array([rdp_privacy_accountant.compute_delta(orders, t * rdp, epsilon)[0] for t in steps])
+        return rdp_conversion.delta_from_rdp(np.outer(steps, rdp), orders, epsilon)
+
+
+#: the most bins the discretized PLD of one Poisson step may hold: dp_accounting builds it at ~7 µs a bin
+#: (2^19: about 4 s, reached near σ = 0.2); σ = 0.03, q = 0.01 would need 8.8e6 bins (92 s)
+PLD_STEP_BINS = 2**19
+#: the most bins of the T-fold composition (FFT buffers of 16 bytes a bin; 2^24: about 0.5 GB at peak)
+PLD_BINS = 2**24
 
 
 @register
 class PldAccountant(_DpAccountingAdapter):
-    """Tight privacy-loss-distribution accounting (Doroshenko et al. 2022), via dp_accounting."""
+    """Tight privacy-loss-distribution accounting (Doroshenko et al. 2022), via dp_accounting.
+
+    full_batch: T Gaussian steps of μ = 1/σ_eff compose to exactly one Gaussian mechanism of μ√T
+    (Dong, Roth & Su 2022, Cor. 3.3; dp_accounting itself composes a ``GaussianDpEvent`` T times
+    so), whose exact profile (:func:`gaussian_delta`, 000 §II) the discretized PLD only approximates
+    from above: it is used directly, exact and in constant time (the PLD of σ = 0.6, T = 1000 takes
+    dp_accounting minutes).  Poisson: the discretized PLD, refused up front where it would exceed
+    :data:`PLD_STEP_BINS` (one step) or :data:`PLD_BINS` (T steps)."""
 
     name = "pld"
     source = "004 §3.3 footnote (PLD accounting of dp_accounting, Doroshenko et al. 2022)"
@@ -120,8 +183,12 @@ class PldAccountant(_DpAccountingAdapter):
         "every intermediate iterate may be released (composition)",
         "supported: poisson and full_batch with either relation; without_replacement refused "
         "(no such event in dp_accounting's PLD); shuffle refused (no amplification proved)",
-        "pessimistic discretization (interval 1e-4): an upper bound on the exact ε",
+        "poisson: pessimistic discretization (interval 1e-4), an upper bound on the exact ε; refused where "
+        f"the PLD would exceed {PLD_STEP_BINS} bins for one step or {PLD_BINS} for T steps (small σ, huge T)",
+        "full_batch: the exact ε of one Gaussian mechanism of μ√T (T Gaussian steps composed)",
     )
+    limits = {"delta": (1e-12, 1.0, "dp_accounting's PLD puts up to ~1e-15 of mass per composition at infinite "
+                                    "loss (truncated tails): no finite ε below")}
     #: discretization of the privacy loss; dp_accounting's default
     value_discretization_interval = 1e-4
 
@@ -134,48 +201,113 @@ class PldAccountant(_DpAccountingAdapter):
             return gaussian, relation
         return dp_accounting.PoissonSampledDpEvent(setting.sampling_rate, gaussian), relation
 
-    def _accountant(self, setting: Setting, steps: int):
+    @staticmethod
+    def full_batch_mu(setting: Setting, steps) -> np.ndarray:
+        """μ√T of T full-batch steps: one Gaussian mechanism (class docstring)."""
+        return np.sqrt(np.asarray(steps, dtype=float)) / units.effective_noise_multiplier(
+            setting.noise_multiplier, setting.neighbouring)
+
+    def step_bins(self, setting: Setting) -> float:
+        """Bins of the discretized one-step PLD (its widest privacy-loss range over the pair), from
+        dp_accounting's own truncation bounds, without building it."""
+        adjacency = privacy_loss_mechanism.AdjacencyType
+        pairs = (adjacency.REMOVE, adjacency.ADD) if setting.neighbouring == "add_remove" else (adjacency.REPLACE,)
+        widths = []
+        for kind in pairs:
+            bounds = privacy_loss_mechanism.GaussianPrivacyLoss(
+                setting.noise_multiplier, sampling_prob=setting.sampling_rate, adjacency_type=kind,
+            ).connect_dots_bounds()
+            widths.append(bounds.epsilon_upper - bounds.epsilon_lower)
+        return max(widths) / self.value_discretization_interval + 1
+
+    def sigma_floor(self, setting: Setting) -> float:
+        """Poisson: the smallest σ whose one-step PLD fits :data:`PLD_STEP_BINS` (bins fall with σ;
+        bisection in log σ to 1e-6)."""
+        floor = super().sigma_floor(setting)
+        if setting.sampling == "full_batch" or self.step_bins(setting.replace(noise_multiplier=floor)) <= PLD_STEP_BINS:
+            return floor
+        lo, hi = math.log(floor), math.log(SIGMA_MAX)
+        while hi - lo > 1e-6:
+            mid = 0.5 * (lo + hi)
+            fits = self.step_bins(setting.replace(noise_multiplier=math.exp(mid))) <= PLD_STEP_BINS
+            lo, hi = (lo, mid) if fits else (mid, hi)
+        return math.exp(hi)
+
+    def one_step(self, setting: Setting):
+        """dp_accounting's discretized PLD of one Poisson step; refused when it would exceed
+        :data:`PLD_STEP_BINS`."""
+        bins = self.step_bins(setting)
+        if bins > PLD_STEP_BINS:
+            raise self.too_far(
+                "noise_multiplier",
+                f"the PLD of one step at σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g} would hold "
+                f"{bins:.3g} bins of {self.value_discretization_interval:g} (limit PLD_STEP_BINS = {PLD_STEP_BINS}): "
+                f"σ this small is beyond what pld resolves; rdp gives an upper bound",
+            )
         event, relation = self.step(setting)
-        acc = pld_privacy_accountant.PLDAccountant(
-            neighboring_relation=relation,
+        return privacy_loss_distribution.from_gaussian_mechanism(
+            standard_deviation=event.event.noise_multiplier,
             value_discretization_interval=self.value_discretization_interval,
+            sampling_prob=event.sampling_probability,
+            neighboring_relation=relation,
         )
-        acc.compose(event, int(steps))
-        return acc
+
+    def composed(self, setting: Setting, steps: np.ndarray):
+        """(one-step PLD, :class:`pld_curve.ComposedPmf` of each PMF of its pair); refused when the
+        composition over max(steps) would exceed :data:`PLD_BINS` (dp_accounting's window)."""
+        pld = self.one_step(setting)
+        pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001
+        composed = [pld_curve.ComposedPmf(p.to_dense_pmf()) for p in pmfs]
+        t = int(np.max(steps))
+        for c in composed:
+            lo, hi = pld_curve._chernoff_window(len(c.probs), t, c.log_mgfs, c.orders)  # noqa: SLF001
+            if hi - lo + 1 > PLD_BINS:
+                raise self.too_far(
+                    "steps",
+                    f"the PLD of T = {t} steps at σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g} "
+                    f"would hold {hi - lo + 1:.3g} bins (limit PLD_BINS = {PLD_BINS}): T this large is beyond what "
+                    f"pld resolves; rdp gives an upper bound",
+                )
+        return pld, composed
+
+    def _run(self, pld, steps: int):
+        """What dp_accounting's ``PLDAccountant`` holds after composing the step ``steps`` times."""
+        identity = privacy_loss_distribution.identity(value_discretization_interval=self.value_discretization_interval)
+        return identity.compose(pld.self_compose(int(steps)))
 
     def _epsilon_curve(self, setting, delta, steps):
-        """Exact dp_accounting values for grids of ≤ 64 steps; on longer grids an upper bound
-        within :data:`pld_curve.EXCESS` (1%) of the exact value at every T
-        (:func:`pld_curve.monotone_curve`).  Poisson: the one-step PLD is built once and shared
-        by every T (:class:`pld_curve.ComposedPmf`, equal to dp_accounting's values to ~1e-8
-        relative); a single T is answered by dp_accounting itself."""
-        if setting.sampling == "full_batch" or len(steps) == 1:
-            def exact(ts):
-                return np.array([self._accountant(setting, t).get_epsilon(delta) for t in ts])
-        else:
-            event, relation = self.step(setting)
-            pld = privacy_loss_distribution.from_gaussian_mechanism(
-                standard_deviation=event.event.noise_multiplier,
-                value_discretization_interval=self.value_discretization_interval,
-                sampling_prob=event.sampling_probability,
-                neighboring_relation=relation,
-            )
-            pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001
-            composed = [pld_curve.ComposedPmf(p.to_dense_pmf()) for p in pmfs]
+        """full_batch: exact (class docstring).  Poisson: exact dp_accounting values for grids of ≤ 64
+        steps; on longer grids an upper bound within :data:`pld_curve.EXCESS` (1%) of the exact value
+        at every T (:func:`pld_curve.monotone_curve`), the one-step PLD built once and shared by every
+        T (:class:`pld_curve.ComposedPmf`, equal to dp_accounting's values to ~1e-8 relative); a
+        single T is answered by dp_accounting itself."""
+        if setting.sampling == "full_batch":
+            return gaussian_epsilon(delta, self.full_batch_mu(setting, steps))
+        pld, composed = self.composed(setting, steps)
+        if len(steps) == 1:
+            return np.array([self._run(pld, steps[0]).get_epsilon_for_delta(delta)])
 
-            def exact(ts):  # max over the pair (remove first: usually the larger ε)
-                eps = None
-                for c in composed:
-                    eps = c.epsilons(ts, delta, floor=eps)
-                return eps
+        def exact(ts):  # max over the pair (remove first: usually the larger ε)
+            eps = None
+            for c in composed:
+                eps = c.epsilons(ts, delta, floor=eps)
+            return eps
+
         return pld_curve.monotone_curve(exact, steps)
 
     def _delta_curve(self, setting, epsilon, steps):
-        return np.array([self._accountant(setting, t).get_delta(epsilon) for t in steps])
+        if setting.sampling == "full_batch":
+            return gaussian_delta(epsilon, self.full_batch_mu(setting, steps))
+        pld, _ = self.composed(setting, steps)
+        return np.array([self._run(pld, t).get_delta_for_epsilon(epsilon) for t in steps])
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
-        """rdp's σ (rdp ≥ pld, so it meets the target up to pld's discretization): a bracket
+        """full_batch: the answer itself (σ_eff = √T·σ₁, σ₁ the exact one-release calibration).
+        Poisson: rdp's σ (rdp ≥ pld, so it meets the target up to pld's discretization): a bracket
         that never asks for the huge PLDs of tiny σ."""
-        if setting.sampling == "poisson" and setting.neighbouring == "replace_one":
+        if setting.sampling == "full_batch":
+            one = math.sqrt(setting.steps) * sigma_analytic(epsilon, delta)
+            return one * units.sum_sensitivity(1.0, setting.neighbouring)
+        if setting.neighbouring == "replace_one":
             return 1.0  # no rdp for this pair
         return RdpAccountant().sigma(setting, epsilon, delta)

@@ -97,3 +97,6 @@ class AsIfPoisson(Accountant):
 
     def _sigma_start(self, setting, epsilon, delta):
         return get("pld")._sigma_start(self.poisson(setting), epsilon, delta)
+
+    def sigma_floor(self, setting):
+        return get("pld").sigma_floor(self.poisson(setting))

@@ -22,11 +22,13 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-from dplab.accounting.base import DELTA_FLOOR, Accountant
+from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, Accountant
 from dplab.accounting.registry import register
 from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
 
 _BISECTION_STEPS = 200
+#: the smallest ε a calibration is inverted at (ε of a σ below it is reported as this bound)
+EPSILON_MIN = 1e-12
 
 
 def gaussian_delta(epsilon, mu):
@@ -159,6 +161,7 @@ class _GaussianCalibration(Accountant):
         "one release of f(D) + N(0, (σΔ)²) with ‖f(D) − f(D')‖ ≤ Δ under the chosen relation "
         "(steps = 1, no amplification by subsampling)",
     )
+    limits = {"epsilon": (EPSILON_MIN, EPSILON_MAX, "the range the calibration σ(ε, δ) is inverted on")}
 
     def calibrate(self, epsilon: float, delta: float) -> float:
         """σ = std/Δ that the calibration prescribes for (ε, δ)."""
@@ -182,11 +185,11 @@ class _GaussianCalibration(Accountant):
         def gap(log_eps: float) -> float:
             return self.calibrate(math.exp(log_eps), delta) - sigma
 
-        lo, hi = math.log(1e-12), math.log(1e4)
+        lo, hi = math.log(EPSILON_MIN), math.log(EPSILON_MAX)
         if gap(hi) > 0:
-            raise self.fail("noise_multiplier", f"σ = {sigma} is too small: ε would exceed 1e4")
+            raise self.too_far("noise_multiplier", f"σ = {sigma:g} is too small: ε would exceed {EPSILON_MAX:g}")
         if gap(lo) <= 0:
-            return 1e-12
+            return EPSILON_MIN
         eps = math.exp(brentq(gap, lo, hi, xtol=1e-15, rtol=1e-14))
         while self.calibrate(eps, delta) > sigma:
             eps *= 1 + 1e-13
@@ -215,9 +218,16 @@ class _GaussianCalibration(Accountant):
 
     def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+        self.check_limit("epsilon", epsilon)
+        self.check_limit("delta", delta)
         self.check(setting.replace(noise_multiplier=1.0))
         self.valid_epsilon(epsilon)
-        return self.calibrate(epsilon, delta)
+        sigma = self.calibrate(epsilon, delta)
+        lo, hi, _ = self.resolved("noise_multiplier")
+        if not lo <= sigma <= hi:
+            raise self.too_far("epsilon", f"ε = {epsilon:g} at δ = {delta:g} needs σ = {sigma:.3g}, outside "
+                                          f"[{lo:g}, {hi:g}], the range σ is calibrated in")
+        return sigma
 
 
 @register

@@ -24,7 +24,7 @@ from scipy import integrate
 from scipy.special import gammaln, logsumexp
 
 from dplab import units
-from dplab.accounting.amplification import SHUFFLE_REFUSAL
+from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
 from dplab.accounting.base import Accountant
 from dplab.accounting.registry import register
 
@@ -44,22 +44,25 @@ def log_e2(q: float, sigma: float, lam: int) -> float:
 
 
 def log_e1(q: float, sigma: float, lam: int) -> float:
-    """log E₁ = log E_{z∼μ₀}[(μ₀/μ)^λ] by numerical integration (shifted in log space)."""
+    """log E₁ = log E_{z∼μ₀}[(μ₀/μ)^λ] by numerical integration over u = z/σ ∈ [−40, 40] (μ₀'s mass
+    beyond is below e⁻⁸⁰⁰ and the integrand is at most (1 − q)^{−λ}), in log space, breaking at u = 0
+    and where μ/μ₀ turns from 1 − q to its exponential part; never above the bound −λ·log(1 − q)
+    (μ ≥ (1 − q)μ₀ pointwise)."""
     if q == 1.0:
         return lam * (lam + 1) / (2 * sigma**2)  # μ = μ₁: the two directions coincide
+    bound = -lam * math.log1p(-q)
 
-    def log_integrand(z):
-        log_mu0 = -(z**2) / (2 * sigma**2)
-        log_ratio = np.logaddexp(math.log1p(-q), math.log(q) + (2 * z - 1) / (2 * sigma**2))  # log μ/μ₀
-        return log_mu0 - lam * log_ratio - 0.5 * math.log(2 * math.pi * sigma**2)
+    def log_integrand(u):
+        log_ratio = np.logaddexp(math.log1p(-q), math.log(q) + (2 * sigma * u - 1) / (2 * sigma**2))  # log μ/μ₀
+        return -(u**2) / 2 - lam * log_ratio - 0.5 * math.log(2 * math.pi)
 
-    grid = np.linspace(-40 * sigma - 40, 40 * sigma + 40, 20001)
-    shift = float(np.max(log_integrand(grid)))
-    lo, hi = -40 * sigma - 40, 40 * sigma + 40
+    turn = min(max((1 + 2 * sigma**2 * math.log((1 - q) / q)) / (2 * sigma), -39.0), 39.0)
+    shift = float(np.max(log_integrand(np.linspace(-40, 40, 20001))))
     value, _ = integrate.quad(
-        lambda z: math.exp(log_integrand(z) - shift), lo, hi, points=[0.0, 0.5], limit=500, epsabs=0, epsrel=1e-12
+        lambda u: math.exp(log_integrand(u) - shift), -40, 40, points=sorted({0.0, turn}), limit=500,
+        epsabs=0, epsrel=1e-12,
     )
-    return shift + math.log(value)
+    return min(shift + math.log(value), bound) if value > 0 else bound
 
 
 @lru_cache(maxsize=4096)
@@ -90,10 +93,12 @@ class MomentsAccountant(Accountant):
             raise self.fail("neighbouring", "the sampled-Gaussian moments are derived for add_remove only")
 
     def alphas(self, setting) -> np.ndarray:
-        """α(λ) of one step, λ in :data:`LAMBDAS`."""
+        """α(λ) of one step, λ in :data:`LAMBDAS` (the log-moment of order λ + 1; sampled steps made
+        float-safe by :func:`amplification.safe_log_moments`)."""
         q = 1.0 if setting.sampling == "full_batch" else float(setting.sampling_rate)
         sigma = units.effective_noise_multiplier(setting.noise_multiplier, setting.neighbouring)
-        return np.array(log_moments(q, float(sigma)))
+        alphas = np.array(log_moments(q, float(sigma)))
+        return alphas if q == 1.0 else safe_log_moments(alphas, LAMBDAS + 1, setting)
 
     def _epsilon_curve(self, setting, delta, steps):
         a = self.alphas(setting)
@@ -103,4 +108,4 @@ class MomentsAccountant(Accountant):
     def _delta_curve(self, setting, epsilon, steps):
         a = self.alphas(setting)
         t = np.asarray(steps, float)[:, None]
-        return np.minimum(np.exp(np.min(t * a - LAMBDAS * epsilon, axis=1)), 1.0)
+        return np.exp(np.minimum(np.min(t * a - LAMBDAS * epsilon, axis=1), 0.0))

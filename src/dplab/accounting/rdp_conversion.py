@@ -34,13 +34,20 @@ def orders_for(alpha: float | None) -> np.ndarray:
     return ORDERS if alpha is None else np.array([float(alpha)])
 
 
+#: RDP values are raised to at least this before the conversion (an upper bound stays one): below it
+#: e^(−ρ) rounds to 1, where dp_accounting's KL bound √(1 − e^(−ρ)) fails (math domain error)
+RDP_MIN = 1e-15
+
+
 def epsilon_from_rdp(rdp: np.ndarray, orders: np.ndarray, delta: float) -> np.ndarray:
     """ε for each row of ``rdp`` (shape (len(T), len(orders))) at δ."""
+    rdp = np.maximum(rdp, RDP_MIN)
     return np.array([rdp_privacy_accountant.compute_epsilon(orders, row, delta)[0] for row in rdp])
 
 
 def delta_from_rdp(rdp: np.ndarray, orders: np.ndarray, epsilon: float) -> np.ndarray:
     """δ for each row of ``rdp`` (shape (len(T), len(orders))) at ε."""
+    rdp = np.maximum(rdp, RDP_MIN)
     return np.array([rdp_privacy_accountant.compute_delta(orders, row, epsilon)[0] for row in rdp])
 
 

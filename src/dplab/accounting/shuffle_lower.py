@@ -54,6 +54,19 @@ DISCRETIZATION = 2e-3
 LOSS_FLOOR = -30.0
 #: losses whose mass falls below this are dropped at the ends of the composed distribution
 TINY = 1e-30
+#: the most multiply-adds the convolutions of one curve may take (about 1 ns each: ~5 s)
+CONVOLUTION_MAX = 5e9
+#: the most bins a loss distribution may hold (8 bytes each: 128 MB)
+PMF_BINS_MAX = 2**24
+
+
+class Unresolved(Exception):
+    """Work or memory beyond :data:`CONVOLUTION_MAX` or :data:`PMF_BINS_MAX`, or a pair float64 cannot
+    resolve: the accountant refuses with this message and ``key``."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(message)
 
 
 def _log_cdf_max(z: np.ndarray, shift: float, steps: int, rate: float) -> np.ndarray:
@@ -95,12 +108,19 @@ class LossPmf:
         ok = np.isfinite(log_upper) & np.isfinite(log_lower)
         index = np.floor((log_upper[ok] - log_lower[ok]) / DISCRETIZATION).astype(np.int64)
         mass = np.exp(log_upper[ok])
+        if not np.any(mass > 0):
+            raise Unresolved("noise_multiplier", "the pair's binned outcomes do not overlap in float64 (σ too small "
+                                                 "for the shift)")
         return index[mass > 0], mass[mass > 0]
 
     def compose(self, index: np.ndarray, mass: np.ndarray) -> "LossPmf":
         """This PMF composed with one sparse pair: an exact convolution of non-negative masses."""
         lo = int(index.min())
-        out = np.zeros(len(self.probs) + int(index.max()) - lo)
+        size = len(self.probs) + int(index.max()) - lo
+        if size > PMF_BINS_MAX:
+            raise Unresolved("noise_multiplier", f"a loss distribution of {size:.3g} bins of {DISCRETIZATION:g} "
+                                                 f"(limit PMF_BINS_MAX = {PMF_BINS_MAX})")
+        out = np.zeros(size)
         for k, p in zip(index - lo, mass):
             out[k : k + len(self.probs)] += p * self.probs
         offset = self.offset + lo
@@ -139,12 +159,17 @@ def _runs(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, val
     of the pair's two orders."""
     full = epoch_pair(shift, steps_per_epoch, rate)
     out = np.zeros(len(grid))
+    work = 0
     for order in (slice(None), slice(None, None, -1)):
         whole, done = LossPmf(), 0
         step = LossPmf.sparse(*full[order])
         for i, t in enumerate(grid):
             count, rest = divmod(int(t), steps_per_epoch)
             for _ in range(count - done):
+                work += len(step[0]) * len(whole.probs)
+                if work > CONVOLUTION_MAX:
+                    raise Unresolved("steps", f"composing {count} epochs needs more than {CONVOLUTION_MAX:g} "
+                                              f"multiply-adds (CONVOLUTION_MAX, about 5 s)")
                 whole = whole.compose(*step)
             done = count
             pmf = whole if not rest else whole.compose(*LossPmf.sparse(*epoch_pair(shift, rest, rate * rest / steps_per_epoch)[order]))
@@ -176,9 +201,13 @@ class _HiddenStepLower(Accountant):
         shift = epochs.shift(setting) / setting.noise_multiplier
         t, rate = epochs.steps_per_epoch(setting), epochs.participation_rate(setting)
         grid = np.asarray(steps)
-        out = _runs(shift, t, rate, grid, value)
-        if self.persistent:
-            out = np.minimum(out, _persistent(shift, t, rate, grid, value))
+        try:
+            out = _runs(shift, t, rate, grid, value)
+            if self.persistent:
+                out = np.minimum(out, _persistent(shift, t, rate, grid, value))
+        except Unresolved as err:
+            raise self.too_far(err.key, f"{err} at σ = {setting.noise_multiplier:g}, T = {int(grid.max())}, "
+                                        f"t = ⌊n/b⌋ = {t}: beyond what this lower bound resolves") from None
         return np.maximum.accumulate(out)  # ε and δ of a run never decrease with T
 
     def _epsilon_curve(self, setting, delta, steps):

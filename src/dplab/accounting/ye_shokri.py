@@ -7,8 +7,12 @@ import numpy as np
 
 from dplab import units
 from dplab.accounting import rdp_conversion
+from dplab.accounting.base import EPSILON_MAX
 from dplab.accounting.registry import register
 from dplab.accounting.setting import Setting
+
+#: the most steps of the recursion that are run (about 5 µs each: 5 s); a longer T needs its fixed point
+RECURSION_MAX = 10**6
 
 
 def recursion_rdp(orders, steps, sampling_rate: float, sigma: float, lr: float, strong_convexity: float) -> np.ndarray:
@@ -19,20 +23,30 @@ def recursion_rdp(orders, steps, sampling_rate: float, sigma: float, lr: float, 
     σ in 000's units (noise std on the batch-gradient sum / its sensitivity S_g).  Run in log S;
     returns shape (len(steps), len(orders)).  K epochs of n/b steps are the theorem's S_K^0;
     stopping mid-epoch is the same per-step recursion stopped earlier.
+
+    Bounded work: at most :data:`RECURSION_MAX` steps are run.  A longer T is answered only if by then
+    every order has reached its fixed point (one step left its log S unchanged in float64: every later
+    step gives the same value) or is hopeless (ε_α above :data:`EPSILON_MAX`: S only grows, so ε from
+    that order would be above it too; +∞); otherwise None (the caller refuses).
     """
     orders = np.asarray(orders, dtype=float)
     steps = np.asarray(steps, dtype=int)
     jump = np.log(sampling_rate) + (orders - 1) * orders / (2 * sigma**2)
     stay = np.log1p(-sampling_rate) if sampling_rate < 1 else -np.inf
     contraction = (1 - lr * strong_convexity) ** 2
-    log_s = np.zeros_like(orders)
+    log_s = last = np.zeros_like(orders)
     out = np.empty((len(steps), len(orders)))
     k = 0
-    for t in range(1, int(steps.max()) + 1):
-        log_s = np.logaddexp(jump + log_s, stay + contraction * log_s)
+    for t in range(1, min(int(steps.max()), RECURSION_MAX) + 1):
+        last, log_s = log_s, np.logaddexp(jump + log_s, stay + contraction * log_s)
         while k < len(steps) and steps[k] == t:
             out[k] = log_s / (orders - 1)
             k += 1
+    if k < len(steps):
+        fixed, hopeless = log_s == last, log_s > EPSILON_MAX * (orders - 1)
+        if not np.all(fixed | hopeless):
+            return None
+        out[k:] = np.where(fixed, log_s / (orders - 1), np.inf)
     return out
 
 
@@ -74,4 +88,9 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
         if setting.alpha is None:
             orders = orders[orders <= self.max_order]
         sigma = units.ye_shokri_sigma(setting.noise_multiplier, setting.neighbouring)
-        return orders, recursion_rdp(orders, steps, setting.sampling_rate, sigma, setting.lr, setting.strong_convexity)
+        rdp = recursion_rdp(orders, steps, setting.sampling_rate, sigma, setting.lr, setting.strong_convexity)
+        if rdp is None:
+            raise self.too_far("steps", f"the recursion of Thm VII.2 has not reached its fixed point after "
+                                        f"{RECURSION_MAX} steps (RECURSION_MAX): T = {int(np.max(steps))} is beyond "
+                                        f"what ye_shokri resolves at this setting")
+        return orders, rdp

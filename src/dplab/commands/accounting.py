@@ -11,6 +11,7 @@ import json
 import math
 
 from dplab import accounting, units
+from dplab.accounting.base import DELTA_FLOOR
 from dplab.accounting.setting import NEIGHBOURINGS, SAMPLINGS, Setting
 from dplab.errors import DPLabError
 
@@ -106,7 +107,10 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
 def cmd_delta(args: argparse.Namespace) -> int:
     acc, setting = accounting.get(args.accountant), _setting(args)
     delta = _check_number("delta", acc.delta(setting, args.epsilon))
-    return _emit(_common(acc, setting, delta=delta, epsilon=args.epsilon))
+    out = _common(acc, setting, delta=delta, epsilon=args.epsilon)
+    if delta <= DELTA_FLOOR:  # never 0: a Gaussian mechanism is never (ε, 0)-DP
+        out["delta_note"] = f"the exact δ is below {DELTA_FLOOR:g} (float64 underflow): {DELTA_FLOOR:g} bounds it"
+    return _emit(out)
 
 
 def cmd_sigma(args: argparse.Namespace) -> int:

@@ -9,8 +9,8 @@ the Poisson subsampling"), so the sampler is an object: training draws its batch
   splitting the data once into b fixed batches used cyclically (one epoch = b steps), so
   k = ⌈T/b⌉.  No amplification: the release C·G + Z is one Gaussian mechanism with L2
   sensitivity sens(C; k, b)·Δ₁ (Δ₁ = 1 add/remove, 2 replace-one, in clip units), i.e. a
-  ``GaussianDpEvent`` with noise multiplier σ / (sens·Δ₁), accounted with PLD (exact for one
-  Gaussian up to the discretization).
+  ``GaussianDpEvent`` with noise multiplier σ / (sens·Δ₁), accounted exactly (the Gaussian
+  profile, 000 §II; Balle & Wang 2018, Thm 8).
 - :class:`CyclicPoisson` — data split once into b partitions; step t uses partition t mod b,
   each of its examples included independently with probability p = batch_size·b/n.
   Choquette-Choo et al. 2023, "(Amplified) Banded Matrix Factorization", Thm 4 (the
@@ -21,6 +21,7 @@ the Poisson subsampling"), so the sampler is an object: training draws its batch
   columns of a b-banded C have disjoint supports; rows of C·G then split into independent
   blocks, each a sampled Gaussian in that example.  Conditions checked: C lower-triangular,
   b-banded (C[i, j] = 0 for i − j ≥ b), add/remove neighbours (the theorem's relation).
+  Accounted with the ``pld`` accountant (dp_accounting's PLD, and its limits); at p = 1 exactly.
 """
 
 from __future__ import annotations
@@ -31,18 +32,17 @@ from dataclasses import dataclass
 import dp_accounting
 import numpy as np
 import torch
-from dp_accounting.pld import pld_privacy_accountant
 
-from dplab.accounting.base import DELTA_FLOOR, SIGMA_RTOL
-from dplab.accounting.setting import check_delta, check_epsilon
+from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, SIGMA_MAX, SIGMA_MIN, Accountant, ResolutionError
+from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
+from dplab.accounting.registry import get
+from dplab.accounting.setting import Setting, check_delta, check_epsilon
 from dplab.errors import AssumptionError, DPLabError
 from dplab.mf.factorizations import Factorization
 from dplab.mf.sensitivity import max_participations
 from dplab.units import sum_sensitivity
 
 NAME = "mf"
-#: PLD discretization (dp_accounting's default)
-VALUE_DISCRETIZATION_INTERVAL = 1e-4
 
 
 def _int(key: str, value, low: int = 1) -> int:
@@ -163,52 +163,68 @@ def dp_event(
     return dp_accounting.SelfComposedDpEvent(step, sampler.compositions)
 
 
-def _pld(event, interval: float = VALUE_DISCRETIZATION_INTERVAL) -> pld_privacy_accountant.PLDAccountant:
-    """PLD accountant holding ``event``; add/remove relation (replace-one is folded into Δ₁)."""
-    acc = pld_privacy_accountant.PLDAccountant(
-        neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        value_discretization_interval=interval,
-    )
-    return acc.compose(event)
+def _parts(event: dp_accounting.DpEvent) -> tuple[float, float | None, int]:
+    """(noise multiplier of one Gaussian, Poisson rate or None, compositions) of a :func:`dp_event`."""
+    count = 1
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        event, count = event.event, event.count
+    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+        return event.event.noise_multiplier, event.sampling_probability, count
+    return event.noise_multiplier, None, count
+
+
+def _pld(noise_multiplier: float, rate: float, count: int) -> tuple[Accountant, Setting]:
+    """``pld`` and the Setting of ``count`` Poisson-sampled Gaussian steps (add/remove; replace-one is
+    folded into Δ₁): dp_accounting's PLD, refused where it would not fit (as :class:`ResolutionError`
+    of ``mf``)."""
+    return get("pld"), Setting(noise_multiplier=noise_multiplier, sampling_rate=rate, steps=count)
+
+
+def _as_mf(call):
+    """``call()``, a refusal of ``pld`` re-raised as one of ``mf``."""
+    try:
+        return call()
+    except ResolutionError as err:
+        raise ResolutionError(NAME, err.key, str(err).removesuffix(" (accountant 'pld')")) from None
 
 
 def epsilon(factorization, sampler, noise_multiplier: float, delta: float, neighbouring: str = "add_remove") -> float:
-    """ε(σ) at δ (PLD)."""
+    """ε(σ) at δ: exact for a Gaussian event (k Gaussians of μ compose to one of μ√k, Dong, Roth &
+    Su 2022, Cor. 3.3; :func:`gaussian_epsilon`), dp_accounting's PLD for a Poisson-sampled one."""
     delta = check_delta(delta)
-    return float(_pld(dp_event(factorization, sampler, noise_multiplier, neighbouring)).get_epsilon(delta))
+    sigma, rate, count = _parts(dp_event(factorization, sampler, noise_multiplier, neighbouring))
+    if rate is None:
+        return float(gaussian_epsilon(delta, math.sqrt(count) / sigma))
+    pld, setting = _pld(sigma, rate, count)
+    return _as_mf(lambda: pld.epsilon(setting, delta))
 
 
 def delta(factorization, sampler, noise_multiplier: float, epsilon_: float, neighbouring: str = "add_remove") -> float:
-    """δ(σ) at ε (PLD), never below :data:`DELTA_FLOOR` (an exact δ that rounds to 0 is not 0)."""
+    """δ(σ) at ε (as :func:`epsilon`), never below :data:`DELTA_FLOOR` (an exact δ that rounds to 0 is not 0)."""
     epsilon_ = check_epsilon(epsilon_)
-    pld = _pld(dp_event(factorization, sampler, noise_multiplier, neighbouring))
-    return max(float(pld.get_delta(epsilon_)), DELTA_FLOOR)
+    sigma, rate, count = _parts(dp_event(factorization, sampler, noise_multiplier, neighbouring))
+    if rate is None:
+        return max(float(gaussian_delta(epsilon_, math.sqrt(count) / sigma)), DELTA_FLOOR)
+    pld, setting = _pld(sigma, rate, count)
+    return _as_mf(lambda: pld.delta(setting, epsilon_))
 
 
 def calibrate(factorization, sampler, epsilon_: float, delta_: float, neighbouring: str = "add_remove") -> float:
-    """Smallest σ with ε(σ) ≤ ``epsilon_`` at ``delta_``: bisection in log σ to ``SIGMA_RTOL``.
-
-    First to 1e-3 with a PLD 10× coarser (fast), then at full resolution inside ±1 % of it.
-    """
+    """Smallest σ with ε(σ) ≤ ``epsilon_`` at ``delta_``.  The event's noise multiplier is σ/s for a
+    scale s of the factorization and sampler (sensitivity·Δ₁, or ζ): a Gaussian event needs √k·σ₁,
+    σ₁ the exact one-release calibration (:func:`sigma_analytic`); a Poisson-sampled one what
+    ``pld`` calibrates (relative precision ``SIGMA_RTOL``)."""
     epsilon_, delta_ = check_epsilon(epsilon_), check_delta(delta_)
-    rough = _bisect(factorization, sampler, epsilon_, delta_, neighbouring, math.log(0.05), math.log(1.0), 1e-3, 10)
-    return _bisect(factorization, sampler, epsilon_, delta_, neighbouring, math.log(rough) - 0.01, math.log(rough) + 0.01, SIGMA_RTOL, 1)
-
-
-def _bisect(factorization, sampler, epsilon_, delta_, neighbouring, lo, hi, rtol, coarsen) -> float:
-    def meets(log_sigma: float) -> bool:
-        event = dp_event(factorization, sampler, math.exp(log_sigma), neighbouring)
-        return _pld(event, VALUE_DISCRETIZATION_INTERVAL * coarsen).get_epsilon(delta_) <= epsilon_
-
-    while not meets(hi):
-        lo, hi = hi, hi + math.log(4.0)
-        if hi > math.log(1e6):
-            raise _fail("epsilon", f"no σ <= 1e6 reaches ε = {epsilon_} at δ = {delta_}")
-    while meets(lo):
-        hi, lo = lo, lo - math.log(4.0)
-        if lo < math.log(1e-4):
-            return math.exp(hi)
-    while hi - lo > rtol / 4:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
-    return math.exp(hi)
+    if not epsilon_ <= EPSILON_MAX:
+        raise ResolutionError(NAME, "epsilon", f"must be <= {EPSILON_MAX:g} (EPSILON_MAX); got {epsilon_:g}")
+    unit, rate, count = _parts(dp_event(factorization, sampler, 1.0, neighbouring))  # σ = 1: unit = 1/s
+    if rate is None:
+        needed = math.sqrt(count) * sigma_analytic(epsilon_, delta_)
+    else:
+        pld, setting = _pld(1.0, rate, count)
+        needed = _as_mf(lambda: pld.sigma(setting, epsilon_, delta_))
+    sigma = needed / unit
+    if not SIGMA_MIN <= sigma <= SIGMA_MAX:
+        raise ResolutionError(NAME, "epsilon", f"ε = {epsilon_:g} at δ = {delta_:g} needs σ = {sigma:.3g}, outside "
+                                               f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}], the range σ is calibrated in")
+    return sigma

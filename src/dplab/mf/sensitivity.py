@@ -56,15 +56,16 @@ def best_pattern_sum(weights: np.ndarray, participations: int, min_separation: i
     """max over patterns (≤ k positions, gaps ≥ b) of Σ weights, for each row of ``weights``.
 
     ``weights`` has shape (rows, T) (or (T,)); entries may be −inf (forbidden positions).
-    Dynamic programming from the right: f_j(i) = max(f_j(i+1), w_i + f_{j−1}(i+b)).
+    Dynamic programming from the right: f_j(i) = max(f_j(i+1), w_i + f_{j−1}(i+b)), keeping only the
+    b + 1 positions i..i+b that the recursion reads (slot i mod (b + 1)).
     """
     w = np.atleast_2d(np.asarray(weights, dtype=float))
     rows, T = w.shape
     k, b = participations, min_separation
-    f = np.zeros((T + b + 1, rows, k + 1))  # f[i, :, j]: best with ≤ j picks among positions ≥ i
+    f = np.zeros((b + 1, rows, k + 1))  # f[i % (b+1), :, j]: best with ≤ j picks among positions ≥ i
     for i in range(T - 1, -1, -1):
-        take = w[:, i, None] + f[i + b, :, :k]
-        f[i, :, 1:] = np.maximum(f[i + 1, :, 1:], take)
+        take = w[:, i, None] + f[(i + b) % (b + 1), :, :k]
+        f[i % (b + 1), :, 1:] = np.maximum(f[(i + 1) % (b + 1), :, 1:], take)
     out = f[0, :, k]
     return out if np.ndim(weights) > 1 else out[0]
 

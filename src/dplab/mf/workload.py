@@ -8,14 +8,30 @@ A[t, s] = Σ_{u=s}^{t} λ_u·β^{u−s} (Denisov et al. 2022, §2; Choquette-Cho
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dplab.errors import DPLabError
 
 
+#: the memory the T×T matrices of one factorization may take: the workload, encoder, decoder and the
+#: solvers' temporaries, about :data:`MATRICES` of 8·T² bytes (measured: `dplab mf --strategy identity
+#: --steps 6000` peaks at 1.5 GB): T ≤ 6688
+MEMORY_MAX = 2 * 2**30
+MATRICES = 6
+
+
 def check_steps(steps: int) -> int:
+    """T as an int; refused up front when its T×T matrices would exceed :data:`MEMORY_MAX`."""
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:
         raise DPLabError("steps", f"must be an integer >= 1; got {steps!r}")
+    need = MATRICES * 8 * int(steps) ** 2
+    if need > MEMORY_MAX:
+        most = math.isqrt(MEMORY_MAX // (8 * MATRICES))
+        raise DPLabError("steps", f"T = {steps} needs about {need / 2**30:.3g} GiB for its T×T matrices "
+                                  f"({MATRICES} of 8·T² bytes), above the {MEMORY_MAX / 2**30:g} GiB limit "
+                                  f"(dplab.mf.workload.MEMORY_MAX): T must be <= {most}")
     return int(steps)
 
 

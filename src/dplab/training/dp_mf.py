@@ -238,7 +238,8 @@ def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | N
             "dp_event": str(mf_accounting.dp_event(fact, sampler.spec, sigma, neighbouring)),
         },
         "epsilon_accountant": {ACCOUNTANT: {"delta": delta, "neighbouring": neighbouring, "sampling": cfg["sampling"],
-                                            "method": "PLD of the dp_event (dp_accounting)"}},
+                                            "method": "exact Gaussian profile of the dp_event; PLD (dp_accounting) "
+                                                      "when Poisson-sampled"}},
     }
     plan = Plan(None, sigma, source, "", curves={ACCOUNTANT: curve}, release={ACCOUNTANT: "trajectory"},
                 excluded=excluded, details=details, update=update)
