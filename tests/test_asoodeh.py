@@ -126,3 +126,15 @@ def test_regularized_accountant():
     with pytest.raises(AssumptionError) as err:
         acc.delta(s.replace(sampling="poisson"), 5.0)
     assert err.value.key == "sampling"
+
+
+def test_sigma_search_that_steps_onto_the_top_of_the_range():
+    """The default grid's projected run at ε = 0.5 (n = 1000, b = 50, T = 200, D = 8, η = 0.5,
+    C = 3): the σ search's widening step lands on log(SIGMA_MAX), whose exp rounds above
+    SIGMA_MAX; it must still find σ ≈ 2e3 and meet the target."""
+    acc = get("asoodeh_projected")
+    s = Setting(sampling_rate=0.05, steps=200, dataset_size=1000, batch_size=50, neighbouring="replace_one",
+                diameter=8.0, lr=0.5, clip=3.0)
+    sigma = acc.sigma(s, 0.5, 1e-5)
+    assert acc.epsilon(s.replace(noise_multiplier=sigma), 1e-5) <= 0.5
+    assert acc.epsilon(s.replace(noise_multiplier=sigma * (1 - 1e-3)), 1e-5) > 0.5

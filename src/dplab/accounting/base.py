@@ -236,7 +236,8 @@ class Accountant(ABC):
         def excess(log_sigma: float) -> float:
             if log_sigma not in cache:
                 try:
-                    value = self.epsilon(setting.replace(noise_multiplier=math.exp(log_sigma)), delta) - epsilon
+                    sigma = min(max(math.exp(log_sigma), SIGMA_MIN), SIGMA_MAX)  # exp(log(SIGMA_MAX)) rounds above it
+                    value = self.epsilon(setting.replace(noise_multiplier=sigma), delta) - epsilon
                 except ResolutionError as err:
                     value, unresolved[log_sigma] = math.inf, err
                 except AssumptionError:
