@@ -26,6 +26,7 @@ from scipy.special import log_ndtr, ndtr
 
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, Accountant
 from dplab.accounting.registry import register
+from dplab.accounting.roots import expand, safe_root
 from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
 
 _BISECTION_STEPS = 200
@@ -136,16 +137,11 @@ def sigma_analytic(epsilon: float, delta: float) -> float:
     def gap(log_sigma: float) -> float:
         return float(gaussian_delta(epsilon, math.exp(-log_sigma))) - delta
 
-    lo, hi = -10.0, 1.0
-    while gap(hi) > 0:
-        hi += 2.0
-    while gap(lo) <= 0 and lo > -60:
-        lo -= 2.0
-    root = brentq(gap, lo, hi, xtol=1e-14, rtol=1e-14)
-    sigma = math.exp(root)
-    while gap(math.log(sigma)) > 0:  # return the side that meets the target
-        sigma *= 1 + 1e-12
-    return sigma
+    hi = expand(lambda x: gap(x) > 0, 1.0, lambda x: x + 2.0)
+    lo = expand(lambda x: gap(x) <= 0, -10.0, lambda x: x - 2.0, within=lambda x: x > -60)
+    # the side that meets the target
+    return safe_root(gap, -60.0 if lo is None else lo, hi, xtol=1e-14, rtol=1e-14, answer=math.exp,
+                     misses=lambda s: gap(math.log(s)) > 0, nudge=lambda s: s * (1 + 1e-12))
 
 
 @dataclass(frozen=True)
@@ -226,9 +222,8 @@ class GaussianCalibration(Accountant):
             raise self.too_far("noise_multiplier", f"σ = {sigma:g} is too small: ε would exceed {EPSILON_MAX:g}")
         if gap(lo) <= 0:
             return EPSILON_MIN
-        eps = math.exp(brentq(gap, lo, hi, xtol=1e-15, rtol=1e-14))
-        while self.calibrate(eps, delta) > sigma:
-            eps *= 1 + 1e-13
+        eps = safe_root(gap, lo, hi, xtol=1e-15, rtol=1e-14, answer=math.exp,
+                        misses=lambda e: self.calibrate(e, delta) > sigma, nudge=lambda e: e * (1 + 1e-13))
         self.valid_epsilon(eps)
         return eps
 
@@ -252,9 +247,8 @@ class GaussianCalibration(Accountant):
             return np.full(len(steps), 1.0)  # no δ < 1 certified at this ε
         if gap(lo) <= 0:
             return np.full(len(steps), DELTA_FLOOR)
-        log_delta = brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)
-        while gap(log_delta) > 0:  # return the side that the calibration certifies
-            log_delta += 1e-12 * max(1.0, abs(log_delta))
+        # the side that the calibration certifies
+        log_delta = safe_root(gap, lo, hi, xtol=1e-12, rtol=1e-12, nudge=lambda x: x + 1e-12 * max(1.0, abs(x)))
         return np.full(len(steps), math.exp(log_delta))
 
     def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
