@@ -20,7 +20,7 @@ Each row also gives ``vs_opacus`` (the engine's median over each Opacus mode's),
 name, torch's version and the date.
 
 Methods: ``non_private`` (forward, ``backward()``, in-place SGD update); ``engine_dp`` (what one step
-of ``dplab train`` does: :func:`clipped_grad_sum`, i.i.d. Gaussian noise from the run's noise
+of ``dplab train`` does: :func:`dplab.training.step.dp_step`: the clipped sum, i.i.d. Gaussian noise from the run's noise
 generator (:func:`dplab.training.loop.streams`: on the device itself on a GPU), the loop's update); ``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample
 gradients, clip, noise, ``optimizer.step()``); ``opacus_ghost`` (``grad_sample_mode="ghost"``,
 Opacus's fast gradient clipping with a double backward).
@@ -47,7 +47,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from dplab.training import loop, models
 from dplab.training.noise import GaussianNoise
-from dplab.training.per_example import clipped_grad_sum
+from dplab.training.step import dp_step
 
 MODELS = ("logreg", "mlp004", "cnn", "wide_mlp")
 METHODS = ("non_private", "engine_dp", "opacus", "opacus_ghost")
@@ -102,12 +102,8 @@ class Steps:
         generator = loop.streams(self.x.device, 0)[1]
         b = self.batch
 
-        def step():  # the lines of loop.train for one dp_sgd step (normalize: expected)
-            grads = clipped_grad_sum(loss, params, self.x, self.y, CLIP)
-            noise = noise_source.sample(0, params, generator)
-            for k, p in params.items():
-                p.add_(grads.grad_sum[k], alpha=-LR / b)
-                p.add_(noise[k], alpha=-LR / b)
+        def step():  # the step loop.train takes for dp_sgd (normalize: expected)
+            dp_step(loss, params, self.x, self.y, noise_source.sample(0, params, generator), clip=CLIP, lr=LR, denom=b, b=b)
 
         return step
 

@@ -208,3 +208,30 @@ def test_noise_source_is_pluggable(synth, tmp_path):
     assert src.calls == [1, 2, 3]
     for v in got.values():  # clip ≈ 0: only the noise moves w, by −η·1/n per step
         torch.testing.assert_close(v, torch.full_like(v, -3 * 0.1 / 40), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("normalize,diameter,regularization", [("expected", None, 0.0), ("realized", 0.5, 0.1)])
+def test_stacked_step_is_each_runs_own_step_exactly(normalize, diameter, regularization):
+    """The audit's lockstep runs (leading run axis) take the very step of loop.train, bit for bit."""
+    from dplab.training.step import denominator, project, update
+
+    gen = torch.Generator().manual_seed(3)
+    runs = [{"w": torch.randn(10, 7, generator=gen), "b": torch.randn(10, generator=gen)} for _ in range(3)]
+    grads = [{k: torch.randn(v.shape, generator=gen) for k, v in r.items()} for r in runs]
+    noise = [{k: torch.randn(v.shape, generator=gen) for k, v in r.items()} for r in runs]
+    sizes = [5, 0, 9]
+    stack = lambda dicts: {k: torch.stack([d[k] for d in dicts]) for k in dicts[0]}  # noqa: E731
+    stacked = stack([{k: v.clone() for k, v in r.items()} for r in runs])
+    update(stacked, stack(grads), stack(noise), lr=0.3, denom=denominator(normalize, 8, torch.tensor(sizes)), b=8,
+           regularization=regularization)
+    moved = project(stacked, diameter, stacked=True)
+    for r, params in enumerate(runs):
+        update(params, grads[r], noise[r], lr=0.3, denom=denominator(normalize, 8, sizes[r]), b=8,
+               regularization=regularization)
+        one = project(params, diameter)
+        for k in params:
+            assert torch.equal(stacked[k][r], params[k])
+        if diameter is not None:
+            assert bool(moved[r]) == bool(one)
+            assert float(sum((p * p).sum() for p in params.values())) <= (diameter / 2) ** 2 * (1 + 1e-6)
+    assert diameter is None or bool(moved.any())

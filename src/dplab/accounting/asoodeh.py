@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq, minimize_scalar
+from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, ndtri
 from scipy.stats import chi2
 
 from dplab import units
 from dplab.accounting.base import Accountant
 from dplab.accounting.registry import register
+from dplab.accounting.roots import expand, safe_root
 from dplab.accounting.setting import Setting
 
 #: the largest ε the root searches of Thms 1–3 look for: θ_ε(r) is evaluated in log space, so ε this
@@ -69,12 +70,9 @@ def projected_epsilon_limit(delta: float, p: float, r: float) -> float:
     gap = lambda e: float(theta(e, r)) - target  # noqa: E731
     if gap(0.0) <= 0:
         return 0.0
-    hi = max(projected_epsilon_closed_form(delta, p, r), 1e-12)
-    while gap(hi) > 0:
-        hi *= 2
-        if hi > EPSILON_SEARCH_MAX:
-            return math.inf
-    return brentq(gap, 0.0, hi, xtol=1e-14, rtol=1e-12)
+    start = max(projected_epsilon_closed_form(delta, p, r), 1e-12)
+    hi = expand(lambda e: gap(e) > 0, start, lambda e: 2 * e, within=lambda e: e <= max(EPSILON_SEARCH_MAX, start))
+    return math.inf if hi is None else safe_root(gap, 0.0, hi, xtol=1e-14, rtol=1e-12, nudge=None)
 
 
 def projected_epsilon_closed_form(delta: float, p: float, r: float) -> float:
@@ -91,10 +89,9 @@ def projected_epsilon(delta: float, steps, p: float, r: float) -> np.ndarray:
         if gap(0.0) <= 0:
             out.append(0.0)
             continue
-        hi = max(projected_epsilon_closed_form(delta, p, r), 1e-12)
-        while gap(hi) > 0 and hi <= EPSILON_SEARCH_MAX:
-            hi *= 2
-        out.append(math.inf if hi > EPSILON_SEARCH_MAX else brentq(gap, 0.0, hi, xtol=1e-14, rtol=1e-12))
+        hi = expand(lambda e: gap(e) > 0, max(projected_epsilon_closed_form(delta, p, r), 1e-12), lambda e: 2 * e,  # noqa: B023
+                    within=lambda e: e <= EPSILON_SEARCH_MAX)
+        out.append(math.inf if hi is None else safe_root(gap, 0.0, hi, xtol=1e-14, rtol=1e-12, nudge=None))
     return np.array(out)
 
 
@@ -235,10 +232,9 @@ class AsoodehRegularizedAccountant(_AsoodehBase):
         out = []
         for t in steps:
             gap = lambda e: regularized_delta_optimized(e, int(t), *args)[0] - delta  # noqa: E731,B023
-            lo, hi = 0.0, 1.0
-            while gap(hi) > 0:
-                lo, hi = hi, 2 * hi
-                if hi > EPSILON_SEARCH_MAX:
-                    raise self.too_far("delta", f"001 Thm 3 gives no ε <= {EPSILON_SEARCH_MAX:g} at δ = {delta:g}, T = {t}")
-            out.append(hi if lo == hi else brentq(gap, lo, hi, xtol=1e-10, rtol=1e-8) if gap(lo) > 0 else lo)
+            hi = expand(lambda e: gap(e) > 0, 1.0, lambda e: 2 * e, within=lambda e: e <= EPSILON_SEARCH_MAX)  # noqa: B023
+            if hi is None:
+                raise self.too_far("delta", f"001 Thm 3 gives no ε <= {EPSILON_SEARCH_MAX:g} at δ = {delta:g}, T = {t}")
+            lo = hi / 2 if hi > 1.0 else 0.0  # the last ε that missed δ (0: none tried)
+            out.append(safe_root(gap, lo, hi, xtol=1e-10, rtol=1e-8, nudge=None) if gap(lo) > 0 else lo)
         return np.array(out)

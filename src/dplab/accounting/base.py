@@ -16,8 +16,8 @@ from abc import ABC, abstractmethod
 from typing import ClassVar, Sequence
 
 import numpy as np
-from scipy.optimize import brentq
 
+from dplab.accounting.roots import safe_root
 from dplab.accounting.setting import Setting, check_delta, check_epsilon
 from dplab.errors import AssumptionError
 
@@ -283,10 +283,8 @@ class Accountant(ABC):
         lo, hi = (y, x) if meets else (x, y)  # hi meets the target, lo does not
         if hi - lo <= rtol:
             return answer(math.exp(hi))
-        root = brentq(lambda v: min(excess(v), 1e6), lo, hi, xtol=rtol / 4, rtol=1e-12)
-        sigma = math.exp(root)
-        while excess(math.log(sigma)) > 0:
-            sigma *= 1 + rtol / 4
+        sigma = safe_root(lambda v: min(excess(v), 1e6), lo, hi, xtol=rtol / 4, rtol=1e-12, answer=math.exp,
+                          misses=lambda s: excess(math.log(s)) > 0, nudge=lambda s: s * (1 + rtol / 4))
         return answer(sigma)
 
     def _reason(self, err: AssumptionError) -> str:
@@ -362,10 +360,8 @@ class Accountant(ABC):
             return 1.0
         if gap(lo) <= 0:
             return DELTA_FLOOR
-        log_delta = brentq(gap, lo, hi, xtol=1e-10, rtol=1e-10)
-        while gap(log_delta) > 0:  # return the side that meets ε
-            log_delta += 1e-10 * max(1.0, abs(log_delta))
-        return math.exp(log_delta)
+        # the side that meets ε
+        return math.exp(safe_root(gap, lo, hi, xtol=1e-10, rtol=1e-10, nudge=lambda x: x + 1e-10 * max(1.0, abs(x))))
 
     def describe(self) -> dict:
         """What ``dplab accountants`` prints for this accountant."""

@@ -17,6 +17,8 @@ sampling rate below 1 is accepted (no amplification is claimed).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from scipy.optimize import brentq
@@ -24,6 +26,7 @@ from scipy.special import log_ndtr, ndtr
 
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, Accountant
 from dplab.accounting.registry import register
+from dplab.accounting.roots import expand, safe_root
 from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
 
 _BISECTION_STEPS = 200
@@ -134,23 +137,42 @@ def sigma_analytic(epsilon: float, delta: float) -> float:
     def gap(log_sigma: float) -> float:
         return float(gaussian_delta(epsilon, math.exp(-log_sigma))) - delta
 
-    lo, hi = -10.0, 1.0
-    while gap(hi) > 0:
-        hi += 2.0
-    while gap(lo) <= 0 and lo > -60:
-        lo -= 2.0
-    root = brentq(gap, lo, hi, xtol=1e-14, rtol=1e-14)
-    sigma = math.exp(root)
-    while gap(math.log(sigma)) > 0:  # return the side that meets the target
-        sigma *= 1 + 1e-12
-    return sigma
+    hi = expand(lambda x: gap(x) > 0, 1.0, lambda x: x + 2.0)
+    lo = expand(lambda x: gap(x) <= 0, -10.0, lambda x: x - 2.0, within=lambda x: x > -60)
+    # the side that meets the target
+    return safe_root(gap, -60.0 if lo is None else lo, hi, xtol=1e-14, rtol=1e-14, answer=math.exp,
+                     misses=lambda s: gap(math.log(s)) > 0, nudge=lambda s: s * (1 + 1e-12))
 
 
-class _GaussianCalibration(Accountant):
-    """One release of f + N(0, (σΔ)²): ε(σ, δ) inverts the calibration σ(ε, δ).
+@dataclass(frozen=True)
+class Calibration:
+    """One row of :data:`CALIBRATIONS`: a one-release calibration σ(ε, δ) = std/Δ as data."""
 
-    Each calibration σ(ε, δ) is decreasing in ε and in δ, so ε and δ follow by root finding;
-    ``sigma`` returns the calibration itself.
+    name: str
+    source: str
+    formula: Callable[[float, float], float]  # σ(ε, δ)
+    epsilon_below: float | None = None  # the theorem covers only ε < this (None: every ε > 0)
+    validity: str = ""  # the theorem's name in the message refusing ε ≥ epsilon_below
+    exact: bool = False  # ε and δ straight from the exact profile (else by inverting the formula)
+
+
+#: the calibrations of 004 §2, one accountant each (registry order = this order)
+CALIBRATIONS = (
+    Calibration("gaussian_classic", "000 Thm II.2 (Dwork & Roth 2014, Thm A.1): σ = Δ√(2 ln(1.25/δ))/ε for ε ∈ (0, 1)",
+                sigma_classic, epsilon_below=1.0, validity="Dwork–Roth Thm A.1"),
+    Calibration("gaussian_simple", "004 §2: σ = Δ/ε·√(2 ln(1/δ) + 2ε)", sigma_simple),
+    Calibration("gaussian_pei", "004 §2: Pei's refinement, σ = Δ·min of four expressions (1st, 2nd only where proved)",
+                sigma_pei),
+    Calibration("gaussian_analytic", "004 §2; 000 §II (Balle & Wang 2018, Thm 8): exact profile, σ by root finding",
+                sigma_analytic, exact=True),
+)
+
+
+class GaussianCalibration(Accountant):
+    """One release of f + N(0, (σΔ)²) under one :class:`Calibration`: ``sigma`` returns the
+    calibration σ(ε, δ) itself; ε(σ, δ) and δ(σ, ε) invert it (it is decreasing in ε and in δ),
+    or, for an ``exact`` calibration, come from the exact profile (:func:`gaussian_epsilon`,
+    :func:`gaussian_delta`).
     """
 
     release = "trajectory"
@@ -163,12 +185,22 @@ class _GaussianCalibration(Accountant):
     )
     limits = {"epsilon": (EPSILON_MIN, EPSILON_MAX, "the range the calibration σ(ε, δ) is inverted on")}
 
+    def __init__(self, entry: Calibration):
+        self.entry = entry
+        self.name, self.source = entry.name, entry.source
+        if entry.epsilon_below is not None:
+            self.assumptions = GaussianCalibration.assumptions + (
+                f"ε < {entry.epsilon_below:g} (the theorem's high-privacy regime)",)
+
     def calibrate(self, epsilon: float, delta: float) -> float:
         """σ = std/Δ that the calibration prescribes for (ε, δ)."""
-        raise NotImplementedError
+        return self.entry.formula(epsilon, delta)
 
     def valid_epsilon(self, epsilon: float) -> None:
         """Raise where the calibration's theorem does not cover ``epsilon``."""
+        below = self.entry.epsilon_below
+        if below is not None and not epsilon < below:
+            raise self.fail("epsilon", f"{self.entry.validity} holds only for ε < {below:g}; got ε = {epsilon:.6g}")
 
     def check_setting(self, setting: Setting) -> None:
         if setting.steps is not None and setting.steps != 1:
@@ -190,17 +222,21 @@ class _GaussianCalibration(Accountant):
             raise self.too_far("noise_multiplier", f"σ = {sigma:g} is too small: ε would exceed {EPSILON_MAX:g}")
         if gap(lo) <= 0:
             return EPSILON_MIN
-        eps = math.exp(brentq(gap, lo, hi, xtol=1e-15, rtol=1e-14))
-        while self.calibrate(eps, delta) > sigma:
-            eps *= 1 + 1e-13
+        eps = safe_root(gap, lo, hi, xtol=1e-15, rtol=1e-14, answer=math.exp,
+                        misses=lambda e: self.calibrate(e, delta) > sigma, nudge=lambda e: e * (1 + 1e-13))
         self.valid_epsilon(eps)
         return eps
 
     def _epsilon_curve(self, setting, delta, steps):
-        eps = self._epsilon_one(setting.noise_multiplier, delta)
+        if self.entry.exact:
+            eps = float(gaussian_epsilon(delta, 1.0 / setting.noise_multiplier))
+        else:
+            eps = self._epsilon_one(setting.noise_multiplier, delta)
         return np.full(len(steps), eps)
 
     def _delta_curve(self, setting, epsilon, steps):
+        if self.entry.exact:
+            return np.full(len(steps), float(gaussian_delta(epsilon, 1.0 / setting.noise_multiplier)))
         self.valid_epsilon(epsilon)
 
         def gap(log_delta: float) -> float:
@@ -211,9 +247,8 @@ class _GaussianCalibration(Accountant):
             return np.full(len(steps), 1.0)  # no δ < 1 certified at this ε
         if gap(lo) <= 0:
             return np.full(len(steps), DELTA_FLOOR)
-        log_delta = brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)
-        while gap(log_delta) > 0:  # return the side that the calibration certifies
-            log_delta += 1e-12 * max(1.0, abs(log_delta))
+        # the side that the calibration certifies
+        log_delta = safe_root(gap, lo, hi, xtol=1e-12, rtol=1e-12, nudge=lambda x: x + 1e-12 * max(1.0, abs(x)))
         return np.full(len(steps), math.exp(log_delta))
 
     def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
@@ -230,59 +265,5 @@ class _GaussianCalibration(Accountant):
         return sigma
 
 
-@register
-class GaussianClassic(_GaussianCalibration):
-    """Dwork & Roth Thm A.1 (000 Thm II.2): σ = Δ√(2 ln(1.25/δ))/ε, only for ε < 1."""
-
-    name = "gaussian_classic"
-    source = "000 Thm II.2 (Dwork & Roth 2014, Thm A.1): σ = Δ√(2 ln(1.25/δ))/ε for ε ∈ (0, 1)"
-    assumptions = _GaussianCalibration.assumptions + ("ε < 1 (the theorem's high-privacy regime)",)
-
-    def calibrate(self, epsilon, delta):
-        return sigma_classic(epsilon, delta)
-
-    def valid_epsilon(self, epsilon):
-        if not epsilon < 1.0:
-            raise self.fail("epsilon", f"Dwork–Roth Thm A.1 holds only for ε < 1; got ε = {epsilon:.6g}")
-
-
-@register
-class GaussianSimple(_GaussianCalibration):
-    """004 §2: σ = Δ/ε·√(2 ln(1/δ) + 2ε), for every ε > 0."""
-
-    name = "gaussian_simple"
-    source = "004 §2: σ = Δ/ε·√(2 ln(1/δ) + 2ε)"
-
-    def calibrate(self, epsilon, delta):
-        return sigma_simple(epsilon, delta)
-
-
-@register
-class GaussianPei(_GaussianCalibration):
-    """004 §2 (Pei's refinement): σ = Δ·min of four expressions (:func:`pei_terms`), the
-    first two only up to the edge ε² ≤ 8 + 4t₀√ε of their derivation (held constant beyond)."""
-
-    name = "gaussian_pei"
-    source = "004 §2: Pei's refinement, σ = Δ·min of four expressions (1st, 2nd only where proved)"
-
-    def calibrate(self, epsilon, delta):
-        return sigma_pei(epsilon, delta)
-
-
-@register
-class GaussianAnalytic(_GaussianCalibration):
-    """Balle & Wang 2018 (Thm 8 + root finding): the exact, smallest σ for (ε, δ)."""
-
-    name = "gaussian_analytic"
-    source = "004 §2; 000 §II (Balle & Wang 2018, Thm 8): exact profile, σ by root finding"
-
-    def calibrate(self, epsilon, delta):
-        return sigma_analytic(epsilon, delta)
-
-    def _epsilon_curve(self, setting, delta, steps):
-        eps = float(gaussian_epsilon(delta, 1.0 / setting.noise_multiplier))
-        return np.full(len(steps), eps)
-
-    def _delta_curve(self, setting, epsilon, steps):
-        return np.full(len(steps), float(gaussian_delta(epsilon, 1.0 / setting.noise_multiplier)))
-
+for _entry in CALIBRATIONS:
+    register(GaussianCalibration(_entry))

@@ -30,11 +30,11 @@ MODULES = (
 _REGISTRY: dict[str, Accountant] = {}
 
 
-def register(cls: type[Accountant]) -> type[Accountant]:
-    """Class decorator: make ``cls`` available under ``cls.name``."""
+def register(cls: type[Accountant] | Accountant) -> type[Accountant] | Accountant:
+    """Class decorator: make ``cls`` (or an instance, e.g. one built from a table) available under its name."""
     if cls.name in _REGISTRY:
         raise RuntimeError(f"accountant {cls.name!r} registered twice")
-    _REGISTRY[cls.name] = cls()
+    _REGISTRY[cls.name] = cls() if isinstance(cls, type) else cls
     return cls
 
 

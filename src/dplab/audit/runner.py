@@ -8,7 +8,7 @@ with seed r.  The clipped sums come from the engine's
 :func:`dplab.training.per_example.clipped_grad_sum` (torch.func path), ``torch.func.vmap``-ed over
 the runs on parameters stacked along a leading run axis, each run's batch padded to the largest
 one with mask 0.  The update (÷ b or ÷ |B|, (1 − λ) shrink) and the projection onto the ball
-are those of ``loop.train``, on the stacked tensors.  ``tests/test_audit.py`` checks that a
+are :mod:`dplab.training.step`'s, the functions ``loop.train`` calls, on the stacked tensors.  ``tests/test_audit.py`` checks that a
 stacked run ends at the parameters of ``loop.train`` with the same config and seed.
 
 Canaries (module :mod:`dplab.audit.canary`); every score is oriented "higher ⇒ in" and comes per
@@ -49,6 +49,7 @@ from dplab.training import models, samplers
 from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise
 from dplab.training.per_example import clipped_grad_sum
+from dplab.training.step import denominator, project, update
 
 
 def clipped_sums(loss, params: dict, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, clip: float) -> dict:
@@ -59,16 +60,10 @@ def clipped_sums(loss, params: dict, x: torch.Tensor, y: torch.Tensor, mask: tor
 
 
 def project_stacked(params: dict[str, torch.Tensor], diameter: float | None) -> int:
-    """In place, per run: ``loop.project`` (onto the ball of radius D/2) on stacked parameters;
-    returns how many runs it moved."""
-    if diameter is None:
-        return 0
-    norm = torch.sqrt(sum((p * p).flatten(1).sum(1) for p in params.values()))
-    outside = norm > diameter / 2.0
-    scale = torch.where(outside, (diameter / 2.0) / norm, torch.ones_like(norm))
-    for p in params.values():
-        p.mul_(scale.view((-1,) + (1,) * (p.dim() - 1)))
-    return int(outside.sum())
+    """In place, per run: :func:`dplab.training.step.project` on stacked parameters; returns how
+    many runs it moved."""
+    moved = project(params, diameter, stacked=True)
+    return 0 if moved is None else int(moved.sum())
 
 
 @dataclass
@@ -185,13 +180,8 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
             g_in, g_out = _canary_grads(one, params, canary, cfg["clip"])
             v_before = block(canary, params)
         draws = [noise.sample(step, {k: p[r] for k, p in params.items()}, gens[r]) for r in range(runs)]
-        denom = torch.full((runs,), float(b)) if cfg["normalize"] == "expected" else sizes.clamp(min=1).to(dtype)
-        for key, p in params.items():
-            z = torch.stack([d[key] for d in draws])
-            direction = grads[key] / denom.view((-1,) + (1,) * (p.dim() - 1)) + z / b
-            if lam:
-                p.mul_(1.0 - lam)
-            p.sub_(lr * direction)
+        z = {key: torch.stack([d[key] for d in draws]) for key in params}
+        update(params, grads, z, lr=lr, denom=denominator(cfg["normalize"], b, sizes), b=b, regularization=lam)
         out.projections += project_stacked(params, cfg["diameter"])
         if not all(bool(torch.isfinite(p).all()) for p in params.values()):
             raise DPLabError("lr", f"the parameters became NaN/inf at step {step}; lower lr (or clip)")

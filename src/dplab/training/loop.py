@@ -38,6 +38,7 @@ import csv
 import io
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -52,10 +53,10 @@ from dplab.training.data import Dataset
 from dplab.training.environment import environment
 from dplab.io import atomic_write, write_json, write_text
 from dplab.progress import Progress
-from dplab.training.methods import METHODS
+from dplab.training.methods import METHODS, Method
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
-from dplab.training.per_example import clipped_grad_sum
 from dplab.training.privacy import Plan, plan
+from dplab.training.step import denominator, dp_step, project
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
 #: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged step's batch
@@ -118,16 +119,6 @@ def log_grid(steps: int, log_every: int) -> list[int]:
     return grid if grid and grid[-1] == steps else grid + [steps]
 
 
-def project(params: dict[str, torch.Tensor], diameter: float | None) -> None:
-    """In place: Euclidean projection of the whole parameter vector onto the ball of radius D/2."""
-    if diameter is None:
-        return
-    norm = torch.sqrt(sum((p * p).sum() for p in params.values()))
-    scale = (diameter / 2.0 / norm).clamp(max=1.0)  # 1 inside the ball (x·1 = x exactly); no host sync
-    for p in params.values():
-        p.mul_(scale)
-
-
 @torch.no_grad()
 def evaluate(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor, chunk: int = 2048) -> tuple[float, float]:
     """Mean cross-entropy and accuracy on (x, y)."""
@@ -157,6 +148,52 @@ def train(
     (dp_mf only) is a cached :class:`~dplab.mf.factorizations.Factorization` of the run.
     """
     out = Path(out)
+    run = _setup(cfg, data, noise_source, factorization)
+    progress = _resume(run, out)
+    _step_loop(run, out, progress, hook)
+    return _write(run, out)
+
+
+@dataclass
+class _Run:
+    """Everything a run's steps read or change (built by :func:`_setup`)."""
+
+    cfg: dict
+    info: dict
+    method: Method
+    device: torch.device
+    model: nn.Module
+    params: dict[str, torch.Tensor]
+    n: int
+    b: int
+    dimension: int
+    grid: list[int]
+    sampler: object
+    claim: Plan
+    noise_source: NoiseSource
+    loss: Callable
+    generator: torch.Generator
+    noise_generator: torch.Generator
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    env: dict
+    fingerprint: str
+    step: int = 0
+    rows: list[dict] = field(default_factory=list)
+    norms: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def ahead(self) -> bool:
+        """Whether the batch generator draws nothing else (an accelerator): batches are drawn ahead."""
+        return self.noise_generator is not self.generator
+
+
+def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factorization) -> _Run:
+    """Resolve the device, build the model (its initialisation seeded with the run's seed), the
+    sampler and the privacy plan (σ and ε fixed before training: a refusal writes nothing), the
+    noise source, W₀ projected, the generators and the data on the device."""
     method = METHODS[cfg["method"]]
     device = resolve_device(cfg["device"])
     # = torch.use_deterministic_algorithms(True, warn_only=True) minus its import of torch._inductor.config
@@ -188,78 +225,98 @@ def train(
         noise_source = GaussianNoise(claim.noise_multiplier * cfg["clip"]) if method.private else NoNoise()
     project(params, cfg["diameter"])  # W₀ ∈ W (001 eq. 1)
 
-    loss = models.example_loss(model, cfg["l2"])
     generator, noise_generator = streams(device, cfg["seed"])
-    x_train, y_train = data.x_train.to(device), data.y_train.to(device)
-    x_test, y_test = data.x_test.to(device), data.y_test.to(device)
-    regularization = cfg["regularization"] or 0.0
-    step, rows, norms = 0, [], []
     env = environment(device)
-    fp = checkpoint.fingerprint(cfg, info, env)
-    state = checkpoint.resume(out, fp, env)
-    if state is not None:
-        step, rows, norms = state["step"], state["rows"], state["norms"]
-        params = {k: v.to(device) for k, v in state["params"].items()}
-        generator.set_state(state["generator"])
-        if noise_generator is not generator:
-            noise_generator.set_state(state["noise_generator"])
-        sampler.load_state_dict(state["sampler"])
-        noise_source.load_state_dict(state["noise"])
+    return _Run(cfg, info, method, device, model, params, n, b, dimension, grid, sampler, claim, noise_source,
+                models.example_loss(model, cfg["l2"]), generator, noise_generator,
+                data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
+                env, checkpoint.fingerprint(cfg, info, env))
 
-    progress = Progress(f"train {cfg.get('name') or cfg['method']}", cfg["steps"], step)
-    if rows:
-        progress.update(step, _status(cfg, claim, grid, rows[-1]))
-    logged = set(grid)
-    ahead = noise_generator is not generator  # the batch generator draws nothing else: draw ahead
-    finite, checked = torch.ones((), dtype=torch.bool, device=device), step
-    for step, idx in batches(sampler, generator, device, step + 1, cfg["steps"], BATCH_BLOCK if ahead else 1,
-                             cfg["checkpoint_every"]):
-        grads = clipped_grad_sum(loss, params, x_train[idx], y_train[idx], cfg["clip"])
-        denom = b if cfg["normalize"] == "expected" else max(len(idx), 1)
-        noise = noise_source.sample(step, params, noise_generator) if method.private else None
-        for k, p in params.items():  # in place: no parameter-sized temporaries
-            if regularization:
-                p.mul_(1.0 - regularization)
-            p.add_(grads.grad_sum[k], alpha=-cfg["lr"] / denom)
-            if noise is not None:
-                p.add_(noise[k], alpha=-cfg["lr"] / b)
-        project(params, cfg["diameter"])
+
+def _resume(run: _Run, out: Path) -> Progress:
+    """Continue from ``out``'s last whole checkpoint of this run, data and environment (step,
+    metrics, parameters, generator, sampler and noise states), if any; the progress display."""
+    state = checkpoint.resume(out, run.fingerprint, run.env)
+    if state is not None:
+        run.step, run.rows, run.norms = state["step"], state["rows"], state["norms"]
+        run.params = {k: v.to(run.device) for k, v in state["params"].items()}
+        run.generator.set_state(state["generator"])
+        if run.ahead:
+            run.noise_generator.set_state(state["noise_generator"])
+        run.sampler.load_state_dict(state["sampler"])
+        run.noise_source.load_state_dict(state["noise"])
+    cfg = run.cfg
+    progress = Progress(f"train {cfg.get('name') or cfg['method']}", cfg["steps"], run.step)
+    if run.rows:
+        progress.update(run.step, _status(cfg, run.claim, run.grid, run.rows[-1]))
+    return progress
+
+
+def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], None] | None) -> None:
+    """Steps ``run.step + 1``..T (:func:`dplab.training.step.dp_step`), with the NaN/inf guard,
+    the logged rows (:func:`_log`), checkpoints (:func:`_save`) and the progress display."""
+    cfg, params = run.cfg, run.params
+    logged = set(run.grid)
+    finite, checked = torch.ones((), dtype=torch.bool, device=run.device), run.step
+    for step, idx in batches(run.sampler, run.generator, run.device, run.step + 1, cfg["steps"],
+                             BATCH_BLOCK if run.ahead else 1, cfg["checkpoint_every"]):
+        noise = run.noise_source.sample(step, params, run.noise_generator) if run.method.private else None
+        grads = dp_step(run.loss, params, run.x_train[idx], run.y_train[idx], noise, clip=cfg["clip"], lr=cfg["lr"],
+                        denom=denominator(cfg["normalize"], run.b, len(idx)), b=run.b,
+                        regularization=cfg["regularization"] or 0.0, diameter=cfg["diameter"])
+        run.step = step
         finite = finite & torch.isfinite(grads.loss_sum) & torch.stack([torch.isfinite(p).all() for p in params.values()]).all()
         due = cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0 and step < cfg["steps"]
-        if not ahead or step in logged or due:  # on the CPU every step; elsewhere where we sync anyway
+        if not run.ahead or step in logged or due:  # on the CPU every step; elsewhere where we sync anyway
             if not bool(finite):
                 where = f"at step {step}" if checked == step - 1 else f"between steps {checked + 1} and {step}"
                 raise DPLabError("lr", f"the loss or the parameters became NaN/inf {where}; lower lr (or clip)")
             checked = step
-        status = None
-        if step in logged:
-            train_loss, _ = evaluate(model, params, x_train, y_train)
-            test_loss, test_acc = evaluate(model, params, x_test, y_test)
-            if not (math.isfinite(train_loss) and math.isfinite(test_loss)):
-                raise DPLabError("lr", f"the loss became NaN/inf at step {step}; lower lr (or clip)")
-            rows.append({"step": step, "epoch": sampler.epoch(step), "train_loss": train_loss,
-                         "test_loss": test_loss, "test_accuracy": test_acc})
-            if cfg["record_grad_norms"]:
-                norms += [(step, float(v)) for v in grads.norms.cpu()]
-            status = _status(cfg, claim, grid, rows[-1])
+        status = _log(run, grads) if step in logged else None
         if due:
-            state = {"fingerprint": fp, "environment": env, "step": step, "rows": rows, "norms": norms, "generator": generator.get_state(),
-                     "params": {k: v.cpu() for k, v in params.items()},
-                     "sampler": sampler.state_dict(), "noise": noise_source.state_dict()}
-            if ahead:
-                state["noise_generator"] = noise_generator.get_state()
-            checkpoint.save(out, state)
+            _save(run, out)
         progress.update(step, status)
         if hook is not None:
             hook(step)
     progress.close()
 
-    summary = _summary(cfg, info, claim, rows, n, b, dimension, env)
-    final_params = {k: v.detach().cpu() for k, v in params.items()}
-    atomic_write(out / "model.pt", lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)))
-    write_text(out / "metrics.csv", _metrics_csv(rows, claim, grid))
+
+def _log(run: _Run, grads) -> str:
+    """The metrics row of the step just taken (losses and accuracy on the train and test data;
+    with ``record_grad_norms`` the batch's unclipped norms); returns its progress status."""
+    cfg, step = run.cfg, run.step
+    train_loss, _ = evaluate(run.model, run.params, run.x_train, run.y_train)
+    test_loss, test_acc = evaluate(run.model, run.params, run.x_test, run.y_test)
+    if not (math.isfinite(train_loss) and math.isfinite(test_loss)):
+        raise DPLabError("lr", f"the loss became NaN/inf at step {step}; lower lr (or clip)")
+    run.rows.append({"step": step, "epoch": run.sampler.epoch(step), "train_loss": train_loss,
+                     "test_loss": test_loss, "test_accuracy": test_acc})
     if cfg["record_grad_norms"]:
-        write_text(out / "grad_norms.csv", _grad_norms_csv(norms))
+        run.norms += [(step, float(v)) for v in grads.norms.cpu()]
+    return _status(cfg, run.claim, run.grid, run.rows[-1])
+
+
+def _save(run: _Run, out: Path) -> None:
+    """A checkpoint after the step just taken (:mod:`dplab.training.checkpoint`)."""
+    state = {"fingerprint": run.fingerprint, "environment": run.env, "step": run.step, "rows": run.rows,
+             "norms": run.norms, "generator": run.generator.get_state(),
+             "params": {k: v.cpu() for k, v in run.params.items()},
+             "sampler": run.sampler.state_dict(), "noise": run.noise_source.state_dict()}
+    if run.ahead:
+        state["noise_generator"] = run.noise_generator.get_state()
+    checkpoint.save(out, state)
+
+
+def _write(run: _Run, out: Path) -> dict:
+    """model.pt, metrics.csv, grad_norms.csv (``record_grad_norms``), then summary.json (last:
+    its presence means the run completed); the checkpoint is discarded; returns the summary."""
+    cfg = run.cfg
+    summary = _summary(cfg, run.info, run.claim, run.rows, run.n, run.b, run.dimension, run.env)
+    final_params = {k: v.detach().cpu() for k, v in run.params.items()}
+    atomic_write(out / "model.pt", lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)))
+    write_text(out / "metrics.csv", _metrics_csv(run.rows, run.claim, run.grid))
+    if cfg["record_grad_norms"]:
+        write_text(out / "grad_norms.csv", _grad_norms_csv(run.norms))
     write_json(out / "summary.json", summary)
     checkpoint.discard(out)
     return summary

@@ -4,8 +4,8 @@
 loss.  Clipping factor c_i = min(1, C / (||g_i|| + 1e-6)), Opacus's formula, so a clipped
 gradient's norm never exceeds C.  The result is the exact DP-SGD clipped sum; two ways compute it:
 
-**Ghost clipping with book-keeping** (models whose parameters all sit in ``nn.Linear`` and
-``nn.Conv2d`` layers, the loss of :func:`dplab.training.models.example_loss`): one batched forward
+**Ghost clipping with book-keeping** (models whose parameters all sit in layers of the
+:data:`GHOST_LAYERS` registry, today ``nn.Linear`` and ``nn.Conv2d``, the loss of :func:`dplab.training.models.example_loss`): one batched forward
 pass records each layer's input a and output z, one backward pass gives the output gradients
 g = ∂(Σ_i ℓ_i)/∂z (row i depends on example i only: no batch-coupled layers), and then, per layer,
 without materializing per-example gradients where that is cheaper:
@@ -82,12 +82,9 @@ def ghost_supported(model: nn.Module, params: dict[str, torch.Tensor]) -> bool:
             return False
         if not list(module.parameters(recurse=False)):
             continue
-        if type(module) is nn.Linear:
-            continue
-        if type(module) is nn.Conv2d and module.groups == 1 and module.padding_mode == "zeros" \
-                and not isinstance(module.padding, str):
-            continue
-        return False
+        layer = GHOST_LAYERS.get(type(module))
+        if layer is None or not layer.supports(module):
+            return False
     return True
 
 
@@ -109,11 +106,68 @@ def _materialized(loss, params, x, y, clip, mask=None) -> ClippedGrads:
     return ClippedGrads(summed, norms, losses.sum())
 
 
+@dataclass(frozen=True)
+class GhostLayer:
+    """How ghost clipping treats one layer type (Opacus's per-layer norm-sampler registry).
+
+    ``norms(module, a, g, sq)``, from the layer's input a and output gradient g (batch first),
+    adds each example's squared weight-gradient norm to ``sq`` in place and returns the layer's
+    book-keeping part (a, g, per): a (B, k) with g (B, p), or a (B, k, T) with g (B, p, T), and
+    the materialized per-example weight gradients ``per`` (B, p, k) or ``None`` (then a is
+    ``None`` only where ``per`` is set).  The bias and the clipped sum are shared by all layers."""
+
+    supports: Callable[[nn.Module], bool]
+    norms: Callable[[nn.Module, torch.Tensor, torch.Tensor, torch.Tensor], tuple]
+
+
+#: layer type → its :class:`GhostLayer`; a model with a parameter in any other layer type takes
+#: the torch.func path (:func:`ghost_supported`)
+GHOST_LAYERS: dict[type[nn.Module], GhostLayer] = {}
+
+
+def ghost_layer(layer_type: type[nn.Module], supports: Callable[[nn.Module], bool] = lambda m: True):
+    """Decorator: register ``norms`` (see :class:`GhostLayer`) for ``layer_type`` (exact type),
+    for the modules where ``supports(module)`` holds."""
+    def register(norms):
+        GHOST_LAYERS[layer_type] = GhostLayer(supports, norms)
+        return norms
+    return register
+
+
+@ghost_layer(nn.Linear)
+def _linear_norms(m: nn.Linear, a: torch.Tensor, g: torch.Tensor, sq: torch.Tensor) -> tuple:
+    """Linear on (B, d): ||a_i||²·||g_i||² (ghost norm); on (B, ..., d): as a sequence (B, d, T)."""
+    if a.dim() != 2:  # (B, ..., d) → (B, d, T)
+        batch = len(a)
+        a = a.reshape(batch, -1, a.shape[-1]).transpose(1, 2)
+        g = g.reshape(batch, -1, g.shape[-1]).transpose(1, 2)
+    if a.dim() == 2:
+        sq += _sq_norms(a) * _sq_norms(g)
+        return a, g, None
+    w_sq, per = _sequence_sq_norms(a, g)
+    sq += w_sq
+    return a, g, per
+
+
+@ghost_layer(nn.Conv2d, supports=lambda m: m.groups == 1 and m.padding_mode == "zeros" and not isinstance(m.padding, str))
+def _conv2d_norms(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, sq: torch.Tensor) -> tuple:
+    """Conv2d: per-example gradients by one grouped convolution where cheaper
+    (:func:`_grouped_cheaper`), else the unfolded patches as a sequence (B, k, T)."""
+    if _grouped_cheaper(a, g, m):
+        per = _conv_per_example(a, g, m)
+        sq += _sq_norms(per)
+        return None, g.flatten(2), per
+    a, g = _unfold(a, m), g.flatten(2)
+    w_sq, per = _sequence_sq_norms(a, g)
+    sq += w_sq
+    return a, g, per
+
+
 def _ghost(model, l2, params, x, y, clip) -> ClippedGrads | None:
     """The ghost-clipping path (module docstring); ``None`` when a layer ran more than once."""
     if not x.is_floating_point():
         return None
-    names = {m: name for name, m in model.named_modules() if type(m) in (nn.Linear, nn.Conv2d)}
+    names = {m: name for name, m in model.named_modules() if type(m) in GHOST_LAYERS}
     records: dict[nn.Module, list] = {m: [] for m in names}
 
     def hook(module, inputs, output):
@@ -144,21 +198,7 @@ def _ghost(model, l2, params, x, y, clip) -> ClippedGrads | None:
             g = torch.zeros_like(z)
         if l2:
             cross += (g * z.detach()).reshape(batch, -1).sum(1)
-        per = None
-        if type(m) is nn.Conv2d and _grouped_cheaper(a, g, m):
-            per, a, g = _conv_per_example(a, g, m), None, g.flatten(2)
-            sq += _sq_norms(per)
-        else:
-            if type(m) is nn.Conv2d:
-                a, g = _unfold(a, m), g.flatten(2)
-            elif a.dim() != 2:  # (B, ..., d) → (B, d, T)
-                a = a.reshape(batch, -1, a.shape[-1]).transpose(1, 2)
-                g = g.reshape(batch, -1, g.shape[-1]).transpose(1, 2)
-            if a.dim() == 2:
-                sq += _sq_norms(a) * _sq_norms(g)
-            else:
-                w_sq, per = _sequence_sq_norms(a, g)
-                sq += w_sq
+        a, g, per = GHOST_LAYERS[type(m)].norms(m, a, g, sq)
         if m.bias is not None:
             sq += _sq_norms(g if g.dim() == 2 else g.sum(2))
         parts[m] = (a, g, per)
