@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import signal
@@ -193,7 +194,11 @@ def mutated(draw, name: str, junk: dict[str, str]) -> list[str]:
 
 
 def _object(text: str | None) -> bool:
-    return text is not None and isinstance(json.loads(text), dict) and bool(json.loads(text))
+    """Whether ``text`` is a non-empty JSON object (a baseline's, not one a mutation gave)."""
+    try:
+        return isinstance(json.loads(text), dict) and bool(json.loads(text))
+    except (TypeError, ValueError):
+        return False
 
 
 @st.composite
@@ -249,6 +254,7 @@ def call(argv: list[str], capfd) -> tuple[int, str, str]:
         code = main(argv)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+        COUNTS["argparse"] += code != 0
     except _Hang:
         pytest.fail(f"dplab {' '.join(map(repr, argv))}: no answer within {CALL_LIMIT} s")
     except Exception as err:  # noqa: BLE001 - the point: none may escape
@@ -261,9 +267,11 @@ def call(argv: list[str], capfd) -> tuple[int, str, str]:
 
 
 def check_case(argv: list[str], out_root: Path, capfd) -> int:
-    """Run one case and assert the contract of issue 15 point 1; return its exit code."""
+    """Run one case, in ``out_root`` (empty: a relative or empty output path lands there too), and
+    assert the contract of issue 15 point 1; return its exit code."""
     shutil.rmtree(out_root, ignore_errors=True)
     out_root.mkdir(parents=True)
+    os.chdir(out_root)
     code, out, err = call(argv, capfd)
     case = f"dplab {' '.join(map(repr, argv))}"
     COUNTS["cases"] += 1
@@ -296,6 +304,11 @@ def test_every_subcommand_has_a_baseline():
     assert not missing, f"subcommands without a fuzz baseline in tests/test_fuzz_cli.py: {missing}"
 
 
+@pytest.fixture(autouse=True)
+def _back_home(monkeypatch):
+    monkeypatch.chdir(ROOT)  # check_case moves into its out_root; monkeypatch moves back after the test
+
+
 @pytest.mark.parametrize("name", sorted(BASELINES))
 def test_fuzz_subcommand(name, junk, tmp_path, capfd):
     assert name in subcommands(), f"BASELINES names {name!r}, which is no subcommand"
@@ -318,6 +331,8 @@ REGRESSIONS: list[list[str]] = [
     ["check-config", "BIN"],  # a binary config: UnicodeDecodeError (exit 1)
     ["train", "--config", CONFIG, "--run", "dp_sgd", "--data", "DATA", "--out", "OUTDIR",
      "--threads", "99999999999999999999999"],  # torch.set_num_threads overflow (exit 1)
+    ["provenance", "--out", "OUT.json", CONFIG, "--config-json", ""],  # '' read as no --config-json (exit 1)
+    ["prepare-data", "--dataset-json", json.dumps(RAW["datasets"]["synthetic"]), "--out", ""],  # wrote into cwd
 ]
 
 
@@ -329,8 +344,8 @@ def test_fuzz_regressions(argv, junk, tmp_path, capfd):
 
 def teardown_module():
     refused = COUNTS["exit 2"] + COUNTS["exit 3"]
-    print(f"\nfuzz: {COUNTS['cases']} cases, {refused} refused cleanly (exit 2: {COUNTS['exit 2']}, "
-          f"exit 3: {COUNTS['exit 3']}), {COUNTS['exit 0']} answered (exit 0)")
+    print(f"\nfuzz: {COUNTS['cases']} cases, {refused} refused cleanly (exit 2: {COUNTS['exit 2']}, of which "
+          f"{COUNTS['argparse']} by argparse; exit 3: {COUNTS['exit 3']}), {COUNTS['exit 0']} answered (exit 0)")
 
 
 def test_pools_hold_the_extremes():
