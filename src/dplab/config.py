@@ -105,8 +105,12 @@ def load_yaml(path: str | Path) -> dict:
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise DPLabError("config", f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise DPLabError("config", f"{path} is a folder; give a YAML file") from None
+    except UnicodeDecodeError as err:
+        raise DPLabError(str(path), f"not a UTF-8 text file ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
         raise DPLabError(str(path), f"not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(data, dict):

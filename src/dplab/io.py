@@ -47,6 +47,8 @@ def check_output(path: str | Path, flag: str, folder: bool = False) -> Path:
     where a folder is), lies under a file, or the nearest folder that exists is not writable.
     Every command calls this for each output before it computes anything, so a bad ``--out``
     is refused at once, not after the work, at the final write."""
+    if not str(path).strip():  # Path("") is ".": the command would write into the working folder
+        raise DPLabError(flag, "is empty; give the path to write")
     path = Path(path)
     if path.exists() and path.is_dir() != folder:
         raise DPLabError(flag, f"{path} is a {'file' if folder else 'folder'}; give the {'folder' if folder else 'file'} to write")

@@ -61,8 +61,8 @@ def run(args) -> int:
             raise DPLabError("--audit", f"unknown audit {args.audit!r}; defined: {', '.join(config.get('audits', {}))}")
         entry = pipeline.audit_entry(config, args.audit)
     if args.threads is not None:
-        if args.threads < 1:
-            raise DPLabError("--threads", f"must be >= 1; got {args.threads}")
+        if not 1 <= args.threads <= 1024:
+            raise DPLabError("--threads", f"must be an integer from 1 to 1024 (torch CPU threads); got {args.threads}")
         torch.set_num_threads(args.threads)
     dataset = data.load(args.data)
     if dataset.info["name"] != entry["dataset"]:

@@ -34,7 +34,7 @@ def run(args) -> int:
 
     check_output(args.out, "--out")
     # validated with defaults filled in either way, so both give the same config hash
-    if args.config_json:
+    if args.config_json is not None:
         try:
             config = validate(json.loads(args.config_json))
         except json.JSONDecodeError as err:

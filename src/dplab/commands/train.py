@@ -42,8 +42,8 @@ def run(args) -> int:
 
     check_output(args.out, "--out", folder=True)
     if args.threads is not None:
-        if args.threads < 1:
-            raise DPLabError("--threads", f"must be >= 1; got {args.threads}")
+        if not 1 <= args.threads <= 1024:
+            raise DPLabError("--threads", f"must be an integer from 1 to 1024 (torch CPU threads); got {args.threads}")
         torch.set_num_threads(args.threads)
     if args.grid:
         return _train_grid(args)
