@@ -207,9 +207,10 @@ def test_a_target_epsilon_above_the_accountants_floor_passes():
 
 
 def test_the_shipped_configs_pass_every_check():
-    """config.yaml alone and with paper.yaml merged over it (as `snakemake --configfile` merges)."""
+    """config.yaml, paper.yaml (`--configfile` replaces config.yaml) and paper-smoke.yaml merged over it."""
     assert load_config(ROOT / "config" / "config.yaml")["runs"]
-    assert "mnist_gd_nonprivate" in load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "paper.yaml")["runs"]
+    assert "mnist_gd_nonprivate" in load_config(ROOT / "config" / "paper.yaml")["runs"]
+    assert "mnist_gd_nonprivate" in load_config(ROOT / "config" / "paper.yaml", ROOT / "config" / "paper-smoke.yaml")["runs"]
 
 
 def test_snakemake_names_the_key_of_a_job_level_mistake_in_one_line(project):
