@@ -55,7 +55,7 @@ class Figure(Protocol):
 
     TITLE: str  #: one line: the index's title
     SOURCE: str  #: the seed figure it reproduces, or "new"
-    CAPTION: str  #: reStructuredText after the id ("**id** CAPTION" in the report): what is drawn, from what, how to read it
+    CAPTION: str  #: reST read after the id ("**id** CAPTION" in the report): what is drawn, how to read it
     INPUTS: dict[str, type]
 
     def check(self, config: dict, params: dict) -> None:
