@@ -417,7 +417,7 @@ def test_input_canary_audit_certifies_a_positive_bound_below_every_upper_bound(d
 
     path = tmp_path / "audit.csv"
     table.to_csv(path, index=False)
-    fig_table = tightness_audit.table([str(path)], {"audits": ["tiny"]})
+    fig_table = tightness_audit.table({"audits": [str(path)]}, {"audits": ["tiny"]})
     assert list(fig_table.columns[:4]) == ["audit", "threat_model", "variant", "method"]
     fig = tightness_audit.draw(fig_table)
     assert sum(ax.get_visible() for ax in fig.axes) == 3  # one panel per variant, one row (one threat model)

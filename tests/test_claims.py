@@ -80,7 +80,7 @@ def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
     forged = pd.concat([forged, forged[forged.accountant == "rdp"].assign(accountant="langevin")], ignore_index=True)
     path = tmp_path / "sweep.csv"
     forged.to_csv(path, index=False)
-    table = figure("accountants_vs_pld").table([str(path), str(runs / "dp_sgd" / "summary.json")], {"sweep": "s"})
+    table = figure("accountants_vs_pld").table({"sweep": str(path), "summary": str(runs / "dp_sgd" / "summary.json")}, {"sweep": "s"})
     langevin = table[table.accountant == "langevin"]
     assert len(langevin) == 1 and langevin.epsilon.isna().all() and "(accountant 'langevin')" in langevin.reason.iloc[0]
     assert table[table.accountant == "pld"].epsilon.notna().sum() == 3
@@ -90,7 +90,7 @@ def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
     assert forged.epsilon.notna().all()
     forged.to_csv(path, index=False)
     with pytest.raises(DPLabError, match="no pld values"):
-        figure("accountants_vs_pld").table([str(path), str(runs / "projected" / "summary.json")], {"sweep": "s"})
+        figure("accountants_vs_pld").table({"sweep": str(path), "summary": str(runs / "projected" / "summary.json")}, {"sweep": "s"})
 
 
 def test_hidden_state_gain_drops_a_curve_the_run_may_not_claim(runs, tmp_path):
@@ -104,7 +104,7 @@ def test_hidden_state_gain_drops_a_curve_the_run_may_not_claim(runs, tmp_path):
     metrics["epsilon_pld"] = 1.0
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     metrics.to_csv(tmp_path / "metrics.csv", index=False)
-    table = figure("hidden_state_gain").table([str(tmp_path / "summary.json"), str(tmp_path / "metrics.csv")],
+    table = figure("hidden_state_gain").table({"summaries": [str(tmp_path / "summary.json")], "metrics": [str(tmp_path / "metrics.csv")]},
                                               {"runs": ["projected"], "skip": []})
     pld = table[table.accountant == "pld"]
     assert len(pld) == 1 and pld.epsilon.isna().all() and "realized batch size" in pld.reason.iloc[0]

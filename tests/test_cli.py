@@ -149,10 +149,11 @@ def test_figure_input_errors_are_one_line_exit_2(built, tmp_path, capsys):
     for inputs, flag in [([sweep, str(tmp_path / "missing.json")], "--inputs"), ([summary, sweep], "--inputs"),
                          ([sweep, str(garbage)], "--inputs"), ([sweep, str(binary)], "--inputs"),
                          ([sweep, str(empty)], "--inputs"), ([str(columns), summary], "--inputs"), ([sweep], "--inputs")]:
+        inputs = [f"{name}={path}" for name, path in zip(("sweep", "summary"), inputs)]
         assert main(["figure-table", "accountants_vs_pld", *params, "--inputs", *inputs, *out]) == 2, inputs
         line = _one_line(capsys.readouterr().err)  # names the flag, or the input file (and the command that writes it)
-        assert any(f"error: {key}: " in line for key in (flag, *inputs)), inputs
-    assert main(["figure-table", "accountants_vs_pld", "--params-json", "{}", "--inputs", sweep, summary, *out]) == 2
+        assert any(f"error: {key}: " in line for key in (flag, *(arg.split("=", 1)[1] for arg in inputs))), inputs
+    assert main(["figure-table", "accountants_vs_pld", "--params-json", "{}", "--inputs", f"sweep={sweep}", f"summary={summary}", *out]) == 2
     assert "error: figures.accountants_vs_pld.sweep: is required" in _one_line(capsys.readouterr().err)
     draw = ["--pdf", str(tmp_path / "f.pdf"), "--png", str(tmp_path / "f.png")]
     for figure, table in [("accountants_vs_pld", tables["gaussian_sigma"]), ("gaussian_sigma", tables["accountants_vs_pld"]),

@@ -20,7 +20,7 @@ from figure_params import default_params
 # ------------------------------------------------------------------------ gaussian_sigma
 @pytest.fixture(scope="module")
 def salary():
-    return gaussian_sigma.table([], default_params("gaussian_sigma"))
+    return gaussian_sigma.table({}, default_params("gaussian_sigma"))
 
 
 def test_salary_defaults_are_004():
@@ -55,7 +55,7 @@ def test_salary_closed_forms_and_classic_only_below_one(salary):
 @pytest.fixture(scope="module")
 def steps_table():
     params = {**default_params("sigma_vs_steps"), "steps": [2, 50, 1000]}
-    return sigma_vs_steps.table([], params)
+    return sigma_vs_steps.table({}, params)
 
 
 def test_sigma_vs_steps_defaults_are_004():
@@ -117,7 +117,7 @@ def test_full_batch_pld_matches_exact_gaussian_composition(steps_table):
 def test_techniques_table_rows_meet_the_target():
     params = {**default_params("techniques_table"),
               "accountants": ["advanced", "rdp", "pld", "pabi", "ye_shokri", "asoodeh_projected"]}
-    table = techniques_table.table([], params).set_index("accountant")
+    table = techniques_table.table({}, params).set_index("accountant")
     assert table.noise_multiplier.notna().all(), table.reason
     assert table.noise_multiplier["pld"] <= table.noise_multiplier["rdp"] <= table.noise_multiplier["advanced"]
     for name, row in table.iterrows():
@@ -136,7 +136,7 @@ def test_techniques_table_rows_meet_the_target():
 @pytest.fixture(scope="module")
 def gap():
     params = {**default_params("sampling_gap"), "noise_multipliers": [1.0], "epochs": [1, 4]}
-    return params, sampling_gap.table([], params)
+    return params, sampling_gap.table({}, params)
 
 
 def test_sampling_gap_defaults_are_the_default_run():

@@ -22,7 +22,7 @@ def theta(eps, r):
 @pytest.fixture(scope="module")
 def projected():
     params = default_params("asoodeh_projected")
-    return params, asoodeh_projected.table([], params)
+    return params, asoodeh_projected.table({}, params)
 
 
 def test_projected_defaults_are_fig1_parameters(projected):
@@ -64,7 +64,7 @@ def test_projected_epsilon_converges_to_eq22_and_stays_below_eq23(projected):
 def regularized():
     params = default_params("asoodeh_regularized")
     params = {**params, "max_steps": 400, "points": 5}
-    return params, asoodeh_regularized.table([], params)
+    return params, asoodeh_regularized.table({}, params)
 
 
 def eq21(eps, t, p, lr, clip, sigma, lam, d, kappa):
@@ -102,7 +102,7 @@ def test_langevin_rdp_is_cor1_and_app_e_as_printed():
     params = default_params("langevin_rdp")
     assert (params["lr"], params["langevin_sigma"], params["dataset_size"], params["sensitivity"],
             params["smoothness"]) == (0.02, 0.02, 5000, 4.0, 4.0)
-    table = langevin_rdp.table([], params)
+    table = langevin_rdp.table({}, params)
     eta, sigma, n, s_g = A["lr"], A["sigma"], A["n"], A["s_g"]
     for alpha, lam in [(30, 1), (20, 1), (10, 1), (10, 2), (10, 4)]:
         rows = table[(table.bound == "cor1") & (table.alpha == alpha) & (table.strong_convexity == lam)]
@@ -128,7 +128,7 @@ def test_langevin_rdp_refuses_lr_above_one_over_beta():
 
 def test_langevin_tightness_bounds_as_printed_and_ordered():
     params = default_params("langevin_tightness")
-    table = langevin_tightness.table([], params)
+    table = langevin_tightness.table({}, params)
     eta, sigma, n, s_g = A["lr"], A["sigma"], A["n"], A["s_g"]
     for alpha in (10, 20, 30):
         rows = table[table.alpha == alpha].pivot(index="steps", columns="bound", values="rdp_epsilon")

@@ -40,7 +40,7 @@ def test_grad_norms_at_the_initial_point_match_the_closed_form(synth, tmp_path):
     assert (recorded.step == 1).all()
     np.testing.assert_allclose(recorded.grad_norm.to_numpy(), expected, rtol=1e-5)
     params = {"run": "gd", "quantile": 0.95, "points": 50, "bins": 10}
-    table = figure("grad_norms").table([str(out / "grad_norms.csv"), str(out / "summary.json")], params)
+    table = figure("grad_norms").table({"grad_norms": str(out / "grad_norms.csv"), "summary": str(out / "summary.json")}, params)
     q = table[table.kind == "quantile"].grad_norm.iloc[0]
     assert q == pytest.approx(np.quantile(expected, 0.95), rel=1e-5)
     assert table[table.kind == "histogram"]["count"].sum() == len(expected)
@@ -59,7 +59,7 @@ def test_grad_norms_are_optional_and_logged_per_batch(synth, tmp_path):
 def test_nonprivate_training_stars_the_best_logged_values(synth, tmp_path):
     out = train(synth, tmp_path, "np", method="sgd", steps=30, log_every=5, lr=1.0)
     metrics = pd.read_csv(out / "metrics.csv")
-    table = figure("nonprivate_training").table([str(out / "summary.json"), str(out / "metrics.csv")], {"run": "np"})
+    table = figure("nonprivate_training").table({"summary": str(out / "summary.json"), "metrics": str(out / "metrics.csv")}, {"run": "np"})
     best = table[table.best].set_index("metric").value
     assert best["test_loss"] == metrics.test_loss.min() and best["test_accuracy"] == metrics.test_accuracy.max()
     assert len(table) == 2 * len(metrics)
@@ -86,7 +86,7 @@ def test_privacy_utility_mean_and_sd_over_seeds(tmp_path):
     paths = [_fake_summary(tmp_path, f"synthetic/logreg/{m}/eps{e:g}/seed{s}", m, e, s, acc[s]) for (m, e), acc in accs.items() for s in range(3)]
     paths += [_fake_summary(tmp_path, f"synthetic/logreg/sgd/nonprivate/seed{s}", "sgd", None, s, 0.95 - 0.01 * s)
               for s in range(3)]
-    table = figure("privacy_utility").table(paths, {"grids": ["g"]})
+    table = figure("privacy_utility").table({"summaries": paths}, {"grids": ["g"]})
     for (m, e), acc in accs.items():
         row = table[(table.variant == m) & (table.epsilon == e)].iloc[0]
         assert row.accuracy_mean == pytest.approx(acc.mean()) and row.accuracy_sd == pytest.approx(np.std(acc, ddof=1))
@@ -102,7 +102,7 @@ def test_hidden_state_gain_reads_every_valid_curve_and_every_exclusion(synth, tm
                 noise_multiplier=20.0, steps=400, log_every=100, neighbouring="replace_one",
                 accountants=["rdp", "pld", "langevin", "pabi"])
     metrics = pd.read_csv(out / "metrics.csv")
-    table = figure("hidden_state_gain").table([str(out / "summary.json"), str(out / "metrics.csv")],
+    table = figure("hidden_state_gain").table({"summaries": [str(out / "summary.json")], "metrics": [str(out / "metrics.csv")]},
                                               {"runs": ["hs"], "skip": []})
     for name in ("rdp", "pld", "langevin"):
         rows = table[table.accountant == name]
@@ -118,5 +118,6 @@ def test_hidden_state_gain_reads_every_valid_curve_and_every_exclusion(synth, tm
 def test_figure_inputs_name_the_pipeline_files():
     config = {"runs": {"a": {"method": "sgd", "record_grad_norms": True}}, "grids": {},
               "figures": {"grad_norms": {"run": "a"}}}
-    assert pipeline.figure_inputs(config, "grad_norms") == ["results/runs/a/grad_norms.csv", "results/runs/a/summary.json"]
+    assert pipeline.figure_inputs(config, "grad_norms") == {"grad_norms": "results/runs/a/grad_norms.csv",
+                                                            "summary": "results/runs/a/summary.json"}
     assert pipeline.run_files("a")["grad_norms"] in pipeline.targets({"seed": 0, **config})

@@ -117,9 +117,9 @@ def summary(prepared, tmp_path_factory):
 
 
 @pytest.mark.parametrize("command", [
-    ["sweep", "--accountants", "rdp", "--summary"],
-    ["figure-table", "mf_vs_dpsgd", "--params-json", '{"grid": "g"}', "--inputs"],
-    ["figure-table", "privacy_utility", "--params-json", '{"grids": ["g"]}', "--inputs"],
+    ["sweep", "--accountants", "rdp", "--summary", "{}"],
+    ["figure-table", "mf_vs_dpsgd", "--params-json", '{"grid": "g"}', "--inputs", "summaries={}"],
+    ["figure-table", "privacy_utility", "--params-json", '{"grids": ["g"]}', "--inputs", "summaries={}"],
 ])
 @pytest.mark.parametrize("damage", ["truncated", "not a summary"])
 def test_a_damaged_summary_given_to_sweep_or_figure_commands_is_named(command, damage, summary, tmp_path, capsys):
@@ -129,7 +129,7 @@ def test_a_damaged_summary_given_to_sweep_or_figure_commands_is_named(command, d
     else:
         path.write_text(json.dumps({"name": "s", "train_size": 40}))  # e.g. an info.json given by mistake
     out = tmp_path / "out.csv"
-    assert main([*command, str(path), "--out", str(out)]) == 2
+    assert main([*command[:-1], command[-1].format(path), "--out", str(out)]) == 2
     line = _one_line(capsys)
     problem = "corrupt or truncated (JSONDecodeError" if damage == "truncated" else "has no key 'run'"
     assert f"{path}: run summary {problem}" in line and f"`dplab train --config CONFIG --run RUN --data DATA --out {tmp_path}`" in line
@@ -138,7 +138,7 @@ def test_a_damaged_summary_given_to_sweep_or_figure_commands_is_named(command, d
 
 def test_a_damaged_factorization_given_to_its_figure_is_named(damaged_factorization, tmp_path, capsys):
     out = tmp_path / "table.csv"
-    assert main(["figure-table", "mf_structure", "--params-json", '{"grid": "g"}', "--inputs", str(damaged_factorization),
+    assert main(["figure-table", "mf_structure", "--params-json", '{"grid": "g"}', "--inputs", f"factorizations={damaged_factorization}",
                  "--out", str(out)]) == 2
     line = _one_line(capsys)
     assert f"{damaged_factorization}: saved factorization corrupt or truncated" in line

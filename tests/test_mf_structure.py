@@ -30,7 +30,7 @@ def saved(tmp_path_factory):
 
 
 def test_table_values(saved):
-    table = mf_structure.table(saved, {"bins": 20})
+    table = mf_structure.table({"factorizations": saved}, {"bins": 20})
     heat = table[table.panel == "heatmap"]
     assert len(heat) == 2 * T * (T + 1) // 2  # lower triangles of B and C
     dense = {}
@@ -69,8 +69,8 @@ def test_default_config_saves_each_factorization_once():
     specs = pipeline.factorizations(config)
     assert specs == {"banded_T200_m16": {"strategy": "banded", "steps": 200, "bands": 16},
                      "optimal_T200": {"strategy": "optimal", "steps": 200, "bands": None}}
-    assert mf_structure.inputs(config, config["figures"]["mf_structure"]) == [
-        "results/mf/banded_T200_m16.npz", "results/mf/optimal_T200.npz"]
+    assert mf_structure.inputs(config, config["figures"]["mf_structure"]) == {"factorizations": [
+        "results/mf/banded_T200_m16.npz", "results/mf/optimal_T200.npz"]}
     runs = pipeline.grid_runs(config, "mf_vs_dpsgd")
     keys = {item["variant"]: pipeline.run_factorization(item["run"]) for item in runs.values()}
     assert keys == {"dp_mf": "banded_T200_m16", "dp_sgd": None}

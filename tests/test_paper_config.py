@@ -13,7 +13,7 @@ import yaml
 from conftest import ROOT, copy_project, run, write_mnist
 from dplab import pipeline
 from dplab.config import load_schema, validate
-from dplab.figures import FIGURE_IDS
+from dplab.figures import FIGURE_IDS, input_files
 
 SMOKE = ["--configfile", "config/paper.yaml", "config/paper-smoke.yaml"]
 
@@ -33,7 +33,7 @@ def load(*names: str) -> dict:
 def test_paper_config_draws_every_figure_and_trains_nothing_else():
     config = load("paper.yaml")
     assert set(config["figures"]) == set(FIGURE_IDS)
-    drawn = {path for figure in config["figures"] for path in pipeline.figure_inputs(config, figure)}
+    drawn = {path for figure in config["figures"] for path in input_files(pipeline.figure_inputs(config, figure))}
     drawn |= {pipeline.run_files(entry["run"])["summary"] for entry in config["sweeps"].values()}  # sweeps read runs
     needless = [p for p in pipeline.results(config) if p.endswith(("summary.json", ".npz", ".csv"))
                 and not p.startswith(("results/tables/", "results/runs/", "results/grids/")) and p not in drawn]

@@ -148,8 +148,8 @@ def test_figures_never_take_a_lower_bound_or_a_comparison_for_a_claim(trained, t
     row.  The ε the other run figures read (runs.claimed_epsilon) refuses both kinds."""
     summary, metrics = _read(trained, "shuffled")
     assert summary["epsilon_comparison"]["as_if_poisson"] < summary["epsilon"]["fixed_batches"]
-    table = figure("hidden_state_gain").table([str(trained / "shuffled" / "summary.json"),
-                                               str(trained / "shuffled" / "metrics.csv")], {"runs": ["shuffled"], "skip": []})
+    table = figure("hidden_state_gain").table({"summaries": [str(trained / "shuffled" / "summary.json")],
+                                               "metrics": [str(trained / "shuffled" / "metrics.csv")]}, {"runs": ["shuffled"], "skip": []})
     claimed = table[table.accountant == "fixed_batches"]
     np.testing.assert_array_equal(claimed.best_composition.to_numpy(), metrics.epsilon_fixed_batches.to_numpy())
     for name, kind in (("shuffle_lower", "lower"), ("as_if_poisson", "comparison")):
@@ -171,7 +171,7 @@ def test_figures_never_take_a_lower_bound_or_a_comparison_for_a_claim(trained, t
         tmp_path / "metrics.csv", index=False)
     with pytest.raises(DPLabError, match="not a guarantee"):
         runs.claimed_epsilon(forged, "as_if_poisson", "figures.x")
-    table = figure("hidden_state_gain").table([str(tmp_path / "summary.json"), str(tmp_path / "metrics.csv")],
+    table = figure("hidden_state_gain").table({"summaries": [str(tmp_path / "summary.json")], "metrics": [str(tmp_path / "metrics.csv")]},
                                               {"runs": ["shuffled"], "skip": []})
     refused = table[table.accountant == "as_if_poisson"]
     assert len(refused) == 1 and refused.epsilon.isna().all() and "not a guarantee" in refused.reason.iloc[0]

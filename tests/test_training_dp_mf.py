@@ -165,7 +165,7 @@ def test_comparison_table_columns_and_matched_epsilon(tmp_path):
 
     accs = {"dp_mf": [0.6, 0.7, 0.5], "dp_sgd": [0.4, 0.5, 0.6]}
     files = [_summary(tmp_path / f"{m}{s}.json", m, s, 1.0, a) for m in accs for s, a in enumerate(accs[m])]
-    table = mf_vs_dpsgd.table(files, {})
+    table = mf_vs_dpsgd.table({"summaries": files}, {})
     assert list(table.columns) == ["variant", "method", "accountant", "epsilon", "delta", "noise_multiplier", "seeds",
                                    "test_accuracy_mean", "test_accuracy_sd", "test_accuracy_se",
                                    "test_loss_mean", "test_loss_sd", "test_loss_se"]
@@ -175,4 +175,4 @@ def test_comparison_table_columns_and_matched_epsilon(tmp_path):
     assert mf.test_accuracy_se == pytest.approx(0.1 / np.sqrt(3))
     files.append(_summary(tmp_path / "late.json", "dp_sgd", 9, 1.5, 0.9))  # ε not matched
     with pytest.raises(DPLabError, match="epsilon differs"):
-        mf_vs_dpsgd.table(files, {})
+        mf_vs_dpsgd.table({"summaries": files}, {})

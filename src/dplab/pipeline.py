@@ -283,8 +283,9 @@ def factorizations(config: dict) -> dict[str, dict]:
     return specs
 
 
-def figure_inputs(config: dict, figure: str) -> list[str]:
-    """The result files the table of ``figure`` is computed from."""
+def figure_inputs(config: dict, figure: str) -> dict[str, str | list[str]]:
+    """The result files the table of ``figure`` is computed from, by name (the figure's ``INPUTS``:
+    rule figure_table unpacks them and passes them as ``dplab figure-table --inputs NAME=PATH …``)."""
     from dplab.figures import figure as figure_module
 
     return figure_module(figure).inputs(config, config["figures"][figure])

@@ -2,7 +2,7 @@
 # into rule params (no lambdas in rules). The Snakefile has checked the config.
 import json
 
-from dplab import pipeline
+from dplab import figures, pipeline
 
 #: every training job: its folder under results/ (wildcard run_dir of rule train) -> its run entry
 TRAINING_RUNS = pipeline.training_runs(config)
@@ -51,8 +51,18 @@ def sweep_points(wildcards):
 
 
 def figure_inputs(wildcards):
-    """The result tables a figure's table is made from."""
+    """The result files a figure's table is made from, by name (for unpack)."""
     return pipeline.figure_inputs(config, wildcards.figure)
+
+
+def figure_input_args(wildcards):
+    """The same files as `dplab figure-table --inputs` arguments, NAME=PATH."""
+    return figures.input_args(pipeline.figure_inputs(config, wildcards.figure))
+
+
+def figure_caption(wildcards):
+    """The figure's caption, from its module (the report shows it: workflow/report/figure.rst)."""
+    return figures.figure(wildcards.figure).CAPTION
 
 
 def figure_json(wildcards):

@@ -1,18 +1,19 @@
 rule figure_table:
     """The tidy table a figure is drawn from (one row per plotted point)."""
     input:
-        figure_inputs,
+        unpack(figure_inputs),
     output:
         "results/tables/{figure}.csv",
     params:
         figure=figure_json,
+        inputs=figure_input_args,
     log:
         "logs/figures/{figure}_table.log",
     conda:
         "../envs/dplab.yaml"
     shell:
         "dplab figure-table {wildcards.figure} --params-json {params.figure:q}"
-        " --inputs {input} --out {output} > {log} 2>&1"
+        " --inputs {params.inputs:q} --out {output} > {log} 2>&1"
 
 
 rule figure:
@@ -27,6 +28,8 @@ rule figure:
             category="Figures",
             labels={"figure": "{figure}"},
         ),
+    params:
+        caption=figure_caption,
     log:
         "logs/figures/{figure}.log",
     conda:

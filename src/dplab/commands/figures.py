@@ -21,7 +21,9 @@ def register(sub) -> None:
     t.add_argument("figure", choices=FIGURE_IDS, help="figure id (README.md, Figures)")
     t.add_argument("--config", help="pipeline config file: take the figure's parameters and inputs from it")
     t.add_argument("--params-json", help="the figure's entry of config `figures`, as JSON (with --inputs)")
-    t.add_argument("--inputs", nargs="*", default=[], help="result files the table is made from")
+    t.add_argument("--inputs", nargs="*", default=[], metavar="NAME=PATH",
+                   help="result files the table is made from, by the figure's input names (a name of a list of "
+                        "files once per file, in order), e.g. sweep=results/accounting/dp_sgd.csv")
     t.add_argument("--out", required=True, help="CSV file to write")
     t.set_defaults(func=run_table)
 
@@ -47,7 +49,7 @@ def register(sub) -> None:
 
 
 def run_table(args) -> int:
-    from dplab.figures import figure
+    from dplab.figures import figure, input_args, input_files, parse_input_args
     from dplab.io import check_output, write_csv
 
     check_output(args.out, "--out")
@@ -70,11 +72,11 @@ def run_table(args) -> int:
             raise DPLabError("--params-json", f"not valid JSON: {err}") from None
         params = validate(params, load_schema("config")["properties"]["figures"]["properties"][args.figure],
                           f"figures.{args.figure}")
-        inputs = args.inputs
-    for path in inputs:
+        inputs = parse_input_args(args.figure, args.inputs)
+    for path in input_files(inputs):
         if not Path(path).is_file():
             raise DPLabError("--inputs", f"no such file: {path} (the pipeline makes it: snakemake {path})")
-    what = f"the inputs ({', '.join(inputs)}) are not the result files figure {args.figure} is made from"
+    what = f"the inputs ({' '.join(input_args(inputs))}) are not the result files figure {args.figure} is made from"
     with _bad_input("--inputs", what):
         table = figure(args.figure).table(inputs, params)
     write_csv(args.out, table)

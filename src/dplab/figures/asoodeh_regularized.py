@@ -11,18 +11,26 @@ import numpy as np
 import pandas as pd
 
 from dplab.accounting import asoodeh
-from dplab.figures import style
+from dplab.figures import Inputs, style
 
 TITLE = "Regularized DP-SGD: δ vs T at fixed ε (001 Thm 3)"
 SOURCE = "001 Fig. 2"
+CAPTION = (
+    "reproduces 001 Fig. 2: the δ of regularized unprojected DP-SGD after T steps by 001 Thm 3 (eq. (21), κ "
+    "optimized numerically at each T), with C = 1, η = 0.1, σ_A = 5, ε = 5, p = 0.001 and λ = 0.65 (left) and λ ="
+    " 0.01 (right). The model dimension d enters eq. (21) through P(χ²_d ≤ κ²) and 001 does not state it: d = 10 "
+    "here (config parameter `dimension`). eq. (21) is evaluated with the diameter 2(r_s − σκ)/σ in θ_ε, where 001"
+    " prints the radius (see docs/hidden_state.md)."
+)
+INPUTS: dict[str, type] = {}
 
 
 def check(config: dict, params: dict) -> None:
     """Nothing to cross-check: the figure needs no other result."""
 
 
-def inputs(config: dict, params: dict) -> list[str]:
-    return []
+def inputs(config: dict, params: dict) -> Inputs:
+    return {}
 
 
 def steps_grid(max_steps: int, points: int) -> np.ndarray:
@@ -30,7 +38,7 @@ def steps_grid(max_steps: int, points: int) -> np.ndarray:
     return np.unique(np.round(np.linspace(1, max_steps, points)).astype(int))
 
 
-def table(inputs: list[str], params: dict) -> pd.DataFrame:
+def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per (λ, T): δ of eq. (21) at the optimal κ (also recorded)."""
     rows = []
     for lam in params["regularizations"]:

@@ -23,10 +23,21 @@ import pandas as pd
 
 from dplab import pipeline
 from dplab.errors import DPLabError
-from dplab.figures import style
+from dplab.figures import Inputs, style
 
 TITLE = "Structure of the matrix factorization A = B·C: B, C, the entries of C⁻¹, per-step noise of A vs A·C⁻¹"
 SOURCE = "004 §4.3 (Structure of B and C: matrix_structure, distribution_c_inv, noise_acc)"
+CAPTION = (
+    "reproduces 004 §4.3's three figures on the structure of the matrix factorization A = B·C of the T-step "
+    "prefix-sum workload, for the factorization the dp_mf runs train with (the grid's banded C with 16 bands, T ="
+    " 200; columns of unit norm) and the optimal single-participation factorization: top, heatmaps of the decoder"
+    " B = A·C⁻¹ and the encoder C (log colour scale, lower triangle; blank = 0); bottom left, the distribution of"
+    " the entries of C⁻¹ (the noise correlation: a negative cluster makes noise cancel across steps); bottom "
+    "right, the standard deviation of the noise on θ_t per unit noise multiplier, ‖A[t,:]‖ = √(t+1) for DP-SGD "
+    "against ‖(A·C⁻¹)[t,:]‖ for each factorization (before σ is calibrated; amplification lowers the banded σ "
+    "further, see mf_vs_dpsgd)."
+)
+INPUTS: dict[str, type] = {"factorizations": list}
 KEY = "figures.mf_structure"
 
 
@@ -68,21 +79,21 @@ def check(config: dict, params: dict) -> None:
     factorizations(config, params)
 
 
-def inputs(config: dict, params: dict) -> list[str]:
-    return [pipeline.mf_file(key) for key in factorizations(config, params)]
+def inputs(config: dict, params: dict) -> Inputs:
+    return {"factorizations": [pipeline.mf_file(key) for key in factorizations(config, params)]}
 
 
 def _label(fact) -> str:
     return f"{fact.strategy}-{fact.bands}" if fact.strategy == "banded" else fact.strategy
 
 
-def table(inputs: list[str], params: dict) -> pd.DataFrame:
+def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     from dplab.mf.factorizations import load
 
-    if not inputs:
+    if not inputs["factorizations"]:
         raise DPLabError(KEY, "no factorization files given")
     bins = params.get("bins", 60)
-    facts = [load(path)[0] for path in inputs]
+    facts = [load(path)[0] for path in inputs["factorizations"]]
     T = facts[0].steps
     if any(f.steps != T for f in facts):
         raise DPLabError(KEY, f"factorizations of different T: {[f.steps for f in facts]}")

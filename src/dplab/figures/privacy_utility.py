@@ -18,11 +18,20 @@ import pandas as pd
 
 from dplab import pipeline
 from dplab.errors import DPLabError
-from dplab.figures import runs, style
+from dplab.figures import Inputs, runs, style
 from dplab.inputs import run_summary
 
 TITLE = "Privacy–utility: test accuracy vs ε per training method, mean ± sd over seeds"
 SOURCE = "new"
+CAPTION = (
+    "(new figure, no seed counterpart): final test accuracy vs target ε for every training method (mean ± "
+    "standard deviation over the seeds of the grid), each method's σ calibrated to the target ε by its own "
+    "natural accountant, named in the legend with the neighbouring relation and what the ε covers (every iterate "
+    "for composition accountants, the final parameters only for hidden-state ones). Equal ε under different "
+    "accountants and release models is a stated, not a proven, equivalence of privacy. The dashed line and band "
+    "are non-private SGD (mean ± sd)."
+)
+INPUTS: dict[str, type] = {"summaries": list}
 #: a grid run's name (:func:`dplab.pipeline.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
 NAME = re.compile(r"^[^/]+/[^/]+/(?P<variant>[A-Za-z0-9_]+)/(eps|sigma|nonprivate)[^/]*/seed(?P<seed>[0-9]+)$")
 COLOURS = {"dp_sgd": "#1f77b4", "dp_gd": "#ff7f0e", "noisy_gd": "#2ca02c", "dp_sgd_fixed_batches": "#9467bd",
@@ -35,13 +44,13 @@ def check(config: dict, params: dict) -> None:
             raise DPLabError("figures.privacy_utility.grids", f"unknown grid {grid!r}")
 
 
-def inputs(config: dict, params: dict) -> list[str]:
-    return [path for grid in params["grids"] for path in pipeline.grid_summaries(config, grid)]
+def inputs(config: dict, params: dict) -> Inputs:
+    return {"summaries": [path for grid in params["grids"] for path in pipeline.grid_summaries(config, grid)]}
 
 
-def table(inputs: list[str], params: dict) -> pd.DataFrame:
+def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     records = []
-    for path in inputs:
+    for path in inputs["summaries"]:
         summary = run_summary(path)
         match = NAME.match(summary["run"]["name"])
         if match is None:

@@ -38,17 +38,15 @@ def check_runs(config: dict, key: str, names: list[str], private: bool | None = 
             raise DPLabError(key, f"run {name!r} (method {method}) must be {'private' if private else 'non-private'}")
 
 
-def run_inputs(names: list[str]) -> list[str]:
-    """summary.json then metrics.csv of each run, in order."""
-    files = []
-    for name in names:
-        files += [pipeline.run_files(name)["summary"], pipeline.run_files(name)["metrics"]]
-    return files
+def run_inputs(names: list[str]) -> dict[str, list[str]]:
+    """The inputs ``summaries`` (summary.json) and ``metrics`` (metrics.csv) of the runs, in order."""
+    return {"summaries": [pipeline.run_files(name)["summary"] for name in names],
+            "metrics": [pipeline.run_files(name)["metrics"] for name in names]}
 
 
-def load_pairs(inputs: list[str]) -> list[tuple[dict, pd.DataFrame]]:
-    """(summary, metrics) per run from the output of :func:`run_inputs`."""
-    return [(run_summary(inputs[i]), pd.read_csv(inputs[i + 1])) for i in range(0, len(inputs), 2)]
+def load_pairs(inputs: dict[str, list[str]]) -> list[tuple[dict, pd.DataFrame]]:
+    """(summary, metrics) per run from the inputs of :func:`run_inputs` (a ValueError if their numbers differ)."""
+    return [(run_summary(s), pd.read_csv(m)) for s, m in zip(inputs["summaries"], inputs["metrics"], strict=True)]
 
 
 def describe(summary: dict) -> dict:

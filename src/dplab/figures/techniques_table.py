@@ -23,10 +23,20 @@ from dplab import units
 from dplab.accounting import Setting, get
 from dplab.accounting.claims import analysed_update, refusal
 from dplab.errors import AssumptionError
-from dplab.figures import style
+from dplab.figures import Inputs, style
 
 TITLE = "σ needed for one (ε, δ) by each analysis technique, with its assumptions (000 Table I)"
 SOURCE = "000 Table I"
+CAPTION = (
+    "extends 000 Table I: the noise multiplier σ that each analysis technique (accountant) needs for one common "
+    "(ε = 1, δ = 10⁻⁵) target on one common setting (n = 1000, b = 10, T = 1000, C = 1, η = 0.1, loss constants λ"
+    " = 0.1, β = 1, L = 1, D = 1, weight decay 0.5, d = 10; 000 states no setting, these are ours), each under "
+    "the sampling scheme and neighbouring relation its theorem is proved for, with its release model and loss "
+    "assumption and, where 000 Table I lists it, the article and σ order printed there. σ/(Δ/C) divides by the "
+    "sensitivity of the clipped sum (C add/remove, 2C replace-one) so rows under different relations compare. "
+    "'none': no σ meets the target (the reason is in the table)."
+)
+INPUTS: dict[str, type] = {}
 
 #: accountant → (sampling, neighbouring, 000 Table I article, its σ order, loss assumption)
 TECHNIQUES = {
@@ -52,11 +62,11 @@ def check(config: dict, params: dict) -> None:
     """Nothing to cross-check: the figure needs no other result."""
 
 
-def inputs(config: dict, params: dict) -> list[str]:
-    return []
+def inputs(config: dict, params: dict) -> Inputs:
+    return {}
 
 
-def table(inputs: list[str], params: dict) -> pd.DataFrame:
+def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per technique: its σ for (ε, δ) on the common setting, or the reason it has none."""
     eps, delta = params["epsilon"], params["delta"]
     rows = []

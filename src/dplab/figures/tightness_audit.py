@@ -20,10 +20,23 @@ from dplab import pipeline
 from dplab.audit.estimators import ESTIMATORS
 from dplab.audit.membership import THREAT_MODELS
 from dplab.errors import DPLabError
-from dplab.figures import style
+from dplab.figures import Inputs, style
 
 TITLE = "Measured ε lower bounds per threat model next to every upper bound of the same release"
 SOURCE = "new"
+CAPTION = (
+    "(new figure): one row of panels per threat model (white box: Dirac gradient canaries, every iterate "
+    "observed; last iterate: gradient canaries, only the final model; input canary: the dead-feature input "
+    "canary), one panel per audited variant. Lines: the ε upper bound of every accountant valid for the run and "
+    "for what the attack observes (a trajectory observation is tested against composition bounds only), at the "
+    "run's δ and neighbouring relation; dashed: the exact ε of the canary's coordinate where it is known. "
+    "Markers: ε lower bounds of the audit on the engine's runs by estimator (square: Clopper–Pearson, "
+    "distribution-free; circle: f-DP/GDP, Nasr et al. 2023, valid where the trade-off curve is at least as "
+    "heavy-tailed as a Gaussian; triangle: one-run, Steinke et al. 2023, on a single run), at the marker the "
+    "bound certified at the stated confidence, the bar up to the interval's other end (one-run: its point "
+    "estimate). docs/findings.md states what each audit measured."
+)
+INPUTS: dict[str, type] = {"audits": list}
 FIRST = ["audit", "threat_model", "variant", "method", "model", "observation", "estimator", "steps", "delta",
          "neighbouring", "sampling", "noise_multiplier", "sampling_rate", "confidence", "runs", "canaries"]
 MARKERS = {"clopper_pearson": "s", "gdp": "o", "one_run": "^"}
@@ -36,12 +49,12 @@ def check(config: dict, params: dict) -> None:
                              f"{', '.join(config.get('audits', {})) or 'none'}")
 
 
-def inputs(config: dict, params: dict) -> list[str]:
-    return [pipeline.audit_file(audit) for audit in params["audits"]]
+def inputs(config: dict, params: dict) -> Inputs:
+    return {"audits": [pipeline.audit_file(audit) for audit in params["audits"]]}
 
 
-def table(inputs: list[str], params: dict) -> pd.DataFrame:
-    out = pd.concat([pd.read_csv(path) for path in inputs], ignore_index=True)
+def table(inputs: Inputs, params: dict) -> pd.DataFrame:
+    out = pd.concat([pd.read_csv(path) for path in inputs["audits"]], ignore_index=True)
     first = [c for c in FIRST if c in out]
     bounds = ["epsilon_lower", "epsilon_estimate", "epsilon_upper", "exact_epsilon"]
     bounds += sorted(c for c in out if c.startswith("upper_"))
