@@ -104,7 +104,7 @@ def write_mnist(folder: Path, n_train: int = 30, n_test: int = 12, gz: bool = Tr
 
 def copy_project(dest: Path) -> Path:
     """A copy of the project's tracked files at ``dest`` (a git repo of its own, one commit)
-    with the small config."""
+    with the small config (and its dvc.yaml)."""
     for rel in tracked_files():
         src = ROOT / rel
         if src.is_symlink() or src.is_file():
@@ -112,6 +112,7 @@ def copy_project(dest: Path) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target, follow_symlinks=False)
     (dest / "config" / "config.yaml").write_text(yaml.safe_dump(small_config(), sort_keys=False))
+    run(["dplab", "dvc-yaml"], cwd=dest)  # dvc.yaml of the small config
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
     subprocess.run(

@@ -103,10 +103,10 @@ def test_repro_push_pull_clone_then_experiment(built, tmp_path):
     _, downstream = dvc_graph(project)
     proc = run(["dvc", "exp", "run", "-S", "config/config.yaml:runs.dp_sgd.lr=0.25"], cwd=project)
     ran, skipped = ran_stages(proc.stdout + proc.stderr)
-    assert "train@dp_sgd" in ran
-    # everything that ran is train@dp_sgd or downstream of it; the rest was skipped as unchanged
-    assert ran <= {"train@dp_sgd"} | downstream["train@dp_sgd"], ran
-    assert {"prepare_data@digits", "train@nonprivate"} <= skipped, skipped
+    assert "train-dp_sgd" in ran
+    # everything that ran is train-dp_sgd or downstream of it; the rest was skipped as unchanged
+    assert ran <= {"train-dp_sgd"} | downstream["train-dp_sgd"], ran
+    assert {"prepare_data-digits", "train-nonprivate"} <= skipped, skipped
     assert ran | skipped == set(downstream), (ran, skipped)
 
-    assert "sweep@dp_sgd" in downstream["train@dp_sgd"]  # the graph is read the right way round
+    assert "sweep-dp_sgd" in downstream["train-dp_sgd"]  # the graph is read the right way round

@@ -324,14 +324,12 @@ def save(factorization: Factorization, path, momentum: float = 0.0) -> None:
 def load(path, regenerate: str | None = None) -> tuple[Factorization, float]:
     """(factorization, momentum) written by :func:`save`; A is rebuilt from T and the momentum.
     A missing, corrupt or truncated file is a DPLabError naming it and ``regenerate``, the
-    command that writes it again (default: the one that saves every factorization of a pipeline
-    config into the file's folder; :mod:`dplab.inputs`)."""
-    from pathlib import Path
-
+    command that writes it again (default: `dplab mf` with the factorization's flags, as rule
+    ``factorization`` runs it; :mod:`dplab.inputs`)."""
     from dplab.inputs import damaged, read_npz
     from dplab.mf.workload import momentum_workload
 
-    regenerate = regenerate or f"dplab mf --config CONFIG --out {Path(path).parent}"
+    regenerate = regenerate or f"dplab mf --strategy STRATEGY --steps T [--bands M] --out {path}"
 
     f = read_npz(path, "saved factorization", ("encoder", "strategy", "bands", "momentum"), regenerate)
     C = f["encoder"]

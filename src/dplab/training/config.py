@@ -42,8 +42,8 @@ def load_run(config: str | Path | None = None, run: str | None = None, run_json:
         if run not in runs:
             raise DPLabError("--run", f"unknown run {run!r}; valid: {', '.join(runs)}")
         raw = dict(runs[run]) if isinstance(runs[run], dict) else runs[run]
-        if isinstance(raw, dict):
-            raw.setdefault("name", run)
+        if isinstance(raw, dict):  # as the pipeline passes it (dplab.pipeline.run_entry)
+            raw = {"seed": data.get("seed", 0), **raw, "name": run}
         return resolve_run(raw, where=f"runs.{run}")
     if run is not None:
         raise DPLabError("--run", f"{config} is a single-run config (no 'runs' section)")

@@ -56,6 +56,7 @@ from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.per_example import clipped_grad_sum
 from dplab.training.privacy import Plan, plan
+from dplab.training.run_metrics import write_metrics
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
 #: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged step's batch
@@ -260,6 +261,7 @@ def train(
     write_text(out / "metrics.csv", _metrics_csv(rows, claim, grid))
     if cfg["record_grad_norms"]:
         write_text(out / "grad_norms.csv", _grad_norms_csv(norms))
+    write_metrics(out, summary)
     write_json(out / "summary.json", summary)
     checkpoint.discard(out)
     return summary
