@@ -48,6 +48,7 @@ def run(args) -> int:
     from dplab.errors import DPLabError
     from dplab.io import check_output, write_csv
     from dplab.training import data
+    from dplab.validate import at_least
 
     check_output(args.out, "--out")
     if args.audit_json is not None:
@@ -61,8 +62,7 @@ def run(args) -> int:
             raise DPLabError("--audit", f"unknown audit {args.audit!r}; defined: {', '.join(config.get('audits', {}))}")
         entry = pipeline.audit_entry(config, args.audit)
     if args.threads is not None:
-        if args.threads < 1:
-            raise DPLabError("--threads", f"must be >= 1; got {args.threads}")
+        at_least("--threads", args.threads, 1)
         torch.set_num_threads(args.threads)
     dataset = data.load(args.data)
     if dataset.info["name"] != entry["dataset"]:

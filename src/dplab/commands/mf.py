@@ -16,6 +16,7 @@ import json
 import time
 
 from dplab.errors import DPLabError
+from dplab.validate import integer
 
 
 def register(subparsers) -> None:
@@ -59,8 +60,7 @@ def run(args) -> int:
     start = time.perf_counter()
     steps = workload.check_steps(args.steps)
     b = steps if args.min_separation is None else args.min_separation
-    if isinstance(b, bool) or b < 1:
-        raise DPLabError("min_separation", f"must be an integer >= 1; got {b}")
+    integer("min_separation", b)
     k = -(-steps // b) if args.participations is None else args.participations
     if (args.epsilon is None) != (args.delta is None):
         raise DPLabError("epsilon", "give both --epsilon and --delta, or neither")

@@ -38,11 +38,11 @@ def run(args) -> int:
     from dplab.errors import DPLabError
     from dplab.io import check_output
     from dplab.training.config import load_run
+    from dplab.validate import at_least
 
     check_output(args.out, "--out", folder=True)
     if args.threads is not None:
-        if args.threads < 1:
-            raise DPLabError("--threads", f"must be >= 1; got {args.threads}")
+        at_least("--threads", args.threads, 1)
         torch.set_num_threads(args.threads)
     if args.config and args.run and args.run.startswith("grids/"):
         cfg = _grid_run(args.config, args.run)

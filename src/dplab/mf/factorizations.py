@@ -31,6 +31,7 @@ import scipy.optimize
 from dplab.errors import DPLabError
 from dplab.progress import Progress
 from dplab.mf.sensitivity import Sensitivity, sensitivity
+from dplab.validate import integer
 
 STRATEGIES = ("identity", "sqrt", "optimal", "banded")
 
@@ -279,9 +280,7 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
     """
     A = _check_lower(A)
     T = A.shape[0]
-    if isinstance(bands, bool) or int(bands) != bands or not (1 <= bands <= T):
-        raise DPLabError("bands", f"must be an integer in [1, steps={T}]; got {bands!r}")
-    bands = int(bands)
+    bands = integer("bands", bands, 1, T, "steps")
     if min_separation is not None and bands > min_separation:
         raise DPLabError("bands", f"must be <= min_separation={min_separation}; got {bands}")
     start = sqrt_coefficients(np.ones(bands))
