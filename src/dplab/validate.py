@@ -31,3 +31,13 @@ def at_least(key: str, value, low: int) -> None:
     """Refuse a count below ``low`` (argparse has already made it an int)."""
     if value < low:
         raise DPLabError(key, f"must be >= {low}; got {value}")
+
+
+def json_value(flag: str, text: str):
+    """The value of a ``--*-json`` argument, refused with the parser's message when not JSON."""
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DPLabError(flag, f"not valid JSON: {err}") from None

@@ -3,6 +3,8 @@ prepared dataset → DIR/metrics.csv and DIR/summary.json."""
 
 from __future__ import annotations
 
+from dplab.commands.source import add_source
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -14,15 +16,14 @@ def register(subparsers) -> None:
         "columns for lower bounds and the Poisson comparison, which are not guarantees), DIR/summary.json "
         "(final metrics, the setting in canonical names, σ, δ, ε per valid accountant: `epsilon` the claims, "
         "`epsilon_lower`/`epsilon_comparison` beside them, `epsilon_bound` each one's label; excluded "
-        "accountants and why), DIR/model.pt and "
+        "accountants and why), DIR/metrics.json (final test accuracy, test and train loss, δ and ε per claimed "
+        "accountant: what `dvc metrics show` lists), DIR/model.pt and "
         "DIR/grad_norms.csv (the recorded norms with record_grad_norms, else only its header); resumes from "
         "DIR/checkpoint.pt if a previous attempt was interrupted.",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--config", help="pipeline config (with --run) or single-run YAML")
-    src.add_argument("--run-json", help="the run as a JSON object (what the Snakemake rule passes)")
-    p.add_argument("--run", help="with a pipeline --config: the run's name in `runs`, or a grid run's folder "
-                   "under results/ (grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>)")
+    add_source(p, "--run-json", "the run as a JSON object", "pipeline config (with --run) or single-run YAML",
+               "--run", "with a pipeline --config: the run's name in `runs`, or a grid run's folder "
+               "under results/ (grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>)")
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--mf-cache", default=None,
