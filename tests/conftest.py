@@ -102,9 +102,9 @@ def write_mnist(folder: Path, n_train: int = 30, n_test: int = 12, gz: bool = Tr
     return arrays, sums
 
 
-def copy_project(dest: Path) -> Path:
+def copy_project(dest: Path, dvc: bool = False) -> Path:
     """A copy of the project's tracked files at ``dest`` (a git repo of its own, one commit)
-    with the small config."""
+    with the small config (and, with ``dvc``, the dvc.yaml `dplab dvc-yaml` writes for it)."""
     for rel in tracked_files():
         src = ROOT / rel
         if src.is_symlink() or src.is_file():
@@ -112,6 +112,8 @@ def copy_project(dest: Path) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target, follow_symlinks=False)
     (dest / "config" / "config.yaml").write_text(yaml.safe_dump(small_config(), sort_keys=False))
+    if dvc:
+        run(["dplab", "dvc-yaml"], cwd=dest)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
     subprocess.run(
@@ -131,7 +133,7 @@ def built(tmp_path_factory) -> Path:
     """One copy of the project whose whole small DAG Snakemake has run locally (then the report):
     the reference the pipeline, report, DVC and SLURM tests read.  Tests must not change it; one
     that needs to, copies it (``shutil.copytree(built, dest, symlinks=True)``: same commit)."""
-    path = copy_project(tmp_path_factory.mktemp("built") / "project")
+    path = copy_project(tmp_path_factory.mktemp("built") / "project", dvc=True)
     run(["snakemake", "--cores", "2"], cwd=path)
     run(["snakemake", "--report", "results/report.html"], cwd=path)
     return path

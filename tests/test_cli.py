@@ -99,7 +99,6 @@ def _writers(bad: str, tmp) -> list[list[str]]:
         ["sweep", "--summary", none, "--accountants", "rdp", "--out", bad],
         ["audit", "--audit-json", "{}", "--data", none, "--out", bad],
         ["mf", "--strategy", "banded", "--steps", "0", "--out", bad],
-        ["mf", "--config", none, "--out", bad],
         ["figure-table", "grad_norms", "--params-json", "{", "--inputs", none, "--out", bad],
         ["figure-draw", "grad_norms", "--table", none, "--pdf", bad, "--png", str(tmp / "ok.png")],
         ["figure-draw", "grad_norms", "--table", none, "--pdf", str(tmp / "ok.pdf"), "--png", bad],

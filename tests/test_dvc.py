@@ -34,3 +34,34 @@ def test_dvc_and_snakemake_name_the_same_outputs():
 
     assert all(covered(path) for path in smk), sorted(p for p in smk if not covered(p))
     assert all(any(p == out or p.startswith(out + "/") for p in smk) for out in dvc)
+
+
+def test_dvc_yaml_is_generated_from_the_config_and_current():
+    """dvc.yaml is `dplab dvc-yaml`'s output for config/config.yaml (CI fails when it is stale)."""
+    from dplab.config import load_config
+    from dplab.dvc_yaml import CONFIG, render
+
+    assert (ROOT / "dvc.yaml").read_text() == render(load_config(ROOT / CONFIG))
+    assert run(["dplab", "dvc-yaml", "--check"], cwd=ROOT).returncode == 0
+
+
+def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes():
+    """Where the Snakemake rule passes a run entry as JSON, the DVC stage's `--config` + name gives
+    `dplab train` the same resolved run (so both paths compute the same thing)."""
+    import shlex
+
+    from dplab import pipeline
+    from dplab.commands.train import _grid_run
+    from dplab.config import load_config
+    from dplab.dvc_yaml import CONFIG, stages
+    from dplab.training.config import load_run, resolve_run
+
+    config = load_config(ROOT / CONFIG)
+    jobs = pipeline.training_runs(config)
+    dvc = stages(config)
+    for folder, entry in jobs.items():
+        argv = shlex.split(dvc["train-" + folder.removeprefix("runs/").replace("/", "-").replace(".", "-")]["cmd"])
+        name = argv[argv.index("--run") + 1]
+        path = str(ROOT / CONFIG)
+        got = _grid_run(path, name) if name.startswith("grids/") else load_run(path, name)
+        assert got == resolve_run(entry), folder

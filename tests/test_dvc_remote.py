@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 
 import pytest
 
@@ -54,6 +55,26 @@ def ran_stages(output: str) -> tuple[set[str], set[str]]:
     return ran, skipped
 
 
+def check_metrics_and_plots(project):
+    """`dvc metrics show` lists every run's metrics.json with the numbers of its summary.json, and
+    `dvc plots show` writes its HTML page (no network)."""
+    shown = json.loads(run(["dvc", "metrics", "show", "--json"], cwd=project).stdout)[""]["data"]
+    runs = sorted(project.glob("results/*/**/summary.json"))
+    assert runs and {p.relative_to(project).as_posix().replace("summary.json", "metrics.json") for p in runs} == set(shown)
+    for path in runs:
+        summary = json.loads(path.read_text())
+        numbers = shown[path.relative_to(project).as_posix().replace("summary.json", "metrics.json")]["data"]
+        # DVC lists numbers only: a non-private run's δ (null) and ε ({}) are absent
+        assert numbers.get("epsilon", {}) == summary["epsilon"] and numbers.get("delta") == summary["delta"]
+        assert {k: numbers[k] for k in ("test_accuracy", "test_loss", "train_loss")} == {
+            k: summary["final"][k] for k in ("test_accuracy", "test_loss", "train_loss")}
+    assert any(v["data"].get("epsilon") for v in shown.values())  # a private run's ε is listed
+    run(["dvc", "plots", "show", "-o", "plots"], cwd=project)
+    page = (project / "plots" / "index.html").read_text()
+    assert "results/runs/dp_sgd/metrics.csv" in page and "results/accounting/dp_sgd.csv" in page
+    shutil.rmtree(project / "plots")
+
+
 def test_repro_push_pull_clone_then_experiment(built, tmp_path):
     project = fresh_copy(built, tmp_path / "project")
     commit = run(["git", "rev-parse", "HEAD"], cwd=project).stdout.strip()
@@ -61,6 +82,7 @@ def test_repro_push_pull_clone_then_experiment(built, tmp_path):
     outs, _ = dvc_graph(project)
     before = digests(project, outs)
     assert before == digests(built, outs)  # DVC's stages give Snakemake's results, byte for byte
+    check_metrics_and_plots(project)
     provenance = json.loads((project / "results" / "provenance.json").read_text())
     assert provenance["git"] == {"commit": commit, "dirty": False}
     covered = {p: h for p, h in before.items() if p not in {"results/provenance.json", "results/index.md"}
@@ -103,10 +125,10 @@ def test_repro_push_pull_clone_then_experiment(built, tmp_path):
     _, downstream = dvc_graph(project)
     proc = run(["dvc", "exp", "run", "-S", "config/config.yaml:runs.dp_sgd.lr=0.25"], cwd=project)
     ran, skipped = ran_stages(proc.stdout + proc.stderr)
-    assert "train@dp_sgd" in ran
-    # everything that ran is train@dp_sgd or downstream of it; the rest was skipped as unchanged
-    assert ran <= {"train@dp_sgd"} | downstream["train@dp_sgd"], ran
-    assert {"prepare_data@digits", "train@nonprivate"} <= skipped, skipped
+    assert "train-dp_sgd" in ran
+    # everything that ran is train-dp_sgd or downstream of it; the rest was skipped as unchanged
+    assert ran <= {"train-dp_sgd"} | downstream["train-dp_sgd"], ran
+    assert {"prepare_data-digits", "train-nonprivate"} <= skipped, skipped
     assert ran | skipped == set(downstream), (ran, skipped)
 
-    assert "sweep@dp_sgd" in downstream["train@dp_sgd"]  # the graph is read the right way round
+    assert "sweep-dp_sgd" in downstream["train-dp_sgd"]  # the graph is read the right way round

@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, run
 from dplab import pipeline
 from dplab.config import load_yaml, validate
 from dplab.errors import DPLabError
@@ -54,4 +54,5 @@ def test_grid_outputs_are_in_the_dag_and_dvc(project):
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     smk = snakemake_outputs(project)
     assert "results/grids/mini/digits/logreg/dp_gd/eps0.5/seed3/summary.json" in smk
-    assert "results/grids/mini" in dvc_outputs(project)
+    run(["dplab", "dvc-yaml"], cwd=project)  # dvc.yaml of the changed config: one stage per grid run
+    assert "results/grids/mini/digits/logreg/dp_gd/eps0.5/seed3/summary.json" in dvc_outputs(project)

@@ -142,4 +142,5 @@ def test_a_damaged_factorization_given_to_its_figure_is_named(damaged_factorizat
                  "--out", str(out)]) == 2
     line = _one_line(capsys)
     assert f"{damaged_factorization}: saved factorization corrupt or truncated" in line
-    assert f"`dplab mf --config CONFIG --out {damaged_factorization.parent}`" in line and not out.exists()
+    assert f"`dplab mf --strategy STRATEGY --steps T [--bands M] --out {damaged_factorization}`" in line
+    assert not out.exists()

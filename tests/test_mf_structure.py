@@ -105,5 +105,7 @@ def test_mf_config_saves_every_factorization(tmp_path, capsys):
     config = {"datasets": base["datasets"], "runs": {"sgd": base["runs"]["nonprivate"]}, "figures": {
         "mf_structure": {"strategy": "banded", "steps": 10, "bands": 2, "compare": ["sqrt"]}}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    assert main(["mf", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "mf")]) == 0
+    specs = pipeline.factorizations(validate(config))  # one `dplab mf` job each (rule factorization)
+    for key, spec in specs.items():
+        assert main(["mf", *pipeline.mf_args(spec).split(), "--out", str(tmp_path / "mf" / f"{key}.npz")]) == 0
     assert sorted(p.name for p in (tmp_path / "mf").iterdir()) == ["banded_T10_m2.npz", "sqrt_T10.npz"]

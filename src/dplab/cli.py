@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "dplab.commands.audit",
     "dplab.commands.provenance",
     "dplab.commands.check",
+    "dplab.commands.dvc",
 )
 
 

@@ -205,7 +205,7 @@ def training_files(folder: str) -> dict[str, str]:
     its header otherwise, so that every training job has the same outputs (one rule)."""
     base = f"{RESULTS}/{folder}"
     return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt",
-            "grad_norms": f"{base}/grad_norms.csv"}
+            "grad_norms": f"{base}/grad_norms.csv", "metrics_json": f"{base}/metrics.json"}
 
 
 def dataset_entry(config: dict, name: str) -> dict:
@@ -260,6 +260,12 @@ def mf_spec(strategy: str, steps: int, bands: int | None) -> tuple[str, dict]:
 
     bands = bands if strategy == "banded" else None
     return cache_key(strategy, steps, bands), {"strategy": strategy, "steps": steps, "bands": bands}
+
+
+def mf_args(spec: dict) -> str:
+    """The `dplab mf` flags of a factorization of :func:`factorizations` (rule ``factorization``)."""
+    bands = f" --bands {spec['bands']}" if spec["bands"] is not None else ""
+    return f"--strategy {spec['strategy']} --steps {spec['steps']}{bands}"
 
 
 def run_factorization(entry: dict) -> str | None:

@@ -14,12 +14,7 @@ from __future__ import annotations
 import math
 
 from dplab.errors import DPLabError
-
-
-def _positive(key: str, value: float) -> float:
-    if not (math.isfinite(value) and value > 0):
-        raise DPLabError(key, f"must be a finite number > 0; got {value}")
-    return float(value)
+from dplab.validate import positive
 
 
 def sampling_rate(batch_size: int, dataset_size: int) -> float:
@@ -31,7 +26,7 @@ def sampling_rate(batch_size: int, dataset_size: int) -> float:
 
 def sum_sensitivity(clip: float, neighbouring: str) -> float:
     """L2 sensitivity of the clipped gradient sum: C (add_remove) or 2C (replace_one)."""
-    clip = _positive("clip", clip)
+    clip = positive("clip", clip)
     if neighbouring == "add_remove":
         return clip
     if neighbouring == "replace_one":
@@ -41,7 +36,7 @@ def sum_sensitivity(clip: float, neighbouring: str) -> float:
 
 def noise_std_on_sum(noise_multiplier: float, clip: float) -> float:
     """Std of the noise added to the clipped sum: σ·C."""
-    return _positive("noise_multiplier", noise_multiplier) * _positive("clip", clip)
+    return positive("noise_multiplier", noise_multiplier) * positive("clip", clip)
 
 
 def effective_noise_multiplier(noise_multiplier: float, neighbouring: str) -> float:
@@ -58,15 +53,15 @@ def asoodeh_sigma(noise_multiplier: float, lr: float, clip: float, batch_size: f
     realized |B| while we use the expected b, so the match holds in expectation of 1/|B|
     only to first order (b = q·n).
     """
-    return _positive("lr", lr) * noise_std_on_sum(noise_multiplier, clip) / _positive("batch_size", batch_size)
+    return positive("lr", lr) * noise_std_on_sum(noise_multiplier, clip) / positive("batch_size", batch_size)
 
 
 def noise_multiplier_from_asoodeh(sigma_a: float, lr: float, clip: float, batch_size: float) -> float:
     """Inverse of :func:`asoodeh_sigma`: σ = σ_A·b / (η·C)."""
     return (
-        _positive("sigma_a", sigma_a)
-        * _positive("batch_size", batch_size)
-        / (_positive("lr", lr) * _positive("clip", clip))
+        positive("sigma_a", sigma_a)
+        * positive("batch_size", batch_size)
+        / (positive("lr", lr) * positive("clip", clip))
     )
 
 
@@ -77,14 +72,14 @@ def langevin_sigma(noise_multiplier: float, clip: float, lr: float, dataset_size
     Matching the parameter-space noise of our full-batch step, (η/n)·σ·C = √(2η)·σ₀₀₂, gives
     σ₀₀₂² = η·σ²·C² / (2n²): 000 eq. (6) with S_g·σ₀₀₀ = σ·C.
     """
-    n = _positive("dataset_size", dataset_size)
-    return noise_std_on_sum(noise_multiplier, clip) * math.sqrt(_positive("lr", lr) / 2.0) / n
+    n = positive("dataset_size", dataset_size)
+    return noise_std_on_sum(noise_multiplier, clip) * math.sqrt(positive("lr", lr) / 2.0) / n
 
 
 def noise_multiplier_from_langevin(sigma_002: float, clip: float, lr: float, dataset_size: int) -> float:
     """Inverse of :func:`langevin_sigma`: σ = σ₀₀₂·n·√(2/η) / C."""
-    n = _positive("dataset_size", dataset_size)
-    return _positive("sigma", sigma_002) * n * math.sqrt(2.0 / _positive("lr", lr)) / _positive("clip", clip)
+    n = positive("dataset_size", dataset_size)
+    return positive("sigma", sigma_002) * n * math.sqrt(2.0 / positive("lr", lr)) / positive("clip", clip)
 
 
 # ---------------------------------------------------------------- 000 (Boninsegna)
@@ -94,12 +89,12 @@ def noise_multiplier_from_boninsegna(sigma_000: float) -> float:
     000 states its bounds for replace-one neighbours (sensitivity 2C), so σ₀₀₀ is the std
     divided by the sensitivity: the effective multiplier of :func:`effective_noise_multiplier`.
     """
-    return 2.0 * _positive("sigma", sigma_000)
+    return 2.0 * positive("sigma", sigma_000)
 
 
 def boninsegna_sigma(noise_multiplier: float) -> float:
     """Inverse of :func:`noise_multiplier_from_boninsegna`: σ₀₀₀ = σ / 2."""
-    return _positive("noise_multiplier", noise_multiplier) / 2.0
+    return positive("noise_multiplier", noise_multiplier) / 2.0
 
 
 # ------------------------------------------------------------- 003 (short note)
@@ -109,45 +104,45 @@ def noise_multiplier_from_note(sigma_003: float, batch_size: float) -> float:
     Caution: 003 §3's calibrations (σ_naive, σ_strong) treat σ as std over a sensitivity-C
     query, i.e. our σ on the sum (add_remove), not the σ₀₀₃ of its Alg. 2.
     """
-    return _positive("sigma", sigma_003) * _positive("batch_size", batch_size)
+    return positive("sigma", sigma_003) * positive("batch_size", batch_size)
 
 
 def note_sigma(noise_multiplier: float, batch_size: float) -> float:
     """Inverse of :func:`noise_multiplier_from_note`: σ₀₀₃ = σ / b."""
-    return _positive("noise_multiplier", noise_multiplier) / _positive("batch_size", batch_size)
+    return positive("noise_multiplier", noise_multiplier) / positive("batch_size", batch_size)
 
 
 # ---------------------------------------------------------------- 004 (blog post)
 def noise_multiplier_from_blog(sigma_004: float) -> float:
     """004 §3.1 adds N(0, 4σ₀₀₄²C²/N²) to the average of N clipped gradients (replace-one):
     std on the sum is 2σ₀₀₄·C, so σ = 2·σ₀₀₄."""
-    return 2.0 * _positive("sigma", sigma_004)
+    return 2.0 * positive("sigma", sigma_004)
 
 
 def blog_sigma(noise_multiplier: float) -> float:
     """Inverse of :func:`noise_multiplier_from_blog`: σ₀₀₄ = σ / 2."""
-    return _positive("noise_multiplier", noise_multiplier) / 2.0
+    return positive("noise_multiplier", noise_multiplier) / 2.0
 
 
 def gaussian_noise_std(noise_multiplier: float, sensitivity: float) -> float:
     """Absolute std of a single Gaussian release: σ·Δ (004 §2's salary example: Δ = B/n)."""
-    return _positive("noise_multiplier", noise_multiplier) * _positive("sensitivity", sensitivity)
+    return positive("noise_multiplier", noise_multiplier) * positive("sensitivity", sensitivity)
 
 
 def noise_multiplier_from_gaussian_std(noise_std: float, sensitivity: float) -> float:
     """Inverse of :func:`gaussian_noise_std`: σ = std / Δ."""
-    return _positive("noise_std", noise_std) / _positive("sensitivity", sensitivity)
+    return positive("noise_std", noise_std) / positive("sensitivity", sensitivity)
 
 
 # ------------------------------------------------- 000 §VI.A (amplification by iteration)
 def pabi_sigma(noise_multiplier: float, clip: float, lipschitz: float) -> float:
     """000 Alg. 2's σ: its noise N(0, 4σ²L²) on the (unclipped) gradient sum of an L-Lipschitz
     loss, so 2σ₀₀₀·L = σ·C and σ₀₀₀ = σ·C / (2L) (= σ/2 when C = L, cf. boninsegna_sigma)."""
-    return noise_std_on_sum(noise_multiplier, clip) / (2.0 * _positive("lipschitz", lipschitz))
+    return noise_std_on_sum(noise_multiplier, clip) / (2.0 * positive("lipschitz", lipschitz))
 
 
 # ------------------------------------------------- 000 §VII.B (Ye & Shokri recursion)
 def ye_shokri_sigma(noise_multiplier: float, neighbouring: str) -> float:
     """000 Thm VII.2's σ (eq. (6) with n ↦ b): noise std on the batch-gradient sum divided by
     the sum's sensitivity S_g, i.e. σ·C / S_g = :func:`effective_noise_multiplier`."""
-    return effective_noise_multiplier(_positive("noise_multiplier", noise_multiplier), neighbouring)
+    return effective_noise_multiplier(positive("noise_multiplier", noise_multiplier), neighbouring)

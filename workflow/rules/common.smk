@@ -84,6 +84,4 @@ def audit_data_dir(wildcards):
 
 def factorization_args(wildcards):
     """`dplab mf` flags of a factorization the DAG uses (pipeline.factorizations)."""
-    spec = pipeline.factorizations(config)[wildcards.factorization]
-    bands = f" --bands {spec['bands']}" if spec["bands"] is not None else ""
-    return f"--strategy {spec['strategy']} --steps {spec['steps']}{bands}"
+    return pipeline.mf_args(pipeline.factorizations(config)[wildcards.factorization])

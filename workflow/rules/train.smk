@@ -11,6 +11,7 @@ rule train:
         summary="results/{run_dir}/summary.json",
         model="results/{run_dir}/model.pt",
         grad_norms="results/{run_dir}/grad_norms.csv",
+        metrics_json="results/{run_dir}/metrics.json",
     params:
         run=train_json,
         data=train_data_dir,

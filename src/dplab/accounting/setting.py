@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from dplab.errors import DPLabError
+from dplab.validate import integer, positive
 
 SAMPLINGS = ("poisson", "without_replacement", "shuffle", "full_batch", "balls_in_bins")
 NEIGHBOURINGS = ("add_remove", "replace_one")
@@ -57,8 +58,8 @@ class Setting:
             )
         for key in ("steps", "dataset_size", "batch_size", "dimension"):
             value = getattr(self, key)
-            if value is not None and (int(value) != value or value < 1):
-                raise DPLabError(key, f"must be an integer >= 1; got {value}")
+            if value is not None:
+                integer(key, value)
         if self.sampling_rate is not None and not (0.0 < self.sampling_rate <= 1.0):
             raise DPLabError("sampling_rate", f"must lie in (0, 1]; got {self.sampling_rate}")
         if self.regularization is not None and not (0.0 <= self.regularization < 1.0):
@@ -98,9 +99,8 @@ class Setting:
 
 
 def _check_positive(setting: Setting, key: str) -> None:
-    value = getattr(setting, key)
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise DPLabError(key, f"must be a finite number > 0; got {value}")
+    if getattr(setting, key) is not None:
+        positive(key, getattr(setting, key))
 
 
 def check_delta(delta: float) -> float:

@@ -16,8 +16,9 @@ import pandas as pd
 from dplab.accounting.claims import Update, exclusion
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
-from dplab.errors import AssumptionError, DPLabError
+from dplab.errors import AssumptionError
 from dplab.progress import Progress
+from dplab.validate import at_least
 
 #: columns of every sweep table, in order
 COLUMNS = [
@@ -28,10 +29,8 @@ COLUMNS = [
 
 def steps_grid(max_steps: int, points: int) -> np.ndarray:
     """About ``points`` log-spaced integers from 1 to ``max_steps`` (both included)."""
-    if max_steps < 1:
-        raise DPLabError("steps", f"must be >= 1; got {max_steps}")
-    if points < 2:
-        raise DPLabError("points", f"must be >= 2; got {points}")
+    at_least("steps", max_steps, 1)
+    at_least("points", points, 2)
     grid = np.unique(np.round(np.geomspace(1, max_steps, points)).astype(int))
     return grid
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from dplab.commands.source import add_source, named_entry
+from dplab.validate import json_value
 
 
 def register(sub) -> None:
@@ -11,10 +12,8 @@ def register(sub) -> None:
                        "probability 1/2, and turn the attack's scores into ε lower bounds (estimators clopper_pearson, "
                        "gdp, one_run); one row per variant, observation, estimator and T, with the upper bound of "
                        "every accountant valid for the run and for what the attack observes.")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--config", help="pipeline config (with --audit)")
-    src.add_argument("--audit-json", help="the audit entry as JSON (what the Snakemake rule passes)")
-    p.add_argument("--audit", help="name of the entry of the config's `audits`")
+    add_source(p, "--audit-json", "the audit entry as JSON", "pipeline config (with --audit)",
+               "--audit", "name of the entry of the config's `audits`")
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
     p.add_argument("--out", required=True, help="CSV file to write")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -27,10 +26,7 @@ def _audit_entry(text: str) -> dict:
     from dplab.config import load_schema, validate
     from dplab.errors import DPLabError
 
-    try:
-        entry = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DPLabError("--audit-json", f"not valid JSON: {err}") from None
+    entry = json_value("--audit-json", text)
     if not isinstance(entry, dict):
         raise DPLabError("--audit-json", f"must be a JSON object; got {type(entry).__name__}")
     entry = dict(entry)
@@ -48,6 +44,7 @@ def run(args) -> int:
     from dplab.errors import DPLabError
     from dplab.io import check_output, write_csv
     from dplab.training import data
+    from dplab.validate import MAX_THREADS, integer
 
     check_output(args.out, "--out")
     if args.audit_json is not None:
@@ -57,13 +54,10 @@ def run(args) -> int:
         from dplab.config import load_config
 
         config = load_config(args.config)
-        if args.audit not in config.get("audits", {}):
-            raise DPLabError("--audit", f"unknown audit {args.audit!r}; defined: {', '.join(config.get('audits', {}))}")
+        named_entry(config.get("audits", {}), args.audit, "--audit", "audit")
         entry = pipeline.audit_entry(config, args.audit)
     if args.threads is not None:
-        if not 1 <= args.threads <= 1024:
-            raise DPLabError("--threads", f"must be an integer from 1 to 1024 (torch CPU threads); got {args.threads}")
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
     dataset = data.load(args.data)
     if dataset.info["name"] != entry["dataset"]:
         raise DPLabError("dataset", f"the audit names {entry['dataset']!r} but {args.data} holds {dataset.info['name']!r}")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
+from dplab.commands.source import add_source
 from dplab.errors import DPLabError
+from dplab.validate import json_value
 
 
 def register(subparsers) -> None:
@@ -16,10 +16,9 @@ def register(subparsers) -> None:
         "input shape, classes and, where guaranteed, the loss constants. Give --config with --dataset, "
         "or --dataset-json.",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--config", help="pipeline config with a `datasets` section (with --dataset)")
-    src.add_argument("--dataset-json", help="the dataset entry as a JSON object (what the Snakemake rule passes)")
-    p.add_argument("--dataset", help="name of the entry in `datasets` (with --config)")
+    add_source(p, "--dataset-json", "the dataset entry as a JSON object",
+               "pipeline config with a `datasets` section (with --dataset)",
+               "--dataset", "name of the entry in `datasets` (with --config)")
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=run)
 
@@ -39,10 +38,7 @@ def run(args) -> int:
             raise DPLabError("--dataset", f"no dataset {args.dataset!r} in {args.config}; valid: {valid}")
         name, raw = args.dataset, datasets[args.dataset]
     else:
-        try:
-            raw = json.loads(args.dataset_json)
-        except json.JSONDecodeError as err:
-            raise DPLabError("--dataset-json", f"not valid JSON: {err}") from None
+        raw = json_value("--dataset-json", args.dataset_json)
         name = args.dataset or "dataset"
     cfg = data.resolve_dataset(raw, name)
     train, test, info = data.prepare(cfg, name)

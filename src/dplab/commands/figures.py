@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 from dplab.errors import DPLabError
+from dplab.validate import json_value
 
 
 def register(sub) -> None:
@@ -66,10 +66,7 @@ def run_table(args) -> int:
     else:
         from dplab.config import load_schema, validate
 
-        try:
-            params = json.loads(args.params_json or "{}")
-        except json.JSONDecodeError as err:
-            raise DPLabError("--params-json", f"not valid JSON: {err}") from None
+        params = json_value("--params-json", args.params_json or "{}")
         params = validate(params, load_schema("config")["properties"]["figures"]["properties"][args.figure],
                           f"figures.{args.figure}")
         inputs = parse_input_args(args.figure, args.inputs)

@@ -16,6 +16,7 @@ import json
 import time
 
 from dplab.errors import DPLabError
+from dplab.validate import integer
 
 
 def register(subparsers) -> None:
@@ -44,10 +45,7 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=float, default=None, help="expected batch size per step (cyclic_poisson)")
     p.add_argument("--out", default=None,
                    help="also save the factorization to this .npz file (read by `dplab train --mf-cache DIR` "
-                   "as DIR/<strategy>_T<steps>[_m<bands>].npz); with --config: the folder to save them in")
-    p.add_argument("--config", default=None,
-                   help="pipeline config: save every factorization its dp_mf runs and figures use to "
-                   "OUT/<strategy>_T<steps>[_m<bands>].npz (what `dvc repro` runs; Snakemake runs one per job)")
+                   "as DIR/<strategy>_T<steps>[_m<bands>].npz)")
     p.set_defaults(func=run)
 
 
@@ -56,16 +54,13 @@ def run(args) -> int:
     from dplab.mf import accounting, factorizations, workload
 
     if args.out is not None:
-        check_output(args.out, "--out", folder=args.config is not None)
-    if args.config is not None:
-        return _save_all(args)
+        check_output(args.out, "--out")
     if args.strategy is None or args.steps is None:
-        raise DPLabError("strategy", "--strategy and --steps are required (or --config with --out)")
+        raise DPLabError("strategy", "--strategy and --steps are required")
     start = time.perf_counter()
     steps = workload.check_steps(args.steps)
     b = steps if args.min_separation is None else args.min_separation
-    if isinstance(b, bool) or b < 1:
-        raise DPLabError("min_separation", f"must be an integer >= 1; got {b}")
+    integer("min_separation", b)
     k = -(-steps // b) if args.participations is None else args.participations
     if (args.epsilon is None) != (args.delta is None):
         raise DPLabError("epsilon", "give both --epsilon and --delta, or neither")
@@ -104,19 +99,3 @@ def run(args) -> int:
     print(json.dumps(out, ensure_ascii=False))
     return 0
 
-
-def _save_all(args) -> int:
-    from pathlib import Path
-
-    from dplab import pipeline
-    from dplab.config import load_config
-    from dplab.mf import factorizations, workload
-
-    if args.out is None:
-        raise DPLabError("out", "--config needs --out (the folder to save the factorizations in)")
-    for key, spec in pipeline.factorizations(load_config(args.config)).items():
-        start = time.perf_counter()
-        fact = factorizations.factorize(spec["strategy"], workload.prefix_sum(spec["steps"]), bands=spec["bands"])
-        factorizations.save(fact, Path(args.out) / f"{key}.npz")
-        print(json.dumps({**spec, "out": str(Path(args.out) / f"{key}.npz"), "seconds": time.perf_counter() - start}))
-    return 0

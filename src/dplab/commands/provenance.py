@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
+from dplab.commands.source import add_source
 from dplab.errors import DPLabError
+from dplab.validate import json_value
 
 
 def register(sub) -> None:
@@ -16,9 +16,7 @@ def register(sub) -> None:
         "torch, numpy, scipy, dp_accounting, opacus, snakemake, dvc and Python, and the SHA-256 of "
         "every given output (directories: every file below them).",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--config", help="pipeline config file (YAML)")
-    src.add_argument("--config-json", help="the config as JSON (what the Snakemake rule passes)")
+    add_source(p, "--config-json", "the config as JSON", "pipeline config file (YAML)")
     p.add_argument("--out", required=True, help="JSON file to write")
     p.add_argument("outputs", nargs="*",
                    help="result files or directories to cover (default: every result the config's DAG makes)")
@@ -35,10 +33,7 @@ def run(args) -> int:
     check_output(args.out, "--out")
     # validated with defaults filled in either way, so both give the same config hash
     if args.config_json is not None:
-        try:
-            config = validate(json.loads(args.config_json))
-        except json.JSONDecodeError as err:
-            raise DPLabError("--config-json", f"not valid JSON: {err}") from None
+        config = validate(json_value("--config-json", args.config_json))
     else:
         config = load_config(args.config)
     if not args.outputs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dplab.commands.source import named_entry
 from dplab.errors import DPLabError
 
 
@@ -42,9 +43,7 @@ def run(args) -> int:
         if args.summary or args.accountants:
             raise DPLabError("sweep", "give either --config/--sweep or --summary/--accountants, not both")
         config = load_config(args.config)
-        if args.sweep not in config["sweeps"]:
-            raise DPLabError("sweep", f"unknown sweep {args.sweep!r}; defined: {', '.join(sorted(config['sweeps']))}")
-        entry = config["sweeps"][args.sweep]
+        entry = named_entry(config["sweeps"], args.sweep, "sweep", "sweep")
         summary_path = pipeline.run_files(entry["run"])["summary"]
         accountants, points = entry["accountants"], entry["points"]
     else:

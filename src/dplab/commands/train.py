@@ -3,6 +3,8 @@ prepared dataset → DIR/metrics.csv and DIR/summary.json."""
 
 from __future__ import annotations
 
+from dplab.commands.source import add_source
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -14,16 +16,14 @@ def register(subparsers) -> None:
         "columns for lower bounds and the Poisson comparison, which are not guarantees), DIR/summary.json "
         "(final metrics, the setting in canonical names, σ, δ, ε per valid accountant: `epsilon` the claims, "
         "`epsilon_lower`/`epsilon_comparison` beside them, `epsilon_bound` each one's label; excluded "
-        "accountants and why), DIR/model.pt and "
+        "accountants and why), DIR/metrics.json (final test accuracy, test and train loss, δ and ε per claimed "
+        "accountant: what `dvc metrics show` lists), DIR/model.pt and "
         "DIR/grad_norms.csv (the recorded norms with record_grad_norms, else only its header); resumes from "
         "DIR/checkpoint.pt if a previous attempt was interrupted.",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--config", help="pipeline config (with --run) or single-run YAML")
-    src.add_argument("--run-json", help="the run as a JSON object (what the Snakemake rule passes)")
-    p.add_argument("--run", help="name of the run in the config's `runs` section")
-    p.add_argument("--grid", help="with a pipeline --config: train every run of this entry of `grids` into OUT/<run>/ "
-                   "(then --data is the folder holding one prepared folder per dataset, e.g. results/data)")
+    add_source(p, "--run-json", "the run as a JSON object", "pipeline config (with --run) or single-run YAML",
+               "--run", "with a pipeline --config: the run's name in `runs`, or a grid run's folder "
+               "under results/ (grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>)")
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--mf-cache", default=None,
@@ -36,38 +36,34 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import torch
 
-    from dplab.errors import DPLabError
     from dplab.io import check_output
     from dplab.training.config import load_run
+    from dplab.validate import MAX_THREADS, integer
 
     check_output(args.out, "--out", folder=True)
     if args.threads is not None:
-        if not 1 <= args.threads <= 1024:
-            raise DPLabError("--threads", f"must be an integer from 1 to 1024 (torch CPU threads); got {args.threads}")
-        torch.set_num_threads(args.threads)
-    if args.grid:
-        return _train_grid(args)
-    _train_one(load_run(args.config, args.run, args.run_json), args.data, args.out, args.mf_cache)
+        torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
+    if args.config and args.run and args.run.startswith("grids/"):
+        cfg = _grid_run(args.config, args.run)
+    else:
+        cfg = load_run(args.config, args.run, args.run_json)
+    _train_one(cfg, args.data, args.out, args.mf_cache)
     return 0
 
 
-def _train_grid(args) -> int:
-    from pathlib import Path
-
+def _grid_run(config_file: str, folder: str) -> dict:
+    """The resolved run of a grid of a pipeline config, by its folder under results/ (the entry
+    ``dplab train --run-json`` gets from the Snakemake rule: :func:`dplab.pipeline.training_runs`)."""
     from dplab import pipeline
     from dplab.config import load_config
     from dplab.errors import DPLabError
     from dplab.training.config import resolve_run
 
-    if not args.config or args.run:
-        raise DPLabError("--grid", "goes with a pipeline --config and without --run")
-    config = load_config(args.config)
-    if args.grid not in config["grids"]:
-        raise DPLabError("--grid", f"unknown grid {args.grid!r}; defined: {', '.join(sorted(config['grids']))}")
-    for name, item in pipeline.grid_runs(config, args.grid).items():
-        cfg = resolve_run(item["run"], where=f"grids.{args.grid}.{name}")
-        _train_one(cfg, str(Path(args.data) / cfg["dataset"]), str(Path(args.out) / name), args.mf_cache)
-    return 0
+    jobs = pipeline.training_runs(load_config(config_file))
+    if folder not in jobs:
+        grids = sorted({job.split("/")[1] for job in jobs if job.startswith("grids/")})
+        raise DPLabError("--run", f"no grid run {folder!r} in {config_file}; grids: {', '.join(grids) or 'none'}")
+    return resolve_run(jobs[folder], where=folder)
 
 
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:

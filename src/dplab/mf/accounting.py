@@ -41,14 +41,9 @@ from dplab.errors import AssumptionError, DPLabError
 from dplab.mf.factorizations import Factorization
 from dplab.mf.sensitivity import max_participations
 from dplab.units import sum_sensitivity
+from dplab.validate import integer
 
 NAME = "mf"
-
-
-def _int(key: str, value, low: int = 1) -> int:
-    if isinstance(value, bool) or int(value) != value or value < low:
-        raise DPLabError(key, f"must be an integer >= {low}; got {value!r}")
-    return int(value)
 
 
 def _partitions(dataset_size: int, parts: int, generator: torch.Generator) -> list[torch.Tensor]:
@@ -65,9 +60,9 @@ class MinSeparation:
     dataset_size: int | None = None  # needed only to draw batches
 
     def __post_init__(self):
-        _int("steps", self.steps)
-        _int("min_separation", self.min_separation)
-        if self.dataset_size is not None and _int("dataset_size", self.dataset_size) < self.min_separation:
+        integer("steps", self.steps)
+        integer("min_separation", self.min_separation)
+        if self.dataset_size is not None and integer("dataset_size", self.dataset_size) < self.min_separation:
             raise DPLabError("min_separation", f"must be <= dataset_size={self.dataset_size}; got {self.min_separation}")
 
     @classmethod
@@ -102,9 +97,9 @@ class CyclicPoisson:
     steps: int
 
     def __post_init__(self):
-        _int("dataset_size", self.dataset_size)
-        _int("steps", self.steps)
-        _int("partitions", self.partitions_count)
+        integer("dataset_size", self.dataset_size)
+        integer("steps", self.steps)
+        integer("partitions", self.partitions_count)
         if not (0 < self.batch_size and self.sampling_rate <= 1):
             raise DPLabError(
                 "batch_size",

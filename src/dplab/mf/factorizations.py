@@ -31,6 +31,7 @@ import scipy.optimize
 from dplab.errors import DPLabError
 from dplab.progress import Progress
 from dplab.mf.sensitivity import Sensitivity, sensitivity
+from dplab.validate import integer
 
 STRATEGIES = ("identity", "sqrt", "optimal", "banded")
 
@@ -279,9 +280,7 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
     """
     A = _check_lower(A)
     T = A.shape[0]
-    if isinstance(bands, bool) or int(bands) != bands or not (1 <= bands <= T):
-        raise DPLabError("bands", f"must be an integer in [1, steps={T}]; got {bands!r}")
-    bands = int(bands)
+    bands = integer("bands", bands, 1, T, "steps")
     if min_separation is not None and bands > min_separation:
         raise DPLabError("bands", f"must be <= min_separation={min_separation}; got {bands}")
     start = sqrt_coefficients(np.ones(bands))
@@ -324,14 +323,12 @@ def save(factorization: Factorization, path, momentum: float = 0.0) -> None:
 def load(path, regenerate: str | None = None) -> tuple[Factorization, float]:
     """(factorization, momentum) written by :func:`save`; A is rebuilt from T and the momentum.
     A missing, corrupt or truncated file is a DPLabError naming it and ``regenerate``, the
-    command that writes it again (default: the one that saves every factorization of a pipeline
-    config into the file's folder; :mod:`dplab.inputs`)."""
-    from pathlib import Path
-
+    command that writes it again (default: `dplab mf` with the factorization's flags, as rule
+    ``factorization`` runs it; :mod:`dplab.inputs`)."""
     from dplab.inputs import damaged, read_npz
     from dplab.mf.workload import momentum_workload
 
-    regenerate = regenerate or f"dplab mf --config CONFIG --out {Path(path).parent}"
+    regenerate = regenerate or f"dplab mf --strategy STRATEGY --steps T [--bands M] --out {path}"
 
     f = read_npz(path, "saved factorization", ("encoder", "strategy", "bands", "momentum"), regenerate)
     C = f["encoder"]

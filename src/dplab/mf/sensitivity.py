@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dplab.errors import DPLabError
+from dplab.validate import integer
 
 ENUMERATION_LIMIT = 20_000
 
@@ -39,12 +39,6 @@ class Sensitivity:
     value: float
     exact: bool
     method: str
-
-
-def _positive_int(key: str, value) -> int:
-    if isinstance(value, bool) or int(value) != value or value < 1:
-        raise DPLabError(key, f"must be an integer >= 1; got {value!r}")
-    return int(value)
 
 
 def max_participations(steps: int, participations: int, min_separation: int) -> int:
@@ -81,8 +75,8 @@ def sensitivity(C: np.ndarray, participations: int = 1, min_separation: int = 1)
     """Sensitivity of C for (k, b)-participation (module docstring says which case is exact)."""
     C = np.asarray(C, dtype=float)
     T = C.shape[1]
-    k = _positive_int("participations", participations)
-    b = _positive_int("min_separation", min_separation)
+    k = integer("participations", participations)
+    b = integer("min_separation", min_separation)
     k = max_participations(T, k, b)
     X = C.T @ C
     diag = np.diag(X)

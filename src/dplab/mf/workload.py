@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from dplab.errors import DPLabError
+from dplab.validate import integer
 
 
 #: the memory the T×T matrices of one factorization may take: the workload, encoder, decoder and the
@@ -24,8 +25,7 @@ MATRICES = 6
 
 def check_steps(steps: int) -> int:
     """T as an int; refused up front when its T×T matrices would exceed :data:`MEMORY_MAX`."""
-    if isinstance(steps, bool) or int(steps) != steps or steps < 1:
-        raise DPLabError("steps", f"must be an integer >= 1; got {steps!r}")
+    steps = integer("steps", steps)
     need = MATRICES * 8 * int(steps) ** 2
     if need > MEMORY_MAX:
         most = math.isqrt(MEMORY_MAX // (8 * MATRICES))

@@ -7,7 +7,6 @@ the method's defaults and the cross-key rules the schema cannot express.  Any vi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
@@ -17,6 +16,7 @@ from dplab.errors import DPLabError
 from dplab.training import dp_mf
 from dplab.training.methods import METHODS
 from dplab.config import load_schema, load_yaml, validate
+from dplab.validate import json_value
 
 
 def load_run(config: str | Path | None = None, run: str | None = None, run_json: str | None = None) -> dict:
@@ -25,11 +25,7 @@ def load_run(config: str | Path | None = None, run: str | None = None, run_json:
     if run_json is not None:
         if config is not None:
             raise DPLabError("--run-json", "give either --config or --run-json, not both")
-        try:
-            raw = json.loads(run_json)
-        except json.JSONDecodeError as err:
-            raise DPLabError("--run-json", f"not valid JSON: {err}") from None
-        return resolve_run(raw)
+        return resolve_run(json_value("--run-json", run_json))
     if config is None:
         raise DPLabError("--config", "give --config FILE or --run-json JSON")
     data = load_yaml(config)
@@ -42,8 +38,8 @@ def load_run(config: str | Path | None = None, run: str | None = None, run_json:
         if run not in runs:
             raise DPLabError("--run", f"unknown run {run!r}; valid: {', '.join(runs)}")
         raw = dict(runs[run]) if isinstance(runs[run], dict) else runs[run]
-        if isinstance(raw, dict):
-            raw.setdefault("name", run)
+        if isinstance(raw, dict):  # as the pipeline passes it (dplab.pipeline.run_entry)
+            raw = {"seed": data.get("seed", 0), **raw, "name": run}
         return resolve_run(raw, where=f"runs.{run}")
     if run is not None:
         raise DPLabError("--run", f"{config} is a single-run config (no 'runs' section)")

@@ -1,0 +1,35 @@
+"""``dplab dvc-yaml``: write dvc.yaml from the config and the Snakefile's job list (:mod:`dplab.dvc_yaml`)."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "dvc-yaml",
+        help="write dvc.yaml: one DVC stage per job of the Snakemake DAG",
+        description="Write dvc.yaml from config/config.yaml: one stage per job of the Snakemake DAG (the same "
+        "command, inputs and outputs), each run's metrics.json as a DVC metric and its metrics.csv and each "
+        "sweep's CSV as DVC plots. Rerun it after adding or removing entries of the config; --check only "
+        "compares (exit 2 when the file is not current).",
+    )
+    p.add_argument("--out", default="dvc.yaml", help="file to write (default: dvc.yaml)")
+    p.add_argument("--check", action="store_true", help="write nothing; fail if --out differs from what it would be")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from dplab.config import load_config
+    from dplab.dvc_yaml import CONFIG, render
+    from dplab.errors import DPLabError
+    from dplab.io import check_output, write_text
+
+    text = render(load_config(CONFIG))
+    if args.check:
+        if not Path(args.out).is_file() or Path(args.out).read_text() != text:
+            raise DPLabError("--out", f"{args.out} is not current for {CONFIG}: run `dplab dvc-yaml --out {args.out}`")
+        return 0
+    check_output(args.out, "--out")
+    write_text(args.out, text)
+    return 0

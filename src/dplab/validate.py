@@ -1,0 +1,46 @@
+"""The small checks of single numbers every layer makes: one line naming the key and the valid
+range (a :class:`~dplab.errors.DPLabError`, exit code 2 on the command line)."""
+
+from __future__ import annotations
+
+import math
+
+from dplab.errors import DPLabError
+
+#: the most torch CPU threads a command accepts (``--threads``)
+MAX_THREADS = 1024
+
+
+def positive(key: str, value: float) -> float:
+    """``value`` as a float, refused unless finite and > 0."""
+    if not (math.isfinite(value) and value > 0):
+        raise DPLabError(key, f"must be a finite number > 0; got {value}")
+    return float(value)
+
+
+def integer(key: str, value, low: int = 1, high: int | None = None, high_name: str = "") -> int:
+    """``value`` as an int, refused unless a whole number (not a bool) >= ``low`` (and <= ``high``,
+    named ``high_name`` in the message, when given)."""
+    whole = not isinstance(value, bool) and int(value) == value
+    if high is None:
+        if not (whole and value >= low):
+            raise DPLabError(key, f"must be an integer >= {low}; got {value!r}")
+    elif not (whole and low <= value <= high):
+        raise DPLabError(key, f"must be an integer in [{low}, {high_name}={high}]; got {value!r}")
+    return int(value)
+
+
+def at_least(key: str, value, low: int) -> None:
+    """Refuse a count below ``low`` (argparse has already made it an int)."""
+    if value < low:
+        raise DPLabError(key, f"must be >= {low}; got {value}")
+
+
+def json_value(flag: str, text: str):
+    """The value of a ``--*-json`` argument, refused with the parser's message when not JSON."""
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DPLabError(flag, f"not valid JSON: {err}") from None
