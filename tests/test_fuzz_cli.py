@@ -100,8 +100,7 @@ BASELINES: dict[str, list[list[str]]] = {
     "prepare-data": [["--dataset-json", json.dumps(RAW["datasets"]["synthetic"]), "--out", "OUTDIR"],
                      ["--config", CONFIG, "--dataset", "synthetic", "--out", "OUTDIR"]],
     "train": [["--config", CONFIG, "--run", "dp_sgd", "--data", "DATA", "--out", "OUTDIR", "--threads", "1"],
-              ["--run-json", json.dumps(RAW["runs"]["dp_sgd"]), "--data", "DATA", "--out", "OUTDIR"],
-              ["--config", CONFIG, "--grid", "privacy_utility", "--data", "DATA", "--out", "OUTDIR"]],
+              ["--run-json", json.dumps(RAW["runs"]["dp_sgd"]), "--data", "DATA", "--out", "OUTDIR"]],
     "epsilon": [["--accountant", "rdp", "--noise-multiplier", "1.0", "--sampling-rate", "0.01", "--steps", "100",
                  "--delta", "1e-5"],
                 ["--accountant", "pld", "--noise-multiplier", "1.0", "--sampling-rate", "0.01", "--steps", "100",
@@ -130,6 +129,7 @@ BASELINES: dict[str, list[list[str]]] = {
     "provenance": [["--config-json", "{}", "--out", "OUT.json", CONFIG],
                    ["--config", CONFIG, "--out", "OUT.json", CONFIG]],
     "check-config": [[CONFIG]],
+    "dvc-yaml": [["--out", "OUT.yaml"], ["--out", "OUT.yaml", "--check"]],
 }
 
 #: flags (by dest) whose value is a path read, a path written, JSON, or a list of names

@@ -56,8 +56,8 @@ from dplab.progress import Progress
 from dplab.training.methods import METHODS, Method
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.privacy import Plan, plan
-from dplab.training.step import denominator, dp_step, project
 from dplab.training.run_metrics import write_metrics
+from dplab.training.step import denominator, dp_step, project
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
 #: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged step's batch
@@ -292,6 +292,30 @@ def _log(run: _Run, grads) -> str:
         raise DPLabError("lr", f"the loss became NaN/inf at step {step}; lower lr (or clip)")
     run.rows.append({"step": step, "epoch": run.sampler.epoch(step), "train_loss": train_loss,
                      "test_loss": test_loss, "test_accuracy": test_acc})
+    if cfg["record_grad_norms"]:
+        run.norms += [(step, float(v)) for v in grads.norms.cpu()]
+    return _status(cfg, run.claim, run.grid, run.rows[-1])
+
+
+def _save(run: _Run, out: Path) -> None:
+    """A checkpoint after the step just taken (:mod:`dplab.training.checkpoint`)."""
+    state = {"fingerprint": run.fingerprint, "environment": run.env, "step": run.step, "rows": run.rows,
+             "norms": run.norms, "generator": run.generator.get_state(),
+             "params": {k: v.cpu() for k, v in run.params.items()},
+             "sampler": run.sampler.state_dict(), "noise": run.noise_source.state_dict()}
+    if run.ahead:
+        state["noise_generator"] = run.noise_generator.get_state()
+    checkpoint.save(out, state)
+
+
+def _write(run: _Run, out: Path) -> dict:
+    """model.pt, metrics.csv, grad_norms.csv (``record_grad_norms``), then summary.json (last:
+    its presence means the run completed); the checkpoint is discarded; returns the summary."""
+    cfg = run.cfg
+    summary = _summary(cfg, run.info, run.claim, run.rows, run.n, run.b, run.dimension, run.env)
+    final_params = {k: v.detach().cpu() for k, v in run.params.items()}
+    atomic_write(out / "model.pt", lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)))
+    write_text(out / "metrics.csv", _metrics_csv(run.rows, run.claim, run.grid))
     if cfg["record_grad_norms"]:
         write_text(out / "grad_norms.csv", _grad_norms_csv(run.norms))
     write_metrics(out, summary)
