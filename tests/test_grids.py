@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from dplab import pipeline
-from dplab.config import load_yaml, validate
+from dplab import jobs
+from dplab.config import check_config
+from dplab.schemas import load_yaml, validate
 from dplab.errors import DPLabError
 
 GRID = {
@@ -27,7 +28,7 @@ def config_with_grid(grid=GRID) -> dict:
 
 
 def test_every_variant_epsilon_and_seed_is_one_run():
-    runs = pipeline.grid_runs(config_with_grid(), "mini")
+    runs = jobs.grid_runs(config_with_grid(), "mini")
     assert sorted(runs) == sorted(
         f"digits/logreg/{v}/eps{e:g}/seed{s}" for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)
     )
@@ -41,7 +42,7 @@ def test_grid_runs_are_validated_with_the_run_schema():
     bad["variants"]["dp_gd"]["lr"] = -1
     config = config_with_grid(bad)
     with pytest.raises(DPLabError) as err:
-        pipeline.check_config(config)
+        check_config(config)
     assert err.value.key == "grids.mini.variants.dp_gd.lr"
 
 

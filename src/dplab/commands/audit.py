@@ -53,13 +53,13 @@ def run(args) -> int:
     if args.audit_json is not None:
         entry = _audit_entry(args.audit_json)
     else:
-        from dplab import pipeline
+        from dplab import jobs
         from dplab.config import load_config
 
         config = load_config(args.config)
         if args.audit not in config.get("audits", {}):
             raise DPLabError("--audit", f"unknown audit {args.audit!r}; defined: {', '.join(config.get('audits', {}))}")
-        entry = pipeline.audit_entry(config, args.audit)
+        entry = jobs.audit_entry(config, args.audit)
     if args.threads is not None:
         if args.threads < 1:
             raise DPLabError("--threads", f"must be >= 1; got {args.threads}")

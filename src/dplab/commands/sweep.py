@@ -34,7 +34,7 @@ def run(args) -> int:
 
     check_output(args.out, "--out")
     if args.config or args.sweep:
-        from dplab import pipeline
+        from dplab import layout
         from dplab.config import load_config
 
         if not (args.config and args.sweep):
@@ -45,7 +45,7 @@ def run(args) -> int:
         if args.sweep not in config["sweeps"]:
             raise DPLabError("sweep", f"unknown sweep {args.sweep!r}; defined: {', '.join(sorted(config['sweeps']))}")
         entry = config["sweeps"][args.sweep]
-        summary_path = pipeline.run_files(entry["run"])["summary"]
+        summary_path = layout.run_files(entry["run"])["summary"]
         accountants, points = entry["accountants"], entry["points"]
     else:
         if not (args.summary and args.accountants):

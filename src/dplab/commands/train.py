@@ -54,7 +54,7 @@ def run(args) -> int:
 def _train_grid(args) -> int:
     from pathlib import Path
 
-    from dplab import pipeline
+    from dplab import jobs
     from dplab.config import load_config
     from dplab.errors import DPLabError
     from dplab.training.config import resolve_run
@@ -64,7 +64,7 @@ def _train_grid(args) -> int:
     config = load_config(args.config)
     if args.grid not in config["grids"]:
         raise DPLabError("--grid", f"unknown grid {args.grid!r}; defined: {', '.join(sorted(config['grids']))}")
-    for name, item in pipeline.grid_runs(config, args.grid).items():
+    for name, item in jobs.grid_runs(config, args.grid).items():
         cfg = resolve_run(item["run"], where=f"grids.{args.grid}.{name}")
         _train_one(cfg, str(Path(args.data) / cfg["dataset"]), str(Path(args.out) / name), args.mf_cache)
     return 0

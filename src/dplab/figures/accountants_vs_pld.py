@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dplab import pipeline
+from dplab import layout
 from dplab.accounting.claims import from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.figures import runs, style
@@ -31,7 +31,7 @@ def check(config: dict, params: dict) -> None:
 def inputs(config: dict, params: dict) -> list[str]:
     """The sweep, then the summary.json of the run it was computed for."""
     run = config["sweeps"][params["sweep"]]["run"]
-    return [pipeline.sweep_file(params["sweep"]), pipeline.run_files(run)["summary"]]
+    return [layout.sweep_file(params["sweep"]), layout.run_files(run)["summary"]]
 
 
 def table(inputs: list[str], params: dict) -> pd.DataFrame:

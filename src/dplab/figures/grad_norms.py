@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab import pipeline
+from dplab import layout
 from dplab.errors import DPLabError
 from dplab.figures import runs, style
 from dplab.inputs import run_summary
@@ -27,7 +27,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> list[str]:
-    files = pipeline.run_files(params["run"])
+    files = layout.run_files(params["run"])
     return [files["grad_norms"], files["summary"]]
 
 

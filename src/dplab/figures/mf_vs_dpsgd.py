@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab import pipeline
+from dplab import jobs
 from dplab.errors import DPLabError
 from dplab.figures import style
 from dplab.figures.runs import claimed_epsilon
@@ -27,7 +27,7 @@ def check(config: dict, params: dict) -> None:
     grid = params["grid"]
     if grid not in config.get("grids", {}):
         raise DPLabError(KEY, f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
-    methods = [item["run"]["method"] for item in pipeline.grid_runs(config, grid).values()]
+    methods = [item["run"]["method"] for item in jobs.grid_runs(config, grid).values()]
     if "sgd" in methods:
         raise DPLabError(KEY, f"grid {grid!r} has a non-private (sgd) variant")
     if "dp_mf" not in methods:
@@ -35,7 +35,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> list[str]:
-    return pipeline.grid_summaries(config, params["grid"])
+    return jobs.grid_summaries(config, params["grid"])
 
 
 def _label(run: dict) -> str:

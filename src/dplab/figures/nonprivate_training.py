@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dplab import pipeline
 from dplab.figures import runs, style
 
 TITLE = "Non-private training: test loss and accuracy vs iteration (004 §3.2)"

@@ -16,14 +16,14 @@ import re
 import numpy as np
 import pandas as pd
 
-from dplab import pipeline
+from dplab import jobs
 from dplab.errors import DPLabError
 from dplab.figures import runs, style
 from dplab.inputs import run_summary
 
 TITLE = "Privacy–utility: test accuracy vs ε per training method, mean ± sd over seeds"
 SOURCE = "new"
-#: a grid run's name (:func:`dplab.pipeline.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
+#: a grid run's name (:func:`dplab.jobs.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
 NAME = re.compile(r"^[^/]+/[^/]+/(?P<variant>[A-Za-z0-9_]+)/(eps|sigma|nonprivate)[^/]*/seed(?P<seed>[0-9]+)$")
 COLOURS = {"dp_sgd": "#1f77b4", "dp_gd": "#ff7f0e", "noisy_gd": "#2ca02c", "dp_sgd_fixed_batches": "#9467bd",
            "projected_dp_sgd": "#7f7f7f", "regularized_dp_sgd": "#393b79", "dp_mf": "#e377c2"}
@@ -36,7 +36,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> list[str]:
-    return [path for grid in params["grids"] for path in pipeline.grid_summaries(config, grid)]
+    return [path for grid in params["grids"] for path in jobs.grid_summaries(config, grid)]
 
 
 def table(inputs: list[str], params: dict) -> pd.DataFrame:

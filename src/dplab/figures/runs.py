@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dplab import pipeline
+from dplab import layout
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, exclusion, from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.inputs import run_summary
@@ -42,7 +42,7 @@ def run_inputs(names: list[str]) -> list[str]:
     """summary.json then metrics.csv of each run, in order."""
     files = []
     for name in names:
-        files += [pipeline.run_files(name)["summary"], pipeline.run_files(name)["metrics"]]
+        files += [layout.run_files(name)["summary"], layout.run_files(name)["metrics"]]
     return files
 
 

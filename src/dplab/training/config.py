@@ -16,7 +16,7 @@ from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
 from dplab.training import dp_mf
 from dplab.training.methods import METHODS
-from dplab.config import load_schema, load_yaml, validate
+from dplab.schemas import load_schema, load_yaml, validate
 
 
 def load_run(config: str | Path | None = None, run: str | None = None, run_json: str | None = None) -> dict:
