@@ -115,3 +115,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 ])
 def test_find_cycle_finds_one(graph, expected):
     assert find_cycle(graph) == expected
+
+
+def test_architecture_doc_shows_the_same_layers():
+    doc = (SRC.parent / "docs/architecture.md").read_text()
+    rows = [line.split("|")[1].strip() for line in doc.split("## Layers", 1)[1].split("\n## ", 1)[0].splitlines()
+            if line.startswith("| ") and not line.startswith("| layer") and not line.startswith("| ---")]
+    assert rows == [name for name, _ in LAYERS] + ["rules"]
