@@ -45,8 +45,8 @@ def test_paper_config_draws_every_figure_and_trains_nothing_else():
     assert needless == []
     # the seeds' settings: 004's 5000 MNIST images, its tries at (ε = 1, δ = 1e-6), C = 30, MLP 128
     assert config["datasets"]["mnist"]["train_size"] == 5000
-    for run in ("mnist_try1_dp_gd_advanced", "mnist_try2_dp_gd_rdp", "mnist_try3_dp_sgd", "mnist_try4_dp_mf"):
-        entry = config["runs"][run]
+    for name in ("mnist_try1_dp_gd_advanced", "mnist_try2_dp_gd_rdp", "mnist_try3_dp_sgd", "mnist_try4_dp_mf"):
+        entry = config["runs"][name]
         assert (entry["target_epsilon"], entry["delta"], entry["clip"], entry["hidden"]) == (1.0, 1e-6, 30.0, 128)
     assert jobs.grid_runs(config, "mf_vs_dpsgd")["mnist/mlp/dp_mf/eps1/seed0"]["run"].keys() >= {"strategy"}
     assert "bands" not in config["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"]  # nothing leaked from config.yaml
@@ -58,10 +58,10 @@ def test_smoke_scale_keeps_every_rule_dataset_kind_and_figure_and_only_shrinks()
     assert {d["kind"] for d in smoke["datasets"].values()} == {"digits", "mnist", "synthetic"}
     for key in ("runs", "grids", "sweeps", "audits", "datasets"):
         assert set(smoke[key]) == set(paper[key]), key
-    for name, run in smoke["runs"].items():  # same method, model, privacy target; fewer steps
+    for name, entry in smoke["runs"].items():  # same method, model, privacy target; fewer steps
         same = ("method", "model", "target_epsilon", "noise_multiplier", "delta", "clip", "accountant")
-        assert {k: run.get(k) for k in same} == {k: paper["runs"][name].get(k) for k in same}, name
-        assert run["steps"] < paper["runs"][name]["steps"]
+        assert {k: entry.get(k) for k in same} == {k: paper["runs"][name].get(k) for k in same}, name
+        assert entry["steps"] < paper["runs"][name]["steps"]
     for grid in smoke["grids"]:
         assert {r["variant"] for r in jobs.grid_runs(smoke, grid).values()} == set(paper["grids"][grid]["variants"])
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pandas as pd
 
 from dplab import jobs
@@ -78,7 +77,7 @@ def draw(table: pd.DataFrame):
     ax = axes[0][0]
     private = table.dropna(subset=["epsilon"])
     variants = list(dict.fromkeys(private.variant))
-    for i, (variant, rows) in enumerate(private.groupby("variant", sort=False)):
+    for i, (_, rows) in enumerate(private.groupby("variant", sort=False)):
         first = rows.iloc[0]
         label = (f"{runs.METHOD_NAMES.get(first.method, first.method)} — {first.accountant}, "
                  f"{first.neighbouring.replace('_', '/')}, covers {first.release}")

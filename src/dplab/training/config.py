@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
 from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
 from dplab.training import dp_mf
