@@ -73,7 +73,7 @@ def test_torch_deterministic_switch_is_what_the_public_api_sets():
         setter(True, warn_only=True)
         assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
     finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        setter(before[0], warn_only=before[1])
 
 
 def _pins() -> dict[str, str]:

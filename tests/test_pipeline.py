@@ -48,4 +48,4 @@ def test_paper_config_asks_one_gpu_for_every_training_job_and_none_for_other_job
     assert all(re.search(r"resources: .*\bgpu=1\b", body) for body in train.values())
     others = [rule for rule, body in planned if rule != "train"]
     assert {"prepare_data", "figure", "audit"} <= set(others)
-    assert not any(re.search(r"\bgpu=", body) for rule, body in jobs if rule != "train")
+    assert not any(re.search(r"\bgpu=", body) for rule, body in planned if rule != "train")

@@ -36,7 +36,7 @@ def _text(path: Path) -> str | None:
 
 
 def test_citation_table_matches_the_code():
-    doc = (ROOT / "docs" / "references.md").read_text()
+    doc = (ROOT / "docs/references.md").read_text()
     table = doc.split("<!-- citations: begin (python -m dplab.citations) -->\n")[1].split("<!-- citations: end -->")[0]
     rows = dict(line.split(" | ", 1) for line in table.removeprefix("| ").replace("\n| ", "\n").splitlines()[2:])
     code = dict(line.split(" | ", 1) for line in citations.table().replace("\n| ", "\n").removeprefix("| ").splitlines()[2:])
@@ -93,7 +93,7 @@ def test_markdown_files_named_anywhere_exist():
 
 
 def test_training_doc_lists_only_modules_that_exist():
-    doc = (ROOT / "docs" / "training.md").read_text()
+    doc = (ROOT / "docs/training.md").read_text()
     code = doc.split("Code: ", 1)[1].split("\n\n", 1)[0]
     names = re.findall(r"`([\w/.]+\.py)`", code)
     assert len(names) >= 10
