@@ -1,6 +1,7 @@
 # make run   — set up .venv (Python 3.11) and run the whole default pipeline + HTML report
 # make resume — after a crash or kill -9 of Snakemake: remove its stale lock, then make run
-# make test  — set up .venv and run the test suite (what .ci/run runs)
+# make test  — set up .venv and run the test suite (.ci/run runs make lint, then this)
+# make lint  — ruff check, snakefmt --check (Snakefile, workflow/rules), snakemake --lint
 # make pull  — fetch results from the DVC remote and mark them up to date for Snakemake
 PYTHON ?= python3
 VENV   := .venv
@@ -10,11 +11,14 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run resume test report dag lint pull clean
 
-$(STAMP): pyproject.toml
+# exact versions from constraints.txt (the one lock); torch's CPU build first, so that no package
+# pulls a CUDA torch. Where no local CPU wheel is found: make TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[pipeline,peers,dev,slurm]"
+	$(BIN)/python -m pip install -q -c constraints.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[pipeline,peers,dev,slurm]"
 	rm -f $(VENV)/.installed-* && touch $@
 
 # --rerun-incomplete: outputs of jobs a crash interrupted are made again (README, Recovering from a crash)
@@ -37,7 +41,10 @@ report: $(STAMP)
 dag: $(STAMP)
 	snakemake --dag > results/dag.dot
 
+# ruff (rules in pyproject.toml), snakefmt --check on the Snakefile and rules, snakemake --lint
 lint: $(STAMP)
+	ruff check
+	snakefmt --check Snakefile workflow/rules
 	snakemake --lint
 
 # results from the DVC remote, checked against this commit's code and params, then marked

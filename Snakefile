@@ -5,7 +5,7 @@
 from snakemake.utils import min_version
 
 from dplab import pipeline
-from dplab.config import load_yaml, validate
+from dplab.config import check_config, load_yaml, validate
 
 min_version("8.0")
 
@@ -14,7 +14,7 @@ min_version("8.0")
 # together are merged in order: --configfile config/paper.yaml config/paper-smoke.yaml.
 # Every config problem ends Snakemake with one line naming the key (exit code 2), before a job is
 # planned: YAML syntax (with line and column), the schema (workflow/schemas/config.schema.yaml),
-# then pipeline.check_config.  (A --configfile is read by Snakemake itself before this file runs:
+# then check_config.  (A --configfile is read by Snakemake itself before this file runs:
 # `dplab check-config FILE...` gives its YAML errors with line and column.)
 if not workflow.overwrite_configfiles:
     with pipeline.refuse_bad_config():
@@ -25,7 +25,7 @@ if not workflow.overwrite_configfiles:
 
 with pipeline.refuse_bad_config():
     config.update(validate(config))
-    pipeline.check_config(config)
+    check_config(config)
 
 
 include: "workflow/rules/common.smk"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from conftest import ROOT
-from dplab.config import validate
+from dplab.schemas import validate
 
 
 def default_params(figure: str) -> dict:

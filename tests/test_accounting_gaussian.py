@@ -19,7 +19,9 @@ CALIBRATIONS = ["gaussian_classic", "gaussian_simple", "gaussian_pei", "gaussian
 @pytest.mark.parametrize("eps,mu", [(0.0, 1.0), (0.5, 0.3), (1.0, 1.0), (3.0, 2.5)])
 def test_profile_is_the_hockey_stick_divergence(eps, mu):
     """δ(ε) = ∫ (p₁ − e^ε p₀)₊ for p₁ = N(μ, 1), p₀ = N(0, 1), by quadrature."""
-    f = lambda z: max(norm.pdf(z, mu) - math.exp(eps) * norm.pdf(z), 0.0)
+    def f(z):
+        return max(norm.pdf(z, mu) - math.exp(eps) * norm.pdf(z), 0.0)
+
     ref, _ = integrate.quad(f, -20, 20, points=[mu / 2 + eps / mu], limit=200, epsabs=1e-14)
     assert float(gaussian_delta(eps, mu)) == pytest.approx(ref, rel=1e-7, abs=1e-14)
 

@@ -100,7 +100,7 @@ ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def optimistic_pld(sigma: float, q: float, replace_one: bool, steps: int = 1):
     """A lower bound on the exact PLD of T Poisson-sampled Gaussian steps (dp_accounting)."""
     if steps > 1:

@@ -1,8 +1,6 @@
 """Hypothesis properties for every accountant of this module set: monotonicity in T, q, σ;
 epsilon/delta inverse; calibrated σ meets the target and σ·(1 − 1e-3) does not."""
 
-import math
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -3,7 +3,6 @@
 import itertools
 
 import dp_accounting
-import numpy as np
 import pytest
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant

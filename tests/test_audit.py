@@ -357,10 +357,10 @@ def bound_violations(table) -> list[str]:
 
 
 def _entry(config_name: str, audit: str, **changes) -> dict:
-    from dplab import pipeline
+    from dplab import jobs
     from dplab.config import load_config
 
-    entry = pipeline.audit_entry(load_config(f"config/{config_name}.yaml"), audit)
+    entry = jobs.audit_entry(load_config(f"config/{config_name}.yaml"), audit)
     entry.update(changes)
     return entry
 

@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from conftest import ROOT, run
-from dplab.config import load_config, load_yaml, validate
+from dplab.config import load_config
+from dplab.schemas import load_yaml, validate
 from dplab.errors import DPLabError
 
 DEFAULT = load_yaml(ROOT / "config" / "config.yaml")
@@ -175,7 +176,7 @@ def test_every_check_of_a_job_runs_before_planning(mutate, key):
 
 
 def pipeline_check(config: dict) -> None:
-    from dplab.pipeline import check_config
+    from dplab.config import check_config
 
     check_config(config)
 
@@ -186,12 +187,12 @@ def test_dplab_train_refuses_the_same_key(tmp_path, capsys, mutate, key):
     first mistakes, which `dplab train` refuses from the run alone, before it reads any data."""
     import json
 
-    from dplab import pipeline
+    from dplab import jobs
     from dplab.cli import main
 
     raw = copy.deepcopy(_small(lambda c: None))
     mutate(raw)
-    entry = pipeline.run_entry(validate(raw), "dp_sgd")
+    entry = jobs.run_entry(validate(raw), "dp_sgd")
     code = main(["train", "--run-json", json.dumps(entry), "--data", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
     assert code == 2 and f"error: {key.removeprefix('runs.dp_sgd.')}:" in capsys.readouterr().err
 

@@ -50,14 +50,14 @@ def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes():
     `dplab train` the same resolved run (so both paths compute the same thing)."""
     import shlex
 
-    from dplab import pipeline
+    from dplab import jobs as dplab_jobs
     from dplab.commands.train import _grid_run
     from dplab.config import load_config
     from dplab.dvc_yaml import CONFIG, stages
     from dplab.training.config import load_run, resolve_run
 
     config = load_config(ROOT / CONFIG)
-    jobs = pipeline.training_runs(config)
+    jobs = dplab_jobs.training_runs(config)
     dvc = stages(config)
     for folder, entry in jobs.items():
         argv = shlex.split(dvc["train-" + folder.removeprefix("runs/").replace("/", "-").replace(".", "-")]["cmd"])

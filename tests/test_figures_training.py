@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dplab import pipeline
+from dplab import layout, pipeline
 from dplab.figures import figure
 from dplab.training import data, loop
 from dplab.training.config import resolve_run
@@ -120,4 +120,4 @@ def test_figure_inputs_name_the_pipeline_files():
               "figures": {"grad_norms": {"run": "a"}}}
     assert pipeline.figure_inputs(config, "grad_norms") == {"grad_norms": "results/runs/a/grad_norms.csv",
                                                             "summary": "results/runs/a/summary.json"}
-    assert pipeline.run_files("a")["grad_norms"] in pipeline.targets({"seed": 0, **config})
+    assert layout.run_files("a")["grad_norms"] in pipeline.targets({"seed": 0, **config})

@@ -120,7 +120,7 @@ BASELINES: dict[str, list[list[str]]] = {
     "figure-table": [["gaussian_sigma", "--params-json", "{}", "--out", "OUT.csv"],
                      ["accountants_vs_pld", "--config", CONFIG, "--out", "OUT.csv"]],
     "figure-draw": [["gaussian_sigma", "--table", "TABLE", "--pdf", "OUT.pdf", "--png", "OUT.png"]],
-    "index": [["--results", "RESULTS", "--out", "OUT.md"]],
+    "index": [["--results", "RESULTS", "--out", "OUT.txt"]],
     "mf": [["--strategy", "banded", "--steps", "16", "--min-separation", "4", "--bands", "2", "--epsilon", "1",
             "--delta", "1e-6"],
            ["--strategy", "optimal", "--steps", "8", "--out", "OUT.npz"]],

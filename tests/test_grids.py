@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, run
-from dplab import pipeline
-from dplab.config import load_yaml, validate
+from dplab import jobs
+from dplab.config import check_config
+from dplab.schemas import load_yaml, validate
 from dplab.errors import DPLabError
 
 GRID = {
@@ -27,7 +28,7 @@ def config_with_grid(grid=GRID) -> dict:
 
 
 def test_every_variant_epsilon_and_seed_is_one_run():
-    runs = pipeline.grid_runs(config_with_grid(), "mini")
+    runs = jobs.grid_runs(config_with_grid(), "mini")
     assert sorted(runs) == sorted(
         f"digits/logreg/{v}/eps{e:g}/seed{s}" for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)
     )
@@ -36,12 +37,30 @@ def test_every_variant_epsilon_and_seed_is_one_run():
     assert run["noise_multiplier"] is None and run["steps"] == 5
 
 
+def test_the_schema_describes_the_run_names_the_code_makes():
+    """The schema's description of grid-run folders, filled in, gives jobs.grid_runs' names."""
+    from dplab.schemas import load_schema
+
+    text = " ".join(load_schema("config")["properties"]["grids"]["description"].split())
+    template = text.split("results/grids/<grid>/", 1)[1].split()[0]
+    private = {template.replace("<dataset>", "digits").replace("<model>", "logreg").replace("<variant>", v)
+               .replace("<target_epsilon>", f"{e:g}").replace("<seed>", str(s))
+               for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)}
+    assert set(jobs.grid_runs(config_with_grid(), "mini")) == private
+    sigma = {**copy.deepcopy(GRID), "target_epsilon": None}
+    sigma["base"]["noise_multiplier"] = 2.0
+    sigma.pop("target_epsilon")
+    names = set(jobs.grid_runs(config_with_grid(sigma), "mini"))
+    assert names == {n.replace("eps1/", "sigma2/") for n in private if "/eps1/" in n}
+    assert "sigma<noise_multiplier> instead of eps" in text and "nonprivate for sgd" in text
+
+
 def test_grid_runs_are_validated_with_the_run_schema():
     bad = copy.deepcopy(GRID)
     bad["variants"]["dp_gd"]["lr"] = -1
     config = config_with_grid(bad)
     with pytest.raises(DPLabError) as err:
-        pipeline.check_config(config)
+        check_config(config)
     assert err.value.key == "grids.mini.variants.dp_gd.lr"
 
 

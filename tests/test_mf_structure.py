@@ -7,9 +7,10 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from dplab import pipeline
+from dplab import jobs, layout, pipeline
 from dplab.cli import main
-from dplab.config import validate
+from dplab.config import check_config
+from dplab.schemas import validate
 from dplab.errors import DPLabError
 from dplab.figures import mf_structure
 from dplab.mf import factorizations
@@ -60,7 +61,7 @@ def test_table_values(saved):
 
 def _config():
     config = validate(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
-    pipeline.check_config(config)
+    check_config(config)
     return config
 
 
@@ -71,10 +72,10 @@ def test_default_config_saves_each_factorization_once():
                      "optimal_T200": {"strategy": "optimal", "steps": 200, "bands": None}}
     assert mf_structure.inputs(config, config["figures"]["mf_structure"]) == {"factorizations": [
         "results/mf/banded_T200_m16.npz", "results/mf/optimal_T200.npz"]}
-    runs = pipeline.grid_runs(config, "mf_vs_dpsgd")
-    keys = {item["variant"]: pipeline.run_factorization(item["run"]) for item in runs.values()}
+    runs = jobs.grid_runs(config, "mf_vs_dpsgd")
+    keys = {item["variant"]: layout.run_factorization(item["run"]) for item in runs.values()}
     assert keys == {"dp_mf": "banded_T200_m16", "dp_sgd": None}
-    assert all(pipeline.mf_file(k) in pipeline.targets(config) for k in specs)
+    assert all(layout.mf_file(k) in pipeline.targets(config) for k in specs)
 
 
 @pytest.mark.parametrize("params, match", [
@@ -93,7 +94,7 @@ def test_mf_out_writes_what_train_loads(tmp_path, capsys):
     cfg = {"strategy": "banded", "steps": 12, "bands": 3}
     with pytest.raises(DPLabError, match="dplab mf --strategy banded --steps 12 --bands 3 --out"):
         dp_mf.load_factorization(cfg, tmp_path)
-    path = tmp_path / f"{dp_mf.cache_key('banded', 12, 3)}.npz"
+    path = tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz"
     assert main(["mf", "--strategy", "banded", "--steps", "12", "--bands", "3", "--out", str(path)]) == 0
     assert json.loads(capsys.readouterr().out)["out"] == str(path)
     np.testing.assert_array_equal(dp_mf.load_factorization(cfg, tmp_path).encoder,

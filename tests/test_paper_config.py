@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, copy_project, run, write_mnist
-from dplab import pipeline
-from dplab.config import load_schema, validate
+from dplab import jobs, layout, pipeline
+from dplab.config import check_config
+from dplab.schemas import load_schema, validate
 from dplab.figures import FIGURE_IDS, input_files
 
 SMOKE = ["--configfile", "config/paper.yaml", "config/paper-smoke.yaml"]
@@ -26,7 +27,7 @@ def load(*names: str) -> dict:
     for name in names:
         update_config(config, yaml.safe_load((ROOT / "config" / name).read_text()))
     config = validate(config, load_schema("config"), "")
-    pipeline.check_config(config)
+    check_config(config)
     return config
 
 
@@ -34,20 +35,20 @@ def test_paper_config_draws_every_figure_and_trains_nothing_else():
     config = load("paper.yaml")
     assert set(config["figures"]) == set(FIGURE_IDS)
     drawn = {path for figure in config["figures"] for path in input_files(pipeline.figure_inputs(config, figure))}
-    drawn |= {pipeline.run_files(entry["run"])["summary"] for entry in config["sweeps"].values()}  # sweeps read runs
+    drawn |= {layout.run_files(entry["run"])["summary"] for entry in config["sweeps"].values()}  # sweeps read runs
     needless = [p for p in pipeline.results(config) if p.endswith(("summary.json", ".npz", ".csv"))
                 and not p.startswith(("results/tables/", "results/runs/", "results/grids/")) and p not in drawn]
-    needless += [f"results/runs/{r}" for r in config["runs"] if pipeline.run_files(r)["summary"] not in drawn
-                 and pipeline.run_files(r)["metrics"] not in drawn]
+    needless += [f"results/runs/{r}" for r in config["runs"] if layout.run_files(r)["summary"] not in drawn
+                 and layout.run_files(r)["metrics"] not in drawn]
     for grid in config["grids"]:
-        needless += [s for s in pipeline.grid_summaries(config, grid) if s not in drawn]
+        needless += [s for s in jobs.grid_summaries(config, grid) if s not in drawn]
     assert needless == []
     # the seeds' settings: 004's 5000 MNIST images, its tries at (ε = 1, δ = 1e-6), C = 30, MLP 128
     assert config["datasets"]["mnist"]["train_size"] == 5000
-    for run in ("mnist_try1_dp_gd_advanced", "mnist_try2_dp_gd_rdp", "mnist_try3_dp_sgd", "mnist_try4_dp_mf"):
-        entry = config["runs"][run]
+    for name in ("mnist_try1_dp_gd_advanced", "mnist_try2_dp_gd_rdp", "mnist_try3_dp_sgd", "mnist_try4_dp_mf"):
+        entry = config["runs"][name]
         assert (entry["target_epsilon"], entry["delta"], entry["clip"], entry["hidden"]) == (1.0, 1e-6, 30.0, 128)
-    assert pipeline.grid_runs(config, "mf_vs_dpsgd")["mnist/mlp/dp_mf/eps1/seed0"]["run"].keys() >= {"strategy"}
+    assert jobs.grid_runs(config, "mf_vs_dpsgd")["mnist/mlp/dp_mf/eps1/seed0"]["run"].keys() >= {"strategy"}
     assert "bands" not in config["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"]  # nothing leaked from config.yaml
 
 
@@ -57,12 +58,12 @@ def test_smoke_scale_keeps_every_rule_dataset_kind_and_figure_and_only_shrinks()
     assert {d["kind"] for d in smoke["datasets"].values()} == {"digits", "mnist", "synthetic"}
     for key in ("runs", "grids", "sweeps", "audits", "datasets"):
         assert set(smoke[key]) == set(paper[key]), key
-    for name, run in smoke["runs"].items():  # same method, model, privacy target; fewer steps
+    for name, entry in smoke["runs"].items():  # same method, model, privacy target; fewer steps
         same = ("method", "model", "target_epsilon", "noise_multiplier", "delta", "clip", "accountant")
-        assert {k: run.get(k) for k in same} == {k: paper["runs"][name].get(k) for k in same}, name
-        assert run["steps"] < paper["runs"][name]["steps"]
+        assert {k: entry.get(k) for k in same} == {k: paper["runs"][name].get(k) for k in same}, name
+        assert entry["steps"] < paper["runs"][name]["steps"]
     for grid in smoke["grids"]:
-        assert {r["variant"] for r in pipeline.grid_runs(smoke, grid).values()} == set(paper["grids"][grid]["variants"])
+        assert {r["variant"] for r in jobs.grid_runs(smoke, grid).values()} == set(paper["grids"][grid]["variants"])
 
 
 @pytest.mark.pipeline

@@ -65,7 +65,7 @@ def test_outside_git_the_commit_is_null_with_the_reason(tmp_path):
 
 
 def test_cli_config_file_and_json_give_the_same_hash(tmp_path, monkeypatch, capsys):
-    from conftest import ROOT, small_config
+    from conftest import small_config
 
     config_file = tmp_path / "config.yaml"
     import yaml

@@ -171,7 +171,7 @@ def test_empty_poisson_batch_is_a_pure_noise_step(synth, tmp_path):
     cfg, got = _run({"method": "dp_sgd", "steps": 1, "batch_size": b, "lr": 0.5, "clip": 1.0, "noise_multiplier": 2.0, "seed": seed}, synth, tmp_path)
     g = torch.Generator().manual_seed(seed)
     torch.rand(n, generator=g)
-    for k, v in got.items():  # logreg starts at 0
+    for v in got.values():  # logreg starts at 0
         torch.testing.assert_close(v, -0.5 * 2.0 * torch.randn(v.shape, generator=g) / b, atol=1e-6, rtol=0)
 
 

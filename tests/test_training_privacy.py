@@ -5,7 +5,7 @@ import math
 import pytest
 
 from dplab import accounting
-from dplab.training import data, loop
+from dplab.training import data
 from dplab.training.config import resolve_run
 from dplab.training.privacy import loss_constants, plan
 
@@ -96,7 +96,7 @@ def test_calibration_with_an_invalid_accountant_fails(synth):
 
 def test_rdp_epsilon_matches_opacus(synth):
     """ε of the run's rdp accountant = Opacus's RDP accountant on the same (q, σ, T, δ) (issue 4 §7)."""
-    opacus = pytest.importorskip("opacus")
+    pytest.importorskip("opacus")
     from opacus.accountants import RDPAccountant
 
     p = _plan({"method": "dp_sgd", "noise_multiplier": 1.1, "accountants": ["rdp"]}, synth)

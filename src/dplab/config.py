@@ -1,139 +1,33 @@
-"""Load and validate configuration against the JSON schemas shipped in ``dplab/schemas``.
+"""A pipeline config: loaded, validated against the schema, and cross-checked.
 
-The same schemas (also under ``workflow/schemas``) and the same :func:`validate` serve the
-Snakefile and every ``dplab`` command, so a config key means the same thing everywhere and
-defaults are filled in the same way.  Errors name the offending key (dotted path) and the valid
-range, in one line (a YAML syntax error: the file, line and column).
+The JSON schema (``dplab/schemas/config.schema.yaml``, :mod:`dplab.schemas`) checks keys, types
+and ranges; :func:`check_config` checks what a schema cannot: that names refer to entries that
+exist, and that every job's entry passes the checks its command would make, before Snakemake
+plans a job.  This layer sits above the library (whose checks it runs) and below the commands
+and rules (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import copy
-from functools import cache
-from importlib import resources
 from pathlib import Path
 
-import jsonschema
-import yaml
-from referencing import Registry, Resource
-
+from dplab.accounting import names as accountant_names
+from dplab.audit.membership import THREAT_MODELS, method_config
 from dplab.errors import DPLabError
-
-SCHEMAS = ("config", "run", "dataset")
-
-
-@cache
-def load_schema(name: str) -> dict:
-    """The schema ``dplab/schemas/<name>.schema.yaml``."""
-    return yaml.safe_load(resources.files("dplab.schemas").joinpath(f"{name}.schema.yaml").read_text())
-
-
-@cache
-def _registry() -> Registry:
-    return Registry().with_resources(
-        (f"{name}.schema.yaml", Resource.from_contents(load_schema(name))) for name in SCHEMAS
-    )
-
-
-def _validator(schema: dict) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(schema, registry=_registry())
-
-
-def _resolve(schema: dict) -> dict:
-    while "$ref" in schema:
-        schema = _registry().contents(schema["$ref"].split("#")[0])
-    return schema
-
-
-def _fill_defaults(instance, schema: dict) -> None:
-    """Fill ``default`` values of a valid ``instance`` in place, following $ref, allOf,
-    if/then, oneOf/anyOf (the branch that matches) and nested properties / additionalProperties."""
-    schema = _resolve(schema)
-    for branch in schema.get("allOf", []):
-        _fill_defaults(instance, branch)
-    if "if" in schema and "then" in schema and _validator(schema["if"]).is_valid(instance):
-        _fill_defaults(instance, schema["then"])
-    for key in ("oneOf", "anyOf"):
-        for branch in schema.get(key, []):
-            if _validator(branch).is_valid(instance):
-                _fill_defaults(instance, branch)
-                break
-    if not isinstance(instance, dict):
-        return
-    properties = schema.get("properties", {})
-    for key, sub in properties.items():
-        if key not in instance and "default" in sub:
-            instance[key] = copy.deepcopy(sub["default"])
-        if key in instance and isinstance(sub, dict):
-            _fill_defaults(instance[key], sub)
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        for key in instance.keys() - properties.keys():
-            _fill_defaults(instance[key], extra)
-
-
-def _join(where: str, key: str) -> str:
-    return ".".join(part for part in (where, key) if part) or "config"
-
-
-def validate(instance, schema: str | dict = "config", where: str = ""):
-    """A copy of ``instance`` with defaults filled, validated against ``schema`` (a name in
-    ``dplab/schemas`` or a schema dict); a :class:`DPLabError` naming the first bad key otherwise."""
-    schema = load_schema(schema) if isinstance(schema, str) else schema
-    if not isinstance(instance, dict):
-        raise DPLabError(where or "config", f"must be a mapping; got {type(instance).__name__}")
-    errors = sorted(_validator(schema).iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        err = errors[0]
-        path = ".".join(str(p) for p in err.absolute_path)
-        sub = _resolve(err.schema) if isinstance(err.schema, dict) else {}
-        if err.validator == "additionalProperties":
-            extra = sorted(set(err.instance) - set(sub.get("properties", {})))
-            valid = ", ".join(sorted(sub.get("properties", {}))) or "none"
-            raise DPLabError(_join(where, _join(path, extra[0]) if extra else path), f"unknown key; valid keys: {valid}")
-        if err.validator == "required":
-            raise DPLabError(_join(where, _join(path, err.message.split("'")[1])), "is required")
-        hint = f" ({sub['description']})" if isinstance(sub.get("description"), str) else ""
-        raise DPLabError(_join(where, path), f"{err.message}{hint}")
-    out = copy.deepcopy(instance)
-    _fill_defaults(out, schema)
-    return out
-
-
-def load_yaml(path: str | Path) -> dict:
-    """A YAML mapping from ``path`` (DPLabError if missing or malformed)."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (FileNotFoundError, NotADirectoryError):
-        raise DPLabError("config", f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise DPLabError("config", f"{path} is a folder; give a YAML file") from None
-    except UnicodeDecodeError as err:
-        raise DPLabError(str(path), f"not a UTF-8 text file ({err.reason} at byte {err.start})") from None
-    except yaml.YAMLError as err:
-        raise DPLabError(str(path), f"not valid YAML: {yaml_problem(err)}") from None
-    if not isinstance(data, dict):
-        raise DPLabError("config", f"{path} must hold a mapping at the top level")
-    return data
-
-
-def yaml_problem(err: yaml.YAMLError) -> str:
-    """A YAML parser error on one line: where (line and column, from 1) and what."""
-    mark, context = getattr(err, "problem_mark", None), getattr(err, "context", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    if context and getattr(err, "context_mark", None):
-        problem += f" ({context} started at line {err.context_mark.line + 1}, column {err.context_mark.column + 1})"
-    return where + problem
+from dplab.figures import FIGURE_IDS, figure as figure_module
+from dplab.jobs import dataset_entry, grid_runs, run_entry
+from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa: F401  (the commands' config API)
+from dplab.training.config import resolve_run
+from dplab.training.data import expected_info
+from dplab.training.preflight import check_run
+from dplab.training.privacy import update_of
 
 
 def load_config(*paths: str | Path) -> dict:
     """A pipeline config file — or several, each merged over the previous ones as Snakemake
     merges ``--configfile`` files over config/config.yaml (:func:`merge`) — validated, with
-    defaults, and cross-checked (:func:`dplab.pipeline.check_config`)."""
-    from dplab.pipeline import check_config
-
+    defaults, and cross-checked (:func:`check_config`)."""
     config: dict = {}
     for path in paths:
         merge(config, load_yaml(path))
@@ -150,3 +44,110 @@ def merge(config: dict, override: dict) -> None:
             merge(config[key], value)
         else:
             config[key] = copy.deepcopy(value)
+
+
+def check_config(config: dict) -> None:
+    """Raise :class:`DPLabError` naming the dotted key of the first problem any job of the DAG
+    would meet, before one is planned (``config`` validated, defaults filled): references to
+    entries that do not exist; every training job's run resolved as ``dplab train`` resolves it
+    (:func:`dplab.training.config.resolve_run`) and checked against its dataset
+    (:func:`dplab.training.preflight.check_run`); every audited method's run; sweeps; figures;
+    devices against ``training_resources``.  A grid run's problem is keyed where its key was set
+    (the variant, else ``base``) and names the run."""
+    runs = {run: _check_run(config, run_entry(config, run), [], f"runs.{run}") for run in config["runs"]}
+    for grid, spec in config.get("grids", {}).items():
+        for name, item in grid_runs(config, grid).items():
+            where = f"grids.{grid}.variants.{item['variant']}"
+            layers = [(where, spec["variants"][item["variant"]]), (f"grids.{grid}.base", spec["base"]),
+                      (f"grids.{grid}", {"target_epsilon"} if item["epsilon"] is not None else ())]
+            _check_run(config, item["run"], layers, where, f" (run {name})")
+    known = set(accountant_names())
+    for sweep, entry in config.get("sweeps", {}).items():
+        if entry["run"] not in config["runs"]:
+            raise DPLabError(
+                f"sweeps.{sweep}.run", f"unknown run {entry['run']!r}; defined: {', '.join(sorted(config['runs']))}"
+            )
+        for name in entry["accountants"]:
+            if name not in known:
+                raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
+        noise = update_of(runs[entry["run"]]).noise
+        if noise != "independent":
+            kind = "non-private" if noise == "none" else "correlated-noise"
+            raise DPLabError(f"sweeps.{sweep}.run", f"run {entry['run']!r} is a {kind} run (method "
+                                                    f"{runs[entry['run']]['method']}): every accountant of a sweep refuses it")
+    for audit, entry in config.get("audits", {}).items():
+        _check_audit(config, audit, entry)
+    for figure, params in config.get("figures", {}).items():
+        if figure not in FIGURE_IDS:
+            raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
+        figure_module(figure).check(config, params)
+    _check_devices(config)
+
+
+def _rekey(err: DPLabError, layers: list, default: str, note: str = "") -> DPLabError:
+    """``err``, raised about a run key (``diameter``, ``accountants``…), keyed by the config entry
+    that set it: the first of ``layers`` (dotted prefix, the keys given there) holding it, else
+    ``default``."""
+    top = err.key.split(".")[0]
+    where = next((prefix for prefix, keys in layers if top in keys), default)
+    return DPLabError(f"{where}.{err.key}", err.message + note)
+
+
+def _check_run(config: dict, raw: dict, layers: list, default: str, note: str = "") -> dict:
+    """The checks of one training job (see :func:`check_config`), errors keyed by :func:`_rekey`;
+    the resolved run."""
+    try:
+        cfg = resolve_run(raw)
+        _check_dataset(config, cfg["dataset"])
+        check_run(cfg, dataset_entry(config, cfg["dataset"]))
+    except DPLabError as err:
+        raise _rekey(err, layers, default, note) from None
+    return cfg
+
+
+def _check_audit(config: dict, audit: str, entry: dict) -> None:
+    """Every audited method's run resolves (the audit's own :func:`method_config`), and the
+    audit's records and canary label fit its dataset."""
+    where = f"audits.{audit}"
+    try:
+        _check_dataset(config, entry["dataset"])
+    except DPLabError as err:
+        raise _rekey(err, [], where) from None
+    for method, keys in entry["methods"].items():
+        try:
+            method_config({**entry, "name": audit}, method)
+        except DPLabError as err:
+            err.key = err.key.removeprefix(f"{where}.methods.{method}.")  # the key itself, then where it was set
+            raise _rekey(err, [(f"{where}.methods.{method}", keys or {}), (f"{where}.run", entry["run"])],
+                         f"{where}.methods.{method}") from None
+    info = expected_info(dataset_entry(config, entry["dataset"]))
+    slots = entry["canaries"] if THREAT_MODELS[entry["threat_model"]][0] == "gradient" else 1
+    if not slots < entry["dataset_size"] <= info["train_size"] + slots:
+        raise DPLabError(f"{where}.dataset_size", f"must lie in ({slots}, {info['train_size'] + slots}]: the "
+                                                   f"{slots} canary slot(s) and 1 to {info['train_size']} training "
+                                                   f"records of dataset {entry['dataset']!r}")
+    if entry["canary_label"] >= info["classes"]:
+        raise DPLabError(f"{where}.canary_label", f"must be < {info['classes']}, the classes of dataset {entry['dataset']!r}")
+
+
+def _check_dataset(config: dict, name: str) -> None:
+    if name not in config["datasets"]:
+        raise DPLabError("dataset", f"unknown dataset {name!r}; defined: {', '.join(sorted(config['datasets']))}")
+
+
+def _check_devices(config: dict) -> None:
+    """Every training run's ``device`` must agree with what its job asks the scheduler for
+    (training_resources.gpus, the one place that decides; docs/cluster.md)."""
+    gpus = config["training_resources"]["gpus"]
+    devices = {f"runs.{run}.device": entry.get("device", "auto") for run, entry in config["runs"].items()}
+    for grid, spec in config.get("grids", {}).items():
+        for variant, keys in spec["variants"].items():
+            where = f"grids.{grid}.variants.{variant}" if "device" in keys else f"grids.{grid}.base"
+            devices[f"{where}.device"] = keys.get("device", spec["base"].get("device", "auto"))
+    for key, device in devices.items():
+        if device == "cuda" and gpus == 0:
+            raise DPLabError(key, "is cuda but training_resources.gpus is 0, so the job would get no GPU on a cluster; "
+                                  "set training_resources.gpus >= 1 (every training job then asks for GPUs) or device: auto")
+        if device == "cpu" and gpus > 0:
+            raise DPLabError(key, f"is cpu but training_resources.gpus is {gpus}, so the job would hold GPUs it never "
+                                  "uses; set device: auto (or cuda), or training_resources.gpus: 0")

@@ -19,7 +19,8 @@ import re
 
 import yaml
 
-from dplab import pipeline
+from dplab import jobs, layout, pipeline
+from dplab.figures import input_files
 
 CONFIG = "config/config.yaml"
 
@@ -51,16 +52,16 @@ def _params(*keys: str) -> list:
 
 
 def _training_stage(config: dict, folder: str, run: dict) -> dict:
-    """Rule ``train`` of :func:`pipeline.training_runs`' job ``folder``; ``--run`` is the entry's
+    """Rule ``train`` of :func:`jobs.training_runs`' job ``folder``; ``--run`` is the entry's
     name in `runs`, or the grid run's folder (``grids/<grid>/<run>``)."""
     name = folder.removeprefix("runs/")
-    key = pipeline.run_factorization(run)
-    files = pipeline.training_files(folder)
+    key = layout.run_factorization(run)
+    files = layout.training_files(folder)
     grid = folder.split("/")[1] if folder.startswith("grids/") else None
     return {
-        "cmd": f"dplab train --config {CONFIG} --run {name} --data {pipeline.data_dir(run['dataset'])}"
-               f" --out {pipeline.RESULTS}/{folder} --mf-cache {pipeline.RESULTS}/mf --threads {config['threads']}",
-        "deps": [*pipeline.data_files(run["dataset"]).values(), *([pipeline.mf_file(key)] if key else []), *CODE["train"]],
+        "cmd": f"dplab train --config {CONFIG} --run {name} --data {layout.data_dir(run['dataset'])}"
+               f" --out {layout.RESULTS}/{folder} --mf-cache {layout.RESULTS}/mf --threads {config['threads']}",
+        "deps": [*layout.data_files(run["dataset"]).values(), *([layout.mf_file(key)] if key else []), *CODE["train"]],
         "params": _params("seed", f"grids.{grid}" if grid else f"runs.{name}"),
         "outs": [files["summary"], files["model"], files["grad_norms"]],
         "metrics": [files["metrics_json"]],
@@ -73,40 +74,40 @@ def stages(config: dict) -> dict[str, dict]:
     out = {}
     for dataset in config["datasets"]:
         out[stage_name("prepare_data", dataset)] = {
-            "cmd": f"dplab prepare-data --config {CONFIG} --dataset {dataset} --out {pipeline.data_dir(dataset)}",
+            "cmd": f"dplab prepare-data --config {CONFIG} --dataset {dataset} --out {layout.data_dir(dataset)}",
             "deps": CODE["prepare_data"], "params": _params("seed", f"datasets.{dataset}"),
-            "outs": list(pipeline.data_files(dataset).values())}
+            "outs": list(layout.data_files(dataset).values())}
     for key, spec in pipeline.factorizations(config).items():
         out[stage_name("factorization", key)] = {
-            "cmd": f"dplab mf {pipeline.mf_args(spec)} --out {pipeline.mf_file(key)}",
-            "deps": CODE["factorization"], "outs": [pipeline.mf_file(key)]}
-    for folder, run in pipeline.training_runs(config).items():
+            "cmd": f"dplab mf {pipeline.mf_args(spec)} --out {layout.mf_file(key)}",
+            "deps": CODE["factorization"], "outs": [layout.mf_file(key)]}
+    for folder, run in jobs.training_runs(config).items():
         out[stage_name("train", folder.removeprefix("runs/"))] = _training_stage(config, folder, run)
     for sweep, entry in config.get("sweeps", {}).items():
         out[stage_name("sweep", sweep)] = {
-            "cmd": f"dplab sweep --config {CONFIG} --sweep {sweep} --out {pipeline.sweep_file(sweep)}",
-            "deps": [pipeline.run_files(entry["run"])["summary"], *CODE["sweep"]],
-            "params": _params(f"sweeps.{sweep}"), "plots": [pipeline.sweep_file(sweep)]}
+            "cmd": f"dplab sweep --config {CONFIG} --sweep {sweep} --out {layout.sweep_file(sweep)}",
+            "deps": [layout.run_files(entry["run"])["summary"], *CODE["sweep"]],
+            "params": _params(f"sweeps.{sweep}"), "plots": [layout.sweep_file(sweep)]}
     for audit, entry in config.get("audits", {}).items():
         data = entry["dataset"]
         out[stage_name("audit", audit)] = {
-            "cmd": f"dplab audit --config {CONFIG} --audit {audit} --data {pipeline.data_dir(data)}"
-                   f" --out {pipeline.audit_file(audit)} --threads {config['threads']}",
-            "deps": [*pipeline.data_files(data).values(), *CODE["audit"]],
-            "params": _params("seed", f"audits.{audit}"), "outs": [pipeline.audit_file(audit)]}
+            "cmd": f"dplab audit --config {CONFIG} --audit {audit} --data {layout.data_dir(data)}"
+                   f" --out {layout.audit_file(audit)} --threads {config['threads']}",
+            "deps": [*layout.data_files(data).values(), *CODE["audit"]],
+            "params": _params("seed", f"audits.{audit}"), "outs": [layout.audit_file(audit)]}
     for figure in config.get("figures", {}):
-        table = pipeline.table_file(figure)
+        table = layout.table_file(figure)
         out[stage_name("figure_table", figure)] = {
             "cmd": f"dplab figure-table {figure} --config {CONFIG} --out {table}",
-            "deps": [*pipeline.figure_inputs(config, figure), *CODE["figure_table"]],
+            "deps": [*input_files(pipeline.figure_inputs(config, figure)), *CODE["figure_table"]],
             "params": _params(f"figures.{figure}"), "outs": [table]}
-        pdf, png = (f"{pipeline.RESULTS}/figures/{figure}.{ext}" for ext in ("pdf", "png"))
+        pdf, png = (f"{layout.RESULTS}/figures/{figure}.{ext}" for ext in ("pdf", "png"))
         out[stage_name("figure", figure)] = {
             "cmd": f"dplab figure-draw {figure} --table {table} --pdf {pdf} --png {png}",
             "deps": [table, *CODE["figure"]], "outs": [pdf, png]}
     results = pipeline.results(config)
-    out["index"] = {"cmd": f"dplab index --results {pipeline.RESULTS} --out {pipeline.RESULTS}/index.md",
-                    "deps": results, "outs": [f"{pipeline.RESULTS}/index.md"]}
+    out["index"] = {"cmd": f"dplab index --results {layout.RESULTS} --out {layout.RESULTS}/index.md",
+                    "deps": results, "outs": [f"{layout.RESULTS}/index.md"]}
     out["provenance"] = {"cmd": f"dplab provenance --config {CONFIG} --out {pipeline.PROVENANCE}",
                          "deps": results, "params": [{CONFIG: None}], "outs": [pipeline.PROVENANCE]}
     return out
@@ -115,10 +116,10 @@ def stages(config: dict) -> dict[str, dict]:
 def plots(config: dict) -> list[dict]:
     """`dvc plots show`: test accuracy and each claimed ε vs step of every run, and ε vs T of each
     sweep (one line per accountant)."""
-    runs = {pipeline.training_files(folder)["metrics"]: "test_accuracy" for folder in pipeline.training_runs(config)}
+    runs = {layout.training_files(folder)["metrics"]: "test_accuracy" for folder in jobs.training_runs(config)}
     out = [{"test_accuracy": {"x": "step", "y": runs, "title": "test accuracy vs step"}}]
     for sweep in config.get("sweeps", {}):
-        out.append({f"sweep_{sweep}": {"x": "steps", "y": {pipeline.sweep_file(sweep): "epsilon"},
+        out.append({f"sweep_{sweep}": {"x": "steps", "y": {layout.sweep_file(sweep): "epsilon"},
                                        "template": "scatter", "title": f"sweep {sweep}: ε vs T per accountant"}})
     return out
 

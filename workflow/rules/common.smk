@@ -2,10 +2,10 @@
 # into rule params (no lambdas in rules). The Snakefile has checked the config.
 import json
 
-from dplab import figures, pipeline
+from dplab import figures, jobs, layout, pipeline
 
 #: every training job: its folder under results/ (wildcard run_dir of rule train) -> its run entry
-TRAINING_RUNS = pipeline.training_runs(config)
+TRAINING_RUNS = jobs.training_runs(config)
 
 
 wildcard_constraints:
@@ -19,7 +19,7 @@ wildcard_constraints:
 
 def dataset_json(wildcards):
     """The dataset entry, with the global seed filled in, as JSON (tracked by Snakemake)."""
-    return json.dumps(pipeline.dataset_entry(config, wildcards.dataset), sort_keys=True)
+    return json.dumps(jobs.dataset_entry(config, wildcards.dataset), sort_keys=True)
 
 
 def train_json(wildcards):
@@ -30,16 +30,16 @@ def train_json(wildcards):
 def train_inputs(wildcards):
     """The prepared data of the run's dataset, and its saved factorization (dp_mf)."""
     run = TRAINING_RUNS[wildcards.run_dir]
-    key = pipeline.run_factorization(run)
-    return list(pipeline.data_files(run["dataset"]).values()) + ([pipeline.mf_file(key)] if key else [])
+    key = layout.run_factorization(run)
+    return list(layout.data_files(run["dataset"]).values()) + ([layout.mf_file(key)] if key else [])
 
 
 def train_data_dir(wildcards):
-    return pipeline.data_dir(TRAINING_RUNS[wildcards.run_dir]["dataset"])
+    return layout.data_dir(TRAINING_RUNS[wildcards.run_dir]["dataset"])
 
 
 def sweep_summary(wildcards):
-    return pipeline.run_files(config["sweeps"][wildcards.sweep]["run"])["summary"]
+    return layout.run_files(config["sweeps"][wildcards.sweep]["run"])["summary"]
 
 
 def sweep_accountants(wildcards):
@@ -71,15 +71,15 @@ def figure_json(wildcards):
 
 def audit_json(wildcards):
     """The audit entry, with the global seed filled in, as JSON (tracked by Snakemake)."""
-    return json.dumps(pipeline.audit_entry(config, wildcards.audit), sort_keys=True)
+    return json.dumps(jobs.audit_entry(config, wildcards.audit), sort_keys=True)
 
 
 def audit_data(wildcards):
-    return list(pipeline.data_files(config["audits"][wildcards.audit]["dataset"]).values())
+    return list(layout.data_files(config["audits"][wildcards.audit]["dataset"]).values())
 
 
 def audit_data_dir(wildcards):
-    return pipeline.data_dir(config["audits"][wildcards.audit]["dataset"])
+    return layout.data_dir(config["audits"][wildcards.audit]["dataset"])
 
 
 def factorization_args(wildcards):

@@ -24,7 +24,7 @@ rule provenance:
         pipeline.results(config),
     output:
         report(
-            pipeline.PROVENANCE,
+            layout.PROVENANCE,
             caption="../report/provenance.rst",
             category="Provenance",
         ),

@@ -66,7 +66,7 @@ class Accountant(ABC):
     """Base class: subclasses set the class attributes and implement ``epsilon_curve``."""
 
     name: ClassVar[str]
-    #: seed document and theorem/equation the bound comes from
+    #: source document (000–004, docs/references.md) and theorem/equation the bound comes from
     source: ClassVar[str]
     #: "trajectory" (every iterate may be released) or "last_iterate" (hidden state)
     release: ClassVar[str] = "trajectory"

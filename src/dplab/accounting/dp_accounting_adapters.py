@@ -133,8 +133,8 @@ class RdpAccountant(_DpAccountingAdapter):
         acc = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
         with absl_warnings() as warned:
             acc.compose(event)
-        orders = np.asarray(acc._orders)  # noqa: SLF001 (the library's own state)
-        rdp = np.asarray(acc._rdp, dtype=float)  # noqa: SLF001
+        orders = np.array(rdp_privacy_accountant.DEFAULT_RDP_ORDERS)  # the accountant's orders (none given)
+        rdp = np.asarray(acc._rdp, dtype=float)  # noqa: SLF001 (no public getter; tests/test_dependencies.py)
         if setting.sampling == "full_batch":
             return orders, rdp
         rdp = safe_log_moments((orders - 1) * rdp, orders, setting) / (orders - 1)
@@ -256,7 +256,7 @@ class PldAccountant(_DpAccountingAdapter):
         """(one-step PLD, :class:`pld_curve.ComposedPmf` of each PMF of its pair); refused when the
         composition over max(steps) would exceed :data:`PLD_BINS` (dp_accounting's window)."""
         pld = self.one_step(setting)
-        pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001
+        pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001 (tests/test_dependencies.py)
         composed = [pld_curve.ComposedPmf(p.to_dense_pmf()) for p in pmfs]
         t = int(np.max(steps))
         for c in composed:

@@ -55,7 +55,7 @@ class ComposedPmf:
     window and the spectra of each FFT length are computed once per object."""
 
     def __init__(self, pmf: pld_pmf.DensePLDPmf):
-        self.probs = np.asarray(pmf._probs, dtype=float)  # noqa: SLF001 (dp_accounting's own state)
+        self.probs = np.asarray(pmf._probs, dtype=float)  # noqa: SLF001 (dp_accounting's own state; tests/test_dependencies.py)
         self.lower0, self.inf0, self.disc = pmf._lower_loss, pmf._infinity_mass, pmf._discretization  # noqa: SLF001
         n = len(self.probs)
         self.orders = np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / n

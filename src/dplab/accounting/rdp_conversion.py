@@ -22,7 +22,7 @@ from dplab.accounting.setting import Setting
 ORDERS = np.unique(
     np.concatenate(
         [
-            np.asarray(rdp_privacy_accountant.RdpAccountant()._orders, dtype=float),  # noqa: SLF001
+            np.asarray(rdp_privacy_accountant.DEFAULT_RDP_ORDERS, dtype=float),
             np.geomspace(64.0, 1e6, 80),
         ]
     )

@@ -161,7 +161,9 @@ def cmd_accountants(args: argparse.Namespace) -> int:
     for name in accounting.names():
         accountant = accounting.get(name)
         pairs = proved_for(accountant)
-        listing.append({**accountant.describe(), "samplings": list(pairs),
+        cls = type(accountant)
+        listing.append({**accountant.describe(), "implemented_in": f"{cls.__module__}.{cls.__qualname__}",
+                        "samplings": list(pairs),
                         "neighbourings": [n for n in NEIGHBOURINGS if any(n in v for v in pairs.values())],
                         "proved_for": pairs})
     print(json.dumps(listing, indent=2, ensure_ascii=False))
@@ -200,7 +202,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser(
         "accountants", help="every registered accountant with its source and assumptions",
-        description="Print, as JSON, every accountant: its source (seed and theorem), whether it covers "
+        description="Print, as JSON, every accountant: its source (seed and theorem), the class that implements it "
+        "(implemented_in: module.Class; docs/references.md maps each citation to the code), whether it covers "
         "the whole trajectory or only the last iterate, its bound (upper: a guarantee; lower: the true ε is at "
         "least this; comparison: a claim the setting does not earn), the sampling schemes and neighbouring "
         "relations it is proved for (proved_for: sampling -> the relations it accepts with that sampling, as its "

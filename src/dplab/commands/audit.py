@@ -50,12 +50,12 @@ def run(args) -> int:
     if args.audit_json is not None:
         entry = _audit_entry(args.audit_json)
     else:
-        from dplab import pipeline
+        from dplab import jobs
         from dplab.config import load_config
 
         config = load_config(args.config)
         named_entry(config.get("audits", {}), args.audit, "--audit", "audit")
-        entry = pipeline.audit_entry(config, args.audit)
+        entry = jobs.audit_entry(config, args.audit)
     if args.threads is not None:
         torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
     dataset = data.load(args.data)

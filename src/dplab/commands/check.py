@@ -9,7 +9,7 @@ def register(sub) -> None:
         help="check a pipeline config as Snakemake does before planning (schema and cross-checks)",
         description="Merge the given config files in order (each over the previous ones, as Snakemake "
         "merges the --configfile files it is given, which replace config/config.yaml), validate them against the schema and run "
-        "every cross-check the Snakefile runs before planning a job (dplab.pipeline.check_config). "
+        "every cross-check the Snakefile runs before planning a job (dplab.config.check_config). "
         "Prints the number of jobs' entries checked; a problem is one line naming the dotted key "
         "(a YAML syntax error: the file, line and column), exit code 2.",
     )
@@ -19,11 +19,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from dplab import pipeline
+    from dplab import jobs
     from dplab.config import load_config
 
     config = load_config(*args.files)
-    print(f"{' + '.join(args.files)}: ok ({len(pipeline.training_runs(config))} training runs, "
+    print(f"{' + '.join(args.files)}: ok ({len(jobs.training_runs(config))} training runs, "
           f"{len(config.get('audits', {}))} audits, {len(config.get('sweeps', {}))} sweeps, "
           f"{len(config.get('figures', {}))} figures)")
     return 0

@@ -7,7 +7,7 @@ evaluate) and, with --epsilon/--delta, the calibrated ``noise_multiplier`` for t
 (``--sampling min_separation``: b fixed batches cycled, k = ⌈T/b⌉; ``cyclic_poisson``: needs
 --dataset-size and --batch-size, partitions = b).  ``--out FILE.npz`` also saves the factorization
 (:func:`dplab.mf.factorizations.save`) for ``dplab train --mf-cache`` and the figures; the pipeline
-names it ``results/mf/<strategy>_T<steps>[_m<bands>].npz`` (:func:`dplab.training.dp_mf.cache_key`).
+names it ``results/mf/<strategy>_T<steps>[_m<bands>].npz`` (:func:`dplab.layout.cache_key`).
 """
 
 from __future__ import annotations

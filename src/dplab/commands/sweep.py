@@ -35,7 +35,7 @@ def run(args) -> int:
 
     check_output(args.out, "--out")
     if args.config or args.sweep:
-        from dplab import pipeline
+        from dplab import layout
         from dplab.config import load_config
 
         if not (args.config and args.sweep):
@@ -44,7 +44,7 @@ def run(args) -> int:
             raise DPLabError("sweep", "give either --config/--sweep or --summary/--accountants, not both")
         config = load_config(args.config)
         entry = named_entry(config["sweeps"], args.sweep, "sweep", "sweep")
-        summary_path = pipeline.run_files(entry["run"])["summary"]
+        summary_path = layout.run_files(entry["run"])["summary"]
         accountants, points = entry["accountants"], entry["points"]
     else:
         if not (args.summary and args.accountants):

@@ -53,17 +53,17 @@ def run(args) -> int:
 
 def _grid_run(config_file: str, folder: str) -> dict:
     """The resolved run of a grid of a pipeline config, by its folder under results/ (the entry
-    ``dplab train --run-json`` gets from the Snakemake rule: :func:`dplab.pipeline.training_runs`)."""
-    from dplab import pipeline
+    ``dplab train --run-json`` gets from the Snakemake rule: :func:`dplab.jobs.training_runs`)."""
+    from dplab import jobs
     from dplab.config import load_config
     from dplab.errors import DPLabError
     from dplab.training.config import resolve_run
 
-    jobs = pipeline.training_runs(load_config(config_file))
-    if folder not in jobs:
-        grids = sorted({job.split("/")[1] for job in jobs if job.startswith("grids/")})
+    runs = jobs.training_runs(load_config(config_file))
+    if folder not in runs:
+        grids = sorted({job.split("/")[1] for job in runs if job.startswith("grids/")})
         raise DPLabError("--run", f"no grid run {folder!r} in {config_file}; grids: {', '.join(grids) or 'none'}")
-    return resolve_run(jobs[folder], where=folder)
+    return resolve_run(runs[folder], where=folder)
 
 
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dplab import pipeline
+from dplab import layout
 from dplab.accounting.claims import from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
@@ -40,7 +40,7 @@ def check(config: dict, params: dict) -> None:
 def inputs(config: dict, params: dict) -> Inputs:
     """The sweep, and the summary.json of the run it was computed for."""
     run = config["sweeps"][params["sweep"]]["run"]
-    return {"sweep": pipeline.sweep_file(params["sweep"]), "summary": pipeline.run_files(run)["summary"]}
+    return {"sweep": layout.sweep_file(params["sweep"]), "summary": layout.run_files(run)["summary"]}
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:

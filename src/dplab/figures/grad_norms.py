@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab import pipeline
+from dplab import layout
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
 from dplab.inputs import run_summary
@@ -35,7 +35,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> Inputs:
-    files = pipeline.run_files(params["run"])
+    files = layout.run_files(params["run"])
     return {"grad_norms": files["grad_norms"], "summary": files["summary"]}
 
 

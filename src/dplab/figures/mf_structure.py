@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab import pipeline
+from dplab import jobs, layout
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 
@@ -48,19 +48,19 @@ def _main_spec(config: dict, params: dict) -> tuple[str, dict]:
         grid = params["grid"]
         if grid not in config.get("grids", {}):
             raise DPLabError(f"{KEY}.grid", f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
-        runs = [item["run"] for item in pipeline.grid_runs(config, grid).values() if item["run"]["method"] == "dp_mf"]
+        runs = [item["run"] for item in jobs.grid_runs(config, grid).values() if item["run"]["method"] == "dp_mf"]
         if not runs:
             raise DPLabError(f"{KEY}.grid", f"grid {grid!r} has no dp_mf variant")
-        keys = {pipeline.run_factorization(r) for r in runs}
+        keys = {layout.run_factorization(r) for r in runs}
         if len(keys) > 1:
             raise DPLabError(f"{KEY}.grid", f"grid {grid!r} trains with several factorizations ({', '.join(sorted(keys))})")
         run = runs[0]
-        return pipeline.mf_spec(run["strategy"], run["steps"], run.get("bands"))
+        return layout.mf_spec(run["strategy"], run["steps"], run.get("bands"))
     if "strategy" not in params or "steps" not in params:
         raise DPLabError(KEY, "give `grid` (a grid with a dp_mf variant) or `strategy` and `steps`")
     if (params["strategy"] == "banded") != ("bands" in params):
         raise DPLabError(f"{KEY}.bands", "is required for strategy banded and only applies to it")
-    return pipeline.mf_spec(params["strategy"], params["steps"], params.get("bands"))
+    return layout.mf_spec(params["strategy"], params["steps"], params.get("bands"))
 
 
 def factorizations(config: dict, params: dict) -> dict[str, dict]:
@@ -70,7 +70,7 @@ def factorizations(config: dict, params: dict) -> dict[str, dict]:
     for strategy in params.get("compare", []):
         if strategy == "banded":
             raise DPLabError(f"{KEY}.compare", "banded needs a number of bands: make it the main factorization")
-        other, other_spec = pipeline.mf_spec(strategy, spec["steps"], None)
+        other, other_spec = layout.mf_spec(strategy, spec["steps"], None)
         specs.setdefault(other, other_spec)
     return specs
 
@@ -80,7 +80,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> Inputs:
-    return {"factorizations": [pipeline.mf_file(key) for key in factorizations(config, params)]}
+    return {"factorizations": [layout.mf_file(key) for key in factorizations(config, params)]}
 
 
 def _label(fact) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dplab import pipeline
 from dplab.figures import Inputs, runs, style
 from dplab.inputs import run_summary
 
@@ -30,7 +29,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> Inputs:
-    files = pipeline.run_files(params["run"])
+    files = layout.run_files(params["run"])
     return {"summary": files["summary"], "metrics": files["metrics"]}
 
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pandas as pd
 
-from dplab import pipeline
+from dplab import jobs
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
 from dplab.inputs import run_summary
@@ -32,7 +31,7 @@ CAPTION = (
     "are non-private SGD (mean ± sd)."
 )
 INPUTS: dict[str, type] = {"summaries": list}
-#: a grid run's name (:func:`dplab.pipeline.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
+#: a grid run's name (:func:`dplab.jobs.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
 NAME = re.compile(r"^[^/]+/[^/]+/(?P<variant>[A-Za-z0-9_]+)/(eps|sigma|nonprivate)[^/]*/seed(?P<seed>[0-9]+)$")
 COLOURS = {"dp_sgd": "#1f77b4", "dp_gd": "#ff7f0e", "noisy_gd": "#2ca02c", "dp_sgd_fixed_batches": "#9467bd",
            "projected_dp_sgd": "#7f7f7f", "regularized_dp_sgd": "#393b79", "dp_mf": "#e377c2"}
@@ -45,7 +44,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> Inputs:
-    return {"summaries": [path for grid in params["grids"] for path in pipeline.grid_summaries(config, grid)]}
+    return {"summaries": [path for grid in params["grids"] for path in jobs.grid_summaries(config, grid)]}
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
@@ -87,7 +86,7 @@ def draw(table: pd.DataFrame):
     ax = axes[0][0]
     private = table.dropna(subset=["epsilon"])
     variants = list(dict.fromkeys(private.variant))
-    for i, (variant, rows) in enumerate(private.groupby("variant", sort=False)):
+    for i, (_, rows) in enumerate(private.groupby("variant", sort=False)):
         first = rows.iloc[0]
         label = (f"{runs.METHOD_NAMES.get(first.method, first.method)} — {first.accountant}, "
                  f"{first.neighbouring.replace('_', '/')}, covers {first.release}")

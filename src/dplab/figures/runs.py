@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dplab import pipeline
+from dplab import layout
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, exclusion, from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.inputs import run_summary
@@ -40,8 +40,8 @@ def check_runs(config: dict, key: str, names: list[str], private: bool | None = 
 
 def run_inputs(names: list[str]) -> dict[str, list[str]]:
     """The inputs ``summaries`` (summary.json) and ``metrics`` (metrics.csv) of the runs, in order."""
-    return {"summaries": [pipeline.run_files(name)["summary"] for name in names],
-            "metrics": [pipeline.run_files(name)["metrics"] for name in names]}
+    return {"summaries": [layout.run_files(name)["summary"] for name in names],
+            "metrics": [layout.run_files(name)["metrics"] for name in names]}
 
 
 def load_pairs(inputs: dict[str, list[str]]) -> list[tuple[dict, pd.DataFrame]]:

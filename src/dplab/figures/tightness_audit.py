@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab import pipeline
+from dplab import layout
 from dplab.audit.estimators import ESTIMATORS
 from dplab.audit.membership import THREAT_MODELS
 from dplab.errors import DPLabError
@@ -50,7 +50,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> Inputs:
-    return {"audits": [pipeline.audit_file(audit) for audit in params["audits"]]}
+    return {"audits": [layout.audit_file(audit) for audit in params["audits"]]}
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:

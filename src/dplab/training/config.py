@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
 from dplab.training import dp_mf
 from dplab.training.methods import METHODS
-from dplab.config import load_schema, load_yaml, validate
+from dplab.schemas import load_schema, load_yaml, validate
 from dplab.validate import json_value
 
 

@@ -34,7 +34,7 @@ from dplab.errors import DPLabError
 from dplab.inputs import damaged, read_json, read_npz
 from dplab.training import mnist
 from dplab.io import atomic_write, write_json
-from dplab.config import load_schema, validate
+from dplab.schemas import validate
 
 
 def resolve_dataset(raw: dict, name: str) -> dict:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from dplab.errors import DPLabError
+from dplab.layout import cache_key
 from dplab.mf import accounting as mf_accounting
 from dplab.mf import factorizations
 from dplab.mf.factorizations import Factorization
@@ -64,11 +65,6 @@ def resolve(cfg: dict, err) -> None:
                                "releases the noisy sum C·G + Z divided by a constant")
     if cfg["accountant"] != ACCOUNTANT:
         raise err("accountant", f"method {METHOD} is accounted by '{ACCOUNTANT}' only (correlated noise); got {cfg['accountant']!r}")
-
-
-def cache_key(strategy: str, steps: int, bands: int | None) -> str:
-    """File stem of a saved factorization (``dplab mf --out``, pipeline rule ``factorization``)."""
-    return f"{strategy}_T{steps}" + (f"_m{bands}" if strategy == "banded" else "")
 
 
 def build_factorization(cfg: dict) -> Factorization:

@@ -199,6 +199,7 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
     device = resolve_device(cfg["device"])
     # = torch.use_deterministic_algorithms(True, warn_only=True) minus its import of torch._inductor.config
     # (≈ 2–3 s of every job's start-up): that module's flag only affects torch.compile, never used here.
+    # A private call, fenced by tests/test_dependencies.py and the torch range in pyproject.toml.
     torch._C._set_deterministic_algorithms(True, warn_only=True)
     n = len(data.y_train)
     b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]

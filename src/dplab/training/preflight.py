@@ -1,5 +1,5 @@
 """What a resolved run needs from its dataset, checked from the two config entries alone: no
-data, no training.  :func:`dplab.pipeline.check_config` runs it for every training job before
+data, no training.  :func:`dplab.config.check_config` runs it for every training job before
 Snakemake plans one, so a mistake is refused at once rather than in a job after earlier jobs ran.
 
 Every check is the engine's own code run on the sizes the dataset will have

@@ -1,0 +1,73 @@
+"""Where every output of the pipeline lives: file names only, importing nothing else from dplab.
+
+The rules, the commands, the figures and the tests take each path from here, so that they agree
+on it.  Names that depend on a config (the runs of a grid) are built in :mod:`dplab.jobs`.
+"""
+
+from __future__ import annotations
+
+RESULTS = "results"
+PROVENANCE = f"{RESULTS}/provenance.json"
+
+
+def training_files(folder: str) -> dict[str, str]:
+    """What a training job writes into results/<folder> (a key of :func:`dplab.jobs.training_runs`).
+    grad_norms.csv holds the recorded norms of a run with ``record_grad_norms: true`` and only
+    its header otherwise, so that every training job has the same outputs (one rule)."""
+    base = f"{RESULTS}/{folder}"
+    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt",
+            "grad_norms": f"{base}/grad_norms.csv", "metrics_json": f"{base}/metrics.json"}
+
+
+def run_files(run: str) -> dict[str, str]:
+    """The outputs of the entry ``run`` of `runs` (see :func:`training_files`)."""
+    return training_files(f"runs/{run}")
+
+
+def data_dir(dataset: str) -> str:
+    return f"{RESULTS}/data/{dataset}"
+
+
+def data_files(dataset: str) -> dict[str, str]:
+    base = data_dir(dataset)
+    return {"train": f"{base}/train.npz", "test": f"{base}/test.npz", "info": f"{base}/info.json"}
+
+
+def audit_file(audit: str) -> str:
+    return f"{RESULTS}/audit/{audit}.csv"
+
+
+def sweep_file(sweep: str) -> str:
+    return f"{RESULTS}/accounting/{sweep}.csv"
+
+
+def table_file(figure: str) -> str:
+    return f"{RESULTS}/tables/{figure}.csv"
+
+
+def figure_files(figure: str) -> list[str]:
+    """A figure's table, pdf and png."""
+    return [table_file(figure), f"{RESULTS}/figures/{figure}.pdf", f"{RESULTS}/figures/{figure}.png"]
+
+
+def cache_key(strategy: str, steps: int, bands: int | None) -> str:
+    """File stem of a saved factorization (``dplab mf --out``, pipeline rule ``factorization``)."""
+    return f"{strategy}_T{steps}" + (f"_m{bands}" if strategy == "banded" else "")
+
+
+def mf_file(key: str) -> str:
+    """A saved factorization (``dplab mf --out``); ``key`` from :func:`cache_key`."""
+    return f"{RESULTS}/mf/{key}.npz"
+
+
+def mf_spec(strategy: str, steps: int, bands: int | None) -> tuple[str, dict]:
+    """(cache key, {strategy, steps, bands}) of one factorization of the prefix-sum workload."""
+    bands = bands if strategy == "banded" else None
+    return cache_key(strategy, steps, bands), {"strategy": strategy, "steps": steps, "bands": bands}
+
+
+def run_factorization(entry: dict) -> str | None:
+    """The cache key of a dp_mf run entry's factorization (None for other methods)."""
+    if entry.get("method") != "dp_mf":
+        return None
+    return mf_spec(entry["strategy"], entry["steps"], entry.get("bands"))[0]

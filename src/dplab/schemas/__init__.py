@@ -1,0 +1,129 @@
+"""The JSON schemas shipped in this package, and validation against them.
+
+The same schemas (also under ``workflow/schemas``) and the same :func:`validate` serve the
+Snakefile, every ``dplab`` command and the library's own loaders (a run, a dataset), so a key
+means the same thing everywhere and defaults are filled in the same way.  Errors name the
+offending key (dotted path) and the valid range, in one line (a YAML syntax error: the file,
+line and column).
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import yaml
+from referencing import Registry, Resource
+
+from dplab.errors import DPLabError
+
+SCHEMAS = ("config", "run", "dataset")
+
+
+@cache
+def load_schema(name: str) -> dict:
+    """The schema ``dplab/schemas/<name>.schema.yaml``."""
+    return yaml.safe_load(resources.files("dplab.schemas").joinpath(f"{name}.schema.yaml").read_text())
+
+
+@cache
+def _registry() -> Registry:
+    return Registry().with_resources(
+        (f"{name}.schema.yaml", Resource.from_contents(load_schema(name))) for name in SCHEMAS
+    )
+
+
+def _validator(schema: dict) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema, registry=_registry())
+
+
+def _resolve(schema: dict) -> dict:
+    while "$ref" in schema:
+        schema = _registry().contents(schema["$ref"].split("#")[0])
+    return schema
+
+
+def _fill_defaults(instance, schema: dict) -> None:
+    """Fill ``default`` values of a valid ``instance`` in place, following $ref, allOf,
+    if/then, oneOf/anyOf (the branch that matches) and nested properties / additionalProperties."""
+    schema = _resolve(schema)
+    for branch in schema.get("allOf", []):
+        _fill_defaults(instance, branch)
+    if "if" in schema and "then" in schema and _validator(schema["if"]).is_valid(instance):
+        _fill_defaults(instance, schema["then"])
+    for key in ("oneOf", "anyOf"):
+        for branch in schema.get(key, []):
+            if _validator(branch).is_valid(instance):
+                _fill_defaults(instance, branch)
+                break
+    if not isinstance(instance, dict):
+        return
+    properties = schema.get("properties", {})
+    for key, sub in properties.items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance and isinstance(sub, dict):
+            _fill_defaults(instance[key], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key in instance.keys() - properties.keys():
+            _fill_defaults(instance[key], extra)
+
+
+def _join(where: str, key: str) -> str:
+    return ".".join(part for part in (where, key) if part) or "config"
+
+
+def validate(instance, schema: str | dict = "config", where: str = ""):
+    """A copy of ``instance`` with defaults filled, validated against ``schema`` (a name in
+    ``dplab/schemas`` or a schema dict); a :class:`DPLabError` naming the first bad key otherwise."""
+    schema = load_schema(schema) if isinstance(schema, str) else schema
+    if not isinstance(instance, dict):
+        raise DPLabError(where or "config", f"must be a mapping; got {type(instance).__name__}")
+    errors = sorted(_validator(schema).iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        err = errors[0]
+        path = ".".join(str(p) for p in err.absolute_path)
+        sub = _resolve(err.schema) if isinstance(err.schema, dict) else {}
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(sub.get("properties", {})))
+            valid = ", ".join(sorted(sub.get("properties", {}))) or "none"
+            raise DPLabError(_join(where, _join(path, extra[0]) if extra else path), f"unknown key; valid keys: {valid}")
+        if err.validator == "required":
+            raise DPLabError(_join(where, _join(path, err.message.split("'")[1])), "is required")
+        hint = f" ({sub['description']})" if isinstance(sub.get("description"), str) else ""
+        raise DPLabError(_join(where, path), f"{err.message}{hint}")
+    out = copy.deepcopy(instance)
+    _fill_defaults(out, schema)
+    return out
+
+
+def load_yaml(path: str | Path) -> dict:
+    """A YAML mapping from ``path`` (DPLabError if missing or malformed)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (FileNotFoundError, NotADirectoryError):
+        raise DPLabError("config", f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise DPLabError("config", f"{path} is a folder; give a YAML file") from None
+    except UnicodeDecodeError as err:
+        raise DPLabError(str(path), f"not a UTF-8 text file ({err.reason} at byte {err.start})") from None
+    except yaml.YAMLError as err:
+        raise DPLabError(str(path), f"not valid YAML: {yaml_problem(err)}") from None
+    if not isinstance(data, dict):
+        raise DPLabError("config", f"{path} must hold a mapping at the top level")
+    return data
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML parser error on one line: where (line and column, from 1) and what."""
+    mark, context = getattr(err, "problem_mark", None), getattr(err, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if context and getattr(err, "context_mark", None):
+        problem += f" ({context} started at line {err.context_mark.line + 1}, column {err.context_mark.column + 1})"
+    return where + problem
