@@ -39,6 +39,6 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         pipeline.targets(config),
-    default_target: True

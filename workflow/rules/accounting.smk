@@ -4,13 +4,13 @@ rule sweep:
         summary=sweep_summary,
     output:
         "results/accounting/{sweep}.csv",
-    params:
-        accountants=sweep_accountants,
-        points=sweep_points,
     log:
         "logs/accounting/{sweep}.log",
     conda:
         "../envs/dplab.yaml"
+    params:
+        accountants=sweep_accountants,
+        points=sweep_points,
     shell:
         "dplab sweep --summary {input.summary} --accountants {params.accountants}"
         " --points {params.points} --out {output} > {log} 2>&1"

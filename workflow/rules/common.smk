@@ -31,7 +31,9 @@ def train_inputs(wildcards):
     """The prepared data of the run's dataset, and its saved factorization (dp_mf)."""
     run = TRAINING_RUNS[wildcards.run_dir]
     key = layout.run_factorization(run)
-    return list(layout.data_files(run["dataset"]).values()) + ([layout.mf_file(key)] if key else [])
+    return list(layout.data_files(run["dataset"]).values()) + (
+        [layout.mf_file(key)] if key else []
+    )
 
 
 def train_data_dir(wildcards):
@@ -75,7 +77,9 @@ def audit_json(wildcards):
 
 
 def audit_data(wildcards):
-    return list(layout.data_files(config["audits"][wildcards.audit]["dataset"]).values())
+    return list(
+        layout.data_files(config["audits"][wildcards.audit]["dataset"]).values()
+    )
 
 
 def audit_data_dir(wildcards):

@@ -4,12 +4,12 @@ rule prepare_data:
         train="results/data/{dataset}/train.npz",
         test="results/data/{dataset}/test.npz",
         info="results/data/{dataset}/info.json",
-    params:
-        dataset=dataset_json,
     log:
         "logs/data/{dataset}.log",
     conda:
         "../envs/dplab.yaml"
+    params:
+        dataset=dataset_json,
     shell:
         "dplab prepare-data --dataset-json {params.dataset:q} --dataset {wildcards.dataset} --out results/data/{wildcards.dataset}"
         " > {log} 2>&1"

@@ -4,13 +4,13 @@ rule figure_table:
         unpack(figure_inputs),
     output:
         "results/tables/{figure}.csv",
-    params:
-        figure=figure_json,
-        inputs=figure_input_args,
     log:
         "logs/figures/{figure}_table.log",
     conda:
         "../envs/dplab.yaml"
+    params:
+        figure=figure_json,
+        inputs=figure_input_args,
     shell:
         "dplab figure-table {wildcards.figure} --params-json {params.figure:q}"
         " --inputs {params.inputs:q} --out {output} > {log} 2>&1"
@@ -28,12 +28,12 @@ rule figure:
             category="Figures",
             labels={"figure": "{figure}"},
         ),
-    params:
-        caption=figure_caption,
     log:
         "logs/figures/{figure}.log",
     conda:
         "../envs/dplab.yaml"
+    params:
+        caption=figure_caption,
     shell:
         "dplab figure-draw {wildcards.figure} --table {input} --pdf {output.pdf}"
         " --png {output.png} > {log} 2>&1"

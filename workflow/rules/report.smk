@@ -5,7 +5,8 @@ report: "../report/workflow.rst"
 
 rule index:
     """results/index.md: every figure and table of this run, with where to find it (after every
-    result it lists exists, so the index does not depend on job order, e.g. on a cluster)."""
+    result it lists exists, so the index does not depend on job order, e.g. on a cluster).
+    """
     input:
         pipeline.results(config),
     output:
@@ -28,11 +29,11 @@ rule provenance:
             caption="../report/provenance.rst",
             category="Provenance",
         ),
-    params:
-        config=json.dumps(config, sort_keys=True),
     log:
         "logs/provenance.log",
     conda:
         "../envs/dplab.yaml"
+    params:
+        config=json.dumps(config, sort_keys=True),
     shell:
         "dplab provenance --config-json {params.config:q} --out {output} {input} > {log} 2>&1"

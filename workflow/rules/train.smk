@@ -3,7 +3,8 @@ rule train:
     grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>). Every training job is this rule, so
     the resources of config `training_resources` (GPUs, memory, time), the profile's retries and
     its set-resources reach all of them. A job cancelled by a time limit or preemption is retried
-    and resumes from results/<run_dir>/checkpoint.pt (not an output: Snakemake leaves it)."""
+    and resumes from results/<run_dir>/checkpoint.pt (not an output: Snakemake leaves it).
+    """
     input:
         train_inputs,
     output:
@@ -12,18 +13,18 @@ rule train:
         model="results/{run_dir}/model.pt",
         grad_norms="results/{run_dir}/grad_norms.csv",
         metrics_json="results/{run_dir}/metrics.json",
-    params:
-        run=train_json,
-        data=train_data_dir,
+    log:
+        "logs/{run_dir}.log",
+    conda:
+        "../envs/dplab.yaml"
     threads: config["threads"]
     resources:
         gpu=config["training_resources"]["gpus"],
         mem_mb=config["training_resources"]["mem_mb"],
         runtime=config["training_resources"]["runtime"],
-    log:
-        "logs/{run_dir}.log",
-    conda:
-        "../envs/dplab.yaml"
+    params:
+        run=train_json,
+        data=train_data_dir,
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
         " --out results/{wildcards.run_dir} --mf-cache results/mf --threads {threads} > {log} 2>&1"

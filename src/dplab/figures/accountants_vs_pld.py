@@ -13,7 +13,7 @@ import pandas as pd
 from dplab import layout
 from dplab.accounting.claims import from_summary, refusal
 from dplab.errors import DPLabError
-from dplab.figures import Inputs, runs, style
+from dplab.figures import Inputs, style
 from dplab.inputs import run_summary
 
 TITLE = "Every accountant's ε vs T, and its ratio to PLD"

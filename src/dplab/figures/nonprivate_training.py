@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dplab import layout
 from dplab.figures import Inputs, runs, style
 from dplab.inputs import run_summary
 
