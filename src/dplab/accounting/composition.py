@@ -24,6 +24,7 @@ from dplab.accounting.amplification import (
 )
 from dplab.accounting.base import Accountant
 from dplab.accounting.registry import register
+from dplab.accounting.roots import bisect
 
 #: log-spaced fractions in (0, 1) scanned by the numerical optimizations, then refined
 _COARSE = np.concatenate([np.geomspace(1e-12, 0.5, 120), 1 - np.geomspace(0.5, 1e-12, 120)[1:]])
@@ -100,10 +101,7 @@ class AdvancedComposition(_Composition):
         for i, t in enumerate(np.asarray(steps, float)):
             # largest ε_s with T ε_s (e^ε_s − 1) < ε (the linear term alone)
             lo, hi = 0.0, 1.0 + math.log1p(epsilon) + math.sqrt(epsilon)  # ε_s² ≤ ε and e^ε_s − 1 ≤ ε
-            for _ in range(100):
-                mid = 0.5 * (lo + hi)
-                lo, hi = (mid, hi) if t * mid * math.expm1(mid) < epsilon else (lo, mid)
-            eps_max = lo
+            eps_max = float(bisect(lambda e: t * e * math.expm1(e) < epsilon, lo, hi, steps=100)[0])  # noqa: B023
 
             def total(y, t=t, eps_max=eps_max):
                 eps_s = y * eps_max
@@ -166,12 +164,7 @@ class KairouzComposition(_Composition):
             hi = np.where(eps0(hi) < eps_s, 2 * hi, hi)
             if np.any(hi > 1e300):
                 raise self.fail("noise_multiplier", f"σ = {setting.noise_multiplier} is too small")
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            short = eps0(mid) < eps_s
-            lo, hi = np.where(short, mid, lo), np.where(short, hi, mid)
-            if np.all(hi - lo <= 1e-13 * hi):
-                break
+        lo, hi = bisect(lambda e: eps0(e) < eps_s, lo, hi, steps=200, done=lambda lo, hi: hi - lo <= 1e-13 * hi)
         e0 = eps0(hi)
         general = kairouz_bound(e0, delta / 2, t)
         if np.any(general > hi):

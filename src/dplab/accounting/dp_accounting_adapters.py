@@ -35,6 +35,7 @@ from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
 from dplab.accounting.base import SIGMA_MAX, Accountant
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
 from dplab.accounting.registry import register
+from dplab.accounting.roots import bisect
 from dplab.accounting.setting import Setting
 
 _ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -227,10 +228,8 @@ class PldAccountant(_DpAccountingAdapter):
         if setting.sampling == "full_batch" or self.step_bins(setting.replace(noise_multiplier=floor)) <= PLD_STEP_BINS:
             return floor
         lo, hi = math.log(floor), math.log(SIGMA_MAX)
-        while hi - lo > 1e-6:
-            mid = 0.5 * (lo + hi)
-            fits = self.step_bins(setting.replace(noise_multiplier=math.exp(mid))) <= PLD_STEP_BINS
-            lo, hi = (lo, mid) if fits else (mid, hi)
+        lo, hi = bisect(lambda x: self.step_bins(setting.replace(noise_multiplier=math.exp(x))) > PLD_STEP_BINS,
+                        lo, hi, steps=100, done=lambda lo, hi: hi - lo <= 1e-6)
         return math.exp(hi)
 
     def one_step(self, setting: Setting):

@@ -26,7 +26,7 @@ from scipy.special import log_ndtr, ndtr
 
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, Accountant
 from dplab.accounting.registry import register
-from dplab.accounting.roots import expand, safe_root
+from dplab.accounting.roots import bisect, expand, safe_root
 from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
 
 _BISECTION_STEPS = 200
@@ -60,13 +60,8 @@ def gaussian_epsilon(delta, mu):
         if not bad.any():
             break
         hi = np.where(bad, 2 * hi, hi)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        above = gaussian_delta(mid, mu) > delta
-        lo = np.where(above, mid, lo)
-        hi = np.where(above, hi, mid)
-        if np.all(hi - lo <= 1e-13 * np.maximum(hi, 1e-300)):
-            break
+    lo, hi = bisect(lambda e: gaussian_delta(e, mu) > delta, lo, hi, steps=_BISECTION_STEPS,
+                    done=lambda lo, hi: hi - lo <= 1e-13 * np.maximum(hi, 1e-300))
     return np.where(gaussian_delta(0.0, mu) <= delta, 0.0, hi)
 
 

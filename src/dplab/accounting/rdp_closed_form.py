@@ -26,6 +26,7 @@ import numpy as np
 from dplab.accounting.amplification import SHUFFLE_REFUSAL
 from dplab.accounting.base import Accountant
 from dplab.accounting.registry import register
+from dplab.accounting.roots import bisect
 
 _GRID = 1.0 + np.geomspace(1e-4, 1e7, 4000)
 
@@ -62,10 +63,7 @@ def region_edges(q: float, sigma: float) -> np.ndarray:
     edges = []
     for i in np.flatnonzero(ok[:-1] != ok[1:]):
         good, bad = (_GRID[i], _GRID[i + 1]) if ok[i] else (_GRID[i + 1], _GRID[i])
-        for _ in range(120):
-            mid = 0.5 * (good + bad)
-            good, bad = (mid, bad) if valid_orders(q, sigma, mid) else (good, mid)
-        edges.append(good)
+        edges.append(float(bisect(lambda a: valid_orders(q, sigma, a), good, bad, steps=120)[0]))
     return np.array(edges)
 
 

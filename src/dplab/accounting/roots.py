@@ -5,13 +5,15 @@ x meets the target (e.g. ε(σ) ≤ ε) and ``gap(x) > 0`` that it misses it.  :
 from a start (x ← 2x, x + 2, …) to the first x that meets the target, or reports the cap;
 :func:`safe_root` runs Brent's method (``scipy.optimize.brentq``) on a bracket and then steps
 the answer towards the meeting side until it meets the target, so a returned σ, ε or δ is never
-on the side that misses it (conservative for an upper bound).
+on the side that misses it (conservative for an upper bound); :func:`bisect` halves brackets of a
+monotone predicate, element-wise on arrays (the vectorized ε(δ) inversions, validity edges).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 from scipy.optimize import brentq
 
 
@@ -38,3 +40,17 @@ def safe_root(gap: Callable[[float], float], lo: float, hi: float, *, xtol: floa
     while misses(value):
         value = nudge(value)
     return value
+
+
+def bisect(below: Callable, lo, hi, *, steps: int, done: Callable | None = None):
+    """Halve the bracket [lo, hi] of a monotone predicate ``steps`` times, or until ``done(lo, hi)``
+    holds everywhere: ``lo`` moves to the midpoint where ``below(mid)`` holds, ``hi`` elsewhere
+    (element-wise on arrays; lo may lie above hi).  Returns (lo, hi): the caller keeps the end on
+    its safe side."""
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        go = below(mid)
+        lo, hi = np.where(go, mid, lo), np.where(go, hi, mid)
+        if done is not None and np.all(done(lo, hi)):
+            break
+    return lo, hi
