@@ -147,6 +147,18 @@ def fresh_copy(built_path: Path, dest: Path) -> Path:
 
 
 # Property tests draw the same examples on every run (CI must not be flaky).
+@pytest.fixture(scope="session")
+def digits_dir(tmp_path_factory):
+    """The digits dataset prepared by `dplab prepare-data` (read-only: tests train on it)."""
+    from dplab.cli import main
+
+    folder = tmp_path_factory.mktemp("digits")
+    cfg = tmp_path_factory.mktemp("cfg") / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"datasets": {"digits": {"kind": "digits"}}}))
+    assert main(["prepare-data", "--config", str(cfg), "--dataset", "digits", "--out", str(folder)]) == 0
+    return folder
+
+
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
 _hypothesis_settings.register_profile("dplab", derandomize=True, deadline=None)

@@ -15,25 +15,16 @@ from dplab.training.config import load_run, resolve_run
 FAST = {"steps": 30, "batch_size": 64, "lr": 1.0, "log_every": 10, "device": "cpu"}
 
 
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("digits")
-    cfg = tmp_path_factory.mktemp("cfg") / "config.yaml"
-    cfg.write_text(yaml.safe_dump({"datasets": {"digits": {"kind": "digits"}}}))
-    assert main(["prepare-data", "--config", str(cfg), "--dataset", "digits", "--out", str(folder)]) == 0
-    return folder
-
-
 def _config(tmp_path, runs):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"datasets": {"digits": {"kind": "digits"}}, "runs": runs}))
     return path
 
 
-def test_train_writes_metrics_and_summary(digits, tmp_path):
+def test_train_writes_metrics_and_summary(digits_dir, tmp_path):
     path = _config(tmp_path, {"dp": {"method": "dp_sgd", "noise_multiplier": 1.1, **FAST}})
     out = tmp_path / "out"
-    assert main(["train", "--config", str(path), "--run", "dp", "--data", str(digits), "--out", str(out), "--threads", "1"]) == 0
+    assert main(["train", "--config", str(path), "--run", "dp", "--data", str(digits_dir), "--out", str(out), "--threads", "1"]) == 0
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert [int(r["step"]) for r in rows] == [10, 20, 30]
     assert {"epoch", "train_loss", "test_loss", "test_accuracy", "epsilon_rdp", "epsilon_pld"} <= set(rows[0])
@@ -73,17 +64,17 @@ def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):
         ({"accountants": ["nonexistent"]}, "accountant"),
     ],
 )
-def test_bad_config_exits_2_naming_the_key_and_writes_nothing(bad, key, digits, tmp_path, capsys):
+def test_bad_config_exits_2_naming_the_key_and_writes_nothing(bad, key, digits_dir, tmp_path, capsys):
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, **FAST, **bad}
     out = tmp_path / "out"
-    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits), "--out", str(out)]) == 2
+    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits_dir), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and key in err[0]
     assert not out.exists() or not any(out.iterdir())
 
 
-def test_same_config_same_summary_and_resume_after_a_crash(digits, tmp_path):
-    ds = data.load(digits)
+def test_same_config_same_summary_and_resume_after_a_crash(digits_dir, tmp_path):
+    ds = data.load(digits_dir)
     cfg = resolve_run({"method": "dp_sgd", "model": "mlp", "hidden": 16, "noise_multiplier": 1.0, **FAST,
                        "steps": 20, "checkpoint_every": 7, "accountants": ["rdp"]})
     loop.train(cfg, ds, tmp_path / "a")
@@ -105,8 +96,8 @@ def test_same_config_same_summary_and_resume_after_a_crash(digits, tmp_path):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "c" / f).read_bytes()
 
 
-def test_balls_in_bins_run_calibrates_with_its_accountant_and_resumes(digits, tmp_path):
-    ds = data.load(digits)
+def test_balls_in_bins_run_calibrates_with_its_accountant_and_resumes(digits_dir, tmp_path):
+    ds = data.load(digits_dir)
     run = {"method": "dp_sgd", "sampling": "balls_in_bins", **FAST, "steps": 30, "accountants": ["balls_in_bins"]}
     cfg = resolve_run({**run, "target_epsilon": 2.0})
     assert cfg["accountant"] == "balls_in_bins"
@@ -128,10 +119,10 @@ def test_balls_in_bins_run_calibrates_with_its_accountant_and_resumes(digits, tm
         assert (tmp_path / "b" / f).read_bytes() == (tmp_path / "c" / f).read_bytes()
 
 
-def test_divergence_stops_with_an_error(digits, tmp_path):
+def test_divergence_stops_with_an_error(digits_dir, tmp_path):
     cfg = resolve_run({"method": "sgd", "l2": 1.0, **FAST, "lr": 1e3})
     with pytest.raises(DPLabError, match="NaN/inf"):
-        loop.train(cfg, data.load(digits), tmp_path)
+        loop.train(cfg, data.load(digits_dir), tmp_path)
     assert not (tmp_path / "summary.json").exists()
 
 
@@ -144,13 +135,13 @@ def test_device_auto_and_missing_cuda():
             loop.resolve_device("cuda")
 
 
-def test_dataset_name_must_match_the_data(digits, tmp_path, capsys):
+def test_dataset_name_must_match_the_data(digits_dir, tmp_path, capsys):
     run = {"method": "sgd", "dataset": "mnist", **FAST}
-    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits), "--out", str(tmp_path / "o")]) == 2
+    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits_dir), "--out", str(tmp_path / "o")]) == 2
     assert "dataset" in capsys.readouterr().err
 
 
-def test_progress_bar_on_a_terminal_shows_steps_loss_and_epsilon(digits, tmp_path, monkeypatch):
+def test_progress_bar_on_a_terminal_shows_steps_loss_and_epsilon(digits_dir, tmp_path, monkeypatch):
     import io
     import sys
 
@@ -160,20 +151,20 @@ def test_progress_bar_on_a_terminal_shows_steps_loss_and_epsilon(digits, tmp_pat
 
     screen = Terminal()
     monkeypatch.setattr(sys, "stderr", screen)
-    ds = data.load(digits)
+    ds = data.load(digits_dir)
     cfg = resolve_run({"method": "dp_sgd", "noise_multiplier": 1.0, **FAST, "accountants": ["rdp"]})
     loop.train(cfg, ds, tmp_path / "bar")
     text = screen.getvalue()
     assert f"{FAST['steps']}/{FAST['steps']}" in text and "loss=" in text and "rdp" in text
 
 
-def test_progress_lines_in_the_log_when_not_on_a_terminal(digits, tmp_path, capsys, monkeypatch):
+def test_progress_lines_in_the_log_when_not_on_a_terminal(digits_dir, tmp_path, capsys, monkeypatch):
     """What `tail -f logs/runs/<run>.log` shows: no bar, a line per interval (here 0 s: every
     step) with step/T, the last logged losses and ε (accountant, δ, neighbouring, sampling),
     elapsed and time left; at the default 30 s a 30-step run writes only its first and last line."""
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, **FAST, "accountants": ["rdp"], "name": "dp"}
     monkeypatch.setenv("DPLAB_PROGRESS_SECONDS", "0")
-    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits), "--out", str(tmp_path / "a")]) == 0
+    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits_dir), "--out", str(tmp_path / "a")]) == 0
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if "dplab train dp: step" in line]
     assert "\r" not in err and len(lines) == FAST["steps"]
@@ -184,6 +175,6 @@ def test_progress_lines_in_the_log_when_not_on_a_terminal(digits, tmp_path, caps
     assert f"ε at step 10 (δ=1e-05, add_remove, poisson sampling): rdp={float(eps[10]['epsilon_rdp']):.4g}" in line
     assert re.search(r"\| elapsed \d:\d\d:\d\d, left ~\d:\d\d:\d\d$", line)
     monkeypatch.delenv("DPLAB_PROGRESS_SECONDS")
-    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits), "--out", str(tmp_path / "b")]) == 0
+    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits_dir), "--out", str(tmp_path / "b")]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "dplab train dp:" in line]
     assert len(lines) == 2 and "starting at step 0/30" in lines[0] and "step 30/30 (100.0%)" in lines[1]
