@@ -6,7 +6,8 @@
 - :mod:`dplab.audit.runner`: many training runs in lockstep through the engine's own pieces
   (samplers, per-example clipping, noise, projection), with canaries, and their scores.
 - :mod:`dplab.audit.stats`: Clopper–Pearson intervals and the ε lower bound of an attack.
-- :mod:`dplab.audit.estimators`: the four estimators (clopper_pearson, gdp, one_run, one_run_gdp).
+- :mod:`dplab.audit.estimators`: the five estimators (clopper_pearson, gdp, one_run, one_run_gdp,
+  one_run_independent).
 - :mod:`dplab.audit.membership`: the audit of one threat model (scores → ε lower bounds per
   variant, estimator and T, beside the upper bounds of the same release model).
 """

@@ -1,4 +1,4 @@
-"""The audit's four ε estimators: attack scores → an ε lower bound that holds with probability
+"""The audit's five ε estimators: attack scores → an ε lower bound that holds with probability
 ≥ ``confidence``, and a point estimate.
 
 - ``clopper_pearson`` (distribution-free): the (ε, δ) inequalities TPR ≤ e^ε·FPR + δ at one
@@ -46,6 +46,32 @@
   more than ``one_run`` on Gaussian scores, but not ε itself: its worst case is a mechanism
   whose canaries leak together, so the bound depends on τ at every m (measured in
   docs/findings.md: about 0.6 × the exact ε at 10⁵ canaries, 0.65 at 10⁷).
+- ``one_run_independent``: the same run, guesses and Bonferroni family, for a run whose canaries
+  do not interfere — the output is a post-processing of m independent per-canary channels (the
+  white-box gradient canaries of :func:`dplab.audit.membership.independent_canaries`), which
+  Keinan, Shenfeld & Ligett (NeurIPS 2025, "How Well Can Differential Privacy Be Audited in One
+  Run?") identify as what one-run auditing needs to be tight.  Hypothesis: every canary's channel
+  is μ-GDP.  A μ-GDP channel is a post-processing of the Gaussian pair N(0, 1) vs N(μ, 1)
+  (Blackwell's theorem for two-point experiments, as Dong, Roth & Su 2022 use it for f-DP), so
+  the m canaries are a post-processing of m independent pairs.  There, given the outputs x, the bits are independent and the guess
+  "in iff x_j > μ/2" errs with probability γ_j = 1/(1 + e^{μ|x_j − μ/2|}); any r guesses err
+  with probabilities at least the r smallest γ_j, so the number of mistakes is stochastically
+  at least that of the r most confident MAP guesses (coupling).  For those, the cut (the
+  (m − r)-th smallest confidence) sits at quantile W ~ Beta(m − r, r + 1), the r above it are
+  i.i.d. above it, and, with s = |x − μ/2| (density φ(s − μ/2) + φ(s + μ/2), γ(s)·density =
+  φ(s + μ/2)), each errs with probability γ̄(t) = Φ̄(t + μ/2) / (Φ̄(t − μ/2) + Φ̄(t + μ/2)) at
+  cut confidence t:
+
+      P[mistakes ≤ u] = E_W[BinCDF(u; r, γ̄(t(W)))]    (r = m: BinCDF(u; m, Φ(−μ/2)))
+
+  (the order-statistics model of the public implementation of Xiang et al. 2025,
+  github.com/zihangxiang/tight-privacy-audit-in-one-run, whose recorded Gaussian bounds this
+  reproduces: tests/test_audit.py).  μ_lower is the largest μ with P[mistakes ≤ u] ≤ level,
+  converted to ε(δ) as ``gdp`` converts it (gdp's Gaussian-shape assumption, reported only
+  where gdp is, and only where the canaries are independent).  Unlike the two analyses above it
+  concentrates with m: within 10 % of the exact Gaussian ε from 10⁵ canaries (docs/findings.md).
+  Without independence it is not valid: canaries that leak together make few mistakes more
+  often than independent ones do.
 
 The selection/evaluation split of the first two is :func:`dplab.audit.stats.split_scores`.
 """
@@ -56,17 +82,17 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit, ndtr, ndtri
-from scipy.stats import binom, norm
+from scipy.special import expit, log_ndtr, ndtr, ndtri
+from scipy.stats import beta, binom, norm
 
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.accounting.roots import bisect, doubling
 from dplab.audit.stats import audit_bound, clopper_pearson, counts_at, select_threshold, split_scores
 from dplab.errors import DPLabError
 
-ESTIMATORS = ("clopper_pearson", "gdp", "one_run", "one_run_gdp")
+ESTIMATORS = ("clopper_pearson", "gdp", "one_run", "one_run_gdp", "one_run_independent")
 #: the estimators that use the canaries of a single run
-ONE_RUN = ("one_run", "one_run_gdp")
+ONE_RUN = ("one_run", "one_run_gdp", "one_run_independent")
 #: share of each score list that chooses the threshold: the Clopper–Pearson optimum sits in a tail
 #: and needs many selection scores; gdp only needs the equal-error point
 SELECTION = {"clopper_pearson": 1 / 2, "gdp": 1 / 10}
@@ -237,19 +263,79 @@ def one_run_gdp_mu(canaries: int, guesses: int, correct: int, level: float, poin
     return float(lo)
 
 
-def one_run_gdp_bound(scores, members, delta: float, confidence: float = 0.95) -> Estimate:
-    """The ``one_run_gdp`` estimator (module docstring) on the canaries of one run, with the
-    guesses of :func:`one_run_bound`.  The point estimate is the ε of what the same analysis
-    rejects at level 1/2 with the r that certified the bound."""
+def _one_run_mu_bound(name: str, largest_mu, scores, members, delta: float, confidence: float) -> Estimate:
+    """A GDP one-run estimator on the canaries of one run, with the guesses and Bonferroni family
+    of :func:`one_run_bound`: ``largest_mu(m, r, v, level)`` is the largest μ its test rejects.
+    The point estimate is the ε of what the same test rejects at level 1/2 with the r that
+    certified the bound."""
     guesses = _one_run_guesses(scores, members)
     level = (1.0 - confidence) / len(guesses)
     m = len(members)
-    mu, r, v = max((one_run_gdp_mu(m, r, v, level), r, v) for r, v in guesses)
-    half = one_run_gdp_mu(m, r, v, 0.5)
+    mu, r, v = max((largest_mu(m, r, v, level), r, v) for r, v in guesses)
+    half = largest_mu(m, r, v, 0.5)
     members = np.asarray(members, bool)
-    return Estimate("one_run_gdp", _gdp_epsilon(delta, mu), _gdp_epsilon(delta, max(half, mu)), math.nan,
+    return Estimate(name, _gdp_epsilon(delta, mu), _gdp_epsilon(delta, max(half, mu)), math.nan,
                     int(members.sum()), int((~members).sum()),
                     f"guesses {r}, correct {v}, canaries {m}; mu {mu:.4g} (level 1/2: {half:.4g})")
+
+
+def one_run_gdp_bound(scores, members, delta: float, confidence: float = 0.95) -> Estimate:
+    """The ``one_run_gdp`` estimator (module docstring) on the canaries of one run."""
+    return _one_run_mu_bound("one_run_gdp", one_run_gdp_mu, scores, members, delta, confidence)
+
+
+# -------------------------------------------------------------------- one_run_independent
+def _cut_tail(mu: float, tail):
+    """t ≥ 0 with P[|x − μ/2| > t] = ``tail`` (array), x ~ N(0, 1) or N(μ, 1) with probability 1/2:
+    the confidence of the cut, by bisection of the tail Φ̄(t − μ/2) + Φ̄(t + μ/2) in logs, between
+    the t where its first term alone is ``tail`` and where it is ``tail``/2."""
+    log_tail = np.log(tail)
+
+    def above(t):
+        return np.logaddexp(log_ndtr(mu / 2 - t), log_ndtr(-mu / 2 - t)) > log_tail
+
+    lo, hi = np.maximum(mu / 2 + norm.isf(tail), 0.0), mu / 2 + norm.isf(tail / 2)
+    lo, hi = bisect(above, lo, hi, steps=80, done=lambda lo, hi: hi - lo <= 1e-10)
+    return 0.5 * (lo + hi)
+
+
+#: the one-run-independent p-value's quadrature over the cut's quantile W: W = its Φ(z)-quantile,
+#: z on this grid, weights φ(z)·dz (the trapezoid rule, which reaches W's tails to 1e-33)
+_CUT_Z = np.linspace(-12.0, 12.0, 801)
+_CUT_WEIGHTS = norm.pdf(_CUT_Z) * (_CUT_Z[1] - _CUT_Z[0])
+
+
+def one_run_independent_p_value(canaries: int, guesses: int, mistakes: int, mu: float) -> float:
+    """P[at most ``mistakes`` wrong among the ``guesses`` most confident] for m = ``canaries``
+    independent μ-GDP canaries guessed optimally (module docstring): E over the cut's quantile
+    W ~ Beta(m − r, r + 1) of BinCDF(u; r, γ̄_μ(W)) (quadrature: :data:`_CUT_Z`)."""
+    m, r, u = canaries, guesses, mistakes
+    if not 0 <= u <= r <= m or r < 1:
+        raise DPLabError("guesses", f"need 0 <= mistakes <= guesses <= canaries, guesses >= 1; got {u}, {r}, {m}")
+    if r == m:  # no cut: every canary guessed, each wrong with the Bayes error Φ(−μ/2)
+        return float(binom.cdf(u, r, ndtr(-mu / 2)))
+    # 1 − W ~ Beta(r + 1, m − r) at W's Φ(z)-quantile, each side from the end it is near
+    tail = np.where(_CUT_Z > 0, beta.ppf(ndtr(-_CUT_Z), r + 1, m - r), beta.isf(ndtr(_CUT_Z), r + 1, m - r))
+    t = _cut_tail(mu, np.maximum(tail, 1e-300))
+    error = expit(log_ndtr(-t - mu / 2) - log_ndtr(mu / 2 - t))  # γ̄: mean error above the cut
+    return float(min(1.0, np.dot(_CUT_WEIGHTS, binom.cdf(u, r, error))))
+
+
+def one_run_independent_mu(canaries: int, guesses: int, correct: int, level: float) -> float:
+    """The largest μ whose hypothesis "independent μ-GDP canaries" is rejected at ``level`` by
+    :func:`one_run_independent_p_value` (0 if none): bisection, the p-value grows with μ."""
+    def rejects(mu: float) -> bool:
+        return one_run_independent_p_value(canaries, guesses, guesses - correct, mu) <= level
+
+    if not rejects(0.0):
+        return 0.0
+    lo, _ = bisect(rejects, *doubling(rejects, 1.0), steps=200, done=lambda lo, hi: hi - lo <= 1e-6 * max(hi, 1.0))
+    return float(lo)
+
+
+def one_run_independent_bound(scores, members, delta: float, confidence: float = 0.95) -> Estimate:
+    """The ``one_run_independent`` estimator (module docstring) on the canaries of one run."""
+    return _one_run_mu_bound("one_run_independent", one_run_independent_mu, scores, members, delta, confidence)
 
 
 def clopper_pearson_bound(scores_in, scores_out, delta: float, confidence: float = 0.95,

@@ -25,7 +25,8 @@ l2-strongly convex, l2-smooth and (norm + l2·D/2)-Lipschitz on the ball: inside
 the run's constants when norm ≤ the data's Lipschitz constant, which is checked, so the
 hidden-state bounds apply to it.
 
-Estimators: clopper_pearson and one_run hold for every mechanism.  gdp and one_run_gdp extrapolate
+Estimators: clopper_pearson and one_run hold for every mechanism.  gdp, one_run_gdp and
+one_run_independent extrapolate
 a trade-off curve to δ with a Gaussian shape (:mod:`dplab.audit.estimators`), which is conservative
 only where the audited pair's privacy loss has tails at least as heavy as a Gaussian's
 (:func:`gdp_applies`): a gradient canary's coordinate under full-batch noise without projection
@@ -37,7 +38,8 @@ worlds are mixtures and the tails are lighter: gdp would overstate ε (for one s
 Samples: the clopper_pearson and gdp estimators need independent scores.  The canaries of one
 run are independent when their coordinates evolve independently (:func:`independent_canaries`);
 otherwise only the first canary of each run is used.  one_run and one_run_gdp use the k canaries
-of the first run (they need no independence).  Every T of ``steps`` reuses the same runs (the
+of the first run (they need no independence); one_run_independent too, only where they are
+independent.  Every T of ``steps`` reuses the same runs (the
 update never reads T), so the bounds of different T are each valid at the stated confidence, not
 simultaneously.
 """
@@ -55,7 +57,7 @@ from dplab import accounting
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.audit import canary as canaries_mod
 from dplab.audit.estimators import (ESTIMATORS, ONE_RUN, clopper_pearson_bound, gdp_bound, one_run_bound,
-                                    one_run_gdp_bound)
+                                    one_run_gdp_bound, one_run_independent_bound)
 from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
@@ -161,6 +163,9 @@ def _estimates(entry: dict, scores: np.ndarray, members: np.ndarray, independent
         elif name == "one_run_gdp":
             if scores.shape[1] >= 2 and gdp:
                 yield name, one_run_gdp_bound(scores[0], members[0], delta, entry["confidence"])
+        elif name == "one_run_independent":
+            if scores.shape[1] >= 2 and gdp and independent:
+                yield name, one_run_independent_bound(scores[0], members[0], delta, entry["confidence"])
         elif name == "gdp":
             if gdp:
                 yield name, gdp_bound(s_in, s_out, delta, entry["confidence"])

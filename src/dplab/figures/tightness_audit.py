@@ -34,13 +34,14 @@ CAPTION = (
     "distribution-free; circle: f-DP/GDP, Nasr et al. 2023, valid where the trade-off curve is at least as "
     "heavy-tailed as a Gaussian; triangle: one-run, Steinke et al. 2023, (ε, δ) analysis on a single run; "
     "diamond: one-run, Mahloujifar, Melis & Chaudhuri 2024, f-DP (GDP) analysis of the same run, under gdp's "
-    "assumption), at the marker the bound certified at the stated confidence, the bar up to the interval's "
+    "assumption; star: one-run with independent canaries, GDP hypothesis, order-statistics test of the same "
+    "guesses, under gdp's assumption), at the marker the bound certified at the stated confidence, the bar up to the interval's "
     "other end (one-run: its point estimate). docs/findings.md states what each audit measured."
 )
 INPUTS: dict[str, type] = {"audits": list}
 FIRST = ["audit", "threat_model", "variant", "method", "model", "observation", "estimator", "steps", "delta",
          "neighbouring", "sampling", "noise_multiplier", "sampling_rate", "confidence", "runs", "canaries"]
-MARKERS = {"clopper_pearson": "s", "gdp": "o", "one_run": "^", "one_run_gdp": "D"}
+MARKERS = {"clopper_pearson": "s", "gdp": "o", "one_run": "^", "one_run_gdp": "D", "one_run_independent": "*"}
 
 
 def check(config: dict, params: dict) -> None:
