@@ -78,6 +78,7 @@ The selection/evaluation split of the first two is :func:`dplab.audit.stats.spli
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -305,6 +306,18 @@ _CUT_Z = np.linspace(-12.0, 12.0, 801)
 _CUT_WEIGHTS = norm.pdf(_CUT_Z) * (_CUT_Z[1] - _CUT_Z[0])
 
 
+@functools.lru_cache(maxsize=64)
+def _cut_quantiles(canaries: int, guesses: int) -> np.ndarray:
+    """1 − W at W's Φ(z)-quantiles (z: :data:`_CUT_Z`), W ~ Beta(m − r, r + 1) the cut's quantile,
+    so 1 − W ~ Beta(r + 1, m − r), each side from the end it is near; the same for every μ a
+    search tries (read-only)."""
+    m, r = canaries, guesses
+    tail = np.where(_CUT_Z > 0, beta.ppf(ndtr(-_CUT_Z), r + 1, m - r), beta.isf(ndtr(_CUT_Z), r + 1, m - r))
+    tail = np.maximum(tail, 1e-300)
+    tail.flags.writeable = False
+    return tail
+
+
 def one_run_independent_p_value(canaries: int, guesses: int, mistakes: int, mu: float) -> float:
     """P[at most ``mistakes`` wrong among the ``guesses`` most confident] for m = ``canaries``
     independent μ-GDP canaries guessed optimally (module docstring): E over the cut's quantile
@@ -314,9 +327,7 @@ def one_run_independent_p_value(canaries: int, guesses: int, mistakes: int, mu: 
         raise DPLabError("guesses", f"need 0 <= mistakes <= guesses <= canaries, guesses >= 1; got {u}, {r}, {m}")
     if r == m:  # no cut: every canary guessed, each wrong with the Bayes error Φ(−μ/2)
         return float(binom.cdf(u, r, ndtr(-mu / 2)))
-    # 1 − W ~ Beta(r + 1, m − r) at W's Φ(z)-quantile, each side from the end it is near
-    tail = np.where(_CUT_Z > 0, beta.ppf(ndtr(-_CUT_Z), r + 1, m - r), beta.isf(ndtr(_CUT_Z), r + 1, m - r))
-    t = _cut_tail(mu, np.maximum(tail, 1e-300))
+    t = _cut_tail(mu, _cut_quantiles(m, r))
     error = expit(log_ndtr(-t - mu / 2) - log_ndtr(mu / 2 - t))  # γ̄: mean error above the cut
     return float(min(1.0, np.dot(_CUT_WEIGHTS, binom.cdf(u, r, error))))
 

@@ -26,9 +26,8 @@ the run's constants when norm ≤ the data's Lipschitz constant, which is checke
 hidden-state bounds apply to it.
 
 Estimators: clopper_pearson and one_run hold for every mechanism.  gdp, one_run_gdp and
-one_run_independent extrapolate
-a trade-off curve to δ with a Gaussian shape (:mod:`dplab.audit.estimators`), which is conservative
-only where the audited pair's privacy loss has tails at least as heavy as a Gaussian's
+one_run_independent extrapolate a trade-off curve to δ with a Gaussian shape
+(:mod:`dplab.audit.estimators`), which is conservative only where the audited pair's privacy loss has tails at least as heavy as a Gaussian's
 (:func:`gdp_applies`): a gradient canary's coordinate under full-batch noise without projection
 (exactly Gaussian), or Poisson subsampling with add/remove neighbours (the mixture's tail is the
 unsubsampled shift's, heavier than the fit of its centre).  Under replace-one subsampling both
@@ -39,9 +38,8 @@ Samples: the clopper_pearson and gdp estimators need independent scores.  The ca
 run are independent when their coordinates evolve independently (:func:`independent_canaries`);
 otherwise only the first canary of each run is used.  one_run and one_run_gdp use the k canaries
 of the first run (they need no independence); one_run_independent too, only where they are
-independent.  Every T of ``steps`` reuses the same runs (the
-update never reads T), so the bounds of different T are each valid at the stated confidence, not
-simultaneously.
+independent.  Every T of ``steps`` reuses the same runs (the update never reads T), so the
+bounds of different T are each valid at the stated confidence, not simultaneously.
 """
 
 from __future__ import annotations
