@@ -20,6 +20,7 @@ import json
 import math
 import textwrap
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,12 @@ TABLES = ("gaussian_sigma", "sigma_vs_steps", "techniques_table", "asoodeh_proje
 TB = {"epsilon": 3.0, "delta": 1e-5, "batch_size": 2048, "dataset_size": 60000, "epochs": 40, "sigma": 2.15,
       "accuracy": 0.860}
 TB_SOURCE = "Tramèr & Boneh, ICLR 2021"
+#: the source documents as docs/references.md names them (the id first, so rows sort by document)
+SOURCES = {"000": "000 Boninsegna, The Privacy Analysis of DP-SGD (survey, 2023)",
+           "001": "001 Asoodeh & Diaz, Privacy Loss of Noisy SGD Might Converge (2023)",
+           "002": "002 Chourasia, Ye & Shokri, DP Dynamics of Langevin Diffusion (NeurIPS 2021)",
+           "003": "003 SGD vs DP-SGD: the noise σ needed (lecture note)",
+           "004": "004 Building Blocks of Differentially Private Training (ICLR 2025 blog)"}
 COLOURS = {HOLDS: "#d9f2d9", DIFFERS: "#f9d6d5", NOT_CHECKABLE: "#eeeeee"}
 
 
@@ -77,6 +84,10 @@ class Claim:
     command: str
     why_differs: str = ""
     why_not: str = ""
+
+
+#: a claim of one source document: C004("§3.2", statement, …)
+C000, C001, C002, C003, C004 = (partial(Claim, SOURCES[doc]) for doc in sorted(SOURCES))
 
 
 def verdict(source_value: float | None, ours: float | None, test: str, tolerance: float, relative: bool = False,
@@ -122,8 +133,8 @@ def regenerate(path: str) -> str:
 
 def sigma_command(accountant: str, setting: Setting, epsilon: float, delta: float) -> str:
     """The ``dplab sigma`` command line that calibrates ``setting`` (its σ left out)."""
-    flags = [f"--{key.replace('_', '-')} {value!r}" if isinstance(value, float) else f"--{key.replace('_', '-')} {value}"
-             for key, value in asdict(setting).items() if value is not None and key != "noise_multiplier"]
+    flags = [f"--{key.replace('_', '-')} {value!r}" for key, value in asdict(setting).items()
+             if value is not None and key != "noise_multiplier"]
     return f"dplab sigma --accountant {accountant} {' '.join(flags)} --epsilon {epsilon:g} --delta {delta:g}"
 
 
@@ -166,9 +177,11 @@ def missing(what: str) -> str:
 
 
 def on_data(summary: dict, wanted: str) -> str:
-    """Why a number from a run on other data may differ: '' if the run's dataset kind names ``wanted``."""
+    """Why a number from a run on other data may differ: '' if the run's dataset (kind or name)
+    is ``wanted`` (Fashion-MNIST is not MNIST)."""
     data = summary["dataset"]
-    if wanted in data["kind"].lower():
+    names = f"{data['kind']} {data['name']}".lower()
+    if wanted in names and "fashion" not in names:
         return ""
     return (f"the run trains on {data['name']} ({data['kind']}, {data['train_size']} training examples), "
             f"not on {wanted.upper()}; ")
@@ -189,10 +202,10 @@ def claims_004_gaussian(res: Results) -> list[Claim]:
         if table is not None:
             hit = table[(table.accountant == name) & np.isclose(table.epsilon, 0.5)]
             ours = float(hit.noise_std.iloc[0]) if len(hit) else None
-        rows.append(Claim("004", "§2 (salary example)",
-                          f"noise std for the mean of 10,000 salaries ≤ $1M at ε = 0.5, δ = 1e-6, {name}",
-                          value, ours, "≈", 1.0, False, path, regenerate(path), why,
-                          "" if table is not None else missing("figure gaussian_sigma")))
+        rows.append(C004("§2 (salary example)",
+                         f"noise std for the mean of 10,000 salaries ≤ $1M at ε = 0.5, δ = 1e-6, {name}",
+                         value, ours, "≈", 1.0, False, path, regenerate(path), why,
+                         "" if table is not None else missing("figure gaussian_sigma")))
     return rows
 
 
@@ -207,13 +220,14 @@ def claims_004_training(res: Results) -> list[Claim]:
         q95, above = float(np.quantile(norms, 0.95)), float(np.mean(norms > 40))
         path = res.nonprivate["grad_norms"]
     else:
-        summary, data, q95, above, steps, path = None, "", None, None, 0, layout.run_files("gd_nonprivate")["grad_norms"]
+        summary, data, q95, above, steps = None, "", None, None, 0
+        path = layout.run_files("gd_nonprivate")["grad_norms"]
     absent = "" if summary else missing("the non-private run of figure grad_norms")
-    rows.append(Claim("004", "§3.2", "95 % quantile of the per-example gradient norms in non-private GD", 32, q95,
-                      "≈", 3.0, False, path, regenerate(path),
-                      data + "the norms depend on the data, the initialisation and the learning rate", absent))
-    rows.append(Claim("004", "§3.2", "fraction of per-example gradient norms above 40 ('very low')", 0.01, above,
-                      "≤", 0.0, False, path, regenerate(path), data + "more norms exceed 40 here", absent))
+    rows.append(C004("§3.2", "95 % quantile of the per-example gradient norms in non-private GD", 32, q95,
+                     "≈", 3.0, False, path, regenerate(path),
+                     data + "the norms depend on the data, the initialisation and the learning rate", absent))
+    rows.append(C004("§3.2", "fraction of per-example gradient norms above 40 ('very low')", 0.01, above,
+                     "≤", 0.0, False, path, regenerate(path), data + "more norms exceed 40 here", absent))
     rows += nonprivate_curve(summary, metrics if summary else None, res.nonprivate, steps, absent)
     rows += clip_claims(res, q95)
     rows += tries_claims(res)
@@ -232,12 +246,12 @@ def nonprivate_curve(summary, metrics, files, steps: int, absent: str) -> list[C
         short_best = "" if steps >= 5000 else f"the run stops at T = {steps}, before 004's 5000 iterations"
         short_gain = "" if gain is not None and steps >= 5000 else short_best
     return [
-        Claim("004", "§3.2", "non-private GD (T = 5000): the smallest test loss comes before iteration 3000", 3000,
-              best, "≤", 0.0, False, path, regenerate(path), "the test loss still falls after iteration 3000 here",
-              short_best),
-        Claim("004", "§3.2", "non-private GD: test accuracy gains little after iteration 1000 (read: ≤ 2 points)", 0.0,
-              gain, "≤", 0.02, False, path, regenerate(path), "the accuracy still rises after iteration 1000 here",
-              short_gain),
+        C004("§3.2", "non-private GD (T = 5000): the smallest test loss comes before iteration 3000", 3000,
+             best, "≤", 0.0, False, path, regenerate(path), "the test loss still falls after iteration 3000 here",
+             short_best),
+        C004("§3.2", "non-private GD: test accuracy gains little after iteration 1000 (read: ≤ 2 points)", 0.0,
+             gain, "≤", 0.02, False, path, regenerate(path), "the accuracy still rises after iteration 1000 here",
+             short_gain),
     ]
 
 
@@ -246,18 +260,18 @@ def clip_claims(res: Results, q95: float | None) -> list[Claim]:
     if not res.tries:
         path = layout.run_files("try1_dp_gd_advanced")["summary"]
         why = missing("the runs of figure dp_training_tries")
-        return [Claim("004", "§3.2", "the tries clip at C = 30", 30, None, "≈", 0.0, False, path, regenerate(path),
-                      "", why)]
+        return [C004("§3.2", "the tries clip at C = 30", 30, None, "≈", 0.0, False, path, regenerate(path),
+                     "", why)]
     path, summary = res.tries[0][0], res.tries[0][1]
     clip = float(summary["setting"]["clip"])
     data = on_data(summary, "mnist")
     return [
-        Claim("004", "§3.2", "the tries clip at C = 30", 30, clip, "≈", 0.0, False, path, regenerate(path),
-              data + "the config picks C by 004's heuristic on its own data"),
-        Claim("004", "§3.2", "C sits just below the 95 % gradient-norm quantile: C / quantile = 30/32", 30 / 32,
-              None if q95 is None else clip / q95, "≈", 0.1, False, path, regenerate(path),
-              data + "the config's C is not the round number just below this run's quantile",
-              "" if q95 is not None else missing("the non-private run of figure grad_norms")),
+        C004("§3.2", "the tries clip at C = 30", 30, clip, "≈", 0.0, False, path, regenerate(path),
+             data + "the config picks C by 004's heuristic on its own data"),
+        C004("§3.2", "C sits just below the 95 % gradient-norm quantile: C / quantile = 30/32", 30 / 32,
+             None if q95 is None else clip / q95, "≈", 0.1, False, path, regenerate(path),
+             data + "the config's C is not the round number just below this run's quantile",
+             "" if q95 is not None else missing("the non-private run of figure grad_norms")),
     ]
 
 
@@ -273,19 +287,19 @@ def tries_claims(res: Results) -> list[Claim]:
     rows, accuracy = [], {}
     for (number, section, sampling, accountant, steps), found in zip(TRIES, res.tries + [None] * 4):
         if found is None:
-            rows.append(Claim("004", section, f"try {number}: σ it needs", None, None, "≈", 0.02, True, path,
-                              regenerate(path), "", missing(f"try {number} in figure dp_training_tries")))
+            rows.append(C004(section, f"try {number}: σ it needs", None, None, "≈", 0.02, True, path,
+                             regenerate(path), "", missing(f"try {number} in figure dp_training_tries")))
             continue
         summary_path, summary, metrics_path, _ = found
         ours = float(summary["noise_multiplier"])
         accuracy[number] = float(summary["final"]["test_accuracy"])
         data = on_data(summary, "mnist")
         if number == 4:
-            rows.append(Claim("004", section, "try 4 (DP-MF, T = 200, C = 30, batch 25): σ ≈ 4", 4.0, ours, "≈", 0.5,
-                              False, summary_path, regenerate(summary_path),
-                              data + f"our try 4 factorizes with {summary['run'].get('strategy')} C "
-                              f"({summary['run'].get('bands')} bands), batch {summary['batch_size']}, sampling "
-                              f"{summary['sampling']}; 004 used Choquette-Choo et al.'s tools, not stated in full"))
+            rows.append(C004(section, "try 4 (DP-MF, T = 200, C = 30, batch 25): σ ≈ 4", 4.0, ours, "≈", 0.5,
+                             False, summary_path, regenerate(summary_path),
+                             data + f"our try 4 factorizes with {summary['run'].get('strategy')} C "
+                             f"({summary['run'].get('bands')} bands), batch {summary['batch_size']}, sampling "
+                             f"{summary['sampling']}; 004 used Choquette-Choo et al.'s tools, not stated in full"))
         else:
             expected, why_not = None, missing("figure sigma_vs_steps")
             if sigmas is not None:
@@ -293,26 +307,26 @@ def tries_claims(res: Results) -> list[Claim]:
                 expected, why_not = (float(hit.noise_multiplier.iloc[0]), "") if len(hit) else (
                     None, f"figure sigma_vs_steps has no {accountant} σ at T = {steps}")
             rate = " at q = 0.05" if sampling == "poisson" else ""
-            rows.append(Claim("004", section, f"try {number} ({accountant}, T = {steps}{rate}, ε = 1, δ = 1e-6) runs "
-                              "at the σ 004's setting needs (source value: that σ, as 004 gives it only in a figure)",
-                              expected, ours, "≈", 0.02, True, f"{summary_path}; {path}", regenerate(summary_path),
-                              "the run's T, q or accountant differ from 004's setting", why_not))
-        rows.append(Claim("004", section, f"try {number}: final test accuracy", None, accuracy[number], "≈", 0.0,
-                          False, metrics_path, regenerate(metrics_path), "",
-                          "004 gives the tries' accuracy only in its figures, no number in the text"))
+            rows.append(C004(section, f"try {number} ({accountant}, T = {steps}{rate}, ε = 1, δ = 1e-6) runs "
+                             "at the σ 004's setting needs (source value: that σ, as 004 gives it only in a figure)",
+                             expected, ours, "≈", 0.02, True, f"{summary_path}; {path}", regenerate(summary_path),
+                             "the run's T, q or accountant differ from 004's setting", why_not))
+        rows.append(C004(section, f"try {number}: final test accuracy", None, accuracy[number], "≈", 0.0,
+                         False, metrics_path, regenerate(metrics_path), "",
+                         "004 gives the tries' accuracy only in its figures, no number in the text"))
     last = res.tries[-1][0] if res.tries else layout.run_files("try4_dp_mf")["summary"]
     data = on_data(res.tries[0][1], "mnist") if res.tries else ""
     both = {n: accuracy.get(n) for n in (1, 2, 3, 4)}
     gap21 = None if None in (both[1], both[2]) else both[2] - both[1]
     gap43 = None if None in (both[3], both[4]) else both[4] - both[3]
-    rows.append(Claim("004", "§3.3", "RDP (try 2) trains where advanced composition (try 1) is 'not particularly good':"
-                      " accuracy of try 2 − try 1 > 0", 0.0, gap21, "≥", 0.0, False, "results/runs/*/summary.json",
-                      regenerate(layout.table_file("dp_training_tries")), data + "try 2 ends no better than try 1 here",
-                      "" if gap21 is not None else missing("tries 1 and 2")))
-    rows.append(Claim("004", "§4.3", "DP-MF (try 4) is 'competitive with DP-SGD' (try 3): accuracy gap ≥ −5 points",
-                      0.0, gap43, "≥", 0.05, False, last, regenerate(layout.table_file("dp_training_tries")),
-                      data + "DP-MF ends more than 5 points below DP-SGD here",
-                      "" if gap43 is not None else missing("tries 3 and 4")))
+    rows.append(C004("§3.3", "RDP (try 2) trains where advanced composition (try 1) is 'not particularly good':"
+                     " accuracy of try 2 − try 1 > 0", 0.0, gap21, "≥", 0.0, False, "results/runs/*/summary.json",
+                     regenerate(layout.table_file("dp_training_tries")), data + "try 2 ends no better than try 1 here",
+                     "" if gap21 is not None else missing("tries 1 and 2")))
+    rows.append(C004("§4.3", "DP-MF (try 4) is 'competitive with DP-SGD' (try 3): accuracy gap ≥ −5 points",
+                     0.0, gap43, "≥", 0.05, False, last, regenerate(layout.table_file("dp_training_tries")),
+                     data + "DP-MF ends more than 5 points below DP-SGD here",
+                     "" if gap43 is not None else missing("tries 3 and 4")))
     if sigmas is not None:
         rows += sigma_ratio_claims(path, sigmas)
     return rows
@@ -336,12 +350,12 @@ def sigma_ratio_claims(path: str, table: pd.DataFrame) -> list[Claim]:
     sgd_vs_gd = ratio(None if sgd is None else sgd / q, sigma_at(table, "full_batch", "rdp", 200))
     command = regenerate(path)
     return [
-        Claim("004", "§3.3", "RDP needs 'way smaller' noise than advanced composition: σ_RDP / σ_advanced at T = 100 "
-              "(read: at most one half)", 0.5, rdp_vs_adv, "≤", 0.0, False, path, command,
-              "RDP saves less than half the noise here"),
-        Claim("004", "§3.4", f"subsampling (q = {q:g}) gives 'basically the same noise levels' as GD under RDP, T = 200:"
-              " (σ_SGD / q) / σ_GD", 1.0, sgd_vs_gd, "≈", 0.1, False, path, command,
-              "the per-average noise of DP-SGD and DP-GD differ by more than 10 % here"),
+        C004("§3.3", "RDP needs 'way smaller' noise than advanced composition: σ_RDP / σ_advanced at T = 100 "
+             "(read: at most one half)", 0.5, rdp_vs_adv, "≤", 0.0, False, path, command,
+             "RDP saves less than half the noise here"),
+        C004("§3.4", f"subsampling (q = {q:g}) gives 'basically the same noise levels' as GD under RDP, T = 200:"
+             " (σ_SGD / q) / σ_GD", 1.0, sgd_vs_gd, "≈", 0.1, False, path, command,
+             "the per-average noise of DP-SGD and DP-GD differ by more than 10 % here"),
     ]
 
 
@@ -352,12 +366,12 @@ def claims_003(res: Results) -> list[Claim]:
     path, table = res.table("sigma_vs_steps")
     rows = []
     if table is None:
-        return [Claim("003", "§3", "σ under naive / strong / moments accounting", None, None, "≈", 0.0, False, path,
-                      regenerate(path), "", missing("figure sigma_vs_steps"))]
+        return [C003("§3", "σ under naive / strong / moments accounting", None, None, "≈", 0.0, False, path,
+                     regenerate(path), "", missing("figure sigma_vs_steps"))]
     poisson = table[table.sampling == "poisson"].dropna(subset=["noise_multiplier"])
     if poisson.empty:
-        return [Claim("003", "§3", "σ under naive / strong / moments accounting", None, None, "≈", 0.0, False, path,
-                      regenerate(path), "", "figure sigma_vs_steps draws no Poisson panel")]
+        return [C003("§3", "σ under naive / strong / moments accounting", None, None, "≈", 0.0, False, path,
+                     regenerate(path), "", "figure sigma_vs_steps draws no Poisson panel")]
     q = float(poisson.sampling_rate.iloc[0])
     top = float(poisson.steps.max())
     decade = poisson[poisson.steps >= top / 10]
@@ -367,28 +381,28 @@ def claims_003(res: Results) -> list[Claim]:
         return rows_.steps.to_numpy(), rows_.noise_multiplier.to_numpy()
 
     naive_formula, naive = sigma_at(table, "poisson", "naive_003", 200), sigma_at(table, "poisson", "naive", 200)
-    rows.append(Claim("003", "§3.1", f"σ_naive = qT√(2 ln(1.25qT/δ))/ε suffices under naive composition "
-                      f"(q = {q:g}, T = 200, ε = 1, δ = 1e-6): the naive accountant needs no more", naive_formula, naive,
-                      "≤", 0.0, False, path, regenerate(path),
-                      "003's first-order amplification (ε' ≈ qε₀) understates the exact per-step ε, so its σ is too small"))
+    rows.append(C003("§3.1", f"σ_naive = qT√(2 ln(1.25qT/δ))/ε suffices under naive composition "
+                     f"(q = {q:g}, T = 200, ε = 1, δ = 1e-6): the naive accountant needs no more", naive_formula, naive,
+                     "≤", 0.0, False, path, regenerate(path),
+                     "003's first-order amplification (ε' ≈ qε₀) understates the exact per-step ε, so its σ is too small"))
     for name, section, bound in (("advanced", "§3.2", "σ_strong = O(q√(T ln(1/δ) ln(T/δ))/ε)"),
                                  ("moments", "§3.4 (Thm 1)", "σ ≥ c·q√(T ln(1/δ))/ε")):
-        rows.append(Claim("003", section, f"{bound}: the σ dplab's {name} accountant needs at q = {q:g}, T = 200, ε = 1,"
-                          " δ = 1e-6", None, sigma_at(table, "poisson", name, 200), "≈", 0.0, False, path,
-                          regenerate(path), "", "003 gives only the order (its constant is not stated): no value to compare"))
+        rows.append(C003(section, f"{bound}: the σ dplab's {name} accountant needs at q = {q:g}, T = 200, ε = 1,"
+                         " δ = 1e-6", None, sigma_at(table, "poisson", name, 200), "≈", 0.0, False, path,
+                         regenerate(path), "", "003 gives only the order (its constant is not stated): no value to compare"))
     t, adv = curve("advanced")
     _, nai = curve("naive")
-    rows.append(Claim("003", "§3.3", "σ_strong / σ_naive = O(T^(−1/2)): exponent of T over the last decade of T", -0.5,
-                      slope(t, adv / nai), "≈", 0.1, False, path, regenerate(path),
-                      "the log factors of the two calibrations bend the ratio away from T^(−1/2) at these T"))
+    rows.append(C003("§3.3", "σ_strong / σ_naive = O(T^(−1/2)): exponent of T over the last decade of T", -0.5,
+                     slope(t, adv / nai), "≈", 0.1, False, path, regenerate(path),
+                     "the log factors of the two calibrations bend the ratio away from T^(−1/2) at these T"))
     t, mom = curve("moments")
-    rows.append(Claim("003", "§3.4 (Thm 1)", "moments accountant: σ ∝ q√(T ln(1/δ))/ε: exponent of T", 0.5,
-                      slope(t, mom), "≈", 0.1, False, path, regenerate(path),
-                      "the moments accountant's σ is not yet in its √T regime at these T"))
-    rows.append(Claim("003", "§3.4", "the moments accountant needs less noise than strong composition: σ_MA / σ_strong at "
-                      "T = 200", 1.0, ratio(sigma_at(table, "poisson", "moments", 200), sigma_at(table, "poisson",
-                                                                                               "advanced", 200)),
-                      "≤", 0.0, False, path, regenerate(path), "strong composition needs less noise here"))
+    rows.append(C003("§3.4 (Thm 1)", "moments accountant: σ ∝ q√(T ln(1/δ))/ε: exponent of T", 0.5,
+                     slope(t, mom), "≈", 0.1, False, path, regenerate(path),
+                     "the moments accountant's σ is not yet in its √T regime at these T"))
+    rows.append(C003("§3.4", "the moments accountant needs less noise than strong composition: σ_MA / σ_strong at "
+                     "T = 200", 1.0, ratio(sigma_at(table, "poisson", "moments", 200), sigma_at(table, "poisson",
+                                                                                              "advanced", 200)),
+                     "≤", 0.0, False, path, regenerate(path), "strong composition needs less noise here"))
     rows += epochs_claims(res)
     return rows
 
@@ -398,8 +412,8 @@ def epochs_claims(res: Results) -> list[Claim]:
     ε in T at fixed σ over the last decade of the accounting sweep."""
     if res.sweep is None:
         path = layout.sweep_file("dp_sgd")
-        return [Claim("003", "§4", "ε grows with the epochs E as E (naive), √E (advanced), a constant (moments)", None,
-                      None, "≈", 0.1, False, path, regenerate(path), "", missing("figure accountants_vs_pld's sweep"))]
+        return [C003("§4", "ε grows with the epochs E as E (naive), √E (advanced), a constant (moments)", None,
+                     None, "≈", 0.1, False, path, regenerate(path), "", missing("figure accountants_vs_pld's sweep"))]
     path, sweep = res.sweep
     top = sweep.steps.max()
     rows = []
@@ -411,16 +425,17 @@ def epochs_claims(res: Results) -> list[Claim]:
              "like √T (its own Thm 1: σ ∝ √T at fixed ε), not by a constant factor")):
         part = sweep[(sweep.accountant == name) & (sweep.steps >= top / 10)].dropna(subset=["epsilon"])
         ours = slope(part.steps, part.epsilon) if len(part) > 1 else None
-        rows.append(Claim("003", "§4", f"training E times longer multiplies ε by {words} ({name}): exponent of ε in T at "
-                          f"fixed σ", exponent, ours, "≈", 0.15, False, path, regenerate(path), why,
-                          "" if ours is not None else f"the sweep has no {name} ε"))
+        rows.append(C003("§4", f"training E times longer multiplies ε by {words} ({name}): exponent of ε in T at "
+                         f"fixed σ", exponent, ours, "≈", 0.15, False, path, regenerate(path), why,
+                         "" if ours is not None else f"the sweep has no {name} ε"))
     return rows
 
 
 # ---- 000: Table I ---------------------------------------------------------------------------
 
 #: 000 Table I rows checked: accountant → (article, exponent of T in its σ order)
-TABLE_I = {"moments": ("[ACG+16]", 0.5), "rdp": ("[Mir17]", 0.5), "pabi": ("[FMTT18]", 0.5), "langevin": ("[CYS21]", 0.0)}
+TABLE_I = {"moments": ("[ACG+16]", 0.5), "rdp": ("[Mir17]", 0.5), "pabi": ("[FMTT18]", 0.5),
+           "langevin": ("[CYS21]", 0.0)}
 
 
 def claims_000(res: Results) -> list[Claim]:
@@ -433,8 +448,8 @@ def claims_000(res: Results) -> list[Claim]:
         hit = None if table is None else table[table.accountant == name]
         if hit is None or not len(hit) or not np.isfinite(hit.noise_multiplier.iloc[0]):
             why = missing("figure techniques_table") if table is None else f"techniques_table has no σ for {name}"
-            rows.append(Claim("000", "Table I", statement, exponent, None, "≈", 0.1, False, path, regenerate(path), "",
-                              why))
+            rows.append(C000("Table I", statement, exponent, None, "≈", 0.1, False, path, regenerate(path), "",
+                             why))
             continue
         row = hit.iloc[0]
         setting = technique_setting(name, {key: getattr(row[key], "item", lambda: row[key])() for key in row.index},
@@ -446,9 +461,9 @@ def claims_000(res: Results) -> list[Claim]:
             batches = int(row.dataset_size) // int(row.batch_size)
             why = (f"000's Alg. 2 bound is α/(2σ²)·(1 + (⌈T/Q⌉ − 1)/Q) with Q = n/b = {batches} batches: σ grows as √T "
                    f"only once T ≫ Q² = {batches ** 2}, and these T are below that")
-        rows.append(Claim("000", "Table I", statement + f"; exponent from T = {int(row.steps)} to {4 * int(row.steps)}",
-                          exponent, ours, "≈", 0.1, False, path,
-                          sigma_command(name, setting, float(row.epsilon), float(row.delta)), why))
+        rows.append(C000("Table I", statement + f"; exponent from T = {int(row.steps)} to {4 * int(row.steps)}",
+                         exponent, ours, "≈", 0.1, False, path,
+                         sigma_command(name, setting, float(row.epsilon), float(row.delta)), why))
     return rows
 
 
@@ -459,8 +474,8 @@ def claims_001(res: Results) -> list[Claim]:
     (23) bound the converged ε from above."""
     path, table = res.table("asoodeh_projected")
     if table is None:
-        return [Claim("001", "Fig. 1", "projected DP-SGD's privacy loss converges in T", None, None, "≈", 0.0, False,
-                      path, regenerate(path), "", missing("figure asoodeh_projected"))]
+        return [C001("Fig. 1", "projected DP-SGD's privacy loss converges in T", None, None, "≈", 0.0, False,
+                     path, regenerate(path), "", missing("figure asoodeh_projected"))]
 
     def part(panel, curve):
         return table[(table.panel == panel) & (table.curve == curve)].sort_values("steps")
@@ -469,19 +484,19 @@ def claims_001(res: Results) -> list[Claim]:
     end, half = last(eps_bound.epsilon), last(eps_bound[eps_bound.steps <= eps_bound.steps.max() / 2].epsilon)
     command = regenerate(path)
     return [
-        Claim("001", "§I (after eq. (5))", "the δ bound of eq. (5) is always below 1 (largest δ over T, ε = 3, Fig. 1 "
-              "setting)", 1.0, float(delta_bound.delta.max()), "≤", 0.0, False, path, command,
-              "the bound reaches 1 here"),
-        Claim("001", "Fig. 1 (right)", "ε at δ = 1e-3 converges in T: relative change of ε from T/2 to T (T the figure's "
-              "last step)", 0.0, None if None in (end, half) else end / half - 1, "≈", 0.01, False, path, command, "ε still grows here"),
-        Claim("001", "Fig. 3", "eq. (22)'s limit bounds ε from above: largest ε over T minus the eq. (22) value", 0.0,
-              float(eps_bound.epsilon.max() - part("epsilon_vs_steps", "eq22").epsilon.iloc[0]), "≤", 1e-9, False,
-              path, command, "ε exceeds eq. (22)'s limit here"),
-        Claim("001", "Fig. 3", "eq. (23)'s closed form bounds ε from above: largest ε over T minus the eq. (23) value",
-              0.0, float(eps_bound.epsilon.max() - part("epsilon_vs_steps", "eq23").epsilon.iloc[0]), "≤", 1e-9,
-              False, path, command, "ε exceeds eq. (23)'s closed form here"),
-        Claim("001", "Figs. 1–3", "a value read off the figures", None, None, "≈", 0.0, False, path, command, "",
-              "001's text gives its figures' parameters but no value, and the figures' images are not in the text"),
+        C001("§I (after eq. (5))", "the δ bound of eq. (5) is always below 1 (largest δ over T, ε = 3, Fig. 1 "
+             "setting)", 1.0, float(delta_bound.delta.max()), "≤", 0.0, False, path, command,
+             "the bound reaches 1 here"),
+        C001("Fig. 1 (right)", "ε at δ = 1e-3 converges in T: relative change of ε from T/2 to T (T the figure's "
+             "last step)", 0.0, None if None in (end, half) else end / half - 1, "≈", 0.01, False, path, command, "ε still grows here"),
+        C001("Fig. 3", "eq. (22)'s limit bounds ε from above: largest ε over T minus the eq. (22) value", 0.0,
+             float(eps_bound.epsilon.max() - part("epsilon_vs_steps", "eq22").epsilon.iloc[0]), "≤", 1e-9, False,
+             path, command, "ε exceeds eq. (22)'s limit here"),
+        C001("Fig. 3", "eq. (23)'s closed form bounds ε from above: largest ε over T minus the eq. (23) value",
+             0.0, float(eps_bound.epsilon.max() - part("epsilon_vs_steps", "eq23").epsilon.iloc[0]), "≤", 1e-9,
+             False, path, command, "ε exceeds eq. (23)'s closed form here"),
+        C001("Figs. 1–3", "a value read off the figures", None, None, "≈", 0.0, False, path, command, "",
+             "001's text gives its figures' parameters but no value, and the figures' images are not in the text"),
     ]
 
 
@@ -492,31 +507,31 @@ def claims_002(res: Results) -> list[Claim]:
     tight_path, tight = res.table("langevin_tightness")
     rows = []
     if rdp is None:
-        rows.append(Claim("002", "Fig. 1", "Cor. 1 curves", None, None, "≈", 0.0, False, rdp_path,
-                          regenerate(rdp_path), "", missing("figure langevin_rdp")))
+        rows.append(C002("Fig. 1", "Cor. 1 curves", None, None, "≈", 0.0, False, rdp_path,
+                         regenerate(rdp_path), "", missing("figure langevin_rdp")))
     else:
         top = rdp[(rdp.bound == "cor1") & (rdp.alpha == 30) & (rdp.strong_convexity == 1.0)].sort_values("steps")
-        rows.append(Claim("002", "Fig. 1", "Cor. 1, α = 30, λ = 1: the top bold curve stays inside the y-axis, whose "
-                          "last tick is 6·10⁻² (read from the tick labels in the text): largest ε over K ≤ 500", 0.06,
-                          float(top.rdp_epsilon.max()), "≤", 0.0, False, rdp_path, regenerate(rdp_path),
-                          "Cor. 1 leaves 002's plotted range here"))
+        rows.append(C002("Fig. 1", "Cor. 1, α = 30, λ = 1: the top bold curve stays inside the y-axis, whose "
+                         "last tick is 6·10⁻² (read from the tick labels in the text): largest ε over K ≤ 500", 0.06,
+                         float(top.rdp_epsilon.max()), "≤", 0.0, False, rdp_path, regenerate(rdp_path),
+                         "Cor. 1 leaves 002's plotted range here"))
         limit = 30 * 4.0 ** 2 / (1.0 * 0.02 ** 2 * 5000 ** 2)
-        rows.append(Claim("002", "Fig. 1 / Cor. 1", "Cor. 1 converges to αS_g²/(λσ²n²) = 0.048 (α = 30, λ = 1, the "
-                          "caption's formula and values): ε at K = 500", limit, last(top.rdp_epsilon), "≈",
-                          0.01, True, rdp_path, regenerate(rdp_path), "Cor. 1 has not converged by K = 500 here"))
+        rows.append(C002("Fig. 1 / Cor. 1", "Cor. 1 converges to αS_g²/(λσ²n²) = 0.048 (α = 30, λ = 1, the "
+                         "caption's formula and values): ε at K = 500", limit, last(top.rdp_epsilon), "≈",
+                         0.01, True, rdp_path, regenerate(rdp_path), "Cor. 1 has not converged by K = 500 here"))
     if tight is None:
-        rows.append(Claim("002", "Fig. 2", "tightness of Cor. 2", None, None, "≈", 0.0, False, tight_path,
-                          regenerate(tight_path), "", missing("figure langevin_tightness")))
+        rows.append(C002("Fig. 2", "tightness of Cor. 2", None, None, "≈", 0.0, False, tight_path,
+                         regenerate(tight_path), "", missing("figure langevin_tightness")))
         return rows
     end = tight[(tight.steps == tight.steps.max()) & (tight.alpha == 30)].set_index("bound").rdp_epsilon
     gap = end["cor2"] / end["thm3_lower"] if {"cor2", "thm3_lower"} <= set(end.index) else None
-    rows.append(Claim("002", "Fig. 2 (App. E)", "the upper bound (Cor. 2) is 'roughly two times' the lower bound (Thm 3),"
-                      " α = 30, at the last K", 2.0, gap, "≈", 0.2, False,
-                      tight_path, regenerate(tight_path), "the gap is not about two here"))
-    rows.append(Claim("002", "Fig. 2", "Cor. 2, α = 30, stays below the y-axis's last tick 2.5·10⁻² (read from the "
-                      "tick labels in the text) up to K = 300", 0.025,
-                      float(tight[(tight.bound == "cor2") & (tight.alpha == 30)].rdp_epsilon.max()), "≤", 0.0, False,
-                      tight_path, regenerate(tight_path), "Cor. 2 leaves 002's plotted range here"))
+    rows.append(C002("Fig. 2 (App. E)", "the upper bound (Cor. 2) is 'roughly two times' the lower bound (Thm 3),"
+                     " α = 30, at the last K", 2.0, gap, "≈", 0.2, False,
+                     tight_path, regenerate(tight_path), "the gap is not about two here"))
+    rows.append(C002("Fig. 2", "Cor. 2, α = 30, stays below the y-axis's last tick 2.5·10⁻² (read from the "
+                     "tick labels in the text) up to K = 300", 0.025,
+                     float(tight[(tight.bound == "cor2") & (tight.alpha == 30)].rdp_epsilon.max()), "≤", 0.0, False,
+                     tight_path, regenerate(tight_path), "Cor. 2 leaves 002's plotted range here"))
     return rows
 
 
@@ -568,7 +583,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
 def draw(table: pd.DataFrame):
     """The table itself, one line per claim, coloured by verdict."""
     header = ["source", "section", "statement", "source", "ours", "tol.", "verdict"]
-    cells = [[r.source.replace(TB_SOURCE, "T&B 2021"), r.section, textwrap.shorten(r.statement, 95),
+    cells = [[r.source.split(" ")[0].replace("Tramèr", "T&B 2021"), r.section, textwrap.shorten(r.statement, 95),
               "—" if pd.isna(r.source_value) else f"{r.source_value:.4g}", "—" if pd.isna(r.ours) else f"{r.ours:.4g}",
               r.tolerance, r.verdict] for r in table.itertuples()]
     fig, ax = style.table_figure(header, cells, width=15.0, row_height=0.28, fontsize=7.5,
