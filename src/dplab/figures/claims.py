@@ -403,7 +403,6 @@ def claims_003(res: Results) -> list[Claim]:
                      "T = 200", 1.0, ratio(sigma_at(table, "poisson", "moments", 200), sigma_at(table, "poisson",
                                                                                               "advanced", 200)),
                      "≤", 0.0, False, path, regenerate(path), "strong composition needs less noise here"))
-    rows += epochs_claims(res)
     return rows
 
 
@@ -566,8 +565,8 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per claim: source, section, statement, source_value, ours, tolerance, test, verdict,
     reason, result_file, command."""
     res = Results(inputs)
-    claims = (claims_004_training(res) + claims_004_gaussian(res) + claims_003(res) + claims_000(res)
-              + claims_001(res) + claims_002(res) + claims_tramer_boneh(res, params))
+    claims = (claims_004_training(res) + claims_004_gaussian(res) + claims_003(res) + epochs_claims(res)
+              + claims_000(res) + claims_001(res) + claims_002(res) + claims_tramer_boneh(res, params))
     rows = []
     for c in claims:
         outcome = verdict(c.source_value, c.ours, c.test, c.tolerance, c.relative, c.why_not)
