@@ -36,7 +36,7 @@ def tracked_files() -> list[str]:
 
 
 #: the figures the pipeline tests build (each figure's table is tested on its own elsewhere)
-SMALL_FIGURES = ("accountants_vs_pld", "gaussian_sigma")
+SMALL_FIGURES = ("accountants_vs_pld", "gaussian_sigma", "claims")
 #: the runs they train: the DP-SGD slice of the sweep, its baseline, and one that records gradient norms
 SMALL_RUNS = ("nonprivate", "dp_sgd", "gd_nonprivate")
 #: the grid they train: two variants (DP-MF, whose factorization is a job of its own, and DP-SGD)

@@ -67,6 +67,11 @@ def figure_caption(wildcards):
     return figures.figure(wildcards.figure).CAPTION
 
 
+def figure_category(wildcards):
+    """The report's category of a figure: the claims table first ("Claims" sorts before "Figures")."""
+    return "Claims" if wildcards.figure == "claims" else "Figures"
+
+
 def figure_json(wildcards):
     return json.dumps(config["figures"][wildcards.figure], sort_keys=True)
 

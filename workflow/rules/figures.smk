@@ -25,7 +25,7 @@ rule figure:
         png=report(
             "results/figures/{figure}.png",
             caption="../report/figure.rst",
-            category="Figures",
+            category=figure_category,
             labels={"figure": "{figure}"},
         ),
     log:

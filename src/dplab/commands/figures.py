@@ -121,14 +121,21 @@ def _bad_input(flag: str, what: str):
 
 
 def run_index(args) -> int:
+    import pandas as pd
+
     from dplab.figures import FIGURE_IDS, figure
     from dplab.io import check_output, write_text
 
     check_output(args.out, "--out")
     results = Path(args.results)
     lines = ["# Results index", "", "Every figure is drawn only from its table; redraw one with "
-             "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.", "",
-             "| figure | reproduces | figure files | table |", "| --- | --- | --- | --- |"]
+             "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.", ""]
+    claims = results / "tables" / "claims.csv"
+    if claims.exists():  # the claims table first (docs/claims.md)
+        counts = pd.read_csv(claims).verdict.value_counts()
+        lines += ["**Claims of the sources, checked** ([tables/claims.csv](tables/claims.csv), docs/claims.md): "
+                  + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "differs", "not checkable here")) + ".", ""]
+    lines += ["| figure | reproduces | figure files | table |", "| --- | --- | --- | --- |"]
     for figure_id in FIGURE_IDS:
         if not (results / "tables" / f"{figure_id}.csv").exists():
             continue

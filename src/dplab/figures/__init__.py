@@ -25,6 +25,7 @@ Inputs = dict[str, "str | list[str]"]
 
 #: every figure id, in the order the index and the report list them
 FIGURE_IDS = (
+    "claims",
     "gaussian_sigma",
     "grad_norms",
     "nonprivate_training",

@@ -75,6 +75,27 @@ def new_figure(ncols: int = 1, nrows: int = 1, **kwargs):
         return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
 
 
+def table_figure(header: list[str], cells: list[list[str]], width: float, row_height: float, fontsize: float,
+                 fills: list[str] | None = None):
+    """A figure that is one table: bold grey header, left-aligned cells, each body row filled with
+    ``fills[i]`` (white where None); returns (figure, axes) for the caller's title."""
+    fig, axes = new_figure()
+    ax = axes[0][0]
+    fig.set_size_inches(width, row_height * (len(cells) + 2))
+    ax.axis("off")
+    grid = ax.table(cellText=cells, colLabels=header, bbox=[0, 0, 1, 1], cellLoc="left", colLoc="left")
+    grid.auto_set_font_size(False)
+    grid.set_fontsize(fontsize)
+    grid.auto_set_column_width(list(range(len(header))))
+    for (r, _), cell in grid.get_celld().items():
+        if r == 0:
+            cell.set_text_props(weight="bold")
+            cell.set_facecolor("#e8e8e8")
+        elif fills:
+            cell.set_facecolor(fills[r - 1])
+    return fig, ax
+
+
 def reserve_bottom(fig, fraction: float) -> None:
     """Lay the axes out above the bottom ``fraction`` of the figure (for a figure legend below
     every panel): :func:`save` keeps this layout instead of its plain tight layout."""

@@ -66,6 +66,15 @@ def inputs(config: dict, params: dict) -> Inputs:
     return {}
 
 
+def technique_setting(name: str, values: dict, steps: int) -> Setting:
+    """The common setting (``values``: :data:`SETTING_KEYS`, e.g. a row of the table) as technique
+    ``name`` analyses it, after ``steps`` steps: its sampling and relation, without the update terms
+    it does not analyse (``Accountant.excludes``); σ = 1 until calibrated."""
+    sampling, neighbouring = TECHNIQUES[name][:2]
+    used = {k: values[k] for k in SETTING_KEYS if k not in get(name).excludes and k != "steps"}
+    return Setting(noise_multiplier=1.0, sampling=sampling, neighbouring=neighbouring, steps=steps, **used)
+
+
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per technique: its σ for (ε, δ) on the common setting, or the reason it has none."""
     eps, delta = params["epsilon"], params["delta"]
@@ -76,8 +85,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
         values = {key: params[key] for key in SETTING_KEYS}
         if sampling == "full_batch":  # full-batch noisy GD: every step uses all n records
             values["batch_size"] = values["dataset_size"]
-        used = {k: v for k, v in values.items() if k not in accountant.excludes}  # update terms it does not analyse
-        setting = Setting(noise_multiplier=1.0, sampling=sampling, neighbouring=neighbouring, **used)
+        setting = technique_setting(name, values, values["steps"])
         row = {"accountant": name, "source": accountant.source, "release": accountant.release, "sampling": sampling,
                "neighbouring": neighbouring, "table_i_article": article, "table_i_sigma": order,
                "loss_assumption": loss, "epsilon": eps, "delta": delta, "noise_multiplier": np.nan,
@@ -113,18 +121,7 @@ def draw(table: pd.DataFrame):
             f"{row.noise_multiplier:.4g}" if found else "none",
             f"{row.effective_noise_multiplier:.4g}" if found else "—",
         ])
-    fig, axes = style.new_figure()
-    ax = axes[0][0]
-    fig.set_size_inches(13.0, 0.3 * (len(cells) + 2))
-    ax.axis("off")
-    grid = ax.table(cellText=cells, colLabels=header, bbox=[0, 0, 1, 1], cellLoc="left", colLoc="left")
-    grid.auto_set_font_size(False)
-    grid.set_fontsize(8)
-    grid.auto_set_column_width(list(range(len(header))))
-    for (r, _), cell in grid.get_celld().items():
-        if r == 0:
-            cell.set_text_props(weight="bold")
-            cell.set_facecolor("#e8e8e8")
+    fig, ax = style.table_figure(header, cells, width=13.0, row_height=0.3, fontsize=8)
     ax.set_title(
         f"σ for (ε={first['epsilon']:g}, δ={first['delta']:g}): n={first['dataset_size']:g}, b={first['batch_size']:g}, "
         f"T={first['steps']:g}, C={first['clip']:g}, η={first['lr']:g}, λ={first['strong_convexity']:g}, "
