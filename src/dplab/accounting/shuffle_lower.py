@@ -3,20 +3,33 @@
 The construction of Chua, Ghazi, Kamath, Kumar, Manurangsi, Sinha & Zhang, "How Private are
 DP-SGD Implementations?" (ICML 2024), extended to many epochs as in their "Scalable DP-SGD:
 Shuffling vs. Poisson Subsampling" (NeurIPS 2024, Thms 3.5 and 3.8: persistent and dynamic
-shuffling).  Linear queries in one dimension, every example's clipped gradient −C except one
-differing record:
+shuffling).  Linear queries in one dimension; each pair below exists under the stated relation
+for the sampler as :mod:`dplab.training.samplers` runs it, with the layout as random as the
+sampler makes it:
 
 - shuffle, either relation: D has n − 1 records at −C and x at +C; D' has x removed (add_remove)
   or set to −C (replace_one).  Every batch of D' sums to −bC; in D the batch holding x sums to
   −bC + 2C.  Shifted by bC and divided by C, D' releases N(0, σ²I) each epoch and D releases, with
   probability w = t·b/n (:func:`dplab.accounting.epochs.participation_rate`), N(2e_j, σ²I) at a
   uniform unseen step j, else N(0, σ²I);
-- balls_in_bins: add_remove removes x (shift 1); replace_one sets it from +C to −C (shift 2); w = 1.
+- balls_in_bins, every other record's clipped gradient 0 (at −C the random batch sizes would
+  show in the sums): add_remove removes x, so D' releases N(0, σ²I) and D releases N(e_j, σ²I) at
+  a uniform step j (shift 1, w = 1); replace_one sets x from +C to −C in the same random step, so D
+  releases N(e_j, σ²I) and D' releases N(−e_j, σ²I) with the SAME uniform j: a mixture against a
+  mixture ("symmetric"), not against N(0, σ²I) (that pair, the shuffle one with shift 2, does not
+  exist for balls-in-bins: it printed 4.59 at σ = 1, t = T = 20, δ = 1e-3, where this pair's ε is
+  about 1.3 by Monte Carlo and its binned maximum certifies 0.79).  x set to 0 instead is the
+  add_remove pair, also a replace-one pair; the larger of the two bounds is reported.
+
+Under add_remove the neighbour D' holds n − 1 records all alike (−C, resp. 0), so it releases
+N(0, σ²I) whatever its layout, even where its ⌊(n − 1)/b⌋ differs from t; the pair exists for
+every n > b (:func:`dplab.accounting.epochs.check_lower`).
 
 Any post-processing of the release gives a lower bound on its hockey-stick divergence, hence on
 ε.  We use, per epoch, the maximum over its steps, binned into :data:`BINS` intervals (the "cube"
 events of Chua et al. 2024, refined to a partition); its law under either dataset is
-exact (Gaussian CDFs, :func:`epoch_pair`).  Privacy losses are rounded DOWN to multiples of
+exact (Gaussian CDFs, :func:`epoch_pair`; under the symmetric pair the maximum is one
+statistic of the two mixtures, each with its own exact law).  Privacy losses are rounded DOWN to multiples of
 :data:`DISCRETIZATION`, and outcomes whose loss falls below :data:`LOSS_FLOOR` or whose mass is
 below :data:`TINY` at either end are dropped, each of which can only lower the computed
 δ(ε) = E_P[(1 − e^{ε − L})_+]; composition over epochs is an exact convolution of non-negative
@@ -88,12 +101,14 @@ def _log_bin_masses(log_cdf: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4096)
-def epoch_pair(shift: float, steps: int, rate: float) -> tuple[np.ndarray, np.ndarray]:
+def epoch_pair(shift: float, steps: int, rate: float, symmetric: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """log masses (P, Q) of the binned maximum of one epoch's ``steps`` observed outputs (in units
-    of the noise std): under P one output is shifted by ``shift`` with probability ``rate``."""
-    low = min(float(ndtri(1e-40 ** (1.0 / steps))), -1.0)
+    of the noise std): under P one output is shifted by ``shift`` with probability ``rate``; under Q
+    none is, or (``symmetric``) one is shifted by −``shift`` with the same probability."""
+    low = min(float(ndtri(1e-40 ** (1.0 / steps))), -1.0) - (shift if symmetric else 0.0)
     cuts = np.linspace(low, shift + 12.0, BINS)
-    return _log_bin_masses(_log_cdf_max(cuts, shift, steps, rate)), _log_bin_masses(_log_cdf_max(cuts, 0.0, steps, 0.0))
+    against = _log_cdf_max(cuts, -shift, steps, rate) if symmetric else _log_cdf_max(cuts, 0.0, steps, 0.0)
+    return _log_bin_masses(_log_cdf_max(cuts, shift, steps, rate)), _log_bin_masses(against)
 
 
 class LossPmf:
@@ -154,10 +169,10 @@ class LossPmf:
         return max(math.log((s1[i] - delta) / s2[i]), 0.0)
 
 
-def _runs(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, value) -> np.ndarray:
+def _runs(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, value, symmetric: bool = False) -> np.ndarray:
     """``value(pmf)`` of the composed epochs at every T of ``grid`` (epochs independent), the larger
-    of the pair's two orders."""
-    full = epoch_pair(shift, steps_per_epoch, rate)
+    of the pair's two orders (:func:`epoch_pair` for ``symmetric``)."""
+    full = epoch_pair(shift, steps_per_epoch, rate, symmetric)
     out = np.zeros(len(grid))
     work = 0
     for order in (slice(None), slice(None, None, -1)):
@@ -172,7 +187,8 @@ def _runs(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, val
                                               f"multiply-adds (CONVOLUTION_MAX, about 5 s)")
                 whole = whole.compose(*step)
             done = count
-            pmf = whole if not rest else whole.compose(*LossPmf.sparse(*epoch_pair(shift, rest, rate * rest / steps_per_epoch)[order]))
+            partial = epoch_pair(shift, rest, rate * rest / steps_per_epoch, symmetric) if rest else None
+            pmf = whole if not rest else whole.compose(*LossPmf.sparse(*partial[order]))
             out[i] = max(out[i], value(pmf))
     return out
 
@@ -197,14 +213,22 @@ class _HiddenStepLower(Accountant):
     #: whether one partition may be cycled (then the smaller of dynamic and persistent is reported)
     persistent: bool = False
 
+    def check_setting(self, setting: Setting) -> None:
+        epochs.check_lower(self.name, setting)
+
+    def pairs(self, setting: Setting) -> list[tuple[float, bool]]:
+        """(shift of the record's step in units of σC, whether the pair is symmetric) of each pair
+        of the module docstring for this sampler and relation; the larger bound is reported."""
+        return [(epochs.shift(setting) / setting.noise_multiplier, False)]
+
     def _curve(self, setting: Setting, steps: np.ndarray, value) -> np.ndarray:
-        shift = epochs.shift(setting) / setting.noise_multiplier
         t, rate = epochs.steps_per_epoch(setting), epochs.participation_rate(setting)
         grid = np.asarray(steps)
         try:
-            out = _runs(shift, t, rate, grid, value)
-            if self.persistent:
-                out = np.minimum(out, _persistent(shift, t, rate, grid, value))
+            pairs = self.pairs(setting)
+            out = np.max([_runs(shift, t, rate, grid, value, symmetric) for shift, symmetric in pairs], axis=0)
+            if self.persistent:  # shuffle_lower: its one pair, against N(0)
+                out = np.minimum(out, _persistent(pairs[0][0], t, rate, grid, value))
         except Unresolved as err:
             raise self.too_far(err.key, f"{err} at σ = {setting.noise_multiplier:g}, T = {int(grid.max())}, "
                                         f"t = ⌊n/b⌋ = {t}: beyond what this lower bound resolves") from None
@@ -230,6 +254,7 @@ class ShuffleLower(_HiddenStepLower):
         "a LOWER bound on ε (not a guarantee): the true ε of a shuffled run is at least this",
         "valid whether the partition is cycled or redrawn every epoch (the smaller of both is reported)",
         "pair: n − 1 records at −C, one at +C removed (add_remove) or set to −C (replace_one)",
+        "add_remove: dataset_size > batch_size (the neighbour without the record fills a batch)",
     )
 
 
@@ -243,5 +268,13 @@ class BallsInBinsLower(_HiddenStepLower):
     samplings = ("balls_in_bins",)
     assumptions = (
         "a LOWER bound on ε (not a guarantee): the true ε of a balls-in-bins run is at least this",
-        "pair: one record at +C removed (add_remove) or set to −C (replace_one), the others at −C",
+        "pair: the others' gradients 0; one record at +C removed (add_remove), or set to 0 or to −C in its same "
+        "random step (replace_one; −C: a mixture against a mixture), the larger bound reported",
+        "add_remove: dataset_size > batch_size (the neighbour without the record fills a batch)",
     )
+
+    def pairs(self, setting):
+        """N(e_j) against N(0) (x removed, or under replace_one set to 0); under replace_one also
+        N(e_j) against N(−e_j), the same j (x set to −C)."""
+        mu = 1.0 / setting.noise_multiplier
+        return [(mu, False)] + ([(mu, True)] if setting.neighbouring == "replace_one" else [])
