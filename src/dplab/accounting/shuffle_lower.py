@@ -82,22 +82,33 @@ class Unresolved(Exception):
         super().__init__(message)
 
 
-def _log_cdf_max(z: np.ndarray, shift: float, steps: int, rate: float) -> np.ndarray:
-    """log P(max of ``steps`` standard normals ≤ z) when, with probability ``rate``, one of them
-    (uniformly chosen) is shifted by ``shift``."""
+def _log_cdf_max(z: np.ndarray, shift: float, steps: int, rate: float) -> tuple[np.ndarray, np.ndarray]:
+    """(log P(M ≤ z), log P(M > z)) for M the max of ``steps`` standard normals of which, with
+    probability ``rate``, one (uniformly chosen) is shifted by ``shift``.  Each is a mixture of
+    positive terms, so both are accurate to rounding relative to themselves, even where the other
+    is within 1e-16 of 1 (a mixture's log CDF near 0 is not: it set the top bins' masses to
+    rounding noise, 1e-17 where 1e-40 is true, and a lower bound of 38.7 where 1.4 is the pair's)."""
     rest = steps * log_ndtr(z)
+    hit = log_ndtr(z - shift) + (steps - 1) * log_ndtr(z)
+    with np.errstate(divide="ignore"):
+        rest_sf, hit_sf = np.log(-np.expm1(rest)), np.log(-np.expm1(hit))
     if rate <= 0.0:
-        return rest
-    hit = math.log(rate) + log_ndtr(z - shift) + (steps - 1) * log_ndtr(z)
-    return hit if rate >= 1.0 else np.logaddexp(hit, math.log1p(-rate) + rest)
+        return rest, rest_sf
+    if rate >= 1.0:
+        return hit, hit_sf
+    return (np.logaddexp(math.log(rate) + hit, math.log1p(-rate) + rest),
+            np.logaddexp(math.log(rate) + hit_sf, math.log1p(-rate) + rest_sf))
 
 
-def _log_bin_masses(log_cdf: np.ndarray) -> np.ndarray:
-    """log masses of (−∞, z₁], (z₁, z₂], …, (z_K, ∞) from the log CDF at the cuts."""
+def _log_bin_masses(log_cdf: np.ndarray, log_sf: np.ndarray) -> np.ndarray:
+    """log masses of (−∞, z₁], (z₁, z₂], …, (z_K, ∞) from the log CDF and log survival function at
+    the cuts: each inner bin as a difference of whichever of the two is below 1/2 at its ends, so
+    that no mass is the small difference of two numbers near 1."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        inner = log_cdf[1:] + np.log(-np.expm1(log_cdf[:-1] - log_cdf[1:]))
-        top = np.log(-np.expm1(log_cdf[-1]))
-    return np.concatenate([log_cdf[:1], inner, [top]])
+        below = log_cdf[1:] + np.log(-np.expm1(log_cdf[:-1] - log_cdf[1:]))
+        above = log_sf[:-1] + np.log(-np.expm1(log_sf[1:] - log_sf[:-1]))
+    inner = np.where(log_cdf[1:] <= math.log(0.5), below, above)
+    return np.concatenate([log_cdf[:1], inner, log_sf[-1:]])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -108,7 +119,7 @@ def epoch_pair(shift: float, steps: int, rate: float, symmetric: bool = False) -
     low = min(float(ndtri(1e-40 ** (1.0 / steps))), -1.0) - (shift if symmetric else 0.0)
     cuts = np.linspace(low, shift + 12.0, BINS)
     against = _log_cdf_max(cuts, -shift, steps, rate) if symmetric else _log_cdf_max(cuts, 0.0, steps, 0.0)
-    return _log_bin_masses(_log_cdf_max(cuts, shift, steps, rate)), _log_bin_masses(against)
+    return _log_bin_masses(*_log_cdf_max(cuts, shift, steps, rate)), _log_bin_masses(*against)
 
 
 class LossPmf:
