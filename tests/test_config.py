@@ -137,6 +137,11 @@ LATE_MISTAKES = [
     (lambda c: c["runs"]["dp_sgd"].update(accountant="mf"), "runs.dp_sgd.accountant"),
     (lambda c: c["runs"]["dp_sgd"].update(accountants=["pld", "nope"]), "runs.dp_sgd.accountants"),
     (lambda c: c["runs"]["dp_sgd"].update(batch_size=1438), "runs.dp_sgd.batch_size"),  # digits: 1437 records
+    # add_remove where one record more or less changes ⌊n/b⌋ (1437 = 3·479 = 2·719 − 1): no upper bound holds
+    (lambda c: c["runs"]["dp_sgd"].update(sampling="balls_in_bins", batch_size=479, accountant="balls_in_bins"),
+     "runs.dp_sgd.batch_size"),
+    (lambda c: c["runs"]["dp_sgd"].update(sampling="shuffle", batch_size=719, accountant="fixed_batches",
+                                          noise_multiplier=1.0, target_epsilon=None), "runs.dp_sgd.batch_size"),
     (lambda c: c["datasets"]["digits"].update(test_fraction=0.99), "runs.nonprivate.batch_size"),
     (lambda c: (c["datasets"].update(synthetic=SYNTHETIC), c["runs"]["dp_sgd"].update(model="cnn", dataset="synthetic")),
      "runs.dp_sgd.model"),

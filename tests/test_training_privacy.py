@@ -5,6 +5,7 @@ import math
 import pytest
 
 from dplab import accounting
+from dplab.errors import DPLabError
 from dplab.training import data
 from dplab.training.config import resolve_run
 from dplab.training.privacy import loss_constants, plan
@@ -28,8 +29,20 @@ def test_sgd_claims_nothing(synth):
 
 
 def test_shuffled_batches_get_no_poisson_epsilon(synth):
-    p = _plan({"method": "dp_sgd", "sampling": "shuffle", "noise_multiplier": 1.0}, synth)
+    p = _plan({"method": "dp_sgd", "sampling": "shuffle", "noise_multiplier": 1.0}, synth, b=30)
     assert "rdp" not in p.curves and "sampling" in p.excluded["rdp"]
+
+
+@pytest.mark.parametrize("sampling", ["shuffle", "balls_in_bins"])
+def test_add_remove_runs_whose_neighbours_change_the_epoch_are_refused(synth, sampling):
+    """n = 200 with b = 20 (n mod b = 0) or b = 67 (n mod b = b − 1): a neighbour's run has another
+    ⌊n/b⌋ steps per epoch, so no upper bound holds and the run is refused before training (it
+    trained and claimed nothing before); replace_one keeps n."""
+    for b in (20, 67):
+        with pytest.raises(DPLabError, match="batch_size: add_remove .* in \\[1, batch_size − 2\\]"):
+            _plan({"method": "dp_sgd", "sampling": sampling, "noise_multiplier": 1.0}, synth, b=b)
+        assert _plan({"method": "dp_sgd", "sampling": sampling, "noise_multiplier": 1.0, "neighbouring": "replace_one"},
+                     synth, b=b).curves["fixed_batches"] is not None
 
 
 def test_projected_poisson_normalisation_decides_validity(synth):

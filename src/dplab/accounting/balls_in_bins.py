@@ -23,6 +23,7 @@ of a whole one) by adding Rényi divergences, each order of the pair separately;
 to (ε, δ) by dp_accounting's conversion (``rdp_conversion``) and the larger ε is kept.  The bound
 is also never worse than ``fixed_batches`` (no amplification), which is valid too: the smaller of
 the two is returned.  replace_one is refused (no amplification proved here): use ``fixed_batches``.
+So is n mod b ∈ {0, b − 1}, where adding or removing a record changes t (:func:`dplab.accounting.epochs.check`).
 """
 
 from __future__ import annotations
@@ -174,10 +175,12 @@ class BallsInBins(Accountant):
         "each example in one uniformly random step of every epoch of t = ⌊dataset_size/batch_size⌋ steps, "
         "independently of the others and of the other epochs",
         "add_remove only (replace_one: use fixed_batches); a partial epoch counts whole",
+        "dataset_size mod batch_size in [1, batch_size − 2]: adding or removing a record keeps t = ⌊n/b⌋",
         "add direction by numerical quadrature (error < 1e-8 relative, enlarged by 1e-6)",
     )
 
     def check_setting(self, setting: Setting) -> None:
+        epochs.check(self.name, setting)
         work = add_work(1.0 / setting.noise_multiplier, epochs.steps_per_epoch(setting))
         if work > ADD_POINTS_MAX:
             raise self.too_far(

@@ -19,11 +19,19 @@ Shift of one participation (how far the step's clipped sum can move, in units of
 - ``add_remove``, ``shuffle``: 2.  The batch size is fixed, so an added record x displaces one
   other record y from its batch: a uniform permutation of D ∪ {x} is a uniform permutation π of D
   with x put at a uniform position j and π(j) moved to the end; the batches then differ from those
-  of D only where x replaced π(j), a change of g(x) − g(π(j)), up to 2C.  The coupling needs the
-  number of batches unchanged, ⌊(n ± 1)/b⌋ = ⌊n/b⌋, i.e. n mod b ∉ {0, b − 1}: otherwise adding
-  or removing one record shifts every epoch boundary and no bound of this form holds, so the
-  accountants refuse.  (The "zero-out" relation of Chua et al. 2024, a record replaced by one
-  with zero gradient so that n stays fixed, has shift 1; it is not the relation of this sampler.)
+  of D only where x replaced π(j), a change of g(x) − g(π(j)), up to 2C.  (The "zero-out" relation
+  of Chua et al. 2024, a record replaced by one with zero gradient so that n stays fixed, has
+  shift 1; it is not the relation of this sampler.)
+
+Both couplings, and every upper bound built on them, need the neighbour's epochs to be the same
+t steps: the samplers take t = ⌊n/b⌋ from the dataset they are given, so under ``add_remove``
+⌊(n ± 1)/b⌋ = ⌊n/b⌋ must hold, i.e. n mod b ∉ {0, b − 1} (:func:`check`).  Otherwise adding or
+removing one record changes the number of steps per epoch: every epoch boundary after the first
+moves, the batches of the two runs are no longer one record apart, and records with distinct
+gradients tell the layouts apart (``tests/test_certified_samplers.py`` finds, by brute force over
+the layouts, pairs above what the one-record bound prints), so the upper bounds refuse.  A lower
+bound needs only one pair that exists: its pair removes x from n records whose other gradients
+do not reveal the layout (:func:`check_lower`), which holds for every n > b.
 """
 
 from __future__ import annotations
@@ -62,14 +70,26 @@ def shift(setting: Setting) -> float:
 
 
 def check(accountant: str, setting: Setting) -> None:
-    """Refuse add_remove with shuffle where adding or removing a record changes ⌊n/b⌋."""
-    if setting.sampling == "shuffle" and setting.neighbouring == "add_remove":
+    """Refuse add_remove where adding or removing a record changes t = ⌊n/b⌋ (module docstring):
+    the upper bounds' one-record coupling needs n mod b in [1, b − 2]."""
+    if setting.sampling in SAMPLINGS and setting.neighbouring == "add_remove":
         n, b = setting.dataset_size, setting.batch_size
         if n % b in (0, b - 1):
             raise AssumptionError(
                 accountant,
                 "batch_size",
-                f"add_remove with fixed batches needs ⌊(n±1)/b⌋ = ⌊n/b⌋, i.e. dataset_size mod batch_size "
-                f"not in {{0, b−1}}: adding or removing one record must not change the number of batches "
-                f"per epoch (got n = {n}, b = {b}); use neighbouring = replace_one",
+                f"add_remove with {setting.sampling} needs ⌊(n±1)/b⌋ = ⌊n/b⌋, i.e. dataset_size mod batch_size in "
+                f"[1, batch_size − 2]: adding or removing one record must not change the number of steps per "
+                f"epoch (got n = {n}, b = {b}, n mod b = {n % b}); use neighbouring = replace_one or another batch_size",
             )
+
+
+def check_lower(accountant: str, setting: Setting) -> None:
+    """The lower bounds' add_remove pair removes a record from n: the sampler must accept n − 1 ≥ b."""
+    if setting.neighbouring == "add_remove" and setting.dataset_size <= setting.batch_size:
+        raise AssumptionError(
+            accountant,
+            "dataset_size",
+            f"must exceed batch_size ({setting.batch_size}) under add_remove: the neighbour without the record "
+            f"must still fill a batch; got {setting.dataset_size}",
+        )

@@ -11,7 +11,9 @@ mechanism of μ√k (Dong, Roth & Su 2022, "Gaussian Differential Privacy", Cor.
     δ(ε) = gaussian_delta(ε, s√k/σ)                                (000 §II; Balle & Wang 2018, Thm 8)
 
 is the exact worst case when the order of the batches is known, and an upper bound for shuffled
-or balls-in-bins batches, whose hidden order can only help.  One epoch (k = 1) is one Gaussian
+or balls-in-bins batches, whose hidden order can only help.  Under add_remove it needs the
+neighbour's epochs to keep t = ⌊n/b⌋ steps: n mod b ∈ {0, b − 1} is refused, for both samplers
+(:func:`dplab.accounting.epochs.check`).  One epoch (k = 1) is one Gaussian
 mechanism.  The PLD of the same composition (dp_accounting, ``tests/test_accounting_sampling.py``)
 agrees to its discretization.
 
@@ -48,7 +50,7 @@ class FixedBatches(Accountant):
         "epochs of t = ⌊dataset_size/batch_size⌋ steps; T steps = ⌈T/t⌉ participations (a partial epoch counts whole)",
         "shift per participation: 2C (replace_one; add_remove with shuffle: an added record displaces another), "
         "C (add_remove with balls_in_bins)",
-        "add_remove with shuffle: dataset_size mod batch_size not in {0, batch_size − 1}",
+        "add_remove: dataset_size mod batch_size in [1, batch_size − 2] (adding or removing a record keeps t = ⌊n/b⌋)",
     )
 
     def check_setting(self, setting: Setting) -> None:

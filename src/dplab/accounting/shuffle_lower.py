@@ -3,24 +3,37 @@
 The construction of Chua, Ghazi, Kamath, Kumar, Manurangsi, Sinha & Zhang, "How Private are
 DP-SGD Implementations?" (ICML 2024), extended to many epochs as in their "Scalable DP-SGD:
 Shuffling vs. Poisson Subsampling" (NeurIPS 2024, Thms 3.5 and 3.8: persistent and dynamic
-shuffling).  Linear queries in one dimension, every example's clipped gradient −C except one
-differing record:
+shuffling).  Linear queries in one dimension; each pair below exists under the stated relation
+for the sampler as :mod:`dplab.training.samplers` runs it, with the layout as random as the
+sampler makes it:
 
 - shuffle, either relation: D has n − 1 records at −C and x at +C; D' has x removed (add_remove)
   or set to −C (replace_one).  Every batch of D' sums to −bC; in D the batch holding x sums to
   −bC + 2C.  Shifted by bC and divided by C, D' releases N(0, σ²I) each epoch and D releases, with
   probability w = t·b/n (:func:`dplab.accounting.epochs.participation_rate`), N(2e_j, σ²I) at a
   uniform unseen step j, else N(0, σ²I);
-- balls_in_bins: add_remove removes x (shift 1); replace_one sets it from +C to −C (shift 2); w = 1.
+- balls_in_bins, every other record's clipped gradient 0 (at −C the random batch sizes would
+  show in the sums): add_remove removes x, so D' releases N(0, σ²I) and D releases N(e_j, σ²I) at
+  a uniform step j (shift 1, w = 1); replace_one sets x from +C to −C in the same random step, so D
+  releases N(e_j, σ²I) and D' releases N(−e_j, σ²I) with the SAME uniform j: a mixture against a
+  mixture ("symmetric"), not against N(0, σ²I) (that pair, the shuffle one with shift 2, does not
+  exist for balls-in-bins: it printed 4.59 at σ = 1, t = T = 20, δ = 1e-3, where this pair's ε is
+  about 1.3 by Monte Carlo (4·10⁵ draws) and its binned maximum certifies 0.79).  x set to 0 instead is the
+  add_remove pair, also a replace-one pair; the larger of the two bounds is reported.
+
+Under add_remove the neighbour D' holds n − 1 records all alike (−C, resp. 0), so it releases
+N(0, σ²I) whatever its layout, even where its ⌊(n − 1)/b⌋ differs from t; the pair exists for
+every n > b (:func:`dplab.accounting.epochs.check_lower`).
 
 Any post-processing of the release gives a lower bound on its hockey-stick divergence, hence on
 ε.  We use, per epoch, the maximum over its steps, binned into :data:`BINS` intervals (the "cube"
-events of Chua et al. 2024, refined to a partition); its law under either dataset is
-exact (Gaussian CDFs, :func:`epoch_pair`).  Privacy losses are rounded DOWN to multiples of
-:data:`DISCRETIZATION`, and outcomes whose loss falls below :data:`LOSS_FLOOR` or whose mass is
-below :data:`TINY` at either end are dropped, each of which can only lower the computed
-δ(ε) = E_P[(1 − e^{ε − L})_+]; composition over epochs is an exact convolution of non-negative
-masses (no FFT).  Refining to 400 cuts and a 1e-3 grid moves ε by < 0.1% (measured at
+events of Chua et al. 2024, refined to a partition); its law under either dataset is exact
+(:func:`epoch_pair`: Gaussian CDFs below the median, survival functions above it, so that no bin
+mass is the difference of two numbers near 1; under the symmetric pair each mixture has its own
+law).  Privacy losses are rounded DOWN to multiples of :data:`DISCRETIZATION`, and outcomes
+whose loss falls below :data:`LOSS_FLOOR` or whose mass is below :data:`TINY` at either end are
+dropped, each of which can only lower the computed δ(ε) = E_P[(1 − e^{ε − L})_+]; composition
+over epochs is an exact convolution of non-negative masses (no FFT).  Refining to 400 cuts and a 1e-3 grid moves ε by < 0.1% (measured at
 n = 1437, b = 64, σ = 1, 20 epochs: 29.109 → 29.125).  Both orders of the pair are bounded and the
 larger value is kept.
 
@@ -69,31 +82,44 @@ class Unresolved(Exception):
         super().__init__(message)
 
 
-def _log_cdf_max(z: np.ndarray, shift: float, steps: int, rate: float) -> np.ndarray:
-    """log P(max of ``steps`` standard normals ≤ z) when, with probability ``rate``, one of them
-    (uniformly chosen) is shifted by ``shift``."""
+def _log_cdf_max(z: np.ndarray, shift: float, steps: int, rate: float) -> tuple[np.ndarray, np.ndarray]:
+    """(log P(M ≤ z), log P(M > z)) for M the max of ``steps`` standard normals of which, with
+    probability ``rate``, one (uniformly chosen) is shifted by ``shift``.  Each is a mixture of
+    positive terms, so both are accurate to rounding relative to themselves, even where the other
+    is within 1e-16 of 1 (a mixture's log CDF near 0 is not: it set the top bins' masses to
+    rounding noise, 1e-17 where 1e-40 is true, and a lower bound of 38.7 where 1.4 is the pair's)."""
     rest = steps * log_ndtr(z)
+    hit = log_ndtr(z - shift) + (steps - 1) * log_ndtr(z)
+    with np.errstate(divide="ignore"):
+        rest_sf, hit_sf = np.log(-np.expm1(rest)), np.log(-np.expm1(hit))
     if rate <= 0.0:
-        return rest
-    hit = math.log(rate) + log_ndtr(z - shift) + (steps - 1) * log_ndtr(z)
-    return hit if rate >= 1.0 else np.logaddexp(hit, math.log1p(-rate) + rest)
+        return rest, rest_sf
+    if rate >= 1.0:
+        return hit, hit_sf
+    return (np.logaddexp(math.log(rate) + hit, math.log1p(-rate) + rest),
+            np.logaddexp(math.log(rate) + hit_sf, math.log1p(-rate) + rest_sf))
 
 
-def _log_bin_masses(log_cdf: np.ndarray) -> np.ndarray:
-    """log masses of (−∞, z₁], (z₁, z₂], …, (z_K, ∞) from the log CDF at the cuts."""
+def _log_bin_masses(log_cdf: np.ndarray, log_sf: np.ndarray) -> np.ndarray:
+    """log masses of (−∞, z₁], (z₁, z₂], …, (z_K, ∞) from the log CDF and log survival function at
+    the cuts: each inner bin as a difference of whichever of the two is below 1/2 at its ends, so
+    that no mass is the small difference of two numbers near 1."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        inner = log_cdf[1:] + np.log(-np.expm1(log_cdf[:-1] - log_cdf[1:]))
-        top = np.log(-np.expm1(log_cdf[-1]))
-    return np.concatenate([log_cdf[:1], inner, [top]])
+        below = log_cdf[1:] + np.log(-np.expm1(log_cdf[:-1] - log_cdf[1:]))
+        above = log_sf[:-1] + np.log(-np.expm1(log_sf[1:] - log_sf[:-1]))
+    inner = np.where(log_cdf[1:] <= math.log(0.5), below, above)
+    return np.concatenate([log_cdf[:1], inner, log_sf[-1:]])
 
 
 @functools.lru_cache(maxsize=4096)
-def epoch_pair(shift: float, steps: int, rate: float) -> tuple[np.ndarray, np.ndarray]:
+def epoch_pair(shift: float, steps: int, rate: float, symmetric: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """log masses (P, Q) of the binned maximum of one epoch's ``steps`` observed outputs (in units
-    of the noise std): under P one output is shifted by ``shift`` with probability ``rate``."""
-    low = min(float(ndtri(1e-40 ** (1.0 / steps))), -1.0)
+    of the noise std): under P one output is shifted by ``shift`` with probability ``rate``; under Q
+    none is, or (``symmetric``) one is shifted by −``shift`` with the same probability."""
+    low = min(float(ndtri(1e-40 ** (1.0 / steps))), -1.0) - (shift if symmetric else 0.0)
     cuts = np.linspace(low, shift + 12.0, BINS)
-    return _log_bin_masses(_log_cdf_max(cuts, shift, steps, rate)), _log_bin_masses(_log_cdf_max(cuts, 0.0, steps, 0.0))
+    against = _log_cdf_max(cuts, -shift, steps, rate) if symmetric else _log_cdf_max(cuts, 0.0, steps, 0.0)
+    return _log_bin_masses(*_log_cdf_max(cuts, shift, steps, rate)), _log_bin_masses(*against)
 
 
 class LossPmf:
@@ -154,10 +180,10 @@ class LossPmf:
         return max(math.log((s1[i] - delta) / s2[i]), 0.0)
 
 
-def _runs(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, value) -> np.ndarray:
+def _runs(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, value, symmetric: bool = False) -> np.ndarray:
     """``value(pmf)`` of the composed epochs at every T of ``grid`` (epochs independent), the larger
-    of the pair's two orders."""
-    full = epoch_pair(shift, steps_per_epoch, rate)
+    of the pair's two orders (:func:`epoch_pair` for ``symmetric``)."""
+    full = epoch_pair(shift, steps_per_epoch, rate, symmetric)
     out = np.zeros(len(grid))
     work = 0
     for order in (slice(None), slice(None, None, -1)):
@@ -172,7 +198,8 @@ def _runs(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, val
                                               f"multiply-adds (CONVOLUTION_MAX, about 5 s)")
                 whole = whole.compose(*step)
             done = count
-            pmf = whole if not rest else whole.compose(*LossPmf.sparse(*epoch_pair(shift, rest, rate * rest / steps_per_epoch)[order]))
+            partial = epoch_pair(shift, rest, rate * rest / steps_per_epoch, symmetric) if rest else None
+            pmf = whole if not rest else whole.compose(*LossPmf.sparse(*partial[order]))
             out[i] = max(out[i], value(pmf))
     return out
 
@@ -197,14 +224,22 @@ class _HiddenStepLower(Accountant):
     #: whether one partition may be cycled (then the smaller of dynamic and persistent is reported)
     persistent: bool = False
 
+    def check_setting(self, setting: Setting) -> None:
+        epochs.check_lower(self.name, setting)
+
+    def pairs(self, setting: Setting) -> list[tuple[float, bool]]:
+        """(shift of the record's step in units of σC, whether the pair is symmetric) of each pair
+        of the module docstring for this sampler and relation; the larger bound is reported."""
+        return [(epochs.shift(setting) / setting.noise_multiplier, False)]
+
     def _curve(self, setting: Setting, steps: np.ndarray, value) -> np.ndarray:
-        shift = epochs.shift(setting) / setting.noise_multiplier
         t, rate = epochs.steps_per_epoch(setting), epochs.participation_rate(setting)
         grid = np.asarray(steps)
         try:
-            out = _runs(shift, t, rate, grid, value)
-            if self.persistent:
-                out = np.minimum(out, _persistent(shift, t, rate, grid, value))
+            pairs = self.pairs(setting)
+            out = np.max([_runs(shift, t, rate, grid, value, symmetric) for shift, symmetric in pairs], axis=0)
+            if self.persistent:  # shuffle_lower: its one pair, against N(0)
+                out = np.minimum(out, _persistent(pairs[0][0], t, rate, grid, value))
         except Unresolved as err:
             raise self.too_far(err.key, f"{err} at σ = {setting.noise_multiplier:g}, T = {int(grid.max())}, "
                                         f"t = ⌊n/b⌋ = {t}: beyond what this lower bound resolves") from None
@@ -230,6 +265,7 @@ class ShuffleLower(_HiddenStepLower):
         "a LOWER bound on ε (not a guarantee): the true ε of a shuffled run is at least this",
         "valid whether the partition is cycled or redrawn every epoch (the smaller of both is reported)",
         "pair: n − 1 records at −C, one at +C removed (add_remove) or set to −C (replace_one)",
+        "add_remove: dataset_size > batch_size (the neighbour without the record fills a batch)",
     )
 
 
@@ -243,5 +279,13 @@ class BallsInBinsLower(_HiddenStepLower):
     samplings = ("balls_in_bins",)
     assumptions = (
         "a LOWER bound on ε (not a guarantee): the true ε of a balls-in-bins run is at least this",
-        "pair: one record at +C removed (add_remove) or set to −C (replace_one), the others at −C",
+        "pair: the others' gradients 0; one record at +C removed (add_remove), or set to 0 or to −C in its same "
+        "random step (replace_one; −C: a mixture against a mixture), the larger bound reported",
+        "add_remove: dataset_size > batch_size (the neighbour without the record fills a batch)",
     )
+
+    def pairs(self, setting):
+        """N(e_j) against N(0) (x removed, or under replace_one set to 0); under replace_one also
+        N(e_j) against N(−e_j), the same j (x set to −C)."""
+        mu = 1.0 / setting.noise_multiplier
+        return [(mu, False)] + ([(mu, True)] if setting.neighbouring == "replace_one" else [])

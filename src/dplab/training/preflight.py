@@ -4,9 +4,11 @@ Snakemake plans one, so a mistake is refused at once rather than in a job after 
 
 Every check is the engine's own code run on the sizes the dataset will have
 (:func:`dplab.training.data.expected_info`): the sampler (batch_size ≤ n), the model (a cnn needs
-images), dp_mf's sampler spec, and — for σ calibrated from ``target_epsilon`` — the calibrating
-accountant's assumptions on the run's Setting (:func:`dplab.training.privacy.check_calibration`,
-what :func:`dplab.training.privacy.calibrate` asks first).  For a hidden-state accountant also whether
+images), dp_mf's sampler spec, add_remove with an epoch sampler only where adding or removing a
+record keeps ⌊n/b⌋ (:func:`dplab.accounting.epochs.check`: no upper bound holds otherwise), and —
+for σ calibrated from ``target_epsilon`` — the calibrating accountant's assumptions on the run's
+Setting (:func:`dplab.training.privacy.check_calibration`, what :func:`dplab.training.privacy.calibrate`
+asks first).  For a hidden-state accountant also whether
 any σ reaches the target: those bounds keep a floor as σ grows (e.g. 001 Thm 3's), while a
 composition bound's ε goes to 0, so one evaluation at the search's largest σ settles it.  The σ
 search itself is left to the job: it costs seconds per run and Snakemake reads the config at every
@@ -19,6 +21,7 @@ import numpy as np
 import torch
 
 from dplab import accounting
+from dplab.accounting import epochs
 from dplab.accounting.base import SIGMA_MAX
 from dplab.errors import AssumptionError, DPLabError
 from dplab.training import data, models, privacy, samplers
@@ -40,11 +43,14 @@ def check_run(cfg: dict, dataset: dict) -> None:
         return
     b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
     samplers.build(cfg["sampling"], n, b, cfg["reshuffle"])
-    if not METHODS[cfg["method"]].private or cfg["target_epsilon"] is None:
+    if not METHODS[cfg["method"]].private:
         return
     dimension = sum(p.numel() for p in model.parameters())
     constants, _ = privacy.loss_constants(cfg, info, np.zeros((0, 1)))  # the data hold no record beyond R
     setting = privacy.build_setting(cfg, n, b, dimension, 1.0, constants)
+    epochs.check(cfg["accountant"], setting)  # no upper bound holds where add_remove changes ⌊n/b⌋
+    if cfg["target_epsilon"] is None:
+        return
     privacy.check_calibration(cfg, setting)
     name = cfg["accountant"]
     accountant = accounting.get(name)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dplab import accounting
-from dplab.accounting import Setting
+from dplab.accounting import Setting, epochs
 from dplab.accounting.claims import Update, bound, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
@@ -126,6 +126,7 @@ def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int],
     if update.noise == "none":
         return Plan(None, None, "none (non-private)", "", excluded={k: exclusion(k, None, update) for k in names})
     constants, note = loss_constants(cfg, info, features)
+    epochs.check(cfg["accountant"], build_setting(cfg, n, b, dimension, 1.0, constants))  # as preflight.check_run
     if cfg["noise_multiplier"] is not None:
         sigma, source = float(cfg["noise_multiplier"]), "given"
     else:
