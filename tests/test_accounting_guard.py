@@ -198,7 +198,7 @@ def test_langevin_never_below_the_exact_last_iterate():
     steps = np.unique(np.geomspace(1, 5000, 30).astype(int))
     checked = 0
     for sigma, lr, n, clip in itertools.product([0.3, 1.0, 4.0], [0.01, 0.3, 0.9], [10, 1000], [0.5, 2.0]):
-        s = Setting(noise_multiplier=sigma, lr=lr, dataset_size=n, clip=clip, steps=int(steps[-1]),
+        s = Setting(noise_multiplier=sigma, lr=lr, dataset_size=n, clip=clip, lipschitz=clip, steps=int(steps[-1]),
                     strong_convexity=1.0, smoothness=1.0, sampling="full_batch", neighbouring="replace_one")
         for delta in (1e-3, 1e-9):
             upper = get("langevin").epsilon_curve(s, delta, steps)
