@@ -23,6 +23,7 @@ import dp_accounting
 import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution
+from scipy.special import log_ndtr, logsumexp
 
 from dplab import units
 from dplab.accounting import Setting, get
@@ -127,7 +128,7 @@ def _cases():
     full = [Setting(noise_multiplier=sigma, sampling="full_batch", steps=t, neighbouring=rel)
             for sigma, t, rel in itertools.product([0.7, 2.0, 30.0], [1, 30, 1000], ["add_remove", "replace_one"])]
     poisson = [Setting(noise_multiplier=sigma, sampling_rate=q, steps=t)
-               for (sigma, q), t in itertools.product([(0.8, 0.01), (2.0, 0.001), (5.0, 0.01), (1.5, 0.1)], [1, 1000])]
+               for (sigma, q), t in itertools.product([(0.8, 0.01), (2.0, 0.001), (5.0, 0.01), (1.5, 0.1), (4.0, 0.2)], [1, 1000])]
     wor = [Setting(noise_multiplier=sigma, sampling="without_replacement", batch_size=b, dataset_size=n, steps=t,
                    neighbouring="replace_one")
            for (sigma, b, n), t in itertools.product([(0.8, 10, 1000), (3.0, 50, 500)], [1, 1000])]
@@ -243,3 +244,177 @@ def test_mf_never_below_the_exact_gaussian_at_rate_one(strategy):
             if strategy == "banded" and b == 3:  # the calibration (shared by every strategy)
                 sigma = mf.calibrate(f, sampler, 1.0, 1e-6, neighbouring)
                 assert float(gaussian_delta(1.0, scale / sigma)) <= 1e-6 * (1 + TOL)
+
+
+# ------------------------------------------------------- the edges (issue 23 §6)
+def log_gaussian_delta(epsilon, mu):
+    """log δ(ε) of the Gaussian mechanism with μ = Δ/std (Balle & Wang 2018, Thm 8), written
+    independently of dplab in log space: log Φ(a) + log(1 − e^{ε + log Φ(b) − log Φ(a)}), a = μ/2 − ε/μ,
+    b = −μ/2 − ε/μ; no cancellation, so it stays exact down to δ = 1e-300 and below (−inf: δ = 0)."""
+    a, b = mu / 2 - epsilon / mu, -mu / 2 - epsilon / mu
+    la, lb = log_ndtr(a), log_ndtr(b)
+    with np.errstate(divide="ignore"):
+        return la + np.log1p(-np.exp(np.minimum(epsilon + lb - la, 0.0)))
+
+
+def _meets(log_delta_ref: float, delta: float) -> bool:
+    """The exact δ at the printed ε is within the δ asked for (1e-9 relative on log δ)."""
+    return log_delta_ref <= math.log(delta) + 1e-9 * abs(math.log(delta))
+
+
+def _covers(reported: float, log_delta_ref: float) -> bool:
+    """A reported δ is at least the exact one (or the exact one lies below the 1e-300 floor)."""
+    return log_delta_ref <= math.log(reported) + 1e-9 * abs(math.log(reported))
+
+
+EDGE_DELTAS = (1e-3, 1e-12, 1e-30, 1e-300)
+EDGE_EPS = (1.0, 50.0, 700.0, EPSILON_MAX)
+
+
+@pytest.mark.parametrize("name", GAUSSIAN)
+def test_gaussian_at_the_delta_floor_and_the_epsilon_ceiling(name):
+    """``epsilon`` at δ down to the floor 1e-300, ``sigma`` at ε up to the ceiling 1e4 and δ at the
+    floor, ``delta`` at ε up to 1e4: the exact log-space profile holds at every printed value."""
+    acc, checked = get(name), 0
+    for sigma in (0.02, 1.0, 100.0):
+        s = Setting(noise_multiplier=sigma, sensitivity=1.0)
+        for delta in EDGE_DELTAS:
+            eps = _certified(lambda: acc.epsilon(s, delta))  # noqa: B023
+            if eps is not None:
+                assert _meets(log_gaussian_delta(eps, 1 / sigma), delta), (sigma, delta, eps)
+                checked += 1
+        for eps in EDGE_EPS:
+            d = _certified(lambda: acc.delta(s, eps))  # noqa: B023
+            if d is not None:
+                assert _covers(d, log_gaussian_delta(eps, 1 / sigma)), (sigma, eps, d)
+                checked += 1
+    for eps, delta in itertools.product((0.5, 100.0, EPSILON_MAX), (1e-100, 1e-300)):
+        sigma = _certified(lambda: acc.sigma(Setting(sensitivity=1.0), eps, delta))  # noqa: B023
+        if sigma is not None:
+            assert _meets(log_gaussian_delta(eps, 1 / sigma), delta), (eps, delta, sigma)
+            checked += 1
+    assert checked >= (4 if name == "gaussian_classic" else 25)  # classic: ε < 1 only
+
+
+#: settings whose exact value is one Gaussian of μ = √T/σ_eff: Poisson at rate q = 1 (every record
+#: in every step) and full batch, up to the largest T (10^15) at the largest σ (10^7)
+RATE_ONE = [Setting(noise_multiplier=sigma, sampling_rate=1.0, steps=t, neighbouring=rel)
+            for (sigma, t), rel in itertools.product([(2.0, 1), (3.0, 10**6), (1e7, 10**15)],
+                                                      ["add_remove", "replace_one"])]
+RATE_ONE += [Setting(noise_multiplier=1e7, sampling="full_batch", steps=10**15, neighbouring="replace_one")]
+
+
+@pytest.mark.parametrize("name", ["naive", "advanced", "kairouz", "moments"])  # rdp, pld: tests/test_pld_curve.py
+def test_composition_at_rate_one_and_the_largest_t_meets_the_exact_gaussian(name):
+    """q = 1 and T = 10^15 at δ down to 1e-300 and ε up to 1e4: every printed ε and δ is at least
+    the exact Gaussian value (log space, so tiny δ are exact too)."""
+    acc, checked = get(name), 0
+    for s in RATE_ONE:
+        if not _accepts(acc, s):
+            continue
+        mu = math.sqrt(s.steps) / units.effective_noise_multiplier(s.noise_multiplier, s.neighbouring)
+        for delta in EDGE_DELTAS:
+            eps = _certified(lambda: acc.epsilon(s, delta))  # noqa: B023
+            if eps is not None:
+                assert _meets(log_gaussian_delta(eps, mu), delta), (s, delta, eps)
+                checked += 1
+        for eps in EDGE_EPS:
+            d = _certified(lambda: acc.delta(s, eps))  # noqa: B023
+            if d is not None:
+                assert _covers(d, log_gaussian_delta(eps, mu)), (s, eps, d)
+                checked += 1
+    assert checked >= 8
+
+
+# ------------------------------------------ hidden state at the edges (issue 23 §6)
+PABI_CASES = [  # (σ, n, b, T): Q = n/b batches, T a multiple of Q (every record visited T/Q times)
+    (1.0, 10, 10, 1), (0.5, 100, 100, 50), (2.0, 1000, 50, 20), (3.0, 1000, 50, 20 * 500),
+    (1e4, 10**6, 10**3, 10**15),
+]
+
+
+@pytest.mark.parametrize("reshuffle", [False, True])
+def test_pabi_never_below_the_linear_loss_last_iterate(reshuffle):
+    """pabi vs the exact last iterate of a loss it accepts: ℓ(θ; x) = ⟨θ, x⟩ on records with
+    ‖x‖ ≤ L is convex, L-Lipschitz and β-smooth for every β.  Its gradient does not depend on θ,
+    so θ_T is Gaussian with the sum of the visited records' gradients as mean: on the pair
+    x = L·e, x′ = −L·e (replace_one), visited m = T/Q times under either order, the means differ
+    by (η/b)·2Lm and the std is (η/b)·σC√T, μ = 2Lm/(σC√T).  Edges: Q = 1 (b = n, where pabi is
+    the plain Gaussian RDP), T = 10^15, L < C and L = C, δ down to 1e-300, ε up to 1e4."""
+    acc, checked = get("pabi"), 0
+    for (sigma, n, b, t), (lipschitz, clip) in itertools.product(PABI_CASES, [(1.0, 1.0), (0.5, 2.0)]):
+        s = Setting(noise_multiplier=sigma, steps=t, sampling="shuffle", neighbouring="replace_one", batch_size=b,
+                    dataset_size=n, lr=1.0, smoothness=1.0, lipschitz=lipschitz, clip=clip, reshuffle=reshuffle)
+        mu = 2 * lipschitz * (t * b // n) / (sigma * clip * math.sqrt(t))
+        for delta in EDGE_DELTAS:
+            eps = acc.epsilon(s, delta)
+            assert _meets(log_gaussian_delta(eps, mu), delta), (s, delta, eps)
+        for eps in EDGE_EPS:
+            assert _covers(acc.delta(s, eps), log_gaussian_delta(eps, mu)), (s, eps)
+        checked += 1
+    assert checked == 2 * len(PABI_CASES)
+
+
+def threshold_delta(epsilon: float, p: float, shifts, reach: float = math.inf) -> float:
+    """A lower bound on the exact δ(ε) of the last iterate m·e + N(0, s²) vs −m·e + N(0, s²) (in
+    units of the per-step noise std), m = Σ_t B_t·shifts[t] with independent B_t ~ Bernoulli(p): the
+    record drawn at step t moves the iterate by shifts[t] (its contracted gradient), in D by +, in D′
+    by −; s² = Σ_t (shifts[t]/shifts[-1])² is the contracted noise.  Every 2^T pattern is enumerated;
+    δ ≥ P(X > x) − e^ε·Q(X > x) for every threshold x (any event bounds the hockey-stick divergence),
+    maximized over a grid of x below ``reach``, in log space: a certified lower bound, whatever the grid."""
+    shifts = np.asarray(shifts, dtype=float)
+    patterns = np.array(list(itertools.product([0, 1], repeat=len(shifts))), dtype=float)
+    log_w = patterns.sum(1) * math.log(p) + (len(shifts) - patterns.sum(1)) * math.log1p(-p)
+    means, std = patterns @ shifts, math.sqrt(float(((shifts / shifts[-1]) ** 2).sum()))
+    x = np.linspace(-12 * std, min(means.max() + 40 * std, reach), 2001)[:, None]
+    log_tail_p = logsumexp(log_w + log_ndtr((means - x) / std), axis=1)  # log P(X > x)
+    log_tail_q = logsumexp(log_w + log_ndtr((-means - x) / std), axis=1)
+    gain = -np.expm1(np.minimum(epsilon + log_tail_q - log_tail_p, 0.0))
+    return float(np.max(np.exp(log_tail_p) * gain))
+
+
+#: (σ, n, b, T): b = n − 1 (q near 1), small q, small σ, several steps
+HIDDEN_EDGES = [(0.8, 1000, 10, 1), (3.0, 500, 50, 1), (2.0, 100, 99, 1), (1.0, 20, 5, 5), (0.7, 100, 50, 6)]
+#: each accountant's setting on the reference's loss: ye_shokri on 002 Thm 3's λ = β = 1 quadratic loss
+#: (contraction 1 − η); the Asoodeh bounds on a linear loss (a constant clipped gradient), asoodeh_regularized
+#: with weight decay λ_reg (contraction 1 − λ_reg), asoodeh_projected (T = 1 only) onto an interval of
+#: diameter D = 20 noise stds ησC/b centred at θ₀ = 0
+HIDDEN = {"ye_shokri": dict(lr=0.5, strong_convexity=1.0, smoothness=1.0, lipschitz=1.0),
+          "asoodeh_regularized": dict(lr=0.5, regularization=0.5, dimension=1),
+          "asoodeh_projected": dict(lr=0.5, dimension=1)}
+
+
+@pytest.mark.parametrize("name", sorted(HIDDEN))
+def test_hidden_state_never_below_an_exact_pair(name):
+    """The pair: the record's clipped gradient is +C in D and −C in D′ at every step it is drawn
+    (without replacement, p = b/n), every other record's 0, θ₀ = 0; the noise std is σC on the sum
+    in every accountant's units, so one inclusion moves the iterate by 1/σ noise stds and the one
+    of step t reaches the last iterate contracted by c^(T−t) (:data:`HIDDEN`): the exact δ is at
+    least :func:`threshold_delta`.  At T = 1 the last iterate is the whole release, so this is also
+    the composition value that no hidden-state bound may undercut.  ye_shokri's quadratic loss
+    ½‖θ − x‖² has gradient θ − x, Lipschitz only on a bounded set: the reference ignores that
+    projection (as 002 Thm 3's does for langevin).  asoodeh_projected (T = 1, d = 1) projects onto
+    an interval of diameter D = 20 noise stds centred at θ₀: a threshold x < D/2 is the same event
+    before and after the projection, so thresholds below D/2 bound the projected iterate's δ.  The
+    printed ε at δ down to 1e-12: the lower bound on the exact δ there is at most δ; δ at ε up to 1e4:
+    at least that lower bound."""
+    acc, checked = get(name), 0
+    c = 1.0 if name == "asoodeh_projected" else 0.5
+    for sigma, n, b, t in HIDDEN_EDGES:
+        if name == "asoodeh_projected" and t > 1:  # a projection between steps changes the dynamics
+            continue
+        more = dict(diameter=20 * 0.5 * sigma / b) if name == "asoodeh_projected" else {}
+        s = Setting(noise_multiplier=sigma, steps=t, sampling="without_replacement", neighbouring="replace_one",
+                    batch_size=b, dataset_size=n, clip=1.0, **HIDDEN[name], **more)
+        shifts, reach = c ** np.arange(t - 1, -1, -1.0) / sigma, 10.0 if more else math.inf
+        for delta in (1e-3, 1e-6, 1e-12):
+            eps = _certified(lambda: acc.epsilon(s, delta))  # noqa: B023
+            if eps is not None:
+                assert threshold_delta(eps, b / n, shifts, reach) <= delta * (1 + 1e-6), (s, delta, eps)
+                checked += 1
+        for eps in (0.5, 2.0, 10.0, EPSILON_MAX):
+            d = _certified(lambda: acc.delta(s, eps))  # noqa: B023
+            if d is not None:
+                assert d >= threshold_delta(eps, b / n, shifts, reach) * (1 - 1e-6), (s, eps, d)
+                checked += 1
+    assert checked >= (15 if name == "asoodeh_projected" else 20)
