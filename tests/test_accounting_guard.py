@@ -241,9 +241,16 @@ def test_mf_never_below_the_exact_gaussian_at_rate_one(strategy):
             sigma = 2 * scale  # μ = 1/2
             assert mf.epsilon(f, sampler, sigma, 1e-6, neighbouring) >= float(gaussian_epsilon(1e-6, 0.5)) * (1 - 1e-9)
             assert mf.delta(f, sampler, sigma, 0.5, neighbouring) >= float(gaussian_delta(0.5, 0.5)) * (1 - 1e-9)
+            for edge in (1e-30, 1e-300):  # the δ floor and the ε ceiling, against the log-space profile
+                assert _meets(log_gaussian_delta(mf.epsilon(f, sampler, sigma, edge, neighbouring), 0.5), edge)
+            for eps in (50.0, EPSILON_MAX):
+                assert _covers(mf.delta(f, sampler, sigma, eps, neighbouring), log_gaussian_delta(eps, 0.5))
             if strategy == "banded" and b == 3:  # the calibration (shared by every strategy)
                 sigma = mf.calibrate(f, sampler, 1.0, 1e-6, neighbouring)
                 assert float(gaussian_delta(1.0, scale / sigma)) <= 1e-6 * (1 + TOL)
+                for eps, edge in ((1.0, 1e-300), (100.0, 1e-30)):
+                    sigma = mf.calibrate(f, sampler, eps, edge, neighbouring)
+                    assert _meets(log_gaussian_delta(eps, scale / sigma), edge), (eps, edge, sigma)
 
 
 # ------------------------------------------------------- the edges (issue 23 §6)
@@ -306,8 +313,9 @@ RATE_ONE += [Setting(noise_multiplier=1e7, sampling="full_batch", steps=10**15, 
 
 @pytest.mark.parametrize("name", ["naive", "advanced", "kairouz", "moments"])  # rdp, pld: tests/test_pld_curve.py
 def test_composition_at_rate_one_and_the_largest_t_meets_the_exact_gaussian(name):
-    """q = 1 and T = 10^15 at δ down to 1e-300 and ε up to 1e4: every printed ε and δ is at least
-    the exact Gaussian value (log space, so tiny δ are exact too)."""
+    """q = 1 and T = 10^15 at δ down to 1e-300 and ε up to 1e4, and σ calibrated at δ = 1e-300 and
+    at ε = 100: every printed ε and δ is at least the exact Gaussian value, every σ meets the target
+    exactly (log space, so tiny δ are exact too)."""
     acc, checked = get(name), 0
     for s in RATE_ONE:
         if not _accepts(acc, s):
@@ -323,6 +331,13 @@ def test_composition_at_rate_one_and_the_largest_t_meets_the_exact_gaussian(name
             if d is not None:
                 assert _covers(d, log_gaussian_delta(eps, mu)), (s, eps, d)
                 checked += 1
+        if s.steps == 1:  # the calibrated σ at the δ floor and at a large ε
+            for eps, delta in ((1.0, 1e-300), (100.0, 1e-12)):
+                sigma = _certified(lambda: acc.sigma(s, eps, delta))  # noqa: B023
+                if sigma is not None:
+                    mu = math.sqrt(s.steps) / units.effective_noise_multiplier(sigma, s.neighbouring)
+                    assert _meets(log_gaussian_delta(eps, mu), delta), (s, eps, delta, sigma)
+                    checked += 1
     assert checked >= 8
 
 
@@ -418,3 +433,28 @@ def test_hidden_state_never_below_an_exact_pair(name):
                 assert d >= threshold_delta(eps, b / n, shifts, reach) * (1 - 1e-6), (s, eps, d)
                 checked += 1
     assert checked >= (15 if name == "asoodeh_projected" else 20)
+
+
+def test_langevin_at_the_edges_never_below_the_quadratic_last_iterate():
+    """002 Cor. 1 against 002 Thm 3's exact pair (λ = β = 1 quadratic loss, x = C·e vs −C·e, the
+    other records 0, θ₀ = 0, replace_one) at the edges the Thm 3 test above leaves out: T up to
+    10^15, δ down to 1e-300 and ε up to 1e4, in log space.  The two last iterates are Gaussians of
+    the same variance whose means differ by (2ηC/n)·Σ_{i<T}(1−η)^i, per-step noise std ησC/n, so
+    μ_T = (2/σ)·Σ(1−η)^i / (Σ(1−η)^{2i})^{1/2} (written here, independently of audit/exact.py).
+    (add_remove has no such reference: the removed record's gradient θ − x is unbounded off a
+    bounded set, and a projection makes the iterate non-Gaussian.)"""
+    acc, checked = get("langevin"), 0
+    for sigma, lr, n in [(0.5, 0.5, 2), (2.0, 0.1, 10), (1e3, 0.01, 1000), (1e7, 0.9, 10**6)]:
+        for t in (1, 30, 10**15):
+            s = Setting(noise_multiplier=sigma, lr=lr, dataset_size=n, clip=1.0, lipschitz=1.0, steps=t,
+                        strong_convexity=1.0, smoothness=1.0, sampling="full_batch", neighbouring="replace_one")
+            c = 1 - lr
+            mu = 2 / sigma * -math.expm1(t * math.log(c)) / lr / math.sqrt(-math.expm1(2 * t * math.log(c)) / (1 - c * c))
+            for delta in EDGE_DELTAS:
+                eps = acc.epsilon(s, delta)
+                assert _meets(log_gaussian_delta(eps, mu), delta), (s, delta, eps)
+                checked += 1
+            for eps in EDGE_EPS:
+                assert _covers(acc.delta(s, eps), log_gaussian_delta(eps, mu)), (s, eps)
+                checked += 1
+    assert checked == 4 * 3 * (len(EDGE_DELTAS) + len(EDGE_EPS))
