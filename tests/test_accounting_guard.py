@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution
 from scipy.special import log_ndtr, logsumexp
+from scipy.stats import binom
 
 from dplab import units
 from dplab.accounting import Setting, get
@@ -370,17 +371,33 @@ def test_pabi_never_below_the_linear_loss_last_iterate(reshuffle):
     assert checked == 2 * len(PABI_CASES)
 
 
-def threshold_delta(epsilon: float, p: float, shifts, reach: float = math.inf) -> float:
-    """A lower bound on the exact δ(ε) of the last iterate m·e + N(0, s²) vs −m·e + N(0, s²) (in
-    units of the per-step noise std), m = Σ_t B_t·shifts[t] with independent B_t ~ Bernoulli(p): the
-    record drawn at step t moves the iterate by shifts[t] (its contracted gradient), in D by +, in D′
-    by −; s² = Σ_t (shifts[t]/shifts[-1])² is the contracted noise.  Every 2^T pattern is enumerated;
-    δ ≥ P(X > x) − e^ε·Q(X > x) for every threshold x (any event bounds the hockey-stick divergence),
-    maximized over a grid of x below ``reach``, in log space: a certified lower bound, whatever the grid."""
+def pattern_law(p: float, shifts) -> tuple[np.ndarray, np.ndarray, float]:
+    """(means, log weights, std) of the last iterate's mixture m + N(0, s²), in units of the
+    per-step noise std, when the record drawn at step t (each step independently with probability p)
+    moves it by shifts[t] (its contracted gradient): every 2^T inclusion pattern, and s² =
+    Σ_t (shifts[t]/shifts[-1])² the contracted noise."""
     shifts = np.asarray(shifts, dtype=float)
     patterns = np.array(list(itertools.product([0, 1], repeat=len(shifts))), dtype=float)
     log_w = patterns.sum(1) * math.log(p) + (len(shifts) - patterns.sum(1)) * math.log1p(-p)
-    means, std = patterns @ shifts, math.sqrt(float(((shifts / shifts[-1]) ** 2).sum()))
+    return patterns @ shifts, log_w, math.sqrt(float(((shifts / shifts[-1]) ** 2).sum()))
+
+
+def realized_mean_law(sigma: float, n: int, b: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """As :func:`pattern_law` for one Poisson step (rate b/n) of an update divided by the realized
+    batch size |B| (001 eq. 12): the record, drawn with k others whose gradient is 0, moves the
+    iterate by C/|B| = C/(k + 1), i.e. b/(σ(k + 1)) noise stds ησC/b."""
+    p, k = b / n, np.arange(n)
+    with np.errstate(divide="ignore"):
+        log_w = np.concatenate([[math.log1p(-p)], math.log(p) + binom.logpmf(k, n - 1, p)])
+    return np.concatenate([[0.0], b / (sigma * (k + 1))]), log_w, 1.0
+
+
+def threshold_delta(epsilon: float, law, reach: float = math.inf) -> float:
+    """A lower bound on the exact δ(ε) between the mixtures P = Σ w·N(+m, s²) and Q = Σ w·N(−m, s²)
+    of ``law`` (the record's gradient +C in D, −C in D′): δ ≥ P(X > x) − e^ε·Q(X > x) for every
+    threshold x (any event bounds the hockey-stick divergence), maximized over a grid of x below
+    ``reach``, in log space: a certified lower bound, whatever the grid."""
+    means, log_w, std = law
     x = np.linspace(-12 * std, min(means.max() + 40 * std, reach), 2001)[:, None]
     log_tail_p = logsumexp(log_w + log_ndtr((means - x) / std), axis=1)  # log P(X > x)
     log_tail_q = logsumexp(log_w + log_ndtr((-means - x) / std), axis=1)
@@ -408,31 +425,40 @@ def test_hidden_state_never_below_an_exact_pair(name):
     least :func:`threshold_delta`.  At T = 1 the last iterate is the whole release, so this is also
     the composition value that no hidden-state bound may undercut.  ye_shokri's quadratic loss
     ½‖θ − x‖² has gradient θ − x, Lipschitz only on a bounded set: the reference ignores that
-    projection (as 002 Thm 3's does for langevin).  asoodeh_projected (T = 1, d = 1) projects onto
-    an interval of diameter D = 20 noise stds centred at θ₀: a threshold x < D/2 is the same event
-    before and after the projection, so thresholds below D/2 bound the projected iterate's δ.  The
+    projection (as 002 Thm 3's does for langevin).  asoodeh_projected (T = 1, d = 1; also Poisson,
+    with the update divided by the realized |B|: :func:`realized_mean_law`) projects onto an interval
+    centred at θ₀ of half-width 10 noise stds (1 where b = 1, so that r = (D + 2ηC)/σ_A is small
+    and the bound tight enough to test): a threshold below the half-width is the same event before
+    and after the projection, so those thresholds bound the projected iterate's δ.  The
     printed ε at δ down to 1e-12: the lower bound on the exact δ there is at most δ; δ at ε up to 1e4:
     at least that lower bound."""
     acc, checked = get(name), 0
     c = 1.0 if name == "asoodeh_projected" else 0.5
-    for sigma, n, b, t in HIDDEN_EDGES:
-        if name == "asoodeh_projected" and t > 1:  # a projection between steps changes the dynamics
-            continue
-        more = dict(diameter=20 * 0.5 * sigma / b) if name == "asoodeh_projected" else {}
-        s = Setting(noise_multiplier=sigma, steps=t, sampling="without_replacement", neighbouring="replace_one",
+    samplings = ["without_replacement", "poisson"] if name == "asoodeh_projected" else ["without_replacement"]
+    edges = HIDDEN_EDGES + [(2.0, 5, 1, 1), (1.0, 2, 1, 1)]
+    if name == "asoodeh_regularized":  # where eq. (21) reaches δ <= 1e-3 (elsewhere its ε search refuses, slowly)
+        edges = [(0.8, 1000, 10, 1), (2.0, 5, 1, 1), (1.0, 2, 1, 1), (1.0, 20, 5, 5)]
+    for (sigma, n, b, t), sampling in itertools.product(edges, samplings):
+        if name == "asoodeh_projected" and (t > 1 or sampling == "poisson" and n > 100):
+            continue  # a projection between steps changes the dynamics; n + 1 mixture components cost time
+        half = 1.0 if b == 1 else 10.0  # asoodeh_projected: the set's half-width, in noise stds ησC/b
+        more = dict(diameter=2 * half * 0.5 * sigma / b) if name == "asoodeh_projected" else {}
+        s = Setting(noise_multiplier=sigma, steps=t, sampling=sampling, neighbouring="replace_one",
                     batch_size=b, dataset_size=n, clip=1.0, **HIDDEN[name], **more)
-        shifts, reach = c ** np.arange(t - 1, -1, -1.0) / sigma, 10.0 if more else math.inf
-        for delta in (1e-3, 1e-6, 1e-12):
+        law = realized_mean_law(sigma, n, b) if sampling == "poisson" else \
+            pattern_law(b / n, c ** np.arange(t - 1, -1, -1.0) / sigma)
+        reach = half if more else math.inf
+        for delta in (1e-3, 1e-6, 1e-12) if name != "asoodeh_regularized" or t == 1 else ():
             eps = _certified(lambda: acc.epsilon(s, delta))  # noqa: B023
             if eps is not None:
-                assert threshold_delta(eps, b / n, shifts, reach) <= delta * (1 + 1e-6), (s, delta, eps)
+                assert threshold_delta(eps, law, reach) <= delta * (1 + 1e-6), (s, delta, eps)
                 checked += 1
         for eps in (0.5, 2.0, 10.0, EPSILON_MAX):
             d = _certified(lambda: acc.delta(s, eps))  # noqa: B023
             if d is not None:
-                assert d >= threshold_delta(eps, b / n, shifts, reach) * (1 - 1e-6), (s, eps, d)
+                assert d >= threshold_delta(eps, law, reach) * (1 - 1e-6), (s, eps, d)
                 checked += 1
-    assert checked >= (15 if name == "asoodeh_projected" else 20)
+    assert checked >= {"asoodeh_projected": 40, "asoodeh_regularized": 20, "ye_shokri": 35}[name]
 
 
 def test_langevin_at_the_edges_never_below_the_quadratic_last_iterate():
