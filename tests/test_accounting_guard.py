@@ -17,7 +17,9 @@ References, each exact or a lower bound on the exact value (so "never below" is 
 
 import functools
 import itertools
+import json
 import math
+import pathlib
 
 import dp_accounting
 import numpy as np
@@ -484,3 +486,30 @@ def test_langevin_at_the_edges_never_below_the_quadratic_last_iterate():
                 assert _covers(acc.delta(s, eps), log_gaussian_delta(eps, mu)), (s, eps)
                 checked += 1
     assert checked == 4 * 3 * (len(EDGE_DELTAS) + len(EDGE_EPS))
+
+
+#: certified lower bounds at q near 1 and n = 2, stored by tests/make_guard_references.py (too slow for CI)
+STORED = json.loads((pathlib.Path(__file__).parent / "guard_references.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["naive", "advanced", "kairouz", "moments"])  # rdp, pld: tests/test_pld_curve.py
+def test_composition_at_rate_near_one_never_below_the_stored_optimistic_pld(name):
+    """q = 0.99 (Poisson add_remove, without_replacement replace_one, T = 1 and 100) and n = 2, b = 1
+    (without replacement, T = 1 and 50): ε at δ is at least the stored optimistic-PLD ε, and δ at
+    that ε at least its δ."""
+    acc, checked = get(name), 0
+    for row in STORED:
+        s = Setting(noise_multiplier=row["noise_multiplier"], sampling=row["sampling"], batch_size=row["batch_size"],
+                    dataset_size=row["dataset_size"], steps=row["steps"],
+                    neighbouring="add_remove" if row["sampling"] == "poisson" else "replace_one")
+        if not _accepts(acc, s):
+            continue
+        eps = _certified(lambda: acc.epsilon(s, row["delta"]))  # noqa: B023
+        if eps is not None:
+            assert eps >= row["epsilon_lower"] * (1 - 1e-12), (row, eps)
+            checked += 1
+        d = _certified(lambda: acc.delta(s, row["epsilon_lower"]))  # noqa: B023
+        if d is not None:
+            assert d >= row["delta_lower_at_epsilon"] * (1 - 1e-3), (row, d)
+            checked += 1
+    assert checked >= (8 if name == "moments" else 16)  # moments: Poisson only
