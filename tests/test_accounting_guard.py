@@ -12,7 +12,12 @@ References, each exact or a lower bound on the exact value (so "never below" is 
   mechanism's exact ε is at least;
 - ``langevin``: the exact last-iterate value of 002 Thm 3 on the quadratic loss (audit/exact.py);
 - ``mf`` with participation rate 1: the exact Gaussian mechanism of the encoder's sensitivity
-  under the sampler's actual participation pattern.
+  under the sampler's actual participation pattern;
+- at the edges (issue 23): the exact Gaussian profile in log space (δ down to 1e-300; q = 1 and
+  T = 10^15 for the composition accountants), ``pabi`` on a linear loss (exact Gaussian last
+  iterate), ``ye_shokri`` and the Asoodeh bounds against a certified threshold lower bound on an
+  exact pair's last iterate, and optimistic-PLD values at q = 0.99 and n = 2 stored in
+  tests/guard_references.json by tests/make_guard_references.py.
 """
 
 import functools
