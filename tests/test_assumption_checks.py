@@ -17,8 +17,8 @@ from dplab.training.config import resolve_run
 from dplab.training.privacy import loss_constants
 
 SETTINGS = {
-    "ye_shokri": dict(sampling="without_replacement", batch_size=50, strong_convexity=1.0),
-    "langevin": dict(sampling="full_batch", strong_convexity=1.0),
+    "ye_shokri": dict(sampling="without_replacement", batch_size=50, strong_convexity=1.0, lipschitz=1.0),
+    "langevin": dict(sampling="full_batch", strong_convexity=1.0, lipschitz=1.0),
     "pabi": dict(sampling="shuffle", batch_size=50, lipschitz=1.0),
 }
 
@@ -44,10 +44,28 @@ def test_cli_ye_shokri_refuses_clip_below_lipschitz(capsys):
     args = ["epsilon", "--accountant", "ye_shokri", "--delta", "1e-5", "--noise-multiplier", "2", "--steps", "100",
             "--sampling", "without_replacement", "--neighbouring", "replace_one", "--batch-size", "50",
             "--dataset-size", "1000", "--lr", "0.1", "--strong-convexity", "1", "--smoothness", "4", "--clip", "1"]
-    assert main(args) == 0
+    assert main([*args, "--lipschitz", "1"]) == 0
     capsys.readouterr()
     assert main([*args, "--lipschitz", "5"]) == 2
     assert "error: clip: must be >= lipschitz (5.0)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name,extra", [
+    ("ye_shokri", ["--sampling", "without_replacement", "--batch-size", "50"]),
+    ("langevin", ["--sampling", "full_batch"]),
+    ("pabi", ["--sampling", "shuffle", "--batch-size", "50"]),
+])
+def test_cli_gradient_map_bounds_refuse_a_missing_lipschitz(name, extra, capsys):
+    """Without L nothing says clipping is inactive, and the bounds analyse the loss's own gradient
+    step: exit 2 naming --lipschitz, no ε (langevin and ye_shokri printed one before)."""
+    args = ["epsilon", "--accountant", name, "--delta", "1e-5", "--noise-multiplier", "2", "--steps", "100",
+            "--neighbouring", "replace_one", "--dataset-size", "1000", "--lr", "0.1", "--strong-convexity", "1",
+            "--smoothness", "4", "--clip", "1", *extra]
+    assert main([*args, "--lipschitz", "1"]) == 0
+    capsys.readouterr()
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "error: lipschitz: is required" in captured.err and "--lipschitz" in captured.err
 
 
 @pytest.mark.parametrize("run,key", [

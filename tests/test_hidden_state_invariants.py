@@ -45,7 +45,8 @@ def test_pabi_formula():
 
 def _ws(**kw):
     base = dict(noise_multiplier=2.0, steps=300, sampling="without_replacement", neighbouring="replace_one",
-                batch_size=50, dataset_size=1000, lr=0.1, strong_convexity=1.0, smoothness=4.0, clip=1.0)
+                batch_size=50, dataset_size=1000, lr=0.1, strong_convexity=1.0, smoothness=4.0, clip=1.0,
+                lipschitz=1.0)
     base.update(kw)
     return Setting(**base)
 
@@ -59,7 +60,7 @@ def _pabi(**kw):
 
 def _lang(**kw):
     base = dict(noise_multiplier=2.0, steps=300, sampling="full_batch", neighbouring="replace_one",
-                dataset_size=1000, lr=0.1, strong_convexity=1.0, smoothness=4.0, clip=1.0)
+                dataset_size=1000, lr=0.1, strong_convexity=1.0, smoothness=4.0, clip=1.0, lipschitz=1.0)
     base.update(kw)
     return Setting(**base)
 
@@ -130,6 +131,9 @@ def test_ye_shokri_not_above_its_own_composition():
         (_ws, "ye_shokri", dict(sampling="poisson"), "sampling"),
         (_ws, "ye_shokri", dict(neighbouring="add_remove"), "neighbouring"),
         (_ws, "ye_shokri", dict(strong_convexity=None), "strong_convexity"),
+        (_ws, "ye_shokri", dict(lipschitz=None), "lipschitz"),  # clipping may act: the recursion does not hold
+        (_ws, "ye_shokri", dict(clip=None), "clip"),
+        (_lang, "langevin", dict(lipschitz=None), "lipschitz"),
         (_pabi, "pabi", dict(lr=0.51), "lr"),  # 2/β = 0.5
         (_pabi, "pabi", dict(clip=0.5), "clip"),
         (_pabi, "pabi", dict(batch_size=300), "batch_size"),

@@ -78,7 +78,7 @@ def test_crossing_with_app_e_baseline(lam, alpha):
 
 def _setting(**kw):
     base = dict(noise_multiplier=2.0, steps=500, sampling="full_batch", dataset_size=1000, clip=1.0, lr=0.1,
-                strong_convexity=1.0, smoothness=4.0)
+                strong_convexity=1.0, smoothness=4.0, lipschitz=1.0)
     base.update(kw)
     return Setting(**base)
 
@@ -108,7 +108,8 @@ def test_accountant_below_composition_after_crossing_only():
     "kw,key",
     [(dict(lr=0.25), "lr"), (dict(lr=0.3), "lr"), (dict(smoothness=None), "smoothness"),
      (dict(strong_convexity=None), "strong_convexity"), (dict(strong_convexity=5.0), "strong_convexity"),
-     (dict(sampling="poisson", sampling_rate=0.1), "sampling"), (dict(lipschitz=2.0), "clip")],
+     (dict(sampling="poisson", sampling_rate=0.1), "sampling"), (dict(lipschitz=2.0), "clip"),
+     (dict(lipschitz=None), "lipschitz")],
 )
 def test_refusals(kw, key):
     with pytest.raises(AssumptionError) as err:

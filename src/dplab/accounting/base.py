@@ -50,6 +50,11 @@ LIMITS: dict[str, tuple[float, float, str]] = {
     "epsilon": (0.0, EPSILON_MAX, "far above any ε worth reporting; e^ε overflows the bounds' arithmetic beyond"),
     "delta": (DELTA_FLOOR, 1.0, "the smallest δ reported"),
 }
+#: why a required Setting field is needed, where "is required" alone does not say (key → clause)
+REQUIRED_WHY = {
+    "lipschitz": "the bound analyses the loss's own gradient step, which the clipped update is only when clipping "
+                 "never acts: give the loss's Lipschitz constant L <= clip (--lipschitz on the CLI)",
+}
 #: what an accountant's ε is: a guarantee ("upper"), a certified "lower" bound on the true ε, or
 #: a "comparison" (a claim the setting does not earn, printed next to the guarantee only)
 BOUNDS = ("upper", "lower", "comparison")
@@ -91,7 +96,8 @@ class Accountant(ABC):
             if key == "steps" and not steps_needed:
                 continue
             if getattr(setting, key) is None:
-                raise AssumptionError(self.name, key, "is required")
+                why = REQUIRED_WHY.get(key)
+                raise AssumptionError(self.name, key, f"is required: {why}" if why else "is required")
         if setting.sampling not in self.samplings:
             raise AssumptionError(
                 self.name,
@@ -130,10 +136,10 @@ class Accountant(ABC):
         """Accountant-specific assumptions; raise :class:`AssumptionError` on violation."""
 
     def check_clipping_inactive(self, setting: Setting) -> None:
-        """For bounds on the loss's own gradient step (pabi, langevin, ye_shokri): clipping may not
-        act, so lipschitz ≤ clip when both are given (clipping changes the gradient field and
-        breaks convexity)."""
-        if setting.lipschitz is not None and setting.clip is not None and setting.lipschitz > setting.clip:
+        """For bounds on the loss's own gradient step (pabi, langevin, ye_shokri, which require both
+        ``clip`` and ``lipschitz``): clipping may not act, so lipschitz ≤ clip (clipping changes the
+        gradient field and breaks convexity)."""
+        if setting.lipschitz > setting.clip:
             raise self.fail("clip", f"must be >= lipschitz ({setting.lipschitz}) so that clipping is inactive "
                                     f"(clipping changes the gradient field); got {setting.clip}")
 

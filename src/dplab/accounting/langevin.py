@@ -81,8 +81,9 @@ class LangevinAccountant(rdp_conversion.RdpBound):
 
     Units: σ₀₀₂ = units.langevin_sigma(σ, C, η, n) (002 Alg. 1 noise; 000 eq. (6)) and
     S_g = units.sum_sensitivity(C, neighbouring) — C for add_remove, 2C for replace_one.
-    ``lipschitz`` is not used for S_g (002's S_g ≤ 2L); when given it must not exceed ``clip``,
-    so that clipping is inactive and the update is GD on the stated loss.
+    ``lipschitz`` (L) is required and must not exceed ``clip``: 002 analyses GD on the loss itself,
+    which the clipped update is only when clipping never acts (C ≥ L); without L that is unknown
+    and the bound is refused.  L is not used for S_g (002's S_g ≤ 2L ≤ 2C).
 
     replace_one is 002's own relation (datasets of the same size n, its Appendix's definition
     of neighbours).  add_remove (:meth:`constants`): the neighbour holds n − 1 or n + 1 records
@@ -101,13 +102,14 @@ class LangevinAccountant(rdp_conversion.RdpBound):
     release = "last_iterate"
     samplings = ("full_batch",)
     neighbourings = ("add_remove", "replace_one")
-    requires = ("noise_multiplier", "steps", "dataset_size", "clip", "lr", "strong_convexity", "smoothness")
+    requires = ("noise_multiplier", "steps", "dataset_size", "clip", "lr", "strong_convexity", "smoothness",
+                "lipschitz")
     excludes = ("regularization",)
     assumptions = (
         "only the last iterate is released (hidden state)",
         "full-batch noisy GD (002 Alg. 1), update normalized by the public n",
         "loss λ-strongly convex and β-smooth on a closed convex set, λ ≤ β, for every neighbouring dataset",
-        "clipping inactive (lipschitz <= clip when given), no weight decay (regularization unset)",
+        "loss L-Lipschitz with L = lipschitz <= clip, so clipping is inactive; no weight decay (regularization unset)",
         "lr < 1/smoothness (002 Cor. 1); add_remove: lr < n/((n+1)·smoothness), λ(n−1)/n in the bound, n >= 2",
         "θ₀ data-independent and λ/(2σ₀₀₂²)-LSI (002 Lemma 5 base step): 002's Π_C(N(0, 2σ₀₀₂²/λ·I)), "
         "or a fixed point such as dplab's logreg start θ₀ = 0 (docs/hidden_state.md)",

@@ -55,19 +55,24 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
     """DP-SGD with fixed-size batches sampled without replacement, λ-strongly convex β-smooth
     loss, η < 2/(λ+β): 000 Thm VII.2 (the recursion of :func:`recursion_rdp`), σ₀₀₀ =
     units.ye_shokri_sigma (= σ/2: the sum of a fixed-size batch has sensitivity 2C under the
-    replace-one neighbours the theorem uses).  RDP → (ε, δ) by rdp_conversion."""
+    replace-one neighbours the theorem uses).  RDP → (ε, δ) by rdp_conversion.
+
+    The recursion is for the loss's own gradient step, which the clipped update is only when
+    clipping never acts: ``clip`` and ``lipschitz`` are required, with L ≤ C (without L the
+    contraction 1 − ηλ of the update is unknown and the bound is refused)."""
 
     name = "ye_shokri"
     source = "000 Thm VII.2 (Ye & Shokri 2022)"
     release = "last_iterate"
     samplings = ("without_replacement",)
     neighbourings = ("replace_one",)
-    requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "lr", "strong_convexity", "smoothness")
+    requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "clip", "lr", "strong_convexity",
+                "smoothness", "lipschitz")
     excludes = ("regularization",)
     assumptions = (
         "only the last iterate is released (hidden state)",
-        "loss λ-strongly convex and β-smooth, λ ≤ β; clipping inactive (lipschitz <= clip when given), "
-        "no weight decay (regularization unset)",
+        "loss λ-strongly convex, β-smooth and L-Lipschitz, λ ≤ β, L = lipschitz <= clip so that clipping is "
+        "inactive; no weight decay (regularization unset)",
         "lr < 2/(strong_convexity + smoothness) (000 Thm VII.2)",
         "fixed-size batches sampled without replacement, replace-one neighbours",
     )
