@@ -147,3 +147,14 @@ def test_bad_flags_refused_before_optimizing(capsys, monkeypatch, args, key):
     monkeypatch.setattr("dplab.mf.factorizations.optimal", never)
     rc, out = _cli(capsys, *args)
     assert rc == 2 and out.err.count("\n") == 1 and key in out.err, out.err
+
+
+def test_cli_unamplified_calibration_scales_the_gaussian_by_the_sensitivity(capsys):
+    """Without --sampling-rate: one Gaussian of sensitivity √k (bands 4 <= s = 10), σ = sens·σ_analytic(ε, δ)."""
+    from dplab.accounting.gaussian import sigma_analytic
+
+    rc, out = _cli(capsys, "--strategy", "banded_toeplitz", "--steps", "100", "--bands", "4", "--min-separation", "10",
+                   "--epsilon", "2", "--delta", "1e-5")
+    res = json.loads(out.out)
+    assert rc == 0 and res["sampling"] == "min_separation" and res["sensitivity"] == pytest.approx(math.sqrt(10))
+    assert res["noise_multiplier"] == pytest.approx(math.sqrt(10) * sigma_analytic(2, 1e-5), rel=1e-9)
