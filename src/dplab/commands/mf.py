@@ -14,7 +14,8 @@ names it ``results/mf/<strategy>_T<steps>[_m<bands>].npz`` (:func:`dplab.layout.
 optimizes a banded Toeplitz C in O(T·b) per step (:mod:`dplab.mf.toeplitz`, no T×T matrix) for
 ``--objective`` mean or max, and prints the ε of amplified BandMF (``--sampling-rate`` q: b = bands
 groups, each Poisson-sampled once every b steps, ⌈T/b⌉ sampled Gaussians, add/remove, PLD;
-``--epsilon`` instead calibrates σ).  Without ``--sampling-rate`` the accounting is the
+``--epsilon`` instead calibrates σ; σ is relative to ζ = the max column norm, 1 here, whatever
+``--participations``/``--min-separation`` say about the printed errors).  Without ``--sampling-rate`` the accounting is the
 unamplified one (k participations ≥ s apart: one Gaussian of the stated sensitivity).
 """
 
