@@ -8,6 +8,15 @@ evaluate) and, with --epsilon/--delta, the calibrated ``noise_multiplier`` for t
 --dataset-size and --batch-size, partitions = b).  ``--out FILE.npz`` also saves the factorization
 (:func:`dplab.mf.factorizations.save`) for ``dplab train --mf-cache`` and the figures; the pipeline
 names it ``results/mf/<strategy>_T<steps>[_m<bands>].npz`` (:func:`dplab.layout.cache_key`).
+
+    dplab mf --strategy banded_toeplitz --steps 100000 --bands 32 --objective max \
+        --noise-multiplier 1 --sampling-rate 0.01 --delta 1e-6
+optimizes a banded Toeplitz C in O(T·b) per step (:mod:`dplab.mf.toeplitz`, no T×T matrix) for
+``--objective`` mean or max, and prints the ε of amplified BandMF (``--sampling-rate`` q: b = bands
+groups, each Poisson-sampled once every b steps, ⌈T/b⌉ sampled Gaussians, add/remove, PLD;
+``--epsilon`` instead calibrates σ; σ is relative to ζ = the max column norm, 1 here, whatever
+``--participations``/``--min-separation`` say about the printed errors).  Without ``--sampling-rate`` the accounting is the
+unamplified one (k participations ≥ s apart: one Gaussian of the stated sensitivity).
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import json
 import time
 
 from dplab.errors import DPLabError
-from dplab.validate import integer
+from dplab.validate import integer, positive
 
 
 def register(subparsers) -> None:
@@ -24,16 +33,20 @@ def register(subparsers) -> None:
         "mf",
         help="matrix-factorization mechanism: sensitivity, error, σ",
         description="Factorize the T×T prefix-sum workload A = B·C with a strategy (identity, sqrt, optimal, "
-        "banded) and print JSON with its sensitivity under the participation pattern, the max and mean "
+        "banded, banded_toeplitz) and print JSON with its sensitivity under the participation pattern, the max and mean "
         "squared error of the privatized prefix sums per unit noise, and the time it took; with --epsilon "
         "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
     )
-    p.add_argument("--strategy", help="identity, sqrt, optimal or banded (see docs/matrix_factorization.md)")
+    p.add_argument("--strategy", help="identity, sqrt, optimal, banded or banded_toeplitz (see docs/matrix_factorization.md)")
     p.add_argument("--steps", type=int, help="T")
     p.add_argument("--participations", type=int, default=None, help="k (default ⌈T/b⌉)")
     p.add_argument("--min-separation", type=int, default=None, help="b (default T: single participation)")
     p.add_argument("--bands", type=int, default=None, help="bands of C (banded strategy; <= b)")
+    p.add_argument("--objective", default=None, choices=("mean", "max"),
+                   help="what the optimizer minimizes: mean or max squared error (banded_toeplitz: both; "
+                   "optimal, banded: mean; default mean)")
     p.add_argument("--momentum", type=float, default=0.0, help="β folded into the workload")
+    p.add_argument("--noise-multiplier", type=float, default=None, help="σ: also print ε at --delta")
     p.add_argument("--epsilon", type=float, default=None, help="target ε: also print the calibrated noise multiplier (with --delta)")
     p.add_argument("--delta", type=float, default=None, help="target δ in (0, 1) (with --epsilon)")
     p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"),
@@ -41,6 +54,9 @@ def register(subparsers) -> None:
     p.add_argument("--sampling", default="min_separation", choices=("min_separation", "cyclic_poisson"),
                    help="participation scheme the accounting assumes: k participations >= b steps apart "
                    "(no amplification) or cyclic Poisson sampling over b partitions (amplified; banded C)")
+    p.add_argument("--sampling-rate", type=float, default=None,
+                   help="q: amplified BandMF accounting, b = bands groups each Poisson-sampled with rate q once every "
+                   "b steps (banded strategies)")
     p.add_argument("--dataset-size", type=int, default=None, help="n (cyclic_poisson: with --batch-size gives the sampling rate)")
     p.add_argument("--batch-size", type=float, default=None, help="expected batch size per step (cyclic_poisson)")
     p.add_argument("--out", default=None,
@@ -49,23 +65,104 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+#: the strategies each --objective is offered for (the others have nothing to optimize)
+OBJECTIVES = {"optimal": ("mean",), "banded": ("mean",), "banded_toeplitz": ("mean", "max")}
+#: the strategies amplified BandMF (--sampling-rate, --sampling cyclic_poisson) holds for: C with at most b bands
+AMPLIFIED = ("identity", "banded", "banded_toeplitz")
+
+
+def _check_flags(args, steps: int) -> None:
+    """Refuse a flag the strategy does not take, before any optimization starts."""
+    from dplab.accounting.setting import check_delta, check_epsilon
+    from dplab.mf import factorizations
+
+    strategy = args.strategy
+    if strategy not in (*factorizations.STRATEGIES, "banded_toeplitz"):
+        raise DPLabError("strategy", f"must be one of {', '.join((*factorizations.STRATEGIES, 'banded_toeplitz'))}; "
+                                     f"got {strategy!r}")
+    if args.objective is not None and args.objective not in OBJECTIVES.get(strategy, ()):
+        offered = ", ".join(OBJECTIVES.get(strategy, ())) or "none (nothing to optimize)"
+        raise DPLabError("objective", f"{strategy} supports objective {offered}; got {args.objective!r}")
+    if strategy == "banded_toeplitz":
+        if args.bands is None:
+            raise DPLabError("bands", "is required for the banded_toeplitz strategy")
+        integer("bands", args.bands, 1, steps, "steps")
+        if args.momentum != 0:
+            raise DPLabError("momentum", "banded_toeplitz factorizes the prefix sum only (momentum 0)")
+        if args.out is not None:
+            raise DPLabError("out", "banded_toeplitz is not saved as a dense T×T factorization (training reads those)")
+    if (args.sampling_rate is not None or args.sampling == "cyclic_poisson") and strategy not in AMPLIFIED:
+        raise DPLabError("sampling_rate", f"amplified BandMF holds for C with at most b bands ({', '.join(AMPLIFIED)}); "
+                                          f"{strategy} is accounted without amplification: drop --sampling-rate and "
+                                          "--sampling cyclic_poisson")
+    if args.sampling_rate is not None and args.sampling == "cyclic_poisson":
+        raise DPLabError("sampling_rate", "give --sampling-rate or --sampling cyclic_poisson, not both")
+    if args.sampling_rate is not None and not 0 < args.sampling_rate <= 1:
+        raise DPLabError("sampling_rate", f"must lie in (0, 1]; got {args.sampling_rate}")
+    if args.noise_multiplier is not None:
+        positive("noise_multiplier", args.noise_multiplier)
+    if args.delta is not None:
+        check_delta(args.delta)
+    if args.epsilon is not None:
+        check_epsilon(args.epsilon)
+    if args.noise_multiplier is not None and args.epsilon is not None:
+        raise DPLabError("noise_multiplier", "give --noise-multiplier (to get ε) or --epsilon (to get σ), not both")
+    if (args.epsilon is not None or args.noise_multiplier is not None) and args.delta is None:
+        raise DPLabError("delta", "--epsilon and --noise-multiplier need --delta")
+    if args.delta is not None and args.epsilon is None and args.noise_multiplier is None:
+        raise DPLabError("epsilon", "give --epsilon or --noise-multiplier with --delta")
+
+
+def _sampler(args, steps: int, b: int, k: int, out: dict):
+    """The sampler the accounting assumes (module docstring), its parameters added to ``out``; built
+    before the optimization so that its refusals come first."""
+    from dplab.mf import accounting
+
+    if args.sampling_rate is not None:
+        groups = 1 if args.strategy == "identity" else args.bands
+        out.update(sampling="amplified_bandmf", sampling_rate=args.sampling_rate, groups=groups)
+        return accounting.PoissonGroups(args.sampling_rate, groups, steps)
+    if args.sampling == "cyclic_poisson":
+        if args.dataset_size is None or args.batch_size is None:
+            raise DPLabError("dataset_size", "--sampling cyclic_poisson needs --dataset-size and --batch-size")
+        sampler = accounting.CyclicPoisson(args.dataset_size, args.batch_size, b, steps)
+        out.update(sampling=args.sampling, dataset_size=args.dataset_size, batch_size=args.batch_size,
+                   sampling_rate=sampler.sampling_rate)
+        return sampler
+    sampler = accounting.MinSeparation(b, steps)
+    if k != sampler.participations:
+        raise DPLabError(
+            "participations", f"the cyclic fixed-batch sampler gives k = ceil(T/b) = {sampler.participations}; got {k}"
+        )
+    out.update(sampling=args.sampling)
+    return sampler
+
+
 def run(args) -> int:
     from dplab.io import check_output
-    from dplab.mf import accounting, factorizations, workload
+    from dplab.mf import accounting, factorizations, toeplitz, workload
 
     if args.out is not None:
         check_output(args.out, "--out")
     if args.strategy is None or args.steps is None:
         raise DPLabError("strategy", "--strategy and --steps are required")
     start = time.perf_counter()
-    steps = workload.check_steps(args.steps)
+    if args.strategy == "banded_toeplitz":
+        steps = integer("steps", args.steps)
+    else:
+        steps = workload.check_steps(args.steps)
     b = steps if args.min_separation is None else args.min_separation
     integer("min_separation", b)
-    k = -(-steps // b) if args.participations is None else args.participations
-    if (args.epsilon is None) != (args.delta is None):
-        raise DPLabError("epsilon", "give both --epsilon and --delta, or neither")
-    A = workload.momentum_workload(steps, args.momentum)
-    fact = factorizations.factorize(args.strategy, A, bands=args.bands, min_separation=b)
+    k = -(-steps // b) if args.participations is None else integer("participations", args.participations)
+    _check_flags(args, steps)
+    privacy: dict = {}
+    sampler = _sampler(args, steps, b, k, privacy) if args.delta is not None else None
+    if args.strategy == "banded_toeplitz":
+        fact = toeplitz.banded_toeplitz(steps, args.bands, args.objective or "mean", k, b)
+    else:
+        A = workload.momentum_workload(steps, args.momentum)
+        fact = factorizations.factorize(args.strategy, A, bands=args.bands, min_separation=b)
+    optimized = time.perf_counter() - start
     out = {
         "strategy": args.strategy,
         "steps": steps,
@@ -73,29 +170,21 @@ def run(args) -> int:
         "min_separation": b,
         "bands": fact.bands,
         "momentum": args.momentum,
+        **({"objective": args.objective or "mean"} if args.strategy in OBJECTIVES else {}),
         **fact.errors(k, b),
+        "optimization_seconds": optimized,
     }
-    if args.epsilon is not None:
-        if args.sampling == "cyclic_poisson":
-            if args.dataset_size is None or args.batch_size is None:
-                raise DPLabError("dataset_size", "--sampling cyclic_poisson needs --dataset-size and --batch-size")
-            sampler = accounting.CyclicPoisson(args.dataset_size, args.batch_size, b, steps)
-            out.update(dataset_size=args.dataset_size, batch_size=args.batch_size, sampling_rate=sampler.sampling_rate)
+    if sampler is not None:
+        out.update(privacy, delta=args.delta, neighbouring=args.neighbouring)
+        if args.epsilon is not None:
+            out.update(epsilon=args.epsilon,
+                       noise_multiplier=accounting.calibrate(fact, sampler, args.epsilon, args.delta, args.neighbouring))
         else:
-            sampler = accounting.MinSeparation(b, steps)
-            if k != sampler.participations:
-                raise DPLabError(
-                    "participations", f"the cyclic fixed-batch sampler gives k = ceil(T/b) = {sampler.participations}; got {k}"
-                )
-        sigma = accounting.calibrate(fact, sampler, args.epsilon, args.delta, args.neighbouring)
-        out.update(
-            epsilon=args.epsilon, delta=args.delta, neighbouring=args.neighbouring, sampling=args.sampling,
-            noise_multiplier=sigma,
-        )
+            out.update(noise_multiplier=args.noise_multiplier,
+                       epsilon=accounting.epsilon(fact, sampler, args.noise_multiplier, args.delta, args.neighbouring))
     out["seconds"] = time.perf_counter() - start
     if args.out is not None:
         factorizations.save(fact, args.out, momentum=args.momentum)
         out["out"] = args.out
     print(json.dumps(out, ensure_ascii=False))
     return 0
-

@@ -30,7 +30,6 @@ import math
 from dataclasses import dataclass
 
 import dp_accounting
-import numpy as np
 import torch
 
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, SIGMA_MAX, SIGMA_MIN, Accountant, ResolutionError
@@ -114,7 +113,7 @@ class CyclicPoisson:
     @property
     def compositions(self) -> int:
         """k = ⌈T/b⌉: how often partition 0 is visited."""
-        return -(-self.steps // self.partitions_count)
+        return max_participations(self.steps, self.steps, self.partitions_count)
 
     def partitions(self, generator: torch.Generator) -> list[torch.Tensor]:
         return _partitions(self.dataset_size, self.partitions_count, generator)
@@ -123,6 +122,28 @@ class CyclicPoisson:
         part = partitions[step % self.partitions_count]
         keep = torch.rand(len(part), generator=generator) < self.sampling_rate
         return part[keep]
+
+
+@dataclass(frozen=True)
+class PoissonGroups:
+    """The amplified-BandMF sampler given by its rate (accounting only, draws no batches): the data
+    split into b groups, group t mod b Poisson-sampled with rate q at step t (jax_privacy's
+    ``amplified_bandmf_event``: b = the number of bands)."""
+
+    sampling_rate: float
+    partitions_count: int  # b
+    steps: int
+
+    def __post_init__(self):
+        integer("steps", self.steps)
+        integer("partitions", self.partitions_count)
+        if not (0 < self.sampling_rate <= 1):
+            raise DPLabError("sampling_rate", f"must lie in (0, 1]; got {self.sampling_rate}")
+
+    @property
+    def compositions(self) -> int:
+        """k = ⌈T/b⌉."""
+        return max_participations(self.steps, self.steps, self.partitions_count)
 
 
 def _fail(key: str, message: str) -> AssumptionError:
@@ -135,25 +156,22 @@ def dp_event(
     """The ``DpEvent`` of the whole T-step release under ``sampler`` (module docstring)."""
     if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
         raise DPLabError("noise_multiplier", f"must be a finite number > 0; got {noise_multiplier}")
-    if not isinstance(sampler, (MinSeparation, CyclicPoisson)):
-        raise _fail("sampler", f"must be MinSeparation or CyclicPoisson; got {type(sampler).__name__}")
+    if not isinstance(sampler, (MinSeparation, CyclicPoisson, PoissonGroups)):
+        raise _fail("sampler", f"must be MinSeparation, CyclicPoisson or PoissonGroups; got {type(sampler).__name__}")
     if sampler.steps != factorization.steps:
         raise _fail("steps", f"sampler has {sampler.steps} steps, factorization {factorization.steps}")
-    C = factorization.encoder
-    if np.any(np.triu(C, 1) != 0):
+    if not factorization.lower_triangular:
         raise _fail("encoder", "C must be lower-triangular (noise of step t may only use Z[0..t])")
     if isinstance(sampler, MinSeparation):
         sens = factorization.sensitivity(sampler.participations, sampler.min_separation).value
         return dp_accounting.GaussianDpEvent(noise_multiplier / (sens * sum_sensitivity(1.0, neighbouring)))
-    # CyclicPoisson
+    # CyclicPoisson, PoissonGroups
     if neighbouring != "add_remove":
         raise _fail("neighbouring", f"amplified banded MF is proved for add_remove only; got {neighbouring!r}")
     b = sampler.partitions_count
-    lag = np.subtract.outer(np.arange(C.shape[0]), np.arange(C.shape[1]))
-    if np.any(C[lag >= b] != 0):
+    if not factorization.within_bands(b):
         raise _fail("bands", f"cyclic Poisson over b={b} partitions needs a C with at most b bands")
-    zeta = math.sqrt(np.max(np.sum(C**2, axis=0)))
-    gaussian = dp_accounting.GaussianDpEvent(noise_multiplier / zeta)
+    gaussian = dp_accounting.GaussianDpEvent(noise_multiplier / factorization.max_column_norm)
     step = gaussian if sampler.sampling_rate == 1 else dp_accounting.PoissonSampledDpEvent(sampler.sampling_rate, gaussian)
     return dp_accounting.SelfComposedDpEvent(step, sampler.compositions)
 

@@ -55,6 +55,20 @@ class Factorization:
         """B = A·C⁻¹ (triangular solve, Cᵀ·Bᵀ = Aᵀ)."""
         return scipy.linalg.solve_triangular(self.encoder.T, self.workload.T, lower=False).T
 
+    @property
+    def lower_triangular(self) -> bool:
+        return not np.any(np.triu(self.encoder, 1) != 0)
+
+    @property
+    def max_column_norm(self) -> float:
+        """ζ = max_j ‖C[:, j]‖."""
+        return float(np.sqrt(np.max(np.sum(self.encoder**2, axis=0))))
+
+    def within_bands(self, bands: int) -> bool:
+        """C[i, j] = 0 whenever i − j >= ``bands``."""
+        lag = np.subtract.outer(np.arange(self.steps), np.arange(self.steps))
+        return not np.any(self.encoder[lag >= bands] != 0)
+
     def sensitivity(self, participations: int = 1, min_separation: int = 1) -> Sensitivity:
         return sensitivity(self.encoder, participations, min_separation)
 
