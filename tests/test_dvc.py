@@ -145,8 +145,11 @@ def test_the_code_deps_hold_every_module_a_command_loads(tmp_path, argv):
 
 
 def dvc_status(cwd) -> dict[str, list]:
-    """`dvc status --json`: each stage that changed -> what changed (empty: up to date)."""
-    return json.loads(run(["dvc", "status", "--json"], cwd=cwd).stdout)
+    """What `dvc status` reports (its Python API, as `--json`): each changed stage -> what changed."""
+    from dvc.repo import Repo
+
+    with Repo(str(cwd)) as repo:
+        return repo.status()
 
 
 @pytest.mark.pipeline
@@ -154,8 +157,11 @@ def test_a_change_to_imported_code_makes_its_stages_stale(built, tmp_path):
     """After `dvc commit` of the built DAG, a change to the MF noise code (which `dplab train`
     imports, `dplab mf` does not) makes the training stages stale in `dvc status`, the
     factorizations not."""
+    from dvc.repo import Repo
+
     project = shutil.copytree(built, tmp_path / "project", symlinks=True)
-    run(["dvc", "commit", "--force", "--quiet"], cwd=project)
+    with Repo(str(project)) as repo:
+        repo.commit(None, force=True)
     assert dvc_status(project) == {}
     noise = project / "src" / "dplab" / "mf" / "noise.py"
     noise.write_text(noise.read_text() + "\n# changed\n")
