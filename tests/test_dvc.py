@@ -144,28 +144,30 @@ def test_the_code_deps_hold_every_module_a_command_loads(tmp_path, argv):
     assert "dplab.commands.train" in loaded and [m for m in loaded if not covers(deps, module_file(m))] == []
 
 
-def dvc_status(cwd) -> dict[str, list]:
-    """What `dvc status` reports (its Python API, as `--json`): each changed stage -> what changed."""
+def dvc_status() -> dict[str, list]:
+    """What `dvc status` reports in the current folder (DVC's Python API, as `--json`): each changed
+    stage -> what changed."""
     from dvc.repo import Repo
 
-    with Repo(str(cwd)) as repo:
+    with Repo() as repo:
         return repo.status()
 
 
 @pytest.mark.pipeline
-def test_a_change_to_imported_code_makes_its_stages_stale(built, tmp_path):
+def test_a_change_to_imported_code_makes_its_stages_stale(built, tmp_path, monkeypatch):
     """After `dvc commit` of the built DAG, a change to the MF noise code (which `dplab train`
     imports, `dplab mf` does not) makes the training stages stale in `dvc status`, the
     factorizations not."""
     from dvc.repo import Repo
 
     project = shutil.copytree(built, tmp_path / "project", symlinks=True)
-    with Repo(str(project)) as repo:
+    monkeypatch.chdir(project)
+    with Repo() as repo:
         repo.commit(None, force=True)
-    assert dvc_status(project) == {}
+    assert dvc_status() == {}
     noise = project / "src" / "dplab" / "mf" / "noise.py"
     noise.write_text(noise.read_text() + "\n# changed\n")
-    stale = dvc_status(project)
+    stale = dvc_status()
     dp_mf = "train-grids-mf_vs_dpsgd-digits-mlp-dp_mf-eps1-seed0"
     assert {dp_mf, "train-dp_sgd", "train-nonprivate"} <= set(stale), sorted(stale)
     assert {"src/dplab/mf": "modified"} in [change.get("changed deps") for change in stale[dp_mf]], stale[dp_mf]

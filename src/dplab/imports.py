@@ -5,8 +5,8 @@ a function, under ``if TYPE_CHECKING:``):
 
 * ``import a.b`` and ``from a import b`` (``a.b`` where that is a module, else ``a``), relative
   ones (``from ..x import y``) resolved against the module's package;
-* ``importlib.import_module(NAME)`` and ``__import__(NAME)`` (any spelling of the call: ``import_module``
-  imported by name, or an attribute of any object), with ``NAME``
+* ``importlib.import_module(NAME)`` and ``__import__(NAME)`` (any spelling of the call: imported by
+  name, renamed with ``as``, or an attribute of any object), with ``NAME``
 
   - a string literal (relative with ``package=``: a literal, ``__package__`` or ``__name__``),
   - a literal prefix (``f"dplab.figures.{figure_id}"``, ``"dplab.x." + name``): every module under it,
@@ -15,8 +15,9 @@ a function, under ``if TYPE_CHECKING:``):
 
 A call that loads code some other way (``exec``, ``eval``, ``runpy``, ``importlib.util``'s loaders),
 or a dynamic import whose names this cannot tell, is an :class:`UnreadableImport`: the graph is
-either complete or refused.  tests/test_layers.py checks the layers on this graph;
-:mod:`dplab.dvc_yaml` makes each DVC stage depend on the closure of the code its command runs.
+either complete or refused.  ``runs`` narrows a module's imports to those its import runs (outside
+functions) and those of the functions it names.  tests/test_layers.py checks the layers on this
+graph; :mod:`dplab.dvc_yaml` makes each DVC stage depend on the closure of the code its command runs.
 """
 
 from __future__ import annotations
