@@ -83,6 +83,31 @@ def test_a_flag_given_twice_is_refused(capsys, argv):
     assert exit_.value.code == 2 and "given twice" in _one_line(capsys.readouterr().err)
 
 
+def test_the_cli_uses_argparse_through_its_public_api_only():
+    """No private name of argparse (``argparse._HelpAction``, ``_add_action``, ``_actions``,
+    ``_name_parser_map``, ``_registry_get``…) is used, overridden or read anywhere in the package."""
+    import ast
+
+    from dplab import imports
+
+    parser = argparse.ArgumentParser()
+    subparsers = parser.add_subparsers()
+    group = parser.add_mutually_exclusive_group()
+    private = {name for obj in (parser, subparsers, group, argparse.HelpFormatter("p"))
+               for name in [*dir(obj), *vars(obj)] if name.startswith("_") and not name.endswith("__")}
+    assert {"_add_action", "_actions", "_name_parser_map", "_option_string_actions", "_registry_get"} <= private
+    found = []
+    for path in imports.modules().values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = (node.attr if isinstance(node, ast.Attribute) else node.name
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None)
+            argparse_private = (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                                and node.value.id == "argparse" and node.attr.startswith("_"))
+            if name in private or argparse_private:
+                found.append(f"{path.name}:{node.lineno}: {name}")
+    assert not found, found
+
+
 def test_sigma_refuses_the_noise_multiplier_it_computes(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["sigma", "--accountant", "rdp", "--noise-multiplier", "3", "--sampling-rate", "0.01", "--steps", "10",

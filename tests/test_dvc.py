@@ -7,6 +7,7 @@ import csv
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,16 @@ def test_dvc_yaml_is_generated_from_the_config_and_current():
     assert run(["dplab", "dvc-yaml", "--check"], cwd=ROOT).returncode == 0
 
 
-def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes():
+@pytest.fixture(scope="module")
+def committed_stages() -> dict[str, dict]:
+    """The DVC stages of config/config.yaml (computed once)."""
+    from dplab.config import load_config
+    from dplab.dvc_yaml import CONFIG, stages
+
+    return stages(load_config(ROOT / CONFIG))
+
+
+def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes(committed_stages):
     """Where the Snakemake rule passes a run entry as JSON, the DVC stage's `--config` + name gives
     `dplab train` the same resolved run (so both paths compute the same thing)."""
     import shlex
@@ -69,18 +79,99 @@ def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes():
     from dplab import jobs as dplab_jobs
     from dplab.commands.train import _grid_run
     from dplab.config import load_config
-    from dplab.dvc_yaml import CONFIG, stages
+    from dplab.dvc_yaml import CONFIG
     from dplab.training.config import load_run, resolve_run
 
     config = load_config(ROOT / CONFIG)
     jobs = dplab_jobs.training_runs(config)
-    dvc = stages(config)
+    dvc = committed_stages
     for folder, entry in jobs.items():
         argv = shlex.split(dvc["train-" + folder.removeprefix("runs/").replace("/", "-").replace(".", "-")]["cmd"])
         name = argv[argv.index("--run") + 1]
         path = str(ROOT / CONFIG)
         got = _grid_run(path, name) if name.startswith("grids/") else load_run(path, name)
         assert got == resolve_run(entry), folder
+
+
+def covers(deps: list[str], path: str) -> bool:
+    """Whether a stage's ``deps`` name ``path`` or a folder above it."""
+    return any(path == dep or path.startswith(dep + "/") for dep in deps)
+
+
+def module_file(name: str) -> str:
+    from dplab import imports
+
+    return (Path("src") / imports.modules()[name].relative_to(imports.PACKAGE.parent)).as_posix()
+
+
+def test_each_dvc_stage_depends_on_the_module_of_its_command_and_the_schemas(committed_stages):
+    """The function each stage's command runs (as the CLI parses it) lies in a file of its deps;
+    every stage that reads the config depends on the schemas, the training stages on the MF code
+    and every accountant (plug-ins of the registry), the figure tables on every figure module."""
+    import shlex
+
+    from dplab.accounting.registry import MODULES
+    from dplab.cli import build_parser
+    from dplab.dvc_yaml import CONFIG
+    from dplab.figures import FIGURE_IDS
+
+    parser = build_parser()
+    for name, stage in committed_stages.items():
+        func = parser.parse_args(shlex.split(stage["cmd"])[1:]).func
+        assert covers(stage["deps"], module_file(func.__module__)), name
+        if f"--config {CONFIG}" in stage["cmd"]:
+            assert all(covers(stage["deps"], f"src/dplab/schemas/{s}.schema.yaml") for s in ("config", "run", "dataset"))
+        if name.startswith("train-"):
+            assert all(covers(stage["deps"], module_file(m)) for m in ("dplab.mf.noise", "dplab.mf.factorizations", *MODULES))
+        if name.startswith("figure_table-"):
+            assert all(covers(stage["deps"], module_file(f"dplab.figures.{f}")) for f in FIGURE_IDS)
+
+
+@pytest.mark.parametrize("argv", [
+    ["mf", "--strategy", "banded", "--steps", "16", "--bands", "4", "--out", "{tmp}/f.npz"],
+    ["figure-table", "gaussian_sigma", "--config", "config/config.yaml", "--out", "{tmp}/t.csv"],
+])
+def test_the_code_deps_hold_every_module_a_command_loads(tmp_path, argv):
+    """Run for real (the commands of a factorization stage and of a figure table's stage): every
+    dplab module loaded is among the command's code deps."""
+    from dplab.dvc_yaml import code
+
+    argv = [arg.format(tmp=tmp_path) for arg in argv]
+    script = ("import json, sys; from dplab.cli import main; main(sys.argv[1:]); "
+              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'dplab')))")
+    loaded = json.loads(run([sys.executable, "-c", script, *argv], cwd=ROOT).stdout.splitlines()[-1])
+    deps = code(argv[0])
+    assert "dplab.commands.train" in loaded and [m for m in loaded if not covers(deps, module_file(m))] == []
+
+
+def dvc_status() -> dict[str, list]:
+    """What `dvc status` reports in the current folder (DVC's Python API, as `--json`): each changed
+    stage -> what changed."""
+    from dvc.repo import Repo
+
+    with Repo() as repo:
+        return repo.status()
+
+
+@pytest.mark.pipeline
+def test_a_change_to_imported_code_makes_its_stages_stale(built, tmp_path, monkeypatch):
+    """After `dvc commit` of the built DAG, a change to the MF noise code (which `dplab train`
+    imports, `dplab mf` does not) makes the training stages stale in `dvc status`, the
+    factorizations not."""
+    from dvc.repo import Repo
+
+    project = shutil.copytree(built, tmp_path / "project", symlinks=True)
+    monkeypatch.chdir(project)
+    with Repo() as repo:
+        repo.commit(None, force=True)
+    assert dvc_status() == {}
+    noise = project / "src" / "dplab" / "mf" / "noise.py"
+    noise.write_text(noise.read_text() + "\n# changed\n")
+    stale = dvc_status()
+    dp_mf = "train-grids-mf_vs_dpsgd-digits-mlp-dp_mf-eps1-seed0"
+    assert {dp_mf, "train-dp_sgd", "train-nonprivate"} <= set(stale), sorted(stale)
+    assert {"src/dplab/mf": "modified"} in [change.get("changed deps") for change in stale[dp_mf]], stale[dp_mf]
+    assert not [name for name in stale if name.startswith("factorization-")], sorted(stale)
 
 
 def read_csv(path: Path) -> list[dict]:

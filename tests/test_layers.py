@@ -1,81 +1,68 @@
-"""The package's layers: every import (at the top of a module or inside a function) points to the
-same layer or one below it, and no modules import each other in a cycle (docs/architecture.md)."""
+"""The package's layers: every import points to the same layer or one below it, and no modules
+import each other in a cycle (docs/architecture.md).  Every module belongs to exactly one layer, and
+every import form counts (:mod:`dplab.imports`: ``import``, ``from`` and relative imports,
+``importlib.import_module``/``__import__``, plug-in lists, imports in functions and under
+``TYPE_CHECKING``): the tests at the end plant each kind of violation in a copy of the package."""
 
 from __future__ import annotations
 
-import ast
+import shutil
 from pathlib import Path
 
 import pytest
 
+from dplab import imports
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-#: bottom to top (the library is accounting … figures); a module belongs to the layer whose longest
-#: prefix names it or its package
+#: bottom to top (the library is accounting … figures).  An entry names one module; ``pkg.*`` names
+#: the package ``pkg`` and every module below it.  A module matching no entry, or two, is an error.
 LAYERS = (
     ("core", ("dplab", "dplab.errors", "dplab.units", "dplab.io", "dplab.inputs", "dplab.progress", "dplab.provenance",
-              "dplab.validate")),
+              "dplab.validate", "dplab.citations", "dplab.imports")),
     ("layout", ("dplab.layout",)),
-    ("schemas", ("dplab.schemas", "dplab.jobs")),
-    ("accounting", ("dplab.accounting",)),
-    ("mf", ("dplab.mf",)),
-    ("training", ("dplab.training",)),
-    ("audit", ("dplab.audit",)),
-    ("figures", ("dplab.figures",)),
+    ("schemas", ("dplab.schemas.*", "dplab.jobs")),
+    ("accounting", ("dplab.accounting.*",)),
+    ("mf", ("dplab.mf.*",)),
+    ("training", ("dplab.training.*",)),
+    ("audit", ("dplab.audit.*",)),
+    ("figures", ("dplab.figures.*",)),
     ("config", ("dplab.config", "dplab.pipeline", "dplab.dvc_yaml")),
-    ("commands", ("dplab.commands", "dplab.cli")),
+    ("commands", ("dplab.commands.*", "dplab.cli")),
 )
 
 
-def modules() -> dict[str, Path]:
-    """Every module of src/dplab: dotted name -> file (a package is its __init__.py)."""
-    found = {}
-    for path in sorted((SRC / "dplab").rglob("*.py")):
-        parts = path.relative_to(SRC).with_suffix("").parts
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
-
-
-def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The dplab modules ``name`` imports, anywhere in its file (``from a import b`` names ``a.b``
-    when that is a module, else ``a``)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([node.module] if node.module else []))
-            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
-    return {m for m in found if m in known and m != name}
+def _matches(entry: str, name: str) -> bool:
+    package = entry.removesuffix(".*")
+    return name == entry or (entry.endswith(".*") and (name == package or name.startswith(package + ".")))
 
 
 def layer(name: str) -> int:
-    best = None
-    for index, (_, prefixes) in enumerate(LAYERS):
-        for prefix in prefixes:
-            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
-                best = (index, len(prefix))
-    if best is None:
-        raise AssertionError(f"{name} belongs to no layer: add it to LAYERS in tests/test_layers.py")
-    return best[0]
+    """The index in :data:`LAYERS` of the one layer that names module ``name``."""
+    found = [index for index, (_, entries) in enumerate(LAYERS) for entry in entries if _matches(entry, name)]
+    if len(found) != 1:
+        where = "no layer" if not found else "several layers: " + ", ".join(LAYERS[i][0] for i in found)
+        raise AssertionError(f"{name} belongs to {where}: name it once in LAYERS of tests/test_layers.py")
+    return found[0]
 
 
-MODULES = modules()
-GRAPH = {name: imports(name, path, set(MODULES)) for name, path in MODULES.items()}
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of ``graph`` that points up a layer, as "a (layer) imports b (layer)"."""
+    return [f"{a} ({LAYERS[layer(a)][0]}) imports {b} ({LAYERS[layer(b)][0]})"
+            for a in sorted(graph) for b in sorted(graph[a]) if layer(b) > layer(a)]
 
 
-def test_every_module_belongs_to_a_layer():
-    assert {name: layer(name) for name in MODULES}
+GRAPH = imports.graph(SRC / "dplab")
+STATIC = imports.graph(SRC / "dplab", plugins=False)
+
+
+def test_every_module_belongs_to_one_layer():
+    assert [layer(name) for name in GRAPH]
 
 
 def test_no_import_points_up_a_layer():
-    upward = [f"{a} ({LAYERS[layer(a)][0]}) imports {b} ({LAYERS[layer(b)][0]})"
-              for a in sorted(GRAPH) for b in sorted(GRAPH[a]) if layer(b) > layer(a)]
-    assert not upward, "imports up a layer:\n" + "\n".join(upward)
+    found = upward(GRAPH)
+    assert not found, "imports up a layer:\n" + "\n".join(found)
 
 
 def test_layout_imports_nothing_from_dplab():
@@ -83,7 +70,8 @@ def test_layout_imports_nothing_from_dplab():
 
 
 def test_no_import_cycle():
-    cycle = find_cycle(GRAPH)
+    """Plug-ins left out: a registry loads them by name when first asked, after both are imported."""
+    cycle = find_cycle(STATIC)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
@@ -123,3 +111,81 @@ def test_architecture_doc_shows_the_same_layers():
     rows = [line.split("|")[1].strip() for line in doc.split("## Layers", 1)[1].split("\n## ", 1)[0].splitlines()
             if line.startswith("| ") and not line.startswith("| layer") and not line.startswith("| ---")]
     assert rows == [name for name, _ in LAYERS] + ["rules"]
+
+
+#: each kind of upward import planted at the end of dplab.accounting.base (one line or a few of
+#: code), and the module it imports
+PLANTS = {
+    "import": ("import dplab.cli", "dplab.cli"),
+    "import as": ("import dplab.commands.train as train", "dplab.commands.train"),
+    "from import": ("from dplab.commands import train", "dplab.commands.train"),
+    "from import a function": ("from dplab.pipeline import results", "dplab.pipeline"),
+    "relative from": ("from ..commands import train", "dplab.commands.train"),
+    "relative module": ("from .. import cli", "dplab.cli"),
+    "import_module": ("import importlib\nimportlib.import_module('dplab.cli')", "dplab.cli"),
+    "import_module as": ("from importlib import import_module as load\nload('dplab.cli')", "dplab.cli"),
+    "import_module relative": ("import importlib\nimportlib.import_module('..cli', __package__)", "dplab.cli"),
+    "__import__": ("__import__('dplab.cli')", "dplab.cli"),
+    "__import__ fromlist": ("__import__('dplab.cli', fromlist=['main'])", "dplab.cli"),
+    "plug-in by prefix": ("import importlib\ndef load(name):\n    return importlib.import_module(f'dplab.cli{name}')",
+                          "dplab.cli"),
+    "plug-in list": ("import importlib\nNAMES = ('dplab.cli',)\nfor _name in NAMES:\n    importlib.import_module(_name)",
+                     "dplab.cli"),
+    "in a function": ("def f():\n    from dplab import dvc_yaml", "dplab.dvc_yaml"),
+    "TYPE_CHECKING": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from dplab.cli import main", "dplab.cli"),
+    "typing.TYPE_CHECKING": ("import typing\nif typing.TYPE_CHECKING:\n    import dplab.config", "dplab.config"),
+    "not TYPE_CHECKING, else": ("import typing\nif not typing.TYPE_CHECKING:\n    pass\nelse:\n    import dplab.config",
+                                "dplab.config"),
+}
+
+
+@pytest.fixture
+def package(tmp_path) -> Path:
+    """A copy of src/dplab to plant violations in."""
+    return Path(shutil.copytree(SRC / "dplab", tmp_path / "dplab", ignore=shutil.ignore_patterns("__pycache__")))
+
+
+def plant(package: Path, module: str, code: str) -> dict[str, set[str]]:
+    """:data:`GRAPH` with ``code`` appended to ``module`` in ``package`` (only that module read again)."""
+    path = imports.modules(package)[module]
+    path.write_text(path.read_text() + "\n" + code + "\n")
+    return {**GRAPH, module: imports.module_imports(module, path, set(GRAPH))}
+
+
+@pytest.mark.parametrize("kind", PLANTS)
+def test_an_upward_import_of_each_form_is_caught(package, kind):
+    code, target = PLANTS[kind]
+    assert target not in GRAPH["dplab.accounting.base"]
+    found = upward(plant(package, "dplab.accounting.base", code))
+    assert found == [f"dplab.accounting.base (accounting) imports {target} ({LAYERS[layer(target)][0]})"]
+
+
+def test_a_module_without_a_layer_is_caught(package):
+    """No catch-all: a new module (here at the top of the package) must be named in LAYERS."""
+    (package / "helpers.py").write_text("import dplab.cli\n")
+    with pytest.raises(AssertionError, match="dplab.helpers belongs to no layer"):
+        [layer(name) for name in imports.modules(package)]
+
+
+def test_an_upward_import_in_a_core_module_is_caught(package):
+    """Every module is read, those LAYERS names one by one too (dplab.citations was only covered by
+    the catch-all prefix "dplab" before)."""
+    found = upward(plant(package, "dplab.citations", "import dplab.training.loop"))
+    assert found == ["dplab.citations (core) imports dplab.training.loop (training)"]
+
+
+@pytest.mark.parametrize("code", [
+    "import importlib\ndef load(name):\n    return importlib.import_module(name)",
+    "exec('import dplab.cli')",
+    "import runpy\nrunpy.run_module('dplab.cli')",
+])
+def test_an_import_the_graph_cannot_read_is_refused(package, code):
+    with pytest.raises(imports.UnreadableImport, match=r"errors\.py:\d+: "):
+        plant(package, "dplab.errors", code)
+
+
+def test_a_planted_cycle_is_caught(package):
+    graph = dict(STATIC)
+    graph["dplab.units"] = plant(package, "dplab.units", "from dplab import errors")["dplab.units"]
+    graph["dplab.errors"] = plant(package, "dplab.errors", "from dplab import units")["dplab.errors"]
+    assert find_cycle(graph) == ["dplab.errors", "dplab.units", "dplab.errors"]

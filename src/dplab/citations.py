@@ -13,6 +13,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from dplab.imports import modules
+
 PACKAGE = Path(__file__).resolve().parent
 
 #: a citation: document, kind, number (a range such as "(16)–(17)" or "§3.2–3.4" stays whole)
@@ -50,11 +52,9 @@ def _scopes(tree: ast.Module, module: str) -> list[tuple[int, int, str]]:
 def citations(package: Path = PACKAGE) -> dict[str, list[str]]:
     """Citation -> the sorted places citing it (``dplab.module`` or ``dplab.module.function``)."""
     found = defaultdict(set)
-    for path in sorted(package.rglob("*.py")):
+    for module, path in modules(package).items():
         if path.name == "citations.py":  # its own examples
             continue
-        parts = path.relative_to(package.parent).with_suffix("").parts
-        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         text = path.read_text()
         scopes = _scopes(ast.parse(text), module)
         for lineno, line in enumerate(text.splitlines(), 1):

@@ -42,29 +42,41 @@ COMMAND_MODULES: tuple[str, ...] = (
 BAD_INPUT, RUN_FAILED, INTERNAL_ERROR, INTERRUPTED = 2, 3, 1, 130
 
 
+#: the actions that store one value: a second occurrence of their flag is refused (``append``,
+#: ``extend`` and ``count`` are made to be repeated; ``help`` and ``version`` exit at once)
+ONCE_ACTIONS = (None, "store", "store_const", "store_true", "store_false")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with exit code 2 and one line for usage errors (argparse's own convention), and
-    a flag given twice refused (argparse would silently keep the last value)."""
+    a flag given twice refused (argparse would silently keep the last value): each action of
+    :data:`ONCE_ACTIONS` is registered (``ArgumentParser.register``) as its class refusing a second
+    occurrence, for this parser and its argument groups."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in ONCE_ACTIONS:
+            self.register("action", name, _once(_standard_action(name)))
 
     def error(self, message: str) -> None:  # pragma: no cover - exercised through main()
         self.exit(BAD_INPUT, f"{self.prog}: error: {message}\n")
-
-    def _add_action(self, action):  # every flag passes here, those of (mutually exclusive) groups too
-        if action.option_strings and not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
-            action.__class__ = _once(type(action))
-        return super()._add_action(action)
 
     def parse_known_args(self, args=None, namespace=None):
         self.given: set[str] = set()
         return super().parse_known_args(args, namespace)
 
 
-def _once(action_class: type) -> type:
+def _standard_action(name: str | None) -> type[argparse.Action]:
+    """argparse's own class for ``action=name``: the class of a flag added with it."""
+    return type(argparse.ArgumentParser(add_help=False).add_argument("--flag", action=name))
+
+
+def _once(action_class: type[argparse.Action]) -> type[argparse.Action]:
     """``action_class`` refusing a second occurrence of its flag on one command line."""
 
     class Once(action_class):
         def __call__(self, parser, namespace, values, option_string=None):
-            if self.dest in parser.given:
+            if self.option_strings and self.dest in parser.given:
                 parser.error(f"{'/'.join(self.option_strings)} given twice; give it once")
             parser.given.add(self.dest)
             super().__call__(parser, namespace, values, option_string)
