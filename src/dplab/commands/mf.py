@@ -64,6 +64,8 @@ def run(args) -> int:
     k = -(-steps // b) if args.participations is None else args.participations
     if (args.epsilon is None) != (args.delta is None):
         raise DPLabError("epsilon", "give both --epsilon and --delta, or neither")
+    factorizations.check_strategy(args.strategy, args.bands)
+    sampler = None if args.epsilon is None else _sampler(args, steps, b, k)  # every flag checked before the work
     A = workload.momentum_workload(steps, args.momentum)
     fact = factorizations.factorize(args.strategy, A, bands=args.bands, min_separation=b)
     out = {
@@ -75,18 +77,9 @@ def run(args) -> int:
         "momentum": args.momentum,
         **fact.errors(k, b),
     }
-    if args.epsilon is not None:
+    if sampler is not None:
         if args.sampling == "cyclic_poisson":
-            if args.dataset_size is None or args.batch_size is None:
-                raise DPLabError("dataset_size", "--sampling cyclic_poisson needs --dataset-size and --batch-size")
-            sampler = accounting.CyclicPoisson(args.dataset_size, args.batch_size, b, steps)
             out.update(dataset_size=args.dataset_size, batch_size=args.batch_size, sampling_rate=sampler.sampling_rate)
-        else:
-            sampler = accounting.MinSeparation(b, steps)
-            if k != sampler.participations:
-                raise DPLabError(
-                    "participations", f"the cyclic fixed-batch sampler gives k = ceil(T/b) = {sampler.participations}; got {k}"
-                )
         sigma = accounting.calibrate(fact, sampler, args.epsilon, args.delta, args.neighbouring)
         out.update(
             epsilon=args.epsilon, delta=args.delta, neighbouring=args.neighbouring, sampling=args.sampling,
@@ -98,4 +91,19 @@ def run(args) -> int:
         out["out"] = args.out
     print(json.dumps(out, ensure_ascii=False))
     return 0
+
+
+def _sampler(args, steps: int, b: int, k: int):
+    """The sampler the calibration assumes, with ε and δ checked (before any factorization)."""
+    from dplab.mf import accounting
+
+    accounting.check_target(args.epsilon, args.delta)
+    if args.sampling == "cyclic_poisson":
+        if args.dataset_size is None or args.batch_size is None:
+            raise DPLabError("dataset_size", "--sampling cyclic_poisson needs --dataset-size and --batch-size")
+        return accounting.CyclicPoisson(args.dataset_size, args.batch_size, b, steps)
+    sampler = accounting.MinSeparation(b, steps)
+    if k != sampler.participations:
+        raise DPLabError("participations", f"the cyclic fixed-batch sampler gives k = ceil(T/b) = {sampler.participations}; got {k}")
+    return sampler
 
