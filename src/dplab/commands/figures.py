@@ -93,7 +93,10 @@ def run_draw(args) -> int:
     if pdf.resolve() == png.resolve():
         raise DPLabError("--png", f"is the same file as --pdf ({args.pdf}): one would overwrite the other; give two paths")
     make = f"dplab figure-table {args.figure} … --out {args.table}"
-    table = read_csv(args.table, f"table of figure {args.figure}", make)
+    try:
+        table = read_csv(args.table, f"table of figure {args.figure}", make)
+    except DPLabError as err:
+        raise DPLabError("--table", str(err)) from None
     what = f"{args.table} is not the table of figure {args.figure} (another figure's? `{make}` makes it)"
     with _bad_input("--table", what):
         drawing = figure(args.figure).draw(table)

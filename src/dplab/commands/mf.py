@@ -29,7 +29,7 @@ def register(subparsers) -> None:
         "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
     )
     p.add_argument("--strategy", help="identity, sqrt, optimal or banded (see docs/matrix_factorization.md)")
-    p.add_argument("--steps", type=int, help="T")
+    p.add_argument("--steps", type=int, help="T (at most 6688: its T×T matrices stay within MEMORY_MAX = 2 GiB)")
     p.add_argument("--participations", type=int, default=None, help="k (default ⌈T/b⌉)")
     p.add_argument("--min-separation", type=int, default=None, help="b (default T: single participation)")
     p.add_argument("--bands", type=int, default=None, help="bands of C (banded strategy; <= b)")
