@@ -14,11 +14,14 @@ min_version("8.0")
 # together are merged in order: --configfile config/paper.yaml config/paper-smoke.yaml.
 # Every config problem ends Snakemake with one line naming the key (exit code 2), before a job is
 # planned: YAML syntax (with line and column), the schema (workflow/schemas/config.schema.yaml),
-# then check_config.  (A --configfile is read by Snakemake itself before this file runs:
-# `dplab check-config FILE...` gives its YAML errors with line and column.)
+# then check_config.  A --configfile is read by Snakemake itself before this file runs, with a
+# loader that keeps the last of a key given twice: each is read again here with dplab's loader,
+# which refuses a duplicate key (naming both lines), an empty file, a FIFO or a device.
+with pipeline.refuse_bad_config():
+    for path in workflow.overwrite_configfiles or ["config/config.yaml"]:
+        load_yaml(path)
+
 if not workflow.overwrite_configfiles:
-    with pipeline.refuse_bad_config():
-        load_yaml("config/config.yaml")
 
     configfile: "config/config.yaml"
 

@@ -168,6 +168,15 @@ LATE_MISTAKES = [
     (lambda c: c["audits"]["digits_white_box"].update(canary_label=10), "audits.digits_white_box.canary_label"),
     (lambda c: c["audits"]["digits_white_box"].update(dataset_size=1024), "audits.digits_white_box.dataset_size"),
     (lambda c: c["sweeps"]["dp_sgd"].update(run="nonprivate"), "sweeps.dp_sgd.run"),
+    # issue 25: YAML's .inf/.nan (JSON schema's minimum lets +inf through), pld's δ range, an audit
+    # of data without a feature that is 0 in every record, an audit's size
+    (lambda c: c["audits"]["digits_white_box"]["run"].update(lr=float("inf")), "audits.digits_white_box.run.lr"),
+    (lambda c: c["runs"]["nonprivate"].update(lr=float("nan")), "runs.nonprivate.lr"),
+    (lambda c: c["runs"]["dp_sgd"].update(delta=1e-300), "runs.dp_sgd.delta"),
+    (lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(delta=1e-300), "grids.mf_vs_dpsgd.base.delta"),
+    (lambda c: (c["datasets"].update(synthetic={**SYNTHETIC, "train_size": 2000}),
+                c["audits"]["digits_white_box"].update(dataset="synthetic")), "audits.digits_white_box.dataset"),
+    (lambda c: c["audits"]["digits_white_box"].update(runs=10**6, steps=[1, 100_000]), "audits.digits_white_box.runs"),
 ]
 
 

@@ -13,7 +13,7 @@ import copy
 from pathlib import Path
 
 from dplab.accounting import names as accountant_names
-from dplab.audit.membership import THREAT_MODELS, method_config
+from dplab.audit.membership import THREAT_MODELS, check_size, method_config
 from dplab.errors import DPLabError
 from dplab.figures import FIGURE_IDS, figure as figure_module
 from dplab.jobs import dataset_entry, grid_runs, run_entry
@@ -110,6 +110,7 @@ def _check_audit(config: dict, audit: str, entry: dict) -> None:
     audit's records and canary label fit its dataset."""
     where = f"audits.{audit}"
     try:
+        check_size(entry)
         _check_dataset(config, entry["dataset"])
     except DPLabError as err:
         raise _rekey(err, [], where) from None
@@ -120,7 +121,12 @@ def _check_audit(config: dict, audit: str, entry: dict) -> None:
             err.key = err.key.removeprefix(f"{where}.methods.{method}.")  # the key itself, then where it was set
             raise _rekey(err, [(f"{where}.methods.{method}", keys or {}), (f"{where}.run", entry["run"])],
                          f"{where}.methods.{method}") from None
-    info = expected_info(dataset_entry(config, entry["dataset"]))
+    dataset = dataset_entry(config, entry["dataset"])
+    if dataset["kind"] == "synthetic":  # the canaries' own check (dplab.audit.canary.dead_features), from the entry
+        raise DPLabError(f"{where}.dataset", f"dataset {entry['dataset']!r} is synthetic: its features are Gaussian, so "
+                                             "none is 0 in every record, and the dead-feature canaries need one; "
+                                             "audit a digits or mnist dataset")
+    info = expected_info(dataset)
     slots = entry["canaries"] if THREAT_MODELS[entry["threat_model"]][0] == "gradient" else 1
     if not slots < entry["dataset_size"] <= info["train_size"] + slots:
         raise DPLabError(f"{where}.dataset_size", f"must lie in ({slots}, {info['train_size'] + slots}]: the "

@@ -1,23 +1,31 @@
 """Reading what one command wrote for another: prepared datasets, saved factorizations, run
-summaries.
+summaries, result tables (CSV); and the whole-file check of every file a command reads.
 
 A missing, corrupt or truncated file is one :class:`~dplab.errors.DPLabError` (one line, exit 2
 on the CLI) naming the file, what is wrong and the command that writes it again, never a
-traceback.  What can be detected: an npz member whose CRC-32 does not match (any changed byte),
-a truncated zip or JSON document, a missing array or key.  A file Snakemake or DVC
-produced is not rebuilt while it exists, hence "delete it and rerun the pipeline" beside the
-command.
+traceback.  What can be detected: a path that is not a regular file (a FIFO or a device such as
+/dev/zero, which would block or never end) or is empty (:func:`input_file`); an npz member whose
+CRC-32 does not match (any changed byte), a truncated zip or JSON document, a missing array or
+key; a CSV table cut inside a line (every table dplab writes ends with a newline:
+:func:`read_csv`).  A CSV cut exactly at a line boundary is detected only where its producer
+promises a length: a run's metrics.csv ends at the run's last step (:func:`run_metrics`).  A file
+Snakemake or DVC produced is not rebuilt while it exists, hence "delete it and rerun the
+pipeline" beside the command.
 """
 
 from __future__ import annotations
 
 import json
+import stat
 import zipfile
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from dplab.errors import DPLabError
+
+if TYPE_CHECKING:  # numpy and pandas are imported where a file is read: `dplab` starts fast
+    import numpy as np
+    import pandas as pd
 
 #: keys every run's summary.json holds that the sweep and figure commands read
 SUMMARY_KEYS = ("run", "final", "delta", "epsilon")
@@ -33,8 +41,34 @@ def missing(path: str | Path, what: str, regenerate: str) -> DPLabError:
     return DPLabError(str(path), f"{what} missing; write it with `{regenerate}`")
 
 
+def input_file(path: str | Path, key: str, empty_ok: bool = False) -> Path:
+    """``path`` as a :class:`Path` if it is a regular file a command can read to its end (not
+    empty, unless ``empty_ok``); else a :class:`DPLabError` naming ``key`` (the flag, or the file's
+    role) and what ``path`` is instead: missing, a folder, a FIFO, a device (``/dev/zero``, whose
+    reading never ends), a socket."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise DPLabError(key, f"no such file: {path}") from None
+    except OSError as err:
+        raise DPLabError(key, f"cannot read {path}: {err.strerror}") from None
+    if stat.S_ISDIR(mode):
+        raise DPLabError(key, f"{path} is a folder; give a file")
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise DPLabError(key, f"{path} is {kind}, not a regular file; give a file (reading it could block or never end)")
+    if not empty_ok and path.stat().st_size == 0:
+        raise DPLabError(key, f"{path} is empty")
+    return path
+
+
 def read_json(path: str | Path, what: str, regenerate: str, keys: tuple[str, ...] = ()) -> dict:
     """The JSON object in ``path``, which must hold ``keys``."""
+    if not Path(path).exists():
+        raise missing(path, what, regenerate)
+    input_file(path, what)
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -51,6 +85,10 @@ def read_json(path: str | Path, what: str, regenerate: str, keys: tuple[str, ...
 
 def read_npz(path: str | Path, what: str, names: tuple[str, ...], regenerate: str) -> dict[str, np.ndarray]:
     """The arrays ``names`` of the .npz file ``path``, read whole (so that every CRC is checked)."""
+    import numpy as np
+
+    if Path(path).exists():
+        input_file(path, what)
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {k: archive[k] for k in names if k in archive.files}
@@ -62,6 +100,38 @@ def read_npz(path: str | Path, what: str, names: tuple[str, ...], regenerate: st
     if absent:
         raise damaged(path, what, f"has no array {', '.join(map(repr, absent))}", regenerate)
     return arrays
+
+
+def read_csv(path: str | Path, what: str, regenerate: str) -> pd.DataFrame:
+    """The CSV table in ``path`` (written by :func:`dplab.io.write_csv` or the training loop, both
+    of which end every line, the last included, with a newline): refused when missing, not a
+    regular file, empty, cut inside its last line (no final newline) or not CSV."""
+    import pandas as pd
+
+    if not Path(path).exists():
+        raise missing(path, what, regenerate)
+    input_file(path, what)
+    with open(path, "rb") as handle:
+        handle.seek(-1, 2)
+        if handle.read(1) != b"\n":
+            raise damaged(path, what, "truncated (its last line is cut: no final newline)", regenerate)
+    try:
+        return pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise damaged(path, what, f"not a CSV table ({_reason(err)})", regenerate) from None
+
+
+def run_metrics(path: str | Path, summary: dict) -> pd.DataFrame:
+    """A run's metrics.csv, which must end at the run's last step ``summary["run"]["steps"]`` (the
+    training loop always logs it): a table cut at a line boundary is refused too."""
+    regenerate = train_command(Path(path).parent)
+    metrics = read_csv(path, "run metrics", regenerate)
+    steps = summary["run"].get("steps")
+    if "step" not in metrics.columns or metrics.empty or metrics["step"].iloc[-1] != steps:
+        last = metrics["step"].iloc[-1] if "step" in metrics.columns and not metrics.empty else "none"
+        raise damaged(path, "run metrics", f"truncated: its last step is {last}, the run's summary says {steps}",
+                      regenerate)
+    return metrics
 
 
 def train_command(folder: str | Path) -> str:

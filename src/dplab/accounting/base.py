@@ -82,6 +82,10 @@ class Accountant(ABC):
     requires: ClassVar[tuple[str, ...]] = ("noise_multiplier", "sampling_rate", "steps")
     #: Setting fields that must be unset (or 0): update terms the bound's theorem does not have
     excludes: ClassVar[tuple[str, ...]] = ()
+    #: Setting fields this bound's ε never reads (a single release's Δ; a fixed Rényi order where
+    #: the orders are searched): ``dplab epsilon|delta|sigma`` refuses them, since the answer would be
+    #: the same without them (docs/reliability.md)
+    unused: ClassVar[tuple[str, ...]] = ("sensitivity", "alpha")
     #: further assumptions, in words (checked in :meth:`check_setting`)
     assumptions: ClassVar[tuple[str, ...]] = ()
     #: one of :data:`BOUNDS`; only "upper" may calibrate σ or be claimed as a guarantee

@@ -26,7 +26,7 @@ import math
 
 import dp_accounting
 import numpy as np
-from dp_accounting.pld import privacy_loss_distribution, privacy_loss_mechanism
+from dp_accounting.pld import pld_pmf, privacy_loss_distribution, privacy_loss_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab import units
@@ -158,7 +158,7 @@ class RdpAccountant(_DpAccountingAdapter):
 #: (2^19: about 4 s, reached near σ = 0.2); σ = 0.03, q = 0.01 would need 8.8e6 bins (92 s)
 PLD_STEP_BINS = 2**19
 #: the most bins of the T-fold composition (FFT buffers of 16 bytes a bin; 2^24: about 0.5 GB at peak)
-PLD_BINS = 2**24
+PLD_BINS = 2**22
 
 
 @register
@@ -270,9 +270,23 @@ class PldAccountant(_DpAccountingAdapter):
         return pld, composed
 
     def _run(self, pld, steps: int):
-        """What dp_accounting's ``PLDAccountant`` holds after composing the step ``steps`` times."""
+        """What dp_accounting's ``PLDAccountant`` holds after composing the step ``steps`` times.
+
+        A one-step PMF of few bins (large σ, small q: 3 at σ = 20, q = 1e-4) is sparse, and
+        dp_accounting's sparse ``self_compose`` decides whether to go dense by computing
+        ``size ** steps`` as an exact integer: ~T·log10(size) digits, 3 minutes at T = 3e7 and no
+        end at 1e9.  The same decision (dense above :data:`pld_pmf._MAX_PMF_SPARSE_SIZE` points)
+        is taken here in logarithms, so the values are dp_accounting's own."""
         identity = privacy_loss_distribution.identity(value_discretization_interval=self.value_discretization_interval)
-        return identity.compose(pld.self_compose(int(steps)))
+        steps = int(steps)
+
+        def dense(pmf):  # where dp_accounting would go dense (the +1: near the edge it decides itself, cheaply)
+            big = pmf.size > 1 and steps * math.log(pmf.size) > math.log(pld_pmf._MAX_PMF_SPARSE_SIZE) + 1  # noqa: SLF001
+            return pmf.to_dense_pmf() if big else pmf
+
+        remove = dense(pld._pmf_remove)  # noqa: SLF001 (tests/test_dependencies.py)
+        pld = privacy_loss_distribution.PrivacyLossDistribution(remove, None if pld._symmetric else dense(pld._pmf_add))  # noqa: SLF001
+        return identity.compose(pld.self_compose(steps))
 
     def _epsilon_curve(self, setting, delta, steps):
         """full_batch: exact (class docstring).  Poisson: exact dp_accounting values for grids of ≤ 64

@@ -60,6 +60,8 @@ class RdpBound(Accountant):
     """An accountant whose bound is an RDP curve: subclasses give ``_rdp`` and inherit the
     conversion to (ε, δ) above (optimized over the orders, or at ``Setting.alpha``)."""
 
+    unused = ("sensitivity",)
+
     @abstractmethod
     def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(orders, RDP of shape (len(steps), len(orders)))."""

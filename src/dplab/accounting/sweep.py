@@ -18,7 +18,7 @@ from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError
 from dplab.progress import Progress
-from dplab.validate import at_least
+from dplab.validate import at_least, integer
 
 #: columns of every sweep table, in order
 COLUMNS = [
@@ -27,10 +27,15 @@ COLUMNS = [
 ]
 
 
+#: the most T values of a sweep (``dplab sweep --points``, config ``sweeps.*.points``): each is one ε
+#: per accountant; np.geomspace would allocate 8 bytes a point before the grid is deduplicated
+POINTS_MAX = 10_000
+
+
 def steps_grid(max_steps: int, points: int) -> np.ndarray:
     """About ``points`` log-spaced integers from 1 to ``max_steps`` (both included)."""
     at_least("steps", max_steps, 1)
-    at_least("points", points, 2)
+    integer("points", points, 2, POINTS_MAX, "POINTS_MAX")
     grid = np.unique(np.round(np.geomspace(1, max_steps, points)).astype(int))
     return grid
 

@@ -289,6 +289,21 @@ def _exact(cfg: dict, gradient, projections: int, steps: list[int], n: int, obse
     return {"last_iterate": np.array([at(t) for t in steps])}
 
 
+#: the most training an audit may ask per variant, in record-steps: runs × largest T × dataset_size
+#: (config/paper.yaml's largest: 16384 × 256 × 128 ≈ 5.4e8)
+AUDIT_WORK_MAX = 10**10
+
+
+def check_size(entry: dict) -> None:
+    """Refuse an audit whose training per variant exceeds :data:`AUDIT_WORK_MAX` (before any data
+    are read: the config check and ``dplab audit`` ask first)."""
+    work = entry["runs"] * max(entry["steps"]) * entry["dataset_size"]
+    if work > AUDIT_WORK_MAX:
+        raise DPLabError("runs", f"runs × largest step × dataset_size = {entry['runs']} × {max(entry['steps'])} × "
+                                 f"{entry['dataset_size']} = {work:.3g} record-steps per variant, above AUDIT_WORK_MAX = "
+                                 f"{AUDIT_WORK_MAX:.0e} (days of training); lower one of them")
+
+
 def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
     """One tidy table: a row per (variant (sorted by name), observation, estimator, T) with the estimator's ε lower
     bound and point estimate and the upper bound of every accountant valid for the run and the

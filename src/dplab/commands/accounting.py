@@ -69,9 +69,16 @@ def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = N
     )
 
 
-def _setting(args: argparse.Namespace) -> Setting:
+def _setting(args: argparse.Namespace, accountant) -> Setting:
+    """The Setting of the flags given; a flag ``accountant`` never reads (:attr:`Accountant.unused`)
+    is refused, since the answer would be the same without it."""
     fields = {name: getattr(args, name, None) for name, _, _ in SETTING_FLAGS}
     fields = {k: v for k, v in fields.items() if v is not None}
+    for name in accountant.unused:
+        if name in fields:
+            readers = [n for n in accounting.names() if name not in accounting.get(n).unused]
+            raise DPLabError("--" + name.replace("_", "-"), f"accountant {accountant.name!r} does not read it (its "
+                             f"answer is the same without it); drop it, or use one that does: {', '.join(readers)}")
     return Setting(sampling=args.sampling, neighbouring=args.neighbouring, reshuffle=args.reshuffle, **fields)
 
 
@@ -99,13 +106,15 @@ def _check_number(name: str, value: float) -> float:
 
 
 def cmd_epsilon(args: argparse.Namespace) -> int:
-    acc, setting = accounting.get(args.accountant), _setting(args)
+    acc = accounting.get(args.accountant)
+    setting = _setting(args, acc)
     eps = _check_number("epsilon", acc.epsilon(setting, args.delta))
     return _emit(_common(acc, setting, epsilon=eps, delta=args.delta))
 
 
 def cmd_delta(args: argparse.Namespace) -> int:
-    acc, setting = accounting.get(args.accountant), _setting(args)
+    acc = accounting.get(args.accountant)
+    setting = _setting(args, acc)
     delta = _check_number("delta", acc.delta(setting, args.epsilon))
     out = _common(acc, setting, delta=delta, epsilon=args.epsilon)
     if delta <= DELTA_FLOOR:  # never 0: a Gaussian mechanism is never (ε, 0)-DP
@@ -114,7 +123,8 @@ def cmd_delta(args: argparse.Namespace) -> int:
 
 
 def cmd_sigma(args: argparse.Namespace) -> int:
-    acc, setting = accounting.get(args.accountant), _setting(args)
+    acc = accounting.get(args.accountant)
+    setting = _setting(args, acc)
     sigma = _check_number("noise_multiplier", acc.sigma(setting, args.epsilon, args.delta))
     out = _common(acc, setting.replace(noise_multiplier=sigma), noise_multiplier=sigma,
                   epsilon=args.epsilon, delta=args.delta)

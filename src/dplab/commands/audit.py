@@ -40,7 +40,7 @@ def _audit_entry(text: str) -> dict:
 def run(args) -> int:
     import torch
 
-    from dplab.audit.membership import run_audit
+    from dplab.audit.membership import check_size, run_audit
     from dplab.errors import DPLabError
     from dplab.io import check_output, write_csv
     from dplab.training import data
@@ -56,6 +56,7 @@ def run(args) -> int:
         config = load_config(args.config)
         named_entry(config.get("audits", {}), args.audit, "--audit", "audit")
         entry = jobs.audit_entry(config, args.audit)
+    check_size(entry)
     if args.threads is not None:
         torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
     dataset = data.load(args.data)

@@ -44,12 +44,15 @@ def register(sub) -> None:
         description="List every figure and table found under the results folder, with titles and sources.",
     )
     i.add_argument("--results", default="results", help="the results folder")
+    i.add_argument("--config", help="pipeline config file: every result its DAG makes must exist (else the "
+                   "missing ones are named)")
     i.add_argument("--out", required=True, help="Markdown file to write")
     i.set_defaults(func=run_index)
 
 
 def run_table(args) -> int:
     from dplab.figures import figure, input_args, input_files, parse_input_args
+    from dplab.inputs import input_file
     from dplab.io import check_output, write_csv
 
     check_output(args.out, "--out")
@@ -71,8 +74,9 @@ def run_table(args) -> int:
                           f"figures.{args.figure}")
         inputs = parse_input_args(args.figure, args.inputs)
     for path in input_files(inputs):
-        if not Path(path).is_file():
+        if not Path(path).exists():
             raise DPLabError("--inputs", f"no such file: {path} (the pipeline makes it: snakemake {path})")
+        input_file(path, "--inputs")
     what = f"the inputs ({' '.join(input_args(inputs))}) are not the result files figure {args.figure} is made from"
     with _bad_input("--inputs", what):
         table = figure(args.figure).table(inputs, params)
@@ -81,18 +85,21 @@ def run_table(args) -> int:
 
 
 def run_draw(args) -> int:
-    import pandas as pd
-
     from dplab.figures import figure, style
+    from dplab.inputs import read_csv
     from dplab.io import check_output
 
-    check_output(args.pdf, "--pdf")
-    check_output(args.png, "--png")
-    if not Path(args.table).is_file():
-        raise DPLabError("--table", f"no such file: {args.table} (`dplab figure-table {args.figure}` makes it)")
-    what = f"{args.table} is not the table of figure {args.figure} (another figure's? `dplab figure-table {args.figure}` makes it)"
+    pdf, png = check_output(args.pdf, "--pdf"), check_output(args.png, "--png")
+    if pdf.resolve() == png.resolve():
+        raise DPLabError("--png", f"is the same file as --pdf ({args.pdf}): one would overwrite the other; give two paths")
+    make = f"dplab figure-table {args.figure} … --out {args.table}"
+    try:
+        table = read_csv(args.table, f"table of figure {args.figure}", make)
+    except DPLabError as err:
+        raise DPLabError("--table", str(err)) from None
+    what = f"{args.table} is not the table of figure {args.figure} (another figure's? `{make}` makes it)"
     with _bad_input("--table", what):
-        drawing = figure(args.figure).draw(pd.read_csv(args.table))
+        drawing = figure(args.figure).draw(table)
     style.save(drawing, args.pdf, args.png)
     return 0
 
@@ -120,6 +127,33 @@ def _bad_input(flag: str, what: str):
         raise DPLabError(flag, f"{what}: {type(err).__name__}: {err}") from None
 
 
+def _check_complete(results: Path, config_file: str | None) -> None:
+    """Refuse an index over missing results, naming them: a figure with some of its table, PDF
+    and PNG but not all; with ``config_file``, any result of its DAG (:func:`dplab.pipeline.results`,
+    paths under ``results/`` read under ``results``)."""
+    from dplab.figures import FIGURE_IDS
+    from dplab.layout import RESULTS, figure_files
+
+    def under(paths: list[str]) -> list[str]:  # the layout's paths, relative to results/
+        return [Path(p).relative_to(RESULTS).as_posix() for p in paths]
+
+    wanted = []
+    for figure_id in FIGURE_IDS:
+        files = under(figure_files(figure_id))
+        if any((results / f).exists() for f in files):
+            wanted += files
+    if config_file:
+        from dplab.config import load_config
+        from dplab.pipeline import results as dag_results
+
+        wanted += under(dag_results(load_config(config_file)))
+    missing = sorted({f for f in wanted if not (results / f).exists()})
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise DPLabError("--results", f"{len(missing)} result(s) missing under {results}: {shown}; make them first "
+                                      "(snakemake), the index lists complete results only")
+
+
 def run_index(args) -> int:
     import pandas as pd
 
@@ -128,6 +162,7 @@ def run_index(args) -> int:
 
     check_output(args.out, "--out")
     results = Path(args.results)
+    _check_complete(results, args.config)
     lines = ["# Results index", "", "Every figure is drawn only from its table; redraw one with "
              "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.", ""]
     claims = results / "tables" / "claims.csv"

@@ -38,7 +38,8 @@ def register(subparsers) -> None:
         "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
     )
     p.add_argument("--strategy", help="identity, sqrt, optimal, banded or banded_toeplitz (see docs/matrix_factorization.md)")
-    p.add_argument("--steps", type=int, help="T")
+    p.add_argument("--steps", type=int, help="T (dense strategies: at most 6688, their T×T matrices stay within "
+                   "MEMORY_MAX = 2 GiB; banded_toeplitz: no T×T matrix)")
     p.add_argument("--participations", type=int, default=None, help="k (default ⌈T/b⌉)")
     p.add_argument("--min-separation", type=int, default=None, help="b (default T: single participation)")
     p.add_argument("--bands", type=int, default=None, help="bands of C (banded strategy; <= b)")
@@ -74,7 +75,7 @@ AMPLIFIED = ("identity", "banded", "banded_toeplitz")
 def _check_flags(args, steps: int) -> None:
     """Refuse a flag the strategy does not take, before any optimization starts."""
     from dplab.accounting.setting import check_delta, check_epsilon
-    from dplab.mf import factorizations
+    from dplab.mf import accounting, factorizations
 
     strategy = args.strategy
     if strategy not in (*factorizations.STRATEGIES, "banded_toeplitz"):
@@ -91,6 +92,8 @@ def _check_flags(args, steps: int) -> None:
             raise DPLabError("momentum", "banded_toeplitz factorizes the prefix sum only (momentum 0)")
         if args.out is not None:
             raise DPLabError("out", "banded_toeplitz is not saved as a dense T×T factorization (training reads those)")
+    else:
+        factorizations.check_strategy(strategy, args.bands)
     if (args.sampling_rate is not None or args.sampling == "cyclic_poisson") and strategy not in AMPLIFIED:
         raise DPLabError("sampling_rate", f"amplified BandMF holds for C with at most b bands ({', '.join(AMPLIFIED)}); "
                                           f"{strategy} is accounted without amplification: drop --sampling-rate and "
@@ -111,6 +114,8 @@ def _check_flags(args, steps: int) -> None:
         raise DPLabError("delta", "--epsilon and --noise-multiplier need --delta")
     if args.delta is not None and args.epsilon is None and args.noise_multiplier is None:
         raise DPLabError("epsilon", "give --epsilon or --noise-multiplier with --delta")
+    if args.epsilon is not None:
+        accounting.check_target(args.epsilon, args.delta)
 
 
 def _sampler(args, steps: int, b: int, k: int, out: dict):

@@ -22,14 +22,16 @@ def register(sub) -> None:
     p.add_argument("--sweep", metavar="NAME", help="name of the entry of the config's `sweeps`")
     p.add_argument("--summary", help="the run's summary.json (its setting and δ are used)")
     p.add_argument("--accountants", nargs="+", metavar="NAME", help="accountants to evaluate")
-    p.add_argument("--points", type=int, default=40, help="number of log-spaced T values from 1 to the run's steps (>= 2)")
+    p.add_argument("--points", type=int, default=40,
+                   help="number of log-spaced T values from 1 to the run's steps (2 to POINTS_MAX = 10000)")
     p.add_argument("--out", required=True, help="CSV file to write")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from dplab.accounting.claims import from_summary
-    from dplab.accounting.sweep import steps_grid, sweep
+    from dplab.accounting.sweep import POINTS_MAX, steps_grid, sweep
+    from dplab.validate import integer
     from dplab.inputs import run_summary
     from dplab.io import check_output, write_csv
 
@@ -50,6 +52,7 @@ def run(args) -> int:
         if not (args.summary and args.accountants):
             raise DPLabError("summary", "give --summary and --accountants (or --config and --sweep)")
         summary_path, accountants, points = args.summary, args.accountants, args.points
+        integer("--points", points, 2, POINTS_MAX, "POINTS_MAX")  # before the summary is read
     summary = run_summary(summary_path)
     setting, update = from_summary(summary)
     table = sweep(setting, summary["delta"], accountants, steps_grid(summary["run"]["steps"], points), update)

@@ -8,13 +8,15 @@ levels, the histogram (``bins`` log-spaced bins) and the marked quantile, all ov
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from dplab import layout
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
-from dplab.inputs import run_summary
+from dplab.inputs import read_csv, run_summary, train_command
 
 TITLE = "Per-example gradient norms during non-private training (004 §3.2)"
 SOURCE = "004 §3.2 (gradients_cdf, gradients_hist)"
@@ -42,7 +44,7 @@ def inputs(config: dict, params: dict) -> Inputs:
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """Rows of kind ``cdf`` (grad_norm, fraction ≤ it), ``histogram`` (bin edges, count) and
     ``quantile`` (the marked quantile of all recorded norms)."""
-    norms = pd.read_csv(inputs["grad_norms"])["grad_norm"].to_numpy()
+    norms = read_csv(inputs["grad_norms"], "gradient norms", train_command(Path(inputs["grad_norms"]).parent))["grad_norm"].to_numpy()
     info = runs.describe(run_summary(inputs["summary"]))
     common = {"run": info["run"], "model": info["model"], "dataset": info["dataset"], "steps": info["steps"],
               "lr": info["lr"], "sampling": info["sampling"], "recorded": len(norms)}

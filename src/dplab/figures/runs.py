@@ -10,7 +10,7 @@ import pandas as pd
 from dplab import layout
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, exclusion, from_summary, refusal
 from dplab.errors import DPLabError
-from dplab.inputs import run_summary
+from dplab.inputs import run_metrics, run_summary
 
 #: display names of the training methods (docs/training.md)
 METHOD_NAMES = {
@@ -46,7 +46,8 @@ def run_inputs(names: list[str]) -> dict[str, list[str]]:
 
 def load_pairs(inputs: dict[str, list[str]]) -> list[tuple[dict, pd.DataFrame]]:
     """(summary, metrics) per run from the inputs of :func:`run_inputs` (a ValueError if their numbers differ)."""
-    return [(run_summary(s), pd.read_csv(m)) for s, m in zip(inputs["summaries"], inputs["metrics"], strict=True)]
+    summaries = [run_summary(s) for s in inputs["summaries"]]
+    return [(s, run_metrics(m, s)) for s, m in zip(summaries, inputs["metrics"], strict=True)]
 
 
 def describe(summary: dict) -> dict:

@@ -222,14 +222,21 @@ def delta(factorization, sampler, noise_multiplier: float, epsilon_: float, neig
     return _as_mf(lambda: pld.delta(setting, epsilon_))
 
 
+def check_target(epsilon_: float, delta_: float) -> tuple[float, float]:
+    """(ε, δ) of a calibration, refused outside (0, EPSILON_MAX] × (0, 1) (``dplab mf`` asks
+    before it factorizes)."""
+    epsilon_, delta_ = check_epsilon(epsilon_), check_delta(delta_)
+    if not epsilon_ <= EPSILON_MAX:
+        raise ResolutionError(NAME, "epsilon", f"must be <= {EPSILON_MAX:g} (EPSILON_MAX); got {epsilon_:g}")
+    return epsilon_, delta_
+
+
 def calibrate(factorization, sampler, epsilon_: float, delta_: float, neighbouring: str = "add_remove") -> float:
     """Smallest σ with ε(σ) ≤ ``epsilon_`` at ``delta_``.  The event's noise multiplier is σ/s for a
     scale s of the factorization and sampler (sensitivity·Δ₁, or ζ): a Gaussian event needs √k·σ₁,
     σ₁ the exact one-release calibration (:func:`sigma_analytic`); a Poisson-sampled one what
     ``pld`` calibrates (relative precision ``SIGMA_RTOL``)."""
-    epsilon_, delta_ = check_epsilon(epsilon_), check_delta(delta_)
-    if not epsilon_ <= EPSILON_MAX:
-        raise ResolutionError(NAME, "epsilon", f"must be <= {EPSILON_MAX:g} (EPSILON_MAX); got {epsilon_:g}")
+    epsilon_, delta_ = check_target(epsilon_, delta_)
     unit, rate, count = _parts(dp_event(factorization, sampler, 1.0, neighbouring))  # σ = 1: unit = 1/s
     if rate is None:
         needed = math.sqrt(count) * sigma_analytic(epsilon_, delta_)

@@ -352,16 +352,21 @@ def load(path, regenerate: str | None = None) -> tuple[Factorization, float]:
     return Factorization(str(f["strategy"]), momentum_workload(C.shape[0], momentum), C, int(f["bands"])), momentum
 
 
+def check_strategy(strategy: str, bands: int | None) -> None:
+    """Refuse a strategy name not in ``STRATEGIES``, and banded without ``bands``."""
+    if strategy not in STRATEGIES:
+        raise DPLabError("strategy", f"must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    if strategy == "banded" and bands is None:
+        raise DPLabError("bands", "is required for the banded strategy")
+
+
 def factorize(strategy: str, A: np.ndarray, bands: int | None = None, min_separation: int | None = None) -> Factorization:
     """Dispatch on the strategy name (``STRATEGIES``)."""
+    check_strategy(strategy, bands)
     if strategy == "identity":
         return identity(A)
     if strategy == "sqrt":
         return sqrt(A)
     if strategy == "optimal":
         return optimal(A)
-    if strategy == "banded":
-        if bands is None:
-            raise DPLabError("bands", "is required for the banded strategy")
-        return banded(A, bands, min_separation)
-    raise DPLabError("strategy", f"must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    return banded(A, bands, min_separation)

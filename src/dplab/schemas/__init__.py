@@ -4,12 +4,14 @@ The same schemas (also under ``workflow/schemas``) and the same :func:`validate`
 Snakefile, every ``dplab`` command and the library's own loaders (a run, a dataset), so a key
 means the same thing everywhere and defaults are filled in the same way.  Errors name the
 offending key (dotted path) and the valid range, in one line (a YAML syntax error: the file,
-line and column).
+line and column; a key given twice in one mapping: the key and both lines, where PyYAML would
+silently keep the last).
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -83,6 +85,7 @@ def validate(instance, schema: str | dict = "config", where: str = ""):
     schema = load_schema(schema) if isinstance(schema, str) else schema
     if not isinstance(instance, dict):
         raise DPLabError(where or "config", f"must be a mapping; got {type(instance).__name__}")
+    _refuse_non_finite(instance, where)
     errors = sorted(_validator(schema).iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         err = errors[0]
@@ -101,15 +104,55 @@ def validate(instance, schema: str | dict = "config", where: str = ""):
     return out
 
 
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A key given twice in one YAML mapping."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing a key given twice in one mapping (YAML 1.2 §3.2.1.1: keys
+    are unique; PyYAML keeps the last).  Keys brought in by a merge (``<<: *anchor``) may be
+    overridden, as YAML's merge-key type intends."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, (str, int, float, bool)) or key is None:
+                    if key in seen:
+                        raise DuplicateKeyError(None, None, f"key {key!r} given twice, at line {seen[key]} and "
+                                                            f"line {line}; keep one", key_node.start_mark)
+                    seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _refuse_non_finite(value, where: str) -> None:
+    """No number in a config is infinite or NaN (YAML's ``.inf``, ``.nan``): JSON schema's
+    ``minimum``/``exclusiveMinimum`` let +inf through, and no key of any schema means it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DPLabError(where or "config", f"must be a finite number; got {value}")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        _refuse_non_finite(item, _join(where, str(key)))
+
+
 def load_yaml(path: str | Path) -> dict:
-    """A YAML mapping from ``path`` (DPLabError if missing or malformed)."""
-    path = Path(path)
+    """A YAML mapping from ``path`` (DPLabError if missing, not a regular non-empty file, malformed,
+    or holding a key twice in one mapping)."""
+    from dplab.inputs import input_file
+
+    path = input_file(path, "config")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except (FileNotFoundError, NotADirectoryError):
         raise DPLabError("config", f"no such file: {path}") from None
     except IsADirectoryError:
         raise DPLabError("config", f"{path} is a folder; give a YAML file") from None
+    except DuplicateKeyError as err:
+        raise DPLabError(str(path), err.problem) from None
     except UnicodeDecodeError as err:
         raise DPLabError(str(path), f"not a UTF-8 text file ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:

@@ -101,6 +101,7 @@ def update_of(cfg: dict) -> Update:
 def check_calibration(cfg: dict, setting: Setting) -> None:
     """DPLabError unless the run's ``accountant`` may calibrate σ for ``setting`` (any σ)."""
     name = cfg["accountant"]
+    accounting.get(name).check_limit("delta", cfg["delta"])  # the σ search asks ε at this δ
     why = refusal(name, setting, update_of(cfg), any_sigma=True)
     if why:
         raise DPLabError("accountant", f"cannot calibrate σ with {name!r} for this run: {why}")

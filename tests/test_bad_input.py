@@ -1,0 +1,310 @@
+"""Bad input, round two (issue 25, points 1–5): a key given twice in a YAML file, files that are
+not whole (cut, empty, a FIFO, a device), counts too large to compute, flags an accountant never
+reads, two outputs on one path, an index over missing results.  Each is refused with one line
+naming the key, flag or file, exit code 2, before any work (dplab.inputs, dplab.schemas)."""
+
+import json
+import os
+import time
+
+import pytest
+import yaml
+
+from conftest import ROOT, run
+from dplab.cli import main
+
+
+def _refused(argv, capsys) -> str:
+    """The one line of error of ``dplab ARGV``, which must exit 2."""
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, (argv, code, err)
+    return err[0]
+
+
+# ------------------------------------------------------------------ 1. duplicate YAML keys
+
+#: a config whose second `dp_sgd` entry (a non-private sgd run) silently replaced the first
+DUPLICATE_RUN = """seed: 0
+runs:
+  dp_sgd:
+    method: dp_sgd
+    dataset: digits
+  dp_sgd:
+    method: sgd
+    dataset: digits
+"""
+
+
+def test_a_run_entry_given_twice_names_the_key_and_both_lines(tmp_path, capsys):
+    path = tmp_path / "config.yaml"
+    path.write_text(DUPLICATE_RUN)
+    line = _refused(["check-config", str(path)], capsys)
+    assert "key 'dp_sgd' given twice, at line 3 and line 6" in line and str(path) in line
+
+
+def test_a_key_given_twice_inside_a_run_file_is_refused(tmp_path, capsys):
+    """A single-run YAML of `dplab train`: refused before any data are read."""
+    path = tmp_path / "run.yaml"
+    path.write_text("method: dp_sgd\ndataset: digits\nlr: 0.5\nsteps: 10\nlr: 50\n")
+    line = _refused(["train", "--config", str(path), "--data", str(tmp_path / "none"), "--out", str(tmp_path / "o")],
+                    capsys)
+    assert "key 'lr' given twice, at line 3 and line 5" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_merge_key_may_still_be_overridden(tmp_path):
+    """YAML's merge key (<<: *anchor) brings keys a mapping may override: not a duplicate."""
+    from dplab.schemas import load_yaml
+
+    path = tmp_path / "anchors.yaml"
+    path.write_text("base: &b {lr: 0.5, steps: 10}\nrun:\n  <<: *b\n  lr: 0.1\n")
+    assert load_yaml(path)["run"] == {"lr": 0.1, "steps": 10}
+
+
+def test_snakemake_refuses_a_configfile_with_a_key_given_twice(project):
+    """Snakemake's own --configfile loader keeps the last key: the Snakefile reads the file again."""
+    text = (project / "config" / "config.yaml").read_text()
+    bad = project / "dup.yaml"
+    bad.write_text(text.replace("\nruns:\n", "\nruns:\n  dp_sgd:\n    method: sgd\n", 1))
+    proc = run(["snakemake", "-n", "--quiet", "--configfile", "dup.yaml"], cwd=project, check=False)
+    first, second = _line_of(bad, "  dp_sgd:", 1), _line_of(bad, "  dp_sgd:", 2)
+    assert proc.returncode == 2
+    message = proc.stderr.strip()
+    assert message.startswith("config error: ") and "\n" not in message
+    assert message.endswith(f"dup.yaml: key 'dp_sgd' given twice, at line {first} and line {second}; keep one")
+    assert not (project / "results").exists()
+
+
+def _line_of(path, text: str, occurrence: int) -> int:
+    """The line (from 1) of the ``occurrence``-th line of ``path`` that equals ``text``."""
+    lines = [i + 1 for i, line in enumerate(path.read_text().splitlines()) if line.split("#")[0].rstrip() == text]
+    return lines[occurrence - 1]
+
+
+# ------------------------------------------------------------------ 2. whole-file checks
+
+def _fifo(tmp_path):
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return str(path)
+
+
+def _empty(tmp_path):
+    path = tmp_path / "empty"
+    path.write_bytes(b"")
+    return str(path)
+
+
+NOT_A_FILE = {"a FIFO": (_fifo, "is a FIFO, not a regular file"),
+              "/dev/zero": (lambda tmp: "/dev/zero", "is a device, not a regular file"),
+              "an empty file": (_empty, "is empty")}
+
+
+@pytest.mark.parametrize("kind", NOT_A_FILE)
+@pytest.mark.parametrize("command", ["check-config", "provenance config", "provenance output", "figure-draw",
+                                     "sweep summary"])
+def test_a_file_that_is_not_whole_is_refused_without_reading_it(tmp_path, capsys, kind, command):
+    """A FIFO would block and /dev/zero never end (`provenance` read it forever); an empty file
+    holds nothing: one line naming the path, before it is read."""
+    make, problem = NOT_A_FILE[kind]
+    path = make(tmp_path)
+    out = str(tmp_path / "out.json")
+    argv = {"check-config": ["check-config", path],
+            "provenance config": ["provenance", "--config", path, "--out", out],
+            "provenance output": ["provenance", "--config", str(ROOT / "config" / "config.yaml"), "--out", out, path],
+            "figure-draw": ["figure-draw", "gaussian_sigma", "--table", path, "--pdf", str(tmp_path / "a.pdf"),
+                            "--png", str(tmp_path / "a.png")],
+            "sweep summary": ["sweep", "--summary", path, "--accountants", "rdp", "--out", str(tmp_path / "s.csv")],
+            }[command]
+    if kind == "an empty file" and command == "provenance output":
+        pytest.skip("an empty result file is hashed: it is a file, read to its end")
+    start = time.monotonic()
+    line = _refused(argv, capsys)
+    assert time.monotonic() - start < 30
+    assert f"{path} {problem}" in line, line
+    assert not list(tmp_path.glob("out*")) and not list(tmp_path.glob("a.p*"))
+
+
+@pytest.fixture(scope="module")
+def langevin_table(tmp_path_factory):
+    """A figure's table as `dplab figure-table` writes it (langevin_rdp: 0.4 s, no inputs)."""
+    from figure_params import default_params
+
+    from dplab.figures import figure
+    from dplab.io import write_csv
+
+    path = tmp_path_factory.mktemp("table") / "langevin_rdp.csv"
+    write_csv(path, figure("langevin_rdp").table({}, default_params("langevin_rdp")))
+    return path
+
+
+def test_a_figure_table_cut_mid_line_is_refused_not_drawn(langevin_table, tmp_path, capsys):
+    """figure-draw drew a langevin_rdp table cut at 60 % (its last row half there); the whole
+    table draws."""
+    cut = tmp_path / "cut.csv"
+    raw = langevin_table.read_bytes()
+    cut.write_bytes(raw[: len(raw) * 6 // 10])
+    assert not cut.read_bytes().endswith(b"\n")
+    pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
+    line = _refused(["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)], capsys)
+    assert f"{cut}: table of figure langevin_rdp truncated (its last line is cut" in line
+    assert not pdf.exists() and not png.exists()
+    assert main(["figure-draw", "langevin_rdp", "--table", str(langevin_table), "--pdf", str(pdf), "--png", str(png)]) == 0
+    assert pdf.stat().st_size > 0 and png.stat().st_size > 0
+
+
+def test_run_metrics_cut_at_a_line_boundary_are_refused(tmp_path):
+    """A run's metrics.csv ends at the run's last step (the loop always logs it): a table cut
+    exactly after a line is caught against the summary's steps."""
+    from dplab.errors import DPLabError
+    from dplab.inputs import run_metrics
+
+    path = tmp_path / "metrics.csv"
+    rows = "".join(f"{t},0.5\n" for t in (10, 20, 30, 40))
+    path.write_text("step,train_loss\n" + rows)
+    assert list(run_metrics(path, {"run": {"steps": 40}})["step"]) == [10, 20, 30, 40]
+    path.write_text("step,train_loss\n" + rows[: rows.index("40,")])
+    with pytest.raises(DPLabError) as err:
+        run_metrics(path, {"run": {"steps": 40}})
+    assert "truncated: its last step is 30, the run's summary says 40" in str(err.value)
+
+
+# ------------------------------------------------------------------ 3. counts bounded before work
+
+def test_pld_at_a_billion_steps_is_refused_within_a_second(capsys):
+    """σ = 20, q = 1e-4, T = 1e9 ran for ever (dp_accounting computed 3**T exactly); the
+    composition would hold 1.34e7 bins, above PLD_BINS = 2^22."""
+    from dplab import accounting
+
+    accounting.get("pld")  # imports dp_accounting before the clock starts
+    start = time.monotonic()
+    line = _refused(["epsilon", "--accountant", "pld", "--noise-multiplier", "20", "--sampling-rate", "1e-4",
+                     "--steps", "1000000000", "--delta", "1e-5"], capsys)
+    assert time.monotonic() - start < 1.0
+    assert "steps:" in line and "limit PLD_BINS = 4194304" in line
+
+
+def test_pld_of_a_sparse_step_is_dp_accountings_own_value_without_its_power():
+    """The one-step PMF of σ = 20, q = 1e-4 has 3 points: dp_accounting's sparse self_compose
+    first computes 3**T; made dense where dp_accounting would make it dense, the ε is the same
+    float (T = 1e5: 3**T still cheap), and T = 1e7 takes a second (it took 31 s)."""
+    from dp_accounting.pld import privacy_loss_distribution
+
+    from dplab import accounting
+    from dplab.accounting import Setting
+
+    pld = accounting.get("pld")
+    setting = Setting(noise_multiplier=20.0, sampling_rate=1e-4, steps=100_000)
+    one = pld.one_step(setting)
+    assert one._pmf_remove.size == 3  # noqa: SLF001
+    identity = privacy_loss_distribution.identity(value_discretization_interval=pld.value_discretization_interval)
+    theirs = identity.compose(one.self_compose(100_000)).get_epsilon_for_delta(1e-5)
+    assert pld.epsilon(setting, 1e-5) == theirs
+    start = time.monotonic()
+    assert 0 < pld.epsilon(setting.replace(steps=10_000_000), 1e-5) < 1
+    assert time.monotonic() - start < 10
+
+
+def test_sweep_points_are_bounded_before_the_summary_is_read(tmp_path, capsys):
+    line = _refused(["sweep", "--summary", str(tmp_path / "none.json"), "--accountants", "rdp",
+                     "--points", "1000000000", "--out", str(tmp_path / "s.csv")], capsys)
+    assert line.endswith("--points: must be an integer in [2, POINTS_MAX=10000]; got 1000000000")
+
+
+def test_a_figure_step_count_is_bounded(tmp_path, capsys):
+    """sigma_vs_steps calibrated σ at every T given, to 1e9."""
+    line = _refused(["figure-table", "sigma_vs_steps", "--params-json", json.dumps({"steps": [1, 10**9]}),
+                     "--out", str(tmp_path / "t.csv")], capsys)
+    assert "figures.sigma_vs_steps.steps.1: 1000000000 is greater than the maximum of 100000000" in line
+
+
+def _audit_json(**keys) -> str:
+    entry = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"]["digits_white_box"],
+             "seed": 0, **keys}
+    return json.dumps(entry)
+
+
+@pytest.mark.parametrize("keys, expected", [
+    ({"runs": 10**9}, "--audit-json.runs: 1000000000 is greater than the maximum of 1048576"),
+    ({"runs": 10**6, "steps": [1, 100_000]}, "runs: runs × largest step × dataset_size = 1000000 × 100000 × 1040"),
+])
+def test_audit_runs_are_bounded_before_the_data_are_read(tmp_path, capsys, keys, expected):
+    line = _refused(["audit", "--audit-json", _audit_json(**keys), "--data", str(tmp_path / "none"),
+                     "--out", str(tmp_path / "a.csv")], capsys)
+    assert expected in line
+
+
+def test_mf_checks_every_flag_before_it_factorizes(tmp_path, capsys, monkeypatch):
+    """`dplab mf` refused --delta 2 or a missing --dataset-size only after the factorization."""
+    from dplab.mf import factorizations
+
+    def factorize(*args, **kwargs):
+        raise AssertionError("factorized before the flags were checked")
+
+    monkeypatch.setattr(factorizations, "factorize", factorize)
+    base = ["mf", "--strategy", "optimal", "--steps", "64"]
+    assert "delta" in _refused(base + ["--epsilon", "1", "--delta", "2"], capsys)
+    assert "epsilon" in _refused(base + ["--epsilon", "1e9", "--delta", "1e-6"], capsys)
+    banded = ["mf", "--strategy", "banded", "--steps", "64", "--bands", "4", "--min-separation", "8"]
+    assert "--dataset-size" in _refused(banded + ["--epsilon", "1", "--delta", "1e-6", "--sampling", "cyclic_poisson"],
+                                        capsys)
+    assert "participations" in _refused(base + ["--epsilon", "1", "--delta", "1e-6", "--min-separation", "8",
+                                                "--participations", "3"], capsys)
+    assert "strategy" in _refused(["mf", "--strategy", "nope", "--steps", "64"], capsys)
+
+
+# ------------------------------------------------------------------ 5. every flag accepted is used
+
+SETTING = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100", "--delta", "1e-5"]
+
+
+@pytest.mark.parametrize("accountant, flag", [("rdp", "--sensitivity"), ("pld", "--sensitivity"),
+                                              ("pld", "--alpha"), ("moments", "--alpha")])
+def test_a_setting_flag_the_accountant_never_reads_is_refused(capsys, accountant, flag):
+    """rdp with --sensitivity 3 printed the ε of rdp without it."""
+    line = _refused(["epsilon", "--accountant", accountant, *SETTING, flag, "3"], capsys)
+    assert f"{flag}: accountant '{accountant}' does not read it" in line
+
+
+def test_gaussian_calibrations_refuse_training_constants(capsys):
+    line = _refused(["sigma", "--accountant", "gaussian_analytic", "--sensitivity", "1", "--clip", "2",
+                     "--epsilon", "1", "--delta", "1e-5"], capsys)
+    assert "--clip: accountant 'gaussian_analytic' does not read it" in line
+
+
+def test_a_flag_an_accountant_reads_changes_its_answer(capsys):
+    """The counterpart: rdp_closed_form reads --alpha (its ε at α = 10 differs from the optimum over α)."""
+    def epsilon(*extra):
+        capsys.readouterr()
+        assert main(["epsilon", "--accountant", "rdp_closed_form", "--noise-multiplier", "5", "--sampling-rate", "0.01",
+                     "--steps", "100", "--delta", "1e-5", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["epsilon"]
+
+    assert epsilon("--alpha", "10") > epsilon()
+
+
+def test_figure_draw_refuses_one_path_for_both_outputs(tmp_path, capsys):
+    same = tmp_path / "fig"
+    line = _refused(["figure-draw", "gaussian_sigma", "--table", str(tmp_path / "t.csv"), "--pdf", str(same),
+                     "--png", str(tmp_path / "." / "fig")], capsys)
+    assert "--png: is the same file as --pdf" in line and not same.exists()
+
+
+def test_an_index_over_missing_results_names_them(tmp_path, capsys):
+    """A figure whose table exists but not its PNG was listed with a dead link; with --config every
+    result of the DAG must exist."""
+    results = tmp_path / "results"
+    (results / "tables").mkdir(parents=True)
+    (results / "figures").mkdir()
+    for name in ("tables/gaussian_sigma.csv", "figures/gaussian_sigma.pdf"):
+        (results / name).write_text("x\n")
+    out = tmp_path / "index.md"
+    line = _refused(["index", "--results", str(results), "--out", str(out)], capsys)
+    assert "1 result(s) missing" in line and "figures/gaussian_sigma.png" in line and not out.exists()
+    (results / "figures" / "gaussian_sigma.png").write_text("x\n")
+    assert main(["index", "--results", str(results), "--out", str(out)]) == 0
+    line = _refused(["index", "--results", str(results), "--config", str(ROOT / "config" / "config.yaml"),
+                     "--out", str(out)], capsys)
+    assert "result(s) missing" in line and "audit/digits_last_iterate_projected.csv" in line and " more; " in line
