@@ -117,3 +117,20 @@ def test_cli_sigma_bad_risk_target(capsys, flags, key):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"error: {key}:" in err
+
+
+def test_poisson_replace_one_equals_riskcal_on_the_same_pld():
+    """replace_one: riskcal's Algorithm 1 on the very PLD we read (dp_accounting's REPLACE_ONE sampled
+    Gaussian) agrees within 0.5 %, never above ours; the advantage is the PLD's δ(0)."""
+    from riskcal.analysis import get_beta_from_pld
+
+    from dplab.accounting.risk import composed_pld
+
+    setting = Setting(noise_multiplier=1.5, sampling_rate=0.05, steps=30, neighbouring="replace_one")
+    ours = risk(setting)
+    pld = composed_pld(setting)
+    theirs = 1 - np.asarray(get_beta_from_pld(pld, alpha=np.array(FPRS)))
+    assert np.asarray(ours["tpr"]) == pytest.approx(theirs, rel=5e-3)
+    assert np.all(np.asarray(ours["tpr"]) >= theirs - 1e-12)
+    assert ours["neighbouring"] == "replace_one"
+    assert ours["advantage"] == pytest.approx(pld.get_delta_for_epsilon(0.0), rel=1e-12)
