@@ -128,3 +128,17 @@ def test_calibration_searches_sigma_beyond_a_probe_outside_the_accountants_range
     assert p.noise_multiplier >= 4.0
     assert p.noise_multiplier == pytest.approx(accounting.get("rdp_closed_form").sigma(p.setting, 1.0, 1e-5), rel=1e-12)
     assert p.curves["rdp_closed_form"][-1] <= 1.0
+
+
+def test_risk_reading_from_the_runs_pld_or_a_reason(synth):
+    """summary.json's risk: the pld PLD's reading of the run's T steps when pld is a claim; a named
+    reason otherwise (no pld requested; a non-private run)."""
+    from dplab.accounting.risk import risk
+    from dplab.training.privacy import risk_reading
+
+    p = _plan({"method": "dp_sgd", "noise_multiplier": 2.0, "accountants": ["rdp", "pld"]}, synth)
+    assert p.setting.steps == 50
+    assert risk_reading(p) == risk(p.setting)
+    assert "not among" in risk_reading(_plan({"method": "dp_sgd", "noise_multiplier": 2.0,
+                                               "accountants": ["rdp"]}, synth))["unavailable"]
+    assert risk_reading(_plan({"method": "sgd"}, synth)) == {"unavailable": "non-private run"}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dplab import accounting
-from dplab.accounting import Setting, epochs
+from dplab.accounting import Setting, epochs, risk
 from dplab.accounting.claims import Update, bound, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
@@ -110,6 +110,20 @@ def calibrate(cfg: dict, setting: Setting) -> float:
     """σ reaching ``target_epsilon`` at δ with the run's ``accountant`` (DPLabError if invalid)."""
     check_calibration(cfg, setting)
     return accounting.get(cfg["accountant"]).sigma(setting, cfg["target_epsilon"], cfg["delta"])
+
+
+def risk_reading(claim: Plan) -> dict:
+    """The attack risk of the run's T steps (:func:`dplab.accounting.risk.risk`: TPR at FPR 0.001, 0.01,
+    0.1 and the advantage, docs/risk.md), read from pld's PLD when pld is among the run's claims;
+    otherwise {"unavailable": the reason}."""
+    if claim.setting is None:
+        return {"unavailable": "non-private run"}
+    if "pld" not in claim.curves:
+        return {"unavailable": f"pld: {claim.excluded.get('pld', 'not among the accountants the run reports')}"}
+    try:
+        return risk.risk(claim.setting)
+    except DPLabError as err:
+        return {"unavailable": str(err)}
 
 
 def requested_accountants(cfg: dict) -> list[str]:
