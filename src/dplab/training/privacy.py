@@ -106,10 +106,16 @@ def check_calibration(cfg: dict, setting: Setting) -> None:
         raise DPLabError("accountant", f"cannot calibrate σ with {name!r} for this run: {why}")
 
 
-def calibrate(cfg: dict, setting: Setting) -> float:
-    """σ reaching ``target_epsilon`` at δ with the run's ``accountant`` (DPLabError if invalid)."""
+def calibrate(cfg: dict, setting: Setting) -> tuple[float, str]:
+    """σ reaching ``target_epsilon`` at δ with the run's ``accountant``, or keeping every attacker's
+    TPR at ``target_fpr`` within ``target_tpr`` (:func:`dplab.accounting.risk.sigma_for_risk`), and
+    how it was obtained (DPLabError if invalid)."""
     check_calibration(cfg, setting)
-    return accounting.get(cfg["accountant"]).sigma(setting, cfg["target_epsilon"], cfg["delta"])
+    if cfg["target_tpr"] is not None:
+        sigma = risk.sigma_for_risk(setting, tpr=cfg["target_tpr"], fpr=cfg["target_fpr"])
+        return sigma, f"calibrated with pld to attack TPR <= {cfg['target_tpr']} at FPR {cfg['target_fpr']}"
+    sigma = accounting.get(cfg["accountant"]).sigma(setting, cfg["target_epsilon"], cfg["delta"])
+    return sigma, f"calibrated with {cfg['accountant']} to epsilon={cfg['target_epsilon']} at delta={cfg['delta']}"
 
 
 def risk_reading(claim: Plan) -> dict:
@@ -145,8 +151,7 @@ def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int],
         sigma, source = float(cfg["noise_multiplier"]), "given"
     else:
         probe = build_setting(cfg, n, b, dimension, 1.0, constants)
-        sigma = calibrate(cfg, probe)
-        source = f"calibrated with {cfg['accountant']} to epsilon={cfg['target_epsilon']} at delta={cfg['delta']}"
+        sigma, source = calibrate(cfg, probe)
     setting = build_setting(cfg, n, b, dimension, sigma, constants)
     out = Plan(setting, sigma, source, note, update=update)
     for name in names:
