@@ -145,16 +145,6 @@ def risk(setting: Setting, fprs=FPRS) -> dict:
             "neighbouring": setting.neighbouring, "method": method}
 
 
-def risk_columns(reading: dict) -> dict:
-    """A risk reading as flat columns: tpr_at_fpr_0.001, …, advantage."""
-    cols = {f"tpr_at_fpr_{a:g}": t for a, t in zip(reading["fpr"], reading["tpr"])}
-    return {**cols, "advantage": reading["advantage"]}
-
-
-#: the flat column names of :func:`risk_columns` at :data:`FPRS`
-RISK_COLUMNS = [f"tpr_at_fpr_{a:g}" for a in FPRS] + ["advantage"]
-
-
 def check_target(tpr: float | None, fpr: float | None, advantage: float | None) -> None:
     """A risk target: either (tpr, fpr) with 0 < fpr < tpr < 1, or an advantage in (0, 1)."""
     if advantage is not None:
