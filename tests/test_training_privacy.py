@@ -128,3 +128,43 @@ def test_calibration_searches_sigma_beyond_a_probe_outside_the_accountants_range
     assert p.noise_multiplier >= 4.0
     assert p.noise_multiplier == pytest.approx(accounting.get("rdp_closed_form").sigma(p.setting, 1.0, 1e-5), rel=1e-12)
     assert p.curves["rdp_closed_form"][-1] <= 1.0
+
+
+def test_risk_reading_from_the_runs_pld_or_a_reason(synth):
+    """summary.json's risk: the pld PLD's reading of the run's T steps when pld is a claim; a named
+    reason otherwise (no pld requested; a non-private run)."""
+    from dplab.accounting.risk import risk
+    from dplab.training.privacy import risk_reading
+
+    p = _plan({"method": "dp_sgd", "noise_multiplier": 2.0, "accountants": ["rdp", "pld"]}, synth)
+    assert p.setting.steps == 50
+    assert risk_reading(p) == risk(p.setting)
+    assert "not among" in risk_reading(_plan({"method": "dp_sgd", "noise_multiplier": 2.0,
+                                               "accountants": ["rdp"]}, synth))["unavailable"]
+    assert risk_reading(_plan({"method": "sgd"}, synth)) == {"unavailable": "non-private run"}
+
+
+def test_run_calibrated_to_a_risk_target(synth):
+    """target_tpr/target_fpr: σ from dplab.accounting.risk.sigma_for_risk with pld; the plan claims pld's ε
+    at that σ and the risk reading meets the target."""
+    from dplab.accounting.risk import sigma_for_risk
+    from dplab.training.privacy import risk_reading
+
+    p = _plan({"method": "dp_gd", "target_tpr": 0.1, "target_fpr": 0.01,
+               "accountants": ["pld"]}, synth)
+    assert p.noise_multiplier == pytest.approx(sigma_for_risk(p.setting, tpr=0.1, fpr=0.01), rel=1e-12)
+    assert "attack TPR <= 0.1 at FPR 0.01" in p.sigma_source and p.curves["pld"][-1] > 0
+    assert risk_reading(p)["tpr"][1] <= 0.1
+
+
+@pytest.mark.parametrize("run,key", [
+    ({"target_tpr": 0.1}, "target_fpr"),
+    ({"target_tpr": 0.01, "target_fpr": 0.1}, "target_tpr"),
+    ({"target_tpr": 0.1, "target_fpr": 0.01, "target_epsilon": 1.0}, "noise_multiplier"),
+    ({"target_tpr": 0.1, "target_fpr": 0.01, "accountant": "rdp"}, "accountant"),
+    ({"target_tpr": 0.1, "target_fpr": 0.01, "sampling": "shuffle"}, "target_tpr"),
+])
+def test_bad_risk_target_in_a_run_config(run, key):
+    with pytest.raises(DPLabError) as bad:
+        resolve_run({"method": "dp_sgd", "steps": 10, "batch_size": 10, **run})
+    assert bad.value.key == key

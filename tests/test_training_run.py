@@ -35,6 +35,7 @@ def test_train_writes_metrics_and_summary(digits_dir, tmp_path):
     assert summary["setting"]["sampling_rate"] == pytest.approx(64 / 1437)
     assert summary["noise_multiplier"] == 1.1 and summary["delta"] == 1e-5
     assert summary["neighbouring"] == "add_remove" and summary["sampling"] == "poisson"
+    assert summary["risk"]["fpr"] == [0.001, 0.01, 0.1] and 0 < summary["risk"]["advantage"] < 1  # from pld's PLD
     assert not (out / "checkpoint.pt").exists()
     assert (out / "grad_norms.csv").read_text() == "step,grad_norm\n"  # no record_grad_norms: the header only
 

@@ -11,6 +11,7 @@ import json
 import math
 
 from dplab import accounting, units
+from dplab.accounting import risk
 from dplab.accounting.base import DELTA_FLOOR
 from dplab.accounting.setting import NEIGHBOURINGS, SAMPLINGS, Setting
 from dplab.errors import DPLabError
@@ -105,11 +106,20 @@ def _check_number(name: str, value: float) -> float:
     return float(value)
 
 
+def _risk(name: str, setting: Setting) -> dict:
+    """The attack-risk reading of ``setting`` (:func:`dplab.accounting.risk.risk`), or the reason none is given."""
+    why = risk.unavailable(name, setting)
+    return {"unavailable": why} if why else risk.risk(setting)
+
+
 def cmd_epsilon(args: argparse.Namespace) -> int:
     acc = accounting.get(args.accountant)
     setting = _setting(args, acc)
     eps = _check_number("epsilon", acc.epsilon(setting, args.delta))
-    return _emit(_common(acc, setting, epsilon=eps, delta=args.delta))
+    out = _common(acc, setting, epsilon=eps, delta=args.delta)
+    if args.risk:
+        out["risk"] = _risk(acc.name, setting)
+    return _emit(out)
 
 
 def cmd_delta(args: argparse.Namespace) -> int:
@@ -122,12 +132,36 @@ def cmd_delta(args: argparse.Namespace) -> int:
     return _emit(out)
 
 
+def _sigma_for_risk(args: argparse.Namespace, acc, setting: Setting) -> dict:
+    """σ calibrated to the risk target of --tpr/--fpr or --advantage, with the risk it reaches."""
+    if args.epsilon is not None:
+        raise DPLabError("epsilon", "calibrate to either --epsilon or a risk target (--tpr/--fpr, --advantage), not both")
+    risk.check_target(args.tpr, args.fpr, args.advantage)
+    why = risk.unavailable(acc.name, setting)
+    if why:
+        raise DPLabError("accountant", f"{why}; calibrate to a risk target with --accountant pld")
+    sigma = risk.sigma_for_risk(setting, tpr=args.tpr, fpr=args.fpr, advantage=args.advantage)
+    target = {"advantage": args.advantage} if args.advantage is not None else {"tpr": args.tpr, "fpr": args.fpr}
+    calibrated = setting.replace(noise_multiplier=sigma)
+    out = _common(acc, calibrated, noise_multiplier=sigma, target=target, risk=risk.risk(calibrated))
+    if args.delta is not None:  # the ε the calibrated σ implies
+        out.update(epsilon=_check_number("epsilon", acc.epsilon(calibrated, args.delta)), delta=args.delta)
+    return out
+
+
 def cmd_sigma(args: argparse.Namespace) -> int:
     acc = accounting.get(args.accountant)
     setting = _setting(args, acc)
-    sigma = _check_number("noise_multiplier", acc.sigma(setting, args.epsilon, args.delta))
-    out = _common(acc, setting.replace(noise_multiplier=sigma), noise_multiplier=sigma,
-                  epsilon=args.epsilon, delta=args.delta)
+    if any(v is not None for v in (args.tpr, args.fpr, args.advantage)):
+        out = _sigma_for_risk(args, acc, setting)
+        sigma = out["noise_multiplier"]
+    else:
+        for key in ("epsilon", "delta"):
+            if getattr(args, key) is None:
+                raise DPLabError(key, f"--{key} is required (or a risk target: --tpr with --fpr, or --advantage)")
+        sigma = _check_number("noise_multiplier", acc.sigma(setting, args.epsilon, args.delta))
+        out = _common(acc, setting.replace(noise_multiplier=sigma), noise_multiplier=sigma,
+                      epsilon=args.epsilon, delta=args.delta)
     if setting.sensitivity is not None:
         out["noise_std"] = units.gaussian_noise_std(sigma, setting.sensitivity)
     elif setting.clip is not None:
@@ -190,6 +224,9 @@ def register(subparsers) -> None:
     )
     _add_setting_flags(p)
     p.add_argument("--delta", type=_finite(float, "--delta"), required=True, help="δ in (0, 1)")
+    p.add_argument("--risk", action="store_true",
+                   help="also print the attack's TPR at FPR 0.001, 0.01, 0.1 and its advantage (docs/risk.md; "
+                   "pld accountant, poisson or full_batch; others say why not)")
     p.set_defaults(func=cmd_epsilon)
 
     p = subparsers.add_parser(
@@ -203,11 +240,18 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sigma", help="smallest noise multiplier σ meeting (ε, δ)",
         description="Print {\"noise_multiplier\": …}: the smallest σ whose ε at δ is at most the target "
-        "(relative precision 1e-5; with --sensitivity or --clip also the absolute noise std)." + _COMMON,
+        "(relative precision 1e-5; with --sensitivity or --clip also the absolute noise std); or, with "
+        "--tpr/--fpr or --advantage, the smallest σ keeping every attacker within that risk (pld accountant, "
+        "docs/risk.md), with the ε it implies at --delta if given." + _COMMON,
     )
     _add_setting_flags(p, computed="noise_multiplier")
-    p.add_argument("--epsilon", type=_finite(float, "--epsilon"), required=True, help="target ε > 0")
-    p.add_argument("--delta", type=_finite(float, "--delta"), required=True, help="target δ in (0, 1)")
+    p.add_argument("--epsilon", type=_finite(float, "--epsilon"), default=None, help="target ε > 0")
+    p.add_argument("--delta", type=_finite(float, "--delta"), default=None, help="target δ in (0, 1)")
+    p.add_argument("--tpr", type=_finite(float, "--tpr"), default=None,
+                   help="risk target: the attack's TPR at --fpr, in (--fpr, 1)")
+    p.add_argument("--fpr", type=_finite(float, "--fpr"), default=None, help="risk target: the FPR, in (0, 1)")
+    p.add_argument("--advantage", type=_finite(float, "--advantage"), default=None,
+                   help="risk target: the attack's advantage TPR − FPR, in (0, 1)")
     p.set_defaults(func=cmd_sigma)
 
     p = subparsers.add_parser(

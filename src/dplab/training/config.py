@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dplab.accounting import risk
 from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
 from dplab.training import dp_mf
@@ -44,6 +45,20 @@ def load_run(config: str | Path | None = None, run: str | None = None, run_json:
     return resolve_run(data)
 
 
+def _check_risk_target(cfg: dict, method, err) -> None:
+    """target_tpr with target_fpr, TPR above FPR, calibrated with pld (docs/risk.md); sets the accountant."""
+    try:
+        risk.check_target(cfg["target_tpr"], cfg["target_fpr"], None)
+    except DPLabError as bad:
+        raise err(f"target_{bad.key}", bad.message) from None
+    if method.name == "dp_mf" or cfg["sampling"] not in risk.RISK_SAMPLINGS:
+        raise err("target_tpr", f"a risk target is calibrated for sampling {' or '.join(risk.RISK_SAMPLINGS)} with "
+                                f"independent noise (pld); got method {method.name}, sampling {cfg['sampling']}")
+    if cfg["accountant"] not in (None, *risk.PLD_ACCOUNTANTS):
+        raise err("accountant", f"a risk target is calibrated with pld (its privacy-loss distribution); got {cfg['accountant']!r}")
+    cfg["accountant"] = "pld"
+
+
 def resolve_run(raw: dict, where: str = "") -> dict:
     """Validate ``raw`` against the run schema and fill every default (method-dependent ones too)."""
     cfg = validate(raw, load_schema("run"), where)
@@ -76,9 +91,12 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     if method.private:
         if cfg["clip"] is None:
             cfg["clip"] = 1.0
-        given = [k for k in ("noise_multiplier", "target_epsilon") if cfg[k] is not None]
+        given = [k for k in ("noise_multiplier", "target_epsilon", "target_tpr") if cfg[k] is not None]
         if len(given) != 1:
-            raise err("noise_multiplier", f"method {method.name} needs exactly one of noise_multiplier, target_epsilon")
+            raise err("noise_multiplier", f"method {method.name} needs exactly one of noise_multiplier, target_epsilon, "
+                                          f"target_tpr (with target_fpr)")
+        if cfg["target_tpr"] is not None or cfg["target_fpr"] is not None:
+            _check_risk_target(cfg, method, err)
         if cfg["accountant"] is None:
             natural = method.accountant
             if natural == "rdp" and cfg["neighbouring"] == "replace_one":
@@ -89,7 +107,7 @@ def resolve_run(raw: dict, where: str = "") -> dict:
                 natural = "fixed_batches"
             cfg["accountant"] = natural
     else:
-        for key in ("noise_multiplier", "target_epsilon", "accountant"):
+        for key in ("noise_multiplier", "target_epsilon", "target_tpr", "target_fpr", "accountant"):
             if cfg[key] is not None:
                 raise err(key, "the non-private method sgd takes no noise and no accountant")
     check_accountants(cfg, err)

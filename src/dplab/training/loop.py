@@ -55,7 +55,7 @@ from dplab.io import atomic_write, write_json, write_text
 from dplab.progress import Progress
 from dplab.training.methods import METHODS, Method
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
-from dplab.training.privacy import Plan, plan
+from dplab.training.privacy import Plan, plan, risk_reading
 from dplab.training.run_metrics import write_metrics
 from dplab.training.step import denominator, dp_step, project
 
@@ -386,6 +386,7 @@ def _summary(cfg, info, claim: Plan, rows, n, b, dimension, env) -> dict:
         **{KEYS[kind]: {k: float(v[-1]) for k, v in claim.references.items() if bound(k) == kind}
            for kind in REFERENCE_BOUNDS},  # beside the claims: never the run's ε
         "epsilon_bound": {k: bound(k) for k in [*claim.curves, *claim.references]},
+        "risk": risk_reading(claim),  # an attacker's TPR at fixed FPR and advantage (docs/risk.md)
         "epsilon_covers": {
             k: ("every iterate" if r == "trajectory" else "the final parameters only") for k, r in claim.release.items()
         },

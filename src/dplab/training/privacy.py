@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dplab import accounting
-from dplab.accounting import Setting, epochs
+from dplab.accounting import Setting, epochs, risk
 from dplab.accounting.claims import Update, bound, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
@@ -107,10 +107,30 @@ def check_calibration(cfg: dict, setting: Setting) -> None:
         raise DPLabError("accountant", f"cannot calibrate σ with {name!r} for this run: {why}")
 
 
-def calibrate(cfg: dict, setting: Setting) -> float:
-    """σ reaching ``target_epsilon`` at δ with the run's ``accountant`` (DPLabError if invalid)."""
+def calibrate(cfg: dict, setting: Setting) -> tuple[float, str]:
+    """σ reaching ``target_epsilon`` at δ with the run's ``accountant``, or keeping every attacker's
+    TPR at ``target_fpr`` within ``target_tpr`` (:func:`dplab.accounting.risk.sigma_for_risk`), and
+    how it was obtained (DPLabError if invalid)."""
     check_calibration(cfg, setting)
-    return accounting.get(cfg["accountant"]).sigma(setting, cfg["target_epsilon"], cfg["delta"])
+    if cfg["target_tpr"] is not None:
+        sigma = risk.sigma_for_risk(setting, tpr=cfg["target_tpr"], fpr=cfg["target_fpr"])
+        return sigma, f"calibrated with pld to attack TPR <= {cfg['target_tpr']} at FPR {cfg['target_fpr']}"
+    sigma = accounting.get(cfg["accountant"]).sigma(setting, cfg["target_epsilon"], cfg["delta"])
+    return sigma, f"calibrated with {cfg['accountant']} to epsilon={cfg['target_epsilon']} at delta={cfg['delta']}"
+
+
+def risk_reading(claim: Plan) -> dict:
+    """The attack risk of the run's T steps (:func:`dplab.accounting.risk.risk`: TPR at FPR 0.001, 0.01,
+    0.1 and the advantage, docs/risk.md), read from pld's PLD when pld is among the run's claims;
+    otherwise {"unavailable": the reason}."""
+    if claim.setting is None:
+        return {"unavailable": "non-private run"}
+    if "pld" not in claim.curves:
+        return {"unavailable": f"pld: {claim.excluded.get('pld', 'not among the accountants the run reports')}"}
+    try:
+        return risk.risk(claim.setting)
+    except DPLabError as err:
+        return {"unavailable": str(err)}
 
 
 def requested_accountants(cfg: dict) -> list[str]:
@@ -132,8 +152,7 @@ def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int],
         sigma, source = float(cfg["noise_multiplier"]), "given"
     else:
         probe = build_setting(cfg, n, b, dimension, 1.0, constants)
-        sigma = calibrate(cfg, probe)
-        source = f"calibrated with {cfg['accountant']} to epsilon={cfg['target_epsilon']} at delta={cfg['delta']}"
+        sigma, source = calibrate(cfg, probe)
     setting = build_setting(cfg, n, b, dimension, sigma, constants)
     out = Plan(setting, sigma, source, note, update=update)
     for name in names:
