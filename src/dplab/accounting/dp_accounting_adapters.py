@@ -157,8 +157,8 @@ class RdpAccountant(_DpAccountingAdapter):
 #: the most bins the discretized PLD of one Poisson step may hold: dp_accounting builds it at ~7 µs a bin
 #: (2^19: about 4 s, reached near σ = 0.2); σ = 0.03, q = 0.01 would need 8.8e6 bins (92 s)
 PLD_STEP_BINS = 2**19
-#: the coarsest discretization interval pld uses (100 × dp_accounting's default; reached near σ = 0.03)
-PLD_DISC_MAX = 1e-2
+#: the coarsest discretization interval pld uses (2 × dp_accounting's default: σ = 0.3, q = 0.3, replace_one needs 1.2e-4)
+PLD_DISC_MAX = 2e-4
 #: the most bins of the T-fold composition (FFT buffers of 16 bytes a bin; 2^24: about 0.5 GB at peak)
 PLD_BINS = 2**24
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import fft, optimize, special
+from scipy import fft, optimize
 
 from dplab.accounting.pld_curve import _delta_at, epsilon_for_delta
 
@@ -65,7 +65,9 @@ class TiltedPmf:
 
     def log_mgf(self, lam: float) -> float:
         """log M(λ) = log Σ_i p_i e^{λi} over the finite bins."""
-        return float(special.logsumexp(lam * self.index + self.log_p))
+        z = lam * self.index + self.log_p
+        top = float(z.max())
+        return top + math.log(float(np.exp(z - top).sum()))
 
     def _moments(self, lam: float) -> tuple[float, float, np.ndarray]:
         w = np.exp(lam * self.index + self.log_p - self.log_mgf(lam))
@@ -119,14 +121,15 @@ class TiltedPmf:
             lo = max(0, min(lo, math.floor(below / self.disc - t * self.lower) - 1))
         size = fft.next_fast_len(hi - lo + 1, real=True)
         folded = np.bincount(self.index.astype(np.int64) % size, weights=w, minlength=size)
-        conv = fft.irfft(np.exp(t * np.log(fft.rfft(folded).astype(complex))), size)
+        if t > 1:
+            folded = fft.irfft(np.exp(t * np.log(fft.rfft(folded).astype(complex))), size)
         k = np.arange(lo, hi + 1)
-        tilted = np.maximum(conv[k % size], 0.0)
+        tilted = np.maximum(folded[k % size], 0.0)
         with np.errstate(over="ignore", under="ignore"):
             probs = np.exp(t * lm - lam * k) * tilted
         probs = np.minimum(probs, 1.0)  # a probability: rounding noise far below the mean, amplified by e^{-λk}
         extra = (math.exp(self._above(t, lam, hi)) if hi < last else 0.0) + size * np.finfo(float).tiny
-        eta = FFT_C * (t + 2) * math.ceil(math.log2(size)) * U * max(1.0, math.sqrt(size * float(w @ w)))
+        eta = FFT_C * (t + 2) * math.ceil(math.log2(size)) * U * max(1.0, math.sqrt(size * float(w @ w))) if t > 1 else 0.0
 
         def rounding(epsilon: float) -> float:
             """η·Σ_{k_ε < k ≤ hi} M^T e^{-λk}: what rounding may hide in the bins above ``epsilon``."""
