@@ -186,12 +186,13 @@ class PldAccountant(_DpAccountingAdapter):
         "every intermediate iterate may be released (composition)",
         "supported: poisson and full_batch with either relation; without_replacement refused "
         "(no such event in dp_accounting's PLD); shuffle refused (no amplification proved)",
-        "poisson: pessimistic discretization (interval 1e-4), an upper bound on the exact ε; refused where "
-        f"the PLD would exceed {PLD_STEP_BINS} bins for one step or {PLD_BINS} for T steps (small σ, huge T)",
+        "poisson: pessimistic discretization (interval 1e-4, coarsened up to PLD_DISC_MAX where one step would "
+        f"exceed {PLD_STEP_BINS} bins), read off with certified error bounds (pld_tilted): an upper bound on the "
+        f"exact ε; refused beyond PLD_DISC_MAX or where T steps would exceed {PLD_BINS} bins (small σ, huge T)",
         "full_batch: the exact ε of one Gaussian mechanism of μ√T (T Gaussian steps composed)",
     )
-    limits = {"delta": (1e-12, 1.0, "dp_accounting's PLD puts up to ~1e-15 of mass per composition at infinite "
-                                    "loss (truncated tails): no finite ε below")}
+    limits = {"delta": (1e-12, 1.0, "the smallest δ checked against certified brackets of the true ε "
+                                    "(tests/test_certified_pld_rdp.py)")}
     #: discretization of the privacy loss; dp_accounting's default
     value_discretization_interval = 1e-4
 

@@ -62,6 +62,8 @@ class TiltedPmf:
         self.log_p = np.log(probs[keep])
         self.lower, self.inf, self.disc = int(lower), float(infinity_mass), float(disc)
         self.top = int(self.index[-1])
+        self._tilts: dict[float, float] = {}
+        self._moment_cache: dict[float, tuple[float, float, np.ndarray]] = {}
 
     def log_mgf(self, lam: float) -> float:
         """log M(λ) = log Σ_i p_i e^{λi} over the finite bins."""
@@ -70,15 +72,25 @@ class TiltedPmf:
         return top + math.log(float(np.exp(z - top).sum()))
 
     def _moments(self, lam: float) -> tuple[float, float, np.ndarray]:
-        w = np.exp(lam * self.index + self.log_p - self.log_mgf(lam))
-        w /= w.sum()
-        mean = float(w @ self.index)
-        return mean, float(w @ (self.index - mean) ** 2), w
+        """(mean, variance, PMF) of the one-step PMF tilted by λ (the last few kept)."""
+        if lam not in self._moment_cache:
+            w = np.exp(lam * self.index + self.log_p - self.log_mgf(lam))
+            w /= w.sum()
+            mean = float(w @ self.index)
+            if len(self._moment_cache) > 4:
+                self._moment_cache.clear()
+            self._moment_cache[lam] = mean, float(w @ (self.index - mean) ** 2), w
+        return self._moment_cache[lam]
 
     def tilt(self, target: float) -> float:
         """λ ≥ 0 whose tilted one-step mean is ``target`` (a bin index); 0 below the untilted mean,
         and the mean just below the top bin above it (Newton's method on the mean, whose derivative
-        in λ is the tilted variance, safeguarded by a bracket)."""
+        in λ is the tilted variance, safeguarded by a bracket); memoized."""
+        if target not in self._tilts:
+            self._tilts[target] = self._solve_tilt(target)
+        return self._tilts[target]
+
+    def _solve_tilt(self, target: float) -> float:
         mean, var, _ = self._moments(0.0)
         if mean >= target:
             return 0.0
