@@ -224,18 +224,23 @@ class PldAccountant(_DpAccountingAdapter):
             widths.append(bounds.epsilon_upper - bounds.epsilon_lower)
         return max(widths)
 
+    def coarsest(self) -> float:
+        """The coarsest discretization interval used: :data:`PLD_DISC_MAX`, or the class's own interval
+        if coarser."""
+        return max(PLD_DISC_MAX, self.value_discretization_interval)
+
     def discretization(self, setting: Setting) -> float:
         """The PLD's discretization interval: :attr:`value_discretization_interval`, coarsened where
         the one-step PLD would exceed :data:`PLD_STEP_BINS` bins (small σ) so that it fits.  Any
         interval gives an upper bound (pessimistic discretization); a coarser one a looser one.
         Refused beyond :data:`PLD_DISC_MAX`."""
         disc = max(self.value_discretization_interval, self.step_width(setting) / (PLD_STEP_BINS - 2))
-        if disc > PLD_DISC_MAX:
+        if disc > self.coarsest():
             raise self.too_far(
                 "noise_multiplier",
                 f"the PLD of one step at σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g} would need "
                 f"an interval of {disc:.3g} to fit PLD_STEP_BINS = {PLD_STEP_BINS} bins (limit PLD_DISC_MAX = "
-                f"{PLD_DISC_MAX:g}): σ this small is beyond what pld resolves; rdp gives an upper bound",
+                f"{self.coarsest():g}): σ this small is beyond what pld resolves; rdp gives an upper bound",
             )
         return disc
 
@@ -243,7 +248,7 @@ class PldAccountant(_DpAccountingAdapter):
         """Poisson: the smallest σ whose one-step PLD fits :data:`PLD_STEP_BINS` at an interval of at
         most :data:`PLD_DISC_MAX` (the width falls with σ; bisection in log σ to 1e-6)."""
         floor = super().sigma_floor(setting)
-        widest = PLD_DISC_MAX * (PLD_STEP_BINS - 2)
+        widest = self.coarsest() * (PLD_STEP_BINS - 2)
         if setting.sampling == "full_batch" or self.step_width(setting.replace(noise_multiplier=floor)) <= widest:
             return floor
         lo, hi = math.log(floor), math.log(SIGMA_MAX)
