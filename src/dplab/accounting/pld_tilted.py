@@ -137,9 +137,11 @@ class TiltedPmf:
             folded = fft.irfft(np.exp(t * np.log(fft.rfft(folded).astype(complex))), size)
         k = np.arange(lo, hi + 1)
         tilted = np.maximum(folded[k % size], 0.0)
-        with np.errstate(over="ignore", under="ignore"):
-            probs = np.exp(t * lm - lam * k) * tilted
-        probs = np.minimum(probs, 1.0)  # a probability: rounding noise far below the mean, amplified by e^{-λk}
+        exponent = t * lm - lam * k  # log of the untilting factor M^T e^{-λk}
+        with np.errstate(under="ignore"):
+            probs = np.exp(np.minimum(exponent, 700.0)) * tilted
+        # a probability is ≤ 1: rounding noise far below the mean, amplified by e^{-λk}, is capped there
+        probs = np.where((exponent > 700.0) & (tilted > 0), 1.0, np.minimum(probs, 1.0))
         extra = (math.exp(self._above(t, lam, hi)) if hi < last else 0.0) + size * np.finfo(float).tiny
         eta = FFT_C * (t + 2) * math.ceil(math.log2(size)) * U * max(1.0, math.sqrt(size * float(w @ w))) if t > 1 else 0.0
 
