@@ -4,7 +4,7 @@ tests/test_certified_pld_rdp.py.  Independent of dplab and of dp_accounting: num
 Usage: python tests/references/certified_pld.py [ROW ...] > tests/references/certified_pld.json
 (ROW: indices into SETTINGS, default all; the guesses of ε are pld's values)
 (2026-11-25, on 2 cores shared with other jobs: rows 0–1 ran 248 s and 219 s with the grid's x range
-±(40σ + 4), rows 2–4 114 s, 29 s and 123 s with ±(15σ + 2): the cells beyond the range reach ±∞
+±(40σ + 4), rows 2–5 114 s, 29 s, 123 s and 354 s with ±(15σ + 2): the cells beyond the range reach ±∞
 either way, so the range only moves the truncation, not the validity; each row's time is stored.)
 
 One step's privacy-loss pair (σ = std/C of the clipped sum, Gaussian of mean 0 or ±1):
