@@ -22,7 +22,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab.accounting import get
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, LIMITS
-from dplab.accounting.dp_accounting_adapters import PLD_BINS, PLD_STEP_BINS, absl_warnings
+from dplab.accounting.dp_accounting_adapters import PLD_BINS, PLD_DISC_MAX, PLD_STEP_BINS, absl_warnings
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.setting import Setting
 from dplab.cli import main
@@ -153,12 +153,13 @@ def test_pld_sigma_at_epsilon_1000_refuses_within_the_limit(capfd):
 
 
 def test_pld_sigma_floor_is_where_the_one_step_pld_fits():
-    """The σ the refusal above names: the smallest whose one-step PLD fits PLD_STEP_BINS."""
+    """The σ the refusal above names: the smallest whose one-step PLD fits PLD_STEP_BINS at an
+    interval of at most PLD_DISC_MAX."""
     pld = get("pld")
     setting = Setting(sampling_rate=0.01, steps=100)
     floor = pld.sigma_floor(setting)
-    assert pld.step_bins(setting.replace(noise_multiplier=floor)) <= PLD_STEP_BINS
-    assert pld.step_bins(setting.replace(noise_multiplier=floor * (1 - 1e-4))) > PLD_STEP_BINS
+    assert pld.step_width(setting.replace(noise_multiplier=floor)) / PLD_DISC_MAX <= PLD_STEP_BINS
+    assert pld.step_width(setting.replace(noise_multiplier=floor * (1 - 1e-4))) / PLD_DISC_MAX > PLD_STEP_BINS - 2
 
 
 def test_pld_at_a_billion_steps_refuses_naming_steps(capfd):

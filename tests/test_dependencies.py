@@ -25,9 +25,8 @@ RANGES = {Requirement(r).name: Requirement(r).specifier for r in PROJECT["depend
 #: package -> the private names read (where: the code that reads them)
 INTERNALS = {
     "dp-accounting": "RdpAccountant._rdp (dp_accounting_adapters.RdpAccountant.one_step_rdp); "
-                     "PrivacyLossDistribution._pmf_remove/_pmf_add/_symmetric (PldAccountant.composed, ._run, "
+                     "PrivacyLossDistribution._pmf_remove/_pmf_add/_symmetric (PldAccountant.composed, "
                      "risk.privacy_profile); "
-                     "pld_pmf._MAX_PMF_SPARSE_SIZE (PldAccountant._run); "
                      "DensePLDPmf._probs/_lower_loss/_infinity_mass/_discretization (pld_curve.ComposedPmf, risk.privacy_profile)",
     "torch": "torch._C._set_deterministic_algorithms (training.loop.train)",
 }

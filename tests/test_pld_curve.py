@@ -25,12 +25,15 @@ def _direct(setting, t, delta, interval=1e-3):
 
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
-def test_short_grid_is_exact(neighbouring):
+def test_short_grid_is_certified_at_every_step(neighbouring):
+    """Every step of a short grid: the certified read-off (pld_tilted) of dp_accounting's PMF, at
+    or above dp_accounting's own read-off (to its FFT rounding), above by at most the rounding
+    allowance."""
     s = Setting(noise_multiplier=0.9, sampling_rate=0.02, steps=400, sampling="poisson", neighbouring=neighbouring)
     steps = [1, 3, 50, 400]
     got = CoarsePld().epsilon_curve(s, 1e-6, steps)
-    want = [_direct(s, t, 1e-6) for t in steps]
-    np.testing.assert_allclose(got, want, rtol=1e-7)  # FFT rounding (other FFT lengths)
+    want = np.array([_direct(s, t, 1e-6) for t in steps])
+    assert np.all(got >= want * (1 - 1e-7)) and np.all(got <= want * (1 + 1e-4))
 
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
@@ -40,18 +43,22 @@ def test_long_grid_is_an_upper_bound_within_the_excess(neighbouring):
     assert curve.shape == (600,) and np.all(np.diff(curve) >= 0)
     for t in [1, 2, 17, 97, 255, 421, 599, 600]:
         exact = _direct(s, t, 1e-5)
-        assert exact * (1 - 1e-9) <= curve[t - 1] <= exact * (1 + pld_curve.EXCESS) + 1e-12
+        assert exact * (1 - 1e-7) <= curve[t - 1] <= exact * (1 + pld_curve.EXCESS) * (1 + 1e-4) + 1e-12
 
 
 @pytest.mark.parametrize("band_ratio", [0, 1e12], ids=["fourier-band", "inverse-fft"])
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
 def test_both_read_offs_equal_dp_accounting(monkeypatch, band_ratio, neighbouring):
     """ε read from the few Fourier coefficients of φ^T (forced for every T) and from the inverse
-    FFT both give dp_accounting's value, from T = 1 (wide band) to T = 3000 (narrow band)."""
+    FFT both give dp_accounting's value, from T = 1 (wide band) to T = 3000 (narrow band): the
+    tilt points of pld's certified read-off."""
     monkeypatch.setattr(pld_curve, "BAND_RATIO", band_ratio)
     s = Setting(noise_multiplier=0.8, sampling_rate=0.05, steps=3000, sampling="poisson", neighbouring=neighbouring)
-    steps = [1, 7, 300, 3000]
-    got = CoarsePld().epsilon_curve(s, 1e-6, steps)
+    steps = np.array([1, 7, 300, 3000])
+    composed, _ = CoarsePld().composed(s, steps)
+    got = None
+    for c in composed:
+        got = c.epsilons(steps, 1e-6, floor=got)
     np.testing.assert_allclose(got, [_direct(s, t, 1e-6) for t in steps], rtol=1e-7)
 
 

@@ -26,11 +26,11 @@ import math
 
 import dp_accounting
 import numpy as np
-from dp_accounting.pld import pld_pmf, privacy_loss_distribution, privacy_loss_mechanism
+from dp_accounting.pld import privacy_loss_distribution, privacy_loss_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab import units
-from dplab.accounting import pld_curve, rdp_conversion
+from dplab.accounting import pld_curve, pld_tilted, rdp_conversion
 from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
 from dplab.accounting.base import SIGMA_MAX, Accountant
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
@@ -157,6 +157,8 @@ class RdpAccountant(_DpAccountingAdapter):
 #: the most bins the discretized PLD of one Poisson step may hold: dp_accounting builds it at ~7 µs a bin
 #: (2^19: about 4 s, reached near σ = 0.2); σ = 0.03, q = 0.01 would need 8.8e6 bins (92 s)
 PLD_STEP_BINS = 2**19
+#: the coarsest discretization interval pld uses (2 × dp_accounting's default: σ = 0.3, q = 0.3, replace_one needs 1.2e-4)
+PLD_DISC_MAX = 2e-4
 #: the most bins of the T-fold composition (FFT buffers of 16 bytes a bin; 2^24: about 0.5 GB at peak)
 PLD_BINS = 2**22
 
@@ -184,12 +186,13 @@ class PldAccountant(_DpAccountingAdapter):
         "every intermediate iterate may be released (composition)",
         "supported: poisson and full_batch with either relation; without_replacement refused "
         "(no such event in dp_accounting's PLD); shuffle refused (no amplification proved)",
-        "poisson: pessimistic discretization (interval 1e-4), an upper bound on the exact ε; refused where "
-        f"the PLD would exceed {PLD_STEP_BINS} bins for one step or {PLD_BINS} for T steps (small σ, huge T)",
+        "poisson: pessimistic discretization (interval 1e-4, coarsened up to PLD_DISC_MAX where one step would "
+        f"exceed {PLD_STEP_BINS} bins), read off with certified error bounds (pld_tilted): an upper bound on the "
+        f"exact ε; refused beyond PLD_DISC_MAX or where T steps would exceed {PLD_BINS} bins (small σ, huge T)",
         "full_batch: the exact ε of one Gaussian mechanism of μ√T (T Gaussian steps composed)",
     )
-    limits = {"delta": (1e-12, 1.0, "dp_accounting's PLD puts up to ~1e-15 of mass per composition at infinite "
-                                    "loss (truncated tails): no finite ε below")}
+    limits = {"delta": (1e-12, 1.0, "the smallest δ checked against certified brackets of the true ε "
+                                    "(tests/test_certified_pld_rdp.py)")}
     #: discretization of the privacy loss; dp_accounting's default
     value_discretization_interval = 1e-4
 
@@ -208,9 +211,9 @@ class PldAccountant(_DpAccountingAdapter):
         return np.sqrt(np.asarray(steps, dtype=float)) / units.effective_noise_multiplier(
             setting.noise_multiplier, setting.neighbouring)
 
-    def step_bins(self, setting: Setting) -> float:
-        """Bins of the discretized one-step PLD (its widest privacy-loss range over the pair), from
-        dp_accounting's own truncation bounds, without building it."""
+    def step_width(self, setting: Setting) -> float:
+        """The widest privacy-loss range of the one-step PLD over the pair, from dp_accounting's own
+        truncation bounds, without building it."""
         adjacency = privacy_loss_mechanism.AdjacencyType
         pairs = (adjacency.REMOVE, adjacency.ADD) if setting.neighbouring == "add_remove" else (adjacency.REPLACE,)
         widths = []
@@ -219,44 +222,58 @@ class PldAccountant(_DpAccountingAdapter):
                 setting.noise_multiplier, sampling_prob=setting.sampling_rate, adjacency_type=kind,
             ).connect_dots_bounds()
             widths.append(bounds.epsilon_upper - bounds.epsilon_lower)
-        return max(widths) / self.value_discretization_interval + 1
+        return max(widths)
+
+    def coarsest(self) -> float:
+        """The coarsest discretization interval used: :data:`PLD_DISC_MAX`, or the class's own interval
+        if coarser."""
+        return max(PLD_DISC_MAX, self.value_discretization_interval)
+
+    def discretization(self, setting: Setting) -> float:
+        """The PLD's discretization interval: :attr:`value_discretization_interval`, coarsened where
+        the one-step PLD would exceed :data:`PLD_STEP_BINS` bins (small σ) so that it fits.  Any
+        interval gives an upper bound (pessimistic discretization); a coarser one a looser one.
+        Refused beyond :data:`PLD_DISC_MAX`."""
+        disc = max(self.value_discretization_interval, self.step_width(setting) / (PLD_STEP_BINS - 2))
+        if disc > self.coarsest():
+            raise self.too_far(
+                "noise_multiplier",
+                f"the PLD of one step at σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g} would need "
+                f"an interval of {disc:.3g} to fit PLD_STEP_BINS = {PLD_STEP_BINS} bins (limit PLD_DISC_MAX = "
+                f"{self.coarsest():g}): σ this small is beyond what pld resolves; rdp gives an upper bound",
+            )
+        return disc
 
     def sigma_floor(self, setting: Setting) -> float:
-        """Poisson: the smallest σ whose one-step PLD fits :data:`PLD_STEP_BINS` (bins fall with σ;
-        bisection in log σ to 1e-6)."""
+        """Poisson: the smallest σ whose one-step PLD fits :data:`PLD_STEP_BINS` at an interval of at
+        most :data:`PLD_DISC_MAX` (the width falls with σ; bisection in log σ to 1e-6)."""
         floor = super().sigma_floor(setting)
-        if setting.sampling == "full_batch" or self.step_bins(setting.replace(noise_multiplier=floor)) <= PLD_STEP_BINS:
+        widest = self.coarsest() * (PLD_STEP_BINS - 2)
+        if setting.sampling == "full_batch" or self.step_width(setting.replace(noise_multiplier=floor)) <= widest:
             return floor
         lo, hi = math.log(floor), math.log(SIGMA_MAX)
-        lo, hi = bisect(lambda x: self.step_bins(setting.replace(noise_multiplier=math.exp(x))) > PLD_STEP_BINS,
+        lo, hi = bisect(lambda x: self.step_width(setting.replace(noise_multiplier=math.exp(x))) > widest,
                         lo, hi, steps=100, done=lambda lo, hi: hi - lo <= 1e-6)
         return math.exp(hi)
 
     def one_step(self, setting: Setting):
-        """dp_accounting's discretized PLD of one Poisson step; refused when it would exceed
-        :data:`PLD_STEP_BINS`."""
-        bins = self.step_bins(setting)
-        if bins > PLD_STEP_BINS:
-            raise self.too_far(
-                "noise_multiplier",
-                f"the PLD of one step at σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g} would hold "
-                f"{bins:.3g} bins of {self.value_discretization_interval:g} (limit PLD_STEP_BINS = {PLD_STEP_BINS}): "
-                f"σ this small is beyond what pld resolves; rdp gives an upper bound",
-            )
+        """dp_accounting's discretized PLD of one Poisson step at :meth:`discretization`."""
         event, relation = self.step(setting)
         return privacy_loss_distribution.from_gaussian_mechanism(
             standard_deviation=event.event.noise_multiplier,
-            value_discretization_interval=self.value_discretization_interval,
+            value_discretization_interval=self.discretization(setting),
             sampling_prob=event.sampling_probability,
             neighboring_relation=relation,
         )
 
     def composed(self, setting: Setting, steps: np.ndarray):
-        """(one-step PLD, :class:`pld_curve.ComposedPmf` of each PMF of its pair); refused when the
-        composition over max(steps) would exceed :data:`PLD_BINS` (dp_accounting's window)."""
+        """(:class:`pld_curve.ComposedPmf`, :class:`pld_tilted.TiltedPmf`) of each PMF of the one-step
+        pair; refused when the composition over max(steps) would exceed :data:`PLD_BINS`
+        (dp_accounting's window)."""
         pld = self.one_step(setting)
         pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001 (tests/test_dependencies.py)
-        composed = [pld_curve.ComposedPmf(p.to_dense_pmf()) for p in pmfs]
+        dense = [p.to_dense_pmf() for p in pmfs]
+        composed = [pld_curve.ComposedPmf(d) for d in dense]
         t = int(np.max(steps))
         for c in composed:
             lo, hi = pld_curve._chernoff_window(len(c.probs), t, c.log_mgfs, c.orders)  # noqa: SLF001
@@ -267,52 +284,35 @@ class PldAccountant(_DpAccountingAdapter):
                     f"would hold {hi - lo + 1:.3g} bins (limit PLD_BINS = {PLD_BINS}): T this large is beyond what "
                     f"pld resolves; rdp gives an upper bound",
                 )
-        return pld, composed
-
-    def _run(self, pld, steps: int):
-        """What dp_accounting's ``PLDAccountant`` holds after composing the step ``steps`` times.
-
-        A one-step PMF of few bins (large σ, small q: 3 at σ = 20, q = 1e-4) is sparse, and
-        dp_accounting's sparse ``self_compose`` decides whether to go dense by computing
-        ``size ** steps`` as an exact integer: ~T·log10(size) digits, 3 minutes at T = 3e7 and no
-        end at 1e9.  The same decision (dense above :data:`pld_pmf._MAX_PMF_SPARSE_SIZE` points)
-        is taken here in logarithms, so the values are dp_accounting's own."""
-        identity = privacy_loss_distribution.identity(value_discretization_interval=self.value_discretization_interval)
-        steps = int(steps)
-
-        def dense(pmf):  # where dp_accounting would go dense (the +1: near the edge it decides itself, cheaply)
-            big = pmf.size > 1 and steps * math.log(pmf.size) > math.log(pld_pmf._MAX_PMF_SPARSE_SIZE) + 1  # noqa: SLF001
-            return pmf.to_dense_pmf() if big else pmf
-
-        remove = dense(pld._pmf_remove)  # noqa: SLF001 (tests/test_dependencies.py)
-        pld = privacy_loss_distribution.PrivacyLossDistribution(remove, None if pld._symmetric else dense(pld._pmf_add))  # noqa: SLF001
-        return identity.compose(pld.self_compose(steps))
+        tilted = [pld_tilted.TiltedPmf(d._probs, d._lower_loss, d._infinity_mass, d._discretization)  # noqa: SLF001
+                  for d in dense]
+        return composed, tilted
 
     def _epsilon_curve(self, setting, delta, steps):
-        """full_batch: exact (class docstring).  Poisson: exact dp_accounting values for grids of ≤ 64
-        steps; on longer grids an upper bound within :data:`pld_curve.EXCESS` (1%) of the exact value
-        at every T (:func:`pld_curve.monotone_curve`), the one-step PLD built once and shared by every
-        T (:class:`pld_curve.ComposedPmf`, equal to dp_accounting's values to ~1e-8 relative); a
-        single T is answered by dp_accounting itself."""
+        """full_batch: exact (class docstring).  Poisson: at each T, dp_accounting's ε read off its
+        FFT composition (:class:`pld_curve.ComposedPmf`, equal to dp_accounting's values to ~1e-8
+        relative) is only the tilt point of the certified read-off (:mod:`pld_tilted`), whose value
+        is reported: the FFT's absolute rounding put dp_accounting's ε below the truth at small δ
+        (σ = 2, q = 0.5, T = 1000, δ = 1e-12: 91.056 against a true ε ≥ 91.09).  Grids of ≤ 64
+        steps are evaluated at every step; on longer grids an upper bound within
+        :data:`pld_curve.EXCESS` (1%) of the certified value at every T (:func:`pld_curve.monotone_curve`)."""
         if setting.sampling == "full_batch":
             return gaussian_epsilon(delta, self.full_batch_mu(setting, steps))
-        pld, composed = self.composed(setting, steps)
-        if len(steps) == 1:
-            return np.array([self._run(pld, steps[0]).get_epsilon_for_delta(delta)])
+        composed, tilted = self.composed(setting, steps)
 
-        def exact(ts):  # max over the pair (remove first: usually the larger ε)
-            eps = None
-            for c in composed:
-                eps = c.epsilons(ts, delta, floor=eps)
-            return eps
+        def certified(ts):  # max over the pair
+            guesses = [c.epsilons(ts, delta) for c in composed]
+            return np.array([max(p.epsilon(int(t), delta, guess[j]) for p, guess in zip(tilted, guesses))
+                             for j, t in enumerate(ts)])
 
-        return pld_curve.monotone_curve(exact, steps)
+        return pld_curve.monotone_curve(certified, steps)
 
     def _delta_curve(self, setting, epsilon, steps):
+        """full_batch: exact.  Poisson: the certified δ(ε) of :mod:`pld_tilted` at each T (max over the pair)."""
         if setting.sampling == "full_batch":
             return gaussian_delta(epsilon, self.full_batch_mu(setting, steps))
-        pld, _ = self.composed(setting, steps)
-        return np.array([self._run(pld, t).get_delta_for_epsilon(epsilon) for t in steps])
+        _, tilted = self.composed(setting, steps)
+        return np.array([max(p.delta(int(t), epsilon) for p in tilted) for t in steps])
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
         """full_batch: the answer itself (σ_eff = √T·σ₁, σ₁ the exact one-release calibration).

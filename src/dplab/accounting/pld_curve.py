@@ -16,6 +16,8 @@ in the Fourier domain, so no inverse FFT is taken).  For an add/remove pair the 
 only asked whether its ε exceeds the first's (one δ evaluation where it does not).  The values
 agree with dp_accounting's to FFT rounding (tests: 1e-7 relative; measured ≤ 3e-9 at ε ≤ 10, up
 to 9e-7 at ε ≈ 27–57 with δ = 1e-8, i.e. 2e-5 absolute, below the 1e-4 discretization).
+These values are not certified (the FFT's rounding is absolute: at δ = 1e-12 they fall below the
+true ε): the ``pld`` accountant only tilts its certified read-off (:mod:`pld_tilted`) at them.
 
 :func:`monotone_curve` serves every T of a long grid from exact values on a sub-grid: ε is
 non-decreasing in T (composing one more step cannot decrease the hockey-stick divergence), so the
