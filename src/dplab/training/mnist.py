@@ -107,6 +107,12 @@ def load(folder: str | Path, *, download: bool, mirror: str, verify: bool, key: 
         except OSError as err:
             raise DPLabError(f"{key}.path", f"{', '.join(absent)} missing from {folder}, and the download of {stem}.gz "
                                             f"from {mirror} failed ({err}; no network?): {instructions(folder, key)}") from None
+    return arrays(folder, verify=verify, key=key)
+
+
+def arrays(folder: Path, *, verify: bool, key: str) -> dict[str, np.ndarray]:
+    """``x_train``, ``y_train``, ``x_test``, ``y_test`` of the four IDX files in ``folder`` (MNIST's
+    file names, which Fashion-MNIST shares: :mod:`dplab.training.fashion_mnist`)."""
     arrays = {stem: read_idx(read(stem, folder, verify=verify, key=key), stem, key) for stem in FILES}
     out = {
         "x_train": arrays["train-images-idx3-ubyte"],

@@ -1,4 +1,7 @@
-"""Models (docs/training.md): logistic regression, the 2-layer MLP of 004 §3.2, a small CNN.
+"""Models (docs/training.md): logistic regression, the 2-layer MLP of 004 §3.2, a small CNN, and
+the end-to-end tanh CNN of Tramèr & Boneh ("Differentially Private Learning Needs Better Features
+(or Much More Data)", ICLR 2021: their MNIST and Fashion-MNIST network, after Papernot et
+al.'s tempered-sigmoid network, 26 010 parameters on 28×28 inputs).
 
 No batch-dependent layers (no batch norm), so per-example gradients are well defined.
 Logistic regression starts at θ = 0 (001 eq. 16's W̃₀ = 0; the loss is convex, so nothing is
@@ -40,7 +43,23 @@ def build(cfg: dict, input_shape: list[int], classes: int) -> nn.Module:
             nn.Flatten(),
             nn.Linear(8 * c, classes),
         )
-    raise DPLabError("model", f"must be logreg, mlp or cnn; got {kind!r}")
+    if kind == "tanh_cnn":
+        if input_shape[1:] != [28, 28]:
+            raise DPLabError("model", f"tanh_cnn is Tramèr & Boneh's network for 28×28 images; the data has shape {input_shape}")
+        # conv 8×8 stride 2 pad 2 (28 → 13), max-pool 2 stride 1 (→ 12), conv 4×4 stride 2 (→ 5), pool (→ 4)
+        return nn.Sequential(
+            nn.Conv2d(input_shape[0], 16, 8, stride=2, padding=2),
+            nn.Tanh(),
+            nn.MaxPool2d(2, stride=1),
+            nn.Conv2d(16, 32, 4, stride=2),
+            nn.Tanh(),
+            nn.MaxPool2d(2, stride=1),
+            nn.Flatten(),
+            nn.Linear(32 * 4 * 4, 32),
+            nn.Tanh(),
+            nn.Linear(32, classes),
+        )
+    raise DPLabError("model", f"must be logreg, mlp, cnn or tanh_cnn; got {kind!r}")
 
 
 def example_loss(model: nn.Module, l2: float):
