@@ -12,8 +12,10 @@ classes that are fixed are at 0.
 The classes, as issue 25 names them (an entry may fall in several):
 
 - ``silent``: exit 0 where the input must be refused or the run must fail (a silent wrong answer);
-- ``late``: refused (exit 2) only after :data:`LATE` seconds of work;
-- ``hang``: no answer within the timeout;
+- ``late``: refused (exit 2) only after :data:`LATE` CPU seconds of work (CPU time, not wall
+  time: on a loaded machine a command waits for a core far longer than it works);
+- ``hang``: no answer within the timeout (:data:`CPU_LIMIT` CPU seconds, or ``--timeout`` s of
+  wall time for a command that waits without working, e.g. on a FIFO);
 - ``exit_code``: an exit code other than the one that says what happened (0 done, 2 bad input,
   3 a valid run that failed);
 - ``half_written``: the command failed but left files under its output folder;
@@ -27,11 +29,13 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -39,9 +43,10 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config" / "config.yaml"
 CLASSES = ("silent", "late", "hang", "exit_code", "half_written", "lines")
-#: seconds after which a refusal counts as late (a subprocess's start, imports included, is ~2–4 s here)
-LATE = 15.0
-TIMEOUT = 60.0
+#: CPU seconds after which a refusal counts as late (a start, imports included, is ~3 s of CPU here)
+LATE = 10.0
+#: CPU seconds after which a command counts as hanging; wall seconds (default of --timeout)
+CPU_LIMIT, TIMEOUT = 60, 600.0
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
 
 RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 6, "batch_size": 20, "lr": 0.5,
@@ -67,17 +72,32 @@ class Entry:
     extra: dict = field(default_factory=dict)
 
 
-def _dup_config(text: str) -> str:
-    """config.yaml with ``text`` appended (e.g. a second entry of a key it has)."""
-    return CONFIG.read_text() + text
+#: a pipeline config of one small run (planning it is cheap), as YAML text
+MINI = """datasets:
+  synthetic: {kind: synthetic, train_size: 200, test_size: 50, dim: 5}
+runs:
+  a:
+    method: dp_sgd
+    model: logreg
+    dataset: synthetic
+    steps: 6
+    batch_size: 20
+    lr: 0.5
+    clip: 1.0
+    noise_multiplier: 1.0
+    delta: 1.0e-5
+    accountant: rdp
+"""
 
 
 CATALOGUE: list[Entry] = [
     # 1. duplicate YAML keys: the last silently wins today
-    Entry("duplicate run name in config/*.yaml", 1, ["check-config", "FILE:dup_run.yaml"]),
+    Entry("duplicate run name in a config", 1, ["check-config", "FILE:dup_run.yaml"]),
     Entry("duplicate key inside a run", 1, ["check-config", "FILE:dup_key.yaml"]),
     Entry("duplicate key in a single-run YAML", 1, ["train", "--config", "FILE:dup_single.yaml", "--data", "DATA",
                                                       "--out", "OUTDIR"]),
+    Entry("duplicate key in a run's config given to train", 1, ["train", "--config", "FILE:dup_key.yaml", "--run", "a",
+                                                                "--data", "DATA", "--out", "OUTDIR"]),
     # 2. whole-file checks on inputs
     Entry("figure table cut at 60 %", 2, ["figure-draw", "gaussian_sigma", "--table", "FILE:cut.csv", "--pdf",
                                          "OUT.pdf", "--png", "OUT.png"]),
@@ -146,15 +166,14 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     single = "\n".join(f"{k}: {json.dumps(v)}" for k, v in RUN.items())
     texts = {
-        "dup_run.yaml": _dup_config("\nruns:\n  dp_sgd: {method: sgd, model: logreg, dataset: digits, steps: 3}\n"),
-        "dup_key.yaml": _dup_run_key(),
+        "dup_run.yaml": MINI + "  a: {method: sgd, model: logreg, dataset: synthetic, steps: 6, batch_size: 20}\n",
+        "dup_key.yaml": MINI + "    steps: 3\n",
         "dup_single.yaml": single + "\nlr: 5.0\n",
         "cut.csv": table.read_text()[: int(0.6 * len(table.read_text()))],
         "empty": "",
         "cut_summary.json": '{"setting": {"noise_multiplier": 1.0, "sampling_rate"',
-        "lr_inf.yaml": _config_with_run({**RUN, "dataset": "digits", "lr": ".inf"}),
-        "pld_delta.yaml": _config_with_run({**RUN, "dataset": "digits", "delta": 1e-300, "accountant": "pld",
-                                            "accountants": ["pld"]}),
+        "lr_inf.yaml": MINI.replace("lr: 0.5", "lr: .inf"),
+        "pld_delta.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace("accountant: rdp", "accountant: pld"),
         "audit_runs.json": json.dumps(_audit(runs=10**9)),
     }
     paths = {}
@@ -174,21 +193,6 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
     return paths
 
 
-def _dup_run_key() -> str:
-    """config.yaml whose run dp_sgd names its method twice (dp_sgd, then sgd: the last wins today)."""
-    return CONFIG.read_text().replace("    method: dp_sgd\n    model: logreg\n    dataset: digits\n",
-                                      "    method: dp_sgd\n    model: logreg\n    dataset: digits\n    method: sgd\n", 1)
-
-
-def _config_with_run(run: dict) -> str:
-    import yaml
-
-    config = yaml.safe_load(CONFIG.read_text())
-    config["runs"] = {"bad": {k: v for k, v in run.items() if k != "device"}}
-    text = yaml.safe_dump(config, sort_keys=False)
-    return text.replace("'.inf'", ".inf")
-
-
 def _audit(**change) -> dict:
     import yaml
 
@@ -200,7 +204,7 @@ def _audit(**change) -> dict:
 class Result:
     code: int | None  # None: timed out
     stderr: str
-    seconds: float
+    seconds: float  # CPU seconds
     left: list[str]
 
 
@@ -249,17 +253,15 @@ def umount(folder: Path) -> None:
 
 
 def run_entry(entry: Entry, work: Path, data: Path, table: Path, paths: dict[str, Path],
-              call: Callable[[list[str], float], tuple[int | None, str]], timeout: float) -> Result | None:
-    """Run ``entry`` with ``call(argv, timeout)`` → (exit code or None, stderr); ``None`` where its
-    full disk cannot be mounted."""
-    out = work / "out"
+              call: Callable[[list[str], float], tuple[int | None, str, float]], timeout: float) -> Result | None:
+    """Run ``entry`` with ``call(argv, timeout)`` → (exit code or None, stderr, CPU seconds);
+    ``None`` where its full disk cannot be mounted."""
+    out = work / f"out_{CATALOGUE.index(entry)}"
     shutil.rmtree(out, ignore_errors=True)
     if entry.mount and not mount(out, entry.mount):
         return None
     try:
-        start = time.monotonic()
-        code, stderr = call(resolve(entry.argv, out, data, table, paths), timeout)
-        seconds = time.monotonic() - start
+        code, stderr, seconds = call(resolve(entry.argv, out, data, table, paths), timeout)
         left = sorted(str(p.relative_to(out)) for p in out.rglob("*")) if out.exists() else []
     finally:
         if entry.mount:
@@ -267,22 +269,48 @@ def run_entry(entry: Entry, work: Path, data: Path, table: Path, paths: dict[str
     return Result(code, stderr, seconds, left)
 
 
-def subprocess_call(argv: list[str], timeout: float) -> tuple[int | None, str]:
-    try:
-        done = subprocess.run([sys.executable, "-m", "dplab.cli", *argv], capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as err:
-        return None, (err.stderr or b"").decode(errors="replace") if isinstance(err.stderr, bytes) else (err.stderr or "")
-    return done.returncode, done.stderr
+#: `dplab ARGV` that then appends its CPU seconds to the file $BAD_INPUTS_CPU
+CHILD = """import os, resource, sys
+from dplab.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit_:
+    code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+with open(os.environ["BAD_INPUTS_CPU"], "a") as out:
+    out.write(f"{usage.ru_utime + usage.ru_stime}\\n")
+sys.exit(code)
+"""
 
 
-def prepare(work: Path, call: Callable[[list[str], float], tuple[int | None, str]]) -> tuple[Path, Path, dict]:
+def subprocess_call(argv: list[str], timeout: float) -> tuple[int | None, str, float]:
+    """``dplab ARGV`` in a child limited to :data:`CPU_LIMIT` CPU seconds and ``timeout`` wall
+    seconds: (exit code, or None where a limit stopped it; stderr; the child's CPU seconds)."""
+
+    def limit_cpu():
+        resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT, CPU_LIMIT + 5))
+
+    with tempfile.NamedTemporaryFile("r", suffix=".cpu") as cpu:
+        try:
+            done = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL, preexec_fn=limit_cpu,
+                                  env={**os.environ, "BAD_INPUTS_CPU": cpu.name})
+        except subprocess.TimeoutExpired as err:
+            stderr = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else (err.stderr or "")
+            return None, stderr, float(CPU_LIMIT)
+        seconds = float(cpu.read().strip() or CPU_LIMIT)
+    if done.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        return None, done.stderr, seconds
+    return done.returncode, done.stderr, seconds
+
+
+def prepare(work: Path, call: Callable[[list[str], float], tuple[int | None, str, float]]) -> tuple[Path, Path, dict]:
     """A prepared synthetic dataset, a figure table and the catalogue's files under ``work``."""
     data, table = work / "data", work / "table.csv"
     spec = json.dumps({"kind": "synthetic", "train_size": 200, "test_size": 50, "dim": 5})
     for argv in (["prepare-data", "--dataset-json", spec, "--dataset", "synthetic", "--out", str(data)],
                  ["figure-table", "gaussian_sigma", "--params-json", "{}", "--out", str(table)]):
-        code, err = call(argv, 300)
+        code, err, _ = call(argv, 600)
         if code != 0:
             raise SystemExit(f"setup failed: dplab {' '.join(argv)}: {err}")
     return data, table, files(work / "files", data, table)
@@ -292,14 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds per input (default %(default)s)")
     parser.add_argument("--only", nargs="*", default=None, help="run only entries whose name contains one of these")
+    parser.add_argument("--jobs", type=int, default=2, help="entries run at once (default %(default)s)")
     args = parser.parse_args(argv)
     entries = [e for e in CATALOGUE if not args.only or any(s in e.name for s in args.only)]
     counts = dict.fromkeys(CLASSES, 0)
     with tempfile.TemporaryDirectory(prefix="bad_inputs.") as tmp:
         work = Path(tmp)
         data, table, paths = prepare(work, subprocess_call)
-        for entry in entries:
-            result = run_entry(entry, work, data, table, paths, subprocess_call, args.timeout)
+        with ThreadPoolExecutor(args.jobs) as pool:
+            results = pool.map(lambda e: run_entry(e, work, data, table, paths, subprocess_call, args.timeout), entries)
+        for entry, result in zip(entries, results):
             if result is None:
                 print(f"skip      point {entry.point}  {entry.name} (cannot mount a tmpfs here)")
                 continue
@@ -308,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                 counts[name] += 1
             last = ([line for line in result.stderr.splitlines() if line.strip() and not LOG_LINE.match(line)]
                     or [""])[-1][:110]
-            print(f"{','.join(found) or 'ok':<12} point {entry.point}  exit {result.code}  {result.seconds:5.1f} s  "
+            print(f"{','.join(found) or 'ok':<12} point {entry.point}  exit {result.code}  {result.seconds:5.1f} s CPU  "
                   f"{entry.name}  | {last}", flush=True)
     print(f"\n{len(entries)} inputs; " + ", ".join(f"{name}: {counts[name]}" for name in CLASSES))
     return 0

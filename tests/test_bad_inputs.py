@@ -1,0 +1,68 @@
+"""The cheap part of issue 25's catalogue of bad inputs (tests/bad_inputs.py), run in-process.
+
+Points 6–8 are fixed: their entries fall in no class (exit code, half-written files, lines on
+stderr, hang, silent); every other cheap entry at least ends with exit 0, 2 or 3 in one line
+and leaves nothing behind.  The entries of points 1–5 are counted by the script, not asserted
+here, until they are fixed."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bad_inputs  # noqa: E402
+
+from dplab.cli import main  # noqa: E402
+
+CHEAP = [entry for entry in bad_inputs.CATALOGUE if entry.cheap]
+FIXED_POINTS = {6, 7, 8}
+
+
+class _Hang(BaseException):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    work = tmp_path_factory.mktemp("bad_inputs")
+    return work, bad_inputs.prepare(work, lambda argv, timeout: (main(argv), "", 0.0))
+
+
+@pytest.mark.parametrize("entry", CHEAP, ids=lambda entry: entry.name)
+def test_bad_input(entry, world, capfd, monkeypatch):
+    work, (data, table, paths) = world
+    monkeypatch.chdir(work)
+
+    def call(argv, timeout):
+        capfd.readouterr()
+        start = time.process_time()
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(int(timeout))
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code
+        except _Hang:
+            code = None
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+        return code, capfd.readouterr().err, time.process_time() - start
+
+    result = bad_inputs.run_entry(entry, work, data, table, paths, call, 30)
+    if result is None:
+        pytest.skip("cannot mount a tmpfs here")
+    found = bad_inputs.classify(entry, result)
+    if entry.point in FIXED_POINTS:
+        assert found == [], (found, result)
+    else:
+        assert result.code in (0, 2, 3) and not {"half_written", "lines", "hang"} & set(found), (found, result)
