@@ -36,9 +36,10 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config" / "config.yaml"
@@ -119,7 +120,7 @@ CATALOGUE: list[Entry] = [
                                                '{"steps": [10, 1000000000]}', "--out", "OUT.csv"], cheap=False),
     Entry("mf checks flags only after factorizing", 3, ["mf", "--strategy", "optimal", "--steps", "3000", "--epsilon",
                                                         "-1", "--delta", "1e-6"], cheap=False),
-    Entry("audit runs 1e9", 3, ["audit", "--audit-json", "FILE:audit_runs.json", "--data", "DATA", "--out", "OUT.csv"],
+    Entry("audit runs 1e9", 3, ["audit", "--audit-json", "AUDIT_RUNS", "--data", "DATA", "--out", "OUT.csv"],
           cheap=False),
     # 4. planning refuses what the job refuses
     Entry("lr: .inf passes check-config", 4, ["check-config", "FILE:lr_inf.yaml"]),
@@ -174,7 +175,6 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
         "cut_summary.json": '{"setting": {"noise_multiplier": 1.0, "sampling_rate"',
         "lr_inf.yaml": MINI.replace("lr: 0.5", "lr: .inf"),
         "pld_delta.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace("accountant: rdp", "accountant: pld"),
-        "audit_runs.json": json.dumps(_audit(runs=10**9)),
     }
     paths = {}
     for name, text in texts.items():
@@ -197,7 +197,31 @@ def _audit(**change) -> dict:
     import yaml
 
     audit = yaml.safe_load(CONFIG.read_text())["audits"]["digits_last_iterate_convex"]
-    return {**audit, "steps": [2], "runs": 2, "seed": 0, **change}
+    return {**audit, "dataset": "synthetic", "steps": [2], "runs": 2, "seed": 0, **change}
+
+
+class Hang(BaseException):
+    """A call past its time limit (not an Exception: the CLI's handlers do not turn it into exit 1)."""
+
+
+@contextmanager
+def time_limit(cpu_seconds: float, wall_seconds: float) -> Iterator[None]:
+    """Raise :class:`Hang` in this process once it has used ``cpu_seconds`` of CPU (a busy loop,
+    however loaded the machine) or waited ``wall_seconds`` (a blocking read)."""
+
+    def stop(signum, frame):
+        raise Hang
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+    signal.setitimer(signal.ITIMER_REAL, wall_seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @dataclass
@@ -235,7 +259,7 @@ def resolve(argv: list[str], out: Path, data: Path, table: Path, paths: dict[str
         elif token.startswith("FILE:"):
             name = token[5:]
             token = name if name.startswith("/") else str(paths[name])
-        resolved.append({"DATA": str(data), "TABLE": str(table)}.get(token, token))
+        resolved.append({"DATA": str(data), "TABLE": str(table), "AUDIT_RUNS": json.dumps(_audit(runs=10**9))}.get(token, token))
     return resolved
 
 
