@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config" / "config.yaml"
 CLASSES = ("silent", "late", "hang", "exit_code", "half_written", "lines")
@@ -106,7 +108,7 @@ CATALOGUE: list[Entry] = [
                                    "--png", "OUT.png"]),
     Entry("sweep over a summary cut short", 2, ["sweep", "--summary", "FILE:cut_summary.json", "--accountants", "rdp",
                                                "--points", "3", "--out", "OUT.csv"]),
-    Entry("provenance reading /dev/zero", 2, ["provenance", "--config-json", "{}", "--out", "OUT.json", "/dev/zero"],
+    Entry("provenance reading /dev/zero", 2, ["provenance", "--config", "FILE:mini.yaml", "--out", "OUT.json", "/dev/zero"],
           cheap=False),
     Entry("check-config reading /dev/zero", 2, ["check-config", "/dev/zero"], cheap=False),
     Entry("figure table a FIFO", 2, ["figure-draw", "gaussian_sigma", "--table", "FILE:fifo", "--pdf", "OUT.pdf",
@@ -153,6 +155,9 @@ CATALOGUE: list[Entry] = [
     Entry("epsilon pld, a good run", 8, ["epsilon", "--accountant", "pld", *EPS], expect=0),
     Entry("figure-draw, a good run", 8, ["figure-draw", "gaussian_sigma", "--table", "TABLE", "--pdf", "OUT.pdf",
                                          "--png", "OUT.png"], expect=0),
+    Entry("epsilon at q = 0.1 (dp_accounting warns: every later log line printed twice)", 8,
+          ["epsilon", "--accountant", "rdp", "--noise-multiplier", "1", "--sampling-rate", "0.1", "--steps", "6",
+           "--delta", "1e-5"], expect=0),
     Entry("epsilon at q = 1e-16 (dp_accounting's warnings)", 8, ["epsilon", "--accountant", "rdp", "--noise-multiplier",
                                                                  "2", "--sampling-rate", "1e-16", "--steps", "10",
                                                                  "--delta", "1e-5"], expect=0),
@@ -165,14 +170,15 @@ CATALOGUE: list[Entry] = [
 def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
     """The input files the catalogue names (FILE:<name>), written into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    single = "\n".join(f"{k}: {json.dumps(v)}" for k, v in RUN.items())
+    single = yaml.safe_dump(RUN, sort_keys=False)
     texts = {
         "dup_run.yaml": MINI + "  a: {method: sgd, model: logreg, dataset: synthetic, steps: 6, batch_size: 20}\n",
         "dup_key.yaml": MINI + "    steps: 3\n",
-        "dup_single.yaml": single + "\nlr: 5.0\n",
+        "dup_single.yaml": single + "lr: 5.0\n",
+        "mini.yaml": MINI,
         "cut.csv": table.read_text()[: int(0.6 * len(table.read_text()))],
         "empty": "",
-        "cut_summary.json": '{"setting": {"noise_multiplier": 1.0, "sampling_rate"',
+        "cut_summary.json": (data.parent / "run" / "summary.json").read_text()[:300],
         "lr_inf.yaml": MINI.replace("lr: 0.5", "lr: .inf"),
         "pld_delta.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace("accountant: rdp", "accountant: pld"),
     }
@@ -180,10 +186,7 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
     for name, text in texts.items():
         (folder / name).write_text(text)
         paths[name] = folder / name
-    summary = folder / "summary.json"
-    summary.write_text(json.dumps({"setting": {"noise_multiplier": 1.0, "sampling_rate": 0.01, "steps": 100,
-                                               "sampling": "poisson", "neighbouring": "add_remove"}, "delta": 1e-5}))
-    paths["summary.json"] = summary
+    paths["summary.json"] = data.parent / "run" / "summary.json"  # prepare() trains it
     (folder / "no_results").mkdir(exist_ok=True)
     paths["no_results"] = folder / "no_results"
     fifo = folder / "fifo"
@@ -194,8 +197,6 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
 
 
 def _audit(**change) -> dict:
-    import yaml
-
     audit = yaml.safe_load(CONFIG.read_text())["audits"]["digits_last_iterate_convex"]
     return {**audit, "dataset": "synthetic", "steps": [2], "runs": 2, "seed": 0, **change}
 
@@ -333,7 +334,8 @@ def prepare(work: Path, call: Callable[[list[str], float], tuple[int | None, str
     data, table = work / "data", work / "table.csv"
     spec = json.dumps({"kind": "synthetic", "train_size": 200, "test_size": 50, "dim": 5})
     for argv in (["prepare-data", "--dataset-json", spec, "--dataset", "synthetic", "--out", str(data)],
-                 ["figure-table", "gaussian_sigma", "--params-json", "{}", "--out", str(table)]):
+                 ["figure-table", "gaussian_sigma", "--params-json", "{}", "--out", str(table)],
+                 ["train", "--run-json", json.dumps(RUN), "--data", str(data), "--out", str(work / "run")]):
         code, err, _ = call(argv, 600)
         if code != 0:
             raise SystemExit(f"setup failed: dplab {' '.join(argv)}: {err}")

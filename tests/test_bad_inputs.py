@@ -7,6 +7,8 @@ here, until they are fixed."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import bad_inputs
@@ -49,3 +51,15 @@ def test_bad_input(entry, world, capfd, monkeypatch):
         assert found == [], (found, result)
     else:
         assert result.code in (0, 2, 3) and not {"half_written", "lines", "hang"} & set(found), (found, result)
+
+
+def test_a_library_warning_does_not_print_every_later_line_twice(tmp_path):
+    """dp_accounting's first absl warning gave the root logger a stderr handler: every later
+    ``dplab`` log line came out twice, the second as ``INFO:dplab:…`` (a new process: under
+    pytest the root logger already has handlers, so only a fresh one shows it)."""
+    done = subprocess.run([sys.executable, "-m", "dplab.cli", "epsilon", "--accountant", "rdp", "--noise-multiplier",
+                           "1", "--sampling-rate", "0.1", "--steps", "6", "--delta", "1e-5"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and bad_inputs.LOG_LINE.match(lines[0]) and "did not converge" in lines[0], lines
