@@ -4,8 +4,9 @@ For each subcommand (listed from the CLI's own parser, so a new one fails here u
 baseline in :data:`BASELINES`), hypothesis starts from a valid command line and applies one to
 three mutations: a flag set to an extreme or malformed value (0, -1, nan, inf, 1e300, 1e-300,
 99999999999999999999999, text, ''), a required flag dropped, a flag repeated, an unknown flag, an
-unknown name, a path that is missing, a folder, a file under a file, or a file of junk
-(JSON/CSV/YAML/npz/pt).  Every case must end with exit code 0, 2 (bad input) or 3 (runtime
+unknown name, a path that is missing, a folder, a file under a file, a file of junk
+(JSON/CSV/YAML/npz/pt) or of random bytes; numbers include the ends of each flag's documented
+range (an accountant's LIMITS, the thread cap) and the values just past them.  Every case must end with exit code 0, 2 (bad input) or 3 (runtime
 failure) — never 1 (internal error), never an uncaught exception or a hang — and on failure one
 line on stderr naming a key, flag or file, no traceback, nothing written under the output path.
 
@@ -20,7 +21,6 @@ import math
 import os
 import re
 import shutil
-import signal
 from collections import Counter
 from pathlib import Path
 
@@ -30,14 +30,16 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bad_inputs import Hang, time_limit
 from dplab.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "config" / "config.yaml")
-#: seconds one call may take before the case fails as a hang
-CALL_LIMIT = 60
-EXAMPLES = 40
-ACCOUNTANT_EXAMPLES = 20
+#: CPU seconds one call may use before the case fails as a hang (CPU, not wall time: a loaded CI
+#: machine makes a call wait far longer than it works), and the wall seconds it may wait
+CALL_LIMIT, WALL_LIMIT = 60, 600
+EXAMPLES = 30
+ACCOUNTANT_EXAMPLES = 15
 #: fewer for an accountant whose every ε takes seconds (a quadrature of up to ADD_POINTS_MAX points)
 FEWER_EXAMPLES = {"balls_in_bins": 8}
 #: accountants whose σ search is bounded but too slow for this test at extreme targets (a known limit,
@@ -143,8 +145,23 @@ def subcommands() -> dict:
     return action.choices
 
 
+def _edges(dest: str) -> list[str]:
+    """The ends of ``dest``'s documented range (an accountant's LIMITS, the thread cap) and the
+    values just past them."""
+    from dplab.accounting.base import LIMITS
+    from dplab.validate import MAX_THREADS
+
+    low, high = {**{key: limit[:2] for key, limit in LIMITS.items()}, "threads": (1, MAX_THREADS)}.get(dest, (None, None))
+    if low is None:
+        return []
+    if float(high).is_integer() and float(low).is_integer() and dest != "epsilon":  # a count: the next integer
+        return [str(int(low)), str(int(low) - 1), str(int(high)), str(int(high) + 1)]
+    return [repr(low), repr(math.nextafter(low, -math.inf)), repr(high), repr(math.nextafter(high, math.inf))]
+
+
 def _pool(action, junk: dict[str, str]) -> list:
-    """The values a mutation may give ``action``'s flag: extreme numbers, names or paths."""
+    """The values a mutation may give ``action``'s flag: extreme numbers, the ends of its range
+    and just past them, names or paths."""
     dest = action.dest
     if dest in WRITE_PATHS:
         return ["OUT", junk["dir"], junk["under_file"], "", junk["junk.json"] + "/"]
@@ -153,7 +170,7 @@ def _pool(action, junk: dict[str, str]) -> list:
     if dest.endswith("_json"):
         return list(JSON_VALUES)
     if action.type is not None or dest in ("points", "threads"):
-        return list(NUMBERS)
+        return list(NUMBERS) + _edges(dest)
     if action.choices:
         return [*map(str, action.choices), *NAMES]
     return list(NAMES)
@@ -170,12 +187,22 @@ def mutated(draw, name: str, junk: dict[str, str]) -> list[str]:
     actions = _flag_actions(sub)
     argv = list(draw(st.sampled_from(BASELINES[name])))
     for _ in range(draw(st.sampled_from((1, 1, 1, 2, 3)))):
-        op = draw(st.sampled_from(("set", "set", "set", "drop", "repeat", "unknown") if actions else ("unknown",)))
+        op = draw(st.sampled_from(("set", "set", "set", "drop", "repeat", "unknown", "bytes") if actions else ("unknown",)))
         if op == "unknown":
             argv += draw(st.sampled_from((["--no-such-flag"], ["--no-such-flag", "1"], ["extra"], ["-"])))
             continue
-        action = draw(st.sampled_from(actions))
+        readers = [a for a in actions if a.dest in READ_PATHS]
+        if op == "bytes" and not readers:
+            op = "set"
+        action = draw(st.sampled_from(readers if op == "bytes" else actions))
         flag = action.option_strings[0] if action.option_strings else None
+        if op == "bytes":  # a file of random bytes (BYTES:<hex>, written by _resolve) where a file is read
+            value = "BYTES:" + draw(st.binary(max_size=300)).hex()
+            if flag is None:
+                argv = [value] + (argv[1:] if argv and not argv[0].startswith("--") else argv)
+            else:
+                argv = _without(argv, flag, sub) + [flag, value]
+            continue
         if flag is None:  # a positional: replace the first one, or give a pool value
             values = draw(st.lists(st.sampled_from(_pool(action, junk)), min_size=0, max_size=2))
             if argv and not argv[0].startswith("--"):
@@ -237,14 +264,6 @@ def _without(argv: list[str], flag: str, sub) -> list[str]:
     return out
 
 
-class _Hang(BaseException):
-    """Raised by the alarm: not an Exception, so the CLI's handlers do not turn it into exit 1."""
-
-
-def _alarm(signum, frame):
-    raise _Hang
-
-
 COUNTS: Counter = Counter()
 LAST_OUT = [""]  # the stdout of the last case, for checks of its answer
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
@@ -253,22 +272,18 @@ NAMES_SOMETHING = re.compile(r"error: (argument |the following arguments|unrecog
 
 
 def call(argv: list[str], capfd) -> tuple[int, str, str]:
-    """``dplab ARGV`` in this process within :data:`CALL_LIMIT` s: (exit code, stdout, stderr)."""
+    """``dplab ARGV`` in this process within :data:`CALL_LIMIT` CPU seconds: (exit code, stdout, stderr)."""
     capfd.readouterr()
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(CALL_LIMIT)
     try:
-        code = main(argv)
+        with time_limit(CALL_LIMIT, WALL_LIMIT):
+            code = main(argv)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
         COUNTS["argparse"] += code != 0
-    except _Hang:
-        pytest.fail(f"dplab {' '.join(map(repr, argv))}: no answer within {CALL_LIMIT} s")
+    except Hang:
+        pytest.fail(f"dplab {' '.join(map(repr, argv))}: no answer within {CALL_LIMIT} s of CPU ({WALL_LIMIT} s wall)")
     except Exception as err:  # noqa: BLE001 - the point: none may escape
         pytest.fail(f"dplab {' '.join(map(repr, argv))}: uncaught {type(err).__name__}: {err}")
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
     out, err = capfd.readouterr()
     LAST_OUT[0] = out
     return code, out, err
@@ -303,6 +318,10 @@ def _resolve(argv: list[str], junk: dict[str, str], out_root: Path) -> list[str]
     for token in argv:
         if token.startswith("OUT"):
             token = str(out_root / ("out" + token[3:]))
+        elif token.startswith("BYTES:"):  # beside out_root: an input, not an output left behind
+            path = out_root.parent / f"random_{len(resolved)}.bin"
+            path.write_bytes(bytes.fromhex(token[6:]))
+            token = str(path)
         resolved.append(inputs.get(token, token))
     return resolved
 

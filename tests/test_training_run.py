@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from dplab.cli import main
-from dplab.errors import DPLabError
+from dplab.errors import Diverged, DPLabError
 from dplab.training import data, loop
 from dplab.training.config import load_run, resolve_run
 
@@ -122,7 +122,7 @@ def test_balls_in_bins_run_calibrates_with_its_accountant_and_resumes(digits_dir
 
 def test_divergence_stops_with_an_error(digits_dir, tmp_path):
     cfg = resolve_run({"method": "sgd", "l2": 1.0, **FAST, "lr": 1e3})
-    with pytest.raises(DPLabError, match="NaN/inf"):
+    with pytest.raises(Diverged, match="NaN/inf"):
         loop.train(cfg, data.load(digits_dir), tmp_path)
     assert not (tmp_path / "summary.json").exists()
 

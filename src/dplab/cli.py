@@ -5,9 +5,11 @@ Each subcommand lives in a module of :mod:`dplab.commands` that defines
 heavy modules (torch, dp_accounting, matplotlib) only inside its ``func``, so that ``dplab``
 starts fast.
 
-Exit codes (README, Command line): 0 done; 2 bad input of any kind (a usage error, a flag given
-twice, a :class:`~dplab.errors.DPLabError`); 3 a valid run that failed (an ``OSError`` such as a
-full disk, a ``MemoryError``); 1 an internal error (a bug).  Every failure is one line on stderr;
+Exit codes (:data:`EXIT_CODES`, printed by ``dplab --help``; docs/reliability.md): 0 every output
+written whole; 2 bad input of any kind (a usage error, a flag given twice, a
+:class:`~dplab.errors.DPLabError`); 3 a valid run that failed (a :class:`~dplab.errors.RunFailed`
+such as training diverging to NaN/inf, an ``OSError`` such as a full disk, a ``MemoryError``);
+1 an internal error (a bug).  Every failure is one line on stderr and leaves no output behind;
 ``dplab --debug COMMAND …`` also prints the traceback.
 Long jobs log their progress on stderr (:mod:`dplab.progress`).
 """
@@ -20,7 +22,7 @@ import sys
 import traceback
 
 from dplab import __version__
-from dplab.errors import DPLabError
+from dplab.errors import DPLabError, RunFailed
 from dplab.progress import setup_logging
 
 #: subcommand modules, in the order ``dplab --help`` lists them
@@ -40,6 +42,14 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 #: exit codes (README, Command line); an interrupt (Ctrl-C) exits with 130, as shells do
 BAD_INPUT, RUN_FAILED, INTERNAL_ERROR, INTERRUPTED = 2, 3, 1, 130
+#: what each exit code means, as `dplab --help` prints it
+EXIT_CODES = f"""exit codes:
+  0    done: every output written whole
+  {BAD_INPUT}    bad input (usage, a flag, a config key, an input file, an output path): one line names it
+  {RUN_FAILED}    valid input, but the run failed: training diverged to NaN/inf, a write failed (full disk), out of memory
+  {INTERNAL_ERROR}    internal error (a bug): `dplab --debug COMMAND ...` shows where
+  {INTERRUPTED}  interrupted (Ctrl-C)
+every failure prints one line on stderr and leaves no output behind (docs/reliability.md)"""
 
 
 #: the actions that store one value: a second occurrence of their flag is refused (``append``,
@@ -88,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dplab",
         description="Privacy analysis of DP-SGD: data, private training, accountants, figures.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"dplab {__version__}")
     parser.add_argument("--debug", action="store_true", help="on any failure also print the traceback")
@@ -105,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         result = args.func(args)
     except DPLabError as err:
         return _fail(args, BAD_INPUT, str(err))
+    except RunFailed as err:
+        return _fail(args, RUN_FAILED, str(err))
     except (OSError, MemoryError) as err:
         return _fail(args, RUN_FAILED, f"{type(err).__name__}: {err}")
     except Exception as err:  # a bug: one line, the traceback with --debug

@@ -1,9 +1,9 @@
 """The errors users see: one line naming the offending key (or file) and the valid range or fix.
 
-The CLI (:func:`dplab.cli.main`) turns a :class:`DPLabError` (bad input) into exit code 2, an
-``OSError`` or ``MemoryError`` (valid input, but a write failed or memory ran out) into exit code 3;
-anything else is an internal error, exit code 1.  Each is a single line on stderr; ``dplab --debug``
-adds the traceback.
+The CLI (:func:`dplab.cli.main`) turns a :class:`DPLabError` (bad input) into exit code 2; a
+:class:`RunFailed` (valid input, but the run failed: training diverged), an ``OSError`` or a
+``MemoryError`` (a write failed, a full disk, memory ran out) into exit code 3; anything else is an
+internal error, exit code 1.  Each is a single line on stderr; ``dplab --debug`` adds the traceback.
 """
 
 
@@ -22,3 +22,16 @@ class AssumptionError(DPLabError):
         self.accountant = accountant
         DPLabError.__init__(self, key, f"{message} (accountant '{accountant}')")
 
+
+
+class RunFailed(RuntimeError):
+    """A valid run that failed (exit code 3): nothing about the input to fix, the run itself went wrong."""
+
+
+class Diverged(RunFailed):
+    """Training diverged: the loss or the parameters became NaN/inf ``where`` (e.g. "at step 7")."""
+
+    def __init__(self, where: str, lr: float):
+        self.where = where
+        super().__init__(f"training diverged: the loss or the parameters became NaN/inf {where} "
+                         f"(lr = {lr:g}); lower lr (or clip)")

@@ -1,8 +1,12 @@
-"""Atomic writes: write to a temporary file in the same folder, then rename; and the check every
-command makes of its output paths before it computes anything.
+"""Every file dplab writes goes through here: written under a temporary name in the same folder,
+then renamed (:func:`atomic_write`; :func:`atomic_writes` for files that belong together, such as
+a figure's PDF and PNG); a folder of several files is whole only when its last file lands
+(:func:`output_folder`); and the check every command makes of its output paths before it computes
+anything (:func:`check_output`).
 
-A job that fails half-way therefore never leaves a half-written file under results/.  The file
-gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), so results on a
+A job that fails half-way (a full disk, a diverged run) therefore never leaves a half-written file
+under results/, nor, on failure, any file it wrote (docs/reliability.md, "Nothing half-written").
+A file gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), so results on a
 shared file system are as readable as the user's umask says.
 """
 
@@ -10,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from dplab.errors import DPLabError
 
@@ -22,17 +28,75 @@ if TYPE_CHECKING:  # pandas is not imported at run time: `dplab train` writes no
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp_path)`` and move the result to ``path`` in one rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix or ".tmp")
-    os.close(fd)
+    atomic_writes({path: write})
+
+
+def atomic_writes(writers: dict[str | Path, Callable[[Path], None]]) -> None:
+    """Each ``write(tmp_path)`` of ``writers`` (path → write) to a temporary file beside its path,
+    then every rename: the files land together or (a write failed) none does.  A folder this
+    creates for them is removed again on failure."""
+    temps: dict[Path, Path] = {}
+    made = []
     try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600 whatever the umask
-        os.replace(tmp, path)
+        for path, write in writers.items():
+            path = Path(path)
+            made += _make_folder(path.parent)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix or ".tmp")
+            os.close(fd)
+            temps[path] = Path(tmp)
+            try:
+                write(temps[path])
+            except OSError as err:  # ENOSPC on write() names no file: name the output
+                if err.filename is not None or err.errno is None:
+                    raise
+                raise OSError(err.errno, err.strerror, str(path)) from err
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600 whatever the umask
+        for path, tmp in temps.items():
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+        _remove_empty(made)
         raise
+
+
+@contextmanager
+def output_folder(path: str | Path) -> Iterator[Path]:
+    """The folder a command writes several files into (a run folder, a prepared dataset), left
+    as it was found if the command fails: on an exception the files and folders the block added
+    are removed, and the folder itself (with the parents) if the block created it.  The command
+    writes its marker file last (a run's summary.json, a dataset's info.json): the folder is
+    whole when that file is there.  An interrupt (Ctrl-C, SystemExit) keeps everything: a killed
+    run resumes from its checkpoints."""
+    path = Path(path)
+    made = _make_folder(path)
+    before = set(path.iterdir())
+    try:
+        yield path
+    except Exception:
+        for entry in set(path.iterdir()) - before if path.is_dir() else ():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        _remove_empty(made)
+        raise
+
+
+def _make_folder(folder: Path) -> list[Path]:
+    """``mkdir -p folder``; the folders it created, deepest first."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) where empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _umask() -> int:
@@ -63,12 +127,21 @@ def check_output(path: str | Path, flag: str, folder: bool = False) -> Path:
 
 
 def write_text(path: str | Path, text: str) -> None:
-    atomic_write(path, lambda tmp: tmp.write_text(text))
+    atomic_write(path, text_file(text))
+
+
+def text_file(text: str) -> Callable[[Path], None]:
+    """A writer of ``text`` for :func:`atomic_write`/:func:`atomic_writes`."""
+    return lambda tmp: tmp.write_text(text)
 
 
 def write_json(path: str | Path, data) -> None:
+    write_text(path, json_text(data))
+
+
+def json_text(data) -> str:
     """Sorted keys, fixed indentation: identical data gives identical bytes."""
-    write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def write_csv(path: str | Path, frame: pd.DataFrame) -> None:

@@ -56,19 +56,24 @@ def _report_once(line: str) -> None:
 @contextlib.contextmanager
 def absl_warnings():
     """Collect (and keep off stderr) the warnings dp_accounting logs through absl inside the block:
-    the list of their messages."""
+    the list of their messages.  absl's first warning also gives the root logger a stderr handler
+    (``logging.basicConfig``) when it has none, which would print every later ``dplab`` log line a
+    second time as ``INFO:dplab:…``: a root handler added inside the block is removed."""
     caught: list[str] = []
 
     def keep(record: logging.LogRecord) -> bool:
         caught.append(record.getMessage())
         return False
 
-    logger = logging.getLogger("absl")
+    logger, root = logging.getLogger("absl"), logging.getLogger()
+    before = list(root.handlers)
     logger.addFilter(keep)
     try:
         yield caught
     finally:
         logger.removeFilter(keep)
+        for handler in [h for h in root.handlers if h not in before]:
+            root.removeHandler(handler)
 
 
 class _DpAccountingAdapter(Accountant):

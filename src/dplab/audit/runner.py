@@ -44,7 +44,7 @@ from typing import Callable
 import torch
 
 from dplab.audit.canary import Canary, GradientCanaries, block
-from dplab.errors import DPLabError
+from dplab.errors import Diverged, DPLabError
 from dplab.training import models, samplers
 from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise
@@ -184,7 +184,7 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
         update(params, grads, z, lr=lr, denom=denominator(cfg["normalize"], b, sizes), b=b, regularization=lam)
         out.projections += project_stacked(params, cfg["diameter"])
         if not all(bool(torch.isfinite(p).all()) for p in params.values()):
-            raise DPLabError("lr", f"the parameters became NaN/inf at step {step}; lower lr (or clip)")
+            raise Diverged(f"at step {step}", lr)
         if on_step is not None:
             on_step(step)
         if gradient is not None:

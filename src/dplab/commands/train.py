@@ -67,11 +67,9 @@ def _grid_run(config_file: str, folder: str) -> dict:
 
 
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:
-    from pathlib import Path
-
     from dplab.accounting.claims import KEYS, labelled
     from dplab.errors import DPLabError
-    from dplab.io import write_text
+    from dplab.io import output_folder, write_text
     from dplab.training import data, loop
 
     dataset = data.load(data_dir)
@@ -82,9 +80,10 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) 
         from dplab.training.dp_mf import load_factorization
 
         factorization = load_factorization(cfg, mf_cache)
-    summary = loop.train(cfg, dataset, out, factorization=factorization)
-    if not cfg["record_grad_norms"]:  # every run folder has the same files: one Snakemake rule trains them all
-        write_text(Path(out) / "grad_norms.csv", ",".join(loop.GRAD_NORM_COLUMNS) + "\n")
+    with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
+        if not cfg["record_grad_norms"]:  # every run folder has the same files: one Snakemake rule trains them all
+            write_text(folder / "grad_norms.csv", ",".join(loop.GRAD_NORM_COLUMNS) + "\n")
+        summary = loop.train(cfg, dataset, folder, factorization=factorization)
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary["epsilon"].items()) or "none"
     for name, kind in summary["epsilon_bound"].items():  # beside the claims: never the run's ε
         if kind != "upper":

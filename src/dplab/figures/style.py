@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -103,12 +105,24 @@ def reserve_bottom(fig, fraction: float) -> None:
 
 
 def save(fig, pdf: str, png: str) -> None:
-    """Write the figure as PDF and PNG (each atomically) with a tight layout, then close it."""
-    from dplab.io import atomic_write
+    """Write the figure as PDF and PNG with a tight layout, then close it: both land, by rename,
+    once both are written whole, or neither does (:func:`dplab.io.atomic_writes`).  Each is
+    rendered in memory first, so a failed write (a full disk) is the plain ``OSError`` of the
+    write, not an error of the PDF or PNG encoder left mid-stream."""
+    from dplab.io import atomic_writes
 
-    with plt.rc_context(RC):
-        if fig.get_layout_engine() is None:
-            fig.tight_layout()
-        atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None}))
-        atomic_write(png, lambda tmp: fig.savefig(tmp, format="png"))
-    plt.close(fig)
+    try:
+        with plt.rc_context(RC):
+            if fig.get_layout_engine() is None:
+                fig.tight_layout()
+            pdf_bytes = _render(fig, format="pdf", metadata={"CreationDate": None})
+            png_bytes = _render(fig, format="png")
+    finally:
+        plt.close(fig)
+    atomic_writes({pdf: lambda tmp: tmp.write_bytes(pdf_bytes), png: lambda tmp: tmp.write_bytes(png_bytes)})
+
+
+def _render(fig, **kwargs) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, **kwargs)
+    return buffer.getvalue()

@@ -43,7 +43,7 @@ import torch
 from dplab.errors import DPLabError
 from dplab.inputs import damaged, read_json, read_npz
 from dplab.training import fashion_mnist, mnist
-from dplab.io import atomic_write, write_json
+from dplab.io import atomic_writes, json_text, text_file
 from dplab.schemas import validate
 
 
@@ -219,11 +219,11 @@ def _subset(x: np.ndarray, y: np.ndarray, size: int | None, rng: np.random.Gener
 
 
 def write(out: str | Path, train: dict, test: dict, info: dict) -> None:
-    """Write train.npz, test.npz and info.json atomically (info.json last)."""
+    """Write train.npz, test.npz and info.json: all three land together, or none does
+    (:func:`dplab.io.atomic_writes`; info.json renamed last)."""
     out = Path(out)
-    for split, arrays in (("train", train), ("test", test)):
-        atomic_write(out / f"{split}.npz", lambda tmp, a=arrays: _savez(tmp, a))
-    write_json(out / "info.json", info)
+    atomic_writes({out / "train.npz": lambda tmp: _savez(tmp, train), out / "test.npz": lambda tmp: _savez(tmp, test),
+                   out / "info.json": text_file(json_text(info))})
 
 
 def _savez(tmp: Path, arrays: dict) -> None:

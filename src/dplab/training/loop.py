@@ -47,16 +47,16 @@ from torch import nn
 
 from dplab import __version__
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, column, labelled
-from dplab.errors import DPLabError
+from dplab.errors import Diverged, DPLabError
 from dplab.training import checkpoint, models, samplers
 from dplab.training.data import Dataset
 from dplab.training.environment import environment
-from dplab.io import atomic_write, write_json, write_text
+from dplab.io import atomic_writes, json_text, text_file
 from dplab.progress import Progress
 from dplab.training.methods import METHODS, Method
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.privacy import Plan, plan, risk_reading
-from dplab.training.run_metrics import write_metrics
+from dplab.training.run_metrics import metrics
 from dplab.training.step import denominator, dp_step, project
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
@@ -272,7 +272,7 @@ def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], N
         if not run.ahead or step in logged or due:  # on the CPU every step; elsewhere where we sync anyway
             if not bool(finite):
                 where = f"at step {step}" if checked == step - 1 else f"between steps {checked + 1} and {step}"
-                raise DPLabError("lr", f"the loss or the parameters became NaN/inf {where}; lower lr (or clip)")
+                raise Diverged(where, cfg["lr"])
             checked = step
         status = _log(run, grads) if step in logged else None
         if due:
@@ -290,7 +290,7 @@ def _log(run: _Run, grads) -> str:
     train_loss, _ = evaluate(run.model, run.params, run.x_train, run.y_train)
     test_loss, test_acc = evaluate(run.model, run.params, run.x_test, run.y_test)
     if not (math.isfinite(train_loss) and math.isfinite(test_loss)):
-        raise DPLabError("lr", f"the loss became NaN/inf at step {step}; lower lr (or clip)")
+        raise Diverged(f"at step {step}", cfg["lr"])
     run.rows.append({"step": step, "epoch": run.sampler.epoch(step), "train_loss": train_loss,
                      "test_loss": test_loss, "test_accuracy": test_acc})
     if cfg["record_grad_norms"]:
@@ -310,17 +310,19 @@ def _save(run: _Run, out: Path) -> None:
 
 
 def _write(run: _Run, out: Path) -> dict:
-    """model.pt, metrics.csv, grad_norms.csv (``record_grad_norms``), then summary.json (last:
+    """model.pt, metrics.csv, grad_norms.csv (``record_grad_norms``), metrics.json and
+    summary.json, landing together (:func:`dplab.io.atomic_writes`; summary.json renamed last:
     its presence means the run completed); the checkpoint is discarded; returns the summary."""
     cfg = run.cfg
     summary = _summary(cfg, run.info, run.claim, run.rows, run.n, run.b, run.dimension, run.env)
     final_params = {k: v.detach().cpu() for k, v in run.params.items()}
-    atomic_write(out / "model.pt", lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)))
-    write_text(out / "metrics.csv", _metrics_csv(run.rows, run.claim, run.grid))
+    files = {out / "model.pt": lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)),
+             out / "metrics.csv": text_file(_metrics_csv(run.rows, run.claim, run.grid))}
     if cfg["record_grad_norms"]:
-        write_text(out / "grad_norms.csv", _grad_norms_csv(run.norms))
-    write_metrics(out, summary)
-    write_json(out / "summary.json", summary)
+        files[out / "grad_norms.csv"] = text_file(_grad_norms_csv(run.norms))
+    files[out / "metrics.json"] = text_file(json_text(metrics(summary)))
+    files[out / "summary.json"] = text_file(json_text(summary))
+    atomic_writes(files)
     checkpoint.discard(out)
     return summary
 

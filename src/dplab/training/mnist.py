@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from dplab.errors import DPLabError
+from dplab.io import atomic_write
 from dplab.progress import log
 
 #: seconds a download may stall before it counts as failed
@@ -67,18 +68,14 @@ def instructions(folder: Path, key: str) -> str:
 
 
 def fetch(stem: str, folder: Path, mirror: str) -> None:
-    """``mirror``/<stem>.gz → ``folder``/<stem>.gz (written under a temporary name, then renamed)."""
-    gz = folder / f"{stem}.gz"
-    tmp = gz.with_suffix(".gz.part")
+    """``mirror``/<stem>.gz → ``folder``/<stem>.gz (:func:`dplab.io.atomic_write`)."""
+
+    def copy(tmp: Path) -> None:
+        with open(tmp, "wb") as out:
+            shutil.copyfileobj(src, out)
+
     with urllib.request.urlopen(mirror.rstrip("/") + f"/{stem}.gz", timeout=TIMEOUT) as src:  # noqa: S310
-        folder.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(tmp, "wb") as out:
-                shutil.copyfileobj(src, out)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-    tmp.replace(gz)
+        atomic_write(folder / f"{stem}.gz", copy)
 
 
 def read(stem: str, folder: Path, *, verify: bool, key: str) -> bytes:

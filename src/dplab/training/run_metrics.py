@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from dplab.io import write_json
-
 
 def metrics(summary: dict) -> dict:
     """From a run's summary.json: the final step's test accuracy, test loss and train loss, δ,
@@ -13,8 +9,3 @@ def metrics(summary: dict) -> dict:
     final = summary["final"]
     return {"test_accuracy": final["test_accuracy"], "test_loss": final["test_loss"],
             "train_loss": final["train_loss"], "delta": summary["delta"], "epsilon": dict(summary["epsilon"])}
-
-
-def write_metrics(out: str | Path, summary: dict) -> None:
-    """Write ``out``/metrics.json beside the run's summary.json."""
-    write_json(Path(out) / "metrics.json", metrics(summary))

@@ -38,11 +38,21 @@ def update(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor], n
             p.mul_(1.0 - regularization)
         if isinstance(denom, torch.Tensor):  # one m per run: each run's slice, the arithmetic of one run
             for r, m in enumerate(denom.tolist()):
-                p[r].add_(grad_sum[k][r], alpha=-lr / m)
+                _add_scaled(p[r], grad_sum[k][r], -lr / m)
         else:
-            p.add_(grad_sum[k], alpha=-lr / denom)
+            _add_scaled(p, grad_sum[k], -lr / denom)
         if noise is not None:
-            p.add_(noise[k], alpha=-lr / b)
+            _add_scaled(p, noise[k], -lr / b)
+
+
+def _add_scaled(p: torch.Tensor, t: torch.Tensor, alpha: float) -> None:
+    """p += alpha·t in place.  An ``alpha`` beyond p's dtype (lr = 1e250 in float32), which
+    ``add_`` refuses with a RuntimeError, makes p inf/NaN instead: the divergence the loops'
+    NaN/inf guard reports with its step."""
+    if abs(alpha) <= torch.finfo(p.dtype).max:
+        p.add_(t, alpha=alpha)
+    else:
+        p.add_(t.double().mul(alpha).to(p.dtype))
 
 
 def project(params: dict[str, torch.Tensor], diameter: float | None, stacked: bool = False) -> torch.Tensor | None:

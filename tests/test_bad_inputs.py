@@ -1,0 +1,65 @@
+"""The cheap part of issue 25's catalogue of bad inputs (tests/bad_inputs.py), run in-process.
+
+Points 6–8 are fixed: their entries fall in no class (exit code, half-written files, lines on
+stderr, hang, silent); every other cheap entry at least ends with exit 0, 2 or 3 in one line
+and leaves nothing behind.  The entries of points 1–5 are counted by the script, not asserted
+here, until they are fixed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import bad_inputs
+import pytest
+
+from dplab.cli import main
+
+CHEAP = [entry for entry in bad_inputs.CATALOGUE if entry.cheap]
+FIXED_POINTS = {6, 7, 8}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    work = tmp_path_factory.mktemp("bad_inputs")
+    return work, bad_inputs.prepare(work, lambda argv, timeout: (main(argv), "", 0.0))
+
+
+@pytest.mark.parametrize("entry", CHEAP, ids=lambda entry: entry.name)
+def test_bad_input(entry, world, capfd, monkeypatch):
+    work, (data, table, paths) = world
+    monkeypatch.chdir(work)
+
+    def call(argv, timeout):
+        capfd.readouterr()
+        start = time.process_time()
+        try:
+            with bad_inputs.time_limit(bad_inputs.CPU_LIMIT, timeout):
+                code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code
+        except bad_inputs.Hang:
+            code = None
+        return code, capfd.readouterr().err, time.process_time() - start
+
+    result = bad_inputs.run_entry(entry, work, data, table, paths, call, bad_inputs.TIMEOUT)
+    if result is None:
+        pytest.skip("cannot mount a tmpfs here")
+    found = bad_inputs.classify(entry, result)
+    if entry.point in FIXED_POINTS:
+        assert found == [], (found, result)
+    else:
+        assert result.code in (0, 2, 3) and not {"half_written", "lines", "hang"} & set(found), (found, result)
+
+
+def test_a_library_warning_does_not_print_every_later_line_twice(tmp_path):
+    """dp_accounting's first absl warning gave the root logger a stderr handler: every later
+    ``dplab`` log line came out twice, the second as ``INFO:dplab:…`` (a new process: under
+    pytest the root logger already has handlers, so only a fresh one shows it)."""
+    done = subprocess.run([sys.executable, "-m", "dplab.cli", "epsilon", "--accountant", "rdp", "--noise-multiplier",
+                           "1", "--sampling-rate", "0.1", "--steps", "6", "--delta", "1e-5"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and bad_inputs.LOG_LINE.match(lines[0]) and "did not converge" in lines[0], lines
