@@ -307,3 +307,18 @@ def test_an_index_over_missing_results_names_them(tmp_path, capsys):
     line = _refused(["index", "--results", str(results), "--config", str(ROOT / "config" / "config.yaml"),
                      "--out", str(out)], capsys)
     assert "result(s) missing" in line and "audit/digits_last_iterate_projected.csv" in line and " more; " in line
+
+
+def test_pld_certified_read_off_never_builds_a_window_beyond_its_limit(capsys, monkeypatch):
+    """σ = 20, q = 1e-4, T = 3e8: the certified read-off (pld_tilted) widened its window to the whole
+    composed support, 9e8 bins (200 s, ~14 GB) before refusing; now every FFT stays within
+    WINDOW_MAX bins and the setting is refused."""
+    from dplab.accounting import pld_tilted
+
+    sizes = []
+    rfft = pld_tilted.fft.rfft
+    monkeypatch.setattr(pld_tilted.fft, "rfft", lambda x, *a, **k: sizes.append(len(x)) or rfft(x, *a, **k))
+    line = _refused(["epsilon", "--accountant", "pld", "--noise-multiplier", "20", "--sampling-rate", "1e-4",
+                     "--steps", "300000000", "--delta", "1e-5"], capsys)
+    assert "no finite ε" in line
+    assert max(sizes, default=0) <= pld_tilted.WINDOW_MAX

@@ -49,6 +49,14 @@ WIDTH_BELOW = 14.0
 #: the window extends above the tilted mean until the Chernoff bound on the mass beyond it is below
 #: e^ABOVE_LOG times the composed PMF's scale at the mean
 ABOVE_LOG = -60.0
+#: the most bins one window may hold (dp_accounting_adapters.PLD_BINS): a wider one is not computed —
+#: δ is then bounded by 1 and ε by ∞, which the accountant reports as a refusal (σ = 20, q = 1e-4,
+#: T = 3e8 asked for a 9e8-bin window: 200 s and ~14 GB)
+WINDOW_MAX = 2**22
+
+
+class _TooWide(Exception):
+    """A window beyond :data:`WINDOW_MAX` bins."""
 
 
 class TiltedPmf:
@@ -131,6 +139,8 @@ class TiltedPmf:
             lo = 0
         elif below is not None:
             lo = max(0, min(lo, math.floor(below / self.disc - t * self.lower) - 1))
+        if hi - lo + 1 > WINDOW_MAX:
+            raise _TooWide
         size = fft.next_fast_len(hi - lo + 1, real=True)
         folded = np.bincount(self.index.astype(np.int64) % size, weights=w, minlength=size)
         if t > 1:
@@ -172,7 +182,10 @@ class TiltedPmf:
         inf_t = self.composed_infinity(t)
         if epsilon / self.disc >= t * (self.lower + self.top):
             return inf_t
-        first, probs, extra, rounding = self.window(t, epsilon, below=epsilon)
+        try:
+            first, probs, extra, rounding = self.window(t, epsilon, below=epsilon)
+        except _TooWide:
+            return 1.0
         return min(1.0, _delta_at(inf_t + extra, first, probs, self.disc, epsilon) + rounding(epsilon))
 
     def epsilon(self, t: int, delta: float, guess: float) -> float:
@@ -185,7 +198,10 @@ class TiltedPmf:
         for attempt in range(6):
             if attempt == 5:  # the whole composed support below the window: always inside
                 below = -math.inf
-            first, probs, extra, rounding = self.window(t, loss, below)
+            try:
+                first, probs, extra, rounding = self.window(t, loss, below)
+            except _TooWide:
+                return math.inf
             eps = epsilon_for_delta(inf_t + extra, first, probs, self.disc, delta)
             if math.isfinite(eps):  # δ(ε) + r(ε) ≤ δ: r decreases in ε, and the second read is ≥ the first
                 eps = epsilon_for_delta(inf_t + extra + rounding(eps), first, probs, self.disc, delta)
