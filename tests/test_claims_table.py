@@ -32,7 +32,7 @@ EMPTY = {name: [] for name in claims.INPUTS}
     (0.5, 0.51, "≤", 0.0, False, "differs"),
     (0.0, -0.04, "≥", 0.05, False, "holds"),     # "competitive": within 5 points below
     (0.0, -0.35, "≥", 0.05, False, "differs"),
-    (2.15, 2.1613, "≈", 0.01, True, "holds"),    # Tramèr & Boneh's σ within 1 %
+    (2.15, 2.1522, "≈", 0.01, True, "holds"),    # Tramèr & Boneh's σ within 1 %
     (2.15, 2.2, "≈", 0.01, True, "differs"),
     (-0.5, -0.45, "≈", 0.1, True, "holds"),      # relative to |source|
     (None, 0.8, "≈", 0.0, False, "not checkable here"),
@@ -80,7 +80,7 @@ def sigma_printed(command: str, capsys) -> float:
 
 def test_without_results_every_row_is_not_checkable_but_tramer_boneh_s_sigma(tmp_path, capsys):
     """No figure or run in the config: each statement says which result is missing; the σ of
-    Tramèr & Boneh (computed here) is what `dplab sigma --accountant moments` prints: 2.16 ≈ 2.15."""
+    Tramèr & Boneh (computed here) is what `dplab sigma --accountant moments` prints: 2.152 ≈ 2.15."""
     table = claims.table(EMPTY, {"benchmark_run": None})
     path = tmp_path / "claims.csv"
     table.to_csv(path, index=False)
@@ -89,7 +89,7 @@ def test_without_results_every_row_is_not_checkable_but_tramer_boneh_s_sigma(tmp
     tb = table[table.source == claims.TB_SOURCE].set_index("verdict")
     assert tb.loc["holds", "ours"] == pytest.approx(sigma_printed(tb.loc["holds", "command"], capsys), rel=1e-12)
     assert tb.loc["holds", "ours"] == pytest.approx(2.15, rel=0.01)
-    assert "--steps 1172" in tb.loc["holds", "command"]  # 40 epochs of 60 000 / 2048
+    assert "--steps 1160" in tb.loc["holds", "command"]  # 40 epochs of ⌊60 000 / 2048⌋ = 29 steps
     assert "paper.yaml" in tb.loc["not checkable here", "reason"]
     others = table[table.statement != tb.loc["holds", "statement"]]
     assert set(others.verdict) == {"not checkable here"}

@@ -540,8 +540,9 @@ def claims_002(res: Results) -> list[Claim]:
 
 def claims_tramer_boneh(res: Results, params: dict) -> list[Claim]:
     """σ = 2.15 for ε = 3, δ = 1e-5, batch 2048 of 60 000, 40 epochs by the moments accountant
-    (computed here), and the 86.0 % test accuracy (from the benchmark run, where the config has one)."""
-    steps = round(TB["epochs"] * TB["dataset_size"] / TB["batch_size"])
+    (computed here), and the 86.0 % test accuracy (from the benchmark run, where the config has one).
+    T counts ⌊n/b⌋ = 29 steps per epoch, as their code (Handcrafted-DP, ``dp_utils.get_noise_mul``) does."""
+    steps = TB["dataset_size"] // TB["batch_size"] * TB["epochs"]
     setting = Setting(sampling_rate=TB["batch_size"] / TB["dataset_size"], steps=steps, sampling="poisson")
     ours = sigma("moments", setting, TB["epsilon"], TB["delta"])
     command = sigma_command("moments", setting, TB["epsilon"], TB["delta"])
