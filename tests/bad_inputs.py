@@ -1,4 +1,4 @@
-"""Issue 25's count: a catalogue of bad inputs run against the ``dplab`` subcommands, each classed
+"""Issue 25's count: a list of bad inputs run against the ``dplab`` subcommands, each classed
 by what went wrong.
 
     python tests/bad_inputs.py [--timeout S] [--only NAME …]
@@ -93,7 +93,7 @@ runs:
 """
 
 
-CATALOGUE: list[Entry] = [
+ENTRIES: list[Entry] = [
     # 1. duplicate YAML keys: the last silently wins today
     Entry("duplicate run name in a config", 1, ["check-config", "FILE:dup_run.yaml"]),
     Entry("duplicate key inside a run", 1, ["check-config", "FILE:dup_key.yaml"]),
@@ -132,7 +132,7 @@ CATALOGUE: list[Entry] = [
     Entry("pld with --sensitivity", 5, ["epsilon", "--accountant", "pld", *EPS, "--sensitivity", "3"]),
     Entry("figure-draw --pdf X --png X", 5, ["figure-draw", "gaussian_sigma", "--table", "TABLE", "--pdf", "OUT.x",
                                              "--png", "OUT.x"]),
-    Entry("index over missing results", 5, ["index", "--results", "FILE:no_results", "--out", "OUT.md"]),
+    Entry("index over missing results", 5, ["index", "--results", "FILE:no_results", "--out", "OUT_index.txt"]),
     # 6. exit codes mean one thing
     Entry("train diverging to inf (lr 1e20, l2 1)", 6, ["train", "--run-json", json.dumps({**SGD, "lr": 1e20}), "--data",
                                                         "DATA", "--out", "OUTDIR"], expect=3),
@@ -168,7 +168,7 @@ CATALOGUE: list[Entry] = [
 
 
 def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
-    """The input files the catalogue names (FILE:<name>), written into ``folder``."""
+    """The input files the list names (FILE:<name>), written into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     single = yaml.safe_dump(RUN, sort_keys=False)
     texts = {
@@ -281,7 +281,7 @@ def run_entry(entry: Entry, work: Path, data: Path, table: Path, paths: dict[str
               call: Callable[[list[str], float], tuple[int | None, str, float]], timeout: float) -> Result | None:
     """Run ``entry`` with ``call(argv, timeout)`` → (exit code or None, stderr, CPU seconds);
     ``None`` where its full disk cannot be mounted."""
-    out = work / f"out_{CATALOGUE.index(entry)}"
+    out = work / f"out_{ENTRIES.index(entry)}"
     shutil.rmtree(out, ignore_errors=True)
     if entry.mount and not mount(out, entry.mount):
         return None
@@ -330,7 +330,7 @@ def subprocess_call(argv: list[str], timeout: float) -> tuple[int | None, str, f
 
 
 def prepare(work: Path, call: Callable[[list[str], float], tuple[int | None, str, float]]) -> tuple[Path, Path, dict]:
-    """A prepared synthetic dataset, a figure table and the catalogue's files under ``work``."""
+    """A prepared synthetic dataset, a figure table and the list's files under ``work``."""
     data, table = work / "data", work / "table.csv"
     spec = json.dumps({"kind": "synthetic", "train_size": 200, "test_size": 50, "dim": 5})
     for argv in (["prepare-data", "--dataset-json", spec, "--dataset", "synthetic", "--out", str(data)],
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="run only entries whose name contains one of these")
     parser.add_argument("--jobs", type=int, default=2, help="entries run at once (default %(default)s)")
     args = parser.parse_args(argv)
-    entries = [e for e in CATALOGUE if not args.only or any(s in e.name for s in args.only)]
+    entries = [e for e in ENTRIES if not args.only or any(s in e.name for s in args.only)]
     counts = dict.fromkeys(CLASSES, 0)
     with tempfile.TemporaryDirectory(prefix="bad_inputs.") as tmp:
         work = Path(tmp)

@@ -1,4 +1,4 @@
-"""The cheap part of issue 25's catalogue of bad inputs (tests/bad_inputs.py), run in-process.
+"""The cheap part of issue 25's list of bad inputs (tests/bad_inputs.py), run in-process.
 
 Points 6–8 are fixed: their entries fall in no class (exit code, half-written files, lines on
 stderr, hang, silent); every other cheap entry at least ends with exit 0, 2 or 3 in one line
@@ -16,7 +16,7 @@ import pytest
 
 from dplab.cli import main
 
-CHEAP = [entry for entry in bad_inputs.CATALOGUE if entry.cheap]
+CHEAP = [entry for entry in bad_inputs.ENTRIES if entry.cheap]
 FIXED_POINTS = {6, 7, 8}
 
 

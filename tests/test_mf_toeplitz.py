@@ -84,7 +84,8 @@ def test_amplified_bandmf_epsilon_equals_jax_privacy(row):
     fact = toeplitz.ToeplitzFactorization("banded_toeplitz", np.ones(row["bands"]) / math.sqrt(row["bands"]), row["T"])
     sampler = accounting.PoissonGroups(row["sampling_rate"], row["bands"], row["T"])
     eps = accounting.epsilon(fact, sampler, row["noise_multiplier"], row["delta"])
-    assert eps == pytest.approx(row["epsilon"], rel=1e-9)
+    # pld's certified read-off (pld_tilted) is an upper bound on the FFT value jax_privacy's dp_accounting reads
+    assert row["epsilon"] * (1 - 1e-9) <= eps <= row["epsilon"] * (1 + 1e-4)
 
 
 def test_amplification_refuses_a_C_with_more_bands_than_groups():
@@ -115,7 +116,7 @@ def test_cli_prints_amplified_epsilon(capsys):
                    "--objective", "max", "--noise-multiplier", str(row["noise_multiplier"]),
                    "--sampling-rate", str(row["sampling_rate"]), "--delta", str(row["delta"]))
     res = json.loads(out.out)
-    assert rc == 0 and res["epsilon"] == pytest.approx(row["epsilon"], rel=1e-9)
+    assert rc == 0 and row["epsilon"] * (1 - 1e-9) <= res["epsilon"] <= row["epsilon"] * (1 + 1e-4)
     assert res["sampling"] == "amplified_bandmf" and res["groups"] == row["bands"] and res["objective"] == "max"
     assert res["max_error"] <= res["mean_error"] * 2.5 and res["optimization_seconds"] > 0
 

@@ -94,9 +94,10 @@ POISSON = [
 
 @pytest.mark.parametrize("sigma,t,epochs,delta,theirs", POISSON)
 def test_as_if_poisson_is_the_authors_poisson_accountant(sigma, t, epochs, delta, theirs):
-    """The same dp_accounting computation (measured agreement 3e-12)."""
+    """The same one-step PLD as the authors' dp_accounting computation, read off by pld's certified
+    tilted composition: an upper bound on their FFT value, within 1e-4 of it."""
     ours = get("as_if_poisson").epsilon(_setting("shuffle", "add_remove", sigma, t, epochs), delta)
-    assert ours == pytest.approx(theirs, rel=1e-9)
+    assert theirs * (1 - 1e-9) <= ours <= theirs * (1 + 1e-4)
 
 
 # ------------------------------------------------- shuffle_lower, balls_in_bins_lower (lower)

@@ -113,7 +113,7 @@ def result_files(root) -> dict[str, bytes]:
 TARGETS = [
     "results/data/digits/train.npz",  # prepare_data
     "results/mf/banded_T20_m16.npz",  # factorization
-    "results/runs/gd_nonprivate/grad_norms.csv",  # train (a run of `runs`, record_grad_norms)
+    "results/runs/gd_nonprivate/grad_norms.csv",  # train (a run of `runs`, record_grad_norms; on MNIST-5000: a 2nd prepare_data)
     "results/grids/mf_vs_dpsgd/digits/mlp/dp_mf/eps1/seed0/summary.json",  # train (a grid's run)
     "results/tables/gaussian_sigma.csv",  # figure_table
     "results/figures/gaussian_sigma.png",  # figure
@@ -133,7 +133,7 @@ def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_project, b
 
     jobs = submitted_jobs(out, cluster)
     assert sorted(job["rule"] for job in jobs) == sorted(
-        ["prepare_data", "factorization", "train", "train", "figure_table", "figure"]), jobs
+        ["prepare_data", "prepare_data", "factorization", "train", "train", "figure_table", "figure"]), jobs
     for job in jobs:
         if job["rule"] == "train":
             assert job["partition"] == "gpu" and job["gpus"] and job["gpus"].group(1) == "1", job

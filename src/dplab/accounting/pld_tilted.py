@@ -84,10 +84,10 @@ class TiltedPmf:
         if lam not in self._moment_cache:
             w = np.exp(lam * self.index + self.log_p - self.log_mgf(lam))
             w /= w.sum()
-            mean = float(w @ self.index)
+            mean = float(np.sum(w * self.index))  # numpy's pairwise sum: the same bits whatever BLAS's threads
             if len(self._moment_cache) > 4:
                 self._moment_cache.clear()
-            self._moment_cache[lam] = mean, float(w @ (self.index - mean) ** 2), w
+            self._moment_cache[lam] = mean, float(np.sum(w * (self.index - mean) ** 2)), w
         return self._moment_cache[lam]
 
     def tilt(self, target: float) -> float:
@@ -153,7 +153,7 @@ class TiltedPmf:
         # a probability is ≤ 1: rounding noise far below the mean, amplified by e^{-λk}, is capped there
         probs = np.where((exponent > 700.0) & (tilted > 0), 1.0, np.minimum(probs, 1.0))
         extra = (math.exp(self._above(t, lam, hi)) if hi < last else 0.0) + size * np.finfo(float).tiny
-        eta = FFT_C * (t + 2) * math.ceil(math.log2(size)) * U * max(1.0, math.sqrt(size * float(w @ w))) if t > 1 else 0.0
+        eta = FFT_C * (t + 2) * math.ceil(math.log2(size)) * U * max(1.0, math.sqrt(size * float(np.sum(w * w)))) if t > 1 else 0.0
 
         def rounding(epsilon: float) -> float:
             """η·Σ_{k_ε < k ≤ hi} M^T e^{-λk}: what rounding may hide in the bins above ``epsilon``."""
