@@ -136,9 +136,9 @@ def risk(setting: Setting, fprs=FPRS) -> dict:
         tpr, advantage = gaussian_tpr(fprs, mu), float(gaussian_advantage(mu))
         method = f"closed form: μ-GDP with μ = √T/σ_eff = {mu:.6g} (Dong, Roth & Su 2022)"
     else:
-        pld = composed_pld(setting)
-        tpr = profile_tpr(privacy_profile(pld), fprs)
-        advantage = float(pld.get_delta_for_epsilon(0.0))
+        delta_of = privacy_profile(composed_pld(setting))
+        tpr = profile_tpr(delta_of, fprs)
+        advantage = float(delta_of(0.0))  # numpy's sums: the same bits whatever BLAS's threads (DVC = Snakemake)
         method = "privacy profile of dp_accounting's pessimistic PLD (pld accountant), both directions"
     tpr = np.clip(np.maximum(tpr, fprs), 0.0, 1.0)  # no test does worse than guessing
     return {"fpr": [float(a) for a in fprs], "tpr": [float(t) for t in tpr], "advantage": min(max(advantage, 0.0), 1.0),
