@@ -131,4 +131,4 @@ def test_repro_push_pull_clone_then_experiment(built, tmp_path):
     assert {"prepare_data-digits", "train-nonprivate"} <= skipped, skipped
     assert ran | skipped == set(downstream), (ran, skipped)
 
-    assert "sweep-dp_sgd" in downstream["train-dp_sgd"]  # the graph is read the right way round
+    assert "sweep-dp_sgd" in downstream["train-try3_dp_sgd"]  # the graph is read the right way round (the sweep is of try 3)
