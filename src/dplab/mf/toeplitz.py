@@ -48,12 +48,32 @@ def _row_weights(steps: int, objective: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ToeplitzFactorization:
-    """A = B·C for the T-step prefix sum with C banded lower-triangular Toeplitz (``coefficients``, ‖c‖ = 1)."""
+    """A = B·C for the T-step prefix sum with C lower-triangular Toeplitz, ‖C[:, 0]‖ = 1.
+
+    ``coefficients``: C's first column, c_0..c_{b−1} (banded) or all T entries (BLT).
+    ``sections``: C⁻¹ as a cascade of filters (b, a), C⁻¹(x) = Π b(x)/a(x) (BLT: k first-order
+    sections, :mod:`dplab.mf.blt`); None: the banded C, C⁻¹(x) = 1/c(x), one all-pole filter.
+    """
 
     strategy: str
     coefficients: np.ndarray
     steps: int
     info: dict = field(default_factory=dict)
+    sections: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
+
+    @property
+    def inverse_sections(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """The filters (b, a) whose cascade is C⁻¹: C⁻¹·z = lfilter(b_k, a_k, … lfilter(b_1, a_1, z))."""
+        if self.sections is None:
+            return ((np.ones(1), np.asarray(self.coefficients, dtype=float)),)
+        return self.sections
+
+    def inverse(self, rhs: np.ndarray) -> np.ndarray:
+        """C⁻¹·rhs (``rhs`` with T rows), without forming C: O(T·bands) or O(T·buffers) per column."""
+        out = np.asarray(rhs, dtype=float)
+        for b, a in self.inverse_sections:
+            out = scipy.signal.lfilter(b, a, out, axis=0)
+        return out
 
     @property
     def bands(self) -> int:
@@ -76,7 +96,7 @@ class ToeplitzFactorization:
     def errors(self, participations: int = 1, min_separation: int = 1) -> dict:
         """The same keys as :meth:`dplab.mf.factorizations.Factorization.errors` (module docstring)."""
         sens = self.sensitivity(participations, min_separation)
-        x2 = inverse_apply(self.coefficients, np.ones(self.steps)) ** 2
+        x2 = self.inverse(np.ones(self.steps)) ** 2
         return {
             "sensitivity": sens.value,
             "sensitivity_exact": sens.exact,
