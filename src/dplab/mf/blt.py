@@ -132,6 +132,11 @@ def _start(steps: int, buffers: int) -> np.ndarray:
     return np.log(s)
 
 
+def check_buffers(buffers: int, steps: int) -> int:
+    """k as an int in [1, min(15, ⌊T/2⌋)]: at most :data:`MAX_BUFFERS`, and 2k distinct decays need 2k ≤ T."""
+    return integer("buffers", buffers, 1, min(MAX_BUFFERS, steps // 2), "min(15, steps/2)")
+
+
 def blt(
     steps: int, buffers: int, objective: str = "mean", participations: int = 1, min_separation: int | None = None,
     max_iter: int = 1000,
@@ -140,9 +145,7 @@ def blt(
     (module docstring), scaled to ‖C[:, 0]‖ = 1.  ``info``: θ, θ̂, ω (of C with c_0 = 1), L-BFGS
     iterations, message, loss."""
     steps = integer("steps", steps)
-    buffers = integer("buffers", buffers, 1, MAX_BUFFERS, "the most jax_privacy allows")
-    if 2 * buffers > steps:
-        raise DPLabError("buffers", f"must be <= steps/2 = {steps // 2} (2·buffers decays for T = {steps}); got {buffers}")
+    buffers = check_buffers(buffers, steps)
     if objective not in OBJECTIVES:
         raise DPLabError("objective", f"must be one of {', '.join(OBJECTIVES)} for blt; got {objective!r}")
     s = steps if min_separation is None else integer("min_separation", min_separation)
@@ -171,7 +174,8 @@ def from_decays(theta, theta_hat, steps: int, info: dict | None = None) -> Toepl
     ‖C[:, 0]‖ = 1; ``info`` gains θ, θ̂ and ω (of C with c_0 = 1)."""
     theta, theta_hat = np.asarray(theta, dtype=float), np.asarray(theta_hat, dtype=float)
     p = np.empty(2 * len(theta))
-    p[0::2], p[1::2] = theta, theta_hat
+    if len(theta) == len(theta_hat):
+        p[0::2], p[1::2] = theta, theta_hat
     if len(theta) != len(theta_hat) or not (len(p) and 1 > p[0] and np.all(np.diff(p) < 0) and p[-1] > 0):
         raise DPLabError("buf_decay", "BLT decays must interlace, 1 > θ_1 > θ̂_1 > θ_2 > … > θ̂_k > 0; "
                                       f"got θ = {theta.tolist()}, θ̂ = {theta_hat.tolist()}")
