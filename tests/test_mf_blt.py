@@ -81,6 +81,7 @@ def test_cli_blt_prints_errors_and_unamplified_sigma(capsys):
     (["--steps", "100", "--buffers", "0"], "buffers"),
     (["--steps", "100", "--buffers", "16"], "buffers"),
     (["--steps", "5", "--buffers", "3"], "buffers"),
+    (["--steps", "1000000000", "--buffers", "3"], "steps"),
     (["--steps", "100", "--buffers", "2", "--bands", "4"], "bands"),
     (["--steps", "100", "--buffers", "2", "--momentum", "0.9"], "momentum"),
     (["--steps", "100", "--buffers", "2", "--noise-multiplier", "1", "--sampling-rate", "0.1", "--delta", "1e-5"],

@@ -141,6 +141,7 @@ def test_cli_prints_amplified_epsilon(capsys):
         (["--strategy", "banded_toeplitz", "--steps", "100"], "bands"),
         (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "0"], "bands"),
         (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "101"], "bands"),
+        (["--strategy", "banded_toeplitz", "--steps", "1000000000", "--bands", "2"], "steps"),
         (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "4", "--momentum", "0.9"], "momentum"),
         (["--strategy", "optimal", "--steps", "100", "--objective", "max"], "objective"),
         (["--strategy", "identity", "--steps", "100", "--objective", "mean"], "objective"),

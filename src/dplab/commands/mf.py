@@ -170,7 +170,7 @@ def run(args) -> int:
         raise DPLabError("strategy", "--strategy and --steps are required")
     start = time.perf_counter()
     if args.strategy in TOEPLITZ:
-        steps = integer("steps", args.steps)
+        steps = toeplitz.check_steps(args.steps)
     else:
         steps = workload.check_steps(args.steps)
     b = steps if args.min_separation is None else args.min_separation

@@ -32,6 +32,7 @@ import scipy.signal
 
 from dplab.errors import DPLabError
 from dplab.mf.sensitivity import column_sum, max_participations
+from dplab.mf import toeplitz
 from dplab.mf.toeplitz import OBJECTIVES, ToeplitzFactorization, _row_weights
 from dplab.progress import Progress
 from dplab.validate import integer
@@ -144,7 +145,7 @@ def blt(
     """The BLT C with ``buffers`` buffers minimizing the ``objective`` under (k, s)-participation
     (module docstring), scaled to ‖C[:, 0]‖ = 1.  ``info``: θ, θ̂, ω (of C with c_0 = 1), L-BFGS
     iterations, message, loss."""
-    steps = integer("steps", steps)
+    steps = toeplitz.check_steps(steps)
     buffers = check_buffers(buffers, steps)
     if objective not in OBJECTIVES:
         raise DPLabError("objective", f"must be one of {', '.join(OBJECTIVES)} for blt; got {objective!r}")

@@ -34,6 +34,15 @@ from dplab.progress import Progress
 from dplab.validate import integer
 
 OBJECTIVES = ("mean", "max")
+#: the largest T of the O(T) strategies (banded Toeplitz, BLT): each L-BFGS step filters a few dozen T-long
+#: float64 vectors (8·T bytes each); larger T is refused up front, not left to run (before this limit,
+#: ``dplab mf --strategy banded_toeplitz --steps 1000000000 --bands 2`` had not finished in 60 s)
+MAX_STEPS = 10**6
+
+
+def check_steps(steps: int) -> int:
+    """T as an int in [1, :data:`MAX_STEPS`]."""
+    return integer("steps", steps, 1, MAX_STEPS, "dplab.mf.toeplitz.MAX_STEPS")
 
 
 def inverse_apply(coefficients: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -135,7 +144,7 @@ def banded_toeplitz(
     Start: the square-root series truncated to b terms (Fichtenberger, Henzinger & Upadhyay 2023),
     as jax_privacy's ``optimize_banded_toeplitz``.  ``info``: L-BFGS iterations, message, objective.
     """
-    steps = integer("steps", steps)
+    steps = check_steps(steps)
     bands = integer("bands", bands, 1, steps, "steps")
     if objective not in OBJECTIVES:
         raise DPLabError("objective", f"must be one of {', '.join(OBJECTIVES)} for banded_toeplitz; got {objective!r}")
