@@ -15,7 +15,7 @@ participation) and the ratios dplab / jax_privacy::
 ``--noise-steps N --dim d`` (BLT) also times the per-step noise generation of the BLT dplab found
 (draw z_t, return w_t of C⁻¹Z): dplab's ``FilterNoise`` (torch, float64) against jax_privacy's
 ``inverse_as_streaming_matrix`` (its ``multiply_next`` jitted, ``jax.random.normal`` draws), both on
-the CPU, mean seconds per step after 10 warm-up steps.
+the CPU (torch with one thread), mean seconds per step after 10 warm-up steps.
 
 jax_privacy is the ``mfpeer`` extra (``pip install -c constraints.txt jax-privacy``).
 """
@@ -67,6 +67,7 @@ fact = blt.blt(T, buffers, objective)
 if who == "dplab":
     import torch
     from dplab.mf.noise import FilterNoise
+    torch.set_num_threads(1)  # as a training run with --threads 1; more threads only contend on a loaded machine
     noise, like, g = FilterNoise(fact, 1.0), torch.zeros(dim, dtype=torch.float64), torch.Generator().manual_seed(0)
     for t in range(10):
         w = noise.sample(t, like, g)

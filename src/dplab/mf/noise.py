@@ -117,9 +117,13 @@ class FilterNoise(_Stream):
         if self._state is None:
             self._state = [[torch.zeros_like(u) for _ in range(len(b) - 1)] for b, _ in self.sections]
         for (b, a), s in zip(self.sections, self._state):
-            y = b[0] * u + s[0] if s else b[0] * u
-            for i in range(len(s)):
-                s[i] = b[i + 1] * u - a[i + 1] * y + (s[i + 1] if i + 1 < len(s) else 0.0)
+            y = torch.add(s[0], u, alpha=b[0]) if s else u * b[0]
+            for i in range(len(s)):  # s_i ← s_{i+1} + b_{i+1}·u − a_{i+1}·y, with no op for a zero b_{i+1}
+                last = i + 1 == len(s)
+                if b[i + 1] == 0:
+                    s[i] = y * -a[i + 1] if last else torch.add(s[i + 1], y, alpha=-a[i + 1])
+                else:
+                    s[i] = (u * b[i + 1] if last else torch.add(s[i + 1], u, alpha=b[i + 1])).add_(y, alpha=-a[i + 1])
             u = y
         return u
 
