@@ -45,9 +45,10 @@ def test_coefficients_are_the_rational_generating_function_and_decrease():
     np.testing.assert_allclose(C @ fact.inverse(np.eye(T)), np.eye(T), atol=1e-10)
 
 
-@pytest.mark.parametrize("theta,theta_hat", [([0.9, 0.5], [0.95, 0.2]), ([0.9, 0.5], [0.6, 0.55]), ([1.0], [0.5]),
-                                             ([0.5], [0.0]), ([0.9], [0.5, 0.1])])
+@pytest.mark.parametrize("theta,theta_hat", [([0.9, 0.5], [0.95, 0.2]), ([0.9, 0.5], [0.6, 0.55]), ([1.1], [0.5]),
+                                             ([0.5], [-0.1]), ([0.9], [0.5, 0.1])])
 def test_from_decays_refuses_what_does_not_interlace(theta, theta_hat):
+    """Decays out of [0, 1], out of order or of unequal numbers are refused (ω would not all be > 0)."""
     with pytest.raises(DPLabError, match="interlace"):
         blt.from_decays(theta, theta_hat, 10)
 
@@ -74,6 +75,19 @@ def test_cli_blt_prints_errors_and_unamplified_sigma(capsys):
     row = next(r for r in PEER["blt_errors"] if (r["T"], r["objective"]) == (200, "max"))
     assert rc == 0 and res["buffers"] == 2 and res["bands"] == 200 and res["objective"] == "max"
     assert res["max_error"] <= row["error"] * (1 + 1e-9) and res["optimization_seconds"] > 0
+
+
+def test_an_optimum_needing_fewer_buffers_cancels_pole_zero_pairs():
+    """T = 100, 8 buffers, 4 participations 25 apart: the optimum collapses decays (a pole meets its zero,
+    θ_1 reaches 1 in floating point), which used to be refused; now the equal pairs cancel, C is valid and
+    its error and exact sensitivity equal the dense path's."""
+    from dplab.mf.factorizations import Factorization
+
+    fact = blt.blt(100, 8, "max", 4, 25)
+    ours = fact.errors(4, 25)
+    dense = Factorization("dense", np.tril(np.ones((100, 100))), _toeplitz_lower(fact.coefficients, 100), 100).errors(4, 25)
+    assert ours["sensitivity_exact"] and ours["max_error"] == pytest.approx(dense["max_error"], rel=1e-9)
+    assert ours["max_error"] <= blt.blt(100, 2, "max", 4, 25).errors(4, 25)["max_error"] * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("args,key", [

@@ -11,7 +11,9 @@ Algorithm for Private Learning in Practice: Don't Use Tree Aggregation, Use BLTs
 so C⁻¹(x) = Π(1 − θ_i·x)/Π(1 − θ̂_i·x) is a BLT too (buffer decays θ̂).  C⁻¹z is an IIR filter of
 order k: k state vectors, O(k·d) memory per step (:class:`dplab.mf.noise.FilterNoise`).
 
-Parametrization: the 2k decays interlace, 1 > θ_1 > θ̂_1 > θ_2 > … > θ_k > θ̂_k > 0.  Then every
+Parametrization: the 2k decays interlace, 1 > θ_1 > θ̂_1 > θ_2 > … > θ_k > θ̂_k > 0 (in floating
+point a decay may reach 1 or 0, and a pole may meet its neighbouring zero: the pair cancels,
+:func:`_cancel`).  Then every
 ω_i > 0 (the numerator Π_j(θ_i − θ̂_j) and the denominator have i − 1 negative factors each) and
 c_1 = Σ ω_i = Σ(θ_i − θ̂_i) < 1, so c is positive and decreasing — the conditions jax_privacy's
 optimizer imposes by penalties (ω > 0, θ, θ̂ ∈ (0, 1)) and the ones under which the min-separation
@@ -33,7 +35,7 @@ import scipy.signal
 from dplab.errors import DPLabError
 from dplab.mf.sensitivity import column_sum, max_participations
 from dplab.mf import toeplitz
-from dplab.mf.toeplitz import OBJECTIVES, ToeplitzFactorization, _row_weights
+from dplab.mf.toeplitz import OBJECTIVES, ToeplitzFactorization, row_weights
 from dplab.progress import Progress
 from dplab.validate import integer
 
@@ -94,7 +96,7 @@ def objective_and_gradient(z, steps: int, objective: str, participations: int, m
     impulse[0] = 1.0
     x = _cascade(inverse_sections(theta, theta_hat), np.ones(steps))  # C⁻¹·1
     c = _cascade([(a, b) for b, a in inverse_sections(theta, theta_hat)], impulse)  # C[:, 0]
-    w = _row_weights(steps, objective)
+    w = row_weights(steps, objective)
     error = float(np.dot(w, x**2))
     v = column_sum(c, steps, participations, min_separation)
     sens2 = float(v @ v)
@@ -114,15 +116,30 @@ def output_scales(theta: np.ndarray, theta_hat: np.ndarray) -> np.ndarray:
 
 
 def coefficients(theta: np.ndarray, theta_hat: np.ndarray, steps: int) -> np.ndarray:
-    """C's first column c_0..c_{T−1} = 1, Σ ω_i·θ_i^(t−1): a sum of positive decreasing terms, so
-    non-increasing in floating point too (rounding is monotone), as the exact sensitivity needs."""
-    omega = output_scales(theta, theta_hat)
-    powers = np.arange(steps - 1)
-    c = np.zeros(steps)
-    c[0] = 1.0
-    for w, t in zip(omega, theta):
-        c[1:] += w * t**powers
-    return c
+    """C's first column c_0..c_{T−1}: the impulse response of the first-order cascade
+    Π(1 − θ̂_i·x)/(1 − θ_i·x), accurate even where decays nearly coincide (the partial fractions
+    ω_i = Π(θ_i − θ̂_j)/Π(θ_i − θ_l) then cancel catastrophically).  Whether the rounded c is
+    non-increasing, as the exact min-separation sensitivity needs, is checked where it is used
+    (:func:`dplab.mf.sensitivity.toeplitz_sensitivity`: otherwise an upper bound)."""
+    impulse = np.zeros(steps)
+    impulse[0] = 1.0
+    return _cascade([(a, b) for b, a in inverse_sections(theta, theta_hat)], impulse)
+
+
+def _cancel(theta: np.ndarray, theta_hat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop each pole θ equal (in floating point) to a zero θ̂ next to it in the interlaced order:
+    (1 − θ̂·x)/(1 − θ·x) = 1, so C is unchanged with one buffer fewer (an optimum that needs fewer
+    buffers than given collapses such pairs)."""
+    p = np.empty(2 * len(theta))
+    p[0::2], p[1::2] = theta, theta_hat
+    kept: list[float] = []
+    for value in p:  # removing an adjacent pair keeps the rest alternating pole, zero, pole, …
+        if kept and kept[-1] == value:
+            kept.pop()
+        else:
+            kept.append(value)
+    q = np.array(kept)
+    return q[0::2], q[1::2]
 
 
 def _start(steps: int, buffers: int) -> np.ndarray:
@@ -167,7 +184,10 @@ def blt(
                                   options={"maxiter": max_iter, "gtol": 1e-12, "ftol": 1e-15})
     progress.close()
     info = {"objective": objective, "iterations": int(res.nit), "message": str(res.message), "loss": float(np.exp(res.fun))}
-    return from_decays(*decays(res.x), steps, info)
+    theta, theta_hat = _cancel(*decays(res.x))
+    if len(theta) < buffers:
+        info["buffers_cancelled"] = buffers - len(theta)
+    return from_decays(theta, theta_hat, steps, info)
 
 
 def from_decays(theta, theta_hat, steps: int, info: dict | None = None) -> ToeplitzFactorization:
@@ -177,8 +197,8 @@ def from_decays(theta, theta_hat, steps: int, info: dict | None = None) -> Toepl
     p = np.empty(2 * len(theta))
     if len(theta) == len(theta_hat):
         p[0::2], p[1::2] = theta, theta_hat
-    if len(theta) != len(theta_hat) or not (len(p) and 1 > p[0] and np.all(np.diff(p) < 0) and p[-1] > 0):
-        raise DPLabError("buf_decay", "BLT decays must interlace, 1 > θ_1 > θ̂_1 > θ_2 > … > θ̂_k > 0; "
+    if len(theta) != len(theta_hat) or not (len(p) and 1 >= p[0] and np.all(np.diff(p) < 0) and p[-1] >= 0):
+        raise DPLabError("buf_decay", "BLT decays must interlace, 1 >= θ_1 > θ̂_1 > θ_2 > … > θ̂_k >= 0; "
                                       f"got θ = {theta.tolist()}, θ̂ = {theta_hat.tolist()}")
     c = coefficients(theta, theta_hat, steps)
     scale = float(np.linalg.norm(c))

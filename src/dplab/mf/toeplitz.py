@@ -50,7 +50,7 @@ def inverse_apply(coefficients: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return scipy.signal.lfilter([1.0], coefficients, rhs)
 
 
-def _row_weights(steps: int, objective: str) -> np.ndarray:
+def row_weights(steps: int, objective: str) -> np.ndarray:
     """w with err = Σ_s w_s·x_s²: (T − s)/T for the mean over rows, 1 for the last (largest) row."""
     return (steps - np.arange(steps)) / steps if objective == "mean" else np.ones(steps)
 
@@ -111,7 +111,7 @@ class ToeplitzFactorization:
             "sensitivity_exact": sens.exact,
             "sensitivity_method": sens.method,
             "max_error": float(sens.value**2 * x2.sum()),
-            "mean_error": float(sens.value**2 * np.dot(_row_weights(self.steps, "mean"), x2)),
+            "mean_error": float(sens.value**2 * np.dot(row_weights(self.steps, "mean"), x2)),
         }
 
 
@@ -124,7 +124,7 @@ def objective_and_gradient(c: np.ndarray, steps: int, objective: str, participat
     """
     b = len(c)
     x = inverse_apply(c, np.ones(steps))
-    w = _row_weights(steps, objective)
+    w = row_weights(steps, objective)
     error = float(np.dot(w, x**2))
     y = inverse_apply(c, (2.0 * w * x)[::-1])[::-1]
     lags = scipy.signal.correlate(y, x, mode="full")[steps - 1 : steps - 1 + b]  # Σ_j y_{j+ℓ}·x_j
