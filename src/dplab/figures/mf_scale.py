@@ -33,7 +33,8 @@ CAPTION = (
     "Toeplitz C, a BLT C (buffered linear Toeplitz) and the dense optimum of the mean error (single participation, "
     "only up to the configured T: T×T matrices), for T from 10² up, under single participation (top) and k "
     "participations at least ⌊T/k⌋ steps apart (bottom); right: the wall-clock seconds each optimization took on "
-    "the machine that computed the table (load-dependent; benchmarks/mf_scale.py compares with jax_privacy)."
+    "the machine that computed the table (load-dependent; identity has nothing to optimize and is not drawn there; "
+    "benchmarks/mf_scale.py compares with jax_privacy)."
 )
 INPUTS: dict[str, type] = {}
 KEY = "figures.mf_scale"
@@ -121,7 +122,8 @@ def draw(table: pd.DataFrame):
             g = g.sort_values("steps")
             kw = {"color": COLOURS[strategy], "marker": "o", "label": _label(g.iloc[0])}
             row_axes[0].plot(g.steps, g[f"{objective}_error"], **kw)
-            row_axes[1].plot(g.steps, np.maximum(g.optimization_seconds, 1e-4), **kw)
+            if strategy != "identity":  # nothing to optimize
+                row_axes[1].plot(g.steps, g.optimization_seconds, **kw)
         who = "single participation" if k == 1 else f"k = {k} participations, ≥ ⌊T/k⌋ apart"
         row_axes[0].set(xscale="log", yscale="log", xlabel="steps T",
                         ylabel=f"{objective} squared error per unit σ", title=who)
