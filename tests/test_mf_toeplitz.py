@@ -1,4 +1,4 @@
-"""Banded Toeplitz factorizations (dplab.mf.toeplitz): the O(T·b) objective against dense matrices and
+"""Banded Toeplitz factorizations (dplab.mf.toeplitz; BLT's optimum too): the O(T·b) objective against dense matrices and
 finite differences, the O(T) sensitivity against the dense module and brute force, the optimum and the
 amplified-BandMF ε against jax_privacy (stored values, tests/peer_values/make_jax_privacy_mf.py; a live
 run where jax_privacy is installed), and the CLI's refusals before any optimization."""
@@ -32,12 +32,16 @@ def test_gradient_matches_finite_differences(objective, steps, bands, k, s):
     np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-8 * np.abs(grad).max())
 
 
+@pytest.mark.parametrize("strategy", ["banded_toeplitz", "blt"])
 @pytest.mark.parametrize("k,s", [(1, 40), (4, 10), (3, 5)])
-def test_errors_equal_the_dense_factorization(k, s):
-    """mean/max error and sensitivity of the O(T·b) path = the dense T×T path on the same C (bands 8 > s = 5 too)."""
-    fact = toeplitz.banded_toeplitz(40, 8, "mean", k, s)
+def test_errors_equal_the_dense_factorization(strategy, k, s):
+    """mean/max error and sensitivity of the O(T·b) path (banded: 8 bands, > s = 5 too) and the O(T·k) path
+    (BLT, 2 buffers) = the dense T×T path on the same C; both exact."""
+    from dplab.mf import blt
+
+    fact = toeplitz.banded_toeplitz(40, 8, "mean", k, s) if strategy == "banded_toeplitz" else blt.blt(40, 2, "mean", k, s)
     C = _toeplitz_lower(fact.coefficients, 40)
-    dense = Factorization("dense", np.tril(np.ones((40, 40))), C, 8).errors(k, s)
+    dense = Factorization("dense", np.tril(np.ones((40, 40))), C, 40).errors(k, s)
     ours = fact.errors(k, s)
     for key in ("sensitivity", "max_error", "mean_error"):
         assert ours[key] == pytest.approx(dense[key], rel=1e-10)
@@ -69,11 +73,21 @@ def test_sensitivity_refuses_a_zero_leading_coefficient():
         toeplitz_sensitivity([0.0, 1.0], 5)
 
 
-@pytest.mark.parametrize("row", PEER["errors"], ids=lambda r: f"T{r['T']}-b{r['bands']}-k{r['participations']}-{r['objective']}")
-def test_reaches_jax_privacys_error(row):
-    """Same strategy, T, participation and objective: our optimum's error <= jax_privacy's (rel 1e-9)."""
+PEER_OPTIMA = [("banded_toeplitz", r) for r in PEER["errors"]] + [("blt", r) for r in PEER["blt_errors"]]
+
+
+@pytest.mark.parametrize("strategy,row", PEER_OPTIMA, ids=lambda x: x if isinstance(x, str) else
+                         f"T{x['T']}-{x.get('bands', x.get('buffers'))}-k{x['participations']}-{x['objective']}")
+def test_reaches_jax_privacys_error(strategy, row):
+    """Same strategy (bands or buffers), T, participation and objective: our optimum's error <= jax_privacy's
+    (rel 1e-9), with an exact sensitivity."""
+    from dplab.mf import blt
+
     k, s = row["participations"], row["min_separation"]
-    fact = toeplitz.banded_toeplitz(row["T"], row["bands"], row["objective"], k, s)
+    if strategy == "banded_toeplitz":
+        fact = toeplitz.banded_toeplitz(row["T"], row["bands"], row["objective"], k, s)
+    else:
+        fact = blt.blt(row["T"], row["buffers"], row["objective"], k, s)
     ours = fact.errors(k, s)
     assert ours[row["objective"] + "_error"] <= row["error"] * (1 + 1e-9)
     assert ours["sensitivity_exact"]
@@ -127,6 +141,7 @@ def test_cli_prints_amplified_epsilon(capsys):
         (["--strategy", "banded_toeplitz", "--steps", "100"], "bands"),
         (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "0"], "bands"),
         (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "101"], "bands"),
+        (["--strategy", "banded_toeplitz", "--steps", "1000000000", "--bands", "2"], "steps"),
         (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "4", "--momentum", "0.9"], "momentum"),
         (["--strategy", "optimal", "--steps", "100", "--objective", "max"], "objective"),
         (["--strategy", "identity", "--steps", "100", "--objective", "mean"], "objective"),

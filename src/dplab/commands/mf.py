@@ -17,6 +17,11 @@ groups, each Poisson-sampled once every b steps, ⌈T/b⌉ sampled Gaussians, ad
 ``--epsilon`` instead calibrates σ; σ is relative to ζ = the max column norm, 1 here, whatever
 ``--participations``/``--min-separation`` say about the printed errors).  Without ``--sampling-rate`` the accounting is the
 unamplified one (k participations ≥ s apart: one Gaussian of the stated sensitivity).
+
+    dplab mf --strategy blt --steps 100000 --buffers 5 --objective max
+optimizes a buffered linear Toeplitz C with k = ``--buffers`` buffers (:mod:`dplab.mf.blt`, O(T·k)
+per step, no T×T matrix).  A BLT has T bands, so amplified BandMF does not hold for it: its ε is
+the unamplified one (``--sampling-rate`` is refused).
 """
 
 from __future__ import annotations
@@ -33,18 +38,19 @@ def register(subparsers) -> None:
         "mf",
         help="matrix-factorization mechanism: sensitivity, error, σ",
         description="Factorize the T×T prefix-sum workload A = B·C with a strategy (identity, sqrt, optimal, "
-        "banded, banded_toeplitz) and print JSON with its sensitivity under the participation pattern, the max and mean "
+        "banded, banded_toeplitz, blt) and print JSON with its sensitivity under the participation pattern, the max and mean "
         "squared error of the privatized prefix sums per unit noise, and the time it took; with --epsilon "
         "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
     )
-    p.add_argument("--strategy", help="identity, sqrt, optimal, banded or banded_toeplitz (see docs/matrix_factorization.md)")
+    p.add_argument("--strategy", help="identity, sqrt, optimal, banded, banded_toeplitz or blt (see docs/matrix_factorization.md)")
     p.add_argument("--steps", type=int, help="T (dense strategies: at most 6688, their T×T matrices stay within "
-                   "MEMORY_MAX = 2 GiB; banded_toeplitz: no T×T matrix)")
+                   "MEMORY_MAX = 2 GiB; banded_toeplitz, blt: no T×T matrix)")
     p.add_argument("--participations", type=int, default=None, help="k (default ⌈T/b⌉)")
     p.add_argument("--min-separation", type=int, default=None, help="b (default T: single participation)")
     p.add_argument("--bands", type=int, default=None, help="bands of C (banded strategy; <= b)")
+    p.add_argument("--buffers", type=int, default=None, help="buffers of the BLT (blt strategy; 1 to 15)")
     p.add_argument("--objective", default=None, choices=("mean", "max"),
-                   help="what the optimizer minimizes: mean or max squared error (banded_toeplitz: both; "
+                   help="what the optimizer minimizes: mean or max squared error (banded_toeplitz, blt: both; "
                    "optimal, banded: mean; default mean)")
     p.add_argument("--momentum", type=float, default=0.0, help="β folded into the workload")
     p.add_argument("--noise-multiplier", type=float, default=None, help="σ: also print ε at --delta")
@@ -67,7 +73,9 @@ def register(subparsers) -> None:
 
 
 #: the strategies each --objective is offered for (the others have nothing to optimize)
-OBJECTIVES = {"optimal": ("mean",), "banded": ("mean",), "banded_toeplitz": ("mean", "max")}
+OBJECTIVES = {"optimal": ("mean",), "banded": ("mean",), "banded_toeplitz": ("mean", "max"), "blt": ("mean", "max")}
+#: the strategies optimized in O(T·b) or O(T·k) without a T×T matrix (:mod:`dplab.mf.toeplitz`, :mod:`dplab.mf.blt`)
+TOEPLITZ = ("banded_toeplitz", "blt")
 #: the strategies amplified BandMF (--sampling-rate, --sampling cyclic_poisson) holds for: C with at most b bands
 AMPLIFIED = ("identity", "banded", "banded_toeplitz")
 
@@ -75,23 +83,32 @@ AMPLIFIED = ("identity", "banded", "banded_toeplitz")
 def _check_flags(args, steps: int) -> None:
     """Refuse a flag the strategy does not take, before any optimization starts."""
     from dplab.accounting.setting import check_delta, check_epsilon
-    from dplab.mf import accounting, factorizations
+    from dplab.mf import accounting, blt, factorizations
 
     strategy = args.strategy
-    if strategy not in (*factorizations.STRATEGIES, "banded_toeplitz"):
-        raise DPLabError("strategy", f"must be one of {', '.join((*factorizations.STRATEGIES, 'banded_toeplitz'))}; "
+    if strategy not in (*factorizations.STRATEGIES, *TOEPLITZ):
+        raise DPLabError("strategy", f"must be one of {', '.join((*factorizations.STRATEGIES, *TOEPLITZ))}; "
                                      f"got {strategy!r}")
     if args.objective is not None and args.objective not in OBJECTIVES.get(strategy, ()):
         offered = ", ".join(OBJECTIVES.get(strategy, ())) or "none (nothing to optimize)"
         raise DPLabError("objective", f"{strategy} supports objective {offered}; got {args.objective!r}")
+    if args.buffers is not None and strategy != "blt":
+        raise DPLabError("buffers", f"only applies to the blt strategy; got --strategy {strategy}")
+    if strategy == "blt":
+        if args.buffers is None:
+            raise DPLabError("buffers", "is required for the blt strategy")
+        if args.bands is not None:
+            raise DPLabError("bands", "does not apply to the blt strategy (a BLT has T bands; give --buffers)")
+        blt.check_buffers(args.buffers, steps)
     if strategy == "banded_toeplitz":
         if args.bands is None:
             raise DPLabError("bands", "is required for the banded_toeplitz strategy")
         integer("bands", args.bands, 1, steps, "steps")
+    if strategy in TOEPLITZ:
         if args.momentum != 0:
-            raise DPLabError("momentum", "banded_toeplitz factorizes the prefix sum only (momentum 0)")
+            raise DPLabError("momentum", f"{strategy} factorizes the prefix sum only (momentum 0)")
         if args.out is not None:
-            raise DPLabError("out", "banded_toeplitz is not saved as a dense T×T factorization (training reads those)")
+            raise DPLabError("out", f"{strategy} is not saved as a dense T×T factorization (training reads those)")
     else:
         factorizations.check_strategy(strategy, args.bands)
     if (args.sampling_rate is not None or args.sampling == "cyclic_poisson") and strategy not in AMPLIFIED:
@@ -145,15 +162,15 @@ def _sampler(args, steps: int, b: int, k: int, out: dict):
 
 def run(args) -> int:
     from dplab.io import check_output
-    from dplab.mf import accounting, factorizations, toeplitz, workload
+    from dplab.mf import accounting, blt, factorizations, toeplitz, workload
 
     if args.out is not None:
         check_output(args.out, "--out")
     if args.strategy is None or args.steps is None:
         raise DPLabError("strategy", "--strategy and --steps are required")
     start = time.perf_counter()
-    if args.strategy == "banded_toeplitz":
-        steps = integer("steps", args.steps)
+    if args.strategy in TOEPLITZ:
+        steps = toeplitz.check_steps(args.steps)
     else:
         steps = workload.check_steps(args.steps)
     b = steps if args.min_separation is None else args.min_separation
@@ -164,6 +181,8 @@ def run(args) -> int:
     sampler = _sampler(args, steps, b, k, privacy) if args.delta is not None else None
     if args.strategy == "banded_toeplitz":
         fact = toeplitz.banded_toeplitz(steps, args.bands, args.objective or "mean", k, b)
+    elif args.strategy == "blt":
+        fact = blt.blt(steps, args.buffers, args.objective or "mean", k, b)
     else:
         A = workload.momentum_workload(steps, args.momentum)
         fact = factorizations.factorize(args.strategy, A, bands=args.bands, min_separation=b)
@@ -174,6 +193,7 @@ def run(args) -> int:
         "participations": k,
         "min_separation": b,
         "bands": fact.bands,
+        **({"buffers": args.buffers} if args.strategy == "blt" else {}),
         "momentum": args.momentum,
         **({"objective": args.objective or "mean"} if args.strategy in OBJECTIVES else {}),
         **fact.errors(k, b),

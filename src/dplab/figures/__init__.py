@@ -41,6 +41,7 @@ FIGURE_IDS = (
     "privacy_utility",
     "mf_vs_dpsgd",
     "mf_structure",
+    "mf_scale",
     "tightness_audit",
     "sampling_gap",
 )

@@ -34,6 +34,15 @@ from dplab.progress import Progress
 from dplab.validate import integer
 
 OBJECTIVES = ("mean", "max")
+#: the largest T of the O(T) strategies (banded Toeplitz, BLT): each L-BFGS step filters a few dozen T-long
+#: float64 vectors (8·T bytes each); larger T is refused up front, not left to run (before this limit,
+#: ``dplab mf --strategy banded_toeplitz --steps 1000000000 --bands 2`` had not finished in 60 s)
+MAX_STEPS = 10**6
+
+
+def check_steps(steps: int) -> int:
+    """T as an int in [1, :data:`MAX_STEPS`]."""
+    return integer("steps", steps, 1, MAX_STEPS, "dplab.mf.toeplitz.MAX_STEPS")
 
 
 def inverse_apply(coefficients: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -41,19 +50,39 @@ def inverse_apply(coefficients: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return scipy.signal.lfilter([1.0], coefficients, rhs)
 
 
-def _row_weights(steps: int, objective: str) -> np.ndarray:
+def row_weights(steps: int, objective: str) -> np.ndarray:
     """w with err = Σ_s w_s·x_s²: (T − s)/T for the mean over rows, 1 for the last (largest) row."""
     return (steps - np.arange(steps)) / steps if objective == "mean" else np.ones(steps)
 
 
 @dataclass(frozen=True)
 class ToeplitzFactorization:
-    """A = B·C for the T-step prefix sum with C banded lower-triangular Toeplitz (``coefficients``, ‖c‖ = 1)."""
+    """A = B·C for the T-step prefix sum with C lower-triangular Toeplitz, ‖C[:, 0]‖ = 1.
+
+    ``coefficients``: C's first column, c_0..c_{b−1} (banded) or all T entries (BLT).
+    ``sections``: C⁻¹ as a cascade of filters (b, a), C⁻¹(x) = Π b(x)/a(x) (BLT: k first-order
+    sections, :mod:`dplab.mf.blt`); None: the banded C, C⁻¹(x) = 1/c(x), one all-pole filter.
+    """
 
     strategy: str
     coefficients: np.ndarray
     steps: int
     info: dict = field(default_factory=dict)
+    sections: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
+
+    @property
+    def inverse_sections(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """The filters (b, a) whose cascade is C⁻¹: C⁻¹·z = lfilter(b_k, a_k, … lfilter(b_1, a_1, z))."""
+        if self.sections is None:
+            return ((np.ones(1), np.asarray(self.coefficients, dtype=float)),)
+        return self.sections
+
+    def inverse(self, rhs: np.ndarray) -> np.ndarray:
+        """C⁻¹·rhs (``rhs`` with T rows), without forming C: O(T·bands) or O(T·buffers) per column."""
+        out = np.asarray(rhs, dtype=float)
+        for b, a in self.inverse_sections:
+            out = scipy.signal.lfilter(b, a, out, axis=0)
+        return out
 
     @property
     def bands(self) -> int:
@@ -76,13 +105,13 @@ class ToeplitzFactorization:
     def errors(self, participations: int = 1, min_separation: int = 1) -> dict:
         """The same keys as :meth:`dplab.mf.factorizations.Factorization.errors` (module docstring)."""
         sens = self.sensitivity(participations, min_separation)
-        x2 = inverse_apply(self.coefficients, np.ones(self.steps)) ** 2
+        x2 = self.inverse(np.ones(self.steps)) ** 2
         return {
             "sensitivity": sens.value,
             "sensitivity_exact": sens.exact,
             "sensitivity_method": sens.method,
             "max_error": float(sens.value**2 * x2.sum()),
-            "mean_error": float(sens.value**2 * np.dot(_row_weights(self.steps, "mean"), x2)),
+            "mean_error": float(sens.value**2 * np.dot(row_weights(self.steps, "mean"), x2)),
         }
 
 
@@ -95,7 +124,7 @@ def objective_and_gradient(c: np.ndarray, steps: int, objective: str, participat
     """
     b = len(c)
     x = inverse_apply(c, np.ones(steps))
-    w = _row_weights(steps, objective)
+    w = row_weights(steps, objective)
     error = float(np.dot(w, x**2))
     y = inverse_apply(c, (2.0 * w * x)[::-1])[::-1]
     lags = scipy.signal.correlate(y, x, mode="full")[steps - 1 : steps - 1 + b]  # Σ_j y_{j+ℓ}·x_j
@@ -115,7 +144,7 @@ def banded_toeplitz(
     Start: the square-root series truncated to b terms (Fichtenberger, Henzinger & Upadhyay 2023),
     as jax_privacy's ``optimize_banded_toeplitz``.  ``info``: L-BFGS iterations, message, objective.
     """
-    steps = integer("steps", steps)
+    steps = check_steps(steps)
     bands = integer("bands", bands, 1, steps, "steps")
     if objective not in OBJECTIVES:
         raise DPLabError("objective", f"must be one of {', '.join(OBJECTIVES)} for banded_toeplitz; got {objective!r}")
