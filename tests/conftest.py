@@ -69,6 +69,16 @@ def small_config() -> dict:
     return config
 
 
+def synthetic_data(folder: Path, train_size: int, test_size: int):
+    """A small synthetic dataset (dim 5, 3 classes, ‖x‖ ≤ 1) prepared in ``folder`` and loaded."""
+    from dplab.training import data
+
+    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": train_size, "test_size": test_size, "dim": 5,
+                                "classes": 3, "feature_norm": 1.0}, "synthetic")
+    data.write(folder, *data.prepare(cfg, "synthetic"))
+    return data.load(folder)
+
+
 def idx_bytes(array) -> bytes:
     """``array`` as an IDX file of unsigned bytes (MNIST's format)."""
     import struct

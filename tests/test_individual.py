@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import synthetic_data
 from dplab.accounting import Setting, individual
 from dplab.accounting.registry import get
 from dplab.errors import DPLabError
-from dplab.training import data, loop
+from dplab.training import loop
 from dplab.training.config import resolve_run
 
 POISSON = Setting(noise_multiplier=1.1, steps=50, sampling="poisson", neighbouring="add_remove",
@@ -48,11 +49,7 @@ def test_rounding_up_the_sensitivity_bounds_the_exact_one_from_above(s):
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("synth")
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 200, "test_size": 50, "dim": 5, "classes": 3,
-                                "feature_norm": 1.0}, "synthetic")
-    data.write(folder, *data.prepare(cfg, "synthetic"))
-    return data.load(folder)
+    return synthetic_data(tmp_path_factory.mktemp("synth"), 200, 50)
 
 
 def run(synth, tmp_path, **changes) -> tuple[pd.DataFrame, dict]:

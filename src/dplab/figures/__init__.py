@@ -43,6 +43,8 @@ FIGURE_IDS = (
     "mf_structure",
     "tightness_audit",
     "sampling_gap",
+    "individual_privacy",
+    "risk_calibration",
 )
 
 

@@ -1,0 +1,78 @@
+"""Tables of figures individual_privacy and risk_calibration, from short runs on synthetic data
+(risk_calibration on full-batch DP-GD: its σ searches are closed forms, the test stays cheap)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import synthetic_data
+from dplab.accounting.risk import FPRS
+from dplab.errors import DPLabError
+from dplab.figures import figure, risk_calibration
+from dplab.training import loop
+from dplab.training.config import resolve_run
+
+pytest.importorskip("riskcal")  # the `peers` extra
+from riskcal.analysis import get_beta_from_gdp  # noqa: E402
+
+BASE = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 10, "batch_size": 20, "lr": 0.5,
+        "clip": 1.0, "delta": 1e-5, "log_every": 10}
+FULL_BATCH = {"method": "dp_gd", "batch_size": None, "accountant": "pld", "accountants": ["pld"]}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    synth = synthetic_data(tmp_path_factory.mktemp("synth"), 200, 60)
+    out = tmp_path_factory.mktemp("runs")
+    tau, alpha = 0.3, 0.1
+    entries = {"individual": {"noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True},
+               "by_risk": {**FULL_BATCH, "target_tpr": tau, "target_fpr": alpha},
+               "by_epsilon": {**FULL_BATCH, "target_epsilon": risk_calibration.conversion_epsilon(tau, alpha, 1e-5)}}
+    for name, entry in entries.items():
+        loop.train(resolve_run({k: v for k, v in {**BASE, "name": name, **entry}.items() if v is not None}), synth, out / name)
+    return out, synth
+
+
+def test_individual_privacy_table_is_the_runs_records(runs):
+    runs, synth = runs
+    """Per class: quantiles of the CSV's ε, the run's worst case, accuracies that average (weighted
+    by the test set's classes) to the run's test accuracy."""
+    folder = runs / "individual"
+    records = pd.read_csv(folder / "individual_epsilon.csv")
+    summary = json.loads((folder / "summary.json").read_text())
+    table = figure("individual_privacy").table({"individual": str(folder / "individual_epsilon.csv"),
+                                                "summary": str(folder / "summary.json")}, {"run": "individual"})
+    medians = records.groupby("class").individual_epsilon.median()
+    assert table.set_index("class")["median"].to_dict() == pytest.approx(medians.to_dict(), rel=1e-12)
+    assert (table["max"] <= table.worst_case_epsilon).all() and (table.worst_case_epsilon == summary["epsilon"]["rdp"]).all()
+    test_classes = np.bincount(synth.y_test.numpy(), minlength=3)
+    weighted = (table.sort_values("class").test_accuracy.to_numpy() * test_classes).sum() / test_classes.sum()
+    assert weighted == pytest.approx(summary["final"]["test_accuracy"], abs=1e-12)
+
+
+def test_risk_calibration_meets_the_target_with_less_noise(runs):
+    """Both runs keep the attacker's TPR at α within τ (the conversion is valid); the risk-calibrated
+    one needs less σ and sits at the target; each curve is riskcal's μ-GDP curve, μ = √T/σ."""
+    runs, _ = runs
+    inputs = {name: str(runs / name / "summary.json") for name in ("by_epsilon", "by_risk")}
+    table = figure("risk_calibration").table(inputs, {})
+    at = table[table.kind == "run"].set_index("calibrated_by")
+    assert (at.tpr_at_target_fpr <= 0.3).all()
+    assert at.noise_multiplier["by_risk"] < at.noise_multiplier["by_epsilon"]
+    assert at.tpr_at_target_fpr["by_risk"] == pytest.approx(0.3, rel=5e-3)
+    for name, curve in table[table.kind == "curve"].groupby("calibrated_by"):
+        points = curve[curve.fpr.isin(FPRS)]
+        theirs = 1 - np.asarray(get_beta_from_gdp(math.sqrt(10) / at.noise_multiplier[name], points.fpr.to_numpy()))
+        assert points.tpr.to_numpy() == pytest.approx(theirs, rel=1e-9)
+
+
+def test_risk_calibration_checks_the_practitioners_epsilon():
+    runs_ = {"a": {"method": "dp_sgd", "target_epsilon": 1.0, "accountant": "pld", "delta": 1e-5},
+             "b": {"method": "dp_sgd", "target_tpr": 0.3, "target_fpr": 0.1}}
+    with pytest.raises(DPLabError, match=f"by_epsilon.*{math.log((0.3 - 1e-5) / 0.1):.6g}"):
+        risk_calibration.check({"runs": runs_}, {"by_epsilon": "a", "by_risk": "b"})
