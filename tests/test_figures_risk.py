@@ -25,6 +25,11 @@ BASE = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 
 FULL_BATCH = {"method": "dp_gd", "batch_size": None, "accountant": "pld", "accountants": ["pld"]}
 
 
+def resolved(**entry) -> dict:
+    """The resolved run of BASE with ``entry`` (None: the key left out)."""
+    return resolve_run({k: v for k, v in {**BASE, **entry}.items() if v is not None})
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     synth = synthetic_data(tmp_path_factory.mktemp("synth"), 200, 60)
@@ -34,7 +39,7 @@ def runs(tmp_path_factory):
                "by_risk": {**FULL_BATCH, "target_tpr": tau, "target_fpr": alpha},
                "by_epsilon": {**FULL_BATCH, "target_epsilon": risk_calibration.conversion_epsilon(tau, alpha, 1e-5)}}
     for name, entry in entries.items():
-        loop.train(resolve_run({k: v for k, v in {**BASE, "name": name, **entry}.items() if v is not None}), synth, out / name)
+        loop.train(resolved(name=name, **entry), synth, out / name)
     return out, synth
 
 
@@ -76,3 +81,31 @@ def test_risk_calibration_checks_the_practitioners_epsilon():
              "b": {"method": "dp_sgd", "target_tpr": 0.3, "target_fpr": 0.1}}
     with pytest.raises(DPLabError, match=f"by_epsilon.*{math.log((0.3 - 1e-5) / 0.1):.6g}"):
         risk_calibration.check({"runs": runs_}, {"by_epsilon": "a", "by_risk": "b"})
+
+
+def test_claims_read_004s_epsilon_as_a_risk(runs, tmp_path):
+    """The claims rows of 004's (ε = 1, δ = 1e-6) read as a risk: ours is the run's PLD reading at
+    FPR 0.01, the bound e·0.01 + 1e-6; the verdict follows the run (a σ far too small for ε = 1 differs)."""
+    from dplab.figures import claims
+
+    runs, synth = runs
+    folders = {}
+    for name, sigma in (("quiet", 20.0), ("loud", 0.5)):
+        folders[name] = tmp_path / name
+        loop.train(resolved(**{**FULL_BATCH, "accountant": None}, name=name, noise_multiplier=sigma, delta=1e-6),
+                   synth, folders[name])
+    inputs = {"tables": [], "nonprivate": [], "sweeps": [], "benchmark": [],
+              "try_summaries": [str(folders[n] / "summary.json") for n in ("quiet", "loud")],
+              "try_metrics": [str(folders[n] / "metrics.csv") for n in ("quiet", "loud")]}
+    table = claims.table(inputs, {})
+    rows = table[table.statement.str.contains("read as a risk")]
+    assert len(rows) == 8  # two rows per try, tries 3 and 4 not in this config
+    for number, name, verdict in ((1, "quiet", "holds"), (2, "loud", "differs")):
+        reading = json.loads((folders[name] / "summary.json").read_text())["risk"]
+        mine = rows[rows.statement.str.startswith(f"try {number}:")]
+        mine = mine.set_index(mine.statement.str.contains("advantage"))
+        assert mine.loc[False, "ours"] == reading["tpr"][1] and mine.loc[True, "ours"] == reading["advantage"]
+        assert mine.loc[False, "source_value"] == pytest.approx(math.e * 0.01 + 1e-6, rel=1e-12)
+        assert mine.loc[True, "source_value"] == pytest.approx((math.e - 1 + 2e-6) / (math.e + 1), rel=1e-12)
+        assert set(mine.verdict) == {verdict}
+    assert set(rows[rows.statement.str.startswith(("try 3", "try 4"))].verdict) == {"not checkable here"}
