@@ -109,3 +109,20 @@ def test_claims_read_004s_epsilon_as_a_risk(runs, tmp_path):
         assert mine.loc[True, "source_value"] == pytest.approx((math.e - 1 + 2e-6) / (math.e + 1), rel=1e-12)
         assert set(mine.verdict) == {verdict}
     assert set(rows[rows.statement.str.startswith(("try 3", "try 4"))].verdict) == {"not checkable here"}
+
+
+def test_index_lists_each_runs_epsilon_with_its_risk(runs, tmp_path):
+    """results/index.md's runs table: each run's ε and, beside it, its summary's TPR at FPR 0.01 and
+    advantage (or the reason it has none)."""
+    import shutil
+
+    from dplab.commands.figures import run_risks
+
+    runs, _ = runs
+    for name in ("by_risk", "individual"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        shutil.copy(runs / name / "summary.json", tmp_path / "runs" / name / "summary.json")
+    lines = {line.split(" | ")[0].strip("| "): line for line in run_risks(tmp_path) if line.startswith("| ")}
+    reading = json.loads((runs / "by_risk" / "summary.json").read_text())["risk"]
+    assert f"| {reading['tpr'][1]:.4g} | {reading['advantage']:.4g} |" in lines["by_risk"]
+    assert "pld" in lines["by_risk"] and "no risk: pld" in lines["individual"]  # the individual run claims rdp only
