@@ -52,12 +52,12 @@ def synth(tmp_path_factory):
     return synthetic_data(tmp_path_factory.mktemp("synth"), 200, 50)
 
 
-def run(synth, tmp_path, **changes) -> tuple[pd.DataFrame, dict]:
+def run(synth, tmp_path, hook=None, **changes) -> tuple[pd.DataFrame, dict]:
     raw = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 10, "batch_size": 20, "lr": 0.5,
            "clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5, "accountants": ["rdp"], "log_every": 10,
            "individual_epsilon": True, **changes}
     cfg = resolve_run({k: v for k, v in raw.items() if v is not None})
-    loop.train(cfg, synth, tmp_path)
+    loop.train(cfg, synth, tmp_path, hook=hook)
     return pd.read_csv(tmp_path / "individual_epsilon.csv"), json.loads((tmp_path / "summary.json").read_text())
 
 
@@ -102,3 +102,46 @@ def test_individual_epsilon_outside_its_assumptions_is_refused(changes, text):
            "noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True, **changes}
     with pytest.raises(DPLabError, match=f"individual_epsilon.*{re.escape(text)}"):
         resolve_run({k: v for k, v in raw.items() if v is not None})
+
+
+def test_a_resumed_run_writes_the_same_individual_epsilons(synth, tmp_path):
+    """Crash after step 7 (checkpoint at step 4), resume: the per-record level counts travel in the
+    checkpoint, so individual_epsilon.csv is byte-identical to the uninterrupted run's."""
+    def crash(step):
+        if step == 7:
+            raise KeyboardInterrupt
+
+    cfg = {"checkpoint_every": 4, "device": "cpu", "noise_multiplier": 3.0}
+    run(synth, tmp_path / "whole", **cfg)
+    with pytest.raises(KeyboardInterrupt):
+        run(synth, tmp_path / "resumed", hook=crash, **cfg)
+    run(synth, tmp_path / "resumed", **cfg)
+    whole, resumed = ((tmp_path / d / "individual_epsilon.csv").read_bytes() for d in ("whole", "resumed"))
+    assert whole == resumed
+
+
+def test_the_renyi_filter_keeps_every_record_within_its_budget(synth, tmp_path):
+    """individual_budget ε_B at order α: no record's individual ε exceeds ε_B (its RDP at α stays
+    within ε_B − ln(1/δ)/(α − 1)), where the unfiltered run's records go past it; a budget no record
+    reaches changes nothing (same bytes).  One σ for the three runs: the level RDPs are computed once."""
+    plain, _ = run(synth, tmp_path / "plain", noise_multiplier=0.8)
+    budget = float(np.quantile(plain.individual_epsilon, 0.5))
+    filtered, summary = run(synth, tmp_path / "filtered", noise_multiplier=0.8, individual_budget=budget,
+                            individual_order=32)
+    assert (plain.individual_epsilon > budget).any()
+    assert (filtered.individual_epsilon <= budget).all()
+    assert summary["individual_privacy"]["filter"]["rdp_budget"] == pytest.approx(budget - np.log(1e5) / 31)
+    run(synth, tmp_path / "loose", noise_multiplier=0.8, individual_budget=1e3, individual_order=32)
+    assert (tmp_path / "loose" / "model.pt").read_bytes() == (tmp_path / "plain" / "model.pt").read_bytes()
+
+
+@pytest.mark.parametrize("changes, key", [
+    ({"individual_budget": 1.0, "individual_epsilon": False}, "individual_budget"),
+    ({"individual_budget": 1.0, "individual_order": 33.5}, "individual_order"),
+    ({"individual_budget": 0.3, "individual_order": 32}, "individual_budget"),  # ln(1e5)/31 = 0.37 > 0.3
+])
+def test_a_filter_outside_its_range_is_refused(changes, key):
+    raw = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 20, "batch_size": 20,
+           "noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True, **changes}
+    with pytest.raises(DPLabError, match=f"^{key}: "):
+        resolve_run(raw)

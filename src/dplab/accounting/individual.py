@@ -17,12 +17,21 @@ parameters, Feldman & Zrnic 2021), converted to (ε, δ) as the ``rdp`` accounta
   ``rdp`` ε, a record with s = 0 at every step gets 0 (the output does not depend on it).
 - what it is not: a data-dependent figure (it reads the realised trajectory and the record's
   own gradients); it is a release guarantee only when a filter stops each record's participation
-  at its budget (Feldman & Zrnic 2021's Rényi filter), which the training loop does not apply.
+  at its budget.
+- the filter (``individual_budget``, Feldman & Zrnic 2021's Rényi filter): at a fixed order α, a
+  record enters step t only if its RDP spent so far plus the step's (at its sensitivity there)
+  stays within B = ε_budget − ln(1/δ)/(α − 1); otherwise its gradient is left out of that step
+  (sensitivity 0).  Every record's RDP at α then stays ≤ B, so each record's ε at δ is at most
+  ε_budget (Mironov 2017, Prop. 3) whatever the data: a guarantee, not only a reading.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
+from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab.accounting.dp_accounting_adapters import RdpAccountant
 from dplab.accounting.rdp_conversion import epsilon_from_rdp
@@ -53,13 +62,39 @@ def levels(norms, clip: float):
 def one_step_rdp(setting: Setting, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(orders, table): row k the one-step RDP at sensitivity k/LEVELS for each k in ``used``
     (0 at k = 0), every other row 0."""
-    accountant = RdpAccountant()
-    orders, _ = accountant.one_step_rdp(setting)
+    orders = _level_rdp(setting, LEVELS)[0]
     table = np.zeros((LEVELS + 1, len(orders)))
     for k in used:
         if k > 0:
-            table[k] = accountant.one_step_rdp(setting.replace(noise_multiplier=setting.noise_multiplier * LEVELS / k))[1]
+            table[k] = _level_rdp(setting, int(k))[1]
     return orders, table
+
+
+@functools.lru_cache(maxsize=4 * (LEVELS + 1))
+def _level_rdp(setting: Setting, level: int) -> tuple[np.ndarray, np.ndarray]:
+    """rdp's (orders, one-step RDP) at sensitivity level/LEVELS (cached: the filter and the final
+    accounting of a run ask the same levels)."""
+    return RdpAccountant().one_step_rdp(setting.replace(noise_multiplier=setting.noise_multiplier * LEVELS / level))
+
+
+def filter_budget(epsilon: float, order: float, delta: float) -> float:
+    """B = ε − ln(1/δ)/(α − 1): the RDP at order α whose (ε, δ) conversion (Mironov 2017, Prop. 3)
+    is ε; a DPLabError if α is not one of dp_accounting's default orders or B ≤ 0."""
+    if order not in rdp_privacy_accountant.DEFAULT_RDP_ORDERS:
+        raise DPLabError("individual_order", f"must be one of dp_accounting's default RDP orders (1.1 … 10.9 in steps "
+                                             f"of 0.1, then 11 … 63, 128, 256, 512, 1024); got {order}")
+    budget = epsilon - math.log(1 / delta) / (order - 1)
+    if budget <= 0:
+        raise DPLabError("individual_budget", f"ε = {epsilon} is at most ln(1/δ)/(α − 1) = "
+                                              f"{math.log(1 / delta) / (order - 1):.6g} at order {order}: no RDP left "
+                                              "(raise it, or the order)")
+    return budget
+
+
+def order_rdp(setting: Setting, order: float) -> np.ndarray:
+    """The one-step RDP at ``order`` of every sensitivity level (row k of :func:`one_step_rdp`)."""
+    orders, table = one_step_rdp(setting, np.arange(LEVELS + 1))
+    return table[:, list(orders).index(order)]
 
 
 def epsilons(setting: Setting, counts: np.ndarray, delta: float) -> np.ndarray:

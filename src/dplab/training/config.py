@@ -68,6 +68,11 @@ def _check_individual(cfg: dict, method, err) -> None:
         individual.check(cfg["sampling"], cfg["neighbouring"])
     except DPLabError as why:
         raise err("individual_epsilon", why.message) from None
+    if cfg["individual_budget"] is not None:
+        try:
+            individual.filter_budget(cfg["individual_budget"], cfg["individual_order"], cfg["delta"])
+        except DPLabError as why:
+            raise err(why.key, why.message) from None
 
 
 def resolve_run(raw: dict, where: str = "") -> dict:
@@ -123,6 +128,8 @@ def resolve_run(raw: dict, where: str = "") -> dict:
                 raise err(key, "the non-private method sgd takes no noise and no accountant")
     if cfg["individual_epsilon"]:
         _check_individual(cfg, method, err)
+    elif cfg["individual_budget"] is not None:
+        raise err("individual_budget", "the Rényi filter needs individual_epsilon: true")
     check_accountants(cfg, err)
     dp_mf.resolve(cfg, err)
     if cfg["sampling"] == "full_batch":

@@ -192,6 +192,7 @@ class _Run:
     rows: list[dict] = field(default_factory=list)
     norms: list[tuple[int, float]] = field(default_factory=list)
     counts: torch.Tensor | None = None  # individual_epsilon: (n, LEVELS + 1) steps per record and sensitivity level
+    level_rdp: torch.Tensor | None = None  # individual_budget: RDP at the filter's order of one step at each level
 
     @property
     def ahead(self) -> bool:
@@ -243,6 +244,8 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
                env, checkpoint.fingerprint(cfg, info, env))
     if cfg["individual_epsilon"]:
         run.counts = torch.zeros((n, individual.LEVELS + 1), dtype=torch.int64, device=device)
+    if cfg["individual_budget"] is not None:
+        run.level_rdp = torch.as_tensor(individual.order_rdp(claim.setting, cfg["individual_order"]), device=device)
     return run
 
 
@@ -277,7 +280,7 @@ def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], N
                              BATCH_BLOCK if run.ahead else 1, cfg["checkpoint_every"]):
         noise = run.noise_source.sample(step, params, run.noise_generator) if run.method.private else None
         if run.counts is not None:
-            _count_levels(run)
+            idx = _count_levels(run, idx)
         grads = dp_step(run.loss, params, run.x_train[idx], run.y_train[idx], noise, clip=cfg["clip"], lr=cfg["lr"],
                         denom=denominator(cfg["normalize"], run.b, len(idx)), b=run.b,
                         regularization=cfg["regularization"] or 0.0, diameter=cfg["diameter"])
@@ -298,16 +301,24 @@ def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], N
     progress.close()
 
 
-def _count_levels(run: _Run) -> None:
+def _count_levels(run: _Run, idx: torch.Tensor) -> torch.Tensor:
     """Add one step to every record's count at its sensitivity level at the current iterate
     (:func:`dplab.accounting.individual.levels`), sampled or not: the individual accounting needs
-    each record's clipped norm at every step (:mod:`dplab.accounting.individual`)."""
+    each record's clipped norm at every step (:mod:`dplab.accounting.individual`).  With the
+    Rényi filter (``individual_budget``), a record whose RDP spent plus this step's would pass the
+    budget is left out of the step (level 0); returns the batch ``idx`` without those records."""
     clip = run.cfg["clip"]
-    rows = torch.arange(run.n, device=run.device)
-    for start in range(0, run.n, NORM_CHUNK):
-        stop = min(start + NORM_CHUNK, run.n)
-        norms = clipped_grad_sum(run.loss, run.params, run.x_train[start:stop], run.y_train[start:stop], clip).norms
-        run.counts[rows[start:stop], individual.levels(norms, clip)] += 1
+    levels = torch.cat([individual.levels(clipped_grad_sum(run.loss, run.params, run.x_train[start:start + NORM_CHUNK],
+                                                           run.y_train[start:start + NORM_CHUNK], clip).norms, clip)
+                        for start in range(0, run.n, NORM_CHUNK)])
+    if run.level_rdp is not None:
+        spent = run.counts.to(run.level_rdp.dtype) @ run.level_rdp
+        budget = individual.filter_budget(run.cfg["individual_budget"], run.cfg["individual_order"], run.cfg["delta"])
+        fits = spent + run.level_rdp[levels] <= budget
+        levels = torch.where(fits, levels, 0)
+        idx = idx[fits[idx]]
+    run.counts[torch.arange(run.n, device=run.device), levels] += 1
+    return idx
 
 
 def _log(run: _Run, grads) -> str:
@@ -408,12 +419,20 @@ def _individual_summary(run: _Run, eps) -> dict:
     logits = torch.func.functional_call(run.model, run.params, (run.x_test,))
     hit = (logits.argmax(1) == run.y_test).double()
     per_class = {int(c): float(hit[run.y_test == c].mean()) for c in torch.unique(run.y_test)}
-    return {"method": individual.METHOD, "neighbouring": individual.NEIGHBOURING,
-            "worst_case_epsilon": individual.worst_case(run.claim.setting, run.cfg["delta"]),
-            "max_individual_epsilon": float(eps.max()), "median_individual_epsilon": float(np.median(eps)),
-            "test_accuracy_per_class": per_class,
-            "note": "data-dependent: read from this run's trajectory and each record's own gradients; "
-                    "not a release guarantee (no filter stopped any record at a budget)"}
+    out = {"method": individual.METHOD, "neighbouring": individual.NEIGHBOURING,
+           "worst_case_epsilon": individual.worst_case(run.claim.setting, run.cfg["delta"]),
+           "max_individual_epsilon": float(eps.max()), "median_individual_epsilon": float(np.median(eps)),
+           "test_accuracy_per_class": per_class,
+           "note": "data-dependent: read from this run's trajectory and each record's own gradients; "
+                   "not a release guarantee (no filter stopped any record at a budget)"}
+    if run.level_rdp is not None:
+        cfg = run.cfg
+        out["filter"] = {"epsilon_budget": cfg["individual_budget"], "order": cfg["individual_order"],
+                         "rdp_budget": individual.filter_budget(cfg["individual_budget"], cfg["individual_order"], cfg["delta"])}
+        out["note"] = (f"Rényi filter (Feldman & Zrnic 2021): every record's RDP at order {cfg['individual_order']} "
+                       f"stays within the budget, so each record's ε at δ is at most {cfg['individual_budget']}; "
+                       "the individual ε below it is data-dependent")
+    return out
 
 
 def _summary(cfg, info, claim: Plan, rows, n, b, dimension, env) -> dict:
