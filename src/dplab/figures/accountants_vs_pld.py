@@ -67,7 +67,7 @@ def _claimed(sweep: pd.DataFrame, summary: dict) -> pd.DataFrame:
         why = refusal(name, setting, update) if rows.epsilon.notna().any() else None
         if why:
             rows = rows.iloc[:1].assign(steps=float("nan"), epsilon=float("nan"), reason=why,
-                                        **risk.columns(name, None), risk_note="no risk: no ε (see reason)")
+                                        **{**risk.columns(name, None), "risk_note": "no risk: no ε (see reason)"})
         keep.append(rows)
     return pd.concat(keep, ignore_index=True)
 
