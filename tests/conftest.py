@@ -36,7 +36,7 @@ def tracked_files() -> list[str]:
 
 
 #: the figures the pipeline tests build (each figure's table is tested on its own elsewhere)
-SMALL_FIGURES = ("accountants_vs_pld", "gaussian_sigma", "claims")
+SMALL_FIGURES = ("accountants_vs_pld", "gaussian_sigma", "claims", "individual_privacy")
 #: the runs they train: DP-SGD and its baseline on digits, and on MNIST-5000 the run that records gradient norms
 #: and 004's third try (the sweep's run)
 SMALL_RUNS = ("nonprivate", "dp_sgd", "gd_nonprivate", "try3_dp_sgd")

@@ -126,3 +126,19 @@ def test_index_lists_each_runs_epsilon_with_its_risk(runs, tmp_path):
     reading = json.loads((runs / "by_risk" / "summary.json").read_text())["risk"]
     assert f"| {reading['tpr'][1]:.4g} | {reading['advantage']:.4g} |" in lines["by_risk"]
     assert "pld" in lines["by_risk"] and "no risk: pld" in lines["individual"]  # the individual run claims rdp only
+
+
+@pytest.mark.pipeline
+def test_built_dag_draws_individual_privacy_and_carries_risk_columns(built):
+    """The small DAG: try3_dp_sgd writes every record's individual ε (none above its rdp ε), the
+    figure is drawn from it, and the sweep's pld rows carry a risk where rdp's say why not."""
+    results = built / "results"
+    summary = json.loads((results / "runs" / "try3_dp_sgd" / "summary.json").read_text())
+    records = pd.read_csv(results / "runs" / "try3_dp_sgd" / "individual_epsilon.csv")
+    assert len(records) == summary["dataset_size"] and (records.individual_epsilon <= summary["epsilon"]["rdp"]).all()
+    table = pd.read_csv(results / "tables" / "individual_privacy.csv")
+    assert table["records"].sum() == len(records) and (results / "figures" / "individual_privacy.png").stat().st_size
+    sweep = pd.read_csv(results / "accounting" / "dp_sgd.csv")
+    assert sweep[sweep.accountant == "pld"].advantage.notna().all()
+    assert sweep[sweep.accountant == "rdp"].risk_note.str.contains("no privacy-loss distribution").all()
+    assert (pd.read_csv(results / "runs" / "dp_sgd" / "individual_epsilon.csv").columns == list(loop.INDIVIDUAL_COLUMNS)).all()
