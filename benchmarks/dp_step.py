@@ -3,7 +3,7 @@
     PYTHONPATH=src python benchmarks/dp_step.py [--threads 2] [--batch 256] [--memory-batch 1024]
 
 Prints one JSON object per model (logistic regression 784→10, the MLP 784-128-10 of seed 004,
-the CNN of ``models.build`` with 16 channels on 1×28×28, a wide MLP 784-3072-2560-10 with
+the CNN of ``models.build`` with 16 channels on 1×28×28, Tramèr & Boneh's tanh CNN, a wide MLP 784-3072-2560-10 with
 ~10.3M parameters):
 
 - ``median_ms``: median wall time of one step of each method, the methods measured interleaved
@@ -21,7 +21,8 @@ name, torch's version and the date.
 
 Methods: ``non_private`` (forward, ``backward()``, in-place SGD update); ``engine_dp`` (what one step
 of ``dplab train`` does: :func:`dplab.training.step.dp_step`: the clipped sum, i.i.d. Gaussian noise from the run's noise
-generator (:func:`dplab.training.loop.streams`: on the device itself on a GPU), the loop's update); ``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample
+generator (:func:`dplab.training.loop.streams`: on the device itself on a GPU), the loop's update);
+``engine_portable`` (the same with ``noise_rng: portable``: the noise from :mod:`dplab.philox`); ``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample
 gradients, clip, noise, ``optimizer.step()``); ``opacus_ghost`` (``grad_sample_mode="ghost"``,
 Opacus's fast gradient clipping with a double backward).
 """
@@ -39,6 +40,7 @@ import sys
 import tempfile
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -49,8 +51,8 @@ from dplab.training import loop, models
 from dplab.training.noise import GaussianNoise
 from dplab.training.step import dp_step
 
-MODELS = ("logreg", "mlp004", "cnn", "wide_mlp")
-METHODS = ("non_private", "engine_dp", "opacus", "opacus_ghost")
+MODELS = ("logreg", "mlp004", "cnn", "tanh_cnn", "wide_mlp")
+METHODS = ("non_private", "engine_dp", "engine_portable", "opacus", "opacus_ghost")
 SIGMA, CLIP, LR = 1.0, 1.0, 0.05
 
 
@@ -65,6 +67,8 @@ def build_model(name: str) -> nn.Module:
         return models.build({"model": "mlp", "hidden": 128}, shape, 10)
     if name == "cnn":
         return models.build({"model": "cnn", "channels": 16}, shape, 10)
+    if name == "tanh_cnn":
+        return models.build({"model": "tanh_cnn"}, shape, 10)
     if name == "wide_mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 3072), nn.ReLU(), nn.Linear(3072, 2560), nn.ReLU(),
                              nn.Linear(2560, 10))
@@ -95,17 +99,20 @@ class Steps:
 
         return step
 
-    def _engine_dp(self, model):
+    def _engine_dp(self, model, noise_rng="device"):
         params = {k: v.detach().clone() for k, v in model.named_parameters()}
         loss = models.example_loss(model, 0.0)
         noise_source = GaussianNoise(SIGMA * CLIP)
-        generator = loop.streams(self.x.device, 0)[1]
+        generator = loop.streams(self.x.device, 0, noise_rng)[1]
         b = self.batch
 
         def step():  # the step loop.train takes for dp_sgd (normalize: expected)
             dp_step(loss, params, self.x, self.y, noise_source.sample(0, params, generator), clip=CLIP, lr=LR, denom=b, b=b)
 
         return step
+
+    def _engine_portable(self, model):
+        return self._engine_dp(model, noise_rng="portable")
 
     def _opacus(self, model, mode="hooks"):
         from opacus import PrivacyEngine
@@ -199,6 +206,7 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--probe-jobs", type=int, default=1, help="memory probes run at once (GPU: several fit)")
     ap.add_argument("--probe", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -220,7 +228,9 @@ def main(argv=None) -> None:
         if "engine_dp" in med:
             row["vs_opacus"] = {m: round(med["engine_dp"] / med[m], 3) for m in ("opacus", "opacus_ghost") if m in med}
         if not args.no_memory:
-            mem = {m: memory(name, m, args.memory_batch, device, args.threads) for m in methods}
+            with ThreadPoolExecutor(args.probe_jobs) as pool:  # each probe its own process: peaks do not mix
+                mem = dict(zip(methods, pool.map(lambda m: memory(name, m, args.memory_batch, device, args.threads),
+                                                 methods)))
             row["memory_batch"] = args.memory_batch
             row["peak_mb"] = {m: round(v["peak_mb"], 1) for m, v in mem.items()}
             row.update({f"memory_error_{m}": v["error"] for m, v in mem.items() if "error" in v})

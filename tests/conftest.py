@@ -160,6 +160,20 @@ def fresh_copy(built_path: Path, dest: Path) -> Path:
 
 
 # Property tests draw the same examples on every run (CI must not be flaky).
+@pytest.fixture(scope="module")
+def synth():
+    """60 training and 20 test points of the synthetic kind (5 features), as tensors: a dataset
+    for training-loop tests that need no files (modules with their own ``synth`` override it)."""
+    import torch
+
+    from dplab.training import data
+
+    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 60, "test_size": 20, "dim": 5}, "s")
+    train, test, info = data.prepare(cfg, "s")
+    return data.Dataset(torch.from_numpy(train["x"]), torch.from_numpy(train["y"]),
+                        torch.from_numpy(test["x"]), torch.from_numpy(test["y"]), info)
+
+
 @pytest.fixture(scope="session")
 def digits_dir(tmp_path_factory):
     """The digits dataset prepared by `dplab prepare-data` (read-only: tests train on it)."""

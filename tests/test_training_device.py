@@ -13,7 +13,7 @@ import torch
 
 from dplab.errors import Diverged
 from dplab.mf import accounting as mf_accounting
-from dplab.training import checkpoint, data, dp_mf, loop, per_example, samplers
+from dplab.training import checkpoint, dp_mf, loop, per_example, samplers
 from dplab.training.config import resolve_run
 from dplab.training.noise import GaussianNoise
 
@@ -21,18 +21,10 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 FILES = ("summary.json", "metrics.csv", "model.pt")
 
 
-@pytest.fixture(scope="module")
-def synth():
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 60, "test_size": 20, "dim": 5}, "s")
-    train, test, info = data.prepare(cfg, "s")
-    return data.Dataset(torch.from_numpy(train["x"]), torch.from_numpy(train["y"]),
-                        torch.from_numpy(test["x"]), torch.from_numpy(test["y"]), info)
-
-
 @pytest.fixture
 def accelerator_streams(monkeypatch):
     """The CPU run takes the accelerator's streams: batches drawn ahead, noise from a second generator."""
-    def split(device, seed):
+    def split(device, seed, noise_rng="device"):
         return torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + loop.NOISE_SEED_OFFSET)
 
     monkeypatch.setattr(loop, "streams", split)
@@ -84,7 +76,7 @@ def test_accelerator_streams_differ_from_the_cpu_stream(synth, tmp_path, monkeyp
     cfg = resolve_run({"method": "dp_sgd", "steps": 5, "batch_size": 8, "lr": 0.5, "noise_multiplier": 1.0,
                        "accountants": ["rdp"], "device": "cpu"})
     loop.train(cfg, synth, tmp_path / "cpu")
-    monkeypatch.setattr(loop, "streams", lambda device, seed: (torch.Generator().manual_seed(seed),
+    monkeypatch.setattr(loop, "streams", lambda device, seed, noise_rng: (torch.Generator().manual_seed(seed),
                                                                torch.Generator().manual_seed(seed + 1)))
     loop.train(cfg, synth, tmp_path / "split")
     assert (tmp_path / "cpu" / "model.pt").read_bytes() != (tmp_path / "split" / "model.pt").read_bytes()

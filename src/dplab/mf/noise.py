@@ -19,6 +19,7 @@ import scipy.linalg
 import torch
 
 from dplab.errors import DPLabError
+from dplab.philox import normal
 from dplab.mf.factorizations import Factorization
 
 
@@ -50,7 +51,7 @@ class CorrelatedNoise:
             raise DPLabError("step", f"correlated noise must be drawn in order; expected step {self._next}, got {step}")
         if step >= self.steps:
             raise DPLabError("step", f"the factorization covers {self.steps} steps; got step {step}")
-        z = torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device) * self.std
+        z = normal(like.shape, generator, like.dtype, like.device) * self.std
         row = self.encoder[step]
         acc = z
         # self._past[-1] is w_{step−1}, self._past[-i] is w_{step−i}

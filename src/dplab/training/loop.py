@@ -54,6 +54,7 @@ from dplab.training import checkpoint, models, samplers
 from dplab.training.data import Dataset
 from dplab.training.environment import environment
 from dplab.io import atomic_writes, json_text, text_file
+from dplab.philox import PortableGenerator
 from dplab.progress import Progress
 from dplab.training.methods import METHODS, Method
 from dplab.training.per_example import clipped_grad_sum
@@ -84,15 +85,19 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def streams(device: torch.device, seed: int) -> tuple[torch.Generator, torch.Generator]:
+def streams(device: torch.device, seed: int, noise_rng: str = "device") -> tuple[torch.Generator, torch.Generator | PortableGenerator]:
     """(batch generator, noise generator) of a run (module docstring): one CPU generator for
     both on the CPU; on an accelerator a CPU one for the batches and one on the device for the
-    noise.  cuBLAS is made deterministic (PyTorch's reproducibility notes) before its first use."""
+    noise; with ``noise_rng: portable`` a CPU one for the batches and a
+    :class:`~dplab.philox.PortableGenerator` on the device for the noise, on every device.
+    cuBLAS is made deterministic (PyTorch's reproducibility notes) before its first use."""
     batches = torch.Generator().manual_seed(seed)
-    if device.type == "cpu":
-        return batches, batches
     if device.type == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if noise_rng == "portable":
+        return batches, PortableGenerator(seed + NOISE_SEED_OFFSET, device)
+    if device.type == "cpu":
+        return batches, batches
     return batches, torch.Generator(device=device).manual_seed(seed + NOISE_SEED_OFFSET)
 
 
@@ -181,7 +186,7 @@ class _Run:
     noise_source: NoiseSource
     loss: Callable
     generator: torch.Generator
-    noise_generator: torch.Generator
+    noise_generator: torch.Generator | PortableGenerator
     x_train: torch.Tensor
     y_train: torch.Tensor
     x_test: torch.Tensor
@@ -236,7 +241,7 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
         noise_source = GaussianNoise(claim.noise_multiplier * cfg["clip"]) if method.private else NoNoise()
     project(params, cfg["diameter"])  # W₀ ∈ W (001 eq. 1)
 
-    generator, noise_generator = streams(device, cfg["seed"])
+    generator, noise_generator = streams(device, cfg["seed"], cfg["noise_rng"])
     env = environment(device)
     run = _Run(cfg, info, method, device, model, params, n, b, dimension, grid, sampler, claim, noise_source,
                models.example_loss(model, cfg["l2"]), generator, noise_generator,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from dplab.philox import normal
+
 
 class NoiseSource:
     """Interface: ``sample(step, like, generator)`` → noise shaped like each tensor of ``like``."""
@@ -27,15 +29,16 @@ class NoiseSource:
 
 class GaussianNoise(NoiseSource):
     """i.i.d. N(0, (σC)²) per coordinate, drawn on the generator's device (the loop passes one
-    on the parameters' device, :func:`dplab.training.loop.streams`: no copy) and moved to the
-    parameters' device if that differs."""
+    on the parameters' device, :func:`dplab.training.loop.streams`: no copy; a torch.Generator
+    or a :class:`~dplab.philox.PortableGenerator`) and moved to the parameters' device if that
+    differs."""
 
     def __init__(self, std: float):
         self.std = float(std)
 
     def sample(self, step, like, generator):
         return {
-            k: torch.randn(p.shape, generator=generator, dtype=p.dtype, device=generator.device).mul_(self.std).to(p.device)
+            k: normal(p.shape, generator, p.dtype).mul_(self.std).to(p.device)
             for k, p in like.items()
         }
 

