@@ -36,7 +36,7 @@ def tracked_files() -> list[str]:
 
 
 #: the figures the pipeline tests build (each figure's table is tested on its own elsewhere)
-SMALL_FIGURES = ("accountants_vs_pld", "gaussian_sigma", "claims")
+SMALL_FIGURES = ("accountants_vs_pld", "gaussian_sigma", "claims", "individual_privacy")
 #: the runs they train: DP-SGD and its baseline on digits, and on MNIST-5000 the run that records gradient norms
 #: and 004's third try (the sweep's run)
 SMALL_RUNS = ("nonprivate", "dp_sgd", "gd_nonprivate", "try3_dp_sgd")
@@ -67,6 +67,16 @@ def small_config() -> dict:
         entry["accountants"] = [a for a in entry["accountants"] if a in ("rdp", "pld")]
     config["figures"] = {k: v for k, v in config.get("figures", {}).items() if k in SMALL_FIGURES}
     return config
+
+
+def synthetic_data(folder: Path, train_size: int, test_size: int):
+    """A small synthetic dataset (dim 5, 3 classes, ‖x‖ ≤ 1) prepared in ``folder`` and loaded."""
+    from dplab.training import data
+
+    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": train_size, "test_size": test_size, "dim": 5,
+                                "classes": 3, "feature_norm": 1.0}, "synthetic")
+    data.write(folder, *data.prepare(cfg, "synthetic"))
+    return data.load(folder)
 
 
 def idx_bytes(array) -> bytes:

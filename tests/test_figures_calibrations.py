@@ -10,9 +10,10 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from dplab.accounting import Setting, get
+from dplab.accounting import Setting, get, risk
 from dplab.errors import DPLabError
 from dplab.figures import gaussian_sigma, sampling_gap, sigma_vs_steps, techniques_table
+from dplab.figures.techniques_table import technique_setting
 from dplab.accounting.base import SIGMA_RTOL as RTOL
 from figure_params import default_params
 
@@ -130,6 +131,12 @@ def test_techniques_table_rows_meet_the_target():
         assert get(name).epsilon(smaller, params["delta"]) > params["epsilon"], name
     # σ over the sensitivity of the sum: σ/2 under replace-one
     assert table.effective_noise_multiplier["pabi"] == pytest.approx(table.noise_multiplier["pabi"] / 2)
+    # the attack risk beside pld's σ is risk()'s at that σ; the others have no PLD and say so
+    pld = table.loc["pld"]
+    expected = risk.risk(technique_setting("pld", pld, int(pld.steps)).replace(noise_multiplier=pld.noise_multiplier))
+    assert [pld[f"tpr_at_fpr_{a:g}"] for a in risk.FPRS] == expected["tpr"] and pld.advantage == expected["advantage"]
+    assert table.drop(index="pld").advantage.isna().all()
+    assert table.drop(index="pld").risk_note.str.contains("no privacy-loss distribution").all()
 
 
 # -------------------------------------------------------------------------- sampling_gap

@@ -8,19 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import synthetic_data
 from dplab import layout, pipeline
 from dplab.figures import figure
-from dplab.training import data, loop
+from dplab.training import loop
 from dplab.training.config import resolve_run
 
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("synth")
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 300, "test_size": 100, "dim": 5, "classes": 3,
-                                "feature_norm": 1.0}, "synthetic")
-    data.write(folder, *data.prepare(cfg, "synthetic"))
-    return data.load(folder)
+    return synthetic_data(tmp_path_factory.mktemp("synth"), 300, 100)
 
 
 def train(synth, tmp_path, name, **run):

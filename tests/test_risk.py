@@ -134,3 +134,21 @@ def test_poisson_replace_one_equals_riskcal_on_the_same_pld():
     assert np.all(np.asarray(ours["tpr"]) >= theirs - 1e-12)
     assert ours["neighbouring"] == "replace_one"
     assert ours["advantage"] == pytest.approx(pld.get_delta_for_epsilon(0.0), rel=1e-12)
+
+
+def test_sweep_rows_carry_riskcals_risk_where_a_pld_exists():
+    """The ε-vs-T table: each pld row's TPRs and advantage are riskcal's at its own T; rdp's rows
+    (no PLD) leave them empty and say so; the same columns appear in every row."""
+    from dplab.accounting.sweep import COLUMNS, sweep
+
+    setting = Setting(noise_multiplier=1.0, sampling="poisson", dataset_size=1000, batch_size=10, steps=100)
+    table = sweep(setting, 1e-5, ["pld", "rdp"], np.array([5, 40]))
+    assert list(table.columns) == COLUMNS
+    tprs = [f"tpr_at_fpr_{a:g}" for a in FPRS]
+    for row in table[table.accountant == "pld"].itertuples():
+        theirs = 1 - np.asarray(get_beta_for_dpsgd(1.0, 0.01, row.steps, alpha=np.array(FPRS)))
+        assert table.loc[row.Index, tprs].to_numpy(float) == pytest.approx(theirs, rel=5e-3)
+        assert row.advantage == pytest.approx(get_advantage_for_dpsgd(1.0, 0.01, row.steps), rel=1e-9)
+    rdp = table[table.accountant == "rdp"]
+    assert rdp[[*tprs, "advantage"]].isna().all().all()
+    assert rdp.risk_note.str.contains("rdp has no privacy-loss distribution").all()

@@ -38,6 +38,8 @@ def test_train_writes_metrics_and_summary(digits_dir, tmp_path):
     assert summary["risk"]["fpr"] == [0.001, 0.01, 0.1] and 0 < summary["risk"]["advantage"] < 1  # from pld's PLD
     assert not (out / "checkpoint.pt").exists()
     assert (out / "grad_norms.csv").read_text() == "step,grad_norm\n"  # no record_grad_norms: the header only
+    assert (out / "individual_epsilon.csv").read_text() == "index,class,individual_epsilon\n"  # likewise
+    assert "individual_privacy" not in summary
 
 
 def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):

@@ -129,7 +129,7 @@ def _training_stage(config: dict, folder: str, run: dict) -> dict:
                f" --out {layout.RESULTS}/{folder} --mf-cache {layout.RESULTS}/mf --threads {config['threads']}",
         "deps": [*layout.data_files(run["dataset"]).values(), *([layout.mf_file(key)] if key else [])],
         "params": _params("seed", f"grids.{grid}" if grid else f"runs.{name}"),
-        "outs": [files["summary"], files["model"], files["grad_norms"]],
+        "outs": [files["summary"], files["model"], files["grad_norms"], files["individual_epsilon"]],
         "metrics": [files["metrics_json"]],
         "plots": [{files["metrics"]: run_plot(name, run)}],
     }

@@ -13,10 +13,12 @@ PROVENANCE = f"{RESULTS}/provenance.json"
 def training_files(folder: str) -> dict[str, str]:
     """What a training job writes into results/<folder> (a key of :func:`dplab.jobs.training_runs`).
     grad_norms.csv holds the recorded norms of a run with ``record_grad_norms: true`` and only
-    its header otherwise, so that every training job has the same outputs (one rule)."""
+    its header otherwise, so that every training job has the same outputs (one rule); likewise
+    individual_epsilon.csv with ``individual_epsilon: true``."""
     base = f"{RESULTS}/{folder}"
     return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt",
-            "grad_norms": f"{base}/grad_norms.csv", "metrics_json": f"{base}/metrics.json"}
+            "grad_norms": f"{base}/grad_norms.csv",
+            "individual_epsilon": f"{base}/individual_epsilon.csv", "metrics_json": f"{base}/metrics.json"}
 
 
 def run_files(run: str) -> dict[str, str]:

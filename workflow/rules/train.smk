@@ -12,6 +12,7 @@ rule train:
         summary="results/{run_dir}/summary.json",
         model="results/{run_dir}/model.pt",
         grad_norms="results/{run_dir}/grad_norms.csv",
+        individual_epsilon="results/{run_dir}/individual_epsilon.csv",
         metrics_json="results/{run_dir}/metrics.json",
     log:
         "logs/{run_dir}.log",

@@ -145,6 +145,26 @@ def risk(setting: Setting, fprs=FPRS) -> dict:
             "neighbouring": setting.neighbouring, "method": method}
 
 
+#: the risk columns of a tidy table (sweeps, figure tables): the TPR at each FPR of :data:`FPRS`, the
+#: advantage, and ``risk_note`` (the method, or why a row has no risk)
+COLUMNS = [*(f"tpr_at_fpr_{a:g}" for a in FPRS), "advantage", "risk_note"]
+
+
+def columns(accountant: str, setting: Setting | None) -> dict:
+    """The :data:`COLUMNS` of one table row: the risk of ``setting``'s T steps where ``accountant``
+    has a privacy-loss distribution (:func:`risk`), else empty values and the reason."""
+    why = unavailable(accountant, setting) if setting is not None else "no setting (non-private)"
+    if why is None:
+        try:
+            reading = risk(setting)
+        except DPLabError as err:
+            why = str(err)
+        else:
+            return {**{c: t for c, t in zip(COLUMNS, reading["tpr"])}, "advantage": reading["advantage"],
+                    "risk_note": f"{reading['neighbouring']}; {reading['method']}"}
+    return {**{c: float("nan") for c in COLUMNS[:-1]}, "risk_note": f"no risk: {why}"}
+
+
 def check_target(tpr: float | None, fpr: float | None, advantage: float | None) -> None:
     """A risk target: either (tpr, fpr) with 0 < fpr < tpr < 1, or an advantage in (0, 1)."""
     if advantage is not None:

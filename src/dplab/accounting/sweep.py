@@ -5,7 +5,9 @@ setting and the update recorded in its summary.json) is asked once for its whole
 (``epsilon_curve``); any other contributes one row with an empty ε and the reason, so a table
 never silently drops a bound.  Every row's ``bound`` says what its ε is: only ``upper`` rows are
 the run's claims; ``lower`` and ``comparison`` rows are the reference values its summary.json
-reports beside them (``epsilon_lower``, ``epsilon_comparison``), never a guarantee.
+reports beside them (``epsilon_lower``, ``epsilon_comparison``), never a guarantee.  Every row
+carries the attack risk at its T (:data:`dplab.accounting.risk.COLUMNS`) where its accountant has a
+privacy-loss distribution, else empty risk values and ``risk_note`` saying why.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dplab.accounting import risk
 from dplab.accounting.claims import Update, exclusion
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
@@ -23,7 +26,7 @@ from dplab.validate import at_least, integer
 #: columns of every sweep table, in order
 COLUMNS = [
     "accountant", "steps", "epsilon", "delta", "neighbouring", "sampling", "release", "bound",
-    "noise_multiplier", "sampling_rate", "reason",
+    "noise_multiplier", "sampling_rate", "reason", *risk.COLUMNS,
 ]
 
 
@@ -67,10 +70,12 @@ def sweep(setting: Setting | None, delta: float | None, accountants: list[str], 
             except AssumptionError as err:
                 why = str(err)
         if why is not None:
-            rows.append({**common, "steps": np.nan, "epsilon": np.nan, "reason": why})
+            rows.append({**common, "steps": np.nan, "epsilon": np.nan, "reason": why,
+                         **risk.columns(name, None), "risk_note": "no risk: no ε (see reason)"})
             progress.update(done, f"{name}: excluded ({why})")
             continue
-        rows += [{**common, "steps": int(t), "epsilon": float(e), "reason": ""} for t, e in zip(steps, eps)]
+        rows += [{**common, "steps": int(t), "epsilon": float(e), "reason": "",
+                  **risk.columns(name, setting.replace(steps=int(t)))} for t, e in zip(steps, eps)]
         progress.update(done, f"{name}: ε at T={int(steps[-1])} = {float(eps[-1]):.4g} ({accountant.bound} bound, {where})")
     progress.close()
     return pd.DataFrame(rows, columns=COLUMNS)

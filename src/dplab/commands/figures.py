@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 from pathlib import Path
 
 from dplab.errors import DPLabError
@@ -154,6 +156,26 @@ def _check_complete(results: Path, config_file: str | None) -> None:
                                       "(snakemake), the index lists complete results only")
 
 
+def run_risks(results: Path) -> list[str]:
+    """The index's table of the runs of config `runs`: each one's ε (its claims) and beside it the
+    attack risk its summary.json records (TPR at FPR 0.01, advantage), or why it has none."""
+    from dplab.figures.runs import risk_columns
+
+    lines = ["", "## Runs: ε and the attack risk beside it", "",
+             "Risk: any membership attacker's TPR at FPR 0.01 and advantage TPR − FPR over the run's steps, from the "
+             "pld privacy-loss distribution (docs/risk.md).", "",
+             "| run | ε claimed (δ) | TPR at FPR 0.01 | advantage | |", "| --- | --- | --- | --- | --- |"]
+    for path in sorted(results.glob("runs/*/summary.json")):
+        summary = json.loads(path.read_text())
+        eps = ", ".join(f"{k} {v:.4g}" for k, v in summary["epsilon"].items()) or "none"
+        delta = f" (δ = {summary['delta']:g})" if summary.get("delta") else ""
+        risk = risk_columns(summary)
+        cells = (["—", "—", risk["risk_note"]] if math.isnan(risk["advantage"]) else
+                 [f"{risk['tpr_at_fpr_0.01']:.4g}", f"{risk['advantage']:.4g}", ""])
+        lines.append(f"| {path.parent.name} | {eps}{delta} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def run_index(args) -> int:
     import pandas as pd
 
@@ -179,6 +201,7 @@ def run_index(args) -> int:
             f"| {module.TITLE} | {module.SOURCE} | [pdf](figures/{figure_id}.pdf), "
             f"[png](figures/{figure_id}.png) | [tables/{figure_id}.csv](tables/{figure_id}.csv) |"
         )
+    lines += run_risks(results)
     tables = sorted(p.relative_to(results).as_posix() for p in results.glob("accounting/*.csv"))
     tables += sorted(p.relative_to(results).as_posix() for p in results.glob("runs/*/metrics.csv"))
     lines += ["", "## Result tables", ""] + [f"- [{t}]({t})" for t in tables]

@@ -18,7 +18,8 @@ def register(subparsers) -> None:
         "`epsilon_lower`/`epsilon_comparison` beside them, `epsilon_bound` each one's label; excluded "
         "accountants and why), DIR/metrics.json (final test accuracy, test and train loss, δ and ε per claimed "
         "accountant: what `dvc metrics show` lists), DIR/model.pt and "
-        "DIR/grad_norms.csv (the recorded norms with record_grad_norms, else only its header); resumes from "
+        "DIR/grad_norms.csv (the recorded norms with record_grad_norms, else only its header), "
+        "DIR/individual_epsilon.csv (each record's individual ε with individual_epsilon, else only its header); resumes from "
         "DIR/checkpoint.pt if a previous attempt was interrupted.",
     )
     add_source(p, "--run-json", "the run as a JSON object", "pipeline config (with --run) or single-run YAML",
@@ -83,6 +84,8 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) 
     with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
         if not cfg["record_grad_norms"]:  # every run folder has the same files: one Snakemake rule trains them all
             write_text(folder / "grad_norms.csv", ",".join(loop.GRAD_NORM_COLUMNS) + "\n")
+        if not cfg["individual_epsilon"]:
+            write_text(folder / "individual_epsilon.csv", ",".join(loop.INDIVIDUAL_COLUMNS) + "\n")
         summary = loop.train(cfg, dataset, folder, factorization=factorization)
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary["epsilon"].items()) or "none"
     for name, kind in summary["epsilon_bound"].items():  # beside the claims: never the run's ε

@@ -44,6 +44,8 @@ FIGURE_IDS = (
     "mf_scale",
     "tightness_audit",
     "sampling_gap",
+    "individual_privacy",
+    "risk_calibration",
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dplab import layout
+from dplab.accounting import risk
 from dplab.accounting.claims import from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
@@ -24,7 +25,9 @@ CAPTION = (
     "(the σ, q, δ, sampling and neighbouring relation of the training run named in the config), and the ratio of "
     "each to the tight PLD value at the same T. A ratio of 1.3 means the bound claims 30% more privacy loss than "
     "the tight accounting. Accountants the run may not claim (the setting violates their assumptions, or the "
-    "run's update is not the one they analyse) are listed under the plot with the reason."
+    "run's update is not the one they analyse) are listed under the plot with the reason. The table carries, beside "
+    "each PLD ε, the attack risk of the same T steps (TPR at FPR 0.001, 0.01, 0.1 and the advantage); the other "
+    "accountants have no privacy-loss distribution and say so in risk_note."
 )
 INPUTS: dict[str, type] = {"sweep": str, "summary": str}
 
@@ -63,7 +66,8 @@ def _claimed(sweep: pd.DataFrame, summary: dict) -> pd.DataFrame:
     for name, rows in sweep.groupby("accountant", sort=False):
         why = refusal(name, setting, update) if rows.epsilon.notna().any() else None
         if why:
-            rows = rows.iloc[:1].assign(steps=float("nan"), epsilon=float("nan"), reason=why)
+            rows = rows.iloc[:1].assign(steps=float("nan"), epsilon=float("nan"), reason=why,
+                                        **{**risk.columns(name, None), "risk_note": "no risk: no ε (see reason)"})
         keep.append(rows)
     return pd.concat(keep, ignore_index=True)
 

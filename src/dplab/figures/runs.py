@@ -1,13 +1,15 @@
 """Reading training results for the figures drawn from runs: config cross-checks, file lists,
 one description per run (method, accountant, σ) taken from its summary.json, the ε it may
 claim (:func:`claims`, decided anew by :func:`dplab.accounting.claims.refusal`), and the lower
-bounds and comparisons reported beside it (:func:`references`: never a claim)."""
+bounds and comparisons reported beside it (:func:`references`: never a claim), and the attack
+risk its summary.json records beside its ε (:func:`risk_columns`, in every description)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from dplab import layout
+from dplab.accounting import risk
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, exclusion, from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.inputs import run_metrics, run_summary
@@ -70,7 +72,19 @@ def describe(summary: dict) -> dict:
         "target_epsilon": run.get("target_epsilon"),
         "delta": summary["delta"],
         "neighbouring": summary["neighbouring"],
+        **risk_columns(summary),
     }
+
+
+def risk_columns(summary: dict) -> dict:
+    """The attack risk the run's summary.json records beside its ε (:data:`dplab.accounting.risk.COLUMNS`:
+    TPR at each FPR, advantage, ``risk_note``), or empty values and why there is none."""
+    reading = summary.get("risk") or {"unavailable": "summary.json records no risk reading"}
+    if "tpr" not in reading:
+        return {**{c: float("nan") for c in risk.COLUMNS[:-1]}, "risk_note": f"no risk: {reading['unavailable']}"}
+    tpr = dict(zip(reading["fpr"], reading["tpr"]))
+    return {**{f"tpr_at_fpr_{a:g}": tpr.get(a, float("nan")) for a in risk.FPRS}, "advantage": reading["advantage"],
+            "risk_note": f"{reading['neighbouring']}; {reading['method']}"}
 
 
 def claims(summary: dict) -> dict[str, str | None]:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from dplab import units
-from dplab.accounting import Setting, get
+from dplab.accounting import Setting, get, risk
 from dplab.accounting.claims import analysed_update, refusal
 from dplab.errors import AssumptionError
 from dplab.figures import Inputs, style
@@ -76,7 +76,9 @@ def technique_setting(name: str, values: dict, steps: int) -> Setting:
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
-    """One row per technique: its σ for (ε, δ) on the common setting, or the reason it has none."""
+    """One row per technique: its σ for (ε, δ) on the common setting, or the reason it has none, and
+    the attack risk of that σ where the technique has a privacy-loss distribution
+    (:func:`dplab.accounting.risk.columns`)."""
     eps, delta = params["epsilon"], params["delta"]
     rows = []
     for name in params["accountants"]:
@@ -101,6 +103,10 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
                 row.update(noise_multiplier=sigma,
                            effective_noise_multiplier=units.effective_noise_multiplier(sigma, neighbouring))
         row["seconds"] = round(time.perf_counter() - start, 2)
+        if row["reason"]:
+            row.update(risk.columns(name, None), risk_note="no risk: no σ (see reason)")
+        else:  # the attack risk of that σ where the technique has a privacy-loss distribution
+            row.update(risk.columns(name, setting.replace(noise_multiplier=row["noise_multiplier"])))
         rows.append({**row, **values})
     return pd.DataFrame(rows)
 

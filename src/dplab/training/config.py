@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dplab.accounting import risk
+from dplab.accounting import individual, risk
 from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
 from dplab.training import dp_mf
@@ -57,6 +57,22 @@ def _check_risk_target(cfg: dict, method, err) -> None:
     if cfg["accountant"] not in (None, *risk.PLD_ACCOUNTANTS):
         raise err("accountant", f"a risk target is calibrated with pld (its privacy-loss distribution); got {cfg['accountant']!r}")
     cfg["accountant"] = "pld"
+
+
+def _check_individual(cfg: dict, method, err) -> None:
+    """``individual_epsilon``: a private method with independent Gaussian noise, on a sampling and
+    relation :mod:`dplab.accounting.individual` implements."""
+    if not method.private or method.name == "dp_mf":
+        raise err("individual_epsilon", f"needs a private method with independent noise; got method {method.name}")
+    try:
+        individual.check(cfg["sampling"], cfg["neighbouring"])
+    except DPLabError as why:
+        raise err("individual_epsilon", why.message) from None
+    if cfg["individual_budget"] is not None:
+        try:
+            individual.filter_budget(cfg["individual_budget"], cfg["individual_order"], cfg["delta"])
+        except DPLabError as why:
+            raise err(why.key, why.message) from None
 
 
 def resolve_run(raw: dict, where: str = "") -> dict:
@@ -110,6 +126,10 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         for key in ("noise_multiplier", "target_epsilon", "target_tpr", "target_fpr", "accountant"):
             if cfg[key] is not None:
                 raise err(key, "the non-private method sgd takes no noise and no accountant")
+    if cfg["individual_epsilon"]:
+        _check_individual(cfg, method, err)
+    elif cfg["individual_budget"] is not None:
+        raise err("individual_budget", "the Rényi filter needs individual_epsilon: true")
     check_accountants(cfg, err)
     dp_mf.resolve(cfg, err)
     if cfg["sampling"] == "full_batch":

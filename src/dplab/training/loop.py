@@ -42,10 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
 import torch
 from torch import nn
 
 from dplab import __version__
+from dplab.accounting import individual
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import Diverged, DPLabError
 from dplab.training import checkpoint, models, samplers
@@ -55,6 +57,7 @@ from dplab.io import atomic_writes, json_text, text_file
 from dplab.philox import PortableGenerator
 from dplab.progress import Progress
 from dplab.training.methods import METHODS, Method
+from dplab.training.per_example import clipped_grad_sum
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.privacy import Plan, plan, risk_reading
 from dplab.training.run_metrics import metrics
@@ -63,6 +66,10 @@ from dplab.training.step import denominator, dp_step, project
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
 #: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged step's batch
 GRAD_NORM_COLUMNS = ("step", "grad_norm")
+#: columns of DIR/individual_epsilon.csv (``individual_epsilon``): one row per training record
+INDIVIDUAL_COLUMNS = ("index", "class", "individual_epsilon")
+#: records per pass when every record's gradient norm is computed (``individual_epsilon``)
+NORM_CHUNK = 4096
 #: on an accelerator, batches are drawn this many steps ahead (one host→device copy per block)
 BATCH_BLOCK = 256
 #: added to the run's seed for the noise generator on an accelerator (run seeds are < 2³²)
@@ -189,6 +196,8 @@ class _Run:
     step: int = 0
     rows: list[dict] = field(default_factory=list)
     norms: list[tuple[int, float]] = field(default_factory=list)
+    counts: torch.Tensor | None = None  # individual_epsilon: (n, LEVELS + 1) steps per record and sensitivity level
+    level_rdp: torch.Tensor | None = None  # individual_budget: RDP at the filter's order of one step at each level
 
     @property
     def ahead(self) -> bool:
@@ -234,10 +243,15 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
 
     generator, noise_generator = streams(device, cfg["seed"], cfg["noise_rng"])
     env = environment(device)
-    return _Run(cfg, info, method, device, model, params, n, b, dimension, grid, sampler, claim, noise_source,
-                models.example_loss(model, cfg["l2"]), generator, noise_generator,
-                data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
-                env, checkpoint.fingerprint(cfg, info, env))
+    run = _Run(cfg, info, method, device, model, params, n, b, dimension, grid, sampler, claim, noise_source,
+               models.example_loss(model, cfg["l2"]), generator, noise_generator,
+               data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
+               env, checkpoint.fingerprint(cfg, info, env))
+    if cfg["individual_epsilon"]:
+        run.counts = torch.zeros((n, individual.LEVELS + 1), dtype=torch.int64, device=device)
+    if cfg["individual_budget"] is not None:
+        run.level_rdp = torch.as_tensor(individual.order_rdp(claim.setting, cfg["individual_order"]), device=device)
+    return run
 
 
 def _resume(run: _Run, out: Path) -> Progress:
@@ -246,6 +260,8 @@ def _resume(run: _Run, out: Path) -> Progress:
     state = checkpoint.resume(out, run.fingerprint, run.env)
     if state is not None:
         run.step, run.rows, run.norms = state["step"], state["rows"], state["norms"]
+        if run.counts is not None:
+            run.counts = state["counts"].to(run.device)
         run.params = {k: v.to(run.device) for k, v in state["params"].items()}
         run.generator.set_state(state["generator"])
         if run.ahead:
@@ -268,6 +284,8 @@ def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], N
     for step, idx in batches(run.sampler, run.generator, run.device, run.step + 1, cfg["steps"],
                              BATCH_BLOCK if run.ahead else 1, cfg["checkpoint_every"]):
         noise = run.noise_source.sample(step, params, run.noise_generator) if run.method.private else None
+        if run.counts is not None:
+            idx = _count_levels(run, idx)
         grads = dp_step(run.loss, params, run.x_train[idx], run.y_train[idx], noise, clip=cfg["clip"], lr=cfg["lr"],
                         denom=denominator(cfg["normalize"], run.b, len(idx)), b=run.b,
                         regularization=cfg["regularization"] or 0.0, diameter=cfg["diameter"])
@@ -286,6 +304,26 @@ def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], N
         if hook is not None:
             hook(step)
     progress.close()
+
+
+def _count_levels(run: _Run, idx: torch.Tensor) -> torch.Tensor:
+    """Add one step to every record's count at its sensitivity level at the current iterate
+    (:func:`dplab.accounting.individual.levels`), sampled or not: the individual accounting needs
+    each record's clipped norm at every step (:mod:`dplab.accounting.individual`).  With the
+    Rényi filter (``individual_budget``), a record whose RDP spent plus this step's would pass the
+    budget is left out of the step (level 0); returns the batch ``idx`` without those records."""
+    clip = run.cfg["clip"]
+    levels = torch.cat([individual.levels(clipped_grad_sum(run.loss, run.params, run.x_train[start:start + NORM_CHUNK],
+                                                           run.y_train[start:start + NORM_CHUNK], clip).norms, clip)
+                        for start in range(0, run.n, NORM_CHUNK)])
+    if run.level_rdp is not None:
+        spent = run.counts.to(run.level_rdp.dtype) @ run.level_rdp
+        budget = individual.filter_budget(run.cfg["individual_budget"], run.cfg["individual_order"], run.cfg["delta"])
+        fits = spent + run.level_rdp[levels] <= budget
+        levels = torch.where(fits, levels, 0)
+        idx = idx[fits[idx]]
+    run.counts[torch.arange(run.n, device=run.device), levels] += 1
+    return idx
 
 
 def _log(run: _Run, grads) -> str:
@@ -309,6 +347,8 @@ def _save(run: _Run, out: Path) -> None:
              "norms": run.norms, "generator": run.generator.get_state(),
              "params": {k: v.cpu() for k, v in run.params.items()},
              "sampler": run.sampler.state_dict(), "noise": run.noise_source.state_dict()}
+    if run.counts is not None:
+        state["counts"] = run.counts.cpu()
     if run.ahead:
         state["noise_generator"] = run.noise_generator.get_state()
     checkpoint.save(out, state)
@@ -325,6 +365,10 @@ def _write(run: _Run, out: Path) -> dict:
              out / "metrics.csv": text_file(_metrics_csv(run.rows, run.claim, run.grid))}
     if cfg["record_grad_norms"]:
         files[out / "grad_norms.csv"] = text_file(_grad_norms_csv(run.norms))
+    if run.counts is not None:
+        eps = individual.epsilons(run.claim.setting, run.counts.cpu().numpy(), cfg["delta"])
+        files[out / "individual_epsilon.csv"] = text_file(_individual_csv(eps, run.y_train.cpu()))
+        summary["individual_privacy"] = _individual_summary(run, eps)
     files[out / "metrics.json"] = text_file(json_text(metrics(summary)))
     files[out / "summary.json"] = text_file(json_text(summary))
     atomic_writes(files)
@@ -365,6 +409,35 @@ def _grad_norms_csv(norms: list[tuple[int, float]]) -> str:
     """The unclipped per-example gradient norms at the logged steps (the batch the step used)."""
     lines = [",".join(GRAD_NORM_COLUMNS)] + [f"{step},{norm!r}" for step, norm in norms]
     return "\n".join(lines) + "\n"
+
+
+def _individual_csv(eps, labels: torch.Tensor) -> str:
+    """One row per training record: its index in the training set, its class, its individual ε."""
+    lines = [",".join(INDIVIDUAL_COLUMNS)] + [f"{i},{int(c)},{e!r}" for i, (c, e) in enumerate(zip(labels, eps.tolist()))]
+    return "\n".join(lines) + "\n"
+
+
+@torch.no_grad()
+def _individual_summary(run: _Run, eps) -> dict:
+    """summary.json's ``individual_privacy``: how the individual ε was computed, the worst case it
+    never exceeds, and the test accuracy per class (beside the per-class ε)."""
+    logits = torch.func.functional_call(run.model, run.params, (run.x_test,))
+    hit = (logits.argmax(1) == run.y_test).double()
+    per_class = {int(c): float(hit[run.y_test == c].mean()) for c in torch.unique(run.y_test)}
+    out = {"method": individual.METHOD, "neighbouring": individual.NEIGHBOURING,
+           "worst_case_epsilon": individual.worst_case(run.claim.setting, run.cfg["delta"]),
+           "max_individual_epsilon": float(eps.max()), "median_individual_epsilon": float(np.median(eps)),
+           "test_accuracy_per_class": per_class,
+           "note": "data-dependent: read from this run's trajectory and each record's own gradients; "
+                   "not a release guarantee (no filter stopped any record at a budget)"}
+    if run.level_rdp is not None:
+        cfg = run.cfg
+        out["filter"] = {"epsilon_budget": cfg["individual_budget"], "order": cfg["individual_order"],
+                         "rdp_budget": individual.filter_budget(cfg["individual_budget"], cfg["individual_order"], cfg["delta"])}
+        out["note"] = (f"Rényi filter (Feldman & Zrnic 2021): every record's RDP at order {cfg['individual_order']} "
+                       f"stays within the budget, so each record's ε at δ is at most {cfg['individual_budget']}; "
+                       "the individual ε below it is data-dependent")
+    return out
 
 
 def _summary(cfg, info, claim: Plan, rows, n, b, dimension, env) -> dict:

@@ -124,7 +124,10 @@ def risk_reading(claim: Plan) -> dict:
     0.1 and the advantage, docs/risk.md), read from pld's PLD when pld is among the run's claims;
     otherwise {"unavailable": the reason}."""
     if claim.setting is None:
-        return {"unavailable": "non-private run"}
+        if claim.noise_multiplier is None:
+            return {"unavailable": "non-private run"}
+        return {"unavailable": f"{claim.update.noise} noise (the matrix mechanism): no privacy-loss distribution of "
+                               "its steps is computed here (risk for independent noise only, docs/risk.md)"}
     if "pld" not in claim.curves:
         return {"unavailable": f"pld: {claim.excluded.get('pld', 'not among the accountants the run reports')}"}
     try:
