@@ -32,8 +32,8 @@ from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsi
 _BISECTION_STEPS = 200
 #: the smallest ε a calibration is inverted at (ε of a σ below it is reported as this bound)
 EPSILON_MIN = 1e-12
-#: rounding pad of :func:`gaussian_delta` in units of its error scale (:func:`profile_terms`): 32 ulp, 4.8× the largest
-#: error measured against 60-digit mpmath (tests/references/gaussian_profile_error.py)
+#: rounding pad of :func:`gaussian_delta` in units of its error scale (:func:`profile_terms`): 32 ulp (ulp = 2^-52),
+#: 4.8× the largest error measured against 60-digit mpmath, 6.7 ulp (tests/references/gaussian_profile_error.py)
 PROFILE_PAD = 32 * np.finfo(float).eps
 _SQRT_HALF = math.sqrt(0.5)
 
@@ -48,10 +48,11 @@ def gaussian_delta(epsilon, mu):
 
     the second form used for c ≥ 0 (where δ ≤ ½): both terms carry the one factor e^{−c²/2}, so
     no e^ε overflows and the tail keeps its relative precision down to δ = 1e-300 (the former
-    difference of ndtr terms was up to 1.3e-8 relative low there for μ ≥ 1e-3).  Vectorized over ``epsilon`` ≥ 0 and
-    ``mu`` > 0 (broadcast).  The rounding that remains is padded (:data:`PROFILE_PAD` times the
-    error scale of :func:`profile_terms`), so the result is never below the exact δ wherever that
-    is ≥ 1e-300, and the ε and σ inverted from it are never below the exact ones.
+    difference of ndtr terms was up to 1.3e-8 relative low for μ ≥ 1e-3).  Vectorized over
+    ``epsilon`` ≥ 0 and ``mu`` > 0 (broadcast).  The rounding that remains is padded
+    (:data:`PROFILE_PAD` times the error scale of :func:`profile_terms`), so the result is never
+    below the exact δ wherever that is ≥ 1e-300, and the ε and σ inverted from it are never below
+    the exact ones.
     """
     first, second, scale = profile_terms(epsilon, mu)
     return np.minimum(np.maximum(first - second, 0.0) + PROFILE_PAD * scale, 1.0)
