@@ -2,6 +2,7 @@
 
 import math
 
+import mpmath
 import numpy as np
 import pytest
 from scipy import integrate
@@ -9,7 +10,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from dplab.accounting import Setting, get
-from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, pei_terms
+from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, pei_terms, sigma_analytic
 from dplab.errors import AssumptionError
 
 SALARY = Setting(noise_multiplier=1.0, sensitivity=1e6 / 1e4)  # 004 §2: Δ = B/n = 100
@@ -24,6 +25,49 @@ def test_profile_is_the_hockey_stick_divergence(eps, mu):
 
     ref, _ = integrate.quad(f, -20, 20, points=[mu / 2 + eps / mu], limit=200, epsabs=1e-14)
     assert float(gaussian_delta(eps, mu)) == pytest.approx(ref, rel=1e-7, abs=1e-14)
+
+
+def exact_delta(epsilon: float, mu: float) -> mpmath.mpf:
+    """Balle & Wang 2018, Thm 8 at 60 digits, at the float inputs exactly."""
+    with mpmath.workdps(60):
+        e, m = mpmath.mpf(epsilon), mpmath.mpf(mu)
+        return mpmath.ncdf(m / 2 - e / m) - mpmath.exp(e) * mpmath.ncdf(-m / 2 - e / m)
+
+
+@pytest.mark.parametrize("mu", [1e-3, 0.02, 1.0, 30.0, 1e3])
+def test_profile_is_never_below_the_60_digit_value(mu):
+    """Issue 23: gaussian_delta ≥ the exact δ at every ε from 0 to 1e4 with δ ≥ 1e-300 (c = ε/μ − μ/2
+    up to 37.5), and above it by at most 1e-8 relative where δ ≤ ½ (the pad, measured ≤ 2.8e-10
+    for μ ≥ 1e-3 by tests/references/gaussian_profile_error.py).  The former difference of ndtr's
+    was up to 1e-8 relative low, e.g. 2.9e-10 at μ = 0.02, δ = 1e-300."""
+    c = np.concatenate([np.linspace(-mu / 2, 37.5, 40), [0.0, 36.9]])
+    eps = np.unique(np.clip(mu * (c + mu / 2), 0.0, 1e4))
+    ours = gaussian_delta(eps, mu)
+    for e, d in zip(eps, ours):
+        exact = exact_delta(e, mu)
+        if exact >= 1e-300:
+            assert d >= exact, (e, mu)
+            assert exact > 0.5 or d <= exact * (1 + 1e-8), (e, mu)
+
+
+@pytest.mark.parametrize("sigma,delta", [(50.0, 1e-300), (1000.0, 1e-100), (0.5, 1e-300), (2.0, 1e-12)])
+def test_epsilon_is_never_below_the_60_digit_value(sigma, delta):
+    """The ε inverted from the profile at the δ floor is an upper bound: the exact δ there is ≤ δ
+    (the ndtr difference gave ε 2.1e-13 low at σ = 50, δ = 1e-300, and low at σ = 1000,
+    δ = 1e-100), and within 1e-10 relative of the exact ε (δ at ε·(1 − 1e-10) exceeds it)."""
+    eps = float(gaussian_epsilon(delta, 1 / sigma))
+    assert exact_delta(eps, 1 / sigma) <= delta
+    assert exact_delta(eps * (1 - 1e-10), 1 / sigma) > delta
+
+
+@pytest.mark.parametrize("eps,delta", [(0.5, 1e-300), (1.0, 1e-300), (1.0, 1e-100), (5.0, 1e-300), (1.0, 1e-5)])
+def test_analytic_sigma_is_never_below_the_60_digit_value(eps, delta):
+    """sigma_analytic is a valid σ: the exact δ at its σ is ≤ δ (the ndtr difference gave a σ
+    too small at each of these, by 6e-15 relative on δ at δ = 1e-5 and 2e-10 at 1e-300), and within
+    1e-9 relative of the smallest valid σ."""
+    sigma = sigma_analytic(eps, delta)
+    assert exact_delta(eps, 1 / sigma) <= delta
+    assert exact_delta(eps, 1 / (sigma * (1 - 1e-9))) > delta
 
 
 def test_profile_inverse():

@@ -94,6 +94,23 @@ def test_pld_curve_delta_and_rdp_paths_at_the_issue_setting():
     assert get("rdp").epsilon(setting, row["delta"]) >= row["epsilon_low"]
 
 
+def test_pld_pair_is_certified_in_both_directions(monkeypatch):
+    """add_remove: the printed ε (curve path) is where both PMFs' certified δ are ≤ δ, and it is the
+    larger of their certified ε.  The other PMF's ε is only searched where its certified δ at the
+    first's ε exceeds δ; swapping the pair (add first, the smaller ε here) takes that branch."""
+    acc, setting, delta, steps = get("pld"), _poisson(2.0, 0.5, 10), 1e-5, np.array([3, 10])
+    composed, tilted = acc.composed(setting, steps)
+    alone = [[p.epsilon(int(t), delta, g) for t, g in zip(steps, c.epsilons(steps, delta))]
+             for c, p in zip(composed, tilted)]
+    assert np.all(np.array(alone[0]) > np.array(alone[1]))  # remove's ε is the larger here
+    for pair in ((composed, tilted), (composed[::-1], tilted[::-1])):
+        monkeypatch.setattr(type(acc), "composed", lambda self, s, t, pair=pair: pair)
+        eps = acc.epsilon_curve(setting, delta, steps)
+        np.testing.assert_allclose(eps, np.max(alone, axis=0), rtol=1e-9)
+        for p in tilted:  # up to the rounding of the read-off's closed form ε = log((A − δ)/E)
+            assert all(p.delta(int(t), e) <= delta * (1 + 1e-12) for t, e in zip(steps, eps))
+
+
 @pytest.mark.parametrize("sigma, q, delta, neighbouring", [(1.0, 0.3, 1e-12, "add_remove"), (1.0, 0.3, 1e-12, "replace_one"),
                                                           (2.0, 0.999, 1e-12, "add_remove"),
                                                           (0.8, 0.01, 1e-6, "replace_one")])

@@ -305,10 +305,16 @@ class PldAccountant(_DpAccountingAdapter):
             return gaussian_epsilon(delta, self.full_batch_mu(setting, steps))
         composed, tilted = self.composed(setting, steps)
 
-        def certified(ts):  # max over the pair
-            guesses = [c.epsilons(ts, delta) for c in composed]
-            return np.array([max(p.epsilon(int(t), delta, guess[j]) for p, guess in zip(tilted, guesses))
-                             for j, t in enumerate(ts)])
+        def certified(ts):
+            """The pair's ε: the first PMF's (remove, usually the larger); the other's only at the T
+            where its certified δ at that ε exceeds δ (elsewhere it is certified to be no larger)."""
+            eps = np.array([tilted[0].epsilon(int(t), delta, g) for t, g in zip(ts, composed[0].epsilons(ts, delta))])
+            for c, p in zip(composed[1:], tilted[1:]):
+                over = np.flatnonzero([math.isfinite(e) and p.delta(int(t), e) > delta for t, e in zip(ts, eps)])
+                guesses = c.epsilons(ts[over], delta, floor=eps[over])
+                for j, g in zip(over, guesses):
+                    eps[j] = max(eps[j], p.epsilon(int(ts[j]), delta, g))
+            return eps
 
         return pld_curve.monotone_curve(certified, steps)
 

@@ -132,8 +132,10 @@ class TiltedPmf:
         scale = t * lm - lam * center  # log of the untilted PMF's scale at the tilted mean
         last = t * self.top
         hi = min(last, math.ceil(center + 8 * spread))
-        while hi < last and self._above(t, lam, hi) > scale + ABOVE_LOG:
+        above = self._above(t, lam, hi) if hi < last else -math.inf  # log of the mass above the window
+        while above > scale + ABOVE_LOG:
             hi = min(last, math.ceil(hi + 8 * spread))
+            above = self._above(t, lam, hi) if hi < last else -math.inf
         lo = max(0, math.floor(center - WIDTH_BELOW * spread))
         if below == -math.inf:
             lo = 0
@@ -152,7 +154,7 @@ class TiltedPmf:
             probs = np.exp(np.minimum(exponent, 700.0)) * tilted
         # a probability is ≤ 1: rounding noise far below the mean, amplified by e^{-λk}, is capped there
         probs = np.where((exponent > 700.0) & (tilted > 0), 1.0, np.minimum(probs, 1.0))
-        extra = (math.exp(self._above(t, lam, hi)) if hi < last else 0.0) + size * np.finfo(float).tiny
+        extra = math.exp(above) + size * np.finfo(float).tiny
         eta = FFT_C * (t + 2) * math.ceil(math.log2(size)) * U * max(1.0, math.sqrt(size * float(np.sum(w * w)))) if t > 1 else 0.0
 
         def rounding(epsilon: float) -> float:
