@@ -11,7 +11,11 @@ import pytest
 import yaml
 
 from conftest import ROOT, run
+from dplab import accounting
+from dplab.accounting.setting import Setting
 from dplab.cli import main
+from dplab.commands.accounting import PROBE, proved_for
+from dplab.errors import DPLabError
 
 
 def _refused(argv, capsys) -> str:
@@ -260,11 +264,44 @@ SETTING = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100
 
 
 @pytest.mark.parametrize("accountant, flag", [("rdp", "--sensitivity"), ("pld", "--sensitivity"),
-                                              ("pld", "--alpha"), ("moments", "--alpha")])
+                                              ("pld", "--alpha"), ("moments", "--alpha"), ("rdp", "--clip"),
+                                              ("rdp", "--lr"), ("pld", "--dimension"), ("pld", "--diameter"),
+                                              ("rdp", "--lipschitz"), ("moments", "--strong-convexity")])
 def test_a_setting_flag_the_accountant_never_reads_is_refused(capsys, accountant, flag):
-    """rdp with --sensitivity 3 printed the ε of rdp without it."""
+    """rdp with --sensitivity 3 (or --clip, --lr, --dimension …) printed the ε of rdp without it."""
     line = _refused(["epsilon", "--accountant", accountant, *SETTING, flag, "3"], capsys)
     assert f"{flag}: accountant '{accountant}' does not read it" in line
+
+
+def test_sigma_reads_clip_for_the_noise_std(capsys):
+    """``sigma --clip C`` prints the noise std σ·C on the clipped sum: the command reads --clip."""
+    capsys.readouterr()
+    assert main(["sigma", "--accountant", "rdp", "--sampling-rate", "0.01", "--steps", "100", "--epsilon", "1",
+                 "--delta", "1e-5", "--clip", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["noise_std"] == pytest.approx(2 * out["noise_multiplier"], rel=1e-12)
+
+
+@pytest.mark.parametrize("name", accounting.names())
+def test_a_field_an_accountant_does_not_read_leaves_its_answer_unchanged(name):
+    """The table behind the refusals (``Accountant.unused``, the complement of requires, excludes
+    and reads) is true of the code: each unused field, set on a setting the accountant accepts,
+    gives the same δ at ε = 1 to the last bit."""
+    acc = accounting.get(name)
+    sampling, relations = next(iter(proved_for(acc).items()))
+    keys = set(acc.requires) | ({"dataset_size", "batch_size"} if "sampling_rate" in acc.requires else set())
+    fields = {key: PROBE[key] for key in keys if key in PROBE}
+    if sampling == "full_batch" and "batch_size" in fields:
+        fields["batch_size"] = fields["dataset_size"]
+    base = Setting(sampling=sampling, neighbouring=relations[0], **fields)
+    try:
+        acc.check(base)
+    except DPLabError:  # the fixed-batch bounds refuse add_remove at n mod b = 0 (pabi needs b | n)
+        base = base.replace(dataset_size=base.dataset_size + 1, sampling_rate=None)
+    values = {**PROBE, "alpha": 3.0}
+    delta = acc.delta(base, 0.5)
+    for field in acc.unused:
+        assert acc.delta(base.replace(**{field: values[field]}), 0.5) == delta, field
 
 
 def test_gaussian_calibrations_refuse_training_constants(capsys):
