@@ -137,10 +137,10 @@ def langevin_table(tmp_path_factory):
     from figure_params import default_params
 
     from dplab.figures import figure
-    from dplab.io import write_csv
+    from dplab.tables import write_table
 
     path = tmp_path_factory.mktemp("table") / "langevin_rdp.csv"
-    write_csv(path, figure("langevin_rdp").table({}, default_params("langevin_rdp")))
+    write_table(path, figure("langevin_rdp").table({}, default_params("langevin_rdp")))
     return path
 
 
@@ -157,6 +157,68 @@ def test_a_figure_table_cut_mid_line_is_refused_not_drawn(langevin_table, tmp_pa
     assert not pdf.exists() and not png.exists()
     assert main(["figure-draw", "langevin_rdp", "--table", str(langevin_table), "--pdf", str(pdf), "--png", str(png)]) == 0
     assert pdf.stat().st_size > 0 and png.stat().st_size > 0
+
+
+def _cut_rows(path, rows: int) -> tuple[int, int]:
+    """Drop the last ``rows`` whole lines of the CSV ``path`` (a cut at a line boundary: still valid
+    CSV ending with a newline); (rows written, rows left)."""
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[: len(lines) - rows]))
+    return len(lines) - 1, len(lines) - 1 - rows
+
+
+def test_a_figure_table_cut_at_a_line_boundary_is_refused_naming_the_rows(langevin_table, tmp_path, capsys):
+    """figure-draw drew a table with its last rows missing (cut exactly after a line): the table
+    records its row count (dplab.tables.ROWS), which the reader checks."""
+    cut = tmp_path / "cut.csv"
+    cut.write_bytes(langevin_table.read_bytes())
+    written, left = _cut_rows(cut, 2)
+    pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
+    line = _refused(["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)], capsys)
+    assert f"{cut}: table of figure langevin_rdp truncated or altered: {left} rows where its writer wrote {written}" in line
+    assert not pdf.exists() and not png.exists()
+    _cut_rows(cut, left)  # the header alone
+    assert "has a header but no rows" in _refused(["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf),
+                                                   "--png", str(png)], capsys)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A prepared synthetic dataset and a 6-step dp_sgd run on it (tests/bad_inputs.py's)."""
+    import bad_inputs
+
+    work = tmp_path_factory.mktemp("tiny")
+    data, _, _ = bad_inputs.prepare(work, lambda argv, timeout: (main(argv), "", 0.0))
+    return data, work / "run" / "summary.json"
+
+
+def test_a_sweep_table_cut_at_a_line_boundary_is_refused(tiny_run, tmp_path, capsys):
+    """`dplab sweep` writes the row count; accountants_vs_pld's table refuses the sweep with rows missing."""
+    _, summary = tiny_run
+    sweep = tmp_path / "sweep.csv"
+    assert main(["sweep", "--summary", str(summary), "--accountants", "rdp", "pld", "--points", "3",
+                 "--out", str(sweep)]) == 0
+    written, left = _cut_rows(sweep, 1)
+    out = tmp_path / "t.csv"
+    line = _refused(["figure-table", "accountants_vs_pld", "--params-json", '{"sweep": "s"}', "--inputs",
+                     f"sweep={sweep}", f"summary={summary}", "--out", str(out)], capsys)
+    assert f"{sweep}: sweep table truncated or altered: {left} rows where its writer wrote {written}" in line
+    assert not out.exists()
+
+
+def test_an_audit_table_cut_at_a_line_boundary_is_refused(digits_dir, tmp_path, capsys):
+    """`dplab audit` writes the row count; tightness_audit's table refuses the audit with rows missing."""
+    entry = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"]["digits_last_iterate_convex"]
+    entry = {**entry, "steps": [1], "runs": 4, "seed": 0}
+    audit = tmp_path / "audit.csv"
+    capsys.readouterr()
+    assert main(["audit", "--audit-json", json.dumps(entry), "--data", str(digits_dir), "--out", str(audit)]) == 0
+    written, left = _cut_rows(audit, 1)
+    out = tmp_path / "t.csv"
+    line = _refused(["figure-table", "tightness_audit", "--params-json", '{"audits": ["a"]}', "--inputs",
+                     f"audits={audit}", "--out", str(out)], capsys)
+    assert f"{audit}: audit table truncated or altered: {left} rows where its writer wrote {written}" in line
+    assert not out.exists()
 
 
 def test_run_metrics_cut_at_a_line_boundary_are_refused(tmp_path):
