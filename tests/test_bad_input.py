@@ -81,6 +81,50 @@ def test_snakemake_refuses_a_configfile_with_a_key_given_twice(project):
     assert not (project / "results").exists()
 
 
+def test_snakemake_refuses_a_config_key_given_twice_on_its_command_line(project):
+    """`snakemake --config seed=1 seed=2` planned with seed=2: the Snakefile refuses it
+    (pipeline.check_command_line; its other cases below), one line, exit 2, nothing planned."""
+    proc = run(["snakemake", "-n", "--quiet", "--config", "seed=1", "seed=2"], cwd=project, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("config error: --config seed: given twice (seed=1 and seed=2): the last would "
+                                   "silently win; give it once")
+    assert not (project / "results").exists()
+
+
+@pytest.mark.parametrize("argv, overrides, expected", [
+    (["snakemake", "--config", "seed=1", "--config", "threads=1"], {"threads": 1},
+     "--config: given 2 times: Snakemake keeps only the last one's values, dropping seed=1; give them all after one "
+     "--config"),
+    (["snakemake", "-n", "--configfile", "a.yaml", "--configfile=b.yaml"], {},
+     "--configfile: given 2 times: Snakemake keeps only the last one's values, dropping a.yaml"),
+    (["snakemake", "-C", "seed_map={'a': 1, 'a': 2}"], {}, "--config seed_map: key 'a' given twice; keep one"),
+    (["snakemake", "--config", "runs={'dp_sgd': {'method': 'sgd'}}"], {"runs": {"dp_sgd": {"method": "sgd"}}},
+     "--config runs.dp_sgd: is an entry of the config file too: Snakemake would merge the two key by key"),
+])
+def test_a_command_line_config_snakemake_would_resolve_silently_is_refused(argv, overrides, expected):
+    """Snakemake keeps the last of two --config (or --configfile) lists, the last of a key given
+    twice inside a mapping, and merges a --config entry key by key into the file's entry of that
+    name (a dp_sgd run turned `method: sgd` keeps its noise)."""
+    from dplab.errors import DPLabError
+    from dplab.pipeline import check_command_line
+
+    with pytest.raises(DPLabError) as err:
+        check_command_line(argv, overrides, {"seed": 0, "runs": {"dp_sgd": {"method": "dp_sgd"}}})
+    assert str(err.value).startswith(expected)
+
+
+@pytest.mark.parametrize("argv", [
+    ["snakemake", "-n", "--config", "seed=3"],  # a scalar overrides the file: Snakemake's documented use
+    ["snakemake", "-n", "--config", "seed=3", "threads=2", "--configfile", "a.yaml", "b.yaml"],
+    ["snakemake", "-n", "--config", "runs={'new_run': {'method': 'sgd'}}"],  # a new entry
+    ["pytest", "--config", "a=1", "--config", "a=2"],  # not Snakemake's command line: only the parsed pairs
+])
+def test_an_unambiguous_command_line_config_passes(argv):
+    from dplab.pipeline import check_command_line
+
+    check_command_line(argv, {"seed": 3, "runs": {"new_run": {"method": "sgd"}}}, {"seed": 0, "runs": {"dp_sgd": {}}})
+
+
 def _line_of(path, text: str, occurrence: int) -> int:
     """The line (from 1) of the ``occurrence``-th line of ``path`` that equals ``text``."""
     lines = [i + 1 for i, line in enumerate(path.read_text().splitlines()) if line.split("#")[0].rstrip() == text]
