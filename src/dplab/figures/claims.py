@@ -133,9 +133,11 @@ def regenerate(path: str) -> str:
 
 
 def sigma_command(accountant: str, setting: Setting, epsilon: float, delta: float) -> str:
-    """The ``dplab sigma`` command line that calibrates ``setting`` (its σ left out)."""
+    """The ``dplab sigma`` command line that calibrates ``setting`` (its σ, and the fields the
+    accountant does not read, which the command refuses, left out)."""
+    unused = get(accountant).unused
     flags = [f"--{key.replace('_', '-')} {value!r}" for key, value in asdict(setting).items()
-             if value is not None and key != "noise_multiplier"]
+             if value is not None and key != "noise_multiplier" and key not in unused]
     return f"dplab sigma --accountant {accountant} {' '.join(flags)} --epsilon {epsilon:g} --delta {delta:g}"
 
 
