@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import resource
@@ -35,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,7 +65,7 @@ EPS = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100", "
 @dataclass
 class Entry:
     """One bad input: ``argv`` (placeholders: DATA a prepared dataset, TABLE a figure's table,
-    OUT… paths under the output folder, FILE:<name> a file of :func:`files`), the exit code that
+    DIGITS prepared digits, OUT… paths under the output folder, FILE:<name> a file of :func:`files`), the exit code that
     says what should happen, and what it exercises (issue 25's point)."""
 
     name: str
@@ -153,6 +155,10 @@ ENTRIES: list[Entry] = [
     # 8. one line of error, and none on a good run
     Entry("epsilon rdp, a good run", 8, ["epsilon", "--accountant", "rdp", *EPS], expect=0),
     Entry("epsilon pld, a good run", 8, ["epsilon", "--accountant", "pld", *EPS], expect=0),
+    Entry("figure-table, a good run", 8, ["figure-table", "langevin_rdp", "--params-json", "{}", "--out", "OUT.csv"],
+          expect=0),
+    Entry("audit, a good run", 8, ["audit", "--audit-json", "AUDIT_GOOD", "--data", "DIGITS", "--out", "OUT.csv"],
+          expect=0),
     Entry("figure-draw, a good run", 8, ["figure-draw", "gaussian_sigma", "--table", "TABLE", "--pdf", "OUT.pdf",
                                          "--png", "OUT.png"], expect=0),
     Entry("epsilon at q = 0.1 (dp_accounting warns: every later log line printed twice)", 8,
@@ -199,6 +205,37 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
 def _audit(**change) -> dict:
     audit = yaml.safe_load(CONFIG.read_text())["audits"]["digits_last_iterate_convex"]
     return {**audit, "dataset": "synthetic", "steps": [2], "runs": 2, "seed": 0, **change}
+
+
+@contextmanager
+def fresh_stderr() -> Iterator[list[str]]:
+    """What a fresh ``dplab`` process would also print on stderr for the block, which an
+    in-process call under pytest does not show: the first line of each Python warning (under the
+    interpreter's default filters: pytest's own record every warning and print none) and each
+    library log record of level WARNING or above (which a fresh process prints through logging's
+    last-resort handler: under pytest the root logger has handlers that print nothing).  dplab's
+    own log lines are printed by its handler, and counted from stderr as they are."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            if not record.name.startswith("dplab"):
+                lines.append(f"{record.levelname}:{record.name}:{record.getMessage()}")
+
+    root, handler = logging.getLogger(), Collect(logging.WARNING)
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", category)
+            try:
+                yield lines
+            finally:
+                lines += [f"{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}" for w in caught]
+    finally:
+        root.removeHandler(handler)
 
 
 class Hang(BaseException):
@@ -260,7 +297,9 @@ def resolve(argv: list[str], out: Path, data: Path, table: Path, paths: dict[str
         elif token.startswith("FILE:"):
             name = token[5:]
             token = name if name.startswith("/") else str(paths[name])
-        resolved.append({"DATA": str(data), "TABLE": str(table), "AUDIT_RUNS": json.dumps(_audit(runs=10**9))}.get(token, token))
+        resolved.append({"DATA": str(data), "DIGITS": str(data.parent / "digits"), "TABLE": str(table),
+                         "AUDIT_RUNS": json.dumps(_audit(runs=10**9)),
+                         "AUDIT_GOOD": json.dumps(_audit(dataset="digits", steps=[1, 4], runs=4))}.get(token, token))
     return resolved
 
 
@@ -330,10 +369,13 @@ def subprocess_call(argv: list[str], timeout: float) -> tuple[int | None, str, f
 
 
 def prepare(work: Path, call: Callable[[list[str], float], tuple[int | None, str, float]]) -> tuple[Path, Path, dict]:
-    """A prepared synthetic dataset, a figure table and the list's files under ``work``."""
+    """A prepared synthetic dataset (and digits, beside it), a figure table and the list's files
+    under ``work``."""
     data, table = work / "data", work / "table.csv"
     spec = json.dumps({"kind": "synthetic", "train_size": 200, "test_size": 50, "dim": 5})
     for argv in (["prepare-data", "--dataset-json", spec, "--dataset", "synthetic", "--out", str(data)],
+                 ["prepare-data", "--dataset-json", '{"kind": "digits"}', "--dataset", "digits", "--out",
+                  str(work / "digits")],
                  ["figure-table", "gaussian_sigma", "--params-json", "{}", "--out", str(table)],
                  ["train", "--run-json", json.dumps(RUN), "--data", str(data), "--out", str(work / "run")]):
         code, err, _ = call(argv, 600)
