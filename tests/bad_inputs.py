@@ -134,7 +134,9 @@ ENTRIES: list[Entry] = [
           cheap=False),
     # 4. planning refuses what the job refuses
     Entry("lr: .inf passes check-config", 4, ["check-config", "FILE:lr_inf.yaml"]),
-    Entry("pld at δ = 1e-300 passes check-config", 4, ["check-config", "FILE:pld_delta.yaml"]),
+    Entry("pld at δ = 1e-300 with σ given (the job answers too, pld excluded with its reason)", 4,
+          ["check-config", "FILE:pld_delta.yaml"], expect=0),
+    Entry("pld calibrating σ at δ = 1e-300 passes check-config", 4, ["check-config", "FILE:pld_delta_calibrated.yaml"]),
     # 5. every flag accepted is used
     Entry("rdp with --sensitivity", 5, ["epsilon", "--accountant", "rdp", *EPS, "--sensitivity", "3"]),
     Entry("pld with --sensitivity", 5, ["epsilon", "--accountant", "pld", *EPS, "--sensitivity", "3"]),
@@ -143,6 +145,8 @@ ENTRIES: list[Entry] = [
     Entry("figure-draw --pdf X --png X", 5, ["figure-draw", "gaussian_sigma", "--table", "TABLE", "--pdf", "OUT.x",
                                              "--png", "OUT.x"]),
     Entry("index over missing results", 5, ["index", "--results", "FILE:no_results", "--out", "OUT_index.txt"]),
+    Entry("index over missing results, with the config", 5, ["index", "--results", "FILE:no_results", "--config",
+                                                             "FILE:mini.yaml", "--out", "OUT_index.txt"]),
     # 6. exit codes mean one thing
     Entry("train diverging to inf (lr 1e20, l2 1)", 6, ["train", "--run-json", json.dumps({**SGD, "lr": 1e20}), "--data",
                                                         "DATA", "--out", "OUTDIR"], expect=3),
@@ -196,6 +200,8 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
         "cut_summary.json": (data.parent / "run" / "summary.json").read_text()[:300],
         "lr_inf.yaml": MINI.replace("lr: 0.5", "lr: .inf"),
         "pld_delta.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace("accountant: rdp", "accountant: pld"),
+        "pld_delta_calibrated.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace(
+            "accountant: rdp", "accountant: pld").replace("noise_multiplier: 1.0", "target_epsilon: 1.0"),
     }
     paths = {}
     for name, text in texts.items():

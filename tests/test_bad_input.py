@@ -436,8 +436,11 @@ def test_figure_draw_refuses_one_path_for_both_outputs(tmp_path, capsys):
 
 def test_an_index_over_missing_results_names_them(tmp_path, capsys):
     """A figure whose table exists but not its PNG was listed with a dead link; with --config every
-    result of the DAG must exist."""
+    result of the DAG must exist; an empty results folder was indexed as if complete."""
     results = tmp_path / "results"
+    results.mkdir()
+    line = _refused(["index", "--results", str(results), "--out", str(tmp_path / "index.md")], capsys)
+    assert f"--results: {results} holds no result files" in line and not (tmp_path / "index.md").exists()
     (results / "tables").mkdir(parents=True)
     (results / "figures").mkdir()
     for name in ("tables/gaussian_sigma.csv", "figures/gaussian_sigma.pdf"):

@@ -131,7 +131,8 @@ def _bad_input(flag: str, what: str):
 def _check_complete(results: Path, config_file: str | None) -> None:
     """Refuse an index over missing results, naming them: a figure with some of its table, PDF
     and PNG but not all; with ``config_file``, any result of its DAG (:func:`dplab.pipeline.results`,
-    paths under ``results/`` read under ``results``)."""
+    paths under ``results/`` read under ``results``); without it, a folder holding no file at all
+    (an index of nothing, where every result is missing)."""
     from dplab.figures import FIGURE_IDS
     from dplab.layout import RESULTS, figure_files
 
@@ -143,6 +144,9 @@ def _check_complete(results: Path, config_file: str | None) -> None:
         files = under(figure_files(figure_id))
         if any((results / f).exists() for f in files):
             wanted += files
+    if not config_file and not any(p.is_file() for p in results.rglob("*")):
+        raise DPLabError("--results", f"{results} holds no result files; make them first (snakemake), or give --config "
+                                      "to name the missing ones")
     if config_file:
         from dplab.config import load_config
         from dplab.pipeline import results as dag_results
