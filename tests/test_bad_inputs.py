@@ -1,9 +1,8 @@
 """The cheap part of issue 25's list of bad inputs (tests/bad_inputs.py), run in-process.
 
-Points 6–8 are fixed: their entries fall in no class (exit code, half-written files, lines on
-stderr, hang, silent); every other cheap entry at least ends with exit 0, 2 or 3 in one line
-and leaves nothing behind.  The entries of points 1–5 are counted by the script, not asserted
-here, until they are fixed."""
+Every cheap entry falls in no class (exit code, half-written files, lines on stderr, hang,
+silent): points 6–8 since issue 25's second branch, points 1–5 since its third (the late and
+hanging entries, not cheap, are counted by the script)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ import pytest
 from dplab.cli import main
 
 CHEAP = [entry for entry in bad_inputs.ENTRIES if entry.cheap]
-FIXED_POINTS = {6, 7, 8}
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +44,7 @@ def test_bad_input(entry, world, capfd, monkeypatch):
     result = bad_inputs.run_entry(entry, work, data, table, paths, call, bad_inputs.TIMEOUT)
     if result is None:
         pytest.skip("cannot mount a tmpfs here")
-    found = bad_inputs.classify(entry, result)
-    if entry.point in FIXED_POINTS:
-        assert found == [], (found, result)
-    else:
-        assert result.code in (0, 2, 3) and not {"half_written", "lines", "hang"} & set(found), (found, result)
+    assert bad_inputs.classify(entry, result) == [], result
 
 
 def test_a_library_warning_does_not_print_every_later_line_twice(tmp_path):
