@@ -2,10 +2,12 @@
 #   snakemake --cores all                          (workstation, config/config.yaml)
 #   snakemake --cores all --configfile config/paper.yaml    (the seeds' full-size settings)
 #   snakemake --profile workflow/profiles/slurm    (the same DAG on a SLURM cluster)
+import sys
+
 from snakemake.utils import min_version
 
 from dplab import pipeline
-from dplab.config import check_config, load_yaml, validate
+from dplab.config import check_config, load_yaml, merge, validate
 
 min_version("8.0")
 
@@ -16,10 +18,17 @@ min_version("8.0")
 # planned: YAML syntax (with line and column), the schema (workflow/schemas/config.schema.yaml),
 # then check_config.  A --configfile is read by Snakemake itself before this file runs, with a
 # loader that keeps the last of a key given twice: each is read again here with dplab's loader,
-# which refuses a duplicate key (naming both lines), an empty file, a FIFO or a device.
+# which refuses a duplicate key (naming both lines), an empty file, a FIFO or a device; and the
+# command line is refused where Snakemake would silently keep one of two values: --config or
+# --configfile given twice, a --config key given twice, a --config mapping merging into an entry
+# of the file (pipeline.check_command_line).
 with pipeline.refuse_bad_config():
+    file_config = {}
     for path in workflow.overwrite_configfiles or ["config/config.yaml"]:
-        load_yaml(path)
+        merge(file_config, load_yaml(path))
+    pipeline.check_command_line(
+        sys.argv, workflow.config_settings.overwrite_config, file_config
+    )
 
 if not workflow.overwrite_configfiles:
 

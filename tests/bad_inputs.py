@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import resource
@@ -35,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,7 +65,7 @@ EPS = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100", "
 @dataclass
 class Entry:
     """One bad input: ``argv`` (placeholders: DATA a prepared dataset, TABLE a figure's table,
-    OUT… paths under the output folder, FILE:<name> a file of :func:`files`), the exit code that
+    DIGITS prepared digits, OUT… paths under the output folder, FILE:<name> a file of :func:`files`), the exit code that
     says what should happen, and what it exercises (issue 25's point)."""
 
     name: str
@@ -104,6 +106,9 @@ ENTRIES: list[Entry] = [
     # 2. whole-file checks on inputs
     Entry("figure table cut at 60 %", 2, ["figure-draw", "gaussian_sigma", "--table", "FILE:cut.csv", "--pdf",
                                          "OUT.pdf", "--png", "OUT.png"]),
+    Entry("figure table cut at a line boundary (2 rows missing)", 2, ["figure-draw", "gaussian_sigma", "--table",
+                                                                     "FILE:cut_rows.csv", "--pdf", "OUT.pdf", "--png",
+                                                                     "OUT.png"]),
     Entry("figure table empty", 2, ["figure-draw", "gaussian_sigma", "--table", "FILE:empty", "--pdf", "OUT.pdf",
                                    "--png", "OUT.png"]),
     Entry("sweep over a summary cut short", 2, ["sweep", "--summary", "FILE:cut_summary.json", "--accountants", "rdp",
@@ -124,15 +129,24 @@ ENTRIES: list[Entry] = [
                                                         "-1", "--delta", "1e-6"], cheap=False),
     Entry("audit runs 1e9", 3, ["audit", "--audit-json", "AUDIT_RUNS", "--data", "DATA", "--out", "OUT.csv"],
           cheap=False),
+    Entry("pld sigma at ε = 1000 (below pld's σ floor)", 3, ["sigma", "--accountant", "pld", "--sampling-rate", "0.01",
+                                                              "--steps", "100", "--epsilon", "1000", "--delta", "1e-5"],
+          cheap=False),
     # 4. planning refuses what the job refuses
     Entry("lr: .inf passes check-config", 4, ["check-config", "FILE:lr_inf.yaml"]),
-    Entry("pld at δ = 1e-300 passes check-config", 4, ["check-config", "FILE:pld_delta.yaml"]),
+    Entry("pld at δ = 1e-300 with σ given (the job answers too, pld excluded with its reason)", 4,
+          ["check-config", "FILE:pld_delta.yaml"], expect=0),
+    Entry("pld calibrating σ at δ = 1e-300 passes check-config", 4, ["check-config", "FILE:pld_delta_calibrated.yaml"]),
     # 5. every flag accepted is used
     Entry("rdp with --sensitivity", 5, ["epsilon", "--accountant", "rdp", *EPS, "--sensitivity", "3"]),
     Entry("pld with --sensitivity", 5, ["epsilon", "--accountant", "pld", *EPS, "--sensitivity", "3"]),
+    Entry("rdp with --clip", 5, ["epsilon", "--accountant", "rdp", *EPS, "--clip", "3"]),
+    Entry("pld with --lr", 5, ["epsilon", "--accountant", "pld", *EPS, "--lr", "0.1"]),
     Entry("figure-draw --pdf X --png X", 5, ["figure-draw", "gaussian_sigma", "--table", "TABLE", "--pdf", "OUT.x",
                                              "--png", "OUT.x"]),
     Entry("index over missing results", 5, ["index", "--results", "FILE:no_results", "--out", "OUT_index.txt"]),
+    Entry("index over missing results, with the config", 5, ["index", "--results", "FILE:no_results", "--config",
+                                                             "FILE:mini.yaml", "--out", "OUT_index.txt"]),
     # 6. exit codes mean one thing
     Entry("train diverging to inf (lr 1e20, l2 1)", 6, ["train", "--run-json", json.dumps({**SGD, "lr": 1e20}), "--data",
                                                         "DATA", "--out", "OUTDIR"], expect=3),
@@ -153,6 +167,10 @@ ENTRIES: list[Entry] = [
     # 8. one line of error, and none on a good run
     Entry("epsilon rdp, a good run", 8, ["epsilon", "--accountant", "rdp", *EPS], expect=0),
     Entry("epsilon pld, a good run", 8, ["epsilon", "--accountant", "pld", *EPS], expect=0),
+    Entry("figure-table, a good run", 8, ["figure-table", "langevin_rdp", "--params-json", "{}", "--out", "OUT.csv"],
+          expect=0),
+    Entry("audit, a good run", 8, ["audit", "--audit-json", "AUDIT_GOOD", "--data", "DIGITS", "--out", "OUT.csv"],
+          expect=0),
     Entry("figure-draw, a good run", 8, ["figure-draw", "gaussian_sigma", "--table", "TABLE", "--pdf", "OUT.pdf",
                                          "--png", "OUT.png"], expect=0),
     Entry("epsilon at q = 0.1 (dp_accounting warns: every later log line printed twice)", 8,
@@ -177,10 +195,13 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
         "dup_single.yaml": single + "lr: 5.0\n",
         "mini.yaml": MINI,
         "cut.csv": table.read_text()[: int(0.6 * len(table.read_text()))],
+        "cut_rows.csv": "".join(table.read_text().splitlines(keepends=True)[:-2]),
         "empty": "",
         "cut_summary.json": (data.parent / "run" / "summary.json").read_text()[:300],
         "lr_inf.yaml": MINI.replace("lr: 0.5", "lr: .inf"),
         "pld_delta.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace("accountant: rdp", "accountant: pld"),
+        "pld_delta_calibrated.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace(
+            "accountant: rdp", "accountant: pld").replace("noise_multiplier: 1.0", "target_epsilon: 1.0"),
     }
     paths = {}
     for name, text in texts.items():
@@ -199,6 +220,37 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
 def _audit(**change) -> dict:
     audit = yaml.safe_load(CONFIG.read_text())["audits"]["digits_last_iterate_convex"]
     return {**audit, "dataset": "synthetic", "steps": [2], "runs": 2, "seed": 0, **change}
+
+
+@contextmanager
+def fresh_stderr() -> Iterator[list[str]]:
+    """What a fresh ``dplab`` process would also print on stderr for the block, which an
+    in-process call under pytest does not show: the first line of each Python warning (under the
+    interpreter's default filters: pytest's own record every warning and print none) and each
+    library log record of level WARNING or above (which a fresh process prints through logging's
+    last-resort handler: under pytest the root logger has handlers that print nothing).  dplab's
+    own log lines are printed by its handler, and counted from stderr as they are."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            if not record.name.startswith("dplab"):
+                lines.append(f"{record.levelname}:{record.name}:{record.getMessage()}")
+
+    root, handler = logging.getLogger(), Collect(logging.WARNING)
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", category)
+            try:
+                yield lines
+            finally:
+                lines += [f"{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}" for w in caught]
+    finally:
+        root.removeHandler(handler)
 
 
 class Hang(BaseException):
@@ -260,7 +312,9 @@ def resolve(argv: list[str], out: Path, data: Path, table: Path, paths: dict[str
         elif token.startswith("FILE:"):
             name = token[5:]
             token = name if name.startswith("/") else str(paths[name])
-        resolved.append({"DATA": str(data), "TABLE": str(table), "AUDIT_RUNS": json.dumps(_audit(runs=10**9))}.get(token, token))
+        resolved.append({"DATA": str(data), "DIGITS": str(data.parent / "digits"), "TABLE": str(table),
+                         "AUDIT_RUNS": json.dumps(_audit(runs=10**9)),
+                         "AUDIT_GOOD": json.dumps(_audit(dataset="digits", steps=[1, 4], runs=4))}.get(token, token))
     return resolved
 
 
@@ -330,10 +384,13 @@ def subprocess_call(argv: list[str], timeout: float) -> tuple[int | None, str, f
 
 
 def prepare(work: Path, call: Callable[[list[str], float], tuple[int | None, str, float]]) -> tuple[Path, Path, dict]:
-    """A prepared synthetic dataset, a figure table and the list's files under ``work``."""
+    """A prepared synthetic dataset (and digits, beside it), a figure table and the list's files
+    under ``work``."""
     data, table = work / "data", work / "table.csv"
     spec = json.dumps({"kind": "synthetic", "train_size": 200, "test_size": 50, "dim": 5})
     for argv in (["prepare-data", "--dataset-json", spec, "--dataset", "synthetic", "--out", str(data)],
+                 ["prepare-data", "--dataset-json", '{"kind": "digits"}', "--dataset", "digits", "--out",
+                  str(work / "digits")],
                  ["figure-table", "gaussian_sigma", "--params-json", "{}", "--out", str(table)],
                  ["train", "--run-json", json.dumps(RUN), "--data", str(data), "--out", str(work / "run")]):
         code, err, _ = call(argv, 600)

@@ -148,12 +148,15 @@ def test_pld_at_tiny_sigma_refuses_and_rdp_answers(sigma, capfd):
     assert code == 0 and math.isfinite(out["epsilon"])
 
 
-def test_pld_sigma_at_epsilon_1000_refuses_within_the_limit(capfd):
-    """Refused, not hung.  Since pld's certified read-off and its lower σ floor (0.134 here, PLD_DISC_MAX)
-    the σ search spends ~41 one-step PLDs of up to 2^19 bins near the floor: 114 s on an idle core
-    (15 s before); a known cost, open in issue 25 (refuse within a second), hence its own limit."""
+def test_pld_sigma_at_epsilon_1000_refuses_at_once_naming_rdps_sigma(capfd):
+    """Refused before any PLD is built: rdp's σ for the target (0.1006) lies below pld's floor
+    (0.1255 here, PLD_DISC_MAX), so pld could only return a larger σ than rdp's valid one.  The
+    σ search found this after ~41 one-step PLDs near the floor (114 s on an idle core)."""
+    rdp = get("rdp").sigma(Setting(sampling_rate=0.01, steps=100), 1000.0, 1e-5)
+    floor = get("pld").sigma_floor(Setting(sampling_rate=0.01, steps=100))
+    assert rdp < floor
     refused(["sigma", "--accountant", "pld", *POISSON, "--epsilon", "1000", "--delta", "1e-5"], "epsilon", capfd,
-            seconds=600)
+            f"σ = {rdp:.6g}", f"σ = {floor:.6g}")
 
 
 def test_pld_sigma_floor_is_where_the_one_step_pld_fits():

@@ -574,6 +574,7 @@ def test_input_canary_audit_certifies_a_positive_bound_below_every_upper_bound(d
     (simulation in the issue-9 report), so the engine's audit must certify well above 0."""
     from dplab.audit.membership import run_audit
     from dplab.figures import tightness_audit
+    from dplab.tables import write_table
 
     entry = {"name": "tiny", "threat_model": "input_canary", "dataset": "digits", "dataset_size": 20, "runs": 128, "chunk": 128,
              "confidence": 0.95, "steps": [1, 4], "canary_norm": 16.0, "canary_label": 0, "canaries": 1,
@@ -590,7 +591,7 @@ def test_input_canary_audit_certifies_a_positive_bound_below_every_upper_bound(d
     assert not any(c in traj and traj[c].notna().any() for c in ("upper_asoodeh_projected", "upper_asoodeh_regularized"))
 
     path = tmp_path / "audit.csv"
-    table.to_csv(path, index=False)
+    write_table(path, table)
     fig_table = tightness_audit.table({"audits": [str(path)]}, {"audits": ["tiny"]})
     assert list(fig_table.columns[:4]) == ["audit", "threat_model", "variant", "method"]
     fig = tightness_audit.draw(fig_table)

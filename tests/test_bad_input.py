@@ -11,7 +11,11 @@ import pytest
 import yaml
 
 from conftest import ROOT, run
+from dplab import accounting
+from dplab.accounting.setting import Setting
 from dplab.cli import main
+from dplab.commands.accounting import PROBE, proved_for
+from dplab.errors import DPLabError
 
 
 def _refused(argv, capsys) -> str:
@@ -77,6 +81,50 @@ def test_snakemake_refuses_a_configfile_with_a_key_given_twice(project):
     assert not (project / "results").exists()
 
 
+def test_snakemake_refuses_a_config_key_given_twice_on_its_command_line(project):
+    """`snakemake --config seed=1 seed=2` planned with seed=2: the Snakefile refuses it
+    (pipeline.check_command_line; its other cases below), one line, exit 2, nothing planned."""
+    proc = run(["snakemake", "-n", "--quiet", "--config", "seed=1", "seed=2"], cwd=project, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("config error: --config seed: given twice (seed=1 and seed=2): the last would "
+                                   "silently win; give it once")
+    assert not (project / "results").exists()
+
+
+@pytest.mark.parametrize("argv, overrides, expected", [
+    (["snakemake", "--config", "seed=1", "--config", "threads=1"], {"threads": 1},
+     "--config: given 2 times: Snakemake keeps only the last one's values, dropping seed=1; give them all after one "
+     "--config"),
+    (["snakemake", "-n", "--configfile", "a.yaml", "--configfile=b.yaml"], {},
+     "--configfile: given 2 times: Snakemake keeps only the last one's values, dropping a.yaml"),
+    (["snakemake", "-C", "seed_map={'a': 1, 'a': 2}"], {}, "--config seed_map: key 'a' given twice; keep one"),
+    (["snakemake", "--config", "runs={'dp_sgd': {'method': 'sgd'}}"], {"runs": {"dp_sgd": {"method": "sgd"}}},
+     "--config runs.dp_sgd: is an entry of the config file too: Snakemake would merge the two key by key"),
+])
+def test_a_command_line_config_snakemake_would_resolve_silently_is_refused(argv, overrides, expected):
+    """Snakemake keeps the last of two --config (or --configfile) lists, the last of a key given
+    twice inside a mapping, and merges a --config entry key by key into the file's entry of that
+    name (a dp_sgd run turned `method: sgd` keeps its noise)."""
+    from dplab.errors import DPLabError
+    from dplab.pipeline import check_command_line
+
+    with pytest.raises(DPLabError) as err:
+        check_command_line(argv, overrides, {"seed": 0, "runs": {"dp_sgd": {"method": "dp_sgd"}}})
+    assert str(err.value).startswith(expected)
+
+
+@pytest.mark.parametrize("argv", [
+    ["snakemake", "-n", "--config", "seed=3"],  # a scalar overrides the file: Snakemake's documented use
+    ["snakemake", "-n", "--config", "seed=3", "threads=2", "--configfile", "a.yaml", "b.yaml"],
+    ["snakemake", "-n", "--config", "runs={'new_run': {'method': 'sgd'}}"],  # a new entry
+    ["pytest", "--config", "a=1", "--config", "a=2"],  # not Snakemake's command line: only the parsed pairs
+])
+def test_an_unambiguous_command_line_config_passes(argv):
+    from dplab.pipeline import check_command_line
+
+    check_command_line(argv, {"seed": 3, "runs": {"new_run": {"method": "sgd"}}}, {"seed": 0, "runs": {"dp_sgd": {}}})
+
+
 def _line_of(path, text: str, occurrence: int) -> int:
     """The line (from 1) of the ``occurrence``-th line of ``path`` that equals ``text``."""
     lines = [i + 1 for i, line in enumerate(path.read_text().splitlines()) if line.split("#")[0].rstrip() == text]
@@ -133,10 +181,10 @@ def langevin_table(tmp_path_factory):
     from figure_params import default_params
 
     from dplab.figures import figure
-    from dplab.io import write_csv
+    from dplab.tables import write_table
 
     path = tmp_path_factory.mktemp("table") / "langevin_rdp.csv"
-    write_csv(path, figure("langevin_rdp").table({}, default_params("langevin_rdp")))
+    write_table(path, figure("langevin_rdp").table({}, default_params("langevin_rdp")))
     return path
 
 
@@ -153,6 +201,68 @@ def test_a_figure_table_cut_mid_line_is_refused_not_drawn(langevin_table, tmp_pa
     assert not pdf.exists() and not png.exists()
     assert main(["figure-draw", "langevin_rdp", "--table", str(langevin_table), "--pdf", str(pdf), "--png", str(png)]) == 0
     assert pdf.stat().st_size > 0 and png.stat().st_size > 0
+
+
+def _cut_rows(path, rows: int) -> tuple[int, int]:
+    """Drop the last ``rows`` whole lines of the CSV ``path`` (a cut at a line boundary: still valid
+    CSV ending with a newline); (rows written, rows left)."""
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[: len(lines) - rows]))
+    return len(lines) - 1, len(lines) - 1 - rows
+
+
+def test_a_figure_table_cut_at_a_line_boundary_is_refused_naming_the_rows(langevin_table, tmp_path, capsys):
+    """figure-draw drew a table with its last rows missing (cut exactly after a line): the table
+    records its row count (dplab.tables.ROWS), which the reader checks."""
+    cut = tmp_path / "cut.csv"
+    cut.write_bytes(langevin_table.read_bytes())
+    written, left = _cut_rows(cut, 2)
+    pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
+    line = _refused(["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)], capsys)
+    assert f"{cut}: table of figure langevin_rdp truncated or altered: {left} rows where its writer wrote {written}" in line
+    assert not pdf.exists() and not png.exists()
+    _cut_rows(cut, left)  # the header alone
+    assert "has a header but no rows" in _refused(["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf),
+                                                   "--png", str(png)], capsys)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A prepared synthetic dataset and a 6-step dp_sgd run on it (tests/bad_inputs.py's)."""
+    import bad_inputs
+
+    work = tmp_path_factory.mktemp("tiny")
+    data, _, _ = bad_inputs.prepare(work, lambda argv, timeout: (main(argv), "", 0.0))
+    return data, work / "run" / "summary.json"
+
+
+def test_a_sweep_table_cut_at_a_line_boundary_is_refused(tiny_run, tmp_path, capsys):
+    """`dplab sweep` writes the row count; accountants_vs_pld's table refuses the sweep with rows missing."""
+    _, summary = tiny_run
+    sweep = tmp_path / "sweep.csv"
+    assert main(["sweep", "--summary", str(summary), "--accountants", "rdp", "pld", "--points", "3",
+                 "--out", str(sweep)]) == 0
+    written, left = _cut_rows(sweep, 1)
+    out = tmp_path / "t.csv"
+    line = _refused(["figure-table", "accountants_vs_pld", "--params-json", '{"sweep": "s"}', "--inputs",
+                     f"sweep={sweep}", f"summary={summary}", "--out", str(out)], capsys)
+    assert f"{sweep}: sweep table truncated or altered: {left} rows where its writer wrote {written}" in line
+    assert not out.exists()
+
+
+def test_an_audit_table_cut_at_a_line_boundary_is_refused(digits_dir, tmp_path, capsys):
+    """`dplab audit` writes the row count; tightness_audit's table refuses the audit with rows missing."""
+    entry = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"]["digits_last_iterate_convex"]
+    entry = {**entry, "steps": [1], "runs": 4, "seed": 0}
+    audit = tmp_path / "audit.csv"
+    capsys.readouterr()
+    assert main(["audit", "--audit-json", json.dumps(entry), "--data", str(digits_dir), "--out", str(audit)]) == 0
+    written, left = _cut_rows(audit, 1)
+    out = tmp_path / "t.csv"
+    line = _refused(["figure-table", "tightness_audit", "--params-json", '{"audits": ["a"]}', "--inputs",
+                     f"audits={audit}", "--out", str(out)], capsys)
+    assert f"{audit}: audit table truncated or altered: {left} rows where its writer wrote {written}" in line
+    assert not out.exists()
 
 
 def test_run_metrics_cut_at_a_line_boundary_are_refused(tmp_path):
@@ -260,11 +370,44 @@ SETTING = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100
 
 
 @pytest.mark.parametrize("accountant, flag", [("rdp", "--sensitivity"), ("pld", "--sensitivity"),
-                                              ("pld", "--alpha"), ("moments", "--alpha")])
+                                              ("pld", "--alpha"), ("moments", "--alpha"), ("rdp", "--clip"),
+                                              ("rdp", "--lr"), ("pld", "--dimension"), ("pld", "--diameter"),
+                                              ("rdp", "--lipschitz"), ("moments", "--strong-convexity")])
 def test_a_setting_flag_the_accountant_never_reads_is_refused(capsys, accountant, flag):
-    """rdp with --sensitivity 3 printed the ε of rdp without it."""
+    """rdp with --sensitivity 3 (or --clip, --lr, --dimension …) printed the ε of rdp without it."""
     line = _refused(["epsilon", "--accountant", accountant, *SETTING, flag, "3"], capsys)
     assert f"{flag}: accountant '{accountant}' does not read it" in line
+
+
+def test_sigma_reads_clip_for_the_noise_std(capsys):
+    """``sigma --clip C`` prints the noise std σ·C on the clipped sum: the command reads --clip."""
+    capsys.readouterr()
+    assert main(["sigma", "--accountant", "rdp", "--sampling-rate", "0.01", "--steps", "100", "--epsilon", "1",
+                 "--delta", "1e-5", "--clip", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["noise_std"] == pytest.approx(2 * out["noise_multiplier"], rel=1e-12)
+
+
+@pytest.mark.parametrize("name", accounting.names())
+def test_a_field_an_accountant_does_not_read_leaves_its_answer_unchanged(name):
+    """The table behind the refusals (``Accountant.unused``, the complement of requires, excludes
+    and reads) is true of the code: each unused field, set on a setting the accountant accepts,
+    gives the same δ at ε = 1 to the last bit."""
+    acc = accounting.get(name)
+    sampling, relations = next(iter(proved_for(acc).items()))
+    keys = set(acc.requires) | ({"dataset_size", "batch_size"} if "sampling_rate" in acc.requires else set())
+    fields = {key: PROBE[key] for key in keys if key in PROBE}
+    if sampling == "full_batch" and "batch_size" in fields:
+        fields["batch_size"] = fields["dataset_size"]
+    base = Setting(sampling=sampling, neighbouring=relations[0], **fields)
+    try:
+        acc.check(base)
+    except DPLabError:  # the fixed-batch bounds refuse add_remove at n mod b = 0 (pabi needs b | n)
+        base = base.replace(dataset_size=base.dataset_size + 1, sampling_rate=None)
+    values = {**PROBE, "alpha": 3.0}
+    delta = acc.delta(base, 0.5)
+    for field in acc.unused:
+        assert acc.delta(base.replace(**{field: values[field]}), 0.5) == delta, field
 
 
 def test_gaussian_calibrations_refuse_training_constants(capsys):
@@ -293,8 +436,11 @@ def test_figure_draw_refuses_one_path_for_both_outputs(tmp_path, capsys):
 
 def test_an_index_over_missing_results_names_them(tmp_path, capsys):
     """A figure whose table exists but not its PNG was listed with a dead link; with --config every
-    result of the DAG must exist."""
+    result of the DAG must exist; an empty results folder was indexed as if complete."""
     results = tmp_path / "results"
+    results.mkdir()
+    line = _refused(["index", "--results", str(results), "--out", str(tmp_path / "index.md")], capsys)
+    assert f"--results: {results} holds no result files" in line and not (tmp_path / "index.md").exists()
     (results / "tables").mkdir(parents=True)
     (results / "figures").mkdir()
     for name in ("tables/gaussian_sigma.csv", "figures/gaussian_sigma.pdf"):

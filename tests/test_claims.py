@@ -17,6 +17,7 @@ from dplab.errors import DPLabError
 from dplab.figures import figure
 from dplab.training import data, loop
 from dplab.training.config import resolve_run
+from dplab.tables import write_table
 
 RUN = {"dataset": "synthetic", "batch_size": 20, "steps": 30, "log_every": 10, "noise_multiplier": 2.0}
 
@@ -79,7 +80,7 @@ def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
     forged = sweep(setting, summary["delta"], ["pld", "rdp"], steps)
     forged = pd.concat([forged, forged[forged.accountant == "rdp"].assign(accountant="langevin")], ignore_index=True)
     path = tmp_path / "sweep.csv"
-    forged.to_csv(path, index=False)
+    write_table(path, forged)
     table = figure("accountants_vs_pld").table({"sweep": str(path), "summary": str(runs / "dp_sgd" / "summary.json")}, {"sweep": "s"})
     langevin = table[table.accountant == "langevin"]
     assert len(langevin) == 1 and langevin.epsilon.isna().all() and "(accountant 'langevin')" in langevin.reason.iloc[0]
@@ -88,7 +89,7 @@ def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
     projected = _summary(runs, "projected")
     forged = sweep(from_summary(projected)[0], projected["delta"], ["pld"], steps)  # canonical update: the old sweep
     assert forged.epsilon.notna().all()
-    forged.to_csv(path, index=False)
+    write_table(path, forged)
     with pytest.raises(DPLabError, match="no pld values"):
         figure("accountants_vs_pld").table({"sweep": str(path), "summary": str(runs / "projected" / "summary.json")}, {"sweep": "s"})
 

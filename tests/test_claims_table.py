@@ -15,6 +15,7 @@ from dplab import layout, pipeline
 from dplab.cli import main
 from dplab.config import load_config
 from dplab.figures import claims, techniques_table
+from dplab.tables import read_table, write_table
 from figure_params import default_params
 
 COLUMNS = ["source", "section", "statement", "source_value", "ours", "tolerance", "test", "verdict", "reason",
@@ -101,11 +102,11 @@ def test_table_i_exponents_are_from_the_sigma_dplab_prints(tmp_path, capsys):
     what the row's command prints; RDP's σ grows as √T (within 0.1), Langevin's not at all."""
     params = {**default_params("techniques_table"), "accountants": ["rdp", "langevin"]}  # T = 1000
     tables = tmp_path / "techniques_table.csv"
-    techniques_table.table({}, params).to_csv(tables, index=False)
+    write_table(tables, techniques_table.table({}, params))
     rows = claims.table({**EMPTY, "tables": [str(tables)]}, {})
     rows = rows[rows.source.str.startswith("000 ")]
     rows = rows.set_index(rows.statement.str.extract(r"\((\w+)\)")[0])
-    sigma_t = pd.read_csv(tables).set_index("accountant").noise_multiplier
+    sigma_t = read_table(tables, "table", "").set_index("accountant").noise_multiplier
     for name in ("rdp", "langevin"):
         later = sigma_printed(rows.loc[name, "command"], capsys)
         assert "--steps 4000" in rows.loc[name, "command"]
@@ -131,7 +132,7 @@ def test_built_dag_writes_the_claims_table_first_in_the_report(built):
     """The small DAG (conftest) checks the statements its results allow: 004 §2's σ (1051 differs,
     an error in the source; Pei's 1026 and the analytic 806 hold); 003 §4 needs accountants its
     sweep does not run."""
-    table = pd.read_csv(built / "results" / "tables" / "claims.csv")
+    table = read_table(built / "results" / "tables" / "claims.csv", "claims table", "")
     check_rows(table)
     salary = table[table.section == "§2 (salary example)"].set_index("source_value")
     assert (salary.loc[1051, "verdict"], salary.loc[1026, "verdict"], salary.loc[806, "verdict"]) == (

@@ -8,7 +8,9 @@ unknown name, a path that is missing, a folder, a file under a file, a file of j
 (JSON/CSV/YAML/npz/pt) or of random bytes; numbers include the ends of each flag's documented
 range (an accountant's LIMITS, the thread cap) and the values just past them.  Every case must end with exit code 0, 2 (bad input) or 3 (runtime
 failure) — never 1 (internal error), never an uncaught exception or a hang — and on failure one
-line on stderr naming a key, flag or file, no traceback, nothing written under the output path.
+line on stderr naming a key, flag or file, no traceback, nothing written under the output path;
+on success no line on stderr but log lines (no warning from a library or from Python, which a fresh
+process prints: `bad_inputs.fresh_stderr`).
 
 Data folders given to ``train``/``audit`` are never a valid prepared dataset, so no case trains.
 ``pytest -s tests/test_fuzz_cli.py`` prints the counts (docs/reliability.md).
@@ -30,7 +32,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bad_inputs import Hang, time_limit
+from bad_inputs import Hang, fresh_stderr, time_limit
 from dplab.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -275,7 +277,7 @@ def call(argv: list[str], capfd) -> tuple[int, str, str]:
     """``dplab ARGV`` in this process within :data:`CALL_LIMIT` CPU seconds: (exit code, stdout, stderr)."""
     capfd.readouterr()
     try:
-        with time_limit(CALL_LIMIT, WALL_LIMIT):
+        with time_limit(CALL_LIMIT, WALL_LIMIT), fresh_stderr() as printed:
             code = main(argv)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
@@ -286,7 +288,7 @@ def call(argv: list[str], capfd) -> tuple[int, str, str]:
         pytest.fail(f"dplab {' '.join(map(repr, argv))}: uncaught {type(err).__name__}: {err}")
     out, err = capfd.readouterr()
     LAST_OUT[0] = out
-    return code, out, err
+    return code, out, err + "".join(line + "\n" for line in printed)
 
 
 def check_case(argv: list[str], out_root: Path, capfd) -> int:
@@ -301,8 +303,10 @@ def check_case(argv: list[str], out_root: Path, capfd) -> int:
     COUNTS[f"exit {code}"] += 1
     assert code in (0, 2, 3), f"{case}: exit code {code}\n{err}"
     assert "Traceback" not in out + err, f"{case}: traceback\n{err}"
-    if code != 0:
-        lines = [line for line in err.splitlines() if line.strip() and not LOG_LINE.match(line)]
+    lines = [line for line in err.splitlines() if line.strip() and not LOG_LINE.match(line)]
+    if code == 0:  # no warning on a good run either (a library's, or Python's)
+        assert not lines, f"{case}: exit 0 with {len(lines)} lines on stderr, want none\n{err}"
+    else:
         assert len(lines) == 1, f"{case}: {len(lines)} lines on stderr, want 1\n{err}"
         assert NAMES_SOMETHING.search(lines[0]), f"{case}: names no key, flag or file: {lines[0]}"
         left = [str(p.relative_to(out_root)) for p in out_root.rglob("*")]

@@ -7,8 +7,9 @@ traceback.  What can be detected: a path that is not a regular file (a FIFO or a
 /dev/zero, which would block or never end) or is empty (:func:`input_file`); an npz member whose
 CRC-32 does not match (any changed byte), a truncated zip or JSON document, a missing array or
 key; a CSV table cut inside a line (every table dplab writes ends with a newline:
-:func:`read_csv`).  A CSV cut exactly at a line boundary is detected only where its producer
-promises a length: a run's metrics.csv ends at the run's last step (:func:`run_metrics`).  A file
+:func:`read_csv`).  A CSV cut exactly at a line boundary is detected where its producer
+promises a length: a run's metrics.csv ends at the run's last step (:func:`run_metrics`); a
+result table records its row count (:mod:`dplab.tables`).  A file
 Snakemake or DVC produced is not rebuilt while it exists, hence "delete it and rerun the
 pipeline" beside the command.
 """
@@ -103,7 +104,7 @@ def read_npz(path: str | Path, what: str, names: tuple[str, ...], regenerate: st
 
 
 def read_csv(path: str | Path, what: str, regenerate: str) -> pd.DataFrame:
-    """The CSV table in ``path`` (written by :func:`dplab.io.write_csv` or the training loop, both
+    """The CSV table in ``path`` (written by :func:`dplab.tables.write_table` or the training loop, both
     of which end every line, the last included, with a newline): refused when missing, not a
     regular file, empty, cut inside its last line (no final newline) or not CSV."""
     import pandas as pd

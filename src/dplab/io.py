@@ -18,12 +18,9 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
 
 from dplab.errors import DPLabError
-
-if TYPE_CHECKING:  # pandas is not imported at run time: `dplab train` writes no frames
-    import pandas as pd
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
@@ -142,7 +139,3 @@ def write_json(path: str | Path, data) -> None:
 def json_text(data) -> str:
     """Sorted keys, fixed indentation: identical data gives identical bytes."""
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
-
-
-def write_csv(path: str | Path, frame: pd.DataFrame) -> None:
-    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))

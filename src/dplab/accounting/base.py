@@ -18,7 +18,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from dplab.accounting.roots import bracket, safe_root
-from dplab.accounting.setting import Setting, check_delta, check_epsilon
+from dplab.accounting.setting import SETTING_NUMBERS, Setting, check_delta, check_epsilon
 from dplab.errors import AssumptionError
 
 #: Relative tolerance of every calibrated σ: the returned σ meets the target and
@@ -82,16 +82,23 @@ class Accountant(ABC):
     requires: ClassVar[tuple[str, ...]] = ("noise_multiplier", "sampling_rate", "steps")
     #: Setting fields that must be unset (or 0): update terms the bound's theorem does not have
     excludes: ClassVar[tuple[str, ...]] = ()
-    #: Setting fields this bound's ε never reads (a single release's Δ; a fixed Rényi order where
-    #: the orders are searched): ``dplab epsilon|delta|sigma`` refuses them, since the answer would be
-    #: the same without them (docs/reliability.md)
-    unused: ClassVar[tuple[str, ...]] = ("sensitivity", "alpha")
+    #: Setting fields the bound reads when given, besides ``requires`` and ``excludes``: q may be
+    #: given as b/n.  Every other field is :attr:`unused`.
+    reads: ClassVar[tuple[str, ...]] = ("sampling_rate", "batch_size", "dataset_size")
     #: further assumptions, in words (checked in :meth:`check_setting`)
     assumptions: ClassVar[tuple[str, ...]] = ()
     #: one of :data:`BOUNDS`; only "upper" may calibrate σ or be claimed as a guarantee
     bound: ClassVar[str] = "upper"
     #: this accountant's own ranges, key → (lowest, highest, why), narrowing :data:`LIMITS`
     limits: ClassVar[dict[str, tuple[float, float, str]]] = {}
+
+    @property
+    def unused(self) -> tuple[str, ...]:
+        """The Setting fields this bound never reads (none of ``requires``, ``excludes``, ``reads``):
+        ``dplab epsilon|delta|sigma`` refuses them, since the answer would be the same without them
+        (docs/reliability.md)."""
+        read = {*self.requires, *self.excludes, *self.reads}
+        return tuple(name for name in SETTING_NUMBERS if name not in read)
 
     # ----------------------------------------------------------------- validity
     def check(self, setting: Setting, *, steps_needed: bool = True) -> None:
@@ -377,6 +384,7 @@ class Accountant(ABC):
             "neighbourings": list(self.neighbourings),
             "requires": list(self.requires),
             "excludes": list(self.excludes),
+            "reads": [name for name in SETTING_NUMBERS if name not in self.unused],
             "assumptions": list(self.assumptions),
             "limits": {key: list(self.resolved(key)) for key in {**LIMITS, **self.limits}},
         }

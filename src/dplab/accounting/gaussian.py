@@ -207,8 +207,7 @@ class GaussianCalibration(Accountant):
     neighbourings = ("add_remove", "replace_one")
     requires = ("noise_multiplier", "sensitivity")
     #: one release: no training constants (steps and sampling_rate are read, and must be 1)
-    unused = ("clip", "lr", "diameter", "regularization", "strong_convexity", "smoothness", "lipschitz", "dimension",
-              "alpha")
+    reads = ("steps", *Accountant.reads)
     assumptions = (
         "one release of f(D) + N(0, (σΔ)²) with ‖f(D) − f(D')‖ ≤ Δ under the chosen relation "
         "(steps = 1, no amplification by subsampling)",

@@ -88,7 +88,7 @@ class RdpClosedForm(Accountant):
     source = "000 Thm A.1 (Mironov, Talwar & Zhang 2019): 2q²α/σ², with 000 Prop. V.1–V.2"
     samplings = ("poisson", "shuffle")
     neighbourings = ("add_remove",)
-    unused = ("sensitivity",)
+    reads = (*Accountant.reads, "alpha")  # a fixed order instead of the search over orders
     assumptions = (
         "every intermediate iterate may be released (composition)",
         "Poisson sampling, add_remove (the sampled Gaussian mechanism of sensitivity 1)",

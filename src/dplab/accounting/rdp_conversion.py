@@ -60,7 +60,7 @@ class RdpBound(Accountant):
     """An accountant whose bound is an RDP curve: subclasses give ``_rdp`` and inherit the
     conversion to (ε, δ) above (optimized over the orders, or at ``Setting.alpha``)."""
 
-    unused = ("sensitivity",)
+    reads = (*Accountant.reads, "alpha")  # a fixed order instead of the search over orders
 
     @abstractmethod
     def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

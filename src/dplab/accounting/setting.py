@@ -98,6 +98,11 @@ class Setting:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
+#: the numeric fields of a Setting, in canonical order (docs/units.md): what an accountant reads or not
+SETTING_NUMBERS = tuple(f.name for f in dataclasses.fields(Setting) if f.name not in ("sampling", "neighbouring",
+                                                                                     "reshuffle"))
+
+
 def _check_positive(setting: Setting, key: str) -> None:
     if getattr(setting, key) is not None:
         positive(key, getattr(setting, key))

@@ -70,13 +70,14 @@ def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = N
     )
 
 
-def _setting(args: argparse.Namespace, accountant) -> Setting:
-    """The Setting of the flags given; a flag ``accountant`` never reads (:attr:`Accountant.unused`)
-    is refused, since the answer would be the same without it."""
+def _setting(args: argparse.Namespace, accountant, also: tuple[str, ...] = ()) -> Setting:
+    """The Setting of the flags given; a flag ``accountant`` never reads (:attr:`Accountant.unused`,
+    one list per accountant: ``dplab accountants`` prints what each ``reads``), and the command
+    does not read itself (``also``), is refused, since the answer would be the same without it."""
     fields = {name: getattr(args, name, None) for name, _, _ in SETTING_FLAGS}
     fields = {k: v for k, v in fields.items() if v is not None}
     for name in accountant.unused:
-        if name in fields:
+        if name in fields and name not in also:
             readers = [n for n in accounting.names() if name not in accounting.get(n).unused]
             raise DPLabError("--" + name.replace("_", "-"), f"accountant {accountant.name!r} does not read it (its "
                              f"answer is the same without it); drop it, or use one that does: {', '.join(readers)}")
@@ -151,7 +152,8 @@ def _sigma_for_risk(args: argparse.Namespace, acc, setting: Setting) -> dict:
 
 def cmd_sigma(args: argparse.Namespace) -> int:
     acc = accounting.get(args.accountant)
-    setting = _setting(args, acc)
+    # the noise std printed: σ·Δ of one release (gaussian_*), else σ·C on the clipped sum
+    setting = _setting(args, acc, also=() if "sensitivity" in acc.requires else ("clip",))
     if any(v is not None for v in (args.tpr, args.fpr, args.advantage)):
         out = _sigma_for_risk(args, acc, setting)
         sigma = out["noise_multiplier"]

@@ -42,7 +42,8 @@ def run(args) -> int:
 
     from dplab.audit.membership import check_size, run_audit
     from dplab.errors import DPLabError
-    from dplab.io import check_output, write_csv
+    from dplab.io import check_output
+    from dplab.tables import write_table
     from dplab.training import data
     from dplab.validate import MAX_THREADS, integer
 
@@ -63,6 +64,6 @@ def run(args) -> int:
     if dataset.info["name"] != entry["dataset"]:
         raise DPLabError("dataset", f"the audit names {entry['dataset']!r} but {args.data} holds {dataset.info['name']!r}")
     table = run_audit(entry, dataset, entry["seed"])
-    write_csv(args.out, table)
+    write_table(args.out, table)
     print(f"{len(table)} rows -> {args.out}")
     return 0

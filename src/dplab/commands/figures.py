@@ -55,7 +55,8 @@ def register(sub) -> None:
 def run_table(args) -> int:
     from dplab.figures import figure, input_args, input_files, parse_input_args
     from dplab.inputs import input_file
-    from dplab.io import check_output, write_csv
+    from dplab.io import check_output
+    from dplab.tables import write_table
 
     check_output(args.out, "--out")
     if args.config:
@@ -82,21 +83,21 @@ def run_table(args) -> int:
     what = f"the inputs ({' '.join(input_args(inputs))}) are not the result files figure {args.figure} is made from"
     with _bad_input("--inputs", what):
         table = figure(args.figure).table(inputs, params)
-    write_csv(args.out, table)
+    write_table(args.out, table)
     return 0
 
 
 def run_draw(args) -> int:
     from dplab.figures import figure, style
-    from dplab.inputs import read_csv
     from dplab.io import check_output
+    from dplab.tables import read_table
 
     pdf, png = check_output(args.pdf, "--pdf"), check_output(args.png, "--png")
     if pdf.resolve() == png.resolve():
         raise DPLabError("--png", f"is the same file as --pdf ({args.pdf}): one would overwrite the other; give two paths")
     make = f"dplab figure-table {args.figure} … --out {args.table}"
     try:
-        table = read_csv(args.table, f"table of figure {args.figure}", make)
+        table = read_table(args.table, f"table of figure {args.figure}", make)
     except DPLabError as err:
         raise DPLabError("--table", str(err)) from None
     what = f"{args.table} is not the table of figure {args.figure} (another figure's? `{make}` makes it)"
@@ -132,7 +133,8 @@ def _bad_input(flag: str, what: str):
 def _check_complete(results: Path, config_file: str | None) -> None:
     """Refuse an index over missing results, naming them: a figure with some of its table, PDF
     and PNG but not all; with ``config_file``, any result of its DAG (:func:`dplab.pipeline.results`,
-    paths under ``results/`` read under ``results``)."""
+    paths under ``results/`` read under ``results``); without it, a folder holding no file at all
+    (an index of nothing, where every result is missing)."""
     from dplab.figures import FIGURE_IDS
     from dplab.layout import RESULTS, figure_files
 
@@ -144,6 +146,9 @@ def _check_complete(results: Path, config_file: str | None) -> None:
         files = under(figure_files(figure_id))
         if any((results / f).exists() for f in files):
             wanted += files
+    if not config_file and not any(p.is_file() for p in results.rglob("*")):
+        raise DPLabError("--results", f"{results} holds no result files; make them first (snakemake), or give --config "
+                                      "to name the missing ones")
     if config_file:
         from dplab.config import load_config
         from dplab.pipeline import results as dag_results
@@ -177,10 +182,9 @@ def run_risks(results: Path) -> list[str]:
 
 
 def run_index(args) -> int:
-    import pandas as pd
-
     from dplab.figures import FIGURE_IDS, figure
     from dplab.io import check_output, write_text
+    from dplab.tables import read_table
 
     check_output(args.out, "--out")
     results = Path(args.results)
@@ -189,7 +193,7 @@ def run_index(args) -> int:
              "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.", ""]
     claims = results / "tables" / "claims.csv"
     if claims.exists():  # the claims table first (docs/claims.md)
-        counts = pd.read_csv(claims).verdict.value_counts()
+        counts = read_table(claims, "claims table", f"dplab figure-table claims … --out {claims}").verdict.value_counts()
         lines += ["**Claims of the sources, checked** ([tables/claims.csv](tables/claims.csv), docs/claims.md): "
                   + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "differs", "not checkable here")) + ".", ""]
     lines += ["| figure | reproduces | figure files | table |", "| --- | --- | --- | --- |"]

@@ -33,7 +33,8 @@ def run(args) -> int:
     from dplab.accounting.sweep import POINTS_MAX, steps_grid, sweep
     from dplab.validate import integer
     from dplab.inputs import run_summary
-    from dplab.io import check_output, write_csv
+    from dplab.io import check_output
+    from dplab.tables import write_table
 
     check_output(args.out, "--out")
     if args.config or args.sweep:
@@ -56,5 +57,5 @@ def run(args) -> int:
     summary = run_summary(summary_path)
     setting, update = from_summary(summary)
     table = sweep(setting, summary["delta"], accountants, steps_grid(summary["run"]["steps"], points), update)
-    write_csv(args.out, table)
+    write_table(args.out, table)
     return 0

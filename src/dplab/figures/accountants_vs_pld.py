@@ -15,7 +15,8 @@ from dplab.accounting import risk
 from dplab.accounting.claims import from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
-from dplab.inputs import read_csv, run_summary
+from dplab.inputs import run_summary
+from dplab.tables import read_table
 
 TITLE = "Every accountant's ε vs T, and its ratio to PLD"
 SOURCE = "new"
@@ -49,7 +50,7 @@ def inputs(config: dict, params: dict) -> Inputs:
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """The sweep's rows, with ``ratio_to_pld`` = ε / ε_pld at the same T (empty for refused rows);
     an accountant the run may not claim keeps one row with an empty ε and the reason."""
-    sweep = read_csv(inputs["sweep"], "sweep table", f"dplab sweep --config CONFIG --sweep {params['sweep']} --out {inputs['sweep']}")
+    sweep = read_table(inputs["sweep"], "sweep table", f"dplab sweep --config CONFIG --sweep {params['sweep']} --out {inputs['sweep']}")
     sweep = _claimed(sweep, run_summary(inputs["summary"]))
     pld = sweep[sweep.accountant == "pld"].dropna(subset=["epsilon"]).set_index("steps")["epsilon"]
     if pld.empty:

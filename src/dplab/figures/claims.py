@@ -16,7 +16,6 @@ Much More Data)", ICLR 2021, Table 1 / §3 (end-to-end CNN on Fashion-MNIST, ε 
 
 from __future__ import annotations
 
-import json
 import math
 import textwrap
 from dataclasses import asdict, dataclass
@@ -30,6 +29,8 @@ from dplab import layout
 from dplab.accounting import Setting, get
 from dplab.figures import Inputs, runs, style
 from dplab.figures.techniques_table import technique_setting
+from dplab.inputs import read_csv, run_metrics, run_summary
+from dplab.tables import read_table
 
 TITLE = "Claims of the seeds and of Tramèr & Boneh, checked against this run's results"
 SOURCE = "000 Table I; 001 Figs. 1, 3; 002 Figs. 1–2; 003 §3–4; 004 §2–4.3; Tramèr & Boneh (ICLR 2021) §3"
@@ -132,9 +133,11 @@ def regenerate(path: str) -> str:
 
 
 def sigma_command(accountant: str, setting: Setting, epsilon: float, delta: float) -> str:
-    """The ``dplab sigma`` command line that calibrates ``setting`` (its σ left out)."""
+    """The ``dplab sigma`` command line that calibrates ``setting`` (its σ, and the fields the
+    accountant does not read, which the command refuses, left out)."""
+    unused = get(accountant).unused
     flags = [f"--{key.replace('_', '-')} {value!r}" for key, value in asdict(setting).items()
-             if value is not None and key != "noise_multiplier"]
+             if value is not None and key != "noise_multiplier" and key not in unused]
     return f"dplab sigma --accountant {accountant} {' '.join(flags)} --epsilon {epsilon:g} --delta {delta:g}"
 
 
@@ -159,12 +162,13 @@ class Results:
     """The result files of the inputs, by what they hold (None where the config lacks them)."""
 
     def __init__(self, inputs: Inputs):
-        self.tables = {Path(p).stem: (p, pd.read_csv(p)) for p in inputs["tables"]}
+        self.tables = {Path(p).stem: (p, read_table(p, "figure table", regenerate(p))) for p in inputs["tables"]}
         files = dict(zip(("summary", "metrics", "grad_norms"), inputs["nonprivate"]))
         self.nonprivate = files or None
-        self.tries = [(s, json.loads(Path(s).read_text()), m, pd.read_csv(m))
+        self.tries = [(s, run_summary(s), m, run_metrics(m, run_summary(s)))
                       for s, m in zip(inputs["try_summaries"], inputs["try_metrics"], strict=True)]
-        self.sweep = (inputs["sweeps"][0], pd.read_csv(inputs["sweeps"][0])) if inputs["sweeps"] else None
+        self.sweep = ((inputs["sweeps"][0], read_table(inputs["sweeps"][0], "sweep table", regenerate(inputs["sweeps"][0])))
+                      if inputs["sweeps"] else None)
         self.benchmark = inputs["benchmark"] or None
 
     def table(self, figure: str) -> tuple[str, pd.DataFrame | None]:
@@ -213,9 +217,10 @@ def claims_004_training(res: Results) -> list[Claim]:
     """004 §3.2–§4.3: the gradient norms, C = 30, the non-private curves and the four tries."""
     rows = []
     if res.nonprivate:
-        summary = json.loads(Path(res.nonprivate["summary"]).read_text())
-        norms = pd.read_csv(res.nonprivate["grad_norms"])["grad_norm"].to_numpy()
-        metrics = pd.read_csv(res.nonprivate["metrics"])
+        summary = run_summary(res.nonprivate["summary"])
+        norms = read_csv(res.nonprivate["grad_norms"], "gradient norms",
+                         regenerate(res.nonprivate["grad_norms"]))["grad_norm"].to_numpy()
+        metrics = run_metrics(res.nonprivate["metrics"], summary)
         data, steps = on_data(summary, "mnist"), summary["run"]["steps"]
         q95 = float(np.quantile(norms, 0.95))
         above = float(np.mean(norms > q95 * 40 / 32))  # 004's 40 against its quantile 32, on this run's scale
@@ -587,7 +592,7 @@ def claims_tramer_boneh(res: Results, params: dict) -> list[Claim]:
     accuracy, path = None, layout.run_files(run or "tb_fashion_cnn")["summary"]
     if res.benchmark:
         path = res.benchmark[0]
-        accuracy = float(json.loads(Path(path).read_text())["final"]["test_accuracy"])
+        accuracy = float(run_summary(path)["final"]["test_accuracy"])
     rows.append(Claim(TB_SOURCE, "§3, Table 1 (Fashion-MNIST, end-to-end CNN)", "the tanh CNN reaches 86.0 % test "
                       "accuracy at ε = 3", TB["accuracy"], accuracy, "≈", 0.015, False, path, regenerate(path),
                       "our CNN, preprocessing or hyper-parameters differ from Tramèr & Boneh's",

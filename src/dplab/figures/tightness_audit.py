@@ -21,7 +21,7 @@ from dplab.audit.estimators import ESTIMATORS
 from dplab.audit.membership import THREAT_MODELS
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
-from dplab.inputs import read_csv
+from dplab.tables import read_table
 
 TITLE = "Measured ε lower bounds per threat model next to every upper bound of the same release"
 SOURCE = "new"
@@ -57,7 +57,7 @@ def inputs(config: dict, params: dict) -> Inputs:
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
-    out = pd.concat([read_csv(path, "audit table", f"dplab audit --config CONFIG --audit NAME --data DATA --out {path}")
+    out = pd.concat([read_table(path, "audit table", f"dplab audit --config CONFIG --audit NAME --data DATA --out {path}")
                      for path in inputs["audits"]], ignore_index=True)
     first = [c for c in FIRST if c in out]
     bounds = ["epsilon_lower", "epsilon_estimate", "epsilon_upper", "exact_epsilon"]
