@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from dplab import jobs, layout, pipeline
+from dplab import entries, layout, pipeline
 from dplab.cli import main
 from dplab.config import check_config
 from dplab.schemas import validate
@@ -72,7 +72,7 @@ def test_default_config_saves_each_factorization_once():
                      "optimal_T200": {"strategy": "optimal", "steps": 200, "bands": None}}
     assert mf_structure.inputs(config, config["figures"]["mf_structure"]) == {"factorizations": [
         "results/mf/banded_T200_m16.npz", "results/mf/optimal_T200.npz"]}
-    runs = jobs.grid_runs(config, "mf_vs_dpsgd")
+    runs = entries.grid_runs(config, "mf_vs_dpsgd")
     keys = {item["variant"]: layout.run_factorization(item["run"]) for item in runs.values()}
     assert keys == {"dp_mf": "banded_T200_m16", "dp_sgd": None}
     assert all(layout.mf_file(k) in pipeline.targets(config) for k in specs)

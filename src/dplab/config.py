@@ -4,19 +4,21 @@ The JSON schema (``dplab/schemas/config.schema.yaml``, :mod:`dplab.schemas`) che
 and ranges; :func:`check_config` checks what a schema cannot: that names refer to entries that
 exist, and that every job's entry passes the checks its command would make, before Snakemake
 plans a job.  This layer sits above the library (whose checks it runs) and below the commands
-and rules (docs/architecture.md).
+and rules (docs/architecture.md); the jobs made from a checked config are :mod:`dplab.jobs`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import sys
 from pathlib import Path
 
 from dplab.accounting import names as accountant_names
 from dplab.audit.membership import THREAT_MODELS, check_size, method_config
 from dplab.errors import DPLabError
 from dplab.figures import FIGURE_IDS, figure as figure_module
-from dplab.jobs import dataset_entry, grid_runs, run_entry
+from dplab.entries import dataset_entry, grid_runs, run_entry
 from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa: F401  (the commands' config API)
 from dplab.training.config import resolve_run
 from dplab.training.data import expected_info
@@ -24,16 +26,34 @@ from dplab.training.preflight import check_run
 from dplab.training.privacy import update_of
 
 
-def load_config(*paths: str | Path) -> dict:
+def read_config(*paths: str | Path) -> dict:
     """A pipeline config file — or several, each merged over the previous ones as Snakemake
     merges ``--configfile`` files over config/config.yaml (:func:`merge`) — validated, with
-    defaults, and cross-checked (:func:`check_config`)."""
+    defaults (not yet cross-checked: :func:`load_config`, :func:`dplab.jobs.load`)."""
     config: dict = {}
     for path in paths:
         merge(config, load_yaml(path))
-    config = validate(config)
+    return validate(config)
+
+
+def load_config(*paths: str | Path) -> dict:
+    """:func:`read_config`, cross-checked (:func:`check_config`)."""
+    config = read_config(*paths)
     check_config(config)
     return config
+
+
+@contextlib.contextmanager
+def refuse_bad_config():
+    """In the Snakefile: a :class:`DPLabError` raised in the block ends Snakemake with one line on
+    stderr, ``config error: <dotted key>: <problem>``, and exit code 2 (as ``dplab`` does), before
+    any job is planned.  Snakemake would print an exception's frame, and for its own
+    ``validate()`` the whole schema (hundreds of lines)."""
+    try:
+        yield
+    except DPLabError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def merge(config: dict, override: dict) -> None:
@@ -46,21 +66,25 @@ def merge(config: dict, override: dict) -> None:
             config[key] = copy.deepcopy(value)
 
 
-def check_config(config: dict) -> None:
+def check_config(config: dict) -> dict[str, dict]:
     """Raise :class:`DPLabError` naming the dotted key of the first problem any job of the DAG
     would meet, before one is planned (``config`` validated, defaults filled): references to
     entries that do not exist; every training job's run resolved as ``dplab train`` resolves it
     (:func:`dplab.training.config.resolve_run`) and checked against its dataset
     (:func:`dplab.training.preflight.check_run`); every audited method's run; sweeps; figures;
     devices against ``training_resources``.  A grid run's problem is keyed where its key was set
-    (the variant, else ``base``) and names the run."""
-    runs = {run: _check_run(config, run_entry(config, run), [], f"runs.{run}") for run in config["runs"]}
+    (the variant, else ``base``) and names the run.
+
+    Returns every training job's resolved run by its folder under results/ (the keys of
+    :func:`dplab.entries.training_runs`): the one place a pipeline's runs are resolved, which
+    :func:`dplab.jobs.plan` turns into the jobs."""
+    resolved = {f"runs/{run}": _check_run(config, run_entry(config, run), [], f"runs.{run}") for run in config["runs"]}
     for grid, spec in config.get("grids", {}).items():
         for name, item in grid_runs(config, grid).items():
             where = f"grids.{grid}.variants.{item['variant']}"
             layers = [(where, spec["variants"][item["variant"]]), (f"grids.{grid}.base", spec["base"]),
                       (f"grids.{grid}", {"target_epsilon"} if item["epsilon"] is not None else ())]
-            _check_run(config, item["run"], layers, where, f" (run {name})")
+            resolved[f"grids/{grid}/{name}"] = _check_run(config, item["run"], layers, where, f" (run {name})")
     known = set(accountant_names())
     for sweep, entry in config.get("sweeps", {}).items():
         if entry["run"] not in config["runs"]:
@@ -70,11 +94,12 @@ def check_config(config: dict) -> None:
         for name in entry["accountants"]:
             if name not in known:
                 raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
-        noise = update_of(runs[entry["run"]]).noise
+        run = resolved[f"runs/{entry['run']}"]
+        noise = update_of(run).noise
         if noise != "independent":
             kind = "non-private" if noise == "none" else "correlated-noise"
             raise DPLabError(f"sweeps.{sweep}.run", f"run {entry['run']!r} is a {kind} run (method "
-                                                    f"{runs[entry['run']]['method']}): every accountant of a sweep refuses it")
+                                                    f"{run['method']}): every accountant of a sweep refuses it")
     for audit, entry in config.get("audits", {}).items():
         _check_audit(config, audit, entry)
     for figure, params in config.get("figures", {}).items():
@@ -82,6 +107,7 @@ def check_config(config: dict) -> None:
             raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
         figure_module(figure).check(config, params)
     _check_devices(config)
+    return resolved
 
 
 def _rekey(err: DPLabError, layers: list, default: str, note: str = "") -> DPLabError:

@@ -57,15 +57,16 @@ def run_table(args) -> int:
 
     check_output(args.out, "--out")
     if args.config:
-        from dplab import pipeline
-        from dplab.config import load_config
+        from dplab import jobs
+        from dplab.config import read_config
 
         if args.params_json or args.inputs:
             raise DPLabError("config", "give either --config or --params-json/--inputs, not both")
-        config = load_config(args.config)
-        if args.figure not in config["figures"]:
+        config = read_config(args.config)
+        tables = jobs.plan(config).of("figure_table")
+        if args.figure not in tables:
             raise DPLabError("figure", f"{args.figure!r} is not in the config's `figures`")
-        params, inputs = config["figures"][args.figure], pipeline.figure_inputs(config, args.figure)
+        params, inputs = config["figures"][args.figure], tables[args.figure].inputs
     else:
         from dplab.config import load_schema, validate
 
@@ -129,7 +130,7 @@ def _bad_input(flag: str, what: str):
 
 def _check_complete(results: Path, config_file: str | None) -> None:
     """Refuse an index over missing results, naming them: a figure with some of its table, PDF
-    and PNG but not all; with ``config_file``, any result of its DAG (:func:`dplab.pipeline.results`,
+    and PNG but not all; with ``config_file``, any result of its DAG (:attr:`dplab.jobs.Plan.results`,
     paths under ``results/`` read under ``results``)."""
     from dplab.figures import FIGURE_IDS
     from dplab.layout import RESULTS, figure_files
@@ -143,10 +144,9 @@ def _check_complete(results: Path, config_file: str | None) -> None:
         if any((results / f).exists() for f in files):
             wanted += files
     if config_file:
-        from dplab.config import load_config
-        from dplab.pipeline import results as dag_results
+        from dplab import jobs
 
-        wanted += under(dag_results(load_config(config_file)))
+        wanted += under(jobs.load(config_file).results)
     missing = sorted({f for f in wanted if not (results / f).exists()})
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
