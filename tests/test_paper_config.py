@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, copy_project, run, write_mnist
-from dplab import entries, layout, pipeline
+from dplab import entries, jobs, layout
 from dplab.config import check_config
 from dplab.schemas import load_schema, validate
 from dplab.figures import FIGURE_IDS, input_files
@@ -36,9 +36,10 @@ def load(*names: str) -> dict:
 def test_paper_config_draws_every_figure_and_trains_nothing_else():
     config = load("paper.yaml")
     assert set(config["figures"]) == set(FIGURE_IDS)
-    drawn = {path for figure in config["figures"] for path in input_files(pipeline.figure_inputs(config, figure))}
+    plan = jobs.plan(config)
+    drawn = {path for job in plan.of("figure_table").values() for path in input_files(job.inputs)}
     drawn |= {layout.run_files(entry["run"])["summary"] for entry in config["sweeps"].values()}  # sweeps read runs
-    needless = [p for p in pipeline.results(config) if p.endswith(("summary.json", ".npz", ".csv"))
+    needless = [p for p in plan.results if p.endswith(("summary.json", ".npz", ".csv"))
                 and not p.startswith(("results/tables/", "results/runs/", "results/grids/")) and p not in drawn]
     needless += [f"results/runs/{r}" for r in config["runs"] if layout.run_files(r)["summary"] not in drawn
                  and layout.run_files(r)["metrics"] not in drawn and r not in BENCHMARKS]

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from dplab.cli import main
+from dplab.commands.train import pipeline_run
 from dplab.errors import Diverged, DPLabError
 from dplab.training import data, loop
 from dplab.training.config import load_run, resolve_run
@@ -45,7 +46,7 @@ def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):
     single = tmp_path / "run.yaml"
     single.write_text(yaml.safe_dump(run))
     assert load_run(run_json=json.dumps(run)) == load_run(single)
-    assert load_run(_config(tmp_path, {"a": run}), "a") == {**load_run(single), "name": "a"}
+    assert pipeline_run(str(_config(tmp_path, {"a": run})), "a") == {**load_run(single), "name": "a"}
 
 
 @pytest.mark.parametrize(
