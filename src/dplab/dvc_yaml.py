@@ -1,12 +1,13 @@
 """dvc.yaml, generated from the job list the Snakefile uses (``dplab dvc-yaml``).
 
-One DVC stage per job of :func:`dplab.jobs.plan` (the Snakemake rules read the same jobs): the same command, the
-same inputs as deps and the same outputs as outs.  Each stage also depends on the source its command
-runs, computed from the package's import graph (:func:`code`), so ``dvc repro`` reruns a stage
-after a change to any module it imports (the MF code for a training run, the schemas, a plug-in).  Where a Snakemake rule passes a config entry
-as JSON (``--run-json``, ``--audit-json``…), the stage passes ``--config config/config.yaml`` and
-the entry's name instead, which the command resolves to the same entry
-(:mod:`dplab.commands.source`), and declares that entry as DVC params: so
+One DVC stage per job of :func:`dplab.jobs.plan` (the Snakemake rules read the same jobs): the
+same command, the same inputs as deps and the same outputs as outs.  Each stage also depends on
+the source its command runs, computed from the package's import graph (:func:`code`), so ``dvc
+repro`` reruns a stage after a change to any module it imports (the MF code for a training run,
+the schemas, a plug-in).  Where a Snakemake rule passes a config entry as JSON (``--run-json``,
+``--audit-json``…), the stage passes ``--config config/config.yaml`` and the entry's name
+instead, which the command resolves to the same entry (:mod:`dplab.commands.source`), and
+declares that entry as DVC params (the job's ``reads``): so
 ``dvc exp run -S config/config.yaml:runs.dp_sgd.lr=0.25`` reruns that run with the new value.
 A change that adds or removes jobs (a run, a grid seed, a figure) needs ``dplab dvc-yaml`` again;
 a test keeps the committed file current for config/config.yaml.
