@@ -38,14 +38,15 @@ def planned_by_snakemake() -> list[dict]:
         fields = dict(line.strip().split(": ", 1) for line in body.splitlines())
         resources = dict(item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item)
         found.append({"rule": rule, "inputs": set(fields.get("input", "").split(", ")) - {""},
+                      "wildcards": fields.get("wildcards"),
                       "outputs": set(fields["output"].split(", ")), "resources": resources, "shell": shell})
     return found
 
 
 def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
-    """One Snakemake job per job of the plan (the same rule, outputs and inputs), no output made by
-    two; the shell command carries each of the job's params as the rule passes them, and training
-    and audit jobs ask for the job's resources."""
+    """One Snakemake job per job of the plan (the same rule, outputs and inputs, its name the rule's
+    wildcard), no output made by two; the shell command carries each of the job's params as the
+    rule passes them, and training and audit jobs ask for the job's resources."""
     planned = planned_by_snakemake()
     by_outputs = {frozenset(job["outputs"]): job for job in planned}
     assert len(by_outputs) == len(planned) == len(plan.jobs)
@@ -54,6 +55,7 @@ def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
     for job in plan.jobs:
         smk = by_outputs[frozenset(job.output_files)]
         assert (smk["rule"], smk["inputs"]) == (job.rule, set(job.input_files)), job.name
+        assert smk["wildcards"] == (f"{job.wildcard}={job.name}" if job.wildcard else None), job.name
         tokens = shlex.split(smk["shell"])
         for key, value in job.params.items():
             if key not in REPORT_PARAMS:
