@@ -73,7 +73,9 @@ def committed_stages() -> dict[str, dict]:
 
 def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes(committed_stages):
     """Where the Snakemake rule passes a run entry as JSON, the DVC stage's `--config` + name gives
-    `dplab train` the same resolved run (so both paths compute the same thing)."""
+    `dplab train` the same resolved run (so both paths compute the same thing): the stage names the
+    job, whose run (what `dplab train --config --run` takes, checked for a run and a grid run) is the
+    rule's JSON entry resolved."""
     import shlex
 
     from dplab import jobs
@@ -87,7 +89,10 @@ def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes(committed
     for folder, job in runs.items():
         args = parser.parse_args(shlex.split(committed_stages["train-" + folder.removeprefix("runs/").replace("/", "-")
                                                               .replace(".", "-")]["cmd"])[1:])
-        assert pipeline_run(str(ROOT / args.config), args.run) == load_run(run_json=job.params["run"]), folder
+        assert (args.config, args.run) == (CONFIG, folder.removeprefix("runs/"))
+        assert job.run == load_run(run_json=job.params["run"]), folder
+    for folder in (next(f for f in runs if f.startswith("runs/")), next(f for f in runs if f.startswith("grids/"))):
+        assert pipeline_run(str(ROOT / CONFIG), folder.removeprefix("runs/")) == runs[folder].run, folder
 
 
 def covers(deps: list[str], path: str) -> bool:
