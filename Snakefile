@@ -6,8 +6,14 @@ import sys
 
 from snakemake.utils import min_version
 
-from dplab import pipeline
-from dplab.config import check_config, load_yaml, merge, validate
+from dplab import jobs, layout
+from dplab.config import (
+    check_command_line,
+    load_yaml,
+    merge,
+    refuse_bad_config,
+    validate,
+)
 
 min_version("8.0")
 
@@ -16,28 +22,27 @@ min_version("8.0")
 # together are merged in order: --configfile config/paper.yaml config/paper-smoke.yaml.
 # Every config problem ends Snakemake with one line naming the key (exit code 2), before a job is
 # planned: YAML syntax (with line and column), the schema (workflow/schemas/config.schema.yaml),
-# then check_config.  A --configfile is read by Snakemake itself before this file runs, with a
+# then check_config, which dplab.jobs.plan runs before it makes the jobs every rule reads (PLAN).
+# A --configfile is read by Snakemake itself before this file runs, with a
 # loader that keeps the last of a key given twice: each is read again here with dplab's loader,
 # which refuses a duplicate key (naming both lines), an empty file, a FIFO or a device; and the
 # command line is refused where Snakemake would silently keep one of two values: --config or
 # --configfile given twice, a --config key given twice, a --config mapping merging into an entry
-# of the file (pipeline.check_command_line).
-with pipeline.refuse_bad_config():
+# of the file (dplab.config.check_command_line).
+with refuse_bad_config():
     file_config = {}
     for path in workflow.overwrite_configfiles or ["config/config.yaml"]:
         merge(file_config, load_yaml(path))
-    pipeline.check_command_line(
-        sys.argv, workflow.config_settings.overwrite_config, file_config
-    )
+    check_command_line(sys.argv, workflow.config_settings.overwrite_config, file_config)
 
 if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 
 
-with pipeline.refuse_bad_config():
+with refuse_bad_config():
     config.update(validate(config))
-    check_config(config)
+    PLAN = jobs.plan(config)
 
 
 include: "workflow/rules/common.smk"
@@ -53,4 +58,4 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        pipeline.targets(config),
+        PLAN.targets,

@@ -531,10 +531,10 @@ def bound_violations(table) -> list[str]:
 
 
 def _entry(config_name: str, audit: str, **changes) -> dict:
-    from dplab import jobs
+    from dplab import entries
     from dplab.config import load_config
 
-    entry = jobs.audit_entry(load_config(f"config/{config_name}.yaml"), audit)
+    entry = entries.audit_entry(load_config(f"config/{config_name}.yaml"), audit)
     entry.update(changes)
     return entry
 

@@ -83,7 +83,7 @@ def test_snakemake_refuses_a_configfile_with_a_key_given_twice(project):
 
 def test_snakemake_refuses_a_config_key_given_twice_on_its_command_line(project):
     """`snakemake --config seed=1 seed=2` planned with seed=2: the Snakefile refuses it
-    (pipeline.check_command_line; its other cases below), one line, exit 2, nothing planned."""
+    (config.check_command_line; its other cases below), one line, exit 2, nothing planned."""
     proc = run(["snakemake", "-n", "--quiet", "--config", "seed=1", "seed=2"], cwd=project, check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == ("config error: --config seed: given twice (seed=1 and seed=2): the last would "
@@ -106,7 +106,7 @@ def test_a_command_line_config_snakemake_would_resolve_silently_is_refused(argv,
     twice inside a mapping, and merges a --config entry key by key into the file's entry of that
     name (a dp_sgd run turned `method: sgd` keeps its noise)."""
     from dplab.errors import DPLabError
-    from dplab.pipeline import check_command_line
+    from dplab.config import check_command_line
 
     with pytest.raises(DPLabError) as err:
         check_command_line(argv, overrides, {"seed": 0, "runs": {"dp_sgd": {"method": "dp_sgd"}}})
@@ -120,7 +120,7 @@ def test_a_command_line_config_snakemake_would_resolve_silently_is_refused(argv,
     ["pytest", "--config", "a=1", "--config", "a=2"],  # not Snakemake's command line: only the parsed pairs
 ])
 def test_an_unambiguous_command_line_config_passes(argv):
-    from dplab.pipeline import check_command_line
+    from dplab.config import check_command_line
 
     check_command_line(argv, {"seed": 3, "runs": {"new_run": {"method": "sgd"}}}, {"seed": 0, "runs": {"dp_sgd": {}}})
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from dplab import layout, pipeline
+from dplab import layout
 from dplab.cli import main
 from dplab.config import load_config
 from dplab.figures import claims, techniques_table
@@ -118,7 +118,7 @@ def test_table_i_exponents_are_from_the_sigma_dplab_prints(tmp_path, capsys):
 def test_default_config_checks_004_on_its_own_runs():
     """The rows read the runs the default config's figures name (004's experiment, whatever its data)."""
     config = load_config(ROOT / "config" / "config.yaml")
-    inputs = pipeline.figure_inputs(config, "claims")
+    inputs = claims.inputs(config, config["figures"]["claims"])
     figures = config["figures"]
     tries = [t["run"] for t in figures["dp_training_tries"]["tries"]]
     assert inputs["try_summaries"] == [layout.run_files(r)["summary"] for r in tries]

@@ -201,12 +201,12 @@ def test_dplab_train_refuses_the_same_key(tmp_path, capsys, mutate, key):
     first mistakes, which `dplab train` refuses from the run alone, before it reads any data."""
     import json
 
-    from dplab import jobs
+    from dplab import entries
     from dplab.cli import main
 
     raw = copy.deepcopy(_small(lambda c: None))
     mutate(raw)
-    entry = jobs.run_entry(validate(raw), "dp_sgd")
+    entry = entries.run_entry(validate(raw), "dp_sgd")
     code = main(["train", "--run-json", json.dumps(entry), "--data", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
     assert code == 2 and f"error: {key.removeprefix('runs.dp_sgd.')}:" in capsys.readouterr().err
 

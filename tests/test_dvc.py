@@ -52,10 +52,10 @@ def test_dvc_and_snakemake_name_the_same_outputs():
 def test_dvc_yaml_is_generated_from_the_config_and_current():
     """dvc.yaml and its plot templates are `dplab dvc-yaml`'s output for config/config.yaml (CI
     fails when one is stale)."""
-    from dplab.config import load_config
+    from dplab.config import read_config
     from dplab.dvc_yaml import CONFIG, files
 
-    written = files(load_config(ROOT / CONFIG))
+    written = files(read_config(ROOT / CONFIG))
     assert {name for name in written if name.startswith(".dvc/")} == {
         p.relative_to(ROOT).as_posix() for p in (ROOT / ".dvc" / "plots").iterdir()}
     assert all((ROOT / name).read_text() == text for name, text in written.items())
@@ -65,32 +65,34 @@ def test_dvc_yaml_is_generated_from_the_config_and_current():
 @pytest.fixture(scope="module")
 def committed_stages() -> dict[str, dict]:
     """The DVC stages of config/config.yaml (computed once)."""
-    from dplab.config import load_config
+    from dplab import jobs
     from dplab.dvc_yaml import CONFIG, stages
 
-    return stages(load_config(ROOT / CONFIG))
+    return stages(jobs.load(ROOT / CONFIG))
 
 
 def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes(committed_stages):
     """Where the Snakemake rule passes a run entry as JSON, the DVC stage's `--config` + name gives
-    `dplab train` the same resolved run (so both paths compute the same thing)."""
+    `dplab train` the same resolved run (so both paths compute the same thing): the stage names the
+    job, whose run (what `dplab train --config --run` takes, checked for a run and a grid run) is the
+    rule's JSON entry resolved."""
     import shlex
 
-    from dplab import jobs as dplab_jobs
-    from dplab.commands.train import _grid_run
-    from dplab.config import load_config
+    from dplab import jobs
+    from dplab.cli import build_parser
+    from dplab.commands.train import pipeline_run
     from dplab.dvc_yaml import CONFIG
-    from dplab.training.config import load_run, resolve_run
+    from dplab.training.config import load_run
 
-    config = load_config(ROOT / CONFIG)
-    jobs = dplab_jobs.training_runs(config)
-    dvc = committed_stages
-    for folder, entry in jobs.items():
-        argv = shlex.split(dvc["train-" + folder.removeprefix("runs/").replace("/", "-").replace(".", "-")]["cmd"])
-        name = argv[argv.index("--run") + 1]
-        path = str(ROOT / CONFIG)
-        got = _grid_run(path, name) if name.startswith("grids/") else load_run(path, name)
-        assert got == resolve_run(entry), folder
+    runs = jobs.load(ROOT / CONFIG).of("train")
+    parser = build_parser()
+    for folder, job in runs.items():
+        args = parser.parse_args(shlex.split(committed_stages["train-" + folder.removeprefix("runs/").replace("/", "-")
+                                                              .replace(".", "-")]["cmd"])[1:])
+        assert (args.config, args.run) == (CONFIG, folder.removeprefix("runs/"))
+        assert job.run == load_run(run_json=job.params["run"]), folder
+    for folder in (next(f for f in runs if f.startswith("runs/")), next(f for f in runs if f.startswith("grids/"))):
+        assert pipeline_run(str(ROOT / CONFIG), folder.removeprefix("runs/")) == runs[folder].run, folder
 
 
 def covers(deps: list[str], path: str) -> bool:

@@ -13,7 +13,6 @@ from html import unescape
 import pytest
 
 from conftest import ROOT, SMALL_FIGURES
-from dplab import pipeline
 from dplab.config import load_config
 from dplab.errors import DPLabError
 from dplab.figures import FIGURE_IDS, Figure, figure, input_args, input_files, parse_input_args
@@ -60,7 +59,7 @@ def paper():
 def test_inputs_are_the_declared_names_and_survive_the_command_line(paper, figure_id):
     """``inputs`` gives exactly the names and kinds of ``INPUTS``; encoded as ``--inputs NAME=PATH``
     and parsed back, the same mapping (a list of one file stays a list)."""
-    inputs = pipeline.figure_inputs(paper, figure_id)
+    inputs = figure(figure_id).inputs(paper, paper["figures"][figure_id])
     kinds = figure(figure_id).INPUTS
     assert list(inputs) == list(kinds), figure_id
     assert all(isinstance(inputs[name], kind) for name, kind in kinds.items()), figure_id

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import synthetic_data
-from dplab import layout, pipeline
+from dplab import jobs, layout
 from dplab.figures import figure
 from dplab.training import loop
 from dplab.training.config import resolve_run
@@ -113,8 +113,11 @@ def test_hidden_state_gain_reads_every_valid_curve_and_every_exclusion(synth, tm
 
 
 def test_figure_inputs_name_the_pipeline_files():
-    config = {"runs": {"a": {"method": "sgd", "record_grad_norms": True}}, "grids": {},
-              "figures": {"grad_norms": {"run": "a"}}}
-    assert pipeline.figure_inputs(config, "grad_norms") == {"grad_norms": "results/runs/a/grad_norms.csv",
-                                                            "summary": "results/runs/a/summary.json"}
-    assert layout.run_files("a")["grad_norms"] in pipeline.targets({"seed": 0, **config})
+    from dplab.schemas import validate
+
+    config = validate({"datasets": {"digits": {"kind": "digits"}}, "runs": {"a": {"method": "sgd", "record_grad_norms": True}},
+                       "figures": {"grad_norms": {"run": "a"}}})
+    plan = jobs.plan(config)
+    assert plan.job("figure_table", "grad_norms").inputs == {"grad_norms": "results/runs/a/grad_norms.csv",
+                                                               "summary": "results/runs/a/summary.json"}
+    assert layout.run_files("a")["grad_norms"] in plan.targets

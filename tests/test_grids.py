@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, run
-from dplab import jobs
+from dplab import entries
 from dplab.config import check_config
 from dplab.schemas import load_yaml, validate
 from dplab.errors import DPLabError
@@ -28,7 +28,7 @@ def config_with_grid(grid=GRID) -> dict:
 
 
 def test_every_variant_epsilon_and_seed_is_one_run():
-    runs = jobs.grid_runs(config_with_grid(), "mini")
+    runs = entries.grid_runs(config_with_grid(), "mini")
     assert sorted(runs) == sorted(
         f"digits/logreg/{v}/eps{e:g}/seed{s}" for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)
     )
@@ -38,7 +38,7 @@ def test_every_variant_epsilon_and_seed_is_one_run():
 
 
 def test_the_schema_describes_the_run_names_the_code_makes():
-    """The schema's description of grid-run folders, filled in, gives jobs.grid_runs' names."""
+    """The schema's description of grid-run folders, filled in, gives entries.grid_runs' names."""
     from dplab.schemas import load_schema
 
     text = " ".join(load_schema("config")["properties"]["grids"]["description"].split())
@@ -46,11 +46,11 @@ def test_the_schema_describes_the_run_names_the_code_makes():
     private = {template.replace("<dataset>", "digits").replace("<model>", "logreg").replace("<variant>", v)
                .replace("<target_epsilon>", f"{e:g}").replace("<seed>", str(s))
                for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)}
-    assert set(jobs.grid_runs(config_with_grid(), "mini")) == private
+    assert set(entries.grid_runs(config_with_grid(), "mini")) == private
     sigma = {**copy.deepcopy(GRID), "target_epsilon": None}
     sigma["base"]["noise_multiplier"] = 2.0
     sigma.pop("target_epsilon")
-    names = set(jobs.grid_runs(config_with_grid(sigma), "mini"))
+    names = set(entries.grid_runs(config_with_grid(sigma), "mini"))
     assert names == {n.replace("eps1/", "sigma2/") for n in private if "/eps1/" in n}
     assert "sigma<noise_multiplier> instead of eps" in text and "nonprivate for sgd" in text
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from dplab import jobs, layout, pipeline
+from dplab import entries, jobs, layout
 from dplab.cli import main
 from dplab.config import check_config
 from dplab.schemas import validate
@@ -67,15 +67,16 @@ def _config():
 
 def test_default_config_saves_each_factorization_once():
     config = _config()
-    specs = pipeline.factorizations(config)
+    plan = jobs.plan(config)
+    specs = {key: job.spec for key, job in plan.of("factorization").items()}
     assert specs == {"banded_T200_m16": {"strategy": "banded", "steps": 200, "bands": 16},
                      "optimal_T200": {"strategy": "optimal", "steps": 200, "bands": None}}
     assert mf_structure.inputs(config, config["figures"]["mf_structure"]) == {"factorizations": [
         "results/mf/banded_T200_m16.npz", "results/mf/optimal_T200.npz"]}
-    runs = jobs.grid_runs(config, "mf_vs_dpsgd")
+    runs = entries.grid_runs(config, "mf_vs_dpsgd")
     keys = {item["variant"]: layout.run_factorization(item["run"]) for item in runs.values()}
     assert keys == {"dp_mf": "banded_T200_m16", "dp_sgd": None}
-    assert all(layout.mf_file(k) in pipeline.targets(config) for k in specs)
+    assert all(layout.mf_file(k) in plan.targets for k in specs)
 
 
 @pytest.mark.parametrize("params, match", [
@@ -106,7 +107,7 @@ def test_mf_config_saves_every_factorization(tmp_path, capsys):
     config = {"datasets": base["datasets"], "runs": {"sgd": base["runs"]["nonprivate"]}, "figures": {
         "mf_structure": {"strategy": "banded", "steps": 10, "bands": 2, "compare": ["sqrt"]}}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    specs = pipeline.factorizations(validate(config))  # one `dplab mf` job each (rule factorization)
-    for key, spec in specs.items():
-        assert main(["mf", *pipeline.mf_args(spec).split(), "--out", str(tmp_path / "mf" / f"{key}.npz")]) == 0
+    specs = jobs.plan(validate(config)).of("factorization")  # one `dplab mf` job each (rule factorization)
+    for key, job in specs.items():
+        assert main(["mf", *job.params["args"].split(), "--out", str(tmp_path / "mf" / f"{key}.npz")]) == 0
     assert sorted(p.name for p in (tmp_path / "mf").iterdir()) == ["banded_T10_m2.npz", "sqrt_T10.npz"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, copy_project, run, write_mnist
-from dplab import jobs, layout, pipeline
+from dplab import entries, jobs, layout
 from dplab.config import check_config
 from dplab.schemas import load_schema, validate
 from dplab.figures import FIGURE_IDS, input_files
@@ -36,21 +36,22 @@ def load(*names: str) -> dict:
 def test_paper_config_draws_every_figure_and_trains_nothing_else():
     config = load("paper.yaml")
     assert set(config["figures"]) == set(FIGURE_IDS)
-    drawn = {path for figure in config["figures"] for path in input_files(pipeline.figure_inputs(config, figure))}
+    plan = jobs.plan(config)
+    drawn = {path for job in plan.of("figure_table").values() for path in input_files(job.inputs)}
     drawn |= {layout.run_files(entry["run"])["summary"] for entry in config["sweeps"].values()}  # sweeps read runs
-    needless = [p for p in pipeline.results(config) if p.endswith(("summary.json", ".npz", ".csv"))
+    needless = [p for p in plan.results if p.endswith(("summary.json", ".npz", ".csv"))
                 and not p.startswith(("results/tables/", "results/runs/", "results/grids/")) and p not in drawn]
     needless += [f"results/runs/{r}" for r in config["runs"] if layout.run_files(r)["summary"] not in drawn
                  and layout.run_files(r)["metrics"] not in drawn and r not in BENCHMARKS]
     for grid in config["grids"]:
-        needless += [s for s in jobs.grid_summaries(config, grid) if s not in drawn]
+        needless += [s for s in entries.grid_summaries(config, grid) if s not in drawn]
     assert needless == []
     # the seeds' settings: 004's 5000 MNIST images, its tries at (ε = 1, δ = 1e-6), C = 30, MLP 128
     assert config["datasets"]["mnist"]["train_size"] == 5000
     for name in ("mnist_try1_dp_gd_advanced", "mnist_try2_dp_gd_rdp", "mnist_try3_dp_sgd", "mnist_try4_dp_mf"):
         entry = config["runs"][name]
         assert (entry["target_epsilon"], entry["delta"], entry["clip"], entry["hidden"]) == (1.0, 1e-6, 30.0, 128)
-    assert jobs.grid_runs(config, "mf_vs_dpsgd")["mnist/mlp/dp_mf/eps1/seed0"]["run"].keys() >= {"strategy"}
+    assert entries.grid_runs(config, "mf_vs_dpsgd")["mnist/mlp/dp_mf/eps1/seed0"]["run"].keys() >= {"strategy"}
     assert "bands" not in config["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"]  # nothing leaked from config.yaml
 
 
@@ -87,7 +88,7 @@ def test_smoke_scale_keeps_every_rule_dataset_kind_and_figure_and_only_shrinks()
         assert {k: entry.get(k) for k in same} == {k: paper["runs"][name].get(k) for k in same}, name
         assert entry["steps"] < paper["runs"][name]["steps"]
     for grid in smoke["grids"]:
-        assert {r["variant"] for r in jobs.grid_runs(smoke, grid).values()} == set(paper["grids"][grid]["variants"])
+        assert {r["variant"] for r in entries.grid_runs(smoke, grid).values()} == set(paper["grids"][grid]["variants"])
 
 
 @pytest.mark.pipeline

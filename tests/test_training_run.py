@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from dplab.cli import main
+from dplab.commands.train import pipeline_run
 from dplab.errors import Diverged, DPLabError
 from dplab.training import data, loop
 from dplab.training.config import load_run, resolve_run
@@ -47,7 +48,21 @@ def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):
     single = tmp_path / "run.yaml"
     single.write_text(yaml.safe_dump(run))
     assert load_run(run_json=json.dumps(run)) == load_run(single)
-    assert load_run(_config(tmp_path, {"a": run}), "a") == {**load_run(single), "name": "a"}
+    assert pipeline_run(str(_config(tmp_path, {"a": run})), "a") == {**load_run(single), "name": "a"}
+
+
+def test_a_run_of_a_pipeline_config_is_named_by_its_job(tmp_path):
+    """`dplab train --config FILE --run NAME`: an unknown name is refused naming --run and the defined
+    runs; --run with a single-run YAML, or without --config, is refused."""
+    run = {"method": "dp_sgd", "noise_multiplier": 1.0, "dataset": "digits", **FAST}
+    with pytest.raises(DPLabError, match=r"^--run: unknown run 'b' .*defined: a$"):
+        pipeline_run(str(_config(tmp_path, {"a": run})), "b")
+    single = tmp_path / "run.yaml"
+    single.write_text(yaml.safe_dump(run))
+    with pytest.raises(DPLabError, match="single-run config"):
+        pipeline_run(str(single), "a")
+    with pytest.raises(DPLabError, match="give --config"):
+        pipeline_run(None, "a")
 
 
 @pytest.mark.parametrize(

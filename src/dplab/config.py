@@ -4,19 +4,21 @@ The JSON schema (``dplab/schemas/config.schema.yaml``, :mod:`dplab.schemas`) che
 and ranges; :func:`check_config` checks what a schema cannot: that names refer to entries that
 exist, and that every job's entry passes the checks its command would make, before Snakemake
 plans a job.  This layer sits above the library (whose checks it runs) and below the commands
-and rules (docs/architecture.md).
+and rules (docs/architecture.md); the jobs made from a checked config are :mod:`dplab.jobs`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import sys
 from pathlib import Path
 
 from dplab.accounting import names as accountant_names
 from dplab.audit.membership import THREAT_MODELS, check_size, method_config
 from dplab.errors import DPLabError
 from dplab.figures import FIGURE_IDS, figure as figure_module
-from dplab.jobs import dataset_entry, grid_runs, run_entry
+from dplab.entries import dataset_entry, grid_runs, run_entry
 from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa: F401  (the commands' config API)
 from dplab.training.config import resolve_run
 from dplab.training.data import expected_info
@@ -24,16 +26,111 @@ from dplab.training.preflight import check_run
 from dplab.training.privacy import update_of
 
 
-def load_config(*paths: str | Path) -> dict:
+def read_config(*paths: str | Path) -> dict:
     """A pipeline config file — or several, each merged over the previous ones as Snakemake
     merges ``--configfile`` files over config/config.yaml (:func:`merge`) — validated, with
-    defaults, and cross-checked (:func:`check_config`)."""
+    defaults (not yet cross-checked: :func:`load_config`, :func:`dplab.jobs.load`)."""
     config: dict = {}
     for path in paths:
         merge(config, load_yaml(path))
-    config = validate(config)
+    return validate(config)
+
+
+def load_config(*paths: str | Path) -> dict:
+    """:func:`read_config`, cross-checked (:func:`check_config`)."""
+    config = read_config(*paths)
     check_config(config)
     return config
+
+
+@contextlib.contextmanager
+def refuse_bad_config():
+    """In the Snakefile: a :class:`DPLabError` raised in the block ends Snakemake with one line on
+    stderr, ``config error: <dotted key>: <problem>``, and exit code 2 (as ``dplab`` does), before
+    any job is planned.  Snakemake would print an exception's frame, and for its own
+    ``validate()`` the whole schema (hundreds of lines)."""
+    try:
+        yield
+    except DPLabError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+#: Snakemake's flags whose values a repeat of the flag would replace (argparse keeps the last list)
+_LIST_FLAGS = {"--config": "--config", "-C": "--config", "--configfile": "--configfile", "--configfiles": "--configfile"}
+
+
+def _flag_values(argv: list[str]) -> dict[str, list[list[str]]]:
+    """For ``--config`` and ``--configfile`` in a Snakemake command line: the values of each time
+    the flag is given (``--flag A B``, ``--flag=A``, ``-CA``), as argparse reads ``nargs`` lists."""
+    found: dict[str, list[list[str]]] = {}
+    current = None
+    for token in argv[1:]:
+        name, _, inline = token.partition("=") if token.startswith("--") else (token[:2], "", token[2:])
+        if token.startswith("-") and not _is_number(token):
+            current = None
+            if name in _LIST_FLAGS:
+                current = found.setdefault(_LIST_FLAGS[name], [])
+                current.append([inline] if inline else [])
+                if inline:
+                    current = None
+        elif current is not None:
+            current[-1].append(token)
+    return found
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def check_command_line(argv: list[str], overrides: dict, files: dict) -> None:
+    """In the Snakefile: refuse a Snakemake command line whose config is ambiguous, where
+    Snakemake would silently keep one of two values (``argv``: ``sys.argv``, checked only when it
+    is Snakemake's own command line; ``overrides``: the parsed ``--config`` pairs; ``files``: the
+    config files merged, as read by :func:`dplab.config.load_yaml`):
+
+    - ``--config`` or ``--configfile`` given twice: argparse keeps the last list only, dropping
+      the first one's pairs or files (``--config seed=1 --config runs=…`` ran without seed=1);
+    - a key given twice in ``--config`` (the last wins), or twice inside one of its mapping values;
+    - a ``--config`` mapping that reaches an entry the config file also has (``runs.dp_sgd``):
+      Snakemake merges the two entries key by key, so the run would mix the file's keys with the
+      command line's.  A scalar (``--config seed=3``) or a new entry simply overrides or adds.
+    """
+    import yaml
+
+    from dplab.schemas import DuplicateKeyError, _UniqueKeyLoader
+
+    if argv and argv[0].replace("\\", "/").rsplit("/", 1)[-1] in ("snakemake", "__main__.py"):
+        for flag, given in _flag_values(argv).items():
+            if len(given) > 1:
+                dropped = " ".join(given[0]) or "(nothing)"
+                raise DPLabError(flag, f"given {len(given)} times: Snakemake keeps only the last one's values, dropping "
+                                       f"{dropped}; give them all after one {flag}")
+        seen: dict[str, str] = {}
+        for pair in _flag_values(argv).get("--config", [[]])[0]:
+            key, _, value = pair.partition("=")
+            if key in seen:
+                raise DPLabError(f"--config {key}", f"given twice ({key}={seen[key]} and {key}={value}): the last would "
+                                                    "silently win; give it once")
+            seen[key] = value
+            if value.lstrip("'\"").startswith("{"):
+                try:
+                    yaml.load(value.strip("'\""), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+                except DuplicateKeyError as err:
+                    raise DPLabError(f"--config {key}", err.problem.split(", at line")[0] + "; keep one") from None
+                except yaml.YAMLError:
+                    pass  # Snakemake reads it as text: the schema names the key
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(files.get(key), dict):
+            for name, entry in value.items():
+                if isinstance(entry, dict) and isinstance(files[key].get(name), dict):
+                    raise DPLabError(f"--config {key}.{name}", "is an entry of the config file too: Snakemake would merge "
+                                                               "the two key by key, mixing them; give the whole entry "
+                                                               "in a --configfile, or a new name")
 
 
 def merge(config: dict, override: dict) -> None:
@@ -46,21 +143,25 @@ def merge(config: dict, override: dict) -> None:
             config[key] = copy.deepcopy(value)
 
 
-def check_config(config: dict) -> None:
+def check_config(config: dict) -> dict[str, dict]:
     """Raise :class:`DPLabError` naming the dotted key of the first problem any job of the DAG
     would meet, before one is planned (``config`` validated, defaults filled): references to
     entries that do not exist; every training job's run resolved as ``dplab train`` resolves it
     (:func:`dplab.training.config.resolve_run`) and checked against its dataset
     (:func:`dplab.training.preflight.check_run`); every audited method's run; sweeps; figures;
     devices against ``training_resources``.  A grid run's problem is keyed where its key was set
-    (the variant, else ``base``) and names the run."""
-    runs = {run: _check_run(config, run_entry(config, run), [], f"runs.{run}") for run in config["runs"]}
+    (the variant, else ``base``) and names the run.
+
+    Returns every training job's resolved run by its folder under results/ (the keys of
+    :func:`dplab.entries.training_runs`): the one place a pipeline's runs are resolved, which
+    :func:`dplab.jobs.plan` turns into the jobs."""
+    resolved = {f"runs/{run}": _check_run(config, run_entry(config, run), [], f"runs.{run}") for run in config["runs"]}
     for grid, spec in config.get("grids", {}).items():
         for name, item in grid_runs(config, grid).items():
             where = f"grids.{grid}.variants.{item['variant']}"
             layers = [(where, spec["variants"][item["variant"]]), (f"grids.{grid}.base", spec["base"]),
                       (f"grids.{grid}", {"target_epsilon"} if item["epsilon"] is not None else ())]
-            _check_run(config, item["run"], layers, where, f" (run {name})")
+            resolved[f"grids/{grid}/{name}"] = _check_run(config, item["run"], layers, where, f" (run {name})")
     known = set(accountant_names())
     for sweep, entry in config.get("sweeps", {}).items():
         if entry["run"] not in config["runs"]:
@@ -70,11 +171,12 @@ def check_config(config: dict) -> None:
         for name in entry["accountants"]:
             if name not in known:
                 raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
-        noise = update_of(runs[entry["run"]]).noise
+        run = resolved[f"runs/{entry['run']}"]
+        noise = update_of(run).noise
         if noise != "independent":
             kind = "non-private" if noise == "none" else "correlated-noise"
             raise DPLabError(f"sweeps.{sweep}.run", f"run {entry['run']!r} is a {kind} run (method "
-                                                    f"{runs[entry['run']]['method']}): every accountant of a sweep refuses it")
+                                                    f"{run['method']}): every accountant of a sweep refuses it")
     for audit, entry in config.get("audits", {}).items():
         _check_audit(config, audit, entry)
     for figure, params in config.get("figures", {}).items():
@@ -82,6 +184,7 @@ def check_config(config: dict) -> None:
             raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
         figure_module(figure).check(config, params)
     _check_devices(config)
+    return resolved
 
 
 def _rekey(err: DPLabError, layers: list, default: str, note: str = "") -> DPLabError:

@@ -1,70 +1,222 @@
-"""The jobs a validated config defines, as their commands get them: dataset, run and audit
-entries with the global seed filled in, and the runs of each grid with their names.
+"""The jobs of a pipeline config: the one list the Snakemake rules and dvc.yaml are made from.
 
-Pure functions of the config dict (schema defaults from :mod:`dplab.schemas`, paths from
-:mod:`dplab.layout`); the cross-checks live in :mod:`dplab.config`.
+:func:`plan` resolves a validated config once: :func:`dplab.config.check_config` checks it and
+resolves every training run (the one place a pipeline's runs are resolved), and each job is then
+a frozen record of what its command needs: its inputs and outputs (paths from
+:mod:`dplab.layout`), its params (what the Snakemake rule passes the command), the config entries
+it reads (the DVC stage's params) and its resources.  The rules (``workflow/rules/*.smk``) look
+their job up by rule and wildcard (:meth:`Plan.job`); :mod:`dplab.dvc_yaml` writes one stage per
+job.  A figure of the registry (:data:`dplab.figures.FIGURE_IDS`) named in the config's
+``figures`` becomes its two jobs here with no other edit.
 """
 
 from __future__ import annotations
 
-from dplab.layout import training_files
-from dplab.schemas import load_schema
+import json
+import re
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from dplab import entries, layout
+from dplab.config import check_config, read_config
+from dplab.figures import figure as figure_module, input_args, input_files
 
 
-def dataset_entry(config: dict, name: str) -> dict:
-    """The dataset entry with the global seed filled in where the entry has none."""
-    return {"seed": config["seed"], **config["datasets"][name]}
+def _json(value) -> str:
+    """A config entry as the rules pass it (``--…-json``; Snakemake tracks the text)."""
+    return json.dumps(value, sort_keys=True)
 
 
-def run_entry(config: dict, name: str) -> dict:
-    """The run entry with the global seed filled in where the entry has none."""
-    return {"seed": config["seed"], **config["runs"][name], "name": name}
+@dataclass(frozen=True)
+class Resources:
+    """What a job asks the scheduler for (Snakemake's ``threads:`` and ``resources:``)."""
+
+    threads: int = 1
+    gpu: int | None = None  #: GPUs (training jobs: config ``training_resources.gpus``)
+    mem_mb: int | None = None
+    runtime: int | None = None  #: minutes
 
 
-def audit_entry(config: dict, name: str) -> dict:
-    """The audit entry with the global seed filled in."""
-    return {"seed": config["seed"], **config["audits"][name], "name": name}
+@dataclass(frozen=True)
+class Job:
+    """One job: a rule (class attribute) applied to ``name``, the value of the rule's wildcard."""
+
+    rule: ClassVar[str]  #: the Snakemake rule, and the DVC stage's prefix
+    wildcard: ClassVar[str | None]  #: the rule's wildcard (None: the rule makes one job)
+
+    name: str
+    inputs: dict[str, str | list[str]]  #: by name, as the rule unpacks them (DVC: deps)
+    outputs: dict[str, str]  #: by name, as the rule names them
+    params: dict[str, object] = field(default_factory=dict)  #: the rule's params
+    reads: tuple[str, ...] | None = ()  #: dotted config keys the command reads (None: the whole config)
+    resources: Resources = Resources()
+
+    @property
+    def input_files(self) -> list[str]:
+        return input_files(self.inputs)
+
+    @property
+    def output_files(self) -> list[str]:
+        return list(self.outputs.values())
 
 
-def grid_runs(config: dict, grid: str) -> dict[str, dict]:
-    """Every run of ``grid``: name -> {"variant": …, "epsilon": …, "seed": …, "run": the run
-    entry (keys of base, then of the variant, then target_epsilon and seed)}.
-
-    The name is the run's folder under results/grids/<grid>/:
-    ``<dataset>/<model>/<variant>/eps<ε>/seed<s>`` (``sigma<σ>`` when σ is given instead of a
-    target ε, ``nonprivate`` for sgd).  Variants are usually named after their method."""
-    defaults = load_schema("run")["properties"]
-    spec = config["grids"][grid]
-    runs = {}
-    for variant, keys in spec["variants"].items():
-        for epsilon in spec.get("target_epsilon") or [None]:
-            for seed in spec["seeds"]:
-                entry = {**spec["base"], **keys, "seed": seed}
-                if epsilon is not None:
-                    entry.update(target_epsilon=epsilon, noise_multiplier=None)
-                    privacy = f"eps{epsilon:g}"
-                elif entry.get("noise_multiplier") is not None:
-                    privacy = f"sigma{entry['noise_multiplier']:g}"
-                else:
-                    privacy = "nonprivate"
-                dataset = entry.get("dataset", defaults["dataset"]["default"])
-                model = entry.get("model", defaults["model"]["default"])
-                name = f"{dataset}/{model}/{variant}/{privacy}/seed{seed}"
-                entry["name"] = name
-                runs[name] = {"variant": variant, "epsilon": epsilon, "seed": seed, "run": entry}
-    return runs
+@dataclass(frozen=True)
+class DataJob(Job):
+    rule, wildcard = "prepare_data", "dataset"
 
 
-def grid_summaries(config: dict, grid: str) -> list[str]:
-    """The summary.json of every run of ``grid`` (what figures read)."""
-    return [training_files(f"grids/{grid}/{run}")["summary"] for run in grid_runs(config, grid)]
+@dataclass(frozen=True)
+class FactorizationJob(Job):
+    """One factorization of the prefix-sum workload, computed once for every user."""
+
+    rule, wildcard = "factorization", "factorization"
+    spec: dict = field(default_factory=dict)  #: {strategy, steps, bands} (:func:`dplab.layout.mf_spec`)
 
 
-def training_runs(config: dict) -> dict[str, dict]:
-    """Every training job of the DAG (rule ``train``): the run's folder under results/ —
-    ``runs/<name>`` for an entry of `runs`, ``grids/<grid>/<run>`` for a run of a grid — -> its
-    run entry (seed and name filled in) as ``dplab train --run-json`` gets it."""
-    runs = {f"runs/{name}": run_entry(config, name) for name in config["runs"]}
-    for grid in config.get("grids", {}):
-        runs.update({f"grids/{grid}/{name}": item["run"] for name, item in grid_runs(config, grid).items()})
-    return runs
+@dataclass(frozen=True)
+class RunJob(Job):
+    """A training job: ``name`` is its folder under results/ (``runs/<run>`` or ``grids/<grid>/<run>``)."""
+
+    rule, wildcard = "train", "run_dir"
+    entry: dict = field(default_factory=dict)  #: the entry as ``dplab train --run-json`` gets it
+    run: dict = field(default_factory=dict)  #: resolved (defaults, σ's accountant, claims checked)
+
+
+@dataclass(frozen=True)
+class SweepJob(Job):
+    rule, wildcard = "sweep", "sweep"
+    run: str = ""  #: the name of the run in `runs` whose setting is swept
+
+
+@dataclass(frozen=True)
+class AuditJob(Job):
+    rule, wildcard = "audit", "audit"
+
+
+@dataclass(frozen=True)
+class TableJob(Job):
+    """A figure's tidy table (``name``: the figure id)."""
+
+    rule, wildcard = "figure_table", "figure"
+
+
+@dataclass(frozen=True)
+class FigureJob(Job):
+    """A figure drawn from its table alone (``name``: the figure id)."""
+
+    rule, wildcard = "figure", "figure"
+    category: str = "Figures"  #: its category in the report: the claims table first ("Claims" sorts before "Figures")
+
+
+@dataclass(frozen=True)
+class IndexJob(Job):
+    rule, wildcard = "index", None
+
+
+@dataclass(frozen=True)
+class ProvenanceJob(Job):
+    rule, wildcard = "provenance", None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every job of a config, in the order of dvc.yaml's stages."""
+
+    jobs: tuple[Job, ...]
+
+    def of(self, rule: str) -> dict[str, Job]:
+        """The jobs of ``rule`` by name."""
+        return {job.name: job for job in self.jobs if job.rule == rule}
+
+    def job(self, rule: str, name: str = "") -> Job:
+        return self.of(rule)[name]
+
+    def pattern(self, rule: str) -> str:
+        """The Snakefile's wildcard constraint of ``rule``: exactly its jobs' names (never matches if none)."""
+        names = sorted(self.of(rule))
+        return "|".join(map(re.escape, names)) if names else "(?!x)x"
+
+    @property
+    def results(self) -> list[str]:
+        """Every result the index and the provenance record cover: runs, factorizations, sweeps,
+        audits, then each figure's table, pdf and png."""
+        return [path for rule in ("train", "factorization", "sweep", "audit") for job in self.of(rule).values()
+                for path in job.output_files] + [
+            path for figure in self.of("figure") for path in layout.figure_files(figure)]
+
+    @property
+    def targets(self) -> list[str]:
+        """Every final output of the default target: the results, the index and their provenance."""
+        return self.results + [layout.INDEX, layout.PROVENANCE]
+
+
+def factorizations(config: dict, runs: dict[str, dict]) -> dict[str, dict]:
+    """Every factorization the DAG uses (the resolved dp_mf ``runs``, and figures'
+    ``factorizations(config, params)``): cache key -> {strategy, steps, bands}."""
+    specs = dict(layout.mf_spec(run["strategy"], run["steps"], run.get("bands"))
+                 for run in runs.values() if layout.run_factorization(run))
+    for figure, params in config.get("figures", {}).items():
+        specs.update(getattr(figure_module(figure), "factorizations", lambda c, p: {})(config, params))
+    return specs
+
+
+def mf_args(spec: dict) -> str:
+    """The `dplab mf` flags of a factorization of :func:`factorizations` (rule ``factorization``)."""
+    bands = f" --bands {spec['bands']}" if spec["bands"] is not None else ""
+    return f"--strategy {spec['strategy']} --steps {spec['steps']}{bands}"
+
+
+def _run_job(config: dict, folder: str, entry: dict, run: dict) -> RunJob:
+    key = layout.run_factorization(run)
+    grid = folder.split("/")[1] if folder.startswith("grids/") else None
+    train = config["training_resources"]
+    return RunJob(
+        name=folder,
+        inputs={**layout.data_files(run["dataset"]), **({"factorization": layout.mf_file(key)} if key else {})},
+        outputs=layout.training_files(folder),
+        params={"run": _json(entry), "data": layout.data_dir(run["dataset"]), "out": layout.training_dir(folder),
+                "mf_cache": layout.MF_DIR},
+        reads=("seed", f"grids.{grid}" if grid else f"runs.{folder.removeprefix('runs/')}"),
+        resources=Resources(config["threads"], train["gpus"], train["mem_mb"], train["runtime"]),
+        entry=entry, run=run)
+
+
+def plan(config: dict) -> Plan:
+    """The jobs of ``config`` (validated, defaults filled), checked by
+    :func:`dplab.config.check_config` first (a :class:`~dplab.errors.DPLabError` naming the key)."""
+    runs = check_config(config)
+    out: list[Job] = [
+        DataJob(name=name, inputs={}, outputs=layout.data_files(name),
+                params={"dataset": _json(entries.dataset_entry(config, name)), "out": layout.data_dir(name)}, reads=("seed", f"datasets.{name}"))
+        for name in config["datasets"]]
+    out += [FactorizationJob(name=key, inputs={}, outputs={"factorization": layout.mf_file(key)},
+                             params={"args": mf_args(spec)}, spec=spec)
+            for key, spec in factorizations(config, runs).items()]
+    out += [_run_job(config, folder, entry, runs[folder]) for folder, entry in entries.training_runs(config).items()]
+    out += [SweepJob(name=name, inputs={"summary": layout.run_files(entry["run"])["summary"]},
+                     outputs={"table": layout.sweep_file(name)}, reads=(f"sweeps.{name}",), run=entry["run"],
+                     params={"accountants": " ".join(entry["accountants"]), "points": entry["points"]})
+            for name, entry in config.get("sweeps", {}).items()]
+    out += [AuditJob(name=name, inputs=layout.data_files(entry["dataset"]), outputs={"table": layout.audit_file(name)},
+                     params={"audit": _json(entries.audit_entry(config, name)), "data": layout.data_dir(entry["dataset"])},
+                     reads=("seed", f"audits.{name}"), resources=Resources(config["threads"], mem_mb=4000, runtime=30))
+            for name, entry in config.get("audits", {}).items()]
+    for figure, params in config.get("figures", {}).items():
+        module = figure_module(figure)
+        inputs = module.inputs(config, params)
+        table = layout.table_file(figure)
+        out.append(TableJob(name=figure, inputs=inputs, outputs={"table": table}, reads=(f"figures.{figure}",),
+                            params={"figure": _json(params), "inputs": input_args(inputs)}))
+        out.append(FigureJob(name=figure, inputs={"table": table}, outputs=layout.drawing_files(figure),
+                             params={"caption": module.CAPTION},
+                             category="Claims" if figure == "claims" else "Figures"))
+    results = Plan(tuple(out)).results
+    out.append(IndexJob(name="", inputs={"results": results}, outputs={"index": layout.INDEX}))
+    out.append(ProvenanceJob(name="", inputs={"results": results}, outputs={"provenance": layout.PROVENANCE},
+                             params={"config": _json(config)}, reads=None))
+    return Plan(tuple(out))
+
+
+def load(*paths) -> Plan:
+    """The jobs of the pipeline config ``paths`` (merged as :func:`dplab.config.read_config` merges them)."""
+    return plan(read_config(*paths))

@@ -1,24 +1,32 @@
 """Where every output of the pipeline lives: file names only, importing nothing else from dplab.
 
 The rules, the commands, the figures and the tests take each path from here, so that they agree
-on it.  Names that depend on a config (the runs of a grid) are built in :mod:`dplab.jobs`.
+on it.  Names that depend on a config (the runs of a grid) are built in :mod:`dplab.entries`.
 """
 
 from __future__ import annotations
 
 RESULTS = "results"
 PROVENANCE = f"{RESULTS}/provenance.json"
+INDEX = f"{RESULTS}/index.md"
+#: the saved factorizations (:func:`mf_file`), where ``dplab train --mf-cache`` looks them up
+MF_DIR = f"{RESULTS}/mf"
 
 
 def training_files(folder: str) -> dict[str, str]:
-    """What a training job writes into results/<folder> (a key of :func:`dplab.jobs.training_runs`).
+    """What a training job writes into results/<folder> (a key of :func:`dplab.entries.training_runs`).
     grad_norms.csv holds the recorded norms of a run with ``record_grad_norms: true`` and only
     its header otherwise, so that every training job has the same outputs (one rule); likewise
     individual_epsilon.csv with ``individual_epsilon: true``."""
-    base = f"{RESULTS}/{folder}"
+    base = training_dir(folder)
     return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt",
             "grad_norms": f"{base}/grad_norms.csv",
             "individual_epsilon": f"{base}/individual_epsilon.csv", "metrics_json": f"{base}/metrics.json"}
+
+
+def training_dir(folder: str) -> str:
+    """The folder a training job writes (``dplab train --out``)."""
+    return f"{RESULTS}/{folder}"
 
 
 def run_files(run: str) -> dict[str, str]:
@@ -47,9 +55,14 @@ def table_file(figure: str) -> str:
     return f"{RESULTS}/tables/{figure}.csv"
 
 
+def drawing_files(figure: str) -> dict[str, str]:
+    """A figure's drawings: pdf and png."""
+    return {ext: f"{RESULTS}/figures/{figure}.{ext}" for ext in ("pdf", "png")}
+
+
 def figure_files(figure: str) -> list[str]:
     """A figure's table, pdf and png."""
-    return [table_file(figure), f"{RESULTS}/figures/{figure}.pdf", f"{RESULTS}/figures/{figure}.png"]
+    return [table_file(figure), *drawing_files(figure).values()]
 
 
 def cache_key(strategy: str, steps: int, bands: int | None) -> str:
@@ -59,7 +72,7 @@ def cache_key(strategy: str, steps: int, bands: int | None) -> str:
 
 def mf_file(key: str) -> str:
     """A saved factorization (``dplab mf --out``); ``key`` from :func:`cache_key`."""
-    return f"{RESULTS}/mf/{key}.npz"
+    return f"{MF_DIR}/{key}.npz"
 
 
 def mf_spec(strategy: str, steps: int, bands: int | None) -> tuple[str, dict]:

@@ -1,16 +1,16 @@
 rule sweep:
     """ε vs T of a run's setting for each accountant of config `sweeps` (tidy table)."""
     input:
-        summary=sweep_summary,
+        unpack(job_inputs("sweep")),
     output:
-        "results/accounting/{sweep}.csv",
+        layout.sweep_file("{sweep}"),
     log:
         "logs/accounting/{sweep}.log",
     conda:
         "../envs/dplab.yaml"
     params:
-        accountants=sweep_accountants,
-        points=sweep_points,
+        accountants=job_param("sweep", "accountants"),
+        points=job_param("sweep", "points"),
     shell:
         "dplab sweep --summary {input.summary} --accountants {params.accountants}"
         " --points {params.points} --out {output} > {log} 2>&1"

@@ -1,20 +1,20 @@
 rule audit:
     """Membership audit with a canary (issue 9): ε lower bounds per method, T and observation."""
     input:
-        audit_data,
+        unpack(job_inputs("audit")),
     output:
-        "results/audit/{audit}.csv",
+        layout.audit_file("{audit}"),
     log:
         "logs/audit/{audit}.log",
     conda:
         "../envs/dplab.yaml"
-    threads: config["threads"]
+    threads: job_resource("audit", "threads")
     resources:
-        mem_mb=4000,
-        runtime=30,
+        mem_mb=job_resource("audit", "mem_mb"),
+        runtime=job_resource("audit", "runtime"),
     params:
-        audit=audit_json,
-        data=audit_data_dir,
+        audit=job_param("audit", "audit"),
+        data=job_param("audit", "data"),
     shell:
         "dplab audit --audit-json {params.audit:q} --data {params.data} --out {output}"
         " --threads {threads} > {log} 2>&1"

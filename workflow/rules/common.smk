@@ -1,96 +1,49 @@
-# Helpers shared by the rules: wildcard constraints, and the functions that turn config entries
-# into rule params (no lambdas in rules). The Snakefile has checked the config.
-import json
-
-from dplab import figures, jobs, layout, pipeline
-
-#: every training job: its folder under results/ (wildcard run_dir of rule train) -> its run entry
-TRAINING_RUNS = jobs.training_runs(config)
+# The rules' functions (no lambdas in rules): each gives a rule what its job of PLAN (the
+# Snakefile's dplab.jobs.plan(config)) holds, so the rules and dvc.yaml are made from one job list.
 
 
 wildcard_constraints:
-    dataset=pipeline.name_pattern(config["datasets"]),
-    run_dir=pipeline.name_pattern(TRAINING_RUNS),
-    sweep=pipeline.name_pattern(config["sweeps"]),
-    figure=pipeline.name_pattern(config["figures"]),
-    audit=pipeline.name_pattern(config.get("audits", {})),
-    factorization=pipeline.name_pattern(pipeline.factorizations(config)),
+    dataset=PLAN.pattern("prepare_data"),
+    run_dir=PLAN.pattern("train"),
+    sweep=PLAN.pattern("sweep"),
+    figure=PLAN.pattern("figure"),
+    audit=PLAN.pattern("audit"),
+    factorization=PLAN.pattern("factorization"),
 
 
-def dataset_json(wildcards):
-    """The dataset entry, with the global seed filled in, as JSON (tracked by Snakemake)."""
-    return json.dumps(jobs.dataset_entry(config, wildcards.dataset), sort_keys=True)
+def _job(rule, wildcards):
+    """The job of ``rule`` that these wildcards name (each rule has one wildcard)."""
+    (name,) = wildcards
+    return PLAN.job(rule, name)
 
 
-def train_json(wildcards):
-    """The run entry of a training job, seeds filled in, as JSON (tracked by Snakemake)."""
-    return json.dumps(TRAINING_RUNS[wildcards.run_dir], sort_keys=True)
+def job_inputs(rule):
+    """The input function of ``rule``: its job's inputs by name (for unpack)."""
+
+    def inputs(wildcards):
+        return _job(rule, wildcards).inputs
+
+    return inputs
 
 
-def train_inputs(wildcards):
-    """The prepared data of the run's dataset, and its saved factorization (dp_mf)."""
-    run = TRAINING_RUNS[wildcards.run_dir]
-    key = layout.run_factorization(run)
-    return list(layout.data_files(run["dataset"]).values()) + (
-        [layout.mf_file(key)] if key else []
-    )
+def job_param(rule, key):
+    """The params function of ``rule``'s param ``key``."""
+
+    def param(wildcards):
+        return _job(rule, wildcards).params[key]
+
+    return param
 
 
-def train_data_dir(wildcards):
-    return layout.data_dir(TRAINING_RUNS[wildcards.run_dir]["dataset"])
+def job_resource(rule, key):
+    """The function of ``rule``'s resource ``key`` (``threads``, ``gpu``, ``mem_mb``, ``runtime``)."""
 
+    def resource(wildcards):
+        return getattr(_job(rule, wildcards).resources, key)
 
-def sweep_summary(wildcards):
-    return layout.run_files(config["sweeps"][wildcards.sweep]["run"])["summary"]
-
-
-def sweep_accountants(wildcards):
-    return " ".join(config["sweeps"][wildcards.sweep]["accountants"])
-
-
-def sweep_points(wildcards):
-    return config["sweeps"][wildcards.sweep]["points"]
-
-
-def figure_inputs(wildcards):
-    """The result files a figure's table is made from, by name (for unpack)."""
-    return pipeline.figure_inputs(config, wildcards.figure)
-
-
-def figure_input_args(wildcards):
-    """The same files as `dplab figure-table --inputs` arguments, NAME=PATH."""
-    return figures.input_args(pipeline.figure_inputs(config, wildcards.figure))
-
-
-def figure_caption(wildcards):
-    """The figure's caption, from its module (the report shows it: workflow/report/figure.rst)."""
-    return figures.figure(wildcards.figure).CAPTION
+    return resource
 
 
 def figure_category(wildcards):
-    """The report's category of a figure: the claims table first ("Claims" sorts before "Figures")."""
-    return "Claims" if wildcards.figure == "claims" else "Figures"
-
-
-def figure_json(wildcards):
-    return json.dumps(config["figures"][wildcards.figure], sort_keys=True)
-
-
-def audit_json(wildcards):
-    """The audit entry, with the global seed filled in, as JSON (tracked by Snakemake)."""
-    return json.dumps(jobs.audit_entry(config, wildcards.audit), sort_keys=True)
-
-
-def audit_data(wildcards):
-    return list(
-        layout.data_files(config["audits"][wildcards.audit]["dataset"]).values()
-    )
-
-
-def audit_data_dir(wildcards):
-    return layout.data_dir(config["audits"][wildcards.audit]["dataset"])
-
-
-def factorization_args(wildcards):
-    """`dplab mf` flags of a factorization the DAG uses (pipeline.factorizations)."""
-    return pipeline.mf_args(pipeline.factorizations(config)[wildcards.factorization])
+    """The report's category of a figure (its job's)."""
+    return _job("figure", wildcards).category

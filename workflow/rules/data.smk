@@ -1,15 +1,14 @@
 rule prepare_data:
     """Prepare a dataset of config `datasets` (train/test split) under results/data/."""
     output:
-        train="results/data/{dataset}/train.npz",
-        test="results/data/{dataset}/test.npz",
-        info="results/data/{dataset}/info.json",
+        **layout.data_files("{dataset}"),
     log:
         "logs/data/{dataset}.log",
     conda:
         "../envs/dplab.yaml"
     params:
-        dataset=dataset_json,
+        dataset=job_param("prepare_data", "dataset"),
+        out=job_param("prepare_data", "out"),
     shell:
-        "dplab prepare-data --dataset-json {params.dataset:q} --dataset {wildcards.dataset} --out results/data/{wildcards.dataset}"
+        "dplab prepare-data --dataset-json {params.dataset:q} --dataset {wildcards.dataset} --out {params.out}"
         " > {log} 2>&1"

@@ -1,16 +1,16 @@
 rule figure_table:
     """The tidy table a figure is drawn from (one row per plotted point)."""
     input:
-        unpack(figure_inputs),
+        unpack(job_inputs("figure_table")),
     output:
-        "results/tables/{figure}.csv",
+        layout.table_file("{figure}"),
     log:
         "logs/figures/{figure}_table.log",
     conda:
         "../envs/dplab.yaml"
     params:
-        figure=figure_json,
-        inputs=figure_input_args,
+        figure=job_param("figure_table", "figure"),
+        inputs=job_param("figure_table", "inputs"),
     shell:
         "dplab figure-table {wildcards.figure} --params-json {params.figure:q}"
         " --inputs {params.inputs:q} --out {output} > {log} 2>&1"
@@ -19,11 +19,11 @@ rule figure_table:
 rule figure:
     """Draw a figure from its table only (so it can be redrawn without recomputing)."""
     input:
-        "results/tables/{figure}.csv",
+        unpack(job_inputs("figure")),
     output:
-        pdf="results/figures/{figure}.pdf",
+        pdf=layout.drawing_files("{figure}")["pdf"],
         png=report(
-            "results/figures/{figure}.png",
+            layout.drawing_files("{figure}")["png"],
             caption="../report/figure.rst",
             category=figure_category,
             labels={"figure": "{figure}"},
@@ -33,7 +33,7 @@ rule figure:
     conda:
         "../envs/dplab.yaml"
     params:
-        caption=figure_caption,
+        caption=job_param("figure", "caption"),
     shell:
         "dplab figure-draw {wildcards.figure} --table {input} --pdf {output.pdf}"
         " --png {output.png} > {log} 2>&1"

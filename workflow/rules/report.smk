@@ -8,9 +8,9 @@ rule index:
     result it lists exists, so the index does not depend on job order, e.g. on a cluster).
     """
     input:
-        pipeline.results(config),
+        **PLAN.job("index").inputs,
     output:
-        "results/index.md",
+        **PLAN.job("index").outputs,
     log:
         "logs/index.log",
     conda:
@@ -22,7 +22,7 @@ rule index:
 rule provenance:
     """results/provenance.json: git commit, config hash and package versions behind every result."""
     input:
-        pipeline.results(config),
+        **PLAN.job("provenance").inputs,
     output:
         report(
             layout.PROVENANCE,
@@ -34,6 +34,6 @@ rule provenance:
     conda:
         "../envs/dplab.yaml"
     params:
-        config=json.dumps(config, sort_keys=True),
+        config=PLAN.job("provenance").params["config"],
     shell:
         "dplab provenance --config-json {params.config:q} --out {output} {input} > {log} 2>&1"

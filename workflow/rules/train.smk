@@ -6,26 +6,23 @@ rule train:
     and resumes from results/<run_dir>/checkpoint.pt (not an output: Snakemake leaves it).
     """
     input:
-        train_inputs,
+        unpack(job_inputs("train")),
     output:
-        metrics="results/{run_dir}/metrics.csv",
-        summary="results/{run_dir}/summary.json",
-        model="results/{run_dir}/model.pt",
-        grad_norms="results/{run_dir}/grad_norms.csv",
-        individual_epsilon="results/{run_dir}/individual_epsilon.csv",
-        metrics_json="results/{run_dir}/metrics.json",
+        **layout.training_files("{run_dir}"),
     log:
         "logs/{run_dir}.log",
     conda:
         "../envs/dplab.yaml"
-    threads: config["threads"]
+    threads: job_resource("train", "threads")
     resources:
-        gpu=config["training_resources"]["gpus"],
-        mem_mb=config["training_resources"]["mem_mb"],
-        runtime=config["training_resources"]["runtime"],
+        gpu=job_resource("train", "gpu"),
+        mem_mb=job_resource("train", "mem_mb"),
+        runtime=job_resource("train", "runtime"),
     params:
-        run=train_json,
-        data=train_data_dir,
+        run=job_param("train", "run"),
+        data=job_param("train", "data"),
+        out=job_param("train", "out"),
+        mf_cache=job_param("train", "mf_cache"),
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
-        " --out results/{wildcards.run_dir} --mf-cache results/mf --threads {threads} > {log} 2>&1"
+        " --out {params.out} --mf-cache {params.mf_cache} --threads {threads} > {log} 2>&1"

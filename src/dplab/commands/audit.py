@@ -51,12 +51,12 @@ def run(args) -> int:
     if args.audit_json is not None:
         entry = _audit_entry(args.audit_json)
     else:
-        from dplab import jobs
+        from dplab import entries
         from dplab.config import load_config
 
         config = load_config(args.config)
         named_entry(config.get("audits", {}), args.audit, "--audit", "audit")
-        entry = jobs.audit_entry(config, args.audit)
+        entry = entries.audit_entry(config, args.audit)
     check_size(entry)
     if args.threads is not None:
         torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))

@@ -20,10 +20,10 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from dplab import jobs
-    from dplab.config import load_config
+    from dplab.config import read_config
 
-    config = load_config(*args.files)
-    print(f"{' + '.join(args.files)}: ok ({len(jobs.training_runs(config))} training runs, "
+    config = read_config(*args.files)
+    print(f"{' + '.join(args.files)}: ok ({len(jobs.plan(config).of('train'))} training runs, "
           f"{len(config.get('audits', {}))} audits, {len(config.get('sweeps', {}))} sweeps, "
           f"{len(config.get('figures', {}))} figures)")
     return 0

@@ -20,12 +20,12 @@ def register(sub) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from dplab.config import load_config
+    from dplab.config import read_config
     from dplab.dvc_yaml import CONFIG, files
     from dplab.errors import DPLabError
     from dplab.io import check_output, write_text
 
-    written = files(load_config(CONFIG))  # dvc.yaml, then the templates (beside --out, as DVC looks them up)
+    written = files(read_config(CONFIG))  # dvc.yaml, then the templates (beside --out, as DVC looks them up)
     texts = {args.out: written.pop("dvc.yaml"), **{str(Path(args.out).parent / name): text for name, text in written.items()}}
     if args.check:
         for path, text in texts.items():

@@ -60,15 +60,16 @@ def run_table(args) -> int:
 
     check_output(args.out, "--out")
     if args.config:
-        from dplab import pipeline
-        from dplab.config import load_config
+        from dplab import jobs
+        from dplab.config import read_config
 
         if args.params_json or args.inputs:
             raise DPLabError("config", "give either --config or --params-json/--inputs, not both")
-        config = load_config(args.config)
-        if args.figure not in config["figures"]:
+        config = read_config(args.config)
+        tables = jobs.plan(config).of("figure_table")
+        if args.figure not in tables:
             raise DPLabError("figure", f"{args.figure!r} is not in the config's `figures`")
-        params, inputs = config["figures"][args.figure], pipeline.figure_inputs(config, args.figure)
+        params, inputs = config["figures"][args.figure], tables[args.figure].inputs
     else:
         from dplab.config import load_schema, validate
 
@@ -132,7 +133,7 @@ def _bad_input(flag: str, what: str):
 
 def _check_complete(results: Path, config_file: str | None) -> None:
     """Refuse an index over missing results, naming them: a figure with some of its table, PDF
-    and PNG but not all; with ``config_file``, any result of its DAG (:func:`dplab.pipeline.results`,
+    and PNG but not all; with ``config_file``, any result of its DAG (:attr:`dplab.jobs.Plan.results`,
     paths under ``results/`` read under ``results``); without it, a folder holding no file at all
     (an index of nothing, where every result is missing)."""
     from dplab.figures import FIGURE_IDS
@@ -150,10 +151,9 @@ def _check_complete(results: Path, config_file: str | None) -> None:
         raise DPLabError("--results", f"{results} holds no result files; make them first (snakemake), or give --config "
                                       "to name the missing ones")
     if config_file:
-        from dplab.config import load_config
-        from dplab.pipeline import results as dag_results
+        from dplab import jobs
 
-        wanted += under(dag_results(load_config(config_file)))
+        wanted += under(jobs.load(config_file).results)
     missing = sorted({f for f in wanted if not (results / f).exists()})
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")

@@ -26,7 +26,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from dplab.config import load_config, validate
+    from dplab import jobs
+    from dplab.config import read_config, validate
     from dplab.inputs import input_file
     from dplab.io import check_output, write_json
     from dplab.provenance import record
@@ -36,11 +37,9 @@ def run(args) -> int:
     if args.config_json is not None:
         config = validate(json_value("--config-json", args.config_json))
     else:
-        config = load_config(args.config)
-    if not args.outputs:
-        from dplab.pipeline import results
-
-        args.outputs = results(config)
+        config = read_config(args.config)
+    if args.config is not None or not args.outputs:  # a config file is checked as the Snakefile checks it
+        args.outputs = args.outputs or jobs.plan(config).results
     missing = [name for name in args.outputs if not Path(name).exists()]
     if missing:
         raise DPLabError("outputs", f"no such file or directory: {', '.join(missing)}")

@@ -1,6 +1,6 @@
 """Where a command's config entry comes from: ``--config FILE`` and the entry's name (by hand, and
 the DVC stages of dvc.yaml: :mod:`dplab.dvc_yaml`), or the entry itself as ``--<what>-json`` (the
-Snakemake rules).  Both give the command the same entry (:mod:`dplab.pipeline`)."""
+Snakemake rules).  Both give the command the same entry (the job of :mod:`dplab.jobs`)."""
 
 from __future__ import annotations
 

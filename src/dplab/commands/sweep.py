@@ -38,17 +38,17 @@ def run(args) -> int:
 
     check_output(args.out, "--out")
     if args.config or args.sweep:
-        from dplab import layout
-        from dplab.config import load_config
+        from dplab import jobs
+        from dplab.config import read_config
 
         if not (args.config and args.sweep):
             raise DPLabError("sweep", "--config and --sweep go together")
         if args.summary or args.accountants:
             raise DPLabError("sweep", "give either --config/--sweep or --summary/--accountants, not both")
-        config = load_config(args.config)
-        entry = named_entry(config["sweeps"], args.sweep, "sweep", "sweep")
-        summary_path = layout.run_files(entry["run"])["summary"]
-        accountants, points = entry["accountants"], entry["points"]
+        config = read_config(args.config)
+        job = named_entry(jobs.plan(config).of("sweep"), args.sweep, "sweep", "sweep")
+        summary_path = job.inputs["summary"]
+        accountants, points = config["sweeps"][args.sweep]["accountants"], config["sweeps"][args.sweep]["points"]
     else:
         if not (args.summary and args.accountants):
             raise DPLabError("summary", "give --summary and --accountants (or --config and --sweep)")

@@ -44,27 +44,29 @@ def run(args) -> int:
     check_output(args.out, "--out", folder=True)
     if args.threads is not None:
         torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
-    if args.config and args.run and args.run.startswith("grids/"):
-        cfg = _grid_run(args.config, args.run)
-    else:
-        cfg = load_run(args.config, args.run, args.run_json)
+    cfg = pipeline_run(args.config, args.run) if args.run is not None else load_run(args.config, args.run_json)
     _train_one(cfg, args.data, args.out, args.mf_cache)
     return 0
 
 
-def _grid_run(config_file: str, folder: str) -> dict:
-    """The resolved run of a grid of a pipeline config, by its folder under results/ (the entry
-    ``dplab train --run-json`` gets from the Snakemake rule: :func:`dplab.jobs.training_runs`)."""
+def pipeline_run(config_file: str | None, name: str) -> dict:
+    """The resolved run of the training job ``name`` of a pipeline config — a run of `runs`, or a
+    grid run's folder under results/ (``grids/<grid>/<run>``) — as :func:`dplab.jobs.plan` resolved it."""
     from dplab import jobs
-    from dplab.config import load_config
     from dplab.errors import DPLabError
-    from dplab.training.config import resolve_run
+    from dplab.schemas import load_yaml
 
-    runs = jobs.training_runs(load_config(config_file))
+    if config_file is None:
+        raise DPLabError("--run", "names a run of a pipeline config: give --config FILE too")
+    if "runs" not in load_yaml(config_file):
+        raise DPLabError("--run", f"{config_file} is a single-run config (no 'runs' section)")
+    runs = jobs.load(config_file).of("train")
+    folder = name if name.startswith("grids/") else f"runs/{name}"
     if folder not in runs:
-        grids = sorted({job.split("/")[1] for job in runs if job.startswith("grids/")})
-        raise DPLabError("--run", f"no grid run {folder!r} in {config_file}; grids: {', '.join(grids) or 'none'}")
-    return resolve_run(runs[folder], where=folder)
+        kind = "grid run" if name.startswith("grids/") else "run"
+        raise DPLabError("--run", f"unknown {kind} {name!r} in {config_file}; defined: "
+                                  f"{', '.join(job.removeprefix('runs/') for job in runs)}")
+    return runs[folder].run
 
 
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:

@@ -6,7 +6,7 @@ figure: the report shows it), its named inputs, the tidy table it computes from 
 drawing it makes from that table alone (so a figure can be redrawn without recomputing
 anything).  A figure drawn from factorizations of the MF mechanism also defines
 ``factorizations(config, params)`` (cache key -> spec; the pipeline computes each once, see
-:func:`dplab.pipeline.factorizations`).
+:func:`dplab.jobs.factorizations`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab import jobs, layout
+from dplab import entries, layout
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 
@@ -48,7 +48,7 @@ def _main_spec(config: dict, params: dict) -> tuple[str, dict]:
         grid = params["grid"]
         if grid not in config.get("grids", {}):
             raise DPLabError(f"{KEY}.grid", f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
-        runs = [item["run"] for item in jobs.grid_runs(config, grid).values() if item["run"]["method"] == "dp_mf"]
+        runs = [item["run"] for item in entries.grid_runs(config, grid).values() if item["run"]["method"] == "dp_mf"]
         if not runs:
             raise DPLabError(f"{KEY}.grid", f"grid {grid!r} has no dp_mf variant")
         keys = {layout.run_factorization(r) for r in runs}

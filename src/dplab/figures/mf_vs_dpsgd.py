@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab import jobs
+from dplab import entries
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 from dplab.figures.runs import claimed_epsilon
@@ -35,7 +35,7 @@ def check(config: dict, params: dict) -> None:
     grid = params["grid"]
     if grid not in config.get("grids", {}):
         raise DPLabError(KEY, f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
-    methods = [item["run"]["method"] for item in jobs.grid_runs(config, grid).values()]
+    methods = [item["run"]["method"] for item in entries.grid_runs(config, grid).values()]
     if "sgd" in methods:
         raise DPLabError(KEY, f"grid {grid!r} has a non-private (sgd) variant")
     if "dp_mf" not in methods:
@@ -43,7 +43,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> Inputs:
-    return {"summaries": jobs.grid_summaries(config, params["grid"])}
+    return {"summaries": entries.grid_summaries(config, params["grid"])}
 
 
 def _label(run: dict) -> str:

@@ -15,7 +15,7 @@ import re
 
 import pandas as pd
 
-from dplab import jobs
+from dplab import entries
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
 from dplab.inputs import run_summary
@@ -32,7 +32,7 @@ CAPTION = (
     "runs stay cheap)."
 )
 INPUTS: dict[str, type] = {"summaries": list}
-#: a grid run's name (:func:`dplab.jobs.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
+#: a grid run's name (:func:`dplab.entries.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
 NAME = re.compile(r"^[^/]+/[^/]+/(?P<variant>[A-Za-z0-9_]+)/(eps|sigma|nonprivate)[^/]*/seed(?P<seed>[0-9]+)$")
 COLOURS = {"dp_sgd": "#1f77b4", "dp_gd": "#ff7f0e", "noisy_gd": "#2ca02c", "dp_sgd_fixed_batches": "#9467bd",
            "projected_dp_sgd": "#7f7f7f", "regularized_dp_sgd": "#393b79", "dp_mf": "#e377c2"}
@@ -45,7 +45,7 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> Inputs:
-    return {"summaries": [path for grid in params["grids"] for path in jobs.grid_summaries(config, grid)]}
+    return {"summaries": [path for grid in params["grids"] for path in entries.grid_summaries(config, grid)]}
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:

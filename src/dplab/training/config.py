@@ -1,6 +1,7 @@
-"""Load one training run from a pipeline config, a single-run YAML or a JSON string.
+"""Load one training run from a single-run YAML or a JSON string (a pipeline config's runs are
+resolved by :func:`dplab.config.check_config`, its jobs made by :func:`dplab.jobs.plan`).
 
-All three paths go through :func:`resolve_run`: schema validation (``run.schema.yaml``), then
+Each goes through :func:`resolve_run`: schema validation (``run.schema.yaml``), then
 the method's defaults and the cross-key rules the schema cannot express.  Any violation is a
 :class:`~dplab.errors.DPLabError` naming the key; nothing is written before this succeeds.
 """
@@ -18,9 +19,9 @@ from dplab.schemas import load_schema, load_yaml, validate
 from dplab.validate import json_value
 
 
-def load_run(config: str | Path | None = None, run: str | None = None, run_json: str | None = None) -> dict:
-    """The resolved run: from ``run_json``, or from ``config`` (pipeline config + ``run`` name,
-    or a single-run YAML)."""
+def load_run(config: str | Path | None = None, run_json: str | None = None) -> dict:
+    """The resolved run of ``run_json`` or of the single-run YAML ``config`` (a run of a pipeline
+    config is its job's: :func:`dplab.jobs.plan`, ``dplab train --config FILE --run NAME``)."""
     if run_json is not None:
         if config is not None:
             raise DPLabError("--run-json", "give either --config or --run-json, not both")
@@ -32,16 +33,7 @@ def load_run(config: str | Path | None = None, run: str | None = None, run_json:
         runs = data["runs"]
         if not isinstance(runs, dict) or not runs:
             raise DPLabError("runs", "must be a non-empty mapping of run name -> run")
-        if run is None:
-            raise DPLabError("--run", f"the config holds several runs; choose one of {', '.join(runs)}")
-        if run not in runs:
-            raise DPLabError("--run", f"unknown run {run!r}; valid: {', '.join(runs)}")
-        raw = dict(runs[run]) if isinstance(runs[run], dict) else runs[run]
-        if isinstance(raw, dict):  # as the pipeline passes it (dplab.pipeline.run_entry)
-            raw = {"seed": data.get("seed", 0), **raw, "name": run}
-        return resolve_run(raw, where=f"runs.{run}")
-    if run is not None:
-        raise DPLabError("--run", f"{config} is a single-run config (no 'runs' section)")
+        raise DPLabError("--run", f"the config holds several runs; choose one of {', '.join(runs)}")
     return resolve_run(data)
 
 

@@ -1,0 +1,71 @@
+"""A validated config's entries as their commands get them: dataset, run and audit entries with
+the global seed filled in, and the runs of each grid with their names.
+
+Pure functions of the config dict (schema defaults from :mod:`dplab.schemas`, paths from
+:mod:`dplab.layout`), below the library so that a figure can name a grid's runs; the cross-checks
+live in :mod:`dplab.config`, the jobs made of these entries in :mod:`dplab.jobs`.
+"""
+
+from __future__ import annotations
+
+from dplab.layout import training_files
+from dplab.schemas import load_schema
+
+
+def dataset_entry(config: dict, name: str) -> dict:
+    """The dataset entry with the global seed filled in where the entry has none."""
+    return {"seed": config["seed"], **config["datasets"][name]}
+
+
+def run_entry(config: dict, name: str) -> dict:
+    """The run entry with the global seed filled in where the entry has none."""
+    return {"seed": config["seed"], **config["runs"][name], "name": name}
+
+
+def audit_entry(config: dict, name: str) -> dict:
+    """The audit entry with the global seed filled in."""
+    return {"seed": config["seed"], **config["audits"][name], "name": name}
+
+
+def grid_runs(config: dict, grid: str) -> dict[str, dict]:
+    """Every run of ``grid``: name -> {"variant": …, "epsilon": …, "seed": …, "run": the run
+    entry (keys of base, then of the variant, then target_epsilon and seed)}.
+
+    The name is the run's folder under results/grids/<grid>/:
+    ``<dataset>/<model>/<variant>/eps<ε>/seed<s>`` (``sigma<σ>`` when σ is given instead of a
+    target ε, ``nonprivate`` for sgd).  Variants are usually named after their method."""
+    defaults = load_schema("run")["properties"]
+    spec = config["grids"][grid]
+    runs = {}
+    for variant, keys in spec["variants"].items():
+        for epsilon in spec.get("target_epsilon") or [None]:
+            for seed in spec["seeds"]:
+                entry = {**spec["base"], **keys, "seed": seed}
+                if epsilon is not None:
+                    entry.update(target_epsilon=epsilon, noise_multiplier=None)
+                    privacy = f"eps{epsilon:g}"
+                elif entry.get("noise_multiplier") is not None:
+                    privacy = f"sigma{entry['noise_multiplier']:g}"
+                else:
+                    privacy = "nonprivate"
+                dataset = entry.get("dataset", defaults["dataset"]["default"])
+                model = entry.get("model", defaults["model"]["default"])
+                name = f"{dataset}/{model}/{variant}/{privacy}/seed{seed}"
+                entry["name"] = name
+                runs[name] = {"variant": variant, "epsilon": epsilon, "seed": seed, "run": entry}
+    return runs
+
+
+def grid_summaries(config: dict, grid: str) -> list[str]:
+    """The summary.json of every run of ``grid`` (what figures read)."""
+    return [training_files(f"grids/{grid}/{run}")["summary"] for run in grid_runs(config, grid)]
+
+
+def training_runs(config: dict) -> dict[str, dict]:
+    """Every training job of the DAG (rule ``train``): the run's folder under results/ —
+    ``runs/<name>`` for an entry of `runs`, ``grids/<grid>/<run>`` for a run of a grid — -> its
+    run entry (seed and name filled in) as ``dplab train --run-json`` gets it."""
+    runs = {f"runs/{name}": run_entry(config, name) for name in config["runs"]}
+    for grid in config.get("grids", {}):
+        runs.update({f"grids/{grid}/{name}": item["run"] for name, item in grid_runs(config, grid).items()})
+    return runs
