@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #: bottom to top (the library is accounting … figures).  An entry names one module; ``pkg.*`` names
 #: the package ``pkg`` and every module below it.  A module matching no entry, or two, is an error.
 LAYERS = (
-    ("core", ("dplab", "dplab.errors", "dplab.units", "dplab.io", "dplab.inputs", "dplab.progress", "dplab.provenance", "dplab.philox",
+    ("core", ("dplab", "dplab.errors", "dplab.units", "dplab.io", "dplab.inputs", "dplab.progress", "dplab.provenance", "dplab.philox", "dplab.tables",
               "dplab.validate", "dplab.citations", "dplab.imports")),
     ("layout", ("dplab.layout",)),
     ("schemas", ("dplab.schemas.*", "dplab.entries")),
