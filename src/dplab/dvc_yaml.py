@@ -37,7 +37,7 @@ from dplab.accounting.base import BOUND_WORDS, BOUNDS
 from dplab.accounting.claims import MF, bound, column
 from dplab.figures import input_files
 from dplab.training.config import resolve_run
-from dplab.training.privacy import update_of
+from dplab.training.methods import run_factorization, update_of
 
 CONFIG = "config/config.yaml"
 #: where DVC looks up a plot's ``template:`` by name
@@ -121,7 +121,7 @@ def _training_stage(config: dict, folder: str, run: dict) -> dict:
     """Rule ``train`` of :func:`jobs.training_runs`' job ``folder``; ``--run`` is the entry's
     name in `runs`, or the grid run's folder (``grids/<grid>/<run>``)."""
     name = folder.removeprefix("runs/")
-    key = layout.run_factorization(run)
+    key = run_factorization(run)
     files = layout.training_files(folder)
     grid = folder.split("/")[1] if folder.startswith("grids/") else None
     return {

@@ -13,7 +13,7 @@ import sys
 from dplab.errors import DPLabError
 from dplab.figures import figure as figure_module
 from dplab.jobs import grid_runs, training_runs
-from dplab.layout import PROVENANCE, RESULTS, audit_file, figure_files, mf_file, mf_spec, sweep_file, training_files
+from dplab.layout import PROVENANCE, RESULTS, audit_file, figure_files, mf_file, sweep_file, training_files
 
 
 def name_pattern(entries: dict) -> str:
@@ -41,7 +41,9 @@ def factorizations(config: dict) -> dict[str, dict]:
     entries = list(config["runs"].values())
     for grid in config.get("grids", {}):
         entries += [item["run"] for item in grid_runs(config, grid).values()]
-    specs = dict(mf_spec(e["strategy"], e["steps"], e.get("bands")) for e in entries if e.get("method") == "dp_mf")
+    from dplab.training.methods import METHODS  # torch: only where the DAG is planned
+
+    specs = dict(spec for e in entries if (spec := METHODS[e["method"]].factorization(e)))
     for figure, params in config.get("figures", {}).items():
         specs.update(getattr(figure_module(figure), "factorizations", lambda c, p: {})(config, params))
     return specs

@@ -1,7 +1,8 @@
 """Many runs of the engine's training loop in lockstep, on the engine's own pieces.
 
-R runs of one resolved run config are stepped together: every run keeps its own
-``torch.Generator(seed_r)``, its own sampler (:func:`dplab.training.samplers.build`) and draws
+R runs of one resolved run config are stepped together: every run starts as
+:func:`dplab.training.loop.train` does (:func:`dplab.training.loop.start` with its seed), keeps its own
+``torch.Generator(seed_r)``, its own sampler (the method's, :meth:`dplab.training.methods.base.Method.sampler`) and draws
 its own noise (:class:`dplab.training.noise.GaussianNoise`) in the same order as
 :func:`dplab.training.loop.train` (batch, then noise), so run r is the run ``loop.train`` makes
 with seed r.  The clipped sums come from the engine's
@@ -45,7 +46,7 @@ import torch
 
 from dplab.audit.canary import Canary, GradientCanaries, block
 from dplab.errors import Diverged, DPLabError
-from dplab.training import models, samplers
+from dplab.training.loop import start
 from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise
 from dplab.training.per_example import clipped_grad_sum
@@ -126,26 +127,20 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
     ``gradient`` canaries (k slots after the data; ``members`` (R, k) True where canary j of run
     r is in), the scores at every step of ``record``; ``on_step(step)`` after every step (progress)."""
     method = METHODS[cfg["method"]]
-    if not method.private:
-        raise DPLabError("method", "the audit needs a private method")
+    if method.noise != "independent":
+        raise DPLabError("method", "the audit needs a private method with independent Gaussian noise")
     if gradient is not None and gradient.norm > cfg["clip"]:
         raise DPLabError("canary_norm", f"a gradient canary must have norm <= clip ({cfg['clip']}); got {gradient.norm}")
     runs, n_real = len(seeds), x.shape[1]
     k = gradient.count if gradient is not None else 0
     n = n_real + k
-    b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
-    per_run = []
-    for seed in seeds:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = models.build(cfg, list(x.shape[2:]), classes)
-        per_run.append({k: v.detach().clone() for k, v in model.named_parameters()})
-    params = {k: torch.stack([p[k] for p in per_run]) for k in per_run[0]}
+    starts = [start(cfg, n, list(x.shape[2:]), classes, seed) for seed in seeds]
+    params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
+    b, one = starts[0].b, starts[0].loss
     out = Lockstep(sorted(set(record)))
     out.projections += project_stacked(params, cfg["diameter"])
-    one = models.example_loss(model, cfg["l2"])
     gens = [torch.Generator().manual_seed(s) for s in seeds]
-    sampler_list = [samplers.build(cfg["sampling"], n, b, cfg["reshuffle"]) for _ in seeds]
+    sampler_list = [method.sampler(cfg, n) for _ in seeds]
     noise = GaussianNoise(cfg["noise_multiplier"] * cfg["clip"])
     lam, lr, q = cfg["regularization"] or 0.0, cfg["lr"], b / n
     std = lr * cfg["noise_multiplier"] * cfg["clip"] / b  # noise std on each parameter

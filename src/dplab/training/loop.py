@@ -1,4 +1,4 @@
-"""The one training loop of every method (docs/training.md; dp_mf's parts in :mod:`dplab.training.dp_mf`):
+"""The one training loop of every method (docs/training.md; each method's parts in :mod:`dplab.training.methods`):
 
     sample batch B → per-example gradients → clip → Σ → + noise → ÷ b → update → project
 
@@ -54,8 +54,8 @@ from dplab.training.environment import environment
 from dplab.io import atomic_writes, json_text, text_file
 from dplab.progress import Progress
 from dplab.training.methods import METHODS, Method
-from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
-from dplab.training.privacy import Plan, plan, risk_reading
+from dplab.training.noise import NoiseSource
+from dplab.training.privacy import Plan, risk_reading
 from dplab.training.run_metrics import metrics
 from dplab.training.step import denominator, dp_step, project
 
@@ -191,10 +191,39 @@ class _Run:
         return self.noise_generator is not self.generator
 
 
+@dataclass
+class Start:
+    """What every run of a config starts from (:func:`start`)."""
+
+    model: nn.Module
+    params: dict[str, torch.Tensor]
+    loss: Callable
+    b: int
+
+
+def start(cfg: dict, n: int, input_shape: list[int], classes: int, seed: int,
+          device: torch.device | str = "cpu") -> Start:
+    """The start of one run of ``cfg`` on ``n`` examples, shared by :func:`train` and the audit's
+    lockstep runs (:func:`dplab.audit.runner.train_many`): b (:func:`dplab.training.samplers.batch_size`,
+    at most n), the model initialised with torch's global generator seeded with ``seed`` inside
+    ``fork_rng`` and moved to ``device``, a copy of its parameters (W₀, not yet projected) and
+    its per-example loss."""
+    b = samplers.batch_size(cfg, n)
+    if b > n:
+        raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = models.build(cfg, input_shape, classes)
+    model = model.to(device)
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    return Start(model, params, models.example_loss(model, cfg["l2"]), b)
+
+
 def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factorization) -> _Run:
-    """Resolve the device, build the model (its initialisation seeded with the run's seed), the
-    sampler and the privacy plan (σ and ε fixed before training: a refusal writes nothing), the
-    noise source, W₀ projected, the generators and the data on the device."""
+    """Resolve the device, build the model (:func:`start`), the method's sampler, privacy plan
+    (σ and ε fixed before training: a refusal writes nothing) and noise source
+    (:meth:`dplab.training.methods.base.Method.mechanism`), W₀ projected, the generators and the
+    data on the device."""
     method = METHODS[cfg["method"]]
     device = resolve_device(cfg["device"])
     # = torch.use_deterministic_algorithms(True, warn_only=True) minus its import of torch._inductor.config
@@ -202,35 +231,18 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
     # A private call, fenced by tests/test_dependencies.py and the torch range in pyproject.toml.
     torch._C._set_deterministic_algorithms(True, warn_only=True)
     n = len(data.y_train)
-    b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
-    if b > n:
-        raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
     info = data.info
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg["seed"])
-        model = models.build(cfg, info["input_shape"], info["classes"])
-    model = model.to(device)
-    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    first = start(cfg, n, info["input_shape"], info["classes"], cfg["seed"], device)
+    params = first.params
     dimension = sum(p.numel() for p in params.values())
     grid = log_grid(cfg["steps"], cfg["log_every"])
-    if method.name == "dp_mf":  # correlated noise: sampler, σ and ε from the MF mechanism
-        from dplab.training import dp_mf
-
-        mechanism = dp_mf.prepare(cfg, n, grid, factorization)
-        sampler, claim = mechanism.sampler, mechanism.plan
-        noise_source = noise_source or mechanism.noise
-    else:
-        sampler = samplers.build(cfg["sampling"], n, b, cfg["reshuffle"])
-        claim = plan(cfg, n, b, dimension, info, grid, data.x_train)  # ε fixed before training: errors write nothing
-    if noise_source is None:
-        noise_source = GaussianNoise(claim.noise_multiplier * cfg["clip"]) if method.private else NoNoise()
+    mechanism = method.mechanism(cfg, n, dimension, info, grid, data.x_train, factorization)
     project(params, cfg["diameter"])  # W₀ ∈ W (001 eq. 1)
 
     generator, noise_generator = streams(device, cfg["seed"])
     env = environment(device)
-    return _Run(cfg, info, method, device, model, params, n, b, dimension, grid, sampler, claim, noise_source,
-                models.example_loss(model, cfg["l2"]), generator, noise_generator,
+    return _Run(cfg, info, method, device, first.model, params, n, first.b, dimension, grid, mechanism.sampler,
+                mechanism.plan, mechanism.noise if noise_source is None else noise_source, first.loss, generator, noise_generator,
                 data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
                 env, checkpoint.fingerprint(cfg, info, env))
 
@@ -250,7 +262,7 @@ def _resume(run: _Run, out: Path) -> Progress:
     cfg = run.cfg
     progress = Progress(f"train {cfg.get('name') or cfg['method']}", cfg["steps"], run.step)
     if run.rows:
-        progress.update(run.step, _status(cfg, run.claim, run.grid, run.rows[-1]))
+        progress.update(run.step, _status(run, run.rows[-1]))
     return progress
 
 
@@ -295,7 +307,7 @@ def _log(run: _Run, grads) -> str:
                      "test_loss": test_loss, "test_accuracy": test_acc})
     if cfg["record_grad_norms"]:
         run.norms += [(step, float(v)) for v in grads.norms.cpu()]
-    return _status(cfg, run.claim, run.grid, run.rows[-1])
+    return _status(run, run.rows[-1])
 
 
 def _save(run: _Run, out: Path) -> None:
@@ -314,7 +326,7 @@ def _write(run: _Run, out: Path) -> dict:
     summary.json, landing together (:func:`dplab.io.atomic_writes`; summary.json renamed last:
     its presence means the run completed); the checkpoint is discarded; returns the summary."""
     cfg = run.cfg
-    summary = _summary(cfg, run.info, run.claim, run.rows, run.n, run.b, run.dimension, run.env)
+    summary = _summary(cfg, run.method, run.info, run.claim, run.rows, run.n, run.b, run.dimension, run.env)
     final_params = {k: v.detach().cpu() for k, v in run.params.items()}
     files = {out / "model.pt": lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)),
              out / "metrics.csv": text_file(_metrics_csv(run.rows, run.claim, run.grid))}
@@ -327,12 +339,13 @@ def _write(run: _Run, out: Path) -> dict:
     return summary
 
 
-def _status(cfg: dict, claim: Plan, grid: list[int], row: dict) -> str:
+def _status(run: _Run, row: dict) -> str:
     """The progress status after logged step ``row``: its losses and accuracy, and ε there of
     every accountant with δ, neighbouring relation and sampling (lower bounds and comparisons
     after the claims, labelled)."""
+    cfg, claim, grid = run.cfg, run.claim, run.grid
     text = f"train_loss={row['train_loss']:.4g} test_loss={row['test_loss']:.4g} test_accuracy={row['test_accuracy']:.4f}"
-    if not METHODS[cfg["method"]].private:
+    if not run.method.private:
         return text + " | non-private: no ε"
     pos = grid.index(row["step"])
     eps = ", ".join(f"{name}={float(curve[pos]):.4g}" for name, curve in claim.curves.items())
@@ -362,8 +375,7 @@ def _grad_norms_csv(norms: list[tuple[int, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary(cfg, info, claim: Plan, rows, n, b, dimension, env) -> dict:
-    method = METHODS[cfg["method"]]
+def _summary(cfg, method: Method, info, claim: Plan, rows, n, b, dimension, env) -> dict:
     final = rows[-1]
     return {
         "dplab_version": __version__,
