@@ -1,7 +1,7 @@
 """Many runs of the engine's training loop in lockstep, on the engine's own pieces.
 
 R runs of one resolved run config are stepped together: every run starts as
-:func:`dplab.training.loop.train` does (:func:`dplab.training.loop.start` with its seed), keeps its own
+:func:`dplab.training.loop.train` does (:func:`dplab.training.start.initial` with its seed), keeps its own
 ``torch.Generator(seed_r)``, its own sampler (the method's, :meth:`dplab.training.methods.base.Method.sampler`) and draws
 its own noise (:class:`dplab.training.noise.GaussianNoise`) in the same order as
 :func:`dplab.training.loop.train` (batch, then noise), so run r is the run ``loop.train`` makes
@@ -46,7 +46,7 @@ import torch
 
 from dplab.audit.canary import Canary, GradientCanaries, block
 from dplab.errors import Diverged, DPLabError
-from dplab.training.loop import start
+from dplab.training.start import initial
 from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise
 from dplab.training.per_example import clipped_grad_sum
@@ -134,7 +134,7 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
     runs, n_real = len(seeds), x.shape[1]
     k = gradient.count if gradient is not None else 0
     n = n_real + k
-    starts = [start(cfg, n, list(x.shape[2:]), classes, seed) for seed in seeds]
+    starts = [initial(cfg, n, list(x.shape[2:]), classes, seed) for seed in seeds]
     params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
     b, one = starts[0].b, starts[0].loss
     out = Lockstep(sorted(set(record)))

@@ -48,7 +48,7 @@ from torch import nn
 from dplab import __version__
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import Diverged, DPLabError
-from dplab.training import checkpoint, models, samplers
+from dplab.training import checkpoint
 from dplab.training.data import Dataset
 from dplab.training.environment import environment
 from dplab.io import atomic_writes, json_text, text_file
@@ -57,6 +57,7 @@ from dplab.training.methods import METHODS, Method
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, risk_reading
 from dplab.training.run_metrics import metrics
+from dplab.training.start import initial
 from dplab.training.step import denominator, dp_step, project
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
@@ -191,36 +192,8 @@ class _Run:
         return self.noise_generator is not self.generator
 
 
-@dataclass
-class Start:
-    """What every run of a config starts from (:func:`start`)."""
-
-    model: nn.Module
-    params: dict[str, torch.Tensor]
-    loss: Callable
-    b: int
-
-
-def start(cfg: dict, n: int, input_shape: list[int], classes: int, seed: int,
-          device: torch.device | str = "cpu") -> Start:
-    """The start of one run of ``cfg`` on ``n`` examples, shared by :func:`train` and the audit's
-    lockstep runs (:func:`dplab.audit.runner.train_many`): b (:func:`dplab.training.samplers.batch_size`,
-    at most n), the model initialised with torch's global generator seeded with ``seed`` inside
-    ``fork_rng`` and moved to ``device``, a copy of its parameters (W₀, not yet projected) and
-    its per-example loss."""
-    b = samplers.batch_size(cfg, n)
-    if b > n:
-        raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = models.build(cfg, input_shape, classes)
-    model = model.to(device)
-    params = {k: v.detach().clone() for k, v in model.named_parameters()}
-    return Start(model, params, models.example_loss(model, cfg["l2"]), b)
-
-
 def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factorization) -> _Run:
-    """Resolve the device, build the model (:func:`start`), the method's sampler, privacy plan
+    """Resolve the device, build the model (:func:`dplab.training.start.initial`), the method's sampler, privacy plan
     (σ and ε fixed before training: a refusal writes nothing) and noise source
     (:meth:`dplab.training.methods.base.Method.mechanism`), W₀ projected, the generators and the
     data on the device."""
@@ -232,7 +205,7 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
     torch._C._set_deterministic_algorithms(True, warn_only=True)
     n = len(data.y_train)
     info = data.info
-    first = start(cfg, n, info["input_shape"], info["classes"], cfg["seed"], device)
+    first = initial(cfg, n, info["input_shape"], info["classes"], cfg["seed"], device)
     params = first.params
     dimension = sum(p.numel() for p in params.values())
     grid = log_grid(cfg["steps"], cfg["log_every"])
