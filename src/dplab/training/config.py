@@ -59,7 +59,11 @@ def _check_risk_target(cfg: dict, method, err) -> None:
 
 
 def _check_method_keys(cfg: dict, method, err) -> None:
-    """No key or accountant that belongs to another method (its ``keys``, its fixed ``accountants``)."""
+    """No key or accountant that belongs to another method (its ``keys``, its fixed ``accountants``),
+    and only the method's own accountants where it names them."""
+    if method.accountants and cfg["accountant"] not in method.accountants:
+        raise err("accountant", f"method {method.name} is accounted by {' or '.join(map(repr, method.accountants))} "
+                                f"only ({method.noise} noise); got {cfg['accountant']!r}")
     for other in METHODS.values():
         if other is method:
             continue

@@ -14,9 +14,9 @@ sgd                    003 Alg. 1                             w ← w − η·me
 dp_sgd                 003 Alg. 2; 000 Alg. 1 (Abadi et al.)  w ← w − η·(g + σC·Z)/b, Poisson batches
 dp_gd                  004 §3.1–3.3                           w ← w − η·(g + σC·Z)/n, full batch
 noisy_gd               002 Alg. 1                             w ← Π(w − η·(g + σC·Z)/n); √(2η)σ₀₀₂ = ησC/n
-dp_sgd_fixed_batches   000 Alg. 2                             disjoint fixed batches cycled, (g + σC·Z)/b
+dp_sgd_fixed_batches   000 Alg. 2                             w ← w − η·(g + σC·Z)/b, fixed batches cycled
 projected_dp_sgd       001 eq. (1), (12)                      w ← Π_D(w − η·g/|B| + σ_A·Z), σ_A = ησC/b
-regularized_dp_sgd     001 eq. (16)–(17)                      w ← (1−λ)w − η·g/|B| + σ_A·Z
+regularized_dp_sgd     001 eq. (16)-(17)                      w ← (1−λ)w − η·g/|B| + σ_A·Z
 dp_mf                  004 §4.3; Choquette-Choo et al. 2023   w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers
 =====================  =====================================  ==========================================
 """

@@ -52,8 +52,11 @@ class Method:
 
     def default_accountant(self, sampling: str, neighbouring: str) -> str | None:
         """The accountant that calibrates σ when the run names none: the method's, except where
-        its assumptions do not hold for the run's sampling and neighbouring relation."""
+        its assumptions do not hold for the run's sampling and neighbouring relation (None
+        for a non-private method)."""
         natural = self.accountant
+        if natural is None:
+            return None
         if natural == "rdp" and neighbouring == "replace_one":
             natural = "pld"  # dp_accounting's RDP of the sampled Gaussian is add/remove only
         if sampling == "balls_in_bins":  # its amplification is proved for add_remove only

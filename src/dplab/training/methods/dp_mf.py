@@ -51,7 +51,7 @@ ACCOUNTANT = mf_accounting.NAME  # "mf"
 
 def resolve(cfg: dict, err) -> None:
     """Cross-key rules of the MF keys (:meth:`MatrixFactorization.resolve`); the generic rules of
-    :func:`dplab.training.config.resolve_run` already refused them on other methods."""
+    :func:`dplab.training.config.resolve_run` refuse them on other methods, and any accountant but mf."""
     if cfg["strategy"] is None:
         raise err("strategy", f"is required for method {NAME}: one of {', '.join(factorizations.STRATEGIES)}")
     if (cfg["strategy"] == "banded") != (cfg["bands"] is not None):
@@ -59,8 +59,6 @@ def resolve(cfg: dict, err) -> None:
     if cfg["normalize"] != "expected":
         raise err("normalize", f"method {NAME} divides by the fixed batch_size (expected): the MF accounting "
                                "releases the noisy sum C·G + Z divided by a constant")
-    if cfg["accountant"] != ACCOUNTANT:
-        raise err("accountant", f"method {NAME} is accounted by '{ACCOUNTANT}' only (correlated noise); got {cfg['accountant']!r}")
 
 
 def build_factorization(cfg: dict) -> Factorization:
@@ -185,8 +183,8 @@ def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | N
     names = requested_accountants(cfg)
     update = METHOD.update(cfg)
     excluded = {name: exclusion(name, None, update) for name in names if name != ACCOUNTANT}  # claims decides
-    spec = sampler_spec(cfg, n)
-    sampler = SpecSampler(spec)
+    sampler = METHOD.sampler(cfg, n)
+    spec = sampler.spec
     fact = factorization if factorization is not None else build_factorization(cfg)
     delta, neighbouring = cfg["delta"], cfg["neighbouring"]
     # the accountant receives the spec the sampler draws from (sampler.spec), never a description of it

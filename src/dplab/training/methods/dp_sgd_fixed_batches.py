@@ -5,5 +5,5 @@ from dplab.training.methods.base import Method
 
 METHOD = Method(
     name="dp_sgd_fixed_batches", source="000 Alg. 2",
-    rule="disjoint fixed batches cycled, (g + σC·Z)/b", samplings=("shuffle",), accountant="pabi",
+    rule="w ← w − η·(g + σC·Z)/b, fixed batches cycled", samplings=("shuffle",), accountant="pabi",
 )
