@@ -17,6 +17,7 @@ from dplab.training import samplers
 from dplab.training.config import resolve_run
 from dplab.training.methods import METHODS
 from dplab.training.methods.base import Method
+from dplab.training.settings import RunSettings
 
 PACKAGE = ROOT / "src" / "dplab"
 METHODS_DIR = PACKAGE / "training" / "methods"
@@ -69,7 +70,7 @@ def test_a_method_without_own_keys_resolves_and_samples_as_declared(name):
     assert cfg["accountant"] == method.default_accountant(cfg["sampling"], cfg["neighbouring"])
     assert method.update(cfg).noise == method.noise
     sampler = method.sampler(cfg, 20)
-    assert type(sampler) is type(samplers.build(cfg["sampling"], 20, samplers.batch_size(cfg, 20)))
+    assert type(sampler) is type(samplers.build(cfg["sampling"], 20, RunSettings.of(cfg).b(20)))
 
 
 def test_keys_and_accountants_of_one_method_are_refused_on_the_others():

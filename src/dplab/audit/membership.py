@@ -60,10 +60,11 @@ from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
 from dplab.progress import Progress
-from dplab.training import models, privacy, samplers
+from dplab.training import models, privacy
 from dplab.training.config import resolve_run
 from dplab.training.data import Dataset
 from dplab.training.methods import METHODS, update_of
+from dplab.training.settings import RunSettings
 
 #: threat model -> (canary kind, observations, default neighbouring relation)
 THREAT_MODELS = {
@@ -220,7 +221,7 @@ def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: P
     if progress is not None:
         progress.update(done + runs * steps[-1], f"variant {variant} ({threat}) done: {runs} runs × {steps[-1]} steps, "
                         f"{k} canaries per run, {seconds:.1f} s")
-    b = samplers.batch_size(cfg, n)
+    b = RunSettings.of(cfg).b(n)
     dimension = sum(p.numel() for p in params.values())
     features = x_real if probe is None else torch.cat([x_real, probe.x_in[None], probe.x_out[None]])  # both worlds
     curves, release, setting = upper_bounds(cfg, n, b, dimension, data.info, steps, features)

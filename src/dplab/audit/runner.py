@@ -46,6 +46,7 @@ import torch
 
 from dplab.audit.canary import Canary, GradientCanaries, block
 from dplab.errors import Diverged, DPLabError
+from dplab.training.settings import RunSettings
 from dplab.training.start import initial
 from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise
@@ -126,11 +127,12 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
     ``classes``: the number of labels.  With ``canary`` (in the data's last slot) or with
     ``gradient`` canaries (k slots after the data; ``members`` (R, k) True where canary j of run
     r is in), the scores at every step of ``record``; ``on_step(step)`` after every step (progress)."""
-    method = METHODS[cfg["method"]]
+    s = RunSettings.of(cfg)
+    method = METHODS[s.method]
     if method.noise != "independent":
         raise DPLabError("method", "the audit needs a private method with independent Gaussian noise")
-    if gradient is not None and gradient.norm > cfg["clip"]:
-        raise DPLabError("canary_norm", f"a gradient canary must have norm <= clip ({cfg['clip']}); got {gradient.norm}")
+    if gradient is not None and gradient.norm > s.clip:
+        raise DPLabError("canary_norm", f"a gradient canary must have norm <= clip ({s.clip}); got {gradient.norm}")
     runs, n_real = len(seeds), x.shape[1]
     k = gradient.count if gradient is not None else 0
     n = n_real + k
@@ -138,12 +140,12 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
     params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
     b, one = starts[0].b, starts[0].loss
     out = Lockstep(sorted(set(record)))
-    out.projections += project_stacked(params, cfg["diameter"])
+    out.projections += project_stacked(params, s.diameter)
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     sampler_list = [method.sampler(cfg, n) for _ in seeds]
-    noise = GaussianNoise(cfg["noise_multiplier"] * cfg["clip"])
-    lam, lr, q = cfg["regularization"] or 0.0, cfg["lr"], b / n
-    std = lr * cfg["noise_multiplier"] * cfg["clip"] / b  # noise std on each parameter
+    noise = GaussianNoise(s.noise_multiplier * s.clip)
+    lam, lr, q = s.regularization, s.lr, b / n
+    std = lr * s.noise_multiplier * s.clip / b  # noise std on each parameter
     rows = torch.arange(runs)[:, None]
     dtype = next(iter(params.values())).dtype
     traj = torch.zeros(runs, max(k, 1), dtype=torch.float64)
@@ -164,20 +166,20 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
         mask = torch.arange(width)[None, :] < torch.tensor([len(idx) for idx in real])[:, None]
         for r, idx in enumerate(real):
             index[r, : len(idx)] = idx
-        grads = clipped_sums(one, params, x[rows, index], y[rows, index], mask.to(dtype), cfg["clip"])
+        grads = clipped_sums(one, params, x[rows, index], y[rows, index], mask.to(dtype), s.clip)
         if gradient is not None:
             drawn = torch.zeros(runs, k, dtype=dtype)
             for r, idx in enumerate(batches):
                 drawn[r, idx[idx >= n_real] - n_real] = 1.0
-            add_canary_gradients(grads, params, gradient, drawn * present, cfg["clip"], cfg["l2"])
+            add_canary_gradients(grads, params, gradient, drawn * present, s.clip, s.l2)
             v_before = coordinates()
         elif canary is not None:
-            g_in, g_out = _canary_grads(one, params, canary, cfg["clip"])
+            g_in, g_out = _canary_grads(one, params, canary, s.clip)
             v_before = block(canary, params)
         draws = [noise.sample(step, {k: p[r] for k, p in params.items()}, gens[r]) for r in range(runs)]
         z = {key: torch.stack([d[key] for d in draws]) for key in params}
-        update(params, grads, z, lr=lr, denom=denominator(cfg["normalize"], b, sizes), b=b, regularization=lam)
-        out.projections += project_stacked(params, cfg["diameter"])
+        update(params, grads, z, lr=lr, denom=denominator(s.normalize, b, sizes), b=b, regularization=lam)
+        out.projections += project_stacked(params, s.diameter)
         if not all(bool(torch.isfinite(p).all()) for p in params.values()):
             raise Diverged(f"at step {step}", lr)
         if on_step is not None:
@@ -186,14 +188,14 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
             delta = (coordinates() - (1.0 - lam) * v_before).double()
             traj += increment_llr(delta[..., None], mu_in, mu_out, std, q)
             if step in out.steps:
-                c = (1.0 - lam) * (1.0 - lr * cfg["l2"])
+                c = (1.0 - lam) * (1.0 - lr * s.l2)
                 out.last_iterate[step] = -(coordinates() - c**step * v0).double()
                 out.trajectory[step] = traj.clone()
         elif canary is not None:
             delta = (block(canary, params) - (1.0 - lam) * v_before).double()
             traj += increment_llr(delta, -lr * g_in.double() / b, -lr * g_out.double() / b, std, q)[:, None]
             if step in out.steps:
-                g_in, g_out = _canary_grads(one, params, canary, cfg["clip"])
+                g_in, g_out = _canary_grads(one, params, canary, s.clip)
                 u = (g_out - g_in).double()
                 u = u / u.norm(dim=1, keepdim=True).clamp(min=1e-30)
                 v = (block(canary, params) - (1.0 - lam) ** step * v0).double()

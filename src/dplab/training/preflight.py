@@ -24,8 +24,9 @@ from dplab import accounting
 from dplab.accounting import epochs
 from dplab.accounting.base import SIGMA_MAX
 from dplab.errors import AssumptionError, DPLabError
-from dplab.training import data, models, privacy, samplers
+from dplab.training import data, models, privacy
 from dplab.training.methods import METHODS
+from dplab.training.settings import RunSettings
 
 
 def check_run(cfg: dict, dataset: dict) -> None:
@@ -41,7 +42,7 @@ def check_run(cfg: dict, dataset: dict) -> None:
     update = method.update(cfg)
     if update.noise != "independent":
         return  # no σ to calibrate (sgd), or a mechanism that checks its own claim (dp_mf)
-    b = samplers.batch_size(cfg, n)
+    b = RunSettings.of(cfg).b(n)
     dimension = sum(p.numel() for p in model.parameters())
     constants, _ = privacy.loss_constants(cfg, info, np.zeros((0, 1)))  # the data hold no record beyond R
     setting = privacy.build_setting(cfg, n, b, dimension, 1.0, constants)

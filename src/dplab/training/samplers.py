@@ -118,11 +118,6 @@ class FullBatchSampler(Sampler):
         return torch.arange(self.n)
 
 
-def batch_size(cfg: dict, n: int) -> int:
-    """b of a resolved run on ``n`` examples: n under full_batch (its ``batch_size`` is null), else ``batch_size``."""
-    return n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
-
-
 def build(sampling: str, n: int, b: int, reshuffle: bool = False) -> Sampler:
     if sampling == "poisson":
         return PoissonSampler(n, b)

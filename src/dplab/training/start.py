@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from dplab.errors import DPLabError
-from dplab.training import models, samplers
+from dplab.training import models
+from dplab.training.settings import RunSettings
 
 
 @dataclass
@@ -26,11 +27,11 @@ class Start:
 
 def initial(cfg: dict, n: int, input_shape: list[int], classes: int, seed: int,
           device: torch.device | str = "cpu") -> Start:
-    """The start of one run of ``cfg`` on ``n`` examples: b (:func:`dplab.training.samplers.batch_size`,
-    at most n), the model initialised with torch's global generator seeded with ``seed`` inside
+    """The start of one run of ``cfg`` on ``n`` examples: b (:meth:`RunSettings.b`, at most n), the model initialised with torch's global generator seeded with ``seed`` inside
     ``fork_rng`` and moved to ``device``, a copy of its parameters (W₀, not yet projected) and
     its per-example loss."""
-    b = samplers.batch_size(cfg, n)
+    settings = RunSettings.of(cfg)
+    b = settings.b(n)
     if b > n:
         raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
     with torch.random.fork_rng(devices=[]):
@@ -38,4 +39,4 @@ def initial(cfg: dict, n: int, input_shape: list[int], classes: int, seed: int,
         model = models.build(cfg, input_shape, classes)
     model = model.to(device)
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
-    return Start(model, params, models.example_loss(model, cfg["l2"]), b)
+    return Start(model, params, models.example_loss(model, settings.l2), b)

@@ -20,6 +20,7 @@ from dplab.accounting.claims import Update
 from dplab.training import privacy, samplers
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.samplers import Sampler
+from dplab.training.settings import RunSettings
 
 
 @dataclass
@@ -68,7 +69,7 @@ class Method:
     def update(self, cfg: dict) -> Update:
         """The engine's update for a resolved run: the method's noise and how the run normalizes
         the clipped sum (what :func:`dplab.accounting.claims.refusal` decides from)."""
-        return Update(noise=self.noise, normalize=cfg["normalize"])
+        return Update(noise=self.noise, normalize=RunSettings.of(cfg).normalize)
 
     def resolve(self, cfg: dict, err) -> None:
         """Cross-key rules of the method's own keys (``err(key, message)`` builds the error);
@@ -76,17 +77,17 @@ class Method:
 
     def sampler(self, cfg: dict, n: int) -> Sampler:
         """The batch sampler of a resolved run on ``n`` examples (:func:`dplab.training.samplers.build`)."""
-        return samplers.build(cfg["sampling"], n, samplers.batch_size(cfg, n), cfg["reshuffle"])
+        settings = RunSettings.of(cfg)
+        return samplers.build(settings.sampling, n, settings.b(n), settings.reshuffle)
 
     def mechanism(self, cfg: dict, n: int, dimension: int, info: dict, grid: list[int], features,
                   factorization=None) -> Mechanism:
         """Sampler, claim and noise of a run, decided before training: σ and ε from
         :func:`dplab.training.privacy.plan` (``features``: the records the run trains on), i.i.d.
         N(0, σ²C²) on the clipped sum (none for a non-private method)."""
-        sampler = self.sampler(cfg, n)
-        b = samplers.batch_size(cfg, n)
-        claim = privacy.plan(cfg, self.update(cfg), n, b, dimension, info, grid, features)
-        noise = GaussianNoise(claim.noise_multiplier * cfg["clip"]) if self.private else NoNoise()
+        sampler, settings = self.sampler(cfg, n), RunSettings.of(cfg)
+        claim = privacy.plan(cfg, self.update(cfg), n, settings.b(n), dimension, info, grid, features)
+        noise = GaussianNoise(claim.noise_multiplier * settings.clip) if self.private else NoNoise()
         return Mechanism(sampler, claim, noise)
 
     def factorization(self, entry: dict) -> tuple[str, dict] | None:
