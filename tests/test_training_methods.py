@@ -85,11 +85,11 @@ def test_keys_and_accountants_of_one_method_are_refused_on_the_others():
 
 
 def test_the_docs_list_every_method():
-    table = (ROOT / "docs" / "training.md").read_text()
-    catalogue = METHODS_DIR.joinpath("__init__.py").read_text()
+    table = (ROOT / "docs/training.md").read_text()
+    listing = METHODS_DIR.joinpath("__init__.py").read_text()
     for name, method in METHODS.items():
         assert re.search(rf"^\| {name} \(", table, re.M), f"docs/training.md's table lacks {name}"
-        row = re.search(rf"^{name} +{re.escape(method.source.split(';')[0])}.* {re.escape(method.rule)}$", catalogue, re.M)
+        row = re.search(rf"^{name} +{re.escape(method.source.split(';')[0])}.* {re.escape(method.rule)}$", listing, re.M)
         assert row, f"the table of dplab/training/methods/__init__.py lacks {name} or states another rule"
 
 

@@ -35,6 +35,8 @@ class Mechanism:
 
 @dataclass(frozen=True)
 class Method:
+    """One training method: its declared parts (fields) and the engine's default plug-ins (methods)."""
+
     name: str
     source: str  # the algorithm in the seed documents (docs/references.md)
     rule: str  # the update, in the notation of :mod:`dplab.training.loop` (g = Σ clip(∇ℓ_i) over B)
