@@ -3,6 +3,7 @@
 import json
 
 from dplab import figures, jobs, layout, pipeline
+from dplab.training import methods
 
 #: every training job: its folder under results/ (wildcard run_dir of rule train) -> its run entry
 TRAINING_RUNS = jobs.training_runs(config)
@@ -30,7 +31,7 @@ def train_json(wildcards):
 def train_inputs(wildcards):
     """The prepared data of the run's dataset, and its saved factorization (dp_mf)."""
     run = TRAINING_RUNS[wildcards.run_dir]
-    key = layout.run_factorization(run)
+    key = methods.run_factorization(run)
     return list(layout.data_files(run["dataset"]).values()) + (
         [layout.mf_file(key)] if key else []
     )
