@@ -8,6 +8,7 @@ import yaml
 
 from conftest import ROOT
 from dplab import entries, jobs, layout
+from dplab.training.methods import run_factorization
 from dplab.cli import main
 from dplab.config import check_config
 from dplab.schemas import validate
@@ -15,7 +16,7 @@ from dplab.errors import DPLabError
 from dplab.figures import mf_structure
 from dplab.mf import factorizations
 from dplab.mf.workload import prefix_sum
-from dplab.training import dp_mf
+from dplab.training.methods import dp_mf
 
 T = 24
 
@@ -74,7 +75,7 @@ def test_default_config_saves_each_factorization_once():
     assert mf_structure.inputs(config, config["figures"]["mf_structure"]) == {"factorizations": [
         "results/mf/banded_T200_m16.npz", "results/mf/optimal_T200.npz"]}
     runs = entries.grid_runs(config, "mf_vs_dpsgd")
-    keys = {item["variant"]: layout.run_factorization(item["run"]) for item in runs.values()}
+    keys = {item["variant"]: run_factorization(item["run"]) for item in runs.values()}
     assert keys == {"dp_mf": "banded_T200_m16", "dp_sgd": None}
     assert all(layout.mf_file(k) in plan.targets for k in specs)
 

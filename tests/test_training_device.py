@@ -13,7 +13,8 @@ import torch
 
 from dplab.errors import Diverged
 from dplab.mf import accounting as mf_accounting
-from dplab.training import checkpoint, dp_mf, loop, per_example, samplers
+from dplab.training import checkpoint, loop, per_example, samplers
+from dplab.training.methods import dp_mf
 from dplab.training.config import resolve_run
 from dplab.training.noise import GaussianNoise
 

@@ -14,7 +14,8 @@ from dplab.errors import DPLabError
 from dplab.mf import accounting as mf_accounting
 from dplab.mf import factorizations
 from dplab.mf.workload import prefix_sum
-from dplab.training import checkpoint, data, dp_mf, loop
+from dplab.training import checkpoint, data, loop
+from dplab.training.methods import dp_mf
 from dplab.training.config import resolve_run
 
 

@@ -8,7 +8,9 @@ from dplab import accounting
 from dplab.errors import DPLabError
 from dplab.training import data
 from dplab.training.config import resolve_run
+from dplab.training.methods import update_of
 from dplab.training.privacy import loss_constants, plan
+from dplab.training.settings import RunSettings
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +22,7 @@ def synth(tmp_path_factory):
 
 def _plan(run, info, n=200, b=20, d=10):
     cfg = resolve_run({"steps": 50, "batch_size": b, **run})
-    return plan(cfg, n, n if cfg["sampling"] == "full_batch" else b, d, info, [10, 50], info["x_train"])
+    return plan(cfg, update_of(cfg), n, RunSettings.of(cfg).b(n), d, info, [10, 50], info["x_train"])
 
 
 def test_sgd_claims_nothing(synth):

@@ -23,7 +23,7 @@ from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa
 from dplab.training.config import resolve_run
 from dplab.training.data import expected_info
 from dplab.training.preflight import check_run
-from dplab.training.privacy import update_of
+from dplab.training.methods import update_of
 
 
 def read_config(*paths: str | Path) -> dict:

@@ -36,7 +36,7 @@ from dplab import imports, jobs, layout
 from dplab.accounting import names as accountant_names
 from dplab.accounting.base import BOUND_WORDS, BOUNDS
 from dplab.accounting.claims import MF, bound, column
-from dplab.training.privacy import update_of
+from dplab.training.methods import update_of
 
 CONFIG = "config/config.yaml"
 #: where DVC looks up a plot's ``template:`` by name

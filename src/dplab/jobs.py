@@ -20,6 +20,7 @@ from typing import ClassVar
 from dplab import entries, layout
 from dplab.config import check_config, read_config
 from dplab.figures import figure as figure_module, input_args, input_files
+from dplab.training import methods
 
 
 def _json(value) -> str:
@@ -153,8 +154,7 @@ class Plan:
 def factorizations(config: dict, runs: dict[str, dict]) -> dict[str, dict]:
     """Every factorization the DAG uses (the resolved dp_mf ``runs``, and figures'
     ``factorizations(config, params)``): cache key -> {strategy, steps, bands}."""
-    specs = dict(layout.mf_spec(run["strategy"], run["steps"], run.get("bands"))
-                 for run in runs.values() if layout.run_factorization(run))
+    specs = dict(spec for run in runs.values() if (spec := methods.get(run["method"]).factorization(run)))
     for figure, params in config.get("figures", {}).items():
         specs.update(getattr(figure_module(figure), "factorizations", lambda c, p: {})(config, params))
     return specs
@@ -167,7 +167,7 @@ def mf_args(spec: dict) -> str:
 
 
 def _run_job(config: dict, folder: str, entry: dict, run: dict) -> RunJob:
-    key = layout.run_factorization(run)
+    key = methods.run_factorization(run)
     grid = folder.split("/")[1] if folder.startswith("grids/") else None
     train = config["training_resources"]
     return RunJob(

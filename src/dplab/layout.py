@@ -80,9 +80,3 @@ def mf_spec(strategy: str, steps: int, bands: int | None) -> tuple[str, dict]:
     bands = bands if strategy == "banded" else None
     return cache_key(strategy, steps, bands), {"strategy": strategy, "steps": steps, "bands": bands}
 
-
-def run_factorization(entry: dict) -> str | None:
-    """The cache key of a dp_mf run entry's factorization (None for other methods)."""
-    if entry.get("method") != "dp_mf":
-        return None
-    return mf_spec(entry["strategy"], entry["steps"], entry.get("bands"))[0]

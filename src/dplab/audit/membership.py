@@ -63,6 +63,8 @@ from dplab.progress import Progress
 from dplab.training import models, privacy
 from dplab.training.config import resolve_run
 from dplab.training.data import Dataset
+from dplab.training.methods import METHODS, update_of
+from dplab.training.settings import RunSettings
 
 #: threat model -> (canary kind, observations, default neighbouring relation)
 THREAT_MODELS = {
@@ -70,8 +72,8 @@ THREAT_MODELS = {
     "last_iterate": ("gradient", ("last_iterate",), "replace_one"),
     "input_canary": ("input", ("last_iterate", "trajectory"), "replace_one"),
 }
-#: methods the lockstep runner reproduces (Gaussian noise, per-example clipping)
-AUDITABLE = ("dp_sgd", "dp_gd", "noisy_gd", "projected_dp_sgd", "regularized_dp_sgd", "dp_sgd_fixed_batches")
+#: methods the lockstep runner reproduces (i.i.d. Gaussian noise, per-example clipping)
+AUDITABLE = tuple(name for name, method in METHODS.items() if method.noise == "independent")
 SETTING_COLUMNS = ("noise_multiplier", "sampling_rate", "sampling", "neighbouring", "clip", "lr", "batch_size",
                    "dataset_size", "diameter", "regularization", "strong_convexity", "dimension")
 INPUT_CANARY_NORM = 16.0
@@ -132,14 +134,14 @@ def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: l
     curves, release, setting = {}, {}, None
     for name in accounting.names():
         try:
-            claim = privacy.plan({**cfg, "accountants": [name]}, n, b, dimension, info, steps, features)
+            claim = privacy.plan({**cfg, "accountants": [name]}, update_of(cfg), n, b, dimension, info, steps, features)
         except OverflowError:
             continue
         setting = claim.setting.as_dict()
         curves.update(claim.curves)
         release.update(claim.release)
     if setting is None:
-        setting = privacy.plan({**cfg, "accountants": []}, n, b, dimension, info, steps, features).setting.as_dict()
+        setting = privacy.plan({**cfg, "accountants": []}, update_of(cfg), n, b, dimension, info, steps, features).setting.as_dict()
     return curves, release, setting
 
 
@@ -219,7 +221,7 @@ def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: P
     if progress is not None:
         progress.update(done + runs * steps[-1], f"variant {variant} ({threat}) done: {runs} runs × {steps[-1]} steps, "
                         f"{k} canaries per run, {seconds:.1f} s")
-    b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
+    b = RunSettings.of(cfg).b(n)
     dimension = sum(p.numel() for p in params.values())
     features = x_real if probe is None else torch.cat([x_real, probe.x_in[None], probe.x_out[None]])  # both worlds
     curves, release, setting = upper_bounds(cfg, n, b, dimension, data.info, steps, features)

@@ -1,7 +1,8 @@
 """Many runs of the engine's training loop in lockstep, on the engine's own pieces.
 
-R runs of one resolved run config are stepped together: every run keeps its own
-``torch.Generator(seed_r)``, its own sampler (:func:`dplab.training.samplers.build`) and draws
+R runs of one resolved run config are stepped together: every run starts as
+:func:`dplab.training.loop.train` does (:func:`dplab.training.start.initial` with its seed), keeps its own
+``torch.Generator(seed_r)``, its own sampler (the method's, :meth:`dplab.training.methods.base.Method.sampler`) and draws
 its own noise (:class:`dplab.training.noise.GaussianNoise`) in the same order as
 :func:`dplab.training.loop.train` (batch, then noise), so run r is the run ``loop.train`` makes
 with seed r.  The clipped sums come from the engine's
@@ -45,7 +46,8 @@ import torch
 
 from dplab.audit.canary import Canary, GradientCanaries, block
 from dplab.errors import Diverged, DPLabError
-from dplab.training import models, samplers
+from dplab.training.settings import RunSettings
+from dplab.training.start import initial
 from dplab.training.methods import METHODS
 from dplab.training.noise import GaussianNoise
 from dplab.training.per_example import clipped_grad_sum
@@ -125,30 +127,25 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
     ``classes``: the number of labels.  With ``canary`` (in the data's last slot) or with
     ``gradient`` canaries (k slots after the data; ``members`` (R, k) True where canary j of run
     r is in), the scores at every step of ``record``; ``on_step(step)`` after every step (progress)."""
-    method = METHODS[cfg["method"]]
-    if not method.private:
-        raise DPLabError("method", "the audit needs a private method")
-    if gradient is not None and gradient.norm > cfg["clip"]:
-        raise DPLabError("canary_norm", f"a gradient canary must have norm <= clip ({cfg['clip']}); got {gradient.norm}")
+    s = RunSettings.of(cfg)
+    method = METHODS[s.method]
+    if method.noise != "independent":
+        raise DPLabError("method", "the audit needs a private method with independent Gaussian noise")
+    if gradient is not None and gradient.norm > s.clip:
+        raise DPLabError("canary_norm", f"a gradient canary must have norm <= clip ({s.clip}); got {gradient.norm}")
     runs, n_real = len(seeds), x.shape[1]
     k = gradient.count if gradient is not None else 0
     n = n_real + k
-    b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
-    per_run = []
-    for seed in seeds:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = models.build(cfg, list(x.shape[2:]), classes)
-        per_run.append({k: v.detach().clone() for k, v in model.named_parameters()})
-    params = {k: torch.stack([p[k] for p in per_run]) for k in per_run[0]}
+    starts = [initial(cfg, n, list(x.shape[2:]), classes, seed) for seed in seeds]
+    params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
+    b, one = starts[0].b, starts[0].loss
     out = Lockstep(sorted(set(record)))
-    out.projections += project_stacked(params, cfg["diameter"])
-    one = models.example_loss(model, cfg["l2"])
+    out.projections += project_stacked(params, s.diameter)
     gens = [torch.Generator().manual_seed(s) for s in seeds]
-    sampler_list = [samplers.build(cfg["sampling"], n, b, cfg["reshuffle"]) for _ in seeds]
-    noise = GaussianNoise(cfg["noise_multiplier"] * cfg["clip"])
-    lam, lr, q = cfg["regularization"] or 0.0, cfg["lr"], b / n
-    std = lr * cfg["noise_multiplier"] * cfg["clip"] / b  # noise std on each parameter
+    sampler_list = [method.sampler(cfg, n) for _ in seeds]
+    noise = GaussianNoise(s.noise_multiplier * s.clip)
+    lam, lr, q = s.regularization, s.lr, b / n
+    std = lr * s.noise_multiplier * s.clip / b  # noise std on each parameter
     rows = torch.arange(runs)[:, None]
     dtype = next(iter(params.values())).dtype
     traj = torch.zeros(runs, max(k, 1), dtype=torch.float64)
@@ -169,20 +166,20 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
         mask = torch.arange(width)[None, :] < torch.tensor([len(idx) for idx in real])[:, None]
         for r, idx in enumerate(real):
             index[r, : len(idx)] = idx
-        grads = clipped_sums(one, params, x[rows, index], y[rows, index], mask.to(dtype), cfg["clip"])
+        grads = clipped_sums(one, params, x[rows, index], y[rows, index], mask.to(dtype), s.clip)
         if gradient is not None:
             drawn = torch.zeros(runs, k, dtype=dtype)
             for r, idx in enumerate(batches):
                 drawn[r, idx[idx >= n_real] - n_real] = 1.0
-            add_canary_gradients(grads, params, gradient, drawn * present, cfg["clip"], cfg["l2"])
+            add_canary_gradients(grads, params, gradient, drawn * present, s.clip, s.l2)
             v_before = coordinates()
         elif canary is not None:
-            g_in, g_out = _canary_grads(one, params, canary, cfg["clip"])
+            g_in, g_out = _canary_grads(one, params, canary, s.clip)
             v_before = block(canary, params)
         draws = [noise.sample(step, {k: p[r] for k, p in params.items()}, gens[r]) for r in range(runs)]
         z = {key: torch.stack([d[key] for d in draws]) for key in params}
-        update(params, grads, z, lr=lr, denom=denominator(cfg["normalize"], b, sizes), b=b, regularization=lam)
-        out.projections += project_stacked(params, cfg["diameter"])
+        update(params, grads, z, lr=lr, denom=denominator(s.normalize, b, sizes), b=b, regularization=lam)
+        out.projections += project_stacked(params, s.diameter)
         if not all(bool(torch.isfinite(p).all()) for p in params.values()):
             raise Diverged(f"at step {step}", lr)
         if on_step is not None:
@@ -191,14 +188,14 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
             delta = (coordinates() - (1.0 - lam) * v_before).double()
             traj += increment_llr(delta[..., None], mu_in, mu_out, std, q)
             if step in out.steps:
-                c = (1.0 - lam) * (1.0 - lr * cfg["l2"])
+                c = (1.0 - lam) * (1.0 - lr * s.l2)
                 out.last_iterate[step] = -(coordinates() - c**step * v0).double()
                 out.trajectory[step] = traj.clone()
         elif canary is not None:
             delta = (block(canary, params) - (1.0 - lam) * v_before).double()
             traj += increment_llr(delta, -lr * g_in.double() / b, -lr * g_out.double() / b, std, q)[:, None]
             if step in out.steps:
-                g_in, g_out = _canary_grads(one, params, canary, cfg["clip"])
+                g_in, g_out = _canary_grads(one, params, canary, s.clip)
                 u = (g_out - g_in).double()
                 u = u / u.norm(dim=1, keepdim=True).clamp(min=1e-30)
                 v = (block(canary, params) - (1.0 - lam) ** step * v0).double()

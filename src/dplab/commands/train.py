@@ -74,15 +74,12 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) 
     from dplab.errors import DPLabError
     from dplab.io import output_folder, write_text
     from dplab.training import data, loop
+    from dplab.training.methods import METHODS
 
     dataset = data.load(data_dir)
     if dataset.info["name"] != cfg["dataset"]:
         raise DPLabError("dataset", f"the run names {cfg['dataset']!r} but {data_dir} holds {dataset.info['name']!r}")
-    factorization = None
-    if mf_cache is not None and cfg["method"] == "dp_mf":
-        from dplab.training.dp_mf import load_factorization
-
-        factorization = load_factorization(cfg, mf_cache)
+    factorization = METHODS[cfg["method"]].load_factorization(cfg, mf_cache) if mf_cache is not None else None
     with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
         if not cfg["record_grad_norms"]:  # every run folder has the same files: one Snakemake rule trains them all
             write_text(folder / "grad_norms.csv", ",".join(loop.GRAD_NORM_COLUMNS) + "\n")

@@ -43,15 +43,17 @@ KEY = "figures.mf_structure"
 
 def _main_spec(config: dict, params: dict) -> tuple[str, dict]:
     if "grid" in params:
+        from dplab.training.methods import run_factorization  # torch: only for a grid's runs
+
         if {"strategy", "steps", "bands"} & params.keys():
             raise DPLabError(KEY, "give either `grid` or `strategy`/`steps`/`bands`, not both")
         grid = params["grid"]
         if grid not in config.get("grids", {}):
             raise DPLabError(f"{KEY}.grid", f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
-        runs = [item["run"] for item in entries.grid_runs(config, grid).values() if item["run"]["method"] == "dp_mf"]
+        runs = [item["run"] for item in entries.grid_runs(config, grid).values() if run_factorization(item["run"])]
         if not runs:
             raise DPLabError(f"{KEY}.grid", f"grid {grid!r} has no dp_mf variant")
-        keys = {layout.run_factorization(r) for r in runs}
+        keys = {run_factorization(r) for r in runs}
         if len(keys) > 1:
             raise DPLabError(f"{KEY}.grid", f"grid {grid!r} trains with several factorizations ({', '.join(sorted(keys))})")
         run = runs[0]

@@ -35,10 +35,13 @@ def check(config: dict, params: dict) -> None:
     grid = params["grid"]
     if grid not in config.get("grids", {}):
         raise DPLabError(KEY, f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
-    methods = [item["run"]["method"] for item in entries.grid_runs(config, grid).values()]
-    if "sgd" in methods:
-        raise DPLabError(KEY, f"grid {grid!r} has a non-private (sgd) variant")
-    if "dp_mf" not in methods:
+    from dplab.training.methods import METHODS  # torch: only where the config is checked
+
+    runs = [item["run"] for item in entries.grid_runs(config, grid).values()]
+    public = [r["method"] for r in runs if not METHODS[r["method"]].private]
+    if public:
+        raise DPLabError(KEY, f"grid {grid!r} has a non-private ({public[0]}) variant")
+    if not any(METHODS[r["method"]].factorization(r) for r in runs):
         raise DPLabError(KEY, f"grid {grid!r} must have a dp_mf variant")
 
 
@@ -47,7 +50,7 @@ def inputs(config: dict, params: dict) -> Inputs:
 
 
 def _label(run: dict) -> str:
-    if run["method"] == "dp_mf":
+    if run["strategy"] is not None:  # a factorization: dp_mf
         bands = f"-{run['bands']}" if run["strategy"] == "banded" else ""
         return f"dp_mf {run['strategy']}{bands}, {run['sampling']} b={run['min_separation'] or 'n/batch'}"
     return f"{run['method']}, {run['sampling']}"
@@ -57,7 +60,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     rows = []
     for path in inputs["summaries"]:
         s = run_summary(path)
-        accountant = "mf" if s["run"]["method"] == "dp_mf" else "pld"
+        accountant = "mf" if "mf" in s["epsilon"] else "pld"  # the run's tight accountant
         epsilon = claimed_epsilon(s, accountant, KEY)  # a DPLabError if the run may not claim it
         rows.append({"variant": _label(s["run"]), "method": s["run"]["method"], "seed": s["run"]["seed"],
                      "accountant": accountant, "epsilon": epsilon, "delta": s["delta"],
@@ -86,7 +89,7 @@ def draw(table: pd.DataFrame):
     x = np.arange(len(table))
     for ax, metric in zip(axes[0], ("test_accuracy", "test_loss")):
         ax.bar(x, table[f"{metric}_mean"], yerr=table[f"{metric}_sd"], capsize=4,
-               color=["#1f77b4" if m == "dp_mf" else "#7f7f7f" for m in table.method])
+               color=["#1f77b4" if a == "mf" else "#7f7f7f" for a in table.accountant])
         ax.set_xticks(x, [f"{v}\nε from {a}".replace(", ", "\n") for v, a in zip(table.variant, table.accountant)],
                       fontsize=8)
         ax.set(ylabel=f"final {metric.replace('_', ' ')} (mean ± sd, {int(table.seeds.min())} seeds)")

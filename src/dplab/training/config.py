@@ -13,7 +13,6 @@ from pathlib import Path
 from dplab.accounting import individual, risk
 from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
-from dplab.training import dp_mf
 from dplab.training.methods import METHODS
 from dplab.schemas import load_schema, load_yaml, validate
 from dplab.validate import json_value
@@ -43,7 +42,7 @@ def _check_risk_target(cfg: dict, method, err) -> None:
         risk.check_target(cfg["target_tpr"], cfg["target_fpr"], None)
     except DPLabError as bad:
         raise err(f"target_{bad.key}", bad.message) from None
-    if method.name == "dp_mf" or cfg["sampling"] not in risk.RISK_SAMPLINGS:
+    if method.noise != "independent" or cfg["sampling"] not in risk.RISK_SAMPLINGS:
         raise err("target_tpr", f"a risk target is calibrated for sampling {' or '.join(risk.RISK_SAMPLINGS)} with "
                                 f"independent noise (pld); got method {method.name}, sampling {cfg['sampling']}")
     if cfg["accountant"] not in (None, *risk.PLD_ACCOUNTANTS):
@@ -54,7 +53,7 @@ def _check_risk_target(cfg: dict, method, err) -> None:
 def _check_individual(cfg: dict, method, err) -> None:
     """``individual_epsilon``: a private method with independent Gaussian noise, on a sampling and
     relation :mod:`dplab.accounting.individual` implements."""
-    if not method.private or method.name == "dp_mf":
+    if method.noise != "independent":
         raise err("individual_epsilon", f"needs a private method with independent noise; got method {method.name}")
     try:
         individual.check(cfg["sampling"], cfg["neighbouring"])
@@ -65,6 +64,22 @@ def _check_individual(cfg: dict, method, err) -> None:
             individual.filter_budget(cfg["individual_budget"], cfg["individual_order"], cfg["delta"])
         except DPLabError as why:
             raise err(why.key, why.message) from None
+
+
+def _check_method_keys(cfg: dict, method, err) -> None:
+    """No key or accountant that belongs to another method (its ``keys``, its fixed ``accountants``),
+    and only the method's own accountants where it names them."""
+    if method.accountants and cfg["accountant"] not in method.accountants:
+        raise err("accountant", f"method {method.name} is accounted by {' or '.join(map(repr, method.accountants))} "
+                                f"only ({method.noise} noise); got {cfg['accountant']!r}")
+    for other in METHODS.values():
+        if other is method:
+            continue
+        for key in other.keys:
+            if cfg.get(key) is not None and key not in method.keys:
+                raise err(key, f"only applies to method {other.name}")
+        if other.accountants and cfg["accountant"] in other.accountants:
+            raise err("accountant", f"'{cfg['accountant']}' accounts method {other.name} only ({other.noise} noise)")
 
 
 def resolve_run(raw: dict, where: str = "") -> dict:
@@ -94,7 +109,8 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         if cfg["regularization"] is None or cfg["regularization"] <= 0:
             raise err("regularization", f"method {method.name} needs λ in (0, 1) (001 eq. 17)")
     elif cfg["regularization"] is not None:
-        raise err("regularization", f"only applies to method regularized_dp_sgd; got method {method.name}")
+        users = ", ".join(m.name for m in METHODS.values() if m.regularized)
+        raise err("regularization", f"only applies to method {users}; got method {method.name}")
 
     if method.private:
         if cfg["clip"] is None:
@@ -106,24 +122,18 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         if cfg["target_tpr"] is not None or cfg["target_fpr"] is not None:
             _check_risk_target(cfg, method, err)
         if cfg["accountant"] is None:
-            natural = method.accountant
-            if natural == "rdp" and cfg["neighbouring"] == "replace_one":
-                natural = "pld"  # dp_accounting's RDP of the sampled Gaussian is add/remove only
-            if cfg["sampling"] == "balls_in_bins":  # its amplification is proved for add_remove only
-                natural = "balls_in_bins" if cfg["neighbouring"] == "add_remove" else "fixed_batches"
-            if cfg["sampling"] == "shuffle" and natural != "pabi":  # no amplification by shuffling is proved
-                natural = "fixed_batches"
-            cfg["accountant"] = natural
+            cfg["accountant"] = method.default_accountant(cfg["sampling"], cfg["neighbouring"])
     else:
         for key in ("noise_multiplier", "target_epsilon", "target_tpr", "target_fpr", "accountant"):
             if cfg[key] is not None:
-                raise err(key, "the non-private method sgd takes no noise and no accountant")
+                raise err(key, f"the non-private method {method.name} takes no noise and no accountant")
     if cfg["individual_epsilon"]:
         _check_individual(cfg, method, err)
     elif cfg["individual_budget"] is not None:
         raise err("individual_budget", "the Rényi filter needs individual_epsilon: true")
     check_accountants(cfg, err)
-    dp_mf.resolve(cfg, err)
+    _check_method_keys(cfg, method, err)
+    method.resolve(cfg, err)
     if cfg["sampling"] == "full_batch":
         cfg["batch_size"] = None  # b = n, set from the data
     return cfg

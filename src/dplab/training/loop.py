@@ -1,4 +1,4 @@
-"""The one training loop of every method (docs/training.md; dp_mf's parts in :mod:`dplab.training.dp_mf`):
+"""The one training loop of every method (docs/training.md; each method's parts in :mod:`dplab.training.methods`):
 
     sample batch B → per-example gradients → clip → Σ → + noise → ÷ b → update → project
 
@@ -50,7 +50,7 @@ from dplab import __version__
 from dplab.accounting import individual
 from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import Diverged, DPLabError
-from dplab.training import checkpoint, models, samplers
+from dplab.training import checkpoint
 from dplab.training.data import Dataset
 from dplab.training.environment import environment
 from dplab.io import atomic_writes, json_text, text_file
@@ -58,9 +58,11 @@ from dplab.philox import PortableGenerator
 from dplab.progress import Progress
 from dplab.training.methods import METHODS, Method
 from dplab.training.per_example import clipped_grad_sum
-from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
-from dplab.training.privacy import Plan, plan, risk_reading
+from dplab.training.noise import NoiseSource
+from dplab.training.privacy import Plan, risk_reading
 from dplab.training.run_metrics import metrics
+from dplab.training.settings import RunSettings
+from dplab.training.start import initial
 from dplab.training.step import denominator, dp_step, project
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
@@ -171,7 +173,8 @@ def train(
 class _Run:
     """Everything a run's steps read or change (built by :func:`_setup`)."""
 
-    cfg: dict
+    cfg: dict  # the resolved run, as summary.json records it
+    settings: RunSettings  # what the steps read of it
     info: dict
     method: Method
     device: torch.device
@@ -206,51 +209,36 @@ class _Run:
 
 
 def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factorization) -> _Run:
-    """Resolve the device, build the model (its initialisation seeded with the run's seed), the
-    sampler and the privacy plan (σ and ε fixed before training: a refusal writes nothing), the
-    noise source, W₀ projected, the generators and the data on the device."""
-    method = METHODS[cfg["method"]]
-    device = resolve_device(cfg["device"])
+    """Resolve the device, build the model (:func:`dplab.training.start.initial`), the method's sampler, privacy plan
+    (σ and ε fixed before training: a refusal writes nothing) and noise source
+    (:meth:`dplab.training.methods.base.Method.mechanism`), W₀ projected, the generators and the
+    data on the device."""
+    settings = RunSettings.of(cfg)
+    method = METHODS[settings.method]
+    device = resolve_device(settings.device)
     # = torch.use_deterministic_algorithms(True, warn_only=True) minus its import of torch._inductor.config
     # (≈ 2–3 s of every job's start-up): that module's flag only affects torch.compile, never used here.
     # A private call, fenced by tests/test_dependencies.py and the torch range in pyproject.toml.
     torch._C._set_deterministic_algorithms(True, warn_only=True)
     n = len(data.y_train)
-    b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
-    if b > n:
-        raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
     info = data.info
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg["seed"])
-        model = models.build(cfg, info["input_shape"], info["classes"])
-    model = model.to(device)
-    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    first = initial(cfg, n, info["input_shape"], info["classes"], settings.seed, device)
+    params = first.params
     dimension = sum(p.numel() for p in params.values())
-    grid = log_grid(cfg["steps"], cfg["log_every"])
-    if method.name == "dp_mf":  # correlated noise: sampler, σ and ε from the MF mechanism
-        from dplab.training import dp_mf
+    grid = log_grid(settings.steps, settings.log_every)
+    mechanism = method.mechanism(cfg, n, dimension, info, grid, data.x_train, factorization)
+    project(params, settings.diameter)  # W₀ ∈ W (001 eq. 1)
 
-        mechanism = dp_mf.prepare(cfg, n, grid, factorization)
-        sampler, claim = mechanism.sampler, mechanism.plan
-        noise_source = noise_source or mechanism.noise
-    else:
-        sampler = samplers.build(cfg["sampling"], n, b, cfg["reshuffle"])
-        claim = plan(cfg, n, b, dimension, info, grid, data.x_train)  # ε fixed before training: errors write nothing
-    if noise_source is None:
-        noise_source = GaussianNoise(claim.noise_multiplier * cfg["clip"]) if method.private else NoNoise()
-    project(params, cfg["diameter"])  # W₀ ∈ W (001 eq. 1)
-
-    generator, noise_generator = streams(device, cfg["seed"], cfg["noise_rng"])
+    generator, noise_generator = streams(device, settings.seed, settings.noise_rng)
     env = environment(device)
-    run = _Run(cfg, info, method, device, model, params, n, b, dimension, grid, sampler, claim, noise_source,
-               models.example_loss(model, cfg["l2"]), generator, noise_generator,
+    run = _Run(cfg, settings, info, method, device, first.model, params, n, first.b, dimension, grid, mechanism.sampler,
+               mechanism.plan, mechanism.noise if noise_source is None else noise_source, first.loss, generator, noise_generator,
                data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
                env, checkpoint.fingerprint(cfg, info, env))
     if cfg["individual_epsilon"]:
         run.counts = torch.zeros((n, individual.LEVELS + 1), dtype=torch.int64, device=device)
     if cfg["individual_budget"] is not None:
-        run.level_rdp = torch.as_tensor(individual.order_rdp(claim.setting, cfg["individual_order"]), device=device)
+        run.level_rdp = torch.as_tensor(individual.order_rdp(run.claim.setting, cfg["individual_order"]), device=device)
     return run
 
 
@@ -268,34 +256,33 @@ def _resume(run: _Run, out: Path) -> Progress:
             run.noise_generator.set_state(state["noise_generator"])
         run.sampler.load_state_dict(state["sampler"])
         run.noise_source.load_state_dict(state["noise"])
-    cfg = run.cfg
-    progress = Progress(f"train {cfg.get('name') or cfg['method']}", cfg["steps"], run.step)
+    progress = Progress(f"train {run.settings.label}", run.settings.steps, run.step)
     if run.rows:
-        progress.update(run.step, _status(cfg, run.claim, run.grid, run.rows[-1]))
+        progress.update(run.step, _status(run, run.rows[-1]))
     return progress
 
 
 def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], None] | None) -> None:
     """Steps ``run.step + 1``..T (:func:`dplab.training.step.dp_step`), with the NaN/inf guard,
     the logged rows (:func:`_log`), checkpoints (:func:`_save`) and the progress display."""
-    cfg, params = run.cfg, run.params
+    s, params = run.settings, run.params
     logged = set(run.grid)
     finite, checked = torch.ones((), dtype=torch.bool, device=run.device), run.step
-    for step, idx in batches(run.sampler, run.generator, run.device, run.step + 1, cfg["steps"],
-                             BATCH_BLOCK if run.ahead else 1, cfg["checkpoint_every"]):
+    for step, idx in batches(run.sampler, run.generator, run.device, run.step + 1, s.steps,
+                             BATCH_BLOCK if run.ahead else 1, s.checkpoint_every):
         noise = run.noise_source.sample(step, params, run.noise_generator) if run.method.private else None
         if run.counts is not None:
             idx = _count_levels(run, idx)
-        grads = dp_step(run.loss, params, run.x_train[idx], run.y_train[idx], noise, clip=cfg["clip"], lr=cfg["lr"],
-                        denom=denominator(cfg["normalize"], run.b, len(idx)), b=run.b,
-                        regularization=cfg["regularization"] or 0.0, diameter=cfg["diameter"])
+        grads = dp_step(run.loss, params, run.x_train[idx], run.y_train[idx], noise, clip=s.clip, lr=s.lr,
+                        denom=denominator(s.normalize, run.b, len(idx)), b=run.b,
+                        regularization=s.regularization, diameter=s.diameter)
         run.step = step
         finite = finite & torch.isfinite(grads.loss_sum) & torch.stack([torch.isfinite(p).all() for p in params.values()]).all()
-        due = cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0 and step < cfg["steps"]
+        due = s.checkpoint_every and step % s.checkpoint_every == 0 and step < s.steps
         if not run.ahead or step in logged or due:  # on the CPU every step; elsewhere where we sync anyway
             if not bool(finite):
                 where = f"at step {step}" if checked == step - 1 else f"between steps {checked + 1} and {step}"
-                raise Diverged(where, cfg["lr"])
+                raise Diverged(where, s.lr)
             checked = step
         status = _log(run, grads) if step in logged else None
         if due:
@@ -329,16 +316,16 @@ def _count_levels(run: _Run, idx: torch.Tensor) -> torch.Tensor:
 def _log(run: _Run, grads) -> str:
     """The metrics row of the step just taken (losses and accuracy on the train and test data;
     with ``record_grad_norms`` the batch's unclipped norms); returns its progress status."""
-    cfg, step = run.cfg, run.step
+    step = run.step
     train_loss, _ = evaluate(run.model, run.params, run.x_train, run.y_train)
     test_loss, test_acc = evaluate(run.model, run.params, run.x_test, run.y_test)
     if not (math.isfinite(train_loss) and math.isfinite(test_loss)):
-        raise Diverged(f"at step {step}", cfg["lr"])
+        raise Diverged(f"at step {step}", run.settings.lr)
     run.rows.append({"step": step, "epoch": run.sampler.epoch(step), "train_loss": train_loss,
                      "test_loss": test_loss, "test_accuracy": test_acc})
-    if cfg["record_grad_norms"]:
+    if run.settings.record_grad_norms:
         run.norms += [(step, float(v)) for v in grads.norms.cpu()]
-    return _status(cfg, run.claim, run.grid, run.rows[-1])
+    return _status(run, run.rows[-1])
 
 
 def _save(run: _Run, out: Path) -> None:
@@ -358,15 +345,15 @@ def _write(run: _Run, out: Path) -> dict:
     """model.pt, metrics.csv, grad_norms.csv (``record_grad_norms``), metrics.json and
     summary.json, landing together (:func:`dplab.io.atomic_writes`; summary.json renamed last:
     its presence means the run completed); the checkpoint is discarded; returns the summary."""
-    cfg = run.cfg
-    summary = _summary(cfg, run.info, run.claim, run.rows, run.n, run.b, run.dimension, run.env)
+    summary = _summary(run.cfg, run.settings, run.method, run.info, run.claim, run.rows, run.n, run.b, run.dimension,
+                       run.env)
     final_params = {k: v.detach().cpu() for k, v in run.params.items()}
     files = {out / "model.pt": lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)),
              out / "metrics.csv": text_file(_metrics_csv(run.rows, run.claim, run.grid))}
-    if cfg["record_grad_norms"]:
+    if run.settings.record_grad_norms:
         files[out / "grad_norms.csv"] = text_file(_grad_norms_csv(run.norms))
     if run.counts is not None:
-        eps = individual.epsilons(run.claim.setting, run.counts.cpu().numpy(), cfg["delta"])
+        eps = individual.epsilons(run.claim.setting, run.counts.cpu().numpy(), run.settings.delta)
         files[out / "individual_epsilon.csv"] = text_file(_individual_csv(eps, run.y_train.cpu()))
         summary["individual_privacy"] = _individual_summary(run, eps)
     files[out / "metrics.json"] = text_file(json_text(metrics(summary)))
@@ -376,20 +363,21 @@ def _write(run: _Run, out: Path) -> dict:
     return summary
 
 
-def _status(cfg: dict, claim: Plan, grid: list[int], row: dict) -> str:
+def _status(run: _Run, row: dict) -> str:
     """The progress status after logged step ``row``: its losses and accuracy, and ε there of
     every accountant with δ, neighbouring relation and sampling (lower bounds and comparisons
     after the claims, labelled)."""
+    s, claim, grid = run.settings, run.claim, run.grid
     text = f"train_loss={row['train_loss']:.4g} test_loss={row['test_loss']:.4g} test_accuracy={row['test_accuracy']:.4f}"
-    if not METHODS[cfg["method"]].private:
+    if not run.method.private:
         return text + " | non-private: no ε"
     pos = grid.index(row["step"])
     eps = ", ".join(f"{name}={float(curve[pos]):.4g}" for name, curve in claim.curves.items())
     if not eps:
         eps = "none (every upper bound asked for is excluded: summary.json says why)"
     eps += "".join(f"; {labelled(name, float(curve[pos]))}" for name, curve in claim.references.items())
-    return (f"{text} | ε at step {row['step']} (δ={cfg['delta']:g}, {cfg['neighbouring']}, "
-            f"{cfg['sampling']} sampling): {eps}")
+    return (f"{text} | ε at step {row['step']} (δ={s.delta:g}, {s.neighbouring}, "
+            f"{s.sampling} sampling): {eps}")
 
 
 def _metrics_csv(rows: list[dict], claim: Plan, grid: list[int]) -> str:
@@ -440,8 +428,7 @@ def _individual_summary(run: _Run, eps) -> dict:
     return out
 
 
-def _summary(cfg, info, claim: Plan, rows, n, b, dimension, env) -> dict:
-    method = METHODS[cfg["method"]]
+def _summary(cfg: dict, s: RunSettings, method: Method, info, claim: Plan, rows, n, b, dimension, env) -> dict:
     final = rows[-1]
     return {
         "dplab_version": __version__,
@@ -455,10 +442,10 @@ def _summary(cfg, info, claim: Plan, rows, n, b, dimension, env) -> dict:
         "setting": claim.setting.as_dict() if claim.setting is not None else None,
         "noise_multiplier": claim.noise_multiplier,
         "noise_multiplier_source": claim.sigma_source,
-        "noise_std_on_sum": claim.noise_multiplier * cfg["clip"] if claim.noise_multiplier else None,
-        "delta": cfg["delta"] if method.private else None,
-        "neighbouring": cfg["neighbouring"],
-        "sampling": cfg["sampling"],
+        "noise_std_on_sum": claim.noise_multiplier * s.clip if claim.noise_multiplier else None,
+        "delta": s.delta if method.private else None,
+        "neighbouring": s.neighbouring,
+        "sampling": s.sampling,
         "batch_size": b,
         "dataset_size": n,
         "loss_constants_note": claim.constants_note,

@@ -3,8 +3,8 @@ data, no training.  :func:`dplab.config.check_config` runs it for every training
 Snakemake plans one, so a mistake is refused at once rather than in a job after earlier jobs ran.
 
 Every check is the engine's own code run on the sizes the dataset will have
-(:func:`dplab.training.data.expected_info`): the sampler (batch_size ≤ n), the model (a cnn needs
-images), dp_mf's sampler spec, add_remove with an epoch sampler only where adding or removing a
+(:func:`dplab.training.data.expected_info`): the method's sampler (batch_size ≤ n; dp_mf's
+sampler spec), the model (a cnn needs images), add_remove with an epoch sampler only where adding or removing a
 record keeps ⌊n/b⌋ (:func:`dplab.accounting.epochs.check`: no upper bound holds otherwise), and —
 for σ calibrated from ``target_epsilon`` — the calibrating accountant's assumptions on the run's
 Setting (:func:`dplab.training.privacy.check_calibration`, what :func:`dplab.training.privacy.calibrate`
@@ -24,8 +24,9 @@ from dplab import accounting
 from dplab.accounting import epochs
 from dplab.accounting.base import SIGMA_MAX
 from dplab.errors import AssumptionError, DPLabError
-from dplab.training import data, models, privacy, samplers
+from dplab.training import data, models, privacy
 from dplab.training.methods import METHODS
+from dplab.training.settings import RunSettings
 
 
 def check_run(cfg: dict, dataset: dict) -> None:
@@ -36,22 +37,19 @@ def check_run(cfg: dict, dataset: dict) -> None:
     n = info["train_size"]
     with torch.device("meta"):  # shapes only: no memory, no draw from torch's generator
         model = models.build(cfg, info["input_shape"], info["classes"])
-    if cfg["method"] == "dp_mf":
-        from dplab.training import dp_mf
-
-        dp_mf.sampler_spec(cfg, n)
-        return
-    b = n if cfg["sampling"] == "full_batch" else cfg["batch_size"]
-    samplers.build(cfg["sampling"], n, b, cfg["reshuffle"])
-    if not METHODS[cfg["method"]].private:
-        return
+    method = METHODS[cfg["method"]]
+    method.sampler(cfg, n)  # batch_size <= n; dp_mf's sampler spec
+    update = method.update(cfg)
+    if update.noise != "independent":
+        return  # no σ to calibrate (sgd), or a mechanism that checks its own claim (dp_mf)
+    b = RunSettings.of(cfg).b(n)
     dimension = sum(p.numel() for p in model.parameters())
     constants, _ = privacy.loss_constants(cfg, info, np.zeros((0, 1)))  # the data hold no record beyond R
     setting = privacy.build_setting(cfg, n, b, dimension, 1.0, constants)
     epochs.check(cfg["accountant"], setting)  # no upper bound holds where add_remove changes ⌊n/b⌋
     if cfg["target_epsilon"] is None and cfg["target_tpr"] is None:
         return
-    privacy.check_calibration(cfg, setting)
+    privacy.check_calibration(cfg, setting, update)
     if cfg["target_epsilon"] is None:
         return  # a risk target: pld, whose calibration reaches any TPR above the FPR
     name = cfg["accountant"]

@@ -3,7 +3,7 @@ exactly the accountants the run may claim, and beside it the lower bounds and co
 setting admits (reference values, never the run's ε).
 
 Which ones it reports is decided by :func:`dplab.accounting.claims.exclusion` from the Setting
-and the run's :class:`~dplab.accounting.claims.Update` (:func:`update_of`), both written to
+and the run's :class:`~dplab.accounting.claims.Update` (:meth:`dplab.training.methods.base.Method.update`), both written to
 summary.json so that sweeps and figures decide the same way; only upper bounds are claims.  Loss constants (λ, β, L) enter the
 Setting only when the model and the data guarantee them (:func:`loss_constants`), so hidden-state
 bounds for convex losses never run on an MLP/CNN.
@@ -20,7 +20,6 @@ from dplab.accounting import Setting, epochs, risk
 from dplab.accounting.claims import Update, bound, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
-from dplab.training.methods import METHODS
 
 
 @dataclass
@@ -90,28 +89,21 @@ def build_setting(cfg: dict, n: int, b: int, dimension: int, sigma: float, const
     )
 
 
-def update_of(cfg: dict) -> Update:
-    """The engine's update for a resolved run (:mod:`dplab.training.loop`): the noise source of
-    its method and how it normalizes the clipped sum."""
-    method = METHODS[cfg["method"]]
-    noise = "none" if not method.private else "correlated" if method.name == "dp_mf" else "independent"
-    return Update(noise=noise, normalize=cfg["normalize"])
-
-
-def check_calibration(cfg: dict, setting: Setting) -> None:
-    """DPLabError unless the run's ``accountant`` may calibrate σ for ``setting`` (any σ)."""
+def check_calibration(cfg: dict, setting: Setting, update: Update) -> None:
+    """DPLabError unless the run's ``accountant`` may calibrate σ for ``setting`` and the
+    engine's ``update`` (:meth:`dplab.training.methods.base.Method.update`) at any σ."""
     name = cfg["accountant"]
     accounting.get(name).check_limit("delta", cfg["delta"])  # the σ search asks ε at this δ
-    why = refusal(name, setting, update_of(cfg), any_sigma=True)
+    why = refusal(name, setting, update, any_sigma=True)
     if why:
         raise DPLabError("accountant", f"cannot calibrate σ with {name!r} for this run: {why}")
 
 
-def calibrate(cfg: dict, setting: Setting) -> tuple[float, str]:
+def calibrate(cfg: dict, setting: Setting, update: Update) -> tuple[float, str]:
     """σ reaching ``target_epsilon`` at δ with the run's ``accountant``, or keeping every attacker's
     TPR at ``target_fpr`` within ``target_tpr`` (:func:`dplab.accounting.risk.sigma_for_risk`), and
     how it was obtained (DPLabError if invalid)."""
-    check_calibration(cfg, setting)
+    check_calibration(cfg, setting, update)
     if cfg["target_tpr"] is not None:
         sigma = risk.sigma_for_risk(setting, tpr=cfg["target_tpr"], fpr=cfg["target_fpr"])
         return sigma, f"calibrated with pld to attack TPR <= {cfg['target_tpr']} at FPR {cfg['target_fpr']}"
@@ -141,12 +133,12 @@ def requested_accountants(cfg: dict) -> list[str]:
     return cfg["accountants"] if cfg["accountants"] is not None else accounting.names()
 
 
-def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int], features) -> Plan:
+def plan(cfg: dict, update: Update, n: int, b: int, dimension: int, info: dict, grid: list[int], features) -> Plan:
     """σ, the Setting and ε on ``grid`` (one ``epsilon_curve`` call per accountant the run
-    reports: claims, and lower bounds and comparisons as references); ``features`` are the
-    records the run trains on (:func:`loss_constants`)."""
+    reports: claims, and lower bounds and comparisons as references) of a run whose engine
+    ``update`` has no or independent noise; ``features`` are the records the run trains on
+    (:func:`loss_constants`)."""
     names = requested_accountants(cfg)
-    update = update_of(cfg)
     if update.noise == "none":
         return Plan(None, None, "none (non-private)", "", excluded={k: exclusion(k, None, update) for k in names})
     constants, note = loss_constants(cfg, info, features)
@@ -155,7 +147,7 @@ def plan(cfg: dict, n: int, b: int, dimension: int, info: dict, grid: list[int],
         sigma, source = float(cfg["noise_multiplier"]), "given"
     else:
         probe = build_setting(cfg, n, b, dimension, 1.0, constants)
-        sigma, source = calibrate(cfg, probe)
+        sigma, source = calibrate(cfg, probe, update)
     setting = build_setting(cfg, n, b, dimension, sigma, constants)
     out = Plan(setting, sigma, source, note, update=update)
     for name in names:

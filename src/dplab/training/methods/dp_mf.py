@@ -1,4 +1,4 @@
-"""Method ``dp_mf``: DP training with the matrix-factorization mechanism (004 §4.3).
+"""Method ``dp_mf`` (:data:`METHOD`): DP training with the matrix-factorization mechanism (004 §4.3).
 
 The loop is the one of :mod:`dplab.training.loop`; this module supplies its three parts:
 
@@ -32,39 +32,33 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dplab.accounting.claims import exclusion
 from dplab.errors import DPLabError
-from dplab.layout import cache_key
+from dplab.layout import cache_key, mf_spec
 from dplab.mf import accounting as mf_accounting
 from dplab.mf import factorizations
 from dplab.mf.factorizations import Factorization
 from dplab.mf.noise import CorrelatedNoise
 from dplab.mf.workload import prefix_sum
+from dplab.training.methods.base import Mechanism, Method
 from dplab.training.noise import NoiseSource
+from dplab.training.privacy import Plan, requested_accountants
 from dplab.training.samplers import Sampler
 
-METHOD = "dp_mf"
+NAME = "dp_mf"
 ACCOUNTANT = mf_accounting.NAME  # "mf"
-SAMPLINGS = ("min_separation", "cyclic_poisson")
-KEYS = ("strategy", "bands", "min_separation", "participations")
+
 
 def resolve(cfg: dict, err) -> None:
-    """Cross-key rules of the MF keys (called by :func:`dplab.training.config.resolve_run`)."""
-    if cfg["method"] != METHOD:
-        for key in KEYS:
-            if cfg.get(key) is not None:
-                raise err(key, f"only applies to method {METHOD}")
-        if cfg["accountant"] == ACCOUNTANT:
-            raise err("accountant", f"'{ACCOUNTANT}' accounts method {METHOD} only (correlated noise)")
-        return
+    """Cross-key rules of the MF keys (:meth:`MatrixFactorization.resolve`); the generic rules of
+    :func:`dplab.training.config.resolve_run` refuse them on other methods, and any accountant but mf."""
     if cfg["strategy"] is None:
-        raise err("strategy", f"is required for method {METHOD}: one of {', '.join(factorizations.STRATEGIES)}")
+        raise err("strategy", f"is required for method {NAME}: one of {', '.join(factorizations.STRATEGIES)}")
     if (cfg["strategy"] == "banded") != (cfg["bands"] is not None):
         raise err("bands", "is required for strategy banded and only applies to it")
     if cfg["normalize"] != "expected":
-        raise err("normalize", f"method {METHOD} divides by the fixed batch_size (expected): the MF accounting "
+        raise err("normalize", f"method {NAME} divides by the fixed batch_size (expected): the MF accounting "
                                "releases the noisy sum C·G + Z divided by a constant")
-    if cfg["accountant"] != ACCOUNTANT:
-        raise err("accountant", f"method {METHOD} is accounted by '{ACCOUNTANT}' only (correlated noise); got {cfg['accountant']!r}")
 
 
 def build_factorization(cfg: dict) -> Factorization:
@@ -103,7 +97,7 @@ def sampler_spec(cfg: dict, n: int):
         spec = mf_accounting.CyclicPoisson(n, batch, parts, cfg["steps"])
         k = spec.compositions
     else:
-        raise DPLabError("sampling", f"method {METHOD} allows {', '.join(SAMPLINGS)}; got {cfg['sampling']!r}")
+        raise DPLabError("sampling", f"method {NAME} allows {', '.join(METHOD.samplings)}; got {cfg['sampling']!r}")
     if cfg["participations"] is not None and cfg["participations"] != k:
         raise DPLabError("participations", f"the {cfg['sampling']} sampler with b = {parts} over T = {cfg['steps']} "
                                            f"steps gives k = ceil(T/b) = {k}; got {cfg['participations']}")
@@ -184,24 +178,13 @@ def sampler_description(spec) -> dict:
                            "probability p (amplified banded MF, Choquette-Choo et al. 2023, Thm 4)"}
 
 
-@dataclass
-class Mechanism:
-    sampler: SpecSampler
-    factorization: Factorization
-    plan: object  # dplab.training.privacy.Plan
-    noise: MFNoise
-
-
 def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | None = None) -> Mechanism:
     """Sampler, factorization, σ and the ε curve of a dp_mf run, decided before training."""
-    from dplab.accounting.claims import exclusion
-    from dplab.training.privacy import Plan, requested_accountants, update_of
-
     names = requested_accountants(cfg)
-    update = update_of(cfg)
+    update = METHOD.update(cfg)
     excluded = {name: exclusion(name, None, update) for name in names if name != ACCOUNTANT}  # claims decides
-    spec = sampler_spec(cfg, n)
-    sampler = SpecSampler(spec)
+    sampler = METHOD.sampler(cfg, n)
+    spec = sampler.spec
     fact = factorization if factorization is not None else build_factorization(cfg)
     delta, neighbouring = cfg["delta"], cfg["neighbouring"]
     # the accountant receives the spec the sampler draws from (sampler.spec), never a description of it
@@ -238,4 +221,32 @@ def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | N
     }
     plan = Plan(None, sigma, source, "", curves={ACCOUNTANT: curve}, release={ACCOUNTANT: "trajectory"},
                 excluded=excluded, details=details, update=update)
-    return Mechanism(sampler, fact, plan, MFNoise(fact, sigma * cfg["clip"]))
+    return Mechanism(sampler, plan, MFNoise(fact, sigma * cfg["clip"]))
+
+
+@dataclass(frozen=True)
+class MatrixFactorization(Method):
+    """The MF mechanism's parts (module docstring) in the one loop."""
+
+    def resolve(self, cfg, err):
+        resolve(cfg, err)
+
+    def sampler(self, cfg, n):
+        return SpecSampler(sampler_spec(cfg, n))
+
+    def mechanism(self, cfg, n, dimension, info, grid, features, factorization=None):
+        return prepare(cfg, n, grid, factorization)
+
+    def factorization(self, entry):
+        return mf_spec(entry["strategy"], entry["steps"], entry.get("bands"))
+
+    def load_factorization(self, cfg, cache):
+        return load_factorization(cfg, cache)
+
+
+METHOD = MatrixFactorization(
+    name=NAME, source="004 §4.3; Choquette-Choo et al. 2023",
+    rule="w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers", samplings=("min_separation", "cyclic_poisson"),
+    noise="correlated", accountant=ACCOUNTANT, accountants=(ACCOUNTANT,),
+    keys=("strategy", "bands", "min_separation", "participations"),
+)

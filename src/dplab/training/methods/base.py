@@ -1,0 +1,102 @@
+"""What a training method plugs into the one loop of :mod:`dplab.training.loop`.
+
+A method is a :class:`Method` (a frozen dataclass): its **sampler** (:meth:`Method.sampler`, from
+the samplings it allows), its **noise** (none, i.i.d. Gaussian or correlated), its **update**
+(how the clipped sum is normalised, whether λ shrinks the weights: 001 eq. 12, 17), its
+**projection** (none, optional or required: 001 eq. 1), the run keys only it reads, and which
+accountants may account for it: those :func:`dplab.accounting.claims.exclusion` admits for its
+:class:`~dplab.accounting.claims.Update` and Setting, or the fixed list it names (dp_mf: ``mf``).
+The base class is the independent-noise engine (σ from :func:`dplab.training.privacy.plan`); a
+method with another mechanism (dp_mf) overrides :meth:`Method.resolve`, :meth:`Method.sampler`,
+:meth:`Method.mechanism` and :meth:`Method.factorization`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dplab.accounting.claims import Update
+from dplab.training import privacy, samplers
+from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
+from dplab.training.samplers import Sampler
+from dplab.training.settings import RunSettings
+
+
+@dataclass
+class Mechanism:
+    """What a run's method fixes before its first step: the batch sampler, the privacy claim
+    (σ and ε, :class:`~dplab.training.privacy.Plan`) and the noise source."""
+
+    sampler: Sampler
+    plan: privacy.Plan
+    noise: NoiseSource
+
+
+@dataclass(frozen=True)
+class Method:
+    """One training method: its declared parts (fields) and the engine's default plug-ins (methods)."""
+
+    name: str
+    source: str  # the algorithm in the seed documents (docs/references.md)
+    rule: str  # the update, in the notation of :mod:`dplab.training.loop` (g = Σ clip(∇ℓ_i) over B)
+    samplings: tuple[str, ...]  # allowed; the first one is the default
+    noise: str = "independent"  # "none", "independent" (N(0, σ²C²) per step) or "correlated"
+    normalize: str = "expected"  # default: "expected" (÷ b) or "realized" (÷ |B|, 001 eq. 12)
+    projection: str = "none"  # "none", "optional" or "required" (ball of diameter D)
+    regularized: bool = False  # uses `regularization` (001 eq. 17)
+    accountant: str | None = "rdp"  # default accountant for calibrating σ from target_epsilon
+    accountants: tuple[str, ...] | None = None  # the only accountants that may account for it (None: claims decide)
+    keys: tuple[str, ...] = ()  # run keys that only this method reads
+
+    @property
+    def private(self) -> bool:
+        return self.noise != "none"
+
+    def default_accountant(self, sampling: str, neighbouring: str) -> str | None:
+        """The accountant that calibrates σ when the run names none: the method's, except where
+        its assumptions do not hold for the run's sampling and neighbouring relation (None
+        for a non-private method)."""
+        natural = self.accountant
+        if natural is None:
+            return None
+        if natural == "rdp" and neighbouring == "replace_one":
+            natural = "pld"  # dp_accounting's RDP of the sampled Gaussian is add/remove only
+        if sampling == "balls_in_bins":  # its amplification is proved for add_remove only
+            natural = "balls_in_bins" if neighbouring == "add_remove" else "fixed_batches"
+        if sampling == "shuffle" and natural != "pabi":  # no amplification by shuffling is proved
+            natural = "fixed_batches"
+        return natural
+
+    def update(self, cfg: dict) -> Update:
+        """The engine's update for a resolved run: the method's noise and how the run normalizes
+        the clipped sum (what :func:`dplab.accounting.claims.refusal` decides from)."""
+        return Update(noise=self.noise, normalize=RunSettings.of(cfg).normalize)
+
+    def resolve(self, cfg: dict, err) -> None:
+        """Cross-key rules of the method's own keys (``err(key, message)`` builds the error);
+        called last by :func:`dplab.training.config.resolve_run`."""
+
+    def sampler(self, cfg: dict, n: int) -> Sampler:
+        """The batch sampler of a resolved run on ``n`` examples (:func:`dplab.training.samplers.build`)."""
+        settings = RunSettings.of(cfg)
+        return samplers.build(settings.sampling, n, settings.b(n), settings.reshuffle)
+
+    def mechanism(self, cfg: dict, n: int, dimension: int, info: dict, grid: list[int], features,
+                  factorization=None) -> Mechanism:
+        """Sampler, claim and noise of a run, decided before training: σ and ε from
+        :func:`dplab.training.privacy.plan` (``features``: the records the run trains on), i.i.d.
+        N(0, σ²C²) on the clipped sum (none for a non-private method)."""
+        sampler, settings = self.sampler(cfg, n), RunSettings.of(cfg)
+        claim = privacy.plan(cfg, self.update(cfg), n, settings.b(n), dimension, info, grid, features)
+        noise = GaussianNoise(claim.noise_multiplier * settings.clip) if self.private else NoNoise()
+        return Mechanism(sampler, claim, noise)
+
+    def factorization(self, entry: dict) -> tuple[str, dict] | None:
+        """(cache key, spec) of the factorization a run entry trains with
+        (:func:`dplab.layout.mf_spec`); None for a method without one."""
+        return None
+
+    def load_factorization(self, cfg: dict, cache: str | Path):
+        """The run's saved factorization from the folder ``cache`` (None without one)."""
+        return None

@@ -1,0 +1,8 @@
+"""Method ``dp_gd``: full-batch DP gradient descent (004 §3.1–3.3), optionally projected."""
+
+from dplab.training.methods.base import Method
+
+METHOD = Method(
+    name="dp_gd", source="004 §3.1–3.3", rule="w ← w − η·(g + σC·Z)/n, full batch",
+    samplings=("full_batch",), projection="optional",
+)

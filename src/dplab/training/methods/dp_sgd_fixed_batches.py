@@ -1,0 +1,9 @@
+"""Method ``dp_sgd_fixed_batches``: DP-SGD over disjoint fixed batches cycled (000 Alg. 2),
+accounted by privacy amplification by iteration (pabi) by default."""
+
+from dplab.training.methods.base import Method
+
+METHOD = Method(
+    name="dp_sgd_fixed_batches", source="000 Alg. 2",
+    rule="w ← w − η·(g + σC·Z)/b, fixed batches cycled", samplings=("shuffle",), accountant="pabi",
+)

@@ -1,0 +1,9 @@
+"""Method ``noisy_gd``: noisy (projected) gradient descent of 002 Alg. 1; its Langevin noise
+√(2η)·σ₀₀₂ is the engine's ησC/n (:func:`dplab.units.langevin_sigma`)."""
+
+from dplab.training.methods.base import Method
+
+METHOD = Method(
+    name="noisy_gd", source="002 Alg. 1", rule="w ← Π(w − η·(g + σC·Z)/n); √(2η)σ₀₀₂ = ησC/n",
+    samplings=("full_batch",), projection="optional",
+)

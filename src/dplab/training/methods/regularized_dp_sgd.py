@@ -1,0 +1,10 @@
+"""Method ``regularized_dp_sgd``: regularized noisy SGD of 001 eq. (16)–(17): the weights shrink
+by (1 − λ) each step; divide by the realized batch size |B|."""
+
+from dplab.training.methods.base import Method
+
+METHOD = Method(
+    name="regularized_dp_sgd", source="001 eq. (16)-(17)",
+    rule="w ← (1−λ)w − η·g/|B| + σ_A·Z", samplings=("without_replacement", "poisson"), normalize="realized",
+    regularized=True, accountant="asoodeh_regularized",
+)

@@ -1,0 +1,42 @@
+"""What every run of a config starts from, the same for :func:`dplab.training.loop.train` and
+the audit's lockstep runs (:func:`dplab.audit.runner.train_many`): b, the initialised model, W₀
+and the per-example loss."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from dplab.errors import DPLabError
+from dplab.training import models
+from dplab.training.settings import RunSettings
+
+
+@dataclass
+class Start:
+    """What every run of a config starts from (:func:`initial`)."""
+
+    model: nn.Module
+    params: dict[str, torch.Tensor]
+    loss: Callable
+    b: int
+
+
+def initial(cfg: dict, n: int, input_shape: list[int], classes: int, seed: int,
+          device: torch.device | str = "cpu") -> Start:
+    """The start of one run of ``cfg`` on ``n`` examples: b (:meth:`RunSettings.b`, at most n), the model initialised with torch's global generator seeded with ``seed`` inside
+    ``fork_rng`` and moved to ``device``, a copy of its parameters (W₀, not yet projected) and
+    its per-example loss."""
+    settings = RunSettings.of(cfg)
+    b = settings.b(n)
+    if b > n:
+        raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = models.build(cfg, input_shape, classes)
+    model = model.to(device)
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    return Start(model, params, models.example_loss(model, settings.l2), b)
