@@ -12,6 +12,7 @@
 #   3. config/paper.yaml's 004 MNIST runs (on MNIST-5000, the images that ship here) and the
 #   Fashion-MNIST benchmark at full size, then mnist_try3_dp_sgd with noise_rng: portable on the CPU
 #   and on the GPU, compared;  4. the paper-smoke DAG end to end, beside dp_step.py's memory probes.
+# PHASES="1 3 4" runs only those phases (default: all four).
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/gpu-check}}
 mkdir -p "$OUT"
@@ -25,7 +26,9 @@ printf '#!/bin/sh\nexec python3 -c "import sys; from dplab.cli import main; sys.
 printf '#!/bin/sh\nexec python3 -m snakemake "$@"\n' >/tmp/bin/snakemake
 chmod +x /tmp/bin/dplab /tmp/bin/snakemake
 export PATH=/tmp/bin:$PATH
+PHASES=${PHASES:-1 2 3 4}
 stamp() { echo "== $(date -u +%T) $*"; }
+phase() { [[ " $PHASES " == *" $1 "* ]]; }
 copy_project() {  # the tracked files (a copy without .git: every file but the carried bundles)
   mkdir -p "$1"
   { git ls-files 2>/dev/null || find . \( -path ./.devsite -o -path ./.whl -o -path ./.devdata -o -path ./.git \) -prune \
@@ -39,11 +42,14 @@ copy_project() {  # the tracked files (a copy without .git: every file but the c
   nproc
 } >"$OUT/env.txt" 2>&1
 
+if phase 1; then
 stamp "1. CUDA tests" | tee -a "$OUT/env.txt"
 timeout 100 python3 -m pytest -q -p no:cacheprovider -rs tests/test_training_device.py tests/test_training_ghost.py \
   tests/test_training_per_example.py tests/test_training_run.py tests/test_philox.py >"$OUT/pytest.txt" 2>&1
 echo "pytest exit $?" >>"$OUT/pytest.txt"
+fi
 
+if phase 2; then
 stamp "2. dp_step timings and profile" | tee -a "$OUT/env.txt"
 timeout 90 python3 benchmarks/dp_step.py --device cuda --threads 8 --batch 256 --rounds 30 --no-memory \
   >"$OUT/bench.jsonl" 2>/tmp/bench.err
@@ -53,9 +59,12 @@ timeout 60 python3 benchmarks/dp_step.py --device cuda --threads 8 --batch 2048 
 echo "dp_step 2048 exit $?" >>"$OUT/env.txt"
 timeout 60 python3 benchmarks/gpu_profile.py >"$OUT/profile.txt" 2>&1
 echo "profile exit $?" >>"$OUT/env.txt"
+fi
 
-stamp "3. full-size runs" | tee -a "$OUT/env.txt"
 FULL=/tmp/full
+SMOKE=/tmp/smoke
+if phase 3; then
+stamp "3. full-size runs" | tee -a "$OUT/env.txt"
 copy_project $FULL
 python3 - "$ROOT" >>"$OUT/env.txt" 2>&1 <<'PY'
 import sys, yaml
@@ -88,9 +97,10 @@ for dev in cpu cuda; do
      --out /tmp/cmp-$dev --threads 16) >>"$OUT/full.txt" 2>&1
 done
 timeout 60 python3 benchmarks/gpu_compare.py /tmp/cmp-cpu /tmp/cmp-cuda >>"$OUT/full.txt" 2>&1
+fi
 
+if phase 4; then
 stamp "4. paper-smoke DAG and memory probes" | tee -a "$OUT/env.txt"
-SMOKE=/tmp/smoke
 copy_project $SMOKE
 (cd $SMOKE && PYTHONPATH=$ROOT/tests:$PYTHONPATH python3 -c "
 from pathlib import Path; from conftest import write_mnist
@@ -104,6 +114,7 @@ echo "memory exit $?" >>"$OUT/env.txt"
 wait $SMOKE_PID
 echo "smoke exit $?" >>"$OUT/smoke.txt"
 (cd $SMOKE && grep -ho '"device": "[a-z]*"' results/runs/*/summary.json | sort | uniq -c) >>"$OUT/smoke.txt" 2>&1
+fi
 tar czf "$OUT/runs.tgz" --exclude='*.pt' -C / tmp/full/results/runs tmp/full/logs tmp/cmp-cpu tmp/cmp-cuda tmp/smoke/results/tables \
   tmp/smoke/logs 2>/dev/null
 grep -v "Secure RNG\|warnings.warn\|backward hook\|\.backward()" /tmp/bench.err | tail -n 20 >>"$OUT/env.txt"
