@@ -33,7 +33,7 @@ with refuse_bad_config():
     file_config = {}
     for path in workflow.overwrite_configfiles or ["config/config.yaml"]:
         merge(file_config, load_yaml(path))
-    check_command_line(sys.argv, workflow.config_settings.overwrite_config, file_config)
+    check_command_line(sys.argv, dict(workflow.config_settings.config), file_config)
 
 if not workflow.overwrite_configfiles:
 

@@ -89,6 +89,10 @@ def test_snakemake_refuses_a_config_key_given_twice_on_its_command_line(project)
     assert proc.stderr.strip() == ("config error: --config seed: given twice (seed=1 and seed=2): the last would "
                                    "silently win; give it once")
     assert not (project / "results").exists()
+    # a --configfile is not a --config: its entries are the file's own (Snakemake's overwrite_config holds
+    # both; only the --config pairs are checked against the files)
+    proc = run(["snakemake", "-n", "--quiet", "--configfile", "config/config.yaml"], cwd=project, check=False)
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.parametrize("argv, overrides, expected", [
