@@ -29,10 +29,9 @@ export PATH=/tmp/bin:$PATH
 PHASES=${PHASES:-1 2 3 4}
 stamp() { echo "== $(date -u +%T) $*"; }
 phase() { [[ " $PHASES " == *" $1 "* ]]; }
-copy_project() {  # the tracked files (a copy without .git: every file but the carried bundles)
+copy_project() {  # the working tree without .git and the carried bundles (a copy's .git index may be stale)
   mkdir -p "$1"
-  { git ls-files 2>/dev/null || find . \( -path ./.devsite -o -path ./.whl -o -path ./.devdata -o -path ./.git \) -prune \
-      -o -type f -print; } | tar cf - -T - | (cd "$1" && tar xf -)
+  tar --exclude=./.devsite --exclude=./.whl --exclude=./.devdata --exclude=./.git -cf - . | (cd "$1" && tar xf -)
 }
 
 {
