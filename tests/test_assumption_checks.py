@@ -51,15 +51,15 @@ def test_cli_ye_shokri_refuses_clip_below_lipschitz(capsys):
 
 
 @pytest.mark.parametrize("name,extra", [
-    ("ye_shokri", ["--sampling", "without_replacement", "--batch-size", "50"]),
-    ("langevin", ["--sampling", "full_batch"]),
-    ("pabi", ["--sampling", "shuffle", "--batch-size", "50"]),
+    ("ye_shokri", ["--sampling", "without_replacement", "--batch-size", "50", "--strong-convexity", "1"]),
+    ("langevin", ["--sampling", "full_batch", "--strong-convexity", "1"]),
+    ("pabi", ["--sampling", "shuffle", "--batch-size", "50"]),  # convex: reads no strong convexity (refused)
 ])
 def test_cli_gradient_map_bounds_refuse_a_missing_lipschitz(name, extra, capsys):
     """Without L nothing says clipping is inactive, and the bounds analyse the loss's own gradient
     step: exit 2 naming --lipschitz, no ε (langevin and ye_shokri printed one before)."""
     args = ["epsilon", "--accountant", name, "--delta", "1e-5", "--noise-multiplier", "2", "--steps", "100",
-            "--neighbouring", "replace_one", "--dataset-size", "1000", "--lr", "0.1", "--strong-convexity", "1",
+            "--neighbouring", "replace_one", "--dataset-size", "1000", "--lr", "0.1",
             "--smoothness", "4", "--clip", "1", *extra]
     assert main([*args, "--lipschitz", "1"]) == 0
     capsys.readouterr()
