@@ -3,7 +3,7 @@
 # the project's venv (.venv, `make`): .devsite holds the pure-Python packages dplab, Snakemake and
 # Opacus need beyond what such a machine's image has (torch, numpy, scipy, pandas, matplotlib,
 # scikit-learn, PyYAML, pytest …), .whl the binary ones as wheels for its Python (PY, default 3.12),
-# .devdata/fashion-mnist Debian's Fashion-MNIST files. All three are git-ignored (.git/info/exclude).
+# .devdata/fashion-mnist Debian's Fashion-MNIST files. All three are git-ignored (.gitignore).
 #   bash benchmarks/gpu_bundle.sh [PY]
 set -euo pipefail
 PY=${1:-3.12}
