@@ -51,7 +51,7 @@ ACCOUNTANT = mf_accounting.NAME  # "mf"
 
 def resolve(cfg: dict, err) -> None:
     """Cross-key rules of the MF keys (:meth:`MatrixFactorization.resolve`); the generic rules of
-    :func:`dplab.training.config.resolve_run` refuse them on other methods, and any accountant but mf."""
+    :func:`dplab.training.resolve.resolve_run` refuse them on other methods, and any accountant but mf."""
     if cfg["strategy"] is None:
         raise err("strategy", f"is required for method {NAME}: one of {', '.join(factorizations.STRATEGIES)}")
     if (cfg["strategy"] == "banded") != (cfg["bands"] is not None):
