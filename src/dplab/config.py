@@ -24,6 +24,7 @@ from dplab.training.resolve import resolve_run
 from dplab.training.data import expected_info
 from dplab.training.preflight import check_run
 from dplab.training.methods import update_of
+from dplab.training.settings import RunSettings
 
 
 def read_config(*paths: str | Path) -> dict:
@@ -172,7 +173,7 @@ def check_config(config: dict) -> dict[str, dict]:
             if name not in known:
                 raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
         run = resolved[f"runs/{entry['run']}"]
-        noise = update_of(run).noise
+        noise = update_of(RunSettings.of(run)).noise
         if noise != "independent":
             kind = "non-private" if noise == "none" else "correlated-noise"
             raise DPLabError(f"sweeps.{sweep}.run", f"run {entry['run']!r} is a {kind} run (method "
@@ -201,8 +202,9 @@ def _check_run(config: dict, raw: dict, layers: list, default: str, note: str = 
     the resolved run."""
     try:
         cfg = resolve_run(raw)
-        _check_dataset(config, cfg["dataset"])
-        check_run(cfg, dataset_entry(config, cfg["dataset"]))
+        settings = RunSettings.of(cfg)
+        _check_dataset(config, settings.dataset)
+        check_run(settings, dataset_entry(config, settings.dataset))
     except DPLabError as err:
         raise _rekey(err, layers, default, note) from None
     return cfg

@@ -37,6 +37,7 @@ from dplab.accounting import names as accountant_names
 from dplab.accounting.base import BOUND_WORDS, BOUNDS
 from dplab.accounting.claims import MF, bound, column
 from dplab.training.methods import update_of
+from dplab.training.settings import RunSettings
 
 CONFIG = "config/config.yaml"
 #: where DVC looks up a plot's ``template:`` by name
@@ -166,7 +167,7 @@ def run_plot(name: str, run: dict) -> dict:
     """The DVC plot of run ``name``'s metrics.csv: ε vs step per accountant (:data:`RUN_TEMPLATE`,
     which draws every ε column the file has: no ``y``), or test accuracy vs step for a non-private
     run (no ε column); ``run`` resolved."""
-    if update_of(run).noise == "none":
+    if update_of(RunSettings.of(run)).noise == "none":
         return {"x": "step", "y": "test_accuracy", "title": f"{name}: test accuracy vs step (non-private: no ε)"}
     return {"x": "step", "template": RUN_TEMPLATE, "title": f"{name}: ε vs step per accountant ({_privacy(run)})"}
 

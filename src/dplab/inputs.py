@@ -1,5 +1,5 @@
 """Reading what one command wrote for another: prepared datasets, saved factorizations, run
-summaries, result tables (CSV); and the whole-file check of every file a command reads.
+summaries (read by :meth:`dplab.training.summary.RunSummary.read`), result tables (CSV); and the whole-file check of every file a command reads.
 
 A missing, corrupt or truncated file is one :class:`~dplab.errors.DPLabError` (one line, exit 2
 on the CLI) naming the file, what is wrong and the command that writes it again, never a
@@ -27,10 +27,6 @@ from dplab.errors import DPLabError
 if TYPE_CHECKING:  # numpy and pandas are imported where a file is read: `dplab` starts fast
     import numpy as np
     import pandas as pd
-
-#: keys every run's summary.json holds that the sweep and figure commands read
-SUMMARY_KEYS = ("run", "final", "delta", "epsilon")
-
 
 def damaged(path: str | Path, what: str, problem: str, regenerate: str) -> DPLabError:
     """The error for a file (holding ``what``, e.g. "prepared dataset") that exists but cannot be used."""
@@ -122,12 +118,11 @@ def read_csv(path: str | Path, what: str, regenerate: str) -> pd.DataFrame:
         raise damaged(path, what, f"not a CSV table ({_reason(err)})", regenerate) from None
 
 
-def run_metrics(path: str | Path, summary: dict) -> pd.DataFrame:
-    """A run's metrics.csv, which must end at the run's last step ``summary["run"]["steps"]`` (the
-    training loop always logs it): a table cut at a line boundary is refused too."""
+def run_metrics(path: str | Path, steps: int) -> pd.DataFrame:
+    """A run's metrics.csv, which must end at the run's last step ``steps`` (T, the training loop
+    always logs it): a table cut at a line boundary is refused too."""
     regenerate = train_command(Path(path).parent)
     metrics = read_csv(path, "run metrics", regenerate)
-    steps = summary["run"].get("steps")
     if "step" not in metrics.columns or metrics.empty or metrics["step"].iloc[-1] != steps:
         last = metrics["step"].iloc[-1] if "step" in metrics.columns and not metrics.empty else "none"
         raise damaged(path, "run metrics", f"truncated: its last step is {last}, the run's summary says {steps}",
@@ -138,11 +133,6 @@ def run_metrics(path: str | Path, summary: dict) -> pd.DataFrame:
 def train_command(folder: str | Path) -> str:
     """What writes a training run's files into ``folder``."""
     return f"dplab train --config CONFIG --run RUN --data DATA --out {folder}"
-
-
-def run_summary(path: str | Path) -> dict:
-    """A run's summary.json (written by ``dplab train``)."""
-    return read_json(path, "run summary", train_command(Path(path).parent), SUMMARY_KEYS)
 
 
 def _reason(err: BaseException) -> str:

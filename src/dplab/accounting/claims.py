@@ -74,20 +74,18 @@ def analysed_update(release: str) -> Update:
     return Update(normalize="realized" if release == "last_iterate" else "expected")
 
 
-def from_summary(summary: dict) -> tuple[Setting | None, Update]:
-    """The setting (None if the run records none) and the update recorded in a run's summary.json."""
-    if "update" not in summary:
-        raise DPLabError("summary", "records no 'update' (written by an older dplab): train the run again so that "
-                                    "its exclusions can be reproduced")
+def from_summary(summary) -> tuple[Setting | None, Update]:
+    """The setting (None if the run records none) and the update recorded in a run's summary.json
+    (a :class:`dplab.training.summary.RunSummary`: its ``setting`` and ``update``)."""
     try:
-        update = Update(**summary["update"])
+        update = Update(**summary.update)
     except TypeError:
         raise DPLabError("summary.update", f"must hold {', '.join(f.name for f in dataclasses.fields(Update))}; "
-                                           f"got {summary['update']!r}") from None
-    if not summary.get("setting"):
+                                           f"got {summary.update!r}") from None
+    if not summary.setting:
         return None, update
     fields = {f.name for f in dataclasses.fields(Setting)}
-    return Setting(**{k: v for k, v in summary["setting"].items() if k in fields}), update
+    return Setting(**{k: v for k, v in summary.setting.items() if k in fields}), update
 
 
 def bound(name: str) -> str:

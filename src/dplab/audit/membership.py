@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -79,8 +80,8 @@ SETTING_COLUMNS = ("noise_multiplier", "sampling_rate", "sampling", "neighbourin
 INPUT_CANARY_NORM = 16.0
 
 
-def method_config(entry: dict, variant: str) -> dict:
-    """The resolved run config of ``variant`` in audit ``entry`` (run schema and defaults); its
+def method_config(entry: dict, variant: str) -> RunSettings:
+    """The resolved run of ``variant`` in audit ``entry`` (run schema and defaults); its
     method is the variant's ``method`` key, else the variant's name."""
     keys = {**entry["run"], **(entry["methods"][variant] or {})}
     method = keys.pop("method", variant)
@@ -90,34 +91,34 @@ def method_config(entry: dict, variant: str) -> dict:
     neighbouring = entry.get("neighbouring") or THREAT_MODELS[entry["threat_model"]][2]
     raw = {**keys, "method": method, "steps": max(entry["steps"]), "neighbouring": neighbouring,
            "accountants": None, "device": "cpu", "checkpoint_every": 0}
-    return resolve_run(raw, where=where)
+    return RunSettings.of(resolve_run(raw, where=where))
 
 
-def independent_canaries(cfg: dict) -> bool:
+def independent_canaries(run: RunSettings) -> bool:
     """Whether the gradient canaries of one run give independent scores: each coordinate then moves
     by its own canary, its own noise and its own sampling draw only (Poisson or full batch, update
     ÷ b, no projection, no l2 term coupling it to the others' clip factors)."""
-    return (cfg["sampling"] in ("poisson", "full_batch") and cfg["normalize"] == "expected"
-            and cfg["diameter"] is None and not cfg["l2"])
+    return (run.sampling in ("poisson", "full_batch") and run.normalize == "expected"
+            and run.diameter is None and not run.l2)
 
 
-def gdp_applies(cfg: dict, kind: str, projections: int) -> bool:
+def gdp_applies(run: RunSettings, kind: str, projections: int) -> bool:
     """Whether gdp's Gaussian-shape extrapolation is conservative for the audited pair (module
     docstring): gradient canaries under full-batch noise that no projection moved, or under
     Poisson sampling with add/remove neighbours."""
     if kind != "gradient":
         return False
-    if cfg["sampling"] == "full_batch":
+    if run.sampling == "full_batch":
         return projections == 0
-    return cfg["sampling"] == "poisson" and cfg["neighbouring"] == "add_remove"
+    return run.sampling == "poisson" and run.neighbouring == "add_remove"
 
 
-def canary_norm(entry: dict, cfg: dict, info: dict, features) -> float:
+def canary_norm(entry: dict, run: RunSettings, info: dict, features) -> float:
     """‖gradient canary‖: the entry's ``canary_norm`` or the largest valid: C, and where the run's
     loss constants are claimed (hidden-state bounds; ``features``: the real records), no more than
     the data's Lipschitz constant."""
-    constants, _ = privacy.loss_constants(cfg, info, features)
-    limit = min(cfg["clip"], info["logreg_constants"]["lipschitz"]) if constants else cfg["clip"]
+    constants, _ = privacy.loss_constants(run, info, features)
+    limit = min(run.clip, info["logreg_constants"]["lipschitz"]) if constants else run.clip
     norm = entry.get("canary_norm")
     if norm is None:
         return float(limit)
@@ -126,7 +127,7 @@ def canary_norm(entry: dict, cfg: dict, info: dict, features) -> float:
     return float(norm)
 
 
-def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: list[int], features):
+def upper_bounds(run: RunSettings, n: int, b: int, dimension: int, info: dict, steps: list[int], features):
     """ε(T) of every accountant the engine reports for this run (:func:`dplab.training.privacy.plan`,
     one accountant at a time so that one failing bound does not hide the others; ``features``:
     every record either world trains on), their release kinds, and the run's Setting as a dict.
@@ -134,14 +135,14 @@ def upper_bounds(cfg: dict, n: int, b: int, dimension: int, info: dict, steps: l
     curves, release, setting = {}, {}, None
     for name in accounting.names():
         try:
-            claim = privacy.plan({**cfg, "accountants": [name]}, update_of(cfg), n, b, dimension, info, steps, features)
+            claim = privacy.plan(replace(run, accountants=(name,)), update_of(run), n, b, dimension, info, steps, features)
         except OverflowError:
             continue
         setting = claim.setting.as_dict()
         curves.update(claim.curves)
         release.update(claim.release)
     if setting is None:
-        setting = privacy.plan({**cfg, "accountants": []}, update_of(cfg), n, b, dimension, info, steps, features).setting.as_dict()
+        setting = privacy.plan(replace(run, accountants=()), update_of(run), n, b, dimension, info, steps, features).setting.as_dict()
     return curves, release, setting
 
 
@@ -179,11 +180,11 @@ def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: P
     started = time.perf_counter()
     threat = entry["threat_model"]
     kind, observations, _ = THREAT_MODELS[threat]
-    cfg = method_config(entry, variant)
+    run = method_config(entry, variant)
     runs, chunk, steps, n = entry["runs"], entry["chunk"], sorted(entry["steps"]), entry["dataset_size"]
     k = entry["canaries"] if kind == "gradient" else 1
     x_real, y_real = _records(data, n - k, seed)
-    model = models.build(cfg, list(data.x_train.shape[1:]), data.info["classes"])
+    model = models.build(run, list(data.x_train.shape[1:]), data.info["classes"])
     params = dict(model.named_parameters())
     rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(variant.encode())]))  # order-free
     # one_run needs every canary in with probability 1/2; a lone canary alternates (equal worlds)
@@ -191,8 +192,8 @@ def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: P
     run_seeds = rng.integers(0, 2**31 - 1, size=runs).tolist()
     gradient = probe = None
     if kind == "gradient":
-        gradient = canaries_mod.gradient_canaries(x_real, params, k, canary_norm(entry, cfg, data.info, x_real),
-                                                       cfg["neighbouring"])
+        gradient = canaries_mod.gradient_canaries(x_real, params, k, canary_norm(entry, run, data.info, x_real),
+                                                       run.neighbouring)
     else:
         probe = canaries_mod.build(data.x_train, entry.get("canary_norm") or INPUT_CANARY_NORM, entry["canary_label"], params)
     scores = {(o, t): [] for o in observations for t in steps}
@@ -211,7 +212,7 @@ def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: P
                 progress.update(base + step * width, f"variant {variant}, runs {first}–{first + width - 1} of {runs}, "
                                 f"step {step}/{steps[-1]}")
 
-        res = train_many(cfg, x, y, run_seeds[part], steps, data.info["classes"], canary=probe, gradient=gradient,
+        res = train_many(run, x, y, run_seeds[part], steps, data.info["classes"], canary=probe, gradient=gradient,
                          members=torch.from_numpy(members[part]), on_step=on_step)
         projections += res.projections
         for t in steps:
@@ -221,25 +222,25 @@ def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: P
     if progress is not None:
         progress.update(done + runs * steps[-1], f"variant {variant} ({threat}) done: {runs} runs × {steps[-1]} steps, "
                         f"{k} canaries per run, {seconds:.1f} s")
-    b = RunSettings.of(cfg).b(n)
+    b = run.b(n)
     dimension = sum(p.numel() for p in params.values())
     features = x_real if probe is None else torch.cat([x_real, probe.x_in[None], probe.x_out[None]])  # both worlds
-    curves, release, setting = upper_bounds(cfg, n, b, dimension, data.info, steps, features)
-    independent = kind == "gradient" and independent_canaries(cfg)
-    gdp = gdp_applies(cfg, kind, projections)
-    exact = _exact(cfg, gradient, projections, steps, n, observations) if gradient is not None else {}
+    curves, release, setting = upper_bounds(run, n, b, dimension, data.info, steps, features)
+    independent = kind == "gradient" and independent_canaries(run)
+    gdp = gdp_applies(run, kind, projections)
+    exact = _exact(run, gradient, projections, steps, n, observations) if gradient is not None else {}
     rows = []
     for t_i, t in enumerate(steps):
         for obs in observations:
-            for name, est in _estimates(entry, np.concatenate(scores[(obs, t)]), members, independent, gdp, cfg["delta"]):
-                row = {"audit": entry.get("name"), "variant": variant, "method": cfg["method"], "model": cfg["model"],
+            for name, est in _estimates(entry, np.concatenate(scores[(obs, t)]), members, independent, gdp, run.delta):
+                row = {"audit": entry.get("name"), "variant": variant, "method": run.method, "model": run.model,
                        "threat_model": threat, "observation": obs, "estimator": name, "steps": t,
                        "confidence": entry["confidence"], "runs": 1 if name in ONE_RUN else runs,
                        "canaries": k, "independent_canaries": independent, "samples_in": est.samples_in,
                        "samples_out": est.samples_out, "epsilon_lower": est.epsilon_lower,
                        "epsilon_estimate": est.epsilon_estimate, "epsilon_upper": est.epsilon_upper,
                        "detail": est.detail, "exact_epsilon": exact.get(obs, np.full(len(steps), np.nan))[t_i],
-                       "projections": projections, "delta": cfg["delta"], "l2": cfg["l2"],
+                       "projections": projections, "delta": run.delta, "l2": run.l2,
                        **{c: setting.get(c) for c in SETTING_COLUMNS}}
                 for acc, curve in curves.items():
                     if obs == "last_iterate" or release[acc] == "trajectory":
@@ -248,7 +249,7 @@ def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: P
     return pd.DataFrame(rows)
 
 
-def _exact(cfg: dict, gradient, projections: int, steps: list[int], n: int, observations) -> dict[str, np.ndarray]:
+def _exact(run: RunSettings, gradient, projections: int, steps: list[int], n: int, observations) -> dict[str, np.ndarray]:
     """Exact ε(δ) of the pair a gradient canary's coordinate sees, where it is known (else {}).
     It needs the projection never to have moved a run and the contraction of the coordinate to be
     the same deterministic c = (1−λ)(1 − η·l2) in both worlds (l2 > 0: every slot present, i.e.
@@ -261,29 +262,29 @@ def _exact(cfg: dict, gradient, projections: int, steps: list[int], n: int, obse
       is the composition pld computes, where it applies), nan at a T whose ε its grid does not
       resolve (:data:`dplab.audit.exact.EPSILON_SEARCH_MAX`).
     """
-    fixed_batch = cfg["sampling"] in ("full_batch", "without_replacement", "shuffle")
-    if projections or (cfg["l2"] and (gradient.neighbouring == "add_remove" or not fixed_batch)):
+    fixed_batch = run.sampling in ("full_batch", "without_replacement", "shuffle")
+    if projections or (run.l2 and (gradient.neighbouring == "add_remove" or not fixed_batch)):
         return {}
-    if cfg["normalize"] == "realized" and cfg["sampling"] == "poisson":
+    if run.normalize == "realized" and run.sampling == "poisson":
         return {}
-    shift = gradient.norm / (cfg["noise_multiplier"] * cfg["clip"])
-    c = (1.0 - (cfg["regularization"] or 0.0)) * (1.0 - cfg["lr"] * cfg["l2"])
-    if cfg["sampling"] == "full_batch":
+    shift = gradient.norm / (run.noise_multiplier * run.clip)
+    c = (1.0 - run.shrink) * (1.0 - run.lr * run.l2)
+    if run.sampling == "full_batch":
         mu_step = shift * (2.0 if gradient.neighbouring == "replace_one" else 1.0)
-        return {"trajectory": gaussian_epsilon(cfg["delta"], contracted_mu(mu_step, 1.0, steps)),
-                "last_iterate": gaussian_epsilon(cfg["delta"], contracted_mu(mu_step, c, steps))}
+        return {"trajectory": gaussian_epsilon(run.delta, contracted_mu(mu_step, 1.0, steps)),
+                "last_iterate": gaussian_epsilon(run.delta, contracted_mu(mu_step, c, steps))}
     if "last_iterate" not in observations:
         return {}
-    if cfg["sampling"] == "shuffle":
-        if n % cfg["batch_size"] or cfg["reshuffle"]:
+    if run.sampling == "shuffle":
+        if n % run.batch_size or run.reshuffle:
             return {}
-        law = {"period": n // cfg["batch_size"]}
+        law = {"period": n // run.batch_size}
     else:
-        law = {"q": cfg["batch_size"] / n}
+        law = {"q": run.batch_size / n}
 
     def at(t: int) -> float:  # nan (not known) where the grid does not resolve it
         try:
-            return float(canary_last_iterate_epsilon(cfg["delta"], shift, [t], gradient.neighbouring,
+            return float(canary_last_iterate_epsilon(run.delta, shift, [t], gradient.neighbouring,
                                                      contraction=c, **law)[0])
         except DPLabError:
             return np.nan

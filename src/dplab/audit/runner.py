@@ -119,15 +119,15 @@ def add_canary_gradients(grads: dict, params: dict, canaries: GradientCanaries, 
     w[:, canaries.coords] += step.to(w.dtype)
 
 
-def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], record: list[int], classes: int,
+def train_many(run: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[int], record: list[int], classes: int,
                canary: Canary | None = None, gradient: GradientCanaries | None = None,
                members: torch.Tensor | None = None, on_step: Callable[[int], None] | None = None) -> Lockstep:
-    """Train ``len(seeds)`` runs of the resolved run ``cfg``; run r on data ``x[r], y[r]``
+    """Train ``len(seeds)`` runs of the resolved run ``run``; run r on data ``x[r], y[r]``
     (shape (R, n_real, ...), (R, n_real)) with seed ``seeds[r]``, for max(``record``) steps;
     ``classes``: the number of labels.  With ``canary`` (in the data's last slot) or with
     ``gradient`` canaries (k slots after the data; ``members`` (R, k) True where canary j of run
     r is in), the scores at every step of ``record``; ``on_step(step)`` after every step (progress)."""
-    s = RunSettings.of(cfg)
+    s = run
     method = METHODS[s.method]
     if method.noise != "independent":
         raise DPLabError("method", "the audit needs a private method with independent Gaussian noise")
@@ -136,15 +136,15 @@ def train_many(cfg: dict, x: torch.Tensor, y: torch.Tensor, seeds: list[int], re
     runs, n_real = len(seeds), x.shape[1]
     k = gradient.count if gradient is not None else 0
     n = n_real + k
-    starts = [initial(cfg, n, list(x.shape[2:]), classes, seed) for seed in seeds]
+    starts = [initial(run, n, list(x.shape[2:]), classes, seed) for seed in seeds]
     params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
     b, one = starts[0].b, starts[0].loss
     out = Lockstep(sorted(set(record)))
     out.projections += project_stacked(params, s.diameter)
     gens = [torch.Generator().manual_seed(s) for s in seeds]
-    sampler_list = [method.sampler(cfg, n) for _ in seeds]
+    sampler_list = [method.sampler(run, n) for _ in seeds]
     noise = GaussianNoise(s.noise_multiplier * s.clip)
-    lam, lr, q = s.regularization, s.lr, b / n
+    lam, lr, q = s.shrink, s.lr, b / n
     std = lr * s.noise_multiplier * s.clip / b  # noise std on each parameter
     rows = torch.arange(runs)[:, None]
     dtype = next(iter(params.values())).dtype

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from pathlib import Path
 
@@ -165,15 +164,16 @@ def run_risks(results: Path) -> list[str]:
     """The index's table of the runs of config `runs`: each one's ε (its claims) and beside it the
     attack risk its summary.json records (TPR at FPR 0.01, advantage), or why it has none."""
     from dplab.figures.runs import risk_columns
+    from dplab.training.summary import RunSummary
 
     lines = ["", "## Runs: ε and the attack risk beside it", "",
              "Risk: any membership attacker's TPR at FPR 0.01 and advantage TPR − FPR over the run's steps, from the "
              "pld privacy-loss distribution (docs/risk.md).", "",
              "| run | ε claimed (δ) | TPR at FPR 0.01 | advantage | |", "| --- | --- | --- | --- | --- |"]
     for path in sorted(results.glob("runs/*/summary.json")):
-        summary = json.loads(path.read_text())
-        eps = ", ".join(f"{k} {v:.4g}" for k, v in summary["epsilon"].items()) or "none"
-        delta = f" (δ = {summary['delta']:g})" if summary.get("delta") else ""
+        summary = RunSummary.read(path)
+        eps = ", ".join(f"{k} {v:.4g}" for k, v in summary.epsilon.items()) or "none"
+        delta = f" (δ = {summary.delta:g})" if summary.delta else ""
         risk = risk_columns(summary)
         cells = (["—", "—", risk["risk_note"]] if math.isnan(risk["advantage"]) else
                  [f"{risk['tpr_at_fpr_0.01']:.4g}", f"{risk['advantage']:.4g}", ""])

@@ -32,7 +32,7 @@ def run(args) -> int:
     from dplab.accounting.claims import from_summary
     from dplab.accounting.sweep import POINTS_MAX, steps_grid, sweep
     from dplab.validate import integer
-    from dplab.inputs import run_summary
+    from dplab.training.summary import RunSummary
     from dplab.io import check_output
     from dplab.tables import write_table
 
@@ -54,8 +54,8 @@ def run(args) -> int:
             raise DPLabError("summary", "give --summary and --accountants (or --config and --sweep)")
         summary_path, accountants, points = args.summary, args.accountants, args.points
         integer("--points", points, 2, POINTS_MAX, "POINTS_MAX")  # before the summary is read
-    summary = run_summary(summary_path)
+    summary = RunSummary.read(summary_path)
     setting, update = from_summary(summary)
-    table = sweep(setting, summary["delta"], accountants, steps_grid(summary["run"]["steps"], points), update)
+    table = sweep(setting, summary.delta, accountants, steps_grid(summary.settings.steps, points), update)
     write_table(args.out, table)
     return 0

@@ -70,25 +70,29 @@ def pipeline_run(config_file: str | None, name: str) -> dict:
 
 
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:
-    from dplab.accounting.claims import KEYS, labelled
+    from dplab.accounting.claims import labelled
     from dplab.errors import DPLabError
     from dplab.io import output_folder, write_text
     from dplab.training import data, loop
     from dplab.training.methods import METHODS
+    from dplab.training.settings import RunSettings
 
+    settings = RunSettings.of(cfg)
     dataset = data.load(data_dir)
-    if dataset.info["name"] != cfg["dataset"]:
-        raise DPLabError("dataset", f"the run names {cfg['dataset']!r} but {data_dir} holds {dataset.info['name']!r}")
-    factorization = METHODS[cfg["method"]].load_factorization(cfg, mf_cache) if mf_cache is not None else None
+    if dataset.info["name"] != settings.dataset:
+        raise DPLabError("dataset", f"the run names {settings.dataset!r} but {data_dir} holds {dataset.info['name']!r}")
+    method = METHODS[settings.method]
+    factorization = method.load_factorization(settings, mf_cache) if mf_cache is not None else None
     with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
-        if not cfg["record_grad_norms"]:  # every run folder has the same files: one Snakemake rule trains them all
+        if not settings.record_grad_norms:  # every run folder has the same files: one Snakemake rule trains them all
             write_text(folder / "grad_norms.csv", ",".join(loop.GRAD_NORM_COLUMNS) + "\n")
-        if not cfg["individual_epsilon"]:
+        if not settings.individual_epsilon:
             write_text(folder / "individual_epsilon.csv", ",".join(loop.INDIVIDUAL_COLUMNS) + "\n")
         summary = loop.train(cfg, dataset, folder, factorization=factorization)
-    eps = ", ".join(f"{k}={v:.4g}" for k, v in summary["epsilon"].items()) or "none"
-    for name, kind in summary["epsilon_bound"].items():  # beside the claims: never the run's ε
+    eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
+    references = {**summary.epsilon_lower, **summary.epsilon_comparison}  # beside the claims: never the run's ε
+    for name, kind in summary.epsilon_bound.items():
         if kind != "upper":
-            eps += f"; {labelled(name, summary[KEYS[kind]][name])}"
-    final = summary["final"]
-    print(f"test_accuracy={final['test_accuracy']:.4f} test_loss={final['test_loss']:.4f} epsilon: {eps} -> {out}")
+            eps += f"; {labelled(name, references[name])}"
+    final = summary.final
+    print(f"test_accuracy={final.test_accuracy:.4f} test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}")

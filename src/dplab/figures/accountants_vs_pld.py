@@ -15,7 +15,7 @@ from dplab.accounting import risk
 from dplab.accounting.claims import from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
-from dplab.inputs import run_summary
+from dplab.training.summary import RunSummary
 from dplab.tables import read_table
 
 TITLE = "Every accountant's ε vs T, and its ratio to PLD"
@@ -51,7 +51,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """The sweep's rows, with ``ratio_to_pld`` = ε / ε_pld at the same T (empty for refused rows);
     an accountant the run may not claim keeps one row with an empty ε and the reason."""
     sweep = read_table(inputs["sweep"], "sweep table", f"dplab sweep --config CONFIG --sweep {params['sweep']} --out {inputs['sweep']}")
-    sweep = _claimed(sweep, run_summary(inputs["summary"]))
+    sweep = _claimed(sweep, RunSummary.read(inputs["summary"]))
     pld = sweep[sweep.accountant == "pld"].dropna(subset=["epsilon"]).set_index("steps")["epsilon"]
     if pld.empty:
         raise DPLabError("figures.accountants_vs_pld.sweep", "the sweep has no pld values (pld refused the setting)")
@@ -60,7 +60,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     return sweep.reset_index(drop=True)
 
 
-def _claimed(sweep: pd.DataFrame, summary: dict) -> pd.DataFrame:
+def _claimed(sweep: pd.DataFrame, summary: RunSummary) -> pd.DataFrame:
     """The sweep with each curve of an accountant the run may not claim replaced by one refused row."""
     setting, update = from_summary(summary)
     keep = []

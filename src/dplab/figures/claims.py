@@ -29,7 +29,8 @@ from dplab import layout
 from dplab.accounting import Setting, get
 from dplab.figures import Inputs, runs, style
 from dplab.figures.techniques_table import technique_setting
-from dplab.inputs import read_csv, run_metrics, run_summary
+from dplab.inputs import read_csv, run_metrics
+from dplab.training.summary import RunSummary
 from dplab.tables import read_table
 
 TITLE = "Claims of the source papers and of Tramèr & Boneh, checked against this run's results"
@@ -165,8 +166,9 @@ class Results:
         self.tables = {Path(p).stem: (p, read_table(p, "figure table", regenerate(p))) for p in inputs["tables"]}
         files = dict(zip(("summary", "metrics", "grad_norms"), inputs["nonprivate"]))
         self.nonprivate = files or None
-        self.tries = [(s, run_summary(s), m, run_metrics(m, run_summary(s)))
-                      for s, m in zip(inputs["try_summaries"], inputs["try_metrics"], strict=True)]
+        summaries = [RunSummary.read(s) for s in inputs["try_summaries"]]
+        self.tries = [(s, summary, m, run_metrics(m, summary.settings.steps))
+                      for s, summary, m in zip(inputs["try_summaries"], summaries, inputs["try_metrics"], strict=True)]
         self.sweep = ((inputs["sweeps"][0], read_table(inputs["sweeps"][0], "sweep table", regenerate(inputs["sweeps"][0])))
                       if inputs["sweeps"] else None)
         self.benchmark = inputs["benchmark"] or None
@@ -180,14 +182,14 @@ def missing(what: str) -> str:
     return f"this config does not produce {what}"
 
 
-def on_data(summary: dict, wanted: str) -> str:
+def on_data(summary: RunSummary, wanted: str) -> str:
     """Why a number from a run on other data may differ: '' if the run's dataset (kind or name)
     is ``wanted`` (Fashion-MNIST is not MNIST)."""
-    data = summary["dataset"]
-    names = f"{data['kind']} {data['name']}".lower()
+    data = summary.dataset
+    names = f"{data.kind} {data.name}".lower()
     if wanted in names and "fashion" not in names:
         return ""
-    return (f"the run trains on {data['name']} ({data['kind']}, {data['train_size']} training examples), "
+    return (f"the run trains on {data.name} ({data.kind}, {data.train_size} training examples), "
             f"not on {wanted.upper()}; ")
 
 
@@ -217,11 +219,12 @@ def claims_004_training(res: Results) -> list[Claim]:
     """004 §3.2–§4.3: the gradient norms, C = 30, the non-private curves and the four tries."""
     rows = []
     if res.nonprivate:
-        summary = run_summary(res.nonprivate["summary"])
+        summary = RunSummary.read(res.nonprivate["summary"])
         norms = read_csv(res.nonprivate["grad_norms"], "gradient norms",
                          regenerate(res.nonprivate["grad_norms"]))["grad_norm"].to_numpy()
-        metrics = run_metrics(res.nonprivate["metrics"], summary)
-        data, steps = on_data(summary, "mnist"), summary["run"]["steps"]
+        steps = summary.settings.steps
+        metrics = run_metrics(res.nonprivate["metrics"], steps)
+        data = on_data(summary, "mnist")
         q95 = float(np.quantile(norms, 0.95))
         above = float(np.mean(norms > q95 * 40 / 32))  # 004's 40 against its quantile 32, on this run's scale
         path = res.nonprivate["grad_norms"]
@@ -271,7 +274,7 @@ def clip_claims(res: Results, q95: float | None) -> list[Claim]:
         return [C004("§3.2", "the tries clip at C = 30", 30, None, "≈", 0.0, False, path, regenerate(path),
                      "", why)]
     path, summary = res.tries[0][0], res.tries[0][1]
-    clip = float(summary["setting"]["clip"])
+    clip = float(summary.settings.clip)
     data = on_data(summary, "mnist")
     return [
         C004("§3.2", "the tries clip at C = 30", 30, clip, "≈", 0.0, False, path, regenerate(path),
@@ -299,15 +302,15 @@ def tries_claims(res: Results) -> list[Claim]:
                              regenerate(path), "", missing(f"try {number} in figure dp_training_tries")))
             continue
         summary_path, summary, metrics_path, _ = found
-        ours = float(summary["noise_multiplier"])
-        accuracy[number] = float(summary["final"]["test_accuracy"])
+        ours = float(summary.noise_multiplier)
+        accuracy[number] = float(summary.final.test_accuracy)
         data = on_data(summary, "mnist")
         if number == 4:
             rows.append(C004(section, "try 4 (DP-MF, T = 200, C = 30, batch 25): σ ≈ 4", 4.0, ours, "≈", 0.5,
                              False, summary_path, regenerate(summary_path),
-                             data + f"our try 4 factorizes with {summary['run'].get('strategy')} C "
-                             f"({summary['run'].get('bands')} bands), batch {summary['batch_size']}, sampling "
-                             f"{summary['sampling']}; 004 used Choquette-Choo et al.'s tools, not stated in full"))
+                             data + f"our try 4 factorizes with {summary.settings.strategy} C "
+                             f"({summary.settings.bands} bands), batch {summary.batch_size}, sampling "
+                             f"{summary.sampling}; 004 used Choquette-Choo et al.'s tools, not stated in full"))
         else:
             expected, why_not = None, missing("figure sigma_vs_steps")
             if sigmas is not None:
@@ -592,7 +595,7 @@ def claims_tramer_boneh(res: Results, params: dict) -> list[Claim]:
     accuracy, path = None, layout.run_files(run or "tb_fashion_cnn")["summary"]
     if res.benchmark:
         path = res.benchmark[0]
-        accuracy = float(run_summary(path)["final"]["test_accuracy"])
+        accuracy = float(RunSummary.read(path).final.test_accuracy)
     rows.append(Claim(TB_SOURCE, "§3, Table 1 (Fashion-MNIST, end-to-end CNN)", "the tanh CNN reaches 86.0 % test "
                       "accuracy at ε = 3", TB["accuracy"], accuracy, "≈", 0.015, False, path, regenerate(path),
                       "our CNN, preprocessing or hyper-parameters differ from Tramèr & Boneh's",

@@ -16,7 +16,8 @@ import pandas as pd
 from dplab import layout
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
-from dplab.inputs import read_csv, run_summary, train_command
+from dplab.inputs import read_csv, train_command
+from dplab.training.summary import RunSummary
 
 TITLE = "Per-example gradient norms during non-private training (004 §3.2)"
 SOURCE = "004 §3.2 (gradients_cdf, gradients_hist)"
@@ -46,7 +47,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """Rows of kind ``cdf`` (grad_norm, fraction ≤ it), ``histogram`` (bin edges, count) and
     ``quantile`` (the marked quantile of all recorded norms)."""
     norms = read_csv(inputs["grad_norms"], "gradient norms", train_command(Path(inputs["grad_norms"]).parent))["grad_norm"].to_numpy()
-    info = runs.describe(run_summary(inputs["summary"]))
+    info = runs.describe(RunSummary.read(inputs["summary"]))
     common = {"run": info["run"], "model": info["model"], "dataset": info["dataset"], "steps": info["steps"],
               "lr": info["lr"], "sampling": info["sampling"], "recorded": len(norms)}
     levels = np.linspace(0.0, 1.0, params["points"])

@@ -52,7 +52,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
         claims = runs.claims(summary)  # decided anew: a curve the run may not claim becomes a refused row
         references = runs.references(summary)  # lower bounds, comparisons: rows of their bound, never a claim
         release = {k: ("trajectory" if v == "every iterate" else "last_iterate")
-                   for k, v in summary["epsilon_covers"].items() if claims[k] is None}
+                   for k, v in summary.epsilon_covers.items() if claims[k] is None}
         composition = [column(k) for k, r in release.items() if r == "trajectory"]
         best = metrics[composition].min(axis=1).to_numpy() if composition else np.full(len(metrics), np.nan)
         for name in release:
@@ -91,7 +91,7 @@ def draw(table: pd.DataFrame):
                     label=f"{accountant} ({'final parameters' if hidden else 'every iterate'})")
         first = rows.iloc[0]
         ax.set(xscale="log", yscale="log", xlabel="steps T", ylabel=f"ε at δ={first.delta:g}",
-               title=(f"{runs.METHOD_NAMES.get(first.method, first.method)} ({first.sampling.replace('_', ' ')})\n"
+               title=(f"{runs.display_name(first.method)} ({first.sampling.replace('_', ' ')})\n"
                       f"σ={first.noise_multiplier:.3g}, η={first.lr:g}, C={first['clip']:g}, b={int(first.batch_size)}, "
                       f"{first.neighbouring.replace('_', '-')}"))
         low, high = ax.get_ylim()

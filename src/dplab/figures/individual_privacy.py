@@ -17,7 +17,8 @@ import pandas as pd
 from dplab import layout
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
-from dplab.inputs import read_csv, run_summary, train_command
+from dplab.inputs import read_csv, train_command
+from dplab.training.summary import RunSummary
 
 TITLE = "Individual ε per class, beside the worst case and the accuracy per class"
 SOURCE = "new"
@@ -49,8 +50,8 @@ def inputs(config: dict, params: dict) -> Inputs:
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per class: the quantiles of its records' individual ε (q05, q25, median, q75, q95,
     max), its number of records and its test accuracy, with the run's worst-case ε."""
-    summary = run_summary(inputs["summary"])
-    info = summary.get("individual_privacy")
+    summary = RunSummary.read(inputs["summary"])
+    info = summary.individual_privacy
     if info is None:
         raise DPLabError("figures.individual_privacy.run", f"{inputs['summary']} has no individual_privacy "
                                                            "(the run did not set individual_epsilon: true)")

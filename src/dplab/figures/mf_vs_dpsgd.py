@@ -16,7 +16,8 @@ from dplab import entries
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 from dplab.figures.runs import claimed_epsilon
-from dplab.inputs import run_summary
+from dplab.training.settings import RunSettings
+from dplab.training.summary import RunSummary
 
 TITLE = "DP-MF vs DP-SGD at matched ε: final test accuracy and loss over seeds"
 SOURCE = "004 §4.3 (fourth try: matrix factorization, compared with DP-SGD)"
@@ -49,23 +50,24 @@ def inputs(config: dict, params: dict) -> Inputs:
     return {"summaries": entries.grid_summaries(config, params["grid"])}
 
 
-def _label(run: dict) -> str:
-    if run["strategy"] is not None:  # a factorization: dp_mf
-        bands = f"-{run['bands']}" if run["strategy"] == "banded" else ""
-        return f"dp_mf {run['strategy']}{bands}, {run['sampling']} b={run['min_separation'] or 'n/batch'}"
-    return f"{run['method']}, {run['sampling']}"
+def _label(run: RunSettings) -> str:
+    if run.strategy is not None:  # a factorization: dp_mf
+        bands = f"-{run.bands}" if run.strategy == "banded" else ""
+        return f"dp_mf {run.strategy}{bands}, {run.sampling} b={run.min_separation or 'n/batch'}"
+    return f"{run.method}, {run.sampling}"
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     rows = []
     for path in inputs["summaries"]:
-        s = run_summary(path)
-        accountant = "mf" if "mf" in s["epsilon"] else "pld"  # the run's tight accountant
+        s = RunSummary.read(path)
+        accountant = "mf" if "mf" in s.epsilon else "pld"  # the run's tight accountant
         epsilon = claimed_epsilon(s, accountant, KEY)  # a DPLabError if the run may not claim it
-        rows.append({"variant": _label(s["run"]), "method": s["run"]["method"], "seed": s["run"]["seed"],
-                     "accountant": accountant, "epsilon": epsilon, "delta": s["delta"],
-                     "noise_multiplier": s["noise_multiplier"], "test_accuracy": s["final"]["test_accuracy"],
-                     "test_loss": s["final"]["test_loss"]})
+        run = s.settings
+        rows.append({"variant": _label(run), "method": run.method, "seed": run.seed,
+                     "accountant": accountant, "epsilon": epsilon, "delta": s.delta,
+                     "noise_multiplier": s.noise_multiplier, "test_accuracy": s.final.test_accuracy,
+                     "test_loss": s.final.test_loss})
     runs = pd.DataFrame(rows)
     for col in ("epsilon", "delta"):
         lo, hi = runs[col].min(), runs[col].max()

@@ -11,7 +11,8 @@ import pandas as pd
 
 from dplab import layout
 from dplab.figures import Inputs, runs, style
-from dplab.inputs import run_metrics, run_summary
+from dplab.inputs import run_metrics
+from dplab.training.summary import RunSummary
 
 TITLE = "Non-private training: test loss and accuracy vs iteration (004 §3.2)"
 SOURCE = "004 §3.2 (simple_training_acc_loss)"
@@ -37,8 +38,8 @@ def inputs(config: dict, params: dict) -> Inputs:
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per (logged step, metric); ``best`` marks the smallest loss / largest accuracy."""
-    summary = run_summary(inputs["summary"])
-    metrics = run_metrics(inputs["metrics"], summary)
+    summary = RunSummary.read(inputs["summary"])
+    metrics = run_metrics(inputs["metrics"], summary.settings.steps)
     info = runs.describe(summary)
     rows = []
     for metric in METRICS:

@@ -18,7 +18,7 @@ import pandas as pd
 from dplab import entries
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
-from dplab.inputs import run_summary
+from dplab.training.summary import RunSummary
 
 TITLE = "Privacy–utility: test accuracy vs ε per training method, mean ± sd over seeds"
 SOURCE = "new"
@@ -51,16 +51,16 @@ def inputs(config: dict, params: dict) -> Inputs:
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     records = []
     for path in inputs["summaries"]:
-        summary = run_summary(path)
-        match = NAME.match(summary["run"]["name"])
+        summary = RunSummary.read(path)
+        match = NAME.match(summary.settings.name or "")
         if match is None:
-            raise DPLabError("figures.privacy_utility.grids", f"{path}: {summary['run']['name']!r} is not a grid run's name")
+            raise DPLabError("figures.privacy_utility.grids", f"{path}: {summary.settings.name!r} is not a grid run's name")
         info = runs.describe(summary)
         records.append({"variant": match["variant"], "seed": int(match["seed"]), **info,
                         "release": _release(summary, info["accountant"]),
                         "epsilon_claimed": (runs.claimed_epsilon(summary, info["accountant"], "figures.privacy_utility.grids")
                                             if info["accountant"] else None),
-                        "test_accuracy": summary["final"]["test_accuracy"]})
+                        "test_accuracy": summary.final.test_accuracy})
     frame = pd.DataFrame(records)
     frame["target_epsilon"] = frame["target_epsilon"].astype(float)
     rows = []
@@ -78,8 +78,8 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _release(summary: dict, accountant: str) -> str:
-    return summary["epsilon_covers"].get(accountant, "")
+def _release(summary: RunSummary, accountant: str) -> str:
+    return summary.epsilon_covers.get(accountant, "")
 
 
 def draw(table: pd.DataFrame):
@@ -89,14 +89,14 @@ def draw(table: pd.DataFrame):
     variants = list(dict.fromkeys(private.variant))
     for i, (_, rows) in enumerate(private.groupby("variant", sort=False)):
         first = rows.iloc[0]
-        label = (f"{runs.METHOD_NAMES.get(first.method, first.method)} — {first.accountant}, "
+        label = (f"{runs.display_name(first.method)} — {first.accountant}, "
                  f"{first.neighbouring.replace('_', '/')}, covers {first.release}")
         dodge = 1.04 ** (i - (len(variants) - 1) / 2)  # side by side at each ε, so no bar hides another
         ax.errorbar(rows.epsilon * dodge, rows.accuracy_mean, yerr=rows.accuracy_sd, marker="o", ms=4, capsize=3,
                     color=COLOURS.get(first.method, "#333333"), label=label)
     for _, ref in table[table.epsilon.isna()].iterrows():
         ax.axhline(ref.accuracy_mean, color="black", ls="--", lw=1,
-                   label=f"{runs.METHOD_NAMES.get(ref.method, ref.method)}: {ref.accuracy_mean:.3f} (no privacy)")
+                   label=f"{runs.display_name(ref.method)}: {ref.accuracy_mean:.3f} (no privacy)")
         ax.axhspan(ref.accuracy_mean - ref.accuracy_sd, ref.accuracy_mean + ref.accuracy_sd, color="black", alpha=0.08)
     first = private.iloc[0]
     ax.set(xscale="log", xlabel="target ε (each method's own accountant, see legend)",

@@ -21,7 +21,7 @@ from dplab.accounting import risk
 from dplab.accounting.claims import from_summary
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
-from dplab.inputs import run_summary
+from dplab.training.summary import RunSummary
 
 TITLE = "Attack risk and accuracy: σ from an ε target vs σ calibrated to the risk"
 SOURCE = "new"
@@ -66,19 +66,19 @@ def inputs(config: dict, params: dict) -> Inputs:
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """Rows of kind ``run`` (per run: σ, pld ε, the target, the attacker's TPR at the target FPR,
     test accuracy) and ``curve`` (per run: TPR at each FPR of the trade-off curve)."""
-    summaries = {name: run_summary(path) for name, path in inputs.items()}
-    target = summaries["by_risk"]["run"]
-    tpr_target, fpr_target = target["target_tpr"], target["target_fpr"]
+    summaries = {name: RunSummary.read(path) for name, path in inputs.items()}
+    target = summaries["by_risk"].settings
+    tpr_target, fpr_target = target.target_tpr, target.target_fpr
     fprs = np.unique(np.append(np.geomspace(1e-4, 1.0, CURVE_POINTS), fpr_target))
     rows = []
     for name, summary in summaries.items():
         setting, _ = from_summary(summary)
         reading = risk.risk(setting, fprs=fprs)
-        common = {"calibrated_by": name, **runs.describe(summary), "epsilon_pld": summary["epsilon"].get("pld"),
+        common = {"calibrated_by": name, **runs.describe(summary), "epsilon_pld": summary.epsilon.get("pld"),
                   "target_tpr": tpr_target, "target_fpr": fpr_target}
         at_target = reading["tpr"][int(np.searchsorted(fprs, fpr_target))]
         rows.append({"kind": "run", **common, "tpr_at_target_fpr": at_target, "advantage": reading["advantage"],
-                     "test_accuracy": summary["final"]["test_accuracy"], "risk_method": reading["method"]})
+                     "test_accuracy": summary.final.test_accuracy, "risk_method": reading["method"]})
         rows += [{"kind": "curve", **common, "fpr": a, "tpr": t} for a, t in zip(fprs, reading["tpr"])]
     return pd.DataFrame(rows)
 

@@ -10,21 +10,17 @@ import pandas as pd
 
 from dplab import layout
 from dplab.accounting import risk
-from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, exclusion, from_summary, refusal
+from dplab.accounting.claims import KEYS, bound, exclusion, from_summary, refusal
 from dplab.errors import DPLabError
-from dplab.inputs import run_metrics, run_summary
+from dplab.inputs import run_metrics
+from dplab.training.summary import RunSummary
 
-#: display names of the training methods (docs/training.md)
-METHOD_NAMES = {
-    "sgd": "SGD (non-private)",
-    "dp_sgd": "DP-SGD",
-    "dp_gd": "DP-GD",
-    "noisy_gd": "noisy GD",
-    "dp_sgd_fixed_batches": "DP-SGD, fixed batches",
-    "projected_dp_sgd": "projected DP-SGD",
-    "regularized_dp_sgd": "regularized DP-SGD",
-    "dp_mf": "DP-MF",
-}
+def display_name(method: str) -> str:
+    """The name figures show for ``method``: its :attr:`~dplab.training.methods.base.Method.display`
+    (the method itself if no module of :mod:`dplab.training.methods` holds it)."""
+    from dplab.training.methods import METHODS  # torch: only where a figure names a method
+
+    return METHODS[method].display if method in METHODS else method
 
 
 def check_runs(config: dict, key: str, names: list[str], private: bool | None = None) -> None:
@@ -46,40 +42,40 @@ def run_inputs(names: list[str]) -> dict[str, list[str]]:
             "metrics": [layout.run_files(name)["metrics"] for name in names]}
 
 
-def load_pairs(inputs: dict[str, list[str]]) -> list[tuple[dict, pd.DataFrame]]:
+def load_pairs(inputs: dict[str, list[str]]) -> list[tuple[RunSummary, pd.DataFrame]]:
     """(summary, metrics) per run from the inputs of :func:`run_inputs` (a ValueError if their numbers differ)."""
-    summaries = [run_summary(s) for s in inputs["summaries"]]
-    return [(s, run_metrics(m, s)) for s, m in zip(summaries, inputs["metrics"], strict=True)]
+    summaries = [RunSummary.read(s) for s in inputs["summaries"]]
+    return [(s, run_metrics(m, s.settings.steps)) for s, m in zip(summaries, inputs["metrics"], strict=True)]
 
 
-def describe(summary: dict) -> dict:
+def describe(summary: RunSummary) -> dict:
     """The columns every run-based table repeats: what was run and what ε it claims."""
-    run = summary["run"]
-    setting = summary.get("setting") or {}
+    run = summary.settings
+    setting, _ = from_summary(summary)
     return {
-        "run": run.get("name", ""),
-        "method": run["method"],
-        "model": run["model"],
-        "dataset": summary["dataset"]["name"],
-        "steps": run["steps"],
-        "sampling": summary["sampling"],
-        "sampling_rate": setting.get("sampling_rate"),
-        "batch_size": summary["batch_size"],
-        "lr": run["lr"],
-        "clip": run.get("clip"),
-        "noise_multiplier": summary["noise_multiplier"],
-        "accountant": run.get("accountant") or "",
-        "target_epsilon": run.get("target_epsilon"),
-        "delta": summary["delta"],
-        "neighbouring": summary["neighbouring"],
+        "run": run.name or "",
+        "method": run.method,
+        "model": run.model,
+        "dataset": summary.dataset.name,
+        "steps": run.steps,
+        "sampling": summary.sampling,
+        "sampling_rate": setting.sampling_rate if setting is not None else None,
+        "batch_size": summary.batch_size,
+        "lr": run.lr,
+        "clip": run.clip,
+        "noise_multiplier": summary.noise_multiplier,
+        "accountant": run.accountant or "",
+        "target_epsilon": run.target_epsilon,
+        "delta": summary.delta,
+        "neighbouring": summary.neighbouring,
         **risk_columns(summary),
     }
 
 
-def risk_columns(summary: dict) -> dict:
+def risk_columns(summary: RunSummary) -> dict:
     """The attack risk the run's summary.json records beside its ε (:data:`dplab.accounting.risk.COLUMNS`:
     TPR at each FPR, advantage, ``risk_note``), or empty values and why there is none."""
-    reading = summary.get("risk") or {"unavailable": "summary.json records no risk reading"}
+    reading = summary.risk
     if "tpr" not in reading:
         return {**{c: float("nan") for c in risk.COLUMNS[:-1]}, "risk_note": f"no risk: {reading['unavailable']}"}
     tpr = dict(zip(reading["fpr"], reading["tpr"]))
@@ -87,34 +83,34 @@ def risk_columns(summary: dict) -> dict:
             "risk_note": f"{reading['neighbouring']}; {reading['method']}"}
 
 
-def claims(summary: dict) -> dict[str, str | None]:
+def claims(summary: RunSummary) -> dict[str, str | None]:
     """Every accountant a run's summary.json reports or excludes → None if the run may claim its ε,
     else why not.  Reported ones are decided anew from the summary's setting and update
     (:func:`dplab.accounting.claims.refusal`), so an ε that the function does not grant never
     reaches a table, whatever the file says; excluded ones keep the run's reason."""
     setting, update = from_summary(summary)
-    out = {name: refusal(name, setting, update) for name in summary["epsilon"]}
-    out.update({name: why for name, why in summary["excluded_accountants"].items() if name not in out})
+    out = {name: refusal(name, setting, update) for name in summary.epsilon}
+    out.update({name: why for name, why in summary.excluded_accountants.items() if name not in out})
     return out
 
 
-def claimed_epsilon(summary: dict, accountant: str, key: str) -> float:
+def claimed_epsilon(summary: RunSummary, accountant: str, key: str) -> float:
     """The run's final ε from ``accountant``; a DPLabError (``key``) if the run may not claim it."""
     why = claims(summary).get(accountant, f"the run reports no ε from {accountant!r}")
     if why:
-        raise DPLabError(key, f"run {summary['run'].get('name', '')!r} has no valid ε from {accountant!r}: {why}")
-    return float(summary["epsilon"][accountant])
+        raise DPLabError(key, f"run {summary.settings.name or ''!r} has no valid ε from {accountant!r}: {why}")
+    return float(summary.epsilon[accountant])
 
 
-def references(summary: dict) -> dict[str, str | None]:
+def references(summary: RunSummary) -> dict[str, str | None]:
     """Every lower bound and comparison a run's summary.json reports beside its claims
     (``epsilon_lower``, ``epsilon_comparison``) → None if the run's setting admits it (decided
     anew by :func:`dplab.accounting.claims.exclusion`; a name under another bound's key is
     refused), else why not.  A table labels these rows with their ``bound``: they are never a claim."""
     setting, update = from_summary(summary)
     out = {}
-    for kind in REFERENCE_BOUNDS:
-        for name in summary.get(KEYS[kind], {}):
+    for kind, reported in (("lower", summary.epsilon_lower), ("comparison", summary.epsilon_comparison)):
+        for name in reported:
             out[name] = (exclusion(name, setting, update) if bound(name) == kind else
                          f"reported under {KEYS[kind]!r}, but {name} is a {bound(name)} bound")
     return out

@@ -35,6 +35,7 @@ elapsed and estimated time left) goes to a bar on a terminal, else to the log
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import os
@@ -48,7 +49,7 @@ from torch import nn
 
 from dplab import __version__
 from dplab.accounting import individual
-from dplab.accounting.claims import KEYS, REFERENCE_BOUNDS, bound, column, labelled
+from dplab.accounting.claims import REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import Diverged, DPLabError
 from dplab.training import checkpoint
 from dplab.training.data import Dataset
@@ -62,6 +63,7 @@ from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, risk_reading
 from dplab.training.run_metrics import metrics
 from dplab.training.settings import RunSettings
+from dplab.training.summary import DatasetInfo, Final, RunSummary
 from dplab.training.start import initial
 from dplab.training.step import denominator, dp_step, project
 
@@ -154,8 +156,8 @@ def train(
     noise_source: NoiseSource | None = None,
     hook: Callable[[int], None] | None = None,
     factorization=None,
-) -> dict:
-    """Run ``cfg`` on ``data``; write ``out``/model.pt (final parameters, the release),
+) -> RunSummary:
+    """Run the resolved run ``cfg`` on ``data``; write ``out``/model.pt (final parameters, the release),
     metrics.csv and summary.json (last, so its presence means the run completed); return the summary.
 
     ``noise_source`` replaces the i.i.d. Gaussian noise (e.g. a correlated source); ``hook(step)``
@@ -222,11 +224,11 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
     torch._C._set_deterministic_algorithms(True, warn_only=True)
     n = len(data.y_train)
     info = data.info
-    first = initial(cfg, n, info["input_shape"], info["classes"], settings.seed, device)
+    first = initial(settings, n, info["input_shape"], info["classes"], settings.seed, device)
     params = first.params
     dimension = sum(p.numel() for p in params.values())
     grid = log_grid(settings.steps, settings.log_every)
-    mechanism = method.mechanism(cfg, n, dimension, info, grid, data.x_train, factorization)
+    mechanism = method.mechanism(settings, n, dimension, info, grid, data.x_train, factorization)
     project(params, settings.diameter)  # W₀ ∈ W (001 eq. 1)
 
     generator, noise_generator = streams(device, settings.seed, settings.noise_rng)
@@ -235,10 +237,10 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
                mechanism.plan, mechanism.noise if noise_source is None else noise_source, first.loss, generator, noise_generator,
                data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
                env, checkpoint.fingerprint(cfg, info, env))
-    if cfg["individual_epsilon"]:
+    if settings.individual_epsilon:
         run.counts = torch.zeros((n, individual.LEVELS + 1), dtype=torch.int64, device=device)
-    if cfg["individual_budget"] is not None:
-        run.level_rdp = torch.as_tensor(individual.order_rdp(run.claim.setting, cfg["individual_order"]), device=device)
+    if settings.individual_budget is not None:
+        run.level_rdp = torch.as_tensor(individual.order_rdp(run.claim.setting, settings.individual_order), device=device)
     return run
 
 
@@ -275,7 +277,7 @@ def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], N
             idx = _count_levels(run, idx)
         grads = dp_step(run.loss, params, run.x_train[idx], run.y_train[idx], noise, clip=s.clip, lr=s.lr,
                         denom=denominator(s.normalize, run.b, len(idx)), b=run.b,
-                        regularization=s.regularization, diameter=s.diameter)
+                        regularization=s.shrink, diameter=s.diameter)
         run.step = step
         finite = finite & torch.isfinite(grads.loss_sum) & torch.stack([torch.isfinite(p).all() for p in params.values()]).all()
         due = s.checkpoint_every and step % s.checkpoint_every == 0 and step < s.steps
@@ -299,13 +301,14 @@ def _count_levels(run: _Run, idx: torch.Tensor) -> torch.Tensor:
     each record's clipped norm at every step (:mod:`dplab.accounting.individual`).  With the
     Rényi filter (``individual_budget``), a record whose RDP spent plus this step's would pass the
     budget is left out of the step (level 0); returns the batch ``idx`` without those records."""
-    clip = run.cfg["clip"]
+    s = run.settings
+    clip = s.clip
     levels = torch.cat([individual.levels(clipped_grad_sum(run.loss, run.params, run.x_train[start:start + NORM_CHUNK],
                                                            run.y_train[start:start + NORM_CHUNK], clip).norms, clip)
                         for start in range(0, run.n, NORM_CHUNK)])
     if run.level_rdp is not None:
         spent = run.counts.to(run.level_rdp.dtype) @ run.level_rdp
-        budget = individual.filter_budget(run.cfg["individual_budget"], run.cfg["individual_order"], run.cfg["delta"])
+        budget = individual.filter_budget(s.individual_budget, s.individual_order, s.delta)
         fits = spent + run.level_rdp[levels] <= budget
         levels = torch.where(fits, levels, 0)
         idx = idx[fits[idx]]
@@ -341,7 +344,7 @@ def _save(run: _Run, out: Path) -> None:
     checkpoint.save(out, state)
 
 
-def _write(run: _Run, out: Path) -> dict:
+def _write(run: _Run, out: Path) -> RunSummary:
     """model.pt, metrics.csv, grad_norms.csv (``record_grad_norms``), metrics.json and
     summary.json, landing together (:func:`dplab.io.atomic_writes`; summary.json renamed last:
     its presence means the run completed); the checkpoint is discarded; returns the summary."""
@@ -355,9 +358,9 @@ def _write(run: _Run, out: Path) -> dict:
     if run.counts is not None:
         eps = individual.epsilons(run.claim.setting, run.counts.cpu().numpy(), run.settings.delta)
         files[out / "individual_epsilon.csv"] = text_file(_individual_csv(eps, run.y_train.cpu()))
-        summary["individual_privacy"] = _individual_summary(run, eps)
+        summary = dataclasses.replace(summary, individual_privacy=_individual_summary(run, eps))
     files[out / "metrics.json"] = text_file(json_text(metrics(summary)))
-    files[out / "summary.json"] = text_file(json_text(summary))
+    files[out / "summary.json"] = text_file(summary.text())
     atomic_writes(files)
     checkpoint.discard(out)
     return summary
@@ -413,52 +416,54 @@ def _individual_summary(run: _Run, eps) -> dict:
     hit = (logits.argmax(1) == run.y_test).double()
     per_class = {int(c): float(hit[run.y_test == c].mean()) for c in torch.unique(run.y_test)}
     out = {"method": individual.METHOD, "neighbouring": individual.NEIGHBOURING,
-           "worst_case_epsilon": individual.worst_case(run.claim.setting, run.cfg["delta"]),
+           "worst_case_epsilon": individual.worst_case(run.claim.setting, run.settings.delta),
            "max_individual_epsilon": float(eps.max()), "median_individual_epsilon": float(np.median(eps)),
            "test_accuracy_per_class": per_class,
            "note": "data-dependent: read from this run's trajectory and each record's own gradients; "
                    "not a release guarantee (no filter stopped any record at a budget)"}
     if run.level_rdp is not None:
-        cfg = run.cfg
-        out["filter"] = {"epsilon_budget": cfg["individual_budget"], "order": cfg["individual_order"],
-                         "rdp_budget": individual.filter_budget(cfg["individual_budget"], cfg["individual_order"], cfg["delta"])}
-        out["note"] = (f"Rényi filter (Feldman & Zrnic 2021): every record's RDP at order {cfg['individual_order']} "
-                       f"stays within the budget, so each record's ε at δ is at most {cfg['individual_budget']}; "
+        s = run.settings
+        out["filter"] = {"epsilon_budget": s.individual_budget, "order": s.individual_order,
+                         "rdp_budget": individual.filter_budget(s.individual_budget, s.individual_order, s.delta)}
+        out["note"] = (f"Rényi filter (Feldman & Zrnic 2021): every record's RDP at order {s.individual_order} "
+                       f"stays within the budget, so each record's ε at δ is at most {s.individual_budget}; "
                        "the individual ε below it is data-dependent")
     return out
 
 
-def _summary(cfg: dict, s: RunSettings, method: Method, info, claim: Plan, rows, n, b, dimension, env) -> dict:
+def _summary(cfg: dict, s: RunSettings, method: Method, info, claim: Plan, rows, n, b, dimension, env) -> RunSummary:
     final = rows[-1]
-    return {
-        "dplab_version": __version__,
-        "run": cfg,
-        "method_source": method.source,
-        "dataset": {k: info[k] for k in ("name", "kind", "train_size", "test_size", "input_shape", "classes")},
-        "device": env["device"],
-        "environment": env,  # with the config and data, what the bytes depend on (docs/training.md, Determinism)
-        "dimension": dimension,
-        "final": {k: final[k] for k in METRIC_COLUMNS},
-        "setting": claim.setting.as_dict() if claim.setting is not None else None,
-        "noise_multiplier": claim.noise_multiplier,
-        "noise_multiplier_source": claim.sigma_source,
-        "noise_std_on_sum": claim.noise_multiplier * s.clip if claim.noise_multiplier else None,
-        "delta": s.delta if method.private else None,
-        "neighbouring": s.neighbouring,
-        "sampling": s.sampling,
-        "batch_size": b,
-        "dataset_size": n,
-        "loss_constants_note": claim.constants_note,
-        "epsilon": {k: float(v[-1]) for k, v in claim.curves.items()},  # claims: upper bounds only
-        **{KEYS[kind]: {k: float(v[-1]) for k, v in claim.references.items() if bound(k) == kind}
-           for kind in REFERENCE_BOUNDS},  # beside the claims: never the run's ε
-        "epsilon_bound": {k: bound(k) for k in [*claim.curves, *claim.references]},
-        "risk": risk_reading(claim),  # an attacker's TPR at fixed FPR and advantage (docs/risk.md)
-        "epsilon_covers": {
+    references = {kind: {k: float(v[-1]) for k, v in claim.references.items() if bound(k) == kind}
+                  for kind in REFERENCE_BOUNDS}  # beside the claims: never the run's ε
+    return RunSummary(
+        dplab_version=__version__,
+        run=cfg,
+        method_source=method.source,
+        dataset=DatasetInfo(**{f.name: info[f.name] for f in dataclasses.fields(DatasetInfo)}),
+        device=env["device"],
+        environment=env,  # with the config and data, what the bytes depend on (docs/training.md, Determinism)
+        dimension=dimension,
+        final=Final(**{k: final[k] for k in METRIC_COLUMNS}),
+        setting=claim.setting.as_dict() if claim.setting is not None else None,
+        noise_multiplier=claim.noise_multiplier,
+        noise_multiplier_source=claim.sigma_source,
+        noise_std_on_sum=claim.noise_multiplier * s.clip if claim.noise_multiplier else None,
+        delta=s.delta if method.private else None,
+        neighbouring=s.neighbouring,
+        sampling=s.sampling,
+        batch_size=b,
+        dataset_size=n,
+        loss_constants_note=claim.constants_note,
+        epsilon={k: float(v[-1]) for k, v in claim.curves.items()},  # claims: upper bounds only
+        epsilon_lower=references["lower"],
+        epsilon_comparison=references["comparison"],
+        epsilon_bound={k: bound(k) for k in [*claim.curves, *claim.references]},
+        risk=risk_reading(claim),  # an attacker's TPR at fixed FPR and advantage (docs/risk.md)
+        epsilon_covers={
             k: ("every iterate" if r == "trajectory" else "the final parameters only") for k, r in claim.release.items()
         },
-        "excluded_accountants": claim.excluded,
-        "update": claim.update.as_dict(),  # with "setting": what dplab.accounting.claims.refusal decides from
-        **claim.details,
-        "note": "epsilon covers the model parameters; the logged losses/accuracies are diagnostics computed on the data and are not privatised",
-    }
+        excluded_accountants=claim.excluded,
+        update=claim.update.as_dict(),  # with "setting": what dplab.accounting.claims.refusal decides from
+        details=claim.details,
+        note="epsilon covers the model parameters; the logged losses/accuracies are diagnostics computed on the data and are not privatised",
+    )

@@ -16,23 +16,24 @@ import torch
 from torch import nn
 
 from dplab.errors import DPLabError
+from dplab.training.settings import RunSettings
 
 
-def build(cfg: dict, input_shape: list[int], classes: int) -> nn.Module:
-    """The model of run ``cfg`` for inputs of ``input_shape`` (without batch dimension)."""
+def build(run: RunSettings, input_shape: list[int], classes: int) -> nn.Module:
+    """The model of run ``run`` (its ``model``, ``hidden``, ``channels``) for inputs of ``input_shape`` (without batch dimension)."""
     d = int(math.prod(input_shape))
-    kind = cfg["model"]
+    kind = run.model
     if kind == "logreg":
         model = nn.Sequential(nn.Flatten(), nn.Linear(d, classes))
         nn.init.zeros_(model[1].weight)
         nn.init.zeros_(model[1].bias)
         return model
     if kind == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(d, cfg["hidden"]), nn.ReLU(), nn.Linear(cfg["hidden"], classes))
+        return nn.Sequential(nn.Flatten(), nn.Linear(d, run.hidden), nn.ReLU(), nn.Linear(run.hidden, classes))
     if kind == "cnn":
         if len(input_shape) != 3 or min(input_shape[1:]) < 4:
             raise DPLabError("model", f"cnn needs image inputs (channels, H>=4, W>=4); the data has shape {input_shape}")
-        c = cfg["channels"]
+        c = run.channels
         return nn.Sequential(
             nn.Conv2d(input_shape[0], c, 3, padding=1),
             nn.ReLU(),

@@ -29,38 +29,38 @@ from dplab.training.methods import METHODS
 from dplab.training.settings import RunSettings
 
 
-def check_run(cfg: dict, dataset: dict) -> None:
-    """Raise :class:`DPLabError` (keyed by the run's own key) if run ``cfg`` (resolved by
-    :func:`dplab.training.resolve.resolve_run`) would fail on dataset entry ``dataset`` (resolved)
-    before its first step."""
+def check_run(run: RunSettings, dataset: dict) -> None:
+    """Raise :class:`DPLabError` (keyed by the run's own key) if the resolved run ``run``
+    (:func:`dplab.training.resolve.resolve_run`, :meth:`RunSettings.of`) would fail on dataset
+    entry ``dataset`` (resolved) before its first step."""
     info = data.expected_info(dataset)
     n = info["train_size"]
     with torch.device("meta"):  # shapes only: no memory, no draw from torch's generator
-        model = models.build(cfg, info["input_shape"], info["classes"])
-    method = METHODS[cfg["method"]]
-    method.sampler(cfg, n)  # batch_size <= n; dp_mf's sampler spec
-    update = method.update(cfg)
+        model = models.build(run, info["input_shape"], info["classes"])
+    method = METHODS[run.method]
+    method.sampler(run, n)  # batch_size <= n; dp_mf's sampler spec
+    update = method.update(run)
     if update.noise != "independent":
         return  # no σ to calibrate (sgd), or a mechanism that checks its own claim (dp_mf)
-    b = RunSettings.of(cfg).b(n)
+    b = run.b(n)
     dimension = sum(p.numel() for p in model.parameters())
-    constants, _ = privacy.loss_constants(cfg, info, np.zeros((0, 1)))  # the data hold no record beyond R
-    setting = privacy.build_setting(cfg, n, b, dimension, 1.0, constants)
-    epochs.check(cfg["accountant"], setting)  # no upper bound holds where add_remove changes ⌊n/b⌋
-    if cfg["target_epsilon"] is None and cfg["target_tpr"] is None:
+    constants, _ = privacy.loss_constants(run, info, np.zeros((0, 1)))  # the data hold no record beyond R
+    setting = privacy.build_setting(run, n, b, dimension, 1.0, constants)
+    epochs.check(run.accountant, setting)  # no upper bound holds where add_remove changes ⌊n/b⌋
+    if run.target_epsilon is None and run.target_tpr is None:
         return
-    privacy.check_calibration(cfg, setting, update)
-    if cfg["target_epsilon"] is None:
+    privacy.check_calibration(run, setting, update)
+    if run.target_epsilon is None:
         return  # a risk target: pld, whose calibration reaches any TPR above the FPR
-    name = cfg["accountant"]
+    name = run.accountant
     accountant = accounting.get(name)
     if accountant.release == "last_iterate":
         try:
-            floor = accountant.epsilon(setting.replace(noise_multiplier=SIGMA_MAX), cfg["delta"])
+            floor = accountant.epsilon(setting.replace(noise_multiplier=SIGMA_MAX), run.delta)
             why = f"its smallest ε is {floor:.4g}"
         except AssumptionError as err:
             floor, why = np.inf, err.message
-        if not floor <= cfg["target_epsilon"]:
-            raise DPLabError("target_epsilon", f"{name!r} reaches no ε <= {cfg['target_epsilon']} for this run with "
+        if not floor <= run.target_epsilon:
+            raise DPLabError("target_epsilon", f"{name!r} reaches no ε <= {run.target_epsilon} for this run with "
                                                f"any σ <= {SIGMA_MAX:g} ({why}); raise target_epsilon or calibrate "
                                                "with another accountant")

@@ -20,6 +20,7 @@ from dplab.accounting import Setting, epochs, risk
 from dplab.accounting.claims import Update, bound, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
+from dplab.training.settings import RunSettings
 
 
 @dataclass
@@ -38,7 +39,7 @@ class Plan:
     update: Update = Update()  # what the engine did that the Setting does not say (claims.refusal)
 
 
-def loss_constants(cfg: dict, info: dict, features) -> tuple[dict, str]:
+def loss_constants(run: RunSettings, info: dict, features) -> tuple[dict, str]:
     """(λ, β, L) of the run's per-example loss when guaranteed, else ({}, why not).
 
     Only logistic regression on data with a guaranteed feature bound R (info.json, checked
@@ -49,8 +50,8 @@ def loss_constants(cfg: dict, info: dict, features) -> tuple[dict, str]:
     canary) voids them.  They describe the gradient field only if clipping never acts, so they
     are withheld unless C ≥ L.
     """
-    if cfg["model"] != "logreg":
-        return {}, f"model {cfg['model']} is not convex: no loss constants"
+    if run.model != "logreg":
+        return {}, f"model {run.model} is not convex: no loss constants"
     bound = info.get("feature_norm_bound")
     if bound is None:
         return {}, "the dataset records no feature-norm bound: no loss constants"
@@ -58,57 +59,57 @@ def loss_constants(cfg: dict, info: dict, features) -> tuple[dict, str]:
     if largest > bound * (1 + 1e-6):
         return {}, f"a record the run trains on has ||x|| = {largest:.6g} > R = {bound:g}: no loss constants"
     base = logreg_constants(bound)
-    l2, diameter = cfg["l2"], cfg["diameter"]
+    l2, diameter = run.l2, run.diameter
     if l2 > 0 and diameter is None:
         return {}, "l2 > 0 without projection: the gradient is unbounded (no Lipschitz constant)"
     lipschitz = base["lipschitz"] + (l2 * diameter / 2.0 if l2 > 0 else 0.0)
-    if cfg["clip"] is None or cfg["clip"] < lipschitz:
-        return {}, f"clip C={cfg['clip']} < L={lipschitz:.6g}: clipping changes the gradient field, so the loss constants do not describe the update"
+    if run.clip is None or run.clip < lipschitz:
+        return {}, f"clip C={run.clip} < L={lipschitz:.6g}: clipping changes the gradient field, so the loss constants do not describe the update"
     out = {"smoothness": base["smoothness"] + l2, "lipschitz": lipschitz}
     if l2 > 0:
         out["strong_convexity"] = l2
     return out, f"logistic regression on data with ||x|| <= R = {bound:g} (docs/training.md)"
 
 
-def build_setting(cfg: dict, n: int, b: int, dimension: int, sigma: float, constants: dict) -> Setting:
+def build_setting(run: RunSettings, n: int, b: int, dimension: int, sigma: float, constants: dict) -> Setting:
     """The run's :class:`Setting`, canonical names (docs/units.md)."""
     return Setting(
         noise_multiplier=sigma,
-        steps=cfg["steps"],
-        sampling=cfg["sampling"],
-        neighbouring=cfg["neighbouring"],
+        steps=run.steps,
+        sampling=run.sampling,
+        neighbouring=run.neighbouring,
         dataset_size=n,
         batch_size=b,
-        clip=cfg["clip"],
-        lr=cfg["lr"],
-        diameter=cfg["diameter"],
-        regularization=cfg["regularization"],
+        clip=run.clip,
+        lr=run.lr,
+        diameter=run.diameter,
+        regularization=run.regularization,
         dimension=dimension,
-        reshuffle=cfg["reshuffle"] if cfg["sampling"] == "shuffle" else None,
+        reshuffle=run.reshuffle if run.sampling == "shuffle" else None,
         **constants,
     )
 
 
-def check_calibration(cfg: dict, setting: Setting, update: Update) -> None:
+def check_calibration(run: RunSettings, setting: Setting, update: Update) -> None:
     """DPLabError unless the run's ``accountant`` may calibrate σ for ``setting`` and the
     engine's ``update`` (:meth:`dplab.training.methods.base.Method.update`) at any σ."""
-    name = cfg["accountant"]
-    accounting.get(name).check_limit("delta", cfg["delta"])  # the σ search asks ε at this δ
+    name = run.accountant
+    accounting.get(name).check_limit("delta", run.delta)  # the σ search asks ε at this δ
     why = refusal(name, setting, update, any_sigma=True)
     if why:
         raise DPLabError("accountant", f"cannot calibrate σ with {name!r} for this run: {why}")
 
 
-def calibrate(cfg: dict, setting: Setting, update: Update) -> tuple[float, str]:
+def calibrate(run: RunSettings, setting: Setting, update: Update) -> tuple[float, str]:
     """σ reaching ``target_epsilon`` at δ with the run's ``accountant``, or keeping every attacker's
     TPR at ``target_fpr`` within ``target_tpr`` (:func:`dplab.accounting.risk.sigma_for_risk`), and
     how it was obtained (DPLabError if invalid)."""
-    check_calibration(cfg, setting, update)
-    if cfg["target_tpr"] is not None:
-        sigma = risk.sigma_for_risk(setting, tpr=cfg["target_tpr"], fpr=cfg["target_fpr"])
-        return sigma, f"calibrated with pld to attack TPR <= {cfg['target_tpr']} at FPR {cfg['target_fpr']}"
-    sigma = accounting.get(cfg["accountant"]).sigma(setting, cfg["target_epsilon"], cfg["delta"])
-    return sigma, f"calibrated with {cfg['accountant']} to epsilon={cfg['target_epsilon']} at delta={cfg['delta']}"
+    check_calibration(run, setting, update)
+    if run.target_tpr is not None:
+        sigma = risk.sigma_for_risk(setting, tpr=run.target_tpr, fpr=run.target_fpr)
+        return sigma, f"calibrated with pld to attack TPR <= {run.target_tpr} at FPR {run.target_fpr}"
+    sigma = accounting.get(run.accountant).sigma(setting, run.target_epsilon, run.delta)
+    return sigma, f"calibrated with {run.accountant} to epsilon={run.target_epsilon} at delta={run.delta}"
 
 
 def risk_reading(claim: Plan) -> dict:
@@ -128,33 +129,33 @@ def risk_reading(claim: Plan) -> dict:
         return {"unavailable": str(err)}
 
 
-def requested_accountants(cfg: dict) -> list[str]:
+def requested_accountants(run: RunSettings) -> list[str]:
     """The accountants a run reports: its ``accountants`` entry, or every registered one."""
-    return cfg["accountants"] if cfg["accountants"] is not None else accounting.names()
+    return list(run.accountants) if run.accountants is not None else accounting.names()
 
 
-def plan(cfg: dict, update: Update, n: int, b: int, dimension: int, info: dict, grid: list[int], features) -> Plan:
+def plan(run: RunSettings, update: Update, n: int, b: int, dimension: int, info: dict, grid: list[int], features) -> Plan:
     """σ, the Setting and ε on ``grid`` (one ``epsilon_curve`` call per accountant the run
     reports: claims, and lower bounds and comparisons as references) of a run whose engine
     ``update`` has no or independent noise; ``features`` are the records the run trains on
     (:func:`loss_constants`)."""
-    names = requested_accountants(cfg)
+    names = requested_accountants(run)
     if update.noise == "none":
         return Plan(None, None, "none (non-private)", "", excluded={k: exclusion(k, None, update) for k in names})
-    constants, note = loss_constants(cfg, info, features)
-    epochs.check(cfg["accountant"], build_setting(cfg, n, b, dimension, 1.0, constants))  # as preflight.check_run
-    if cfg["noise_multiplier"] is not None:
-        sigma, source = float(cfg["noise_multiplier"]), "given"
+    constants, note = loss_constants(run, info, features)
+    epochs.check(run.accountant, build_setting(run, n, b, dimension, 1.0, constants))  # as preflight.check_run
+    if run.noise_multiplier is not None:
+        sigma, source = float(run.noise_multiplier), "given"
     else:
-        probe = build_setting(cfg, n, b, dimension, 1.0, constants)
-        sigma, source = calibrate(cfg, probe, update)
-    setting = build_setting(cfg, n, b, dimension, sigma, constants)
+        probe = build_setting(run, n, b, dimension, 1.0, constants)
+        sigma, source = calibrate(run, probe, update)
+    setting = build_setting(run, n, b, dimension, sigma, constants)
     out = Plan(setting, sigma, source, note, update=update)
     for name in names:
         why = exclusion(name, setting, update)
         if why is None:
             try:
-                curve = accounting.get(name).epsilon_curve(setting, cfg["delta"], grid)
+                curve = accounting.get(name).epsilon_curve(setting, run.delta, grid)
             except DPLabError as err:
                 why = str(err)
             else:

@@ -15,6 +15,7 @@ from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
 from dplab.training.methods import METHODS
 from dplab.schemas import load_schema, load_yaml, validate
+from dplab.training.settings import RunSettings
 from dplab.validate import json_value
 
 
@@ -135,7 +136,7 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         raise err("individual_budget", "the Rényi filter needs individual_epsilon: true")
     check_accountants(cfg, err)
     _check_method_keys(cfg, method, err)
-    method.resolve(cfg, err)
+    method.resolve(RunSettings.of(cfg), err)
     if cfg["sampling"] == "full_batch":
         cfg["batch_size"] = None  # b = n, set from the data
     return cfg

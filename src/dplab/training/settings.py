@@ -1,9 +1,11 @@
 """The engine's typed reading of a resolved run (:func:`dplab.training.resolve.resolve_run`).
 
-:class:`RunSettings` holds, one typed field per key, what the loop (:mod:`dplab.training.loop`)
-and the audit's lockstep runs (:func:`dplab.audit.runner.train_many`) read of a run, read once
-from the resolved dict by :meth:`RunSettings.of`: the string-key lookups stay at this edge.  The
-dict itself is what ``summary.json`` records (``run``) and what the checkpoint fingerprint hashes.
+:class:`RunSettings` holds every key of a resolved run (``run.schema.yaml``), one typed field
+per key with one meaning, read once from the resolved dict by :meth:`RunSettings.of`: the
+string-key lookups stay at this edge (and in :mod:`dplab.training.resolve`, which fills the
+dict).  The engine — the loop, the methods' plug-ins, the privacy plan, the preflight checks,
+the model, the audit — reads these fields.  The dict itself is what ``summary.json`` records
+(``run``, :class:`dplab.training.summary.RunSummary`) and what the checkpoint fingerprint hashes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class RunSettings:
     method: str
+    name: str | None  # free label of the run
     label: str  # the run's name, else its method (progress display)
+    model: str  # logreg | mlp | cnn | tanh_cnn
+    dataset: str  # the name of an entry of the pipeline config's datasets
+    hidden: int  # MLP hidden width
+    channels: int  # CNN channels of the first conv layer
     device: str  # auto | cpu | cuda
     noise_rng: str  # device | portable (dplab.philox)
     seed: int
@@ -29,25 +36,51 @@ class RunSettings:
     lr: float  # η
     clip: float | None  # C; None: no clipping (sgd)
     noise_multiplier: float | None  # σ when given (else calibrated by the method's mechanism)
-    regularization: float  # λ of 001 eq. (17); 0.0 without one
+    target_epsilon: float | None  # calibrate σ to this ε at δ with `accountant`
+    target_tpr: float | None  # or so that no attacker's TPR at target_fpr exceeds this (pld)
+    target_fpr: float | None
+    accountant: str | None  # the accountant calibrating σ; None for a non-private method
+    accountants: tuple[str, ...] | None  # the accountants to report; None: every registered one
+    regularization: float | None  # λ of 001 eq. (17); None without one (:attr:`shrink`)
     diameter: float | None  # D of the projection; None: none
     l2: float
     delta: float
     neighbouring: str
+    individual_epsilon: bool  # every record's individual ε (docs/individual_privacy.md)
+    individual_budget: float | None  # the Rényi filter's ε budget; None: no filter
+    individual_order: float  # the filter's Rényi order α
+    strategy: str | None  # dp_mf: the factorization's strategy
+    bands: int | None  # dp_mf, strategy banded: bands of C
+    min_separation: int | None  # dp_mf: b, fixed batches or partitions; None: ⌊n/batch_size⌋
+    participations: int | None  # dp_mf: k, participations per example; None: derived
+    # dp_mf keys added to run.schema.yaml by the banded_toeplitz/BLT work (buffers, objective) go here
 
     @classmethod
     def of(cls, cfg: dict) -> RunSettings:
         """The settings of resolved run ``cfg``."""
+        accountants = cfg["accountants"]
         return cls(
-            method=cfg["method"], label=cfg.get("name") or cfg["method"], device=cfg["device"], noise_rng=cfg["noise_rng"],
-            seed=cfg["seed"],
+            method=cfg["method"], name=cfg.get("name"), label=cfg.get("name") or cfg["method"], model=cfg["model"],
+            dataset=cfg["dataset"], hidden=cfg["hidden"], channels=cfg["channels"], device=cfg["device"],
+            noise_rng=cfg["noise_rng"], seed=cfg["seed"],
             steps=cfg["steps"], log_every=cfg["log_every"], checkpoint_every=cfg["checkpoint_every"],
             record_grad_norms=cfg["record_grad_norms"], sampling=cfg["sampling"], reshuffle=cfg["reshuffle"],
             batch_size=cfg["batch_size"],
             normalize=cfg["normalize"], lr=cfg["lr"], clip=cfg["clip"], noise_multiplier=cfg["noise_multiplier"],
-            regularization=cfg["regularization"] or 0.0, diameter=cfg["diameter"], l2=cfg["l2"],
+            target_epsilon=cfg["target_epsilon"], target_tpr=cfg["target_tpr"], target_fpr=cfg["target_fpr"],
+            accountant=cfg["accountant"], accountants=tuple(accountants) if accountants is not None else None,
+            regularization=cfg["regularization"], diameter=cfg["diameter"], l2=cfg["l2"],
             delta=cfg["delta"], neighbouring=cfg["neighbouring"],
+            individual_epsilon=cfg["individual_epsilon"], individual_budget=cfg["individual_budget"],
+            individual_order=cfg["individual_order"],
+            strategy=cfg["strategy"], bands=cfg["bands"], min_separation=cfg["min_separation"],
+            participations=cfg["participations"],
         )
+
+    @property
+    def shrink(self) -> float:
+        """λ of the update (1 − λ)·w (001 eq. 17): ``regularization``, 0.0 without one."""
+        return self.regularization or 0.0
 
     def b(self, n: int) -> int:
         """The batch size b on ``n`` examples: n under full_batch, else ``batch_size``."""

@@ -25,18 +25,17 @@ class Start:
     b: int
 
 
-def initial(cfg: dict, n: int, input_shape: list[int], classes: int, seed: int,
+def initial(settings: RunSettings, n: int, input_shape: list[int], classes: int, seed: int,
           device: torch.device | str = "cpu") -> Start:
-    """The start of one run of ``cfg`` on ``n`` examples: b (:meth:`RunSettings.b`, at most n), the model initialised with torch's global generator seeded with ``seed`` inside
+    """The start of one run of ``settings`` on ``n`` examples: b (:meth:`RunSettings.b`, at most n), the model initialised with torch's global generator seeded with ``seed`` inside
     ``fork_rng`` and moved to ``device``, a copy of its parameters (W₀, not yet projected) and
     its per-example loss."""
-    settings = RunSettings.of(cfg)
     b = settings.b(n)
     if b > n:
         raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = models.build(cfg, input_shape, classes)
+        model = models.build(settings, input_shape, classes)
     model = model.to(device)
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
     return Start(model, params, models.example_loss(model, settings.l2), b)

@@ -29,6 +29,7 @@ import pkgutil
 from dplab.accounting.claims import Update
 from dplab.errors import DPLabError
 from dplab.training.methods.base import Method
+from dplab.training.settings import RunSettings
 
 
 def _load() -> dict[str, Method]:
@@ -57,6 +58,6 @@ def run_factorization(entry: dict) -> str | None:
     return spec[0] if spec else None
 
 
-def update_of(cfg: dict) -> Update:
+def update_of(run: RunSettings) -> Update:
     """The engine's update of a resolved run (:meth:`Method.update`)."""
-    return METHODS[cfg["method"]].update(cfg)
+    return METHODS[run.method].update(run)

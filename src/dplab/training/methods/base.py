@@ -38,6 +38,7 @@ class Method:
     """One training method: its declared parts (fields) and the engine's default plug-ins (methods)."""
 
     name: str
+    display: str  # the name figures and tables show (docs/training.md)
     source: str  # the algorithm in the source papers (docs/references.md)
     rule: str  # the update, in the notation of :mod:`dplab.training.loop` (g = Σ clip(∇ℓ_i) over B)
     samplings: tuple[str, ...]  # allowed; the first one is the default
@@ -68,35 +69,35 @@ class Method:
             natural = "fixed_batches"
         return natural
 
-    def update(self, cfg: dict) -> Update:
+    def update(self, run: RunSettings) -> Update:
         """The engine's update for a resolved run: the method's noise and how the run normalizes
         the clipped sum (what :func:`dplab.accounting.claims.refusal` decides from)."""
-        return Update(noise=self.noise, normalize=RunSettings.of(cfg).normalize)
+        return Update(noise=self.noise, normalize=run.normalize)
 
-    def resolve(self, cfg: dict, err) -> None:
+    def resolve(self, run: RunSettings, err) -> None:
         """Cross-key rules of the method's own keys (``err(key, message)`` builds the error);
         called last by :func:`dplab.training.resolve.resolve_run`."""
 
-    def sampler(self, cfg: dict, n: int) -> Sampler:
+    def sampler(self, run: RunSettings, n: int) -> Sampler:
         """The batch sampler of a resolved run on ``n`` examples (:func:`dplab.training.samplers.build`)."""
-        settings = RunSettings.of(cfg)
-        return samplers.build(settings.sampling, n, settings.b(n), settings.reshuffle)
+        return samplers.build(run.sampling, n, run.b(n), run.reshuffle)
 
-    def mechanism(self, cfg: dict, n: int, dimension: int, info: dict, grid: list[int], features,
+    def mechanism(self, run: RunSettings, n: int, dimension: int, info: dict, grid: list[int], features,
                   factorization=None) -> Mechanism:
         """Sampler, claim and noise of a run, decided before training: σ and ε from
         :func:`dplab.training.privacy.plan` (``features``: the records the run trains on), i.i.d.
         N(0, σ²C²) on the clipped sum (none for a non-private method)."""
-        sampler, settings = self.sampler(cfg, n), RunSettings.of(cfg)
-        claim = privacy.plan(cfg, self.update(cfg), n, settings.b(n), dimension, info, grid, features)
-        noise = GaussianNoise(claim.noise_multiplier * settings.clip) if self.private else NoNoise()
+        sampler = self.sampler(run, n)
+        claim = privacy.plan(run, self.update(run), n, run.b(n), dimension, info, grid, features)
+        noise = GaussianNoise(claim.noise_multiplier * run.clip) if self.private else NoNoise()
         return Mechanism(sampler, claim, noise)
 
     def factorization(self, entry: dict) -> tuple[str, dict] | None:
         """(cache key, spec) of the factorization a run entry trains with
-        (:func:`dplab.layout.mf_spec`); None for a method without one."""
+        (:func:`dplab.layout.mf_spec`); None for a method without one.  ``entry`` is the run as
+        the config writes it, not yet resolved: the jobs and figures plan factorizations from it."""
         return None
 
-    def load_factorization(self, cfg: dict, cache: str | Path):
+    def load_factorization(self, run: RunSettings, cache: str | Path):
         """The run's saved factorization from the folder ``cache`` (None without one)."""
         return None

@@ -44,63 +44,64 @@ from dplab.training.methods.base import Mechanism, Method
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, requested_accountants
 from dplab.training.samplers import Sampler
+from dplab.training.settings import RunSettings
 
 NAME = "dp_mf"
 ACCOUNTANT = mf_accounting.NAME  # "mf"
 
 
-def resolve(cfg: dict, err) -> None:
+def resolve(run: RunSettings, err) -> None:
     """Cross-key rules of the MF keys (:meth:`MatrixFactorization.resolve`); the generic rules of
     :func:`dplab.training.resolve.resolve_run` refuse them on other methods, and any accountant but mf."""
-    if cfg["strategy"] is None:
+    if run.strategy is None:
         raise err("strategy", f"is required for method {NAME}: one of {', '.join(factorizations.STRATEGIES)}")
-    if (cfg["strategy"] == "banded") != (cfg["bands"] is not None):
+    if (run.strategy == "banded") != (run.bands is not None):
         raise err("bands", "is required for strategy banded and only applies to it")
-    if cfg["normalize"] != "expected":
+    if run.normalize != "expected":
         raise err("normalize", f"method {NAME} divides by the fixed batch_size (expected): the MF accounting "
                                "releases the noisy sum C·G + Z divided by a constant")
 
 
-def build_factorization(cfg: dict) -> Factorization:
-    return factorizations.factorize(cfg["strategy"], prefix_sum(cfg["steps"]), bands=cfg["bands"],
-                                    min_separation=cfg["min_separation"])
+def build_factorization(run: RunSettings) -> Factorization:
+    return factorizations.factorize(run.strategy, prefix_sum(run.steps), bands=run.bands,
+                                    min_separation=run.min_separation)
 
 
-def load_factorization(cfg: dict, cache: str | Path) -> Factorization:
+def load_factorization(run: RunSettings, cache: str | Path) -> Factorization:
     """The run's factorization from a cache folder; one that does not match the run is an error."""
-    path = Path(cache) / f"{cache_key(cfg['strategy'], cfg['steps'], cfg['bands'])}.npz"
-    bands = f" --bands {cfg['bands']}" if cfg["strategy"] == "banded" else ""
-    regenerate = f"dplab mf --strategy {cfg['strategy']} --steps {cfg['steps']}{bands} --out {path}"
+    path = Path(cache) / f"{cache_key(run.strategy, run.steps, run.bands)}.npz"
+    bands = f" --bands {run.bands}" if run.strategy == "banded" else ""
+    regenerate = f"dplab mf --strategy {run.strategy} --steps {run.steps}{bands} --out {path}"
     if not path.exists():
         raise DPLabError("factorization", f"no saved factorization {path}; write it with `{regenerate}`")
     fact, momentum = factorizations.load(path, regenerate)
-    want = (cfg["strategy"], cfg["steps"], cfg["bands"] if cfg["strategy"] == "banded" else fact.bands, 0.0)
+    want = (run.strategy, run.steps, run.bands if run.strategy == "banded" else fact.bands, 0.0)
     if (fact.strategy, fact.steps, fact.bands, momentum) != want:
         raise DPLabError("factorization", f"{path} holds {fact.strategy} T={fact.steps} bands={fact.bands} "
                                           f"momentum={momentum}; the run needs {want}")
     return fact
 
 
-def sampler_spec(cfg: dict, n: int):
+def sampler_spec(run: RunSettings, n: int):
     """The MF sampler spec of the run (the object both training and accounting use)."""
-    batch = cfg["batch_size"]
+    batch = run.batch_size
     if not 1 <= batch <= n:
         raise DPLabError("batch_size", f"must lie in [1, dataset_size={n}]; got {batch}")
-    parts = cfg["min_separation"] if cfg["min_separation"] is not None else n // batch
-    if cfg["sampling"] == "min_separation":
+    parts = run.min_separation if run.min_separation is not None else n // batch
+    if run.sampling == "min_separation":
         if n // parts != batch:
             raise DPLabError("batch_size", f"{parts} fixed batches of {n} examples hold {n // parts} (or one more) "
                                            f"each; set batch_size = {n // parts} or min_separation = {n // batch}")
-        spec = mf_accounting.MinSeparation(parts, cfg["steps"], n)
+        spec = mf_accounting.MinSeparation(parts, run.steps, n)
         k = spec.participations
-    elif cfg["sampling"] == "cyclic_poisson":
-        spec = mf_accounting.CyclicPoisson(n, batch, parts, cfg["steps"])
+    elif run.sampling == "cyclic_poisson":
+        spec = mf_accounting.CyclicPoisson(n, batch, parts, run.steps)
         k = spec.compositions
     else:
-        raise DPLabError("sampling", f"method {NAME} allows {', '.join(METHOD.samplings)}; got {cfg['sampling']!r}")
-    if cfg["participations"] is not None and cfg["participations"] != k:
-        raise DPLabError("participations", f"the {cfg['sampling']} sampler with b = {parts} over T = {cfg['steps']} "
-                                           f"steps gives k = ceil(T/b) = {k}; got {cfg['participations']}")
+        raise DPLabError("sampling", f"method {NAME} allows {', '.join(METHOD.samplings)}; got {run.sampling!r}")
+    if run.participations is not None and run.participations != k:
+        raise DPLabError("participations", f"the {run.sampling} sampler with b = {parts} over T = {run.steps} "
+                                           f"steps gives k = ceil(T/b) = {k}; got {run.participations}")
     return spec
 
 
@@ -178,22 +179,22 @@ def sampler_description(spec) -> dict:
                            "probability p (amplified banded MF, Choquette-Choo et al. 2023, Thm 4)"}
 
 
-def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | None = None) -> Mechanism:
+def prepare(run: RunSettings, n: int, grid: list[int], factorization: Factorization | None = None) -> Mechanism:
     """Sampler, factorization, σ and the ε curve of a dp_mf run, decided before training."""
-    names = requested_accountants(cfg)
-    update = METHOD.update(cfg)
+    names = requested_accountants(run)
+    update = METHOD.update(run)
     excluded = {name: exclusion(name, None, update) for name in names if name != ACCOUNTANT}  # claims decides
-    sampler = METHOD.sampler(cfg, n)
+    sampler = METHOD.sampler(run, n)
     spec = sampler.spec
-    fact = factorization if factorization is not None else build_factorization(cfg)
-    delta, neighbouring = cfg["delta"], cfg["neighbouring"]
+    fact = factorization if factorization is not None else build_factorization(run)
+    delta, neighbouring = run.delta, run.neighbouring
     # the accountant receives the spec the sampler draws from (sampler.spec), never a description of it
-    if cfg["noise_multiplier"] is not None:
-        sigma, source = float(cfg["noise_multiplier"]), "given"
+    if run.noise_multiplier is not None:
+        sigma, source = float(run.noise_multiplier), "given"
         mf_accounting.dp_event(fact, sampler.spec, sigma, neighbouring)  # refuses an unsupported spec
     else:
-        sigma = mf_accounting.calibrate(fact, sampler.spec, cfg["target_epsilon"], delta, neighbouring)
-        source = f"calibrated with {ACCOUNTANT} to epsilon={cfg['target_epsilon']} at delta={delta}"
+        sigma = mf_accounting.calibrate(fact, sampler.spec, run.target_epsilon, delta, neighbouring)
+        source = f"calibrated with {ACCOUNTANT} to epsilon={run.target_epsilon} at delta={delta}"
     curve = np.array([mf_accounting.epsilon(*truncate(fact, sampler.spec, t), sigma, delta, neighbouring) for t in grid])
     if not np.all(np.isfinite(curve)):
         raise DPLabError("noise_multiplier", f"the MF accountant returned a non-finite epsilon for sigma={sigma}")
@@ -215,37 +216,37 @@ def prepare(cfg: dict, n: int, grid: list[int], factorization: Factorization | N
             "max_column_norm": math.sqrt(float(np.max(np.sum(fact.encoder**2, axis=0)))),
             "dp_event": str(mf_accounting.dp_event(fact, sampler.spec, sigma, neighbouring)),
         },
-        "epsilon_accountant": {ACCOUNTANT: {"delta": delta, "neighbouring": neighbouring, "sampling": cfg["sampling"],
+        "epsilon_accountant": {ACCOUNTANT: {"delta": delta, "neighbouring": neighbouring, "sampling": run.sampling,
                                             "method": "exact Gaussian profile of the dp_event; PLD (dp_accounting) "
                                                       "when Poisson-sampled"}},
     }
     plan = Plan(None, sigma, source, "", curves={ACCOUNTANT: curve}, release={ACCOUNTANT: "trajectory"},
                 excluded=excluded, details=details, update=update)
-    return Mechanism(sampler, plan, MFNoise(fact, sigma * cfg["clip"]))
+    return Mechanism(sampler, plan, MFNoise(fact, sigma * run.clip))
 
 
 @dataclass(frozen=True)
 class MatrixFactorization(Method):
     """The MF mechanism's parts (module docstring) in the one loop."""
 
-    def resolve(self, cfg, err):
-        resolve(cfg, err)
+    def resolve(self, run, err):
+        resolve(run, err)
 
-    def sampler(self, cfg, n):
-        return SpecSampler(sampler_spec(cfg, n))
+    def sampler(self, run, n):
+        return SpecSampler(sampler_spec(run, n))
 
-    def mechanism(self, cfg, n, dimension, info, grid, features, factorization=None):
-        return prepare(cfg, n, grid, factorization)
+    def mechanism(self, run, n, dimension, info, grid, features, factorization=None):
+        return prepare(run, n, grid, factorization)
 
     def factorization(self, entry):
         return mf_spec(entry["strategy"], entry["steps"], entry.get("bands"))
 
-    def load_factorization(self, cfg, cache):
-        return load_factorization(cfg, cache)
+    def load_factorization(self, run, cache):
+        return load_factorization(run, cache)
 
 
 METHOD = MatrixFactorization(
-    name=NAME, source="004 §4.3; Choquette-Choo et al. 2023",
+    name=NAME, display="DP-MF", source="004 §4.3; Choquette-Choo et al. 2023",
     rule="w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers", samplings=("min_separation", "cyclic_poisson"),
     noise="correlated", accountant=ACCOUNTANT, accountants=(ACCOUNTANT,),
     keys=("strategy", "bands", "min_separation", "participations"),
