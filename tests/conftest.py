@@ -190,3 +190,29 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
 _hypothesis_settings.register_profile("dplab", derandomize=True, deadline=None)
 _hypothesis_settings.load_profile("dplab")
+
+
+def model_settings(model: str, **keys):
+    """The settings of a non-private run of ``model`` (what :func:`dplab.training.models.build` reads)."""
+    from dplab.training.resolve import resolve_run
+    from dplab.training.settings import RunSettings
+
+    return RunSettings.of(resolve_run({"method": "sgd", "model": model, **keys}))
+
+
+def summary_json(raw_run: dict, final: dict | None = None, **fields) -> dict:
+    """A complete summary.json object (every key :class:`dplab.training.summary.RunSummary` reads) of
+    the run ``raw_run`` (resolved here), neutral values but for ``final`` and ``fields``."""
+    import dataclasses
+
+    from dplab.training.resolve import resolve_run
+    from dplab.training.summary import RunSummary
+
+    out = {f.name: None for f in dataclasses.fields(RunSummary) if f.name not in ("details", "individual_privacy")}
+    out.update(run=resolve_run(raw_run), dataset={"name": "synthetic", "kind": "synthetic", "train_size": 100,
+                                                 "test_size": 20, "input_shape": [5], "classes": 3},
+               final={"step": 10, "epoch": 1.0, "train_loss": 0.5, "test_loss": 0.5, "test_accuracy": 0.5, **(final or {})},
+               epsilon={}, epsilon_lower={}, epsilon_comparison={}, epsilon_bound={}, epsilon_covers={},
+               excluded_accountants={}, risk={"unavailable": "a test's summary"})
+    out.update(fields)
+    return out

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
+from dplab.training.settings import RunSettings
 from dplab.accounting import Setting, get
 from dplab.cli import main
 from dplab.errors import AssumptionError, DPLabError
@@ -146,11 +147,11 @@ def test_records_beyond_the_bound_void_the_loss_constants(prepared):
     within R, or the constants do not hold for them."""
     dataset = data.load(prepared)
     cfg = resolve_run({**NOISY_GD, "lr": 0.1})
-    consts, _ = loss_constants(cfg, dataset.info, dataset.x_train)
+    consts, _ = loss_constants(RunSettings.of(cfg), dataset.info, dataset.x_train)
     assert consts["smoothness"] == pytest.approx((1 + 1) / 2 + 0.05)
     canary = dataset.x_train.clone()
     canary[0] *= 3.0 / float(canary[0].norm())
-    consts, why = loss_constants(cfg, dataset.info, canary)
+    consts, why = loss_constants(RunSettings.of(cfg), dataset.info, canary)
     assert consts == {} and "||x|| = 3 > R = 1" in why
 
 

@@ -5,6 +5,7 @@ threat model below every valid upper bound."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 import math
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import torch
 from scipy.stats import beta, binomtest
 
+from dplab.training.settings import RunSettings
 from dplab import accounting
 from dplab.accounting import Setting
 from dplab.accounting.gaussian import gaussian_delta
@@ -119,7 +121,7 @@ def test_lockstep_runs_are_the_engines_runs(digits, tmp_path, method, extra):
                        "device": "cpu", **extra})
     loop.train(cfg, sub, tmp_path)
     ref = torch.load(tmp_path / "model.pt")
-    res = train_many(cfg, torch.stack([sub.x_train] * 2), torch.stack([sub.y_train] * 2), [7, 3], [5], 10)
+    res = train_many(RunSettings.of(cfg), torch.stack([sub.x_train] * 2), torch.stack([sub.y_train] * 2), [7, 3], [5], 10)
     for k in ref:
         torch.testing.assert_close(res.params[k][1], ref[k], rtol=1e-6, atol=1e-7)
     assert not torch.allclose(res.params["1.weight"][0], ref["1.weight"])
@@ -134,7 +136,7 @@ def test_dead_feature_canary_is_the_only_gradient_on_its_block(digits):
     assert {0, 32, 39} <= set(dead.tolist())  # 0 in all 1797 digits images (24 too in this training split)
     assert float(digits.x_train.flatten(1)[:, dead].abs().max()) == 0.0 and float(digits.x_train.flatten(1)[:, 1].max()) > 0
     cfg = resolve_run({"method": "dp_sgd", "model": "logreg", "steps": 1, "batch_size": 8, "noise_multiplier": 1.0})
-    model = models.build(cfg, [1, 8, 8], 10)
+    model = models.build(RunSettings.of(cfg), [1, 8, 8], 10)
     params = {k: v.detach() for k, v in model.named_parameters()}
     c = canary.build(digits.x_train, 16.0, 0, params)
     assert c.weight == "1.weight" and float(c.x_in.norm()) == pytest.approx(16.0)
@@ -452,9 +454,9 @@ def test_gdp_extrapolation_is_conservative_exactly_where_the_audit_reports_it():
     rep = _equal_error_mu(lambda t: (1 - q) * norm.sf(t) + q * norm.sf(t - a), lambda t: (1 - q) * norm.sf(t) + q * norm.sf(t + a))
     s = Setting(noise_multiplier=6.0, sampling_rate=q, steps=1, sampling="poisson", neighbouring="replace_one")
     assert gaussian_epsilon(1e-5, rep) > pld.epsilon(s, 1e-5)
-    cfg = {"sampling": "poisson", "neighbouring": "replace_one", "normalize": "expected"}
-    assert not gdp_applies(cfg, "gradient", 0) and gdp_applies({**cfg, "neighbouring": "add_remove"}, "gradient", 0)
-    assert not gdp_applies({**cfg, "sampling": "full_batch"}, "gradient", 3) and not gdp_applies(cfg, "input", 0)
+    run = RunSettings.of(resolve_run({"method": "dp_sgd", "noise_multiplier": 1.0, "neighbouring": "replace_one"}))
+    assert not gdp_applies(run, "gradient", 0) and gdp_applies(replace(run, neighbouring="add_remove"), "gradient", 0)
+    assert not gdp_applies(replace(run, sampling="full_batch"), "gradient", 3) and not gdp_applies(run, "input", 0)
 
 
 # ------------------------------------------------------------------------- gradient canaries
@@ -465,7 +467,7 @@ def test_canary_gradient_is_the_clipped_gradient_of_its_loss(digits):
     from dplab.training import models
 
     cfg = resolve_run({"method": "dp_sgd", "model": "logreg", "steps": 1, "batch_size": 8, "noise_multiplier": 1.0})
-    params = {k: torch.stack([v.detach()] * 2) for k, v in models.build(cfg, [1, 8, 8], 10).named_parameters()}
+    params = {k: torch.stack([v.detach()] * 2) for k, v in models.build(RunSettings.of(cfg), [1, 8, 8], 10).named_parameters()}
     params = {k: v + 0.3 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1)) for k, v in params.items()}
     c = canary.gradient_canaries(digits.x_train[:16], {k: v[0] for k, v in params.items()}, 3, 0.8, "replace_one")
     signs = torch.tensor([[1.0, -1.0, 0.0], [0.0, 1.0, 1.0]])
@@ -500,10 +502,10 @@ def test_white_box_scores_follow_their_closed_form(digits):
     cfg = resolve_run({"method": "dp_sgd", "model": "logreg", "steps": steps, "batch_size": n_real + k, "lr": lr,
                        "noise_multiplier": sigma, "clip": 1.0, "neighbouring": "add_remove"})
     x, y = digits.x_train[:n_real], digits.y_train[:n_real]
-    params = dict(models.build(cfg, [1, 8, 8], 10).named_parameters())
+    params = dict(models.build(RunSettings.of(cfg), [1, 8, 8], 10).named_parameters())
     c = canary.gradient_canaries(x, params, k, norm_c, "add_remove")
     members = torch.rand(runs, k, generator=torch.Generator().manual_seed(0)) < 0.5
-    res = train_many(cfg, x.expand(runs, *x.shape), y.expand(runs, -1), list(range(runs)), [steps], 10,
+    res = train_many(RunSettings.of(cfg), x.expand(runs, *x.shape), y.expand(runs, -1), list(range(runs)), [steps], 10,
                      gradient=c, members=members)
     m = members.numpy()
     mu = math.sqrt(steps) * norm_c / sigma

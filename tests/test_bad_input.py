@@ -278,10 +278,10 @@ def test_run_metrics_cut_at_a_line_boundary_are_refused(tmp_path):
     path = tmp_path / "metrics.csv"
     rows = "".join(f"{t},0.5\n" for t in (10, 20, 30, 40))
     path.write_text("step,train_loss\n" + rows)
-    assert list(run_metrics(path, {"run": {"steps": 40}})["step"]) == [10, 20, 30, 40]
+    assert list(run_metrics(path, 40)["step"]) == [10, 20, 30, 40]
     path.write_text("step,train_loss\n" + rows[: rows.index("40,")])
     with pytest.raises(DPLabError) as err:
-        run_metrics(path, {"run": {"steps": 40}})
+        run_metrics(path, 40)
     assert "truncated: its last step is 30, the run's summary says 40" in str(err.value)
 
 

@@ -142,7 +142,7 @@ def test_threads_are_recorded_and_a_checkpoint_of_another_thread_count_is_not_re
     assert resumed[0] == 1
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "written with threads=2 (now 1)" in line and line.endswith("restarting from step 0")
-    env = summary["environment"]
+    env = summary.environment
     assert env["threads"] == 1 and env["device"] == "cpu" and env["torch"] == torch.__version__
     assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert all((reference / f).read_bytes() == (tmp_path / f).read_bytes() for f in FILES)

@@ -3,12 +3,15 @@ figure tables all ask dplab.accounting.claims.refusal, from what summary.json re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import summary_json
+from dplab.training.summary import RunSummary
 from dplab import accounting
 from dplab.accounting.claims import CORRELATED, KEYS, Update, exclusion, from_summary, key, refusal
 from dplab.accounting.sweep import sweep
@@ -60,7 +63,7 @@ def test_sweep_from_a_summary_reproduces_the_run_exactly(runs, name):
     """For every accountant: refused by the sweep iff the run excluded it (same reason), and the
     same ε at the run's last step where claimed."""
     summary = _summary(runs, name)
-    setting, update = from_summary(summary)
+    setting, update = from_summary(RunSummary.of(summary))
     table = sweep(setting, summary["delta"], accounting.names(), np.array([10, 30]), update)
     for accountant, rows in table.groupby("accountant"):
         if accountant in summary[key(accountant)]:
@@ -75,7 +78,7 @@ def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
     """A sweep CSV carrying curves the run may not claim (written by an older sweep, or by hand):
     the figure table turns each into one refused row; without a valid pld curve it refuses."""
     summary = _summary(runs, "dp_sgd")
-    setting, _ = from_summary(summary)
+    setting, _ = from_summary(RunSummary.of(summary))
     steps = np.array([1, 10, 30])
     forged = sweep(setting, summary["delta"], ["pld", "rdp"], steps)
     forged = pd.concat([forged, forged[forged.accountant == "rdp"].assign(accountant="langevin")], ignore_index=True)
@@ -87,7 +90,7 @@ def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
     assert table[table.accountant == "pld"].epsilon.notna().sum() == 3
 
     projected = _summary(runs, "projected")
-    forged = sweep(from_summary(projected)[0], projected["delta"], ["pld"], steps)  # canonical update: the old sweep
+    forged = sweep(from_summary(RunSummary.of(projected))[0], projected["delta"], ["pld"], steps)  # canonical update: the old sweep
     assert forged.epsilon.notna().all()
     write_table(path, forged)
     with pytest.raises(DPLabError, match="no pld values"):
@@ -121,7 +124,8 @@ def test_runs_without_a_setting_and_old_summaries():
     assert "dp_mf" in refusal("mf", None, Update())
     assert "non-private" in refusal("rdp", None, Update(noise="none"))
     with pytest.raises(DPLabError, match="update"):
-        from_summary({"setting": None})
+        from_summary(dataclasses.replace(RunSummary.of(summary_json({"method": "dp_sgd", "noise_multiplier": 1.0})),
+                                         update={"noise": "independent", "bogus": 1}))
 
 
 def test_old_summary_is_refused_by_the_sweep_command(runs, tmp_path, capsys):

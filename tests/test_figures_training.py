@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import synthetic_data
+from conftest import summary_json
 from dplab import jobs, layout
 from dplab.figures import figure
 from dplab.training import loop
@@ -63,14 +64,15 @@ def test_nonprivate_training_stars_the_best_logged_values(synth, tmp_path):
 
 
 def _fake_summary(folder, name, method, eps, seed, acc, accountant="rdp"):
-    run = {"name": name, "method": method, "model": "logreg", "steps": 10, "lr": 0.1, "clip": 1.0,
-           "accountant": accountant if eps else None, "target_epsilon": eps}
+    run = {"name": name, "method": method, "model": "logreg", "steps": 10, "lr": 0.1}
+    if eps:
+        run.update(clip=1.0, accountant=accountant, target_epsilon=eps)
     setting = {"noise_multiplier": 1.0, "sampling_rate": 0.1, "steps": 10, "sampling": "poisson"} if eps else None
-    summary = {"run": run, "dataset": {"name": "synthetic"}, "sampling": "poisson", "setting": setting,
-               "batch_size": 10, "noise_multiplier": 1.0 if eps else None, "delta": 1e-5 if eps else None,
-               "neighbouring": "add_remove", "epsilon": {accountant: eps} if eps else {},
-               "epsilon_covers": {accountant: "every iterate"} if eps else {}, "final": {"test_accuracy": acc},
-               "excluded_accountants": {}, "update": {"noise": "independent" if eps else "none", "normalize": "expected"}}
+    summary = summary_json(run, {"test_accuracy": acc}, sampling="poisson", setting=setting,
+                           batch_size=10, noise_multiplier=1.0 if eps else None, delta=1e-5 if eps else None,
+                           neighbouring="add_remove", epsilon={accountant: eps} if eps else {},
+                           epsilon_covers={accountant: "every iterate"} if eps else {},
+                           update={"noise": "independent" if eps else "none", "normalize": "expected"})
     path = folder / name / "summary.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(summary))

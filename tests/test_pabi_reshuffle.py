@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
+from dplab.training.settings import RunSettings
 from dplab.accounting import Setting, get
 from dplab.accounting.pabi import worst_shift_cost
 from dplab.cli import main
@@ -112,7 +113,7 @@ def test_training_run_with_reshuffle_claims_the_reshuffled_bound():
     run = resolve_run({"method": "dp_sgd_fixed_batches", "dataset": "s", "batch_size": 50, "steps": 21, "clip": 3.0,
                        "lr": 0.1, "noise_multiplier": 2.0, "neighbouring": "replace_one", "reshuffle": True,
                        "accountants": ["pabi"]})
-    claim = plan(run, update_of(run), 1000, 50, 3 * 2 + 2, info, [21], train["x"])
+    claim = plan(RunSettings.of(run), update_of(RunSettings.of(run)), 1000, 50, 3 * 2 + 2, info, [21], train["x"])
     assert claim.setting.reshuffle is True
     assert claim.curves["pabi"][0] == pytest.approx(get("pabi").epsilon(claim.setting, 1e-5))
     assert claim.curves["pabi"][0] > get("pabi").epsilon(claim.setting.replace(reshuffle=False), 1e-5)

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
+from dplab.training.summary import RunSummary
 from dplab import accounting
 from dplab.accounting.claims import KEYS
 from dplab.cli import main
@@ -161,7 +162,7 @@ def test_figures_never_take_a_lower_bound_or_a_comparison_for_a_claim(trained, t
 
     for name in ("shuffle_lower", "as_if_poisson"):
         with pytest.raises(DPLabError, match="reports no ε"):
-            runs.claimed_epsilon(summary, name, "figures.x")
+            runs.claimed_epsilon(RunSummary.of(summary), name, "figures.x")
     forged = json.loads(json.dumps(summary))
     kind = forged["epsilon_bound"].pop("as_if_poisson")
     forged["epsilon"]["as_if_poisson"] = forged[KEYS[kind]].pop("as_if_poisson")
@@ -170,7 +171,7 @@ def test_figures_never_take_a_lower_bound_or_a_comparison_for_a_claim(trained, t
     metrics.rename(columns={"epsilon_comparison_as_if_poisson": "epsilon_as_if_poisson"}).to_csv(
         tmp_path / "metrics.csv", index=False)
     with pytest.raises(DPLabError, match="not a guarantee"):
-        runs.claimed_epsilon(forged, "as_if_poisson", "figures.x")
+        runs.claimed_epsilon(RunSummary.of(forged), "as_if_poisson", "figures.x")
     table = figure("hidden_state_gain").table({"summaries": [str(tmp_path / "summary.json")], "metrics": [str(tmp_path / "metrics.csv")]},
                                               {"runs": ["shuffled"], "skip": []})
     refused = table[table.accountant == "as_if_poisson"]

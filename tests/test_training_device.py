@@ -11,6 +11,7 @@ import warnings
 import pytest
 import torch
 
+from conftest import model_settings
 from dplab.errors import Diverged
 from dplab.mf import accounting as mf_accounting
 from dplab.training import checkpoint, loop, per_example, samplers
@@ -140,7 +141,7 @@ def test_cuda_conv_clipped_sum_matches_torch_func(channels):
     from dplab.training import models
 
     torch.manual_seed(0)
-    model = models.build({"model": "cnn", "channels": channels}, [1, 12, 12], 10).cuda()
+    model = models.build(model_settings("cnn", channels=channels), [1, 12, 12], 10).cuda()
     params = {k: v.detach() for k, v in model.named_parameters()}
     loss = models.example_loss(model, 0.0)
     x, y = torch.rand(16, 1, 12, 12, device="cuda"), torch.randint(0, 10, (16,), device="cuda")

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import summary_json
+from dplab.training.settings import RunSettings
 from dplab.accounting import Setting, get
 from dplab import layout
 from dplab.errors import DPLabError
@@ -36,7 +38,7 @@ def _cfg(**kw):
 
 def test_end_to_end_summary_names_the_mf_accountant_and_excludes_dp_sgd_ones(synth, tmp_path):
     cfg = _cfg()
-    summary = loop.train(cfg, synth, tmp_path)
+    summary = loop.train(cfg, synth, tmp_path).as_dict()
     assert set(summary["epsilon"]) == {"mf"}
     assert summary["epsilon"]["mf"] <= 2.0 + 1e-9
     assert set(summary["excluded_accountants"]) == {"rdp", "pld"}
@@ -56,7 +58,7 @@ def test_calibrated_sigma_meets_target_and_matches_seed_004():
     calibrated σ gives ε = 1 at δ = 1e-6 (within the bisection tolerance) and matches the
     exact analytic Gaussian mechanism, ≈ 4 as 004 reports."""
     cfg = _cfg(strategy="optimal", bands=None, steps=200, batch_size=25, target_epsilon=1.0, delta=1e-6)
-    mech = dp_mf.prepare(cfg, 5000, [100, 200])
+    mech = dp_mf.prepare(RunSettings.of(cfg), 5000, [100, 200])
     sigma = mech.plan.noise_multiplier
     assert mech.plan.curves["mf"][-1] <= 1.0 and mech.plan.curves["mf"][-1] > 1.0 - 1e-3
     analytic = get("gaussian_analytic").sigma(Setting(noise_multiplier=1.0, steps=1, sensitivity=1.0,
@@ -71,7 +73,7 @@ def test_identity_cyclic_poisson_one_partition_is_poisson_dp_sgd():
     ε = 1 under the registered PLD accountant of DP-SGD on the same setting."""
     cfg = _cfg(strategy="identity", bands=None, steps=200, batch_size=25, target_epsilon=1.0, delta=1e-6,
                sampling="cyclic_poisson", min_separation=1)
-    sigma = dp_mf.prepare(cfg, 5000, [200]).plan.noise_multiplier
+    sigma = dp_mf.prepare(RunSettings.of(cfg), 5000, [200]).plan.noise_multiplier
     setting = Setting(noise_multiplier=sigma, steps=200, sampling="poisson", neighbouring="add_remove",
                       dataset_size=5000, batch_size=25)
     assert get("pld").epsilon(setting, 1e-6) == pytest.approx(1.0, abs=2e-3)
@@ -79,7 +81,7 @@ def test_identity_cyclic_poisson_one_partition_is_poisson_dp_sgd():
 
 def test_accountant_receives_the_training_sampler(synth):
     cfg = _cfg(sampling="cyclic_poisson", min_separation=4)
-    mech = dp_mf.prepare(cfg, 60, [12])
+    mech = dp_mf.prepare(RunSettings.of(cfg), 60, [12])
     assert isinstance(mech.sampler.spec, mf_accounting.CyclicPoisson)
     assert mech.plan.details["matrix_factorization"]["sampler"]["sampling_rate"] == pytest.approx(5 * 4 / 60)
     g = torch.Generator().manual_seed(0)
@@ -140,25 +142,26 @@ def test_cached_factorization_is_checked_against_the_run(synth, tmp_path):
     cfg = _cfg()
     fact = factorizations.banded(prefix_sum(12), 3)
     factorizations.save(fact, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
-    loaded = dp_mf.load_factorization(cfg, tmp_path)
+    loaded = dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     np.testing.assert_array_equal(loaded.encoder, fact.encoder)
     factorizations.save(factorizations.banded(prefix_sum(12), 2), tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     with pytest.raises(DPLabError, match="bands=2"):
-        dp_mf.load_factorization(cfg, tmp_path)
+        dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     a = loop.train(cfg, synth, tmp_path / "a", factorization=fact)
     b = loop.train(cfg, synth, tmp_path / "b")
-    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert a.text() == b.text()
 
 
 def _summary(path, method, seed, eps, acc):
-    run = {"method": method, "seed": seed, "sampling": "poisson" if method == "dp_sgd" else "cyclic_poisson",
-           "strategy": "banded", "bands": 4, "min_separation": 4}
     mf = method == "dp_mf"
+    run = {"method": method, "seed": seed, "noise_multiplier": 1.0}
+    if mf:
+        run.update(sampling="cyclic_poisson", strategy="banded", bands=4, min_separation=4)
     setting = None if mf else {"noise_multiplier": 1.0, "sampling_rate": 0.05, "steps": 10, "sampling": "poisson"}
-    path.write_text(json.dumps({"run": run, "epsilon": {"mf" if mf else "pld": eps}, "delta": 1e-6,
-                                "noise_multiplier": 1.0, "final": {"test_accuracy": acc, "test_loss": 1 - acc},
-                                "setting": setting, "excluded_accountants": {},
-                                "update": {"noise": "correlated" if mf else "independent", "normalize": "expected"}}))
+    path.write_text(json.dumps(summary_json(run, {"test_accuracy": acc, "test_loss": 1 - acc},
+                                            epsilon={"mf" if mf else "pld": eps}, delta=1e-6, noise_multiplier=1.0,
+                                            setting=setting,
+                                            update={"noise": "correlated" if mf else "independent", "normalize": "expected"})))
     return str(path)
 
 

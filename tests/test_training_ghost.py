@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import model_settings
 from dplab.training import models, per_example
 from dplab.training.per_example import CLIP_EPS, _materialized, clipped_grad_sum, ghost_supported
 
@@ -45,13 +46,13 @@ class SeqLinear(nn.Module):
 
 def _model(kind):
     if kind == "logreg":
-        return models.build({"model": "logreg"}, [1, 8, 8], 10), [1, 8, 8]
+        return models.build(model_settings("logreg"), [1, 8, 8], 10), [1, 8, 8]
     if kind == "mlp004":
-        return models.build({"model": "mlp", "hidden": 128}, [1, 28, 28], 10), [1, 28, 28]
+        return models.build(model_settings("mlp", hidden=128), [1, 28, 28], 10), [1, 28, 28]
     if kind == "cnn28":
-        return models.build({"model": "cnn", "channels": 4}, [1, 28, 28], 10), [1, 28, 28]
+        return models.build(model_settings("cnn", channels=4), [1, 28, 28], 10), [1, 28, 28]
     if kind == "tanh_cnn":  # Tramèr & Boneh's: strided 8×8 conv with padding, max-pool stride 1, tanh
-        return models.build({"model": "tanh_cnn"}, [1, 28, 28], 10), [1, 28, 28]
+        return models.build(model_settings("tanh_cnn"), [1, 28, 28], 10), [1, 28, 28]
     if kind == "wide_mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                              nn.Linear(512, 10)), [1, 8, 8]
@@ -182,8 +183,8 @@ def test_plain_function_loss_uses_torch_func():
 def test_tanh_cnn_is_tramer_and_boneh_s_network():
     """Their end-to-end Fashion-MNIST CNN: conv 16@8×8/2 (pad 2), pool 2/1, conv 32@4×4/2, pool 2/1,
     dense 32, dense 10, tanh after each hidden layer: 1040 + 8224 + 16416 + 330 = 26010 parameters."""
-    model = models.build({"model": "tanh_cnn"}, [1, 28, 28], 10)
+    model = models.build(model_settings("tanh_cnn"), [1, 28, 28], 10)
     assert [sum(p.numel() for p in m.parameters()) for m in model if any(True for _ in m.parameters())] == [1040, 8224, 16416, 330]
     assert sum(isinstance(m, nn.Tanh) for m in model) == 3 and model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
     with pytest.raises(Exception, match="28×28"):
-        models.build({"model": "tanh_cnn"}, [1, 8, 8], 10)
+        models.build(model_settings("tanh_cnn"), [1, 8, 8], 10)

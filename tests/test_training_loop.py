@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from dplab.training.settings import RunSettings
 from dplab.training import data, loop, models, samplers
 from dplab.training.resolve import resolve_run
 from dplab.training.per_example import CLIP_EPS
@@ -110,7 +111,7 @@ def _run(cfg, ds, tmp_path, **kw):
 
 def _start(cfg, ds, w0):
     """The model at the run's initial point, then moved to w0 (a point with distinct gradients)."""
-    model = models.build(cfg, ds.info["input_shape"], ds.info["classes"])
+    model = models.build(RunSettings.of(cfg), ds.info["input_shape"], ds.info["classes"])
     with torch.no_grad():
         for (k, p) in model.named_parameters():
             p.copy_(w0[k])
@@ -136,7 +137,7 @@ def test_two_steps_match_hand_computation(method, extra, synth, tmp_path):
     cfg, got = _run(run, synth, tmp_path)
     n, sigma, clip, lr = 40, 1.3, 0.05, 0.7
     b = n if cfg["sampling"] == "full_batch" else 8
-    model = models.build(cfg, synth.info["input_shape"], synth.info["classes"])
+    model = models.build(RunSettings.of(cfg), synth.info["input_shape"], synth.info["classes"])
     w = {k: p.detach().clone() for k, p in model.named_parameters()}
     g = torch.Generator().manual_seed(3)
     perm = None
@@ -179,7 +180,7 @@ def test_sgd_is_plain_minibatch_sgd(synth, tmp_path):
     cfg, got = _run({"method": "sgd", "steps": 1, "batch_size": 10, "lr": 0.3, "seed": 5}, synth, tmp_path)
     g = torch.Generator().manual_seed(5)
     idx = torch.randperm(40, generator=g)[:10]
-    model = models.build(cfg, synth.info["input_shape"], synth.info["classes"])
+    model = models.build(RunSettings.of(cfg), synth.info["input_shape"], synth.info["classes"])
     nn.functional.cross_entropy(model(synth.x_train[idx]), synth.y_train[idx]).backward()
     for k, p in model.named_parameters():
         torch.testing.assert_close(got[k], -0.3 * p.grad, atol=1e-6, rtol=0)

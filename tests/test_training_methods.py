@@ -20,6 +20,7 @@ from dplab.errors import DPLabError
 from dplab.schemas import load_schema
 from dplab.training import samplers
 from dplab.training.resolve import resolve_run
+from dplab.figures import runs
 from dplab.training.methods import METHODS
 from dplab.training.methods.base import Method
 from dplab.training.settings import RunSettings
@@ -59,6 +60,7 @@ def test_a_new_method_is_one_new_module(tmp_path):
 def test_every_method_declares_all_its_parts(name):
     method = METHODS[name]
     assert isinstance(method, Method) and method.name == name
+    assert method.display and runs.display_name(name) == method.display  # the figures' name: the method's own
     assert re.search(r"\b00[0-4]\b", method.source), "cites its source paper (docs/references.md)"
     assert method.rule.startswith("w ←")
     assert method.samplings and set(method.samplings) <= set(SAMPLINGS)
@@ -77,6 +79,12 @@ def test_every_method_declares_all_its_parts(name):
     assert METHODS_DIR.joinpath(f"{name}.py").read_text().count("METHOD = ") == 1
 
 
+def test_every_method_has_its_own_display_name():
+    displays = [method.display for method in METHODS.values()]
+    assert len(set(displays)) == len(displays)
+    assert runs.display_name("unknown_method") == "unknown_method"
+
+
 @pytest.mark.parametrize("name", sorted(m for m in METHODS if not METHODS[m].keys))
 def test_a_method_without_own_keys_resolves_and_samples_as_declared(name):
     """A run of only what the method declares it needs resolves to the method's defaults, and its
@@ -92,8 +100,8 @@ def test_a_method_without_own_keys_resolves_and_samples_as_declared(name):
     cfg = resolve_run(raw)
     assert (cfg["sampling"], cfg["normalize"]) == (method.samplings[0], method.normalize)
     assert cfg["accountant"] == method.default_accountant(cfg["sampling"], cfg["neighbouring"])
-    assert method.update(cfg).noise == method.noise
-    sampler = method.sampler(cfg, 20)
+    assert method.update(RunSettings.of(cfg)).noise == method.noise
+    sampler = method.sampler(RunSettings.of(cfg), 20)
     assert type(sampler) is type(samplers.build(cfg["sampling"], 20, RunSettings.of(cfg).b(20)))
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from dplab.training.settings import RunSettings
 from dplab.training import models
 from dplab.training.per_example import CLIP_EPS, clipped_grad_sum
 
@@ -16,7 +17,7 @@ def _setup(kind, l2=0.0, batch=12, seed=0):
     torch.manual_seed(seed)
     shape = SHAPES[kind]
     cfg = {"model": kind.replace("28", ""), "hidden": 16, "channels": 4, "l2": l2}
-    model = models.build(cfg, shape, 10).double()
+    model = models.build(RunSettings.of(cfg), shape, 10).double()
     for p in model.parameters():  # logreg starts at 0: move away so gradients differ per example
         nn.init.normal_(p, std=0.3)
     x = torch.rand(batch, *shape, dtype=torch.float64)

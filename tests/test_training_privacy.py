@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from conftest import model_settings
 from dplab import accounting
 from dplab.errors import DPLabError
 from dplab.training import data
@@ -22,7 +23,8 @@ def synth(tmp_path_factory):
 
 def _plan(run, info, n=200, b=20, d=10):
     cfg = resolve_run({"steps": 50, "batch_size": b, **run})
-    return plan(cfg, update_of(cfg), n, RunSettings.of(cfg).b(n), d, info, [10, 50], info["x_train"])
+    run = RunSettings.of(cfg)
+    return plan(run, update_of(run), n, run.b(n), d, info, [10, 50], info["x_train"])
 
 
 def test_sgd_claims_nothing(synth):
@@ -58,11 +60,11 @@ def test_projected_poisson_normalisation_decides_validity(synth):
 def test_loss_constants_only_when_guaranteed(synth):
     r2 = 1.0 + 1.0
     base = {"method": "noisy_gd", "noise_multiplier": 1.0, "l2": 0.5, "diameter": 2.0, "clip": 10.0}
-    consts, _ = loss_constants(resolve_run(base), synth, synth["x_train"])
+    consts, _ = loss_constants(RunSettings.of(resolve_run(base)), synth, synth["x_train"])
     assert consts == pytest.approx({"strong_convexity": 0.5, "smoothness": r2 / 2 + 0.5, "lipschitz": math.sqrt(2 * r2) + 0.5})
     for change in ({"clip": 1.0}, {"diameter": None}):  # clipping may act / gradient unbounded
-        assert loss_constants(resolve_run({**base, **change}), synth, synth["x_train"])[0] == {}
-    assert loss_constants(resolve_run({**base, "model": "mlp", "l2": 0.0}), synth, synth["x_train"])[0] == {}
+        assert loss_constants(RunSettings.of(resolve_run({**base, **change})), synth, synth["x_train"])[0] == {}
+    assert loss_constants(RunSettings.of(resolve_run({**base, "model": "mlp", "l2": 0.0})), synth, synth["x_train"])[0] == {}
     setting = _plan({**base, "accountants": []}, synth).setting
     assert setting.strong_convexity == 0.5 and setting.lipschitz == pytest.approx(math.sqrt(2 * r2) + 0.5)
 
@@ -77,7 +79,7 @@ def test_logreg_constants_bound_the_real_gradients(synth, tmp_path):
     cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 300, "test_size": 10, "dim": 6, "classes": 4, "feature_norm": 3.0}, "s")
     train, _, info = data.prepare(cfg, "s")
     lip, beta = info["logreg_constants"]["lipschitz"], info["logreg_constants"]["smoothness"]
-    model = models.build({"model": "logreg"}, info["input_shape"], 4).double()
+    model = models.build(model_settings("logreg"), info["input_shape"], 4).double()
     x, y = torch.from_numpy(train["x"]).double(), torch.from_numpy(train["y"])
     theta = torch.cat([p.detach().flatten() for p in model.parameters()])
     torch.manual_seed(0)

@@ -27,7 +27,7 @@ def digits(tmp_path_factory):
 def test_accuracy_floor(run, floor, digits, tmp_path):
     extra = {"accountants": ["rdp"]} if run["method"] != "sgd" else {}
     cfg = resolve_run({"log_every": 1000, "checkpoint_every": 0, "device": "cpu", **extra, **run})
-    summary = loop.train(cfg, digits, tmp_path)
+    summary = loop.train(cfg, digits, tmp_path).as_dict()
     assert summary["final"]["test_accuracy"] >= floor
     if "target_epsilon" in run:
         assert summary["epsilon"]["rdp"] <= run["target_epsilon"]
