@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
 from dplab import entries, jobs, layout
 from dplab.training.methods import run_factorization
@@ -94,13 +95,14 @@ def test_bad_params_name_the_key(params, match):
 
 
 def test_mf_out_writes_what_train_loads(tmp_path, capsys):
-    cfg = {"strategy": "banded", "steps": 12, "bands": 3}
+    run = RunSettings.of(resolve_run({"method": "dp_mf", "strategy": "banded", "steps": 12, "bands": 3,
+                                      "sampling": "min_separation", "noise_multiplier": 1.0}))
     with pytest.raises(DPLabError, match="dplab mf --strategy banded --steps 12 --bands 3 --out"):
-        dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
+        dp_mf.load_factorization(run, tmp_path)
     path = tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz"
     assert main(["mf", "--strategy", "banded", "--steps", "12", "--bands", "3", "--out", str(path)]) == 0
     assert json.loads(capsys.readouterr().out)["out"] == str(path)
-    np.testing.assert_array_equal(dp_mf.load_factorization(RunSettings.of(cfg), tmp_path).encoder,
+    np.testing.assert_array_equal(dp_mf.load_factorization(run, tmp_path).encoder,
                                   factorizations.banded(prefix_sum(12), 3).encoder)
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from dplab.training.settings import RunSettings
+from conftest import model_settings
 from dplab.training import models
 from dplab.training.per_example import CLIP_EPS, clipped_grad_sum
 
@@ -16,8 +16,7 @@ SHAPES = {"logreg": [1, 8, 8], "mlp": [1, 8, 8], "cnn": [1, 8, 8], "cnn28": [1, 
 def _setup(kind, l2=0.0, batch=12, seed=0):
     torch.manual_seed(seed)
     shape = SHAPES[kind]
-    cfg = {"model": kind.replace("28", ""), "hidden": 16, "channels": 4, "l2": l2}
-    model = models.build(RunSettings.of(cfg), shape, 10).double()
+    model = models.build(model_settings(kind.replace("28", ""), hidden=16, channels=4), shape, 10).double()
     for p in model.parameters():  # logreg starts at 0: move away so gradients differ per example
         nn.init.normal_(p, std=0.3)
     x = torch.rand(batch, *shape, dtype=torch.float64)

@@ -172,12 +172,12 @@ def check_config(config: dict) -> dict[str, dict]:
         for name in entry["accountants"]:
             if name not in known:
                 raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
-        run = resolved[f"runs/{entry['run']}"]
-        noise = update_of(RunSettings.of(run)).noise
+        run = RunSettings.of(resolved[f"runs/{entry['run']}"])
+        noise = update_of(run).noise
         if noise != "independent":
             kind = "non-private" if noise == "none" else "correlated-noise"
             raise DPLabError(f"sweeps.{sweep}.run", f"run {entry['run']!r} is a {kind} run (method "
-                                                    f"{run['method']}): every accountant of a sweep refuses it")
+                                                    f"{run.method}): every accountant of a sweep refuses it")
     for audit, entry in config.get("audits", {}).items():
         _check_audit(config, audit, entry)
     for figure, params in config.get("figures", {}).items():

@@ -151,28 +151,28 @@ def _outputs(plan: jobs.Plan, job: jobs.Job) -> dict:
         files = job.outputs
         return {"outs": [files["summary"], files["model"], files["grad_norms"], files["individual_epsilon"]],
                 "metrics": [files["metrics_json"]],
-                "plots": [{files["metrics"]: run_plot(job.name.removeprefix("runs/"), job.run)}]}
+                "plots": [{files["metrics"]: run_plot(job.name.removeprefix("runs/"), RunSettings.of(job.run))}]}
     if isinstance(job, jobs.SweepJob):
-        run = plan.job("train", f"runs/{job.run}").run
+        run = RunSettings.of(plan.job("train", f"runs/{job.run}").run)
         return {"plots": [{job.outputs["table"]: sweep_plot(job, run)}]}
     return {"outs": job.output_files}
 
 
-def _privacy(run: dict) -> str:
-    """δ, neighbouring relation and sampling of a (resolved) run, as every ε is labelled."""
-    return f"δ={run['delta']:g}, {run['neighbouring']}, {run['sampling']} sampling"
+def _privacy(run: RunSettings) -> str:
+    """δ, neighbouring relation and sampling of a resolved run, as every ε is labelled."""
+    return f"δ={run.delta:g}, {run.neighbouring}, {run.sampling} sampling"
 
 
-def run_plot(name: str, run: dict) -> dict:
+def run_plot(name: str, run: RunSettings) -> dict:
     """The DVC plot of run ``name``'s metrics.csv: ε vs step per accountant (:data:`RUN_TEMPLATE`,
     which draws every ε column the file has: no ``y``), or test accuracy vs step for a non-private
     run (no ε column); ``run`` resolved."""
-    if update_of(RunSettings.of(run)).noise == "none":
+    if update_of(run).noise == "none":
         return {"x": "step", "y": "test_accuracy", "title": f"{name}: test accuracy vs step (non-private: no ε)"}
     return {"x": "step", "template": RUN_TEMPLATE, "title": f"{name}: ε vs step per accountant ({_privacy(run)})"}
 
 
-def sweep_plot(job: jobs.SweepJob, run: dict) -> dict:
+def sweep_plot(job: jobs.SweepJob, run: RunSettings) -> dict:
     """The DVC plot of a sweep's CSV: ε vs T, one line per accountant (:data:`SWEEP_TEMPLATE`);
     ``run`` the resolved run whose setting it sweeps."""
     return {"x": "steps", "y": "epsilon", "template": SWEEP_TEMPLATE,
