@@ -134,7 +134,7 @@ def test_old_summary_is_refused_by_the_sweep_command(runs, tmp_path, capsys):
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     out = tmp_path / "out.csv"
     assert main(["sweep", "--summary", str(tmp_path / "summary.json"), "--accountants", "rdp", "--out", str(out)]) == 2
-    assert "records no 'update'" in capsys.readouterr().err and not out.exists()
+    assert "run summary has no key 'update'" in capsys.readouterr().err and not out.exists()
 
 
 @pytest.mark.parametrize("name, sampling", [("shuffle_lower", "shuffle"), ("balls_in_bins_lower", "balls_in_bins"),

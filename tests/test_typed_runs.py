@@ -96,5 +96,5 @@ def test_a_summary_without_a_key_is_refused_naming_it(synth, tmp_path):
     data = json.loads((tmp_path / "run" / "summary.json").read_text())
     del data["update"], data["risk"]
     (tmp_path / "old.json").write_text(json.dumps(data))
-    with pytest.raises(DPLabError, match=r"records no 'risk', 'update' \(written by an older dplab"):
+    with pytest.raises(DPLabError, match=r"run summary has no key 'risk', 'update'; delete it"):
         RunSummary.read(tmp_path / "old.json")

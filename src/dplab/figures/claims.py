@@ -358,7 +358,7 @@ def risk_claims(res: Results, epsilon: float = 1.0, delta: float = 1e-6) -> list
     rows = []
     for (number, section, *_), found in zip(TRIES, res.tries + [None] * 4):
         path = found[0] if found else layout.table_file("dp_training_tries")
-        reading = found[1].get("risk", {}) if found else {}
+        reading = found[1].risk if found else {}
         why_not = (missing(f"try {number} in figure dp_training_tries") if not found else
                    "" if "tpr" in reading else f"the run gives no risk: {reading.get('unavailable', 'no risk entry')}")
         tpr = reading["tpr"][reading["fpr"].index(RISK_FPR)] if not why_not else None

@@ -45,8 +45,8 @@ class DatasetInfo:
 
 @dataclass(frozen=True)
 class RunSummary:
-    dplab_version: str
     run: dict  # the resolved run (dplab.training.resolve.resolve_run), as the checkpoint fingerprint hashes it
+    dplab_version: str
     method_source: str  # the method's source (Method.source)
     dataset: DatasetInfo
     device: str
@@ -104,11 +104,8 @@ class RunSummary:
 
     @classmethod
     def of(cls, data: dict) -> RunSummary:
-        """The summary of the JSON object ``data`` (KeyError naming a missing key)."""
+        """The summary of the JSON object ``data`` (a TypeError if it lacks a key of :data:`KEYS`)."""
         keys = {f.name for f in dataclasses.fields(cls)}
-        missing = [k for k in keys - {"details", "individual_privacy"} if k not in data]
-        if missing:
-            raise KeyError(", ".join(map(repr, sorted(missing))))
         return cls(**{k: v for k, v in data.items() if k in keys and k not in ("final", "dataset")},
                    final=Final(**data["final"]), dataset=DatasetInfo(**data["dataset"]),
                    details={k: v for k, v in data.items() if k not in keys})
@@ -116,13 +113,14 @@ class RunSummary:
     @classmethod
     def read(cls, path: str | Path) -> RunSummary:
         """The run summary in ``path`` (written by ``dplab train``); a DPLabError naming the file
-        if it is missing, damaged or lacks a key (written by an older dplab)."""
+        if it is missing, damaged or lacks a key of :data:`KEYS` (e.g. written by an older dplab)."""
         regenerate = train_command(Path(path).parent)
-        data = read_json(path, "run summary", regenerate)
+        data = read_json(path, "run summary", regenerate, KEYS)
         try:
             return cls.of(data)
-        except KeyError as err:
-            raise damaged(path, "run summary", f"records no {err.args[0]} (written by an older dplab?)",
-                          regenerate) from None
         except TypeError as err:
             raise damaged(path, "run summary", f"holds unexpected entries ({err})", regenerate) from None
+
+
+#: the keys every summary.json holds (all of :class:`RunSummary`'s but its optional ones)
+KEYS = tuple(f.name for f in dataclasses.fields(RunSummary) if f.name not in ("details", "individual_privacy"))
