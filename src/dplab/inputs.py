@@ -1,5 +1,6 @@
 """Reading what one command wrote for another: prepared datasets, saved factorizations, run
-summaries (read by :meth:`dplab.training.summary.RunSummary.read`), result tables (CSV); and the whole-file check of every file a command reads.
+summaries (:meth:`dplab.training.summary.RunSummary.read` builds on :func:`read_json`), result
+tables (CSV); and the whole-file check of every file a command reads.
 
 A missing, corrupt or truncated file is one :class:`~dplab.errors.DPLabError` (one line, exit 2
 on the CLI) naming the file, what is wrong and the command that writes it again, never a

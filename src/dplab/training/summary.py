@@ -104,7 +104,7 @@ class RunSummary:
 
     @classmethod
     def of(cls, data: dict) -> RunSummary:
-        """The summary of the JSON object ``data`` (a TypeError if it lacks a key of :data:`KEYS`)."""
+        """The summary of the JSON object ``data``, which holds :data:`KEYS` (:meth:`read` checks that)."""
         keys = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in keys and k not in ("final", "dataset")},
                    final=Final(**data["final"]), dataset=DatasetInfo(**data["dataset"]),
