@@ -98,3 +98,8 @@ def test_a_summary_without_a_key_is_refused_naming_it(synth, tmp_path):
     (tmp_path / "old.json").write_text(json.dumps(data))
     with pytest.raises(DPLabError, match=r"run summary has no key 'risk', 'update'; delete it"):
         RunSummary.read(tmp_path / "old.json")
+    data = json.loads((tmp_path / "run" / "summary.json").read_text())
+    del data["run"]["individual_order"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    with pytest.raises(DPLabError, match=r"run summary records a run without key 'individual_order'"):
+        RunSummary.read(tmp_path / "old.json")

@@ -117,9 +117,14 @@ class RunSummary:
         regenerate = train_command(Path(path).parent)
         data = read_json(path, "run summary", regenerate, KEYS)
         try:
-            return cls.of(data)
+            summary = cls.of(data)
+            RunSettings.of(summary.run)  # the run holds every key the readers' RunSettings reads
         except TypeError as err:
             raise damaged(path, "run summary", f"holds unexpected entries ({err})", regenerate) from None
+        except KeyError as err:
+            raise damaged(path, "run summary", f"records a run without key {err} (written by an older dplab?)",
+                          regenerate) from None
+        return summary
 
 
 #: the keys every summary.json holds (all of :class:`RunSummary`'s but its optional ones)
