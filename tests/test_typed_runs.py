@@ -65,8 +65,7 @@ KINDS = {
     "sgd": {"method": "sgd"},
     "shuffle": {"method": "dp_sgd_fixed_batches", "noise_multiplier": 1.0,
                 "accountants": ["fixed_batches", "shuffle_lower", "as_if_poisson"]},  # lower bound and comparison
-    "individual": {"method": "dp_sgd", "noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True,
-                   "individual_budget": 20.0},
+    "individual": {"method": "dp_sgd", "noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True},
     "risk": {"method": "dp_sgd", "noise_multiplier": 2.0, "accountants": ["pld"]},  # a risk reading from pld's PLD
     "dp_mf": {"method": "dp_mf", "strategy": "banded", "bands": 2, "sampling": "cyclic_poisson", "min_separation": 2,
               "noise_multiplier": 1.0},

@@ -127,12 +127,11 @@ def train_many(run: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[i
     ``classes``: the number of labels.  With ``canary`` (in the data's last slot) or with
     ``gradient`` canaries (k slots after the data; ``members`` (R, k) True where canary j of run
     r is in), the scores at every step of ``record``; ``on_step(step)`` after every step (progress)."""
-    s = run
-    method = METHODS[s.method]
+    method = METHODS[run.method]
     if method.noise != "independent":
         raise DPLabError("method", "the audit needs a private method with independent Gaussian noise")
-    if gradient is not None and gradient.norm > s.clip:
-        raise DPLabError("canary_norm", f"a gradient canary must have norm <= clip ({s.clip}); got {gradient.norm}")
+    if gradient is not None and gradient.norm > run.clip:
+        raise DPLabError("canary_norm", f"a gradient canary must have norm <= clip ({run.clip}); got {gradient.norm}")
     runs, n_real = len(seeds), x.shape[1]
     k = gradient.count if gradient is not None else 0
     n = n_real + k
@@ -140,12 +139,12 @@ def train_many(run: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[i
     params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
     b, one = starts[0].b, starts[0].loss
     out = Lockstep(sorted(set(record)))
-    out.projections += project_stacked(params, s.diameter)
+    out.projections += project_stacked(params, run.diameter)
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     sampler_list = [method.sampler(run, n) for _ in seeds]
-    noise = GaussianNoise(s.noise_multiplier * s.clip)
-    lam, lr, q = s.shrink, s.lr, b / n
-    std = lr * s.noise_multiplier * s.clip / b  # noise std on each parameter
+    noise = GaussianNoise(run.noise_multiplier * run.clip)
+    lam, lr, q = run.shrink, run.lr, b / n
+    std = lr * run.noise_multiplier * run.clip / b  # noise std on each parameter
     rows = torch.arange(runs)[:, None]
     dtype = next(iter(params.values())).dtype
     traj = torch.zeros(runs, max(k, 1), dtype=torch.float64)
@@ -166,20 +165,20 @@ def train_many(run: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[i
         mask = torch.arange(width)[None, :] < torch.tensor([len(idx) for idx in real])[:, None]
         for r, idx in enumerate(real):
             index[r, : len(idx)] = idx
-        grads = clipped_sums(one, params, x[rows, index], y[rows, index], mask.to(dtype), s.clip)
+        grads = clipped_sums(one, params, x[rows, index], y[rows, index], mask.to(dtype), run.clip)
         if gradient is not None:
             drawn = torch.zeros(runs, k, dtype=dtype)
             for r, idx in enumerate(batches):
                 drawn[r, idx[idx >= n_real] - n_real] = 1.0
-            add_canary_gradients(grads, params, gradient, drawn * present, s.clip, s.l2)
+            add_canary_gradients(grads, params, gradient, drawn * present, run.clip, run.l2)
             v_before = coordinates()
         elif canary is not None:
-            g_in, g_out = _canary_grads(one, params, canary, s.clip)
+            g_in, g_out = _canary_grads(one, params, canary, run.clip)
             v_before = block(canary, params)
         draws = [noise.sample(step, {k: p[r] for k, p in params.items()}, gens[r]) for r in range(runs)]
         z = {key: torch.stack([d[key] for d in draws]) for key in params}
-        update(params, grads, z, lr=lr, denom=denominator(s.normalize, b, sizes), b=b, regularization=lam)
-        out.projections += project_stacked(params, s.diameter)
+        update(params, grads, z, lr=lr, denom=denominator(run.normalize, b, sizes), b=b, regularization=lam)
+        out.projections += project_stacked(params, run.diameter)
         if not all(bool(torch.isfinite(p).all()) for p in params.values()):
             raise Diverged(f"at step {step}", lr)
         if on_step is not None:
@@ -188,14 +187,14 @@ def train_many(run: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[i
             delta = (coordinates() - (1.0 - lam) * v_before).double()
             traj += increment_llr(delta[..., None], mu_in, mu_out, std, q)
             if step in out.steps:
-                c = (1.0 - lam) * (1.0 - lr * s.l2)
+                c = (1.0 - lam) * (1.0 - lr * run.l2)
                 out.last_iterate[step] = -(coordinates() - c**step * v0).double()
                 out.trajectory[step] = traj.clone()
         elif canary is not None:
             delta = (block(canary, params) - (1.0 - lam) * v_before).double()
             traj += increment_llr(delta, -lr * g_in.double() / b, -lr * g_out.double() / b, std, q)[:, None]
             if step in out.steps:
-                g_in, g_out = _canary_grads(one, params, canary, s.clip)
+                g_in, g_out = _canary_grads(one, params, canary, run.clip)
                 u = (g_out - g_in).double()
                 u = u / u.norm(dim=1, keepdim=True).clamp(min=1e-30)
                 v = (block(canary, params) - (1.0 - lam) ** step * v0).double()
