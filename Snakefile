@@ -1,6 +1,6 @@
 # dplab: the privacy analysis of DP-SGD as one Snakemake DAG.
 #   snakemake --cores all                          (workstation, config/config.yaml)
-#   snakemake --cores all --configfile config/paper.yaml    (the seeds' full-size settings)
+#   snakemake --cores all --configfile config/paper.yaml    (the source papers' full-size settings)
 #   snakemake --profile workflow/profiles/slurm    (the same DAG on a SLURM cluster)
 import sys
 
@@ -46,10 +46,10 @@ with refuse_bad_config():
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/data.smk"
-include: "workflow/rules/mf.smk"
+include: "workflow/rules/prepare_data.smk"
+include: "workflow/rules/factorization.smk"
 include: "workflow/rules/train.smk"
-include: "workflow/rules/accounting.smk"
+include: "workflow/rules/sweep.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"

@@ -13,7 +13,7 @@ from dplab.accounting import Setting, get
 from dplab.cli import main
 from dplab.errors import AssumptionError, DPLabError
 from dplab.training import data
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 from dplab.training.privacy import loss_constants
 
 SETTINGS = {

@@ -21,7 +21,7 @@ from dplab.audit import exact, stats
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
 from dplab.training import data, loop
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 
 
 def test_clopper_pearson_matches_scipy_and_closed_forms():

@@ -13,7 +13,7 @@ import torch
 
 from dplab.cli import main
 from dplab.training import checkpoint, data, loop
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 
 FILES = ("summary.json", "metrics.csv", "model.pt")
 RUN = {"method": "dp_sgd", "noise_multiplier": 1.0, "steps": 20, "batch_size": 64, "lr": 1.0, "log_every": 5,

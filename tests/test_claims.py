@@ -16,7 +16,7 @@ from dplab.cli import main
 from dplab.errors import DPLabError
 from dplab.figures import figure
 from dplab.training import data, loop
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 from dplab.tables import write_table
 
 RUN = {"dataset": "synthetic", "batch_size": 20, "steps": 30, "log_every": 10, "noise_multiplier": 2.0}

@@ -82,7 +82,7 @@ def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes(committed
     from dplab.cli import build_parser
     from dplab.commands.train import pipeline_run
     from dplab.dvc_yaml import CONFIG
-    from dplab.training.config import load_run
+    from dplab.training.resolve import load_run
 
     runs = jobs.load(ROOT / CONFIG).of("train")
     parser = build_parser()

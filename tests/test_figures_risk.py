@@ -15,7 +15,7 @@ from dplab.accounting.risk import FPRS
 from dplab.errors import DPLabError
 from dplab.figures import figure, risk_calibration
 from dplab.training import loop
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 
 pytest.importorskip("riskcal")  # the `peers` extra
 from riskcal.analysis import get_beta_from_gdp  # noqa: E402

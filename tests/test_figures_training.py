@@ -12,7 +12,7 @@ from conftest import synthetic_data
 from dplab import jobs, layout
 from dplab.figures import figure
 from dplab.training import loop
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from dplab.accounting import Setting, individual
 from dplab.accounting.registry import get
 from dplab.errors import DPLabError
 from dplab.training import loop
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 
 POISSON = Setting(noise_multiplier=1.1, steps=50, sampling="poisson", neighbouring="add_remove",
                   dataset_size=1000, batch_size=20)

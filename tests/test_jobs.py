@@ -100,7 +100,7 @@ def test_a_run_is_resolved_in_one_place_for_each_source_of_runs():
     """resolve_run is called by exactly three functions: the pipeline's runs (check_config, whose
     resolved runs the jobs hold), a run given alone (--run-json, a single-run YAML) and an audit's
     method variants; the rules, dvc.yaml and `dplab train --config --run` take the job's run."""
-    assert _callers("resolve_run") == {"dplab.config:_check_run", "dplab.training.config:load_run",
+    assert _callers("resolve_run") == {"dplab.config:_check_run", "dplab.training.resolve:load_run",
                                        "dplab.audit.membership:method_config"}
 
 

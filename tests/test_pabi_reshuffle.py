@@ -11,7 +11,7 @@ from dplab.accounting import Setting, get
 from dplab.accounting.pabi import worst_shift_cost
 from dplab.cli import main
 from dplab.training import data
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 from dplab.training.methods import update_of
 from dplab.training.privacy import plan
 

@@ -1,4 +1,4 @@
-"""config/paper.yaml (issue 14 points 5–6): self-contained, every figure at the seeds' settings,
+"""config/paper.yaml (issue 14 points 5–6): self-contained, every figure at the source papers' settings,
 nothing trained that no figure draws; and its whole DAG end to end at reduced scale
 (config/paper-smoke.yaml) on MNIST-format files written where the loader reads them."""
 
@@ -47,7 +47,7 @@ def test_paper_config_draws_every_figure_and_trains_nothing_else():
     for grid in config["grids"]:
         needless += [s for s in entries.grid_summaries(config, grid) if s not in drawn]
     assert needless == []
-    # the seeds' settings: 004's 5000 MNIST images, its tries at (ε = 1, δ = 1e-6), C = 30, MLP 128
+    # the source papers' settings: 004's 5000 MNIST images, its tries at (ε = 1, δ = 1e-6), C = 30, MLP 128
     assert config["datasets"]["mnist"]["train_size"] == 5000
     for name in ("mnist_try1_dp_gd_advanced", "mnist_try2_dp_gd_rdp", "mnist_try3_dp_sgd", "mnist_try4_dp_mf"):
         entry = config["runs"][name]

@@ -13,7 +13,7 @@ import torch
 
 from dplab.philox import PortableGenerator, normal, philox4x32_10
 from dplab.training import loop
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 from dplab.training.noise import GaussianNoise
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

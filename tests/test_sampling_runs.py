@@ -20,7 +20,7 @@ from dplab.cli import main
 from dplab.errors import DPLabError
 from dplab.figures import figure, runs
 from dplab.training import data, loop
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 
 #: n = 200, b = 30: t = 6 steps per epoch, n mod b = 20 (add_remove with shuffle is valid); 5 epochs
 RUN = {"dataset": "synthetic", "method": "dp_sgd", "batch_size": 30, "steps": 30, "log_every": 10}

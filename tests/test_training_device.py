@@ -15,7 +15,7 @@ from dplab.errors import Diverged
 from dplab.mf import accounting as mf_accounting
 from dplab.training import checkpoint, loop, per_example, samplers
 from dplab.training.methods import dp_mf
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 from dplab.training.noise import GaussianNoise
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

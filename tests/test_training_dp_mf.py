@@ -16,7 +16,7 @@ from dplab.mf import factorizations
 from dplab.mf.workload import prefix_sum
 from dplab.training import checkpoint, data, loop
 from dplab.training.methods import dp_mf
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from dplab.training import data, loop, models, samplers
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 from dplab.training.per_example import CLIP_EPS
 
 

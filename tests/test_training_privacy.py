@@ -7,7 +7,7 @@ import pytest
 from dplab import accounting
 from dplab.errors import DPLabError
 from dplab.training import data
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 from dplab.training.methods import update_of
 from dplab.training.privacy import loss_constants, plan
 from dplab.training.settings import RunSettings

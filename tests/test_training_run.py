@@ -11,7 +11,7 @@ from dplab.cli import main
 from dplab.commands.train import pipeline_run
 from dplab.errors import Diverged, DPLabError
 from dplab.training import data, loop
-from dplab.training.config import load_run, resolve_run
+from dplab.training.resolve import load_run, resolve_run
 
 FAST = {"steps": 30, "batch_size": 64, "lr": 1.0, "log_every": 10, "device": "cpu"}
 

@@ -4,7 +4,7 @@ hyper-parameters tuned by a small sweep (docs/training.md)."""
 import pytest
 
 from dplab.training import data, loop
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 
 
 @pytest.fixture(scope="module")

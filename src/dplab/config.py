@@ -20,7 +20,7 @@ from dplab.errors import DPLabError
 from dplab.figures import FIGURE_IDS, figure as figure_module
 from dplab.entries import dataset_entry, grid_runs, run_entry
 from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa: F401  (the commands' config API)
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 from dplab.training.data import expected_info
 from dplab.training.preflight import check_run
 from dplab.training.methods import update_of
@@ -147,7 +147,7 @@ def check_config(config: dict) -> dict[str, dict]:
     """Raise :class:`DPLabError` naming the dotted key of the first problem any job of the DAG
     would meet, before one is planned (``config`` validated, defaults filled): references to
     entries that do not exist; every training job's run resolved as ``dplab train`` resolves it
-    (:func:`dplab.training.config.resolve_run`) and checked against its dataset
+    (:func:`dplab.training.resolve.resolve_run`) and checked against its dataset
     (:func:`dplab.training.preflight.check_run`); every audited method's run; sweeps; figures;
     devices against ``training_resources``.  A grid run's problem is keyed where its key was set
     (the variant, else ``base``) and names the run.

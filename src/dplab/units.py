@@ -1,11 +1,11 @@
-"""Every conversion between the canonical parameters (docs/units.md) and the seeds' notations.
+"""Every conversion between the canonical parameters (docs/units.md) and the source papers' notations.
 
 Canonical: the noise multiplier σ is the std of the Gaussian noise added to the **sum** of
 clipped per-example gradients, divided by the clipping norm C.  The neighbouring relation
 decides the sensitivity of that sum (C for add/remove, 2C for replace-one), so σ itself never
 changes with the relation; the accountants read the relation from the setting.
 
-Each function names the seed and equation whose notation it converts to or from.  The docs
+Each function names the source paper and equation whose notation it converts to or from.  The docs
 page ``docs/units.md`` repeats every formula with a worked example that can be checked by hand.
 """
 

@@ -12,7 +12,7 @@ a Gaussian mechanism with effective multiplier σ_eff = std/sensitivity
   (Balle, Barthe & Gaboardi 2018, Thm 9, substitution relation);
 - full_batch: no amplification (q = 1).
 
-``shuffle`` (fixed disjoint batches) is refused: the seeds prove no amplification for it.
+``shuffle`` (fixed disjoint batches) is refused: the source papers prove no amplification for it.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ class KairouzComposition(_Composition):
 def sigma_naive_note(sampling_rate: float, steps: int, epsilon: float, delta: float) -> float:
     """003 §3.1: σ_naive = qT√(2 ln(1.25 qT/δ))/ε (ε' = ε/T, δ' = δ/(qT), Dwork–Roth σ).
 
-    A seed formula, not an accountant: 003 amplifies to first order (ε_step ≈ qε₀), which is
+    A formula of the source papers, not an accountant: 003 amplifies to first order (ε_step ≈ qε₀), which is
     not a valid upper bound in general (the exact amplification is log(1 + q(e^ε₀ − 1)) ≥ qε₀),
     and Dwork–Roth's σ needs ε' < 1.  Expose it for the ``sigma_vs_steps`` figure only.
     """

@@ -15,7 +15,7 @@ Supported (anything else raises :class:`AssumptionError`):
 - rdp: poisson + add_remove; full_batch (both relations); without_replacement + replace_one.
 - pld: poisson (both relations); full_batch (both relations).  dp_accounting 0.6.0's PLD
   has no sampling-without-replacement event, so ``pld`` refuses it.
-- ``shuffle`` is refused by both: no amplification by shuffling is proved in the seeds.
+- ``shuffle`` is refused by both: no amplification by shuffling is proved in the source papers.
 """
 
 from __future__ import annotations

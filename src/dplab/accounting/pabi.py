@@ -44,7 +44,7 @@ def pabi_rdp(alpha, steps, batches: int, sigma: float, reshuffle: bool = False) 
 
     Thm VI.1 with s_t = 2ηL/B at the visits of the batch holding the differing record (0
     elsewhere) and noise std 2σηL/B gives ε_α = α/(2σ²)·:func:`worst_shift_cost`.  With the
-    seed's a_t schedule for a fixed order (2ηL/(BQ) from the first visit to the last one, the
+    source paper's a_t schedule for a fixed order (2ηL/(BQ) from the first visit to the last one, the
     last visit's 2ηL/B spread over the K − t_last + 1 steps left) this is
     α/(2σ²)·[(m − 1)/Q + 1/(K − t_last + 1)], worst κ: α/(2σ²)·[1 + (⌈K/Q⌉ − 1)/Q]; at K = QT,
     α/(2σ²)·[(T − 1)/Q + 1].  (000 prints 1/Q² also on the last term and ends with

@@ -61,7 +61,7 @@ from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
 from dplab.progress import Progress
 from dplab.training import models, privacy
-from dplab.training.config import resolve_run
+from dplab.training.resolve import resolve_run
 from dplab.training.data import Dataset
 from dplab.training.methods import METHODS, update_of
 from dplab.training.settings import RunSettings

@@ -258,7 +258,7 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser(
         "accountants", help="every registered accountant with its source and assumptions",
-        description="Print, as JSON, every accountant: its source (seed and theorem), the class that implements it "
+        description="Print, as JSON, every accountant: its source (paper and theorem), the class that implements it "
         "(implemented_in: module.Class; docs/references.md maps each citation to the code), whether it covers "
         "the whole trajectory or only the last iterate, its bound (upper: a guarantee; lower: the true ε is at "
         "least this; comparison: a claim the setting does not earn), the sampling schemes and neighbouring "

@@ -38,7 +38,7 @@ def run(args) -> int:
     import torch
 
     from dplab.io import check_output
-    from dplab.training.config import load_run
+    from dplab.training.resolve import load_run
     from dplab.validate import MAX_THREADS, integer
 
     check_output(args.out, "--out", folder=True)

@@ -58,7 +58,7 @@ class Figure(Protocol):
     reads them by name."""
 
     TITLE: str  #: one line: the index's title
-    SOURCE: str  #: the seed figure it reproduces, or "new"
+    SOURCE: str  #: the source paper's figure it reproduces, or "new"
     CAPTION: str  #: reST read after the id ("**id** CAPTION" in the report): what is drawn, how to read it
     INPUTS: dict[str, type]
 

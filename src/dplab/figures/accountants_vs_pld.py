@@ -21,7 +21,7 @@ from dplab.tables import read_table
 TITLE = "Every accountant's ε vs T, and its ratio to PLD"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no seed counterpart): every composition accountant's ε (naive, advanced, kairouz, moments, rdp,"
+    "(new figure, no counterpart in the source papers): every composition accountant's ε (naive, advanced, kairouz, moments, rdp,"
     " rdp_closed_form, pld, as listed in the sweep) as a function of the number of steps T on one DP-SGD setting "
     "(the σ, q, δ, sampling and neighbouring relation of the training run named in the config), and the ratio of "
     "each to the tight PLD value at the same T. A ratio of 1.3 means the bound claims 30% more privacy loss than "

@@ -1,4 +1,4 @@
-"""claims: every checkable statement of the seeds (000–004) and of Tramèr & Boneh, checked.
+"""claims: every checkable statement of the source papers (000–004) and of Tramèr & Boneh, checked.
 
 One row per statement: its source and section, the statement in our words, the number the
 source gives (or that its text lets one read off a figure, said how), the number this run's
@@ -32,7 +32,7 @@ from dplab.figures.techniques_table import technique_setting
 from dplab.inputs import read_csv, run_metrics, run_summary
 from dplab.tables import read_table
 
-TITLE = "Claims of the seeds and of Tramèr & Boneh, checked against this run's results"
+TITLE = "Claims of the source papers and of Tramèr & Boneh, checked against this run's results"
 SOURCE = "000 Table I; 001 Figs. 1, 3; 002 Figs. 1–2; 003 §3–4; 004 §2–4.3; Tramèr & Boneh (ICLR 2021) §3"
 CAPTION = (
     "the claims table (results/tables/claims.csv): one row per checkable statement of the source documents "
@@ -341,7 +341,7 @@ def tries_claims(res: Results) -> list[Claim]:
     return rows
 
 
-#: the FPR at which a seed's (ε, δ) is read as an attack risk (one of dplab.accounting.risk.FPRS)
+#: the FPR at which a source paper's (ε, δ) is read as an attack risk (one of dplab.accounting.risk.FPRS)
 RISK_FPR = 0.01
 
 

@@ -26,7 +26,7 @@ from dplab.figures import Inputs, runs, style
 TITLE = "Hidden-state vs composition bounds on the same training runs"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no seed counterpart): for each training run (one panel; σ given, replace-one neighbours, "
+    "(new figure, no counterpart in the source papers): for each training run (one panel; σ given, replace-one neighbours, "
     "logistic regression on synthetic data with ‖x‖ ≤ 1 so that the loss constants are known), ε at δ vs the "
     "number of steps T from every accountant valid for the run: composition bounds (solid, ε covers every "
     "iterate) and hidden-state bounds (dashed, ε covers the final parameters only: 001 Thms 1–3, 002 Cor. 1, 000 "

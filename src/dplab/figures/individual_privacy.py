@@ -22,7 +22,7 @@ from dplab.inputs import read_csv, run_summary, train_command
 TITLE = "Individual ε per class, beside the worst case and the accuracy per class"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no seed counterpart): the distribution of every training record's individual ε (left, one box "
+    "(new figure, no counterpart in the source papers): the distribution of every training record's individual ε (left, one box "
     "per class: median, quartiles, 5%–95% whiskers) in a DP-SGD run, computed from the record's own clipped "
     "gradient norms at every step (individual RDP accounting of Feldman & Zrnic 2021, neighbouring relation: "
     "add/remove of that record; docs/individual_privacy.md), against the worst-case ε the run claims from the "

@@ -21,7 +21,7 @@ SOURCE = "002 Fig. 2"
 CAPTION = (
     "reproduces 002 Fig. 2 on the ℓ2-squared loss: per Rényi order α ∈ {10, 20, 30}, 002 Cor. 2's upper bound "
     "(solid), Thm 3's lower bound eq. (17) (dashed), the exact Rényi divergence of the worst pair from Thm 3's "
-    "proof (dotted, not in the seed's figure) and the App. E composition baseline (dash-dot), with η = 0.02, σ = "
+    "proof (dotted, not in the source paper's figure) and the App. E composition baseline (dash-dot), with η = 0.02, σ = "
     "0.02, n = 5000, S_g = 4 (002's units). The upper bound is about twice the lower bound, as 002 states."
 )
 INPUTS: dict[str, type] = {}

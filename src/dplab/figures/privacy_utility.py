@@ -23,7 +23,7 @@ from dplab.inputs import run_summary
 TITLE = "Privacy–utility: test accuracy vs ε per training method, mean ± sd over seeds"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no seed counterpart): final test accuracy vs target ε for every training method (mean ± "
+    "(new figure, no counterpart in the source papers): final test accuracy vs target ε for every training method (mean ± "
     "standard deviation over the seeds of the grid), each method's σ calibrated to the target ε by its own "
     "natural accountant, named in the legend with the neighbouring relation and what the ε covers (every iterate "
     "for composition accountants, the final parameters only for hidden-state ones). Equal ε under different "

@@ -26,7 +26,7 @@ from dplab.inputs import run_summary
 TITLE = "Attack risk and accuracy: σ from an ε target vs σ calibrated to the risk"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no seed counterpart; after Kulynych et al. 2024): a practitioner must keep every membership "
+    "(new figure, no counterpart in the source papers; after Kulynych et al. 2024): a practitioner must keep every membership "
     "attacker's TPR at a fixed FPR α below a target τ. Going through ε, the (ε, δ) bound TPR ≤ e^ε·α + δ gives "
     "ε = ln((τ − δ)/α), and σ is calibrated to that ε with the tight PLD accountant (run by ε); calibrating σ to "
     "(τ, α) directly from the privacy-loss distribution (run by risk) needs less noise. Left: the attacker's TPR "

@@ -31,7 +31,7 @@ from dplab.training.settings import RunSettings
 
 def check_run(cfg: dict, dataset: dict) -> None:
     """Raise :class:`DPLabError` (keyed by the run's own key) if run ``cfg`` (resolved by
-    :func:`dplab.training.config.resolve_run`) would fail on dataset entry ``dataset`` (resolved)
+    :func:`dplab.training.resolve.resolve_run`) would fail on dataset entry ``dataset`` (resolved)
     before its first step."""
     info = data.expected_info(dataset)
     n = info["train_size"]

@@ -1,4 +1,4 @@
-"""The engine's typed reading of a resolved run (:func:`dplab.training.config.resolve_run`).
+"""The engine's typed reading of a resolved run (:func:`dplab.training.resolve.resolve_run`).
 
 :class:`RunSettings` holds, one typed field per key, what the loop (:mod:`dplab.training.loop`)
 and the audit's lockstep runs (:func:`dplab.audit.runner.train_many`) read of a run, read once

@@ -38,7 +38,7 @@ class Method:
     """One training method: its declared parts (fields) and the engine's default plug-ins (methods)."""
 
     name: str
-    source: str  # the algorithm in the seed documents (docs/references.md)
+    source: str  # the algorithm in the source papers (docs/references.md)
     rule: str  # the update, in the notation of :mod:`dplab.training.loop` (g = Σ clip(∇ℓ_i) over B)
     samplings: tuple[str, ...]  # allowed; the first one is the default
     noise: str = "independent"  # "none", "independent" (N(0, σ²C²) per step) or "correlated"
@@ -75,7 +75,7 @@ class Method:
 
     def resolve(self, cfg: dict, err) -> None:
         """Cross-key rules of the method's own keys (``err(key, message)`` builds the error);
-        called last by :func:`dplab.training.config.resolve_run`."""
+        called last by :func:`dplab.training.resolve.resolve_run`."""
 
     def sampler(self, cfg: dict, n: int) -> Sampler:
         """The batch sampler of a resolved run on ``n`` examples (:func:`dplab.training.samplers.build`)."""

@@ -69,7 +69,7 @@ BANDED = ("banded", "banded_toeplitz")
 
 def resolve(cfg: dict, err) -> None:
     """Cross-key rules of the MF keys (:meth:`MatrixFactorization.resolve`); the generic rules of
-    :func:`dplab.training.config.resolve_run` refuse them on other methods, and any accountant but mf."""
+    :func:`dplab.training.resolve.resolve_run` refuse them on other methods, and any accountant but mf."""
     strategy = cfg["strategy"]
     if strategy is None:
         raise err("strategy", f"is required for method {NAME}: one of "

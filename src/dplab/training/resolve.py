@@ -18,16 +18,16 @@ from dplab.schemas import load_schema, load_yaml, validate
 from dplab.validate import json_value
 
 
-def load_run(config: str | Path | None = None, run_json: str | None = None) -> dict:
-    """The resolved run of ``run_json`` or of the single-run YAML ``config`` (a run of a pipeline
+def load_run(path: str | Path | None = None, run_json: str | None = None) -> dict:
+    """The resolved run of ``run_json`` or of the single-run YAML file ``path`` (a run of a pipeline
     config is its job's: :func:`dplab.jobs.plan`, ``dplab train --config FILE --run NAME``)."""
     if run_json is not None:
-        if config is not None:
+        if path is not None:
             raise DPLabError("--run-json", "give either --config or --run-json, not both")
         return resolve_run(json_value("--run-json", run_json))
-    if config is None:
+    if path is None:
         raise DPLabError("--config", "give --config FILE or --run-json JSON")
-    data = load_yaml(config)
+    data = load_yaml(path)
     if "runs" in data:
         runs = data["runs"]
         if not isinstance(runs, dict) or not runs:
@@ -89,6 +89,8 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     def err(key: str, msg: str) -> DPLabError:
         return DPLabError(f"{where}.{key}" if where else key, msg)
 
+    if cfg["method"] not in METHODS:
+        raise err("method", f"must be one of {', '.join(METHODS)} (dplab.training.methods); got {cfg['method']!r}")
     method = METHODS[cfg["method"]]
     if cfg["sampling"] is None:
         cfg["sampling"] = method.samplings[0]
