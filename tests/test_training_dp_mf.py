@@ -196,16 +196,25 @@ def _dplab_mf(capsys, *argv) -> dict:
 
 
 @pytest.mark.parametrize("strategy", ["blt", "banded_toeplitz"])
-def test_toeplitz_run_streams_filter_noise_and_its_epsilon_is_dplab_mf_s(synth, tmp_path, capsys, strategy):
+def test_toeplitz_run_streams_filter_noise_and_its_epsilon_is_dplab_mf_s(synth, tmp_path, capsys, monkeypatch,
+                                                                        strategy):
     """The run's ε at T is the one `dplab mf` prints for the same strategy, T, b, σ, δ; its noise is the
-    FilterNoise stream (no T×T matrix), its summary's errors those of the Toeplitz factorization."""
+    FilterNoise stream and no T×T matrix is built (the prefix-sum matrix and a dense Factorization are
+    refused while it trains); its summary's errors are those of the Toeplitz factorization."""
     from dplab.mf.noise import FilterNoise
+
+    def dense(*args, **kwargs):
+        raise AssertionError("a T×T matrix in a Toeplitz run")
+
+    monkeypatch.setattr(dp_mf, "prefix_sum", dense)
+    monkeypatch.setattr(dp_mf, "Factorization", dense)
 
     shape = {"buffers": 2} if strategy == "blt" else {"buffers": None, "bands": 3}
     cfg = _toeplitz_cfg(strategy=strategy, objective="max", **shape)
     mech = dp_mf.prepare(cfg, 60, [12, 24])
     assert isinstance(mech.noise.stream, FilterNoise)
     summary = loop.train(cfg, synth, tmp_path)
+    monkeypatch.undo()
     flags = ["--buffers", "2"] if strategy == "blt" else ["--bands", "3"]
     cli = _dplab_mf(capsys, "--strategy", strategy, "--steps", "24", *flags, "--objective", "max", "--min-separation",
                     "12", "--noise-multiplier", "2", "--delta", "1e-5")
