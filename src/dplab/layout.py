@@ -2,6 +2,8 @@
 
 The rules, the commands, the figures and the tests take each path from here, so that they agree
 on it.  Names that depend on a config (the runs of a grid) are built in :mod:`dplab.entries`.
+A saved factorization's name comes with the `dplab mf` flags that write it (:func:`mf_args`), so
+the rule that writes it and the run that reads it agree on both.
 """
 
 from __future__ import annotations
