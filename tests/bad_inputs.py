@@ -60,6 +60,9 @@ RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 6
 SGD = {"method": "sgd", "model": "logreg", "dataset": "synthetic", "steps": 6, "batch_size": 20, "l2": 1.0,
        "log_every": 3, "device": "cpu"}
 EPS = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100", "--delta", "1e-5"]
+#: a dp_mf run with a BLT of 2 buffers (issue 27), refused below with one key changed
+BLT = {**RUN, "method": "dp_mf", "strategy": "blt", "buffers": 2, "min_separation": 10, "accountant": "mf",
+       "accountants": ["mf"]}
 
 
 @dataclass
@@ -137,7 +140,17 @@ ENTRIES: list[Entry] = [
     Entry("pld at δ = 1e-300 with σ given (the job answers too, pld excluded with its reason)", 4,
           ["check-config", "FILE:pld_delta.yaml"], expect=0),
     Entry("pld calibrating σ at δ = 1e-300 passes check-config", 4, ["check-config", "FILE:pld_delta_calibrated.yaml"]),
+    Entry("dp_mf blt with cyclic_poisson (a BLT has T bands) passes check-config", 4,
+          ["check-config", "FILE:blt_cyclic_poisson.yaml"]),
     # 5. every flag accepted is used
+    Entry("dp_mf blt with bands", 5, ["train", "--run-json", json.dumps({**BLT, "bands": 3}), "--data", "DATA",
+                                      "--out", "OUTDIR"]),
+    Entry("dp_mf banded_toeplitz with buffers", 5, ["train", "--run-json", json.dumps(
+        {**BLT, "strategy": "banded_toeplitz", "bands": 3}), "--data", "DATA", "--out", "OUTDIR"]),
+    Entry("dp_mf optimal with an objective", 5, ["train", "--run-json", json.dumps(
+        {**BLT, "strategy": "optimal", "buffers": None, "objective": "max"}), "--data", "DATA", "--out", "OUTDIR"]),
+    Entry("dp_mf blt with 0 buffers", 5, ["train", "--run-json", json.dumps({**BLT, "buffers": 0}), "--data", "DATA",
+                                          "--out", "OUTDIR"]),
     Entry("rdp with --sensitivity", 5, ["epsilon", "--accountant", "rdp", *EPS, "--sensitivity", "3"]),
     Entry("pld with --sensitivity", 5, ["epsilon", "--accountant", "pld", *EPS, "--sensitivity", "3"]),
     Entry("rdp with --clip", 5, ["epsilon", "--accountant", "rdp", *EPS, "--clip", "3"]),
@@ -199,6 +212,8 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
         "empty": "",
         "cut_summary.json": (data.parent / "run" / "summary.json").read_text()[:300],
         "lr_inf.yaml": MINI.replace("lr: 0.5", "lr: .inf"),
+        "blt_cyclic_poisson.yaml": MINI.replace("method: dp_sgd", "method: dp_mf\n    strategy: blt\n    buffers: 2\n"
+                                                "    sampling: cyclic_poisson").replace("accountant: rdp", "accountant: mf"),
         "pld_delta.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace("accountant: rdp", "accountant: pld"),
         "pld_delta_calibrated.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace(
             "accountant: rdp", "accountant: pld").replace("noise_multiplier: 1.0", "target_epsilon: 1.0"),

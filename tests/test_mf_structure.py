@@ -72,8 +72,12 @@ def test_default_config_saves_each_factorization_once():
     config = _config()
     plan = jobs.plan(config)
     specs = {key: job.spec for key, job in plan.of("factorization").items()}
-    assert specs == {"banded_T200_m16": {"strategy": "banded", "steps": 200, "bands": 16},
-                     "optimal_T200": {"strategy": "optimal", "steps": 200, "bands": None}}
+    dense = {"buffers": None, "objective": None, "min_separation": None}  # parts of banded_toeplitz and blt only
+    assert specs == {"banded_T200_m16": {"strategy": "banded", "steps": 200, "bands": 16, **dense},
+                     "optimal_T200": {"strategy": "optimal", "steps": 200, "bands": None, **dense},
+                     # try4_dp_mf_blt: 200 fixed batches over T = 200 steps, single participation (no _s suffix)
+                     "blt_T200_k4_mean": {"strategy": "blt", "steps": 200, "bands": None, "buffers": 4,
+                                          "objective": "mean", "min_separation": None}}
     assert mf_structure.inputs(config, config["figures"]["mf_structure"]) == {"factorizations": [
         "results/mf/banded_T200_m16.npz", "results/mf/optimal_T200.npz"]}
     runs = entries.grid_runs(config, "mf_vs_dpsgd")

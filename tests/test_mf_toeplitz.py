@@ -174,3 +174,28 @@ def test_cli_unamplified_calibration_scales_the_gaussian_by_the_sensitivity(caps
     res = json.loads(out.out)
     assert rc == 0 and res["sampling"] == "min_separation" and res["sensitivity"] == pytest.approx(math.sqrt(10))
     assert res["noise_multiplier"] == pytest.approx(math.sqrt(10) * sigma_analytic(2, 1e-5), rel=1e-9)
+
+
+@pytest.mark.parametrize("strategy", ["banded_toeplitz", "blt"])
+def test_saved_factorization_reads_back_exactly_and_a_damaged_file_is_refused(tmp_path, strategy):
+    """save → load keeps C's first column, the inverse filters (the streamed noise is the same to the bit) and
+    info; a file cut short is an error naming the command that writes it again."""
+    import torch
+
+    from dplab.errors import DPLabError
+    from dplab.mf import blt
+    from dplab.mf.noise import FilterNoise
+
+    fact = toeplitz.banded_toeplitz(40, 4, "max", 2, 20) if strategy == "banded_toeplitz" else blt.blt(40, 3, "max", 2, 20)
+    path = tmp_path / "c.npz"
+    toeplitz.save(fact, path)
+    back = toeplitz.load(path, "REGENERATE")
+    assert (back.strategy, back.steps, back.info) == (fact.strategy, fact.steps, json.loads(json.dumps(fact.info)))
+    np.testing.assert_array_equal(back.coefficients, fact.coefficients)
+    streams = [FilterNoise(f, 1.5) for f in (fact, back)]
+    draws = [[s.sample(t, torch.zeros(5, dtype=torch.float64), torch.Generator().manual_seed(t)) for t in range(40)]
+             for s in streams]
+    assert all(torch.equal(a, b) for a, b in zip(*draws))
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(DPLabError, match="REGENERATE"):
+        toeplitz.load(path, "REGENERATE")

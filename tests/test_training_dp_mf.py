@@ -181,3 +181,153 @@ def test_comparison_table_columns_and_matched_epsilon(tmp_path):
     files.append(_summary(tmp_path / "late.json", "dp_sgd", 9, 1.5, 0.9))  # ε not matched
     with pytest.raises(DPLabError, match="epsilon differs"):
         mf_vs_dpsgd.table({"summaries": files}, {})
+
+
+# banded_toeplitz and blt: optimized and streamed without a T×T matrix (issue 27 point 3)
+
+def _toeplitz_cfg(**kw):
+    base = {"strategy": "blt", "bands": None, "buffers": 2, "steps": 24, "min_separation": 12, "target_epsilon": None,
+            "noise_multiplier": 2.0, "accountant": "mf", "accountants": ["mf"]}
+    return _cfg(**{**base, **kw})
+
+
+def _dplab_mf(capsys, *argv) -> dict:
+    from dplab.cli import main
+
+    assert main(["mf", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("strategy", ["blt", "banded_toeplitz"])
+def test_toeplitz_run_streams_filter_noise_and_its_epsilon_is_dplab_mf_s(synth, tmp_path, capsys, monkeypatch,
+                                                                        strategy):
+    """The run's ε at T is the one `dplab mf` prints for the same strategy, T, b, σ, δ; its noise is the
+    FilterNoise stream and no T×T matrix is built (the prefix-sum matrix and a dense Factorization are
+    refused while it trains); its summary's errors are those of the Toeplitz factorization."""
+    from dplab.mf.noise import FilterNoise
+
+    def dense(*args, **kwargs):
+        raise AssertionError("a T×T matrix in a Toeplitz run")
+
+    monkeypatch.setattr(dp_mf, "prefix_sum", dense)
+    monkeypatch.setattr(dp_mf, "Factorization", dense)
+
+    shape = {"buffers": 2} if strategy == "blt" else {"buffers": None, "bands": 3}
+    cfg = _toeplitz_cfg(strategy=strategy, objective="max", **shape)
+    mech = dp_mf.prepare(RunSettings.of(cfg), 60, [12, 24])
+    assert isinstance(mech.noise.stream, FilterNoise)
+    summary = loop.train(cfg, synth, tmp_path).as_dict()
+    monkeypatch.undo()
+    flags = ["--buffers", "2"] if strategy == "blt" else ["--bands", "3"]
+    cli = _dplab_mf(capsys, "--strategy", strategy, "--steps", "24", *flags, "--objective", "max", "--min-separation",
+                    "12", "--noise-multiplier", "2", "--delta", "1e-5")
+    assert summary["epsilon"]["mf"] == pytest.approx(cli["epsilon"], rel=1e-12)
+    mf = summary["matrix_factorization"]
+    assert (mf["sensitivity"], mf["max_error"], mf["mean_error"]) == pytest.approx(
+        (cli["sensitivity"], cli["max_error"], cli["mean_error"]), rel=1e-12)
+    assert mf["max_column_norm"] == pytest.approx(1.0)  # ‖c‖ = 1: the first column is the longest
+    assert mf["objective"] == "max" and mf["optimizer"]["participations"] == 2
+
+
+def test_truncated_toeplitz_factorization_is_the_leading_block_of_the_dense_c():
+    """C[:t, :t] of a lower-triangular Toeplitz C is the Toeplitz C of its first t coefficients: the truncated
+    factorization's dense C, sensitivity and ε equal those of the dense leading block (the ε curve's rows)."""
+    import scipy.linalg
+
+    from dplab.mf import blt
+    from dplab.mf.sensitivity import sensitivity
+
+    fact = blt.blt(30, 2, "mean", 3, 10)
+    dense = scipy.linalg.toeplitz(fact.coefficients, np.zeros(30))
+    spec = mf_accounting.MinSeparation(10, 30, 60)
+    for t in (7, 17, 30):
+        sub, sub_spec = dp_mf.truncate(fact, spec, t)
+        z = np.random.default_rng(t).normal(size=(t, 3))
+        np.testing.assert_allclose(sub.inverse(z), np.linalg.solve(dense[:t, :t], z), rtol=1e-10, atol=1e-12)
+        k = sub_spec.participations
+        assert sub.sensitivity(k, 10).value == pytest.approx(sensitivity(dense[:t, :t], k, 10).value, rel=1e-12)
+        block = factorizations.Factorization("block", prefix_sum(t), dense[:t, :t], t)
+        assert mf_accounting.epsilon(sub, sub_spec, 2.0, 1e-5) == pytest.approx(
+            mf_accounting.epsilon(block, sub_spec, 2.0, 1e-5), rel=1e-12)
+
+
+def test_toeplitz_killed_run_resumes_byte_identical(synth, tmp_path):
+    """The FilterNoise state (the filters' state vectors) is checkpointed: a run killed and resumed ends with
+    the same parameters, metrics and summary as one run through."""
+    cfg = _toeplitz_cfg(steps=20, min_separation=4, batch_size=15, checkpoint_every=7)
+    loop.train(cfg, synth, tmp_path / "full")
+
+    def crash(step):
+        if step == 12:
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        loop.train(cfg, synth, tmp_path / "resumed", hook=crash)
+    state = checkpoint.read(tmp_path / "resumed" / "checkpoint.pt")
+    assert state["step"] == 7 and state["noise"]["next"] == 7 and len(state["noise"]["state"]) == 2  # 2 sections
+    loop.train(cfg, synth, tmp_path / "resumed")
+    for name in ("metrics.csv", "summary.json"):
+        assert (tmp_path / "full" / name).read_bytes() == (tmp_path / "resumed" / name).read_bytes(), name
+    full, resumed = torch.load(tmp_path / "full" / "model.pt"), torch.load(tmp_path / "resumed" / "model.pt")
+    assert all(torch.equal(full[k], resumed[k]) for k in full)
+
+
+def test_amplified_banded_toeplitz_run_is_the_cyclic_poisson_event(synth):
+    """banded_toeplitz with bands <= partitions under cyclic_poisson: ε of ⌈T/b⌉ Poisson-sampled Gaussians of
+    σ/ζ (ζ = ‖c‖ = 1), the PLD of the pld accountant on that setting."""
+    cfg = _toeplitz_cfg(strategy="banded_toeplitz", buffers=None, bands=3, sampling="cyclic_poisson", min_separation=4)
+    mech = dp_mf.prepare(RunSettings.of(cfg), 60, [24])
+    setting = Setting(noise_multiplier=2.0, steps=6, sampling="poisson", neighbouring="add_remove", sampling_rate=20 / 60)
+    assert mech.plan.curves["mf"][-1] == pytest.approx(get("pld").epsilon(setting, 1e-5), rel=1e-9)
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"bands": 3}, "bands"),  # bands on blt
+    ({"strategy": "banded_toeplitz", "buffers": 2, "bands": 3}, "buffers"),  # buffers on banded_toeplitz
+    ({"strategy": "optimal", "buffers": None, "objective": "max"}, "objective"),  # objective on a dense strategy
+    ({"buffers": 0}, "buffers"),
+    ({"buffers": 16}, "buffers"),
+    ({"buffers": 13}, "buffers"),  # 2k decays need 2k <= T = 24
+    ({"strategy": "banded_toeplitz", "buffers": None, "bands": 25}, "bands"),  # bands > T
+    ({"sampling": "cyclic_poisson", "min_separation": 4}, "sampling"),  # a BLT has T bands: no amplification
+    ({"min_separation": None}, "min_separation"),  # the optimizer's b must be named
+    ({"objective": "median"}, "objective"),
+])
+def test_toeplitz_config_rules(change, key):
+    with pytest.raises(DPLabError) as err:
+        _toeplitz_cfg(**change)
+    assert key in err.value.key
+
+
+def test_amplified_banded_toeplitz_with_more_bands_than_partitions_is_refused_before_training(synth, tmp_path):
+    cfg = _toeplitz_cfg(strategy="banded_toeplitz", buffers=None, bands=5, sampling="cyclic_poisson", min_separation=4)
+    with pytest.raises(DPLabError) as err:
+        loop.train(cfg, synth, tmp_path)
+    assert err.value.key == "bands" and not any(tmp_path.iterdir())
+
+
+def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads(synth, tmp_path, capsys):
+    """The factorization job's `dplab mf ... --out` writes the file the run loads (key: strategy, T, buffers,
+    objective, b); training with it gives the summary of training without; a file optimized for another
+    objective is refused with the command that writes the right one."""
+    from dplab import jobs
+    from dplab.schemas import validate
+
+    cfg = _toeplitz_cfg()
+    config = {"datasets": {"s": {"kind": "synthetic", "train_size": 60, "test_size": 20, "dim": 5, "classes": 3}},
+              "runs": {"r": {k: v for k, v in cfg.items() if v is not None and k != "device"}}}
+    (job,) = jobs.plan(validate(config)).of("factorization").values()
+    assert job.name == "blt_T24_k2_mean_s12"
+    assert job.params["args"] == "--strategy blt --steps 24 --buffers 2 --objective mean --min-separation 12"
+    path = tmp_path / "mf" / f"{job.name}.npz"
+    _dplab_mf(capsys, *job.params["args"].split(), "--out", str(path))
+    run = RunSettings.of(cfg)
+    fact = dp_mf.load_factorization(run, tmp_path / "mf")
+    np.testing.assert_array_equal(fact.coefficients, dp_mf.build_factorization(run).coefficients)
+    a = loop.train(cfg, synth, tmp_path / "a", factorization=fact)
+    b = loop.train(cfg, synth, tmp_path / "b")
+    assert a.text() == b.text()
+    _dplab_mf(capsys, *job.params["args"].replace("mean", "max").split(), "--out", str(path))
+    with pytest.raises(DPLabError, match="holds the factorization blt_T24_k2_max_s12; the run needs "
+                                         "blt_T24_k2_mean_s12: write it with `dplab mf --strategy blt"):
+        dp_mf.load_factorization(run, tmp_path / "mf")

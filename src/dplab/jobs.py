@@ -71,7 +71,7 @@ class FactorizationJob(Job):
     """One factorization of the prefix-sum workload, computed once for every user."""
 
     rule, wildcard = "factorization", "factorization"
-    spec: dict = field(default_factory=dict)  #: {strategy, steps, bands} (:func:`dplab.layout.mf_spec`)
+    spec: dict = field(default_factory=dict)  #: {strategy, steps, bands, buffers, objective, min_separation} (:func:`dplab.layout.mf_spec`)
 
 
 @dataclass(frozen=True)
@@ -153,17 +153,11 @@ class Plan:
 
 def factorizations(config: dict, runs: dict[str, dict]) -> dict[str, dict]:
     """Every factorization the DAG uses (the resolved dp_mf ``runs``, and figures'
-    ``factorizations(config, params)``): cache key -> {strategy, steps, bands}."""
+    ``factorizations(config, params)``): cache key -> spec (:func:`dplab.layout.mf_spec`)."""
     specs = dict(spec for run in runs.values() if (spec := methods.get(run["method"]).factorization(run)))
     for figure, params in config.get("figures", {}).items():
         specs.update(getattr(figure_module(figure), "factorizations", lambda c, p: {})(config, params))
     return specs
-
-
-def mf_args(spec: dict) -> str:
-    """The `dplab mf` flags of a factorization of :func:`factorizations` (rule ``factorization``)."""
-    bands = f" --bands {spec['bands']}" if spec["bands"] is not None else ""
-    return f"--strategy {spec['strategy']} --steps {spec['steps']}{bands}"
 
 
 def _run_job(config: dict, folder: str, entry: dict, run: dict) -> RunJob:
@@ -190,7 +184,7 @@ def plan(config: dict) -> Plan:
                 params={"dataset": _json(entries.dataset_entry(config, name)), "out": layout.data_dir(name)}, reads=("seed", f"datasets.{name}"))
         for name in config["datasets"]]
     out += [FactorizationJob(name=key, inputs={}, outputs={"factorization": layout.mf_file(key)},
-                             params={"args": mf_args(spec)}, spec=spec)
+                             params={"args": layout.mf_args(spec)}, spec=spec)
             for key, spec in factorizations(config, runs).items()]
     out += [_run_job(config, folder, entry, runs[folder]) for folder, entry in entries.training_runs(config).items()]
     out += [SweepJob(name=name, inputs={"summary": layout.run_files(entry["run"])["summary"]},

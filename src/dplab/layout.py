@@ -2,6 +2,8 @@
 
 The rules, the commands, the figures and the tests take each path from here, so that they agree
 on it.  Names that depend on a config (the runs of a grid) are built in :mod:`dplab.entries`.
+A saved factorization's name comes with the `dplab mf` flags that write it (:func:`mf_args`), so
+the rule that writes it and the run that reads it agree on both.
 """
 
 from __future__ import annotations
@@ -65,9 +67,20 @@ def figure_files(figure: str) -> list[str]:
     return [table_file(figure), *drawing_files(figure).values()]
 
 
-def cache_key(strategy: str, steps: int, bands: int | None) -> str:
-    """File stem of a saved factorization (``dplab mf --out``, pipeline rule ``factorization``)."""
-    return f"{strategy}_T{steps}" + (f"_m{bands}" if strategy == "banded" else "")
+#: the strategies optimized from a generating function, without a T×T matrix (dplab.mf.toeplitz, dplab.mf.blt):
+#: their files also name the objective and, when the optimizer used it, the min-separation s
+TOEPLITZ_STRATEGIES = ("banded_toeplitz", "blt")
+
+
+def cache_key(strategy: str, steps: int, bands: int | None, buffers: int | None = None, objective: str | None = None,
+              min_separation: int | None = None) -> str:
+    """File stem of a saved factorization (``dplab mf --out``, pipeline rule ``factorization``):
+    ``<strategy>_T<steps>[_m<bands>][_k<buffers>][_<objective>][_s<min_separation>]``, the parts of
+    :func:`mf_spec` that are not None (bands of banded and banded_toeplitz, buffers of blt, objective
+    and s of the two strategies of :data:`TOEPLITZ_STRATEGIES`)."""
+    key = f"{strategy}_T{steps}" + (f"_m{bands}" if strategy in ("banded", "banded_toeplitz") else "")
+    return key + "".join(f"_{part}" for part in (f"k{buffers}" if buffers is not None else None, objective,
+                                                  f"s{min_separation}" if min_separation is not None else None) if part)
 
 
 def mf_file(key: str) -> str:
@@ -75,8 +88,24 @@ def mf_file(key: str) -> str:
     return f"{MF_DIR}/{key}.npz"
 
 
-def mf_spec(strategy: str, steps: int, bands: int | None) -> tuple[str, dict]:
-    """(cache key, {strategy, steps, bands}) of one factorization of the prefix-sum workload."""
-    bands = bands if strategy == "banded" else None
-    return cache_key(strategy, steps, bands), {"strategy": strategy, "steps": steps, "bands": bands}
+def mf_spec(strategy: str, steps: int, bands: int | None, buffers: int | None = None, objective: str | None = None,
+            min_separation: int | None = None) -> tuple[str, dict]:
+    """(cache key, {strategy, steps, bands, buffers, objective, min_separation}) of one factorization of
+    the prefix-sum workload, each part None where the strategy does not take it: bands (banded,
+    banded_toeplitz), buffers (blt), objective (default mean) and the min-separation s the optimizer
+    minimizes the error for (k = ⌈T/s⌉ participations; None: single participation, k = 1) for
+    :data:`TOEPLITZ_STRATEGIES`."""
+    toeplitz = strategy in TOEPLITZ_STRATEGIES
+    spec = {"strategy": strategy, "steps": steps,
+            "bands": bands if strategy in ("banded", "banded_toeplitz") else None,
+            "buffers": buffers if strategy == "blt" else None,
+            "objective": (objective or "mean") if toeplitz else None,
+            "min_separation": min_separation if toeplitz and min_separation is not None and min_separation < steps else None}
+    return cache_key(**spec), spec
 
+
+def mf_args(spec: dict) -> str:
+    """The `dplab mf` flags that compute the factorization of ``spec`` (:func:`mf_spec`; rule ``factorization``)."""
+    flags = {"bands": "--bands", "buffers": "--buffers", "objective": "--objective", "min_separation": "--min-separation"}
+    return f"--strategy {spec['strategy']} --steps {spec['steps']}" + "".join(
+        f" {flag} {spec[key]}" for key, flag in flags.items() if spec.get(key) is not None)

@@ -6,8 +6,9 @@ prints one JSON object: the parameters, ``sensitivity`` (and whether it is exact
 evaluate) and, with --epsilon/--delta, the calibrated ``noise_multiplier`` for the sampler
 (``--sampling min_separation``: b fixed batches cycled, k = ⌈T/b⌉; ``cyclic_poisson``: needs
 --dataset-size and --batch-size, partitions = b).  ``--out FILE.npz`` also saves the factorization
-(:func:`dplab.mf.factorizations.save`) for ``dplab train --mf-cache`` and the figures; the pipeline
-names it ``results/mf/<strategy>_T<steps>[_m<bands>].npz`` (:func:`dplab.layout.cache_key`).
+(:func:`dplab.mf.factorizations.save`; banded_toeplitz and blt: :func:`dplab.mf.toeplitz.save`, C's
+first column and inverse filters, O(T)) for ``dplab train --mf-cache`` and the figures; the pipeline
+names it ``results/mf/<key>.npz`` (:func:`dplab.layout.cache_key`).
 
     dplab mf --strategy banded_toeplitz --steps 100000 --bands 32 --objective max \
         --noise-multiplier 1 --sampling-rate 0.01 --delta 1e-6
@@ -68,7 +69,7 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=float, default=None, help="expected batch size per step (cyclic_poisson)")
     p.add_argument("--out", default=None,
                    help="also save the factorization to this .npz file (read by `dplab train --mf-cache DIR` "
-                   "as DIR/<strategy>_T<steps>[_m<bands>].npz)")
+                   "as DIR/<key>.npz, key = <strategy>_T<steps>[_m<bands>][_k<buffers>][_<objective>][_s<b>])")
     p.set_defaults(func=run)
 
 
@@ -107,8 +108,6 @@ def _check_flags(args, steps: int) -> None:
     if strategy in TOEPLITZ:
         if args.momentum != 0:
             raise DPLabError("momentum", f"{strategy} factorizes the prefix sum only (momentum 0)")
-        if args.out is not None:
-            raise DPLabError("out", f"{strategy} is not saved as a dense T×T factorization (training reads those)")
     else:
         factorizations.check_strategy(strategy, args.bands)
     if (args.sampling_rate is not None or args.sampling == "cyclic_poisson") and strategy not in AMPLIFIED:
@@ -209,7 +208,10 @@ def run(args) -> int:
                        epsilon=accounting.epsilon(fact, sampler, args.noise_multiplier, args.delta, args.neighbouring))
     out["seconds"] = time.perf_counter() - start
     if args.out is not None:
-        factorizations.save(fact, args.out, momentum=args.momentum)
+        if args.strategy in TOEPLITZ:
+            toeplitz.save(fact, args.out)  # C's first column and inverse filters: O(T), no T×T matrix
+        else:
+            factorizations.save(fact, args.out, momentum=args.momentum)
         out["out"] = args.out
     print(json.dumps(out, ensure_ascii=False))
     return 0

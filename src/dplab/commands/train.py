@@ -28,8 +28,8 @@ def register(subparsers) -> None:
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--mf-cache", default=None,
-                   help="folder of saved factorizations: a dp_mf run loads DIR/<strategy>_T<steps>[_m<bands>].npz, "
-                   "written by `dplab mf --strategy S --steps T [--bands m] --out FILE`")
+                   help="folder of saved factorizations: a dp_mf run loads DIR/<key>.npz (dplab.layout.cache_key), "
+                   "written by `dplab mf --strategy S --steps T [--bands m | --buffers k] ... --out FILE`")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=run)
 

@@ -1,7 +1,8 @@
 """mf_structure (004 §4.3, "Structure of B and C"): what the factorization A = B·C looks like.
 
 Input: saved factorizations (``results/mf/<key>.npz``, rule ``factorization``) — the one a grid's
-dp_mf variant trains with (``grid``), or one given by ``strategy``/``steps``/``bands`` — and the
+dp_mf variant with a dense strategy trains with (``grid``; banded_toeplitz and blt variants, saved
+without T×T matrices, are not drawn), or one given by ``strategy``/``steps``/``bands`` — and the
 strategies of ``compare`` at the same T.  Four panels, as 004's three figures:
 
 - heatmaps of B = A·C⁻¹ and C of the main factorization (lower triangle: both are lower-triangular);
@@ -50,9 +51,12 @@ def _main_spec(config: dict, params: dict) -> tuple[str, dict]:
         grid = params["grid"]
         if grid not in config.get("grids", {}):
             raise DPLabError(f"{KEY}.grid", f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
-        runs = [item["run"] for item in entries.grid_runs(config, grid).values() if run_factorization(item["run"])]
+        # the dense factorizations (banded_toeplitz and blt are saved without their T×T matrices)
+        runs = [item["run"] for item in entries.grid_runs(config, grid).values() if run_factorization(item["run"])
+                and item["run"]["strategy"] not in layout.TOEPLITZ_STRATEGIES]
         if not runs:
-            raise DPLabError(f"{KEY}.grid", f"grid {grid!r} has no dp_mf variant")
+            raise DPLabError(f"{KEY}.grid", f"grid {grid!r} has no dp_mf variant with a dense strategy "
+                                            "(identity, sqrt, optimal, banded)")
         keys = {run_factorization(r) for r in runs}
         if len(keys) > 1:
             raise DPLabError(f"{KEY}.grid", f"grid {grid!r} trains with several factorizations ({', '.join(sorted(keys))})")

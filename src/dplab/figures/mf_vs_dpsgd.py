@@ -52,7 +52,8 @@ def inputs(config: dict, params: dict) -> Inputs:
 
 def _label(run: RunSettings) -> str:
     if run.strategy is not None:  # a factorization: dp_mf
-        bands = f"-{run.bands}" if run.strategy == "banded" else ""
+        bands = f"-{run.bands}" if run.bands is not None else ""
+        bands += f"-{run.buffers} buffers" if run.buffers is not None else ""
         return f"dp_mf {run.strategy}{bands}, {run.sampling} b={run.min_separation or 'n/batch'}"
     return f"{run.method}, {run.sampling}"
 

@@ -160,8 +160,8 @@ def blt(
     max_iter: int = 1000,
 ) -> ToeplitzFactorization:
     """The BLT C with ``buffers`` buffers minimizing the ``objective`` under (k, s)-participation
-    (module docstring), scaled to ‖C[:, 0]‖ = 1.  ``info``: θ, θ̂, ω (of C with c_0 = 1), L-BFGS
-    iterations, message, loss."""
+    (module docstring), scaled to ‖C[:, 0]‖ = 1.  ``info``: θ, θ̂, ω (of C with c_0 = 1), the (k, s) and
+    objective it was minimized for, L-BFGS iterations, message, loss."""
     steps = toeplitz.check_steps(steps)
     buffers = check_buffers(buffers, steps)
     if objective not in OBJECTIVES:
@@ -183,7 +183,8 @@ def blt(
     res = scipy.optimize.minimize(fun, _start(steps, buffers), jac=True, method="L-BFGS-B", callback=report,
                                   options={"maxiter": max_iter, "gtol": 1e-12, "ftol": 1e-15})
     progress.close()
-    info = {"objective": objective, "iterations": int(res.nit), "message": str(res.message), "loss": float(np.exp(res.fun))}
+    info = {"objective": objective, "participations": k, "min_separation": s, "iterations": int(res.nit),
+            "message": str(res.message), "loss": float(np.exp(res.fun))}
     theta, theta_hat = _cancel(*decays(res.x))
     if len(theta) < buffers:
         info["buffers_cancelled"] = buffers - len(theta)

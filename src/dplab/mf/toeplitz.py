@@ -21,6 +21,7 @@ objective does not depend on the scale of c); the result is scaled to ‖c‖ = 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -142,7 +143,8 @@ def banded_toeplitz(
     """Optimal b-banded Toeplitz C for the prefix sum under (k, s)-participation (module docstring).
 
     Start: the square-root series truncated to b terms (Fichtenberger, Henzinger & Upadhyay 2023),
-    as jax_privacy's ``optimize_banded_toeplitz``.  ``info``: L-BFGS iterations, message, objective.
+    as jax_privacy's ``optimize_banded_toeplitz``.  ``info``: L-BFGS iterations, message, objective and
+    the (k, s) it was minimized for.
     """
     steps = check_steps(steps)
     bands = integer("bands", bands, 1, steps, "steps")
@@ -154,7 +156,8 @@ def banded_toeplitz(
     # b > s with k > 1: the objective's ‖v‖² is the sensitivity only for c >= 0 non-increasing, so the
     # search stays in that cone: c_ℓ = Σ_{j≥ℓ} e_j with e >= 0 (L-BFGS-B bounds); else c_0 = 1 is fixed.
     monotone = k > 1 and bands > s
-    info: dict = {"objective": objective, "parametrization": "c >= 0 non-increasing" if monotone else "c_0 = 1"}
+    info: dict = {"objective": objective, "participations": k, "min_separation": s,
+                  "parametrization": "c >= 0 non-increasing" if monotone else "c_0 = 1"}
     coeffs = start
     if bands > 1:
         progress = Progress(f"mf banded_toeplitz T={steps} bands={bands}", max_iter, unit="L-BFGS iteration")
@@ -180,3 +183,44 @@ def banded_toeplitz(
         coeffs = to_c(res.x)
         info.update(iterations=int(res.nit), message=str(res.message), loss=float(res.fun))
     return ToeplitzFactorization("banded_toeplitz", coeffs / np.linalg.norm(coeffs), steps, info)
+
+
+def save(factorization: ToeplitzFactorization, path) -> None:
+    """Write a Toeplitz factorization to ``path`` (.npz, atomic, as :func:`dplab.mf.factorizations.save`):
+    strategy, T, C's first column, the inverse filter sections (BLT; rows of numerators and
+    denominators, zero-padded to one length) and ``info`` as JSON.  :func:`load` reads it back."""
+    from dplab.io import atomic_write
+
+    sections = factorization.sections or ()
+    width = max((max(len(b), len(a)) for b, a in sections), default=1)
+    numerators, denominators = np.zeros((len(sections), width)), np.zeros((len(sections), width))
+    for row, (b, a) in enumerate(sections):
+        numerators[row, : len(b)], denominators[row, : len(a)] = b, a
+
+    def write(tmp):
+        with open(tmp, "wb") as handle:
+            np.savez(handle, strategy=factorization.strategy, steps=factorization.steps,
+                     coefficients=np.asarray(factorization.coefficients, dtype=float),
+                     section_numerators=numerators, section_denominators=denominators,
+                     info=json.dumps(factorization.info))
+
+    atomic_write(path, write)
+
+
+def load(path, regenerate: str) -> ToeplitzFactorization:
+    """The factorization :func:`save` wrote to ``path``; a missing, corrupt or inconsistent file is a
+    DPLabError naming it and ``regenerate``, the command that writes it again."""
+    from dplab.inputs import damaged, read_npz
+
+    what = "saved Toeplitz factorization"
+    f = read_npz(path, what, ("strategy", "steps", "coefficients", "section_numerators", "section_denominators", "info"),
+                 regenerate)
+    c, num, den = f["coefficients"], f["section_numerators"], f["section_denominators"]
+    steps = int(f["steps"]) if f["steps"].dtype.kind in "iu" and f["steps"].ndim == 0 else 0
+    shapes_ok = num.ndim == 2 and num.shape == den.shape and (len(num) == 0 or np.all(den[:, 0] != 0))
+    if not (c.ndim == 1 and 1 <= len(c) <= steps and c.dtype.kind == "f" and np.all(np.isfinite(c)) and shapes_ok
+            and f["strategy"].dtype.kind == "U" and f["info"].dtype.kind == "U"):
+        raise damaged(path, what, f"holds coefficients of shape {list(c.shape)} for T = {steps} or malformed sections",
+                      regenerate)
+    sections = tuple((np.trim_zeros(b, "b"), np.trim_zeros(a, "b")) for b, a in zip(num, den)) or None
+    return ToeplitzFactorization(str(f["strategy"]), c, steps, json.loads(str(f["info"])), sections)

@@ -136,7 +136,7 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         raise err("individual_budget", "the Rényi filter needs individual_epsilon: true")
     check_accountants(cfg, err)
     _check_method_keys(cfg, method, err)
-    method.resolve(RunSettings.of(cfg), err)
+    cfg.update(method.resolve(RunSettings.of(cfg), err))
     if cfg["sampling"] == "full_batch":
         cfg["batch_size"] = None  # b = n, set from the data
     return cfg

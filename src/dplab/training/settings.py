@@ -53,7 +53,8 @@ class RunSettings:
     bands: int | None  # dp_mf, strategy banded: bands of C
     min_separation: int | None  # dp_mf: b, fixed batches or partitions; None: ⌊n/batch_size⌋
     participations: int | None  # dp_mf: k, participations per example; None: derived
-    # dp_mf keys added to run.schema.yaml by the banded_toeplitz/BLT work (buffers, objective) go here
+    buffers: int | None  # dp_mf, strategy blt: buffers of the BLT
+    objective: str | None  # dp_mf, strategies banded_toeplitz and blt: mean | max error the optimizer minimizes
 
     @classmethod
     def of(cls, cfg: dict) -> RunSettings:
@@ -74,7 +75,7 @@ class RunSettings:
             individual_epsilon=cfg["individual_epsilon"], individual_budget=cfg["individual_budget"],
             individual_order=cfg["individual_order"],
             strategy=cfg["strategy"], bands=cfg["bands"], min_separation=cfg["min_separation"],
-            participations=cfg["participations"],
+            participations=cfg["participations"], buffers=cfg["buffers"], objective=cfg["objective"],
         )
 
     @property

@@ -74,9 +74,11 @@ class Method:
         the clipped sum (what :func:`dplab.accounting.claims.refusal` decides from)."""
         return Update(noise=self.noise, normalize=run.normalize)
 
-    def resolve(self, run: RunSettings, err) -> None:
+    def resolve(self, run: RunSettings, err) -> dict:
         """Cross-key rules of the method's own keys (``err(key, message)`` builds the error);
-        called last by :func:`dplab.training.resolve.resolve_run`."""
+        called last by :func:`dplab.training.resolve.resolve_run`, which fills in the run the
+        defaults it returns (key -> value)."""
+        return {}
 
     def sampler(self, run: RunSettings, n: int) -> Sampler:
         """The batch sampler of a resolved run on ``n`` examples (:func:`dplab.training.samplers.build`)."""

@@ -8,24 +8,38 @@ The loop is the one of :mod:`dplab.training.loop`; this module supplies its thre
   the very same spec object is what the MF accountant checks and calibrates σ with, so the
   sampler the privacy analysis assumes is the one training uses (004 §4.3 "be careful how you
   sample"); a spec the factorization does not support is an error, never assumed;
-- the **noise**: :class:`MFNoise`, the streaming C⁻¹Z of :class:`~dplab.mf.noise.CorrelatedNoise`
-  (memory O(bands·d) for banded C) on the clipped-gradient sum, so step t adds w_t with
-  (w_t) ~ N(0, σ²C²·(CᵀC)⁻¹) across steps; its state is checkpointed;
+- the **noise**: :class:`MFNoise`, the streaming C⁻¹Z of :func:`dplab.mf.noise.stream` on the
+  clipped-gradient sum, so step t adds w_t with (w_t) ~ N(0, σ²C²·(CᵀC)⁻¹) across steps:
+  :class:`~dplab.mf.noise.FilterNoise` for banded_toeplitz and blt (C⁻¹ as IIR filters, memory
+  O(bands·d) or O(buffers·d), no T×T matrix anywhere in the run), :class:`~dplab.mf.noise.CorrelatedNoise`
+  for the dense strategies (O(bands·d) for banded C); its state is checkpointed;
 - the **claim**: σ calibrated from ``target_epsilon`` with :func:`dplab.mf.accounting.calibrate`,
   ε on the logged steps from the MF accountant (the first t rows of C·G + Z, i.e. C[:t, :t] and
   the spec cut to t steps), and every DP-SGD accountant listed as excluded
   (:func:`dplab.accounting.claims.refusal`: they assume independent noise per step).
 
-Run keys: ``strategy`` (identity|sqrt|optimal|banded), ``bands`` (banded), ``min_separation``
-(b: number of fixed batches / partitions; null → ⌊n/batch_size⌋), ``participations`` (k,
+Run keys: ``strategy`` (identity|sqrt|optimal|banded|banded_toeplitz|blt), ``bands`` (banded,
+banded_toeplitz), ``buffers`` (blt, 1..15), ``objective`` (banded_toeplitz, blt: mean|max, default
+mean: what the optimizer minimizes), ``min_separation`` (b: number of fixed batches / partitions;
+null → ⌊n/batch_size⌋; required for banded_toeplitz and blt with the min_separation sampler, whose
+optimizer minimizes the error of k = ⌈T/b⌉ participations b apart), ``participations`` (k,
 optional: must equal ⌈T/b⌉, what the cyclic sampler gives).  Momentum is not supported by the
 loop, so the workload is the prefix sum (004 §4.1).
+
+banded_toeplitz (Choquette-Choo et al. 2023, "(Amplified) Banded Matrix Factorization"; McKenna
+2024, "Scaling up the Banded Matrix Factorization Mechanism for Differentially Private ML") and blt
+(Dvijotham, McMahan, Pillutla, Steinke & Thakurta 2024, "Efficient and Near-Optimal Noise Generation
+for Streaming Differential Privacy"; McMahan, Xu & Zhang 2024, "A Hassle-free Algorithm for Private
+Learning in Practice: Don't Use Tree Aggregation, Use BLTs") are
+:class:`~dplab.mf.toeplitz.ToeplitzFactorization` s: accounted with the min_separation sampler by
+their min-separation sensitivity (:func:`~dplab.mf.sensitivity.toeplitz_sensitivity`, exact or an
+upper bound), banded_toeplitz with bands ≤ partitions also with cyclic_poisson (amplified BandMF);
+a BLT has T bands, so cyclic_poisson is refused for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,12 +48,14 @@ import torch
 
 from dplab.accounting.claims import exclusion
 from dplab.errors import DPLabError
-from dplab.layout import cache_key, mf_spec
+from dplab.layout import TOEPLITZ_STRATEGIES, mf_args, mf_spec
 from dplab.mf import accounting as mf_accounting
-from dplab.mf import factorizations
+from dplab.mf import blt, factorizations, toeplitz
 from dplab.mf.factorizations import Factorization
-from dplab.mf.noise import CorrelatedNoise
+from dplab.mf.noise import stream
+from dplab.mf.toeplitz import ToeplitzFactorization
 from dplab.mf.workload import prefix_sum
+from dplab.validate import integer
 from dplab.training.methods.base import Mechanism, Method
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, requested_accountants
@@ -48,32 +64,102 @@ from dplab.training.settings import RunSettings
 
 NAME = "dp_mf"
 ACCOUNTANT = mf_accounting.NAME  # "mf"
+#: the strategies with a ``bands`` key
+BANDED = ("banded", "banded_toeplitz")
 
 
-def resolve(run: RunSettings, err) -> None:
+def resolve(run: RunSettings, err) -> dict:
     """Cross-key rules of the MF keys (:meth:`MatrixFactorization.resolve`); the generic rules of
-    :func:`dplab.training.resolve.resolve_run` refuse them on other methods, and any accountant but mf."""
-    if run.strategy is None:
-        raise err("strategy", f"is required for method {NAME}: one of {', '.join(factorizations.STRATEGIES)}")
-    if (run.strategy == "banded") != (run.bands is not None):
-        raise err("bands", "is required for strategy banded and only applies to it")
+    :func:`dplab.training.resolve.resolve_run` refuse them on other methods, and any accountant but mf.
+    Returns the defaults it fills (banded_toeplitz, blt: ``objective``)."""
+    strategy = run.strategy
+    filled = {}
+    if strategy is None:
+        raise err("strategy", f"is required for method {NAME}: one of "
+                              f"{', '.join((*factorizations.STRATEGIES, *TOEPLITZ_STRATEGIES))}")
+    if (strategy in BANDED) != (run.bands is not None):
+        raise err("bands", f"is required for strategies {' and '.join(BANDED)} and only applies to them")
+    if (strategy == "blt") != (run.buffers is not None):
+        raise err("buffers", "is required for strategy blt and only applies to it (a BLT has T bands)")
+    if strategy in TOEPLITZ_STRATEGIES:
+        filled = _resolve_toeplitz(run, err)
+    elif run.objective is not None:
+        raise err("objective", f"only applies to strategies {' and '.join(TOEPLITZ_STRATEGIES)} (what their optimizer "
+                               f"minimizes); strategy {strategy} has none to choose")
     if run.normalize != "expected":
         raise err("normalize", f"method {NAME} divides by the fixed batch_size (expected): the MF accounting "
                                "releases the noisy sum C·G + Z divided by a constant")
+    return filled
 
 
-def build_factorization(run: RunSettings) -> Factorization:
+def _resolve_toeplitz(run: RunSettings, err) -> dict:
+    """banded_toeplitz, blt: bands or buffers within T, the sampler the analysis holds for; returns the
+    objective (default mean)."""
+    try:
+        steps = toeplitz.check_steps(run.steps)
+        if run.strategy == "blt":
+            blt.check_buffers(run.buffers, steps)
+        else:
+            integer("bands", run.bands, 1, steps, "steps")
+    except DPLabError as bad:
+        raise err(bad.key, bad.message) from None
+    if run.strategy == "blt" and run.sampling == "cyclic_poisson":
+        raise err("sampling", "cyclic_poisson (amplified BandMF) needs a C with at most b bands; a BLT has T bands: "
+                              "use sampling min_separation, or strategy banded_toeplitz")
+    if run.sampling == "min_separation" and run.min_separation is None:
+        raise err("min_separation", f"is required for strategy {run.strategy} with the min_separation sampler: its "
+                                    "optimizer minimizes the error of k = ceil(T/b) participations b apart")
+    return {"objective": run.objective or "mean"}
+
+
+def optimized_separation(sampling: str | None, min_separation: int | None) -> int | None:
+    """The min-separation b a banded_toeplitz or blt run's optimizer minimizes the error for (the
+    min_separation sampler's, k = ⌈T/b⌉); None: single participation (cyclic_poisson, whose amplified
+    ε depends on ζ = ‖c‖ only, so the single-participation error is the one to minimize)."""
+    sampling = sampling or METHOD.samplings[0]
+    return min_separation if sampling == "min_separation" else None
+
+
+def build_factorization(run: RunSettings) -> Factorization | ToeplitzFactorization:
+    if run.strategy in TOEPLITZ_STRATEGIES:
+        steps, s = run.steps, optimized_separation(run.sampling, run.min_separation)
+        k = 1 if s is None else -(-steps // s)
+        if run.strategy == "blt":
+            return blt.blt(steps, run.buffers, run.objective, k, s)
+        return toeplitz.banded_toeplitz(steps, run.bands, run.objective, k, s)
     return factorizations.factorize(run.strategy, prefix_sum(run.steps), bands=run.bands,
                                     min_separation=run.min_separation)
 
 
-def load_factorization(run: RunSettings, cache: str | Path) -> Factorization:
+def _spec(strategy: str, steps: int, bands: int | None, buffers: int | None, objective: str | None,
+          sampling: str | None, min_separation: int | None) -> tuple[str, dict]:
+    """(cache key, spec) of the factorization of a run (:func:`dplab.layout.mf_spec`)."""
+    return mf_spec(strategy, steps, bands, buffers, objective,
+                   optimized_separation(sampling, min_separation) if strategy in TOEPLITZ_STRATEGIES else None)
+
+
+def _load_toeplitz(path: Path, key: str, regenerate: str) -> ToeplitzFactorization:
+    """A saved banded_toeplitz or blt factorization, refused unless it was optimized for the run's key."""
+    fact = toeplitz.load(path, regenerate)
+    info = fact.info
+    requested = info.get("buffers", 0) + info.get("buffers_cancelled", 0)
+    found, _ = mf_spec(fact.strategy, fact.steps, fact.bands, requested, info.get("objective"),
+                       info.get("min_separation") if info.get("participations", 1) > 1 else None)
+    if found != key:
+        raise DPLabError("factorization", f"{path} holds the factorization {found}; the run needs {key}: write it "
+                                          f"with `{regenerate}`")
+    return fact
+
+
+def load_factorization(run: RunSettings, cache: str | Path) -> Factorization | ToeplitzFactorization:
     """The run's factorization from a cache folder; one that does not match the run is an error."""
-    path = Path(cache) / f"{cache_key(run.strategy, run.steps, run.bands)}.npz"
-    bands = f" --bands {run.bands}" if run.strategy == "banded" else ""
-    regenerate = f"dplab mf --strategy {run.strategy} --steps {run.steps}{bands} --out {path}"
+    key, spec = _spec(run.strategy, run.steps, run.bands, run.buffers, run.objective, run.sampling, run.min_separation)
+    path = Path(cache) / f"{key}.npz"
+    regenerate = f"dplab mf {mf_args(spec)} --out {path}"
     if not path.exists():
         raise DPLabError("factorization", f"no saved factorization {path}; write it with `{regenerate}`")
+    if run.strategy in TOEPLITZ_STRATEGIES:
+        return _load_toeplitz(path, key, regenerate)
     fact, momentum = factorizations.load(path, regenerate)
     want = (run.strategy, run.steps, run.bands if run.strategy == "banded" else fact.bands, 0.0)
     if (fact.strategy, fact.steps, fact.bands, momentum) != want:
@@ -97,6 +183,9 @@ def sampler_spec(run: RunSettings, n: int):
     elif run.sampling == "cyclic_poisson":
         spec = mf_accounting.CyclicPoisson(n, batch, parts, run.steps)
         k = spec.compositions
+        if run.strategy == "banded_toeplitz" and run.bands > parts:
+            raise DPLabError("bands", f"amplified BandMF (cyclic_poisson over b = {parts} partitions) needs at most b "
+                                      f"bands; got {run.bands}: lower bands or raise min_separation")
     else:
         raise DPLabError("sampling", f"method {NAME} allows {', '.join(METHOD.samplings)}; got {run.sampling!r}")
     if run.participations is not None and run.participations != k:
@@ -139,10 +228,10 @@ class SpecSampler(Sampler):
 class MFNoise(NoiseSource):
     """The correlated noise C⁻¹Z over the flattened parameter vector (drawn and mixed on the
     generator's device, as :class:`~dplab.training.noise.GaussianNoise`, then moved to the
-    parameters' device if that differs)."""
+    parameters' device if that differs), streamed by :func:`dplab.mf.noise.stream`."""
 
-    def __init__(self, factorization: Factorization, std: float):
-        self.stream = CorrelatedNoise(factorization, std)
+    def __init__(self, factorization: Factorization | ToeplitzFactorization, std: float):
+        self.stream = stream(factorization, std)
 
     def sample(self, step, like, generator):
         first = next(iter(like.values()))
@@ -161,10 +250,14 @@ class MFNoise(NoiseSource):
         self.stream.load_state_dict(state)
 
 
-def truncate(fact: Factorization, spec, steps: int):
-    """The first ``steps`` rows of the release C·G + Z: C[:t, :t] (C is lower-triangular) and the spec cut to t."""
-    sub = Factorization(fact.strategy, fact.workload[:steps, :steps], fact.encoder[:steps, :steps],
-                        min(fact.bands, steps), fact.info)
+def truncate(fact: Factorization | ToeplitzFactorization, spec, steps: int):
+    """The first ``steps`` rows of the release C·G + Z: C[:t, :t] (C is lower-triangular) and the spec cut to t.
+    A lower-triangular Toeplitz C cut to t steps is the Toeplitz C of its first t coefficients (same filters)."""
+    if isinstance(fact, ToeplitzFactorization):
+        sub = dataclasses.replace(fact, coefficients=fact.coefficients[:steps], steps=steps)
+    else:
+        sub = Factorization(fact.strategy, fact.workload[:steps, :steps], fact.encoder[:steps, :steps],
+                            min(fact.bands, steps), fact.info)
     return sub, dataclasses.replace(spec, steps=steps)
 
 
@@ -206,6 +299,8 @@ def prepare(run: RunSettings, n: int, grid: list[int], factorization: Factorizat
             "strategy": fact.strategy,
             "steps": fact.steps,
             "bands": fact.bands,
+            **({"buffers": run.buffers, "objective": run.objective, "optimizer": fact.info}
+               if isinstance(fact, ToeplitzFactorization) else {}),
             "workload": "prefix_sum",
             "sampler": sampler_description(spec),
             "sensitivity": errors["sensitivity"],
@@ -213,7 +308,7 @@ def prepare(run: RunSettings, n: int, grid: list[int], factorization: Factorizat
             "sensitivity_method": errors["sensitivity_method"],
             "max_error": errors["max_error"],
             "mean_error": errors["mean_error"],
-            "max_column_norm": math.sqrt(float(np.max(np.sum(fact.encoder**2, axis=0)))),
+            "max_column_norm": fact.max_column_norm,
             "dp_event": str(mf_accounting.dp_event(fact, sampler.spec, sigma, neighbouring)),
         },
         "epsilon_accountant": {ACCOUNTANT: {"delta": delta, "neighbouring": neighbouring, "sampling": run.sampling,
@@ -230,7 +325,7 @@ class MatrixFactorization(Method):
     """The MF mechanism's parts (module docstring) in the one loop."""
 
     def resolve(self, run, err):
-        resolve(run, err)
+        return resolve(run, err)
 
     def sampler(self, run, n):
         return SpecSampler(sampler_spec(run, n))
@@ -239,7 +334,8 @@ class MatrixFactorization(Method):
         return prepare(run, n, grid, factorization)
 
     def factorization(self, entry):
-        return mf_spec(entry["strategy"], entry["steps"], entry.get("bands"))
+        return _spec(entry["strategy"], entry["steps"], entry.get("bands"), entry.get("buffers"), entry.get("objective"),
+                     entry.get("sampling"), entry.get("min_separation"))
 
     def load_factorization(self, run, cache):
         return load_factorization(run, cache)
@@ -249,5 +345,5 @@ METHOD = MatrixFactorization(
     name=NAME, display="DP-MF", source="004 §4.3; Choquette-Choo et al. 2023",
     rule="w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers", samplings=("min_separation", "cyclic_poisson"),
     noise="correlated", accountant=ACCOUNTANT, accountants=(ACCOUNTANT,),
-    keys=("strategy", "bands", "min_separation", "participations"),
+    keys=("strategy", "bands", "buffers", "objective", "min_separation", "participations"),
 )
