@@ -7,6 +7,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# what the targets below need installed first; `make INSTALL= VENV=DIR …` uses the venv DIR as it is
+# (the tests run `make resume` in a copy of the project with the venv they run in: no reinstall into it)
+INSTALL ?= $(STAMP)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run resume test report dag lint pull clean
@@ -22,34 +25,34 @@ $(STAMP): pyproject.toml constraints.txt
 	rm -f $(VENV)/.installed-* && touch $@
 
 # --rerun-incomplete: outputs of jobs a crash interrupted are made again (README, Recovering from a crash)
-run: $(STAMP)
+run: $(INSTALL)
 	snakemake --cores all --rerun-incomplete
 	snakemake --report results/report.html
 
 # only once no Snakemake process (nor a job it started) still runs in this folder: the lock is
 # what keeps two of them from writing the same files
-resume: $(STAMP)
+resume: $(INSTALL)
 	snakemake --unlock
 	$(MAKE) run
 
-test: $(STAMP)
+test: $(INSTALL)
 	pytest -q
 
-report: $(STAMP)
+report: $(INSTALL)
 	snakemake --report results/report.html
 
-dag: $(STAMP)
+dag: $(INSTALL)
 	snakemake --dag > results/dag.dot
 
 # ruff (rules in pyproject.toml), snakefmt --check on the Snakefile and rules, snakemake --lint
-lint: $(STAMP)
+lint: $(INSTALL)
 	ruff check
 	snakefmt --check Snakefile workflow/rules
 	snakemake --lint
 
 # results from the DVC remote, checked against this commit's code and params, then marked
 # up to date for Snakemake (checkouts give files new mtimes; see docs/cluster.md)
-pull: $(STAMP)
+pull: $(INSTALL)
 	dvc pull
 	dvc status | grep -q "Data and pipelines are up to date" || { dvc status; exit 1; }
 	snakemake --touch --cores 1

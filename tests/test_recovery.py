@@ -45,7 +45,10 @@ def test_kill_9_of_snakemake_then_make_resume_gives_the_clean_results(built, tmp
     plain = run(["snakemake", "--cores", "1"], cwd=project, check=False)  # IncompleteFiles, then the lock
     assert plain.returncode != 0 and "--rerun-incomplete" in plain.stderr
 
-    run(["make", f"VENV={BIN.parent}", "resume"], cwd=project)
+    stamps = {p.name: p.stat().st_mtime_ns for p in BIN.parent.glob(".installed-*")}
+    run(["make", f"VENV={BIN.parent}", "INSTALL=", "resume"], cwd=project)  # the venv as it is: no reinstall into it
+    assert {p.name: p.stat().st_mtime_ns for p in BIN.parent.glob(".installed-*")} == stamps, \
+        "make resume reinstalled the package into the venv the tests run in (from the copy)"
     for rel in SHARED:
         assert (project / "results" / rel).read_bytes() == (built / "results" / rel).read_bytes(), rel
     assert (project / "results" / "report.html").exists() and (project / "results" / "provenance.json").exists()
