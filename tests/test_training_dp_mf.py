@@ -119,23 +119,30 @@ def test_config_rules(raw, key):
         resolve_run({"method": "dp_sgd", "strategy": "banded"})
 
 
-def test_killed_run_resumes_byte_identical(synth, tmp_path):
-    cfg = _cfg(strategy="banded", bands=3, steps=20, min_separation=4, batch_size=15, checkpoint_every=7)
-    loop.train(cfg, synth, tmp_path / "full")
+def killed_and_resumed(cfg, data, tmp_path) -> dict:
+    """Train ``cfg`` through (``full``) and again killed after step 12, then rerun (``resumed``); assert
+    both end with the same metrics.csv, summary.json and parameters; the killed run's checkpoint."""
+    loop.train(cfg, data, tmp_path / "full")
 
     def crash(step):
         if step == 12:
             raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError):
-        loop.train(cfg, synth, tmp_path / "resumed", hook=crash)
+        loop.train(cfg, data, tmp_path / "resumed", hook=crash)
     state = checkpoint.read(tmp_path / "resumed" / "checkpoint.pt")
-    assert state["step"] == 7 and len(state["noise"]["past"]) == 2  # bands − 1 held noise vectors
-    loop.train(cfg, synth, tmp_path / "resumed")
+    loop.train(cfg, data, tmp_path / "resumed")
     for name in ("metrics.csv", "summary.json"):
         assert (tmp_path / "full" / name).read_bytes() == (tmp_path / "resumed" / name).read_bytes(), name
     full, resumed = torch.load(tmp_path / "full" / "model.pt"), torch.load(tmp_path / "resumed" / "model.pt")
     assert all(torch.equal(full[k], resumed[k]) for k in full)
+    return state
+
+
+def test_killed_run_resumes_byte_identical(synth, tmp_path):
+    cfg = _cfg(strategy="banded", bands=3, steps=20, min_separation=4, batch_size=15, checkpoint_every=7)
+    state = killed_and_resumed(cfg, synth, tmp_path)
+    assert state["step"] == 7 and len(state["noise"]["past"]) == 2  # bands − 1 held noise vectors
 
 
 def test_cached_factorization_is_checked_against_the_run(synth, tmp_path):
@@ -255,21 +262,8 @@ def test_toeplitz_killed_run_resumes_byte_identical(synth, tmp_path):
     """The FilterNoise state (the filters' state vectors) is checkpointed: a run killed and resumed ends with
     the same parameters, metrics and summary as one run through."""
     cfg = _toeplitz_cfg(steps=20, min_separation=4, batch_size=15, checkpoint_every=7)
-    loop.train(cfg, synth, tmp_path / "full")
-
-    def crash(step):
-        if step == 12:
-            raise RuntimeError("killed")
-
-    with pytest.raises(RuntimeError):
-        loop.train(cfg, synth, tmp_path / "resumed", hook=crash)
-    state = checkpoint.read(tmp_path / "resumed" / "checkpoint.pt")
+    state = killed_and_resumed(cfg, synth, tmp_path)
     assert state["step"] == 7 and state["noise"]["next"] == 7 and len(state["noise"]["state"]) == 2  # 2 sections
-    loop.train(cfg, synth, tmp_path / "resumed")
-    for name in ("metrics.csv", "summary.json"):
-        assert (tmp_path / "full" / name).read_bytes() == (tmp_path / "resumed" / name).read_bytes(), name
-    full, resumed = torch.load(tmp_path / "full" / "model.pt"), torch.load(tmp_path / "resumed" / "model.pt")
-    assert all(torch.equal(full[k], resumed[k]) for k in full)
 
 
 def test_amplified_banded_toeplitz_run_is_the_cyclic_poisson_event(synth):

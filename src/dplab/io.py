@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
+
 from dplab.errors import DPLabError
 
 
@@ -130,6 +132,20 @@ def write_text(path: str | Path, text: str) -> None:
 def text_file(text: str) -> Callable[[Path], None]:
     """A writer of ``text`` for :func:`atomic_write`/:func:`atomic_writes`."""
     return lambda tmp: tmp.write_text(text)
+
+
+def npz_file(arrays: dict) -> Callable[[Path], None]:
+    """A writer of ``arrays`` as one .npz (``numpy.savez``) for :func:`atomic_write`/:func:`atomic_writes`."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, **arrays)
+
+    return write
+
+
+def write_npz(path: str | Path, **arrays) -> None:
+    atomic_write(path, npz_file(arrays))
 
 
 def write_json(path: str | Path, data) -> None:

@@ -324,14 +324,10 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
 
 def save(factorization: Factorization, path, momentum: float = 0.0) -> None:
     """Write C (and what rebuilds A) to ``path`` (.npz, atomic); :func:`load` reads it back."""
-    from dplab.io import atomic_write
+    from dplab.io import write_npz
 
-    def write(tmp):
-        with open(tmp, "wb") as handle:
-            np.savez(handle, encoder=factorization.encoder, strategy=factorization.strategy,
-                     bands=factorization.bands, momentum=momentum)
-
-    atomic_write(path, write)
+    write_npz(path, encoder=factorization.encoder, strategy=factorization.strategy, bands=factorization.bands,
+              momentum=momentum)
 
 
 def load(path, regenerate: str | None = None) -> tuple[Factorization, float]:

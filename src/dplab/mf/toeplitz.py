@@ -189,7 +189,7 @@ def save(factorization: ToeplitzFactorization, path) -> None:
     """Write a Toeplitz factorization to ``path`` (.npz, atomic, as :func:`dplab.mf.factorizations.save`):
     strategy, T, C's first column, the inverse filter sections (BLT; rows of numerators and
     denominators, zero-padded to one length) and ``info`` as JSON.  :func:`load` reads it back."""
-    from dplab.io import atomic_write
+    from dplab.io import write_npz
 
     sections = factorization.sections or ()
     width = max((max(len(b), len(a)) for b, a in sections), default=1)
@@ -197,14 +197,9 @@ def save(factorization: ToeplitzFactorization, path) -> None:
     for row, (b, a) in enumerate(sections):
         numerators[row, : len(b)], denominators[row, : len(a)] = b, a
 
-    def write(tmp):
-        with open(tmp, "wb") as handle:
-            np.savez(handle, strategy=factorization.strategy, steps=factorization.steps,
-                     coefficients=np.asarray(factorization.coefficients, dtype=float),
-                     section_numerators=numerators, section_denominators=denominators,
-                     info=json.dumps(factorization.info))
-
-    atomic_write(path, write)
+    write_npz(path, strategy=factorization.strategy, steps=factorization.steps,
+              coefficients=np.asarray(factorization.coefficients, dtype=float),
+              section_numerators=numerators, section_denominators=denominators, info=json.dumps(factorization.info))
 
 
 def load(path, regenerate: str) -> ToeplitzFactorization:

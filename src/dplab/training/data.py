@@ -43,7 +43,7 @@ import torch
 from dplab.errors import DPLabError
 from dplab.inputs import damaged, read_json, read_npz
 from dplab.training import fashion_mnist, mnist
-from dplab.io import atomic_writes, json_text, text_file
+from dplab.io import atomic_writes, json_text, npz_file, text_file
 from dplab.schemas import validate
 
 
@@ -222,13 +222,8 @@ def write(out: str | Path, train: dict, test: dict, info: dict) -> None:
     """Write train.npz, test.npz and info.json: all three land together, or none does
     (:func:`dplab.io.atomic_writes`; info.json renamed last)."""
     out = Path(out)
-    atomic_writes({out / "train.npz": lambda tmp: _savez(tmp, train), out / "test.npz": lambda tmp: _savez(tmp, test),
+    atomic_writes({out / "train.npz": npz_file(train), out / "test.npz": npz_file(test),
                    out / "info.json": text_file(json_text(info))})
-
-
-def _savez(tmp: Path, arrays: dict) -> None:
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import Path
 from dplab.accounting import individual, risk
 from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
-from dplab.training.methods import METHODS
+from dplab.training.methods import METHODS, get
 from dplab.schemas import load_schema, load_yaml, validate
 from dplab.training.settings import RunSettings
 from dplab.validate import json_value
@@ -90,9 +90,10 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     def err(key: str, msg: str) -> DPLabError:
         return DPLabError(f"{where}.{key}" if where else key, msg)
 
-    if cfg["method"] not in METHODS:
-        raise err("method", f"must be one of {', '.join(METHODS)} (dplab.training.methods); got {cfg['method']!r}")
-    method = METHODS[cfg["method"]]
+    try:
+        method = get(cfg["method"])
+    except DPLabError as bad:
+        raise err(bad.key, bad.message) from None
     if cfg["sampling"] is None:
         cfg["sampling"] = method.samplings[0]
     elif cfg["sampling"] not in method.samplings:

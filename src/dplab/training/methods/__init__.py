@@ -48,7 +48,7 @@ METHODS: dict[str, Method] = _load()
 def get(name: str) -> Method:
     """The method called ``name`` (DPLabError naming the valid ones otherwise)."""
     if name not in METHODS:
-        raise DPLabError("method", f"unknown method {name!r}; valid: {', '.join(METHODS)}")
+        raise DPLabError("method", f"must be one of {', '.join(METHODS)} (dplab.training.methods); got {name!r}")
     return METHODS[name]
 
 
