@@ -49,6 +49,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from dplab.training import loop, models
 from dplab.training.noise import GaussianNoise
+from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
 from dplab.training.step import dp_step
 
 MODELS = ("logreg", "mlp004", "cnn", "tanh_cnn", "wide_mlp")
@@ -56,19 +58,23 @@ METHODS = ("non_private", "engine_dp", "engine_portable", "opacus", "opacus_ghos
 SIGMA, CLIP, LR = 1.0, 1.0, 0.05
 
 
+def _model(**keys) -> nn.Module:
+    """The model of a run with these model keys, as ``dplab train`` builds it."""
+    return models.build(RunSettings.of(resolve_run({"method": "sgd", **keys})), [1, 28, 28], 10)
+
+
 def build_model(name: str) -> nn.Module:
-    shape = [1, 28, 28]
     if name == "logreg":
-        model = models.build({"model": "logreg"}, shape, 10)
+        model = _model(model="logreg")
         for p in model.parameters():  # start away from 0 so per-example gradients differ
             nn.init.normal_(p, std=0.01)
         return model
     if name == "mlp004":
-        return models.build({"model": "mlp", "hidden": 128}, shape, 10)
+        return _model(model="mlp", hidden=128)
     if name == "cnn":
-        return models.build({"model": "cnn", "channels": 16}, shape, 10)
+        return _model(model="cnn", channels=16)
     if name == "tanh_cnn":
-        return models.build({"model": "tanh_cnn"}, shape, 10)
+        return _model(model="tanh_cnn")
     if name == "wide_mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 3072), nn.ReLU(), nn.Linear(3072, 2560), nn.ReLU(),
                              nn.Linear(2560, 10))

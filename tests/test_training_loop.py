@@ -1,12 +1,15 @@
 """The one training loop: samplers, the noised update against a hand computation, projection,
-regularization, empty Poisson batches."""
+regularization, empty Poisson batches; nothing but the one loop updates parameters."""
 
+import ast
 import math
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
+import dplab
 from dplab.training.settings import RunSettings
 from dplab.training import data, loop, models, samplers
 from dplab.training.resolve import resolve_run
@@ -236,3 +239,34 @@ def test_stacked_step_is_each_runs_own_step_exactly(normalize, diameter, regular
             assert bool(moved[r]) == bool(one)
             assert float(sum((p * p).sum() for p in params.values())) <= (diameter / 2) ** 2 * (1 + 1e-6)
     assert diameter is None or bool(moved.any())
+
+
+UPDATES = {"apply", "update", "dp_step"}  # what dplab.training.step offers to change parameters
+
+
+def step_takers(root: Path) -> list[str]:
+    """Modules under ``root`` (a package tree) that import a parameter update of dplab.training.step
+    (or the module itself), but step.py: where training steps could be taken outside the one loop."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).as_posix() == "training/step.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = {a.name for a in node.names}
+                hit = (node.module == "dplab.training.step" and names & UPDATES) or (
+                    node.module == "dplab.training" and "step" in names)
+            else:
+                hit = isinstance(node, ast.Import) and any(a.name == "dplab.training.step" for a in node.names)
+            if hit:
+                found.append(path.relative_to(root).as_posix())
+    return found
+
+
+def test_only_the_one_loop_takes_steps(tmp_path):
+    """#26 point 5: loop.train and the audit's lockstep runs both step through loop.steps."""
+    assert step_takers(Path(dplab.__file__).parent) == ["training/loop.py"]
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "runner.py").write_text("from dplab.training.step import denominator, update\n")
+    (tmp_path / "figures.py").write_text("import dplab.training.step as s\n")
+    assert step_takers(tmp_path) == ["audit/runner.py", "figures.py"]

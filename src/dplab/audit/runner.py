@@ -1,16 +1,11 @@
-"""Many runs of the engine's training loop in lockstep, on the engine's own pieces.
+"""The audit's R runs: the engine's runs in lockstep, with canaries and their scores.
 
-R runs of one resolved run config are stepped together: every run starts as
-:func:`dplab.training.loop.train` does (:func:`dplab.training.start.initial` with its seed), keeps its own
-``torch.Generator(seed_r)``, its own sampler (the method's, :meth:`dplab.training.methods.base.Method.sampler`) and draws
-its own noise (:class:`dplab.training.noise.GaussianNoise`) in the same order as
-:func:`dplab.training.loop.train` (batch, then noise), so run r is the run ``loop.train`` makes
-with seed r.  The clipped sums come from the engine's
-:func:`dplab.training.per_example.clipped_grad_sum` (torch.func path), ``torch.func.vmap``-ed over
-the runs on parameters stacked along a leading run axis, each run's batch padded to the largest
-one with mask 0.  The update (÷ b or ÷ |B|, (1 − λ) shrink) and the projection onto the ball
-are :mod:`dplab.training.step`'s, the functions ``loop.train`` calls, on the stacked tensors.  ``tests/test_audit.py`` checks that a
-stacked run ends at the parameters of ``loop.train`` with the same config and seed.
+R runs of one resolved run config are :class:`dplab.training.stacked.StackedRuns` stepped by the
+one step loop, :func:`dplab.training.loop.steps`: run r is the run ``loop.train`` makes with seed
+r (``tests/test_audit.py`` checks that a stacked run ends at the parameters of ``loop.train`` with
+the same config and seed).  The audit adds only its canaries: a gradient canary's part of the
+clipped sum (through the runs' ``extra`` hook, before the update) and the scores read from every
+run's parameters before and after each step.
 
 Canaries (module :mod:`dplab.audit.canary`); every score is oriented "higher ⇒ in" and comes per
 run and canary, shape (R, k):
@@ -45,27 +40,10 @@ from typing import Callable
 import torch
 
 from dplab.audit.canary import Canary, GradientCanaries, block
-from dplab.errors import Diverged, DPLabError
+from dplab.errors import DPLabError
+from dplab.training.loop import steps
 from dplab.training.settings import RunSettings
-from dplab.training.start import initial
-from dplab.training.methods import METHODS
-from dplab.training.noise import GaussianNoise
-from dplab.training.per_example import clipped_grad_sum
-from dplab.training.step import denominator, project, update
-
-
-def clipped_sums(loss, params: dict, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, clip: float) -> dict:
-    """Σ mask·clip(∇ℓ) of every run r (params[k][r], padded batch x[r], y[r], mask[r]) with the
-    engine's :func:`clipped_grad_sum`, vmapped over the runs."""
-    one_run = lambda p, x, y, m: clipped_grad_sum(loss, p, x, y, clip, ghost=False, mask=m).grad_sum  # noqa: E731
-    return torch.func.vmap(one_run)(params, x, y, mask)
-
-
-def project_stacked(params: dict[str, torch.Tensor], diameter: float | None) -> int:
-    """In place, per run: :func:`dplab.training.step.project` on stacked parameters; returns how
-    many runs it moved."""
-    moved = project(params, diameter, stacked=True)
-    return 0 if moved is None else int(moved.sum())
+from dplab.training.stacked import StackedRuns, clipped_sums
 
 
 @dataclass
@@ -87,7 +65,7 @@ def _canary_grads(loss, params, canary: Canary, clip: float) -> tuple[torch.Tens
     out = []
     for xc in (canary.x_in, canary.x_out):
         g = clipped_sums(loss, params, xc[None, None].expand(runs, 1, *xc.shape), y, one, clip)
-        out.append(block(canary, g))
+        out.append(block(canary, g.grad_sum))
     return out[0], out[1]
 
 
@@ -119,6 +97,69 @@ def add_canary_gradients(grads: dict, params: dict, canaries: GradientCanaries, 
     w[:, canaries.coords] += step.to(w.dtype)
 
 
+class _GradientScores:
+    """Gradient canaries in slots n_data … n_data+k−1 of every run (module docstring): their part of
+    the clipped sums (:meth:`add`, the runs' ``extra`` hook) and their scores (:meth:`score`)."""
+
+    def __init__(self, runs: StackedRuns, canaries: GradientCanaries, members: torch.Tensor):
+        self.canaries, self.runs = canaries, runs
+        s = runs.settings
+        dtype = next(iter(runs.params.values())).dtype
+        self.present = members.to(dtype) if canaries.neighbouring == "add_remove" else members.to(dtype) * 2 - 1
+        self.v0 = self.coordinates()
+        self.mu_in = torch.full((len(members), canaries.count, 1), -s.lr * canaries.norm / runs.b, dtype=torch.float64)
+        self.mu_out = -self.mu_in if canaries.neighbouring == "replace_one" else torch.zeros_like(self.mu_in)
+        self.traj = torch.zeros(len(members), canaries.count, dtype=torch.float64)
+
+    def coordinates(self) -> torch.Tensor:
+        return self.runs.params[self.canaries.weight].flatten(1)[:, self.canaries.coords]
+
+    def add(self, runs: StackedRuns, batch, grad_sum: dict) -> None:
+        drawn = torch.zeros_like(self.present)
+        for r, idx in enumerate(batch.drawn):
+            drawn[r, idx[idx >= runs.n_data] - runs.n_data] = 1.0
+        add_canary_gradients(grad_sum, runs.params, self.canaries, drawn * self.present, runs.settings.clip,
+                             runs.settings.l2)
+        self.v_before = self.coordinates()
+
+    def score(self, step: int, out: Lockstep, std: float, q: float) -> None:
+        s = self.runs.settings
+        delta = (self.coordinates() - (1.0 - s.shrink) * self.v_before).double()
+        self.traj += increment_llr(delta[..., None], self.mu_in, self.mu_out, std, q)
+        if step in out.steps:
+            c = (1.0 - s.shrink) * (1.0 - s.lr * s.l2)
+            out.last_iterate[step] = -(self.coordinates() - c**step * self.v0).double()
+            out.trajectory[step] = self.traj.clone()
+
+
+class _InputScores:
+    """The input canary in the data's last slot (module docstring): its scores (:meth:`score`)
+    from its clipped gradient and its mirror's, read before each update (:meth:`add`)."""
+
+    def __init__(self, runs: StackedRuns, canary: Canary):
+        self.canary, self.runs = canary, runs
+        self.v0 = block(canary, runs.params)
+        self.traj = torch.zeros(len(runs.generators), 1, dtype=torch.float64)
+
+    def add(self, runs: StackedRuns, batch, grad_sum: dict) -> None:
+        self.g_in, self.g_out = _canary_grads(runs.loss, runs.params, self.canary, runs.settings.clip)
+        self.v_before = block(self.canary, runs.params)
+
+    def score(self, step: int, out: Lockstep, std: float, q: float) -> None:
+        runs, s = self.runs, self.runs.settings
+        lam = s.shrink
+        delta = (block(self.canary, runs.params) - (1.0 - lam) * self.v_before).double()
+        mu_in, mu_out = (-s.lr * g.double() / runs.b for g in (self.g_in, self.g_out))
+        self.traj += increment_llr(delta, mu_in, mu_out, std, q)[:, None]
+        if step in out.steps:
+            g_in, g_out = _canary_grads(runs.loss, runs.params, self.canary, s.clip)
+            u = (g_out - g_in).double()
+            u = u / u.norm(dim=1, keepdim=True).clamp(min=1e-30)
+            v = (block(self.canary, runs.params) - (1.0 - lam) ** step * self.v0).double()
+            out.last_iterate[step] = (v * u).sum(1)[:, None]
+            out.trajectory[step] = self.traj.clone()
+
+
 def train_many(run: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[int], record: list[int], classes: int,
                canary: Canary | None = None, gradient: GradientCanaries | None = None,
                members: torch.Tensor | None = None, on_step: Callable[[int], None] | None = None) -> Lockstep:
@@ -127,78 +168,26 @@ def train_many(run: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[i
     ``classes``: the number of labels.  With ``canary`` (in the data's last slot) or with
     ``gradient`` canaries (k slots after the data; ``members`` (R, k) True where canary j of run
     r is in), the scores at every step of ``record``; ``on_step(step)`` after every step (progress)."""
-    method = METHODS[run.method]
-    if method.noise != "independent":
-        raise DPLabError("method", "the audit needs a private method with independent Gaussian noise")
     if gradient is not None and gradient.norm > run.clip:
         raise DPLabError("canary_norm", f"a gradient canary must have norm <= clip ({run.clip}); got {gradient.norm}")
-    runs, n_real = len(seeds), x.shape[1]
-    k = gradient.count if gradient is not None else 0
-    n = n_real + k
-    starts = [initial(run, n, list(x.shape[2:]), classes, seed) for seed in seeds]
-    params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
-    b, one = starts[0].b, starts[0].loss
+    runs = StackedRuns(run, x, y, seeds, classes, slots=gradient.count if gradient is not None else 0)
+    scores = _GradientScores(runs, gradient, members) if gradient is not None else (
+        _InputScores(runs, canary) if canary is not None else None)
+    runs.extra = scores.add if scores is not None else None
     out = Lockstep(sorted(set(record)))
-    out.projections += project_stacked(params, run.diameter)
-    gens = [torch.Generator().manual_seed(s) for s in seeds]
-    sampler_list = [method.sampler(run, n) for _ in seeds]
-    noise = GaussianNoise(run.noise_multiplier * run.clip)
-    lam, lr, q = run.shrink, run.lr, b / n
-    std = lr * run.noise_multiplier * run.clip / b  # noise std on each parameter
-    rows = torch.arange(runs)[:, None]
-    dtype = next(iter(params.values())).dtype
-    traj = torch.zeros(runs, max(k, 1), dtype=torch.float64)
-    if gradient is not None:
-        present = members.to(dtype) if gradient.neighbouring == "add_remove" else members.to(dtype) * 2 - 1
-        coordinates = lambda: params[gradient.weight].flatten(1)[:, gradient.coords]  # noqa: E731
-        v0 = coordinates()
-        mu_in = torch.full((runs, k, 1), -lr * gradient.norm / b, dtype=torch.float64)
-        mu_out = -mu_in if gradient.neighbouring == "replace_one" else torch.zeros_like(mu_in)
-    elif canary is not None:
-        v0 = block(canary, params)
-    for step in range(1, max(record) + 1):
-        batches = [sampler_list[r].sample(step, gens[r]) for r in range(runs)]
-        sizes = torch.tensor([len(idx) for idx in batches])
-        real = [idx[idx < n_real] for idx in batches]
-        width = max(max(len(idx) for idx in real), 1)
-        index = torch.zeros(runs, width, dtype=torch.long)
-        mask = torch.arange(width)[None, :] < torch.tensor([len(idx) for idx in real])[:, None]
-        for r, idx in enumerate(real):
-            index[r, : len(idx)] = idx
-        grads = clipped_sums(one, params, x[rows, index], y[rows, index], mask.to(dtype), run.clip)
-        if gradient is not None:
-            drawn = torch.zeros(runs, k, dtype=dtype)
-            for r, idx in enumerate(batches):
-                drawn[r, idx[idx >= n_real] - n_real] = 1.0
-            add_canary_gradients(grads, params, gradient, drawn * present, run.clip, run.l2)
-            v_before = coordinates()
-        elif canary is not None:
-            g_in, g_out = _canary_grads(one, params, canary, run.clip)
-            v_before = block(canary, params)
-        draws = [noise.sample(step, {k: p[r] for k, p in params.items()}, gens[r]) for r in range(runs)]
-        z = {key: torch.stack([d[key] for d in draws]) for key in params}
-        update(params, grads, z, lr=lr, denom=denominator(run.normalize, b, sizes), b=b, regularization=lam)
-        out.projections += project_stacked(params, run.diameter)
-        if not all(bool(torch.isfinite(p).all()) for p in params.values()):
-            raise Diverged(f"at step {step}", lr)
+    out.projections += _count(runs.moved)
+    std = run.lr * run.noise_multiplier * run.clip / runs.b  # noise std on each parameter
+    q = runs.b / (x.shape[1] + (gradient.count if gradient is not None else 0))
+    for done in steps(runs, 1, max(record)):
+        out.projections += _count(done.moved)
         if on_step is not None:
-            on_step(step)
-        if gradient is not None:
-            delta = (coordinates() - (1.0 - lam) * v_before).double()
-            traj += increment_llr(delta[..., None], mu_in, mu_out, std, q)
-            if step in out.steps:
-                c = (1.0 - lam) * (1.0 - lr * run.l2)
-                out.last_iterate[step] = -(coordinates() - c**step * v0).double()
-                out.trajectory[step] = traj.clone()
-        elif canary is not None:
-            delta = (block(canary, params) - (1.0 - lam) * v_before).double()
-            traj += increment_llr(delta, -lr * g_in.double() / b, -lr * g_out.double() / b, std, q)[:, None]
-            if step in out.steps:
-                g_in, g_out = _canary_grads(one, params, canary, run.clip)
-                u = (g_out - g_in).double()
-                u = u / u.norm(dim=1, keepdim=True).clamp(min=1e-30)
-                v = (block(canary, params) - (1.0 - lam) ** step * v0).double()
-                out.last_iterate[step] = (v * u).sum(1)[:, None]
-                out.trajectory[step] = traj.clone()
-    out.params = params
+            on_step(done.step)
+        if scores is not None:
+            scores.score(done.step, out, std, q)
+    out.params = runs.params
     return out
+
+
+def _count(moved: torch.Tensor | None) -> int:
+    """How many runs a projection moved."""
+    return 0 if moved is None else int(moved.sum())

@@ -2,6 +2,10 @@
 
     sample batch B → per-example gradients → clip → Σ → + noise → ÷ b → update → project
 
+:func:`steps` takes these steps, for one run (:func:`train`) and for R runs of one config in
+lockstep (:class:`dplab.training.stacked.StackedRuns`, the audit's runs): nothing else in the
+package updates parameters.
+
 Per step t (g = Σ_{i∈B} clip_C(∇ℓ(w; x_i)), Z_t the noise source's sample with std σC):
 
     w ← Π( (1 − λ)·w − η·( g / m + Z_t / b ) )
@@ -41,7 +45,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -58,14 +62,14 @@ from dplab.io import atomic_writes, json_text, text_file
 from dplab.philox import PortableGenerator
 from dplab.progress import Progress
 from dplab.training.methods import METHODS, Method
-from dplab.training.per_example import clipped_grad_sum
+from dplab.training.per_example import ClippedGrads, clipped_grad_sum
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, risk_reading
 from dplab.training.run_metrics import metrics
 from dplab.training.settings import RunSettings
 from dplab.training.summary import DatasetInfo, Final, RunSummary
 from dplab.training.start import initial
-from dplab.training.step import denominator, dp_step, project
+from dplab.training.step import apply, denominator, project
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
 #: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged step's batch
@@ -134,6 +138,61 @@ def log_grid(steps: int, log_every: int) -> list[int]:
     """Steps at which metrics (and ε) are logged: every ``log_every``, and always the last."""
     grid = list(range(log_every, steps + 1, log_every))
     return grid if grid and grid[-1] == steps else grid + [steps]
+
+
+class Runs(Protocol):
+    """What :func:`steps` steps: one run (:class:`_Run`, :func:`train`) or R runs of one config in
+    lockstep, parameters stacked along a leading run axis (:class:`dplab.training.stacked.StackedRuns`)."""
+
+    settings: RunSettings
+    params: dict[str, torch.Tensor]
+    b: int
+    device: torch.device
+    stacked: bool
+
+    def batches(self, first: int, last: int) -> Iterator[tuple[int, object]]:
+        """(step, its batch) for steps ``first``..``last``, drawn lazily: a step's noise is drawn
+        after its batch."""
+
+    def noise(self, step: int) -> dict[str, torch.Tensor] | None:
+        """The step's noise on the clipped sum (None: non-private)."""
+
+    def gradients(self, step: int, batch) -> tuple[ClippedGrads, object]:
+        """The batch's clipped sum at the current parameters, and m of the update
+        (:func:`dplab.training.step.denominator`)."""
+
+
+@dataclass
+class Step:
+    """What :func:`steps` yields after each step."""
+
+    step: int
+    grads: ClippedGrads  # the step's clipped sum, its per-example norms and summed loss
+    moved: torch.Tensor | None  # where the projection moved the parameters (per run when stacked); None without one
+
+
+def steps(runs: Runs, first: int, last: int, sync: Callable[[int], bool] = lambda step: True) -> Iterator[Step]:
+    """The one step loop of every training run (module docstring): for steps ``first``..``last``,
+    the batch, the noise, the clipped sum, :func:`dplab.training.step.apply` (update, projection);
+    yields each step taken.  The NaN/inf guard (losses and parameters) accumulates on the device
+    and is read at the steps where ``sync(step)`` holds (every step by default), so a run on an
+    accelerator waits for the device only there; :class:`~dplab.errors.Diverged` names the step,
+    or the steps since the last read."""
+    s = runs.settings
+    finite, checked = torch.ones((), dtype=torch.bool, device=runs.device), first - 1
+    for step, batch in runs.batches(first, last):
+        noise = runs.noise(step)
+        grads, denom = runs.gradients(step, batch)
+        moved = apply(runs.params, grads.grad_sum, noise, lr=s.lr, denom=denom, b=runs.b, regularization=s.shrink,
+                      diameter=s.diameter, stacked=runs.stacked)
+        finite = (finite & torch.isfinite(grads.loss_sum).all()
+                  & torch.stack([torch.isfinite(p).all() for p in runs.params.values()]).all())
+        if sync(step):
+            if not bool(finite):
+                where = f"at step {step}" if checked == step - 1 else f"between steps {checked + 1} and {step}"
+                raise Diverged(where, s.lr)
+            checked = step
+        yield Step(step, grads, moved)
 
 
 @torch.no_grad()
@@ -209,6 +268,25 @@ class _Run:
         """Whether the batch generator draws nothing else (an accelerator): batches are drawn ahead."""
         return self.noise_generator is not self.generator
 
+    stacked = False  # one run (:class:`Runs`)
+
+    def batches(self, first: int, last: int) -> Iterator[tuple[int, torch.Tensor]]:
+        """(step, the batch's indices on the device): :func:`batches`, ahead on an accelerator."""
+        return batches(self.sampler, self.generator, self.device, first, last, BATCH_BLOCK if self.ahead else 1,
+                       self.settings.checkpoint_every)
+
+    def noise(self, step: int) -> dict[str, torch.Tensor] | None:
+        return self.noise_source.sample(step, self.params, self.noise_generator) if self.method.private else None
+
+    def gradients(self, step: int, idx: torch.Tensor) -> tuple[ClippedGrads, object]:
+        """The clipped sum of the batch (ghost clipping where it applies) and m; with
+        ``individual_epsilon`` the records' levels are counted first (:func:`_count_levels`)."""
+        if self.counts is not None:
+            idx = _count_levels(self, idx)
+        s = self.settings
+        grads = clipped_grad_sum(self.loss, self.params, self.x_train[idx], self.y_train[idx], s.clip)
+        return grads, denominator(s.normalize, self.b, len(idx))
+
 
 def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factorization) -> _Run:
     """Resolve the device, build the model (:func:`dplab.training.start.initial`), the method's sampler, privacy plan
@@ -265,33 +343,20 @@ def _resume(run: _Run, out: Path) -> Progress:
 
 
 def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], None] | None) -> None:
-    """Steps ``run.step + 1``..T (:func:`dplab.training.step.dp_step`), with the NaN/inf guard,
-    the logged rows (:func:`_log`), checkpoints (:func:`_save`) and the progress display."""
-    s, params = run.settings, run.params
+    """Steps ``run.step + 1``..T of the one loop (:func:`steps`), the NaN/inf guard read where the
+    run synchronizes anyway (on the CPU every step), the logged rows (:func:`_log`), checkpoints
+    (:func:`_save`) and the progress display."""
+    s = run.settings
     logged = set(run.grid)
-    finite, checked = torch.ones((), dtype=torch.bool, device=run.device), run.step
-    for step, idx in batches(run.sampler, run.generator, run.device, run.step + 1, s.steps,
-                             BATCH_BLOCK if run.ahead else 1, s.checkpoint_every):
-        noise = run.noise_source.sample(step, params, run.noise_generator) if run.method.private else None
-        if run.counts is not None:
-            idx = _count_levels(run, idx)
-        grads = dp_step(run.loss, params, run.x_train[idx], run.y_train[idx], noise, clip=s.clip, lr=s.lr,
-                        denom=denominator(s.normalize, run.b, len(idx)), b=run.b,
-                        regularization=s.shrink, diameter=s.diameter)
-        run.step = step
-        finite = finite & torch.isfinite(grads.loss_sum) & torch.stack([torch.isfinite(p).all() for p in params.values()]).all()
-        due = s.checkpoint_every and step % s.checkpoint_every == 0 and step < s.steps
-        if not run.ahead or step in logged or due:  # on the CPU every step; elsewhere where we sync anyway
-            if not bool(finite):
-                where = f"at step {step}" if checked == step - 1 else f"between steps {checked + 1} and {step}"
-                raise Diverged(where, s.lr)
-            checked = step
-        status = _log(run, grads) if step in logged else None
-        if due:
+    due = lambda step: bool(s.checkpoint_every) and step % s.checkpoint_every == 0 and step < s.steps  # noqa: E731
+    for done in steps(run, run.step + 1, s.steps, sync=lambda step: not run.ahead or step in logged or due(step)):
+        run.step = done.step
+        status = _log(run, done.grads) if done.step in logged else None
+        if due(done.step):
             _save(run, out)
-        progress.update(step, status)
+        progress.update(done.step, status)
         if hook is not None:
-            hook(step)
+            hook(done.step)
     progress.close()
 
 

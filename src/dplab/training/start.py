@@ -1,5 +1,5 @@
 """What every run of a config starts from, the same for :func:`dplab.training.loop.train` and
-the audit's lockstep runs (:func:`dplab.audit.runner.train_many`): b, the initialised model, W₀
+the runs stepped in lockstep (:class:`dplab.training.stacked.StackedRuns`): b, the initialised model, W₀
 and the per-example loss."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""One DP update, the same for :func:`dplab.training.loop.train`, the audit's lockstep runs
-(:func:`dplab.audit.runner.train_many`, parameters stacked along a leading run axis) and
-``benchmarks/dp_step.py``:
+"""One DP update, the same for every run of the one step loop (:func:`dplab.training.loop.steps`:
+one run, or R runs in lockstep with parameters stacked along a leading run axis,
+:class:`dplab.training.stacked.StackedRuns`) and ``benchmarks/dp_step.py``:
 
     w ← Π( (1 − λ)·w − η·( g / m + Z / b ) )
 
@@ -69,12 +69,20 @@ def project(params: dict[str, torch.Tensor], diameter: float | None, stacked: bo
     return norm > diameter / 2.0
 
 
+def apply(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor], noise: dict[str, torch.Tensor] | None,
+          *, lr: float, denom, b: int, regularization: float = 0.0, diameter: float | None = None,
+          stacked: bool = False) -> torch.Tensor | None:
+    """The step after the clipped sum: :func:`update`, then :func:`project` (``stacked``: per run);
+    returns where the projection moved the parameters (``None`` without a diameter)."""
+    update(params, grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization)
+    return project(params, diameter, stacked=stacked)
+
+
 def dp_step(loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
             noise: dict[str, torch.Tensor] | None, *, clip: float | None, lr: float, denom, b: int,
             regularization: float = 0.0, diameter: float | None = None) -> ClippedGrads:
-    """One step of one run on the batch (x, y): the clipped sum, :func:`update` with the drawn
-    ``noise`` (``None``: non-private), :func:`project`; returns the clipped sum (norms, loss)."""
+    """One step of one run on the batch (x, y) (``benchmarks/dp_step.py``): the clipped sum, then
+    :func:`apply` with the drawn ``noise`` (``None``: non-private); returns the clipped sum (norms, loss)."""
     grads = clipped_grad_sum(loss, params, x, y, clip)
-    update(params, grads.grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization)
-    project(params, diameter)
+    apply(params, grads.grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization, diameter=diameter)
     return grads

@@ -1,0 +1,107 @@
+"""R runs of one resolved run stepped together by the one step loop (:func:`dplab.training.loop.steps`).
+
+Run r is the run :func:`dplab.training.loop.train` makes with seed ``seeds[r]`` on the CPU, on
+its own data ``x[r], y[r]``: it starts as every run does (:func:`dplab.training.start.initial`,
+W₀ projected), keeps its own generator (:func:`dplab.training.loop.streams`), its own sampler
+(the method's, :meth:`dplab.training.methods.base.Method.sampler`) and draws its noise
+(:class:`~dplab.training.noise.GaussianNoise`, N(0, σ²C²)) in the same order, batch then noise.
+What differs is only how the R clipped sums are computed: the engine's
+:func:`~dplab.training.per_example.clipped_grad_sum` on its torch.func path, ``torch.func.vmap``-ed
+over parameters stacked along a leading run axis, each run's batch padded to the largest one with
+mask 0.  The update and projection are :func:`dplab.training.step.apply`'s on the stacked tensors.
+
+A batch may draw ``slots`` indices beyond the data (n = n_data + slots): the sampler treats them
+as records, they count in |B|, and ``extra`` adds whatever they contribute to the clipped sums
+(the audit's gradient canaries, :func:`dplab.audit.runner.train_many`).
+Methods with independent Gaussian noise only (dp_mf's correlated noise is one stream per run
+that a stack does not hold).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+
+from dplab.errors import DPLabError
+from dplab.training.loop import streams
+from dplab.training.methods import METHODS
+from dplab.training.noise import GaussianNoise
+from dplab.training.per_example import ClippedGrads, clipped_grad_sum
+from dplab.training.settings import RunSettings
+from dplab.training.start import initial
+from dplab.training.step import denominator, project
+
+
+def clipped_sums(loss, params: dict, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, clip: float) -> ClippedGrads:
+    """Σ mask·clip(∇ℓ) of every run r (params[k][r], padded batch x[r], y[r], mask[r]) with the
+    engine's :func:`clipped_grad_sum`, vmapped over the runs: sums (R, …), norms (R, W), losses (R,)."""
+    def one_run(p, x, y, m):
+        g = clipped_grad_sum(loss, p, x, y, clip, ghost=False, mask=m)
+        return g.grad_sum, g.norms, g.loss_sum
+
+    return ClippedGrads(*torch.func.vmap(one_run)(params, x, y, mask))
+
+
+@dataclass
+class Padded:
+    """One step's batches of the R runs."""
+
+    drawn: list[torch.Tensor]  # each run's batch: indices in 0..n−1, extra slots included
+    index: torch.Tensor  # (R, W) the indices of the data records, padded with 0
+    mask: torch.Tensor  # (R, W) 1.0 where ``index`` holds a record of the batch
+    sizes: torch.Tensor  # (R,) |B| of each run, extra slots included
+
+
+class StackedRuns:
+    """R runs of ``settings`` on data ``x`` (R, n_data, …), labels ``y`` (R, n_data), with seeds
+    ``seeds``; ``classes`` labels; ``slots`` extra indices per batch and ``extra(runs, batch,
+    grad_sum)``, which adds their part to the clipped sums in place (module docstring).  Implements
+    :class:`dplab.training.loop.Runs`; ``moved`` is where W₀'s projection moved a run (or None)."""
+
+    stacked = True
+    device = torch.device("cpu")
+
+    def __init__(self, settings: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[int], classes: int,
+                 slots: int = 0, extra: Callable[[StackedRuns, Padded, dict], None] | None = None):
+        method = METHODS[settings.method]
+        if method.noise != "independent":
+            raise DPLabError("method", f"runs in lockstep need a private method with independent Gaussian noise; "
+                                       f"got {settings.method} ({method.noise} noise)")
+        self.settings, self.x, self.y, self.extra = settings, x, y, extra
+        self.n_data = x.shape[1]
+        n = self.n_data + slots
+        starts = [initial(settings, n, list(x.shape[2:]), classes, seed) for seed in seeds]
+        self.params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
+        self.b, self.loss = starts[0].b, starts[0].loss
+        self.moved = project(self.params, settings.diameter, stacked=True)  # W₀ ∈ W (001 eq. 1)
+        self.generators = [streams(self.device, seed)[0] for seed in seeds]  # on the CPU: batches and noise
+        self.samplers = [method.sampler(settings, n) for _ in seeds]
+        self.noise_source = GaussianNoise(settings.noise_multiplier * settings.clip)
+        self.rows = torch.arange(len(seeds))[:, None]
+
+    def batches(self, first: int, last: int) -> Iterator[tuple[int, Padded]]:
+        for step in range(first, last + 1):
+            drawn = [sampler.sample(step, g) for sampler, g in zip(self.samplers, self.generators)]
+            real = [idx[idx < self.n_data] for idx in drawn]
+            width = max(max(len(idx) for idx in real), 1)
+            index = torch.zeros(len(drawn), width, dtype=torch.long)
+            for r, idx in enumerate(real):
+                index[r, : len(idx)] = idx
+            mask = torch.arange(width)[None, :] < torch.tensor([len(idx) for idx in real])[:, None]
+            yield step, Padded(drawn, index, mask, torch.tensor([len(idx) for idx in drawn]))
+
+    def noise(self, step: int) -> dict[str, torch.Tensor]:
+        draws = [self.noise_source.sample(step, {k: p[r] for k, p in self.params.items()}, g)
+                 for r, g in enumerate(self.generators)]
+        return {k: torch.stack([d[k] for d in draws]) for k in self.params}
+
+    def gradients(self, step: int, batch: Padded) -> tuple[ClippedGrads, torch.Tensor]:
+        """The clipped sums of every run's records, plus ``extra``'s part; m per run."""
+        dtype = next(iter(self.params.values())).dtype
+        grads = clipped_sums(self.loss, self.params, self.x[self.rows, batch.index], self.y[self.rows, batch.index],
+                             batch.mask.to(dtype), self.settings.clip)
+        if self.extra is not None:
+            self.extra(self, batch, grads.grad_sum)
+        return grads, denominator(self.settings.normalize, self.b, batch.sizes)
