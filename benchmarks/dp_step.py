@@ -20,8 +20,10 @@ Each row also gives ``vs_opacus`` (the engine's median over each Opacus mode's),
 name, torch's version and the date.
 
 Methods: ``non_private`` (forward, ``backward()``, in-place SGD update); ``engine_dp`` (what one step
-of ``dplab train`` does: :func:`dplab.training.step.dp_step`: the clipped sum, i.i.d. Gaussian noise from the run's noise
-generator (:func:`dplab.training.loop.streams`: on the device itself on a GPU), the loop's update);
+of ``dplab train`` does in :func:`dplab.training.loop.steps`: the clipped sum
+(:func:`dplab.training.per_example.clipped_grad_sum`), i.i.d. Gaussian noise from the run's noise
+generator (:func:`dplab.training.loop.streams`: on the device itself on a GPU), the update
+(:func:`dplab.training.step.apply`));
 ``engine_portable`` (the same with ``noise_rng: portable``: the noise from :mod:`dplab.philox`); ``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample
 gradients, clip, noise, ``optimizer.step()``); ``opacus_ghost`` (``grad_sample_mode="ghost"``,
 Opacus's fast gradient clipping with a double backward).
@@ -51,7 +53,8 @@ from dplab.training import loop, models
 from dplab.training.noise import GaussianNoise
 from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
-from dplab.training.step import dp_step
+from dplab.training.per_example import clipped_grad_sum
+from dplab.training.step import apply
 
 MODELS = ("logreg", "mlp004", "cnn", "tanh_cnn", "wide_mlp")
 METHODS = ("non_private", "engine_dp", "engine_portable", "opacus", "opacus_ghost")
@@ -113,7 +116,8 @@ class Steps:
         b = self.batch
 
         def step():  # the step loop.train takes for dp_sgd (normalize: expected)
-            dp_step(loss, params, self.x, self.y, noise_source.sample(0, params, generator), clip=CLIP, lr=LR, denom=b, b=b)
+            noise = noise_source.sample(0, params, generator)
+            apply(params, clipped_grad_sum(loss, params, self.x, self.y, CLIP).grad_sum, noise, lr=LR, denom=b, b=b)
 
         return step
 

@@ -70,6 +70,8 @@ def figure_files(figure: str) -> list[str]:
 #: the strategies optimized from a generating function, without a T×T matrix (dplab.mf.toeplitz, dplab.mf.blt):
 #: their files also name the objective and, when the optimizer used it, the min-separation s
 TOEPLITZ_STRATEGIES = ("banded_toeplitz", "blt")
+#: the strategies with a number of bands (run key ``bands``, ``dplab mf --bands``)
+BANDED_STRATEGIES = ("banded", "banded_toeplitz")
 
 
 def cache_key(strategy: str, steps: int, bands: int | None, buffers: int | None = None, objective: str | None = None,
@@ -78,7 +80,7 @@ def cache_key(strategy: str, steps: int, bands: int | None, buffers: int | None 
     ``<strategy>_T<steps>[_m<bands>][_k<buffers>][_<objective>][_s<min_separation>]``, the parts of
     :func:`mf_spec` that are not None (bands of banded and banded_toeplitz, buffers of blt, objective
     and s of the two strategies of :data:`TOEPLITZ_STRATEGIES`)."""
-    key = f"{strategy}_T{steps}" + (f"_m{bands}" if strategy in ("banded", "banded_toeplitz") else "")
+    key = f"{strategy}_T{steps}" + (f"_m{bands}" if strategy in BANDED_STRATEGIES else "")
     return key + "".join(f"_{part}" for part in (f"k{buffers}" if buffers is not None else None, objective,
                                                   f"s{min_separation}" if min_separation is not None else None) if part)
 
@@ -97,7 +99,7 @@ def mf_spec(strategy: str, steps: int, bands: int | None, buffers: int | None = 
     :data:`TOEPLITZ_STRATEGIES`."""
     toeplitz = strategy in TOEPLITZ_STRATEGIES
     spec = {"strategy": strategy, "steps": steps,
-            "bands": bands if strategy in ("banded", "banded_toeplitz") else None,
+            "bands": bands if strategy in BANDED_STRATEGIES else None,
             "buffers": buffers if strategy == "blt" else None,
             "objective": (objective or "mean") if toeplitz else None,
             "min_separation": min_separation if toeplitz and min_separation is not None and min_separation < steps else None}

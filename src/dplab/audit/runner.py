@@ -177,7 +177,7 @@ def train_many(run: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[i
     out = Lockstep(sorted(set(record)))
     out.projections += _count(runs.moved)
     std = run.lr * run.noise_multiplier * run.clip / runs.b  # noise std on each parameter
-    q = runs.b / (x.shape[1] + (gradient.count if gradient is not None else 0))
+    q = runs.b / runs.n
     for done in steps(runs, 1, max(record)):
         out.projections += _count(done.moved)
         if on_step is not None:

@@ -71,7 +71,7 @@ class StackedRuns:
                                        f"got {settings.method} ({method.noise} noise)")
         self.settings, self.x, self.y, self.extra = settings, x, y, extra
         self.n_data = x.shape[1]
-        n = self.n_data + slots
+        self.n = n = self.n_data + slots  # what the samplers draw from: q = b/n
         starts = [initial(settings, n, list(x.shape[2:]), classes, seed) for seed in seeds]
         self.params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
         self.b, self.loss = starts[0].b, starts[0].loss
@@ -85,11 +85,11 @@ class StackedRuns:
         for step in range(first, last + 1):
             drawn = [sampler.sample(step, g) for sampler, g in zip(self.samplers, self.generators)]
             real = [idx[idx < self.n_data] for idx in drawn]
-            width = max(max(len(idx) for idx in real), 1)
-            index = torch.zeros(len(drawn), width, dtype=torch.long)
+            lengths = torch.tensor([len(idx) for idx in real])
+            index = torch.zeros(len(drawn), max(int(lengths.max()), 1), dtype=torch.long)
             for r, idx in enumerate(real):
                 index[r, : len(idx)] = idx
-            mask = torch.arange(width)[None, :] < torch.tensor([len(idx) for idx in real])[:, None]
+            mask = torch.arange(index.shape[1])[None, :] < lengths[:, None]
             yield step, Padded(drawn, index, mask, torch.tensor([len(idx) for idx in drawn]))
 
     def noise(self, step: int) -> dict[str, torch.Tensor]:

@@ -13,11 +13,7 @@ the centred ball of diameter D (001 eq. 1; the identity without one).  The modul
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
-
-from dplab.training.per_example import ClippedGrads, clipped_grad_sum
 
 
 def denominator(normalize: str, b: int, size):
@@ -77,12 +73,3 @@ def apply(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor], no
     update(params, grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization)
     return project(params, diameter, stacked=stacked)
 
-
-def dp_step(loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-            noise: dict[str, torch.Tensor] | None, *, clip: float | None, lr: float, denom, b: int,
-            regularization: float = 0.0, diameter: float | None = None) -> ClippedGrads:
-    """One step of one run on the batch (x, y) (``benchmarks/dp_step.py``): the clipped sum, then
-    :func:`apply` with the drawn ``noise`` (``None``: non-private); returns the clipped sum (norms, loss)."""
-    grads = clipped_grad_sum(loss, params, x, y, clip)
-    apply(params, grads.grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization, diameter=diameter)
-    return grads

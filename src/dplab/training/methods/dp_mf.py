@@ -48,7 +48,7 @@ import torch
 
 from dplab.accounting.claims import exclusion
 from dplab.errors import DPLabError
-from dplab.layout import TOEPLITZ_STRATEGIES, mf_args, mf_spec
+from dplab.layout import BANDED_STRATEGIES, TOEPLITZ_STRATEGIES, mf_args, mf_spec
 from dplab.mf import accounting as mf_accounting
 from dplab.mf import blt, factorizations, toeplitz
 from dplab.mf.factorizations import Factorization
@@ -64,8 +64,6 @@ from dplab.training.settings import RunSettings
 
 NAME = "dp_mf"
 ACCOUNTANT = mf_accounting.NAME  # "mf"
-#: the strategies with a ``bands`` key
-BANDED = ("banded", "banded_toeplitz")
 
 
 def resolve(run: RunSettings, err) -> dict:
@@ -77,8 +75,8 @@ def resolve(run: RunSettings, err) -> dict:
     if strategy is None:
         raise err("strategy", f"is required for method {NAME}: one of "
                               f"{', '.join((*factorizations.STRATEGIES, *TOEPLITZ_STRATEGIES))}")
-    if (strategy in BANDED) != (run.bands is not None):
-        raise err("bands", f"is required for strategies {' and '.join(BANDED)} and only applies to them")
+    if (strategy in BANDED_STRATEGIES) != (run.bands is not None):
+        raise err("bands", f"is required for strategies {' and '.join(BANDED_STRATEGIES)} and only applies to them")
     if (strategy == "blt") != (run.buffers is not None):
         raise err("buffers", "is required for strategy blt and only applies to it (a BLT has T bands)")
     if strategy in TOEPLITZ_STRATEGIES:
