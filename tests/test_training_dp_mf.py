@@ -31,7 +31,7 @@ def synth(tmp_path_factory):
 
 def _cfg(**kw):
     base = {"method": "dp_mf", "dataset": "s", "strategy": "banded", "bands": 3, "steps": 12, "batch_size": 5,
-            "lr": 0.5, "clip": 1.0, "target_epsilon": 2.0, "delta": 1e-5, "log_every": 4, "checkpoint_every": 0,
+            "min_separation": 12, "lr": 0.5, "clip": 1.0, "target_epsilon": 2.0, "delta": 1e-5, "log_every": 4, "checkpoint_every": 0,
             "device": "cpu", "accountants": ["rdp", "pld"]}
     return resolve_run({**base, **kw})
 
@@ -57,7 +57,8 @@ def test_calibrated_sigma_meets_target_and_matches_seed_004():
     """004 §4.3 setting, one epoch (b = 200 = T, p = 1): a single Gaussian of sensitivity 1;
     calibrated σ gives ε = 1 at δ = 1e-6 (within the bisection tolerance) and matches the
     exact analytic Gaussian mechanism, ≈ 4 as 004 reports."""
-    cfg = _cfg(strategy="optimal", bands=None, steps=200, batch_size=25, target_epsilon=1.0, delta=1e-6)
+    cfg = _cfg(strategy="optimal", bands=None, steps=200, batch_size=25, target_epsilon=1.0, delta=1e-6,
+               min_separation=200)
     mech = dp_mf.prepare(RunSettings.of(cfg), 5000, [100, 200])
     sigma = mech.plan.noise_multiplier
     assert mech.plan.curves["mf"][-1] <= 1.0 and mech.plan.curves["mf"][-1] > 1.0 - 1e-3
@@ -103,6 +104,26 @@ def test_sampler_mismatch_is_refused(synth, tmp_path, change, key):
         loop.train(_cfg(**change), synth, tmp_path)
     assert key in err.value.key
     assert not (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.parametrize("n, neighbouring, refused", [
+    (60, "add_remove", True),  # n mod batch = 0: n − 1 records make 11 partitions
+    (64, "add_remove", True),  # n mod batch = batch − 1: n + 1 make 13
+    (61, "add_remove", False), (63, "add_remove", False),
+    (60, "replace_one", False),  # n fixed
+])
+def test_partitions_taken_from_n_are_refused_where_a_neighbour_changes_them(n, neighbouring, refused):
+    """min_separation null takes b = ⌊n/batch_size⌋ from the dataset: under add_remove only where
+    ⌊(n ± 1)/batch_size⌋ = b (else every record's partition is drawn anew in the neighbour); a given
+    min_separation does not depend on n."""
+    run = RunSettings.of(_cfg(min_separation=None, neighbouring=neighbouring))
+    if refused:
+        with pytest.raises(DPLabError, match=r"min_separation: null takes b = floor\(n/batch_size\) = 12 .* "
+                                             r"set min_separation = 12"):
+            dp_mf.sampler_spec(run, n)
+    else:
+        assert dp_mf.sampler_spec(run, n).min_separation == 12
+    assert dp_mf.sampler_spec(RunSettings.of(_cfg()), 60).min_separation == 12
 
 
 @pytest.mark.parametrize("raw, key", [
