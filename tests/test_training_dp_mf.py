@@ -97,7 +97,7 @@ def test_accountant_receives_the_training_sampler(synth):
     ({"sampling": "cyclic_poisson", "min_separation": 4, "neighbouring": "replace_one"}, "neighbouring"),
     ({"bands": 5, "min_separation": 4, "batch_size": 15}, "bands"),  # bands > b
     ({"participations": 3}, "participations"),  # 12 steps, b = 12 → k = 1
-    ({"min_separation": 7}, "batch_size"),  # 7 fixed batches of 60 hold 8, not 5
+    ({"min_separation": 7}, "batch_size"),  # 7 partitions of 60 hold 60/7 ≈ 8.6 in expectation, not 5
 ])
 def test_sampler_mismatch_is_refused(synth, tmp_path, change, key):
     with pytest.raises(DPLabError) as err:
