@@ -346,3 +346,17 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
     with pytest.raises(DPLabError, match="holds the factorization blt_T24_k2_max_s12; the run needs "
                                          "blt_T24_k2_mean_s12: write it with `dplab mf --strategy blt"):
         dp_mf.load_factorization(run, tmp_path / "mf")
+
+
+def test_checkpoint_of_the_earlier_permutation_split_is_refused():
+    """A checkpoint written before the partitions were drawn per record holds ``parts`` (batches cut from
+    one permutation, not what the ε covers under add_remove): resuming from it is refused, naming the
+    checkpoint; the current state round-trips."""
+    sampler = dp_mf.SpecSampler(mf_accounting.MinSeparation(4, 12, 20))
+    sampler.sample(1, torch.Generator().manual_seed(0))
+    with pytest.raises(DPLabError) as err:
+        dp_mf.SpecSampler(sampler.spec).load_state_dict({"parts": sampler.parts})
+    assert err.value.key == "checkpoint" and "delete" in str(err.value)
+    again = dp_mf.SpecSampler(sampler.spec)
+    again.load_state_dict(sampler.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(again.parts, sampler.parts))
