@@ -35,7 +35,8 @@ def permutation_sums(values: tuple, b: int) -> tuple[np.ndarray, np.ndarray]:
     """(partition sums, probabilities) of the earlier sampler: a uniform permutation ``order`` of
     the records, partition j = order[j::b]."""
     m = len(values)
-    rows = [[sum(values[i] for i in order[j::b]) for j in range(b)] for order in itertools.permutations(range(m))]
+    rows = [[sum(values[i] for i in order[j::b]) for j in range(b)]
+            for order in itertools.permutations(range(m))]
     return _merge(np.array(rows), np.full(len(rows), 1.0 / math.factorial(m)))
 
 
@@ -47,7 +48,7 @@ def assignment_sums(values: tuple, b: int) -> tuple[np.ndarray, np.ndarray]:
     return _merge(np.array(rows, dtype=float), np.full(len(rows), float(b) ** -len(values)))
 
 
-def cyclic_poisson_sums(values: tuple, b: int, steps: int, p: float) -> tuple[np.ndarray, np.ndarray]:
+def cyclic_poisson_sums(values: tuple, b: int, steps: int, p: float) -> tuple[np.ndarray, ...]:
     """(step sums G, probabilities) of cyclic Poisson: a uniform partition j per record, then each
     of its steps t ≡ j (mod b) taken with probability p; every assignment and inclusion."""
     own = []  # per record: (its steps' inclusion vector, probability)
@@ -71,8 +72,9 @@ def _merge(rows: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 # ------------------------------------------------------------------ hockey-stick on a grid
 class Pairs:
-    """δ(ε) of pairs of datasets for one C, b and σ (densities cached per dataset, a multiset: the
-    samplers treat records alike).  ``sampler``: "permutation", "assignment" or ("cyclic_poisson", p)."""
+    """δ(ε) of pairs of datasets for one C, b and σ (densities cached per dataset, a multiset:
+    the samplers treat records alike).  ``sampler``: "permutation", "assignment" or
+    ("cyclic_poisson", p)."""
 
     def __init__(self, encoder: np.ndarray, b: int, sigma: float, sampler):
         self.encoder, self.b, self.sigma, self.sampler = encoder, b, sigma, sampler
@@ -96,17 +98,20 @@ class Pairs:
             elif self.sampler == "assignment":
                 sums, weights = assignment_sums(values, self.b)
             else:
-                sums, weights = cyclic_poisson_sums(values, self.b, self.encoder.shape[0], self.sampler[1])
+                steps, p = self.encoder.shape[0], self.sampler[1]
+                sums, weights = cyclic_poisson_sums(values, self.b, steps, p)
             means = sums @ self.map.T
             assert means.shape[1] == 2, "2-D grids only"
-            axes = [norm.pdf((self.grid[None, :] - means[:, [d]]) / self.sigma) / self.sigma for d in range(2)]
+            axes = [norm.pdf((self.grid[None, :] - means[:, [d]]) / self.sigma) / self.sigma
+                    for d in range(2)]
             self.cache[values] = (axes[0].T * weights) @ axes[1]
         return self.cache[values]
 
     def delta(self, d: tuple, d2: tuple, epsilon: float) -> float:
         """max of δ(D‖D') and δ(D'‖D) at ε."""
         p, q = self.density(d), self.density(d2)
-        return max(float(np.maximum(a - math.exp(epsilon) * c, 0).sum()) * self.h**2 for a, c in ((p, q), (q, p)))
+        return max(float(np.maximum(a - math.exp(epsilon) * c, 0).sum()) * self.h**2
+                   for a, c in ((p, q), (q, p)))
 
     def epsilon(self, d: tuple, d2: tuple, delta: float) -> float:
         """The pair's exact ε at δ (bisection on the grid's δ(ε), to 1e-6)."""
@@ -118,8 +123,8 @@ class Pairs:
 
 
 def neighbours(n: int, relation: str):
-    """Every pair (D, D') with |D| = n: D' = D plus one record (add_remove; removing one from D' is the
-    same pair), or D with one record replaced (replace_one)."""
+    """Every pair (D, D') with |D| = n: D' = D plus one record (add_remove; removing one from D'
+    is the same pair), or D with one record replaced (replace_one)."""
     for d in itertools.combinations_with_replacement(VALUES, n):
         if relation == "add_remove":
             near = {tuple(sorted(d + (v,))) for v in VALUES}
@@ -138,23 +143,25 @@ def strategy(name: str, steps: int):
 
 # ------------------------------------------------------------------ the tests
 def test_grid_reproduces_the_closed_form_gaussian():
-    """The integrator itself: one Gaussian pair of μ = 1 (C = I, one record alone in a batch: a
-    dataset of one record against the empty one is not the sampler's, so the pair is built by hand)."""
+    """The integrator itself: one Gaussian pair of μ = 1 (C = I, one record alone in a batch:
+    not a pair the sampler makes, so it is built by hand)."""
     pairs = Pairs(np.eye(2), 2, 1.0, "assignment")
     pairs.cache[("a",)] = pairs.density(())
     axes = [norm.pdf(pairs.grid - m) for m in (1.0, 0.0)]
     pairs.cache[("b",)] = np.outer(*axes)
-    assert pairs.epsilon(("a",), ("b",), DELTA) == pytest.approx(gaussian_epsilon(DELTA, 1.0), abs=2e-3)
+    exact = gaussian_epsilon(DELTA, 1.0)
+    assert pairs.epsilon(("a",), ("b",), DELTA) == pytest.approx(exact, abs=2e-3)
 
 
 def test_permutation_split_breaks_add_remove_by_far():
-    """The defect: with the batches cut from one permutation, three records at −C and one added at +C
-    move the batch sums from (−2, −1) to (0, −2) or (−2, 0); that pair's exact ε at δ = 1e-5 is 10.43
-    (σ = 1, C = I, T = b = 2), where `dplab mf` printed 4.3772, the Gaussian of Δ₁ = 1."""
+    """The defect: with the batches cut from one permutation, three records at −C and one added
+    at +C move the batch sums from (−2, −1) to (0, −2) or (−2, 0); that pair's exact ε at
+    δ = 1e-5 is 10.43 (σ = 1, C = I, T = b = 2), where `dplab mf` printed 4.3772 (Δ₁ = 1)."""
     pairs = Pairs(np.eye(2), 2, 1.0, "permutation")
     d, d2 = (-1.0,) * 3, (-1.0,) * 3 + (1.0,)
     assert pairs.epsilon(d, d2, DELTA) == pytest.approx(10.43, abs=5e-3)
-    printed = accounting.epsilon(strategy("identity", 2), accounting.MinSeparation(2, 2), 1.0, DELTA)
+    sampler = accounting.MinSeparation(2, 2)
+    printed = accounting.epsilon(strategy("identity", 2), sampler, 1.0, DELTA)
     assert printed == pytest.approx(4.3772, abs=1e-4)
     assert pairs.delta(d, d2, printed) > 100 * DELTA
 
@@ -177,39 +184,44 @@ def test_min_separation_epsilon_holds_for_every_pair_of_small_datasets(name, ste
 
 
 def test_min_separation_adds_a_fourth_record_and_the_defect_pair_is_below_the_printed_epsilon():
-    """n = 4 records plus one added, and the pair of the defect under the sampler used now: its exact
-    ε is below the printed 4.3772."""
+    """n = 4 records plus one added, and the pair of the defect under the sampler used now: its
+    exact ε is below the printed 4.3772."""
     fact = strategy("identity", 2)
     printed = accounting.epsilon(fact, accounting.MinSeparation(2, 2), 1.0, DELTA)
     pairs = Pairs(fact.encoder, 2, 1.0, "assignment")
-    assert max(pairs.delta(d, d2, printed) for d, d2 in neighbours(4, "add_remove")) <= DELTA * (1 + 1e-3)
+    worst = max(pairs.delta(d, d2, printed) for d, d2 in neighbours(4, "add_remove"))
+    assert worst <= DELTA * (1 + 1e-3)
     assert pairs.epsilon((-1.0,) * 3, (-1.0,) * 3 + (1.0,), DELTA) < printed
 
 
 @pytest.mark.parametrize("name,partitions", [("identity", 2), ("banded", 2)])
 def test_cyclic_poisson_epsilon_holds_for_every_pair_of_small_datasets(name, partitions):
-    """Cyclic Poisson (T = b = 2, rate p = 0.5, add_remove): the amplified-BandMF ε (PLD) is not beaten
-    by any pair of datasets of 3 records plus one (measured: the worst pair's δ is 5e-7 of 1e-5)."""
+    """Cyclic Poisson (T = b = 2, rate p = 0.5, add_remove): the amplified-BandMF ε (PLD) is not
+    beaten by any pair of datasets of 3 records plus one (measured: the worst δ is 5e-7 of 1e-5)."""
     fact = strategy(name, 2)
-    sampler = accounting.CyclicPoisson(dataset_size=4, batch_size=2 / partitions, partitions_count=partitions, steps=2)
+    sampler = accounting.CyclicPoisson(dataset_size=4, batch_size=2 / partitions,
+                                       partitions_count=partitions, steps=2)
     assert sampler.sampling_rate == 0.5
     printed = accounting.epsilon(fact, sampler, 1.0, DELTA)
     pairs = Pairs(fact.encoder, partitions, 1.0, ("cyclic_poisson", 0.5))
-    assert max(pairs.delta(d, d2, printed) for d, d2 in neighbours(3, "add_remove")) <= DELTA * (1 + 1e-3)
+    worst = max(pairs.delta(d, d2, printed) for d, d2 in neighbours(3, "add_remove"))
+    assert worst <= DELTA * (1 + 1e-3)
 
 
 def test_dplab_mf_prints_the_epsilon_the_brute_force_bounds(capsys):
-    """The command of the defect prints the Gaussian of Δ₁ = 1 under the sampler it documents, and the
-    worst pair of that sampler stays below δ there; cyclic Poisson under replace_one is refused."""
-    assert main(["mf", "--strategy", "identity", "--steps", "2", "--min-separation", "2", "--noise-multiplier", "1",
-                 "--delta", "1e-5"]) == 0
+    """The command of the defect prints the Gaussian of Δ₁ = 1 under the sampler it documents,
+    and the worst pair of that sampler stays below δ there; cyclic Poisson under replace_one is
+    refused."""
+    command = ["mf", "--strategy", "identity", "--steps", "2", "--min-separation", "2",
+               "--noise-multiplier", "1", "--delta", "1e-5"]
+    assert main(command) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["sampling"], out["neighbouring"]) == ("min_separation", "add_remove")
     assert out["epsilon"] == pytest.approx(gaussian_epsilon(DELTA, 1.0), rel=1e-9)
     pairs = Pairs(np.eye(2), 2, 1.0, "assignment")
-    assert max(pairs.delta(d, d2, out["epsilon"]) for d, d2 in neighbours(3, "add_remove")) <= DELTA * (1 + 1e-3)
-    assert main(["mf", "--strategy", "identity", "--steps", "2", "--min-separation", "2", "--noise-multiplier", "1",
-                 "--delta", "1e-5", "--sampling", "cyclic_poisson", "--dataset-size", "4", "--batch-size", "1",
-                 "--neighbouring", "replace_one"]) == 2
+    worst = max(pairs.delta(d, d2, out["epsilon"]) for d, d2 in neighbours(3, "add_remove"))
+    assert worst <= DELTA * (1 + 1e-3)
+    assert main([*command, "--sampling", "cyclic_poisson", "--dataset-size", "4",
+                 "--batch-size", "1", "--neighbouring", "replace_one"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "neighbouring" in err

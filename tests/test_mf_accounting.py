@@ -131,14 +131,16 @@ def test_adding_a_record_moves_no_other_record(n, b):
     g = torch.Generator()
     for t in range(T):
         assert torch.equal(small.batch(t, p, g), large.batch(t, q, g))
-    small, large = Acc.CyclicPoisson(n, n / (2 * b), b, T), Acc.CyclicPoisson(n + 1, n / (2 * b), b, T)
+    batch = n / (2 * b)
+    small, large = Acc.CyclicPoisson(n, batch, b, T), Acc.CyclicPoisson(n + 1, batch, b, T)
     p, q = partitions(small), without_last(partitions(large))
     assert all(torch.equal(x, y) for x, y in zip(p, q))
 
 
 def test_partitions_are_uniform_and_independent_of_the_others():
-    """Each record's partition is uniform over the b: over 4000 seeds, record 0 of 3 lands in each of 4
-    partitions 1000 ± 5·√750 times, and jointly with record 1 in each of the 16 pairs 250 ± 5·√234."""
+    """Each record's partition is uniform over the b: over 4000 seeds, record 0 of 3 lands in each
+    of 4 partitions 1000 ± 5·√750 times, and jointly with record 1 in each of the 16 pairs
+    250 ± 5·√234."""
     import torch
 
     hits = np.zeros((4, 4))

@@ -31,7 +31,8 @@ def synth(tmp_path_factory):
 
 def _cfg(**kw):
     base = {"method": "dp_mf", "dataset": "s", "strategy": "banded", "bands": 3, "steps": 12, "batch_size": 5,
-            "min_separation": 12, "lr": 0.5, "clip": 1.0, "target_epsilon": 2.0, "delta": 1e-5, "log_every": 4, "checkpoint_every": 0,
+            "min_separation": 12,
+            "lr": 0.5, "clip": 1.0, "target_epsilon": 2.0, "delta": 1e-5, "log_every": 4, "checkpoint_every": 0,
             "device": "cpu", "accountants": ["rdp", "pld"]}
     return resolve_run({**base, **kw})
 
@@ -57,8 +58,8 @@ def test_calibrated_sigma_meets_target_and_matches_seed_004():
     """004 §4.3 setting, one epoch (b = 200 = T, p = 1): a single Gaussian of sensitivity 1;
     calibrated σ gives ε = 1 at δ = 1e-6 (within the bisection tolerance) and matches the
     exact analytic Gaussian mechanism, ≈ 4 as 004 reports."""
-    cfg = _cfg(strategy="optimal", bands=None, steps=200, batch_size=25, target_epsilon=1.0, delta=1e-6,
-               min_separation=200)
+    cfg = _cfg(strategy="optimal", bands=None, steps=200, batch_size=25, target_epsilon=1.0,
+               delta=1e-6, min_separation=200)
     mech = dp_mf.prepare(RunSettings.of(cfg), 5000, [100, 200])
     sigma = mech.plan.noise_multiplier
     assert mech.plan.curves["mf"][-1] <= 1.0 and mech.plan.curves["mf"][-1] > 1.0 - 1e-3
@@ -97,7 +98,7 @@ def test_accountant_receives_the_training_sampler(synth):
     ({"sampling": "cyclic_poisson", "min_separation": 4, "neighbouring": "replace_one"}, "neighbouring"),
     ({"bands": 5, "min_separation": 4, "batch_size": 15}, "bands"),  # bands > b
     ({"participations": 3}, "participations"),  # 12 steps, b = 12 → k = 1
-    ({"min_separation": 7}, "batch_size"),  # 7 partitions of 60 hold 60/7 ≈ 8.6 in expectation, not 5
+    ({"min_separation": 7}, "batch_size"),  # 7 partitions of 60 hold 8.6 on average, not 5
 ])
 def test_sampler_mismatch_is_refused(synth, tmp_path, change, key):
     with pytest.raises(DPLabError) as err:
@@ -112,14 +113,14 @@ def test_sampler_mismatch_is_refused(synth, tmp_path, change, key):
     (61, "add_remove", False), (63, "add_remove", False),
     (60, "replace_one", False),  # n fixed
 ])
-def test_partitions_taken_from_n_are_refused_where_a_neighbour_changes_them(n, neighbouring, refused):
+def test_partitions_from_n_are_refused_where_a_neighbour_changes_them(n, neighbouring, refused):
     """min_separation null takes b = ⌊n/batch_size⌋ from the dataset: under add_remove only where
-    ⌊(n ± 1)/batch_size⌋ = b (else every record's partition is drawn anew in the neighbour); a given
-    min_separation does not depend on n."""
+    ⌊(n ± 1)/batch_size⌋ = b (else every record's partition is drawn anew in the neighbour); a
+    given min_separation does not depend on n."""
     run = RunSettings.of(_cfg(min_separation=None, neighbouring=neighbouring))
     if refused:
-        with pytest.raises(DPLabError, match=r"min_separation: null takes b = floor\(n/batch_size\) = 12 .* "
-                                             r"set min_separation = 12"):
+        with pytest.raises(DPLabError, match=r"min_separation: null takes b = "
+                                             r"floor\(n/batch_size\) = 12 .* set min_separation = 12"):
             dp_mf.sampler_spec(run, n)
     else:
         assert dp_mf.sampler_spec(run, n).min_separation == 12
@@ -349,9 +350,9 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
 
 
 def test_checkpoint_of_the_earlier_permutation_split_is_refused():
-    """A checkpoint written before the partitions were drawn per record holds ``parts`` (batches cut from
-    one permutation, not what the ε covers under add_remove): resuming from it is refused, naming the
-    checkpoint; the current state round-trips."""
+    """A checkpoint written before the partitions were drawn per record holds ``parts`` (batches
+    cut from one permutation, not what the ε covers under add_remove): resuming from it is
+    refused, naming the checkpoint; the current state round-trips."""
     sampler = dp_mf.SpecSampler(mf_accounting.MinSeparation(4, 12, 20))
     sampler.sample(1, torch.Generator().manual_seed(0))
     with pytest.raises(DPLabError) as err:

@@ -63,13 +63,15 @@ def register(subparsers) -> None:
     p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"),
                    help="neighbouring relation of the accounting (with --epsilon/--delta)")
     p.add_argument("--sampling", default="min_separation", choices=("min_separation", "cyclic_poisson"),
-                   help="participation scheme the accounting assumes, each record in one of b partitions drawn "
-                   "independently once per run: partition t mod b is batch t (k participations >= b steps apart, "
-                   "no amplification) or is Poisson-sampled at step t (cyclic_poisson: amplified; banded C)")
+                   help="participation scheme the accounting assumes, each record in one of b "
+                   "partitions drawn independently once per run: partition t mod b is batch t (k "
+                   "participations >= b steps apart, no amplification) or is Poisson-sampled at "
+                   "step t (cyclic_poisson: amplified; banded C)")
     p.add_argument("--sampling-rate", type=float, default=None,
                    help="q: amplified BandMF accounting, b = bands groups each Poisson-sampled with rate q once every "
-                   "b steps (banded strategies); assumes each record's group is fixed for the run and independent "
-                   "of the other records (drawn as dp_mf's cyclic_poisson does)")
+                   "b steps (banded strategies); assumes each record's group is fixed for the "
+                   "run and independent of the other records (drawn as dp_mf's cyclic_poisson "
+                   "does)")
     p.add_argument("--dataset-size", type=int, default=None, help="n (cyclic_poisson: with --batch-size gives the sampling rate)")
     p.add_argument("--batch-size", type=float, default=None, help="expected batch size per step (cyclic_poisson)")
     p.add_argument("--out", default=None,
@@ -158,8 +160,8 @@ def _sampler(args, steps: int, b: int, k: int, out: dict):
     sampler = accounting.MinSeparation(b, steps)
     if k != sampler.participations:
         raise DPLabError(
-            "participations", f"the min_separation sampler (b partitions cycled) gives k = ceil(T/b) = "
-                              f"{sampler.participations}; got {k}"
+            "participations", f"the min_separation sampler (b partitions cycled) gives "
+                              f"k = ceil(T/b) = {sampler.participations}; got {k}"
         )
     out.update(sampling=args.sampling)
     return sampler

@@ -23,7 +23,8 @@ The loop is the one of :mod:`dplab.training.loop`; this module supplies its thre
 Run keys: ``strategy`` (identity|sqrt|optimal|banded|banded_toeplitz|blt), ``bands`` (banded,
 banded_toeplitz), ``buffers`` (blt, 1..15), ``objective`` (banded_toeplitz, blt: mean|max, default
 mean: what the optimizer minimizes), ``min_separation`` (b: number of partitions;
-null → ⌊n/batch_size⌋, under add_remove only where n ± 1 gives the same b; required for banded_toeplitz and blt with the min_separation sampler, whose
+null → ⌊n/batch_size⌋, under add_remove only where n ± 1 gives the same b;
+required for banded_toeplitz and blt with the min_separation sampler, whose
 optimizer minimizes the error of k = ⌈T/b⌉ participations b apart), ``participations`` (k,
 optional: must equal ⌈T/b⌉, what the cyclic sampler gives).  Momentum is not supported by the
 loop, so the workload is the prefix sum (004 §4.1).
@@ -169,14 +170,16 @@ def load_factorization(run: RunSettings, cache: str | Path) -> Factorization | T
 
 
 def _parts_of_n(run: RunSettings, n: int, batch: int) -> int:
-    """b = ⌊n/batch_size⌋ taken from the dataset's size; under add_remove only where the neighbour's
-    n ± 1 gives the same b (else every partition would be drawn anew: docs/matrix_factorization.md)."""
+    """b = ⌊n/batch_size⌋ taken from the dataset's size; under add_remove only where the
+    neighbour's n ± 1 gives the same b (else every partition would be drawn anew:
+    docs/matrix_factorization.md)."""
     if run.neighbouring == "add_remove" and not 1 <= n % batch <= batch - 2:
-        raise DPLabError("min_separation", f"null takes b = floor(n/batch_size) = {n // batch} from the dataset size, "
-                                           f"which one record more or less changes (n mod batch_size = {n % batch}, "
-                                           f"add_remove needs it in [1, batch_size - 2]): set min_separation = "
-                                           f"{max(1, n // batch)} (b then does not depend on n) or neighbouring = "
-                                           "replace_one")
+        raise DPLabError(
+            "min_separation",
+            f"null takes b = floor(n/batch_size) = {n // batch} from the dataset size, which one "
+            f"record more or less changes (n mod batch_size = {n % batch}, add_remove needs it in "
+            f"[1, batch_size - 2]): set min_separation = {max(1, n // batch)} (b then does not "
+            "depend on n) or neighbouring = replace_one")
     return n // batch
 
 
@@ -188,9 +191,9 @@ def sampler_spec(run: RunSettings, n: int):
     parts = run.min_separation if run.min_separation is not None else _parts_of_n(run, n, batch)
     if run.sampling == "min_separation":
         if n // parts != batch:
-            raise DPLabError("batch_size", f"{parts} partitions of {n} examples hold {n / parts:g} each in "
-                                           f"expectation; set batch_size = {n // parts} or min_separation = "
-                                           f"{n // batch}")
+            raise DPLabError("batch_size", f"{parts} partitions of {n} examples hold {n / parts:g} "
+                                           f"each in expectation; set batch_size = {n // parts} or "
+                                           f"min_separation = {n // batch}")
         spec = mf_accounting.MinSeparation(parts, run.steps, n)
         k = spec.participations
     elif run.sampling == "cyclic_poisson":
@@ -237,9 +240,9 @@ class SpecSampler(Sampler):
 
     def load_state_dict(self, state):
         if "partitions" not in state:
-            raise DPLabError("checkpoint", "holds dp_mf batches of the earlier permutation split, which the MF ε "
-                                           "does not cover under add_remove: delete the run's checkpoint.pt and "
-                                           "checkpoint.prev.pt")
+            raise DPLabError("checkpoint", "holds dp_mf batches of the earlier permutation split, "
+                                           "which the MF ε does not cover under add_remove: delete "
+                                           "the run's checkpoint.pt and checkpoint.prev.pt")
         self.parts = state["partitions"]
 
 
@@ -282,13 +285,13 @@ def truncate(fact: Factorization | ToeplitzFactorization, spec, steps: int):
 def sampler_description(spec) -> dict:
     if isinstance(spec, mf_accounting.MinSeparation):
         return {"name": "min_separation", "min_separation": spec.min_separation, "participations": spec.participations,
-                "description": "b partitions (each record's drawn uniformly and independently, once per run) "
-                               "used cyclically as the batches: k = ceil(T/b) participations, any two >= b steps "
-                               "apart; no amplification"}
+                "description": "b partitions (each record's drawn uniformly and independently, "
+                               "once per run) used cyclically as the batches: k = ceil(T/b) "
+                               "participations, any two >= b steps apart; no amplification"}
     return {"name": "cyclic_poisson", "partitions": spec.partitions_count, "sampling_rate": spec.sampling_rate,
             "compositions": spec.compositions,
-            "description": "b partitions (each record's drawn uniformly and independently, once per run); "
-                           "step t uses partition t mod b, each member kept with "
+            "description": "b partitions (each record's drawn uniformly and independently, "
+                           "once per run); step t uses partition t mod b, each member kept with "
                            "probability p (amplified banded MF, Choquette-Choo et al. 2023, Thm 4)"}
 
 
