@@ -74,7 +74,8 @@ def features(x: np.ndarray, name: str, key: str) -> np.ndarray:
     if x.ndim < 2 or 0 in x.shape:
         raise DPLabError(key, f"{name} has shape {list(x.shape)}; it must be (records, *feature shape) with "
                               "at least one record and feature, e.g. (N, d) or (N, c, h, w)")
-    out = x.astype(np.float32)
+    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: refused below
+        out = x.astype(np.float32)
     bad = np.flatnonzero(~np.isfinite(out.reshape(len(out), -1)).all(axis=1))
     if len(bad):
         raise DPLabError(key, f"{name} holds NaN or inf (as float32) in {len(bad)} record(s), the first at "
