@@ -304,3 +304,23 @@ def test_the_worked_example_table_is_what_its_script_makes(tmp_path):
     train, test, info = _prepare({**entry, "path": str(shipped)}, "loans")
     assert (info["train_size"], info["test_size"], info["class_names"]) == (900, 300, ["no", "yes"])
     assert info["features"][:3] == ["age", "income", "debt_ratio"] and train["x"].shape == (900, 11)
+
+
+@pytest.mark.pipeline
+def test_snakemake_reruns_the_data_job_when_the_data_file_changes(tmp_path):
+    """A project folder with a CSV and a config: after the data job ran, Snakemake has nothing to
+    do; after the CSV changed it reruns the data job, because the file is its input."""
+    from conftest import run
+
+    (tmp_path / "t.csv").write_text("a,b,y\n" + "".join(f"{i},{'uv'[i % 2]},{i % 3}\n" for i in range(30)))
+    config = {"datasets": {"own": {"kind": "csv", "path": "t.csv", "label": "y"}},
+              "runs": {"r": {"method": "sgd", "dataset": "own", "steps": 1, "batch_size": 1}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    smk = ["snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+           str(tmp_path / "c.yaml"), "--cores", "1", "results/data/own/info.json"]
+    run(smk, cwd=tmp_path)
+    assert "Nothing to be done" in run([*smk, "--dry-run"], cwd=tmp_path).stdout
+    with open(tmp_path / "t.csv", "a") as handle:
+        handle.write("30,u,0\n")
+    plan = run([*smk, "--dry-run"], cwd=tmp_path)
+    assert "rule prepare_data:" in plan.stdout and "t.csv" in plan.stdout, plan.stdout
