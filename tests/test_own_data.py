@@ -62,6 +62,21 @@ def test_arrays_with_a_test_split_keep_the_records_and_any_feature_shape(tmp_pat
     assert data.load(tmp_path / "out").x_test.shape == (5, 2, 3, 3)
 
 
+def test_planning_reads_the_file_again_once_it_changed_and_load_refuses_a_claimed_bound(tmp_path):
+    """expected_info reads a source once per content stamp (size, mtime): a changed file is read
+    again. An arrays dataset guarantees no feature-norm bound: an info.json claiming one is refused."""
+    path = _npz(tmp_path / "d.npz", x_train=np.eye(10), y_train=np.arange(10) % 2)
+    cfg = data.resolve_dataset({"kind": "arrays", "path": path}, "own")
+    assert data.expected_info(cfg, "own")["train_size"] == 8
+    _npz(tmp_path / "d.npz", x_train=np.eye(20), y_train=np.arange(20) % 2)
+    assert data.expected_info(cfg, "own")["train_size"] == 16
+    data.write(tmp_path / "out", *data.prepare(cfg, "own"))
+    info = json.loads((tmp_path / "out" / "info.json").read_text())
+    (tmp_path / "out" / "info.json").write_text(json.dumps({**info, "feature_norm_bound": 1.0}))
+    with pytest.raises(DPLabError, match="guarantees no bound: the file was edited"):
+        data.load(tmp_path / "out")
+
+
 def test_arrays_without_a_test_split_are_split_stratified_and_seeded(tmp_path):
     y = np.repeat([0, 1, 2, 3], [40, 20, 20, 20])
     path = _npz(tmp_path / "d.npz", x_train=np.arange(100.0)[:, None], y_train=y)

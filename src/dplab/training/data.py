@@ -143,26 +143,25 @@ _DESCRIBED: dict[tuple, dict] = {}
 
 
 def _describe(cfg: dict, name: str) -> dict:
-    """train_size, test_size, input_shape, classes and class_names of an own kind's entry, its
-    source read and checked (an image folder: the headers only)."""
+    """train_size, input_shape and classes of an own kind's entry, its source read and checked
+    (an image folder: the headers only)."""
     key = f"datasets.{name}"
     try:
         stamp = tuple((f, s.st_size, s.st_mtime_ns) for f in source_files(cfg, name) for s in [Path(f).stat()])
     except OSError:
         stamp = None  # the reader names what is missing
     cache = (json.dumps(cfg, sort_keys=True), stamp)
-    if stamp is None or cache not in _DESCRIBED:
-        if cfg["kind"] == "image_folder":
-            found = image_folder.describe(cfg, key)
-        else:
-            own = OWN_KINDS[cfg["kind"]](cfg, key)
-            found = {"train_size": len(own.train["y"]), "test_size": len(own.test["y"]),
-                     "input_shape": list(own.train["x"].shape[1:]), "classes": len(own.class_names),
-                     "class_names": own.class_names}
-        if stamp is None:
-            return found
+    if stamp is not None and cache in _DESCRIBED:
+        return _DESCRIBED[cache]
+    if cfg["kind"] == "image_folder":
+        found = image_folder.describe(cfg, key)
+    else:
+        own = OWN_KINDS[cfg["kind"]](cfg, key)
+        found = {"train_size": len(own.train["y"]), "input_shape": list(own.train["x"].shape[1:]),
+                 "classes": len(own.class_names)}
+    if stamp is not None:
         _DESCRIBED[cache] = found
-    return _DESCRIBED[cache]
+    return found
 
 
 def expected_info(cfg: dict, name: str = "dataset") -> dict:
@@ -173,8 +172,7 @@ def expected_info(cfg: dict, name: str = "dataset") -> dict:
     kind = cfg["kind"]
     if kind in OWN_KINDS:
         found = _describe(cfg, name)
-        return {"train_size": found["train_size"], "input_shape": found["input_shape"], "classes": found["classes"],
-                "feature_norm_bound": feature_norm_bound(cfg, found["input_shape"])}
+        return {**found, "feature_norm_bound": feature_norm_bound(cfg, found["input_shape"])}
     if kind in ("digits", "mnist5000"):  # scikit-learn's split: ceil(test_fraction · records) test records
         records = DIGITS_RECORDS if kind == "digits" else MNIST5000_RECORDS
         n = records - math.ceil(cfg["test_fraction"] * records)

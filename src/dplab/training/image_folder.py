@@ -78,25 +78,19 @@ def files(cfg: dict, key: str) -> list[str]:
 
 
 def describe(cfg: dict, key: str) -> dict:
-    """train_size, test_size, input_shape, classes and class_names, from the images' headers."""
+    """train_size, input_shape and classes, from the images' headers (size and mode checked)."""
     found = listing(cfg, key)
     for images in found.values():
         for _, path in images:
             _image(path, cfg, key, decode=False)
     names = sorted({c for c, _ in found["train"]})
-    n = len(found["train"])
     if "test" in found:
         own_split(cfg, key)
-        sizes = (n, len(found["test"]))
+        n = len(found["train"])
     else:
-        sizes = _split_sizes(np.array([names.index(c) for c, _ in found["train"]]), cfg, key)
-    return {"train_size": sizes[0], "test_size": sizes[1], "input_shape": [cfg["channels"], *cfg["size"]],
-            "classes": len(names), "class_names": names}
-
-
-def _split_sizes(y: np.ndarray, cfg: dict, key: str) -> tuple[int, int]:
-    train, test = split(np.zeros((len(y), 1)), y, cfg, key)
-    return len(train["y"]), len(test["y"])
+        y = np.array([names.index(c) for c, _ in found["train"]])
+        n = len(split(np.zeros((len(y), 1)), y, cfg, key)[0]["y"])
+    return {"train_size": n, "input_shape": [cfg["channels"], *cfg["size"]], "classes": len(names)}
 
 
 def read(cfg: dict, key: str) -> Own:
