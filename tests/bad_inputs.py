@@ -195,6 +195,37 @@ ENTRIES: list[Entry] = [
     Entry("train on a folder that is no dataset", 8, ["train", "--run-json", json.dumps(RUN), "--data", "FILE:no_results",
                                                       "--out", "OUTDIR"]),
     Entry("unknown accountant", 8, ["epsilon", "--accountant", "nope", *EPS]),
+    # 9. the user's own data: each refused in one line naming the key, before any training
+    Entry("prepare-data: a CSV without the label column", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "csv_no_label",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: a CSV without a feature column", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "csv_no_feature",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: a CSV with an empty cell", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "csv_empty_cell",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays with a label outside 0..K-1", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_test_label",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays of a single class", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_one_class",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays with NaN features", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_nan",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays with inf features", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_inf",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays with x and y of different lengths", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_length",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays of dtype object", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_object",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: an image of another size", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "images_size",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: an image of another mode", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "images_mode",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: an empty class folder", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "images_empty_class",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: a test class not in train", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "images_test_class",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: a missing data file", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "missing_file",
+                                          "--out", "OUTDIR"]),
+    Entry("check-config: a CSV without the label column", 9, ["check-config", "FILE:own_plan_column.yaml"]),
+    Entry("check-config: an image of another size", 9, ["check-config", "FILE:own_plan_size.yaml"]),
 ]
 
 
@@ -223,12 +254,57 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
         (folder / name).write_text(text)
         paths[name] = folder / name
     paths["summary.json"] = data.parent / "run" / "summary.json"  # prepare() trains it
+    paths.update(own_files(folder / "own"))
     (folder / "no_results").mkdir(exist_ok=True)
     paths["no_results"] = folder / "no_results"
     fifo = folder / "fifo"
     if not fifo.exists():
         os.mkfifo(fifo)
     paths["fifo"] = fifo
+    return paths
+
+
+def own_files(folder: Path) -> dict[str, Path]:
+    """Bad data of the own dataset kinds (arrays, csv, image_folder) under ``folder`` and the
+    configs naming them: own.yaml (one dataset each, for prepare-data), own_plan_*.yaml (one bad
+    dataset with a run on it, for check-config)."""
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    x, y = np.zeros((6, 2)), np.array([0, 1] * 3)
+    arrays = {"arrays_test_label": dict(x_train=x, y_train=y, x_test=x[:2], y_test=np.array([0, 5])),
+              "arrays_one_class": dict(x_train=x, y_train=0 * y), "arrays_length": dict(x_train=x, y_train=y[:4]),
+              "arrays_nan": dict(x_train=x + np.nan, y_train=y), "arrays_inf": dict(x_train=x - np.inf, y_train=y),
+              "arrays_object": dict(x_train=x.astype(object), y_train=y)}
+    datasets = {"missing_file": {"kind": "arrays", "path": str(folder / "none.npz")}}
+    for name, content in arrays.items():
+        np.savez(folder / f"{name}.npz", **content)
+        datasets[name] = {"kind": "arrays", "path": str(folder / f"{name}.npz")}
+    tables = {"csv_no_label": ("a,b\n1,x\n2,y\n", {"label": "y"}),
+              "csv_no_feature": ("a,y\n1,0\n2,1\n", {"label": "y", "features": ["a", "b"]}),
+              "csv_empty_cell": ("a,y\n1,0\n,1\n", {"label": "y"})}
+    for name, (text, keys) in tables.items():
+        (folder / f"{name}.csv").write_text(text)
+        datasets[name] = {"kind": "csv", "path": str(folder / f"{name}.csv"), **keys}
+    layouts = {"images_size": ({"train": {"a": 2, "b": 2}}, (5, 5), "L"),
+               "images_mode": ({"train": {"a": 2, "b": 2}}, (4, 4), "RGB"),
+               "images_empty_class": ({"train": {"a": 2, "b": 0}}, (4, 4), "L"),
+               "images_test_class": ({"train": {"a": 2, "b": 2}, "test": {"c": 1}}, (4, 4), "L")}
+    for name, (layout, size, mode) in layouts.items():
+        for part, classes in layout.items():
+            for cls, count in classes.items():
+                (folder / name / part / cls).mkdir(parents=True, exist_ok=True)
+                for i in range(count):
+                    Image.new(mode, size).save(folder / name / part / cls / f"{i}.png")
+        datasets[name] = {"kind": "image_folder", "path": str(folder / name), "size": [4, 4], "channels": 1}
+    paths = {"own.yaml": folder / "own.yaml"}
+    paths["own.yaml"].write_text(yaml.safe_dump({"datasets": datasets}))
+    run = {"method": "sgd", "model": "logreg", "steps": 1, "batch_size": 1}
+    for plan, name in (("own_plan_column.yaml", "csv_no_label"), ("own_plan_size.yaml", "images_size")):
+        paths[plan] = folder / plan
+        paths[plan].write_text(yaml.safe_dump({"datasets": {name: datasets[name]},
+                                               "runs": {"r": {**run, "dataset": name}}}))
     return paths
 
 
