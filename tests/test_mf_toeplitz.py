@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from dplab.cli import main
-from dplab.mf import accounting, toeplitz
+from dplab.mf import accounting, saved, toeplitz
 from dplab.mf.factorizations import Factorization, _toeplitz_lower
 from dplab.mf.sensitivity import brute_force, sensitivity, toeplitz_sensitivity
 
@@ -188,8 +188,8 @@ def test_saved_factorization_reads_back_exactly_and_a_damaged_file_is_refused(tm
 
     fact = toeplitz.banded_toeplitz(40, 4, "max", 2, 20) if strategy == "banded_toeplitz" else blt.blt(40, 3, "max", 2, 20)
     path = tmp_path / "c.npz"
-    toeplitz.save(fact, path)
-    back = toeplitz.load(path, "REGENERATE")
+    saved.save(fact, path)
+    back = saved.load_toeplitz(path, "REGENERATE")
     assert (back.strategy, back.steps, back.info) == (fact.strategy, fact.steps, json.loads(json.dumps(fact.info)))
     np.testing.assert_array_equal(back.coefficients, fact.coefficients)
     streams = [FilterNoise(f, 1.5) for f in (fact, back)]
@@ -198,4 +198,4 @@ def test_saved_factorization_reads_back_exactly_and_a_damaged_file_is_refused(tm
     assert all(torch.equal(a, b) for a, b in zip(*draws))
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(DPLabError, match="REGENERATE"):
-        toeplitz.load(path, "REGENERATE")
+        saved.load_toeplitz(path, "REGENERATE")

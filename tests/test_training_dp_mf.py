@@ -14,7 +14,7 @@ from dplab.accounting import Setting, get
 from dplab import layout
 from dplab.errors import DPLabError
 from dplab.mf import accounting as mf_accounting
-from dplab.mf import factorizations
+from dplab.mf import factorizations, saved
 from dplab.mf.workload import prefix_sum
 from dplab.training import checkpoint, data, loop
 from dplab.training.methods import dp_mf
@@ -148,10 +148,10 @@ def test_killed_run_resumes_byte_identical(synth, tmp_path):
 def test_cached_factorization_is_checked_against_the_run(synth, tmp_path):
     cfg = _cfg()
     fact = factorizations.banded(prefix_sum(12), 3)
-    factorizations.save(fact, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
+    saved.save(fact, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     loaded = dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     np.testing.assert_array_equal(loaded.encoder, fact.encoder)
-    factorizations.save(factorizations.banded(prefix_sum(12), 2), tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
+    saved.save(factorizations.banded(prefix_sum(12), 2), tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     with pytest.raises(DPLabError, match="bands=2"):
         dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     a = loop.train(cfg, synth, tmp_path / "a", factorization=fact)
