@@ -325,3 +325,30 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
     with pytest.raises(DPLabError, match="holds the factorization blt_T24_k2_max_s12; the run needs "
                                          "blt_T24_k2_mean_s12: write it with `dplab mf --strategy blt"):
         dp_mf.load_factorization(run, tmp_path / "mf")
+
+
+@pytest.fixture(scope="module")
+def saved_blt(tmp_path_factory):
+    """The file the pipeline writes for :func:`_toeplitz_cfg`'s run, and the command that writes it."""
+    args = "--strategy blt --steps 24 --buffers 2 --objective mean --min-separation 12"
+    path = tmp_path_factory.mktemp("cache") / "blt_T24_k2_mean_s12.npz"
+    saved.save(dp_mf.build_factorization(RunSettings.of(_toeplitz_cfg())), path)
+    return path, f"dplab mf {args} --out"
+
+
+@pytest.mark.parametrize("change", [{"coefficients": 0.01}, {"coefficients": 100.0},
+                                    {"section_numerators": None, "section_denominators": None}])
+def test_a_saved_blt_whose_noise_and_epsilon_disagree_is_refused_before_training(saved_blt, tmp_path, change):
+    """Coefficients scaled (the ε of another C: 0.027 or 5426 instead of 4.377 with the same noise, before)
+    or the filter sections swapped (the noise of another C): refused at load, naming the command."""
+    source, command = saved_blt
+    with np.load(source) as f:
+        arrays = dict(f)
+    for key, factor in change.items():
+        arrays[key] = arrays[key] * factor if factor is not None else arrays[key][::-1].copy()
+    np.savez(tmp_path / source.name, **arrays)
+    with pytest.raises(DPLabError) as err:
+        dp_mf.load_factorization(RunSettings.of(_toeplitz_cfg()), tmp_path)
+    assert f"`{command} {tmp_path / source.name}`" in str(err.value) and "\n" not in str(err.value)
+    np.savez(tmp_path / source.name, **dict(np.load(source)))
+    dp_mf.load_factorization(RunSettings.of(_toeplitz_cfg()), tmp_path)  # the file as written loads
