@@ -99,7 +99,10 @@ def _command(path, strategy: str, steps: int, bands=None, buffers=None, objectiv
 
 def _far(stored, recomputed) -> bool:
     """Whether ``stored`` differs from ``recomputed`` by more than :data:`RTOL` of its largest entry."""
-    stored, recomputed = np.asarray(stored, dtype=float), np.asarray(recomputed, dtype=float)
+    try:
+        stored, recomputed = np.asarray(stored, dtype=float), np.asarray(recomputed, dtype=float)
+    except (TypeError, ValueError):  # an info entry that is no list of numbers
+        return True
     if stored.shape != recomputed.shape:
         return True
     with np.errstate(invalid="ignore"):
@@ -180,7 +183,9 @@ def load_toeplitz(path, regenerate: str | None = None) -> ToeplitzFactorization:
                                       "sections or info", regenerate or fallback)
     strategy = str(f["strategy"])
     k, s = info.get("participations"), info.get("min_separation")
-    regenerate = regenerate or _command(path, strategy, steps, len(c), info.get("buffers"), info.get("objective"),
+    asked = (info.get("buffers"), info.get("buffers_cancelled", 0))  # the buffers `dplab mf --buffers` asked for
+    buffers = sum(asked) if strategy == "blt" and all(type(v) is int for v in asked) else None
+    regenerate = regenerate or _command(path, strategy, steps, len(c), buffers, info.get("objective"),
                                         s if k != 1 else None)
     sections = tuple((np.trim_zeros(b, "b"), np.trim_zeros(a, "b")) for b, a in zip(num, den)) or None
     stored = ToeplitzFactorization(strategy, c, steps, info, sections)
