@@ -67,9 +67,15 @@ BLT = {**RUN, "method": "dp_mf", "strategy": "blt", "buffers": 2, "min_separatio
 
 #: the same with a dense banded C of 3 bands
 BANDED = {**BLT, "strategy": "banded", "buffers": None, "bands": 3}
-#: the saved factorizations of :data:`BLT` and :data:`BANDED` (their cache keys) that :func:`prepare` writes
-MF_FILES = {"blt_T6_k2_mean.npz": ["--strategy", "blt", "--steps", "6", "--buffers", "2", "--objective", "mean"],
-            "banded_T6_m3.npz": ["--strategy", "banded", "--steps", "6", "--bands", "3"]}
+#: the saved factorizations of :data:`BLT` and :data:`BANDED` (cache keys) :func:`prepare` writes
+MF_FILES = {"blt_T6_k2_mean.npz": "--strategy blt --steps 6 --buffers 2 --objective mean".split(),
+            "banded_T6_m3.npz": "--strategy banded --steps 6 --bands 3".split()}
+
+
+def _mf_run(run: dict, cache: str) -> list[str]:
+    """`dplab train` of ``run`` with the saved factorizations of folder ``cache``."""
+    return ["train", "--run-json", json.dumps(run), "--data", "DATA", "--out", "OUTDIR",
+            "--mf-cache", cache]
 
 
 @dataclass
@@ -126,24 +132,22 @@ ENTRIES: list[Entry] = [
     Entry("provenance reading /dev/zero", 2, ["provenance", "--config", "FILE:mini.yaml", "--out", "OUT.json", "/dev/zero"],
           cheap=False),
     Entry("check-config reading /dev/zero", 2, ["check-config", "/dev/zero"], cheap=False),
-    Entry("dp_mf with a saved BLT whose coefficients are scaled by 0.01 (ε of another C)", 2, [
-        "train", "--run-json", json.dumps(BLT), "--data", "DATA", "--out", "OUTDIR", "--mf-cache", "FILE:mf_scaled"]),
-    Entry("dp_mf with a saved BLT whose coefficients are scaled by 100", 2, [
-        "train", "--run-json", json.dumps(BLT), "--data", "DATA", "--out", "OUTDIR", "--mf-cache", "FILE:mf_scaled_up"]),
-    Entry("dp_mf with a saved BLT whose filter sections are swapped (noise of another C)", 2, [
-        "train", "--run-json", json.dumps(BLT), "--data", "DATA", "--out", "OUTDIR", "--mf-cache", "FILE:mf_swapped"]),
-    Entry("dp_mf with a saved BLT whose filter section is perturbed by 1e-6", 2, [
-        "train", "--run-json", json.dumps(BLT), "--data", "DATA", "--out", "OUTDIR", "--mf-cache", "FILE:mf_perturbed"]),
-    Entry("dp_mf with a saved BLT whose info records another loss", 2, [
-        "train", "--run-json", json.dumps(BLT), "--data", "DATA", "--out", "OUTDIR", "--mf-cache", "FILE:mf_loss"]),
-    Entry("dp_mf with a saved banded C with one entry edited", 2, [
-        "train", "--run-json", json.dumps(BANDED), "--data", "DATA", "--out", "OUTDIR", "--mf-cache",
-        "FILE:mf_edited"]),
-    Entry("dp_mf with a saved banded C whose bands say 1 (noise without the past)", 2, [
-        "train", "--run-json", json.dumps(BANDED), "--data", "DATA", "--out", "OUTDIR", "--mf-cache",
-        "FILE:mf_bands"]),
-    Entry("dp_mf with its saved BLT, untampered, a good run", 2, [
-        "train", "--run-json", json.dumps(BLT), "--data", "DATA", "--out", "OUTDIR", "--mf-cache", "FILE:mf"], expect=0),
+    Entry("dp_mf with a saved BLT whose coefficients are scaled by 0.01 (ε of another C)", 2,
+          _mf_run(BLT, "FILE:mf_scaled")),
+    Entry("dp_mf with a saved BLT whose coefficients are scaled by 100", 2,
+          _mf_run(BLT, "FILE:mf_scaled_up")),
+    Entry("dp_mf with a saved BLT whose filter sections are swapped (noise of another C)", 2,
+          _mf_run(BLT, "FILE:mf_swapped")),
+    Entry("dp_mf with a saved BLT whose filter section is perturbed by 1e-6", 2,
+          _mf_run(BLT, "FILE:mf_perturbed")),
+    Entry("dp_mf with a saved BLT whose info records another loss", 2,
+          _mf_run(BLT, "FILE:mf_loss")),
+    Entry("dp_mf with a saved banded C with one entry edited", 2,
+          _mf_run(BANDED, "FILE:mf_edited")),
+    Entry("dp_mf with a saved banded C whose bands say 1 (noise without the past)", 2,
+          _mf_run(BANDED, "FILE:mf_bands")),
+    Entry("dp_mf with its saved BLT, untampered, a good run", 2,
+          _mf_run(BLT, "FILE:mf"), expect=0),
     Entry("figure table a FIFO", 2, ["figure-draw", "gaussian_sigma", "--table", "FILE:fifo", "--pdf", "OUT.pdf",
                                     "--png", "OUT.png"], cheap=False),
     # 3. counts bounded before work
@@ -251,7 +255,7 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
     (folder / "no_results").mkdir(exist_ok=True)
     paths["no_results"] = folder / "no_results"
     paths["mf"] = data.parent / "mf"
-    for name, (key, change) in _tampered().items():  # each a --mf-cache folder of one saved factorization
+    for name, (key, change) in _tampered().items():  # a --mf-cache folder of one saved file each
         with np.load(data.parent / "mf" / key) as saved:
             arrays = dict(saved)
         arrays.update({array: edit(arrays[array]) for array, edit in change.items()})
@@ -266,7 +270,7 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
 
 
 def _tampered() -> dict:
-    """--mf-cache folders of one saved factorization with arrays edited: name → (file, {array: edit})."""
+    """--mf-cache folders of one saved factorization, edited: name → (file, {array: edit})."""
     def swap(rows):
         return rows[::-1].copy()
 
@@ -468,8 +472,10 @@ def prepare(work: Path, call: Callable[[list[str], float], tuple[int | None, str
                  ["prepare-data", "--dataset-json", '{"kind": "digits"}', "--dataset", "digits", "--out",
                   str(work / "digits")],
                  ["figure-table", "gaussian_sigma", "--params-json", "{}", "--out", str(table)],
-                 ["train", "--run-json", json.dumps(RUN), "--data", str(data), "--out", str(work / "run")],
-                 *(["mf", *flags, "--out", str(work / "mf" / key)] for key, flags in MF_FILES.items())):
+                 ["train", "--run-json", json.dumps(RUN), "--data", str(data), "--out",
+                  str(work / "run")],
+                 *(["mf", *flags, "--out", str(work / "mf" / key)]
+                   for key, flags in MF_FILES.items())):
         code, err, _ = call(argv, 600)
         if code != 0:
             raise SystemExit(f"setup failed: dplab {' '.join(argv)}: {err}")

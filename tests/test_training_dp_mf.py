@@ -151,7 +151,8 @@ def test_cached_factorization_is_checked_against_the_run(synth, tmp_path):
     saved.save(fact, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     loaded = dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     np.testing.assert_array_equal(loaded.encoder, fact.encoder)
-    saved.save(factorizations.banded(prefix_sum(12), 2), tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
+    other = factorizations.banded(prefix_sum(12), 2)
+    saved.save(other, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     with pytest.raises(DPLabError, match="bands=2"):
         dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     a = loop.train(cfg, synth, tmp_path / "a", factorization=fact)
@@ -329,7 +330,7 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
 
 @pytest.fixture(scope="module")
 def saved_blt(tmp_path_factory):
-    """The file the pipeline writes for :func:`_toeplitz_cfg`'s run, and the command that writes it."""
+    """The file the pipeline writes for :func:`_toeplitz_cfg`'s run, and the command writing it."""
     args = "--strategy blt --steps 24 --buffers 2 --objective mean --min-separation 12"
     path = tmp_path_factory.mktemp("cache") / "blt_T24_k2_mean_s12.npz"
     saved.save(dp_mf.build_factorization(RunSettings.of(_toeplitz_cfg())), path)
@@ -338,9 +339,10 @@ def saved_blt(tmp_path_factory):
 
 @pytest.mark.parametrize("change", [{"coefficients": 0.01}, {"coefficients": 100.0},
                                     {"section_numerators": None, "section_denominators": None}])
-def test_a_saved_blt_whose_noise_and_epsilon_disagree_is_refused_before_training(saved_blt, tmp_path, change):
-    """Coefficients scaled (the ε of another C: 0.027 or 5426 instead of 4.377 with the same noise, before)
-    or the filter sections swapped (the noise of another C): refused at load, naming the command."""
+def test_a_saved_blt_whose_noise_and_epsilon_disagree_is_refused(saved_blt, tmp_path, change):
+    """Coefficients scaled (the ε of another C: 0.027 or 5426 instead of 4.377 with the same noise,
+    before) or the filter sections swapped (the noise of another C): refused at load, before
+    training, naming the command."""
     source, command = saved_blt
     with np.load(source) as f:
         arrays = dict(f)

@@ -6,9 +6,9 @@ prints one JSON object: the parameters, ``sensitivity`` (and whether it is exact
 evaluate) and, with --epsilon/--delta, the calibrated ``noise_multiplier`` for the sampler
 (``--sampling min_separation``: b fixed batches cycled, k = ⌈T/b⌉; ``cyclic_poisson``: needs
 --dataset-size and --batch-size, partitions = b).  ``--out FILE.npz`` also saves the factorization
-(:func:`dplab.mf.saved.save`; banded_toeplitz and blt: C's first column and inverse filters, O(T);
-each part checked against the others when read back) for ``dplab train --mf-cache`` and the figures; the pipeline
-names it ``results/mf/<key>.npz`` (:func:`dplab.layout.cache_key`).
+(:func:`dplab.mf.saved.save`; banded_toeplitz and blt: C's first column and inverse filters,
+O(T); each part checked against the others when read back) for ``dplab train --mf-cache`` and
+the figures; the pipeline names it ``results/mf/<key>.npz`` (:func:`dplab.layout.cache_key`).
 
     dplab mf --strategy banded_toeplitz --steps 100000 --bands 32 --objective max \
         --noise-multiplier 1 --sampling-rate 0.01 --delta 1e-6

@@ -58,30 +58,42 @@ TOEPLITZ = "saved Toeplitz factorization"
 
 
 def save(factorization: Factorization | ToeplitzFactorization, path, momentum: float = 0.0) -> None:
-    """Write a factorization to ``path`` (.npz, atomic): :func:`save_toeplitz` for banded_toeplitz and
-    blt, else C, strategy, bands and momentum; :func:`load` reads it back."""
+    """Write a factorization to ``path`` (.npz, atomic): :func:`save_toeplitz` for banded_toeplitz
+    and blt, else C, strategy, bands and momentum; :func:`load` reads it back."""
     from dplab.io import write_npz
 
     if isinstance(factorization, ToeplitzFactorization):
         save_toeplitz(factorization, path)
         return
-    write_npz(path, encoder=factorization.encoder, strategy=factorization.strategy, bands=factorization.bands,
-              momentum=momentum)
+    write_npz(
+        path,
+        encoder=factorization.encoder,
+        strategy=factorization.strategy,
+        bands=factorization.bands,
+        momentum=momentum,
+    )
 
 
 def save_toeplitz(factorization: ToeplitzFactorization, path) -> None:
     """strategy, T, C's first column, the inverse filter sections (BLT; rows of numerators and
-    denominators, zero-padded to one length) and ``info`` as JSON; :func:`load_toeplitz` reads it back."""
+    denominators, zero-padded to one length) and ``info`` as JSON; :func:`load_toeplitz` reads it
+    back."""
     from dplab.io import write_npz
 
     numerators, denominators = _section_rows(factorization.sections)
-    write_npz(path, strategy=factorization.strategy, steps=factorization.steps,
-              coefficients=np.asarray(factorization.coefficients, dtype=float),
-              section_numerators=numerators, section_denominators=denominators, info=json.dumps(factorization.info))
+    write_npz(
+        path,
+        strategy=factorization.strategy,
+        steps=factorization.steps,
+        coefficients=np.asarray(factorization.coefficients, dtype=float),
+        section_numerators=numerators,
+        section_denominators=denominators,
+        info=json.dumps(factorization.info),
+    )
 
 
 def _section_rows(sections, width: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """The filter sections (b, a) as two arrays of rows, zero-padded to at least ``width`` columns."""
+    """The filter sections (b, a) as two arrays of rows, zero-padded to >= ``width`` columns."""
     sections = sections or ()
     width = max([width] + [max(len(b), len(a)) for b, a in sections])
     numerators, denominators = np.zeros((len(sections), width)), np.zeros((len(sections), width))
@@ -90,15 +102,27 @@ def _section_rows(sections, width: int = 1) -> tuple[np.ndarray, np.ndarray]:
     return numerators, denominators
 
 
-def _command(path, strategy: str, steps: int, bands=None, buffers=None, objective=None, separation=None,
-             momentum: float = 0.0) -> str:
+def _command(
+    path,
+    strategy: str,
+    steps: int,
+    bands=None,
+    buffers=None,
+    objective=None,
+    separation=None,
+    momentum: float = 0.0,
+) -> str:
     """The `dplab mf` command that writes the file ``path`` claims to hold."""
     _, spec = mf_spec(strategy, steps, bands, buffers, objective, separation)
-    return f"dplab mf {mf_args(spec)}" + (f" --momentum {momentum}" if momentum else "") + f" --out {path}"
+    return (
+        f"dplab mf {mf_args(spec)}"
+        + (f" --momentum {momentum}" if momentum else "")
+        + f" --out {path}"
+    )
 
 
 def _far(stored, recomputed) -> bool:
-    """Whether ``stored`` differs from ``recomputed`` by more than :data:`RTOL` of its largest entry."""
+    """Whether ``stored`` is off ``recomputed`` by more than :data:`RTOL` of its largest entry."""
     try:
         stored, recomputed = np.asarray(stored, dtype=float), np.asarray(recomputed, dtype=float)
     except (TypeError, ValueError):  # an info entry that is no list of numbers
@@ -106,7 +130,9 @@ def _far(stored, recomputed) -> bool:
     if stored.shape != recomputed.shape:
         return True
     with np.errstate(invalid="ignore"):
-        return not np.max(np.abs(stored - recomputed), initial=0.0) <= RTOL * np.max(np.abs(recomputed), initial=0.0)
+        return not np.max(np.abs(stored - recomputed), initial=0.0) <= RTOL * np.max(
+            np.abs(recomputed), initial=0.0
+        )
 
 
 def load(path, regenerate: str | None = None) -> tuple[Factorization, float]:
@@ -119,11 +145,27 @@ def load(path, regenerate: str | None = None) -> tuple[Factorization, float]:
     fallback = f"dplab mf --strategy STRATEGY --steps T [--bands M] --out {path}"
     f = read_npz(path, DENSE, ("encoder", "strategy", "bands", "momentum"), regenerate or fallback)
     C = f["encoder"]
-    if C.ndim != 2 or C.shape[0] != C.shape[1] or C.dtype.kind != "f" or f["strategy"].dtype.kind != "U" \
-            or f["bands"].ndim != 0 or f["bands"].dtype.kind not in "iu" or f["momentum"].ndim != 0:
-        raise damaged(path, DENSE, f"holds an encoder of shape {list(C.shape)} ({C.dtype}) or malformed fields",
-                      regenerate or fallback)
-    strategy, bands, momentum, T = str(f["strategy"]), int(f["bands"]), float(f["momentum"]), C.shape[0]
+    if (
+        C.ndim != 2
+        or C.shape[0] != C.shape[1]
+        or C.dtype.kind != "f"
+        or f["strategy"].dtype.kind != "U"
+        or f["bands"].ndim != 0
+        or f["bands"].dtype.kind not in "iu"
+        or f["momentum"].ndim != 0
+    ):
+        raise damaged(
+            path,
+            DENSE,
+            f"holds an encoder of shape {list(C.shape)} ({C.dtype}) or malformed fields",
+            regenerate or fallback,
+        )
+    strategy, bands, momentum, T = (
+        str(f["strategy"]),
+        int(f["bands"]),
+        float(f["momentum"]),
+        C.shape[0],
+    )
     regenerate = regenerate or _command(path, strategy, T, bands, momentum=momentum)
     if not 0 <= momentum < 1:
         raise damaged(path, DENSE, f"holds momentum {momentum}, outside [0, 1)", regenerate)
@@ -147,13 +189,20 @@ def _dense_problem(fact: Factorization) -> str | None:
     if strategy == "optimal":
         norms = np.sqrt(np.sum(C**2, axis=0))
         if _far(norms, np.ones(T)):
-            return f"holds an optimal C whose column norms reach {norms.min():.12g}..{norms.max():.12g}, not 1"
+            spread = f"{norms.min():.12g}..{norms.max():.12g}"
+            return f"holds an optimal C whose column norms reach {spread}, not 1"
         return None
     with np.errstate(all="ignore"):
-        expected = {"identity": lambda: np.eye(T), "sqrt": lambda: factorizations.sqrt(fact.workload).encoder,
-                    "banded": lambda: factorizations.banded_encoder(C[: fact.bands, 0], T)}[strategy]()
+        expected = {
+            "identity": lambda: np.eye(T),
+            "sqrt": lambda: factorizations.sqrt(fact.workload).encoder,
+            "banded": lambda: factorizations.banded_encoder(C[: fact.bands, 0], T),
+        }[strategy]()
     if _far(C, expected):
-        return f"holds a C that is not the {strategy} C its own numbers define (recomputed, relative tolerance {RTOL:g})"
+        return (
+            f"holds a C that is not the {strategy} C its own numbers define (recomputed, relative "
+            f"tolerance {RTOL:g})"
+        )
     return None
 
 
@@ -170,24 +219,50 @@ def load_toeplitz(path, regenerate: str | None = None) -> ToeplitzFactorization:
     file says it holds)."""
     from dplab.inputs import damaged, read_npz
 
-    fallback = f"dplab mf --strategy STRATEGY --steps T --bands M | --buffers K --objective O --out {path}"
-    f = read_npz(path, TOEPLITZ, ("strategy", "steps", "coefficients", "section_numerators", "section_denominators",
-                                  "info"), regenerate or fallback)
+    fallback = (
+        f"dplab mf --strategy STRATEGY --steps T --bands M | --buffers K --objective O --out {path}"
+    )
+    f = read_npz(
+        path,
+        TOEPLITZ,
+        ("strategy", "steps", "coefficients", "section_numerators", "section_denominators", "info"),
+        regenerate or fallback,
+    )
     c, num, den = f["coefficients"], f["section_numerators"], f["section_denominators"]
     steps = int(f["steps"]) if f["steps"].dtype.kind in "iu" and f["steps"].ndim == 0 else 0
-    shapes_ok = num.ndim == 2 and num.shape == den.shape and (len(num) == 0 or np.all(den[:, 0] != 0))
+    shapes_ok = (
+        num.ndim == 2 and num.shape == den.shape and (len(num) == 0 or np.all(den[:, 0] != 0))
+    )
     info = _json_object(f["info"]) if f["info"].dtype.kind == "U" and f["info"].ndim == 0 else None
-    if not (c.ndim == 1 and 1 <= len(c) <= steps and c.dtype.kind == "f" and np.all(np.isfinite(c)) and shapes_ok
-            and f["strategy"].dtype.kind == "U" and info is not None):
-        raise damaged(path, TOEPLITZ, f"holds coefficients of shape {list(c.shape)} for T = {steps}, malformed "
-                                      "sections or info", regenerate or fallback)
+    if not (
+        c.ndim == 1
+        and 1 <= len(c) <= steps
+        and c.dtype.kind == "f"
+        and np.all(np.isfinite(c))
+        and shapes_ok
+        and f["strategy"].dtype.kind == "U"
+        and info is not None
+    ):
+        raise damaged(
+            path,
+            TOEPLITZ,
+            f"holds coefficients of shape {list(c.shape)} for T = {steps}, malformed "
+            "sections or info",
+            regenerate or fallback,
+        )
     strategy = str(f["strategy"])
     k, s = info.get("participations"), info.get("min_separation")
-    asked = (info.get("buffers"), info.get("buffers_cancelled", 0))  # the buffers `dplab mf --buffers` asked for
+    asked = (
+        info.get("buffers"),
+        info.get("buffers_cancelled", 0),
+    )  # the buffers `dplab mf --buffers` asked for
     buffers = sum(asked) if strategy == "blt" and all(type(v) is int for v in asked) else None
-    regenerate = regenerate or _command(path, strategy, steps, len(c), buffers, info.get("objective"),
-                                        s if k != 1 else None)
-    sections = tuple((np.trim_zeros(b, "b"), np.trim_zeros(a, "b")) for b, a in zip(num, den)) or None
+    regenerate = regenerate or _command(
+        path, strategy, steps, len(c), buffers, info.get("objective"), s if k != 1 else None
+    )
+    sections = (
+        tuple((np.trim_zeros(b, "b"), np.trim_zeros(a, "b")) for b, a in zip(num, den)) or None
+    )
     stored = ToeplitzFactorization(strategy, c, steps, info, sections)
     fact, problem = _toeplitz_checked(stored)
     if problem:
@@ -206,10 +281,14 @@ def _json_object(text) -> dict | None:
 def _toeplitz_problem_info(info: dict, steps: int) -> str | None:
     k, s, objective = info.get("participations"), info.get("min_separation"), info.get("objective")
     if objective not in OBJECTIVES or not all(type(v) is int and v >= 1 for v in (k, s)):
-        return (f"records objective {objective!r}, participations {k!r}, min_separation {s!r}: "
-                f"need one of {', '.join(OBJECTIVES)} and integers >= 1")
+        return (
+            f"records objective {objective!r}, participations {k!r}, min_separation {s!r}: "
+            f"need one of {', '.join(OBJECTIVES)} and integers >= 1"
+        )
     if k != max_participations(steps, k, s):
-        return f"records participations {k} at min_separation {s}, more than T = {steps} steps allow"
+        return (
+            f"records participations {k} at min_separation {s}, more than T = {steps} steps allow"
+        )
     return None
 
 
@@ -222,39 +301,77 @@ def _toeplitz_checked(stored: ToeplitzFactorization) -> tuple[ToeplitzFactorizat
     if stored.strategy == "banded_toeplitz":
         fact = stored
         if stored.sections is not None:
-            return stored, "holds inverse filter sections; a banded_toeplitz C⁻¹ is 1/c(x), derived from c"
+            return (
+                stored,
+                "holds inverse filter sections; a banded_toeplitz C⁻¹ is 1/c(x), derived from c",
+            )
         if not c[0] > 0 or abs(np.linalg.norm(c) - 1.0) > RTOL:
-            return stored, f"holds coefficients with c_0 = {c[0]:.6g} and norm {np.linalg.norm(c):.12g}; " \
-                           "dplab mf writes c_0 > 0 and norm 1"
+            return (
+                stored,
+                f"holds coefficients with c_0 = {c[0]:.6g} and norm {np.linalg.norm(c):.12g}; "
+                "dplab mf writes c_0 > 0 and norm 1",
+            )
     elif stored.strategy == "blt":
         try:
-            fact = blt.from_decays(info.get("buf_decay", []), info.get("inverse_buf_decay", []), steps, info)
+            fact = blt.from_decays(
+                info.get("buf_decay", []), info.get("inverse_buf_decay", []), steps, info
+            )
         except (DPLabError, TypeError, ValueError) as err:
             return stored, f"records BLT decays that define no BLT ({getattr(err, 'message', err)})"
         fact = ToeplitzFactorization("blt", fact.coefficients, steps, info, fact.sections)
-        for name, have, want in (("coefficients", c, fact.coefficients),
-                                 ("output_scale", info.get("output_scale", []), blt.output_scales(
-                                     np.asarray(info["buf_decay"]), np.asarray(info["inverse_buf_decay"])))):
+        for name, have, want in (
+            ("coefficients", c, fact.coefficients),
+            (
+                "output_scale",
+                info.get("output_scale", []),
+                blt.output_scales(
+                    np.asarray(info["buf_decay"]), np.asarray(info["inverse_buf_decay"])
+                ),
+            ),
+        ):
             if _far(have, want):
-                return stored, f"holds {name} that are not those of its decays buf_decay, inverse_buf_decay " \
-                               f"(recomputed, relative tolerance {RTOL:g})"
+                return (
+                    stored,
+                    f"holds {name} that are not those of its decays buf_decay, inverse_buf_decay "
+                    f"(recomputed, relative tolerance {RTOL:g})",
+                )
         rows = _section_rows(fact.sections)
-        if any(_far(have, want) for have, want in zip(_section_rows(stored.sections, rows[0].shape[1]), rows)):
-            return stored, "holds inverse filter sections that are not those of its decays buf_decay, " \
-                           f"inverse_buf_decay (recomputed, relative tolerance {RTOL:g})"
+        if any(
+            _far(have, want)
+            for have, want in zip(_section_rows(stored.sections, rows[0].shape[1]), rows)
+        ):
+            return (
+                stored,
+                "holds inverse filter sections that are not those of its decays buf_decay, "
+                f"inverse_buf_decay (recomputed, relative tolerance {RTOL:g})",
+            )
         if info.get("buffers") != len(fact.sections):
-            return stored, f"records buffers = {info.get('buffers')!r}, but its decays give {len(fact.sections)}"
+            return (
+                stored,
+                f"records buffers = {info.get('buffers')!r}, but its decays give "
+                f"{len(fact.sections)}",
+            )
     else:
         return stored, f"names strategy {stored.strategy!r}, not banded_toeplitz or blt"
     if "loss" in info:
-        loss = objective_value(fact, info["objective"], info["participations"], info["min_separation"])
-        if not (isinstance(info["loss"], (int, float)) and abs(info["loss"] - loss) <= LOSS_RTOL * loss):
-            return stored, f"records loss {info['loss']!r}, but its C gives {loss:.12g} (the recorded objective " \
-                           f"{info['objective']} for k = {info['participations']}, s = {info['min_separation']})"
+        loss = objective_value(
+            fact, info["objective"], info["participations"], info["min_separation"]
+        )
+        if not (
+            isinstance(info["loss"], (int, float)) and abs(info["loss"] - loss) <= LOSS_RTOL * loss
+        ):
+            return (
+                stored,
+                f"records loss {info['loss']!r}, but its C gives {loss:.12g} (the recorded "
+                f"objective {info['objective']} for k = {info['participations']}, "
+                f"s = {info['min_separation']})",
+            )
     return fact, None
 
 
-def objective_value(fact: ToeplitzFactorization, objective: str, participations: int, min_separation: int) -> float:
+def objective_value(
+    fact: ToeplitzFactorization, objective: str, participations: int, min_separation: int
+) -> float:
     """‖v‖²·Σ_s w_s·x_s² (v = Σ_{m<k} C[:, m·s], x = C⁻¹·1): the optimizers' objective
     (:func:`dplab.mf.toeplitz.objective_and_gradient`), here with C⁻¹ from the factorization's own
     filters, O(T·b) or O(T·k)."""

@@ -136,12 +136,13 @@ def objective_and_gradient(c: np.ndarray, steps: int, objective: str, participat
 
 
 def _ratios_to_c(r: np.ndarray) -> np.ndarray:
-    """The cone c_0 = 1 >= c_1 >= … >= 0 as a box: c_ℓ = Π_{j≤ℓ} r_j with r_j ∈ [0, 1] (r = z[ℓ−1])."""
+    """The cone c_0 = 1 >= c_1 >= … >= 0 as a box: c_ℓ = Π_{j≤ℓ} r_j, r_j ∈ [0, 1] (r_j: z[j−1])."""
     return np.concatenate([[1.0], np.cumprod(r)])
 
 
 def _ratios_adjoint(r: np.ndarray, c: np.ndarray, grad: np.ndarray) -> np.ndarray:
-    """dL/dr_j = c_{j−1}·S_j with S_j = Σ_{ℓ≥j} g_ℓ·Π_{j<i≤ℓ} r_i = g_j + r_{j+1}·S_{j+1} (no division by r)."""
+    """dL/dr_j = c_{j−1}·S_j, S_j = Σ_{ℓ≥j} g_ℓ·Π_{j<i≤ℓ} r_i = g_j + r_{j+1}·S_{j+1} (no division
+    by r)."""
     S = np.empty(len(r))
     S[-1] = grad[-1]
     for j in range(len(r) - 2, -1, -1):  # S[j] is S_{j+1} of the docstring (r, S index lags from 1)
@@ -167,7 +168,7 @@ def banded_toeplitz(
     k = max_participations(steps, integer("participations", participations), s)
     start = sqrt_coefficients(np.ones(bands))
     # b > s with k > 1: the objective's ‖v‖² is the sensitivity only for c >= 0 non-increasing, so the
-    # search stays in that cone, c_0 = 1 fixed either way (the objective does not depend on the scale)
+    # search stays in that cone; c_0 = 1 fixed either way (the objective does not depend on scale)
     monotone = k > 1 and bands > s
     info: dict = {"objective": objective, "participations": k, "min_separation": s,
                   "parametrization": "c >= 0 non-increasing" if monotone else "c_0 = 1"}
