@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +64,18 @@ EPS = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100", "
 #: a dp_mf run with a BLT of 2 buffers (issue 27), refused below with one key changed
 BLT = {**RUN, "method": "dp_mf", "strategy": "blt", "buffers": 2, "min_separation": 10, "accountant": "mf",
        "accountants": ["mf"]}
+
+#: the same with a dense banded C of 3 bands
+BANDED = {**BLT, "strategy": "banded", "buffers": None, "bands": 3}
+#: the saved factorizations of :data:`BLT` and :data:`BANDED` (cache keys) :func:`prepare` writes
+MF_FILES = {"blt_T6_k2_mean.npz": "--strategy blt --steps 6 --buffers 2 --objective mean".split(),
+            "banded_T6_m3.npz": "--strategy banded --steps 6 --bands 3".split()}
+
+
+def _mf_run(run: dict, cache: str) -> list[str]:
+    """`dplab train` of ``run`` with the saved factorizations of folder ``cache``."""
+    return ["train", "--run-json", json.dumps(run), "--data", "DATA", "--out", "OUTDIR",
+            "--mf-cache", cache]
 
 
 @dataclass
@@ -119,6 +132,22 @@ ENTRIES: list[Entry] = [
     Entry("provenance reading /dev/zero", 2, ["provenance", "--config", "FILE:mini.yaml", "--out", "OUT.json", "/dev/zero"],
           cheap=False),
     Entry("check-config reading /dev/zero", 2, ["check-config", "/dev/zero"], cheap=False),
+    Entry("dp_mf with a saved BLT whose coefficients are scaled by 0.01 (ε of another C)", 2,
+          _mf_run(BLT, "FILE:mf_scaled")),
+    Entry("dp_mf with a saved BLT whose coefficients are scaled by 100", 2,
+          _mf_run(BLT, "FILE:mf_scaled_up")),
+    Entry("dp_mf with a saved BLT whose filter sections are swapped (noise of another C)", 2,
+          _mf_run(BLT, "FILE:mf_swapped")),
+    Entry("dp_mf with a saved BLT whose filter section is perturbed by 1e-6", 2,
+          _mf_run(BLT, "FILE:mf_perturbed")),
+    Entry("dp_mf with a saved BLT whose info records another loss", 2,
+          _mf_run(BLT, "FILE:mf_loss")),
+    Entry("dp_mf with a saved banded C with one entry edited", 2,
+          _mf_run(BANDED, "FILE:mf_edited")),
+    Entry("dp_mf with a saved banded C whose bands say 1 (noise without the past)", 2,
+          _mf_run(BANDED, "FILE:mf_bands")),
+    Entry("dp_mf with its saved BLT, untampered, a good run", 2,
+          _mf_run(BLT, "FILE:mf"), expect=0),
     Entry("figure table a FIFO", 2, ["figure-draw", "gaussian_sigma", "--table", "FILE:fifo", "--pdf", "OUT.pdf",
                                     "--png", "OUT.png"], cheap=False),
     # 3. counts bounded before work
@@ -257,6 +286,14 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
     paths.update(own_files(folder / "own"))
     (folder / "no_results").mkdir(exist_ok=True)
     paths["no_results"] = folder / "no_results"
+    paths["mf"] = data.parent / "mf"
+    for name, (key, change) in _tampered().items():  # a --mf-cache folder of one saved file each
+        with np.load(data.parent / "mf" / key) as saved:
+            arrays = dict(saved)
+        arrays.update({array: edit(arrays[array]) for array, edit in change.items()})
+        (folder / name).mkdir(exist_ok=True)
+        np.savez(folder / name / key, **arrays)
+        paths[name] = folder / name
     fifo = folder / "fifo"
     if not fifo.exists():
         os.mkfifo(fifo)
@@ -306,6 +343,32 @@ def own_files(folder: Path) -> dict[str, Path]:
         paths[plan].write_text(yaml.safe_dump({"datasets": {name: datasets[name]},
                                                "runs": {"r": {**run, "dataset": name}}}))
     return paths
+def _tampered() -> dict:
+    """--mf-cache folders of one saved factorization, edited: name → (file, {array: edit})."""
+    def swap(rows):
+        return rows[::-1].copy()
+
+    def perturb(rows):
+        rows = rows.copy()
+        rows[0, 1] *= 1 + 1e-6
+        return rows
+
+    def info(text):
+        return json.dumps({**json.loads(str(text)), "loss": 1.0})
+
+    def edit(C):
+        C = C.copy()
+        C[2, 1] *= 1.01
+        return C
+
+    blt, banded = MF_FILES
+    return {"mf_scaled": (blt, {"coefficients": lambda c: c * 0.01}),
+            "mf_scaled_up": (blt, {"coefficients": lambda c: c * 100}),
+            "mf_swapped": (blt, {"section_numerators": swap, "section_denominators": swap}),
+            "mf_perturbed": (blt, {"section_denominators": perturb}),
+            "mf_loss": (blt, {"info": info}),
+            "mf_edited": (banded, {"encoder": edit}),
+            "mf_bands": (banded, {"bands": lambda bands: bands * 0 + 1})}
 
 
 def _audit(**change) -> dict:
@@ -483,7 +546,10 @@ def prepare(work: Path, call: Callable[[list[str], float], tuple[int | None, str
                  ["prepare-data", "--dataset-json", '{"kind": "digits"}', "--dataset", "digits", "--out",
                   str(work / "digits")],
                  ["figure-table", "gaussian_sigma", "--params-json", "{}", "--out", str(table)],
-                 ["train", "--run-json", json.dumps(RUN), "--data", str(data), "--out", str(work / "run")]):
+                 ["train", "--run-json", json.dumps(RUN), "--data", str(data), "--out",
+                  str(work / "run")],
+                 *(["mf", *flags, "--out", str(work / "mf" / key)]
+                   for key, flags in MF_FILES.items())):
         code, err, _ = call(argv, 600)
         if code != 0:
             raise SystemExit(f"setup failed: dplab {' '.join(argv)}: {err}")

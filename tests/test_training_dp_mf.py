@@ -14,7 +14,7 @@ from dplab.accounting import Setting, get
 from dplab import layout
 from dplab.errors import DPLabError
 from dplab.mf import accounting as mf_accounting
-from dplab.mf import factorizations
+from dplab.mf import factorizations, saved
 from dplab.mf.workload import prefix_sum
 from dplab.training import checkpoint, data, loop
 from dplab.training.methods import dp_mf
@@ -170,10 +170,11 @@ def test_killed_run_resumes_byte_identical(synth, tmp_path):
 def test_cached_factorization_is_checked_against_the_run(synth, tmp_path):
     cfg = _cfg()
     fact = factorizations.banded(prefix_sum(12), 3)
-    factorizations.save(fact, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
+    saved.save(fact, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     loaded = dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     np.testing.assert_array_equal(loaded.encoder, fact.encoder)
-    factorizations.save(factorizations.banded(prefix_sum(12), 2), tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
+    other = factorizations.banded(prefix_sum(12), 2)
+    saved.save(other, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     with pytest.raises(DPLabError, match="bands=2"):
         dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     a = loop.train(cfg, synth, tmp_path / "a", factorization=fact)
@@ -361,3 +362,31 @@ def test_checkpoint_of_the_earlier_permutation_split_is_refused():
     again = dp_mf.SpecSampler(sampler.spec)
     again.load_state_dict(sampler.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(again.parts, sampler.parts))
+
+
+@pytest.fixture(scope="module")
+def saved_blt(tmp_path_factory):
+    """The file the pipeline writes for :func:`_toeplitz_cfg`'s run, and the command writing it."""
+    args = "--strategy blt --steps 24 --buffers 2 --objective mean --min-separation 12"
+    path = tmp_path_factory.mktemp("cache") / "blt_T24_k2_mean_s12.npz"
+    saved.save(dp_mf.build_factorization(RunSettings.of(_toeplitz_cfg())), path)
+    return path, f"dplab mf {args} --out"
+
+
+@pytest.mark.parametrize("change", [{"coefficients": 0.01}, {"coefficients": 100.0},
+                                    {"section_numerators": None, "section_denominators": None}])
+def test_a_saved_blt_whose_noise_and_epsilon_disagree_is_refused(saved_blt, tmp_path, change):
+    """Coefficients scaled (the ε of another C: 0.027 or 5426 instead of 4.377 with the same noise,
+    before) or the filter sections swapped (the noise of another C): refused at load, before
+    training, naming the command."""
+    source, command = saved_blt
+    with np.load(source) as f:
+        arrays = dict(f)
+    for key, factor in change.items():
+        arrays[key] = arrays[key] * factor if factor is not None else arrays[key][::-1].copy()
+    np.savez(tmp_path / source.name, **arrays)
+    with pytest.raises(DPLabError) as err:
+        dp_mf.load_factorization(RunSettings.of(_toeplitz_cfg()), tmp_path)
+    assert f"`{command} {tmp_path / source.name}`" in str(err.value) and "\n" not in str(err.value)
+    np.savez(tmp_path / source.name, **dict(np.load(source)))
+    dp_mf.load_factorization(RunSettings.of(_toeplitz_cfg()), tmp_path)  # the file as written loads

@@ -8,9 +8,9 @@ evaluate) and, with --epsilon/--delta, the calibrated ``noise_multiplier`` for t
 needs --dataset-size and --batch-size, partitions = b; both put each record in a partition drawn
 independently once per run, so the ε holds under add/remove with Δ₁ = 1, and replace-one with 2:
 :mod:`dplab.mf.accounting`).  ``--out FILE.npz`` also saves the factorization
-(:func:`dplab.mf.factorizations.save`; banded_toeplitz and blt: :func:`dplab.mf.toeplitz.save`, C's
-first column and inverse filters, O(T)) for ``dplab train --mf-cache`` and the figures; the pipeline
-names it ``results/mf/<key>.npz`` (:func:`dplab.layout.cache_key`).
+(:func:`dplab.mf.saved.save`; banded_toeplitz and blt: C's first column and inverse filters,
+O(T); each part checked against the others when read back) for ``dplab train --mf-cache`` and
+the figures; the pipeline names it ``results/mf/<key>.npz`` (:func:`dplab.layout.cache_key`).
 
     dplab mf --strategy banded_toeplitz --steps 100000 --bands 32 --objective max \
         --noise-multiplier 1 --sampling-rate 0.01 --delta 1e-6
@@ -169,7 +169,7 @@ def _sampler(args, steps: int, b: int, k: int, out: dict):
 
 def run(args) -> int:
     from dplab.io import check_output
-    from dplab.mf import accounting, blt, factorizations, toeplitz, workload
+    from dplab.mf import accounting, blt, factorizations, saved, toeplitz, workload
 
     if args.out is not None:
         check_output(args.out, "--out")
@@ -216,10 +216,7 @@ def run(args) -> int:
                        epsilon=accounting.epsilon(fact, sampler, args.noise_multiplier, args.delta, args.neighbouring))
     out["seconds"] = time.perf_counter() - start
     if args.out is not None:
-        if args.strategy in TOEPLITZ:
-            toeplitz.save(fact, args.out)  # C's first column and inverse filters: O(T), no T×T matrix
-        else:
-            factorizations.save(fact, args.out, momentum=args.momentum)
+        saved.save(fact, args.out, momentum=args.momentum)
         out["out"] = args.out
     print(json.dumps(out, ensure_ascii=False))
     return 0

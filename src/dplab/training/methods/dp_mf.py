@@ -53,7 +53,7 @@ from dplab.accounting.claims import exclusion
 from dplab.errors import DPLabError
 from dplab.layout import BANDED_STRATEGIES, TOEPLITZ_STRATEGIES, mf_args, mf_spec
 from dplab.mf import accounting as mf_accounting
-from dplab.mf import blt, factorizations, toeplitz
+from dplab.mf import blt, factorizations, saved, toeplitz
 from dplab.mf.factorizations import Factorization
 from dplab.mf.noise import stream
 from dplab.mf.toeplitz import ToeplitzFactorization
@@ -141,7 +141,7 @@ def _spec(strategy: str, steps: int, bands: int | None, buffers: int | None, obj
 
 def _load_toeplitz(path: Path, key: str, regenerate: str) -> ToeplitzFactorization:
     """A saved banded_toeplitz or blt factorization, refused unless it was optimized for the run's key."""
-    fact = toeplitz.load(path, regenerate)
+    fact = saved.load_toeplitz(path, regenerate)
     info = fact.info
     requested = info.get("buffers", 0) + info.get("buffers_cancelled", 0)
     found, _ = mf_spec(fact.strategy, fact.steps, fact.bands, requested, info.get("objective"),
@@ -161,7 +161,7 @@ def load_factorization(run: RunSettings, cache: str | Path) -> Factorization | T
         raise DPLabError("factorization", f"no saved factorization {path}; write it with `{regenerate}`")
     if run.strategy in TOEPLITZ_STRATEGIES:
         return _load_toeplitz(path, key, regenerate)
-    fact, momentum = factorizations.load(path, regenerate)
+    fact, momentum = saved.load(path, regenerate)
     want = (run.strategy, run.steps, run.bands if run.strategy == "banded" else fact.bands, 0.0)
     if (fact.strategy, fact.steps, fact.bands, momentum) != want:
         raise DPLabError("factorization", f"{path} holds {fact.strategy} T={fact.steps} bands={fact.bands} "
