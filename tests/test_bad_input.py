@@ -460,15 +460,16 @@ def test_an_index_over_missing_results_names_them(tmp_path, capsys):
 
 
 def test_pld_certified_read_off_never_builds_a_window_beyond_its_limit(capsys, monkeypatch):
-    """σ = 20, q = 1e-4, T = 3e8: the certified read-off (pld_tilted) widened its window to the whole
-    composed support, 9e8 bins (200 s, ~14 GB) before refusing; now every FFT stays within
-    WINDOW_MAX bins and the setting is refused."""
+    """σ = 20, q = 1e-4, T = 3e8 once widened the certified read-off's (pld_tilted) window to the whole
+    composed support, 9e8 bins (200 s, ~14 GB) before refusing (that setting is now answered,
+    tests/test_accounting_limits.py); σ = 3, q = 0.01, T = 1e9 needs 2.4e7 bins: every FFT stays
+    within WINDOW_MAX bins and the setting is refused, naming the limit."""
     from dplab.accounting import pld_tilted
 
     sizes = []
     rfft = pld_tilted.fft.rfft
     monkeypatch.setattr(pld_tilted.fft, "rfft", lambda x, *a, **k: sizes.append(len(x)) or rfft(x, *a, **k))
-    line = _refused(["epsilon", "--accountant", "pld", "--noise-multiplier", "20", "--sampling-rate", "1e-4",
-                     "--steps", "300000000", "--delta", "1e-5"], capsys)
-    assert "no finite ε" in line
+    line = _refused(["epsilon", "--accountant", "pld", "--noise-multiplier", "3", "--sampling-rate", "0.01",
+                     "--steps", "1000000000", "--delta", "1e-5"], capsys)
+    assert "WINDOW_MAX" in line
     assert max(sizes, default=0) <= pld_tilted.WINDOW_MAX
