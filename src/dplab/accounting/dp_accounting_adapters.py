@@ -165,7 +165,8 @@ class RdpAccountant(_DpAccountingAdapter):
 PLD_STEP_BINS = 2**19
 #: the coarsest discretization interval pld uses (2 × dp_accounting's default: σ = 0.3, q = 0.3, replace_one needs 1.2e-4)
 PLD_DISC_MAX = 2e-4
-#: the most bins of the T-fold composition (FFT buffers of 16 bytes a bin; 2^24: about 0.5 GB at peak)
+#: the most bins of dp_accounting's FFT composition (:class:`pld_curve.ComposedPmf`) computed for a guess of ε;
+#: beyond, :class:`GaussianGuess` (FFT buffers of 16 bytes a bin; 2^22: about 0.3 GB at peak)
 PLD_BINS = 2**22
 
 
@@ -211,8 +212,8 @@ class PldAccountant(_DpAccountingAdapter):
     (Dong, Roth & Su 2022, Cor. 3.3; dp_accounting itself composes a ``GaussianDpEvent`` T times
     so), whose exact profile (:func:`gaussian_delta`, 000 §II) the discretized PLD only approximates
     from above: it is used directly, exact and in constant time (the PLD of σ = 0.6, T = 1000 takes
-    dp_accounting minutes).  Poisson: the discretized PLD, refused up front where it would exceed
-    :data:`PLD_STEP_BINS` (one step) or :data:`PLD_BINS` (T steps)."""
+    dp_accounting minutes).  Poisson: the discretized PLD, refused where it would exceed
+    :data:`PLD_STEP_BINS` (one step) or its certified read-off :data:`pld_tilted.WINDOW_MAX` (T steps)."""
 
     name = "pld"
     source = "004 §3.3 footnote (PLD accounting of dp_accounting, Doroshenko et al. 2022)"
@@ -226,9 +227,10 @@ class PldAccountant(_DpAccountingAdapter):
         "every intermediate iterate may be released (composition)",
         "supported: poisson and full_batch with either relation; without_replacement refused "
         "(no such event in dp_accounting's PLD); shuffle refused (no amplification proved)",
-        "poisson: pessimistic discretization (interval 1e-4, coarsened up to PLD_DISC_MAX where one step would "
-        f"exceed {PLD_STEP_BINS} bins), read off with certified error bounds (pld_tilted): an upper bound on the "
-        f"exact ε; refused beyond PLD_DISC_MAX or where T steps would exceed {PLD_BINS} bins (small σ, huge T)",
+        "poisson: pessimistic discretization (interval 1e-4, refined to a quarter of one step's loss std where "
+        f"smaller, coarsened up to PLD_DISC_MAX where one step would exceed {PLD_STEP_BINS} bins), read off with "
+        "certified error bounds (pld_tilted): an upper bound on the exact ε; refused beyond PLD_DISC_MAX or where "
+        f"the read-off's window would exceed {pld_tilted.WINDOW_MAX} bins (small σ, huge T)",
         "full_batch: the exact ε of one Gaussian mechanism of μ√T (T Gaussian steps composed)",
     )
     limits = {"delta": (1e-12, 1.0, "the smallest δ checked against certified brackets of the true ε "
