@@ -32,7 +32,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from dplab import units
 from dplab.accounting import pld_curve, pld_tilted, rdp_conversion
 from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
-from dplab.accounting.base import EPSILON_MAX, SIGMA_MAX, Accountant
+from dplab.accounting.base import SIGMA_MAX, Accountant
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
 from dplab.accounting.registry import register
 from dplab.accounting.roots import bisect
@@ -347,8 +347,6 @@ class PldAccountant(_DpAccountingAdapter):
             answer = rdp.epsilon(setting, value) if kind == "epsilon" else rdp.delta(setting, value)
         except AssumptionError as err:
             return f"rdp refuses it too ({rdp._reason(err)})"  # noqa: SLF001 (the same family)
-        if kind == "epsilon" and not answer <= EPSILON_MAX:
-            return f"rdp's ε = {answer:.4g} is above EPSILON_MAX = {EPSILON_MAX:g}: no useful ε here"
         return f"rdp gives {'ε' if kind == 'epsilon' else 'δ'} ≤ {answer:.6g}"
 
     def _too_wide(self, setting: Setting, t: int, err: pld_tilted.TooWide, query: tuple[str, float]):

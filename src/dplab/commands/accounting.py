@@ -12,7 +12,7 @@ import math
 
 from dplab import accounting, units
 from dplab.accounting import risk
-from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX
+from dplab.accounting.base import DELTA_FLOOR
 from dplab.accounting.setting import NEIGHBOURINGS, SAMPLINGS, Setting
 from dplab.errors import DPLabError
 
@@ -117,10 +117,6 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
     acc = accounting.get(args.accountant)
     setting = _setting(args, acc)
     eps = _check_number("epsilon", acc.epsilon(setting, args.delta))
-    if eps > EPSILON_MAX:
-        raise DPLabError("epsilon", f"the bound gives ε = {eps:.4g} at δ = {args.delta:g}, above EPSILON_MAX = "
-                                    f"{EPSILON_MAX:g}, the largest ε reported (docs/reliability.md): no useful "
-                                    f"guarantee for this setting (accountant {acc.name!r})")
     out = _common(acc, setting, epsilon=eps, delta=args.delta)
     if args.risk:
         out["risk"] = _risk(acc.name, setting)
