@@ -171,6 +171,14 @@ ENTRIES: list[Entry] = [
     Entry("pld calibrating σ at δ = 1e-300 passes check-config", 4, ["check-config", "FILE:pld_delta_calibrated.yaml"]),
     Entry("dp_mf blt with cyclic_poisson (a BLT has T bands) passes check-config", 4,
           ["check-config", "FILE:blt_cyclic_poisson.yaml"]),
+    Entry("dp_sgd with σ = 1e-320 trains and prints 'epsilon: none'", 4, ["train", "--run-json", json.dumps(
+        {**RUN, "noise_multiplier": 1e-320}), "--data", "DATA", "--out", "OUTDIR"]),
+    Entry("dp_sgd with σ = 1e-320 passes check-config", 4, ["check-config", "FILE:sigma_tiny.yaml"]),
+    Entry("dp_sgd with lr = 1e-320: rdp (which does not read lr) was excluded naming lr", 4,
+          ["train", "--run-json", json.dumps({**RUN, "lr": 1e-320}), "--data", "DATA", "--out", "OUTDIR"], expect=0),
+    Entry("dp_sgd with clip = 1e-320: rdp (which does not read clip) was excluded naming clip", 4,
+          ["train", "--run-json", json.dumps({**RUN, "clip": 1e-320}), "--data", "DATA", "--out", "OUTDIR"],
+          expect=0),
     # 5. every flag accepted is used
     Entry("dp_mf blt with bands", 5, ["train", "--run-json", json.dumps({**BLT, "bands": 3}), "--data", "DATA",
                                       "--out", "OUTDIR"]),
@@ -275,6 +283,7 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
         "blt_cyclic_poisson.yaml": MINI.replace("method: dp_sgd", "method: dp_mf\n    strategy: blt\n    buffers: 2\n"
                                                 "    sampling: cyclic_poisson").replace("accountant: rdp", "accountant: mf"),
         "pld_delta.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace("accountant: rdp", "accountant: pld"),
+        "sigma_tiny.yaml": MINI.replace("noise_multiplier: 1.0", "noise_multiplier: 1.0e-320"),
         "pld_delta_calibrated.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace(
             "accountant: rdp", "accountant: pld").replace("noise_multiplier: 1.0", "target_epsilon: 1.0"),
     }

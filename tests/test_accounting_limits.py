@@ -22,7 +22,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab.accounting import get
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, LIMITS
-from dplab.accounting.dp_accounting_adapters import PLD_BINS, PLD_DISC_MAX, PLD_STEP_BINS, absl_warnings
+from dplab.accounting.dp_accounting_adapters import PLD_DISC_MAX, PLD_STEP_BINS, absl_warnings
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.setting import Setting
 from dplab.cli import main
@@ -169,9 +169,59 @@ def test_pld_sigma_floor_is_where_the_one_step_pld_fits():
     assert pld.step_width(setting.replace(noise_multiplier=floor * (1 - 1e-4))) / PLD_DISC_MAX > PLD_STEP_BINS - 2
 
 
-def test_pld_at_a_billion_steps_refuses_naming_steps(capfd):
-    refused(["epsilon", "--accountant", "pld", "--noise-multiplier", "1", "--sampling-rate", "0.01",
-             "--steps", "1000000000", "--delta", "1e-5"], "steps", capfd, "PLD_BINS", str(PLD_BINS))
+@pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
+def test_pld_at_a_billion_steps_refuses_naming_steps_and_who_answers(neighbouring, capfd):
+    """σ = 3, q = 0.01, T = 1e9: the certified window would hold ~2e7 bins.  The refusal points to an
+    accountant that answers the setting, with its answer (rdp's ε, checked here), or says that none
+    here does (replace_one with Poisson sampling: every other accountant refuses it, checked here)."""
+    setting = ["--noise-multiplier", "3", "--sampling-rate", "0.01", "--steps", "1000000000", "--delta", "1e-5",
+               "--neighbouring", neighbouring]
+    line = refused(["epsilon", "--accountant", "pld", *setting], "steps", capfd, "WINDOW_MAX")
+    others = {name: dplab(["epsilon", "--accountant", name, *setting], capfd)[1]
+              for name in ("rdp", "moments", "naive", "advanced", "kairouz", "rdp_closed_form")}
+    if neighbouring == "replace_one":
+        assert "no other accountant here covers" in line and not any(others.values())
+    else:
+        assert f"rdp gives ε ≤ {others['rdp']['epsilon']:.6g}" in line
+
+
+def sum_test_delta(sigma: float, q: float, steps: int, epsilon: float) -> float:
+    """The exact δ(ε) of the sum of the T outputs (a post-processing, so a lower bound on the
+    mechanism's δ(ε)) for the record's removal: Σ_k Bin(T, q)(k)·N(k, Tσ²) against N(0, Tσ²)."""
+    from scipy import optimize, special, stats
+    s = sigma * math.sqrt(steps)
+    k = np.arange(max(0, int(steps * q - 12 * math.sqrt(steps * q) - 12)), int(steps * q + 12 * math.sqrt(steps * q) + 13))
+    log_b = stats.binom.logpmf(k, steps, q)
+    log_ratio = lambda y: special.logsumexp(log_b + (2 * k * y - k * k) / (2 * s * s))  # noqa: E731
+    cut = optimize.brentq(lambda y: log_ratio(y) - epsilon, -50 * s, 50 * s + k[-1], xtol=1e-12 * s)
+    upper = special.logsumexp(log_b + special.log_ndtr((k - cut) / s))
+    return math.exp(upper) - math.exp(epsilon + special.log_ndtr(-cut / s))
+
+
+@pytest.mark.parametrize("steps", [10**7, 10**8])
+def test_pld_answers_at_large_sigma_small_q_long_runs_between_a_lower_bound_and_rdp(steps, capfd):
+    """σ = 20, q = 1e-4, T = 1e7 and 1e8 (docs/reliability.md): pld refused (its rounding allowance
+    carried a spurious √N and three bins of 1e-4 inflated one step's loss 4-fold).  Its ε must hold
+    for the sum of the outputs (exact δ at pld's ε ≤ δ: a certified lower bound on the true ε) and
+    not exceed rdp's (another upper bound; pld is the tighter accountant)."""
+    argv = ["--noise-multiplier", "20", "--sampling-rate", "1e-4", "--steps", str(steps), "--delta", "1e-5"]
+    code, out, err = dplab(["epsilon", "--accountant", "pld", *argv], capfd)
+    assert code == 0, err
+    rdp = dplab(["epsilon", "--accountant", "rdp", *argv], capfd)[1]["epsilon"]
+    assert sum_test_delta(20.0, 1e-4, steps, out["epsilon"]) <= 1e-5 and out["epsilon"] <= rdp
+    assert sum_test_delta(20.0, 1e-4, steps, 0.98 * out["epsilon"]) > 1e-5  # and pld is tight: within 2%
+
+
+@pytest.mark.slow
+def test_pld_sigma_at_three_hundred_million_steps_lies_between_a_lower_bound_and_rdp(capfd):
+    """`dplab sigma --accountant pld --sampling-rate 1e-4 --steps 3e8 --epsilon 1 --delta 1e-5` said no
+    σ ≤ 1e7 reaches ε = 1 (rdp: 7.04); now σ = 6.598 (~10 ε evaluations of ~5 s each), whose sum
+    of outputs meets (1, 1e-5) exactly and which is below rdp's σ."""
+    argv = ["--sampling-rate", "1e-4", "--steps", "300000000", "--epsilon", "1", "--delta", "1e-5"]
+    code, out, err = dplab(["sigma", "--accountant", "pld", *argv], capfd, seconds=600)
+    assert code == 0, err
+    rdp = dplab(["sigma", "--accountant", "rdp", *argv], capfd)[1]["noise_multiplier"]
+    assert sum_test_delta(out["noise_multiplier"], 1e-4, 300_000_000, 1.0) <= 1e-5 and out["noise_multiplier"] < rdp
 
 
 @pytest.mark.parametrize("neighbouring, shift", [("add_remove", 1.0), ("replace_one", 2.0)])
@@ -260,3 +310,48 @@ def test_rdp_float_safe_log_moments_never_below_dp_accountings(q, sigma):
     usable = np.isfinite(theirs) & (theirs > 0)
     assert np.all(ours[usable] >= np.minimum(theirs[usable], unsampled[usable]) * (1 - 1e-12))
     assert np.all(ours <= unsampled * (1 + 1e-12))
+
+
+def test_advanced_composition_is_never_above_basic_composition(capfd):
+    """σ = 0.3, q = 0.99, T = 1: advanced printed ε = 3.8e9 (its term Tε_s(e^ε_s − 1)), above
+    EPSILON_MAX; basic composition holds for the same steps, so advanced answers the smaller of the
+    two: naive's 19.11, valid against the exact δ of the one step (normal CDFs) and within 1e-3 of
+    the exact ε (T = 1: basic composition is exact), and within EPSILON_MAX."""
+    from tests.test_certified_pld_rdp import exact_one_step_delta
+
+    argv = ["--noise-multiplier", "0.3", "--sampling-rate", "0.99", "--steps", "1", "--delta", "1e-5"]
+    advanced = dplab(["epsilon", "--accountant", "advanced", *argv], capfd)[1]["epsilon"]
+    assert advanced == dplab(["epsilon", "--accountant", "naive", *argv], capfd)[1]["epsilon"] <= EPSILON_MAX
+    assert exact_one_step_delta(0.3, 0.99, "add_remove", advanced) <= 1e-5
+    assert exact_one_step_delta(0.3, 0.99, "add_remove", advanced - 1e-3) > 1e-5
+    delta = dplab(["delta", "--accountant", "advanced", *argv[:-2], "--epsilon", "19.2"], capfd)[1]["delta"]
+    assert exact_one_step_delta(0.3, 0.99, "add_remove", 19.2) <= delta <= 1e-5
+
+
+def test_a_full_batch_risk_target_needing_sigma_beyond_its_range_is_refused(capfd):
+    """Full batch, T = 1e15, advantage 1e-12: the closed form asks σ = √T/μ ≈ 1.3e19 > SIGMA_MAX; it
+    was returned as the answer."""
+    from scipy.special import ndtri
+
+    sigma = math.sqrt(1e15) / (2 * ndtri((1 + 1e-12) / 2))
+    assert sigma > LIMITS["noise_multiplier"][1]
+    refused(["sigma", "--accountant", "pld", "--sampling", "full_batch", "--steps", "1000000000000000",
+             "--advantage", "1e-12"], "noise_multiplier", capfd, f"{sigma:.6g}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, key", [(["--advantage", "0.999999999"], "advantage"),
+                                         (["--tpr", "0.9999", "--fpr", "0.01"], "tpr")])
+def test_a_risk_target_met_at_pld_s_sigma_floor_is_refused(target, key, capfd):
+    """q = 0.01, T = 100: σ = 0.1255, the smallest σ pld resolves, already has advantage 0.634
+    (TPR 0.644 at FPR 0.01), below the targets: the floor was returned as the calibrated σ, though
+    the smallest σ meeting them lies below.  Refused, naming the floor and the level it reaches
+    (checked against the risk reading there); ~8 s of PLDs."""
+    from dplab.accounting import risk
+
+    floor = get("pld").sigma_floor(Setting(noise_multiplier=1.0, sampling_rate=0.01, steps=100))
+    line = refused(["sigma", "--accountant", "pld", "--sampling-rate", "0.01", "--steps", "100", *target], key,
+                   capfd, f"σ = {floor:.6g}", seconds=120)
+    at_floor = Setting(noise_multiplier=floor, sampling_rate=0.01, steps=100)
+    level = risk.level(at_floor, 0.01 if key == "tpr" else None, 0.999999999 if key == "advantage" else None)
+    assert f"{level:.4g}" in line and level < float(target[1])

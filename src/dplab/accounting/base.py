@@ -125,7 +125,7 @@ class Accountant(ABC):
                 "neighbouring",
                 f"must be one of {', '.join(self.neighbourings)} for this bound; got {setting.neighbouring!r}",
             )
-        for key in {**LIMITS, **self.limits}.keys() - {"epsilon", "delta"}:
+        for key in {**LIMITS, **self.limits}.keys() - {"epsilon", "delta", *self.unused}:  # the keys it reads
             self.check_limit(key, getattr(setting, key))
         self.check_setting(setting)
 

@@ -37,6 +37,7 @@ from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_an
 from dplab.accounting.registry import register
 from dplab.accounting.roots import bisect
 from dplab.accounting.setting import Setting
+from dplab.errors import AssumptionError
 
 _ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 _REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
@@ -164,8 +165,43 @@ class RdpAccountant(_DpAccountingAdapter):
 PLD_STEP_BINS = 2**19
 #: the coarsest discretization interval pld uses (2 × dp_accounting's default: σ = 0.3, q = 0.3, replace_one needs 1.2e-4)
 PLD_DISC_MAX = 2e-4
-#: the most bins of the T-fold composition (FFT buffers of 16 bytes a bin; 2^24: about 0.5 GB at peak)
+#: the most bins of dp_accounting's FFT composition (:class:`pld_curve.ComposedPmf`) computed for a guess of ε;
+#: beyond, :class:`GaussianGuess` (FFT buffers of 16 bytes a bin; 2^22: about 0.3 GB at peak)
 PLD_BINS = 2**22
+
+
+def loss_std(setting: Setting) -> float:
+    """The standard deviation of one Poisson step's privacy loss L = log(p/q)(x), x ~ p, in the
+    "remove" direction (record at +1 against at 0; replace_one: at +1 against at −1), σ = std/C:
+    Gauss–Hermite quadrature of each mixture component, 200 nodes."""
+    sigma, q = setting.noise_multiplier, setting.sampling_rate
+    other = -1.0 if setting.neighbouring == "replace_one" else None
+    nodes, weights = np.polynomial.hermite_e.hermegauss(200)
+    weights = weights / weights.sum()
+    moments = np.zeros(2)
+    for weight, mean in ((1 - q, 0.0), (q, 1.0)):
+        x = mean + sigma * nodes
+        up = np.log1p(q * np.expm1((2 * x - 1) / (2 * sigma**2)))  # log((1 − q) + q·N(1)/N(0))
+        down = 0.0 if other is None else np.log1p(q * np.expm1((-2 * x - 1) / (2 * sigma**2)))
+        loss = up - down
+        moments += weight * np.array([weights @ loss, weights @ loss**2])
+    return math.sqrt(max(moments[1] - moments[0] ** 2, 0.0))
+
+
+class GaussianGuess:
+    """A guess of ε(δ) of T steps where dp_accounting's FFT window would exceed :data:`PLD_BINS`: the
+    Gaussian mechanism whose privacy loss has the composed PMF's variance, T·Var[L] = μ² (the
+    central limit of the composition; Dong, Roth & Su 2022, Thm 3.5).  Only a tilt point."""
+
+    def __init__(self, composed: pld_curve.ComposedPmf):
+        losses = (composed.lower0 + np.arange(len(composed.probs))) * composed.disc
+        weights = composed.probs / composed.probs.sum()
+        mean = float(weights @ losses)
+        self.variance = float(weights @ (losses - mean) ** 2)
+
+    def epsilons(self, steps: np.ndarray, delta: float, floor: np.ndarray | None = None) -> np.ndarray:
+        eps = gaussian_epsilon(delta, np.sqrt(np.asarray(steps, dtype=float) * self.variance))
+        return eps if floor is None else np.maximum(eps, floor)
 
 
 @register
@@ -176,8 +212,8 @@ class PldAccountant(_DpAccountingAdapter):
     (Dong, Roth & Su 2022, Cor. 3.3; dp_accounting itself composes a ``GaussianDpEvent`` T times
     so), whose exact profile (:func:`gaussian_delta`, 000 §II) the discretized PLD only approximates
     from above: it is used directly, exact and in constant time (the PLD of σ = 0.6, T = 1000 takes
-    dp_accounting minutes).  Poisson: the discretized PLD, refused up front where it would exceed
-    :data:`PLD_STEP_BINS` (one step) or :data:`PLD_BINS` (T steps)."""
+    dp_accounting minutes).  Poisson: the discretized PLD, refused where it would exceed
+    :data:`PLD_STEP_BINS` (one step) or its certified read-off :data:`pld_tilted.WINDOW_MAX` (T steps)."""
 
     name = "pld"
     source = "004 §3.3 footnote (PLD accounting of dp_accounting, Doroshenko et al. 2022)"
@@ -191,9 +227,10 @@ class PldAccountant(_DpAccountingAdapter):
         "every intermediate iterate may be released (composition)",
         "supported: poisson and full_batch with either relation; without_replacement refused "
         "(no such event in dp_accounting's PLD); shuffle refused (no amplification proved)",
-        "poisson: pessimistic discretization (interval 1e-4, coarsened up to PLD_DISC_MAX where one step would "
-        f"exceed {PLD_STEP_BINS} bins), read off with certified error bounds (pld_tilted): an upper bound on the "
-        f"exact ε; refused beyond PLD_DISC_MAX or where T steps would exceed {PLD_BINS} bins (small σ, huge T)",
+        "poisson: pessimistic discretization (interval 1e-4, refined to a quarter of one step's loss std where "
+        f"smaller, coarsened up to PLD_DISC_MAX where one step would exceed {PLD_STEP_BINS} bins), read off with "
+        "certified error bounds (pld_tilted): an upper bound on the exact ε; refused beyond PLD_DISC_MAX or where "
+        f"the read-off's window would exceed {pld_tilted.WINDOW_MAX} bins (small σ, huge T)",
         "full_batch: the exact ε of one Gaussian mechanism of μ√T (T Gaussian steps composed)",
     )
     limits = {"delta": (1e-12, 1.0, "the smallest δ checked against certified brackets of the true ε "
@@ -235,17 +272,21 @@ class PldAccountant(_DpAccountingAdapter):
         return max(PLD_DISC_MAX, self.value_discretization_interval)
 
     def discretization(self, setting: Setting) -> float:
-        """The PLD's discretization interval: :attr:`value_discretization_interval`, coarsened where
-        the one-step PLD would exceed :data:`PLD_STEP_BINS` bins (small σ) so that it fits.  Any
-        interval gives an upper bound (pessimistic discretization); a coarser one a looser one.
-        Refused beyond :data:`PLD_DISC_MAX`."""
-        disc = max(self.value_discretization_interval, self.step_width(setting) / (PLD_STEP_BINS - 2))
+        """The PLD's discretization interval: :attr:`value_discretization_interval`, refined to a
+        quarter of one step's privacy-loss standard deviation (:func:`loss_std`) where that is smaller
+        (large σ, small q: at σ = 20, q = 1e-4 one step's loss has std 5e-6, and three bins of 1e-4
+        inflate it 4-fold, and ε with it), and coarsened where the one-step PLD would exceed
+        :data:`PLD_STEP_BINS` bins (small σ) so that it fits.  Any interval gives an upper bound
+        (pessimistic discretization); connecting the dots adds at most disc²/4 to each step's
+        variance.  Refused beyond :data:`PLD_DISC_MAX`."""
+        fine = min(self.value_discretization_interval, loss_std(setting) / 4)
+        disc = max(fine, self.step_width(setting) / (PLD_STEP_BINS - 2))
         if disc > self.coarsest():
             raise self.too_far(
                 "noise_multiplier",
                 f"the PLD of one step at σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g} would need "
                 f"an interval of {disc:.3g} to fit PLD_STEP_BINS = {PLD_STEP_BINS} bins (limit PLD_DISC_MAX = "
-                f"{self.coarsest():g}): σ this small is beyond what pld resolves; rdp gives an upper bound",
+                f"{self.coarsest():g}): σ this small is beyond what pld resolves; {self.elsewhere(setting)}",
             )
         return disc
 
@@ -272,26 +313,49 @@ class PldAccountant(_DpAccountingAdapter):
         )
 
     def composed(self, setting: Setting, steps: np.ndarray):
-        """(:class:`pld_curve.ComposedPmf`, :class:`pld_tilted.TiltedPmf`) of each PMF of the one-step
-        pair; refused when the composition over max(steps) would exceed :data:`PLD_BINS`
-        (dp_accounting's window)."""
+        """(the ε guesses, :class:`pld_tilted.TiltedPmf`) of each PMF of the one-step pair: a guess
+        is dp_accounting's FFT read-off (:class:`pld_curve.ComposedPmf`) where its window over
+        max(steps) fits :data:`PLD_BINS`, else :class:`GaussianGuess`; either is only where the
+        certified read-off tilts, not a value reported."""
         pld = self.one_step(setting)
         pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001 (tests/test_dependencies.py)
         dense = [p.to_dense_pmf() for p in pmfs]
-        composed = [pld_curve.ComposedPmf(d) for d in dense]
         t = int(np.max(steps))
-        for c in composed:
+        guesses = []
+        for d in dense:
+            c = pld_curve.ComposedPmf(d)
             lo, hi = pld_curve._chernoff_window(len(c.probs), t, c.log_mgfs, c.orders)  # noqa: SLF001
-            if hi - lo + 1 > PLD_BINS:
-                raise self.too_far(
-                    "steps",
-                    f"the PLD of T = {t} steps at σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g} "
-                    f"would hold {hi - lo + 1:.3g} bins (limit PLD_BINS = {PLD_BINS}): T this large is beyond what "
-                    f"pld resolves; rdp gives an upper bound",
-                )
+            guesses.append(c if hi - lo + 1 <= PLD_BINS else GaussianGuess(c))
         tilted = [pld_tilted.TiltedPmf(d._probs, d._lower_loss, d._infinity_mass, d._discretization)  # noqa: SLF001
                   for d in dense]
-        return composed, tilted
+        return guesses, tilted
+
+    def elsewhere(self, setting: Setting, query: tuple[str, float] | None = None) -> str:
+        """Where to turn when pld cannot answer ``setting``: rdp where its assumptions hold, with its
+        answer to ``query`` (("epsilon", δ) or ("delta", ε)) when given, or that no accountant here
+        covers it (Poisson sampling with replace_one: only pld)."""
+        rdp = RdpAccountant()
+        try:
+            rdp.check(setting)
+        except AssumptionError:
+            return (f"no other accountant here covers {setting.sampling} sampling with {setting.neighbouring} "
+                    f"(rdp, moments and the compositions assume add_remove)")
+        if query is None:
+            return "rdp gives an upper bound"
+        kind, value = query
+        try:
+            answer = rdp.epsilon(setting, value) if kind == "epsilon" else rdp.delta(setting, value)
+        except AssumptionError as err:
+            return f"rdp refuses it too ({rdp._reason(err)})"  # noqa: SLF001 (the same family)
+        return f"rdp gives {'ε' if kind == 'epsilon' else 'δ'} ≤ {answer:.6g}"
+
+    def _too_wide(self, setting: Setting, t: int, err: pld_tilted.TooWide, query: tuple[str, float]):
+        """The refusal of a certified read-off whose window exceeds :data:`pld_tilted.WINDOW_MAX`."""
+        setting = setting.replace(steps=t)
+        return self.too_far("steps", f"the certified read-off of T = {t} steps at σ = {setting.noise_multiplier:g}, "
+                                     f"q = {setting.sampling_rate:g} needs a window of {err.bins:.3g} bins (limit "
+                                     f"WINDOW_MAX = {pld_tilted.WINDOW_MAX}): beyond what pld resolves; "
+                                     f"{self.elsewhere(setting, query)}")
 
     def _epsilon_curve(self, setting, delta, steps):
         """full_batch: exact (class docstring).  Poisson: at each T, dp_accounting's ε read off its
@@ -316,14 +380,20 @@ class PldAccountant(_DpAccountingAdapter):
                     eps[j] = max(eps[j], p.epsilon(int(ts[j]), delta, g))
             return eps
 
-        return pld_curve.monotone_curve(certified, steps)
+        try:
+            return pld_curve.monotone_curve(certified, steps)
+        except pld_tilted.TooWide as err:
+            raise self._too_wide(setting, int(np.max(steps)), err, ("epsilon", delta)) from None
 
     def _delta_curve(self, setting, epsilon, steps):
         """full_batch: exact.  Poisson: the certified δ(ε) of :mod:`pld_tilted` at each T (max over the pair)."""
         if setting.sampling == "full_batch":
             return gaussian_delta(epsilon, self.full_batch_mu(setting, steps))
         _, tilted = self.composed(setting, steps)
-        return np.array([max(p.delta(int(t), epsilon) for p in tilted) for t in steps])
+        try:
+            return np.array([max(p.delta(int(t), epsilon) for p in tilted) for t in steps])
+        except pld_tilted.TooWide as err:
+            raise self._too_wide(setting, int(np.max(steps)), err, ("delta", epsilon)) from None
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
         """full_batch: the answer itself (σ_eff = √T·σ₁, σ₁ the exact one-release calibration).

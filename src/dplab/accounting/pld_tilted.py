@@ -18,11 +18,36 @@ accurate to u relative to its peak.  What is left out is accounted for, pessimis
   counted at infinite loss;
 - mass outside the window wraps around the circular FFT onto the window: it only adds mass, so
   δ can only grow;
-- the FFT's rounding (Higham 2002, "Accuracy and Stability of Numerical Algorithms", Thm 24.2:
-  ‖error‖₂ ≤ c·log₂N·u·‖x‖₂ per transform, here with c = :data:`FFT_C`, and T-th powers that
-  multiply a spectral error by ≤ T) is an absolute error η per tilted bin; untilted, the bins
-  above ε carry at most η·Σ_{k>k_ε} M^T e^{-λk}, added to δ(ε);
+- the FFT's rounding is bounded in the 2-norm (:func:`rounding_bound`, derived below) and enters δ(ε)
+  by Cauchy–Schwarz: untilted, the bins above ε carry at most ‖error‖₂·‖(M^T e^{-λk})_{k>k_ε}‖₂;
+- the rounding of the tilted one-step PMF and of the untilting factor (relative, a few u per
+  entry; positive convolution turns it into at most T times that per composed bin) scales the
+  window's probabilities up by e^{T·ρ};
 - the one-step infinity mass m composes to 1 − (1 − m)^T.
+
+**The rounding bound** (:func:`rounding_bound`).  w is the tilted one-step PMF folded to N bins
+(Σw = 1), y = F⁻¹((Fw)^T) its exact T-fold circular self-convolution (F the unnormalized DFT, so
+‖Fx‖₂ = √N‖x‖₂ and ‖F⁻¹x‖₂ = ‖x‖₂/√N), and γ = FFT_C·⌈log₂N⌉·u.  Assumptions: float64
+(u = 2^-53); scipy's pocketfft, a mixed-radix (2, 3, 4, 5: every length here is
+``next_fast_len(real=True)``) Cooley–Tukey FFT with accurately computed twiddle factors, whose
+forward and inverse transforms satisfy Higham's bound ‖fl(Fx) − Fx‖₂ ≤ γ‖Fx‖₂ (Higham 2002,
+"Accuracy and Stability of Numerical Algorithms", Thm 24.2: ⌈log₂N⌉·η/(1 − ⌈log₂N⌉·η) with
+η = μ + γ₄(√2 + μ) ≈ 6.7u for radix 2 with twiddle error μ ≈ u; FFT_C = 8 covers that constant,
+and a radix-3/5 stage counts as log₂3 or log₂5 ≥ 1.58 levels of it); glibc's complex log and exp
+accurate to 3 ulp (POW_C = 4 below).  Then, with ‖w‖₂ ≤ 1:
+
+1. the forward transform's error e has ‖e‖₂ ≤ γ√N‖w‖₂ =: a, so every |e_k| ≤ a;
+2. the T-th power: |Fw_k| ≤ Σw = 1, so |(Fw_k + e_k)^T − (Fw_k)^T| ≤ T(1 + a)^{T−1}|e_k|, in
+   the 2-norm ≤ √N·e₁ with e₁ = T(1 + a)^{T−1}γ‖w‖₂;
+3. exp(T·log z) in floating point: the phase T·arg z is off by ≤ POW_C·u·πT and the modulus
+   exponent by ≤ POW_C·u·T·|log|z||, with |z|^T·T·|log|z|| ≤ 1/e; per frequency
+   ≤ POW_C·u·(πT|z|^T + 1), in the 2-norm ≤ √N·e₂ with e₂ = POW_C·u·(πT(‖w‖₂ + e₁) + 1)
+   (‖(Fw)^T‖₂ = √N‖y‖₂ ≤ √N‖w‖₂ by Young's inequality);
+4. the inverse transform maps these to ≤ e₁ + e₂ and adds (γ + u)(‖w‖₂ + e₁ + e₂) (the 1/N scaling: u).
+
+So ‖computed − y‖₂ ≤ (1 + γ + u)(e₁ + e₂) + (γ + u)‖w‖₂ ≈ (T + 1)·γ·‖w‖₂ + POW_C·u·πT‖w‖₂: an
+absolute error of order T·log₂N·u·‖w‖₂ (tests/test_pld_rounding.py compares it with the error
+observed against an exactly composed PMF).
 
 The one-step PMF is dp_accounting's pessimistic (connect-the-dots) discretization: the T-fold
 composition of a pessimistic PMF bounds the composed mechanism from above (Doroshenko, Ghazi,
@@ -41,22 +66,27 @@ from dplab.accounting.pld_curve import _delta_at, epsilon_for_delta
 
 #: unit roundoff of float64
 U = np.finfo(float).eps / 2
-#: constant of the FFT rounding bound (Higham Thm 24.2 gives c ≈ 1 for a radix-2 FFT with exact twiddles;
-#: 8 leaves room for pocketfft's mixed radices and computed twiddle factors)
+#: constant of the FFT rounding bound ‖fl(Fx) − Fx‖₂ ≤ FFT_C·⌈log₂N⌉·u·‖Fx‖₂ (Higham 2002, Thm 24.2:
+#: ≈ 6.7 for radix 2 with twiddle factors accurate to u; module docstring)
 FFT_C = 8.0
+#: ulps of error allowed to numpy's complex log and exp (glibc's clog/cexp: ≤ 3 ulp)
+POW_C = 4.0
 #: window half-widths below the tilted mean, in standard deviations of the tilted composition
 WIDTH_BELOW = 14.0
 #: the window extends above the tilted mean until the Chernoff bound on the mass beyond it is below
 #: e^ABOVE_LOG times the composed PMF's scale at the mean
 ABOVE_LOG = -60.0
-#: the most bins one window may hold (dp_accounting_adapters.PLD_BINS): a wider one is not computed —
-#: δ is then bounded by 1 and ε by ∞, which the accountant reports as a refusal (σ = 20, q = 1e-4,
-#: T = 3e8 asked for a 9e8-bin window: 200 s and ~14 GB)
-WINDOW_MAX = 2**22
+#: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the accountant
+#: reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1, T = 1e4, δ = 1e-12: 4.7e6)
+WINDOW_MAX = 2**23
 
 
-class _TooWide(Exception):
-    """A window beyond :data:`WINDOW_MAX` bins."""
+class TooWide(Exception):
+    """A window beyond :data:`WINDOW_MAX` bins: ``bins``, the number asked for."""
+
+    def __init__(self, bins: int):
+        super().__init__(bins)
+        self.bins = bins
 
 
 class TiltedPmf:
@@ -79,15 +109,22 @@ class TiltedPmf:
         top = float(z.max())
         return top + math.log(float(np.exp(z - top).sum()))
 
-    def _moments(self, lam: float) -> tuple[float, float, np.ndarray]:
-        """(mean, variance, PMF) of the one-step PMF tilted by λ (the last few kept)."""
+    def _moments(self, lam: float) -> tuple[float, float, np.ndarray, float, float]:
+        """(mean, variance, PMF w, log M, ρ) of the one-step PMF tilted by λ (the last few kept):
+        w = p e^{λi}/M with M the normalizer actually used (so untilting by M^T is consistent), and
+        ρ a bound on the relative rounding of each w_i (exponent, exp and normalization)."""
         if lam not in self._moment_cache:
-            w = np.exp(lam * self.index + self.log_p - self.log_mgf(lam))
-            w /= w.sum()
-            mean = float(np.sum(w * self.index))  # numpy's pairwise sum: the same bits whatever BLAS's threads
+            lm = self.log_mgf(lam)
+            z = lam * self.index + self.log_p - lm
+            w = np.exp(z)
+            total = float(w.sum())  # numpy's pairwise sum: the same bits whatever BLAS's threads
+            w /= total
+            rho = 2 * U * (3 + float(np.max(np.abs(lam * self.index) + np.abs(self.log_p))) + abs(lm))
+            mean = float(np.sum(w * self.index))
             if len(self._moment_cache) > 4:
                 self._moment_cache.clear()
-            self._moment_cache[lam] = mean, float(np.sum(w * (self.index - mean) ** 2)), w
+            self._moment_cache[lam] = (mean, float(np.sum(w * (self.index - mean) ** 2)), w,
+                                       lm + math.log(total), rho)
         return self._moment_cache[lam]
 
     def tilt(self, target: float) -> float:
@@ -99,7 +136,7 @@ class TiltedPmf:
         return self._tilts[target]
 
     def _solve_tilt(self, target: float) -> float:
-        mean, var, _ = self._moments(0.0)
+        mean, var = self._moments(0.0)[:2]
         if mean >= target:
             return 0.0
         target = min(target, self.top - 1e-3)
@@ -113,7 +150,7 @@ class TiltedPmf:
                 break
             step = lam + (target - mean) / max(var, 1e-300)
             lam = step if lo < step < hi else (lo + hi) / 2 if math.isfinite(hi) else 2 * lo + 1e-6
-            mean, var, _ = self._moments(lam)
+            mean, var = self._moments(lam)[:2]
         return lam
 
     def composed_infinity(self, t: int) -> float:
@@ -126,8 +163,7 @@ class TiltedPmf:
         down to ``below`` (a loss) when given."""
         target = (loss / self.disc - t * self.lower) / t
         lam = self.tilt(target)
-        mean, var, w = self._moments(lam)
-        lm = self.log_mgf(lam)
+        mean, var, w, lm, rho = self._moments(lam)
         center, spread = t * mean, math.sqrt(t * var) + 1.0
         scale = t * lm - lam * center  # log of the untilted PMF's scale at the tilted mean
         last = t * self.top
@@ -142,30 +178,32 @@ class TiltedPmf:
         elif below is not None:
             lo = max(0, min(lo, math.floor(below / self.disc - t * self.lower) - 1))
         if hi - lo + 1 > WINDOW_MAX:
-            raise _TooWide
+            raise TooWide(hi - lo + 1)
         size = fft.next_fast_len(hi - lo + 1, real=True)
         folded = np.bincount(self.index.astype(np.int64) % size, weights=w, minlength=size)
-        if t > 1:
-            folded = fft.irfft(np.exp(t * np.log(fft.rfft(folded).astype(complex))), size)
+        composed, error = fft_compose(folded, t)
         k = np.arange(lo, hi + 1)
-        tilted = np.maximum(folded[k % size], 0.0)
+        tilted = np.maximum(composed[k % size], 0.0)
         exponent = t * lm - lam * k  # log of the untilting factor M^T e^{-λk}
+        # relative rounding of the tilted bins (≤ T·ρ) and of the untilting factor's exponent and exp
+        grow = t * rho + 2 * U * (2 + abs(t * lm) + lam * hi)
         with np.errstate(under="ignore"):
-            probs = np.exp(np.minimum(exponent, 700.0)) * tilted
+            probs = np.exp(np.minimum(exponent + grow, 700.0)) * tilted
         # a probability is ≤ 1: rounding noise far below the mean, amplified by e^{-λk}, is capped there
         probs = np.where((exponent > 700.0) & (tilted > 0), 1.0, np.minimum(probs, 1.0))
         extra = math.exp(above) + size * np.finfo(float).tiny
-        eta = FFT_C * (t + 2) * math.ceil(math.log2(size)) * U * max(1.0, math.sqrt(size * float(np.sum(w * w)))) if t > 1 else 0.0
 
         def rounding(epsilon: float) -> float:
-            """η·Σ_{k_ε < k ≤ hi} M^T e^{-λk}: what rounding may hide in the bins above ``epsilon``."""
+            """‖error‖₂·‖(M^T e^{-λk})_{k_ε < k ≤ hi}‖₂ (Cauchy–Schwarz): what rounding may hide in the
+            bins above ``epsilon``."""
             first = max(lo, math.floor(epsilon / self.disc - t * self.lower) + 1)
             count = hi - first + 1
-            if count <= 0:
+            if count <= 0 or error == 0:
                 return 0.0
             if lam == 0:
-                return eta * math.exp(t * lm) * count
-            return eta * math.exp(t * lm - lam * first - math.log(-math.expm1(-lam)) + math.log1p(-math.exp(-lam * count)))
+                return error * math.exp(t * lm + grow + 0.5 * math.log(count))
+            return error * math.exp(t * lm + grow - lam * first + 0.5 * (math.log1p(-math.exp(-2 * lam * count))
+                                                                          - math.log(-math.expm1(-2 * lam))))
 
         return t * self.lower + lo, probs, extra, rounding
 
@@ -180,19 +218,17 @@ class TiltedPmf:
         return float(min(best.fun, bound(math.log(50.0))))
 
     def delta(self, t: int, epsilon: float) -> float:
-        """An upper bound on δ(ε) of the T-fold composition."""
+        """An upper bound on δ(ε) of the T-fold composition (:class:`TooWide` where its window would be)."""
         inf_t = self.composed_infinity(t)
         if epsilon / self.disc >= t * (self.lower + self.top):
             return inf_t
-        try:
-            first, probs, extra, rounding = self.window(t, epsilon, below=epsilon)
-        except _TooWide:
-            return 1.0
+        first, probs, extra, rounding = self.window(t, epsilon, below=epsilon)
         return min(1.0, _delta_at(inf_t + extra, first, probs, self.disc, epsilon) + rounding(epsilon))
 
     def epsilon(self, t: int, delta: float, guess: float) -> float:
         """An upper bound on ε(δ) of the T-fold composition, tilted at ``guess`` (an estimate of ε:
-        re-tilted at the answer while the answer leaves the window's accurate part)."""
+        re-tilted at the answer while the answer leaves the window's accurate part); :class:`TooWide`
+        where a window would exceed :data:`WINDOW_MAX`."""
         inf_t = self.composed_infinity(t)
         if inf_t >= delta:
             return math.inf
@@ -200,10 +236,7 @@ class TiltedPmf:
         for attempt in range(6):
             if attempt == 5:  # the whole composed support below the window: always inside
                 below = -math.inf
-            try:
-                first, probs, extra, rounding = self.window(t, loss, below)
-            except _TooWide:
-                return math.inf
+            first, probs, extra, rounding = self.window(t, loss, below)
             eps = epsilon_for_delta(inf_t + extra, first, probs, self.disc, delta)
             if math.isfinite(eps):  # δ(ε) + r(ε) ≤ δ: r decreases in ε, and the second read is ≥ the first
                 eps = epsilon_for_delta(inf_t + extra + rounding(eps), first, probs, self.disc, delta)
@@ -219,3 +252,28 @@ class TiltedPmf:
         """Standard deviation (in loss) of the composition tilted to its mean at ``loss``."""
         lam = self.tilt((loss / self.disc - t * self.lower) / t)
         return math.sqrt(t * self._moments(lam)[1]) * self.disc
+
+
+def rounding_bound(size: int, t: int, norm: float) -> float:
+    """A bound on ‖computed − exact‖₂ of :func:`fft_compose` for a PMF of 2-norm ``norm`` folded to
+    ``size`` bins and composed ``t`` times (module docstring, steps 1–4); ∞ where (1 + a)^{T−1}
+    is not close to 1 (the bound is then useless)."""
+    if t == 1:
+        return 0.0
+    gamma = FFT_C * math.ceil(math.log2(size)) * U
+    a = gamma * math.sqrt(size) * norm
+    if (t - 1) * a > 1:
+        return math.inf
+    e1 = t * math.exp((t - 1) * math.log1p(a)) * gamma * norm
+    e2 = POW_C * U * (math.pi * t * (norm + e1) + 1)
+    return (1 + gamma + U) * (e1 + e2) + (gamma + U) * norm
+
+
+def fft_compose(w: np.ndarray, t: int) -> tuple[np.ndarray, float]:
+    """The T-fold circular self-convolution of ``w`` (≥ 0, Σw = 1, len(w) bins) as
+    irfft(exp(T·log rfft(w))), and :func:`rounding_bound` on its 2-norm error."""
+    if t == 1:
+        return w.copy(), 0.0
+    size = len(w)
+    out = fft.irfft(np.exp(t * np.log(fft.rfft(w).astype(complex))), size)
+    return out, rounding_bound(size, t, math.sqrt(float(np.sum(w * w))))

@@ -32,7 +32,7 @@ from dp_accounting.pld import privacy_loss_distribution
 from scipy.special import ndtr, ndtri
 
 from dplab import units
-from dplab.accounting.base import SIGMA_MAX
+from dplab.accounting.base import SIGMA_MAX, SIGMA_MIN
 from dplab.accounting.dp_accounting_adapters import PldAccountant
 from dplab.accounting.roots import bisect, bracket, expand
 from dplab.accounting.setting import Setting
@@ -182,11 +182,12 @@ def check_target(tpr: float | None, fpr: float | None, advantage: float | None) 
         raise DPLabError("tpr", f"must exceed fpr ({fpr}): a TPR at most the FPR is met by guessing, by any σ; got {tpr}")
 
 
-def meets(setting: Setting, tpr: float | None, fpr: float | None, advantage: float | None) -> bool:
-    """Whether the T-step mechanism of ``setting`` keeps every attacker at or below the target."""
+def level(setting: Setting, fpr: float | None, advantage: float | None) -> float:
+    """What a risk target bounds, for the T-step mechanism of ``setting``: its advantage (with
+    ``advantage``), else its TPR at FPR ``fpr``."""
     if advantage is not None:
-        return advantage_of(setting) <= advantage
-    return risk(setting, fprs=(fpr,))["tpr"][0] <= tpr
+        return advantage_of(setting)
+    return risk(setting, fprs=(fpr,))["tpr"][0]
 
 
 def advantage_of(setting: Setting) -> float:
@@ -206,20 +207,31 @@ def sigma_for_risk(setting: Setting, tpr: float | None = None, fpr: float | None
     check_target(tpr, fpr, advantage)
     accountant = PldAccountant()
 
+    target, levels = (advantage if advantage is not None else tpr), {}
+
     def ok(sigma: float) -> bool:
-        return meets(setting.replace(noise_multiplier=sigma), tpr, fpr, advantage)
+        if sigma not in levels:
+            levels[sigma] = level(setting.replace(noise_multiplier=sigma), fpr, advantage)
+        return levels[sigma] <= target
 
     if setting.sampling == "full_batch":
         mu = 2 * ndtri((1 + advantage) / 2) if advantage is not None else ndtri(tpr) - ndtri(fpr)
         sigma = math.sqrt(setting.steps) / float(mu) * units.sum_sensitivity(1.0, setting.neighbouring)
+        if not SIGMA_MIN <= sigma <= SIGMA_MAX:
+            raise DPLabError("noise_multiplier", f"the σ meeting the risk target is {sigma:.6g}, outside the range "
+                                                 f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}] σ is calibrated in")
         return expand(lambda s: not ok(s), sigma, lambda s: s * (1 + 1e-12))  # rounding: the side meeting it
     if setting.sampling not in RISK_SAMPLINGS:
         raise DPLabError("sampling", unavailable("pld", setting))
 
     floor = accountant.sigma_floor(setting.replace(noise_multiplier=1.0))
     lo, hi = bracket(lambda x: ok(math.exp(x)), 0.0, math.log(floor), math.log(SIGMA_MAX), width=0.5)
-    if lo is None:
-        return floor
+    if lo is None:  # the smallest σ meeting the target lies below what pld resolves: not this floor
+        reached = max(levels.values())  # at the floor: the level falls as σ grows
+        raise DPLabError("advantage" if advantage is not None else "tpr",
+                         f"σ = {floor:.6g}, the smallest σ pld resolves here, already meets the target (its "
+                         f"{'advantage' if advantage is not None else 'TPR'} is {reached:.4g}): the smallest σ "
+                         f"meeting it lies below, beyond what pld resolves (a target below {reached:.4g} is calibrated)")
     if hi is None:
         raise DPLabError("noise_multiplier", f"no σ ≤ {SIGMA_MAX:g} meets the risk target for this setting")
     lo, hi = bisect(lambda x: not ok(math.exp(x)), lo, hi, steps=200, done=lambda lo, hi: hi - lo <= rtol)

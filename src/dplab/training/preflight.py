@@ -8,7 +8,8 @@ sampler spec), the model (a cnn needs images), add_remove with an epoch sampler 
 record keeps ⌊n/b⌋ (:func:`dplab.accounting.epochs.check`: no upper bound holds otherwise), and —
 for σ calibrated from ``target_epsilon`` — the calibrating accountant's assumptions on the run's
 Setting (:func:`dplab.training.privacy.check_calibration`, what :func:`dplab.training.privacy.calibrate`
-asks first).  For a hidden-state accountant also whether
+asks first); for a given σ, that one upper-bound accountant the run reports accepts it
+(:func:`dplab.training.privacy.check_claimable`: σ = 1e-320 passed and trained with "epsilon: none").  For a hidden-state accountant also whether
 any σ reaches the target: those bounds keep a floor as σ grows (e.g. 001 Thm 3's), while a
 composition bound's ε goes to 0, so one evaluation at the search's largest σ settles it.  The σ
 search itself is left to the job: it costs seconds per run and Snakemake reads the config at every
@@ -47,6 +48,8 @@ def check_run(run: RunSettings, dataset: dict) -> None:
     constants, _ = privacy.loss_constants(run, info, np.zeros((0, 1)))  # the data hold no record beyond R
     setting = privacy.build_setting(run, n, b, dimension, 1.0, constants)
     epochs.check(run.accountant, setting)  # no upper bound holds where add_remove changes ⌊n/b⌋
+    if run.noise_multiplier is not None:  # σ given: some upper bound must accept it (no run without an ε)
+        privacy.check_claimable(run, setting.replace(noise_multiplier=float(run.noise_multiplier)), update)
     if run.target_epsilon is None and run.target_tpr is None:
         return
     privacy.check_calibration(run, setting, update)

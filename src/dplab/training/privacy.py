@@ -129,6 +129,32 @@ def risk_reading(claim: Plan) -> dict:
         return {"unavailable": str(err)}
 
 
+def unclaimed(setting: Setting, update: Update, excluded: dict[str, str]) -> DPLabError:
+    """The refusal of a private run none of whose accountants bounds its ε (``excluded``: name → why
+    not), keyed by what the first upper bound's assumptions object to (``accountants`` if none do)."""
+    key = "accountants"
+    for name in excluded:
+        if bound(name) == "upper":
+            try:
+                accounting.get(name).check(setting)
+            except DPLabError as err:
+                key = err.key
+                break
+    reasons = "; ".join(f"{name}: {why}" for name, why in list(excluded.items())[:3])
+    more = f"; and {len(excluded) - 3} more" if len(excluded) > 3 else ""
+    return DPLabError(key, f"no accountant the run reports bounds its ε, so it would train without a privacy "
+                           f"claim ({reasons}{more})")
+
+
+def check_claimable(run: RunSettings, setting: Setting, update: Update) -> None:
+    """DPLabError (:func:`unclaimed`) unless one upper-bound accountant the run reports accepts
+    ``setting`` with its σ: the assumptions only, no ε computed (config check)."""
+    names = requested_accountants(run)
+    excluded = {name: exclusion(name, setting, update) for name in names}
+    if not any(why is None and bound(name) == "upper" for name, why in excluded.items()):
+        raise unclaimed(setting, update, {k: v for k, v in excluded.items() if v is not None})
+
+
 def requested_accountants(run: RunSettings) -> list[str]:
     """The accountants a run reports: its ``accountants`` entry, or every registered one."""
     return list(run.accountants) if run.accountants is not None else accounting.names()

@@ -91,6 +91,8 @@ class Method:
         N(0, σ²C²) on the clipped sum (none for a non-private method)."""
         sampler = self.sampler(run, n)
         claim = privacy.plan(run, self.update(run), n, run.b(n), dimension, info, grid, features)
+        if self.private and claim.setting is not None and not claim.curves:  # no private run without an ε
+            raise privacy.unclaimed(claim.setting, claim.update, claim.excluded)
         noise = GaussianNoise(claim.noise_multiplier * run.clip) if self.private else NoNoise()
         return Mechanism(sampler, claim, noise)
 
