@@ -166,7 +166,8 @@ def _run_job(config: dict, folder: str, entry: dict, run: dict) -> RunJob:
     train = config["training_resources"]
     return RunJob(
         name=folder,
-        inputs={**layout.data_files(run["dataset"]), **({"factorization": layout.mf_file(key)} if key else {})},
+        inputs={**layout.data_files(run["dataset"]), **({"factorization": layout.mf_file(key)} if key else {}),
+                **({"model_file": path} if (path := layout.model_path(run["model"])) else {})},
         outputs=layout.training_files(folder),
         params={"run": _json(entry), "data": layout.data_dir(run["dataset"]), "out": layout.training_dir(folder),
                 "mf_cache": layout.MF_DIR},

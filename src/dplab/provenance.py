@@ -3,7 +3,8 @@
 One record (``results/provenance.json``, written by the ``provenance`` rule and DVC stage)
 holds the git commit (and whether the working tree had uncommitted changes), the SHA-256 of
 the config (canonical JSON: sorted keys, no whitespace) and the config itself, the versions
-of the packages that compute results, and the SHA-256 of every output it covers, so that a
+of the packages that compute results, the SHA-256 of the project's model files (``sources``)
+and of every output it covers, so that a
 table or figure found anywhere can be matched to the run that made it by its hash.
 """
 
@@ -75,12 +76,16 @@ def expand(paths: list[str], cwd: Path = Path(".")) -> dict[str, Path]:
     return files
 
 
-def record(config: dict, outputs: list[str], cwd: Path = Path(".")) -> dict:
-    """The provenance record of ``outputs`` made with ``config`` in the repository at ``cwd``."""
-    return {
+def record(config: dict, outputs: list[str], cwd: Path = Path("."), sources: list[str] = ()) -> dict:
+    """The provenance record of ``outputs`` made with ``config`` in the repository at ``cwd``;
+    ``sources``: the project's own code the results depend on (model files), hashed too."""
+    out = {
         "git": git_state(cwd),
         "config_sha256": config_hash(config),
         "versions": versions(),
         "outputs": {key: {"sha256": file_hash(p)} for key, p in expand(outputs, cwd).items()},
         "config": config,
     }
+    if sources:
+        out["sources"] = {name: {"sha256": file_hash(Path(cwd, name))} for name in sources}
+    return out

@@ -13,8 +13,9 @@ def register(sub) -> None:
         help="record the git commit, config hash and package versions behind result files",
         description="Write one JSON with the git commit (and whether tracked files had uncommitted "
         "changes), the SHA-256 of the config (canonical JSON), the config, the versions of dplab, "
-        "torch, numpy, scipy, dp_accounting, opacus, snakemake, dvc and Python, and the SHA-256 of "
-        "every given output (directories: every file below them).",
+        "torch, numpy, scipy, dp_accounting, opacus, snakemake, dvc and Python, the SHA-256 of the "
+        "model files the config's runs build, and the SHA-256 of every given output (directories: "
+        "every file below them).",
     )
     add_source(p, "--config-json", "the config as JSON", "pipeline config file (YAML)")
     p.add_argument("--out", required=True, help="JSON file to write")
@@ -28,6 +29,7 @@ def run(args) -> int:
 
     from dplab import jobs
     from dplab.config import read_config, validate
+    from dplab.entries import model_files
     from dplab.inputs import input_file
     from dplab.io import check_output, write_json
     from dplab.provenance import record
@@ -46,6 +48,6 @@ def run(args) -> int:
     for name in args.outputs:  # a FIFO would block the hash, /dev/zero would never end it
         if not Path(name).is_dir():
             input_file(name, "outputs", empty_ok=True)
-    data = record(config, args.outputs)
+    data = record(config, args.outputs, sources=model_files(config))
     write_json(args.out, data)
     return 0
