@@ -325,3 +325,12 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
     with pytest.raises(DPLabError, match="holds the factorization blt_T24_k2_max_s12; the run needs "
                                          "blt_T24_k2_mean_s12: write it with `dplab mf --strategy blt"):
         dp_mf.load_factorization(run, tmp_path / "mf")
+
+
+def test_correlated_noise_with_adam_keeps_the_mf_claim_and_moves_other_parameters(synth, tmp_path):
+    """dp_mf with another optimizer (docs/matrix_factorization.md, "With another optimizer"): the
+    same σ and mf ε (post-processing of the released noisy gradients), other parameters."""
+    sgd = loop.train(_cfg(), synth, tmp_path / "sgd").as_dict()
+    adam = loop.train(_cfg(optimizer="adam", lr=0.05), synth, tmp_path / "adam").as_dict()
+    assert (adam["epsilon"], adam["noise_multiplier"]) == (sgd["epsilon"], sgd["noise_multiplier"])
+    assert (tmp_path / "sgd" / "model.pt").read_bytes() != (tmp_path / "adam" / "model.pt").read_bytes()

@@ -135,3 +135,18 @@ def test_a_killed_adam_run_resumes_to_the_same_bytes(tmp_path):
     loop.train(cfg, ds, tmp_path / "killed")
     for name in ("model.pt", "metrics.csv", "summary.json"):
         assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "killed" / name).read_bytes()
+
+
+def test_hidden_state_accountants_refuse_another_optimizer_and_composition_does_not(tmp_path):
+    """Hidden-state bounds analyse the plain SGD step; composition bounds only the released
+    gradients, which any optimizer post-processes."""
+    ds = synthetic_data(tmp_path / "data", 40, 10)
+    run = {"method": "noisy_gd", "noise_multiplier": 2.0, "diameter": 2.0, "clip": 3.0, "l2": 0.1, "steps": 3,
+           "lr": 0.1, "device": "cpu", "log_every": 3}
+    plain = loop.train(resolve_run(run), ds, tmp_path / "plain")
+    moved = loop.train(resolve_run({**run, "optimizer": "momentum"}), ds, tmp_path / "momentum")
+    hidden = set(plain.epsilon) - set(moved.epsilon)
+    assert "langevin" in hidden and set(moved.epsilon) >= {"rdp", "pld"}
+    assert all("plain SGD step at a constant learning rate" in moved.excluded_accountants[n] for n in hidden)
+    assert "optimizer" not in plain.update and moved.update["optimizer"] == "optimizer momentum"
+    assert moved.epsilon["rdp"] == plain.epsilon["rdp"]  # the same mechanism, the same ε

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dplab.accounting.claims import PLAIN_SGD
+
 #: optimizer -> the keys it reads, with their defaults (torch.optim's)
 OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "sgd": {"weight_decay": 0.0},
@@ -48,6 +50,16 @@ class OptimizerOptions:
     def plain(self) -> bool:
         """Plain SGD: w ← w − η_t·ĝ (the update of :func:`dplab.training.step.update`)."""
         return self.name == "sgd" and not self.weight_decay
+
+    @property
+    def label(self) -> str:
+        """:data:`~dplab.accounting.claims.PLAIN_SGD` for plain SGD at a constant η, else
+        the optimizer, its weight decay and schedule (what the hidden-state accountants refuse)."""
+        if self.plain and self.schedule == "constant":
+            return PLAIN_SGD
+        decay = f" (weight_decay {self.weight_decay:g})" if self.weight_decay else ""
+        schedule = f", lr_schedule {self.schedule}" if self.schedule != "constant" else ""
+        return f"optimizer {self.name}{decay}{schedule}"
 
     def lr(self, lr: float, step: int, steps: int) -> float:
         """η_t at step t = 1..T: constant η; cosine η·(1 + cos(π(t−1)/T))/2; step η·γ^⌊(t−1)/s⌋;
