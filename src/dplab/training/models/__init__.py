@@ -8,9 +8,9 @@ its ``MODEL`` (:class:`~dplab.training.models.base.Model`: name, display name, s
 =========  =====================================================================================
 model      network
 =========  =====================================================================================
+cnn        two 3×3 Conv2d (``channels``, 2·``channels``), ReLU, pooling, Linear
 logreg     Flatten, Linear; θ₀ = 0 (001 eq. 16)
 mlp        Flatten, Linear(d, hidden), ReLU, Linear(hidden, classes) (004 §3.2)
-cnn        two 3×3 Conv2d (``channels``, 2·``channels``), ReLU, pooling, Linear
 tanh_cnn   Tramèr & Boneh (ICLR 2021): Conv2d 8×8/2, tanh, pool, Conv2d 4×4/2, tanh, pool, 2 Linear
 =========  =====================================================================================
 
