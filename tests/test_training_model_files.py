@@ -138,3 +138,14 @@ def test_the_docs_tables_name_exactly_the_registered_models():
     assert rows == sorted(models.MODELS)
     section = (ROOT / "docs" / "training.md").read_text().split("## Models", 1)[1].split("\n\n", 2)[1]
     assert sorted(set(re.findall(r"`(\w+)` \(", section))) == sorted(models.MODELS)
+
+
+@pytest.mark.parametrize("model,shape", [("config/examples/models/net.py:Net", [5]),
+                                         ("config/examples/models/net.py:Net", [1, 8, 8]),
+                                         ("config/examples/models/cnn.py:SmallCNN", [3, 8, 8])])
+def test_the_example_model_files_build_for_their_data(model, shape, monkeypatch):
+    from conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    built = models.build(_run(model=model), shape, 4)
+    models.check_output(built, shape, 4)
