@@ -150,3 +150,26 @@ def test_hidden_state_accountants_refuse_another_optimizer_and_composition_does_
     assert all("plain SGD step at a constant learning rate" in moved.excluded_accountants[n] for n in hidden)
     assert "optimizer" not in plain.update and moved.update["optimizer"] == "optimizer momentum"
     assert moved.epsilon["rdp"] == plain.epsilon["rdp"]  # the same mechanism, the same ε
+
+
+@pytest.mark.parametrize("name", ["momentum", "adamw"])
+def test_stacked_runs_take_each_runs_own_optimizer_step(name):
+    """The audit's lockstep runs (a leading run axis, one m per run) step as each run alone."""
+    from dplab.training.step import apply, denominator
+
+    options = TORCH[name][0]
+    gen = torch.Generator().manual_seed(4)
+    runs = [{"w": torch.randn(5, 3, generator=gen)} for _ in range(3)]
+    stacked, states, stacked_state = {"w": torch.stack([r["w"] for r in runs])}, [{}, {}, {}], {}
+    for step in (1, 2, 3):
+        grads = [{"w": torch.randn(5, 3, generator=gen)} for _ in runs]
+        noise = [{"w": torch.randn(5, 3, generator=gen)} for _ in runs]
+        sizes = [4, 0, 7]
+        apply(stacked, {"w": torch.stack([g["w"] for g in grads])}, {"w": torch.stack([z["w"] for z in noise])},
+              lr=0.1, denom=denominator("realized", 6, torch.tensor(sizes)), b=6, stacked=True, optimizer=options,
+              state=stacked_state, step=step)
+        for r, params in enumerate(runs):
+            apply(params, grads[r], noise[r], lr=0.1, denom=denominator("realized", 6, sizes[r]), b=6,
+                  optimizer=options, state=states[r], step=step)
+    for r, params in enumerate(runs):
+        torch.testing.assert_close(stacked["w"][r], params["w"], rtol=1e-6, atol=1e-7)
