@@ -13,7 +13,9 @@ Per step t (g = Σ_{i∈B} clip_C(∇ℓ(w; x_i)), Z_t the noise source's sample
 m = b (``normalize: expected``; Poisson: b = qn, so an empty batch gives a pure-noise step) or
 m = |B| (``normalize: realized``, 001 eq. 12/17; an empty batch has no gradient term); λ = the
 run's ``regularization`` (001 eq. 17, else 0); Π the projection onto the centred ball of diameter
-D (else the identity).  With m = b this is the canonical convention: N(0, σ²C²) on the SUM of
+D (else the identity); η = η_t of the run's ``lr_schedule``, and another ``optimizer`` than plain
+SGD updates with the same ĝ = g/m + Z_t/b (:mod:`dplab.training.step`).  With m = b this is the
+canonical convention: N(0, σ²C²) on the SUM of
 clipped gradients, then divided by b.  For 001's methods the noise term η·Z_t/b has std
 σ_A = ησC/b (:func:`dplab.units.asoodeh_sigma`); for noisy_gd (b = n) it is √(2η)·σ₀₀₂
 (:func:`dplab.units.langevin_sigma`).
