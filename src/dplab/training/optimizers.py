@@ -16,16 +16,20 @@ from dataclasses import dataclass
 
 from dplab.accounting.claims import PLAIN_SGD
 
+#: the default optimizer, plain SGD (named like the non-private method ``sgd``, another thing)
+SGD = "sgd"
+#: the default schedule
+CONSTANT = "constant"
 #: optimizer -> the keys it reads, with their defaults (torch.optim's)
 OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
-    "sgd": {"weight_decay": 0.0},
+    SGD: {"weight_decay": 0.0},
     "momentum": {"momentum": 0.9, "weight_decay": 0.0},
     "adam": {"betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0},
     "adamw": {"betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01},
 }
 #: schedule -> the keys it reads, with their defaults (None: required)
 SCHEDULE_KEYS: dict[str, dict[str, object]] = {
-    "constant": {},
+    CONSTANT: {},
     "cosine": {},
     "step": {"lr_step_size": None, "lr_gamma": 0.1},
     "warmup_cosine": {"warmup_steps": None},
@@ -36,12 +40,12 @@ SCHEDULE_KEYS: dict[str, dict[str, object]] = {
 class OptimizerOptions:
     """A run's optimizer and schedule (the defaults: plain SGD at a constant η)."""
 
-    name: str = "sgd"
+    name: str = SGD
     momentum: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
-    schedule: str = "constant"
+    schedule: str = CONSTANT
     warmup_steps: int = 0
     lr_step_size: int = 1
     lr_gamma: float = 0.1
@@ -49,23 +53,23 @@ class OptimizerOptions:
     @property
     def plain(self) -> bool:
         """Plain SGD: w ← w − η_t·ĝ (the update of :func:`dplab.training.step.update`)."""
-        return self.name == "sgd" and not self.weight_decay
+        return self.name == SGD and not self.weight_decay
 
     @property
     def label(self) -> str:
         """:data:`~dplab.accounting.claims.PLAIN_SGD` for plain SGD at a constant η, else
         the optimizer, its weight decay and schedule (what the hidden-state accountants refuse)."""
-        if self.plain and self.schedule == "constant":
+        if self.plain and self.schedule == CONSTANT:
             return PLAIN_SGD
         decay = f" (weight_decay {self.weight_decay:g})" if self.weight_decay else ""
-        schedule = f", lr_schedule {self.schedule}" if self.schedule != "constant" else ""
+        schedule = f", lr_schedule {self.schedule}" if self.schedule != CONSTANT else ""
         return f"optimizer {self.name}{decay}{schedule}"
 
     def lr(self, lr: float, step: int, steps: int) -> float:
         """η_t at step t = 1..T: constant η; cosine η·(1 + cos(π(t−1)/T))/2; step η·γ^⌊(t−1)/s⌋;
         warmup_cosine η·t/w for t ≤ w, then the cosine over the T − w steps left (Loshchilov &
         Hutter, "SGDR: Stochastic Gradient Descent with Warm Restarts", ICLR 2017, eq. 5)."""
-        if self.schedule == "constant":
+        if self.schedule == CONSTANT:
             return lr
         if self.schedule == "step":
             return lr * self.lr_gamma ** ((step - 1) // self.lr_step_size)

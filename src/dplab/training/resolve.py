@@ -87,8 +87,8 @@ def _check_method_keys(cfg: dict, method, err) -> None:
 def _resolve_optimizer(cfg: dict, err) -> None:
     """Fill the chosen optimizer's and schedule's keys with their defaults in ``cfg`` (a run
     that names neither stays as written: plain SGD); refuse a key the choice does not read."""
-    for choice_key, table, default in (("optimizer", optimizers.OPTIMIZER_KEYS, "sgd"),
-                                       ("lr_schedule", optimizers.SCHEDULE_KEYS, "constant")):
+    for choice_key, table, default in (("optimizer", optimizers.OPTIMIZER_KEYS, optimizers.SGD),
+                                       ("lr_schedule", optimizers.SCHEDULE_KEYS, optimizers.CONSTANT)):
         choice = cfg.get(choice_key) or default
         reads = table[choice]
         for other in sorted({k for keys in table.values() for k in keys} - set(reads)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dplab.training.optimizers import OptimizerOptions
+from dplab.training.optimizers import CONSTANT, SGD, OptimizerOptions
 
 
 @dataclass(frozen=True)
@@ -99,4 +99,4 @@ def _optimizer(cfg: dict) -> OptimizerOptions:
              if cfg.get(k) is not None}
     if cfg.get("betas") is not None:
         given["betas"] = tuple(cfg["betas"])
-    return OptimizerOptions(name=cfg.get("optimizer") or "sgd", schedule=cfg.get("lr_schedule") or "constant", **given)
+    return OptimizerOptions(name=cfg.get("optimizer") or SGD, schedule=cfg.get("lr_schedule") or CONSTANT, **given)

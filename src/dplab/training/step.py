@@ -25,7 +25,7 @@ import math
 
 import torch
 
-from dplab.training.optimizers import OptimizerOptions
+from dplab.training.optimizers import SGD, OptimizerOptions
 
 
 def denominator(normalize: str, b: int, size):
@@ -92,7 +92,7 @@ def optimize(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor],
         if o.weight_decay and o.name == "adamw":
             p.mul_(1.0 - lr * o.weight_decay)  # decoupled (Loshchilov & Hutter, Alg. 2 line 12)
         moments = state.setdefault(k, {})
-        if o.name == "sgd":
+        if o.name == SGD:
             _add_scaled(p, grad, -lr)
         elif o.name == "momentum":
             if "momentum_buffer" in moments:
