@@ -149,3 +149,12 @@ def test_the_example_model_files_build_for_their_data(model, shape, monkeypatch)
     monkeypatch.chdir(ROOT)
     built = models.build(_run(model=model), shape, 4)
     models.check_output(built, shape, 4)
+
+
+def test_the_provenance_sources_are_the_model_files_of_runs_grids_and_audits():
+    from dplab.entries import model_files
+
+    config = {"seed": 0, "runs": {"a": {"model": "m/a.py:A"}, "b": {"model": "mlp"}},
+              "grids": {"g": {"seeds": [0], "base": {"model": "m/g.py:G"}, "variants": {"v": {}}}},
+              "audits": {"x": {"run": {"model": "m/x.py:X"}}, "y": {"run": {}}}}
+    assert model_files(config) == ["m/a.py", "m/g.py", "m/x.py"]

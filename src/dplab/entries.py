@@ -73,5 +73,7 @@ def training_runs(config: dict) -> dict[str, dict]:
 
 
 def model_files(config: dict) -> list[str]:
-    """The project's model files that the training runs of ``config`` build (:func:`dplab.layout.model_path`)."""
-    return sorted({path for entry in training_runs(config).values() if (path := model_path(entry.get("model", "")))})
+    """The project's model files that the training runs and audits of ``config`` build
+    (:func:`dplab.layout.model_path`)."""
+    runs = [*training_runs(config).values(), *(entry["run"] for entry in config.get("audits", {}).values())]
+    return sorted({path for run in runs if (path := model_path(run.get("model", "")))})
