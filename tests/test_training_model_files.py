@@ -136,7 +136,7 @@ def test_the_docs_tables_name_exactly_the_registered_models():
     rules = [i for i, line in enumerate(lines) if line.startswith("=====")]
     rows = [line.split()[0] for line in lines[rules[1] + 1:rules[2]]]
     assert rows == sorted(models.MODELS)
-    section = (ROOT / "docs" / "training.md").read_text().split("## Models", 1)[1].split("\n\n", 2)[1]
+    section = (ROOT / "docs/training.md").read_text().split("## Models", 1)[1].split("\n\n", 2)[1]
     assert sorted(set(re.findall(r"`(\w+)` \(", section))) == sorted(models.MODELS)
 
 
