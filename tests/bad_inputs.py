@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +64,18 @@ EPS = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100", "
 #: a dp_mf run with a BLT of 2 buffers (issue 27), refused below with one key changed
 BLT = {**RUN, "method": "dp_mf", "strategy": "blt", "buffers": 2, "min_separation": 10, "accountant": "mf",
        "accountants": ["mf"]}
+
+#: the same with a dense banded C of 3 bands
+BANDED = {**BLT, "strategy": "banded", "buffers": None, "bands": 3}
+#: the saved factorizations of :data:`BLT` and :data:`BANDED` (cache keys) :func:`prepare` writes
+MF_FILES = {"blt_T6_k2_mean.npz": "--strategy blt --steps 6 --buffers 2 --objective mean".split(),
+            "banded_T6_m3.npz": "--strategy banded --steps 6 --bands 3".split()}
+
+
+def _mf_run(run: dict, cache: str) -> list[str]:
+    """`dplab train` of ``run`` with the saved factorizations of folder ``cache``."""
+    return ["train", "--run-json", json.dumps(run), "--data", "DATA", "--out", "OUTDIR",
+            "--mf-cache", cache]
 
 
 @dataclass
@@ -119,6 +132,22 @@ ENTRIES: list[Entry] = [
     Entry("provenance reading /dev/zero", 2, ["provenance", "--config", "FILE:mini.yaml", "--out", "OUT.json", "/dev/zero"],
           cheap=False),
     Entry("check-config reading /dev/zero", 2, ["check-config", "/dev/zero"], cheap=False),
+    Entry("dp_mf with a saved BLT whose coefficients are scaled by 0.01 (ε of another C)", 2,
+          _mf_run(BLT, "FILE:mf_scaled")),
+    Entry("dp_mf with a saved BLT whose coefficients are scaled by 100", 2,
+          _mf_run(BLT, "FILE:mf_scaled_up")),
+    Entry("dp_mf with a saved BLT whose filter sections are swapped (noise of another C)", 2,
+          _mf_run(BLT, "FILE:mf_swapped")),
+    Entry("dp_mf with a saved BLT whose filter section is perturbed by 1e-6", 2,
+          _mf_run(BLT, "FILE:mf_perturbed")),
+    Entry("dp_mf with a saved BLT whose info records another loss", 2,
+          _mf_run(BLT, "FILE:mf_loss")),
+    Entry("dp_mf with a saved banded C with one entry edited", 2,
+          _mf_run(BANDED, "FILE:mf_edited")),
+    Entry("dp_mf with a saved banded C whose bands say 1 (noise without the past)", 2,
+          _mf_run(BANDED, "FILE:mf_bands")),
+    Entry("dp_mf with its saved BLT, untampered, a good run", 2,
+          _mf_run(BLT, "FILE:mf"), expect=0),
     Entry("figure table a FIFO", 2, ["figure-draw", "gaussian_sigma", "--table", "FILE:fifo", "--pdf", "OUT.pdf",
                                     "--png", "OUT.png"], cheap=False),
     # 3. counts bounded before work
@@ -195,20 +224,51 @@ ENTRIES: list[Entry] = [
     Entry("train on a folder that is no dataset", 8, ["train", "--run-json", json.dumps(RUN), "--data", "FILE:no_results",
                                                       "--out", "OUTDIR"]),
     Entry("unknown accountant", 8, ["epsilon", "--accountant", "nope", *EPS]),
-    # 9. the doors of the user's own experiment: model files and optimizers
-    Entry("model file that does not import", 9, ["check-config", "FILE:model_import.yaml"]),
-    Entry("model file without the class named", 9, ["train", "--config", "FILE:model_class.yaml", "--data", "DATA",
+    # 9. the user's own data: each refused in one line naming the key, before any training
+    Entry("prepare-data: a CSV without the label column", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "csv_no_label",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: a CSV without a feature column", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "csv_no_feature",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: a CSV with an empty cell", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "csv_empty_cell",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays with a label outside 0..K-1", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_test_label",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays of a single class", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_one_class",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays with NaN features", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_nan",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays with inf features", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_inf",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays with x and y of different lengths", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_length",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: arrays of dtype object", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "arrays_object",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: an image of another size", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "images_size",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: an image of another mode", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "images_mode",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: an empty class folder", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "images_empty_class",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: a test class not in train", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "images_test_class",
+                                          "--out", "OUTDIR"]),
+    Entry("prepare-data: a missing data file", 9, ["prepare-data", "--config", "FILE:own.yaml", "--dataset", "missing_file",
+                                          "--out", "OUTDIR"]),
+    Entry("check-config: a CSV without the label column", 9, ["check-config", "FILE:own_plan_column.yaml"]),
+    Entry("check-config: an image of another size", 9, ["check-config", "FILE:own_plan_size.yaml"]),
+    # 10. the user's own model files and optimizers
+    Entry("model file that does not import", 10, ["check-config", "FILE:model_import.yaml"]),
+    Entry("model file without the class named", 10, ["train", "--config", "FILE:model_class.yaml", "--data", "DATA",
                                                     "--out", "OUTDIR"]),
-    Entry("model with model_args its class does not take", 9, ["check-config", "FILE:model_args.yaml"]),
-    Entry("model whose output size is not the number of classes", 9, ["check-config", "FILE:model_output.yaml"]),
-    Entry("model whose output size is not the number of classes, trained", 9, [
+    Entry("model with model_args its class does not take", 10, ["check-config", "FILE:model_args.yaml"]),
+    Entry("model whose output size is not the number of classes", 10, ["check-config", "FILE:model_output.yaml"]),
+    Entry("model whose output size is not the number of classes, trained", 10, [
         "train", "--config", "FILE:model_output_run.yaml", "--data", "DATA", "--out", "OUTDIR"]),
-    Entry("model with a BatchNorm layer", 9, ["train", "--config", "FILE:model_bn.yaml", "--data", "DATA", "--out",
+    Entry("model with a BatchNorm layer", 10, ["train", "--config", "FILE:model_bn.yaml", "--data", "DATA", "--out",
                                               "OUTDIR"]),
-    Entry("betas with optimizer sgd", 9, ["train", "--run-json", json.dumps({**RUN, "betas": [0.9, 0.99]}), "--data",
+    Entry("betas with optimizer sgd", 10, ["train", "--run-json", json.dumps({**RUN, "betas": [0.9, 0.99]}), "--data",
                                           "DATA", "--out", "OUTDIR"]),
-    Entry("momentum with optimizer adam", 9, ["check-config", "FILE:adam_momentum.yaml"]),
-    Entry("lr_schedule step without lr_step_size", 9, ["train", "--run-json", json.dumps(
+    Entry("momentum with optimizer adam", 10, ["check-config", "FILE:adam_momentum.yaml"]),
+    Entry("lr_schedule step without lr_step_size", 10, ["train", "--run-json", json.dumps(
         {**RUN, "lr_schedule": "step"}), "--data", "DATA", "--out", "OUTDIR"]),
 ]
 
@@ -277,13 +337,92 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
         (folder / name).write_text(text)
         paths[name] = folder / name
     paths["summary.json"] = data.parent / "run" / "summary.json"  # prepare() trains it
+    paths.update(own_files(folder / "own"))
     (folder / "no_results").mkdir(exist_ok=True)
     paths["no_results"] = folder / "no_results"
+    paths["mf"] = data.parent / "mf"
+    for name, (key, change) in _tampered().items():  # a --mf-cache folder of one saved file each
+        with np.load(data.parent / "mf" / key) as saved:
+            arrays = dict(saved)
+        arrays.update({array: edit(arrays[array]) for array, edit in change.items()})
+        (folder / name).mkdir(exist_ok=True)
+        np.savez(folder / name / key, **arrays)
+        paths[name] = folder / name
     fifo = folder / "fifo"
     if not fifo.exists():
         os.mkfifo(fifo)
     paths["fifo"] = fifo
     return paths
+
+
+def own_files(folder: Path) -> dict[str, Path]:
+    """Bad data of the own dataset kinds (arrays, csv, image_folder) under ``folder`` and the
+    configs naming them: own.yaml (one dataset each, for prepare-data), own_plan_*.yaml (one bad
+    dataset with a run on it, for check-config)."""
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    x, y = np.zeros((6, 2)), np.array([0, 1] * 3)
+    arrays = {"arrays_test_label": dict(x_train=x, y_train=y, x_test=x[:2], y_test=np.array([0, 5])),
+              "arrays_one_class": dict(x_train=x, y_train=0 * y), "arrays_length": dict(x_train=x, y_train=y[:4]),
+              "arrays_nan": dict(x_train=x + np.nan, y_train=y), "arrays_inf": dict(x_train=x - np.inf, y_train=y),
+              "arrays_object": dict(x_train=x.astype(object), y_train=y)}
+    datasets = {"missing_file": {"kind": "arrays", "path": str(folder / "none.npz")}}
+    for name, content in arrays.items():
+        np.savez(folder / f"{name}.npz", **content)
+        datasets[name] = {"kind": "arrays", "path": str(folder / f"{name}.npz")}
+    tables = {"csv_no_label": ("a,b\n1,x\n2,y\n", {"label": "y"}),
+              "csv_no_feature": ("a,y\n1,0\n2,1\n", {"label": "y", "features": ["a", "b"]}),
+              "csv_empty_cell": ("a,y\n1,0\n,1\n", {"label": "y"})}
+    for name, (text, keys) in tables.items():
+        (folder / f"{name}.csv").write_text(text)
+        datasets[name] = {"kind": "csv", "path": str(folder / f"{name}.csv"), **keys}
+    layouts = {"images_size": ({"train": {"a": 2, "b": 2}}, (5, 5), "L"),
+               "images_mode": ({"train": {"a": 2, "b": 2}}, (4, 4), "RGB"),
+               "images_empty_class": ({"train": {"a": 2, "b": 0}}, (4, 4), "L"),
+               "images_test_class": ({"train": {"a": 2, "b": 2}, "test": {"c": 1}}, (4, 4), "L")}
+    for name, (layout, size, mode) in layouts.items():
+        for part, classes in layout.items():
+            for cls, count in classes.items():
+                (folder / name / part / cls).mkdir(parents=True, exist_ok=True)
+                for i in range(count):
+                    Image.new(mode, size).save(folder / name / part / cls / f"{i}.png")
+        datasets[name] = {"kind": "image_folder", "path": str(folder / name), "size": [4, 4], "channels": 1}
+    paths = {"own.yaml": folder / "own.yaml"}
+    paths["own.yaml"].write_text(yaml.safe_dump({"datasets": datasets}))
+    run = {"method": "sgd", "model": "logreg", "steps": 1, "batch_size": 1}
+    for plan, name in (("own_plan_column.yaml", "csv_no_label"), ("own_plan_size.yaml", "images_size")):
+        paths[plan] = folder / plan
+        paths[plan].write_text(yaml.safe_dump({"datasets": {name: datasets[name]},
+                                               "runs": {"r": {**run, "dataset": name}}}))
+    return paths
+def _tampered() -> dict:
+    """--mf-cache folders of one saved factorization, edited: name → (file, {array: edit})."""
+    def swap(rows):
+        return rows[::-1].copy()
+
+    def perturb(rows):
+        rows = rows.copy()
+        rows[0, 1] *= 1 + 1e-6
+        return rows
+
+    def info(text):
+        return json.dumps({**json.loads(str(text)), "loss": 1.0})
+
+    def edit(C):
+        C = C.copy()
+        C[2, 1] *= 1.01
+        return C
+
+    blt, banded = MF_FILES
+    return {"mf_scaled": (blt, {"coefficients": lambda c: c * 0.01}),
+            "mf_scaled_up": (blt, {"coefficients": lambda c: c * 100}),
+            "mf_swapped": (blt, {"section_numerators": swap, "section_denominators": swap}),
+            "mf_perturbed": (blt, {"section_denominators": perturb}),
+            "mf_loss": (blt, {"info": info}),
+            "mf_edited": (banded, {"encoder": edit}),
+            "mf_bands": (banded, {"bands": lambda bands: bands * 0 + 1})}
 
 
 def _audit(**change) -> dict:
@@ -461,7 +600,10 @@ def prepare(work: Path, call: Callable[[list[str], float], tuple[int | None, str
                  ["prepare-data", "--dataset-json", '{"kind": "digits"}', "--dataset", "digits", "--out",
                   str(work / "digits")],
                  ["figure-table", "gaussian_sigma", "--params-json", "{}", "--out", str(table)],
-                 ["train", "--run-json", json.dumps(RUN), "--data", str(data), "--out", str(work / "run")]):
+                 ["train", "--run-json", json.dumps(RUN), "--data", str(data), "--out",
+                  str(work / "run")],
+                 *(["mf", *flags, "--out", str(work / "mf" / key)]
+                   for key, flags in MF_FILES.items())):
         code, err, _ = call(argv, 600)
         if code != 0:
             raise SystemExit(f"setup failed: dplab {' '.join(argv)}: {err}")

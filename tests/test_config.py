@@ -157,9 +157,13 @@ LATE_MISTAKES = [
      "grids.mf_vs_dpsgd.variants.dp_sgd.dataset"),
     (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"].update(sgd={"method": "sgd"}), "grids.mf_vs_dpsgd.target_epsilon"),
     (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(sampling="min_separation"),
-     "grids.mf_vs_dpsgd.base.batch_size"),  # 16 fixed batches of 1437 records hold 89, not 7
+     "grids.mf_vs_dpsgd.base.batch_size"),  # 16 partitions of 1437 records hold 89.8, not 7
     (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(participations=7),
      "grids.mf_vs_dpsgd.variants.dp_mf.participations"),
+    # add_remove with b = ⌊n/batch_size⌋ from n where n ± 1 changes it (1437 = 3·479): all move
+    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(
+        min_separation=None, batch_size=479, bands=3),
+     "grids.mf_vs_dpsgd.variants.dp_mf.min_separation"),
     (lambda c: c["audits"]["digits_white_box"]["methods"].update(projected_dp_sgd={}),
      "audits.digits_white_box.methods.projected_dp_sgd.diameter"),
     (lambda c: c["audits"]["digits_white_box"]["run"].update(bogus=1), "audits.digits_white_box.run.bogus"),

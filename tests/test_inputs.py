@@ -11,7 +11,7 @@ import yaml
 
 from conftest import ROOT
 from dplab.cli import main
-from dplab.mf import factorizations
+from dplab.mf import factorizations, saved
 from dplab.mf.workload import prefix_sum
 from dplab.training import data
 
@@ -90,7 +90,7 @@ def test_an_audit_on_a_damaged_dataset_names_the_file(prepared, tmp_path, capsys
 @pytest.fixture
 def damaged_factorization(tmp_path, capsys):
     path = tmp_path / "mf" / "banded_T12_m3.npz"
-    factorizations.save(factorizations.factorize("banded", prefix_sum(12), bands=3), path)
+    saved.save(factorizations.factorize("banded", prefix_sum(12), bands=3), path)
     _truncate(path)
     capsys.readouterr()  # the factorization's progress lines
     return path

@@ -17,6 +17,7 @@ from dplab.schemas import validate
 from dplab.errors import DPLabError
 from dplab.figures import mf_structure
 from dplab.mf import factorizations
+from dplab.mf import saved as mf_saved
 from dplab.mf.workload import prefix_sum
 from dplab.training.methods import dp_mf
 
@@ -29,7 +30,7 @@ def saved(tmp_path_factory):
     paths = []
     for fact in (factorizations.banded(prefix_sum(T), 4), factorizations.identity(prefix_sum(T))):
         paths.append(str(folder / f"{fact.strategy}.npz"))
-        factorizations.save(fact, paths[-1])
+        mf_saved.save(fact, paths[-1])
     return paths
 
 

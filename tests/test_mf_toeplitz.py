@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from dplab.cli import main
-from dplab.mf import accounting, toeplitz
+from dplab.mf import accounting, saved, toeplitz
 from dplab.mf.factorizations import Factorization, _toeplitz_lower
 from dplab.mf.sensitivity import brute_force, sensitivity, toeplitz_sensitivity
 
@@ -46,6 +46,37 @@ def test_errors_equal_the_dense_factorization(strategy, k, s):
     for key in ("sensitivity", "max_error", "mean_error"):
         assert ours[key] == pytest.approx(dense[key], rel=1e-10)
     assert ours["sensitivity_exact"] and dense["sensitivity_exact"]
+
+
+@pytest.fixture(scope="module")
+def every_band():
+    """T = 30, k = 3 participations >= s = 10 apart: the optimum for each of bands 1..T (bands > s:
+    the search in the cone c >= 0 non-increasing, which once reached c = 0 and crashed at 30)."""
+    return {bands: toeplitz.banded_toeplitz(30, bands, "mean", 3, 10) for bands in range(1, 31)}
+
+
+@pytest.mark.parametrize("bands", range(1, 31))
+def test_every_band_count_at_three_participations_is_dense_and_no_worse(every_band, bands):
+    """Sensitivity and errors = the dense module's on the same C (sensitivity also = brute force
+    over every pattern, X >= 0 in the cone); the error never rises with bands where the sets nest
+    (c_0 = 1 for bands <= s; the cone for bands > s, which holds the s-band optimum when that is
+    non-negative and non-increasing)."""
+    T, k, s = 30, 3, 10
+    fact = every_band[bands]
+    C = _toeplitz_lower(fact.coefficients, T)
+    dense = Factorization("dense", np.tril(np.ones((T, T))), C, bands).errors(k, s)
+    ours = fact.errors(k, s)
+    for key in ("sensitivity", "max_error", "mean_error"):
+        assert ours[key] == pytest.approx(dense[key], rel=1e-10)
+    assert ours["sensitivity_exact"] and dense["sensitivity_exact"]
+    if np.all(C.T @ C >= 0):
+        assert ours["sensitivity"] == pytest.approx(brute_force(C, k, s), rel=1e-12)
+    if bands > 1:
+        fewer = every_band[bands - 1].errors(k, s)["mean_error"]
+        assert ours["mean_error"] <= fewer * (1 + 1e-9) or bands == s + 1
+    at_s = every_band[s].coefficients
+    if bands > s and np.all(at_s >= 0) and np.all(np.diff(at_s) <= 0):
+        assert ours["mean_error"] <= every_band[s].errors(k, s)["mean_error"] * (1 + 1e-9)
 
 
 def test_sensitivity_exact_cases_and_bound_against_dense_and_brute_force():
@@ -188,8 +219,8 @@ def test_saved_factorization_reads_back_exactly_and_a_damaged_file_is_refused(tm
 
     fact = toeplitz.banded_toeplitz(40, 4, "max", 2, 20) if strategy == "banded_toeplitz" else blt.blt(40, 3, "max", 2, 20)
     path = tmp_path / "c.npz"
-    toeplitz.save(fact, path)
-    back = toeplitz.load(path, "REGENERATE")
+    saved.save(fact, path)
+    back = saved.load_toeplitz(path, "REGENERATE")
     assert (back.strategy, back.steps, back.info) == (fact.strategy, fact.steps, json.loads(json.dumps(fact.info)))
     np.testing.assert_array_equal(back.coefficients, fact.coefficients)
     streams = [FilterNoise(f, 1.5) for f in (fact, back)]
@@ -198,4 +229,4 @@ def test_saved_factorization_reads_back_exactly_and_a_damaged_file_is_refused(tm
     assert all(torch.equal(a, b) for a, b in zip(*draws))
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(DPLabError, match="REGENERATE"):
-        toeplitz.load(path, "REGENERATE")
+        saved.load_toeplitz(path, "REGENERATE")

@@ -14,7 +14,7 @@ from dplab.accounting import Setting, get
 from dplab import layout
 from dplab.errors import DPLabError
 from dplab.mf import accounting as mf_accounting
-from dplab.mf import factorizations
+from dplab.mf import factorizations, saved
 from dplab.mf.workload import prefix_sum
 from dplab.training import checkpoint, data, loop
 from dplab.training.methods import dp_mf
@@ -31,6 +31,7 @@ def synth(tmp_path_factory):
 
 def _cfg(**kw):
     base = {"method": "dp_mf", "dataset": "s", "strategy": "banded", "bands": 3, "steps": 12, "batch_size": 5,
+            "min_separation": 12,
             "lr": 0.5, "clip": 1.0, "target_epsilon": 2.0, "delta": 1e-5, "log_every": 4, "checkpoint_every": 0,
             "device": "cpu", "accountants": ["rdp", "pld"]}
     return resolve_run({**base, **kw})
@@ -57,7 +58,8 @@ def test_calibrated_sigma_meets_target_and_matches_seed_004():
     """004 §4.3 setting, one epoch (b = 200 = T, p = 1): a single Gaussian of sensitivity 1;
     calibrated σ gives ε = 1 at δ = 1e-6 (within the bisection tolerance) and matches the
     exact analytic Gaussian mechanism, ≈ 4 as 004 reports."""
-    cfg = _cfg(strategy="optimal", bands=None, steps=200, batch_size=25, target_epsilon=1.0, delta=1e-6)
+    cfg = _cfg(strategy="optimal", bands=None, steps=200, batch_size=25, target_epsilon=1.0,
+               delta=1e-6, min_separation=200)
     mech = dp_mf.prepare(RunSettings.of(cfg), 5000, [100, 200])
     sigma = mech.plan.noise_multiplier
     assert mech.plan.curves["mf"][-1] <= 1.0 and mech.plan.curves["mf"][-1] > 1.0 - 1e-3
@@ -96,13 +98,33 @@ def test_accountant_receives_the_training_sampler(synth):
     ({"sampling": "cyclic_poisson", "min_separation": 4, "neighbouring": "replace_one"}, "neighbouring"),
     ({"bands": 5, "min_separation": 4, "batch_size": 15}, "bands"),  # bands > b
     ({"participations": 3}, "participations"),  # 12 steps, b = 12 → k = 1
-    ({"min_separation": 7}, "batch_size"),  # 7 fixed batches of 60 hold 8, not 5
+    ({"min_separation": 7}, "batch_size"),  # 7 partitions of 60 hold 8.6 on average, not 5
 ])
 def test_sampler_mismatch_is_refused(synth, tmp_path, change, key):
     with pytest.raises(DPLabError) as err:
         loop.train(_cfg(**change), synth, tmp_path)
     assert key in err.value.key
     assert not (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.parametrize("n, neighbouring, refused", [
+    (60, "add_remove", True),  # n mod batch = 0: n − 1 records make 11 partitions
+    (64, "add_remove", True),  # n mod batch = batch − 1: n + 1 make 13
+    (61, "add_remove", False), (63, "add_remove", False),
+    (60, "replace_one", False),  # n fixed
+])
+def test_partitions_from_n_are_refused_where_a_neighbour_changes_them(n, neighbouring, refused):
+    """min_separation null takes b = ⌊n/batch_size⌋ from the dataset: under add_remove only where
+    ⌊(n ± 1)/batch_size⌋ = b (else every record's partition is drawn anew in the neighbour); a
+    given min_separation does not depend on n."""
+    run = RunSettings.of(_cfg(min_separation=None, neighbouring=neighbouring))
+    if refused:
+        with pytest.raises(DPLabError, match=r"min_separation: null takes b = "
+                                             r"floor\(n/batch_size\) = 12 .* set min_separation = 12"):
+            dp_mf.sampler_spec(run, n)
+    else:
+        assert dp_mf.sampler_spec(run, n).min_separation == 12
+    assert dp_mf.sampler_spec(RunSettings.of(_cfg()), 60).min_separation == 12
 
 
 @pytest.mark.parametrize("raw, key", [
@@ -148,10 +170,11 @@ def test_killed_run_resumes_byte_identical(synth, tmp_path):
 def test_cached_factorization_is_checked_against_the_run(synth, tmp_path):
     cfg = _cfg()
     fact = factorizations.banded(prefix_sum(12), 3)
-    factorizations.save(fact, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
+    saved.save(fact, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     loaded = dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     np.testing.assert_array_equal(loaded.encoder, fact.encoder)
-    factorizations.save(factorizations.banded(prefix_sum(12), 2), tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
+    other = factorizations.banded(prefix_sum(12), 2)
+    saved.save(other, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     with pytest.raises(DPLabError, match="bands=2"):
         dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
     a = loop.train(cfg, synth, tmp_path / "a", factorization=fact)
@@ -334,3 +357,45 @@ def test_correlated_noise_with_adam_keeps_the_mf_claim_and_moves_other_parameter
     adam = loop.train(_cfg(optimizer="adam", lr=0.05), synth, tmp_path / "adam").as_dict()
     assert (adam["epsilon"], adam["noise_multiplier"]) == (sgd["epsilon"], sgd["noise_multiplier"])
     assert (tmp_path / "sgd" / "model.pt").read_bytes() != (tmp_path / "adam" / "model.pt").read_bytes()
+
+
+def test_checkpoint_of_the_earlier_permutation_split_is_refused():
+    """A checkpoint written before the partitions were drawn per record holds ``parts`` (batches
+    cut from one permutation, not what the ε covers under add_remove): resuming from it is
+    refused, naming the checkpoint; the current state round-trips."""
+    sampler = dp_mf.SpecSampler(mf_accounting.MinSeparation(4, 12, 20))
+    sampler.sample(1, torch.Generator().manual_seed(0))
+    with pytest.raises(DPLabError) as err:
+        dp_mf.SpecSampler(sampler.spec).load_state_dict({"parts": sampler.parts})
+    assert err.value.key == "checkpoint" and "delete" in str(err.value)
+    again = dp_mf.SpecSampler(sampler.spec)
+    again.load_state_dict(sampler.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(again.parts, sampler.parts))
+
+
+@pytest.fixture(scope="module")
+def saved_blt(tmp_path_factory):
+    """The file the pipeline writes for :func:`_toeplitz_cfg`'s run, and the command writing it."""
+    args = "--strategy blt --steps 24 --buffers 2 --objective mean --min-separation 12"
+    path = tmp_path_factory.mktemp("cache") / "blt_T24_k2_mean_s12.npz"
+    saved.save(dp_mf.build_factorization(RunSettings.of(_toeplitz_cfg())), path)
+    return path, f"dplab mf {args} --out"
+
+
+@pytest.mark.parametrize("change", [{"coefficients": 0.01}, {"coefficients": 100.0},
+                                    {"section_numerators": None, "section_denominators": None}])
+def test_a_saved_blt_whose_noise_and_epsilon_disagree_is_refused(saved_blt, tmp_path, change):
+    """Coefficients scaled (the ε of another C: 0.027 or 5426 instead of 4.377 with the same noise,
+    before) or the filter sections swapped (the noise of another C): refused at load, before
+    training, naming the command."""
+    source, command = saved_blt
+    with np.load(source) as f:
+        arrays = dict(f)
+    for key, factor in change.items():
+        arrays[key] = arrays[key] * factor if factor is not None else arrays[key][::-1].copy()
+    np.savez(tmp_path / source.name, **arrays)
+    with pytest.raises(DPLabError) as err:
+        dp_mf.load_factorization(RunSettings.of(_toeplitz_cfg()), tmp_path)
+    assert f"`{command} {tmp_path / source.name}`" in str(err.value) and "\n" not in str(err.value)
+    np.savez(tmp_path / source.name, **dict(np.load(source)))
+    dp_mf.load_factorization(RunSettings.of(_toeplitz_cfg()), tmp_path)  # the file as written loads

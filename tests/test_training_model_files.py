@@ -114,8 +114,9 @@ def test_a_model_file_is_an_input_of_its_jobs_and_in_the_provenance_record(proje
     stages = dvc_yaml.stages(plan)
     assert all("models/net.py" in stages[dvc_yaml.stage_name("train", name.removeprefix("runs/"))]["deps"]
                for name in trains)
-    rec = record(config, [], project, sources=["models/net.py"])
-    assert rec["sources"]["models/net.py"]["sha256"] == hashlib.sha256(NET.encode()).hexdigest()
+    assert plan.job("provenance").inputs["models"] == ["models/net.py"]
+    rec = record(config, [], project, inputs=plan.job("provenance").inputs["models"])
+    assert rec["inputs"]["models/net.py"]["sha256"] == hashlib.sha256(NET.encode()).hexdigest()
     assert layout.model_folder("a/b/c.py:Net") == "c.Net" and layout.model_folder("mlp") == "mlp"
 
 
@@ -151,7 +152,7 @@ def test_the_example_model_files_build_for_their_data(model, shape, monkeypatch)
     models.check_output(built, shape, 4)
 
 
-def test_the_provenance_sources_are_the_model_files_of_runs_grids_and_audits():
+def test_the_provenance_inputs_hold_the_model_files_of_runs_grids_and_audits():
     from dplab.entries import model_files
 
     config = {"seed": 0, "runs": {"a": {"model": "m/a.py:A"}, "b": {"model": "mlp"}},

@@ -155,7 +155,10 @@ def check_config(config: dict) -> dict[str, dict]:
 
     Returns every training job's resolved run by its folder under results/ (the keys of
     :func:`dplab.entries.training_runs`): the one place a pipeline's runs are resolved, which
-    :func:`dplab.jobs.plan` turns into the jobs."""
+    :func:`dplab.jobs.plan` turns into the jobs.  Every dataset comes first: the user's own data
+    (arrays, csv, image_folder) are read and checked here (:func:`dplab.training.data.expected_info`)."""
+    for name in config["datasets"]:
+        expected_info(dataset_entry(config, name), name)
     resolved = {f"runs/{run}": _check_run(config, run_entry(config, run), [], f"runs.{run}") for run in config["runs"]}
     for grid, spec in config.get("grids", {}).items():
         for name, item in grid_runs(config, grid).items():

@@ -20,7 +20,7 @@ from typing import ClassVar
 from dplab import entries, layout
 from dplab.config import check_config, read_config
 from dplab.figures import figure as figure_module, input_args, input_files
-from dplab.training import methods
+from dplab.training import data, methods
 
 
 def _json(value) -> str:
@@ -187,8 +187,10 @@ def plan(config: dict) -> Plan:
     """The jobs of ``config`` (validated, defaults filled), checked by
     :func:`dplab.config.check_config` first (a :class:`~dplab.errors.DPLabError` naming the key)."""
     runs = check_config(config)
+    sources = {name: data.source_files(entries.dataset_entry(config, name), name)
+               for name in config["datasets"]}
     out: list[Job] = [
-        DataJob(name=name, inputs={}, outputs=layout.data_files(name),
+        DataJob(name=name, inputs={"data": sources[name]} if sources[name] else {}, outputs=layout.data_files(name),
                 params={"dataset": _json(entries.dataset_entry(config, name)), "out": layout.data_dir(name)}, reads=("seed", f"datasets.{name}"))
         for name in config["datasets"]]
     out += [FactorizationJob(name=key, inputs={}, outputs={"factorization": layout.mf_file(key)},
@@ -215,7 +217,11 @@ def plan(config: dict) -> Plan:
                              category="Claims" if figure == "claims" else "Figures"))
     results = Plan(tuple(out)).results
     out.append(IndexJob(name="", inputs={"results": results}, outputs={"index": layout.INDEX}))
-    out.append(ProvenanceJob(name="", inputs={"results": results}, outputs={"provenance": layout.PROVENANCE},
+    data_files = [path for files in sources.values() for path in files]
+    model_files = entries.model_files(config)
+    out.append(ProvenanceJob(name="", inputs={"results": results, **({"data": data_files} if data_files else {}),
+                                              **({"models": model_files} if model_files else {})},
+                             outputs={"provenance": layout.PROVENANCE},
                              params={"config": _json(config)}, reads=None))
     return Plan(tuple(out))
 

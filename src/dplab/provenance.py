@@ -3,9 +3,10 @@
 One record (``results/provenance.json``, written by the ``provenance`` rule and DVC stage)
 holds the git commit (and whether the working tree had uncommitted changes), the SHA-256 of
 the config (canonical JSON: sorted keys, no whitespace) and the config itself, the versions
-of the packages that compute results, the SHA-256 of the project's model files (``sources``)
-and of every output it covers, so that a
-table or figure found anywhere can be matched to the run that made it by its hash.
+of the packages that compute results, and the SHA-256 of every output it covers, so that a
+table or figure found anywhere can be matched to the run that made it by its hash; and, where
+the config's datasets read the user's own files (kinds arrays, csv, image_folder) or its runs
+build a model of the user's own (``model: FILE.py:Class``), the SHA-256 of each of those inputs.
 """
 
 from __future__ import annotations
@@ -76,16 +77,15 @@ def expand(paths: list[str], cwd: Path = Path(".")) -> dict[str, Path]:
     return files
 
 
-def record(config: dict, outputs: list[str], cwd: Path = Path("."), sources: list[str] = ()) -> dict:
-    """The provenance record of ``outputs`` made with ``config`` in the repository at ``cwd``;
-    ``sources``: the project's own code the results depend on (model files), hashed too."""
+def record(config: dict, outputs: list[str], cwd: Path = Path("."), inputs: list[str] = ()) -> dict:
+    """The provenance record of ``outputs`` made with ``config`` in the repository at ``cwd``
+    from the data files ``inputs`` (the key only where there are some)."""
     out = {
         "git": git_state(cwd),
         "config_sha256": config_hash(config),
         "versions": versions(),
         "outputs": {key: {"sha256": file_hash(p)} for key, p in expand(outputs, cwd).items()},
-        "config": config,
     }
-    if sources:
-        out["sources"] = {name: {"sha256": file_hash(Path(cwd, name))} for name in sources}
-    return out
+    if inputs:
+        out["inputs"] = {key: {"sha256": file_hash(p)} for key, p in expand(list(inputs), cwd).items()}
+    return {**out, "config": config}

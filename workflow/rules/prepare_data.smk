@@ -1,5 +1,8 @@
 rule prepare_data:
-    """Prepare a dataset of config `datasets` (train/test split) under results/data/."""
+    """Prepare a dataset of config `datasets` (train/test split) under results/data/; the user's
+    own data files are its inputs, so a change to one reruns what depends on it."""
+    input:
+        unpack(job_inputs("prepare_data")),
     output:
         **layout.data_files("{dataset}"),
     log:

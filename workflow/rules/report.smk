@@ -20,7 +20,9 @@ rule index:
 
 
 rule provenance:
-    """results/provenance.json: git commit, config hash and package versions behind every result."""
+    """results/provenance.json: git commit, config hash and package versions behind every result,
+    and the hash of every data file of the user's own datasets and model file of its runs (its
+    inputs too)."""
     input:
         **PLAN.job("provenance").inputs,
     output:
@@ -36,4 +38,4 @@ rule provenance:
     params:
         config=PLAN.job("provenance").params["config"],
     shell:
-        "dplab provenance --config-json {params.config:q} --out {output} {input} > {log} 2>&1"
+        "dplab provenance --config-json {params.config:q} --out {output} {input.results} > {log} 2>&1"

@@ -11,7 +11,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "prepare-data",
         help="prepare one dataset of the config (train/test npz + info.json)",
-        description="Prepare one entry of the config's `datasets` (digits, mnist or synthetic): a seeded "
+        description="Prepare one entry of the config's `datasets` (a built-in kind, or your own data: "
+        "arrays, csv, image_folder, read and checked here; docs/own_experiment.md): a seeded "
         "train/test split written as DIR/train.npz and DIR/test.npz, and DIR/info.json with sizes, "
         "input shape, classes and, where guaranteed, the loss constants. Give --config with --dataset, "
         "or --dataset-json.",

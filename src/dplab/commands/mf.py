@@ -4,17 +4,20 @@
 prints one JSON object: the parameters, ``sensitivity`` (and whether it is exact), ``max_error``,
 ``mean_error`` (see :mod:`dplab.mf.factorizations`), ``seconds`` (time to factorize and
 evaluate) and, with --epsilon/--delta, the calibrated ``noise_multiplier`` for the sampler
-(``--sampling min_separation``: b fixed batches cycled, k = ⌈T/b⌉; ``cyclic_poisson``: needs
---dataset-size and --batch-size, partitions = b).  ``--out FILE.npz`` also saves the factorization
-(:func:`dplab.mf.factorizations.save`; banded_toeplitz and blt: :func:`dplab.mf.toeplitz.save`, C's
-first column and inverse filters, O(T)) for ``dplab train --mf-cache`` and the figures; the pipeline
-names it ``results/mf/<key>.npz`` (:func:`dplab.layout.cache_key`).
+(``--sampling min_separation``: b partitions cycled as the batches, k = ⌈T/b⌉; ``cyclic_poisson``:
+needs --dataset-size and --batch-size, partitions = b; both put each record in a partition drawn
+independently once per run, so the ε holds under add/remove with Δ₁ = 1, and replace-one with 2:
+:mod:`dplab.mf.accounting`).  ``--out FILE.npz`` also saves the factorization
+(:func:`dplab.mf.saved.save`; banded_toeplitz and blt: C's first column and inverse filters,
+O(T); each part checked against the others when read back) for ``dplab train --mf-cache`` and
+the figures; the pipeline names it ``results/mf/<key>.npz`` (:func:`dplab.layout.cache_key`).
 
     dplab mf --strategy banded_toeplitz --steps 100000 --bands 32 --objective max \
         --noise-multiplier 1 --sampling-rate 0.01 --delta 1e-6
 optimizes a banded Toeplitz C in O(T·b) per step (:mod:`dplab.mf.toeplitz`, no T×T matrix) for
 ``--objective`` mean or max, and prints the ε of amplified BandMF (``--sampling-rate`` q: b = bands
-groups, each Poisson-sampled once every b steps, ⌈T/b⌉ sampled Gaussians, add/remove, PLD;
+groups, each Poisson-sampled once every b steps, ⌈T/b⌉ sampled Gaussians, add/remove, PLD; it
+assumes each record's group is its own, fixed for the run, independent of the others;
 ``--epsilon`` instead calibrates σ; σ is relative to ζ = the max column norm, 1 here, whatever
 ``--participations``/``--min-separation`` say about the printed errors).  Without ``--sampling-rate`` the accounting is the
 unamplified one (k participations ≥ s apart: one Gaussian of the stated sensitivity).
@@ -60,11 +63,15 @@ def register(subparsers) -> None:
     p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"),
                    help="neighbouring relation of the accounting (with --epsilon/--delta)")
     p.add_argument("--sampling", default="min_separation", choices=("min_separation", "cyclic_poisson"),
-                   help="participation scheme the accounting assumes: k participations >= b steps apart "
-                   "(no amplification) or cyclic Poisson sampling over b partitions (amplified; banded C)")
+                   help="participation scheme the accounting assumes, each record in one of b "
+                   "partitions drawn independently once per run: partition t mod b is batch t (k "
+                   "participations >= b steps apart, no amplification) or is Poisson-sampled at "
+                   "step t (cyclic_poisson: amplified; banded C)")
     p.add_argument("--sampling-rate", type=float, default=None,
                    help="q: amplified BandMF accounting, b = bands groups each Poisson-sampled with rate q once every "
-                   "b steps (banded strategies)")
+                   "b steps (banded strategies); assumes each record's group is fixed for the "
+                   "run and independent of the other records (drawn as dp_mf's cyclic_poisson "
+                   "does)")
     p.add_argument("--dataset-size", type=int, default=None, help="n (cyclic_poisson: with --batch-size gives the sampling rate)")
     p.add_argument("--batch-size", type=float, default=None, help="expected batch size per step (cyclic_poisson)")
     p.add_argument("--out", default=None,
@@ -153,7 +160,8 @@ def _sampler(args, steps: int, b: int, k: int, out: dict):
     sampler = accounting.MinSeparation(b, steps)
     if k != sampler.participations:
         raise DPLabError(
-            "participations", f"the cyclic fixed-batch sampler gives k = ceil(T/b) = {sampler.participations}; got {k}"
+            "participations", f"the min_separation sampler (b partitions cycled) gives "
+                              f"k = ceil(T/b) = {sampler.participations}; got {k}"
         )
     out.update(sampling=args.sampling)
     return sampler
@@ -161,7 +169,7 @@ def _sampler(args, steps: int, b: int, k: int, out: dict):
 
 def run(args) -> int:
     from dplab.io import check_output
-    from dplab.mf import accounting, blt, factorizations, toeplitz, workload
+    from dplab.mf import accounting, blt, factorizations, saved, toeplitz, workload
 
     if args.out is not None:
         check_output(args.out, "--out")
@@ -208,10 +216,7 @@ def run(args) -> int:
                        epsilon=accounting.epsilon(fact, sampler, args.noise_multiplier, args.delta, args.neighbouring))
     out["seconds"] = time.perf_counter() - start
     if args.out is not None:
-        if args.strategy in TOEPLITZ:
-            toeplitz.save(fact, args.out)  # C's first column and inverse filters: O(T), no T×T matrix
-        else:
-            factorizations.save(fact, args.out, momentum=args.momentum)
+        saved.save(fact, args.out, momentum=args.momentum)
         out["out"] = args.out
     print(json.dumps(out, ensure_ascii=False))
     return 0

@@ -13,9 +13,9 @@ def register(sub) -> None:
         help="record the git commit, config hash and package versions behind result files",
         description="Write one JSON with the git commit (and whether tracked files had uncommitted "
         "changes), the SHA-256 of the config (canonical JSON), the config, the versions of dplab, "
-        "torch, numpy, scipy, dp_accounting, opacus, snakemake, dvc and Python, the SHA-256 of the "
-        "model files the config's runs build, and the SHA-256 of every given output (directories: "
-        "every file below them).",
+        "torch, numpy, scipy, dp_accounting, opacus, snakemake, dvc and Python, and the SHA-256 of "
+        "every given output (directories: every file below them), and of every data file the config's "
+        "own datasets read (kinds arrays, csv, image_folder) and model file its runs build (model: FILE.py:Class).",
     )
     add_source(p, "--config-json", "the config as JSON", "pipeline config file (YAML)")
     p.add_argument("--out", required=True, help="JSON file to write")
@@ -27,12 +27,12 @@ def register(sub) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from dplab import jobs
+    from dplab import entries, jobs
     from dplab.config import read_config, validate
-    from dplab.entries import model_files
     from dplab.inputs import input_file
     from dplab.io import check_output, write_json
     from dplab.provenance import record
+    from dplab.training import data
 
     check_output(args.out, "--out")
     # validated with defaults filled in either way, so both give the same config hash
@@ -48,6 +48,11 @@ def run(args) -> int:
     for name in args.outputs:  # a FIFO would block the hash, /dev/zero would never end it
         if not Path(name).is_dir():
             input_file(name, "outputs", empty_ok=True)
-    data = record(config, args.outputs, sources=model_files(config))
-    write_json(args.out, data)
+    inputs = []
+    for name in config.get("datasets", {}):  # the own datasets' files, each checked as the outputs are
+        for path in data.source_files(entries.dataset_entry(config, name), name):
+            inputs.append(str(input_file(path, f"datasets.{name}.path", empty_ok=True)))
+    for path in entries.model_files(config):  # the model files its runs and audits build
+        inputs.append(str(input_file(path, "model", empty_ok=True)))
+    write_json(args.out, record(config, args.outputs, inputs=inputs))
     return 0

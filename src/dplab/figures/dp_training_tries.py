@@ -19,7 +19,8 @@ SOURCE = "004 §3.2–3.4, §4.3 (advanced_comp_training, rdp_comp_training, sub
 CAPTION = (
     "reproduces 004's training tries at (ε = 1, δ = 10⁻⁶) with the 2-layer MLP: try 1, DP-GD with σ from 004's "
     "advanced-composition split (accountant kairouz), T = 100; try 2, DP-GD with σ from RDP, T = 200; try 3, "
-    "DP-SGD with Poisson rate q = 0.05 (RDP), T = 200; try 4, DP-MF (T = 200 fixed batches, one epoch) where the "
+    "DP-SGD with Poisson rate q = 0.05 (RDP), T = 200; try 4, DP-MF (T = 200 partitions, each one "
+    "step: one epoch) where the "
     "config lists it, and after it the DP-MF runs with a BLT C (4 buffers, noise streamed without a T×T matrix) the "
     "config lists (config/paper.yaml also a multi-epoch one, T = 10⁴; steps on a log axis where the tries' T "
     "differ tenfold). Test accuracy (left) and loss (right, log scale) vs step; the legend gives each try's "

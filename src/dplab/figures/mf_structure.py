@@ -94,7 +94,7 @@ def _label(fact) -> str:
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
-    from dplab.mf.factorizations import load
+    from dplab.mf.saved import load
 
     if not inputs["factorizations"]:
         raise DPLabError(KEY, "no factorization files given")

@@ -4,24 +4,35 @@ The privacy analysis holds only for the sampler it assumes (004 §4.3: "You cann
 the Poisson subsampling"), so the sampler is an object: training draws its batches from it
 (:meth:`batch`) and the accounting functions take it and check it against the factorization.
 
-- :class:`MinSeparation` — every example participates in at most k steps, any two at least b
-  apart (Choquette-Choo et al. 2023, "Multi-Epoch MF", (k, b)-participation).  Realized by
-  splitting the data once into b fixed batches used cyclically (one epoch = b steps), so
-  k = ⌈T/b⌉.  No amplification: the release C·G + Z is one Gaussian mechanism with L2
-  sensitivity sens(C; k, b)·Δ₁ (Δ₁ = 1 add/remove, 2 replace-one, in clip units), i.e. a
-  ``GaussianDpEvent`` with noise multiplier σ / (sens·Δ₁), accounted exactly (the Gaussian
-  profile, 000 §II; Balle & Wang 2018, Thm 8).
-- :class:`CyclicPoisson` — data split once into b partitions; step t uses partition t mod b,
-  each of its examples included independently with probability p = batch_size·b/n.
-  Choquette-Choo et al. 2023, "(Amplified) Banded Matrix Factorization", Thm 4 (the
+Partitions (both samplers): once per run every record is put in one of b partitions, drawn
+independently and uniformly (:func:`assignment`, balls-in-bins), so a record's partition depends
+on its own draw only and adding or removing a record moves no other record.  Step t uses
+partition t mod b: a record enters at most k = ⌈T/b⌉ steps, any two b apart.  (A split of one
+permutation, ``order[i::b]``, would move the others: an added record shifts them between
+batches, and Δ₁ = 1 would not hold.)
+
+- :class:`MinSeparation` — (k, b)-participation (Choquette-Choo et al. 2023, "Multi-Epoch MF"):
+  batch t = partition t mod b, no amplification.  Conditioned on every partition, the release
+  C·G + Z is one Gaussian mechanism of L2 sensitivity sens(C; k, b)·Δ₁ (Δ₁ = 1 add/remove,
+  2 replace-one, in clip units: the replaced record keeps its slot's partition); the mixture
+  over the added record's partition j (the other records' batches are the same for every j) is
+  no less private, by joint convexity of the hockey-stick divergence (docs/matrix_factorization.md,
+  "Why Δ₁ = 1 holds under add/remove").  So: a ``GaussianDpEvent`` with noise multiplier
+  σ / (sens·Δ₁), accounted exactly (the Gaussian profile, 000 §II; Balle & Wang 2018, Thm 8).
+- :class:`CyclicPoisson` — batch t = the members of partition t mod b each kept independently
+  with probability p = batch_size·b/n (n the run's dataset size, fixed at planning like DP-SGD's
+  q = b/n).  Choquette-Choo et al. 2023, "(Amplified) Banded Matrix Factorization", Thm 4 (the
   reference 004 cites as choquette2024amplifiedMF): if C is lower-triangular with at most b
-  bands, the mechanism is as private as the k = ⌈T/b⌉-fold composition of the Poisson-
-  subsampled Gaussian with rate p and noise multiplier σ/ζ, ζ = max column norm of C.
-  Reason: an example lives in one partition, so it enters only steps i, i+b, …, whose
-  columns of a b-banded C have disjoint supports; rows of C·G then split into independent
-  blocks, each a sampled Gaussian in that example.  Conditions checked: C lower-triangular,
-  b-banded (C[i, j] = 0 for i − j ≥ b), add/remove neighbours (the theorem's relation).
-  Accounted with the ``pld`` accountant (dp_accounting's PLD, and its limits); at p = 1 exactly.
+  bands, a record of partition j makes the release as private as ≤ k = ⌈T/b⌉ compositions of
+  the Poisson-subsampled Gaussian with rate p and noise multiplier σ/ζ, ζ = max column norm of
+  C (its steps j, j+b, … have columns of disjoint supports, so the rows of C·G split into
+  independent blocks, each a sampled Gaussian in that record); the mixture over j is again no
+  less private.  Conditions checked: C lower-triangular, b-banded (C[i, j] = 0 for
+  i − j ≥ b), add/remove neighbours (the theorem's relation).  Accounted with the ``pld``
+  accountant (dp_accounting's PLD, and its limits); at p = 1 exactly.
+- :class:`PoissonGroups` — the same amplified event given by its rate, for accounting only: it
+  assumes groups formed as above (each record's group its own, fixed for the run, independent
+  of the other records).
 """
 
 from __future__ import annotations
@@ -45,16 +56,26 @@ from dplab.validate import integer
 NAME = "mf"
 
 
+def assignment(dataset_size: int, parts: int, generator: torch.Generator) -> torch.Tensor:
+    """Each record's partition in 0..parts−1, drawn independently and uniformly (record i's is the
+    i-th draw: with one seed, a dataset of n + 1 records assigns its first n as one of n does)."""
+    return torch.randint(parts, (dataset_size,), generator=generator)
+
+
 def _partitions(dataset_size: int, parts: int, generator: torch.Generator) -> list[torch.Tensor]:
-    order = torch.randperm(dataset_size, generator=generator)
-    return [order[i::parts] for i in range(parts)]
+    """The records of each partition of :func:`assignment`, in increasing order (sizes vary:
+    Binomial(n, 1/parts), empty ones included)."""
+    where = assignment(dataset_size, parts, generator)
+    order = torch.argsort(where, stable=True)
+    return list(order.split(torch.bincount(where, minlength=parts).tolist()))
 
 
 @dataclass(frozen=True)
 class MinSeparation:
-    """(k, b)-participation realized by b fixed batches used cyclically (see module docstring)."""
+    """(k, b)-participation: b partitions (:func:`assignment`) used cyclically as the batches
+    (module docstring)."""
 
-    min_separation: int  # b: number of fixed batches (steps per epoch)
+    min_separation: int  # b: number of partitions (steps per epoch)
     steps: int
     dataset_size: int | None = None  # needed only to draw batches
 
@@ -66,7 +87,7 @@ class MinSeparation:
 
     @classmethod
     def from_batch_size(cls, dataset_size: int, batch_size: int, steps: int) -> "MinSeparation":
-        """b = ⌊n / batch_size⌋ fixed batches (each of ≥ batch_size examples)."""
+        """b = ⌊n / batch_size⌋ partitions (expected size n/b ≥ batch_size)."""
         if not (1 <= batch_size <= dataset_size):
             raise DPLabError("batch_size", f"must lie in [1, dataset_size={dataset_size}]; got {batch_size}")
         return cls(dataset_size // batch_size, steps, dataset_size)
@@ -77,7 +98,7 @@ class MinSeparation:
         return max_participations(self.steps, self.steps, self.min_separation)
 
     def partitions(self, generator: torch.Generator) -> list[torch.Tensor]:
-        """The b fixed batches (drawn once per run from ``generator``)."""
+        """The b partitions (drawn once per run from ``generator``, :func:`assignment`)."""
         if self.dataset_size is None:
             raise DPLabError("dataset_size", "is required to draw batches")
         return _partitions(self.dataset_size, self.min_separation, generator)
@@ -88,7 +109,7 @@ class MinSeparation:
 
 @dataclass(frozen=True)
 class CyclicPoisson:
-    """Cyclic Poisson sampling over b partitions (see module docstring)."""
+    """Cyclic Poisson sampling over b partitions (:func:`assignment`; module docstring)."""
 
     dataset_size: int
     batch_size: float  # expected batch size
@@ -107,7 +128,7 @@ class CyclicPoisson:
 
     @property
     def sampling_rate(self) -> float:
-        """p = batch_size·b/n (each partition holds n/b examples; the last ones may hold one fewer)."""
+        """p = batch_size·b/n (a partition holds n/b records in expectation)."""
         return self.batch_size * self.partitions_count / self.dataset_size
 
     @property
@@ -128,7 +149,9 @@ class CyclicPoisson:
 class PoissonGroups:
     """The amplified-BandMF sampler given by its rate (accounting only, draws no batches): the data
     split into b groups, group t mod b Poisson-sampled with rate q at step t (jax_privacy's
-    ``amplified_bandmf_event``: b = the number of bands)."""
+    ``amplified_bandmf_event``: b = the number of bands).  Assumes each record's group is fixed
+    for the run and independent of the other records (as :func:`assignment` draws them), so that
+    adding or removing a record moves no other; groups cut from one permutation do not qualify."""
 
     sampling_rate: float
     partitions_count: int  # b

@@ -322,32 +322,6 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
     return Factorization("banded", A, banded_encoder(coeffs, T), bands=bands, info=info)
 
 
-def save(factorization: Factorization, path, momentum: float = 0.0) -> None:
-    """Write C (and what rebuilds A) to ``path`` (.npz, atomic); :func:`load` reads it back."""
-    from dplab.io import write_npz
-
-    write_npz(path, encoder=factorization.encoder, strategy=factorization.strategy, bands=factorization.bands,
-              momentum=momentum)
-
-
-def load(path, regenerate: str | None = None) -> tuple[Factorization, float]:
-    """(factorization, momentum) written by :func:`save`; A is rebuilt from T and the momentum.
-    A missing, corrupt or truncated file is a DPLabError naming it and ``regenerate``, the
-    command that writes it again (default: `dplab mf` with the factorization's flags, as rule
-    ``factorization`` runs it; :mod:`dplab.inputs`)."""
-    from dplab.inputs import damaged, read_npz
-    from dplab.mf.workload import momentum_workload
-
-    regenerate = regenerate or f"dplab mf --strategy STRATEGY --steps T [--bands M] --out {path}"
-
-    f = read_npz(path, "saved factorization", ("encoder", "strategy", "bands", "momentum"), regenerate)
-    C = f["encoder"]
-    if C.ndim != 2 or C.shape[0] != C.shape[1] or C.dtype.kind != "f" or f["strategy"].dtype.kind != "U":
-        raise damaged(path, "saved factorization", f"holds an encoder of shape {list(C.shape)} ({C.dtype})", regenerate)
-    momentum = float(f["momentum"])
-    return Factorization(str(f["strategy"]), momentum_workload(C.shape[0], momentum), C, int(f["bands"])), momentum
-
-
 def check_strategy(strategy: str, bands: int | None) -> None:
     """Refuse a strategy name not in ``STRATEGIES``, and banded without ``bands``."""
     if strategy not in STRATEGIES:

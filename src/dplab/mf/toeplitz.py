@@ -21,7 +21,6 @@ objective does not depend on the scale of c); the result is scaled to ‖c‖ = 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,6 +135,21 @@ def objective_and_gradient(c: np.ndarray, steps: int, objective: str, participat
     return sens2 * error, sens2 * d_error + error * d_sens2
 
 
+def _ratios_to_c(r: np.ndarray) -> np.ndarray:
+    """The cone c_0 = 1 >= c_1 >= … >= 0 as a box: c_ℓ = Π_{j≤ℓ} r_j, r_j ∈ [0, 1] (r_j: z[j−1])."""
+    return np.concatenate([[1.0], np.cumprod(r)])
+
+
+def _ratios_adjoint(r: np.ndarray, c: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """dL/dr_j = c_{j−1}·S_j, S_j = Σ_{ℓ≥j} g_ℓ·Π_{j<i≤ℓ} r_i = g_j + r_{j+1}·S_{j+1} (no division
+    by r)."""
+    S = np.empty(len(r))
+    S[-1] = grad[-1]
+    for j in range(len(r) - 2, -1, -1):  # S[j] is S_{j+1} of the docstring (r, S index lags from 1)
+        S[j] = grad[j + 1] + r[j + 1] * S[j + 1]
+    return c[:-1] * S
+
+
 def banded_toeplitz(
     steps: int, bands: int, objective: str = "mean", participations: int = 1, min_separation: int | None = None,
     max_iter: int = 500,
@@ -154,68 +168,31 @@ def banded_toeplitz(
     k = max_participations(steps, integer("participations", participations), s)
     start = sqrt_coefficients(np.ones(bands))
     # b > s with k > 1: the objective's ‖v‖² is the sensitivity only for c >= 0 non-increasing, so the
-    # search stays in that cone: c_ℓ = Σ_{j≥ℓ} e_j with e >= 0 (L-BFGS-B bounds); else c_0 = 1 is fixed.
+    # search stays in that cone; c_0 = 1 fixed either way (the objective does not depend on scale)
     monotone = k > 1 and bands > s
     info: dict = {"objective": objective, "participations": k, "min_separation": s,
                   "parametrization": "c >= 0 non-increasing" if monotone else "c_0 = 1"}
     coeffs = start
     if bands > 1:
         progress = Progress(f"mf banded_toeplitz T={steps} bands={bands}", max_iter, unit="L-BFGS iteration")
-
-        def to_c(z):
-            return np.cumsum(z[::-1])[::-1] if monotone else np.concatenate([[1.0], z])
+        to_c = _ratios_to_c if monotone else lambda z: np.concatenate([[1.0], z])
 
         def fun(z):
+            c = to_c(z)
             with np.errstate(over="ignore", invalid="ignore"):
-                loss, grad = objective_and_gradient(to_c(z), steps, objective, k, s)
+                loss, grad = objective_and_gradient(c, steps, objective, k, s)
             if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
                 return np.inf, np.zeros_like(z)  # an unstable filter (C⁻¹ growing): rejected by the line search
-            return loss, (np.cumsum(grad) if monotone else grad[1:])
+            return loss, (_ratios_adjoint(z, c, grad) if monotone else grad[1:])
 
         def report(intermediate_result):
             progress.update(progress.done + 1, f"{objective} squared error per unit noise {intermediate_result.fun:.6g}")
 
-        z0 = np.append(-np.diff(start), start[-1]) if monotone else start[1:]
+        z0 = start[1:] / start[:-1] if monotone else start[1:]
         res = scipy.optimize.minimize(fun, z0, jac=True, method="L-BFGS-B", callback=report,
-                                      bounds=[(0, None)] * bands if monotone else None,
+                                      bounds=[(0.0, 1.0)] * (bands - 1) if monotone else None,
                                       options={"maxiter": max_iter, "gtol": 1e-10, "ftol": 1e-13})
         progress.close()
         coeffs = to_c(res.x)
         info.update(iterations=int(res.nit), message=str(res.message), loss=float(res.fun))
     return ToeplitzFactorization("banded_toeplitz", coeffs / np.linalg.norm(coeffs), steps, info)
-
-
-def save(factorization: ToeplitzFactorization, path) -> None:
-    """Write a Toeplitz factorization to ``path`` (.npz, atomic, as :func:`dplab.mf.factorizations.save`):
-    strategy, T, C's first column, the inverse filter sections (BLT; rows of numerators and
-    denominators, zero-padded to one length) and ``info`` as JSON.  :func:`load` reads it back."""
-    from dplab.io import write_npz
-
-    sections = factorization.sections or ()
-    width = max((max(len(b), len(a)) for b, a in sections), default=1)
-    numerators, denominators = np.zeros((len(sections), width)), np.zeros((len(sections), width))
-    for row, (b, a) in enumerate(sections):
-        numerators[row, : len(b)], denominators[row, : len(a)] = b, a
-
-    write_npz(path, strategy=factorization.strategy, steps=factorization.steps,
-              coefficients=np.asarray(factorization.coefficients, dtype=float),
-              section_numerators=numerators, section_denominators=denominators, info=json.dumps(factorization.info))
-
-
-def load(path, regenerate: str) -> ToeplitzFactorization:
-    """The factorization :func:`save` wrote to ``path``; a missing, corrupt or inconsistent file is a
-    DPLabError naming it and ``regenerate``, the command that writes it again."""
-    from dplab.inputs import damaged, read_npz
-
-    what = "saved Toeplitz factorization"
-    f = read_npz(path, what, ("strategy", "steps", "coefficients", "section_numerators", "section_denominators", "info"),
-                 regenerate)
-    c, num, den = f["coefficients"], f["section_numerators"], f["section_denominators"]
-    steps = int(f["steps"]) if f["steps"].dtype.kind in "iu" and f["steps"].ndim == 0 else 0
-    shapes_ok = num.ndim == 2 and num.shape == den.shape and (len(num) == 0 or np.all(den[:, 0] != 0))
-    if not (c.ndim == 1 and 1 <= len(c) <= steps and c.dtype.kind == "f" and np.all(np.isfinite(c)) and shapes_ok
-            and f["strategy"].dtype.kind == "U" and f["info"].dtype.kind == "U"):
-        raise damaged(path, what, f"holds coefficients of shape {list(c.shape)} for T = {steps} or malformed sections",
-                      regenerate)
-    sections = tuple((np.trim_zeros(b, "b"), np.trim_zeros(a, "b")) for b, a in zip(num, den)) or None
-    return ToeplitzFactorization(str(f["strategy"]), c, steps, json.loads(str(f["info"])), sections)

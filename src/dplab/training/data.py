@@ -22,6 +22,12 @@ Kinds:
   seeded subsets as ``mnist``.  R = 28.
 - ``synthetic``: x ∈ R^dim with ||x|| ≤ R = ``feature_norm`` (Gaussian rows, those longer than R
   scaled back onto the sphere), labels drawn from a softmax teacher; for the convex experiments.
+- the user's own data, read from ``path`` and checked where they enter (here and in planning:
+  :func:`expected_info`): ``arrays`` (a .npz file, :mod:`dplab.training.own_data`), ``csv`` (a
+  table, its columns encoded: :mod:`dplab.training.csv_table`) and ``image_folder`` (images in
+  class folders, R = √(channels·h·w): :mod:`dplab.training.image_folder`).  Their info.json
+  also holds ``class_names`` (csv: the features' names and encoding).  arrays and csv
+  guarantee no feature-norm bound (``feature_norm_bound`` null: no loss constants).
 
 Loss constants of multinomial logistic regression f(θ; x, y) = CE(Wx + c, y) with θ = (W, c) and
 x̃ = (x, 1), ||x̃||² ≤ R² + 1 (``logreg_constants`` in info.json; derivation in docs/training.md):
@@ -33,6 +39,7 @@ L = L_CE + l2·D/2 (:func:`dplab.training.privacy.loss_constants`).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +49,7 @@ import torch
 
 from dplab.errors import DPLabError
 from dplab.inputs import damaged, read_json, read_npz
-from dplab.training import fashion_mnist, mnist
+from dplab.training import csv_table, fashion_mnist, image_folder, mnist, own_data
 from dplab.io import atomic_writes, json_text, npz_file, text_file
 from dplab.schemas import validate
 
@@ -52,12 +59,15 @@ def resolve_dataset(raw: dict, name: str) -> dict:
     return validate(raw, "dataset", f"datasets.{name}")
 
 
-def feature_norm_bound(cfg: dict, input_shape: list[int]) -> float:
+def feature_norm_bound(cfg: dict, input_shape: list[int]) -> float | None:
     """R, the bound on ||x|| that the dataset kind guarantees for *every* record it can hold (so
     also for a neighbouring dataset's replaced record): √(number of pixels) for images with
-    pixels in [0, 1] (the image kinds), ``feature_norm`` for synthetic data (module doc)."""
+    pixels in [0, 1] (the image kinds), ``feature_norm`` for synthetic data, None for arrays and
+    csv, whose features are the user's (module doc)."""
     if cfg["kind"] == "synthetic":
         return float(cfg["feature_norm"])
+    if cfg["kind"] in ("arrays", "csv"):
+        return None
     return math.sqrt(math.prod(input_shape))
 
 
@@ -76,12 +86,13 @@ def check_info(info: dict, x_train, where: str) -> None:
     and must hold on the training records ``x_train``; a DPLabError naming the file otherwise
     (the hidden-state accountants build on these constants: never trust an edited file)."""
     recorded = info.get("feature_norm_bound")
-    if recorded is None:
-        return
     bound = feature_norm_bound(info["config"], info["input_shape"])
-    if not math.isclose(recorded, bound, rel_tol=1e-12):
+    if recorded is None and bound is None:
+        return
+    if recorded is None or bound is None or not math.isclose(recorded, bound, rel_tol=1e-12):
+        guarantee = "no bound" if bound is None else f"R = {bound:g}"
         raise DPLabError(where, f"feature_norm_bound = {recorded}, but a {info['config']['kind']} dataset guarantees "
-                                f"R = {bound:g}: the file was edited; run dplab prepare-data again")
+                                f"{guarantee}: the file was edited; run dplab prepare-data again")
     expected = logreg_constants(bound)
     constants = info.get("logreg_constants") or {}
     if set(constants) != set(expected) or any(not math.isclose(constants[k], v, rel_tol=1e-12) for k, v in expected.items()):
@@ -115,11 +126,53 @@ SOURCES = {
 }
 
 
-def expected_info(cfg: dict) -> dict:
+#: the reader of each kind of the user's own data (module doc)
+OWN_KINDS = {"arrays": own_data.read_arrays, "csv": csv_table.read, "image_folder": image_folder.read}
+
+
+def source_files(cfg: dict, name: str) -> list[str]:
+    """The files the resolved entry ``cfg`` of an own kind reads (its data job's inputs, hashed in
+    the provenance record); none for the other kinds."""
+    if cfg["kind"] == "image_folder":
+        return image_folder.files(cfg, f"datasets.{name}")
+    return [cfg["path"]] if cfg["kind"] in OWN_KINDS else []
+
+
+#: what :func:`_describe` found, by entry and its files' (name, size, mtime): planning reads a source once
+_DESCRIBED: dict[tuple, dict] = {}
+
+
+def _describe(cfg: dict, name: str) -> dict:
+    """train_size, input_shape and classes of an own kind's entry, its source read and checked
+    (an image folder: the headers only)."""
+    key = f"datasets.{name}"
+    try:
+        stamp = tuple((f, s.st_size, s.st_mtime_ns) for f in source_files(cfg, name) for s in [Path(f).stat()])
+    except OSError:
+        stamp = None  # the reader names what is missing
+    cache = (json.dumps(cfg, sort_keys=True), stamp)
+    if stamp is not None and cache in _DESCRIBED:
+        return _DESCRIBED[cache]
+    if cfg["kind"] == "image_folder":
+        found = image_folder.describe(cfg, key)
+    else:
+        own = OWN_KINDS[cfg["kind"]](cfg, key)
+        found = {"train_size": len(own.train["y"]), "input_shape": list(own.train["x"].shape[1:]),
+                 "classes": len(own.class_names)}
+    if stamp is not None:
+        _DESCRIBED[cache] = found
+    return found
+
+
+def expected_info(cfg: dict, name: str = "dataset") -> dict:
     """``train_size``, ``input_shape``, ``classes`` and ``feature_norm_bound`` of the info.json that
-    :func:`prepare` will write for the resolved dataset entry ``cfg``, from the entry alone (what
-    the pipeline checks runs against before any data exist; tests compare it with :func:`prepare`)."""
+    :func:`prepare` will write for the resolved dataset entry ``cfg`` named ``name``, from the entry
+    alone, or for an own kind from its source, checked (what the pipeline checks runs against
+    before any data are prepared; tests compare it with :func:`prepare`)."""
     kind = cfg["kind"]
+    if kind in OWN_KINDS:
+        found = _describe(cfg, name)
+        return {**found, "feature_norm_bound": feature_norm_bound(cfg, found["input_shape"])}
     if kind in ("digits", "mnist5000"):  # scikit-learn's split: ceil(test_fraction · records) test records
         records = DIGITS_RECORDS if kind == "digits" else MNIST5000_RECORDS
         n = records - math.ceil(cfg["test_fraction"] * records)
@@ -135,7 +188,14 @@ def expected_info(cfg: dict) -> dict:
 def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
     """(train, test, info) arrays of the dataset entry ``cfg`` (already resolved)."""
     kind = cfg["kind"]
-    if kind in ("digits", "mnist5000"):
+    extra: dict = {}
+    if kind in OWN_KINDS:
+        own = OWN_KINDS[kind](cfg, f"datasets.{name}")
+        xtr, ytr, xte, yte = own.train["x"], own.train["y"], own.test["x"], own.test["y"]
+        classes = len(own.class_names)
+        source, preprocessing = own.source, own.preprocessing
+        extra = {"class_names": own.class_names, **own.extra}
+    elif kind in ("digits", "mnist5000"):
         from sklearn.model_selection import train_test_split
 
         if kind == "digits":
@@ -177,23 +237,26 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
 
         (xtr, ytr), (xte, yte) = draw(cfg["train_size"]), draw(cfg["test_size"])
         classes = k
+    if kind not in OWN_KINDS:
+        source, preprocessing = SOURCES[kind]
     bound = feature_norm_bound(cfg, list(xtr.shape[1:]))
     info = {
         "name": name,
         "kind": kind,
-        "source": SOURCES[kind][0],
-        "preprocessing": SOURCES[kind][1],
+        "source": source,
+        "preprocessing": preprocessing,
         "config": cfg,
         "train_size": int(len(ytr)),
         "test_size": int(len(yte)),
         "input_shape": list(xtr.shape[1:]),
         "classes": int(classes),
         "feature_norm_bound": bound,
-        "logreg_constants": logreg_constants(bound),
+        "logreg_constants": None if bound is None else logreg_constants(bound),
+        **extra,
     }
     # the bound is a guarantee: check it on the arrays actually written
     for x in (xtr, xte):
-        if largest_norm(x) > bound * (1 + 1e-6):
+        if bound is not None and largest_norm(x) > bound * (1 + 1e-6):
             raise DPLabError(f"datasets.{name}", "feature norm bound violated (internal error)")
     return {"x": xtr, "y": ytr}, {"x": xte, "y": yte}, info
 

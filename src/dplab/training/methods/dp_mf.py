@@ -3,8 +3,10 @@
 The loop is the one of :mod:`dplab.training.loop`; this module supplies its three parts:
 
 - the **sampler**: a :class:`SpecSampler` drawing batches from an MF sampler spec
-  (:class:`~dplab.mf.accounting.MinSeparation`: b fixed batches cycled, or
-  :class:`~dplab.mf.accounting.CyclicPoisson`: b partitions, Poisson inside the active one);
+  (:class:`~dplab.mf.accounting.MinSeparation`: b partitions cycled as the batches, or
+  :class:`~dplab.mf.accounting.CyclicPoisson`: Poisson inside the active one; each record's
+  partition drawn independently once per run, so batch sizes vary, Binomial(n, 1/b) for the
+  first, and the update divides by the fixed batch_size);
   the very same spec object is what the MF accountant checks and calibrates σ with, so the
   sampler the privacy analysis assumes is the one training uses (004 §4.3 "be careful how you
   sample"); a spec the factorization does not support is an error, never assumed;
@@ -20,8 +22,9 @@ The loop is the one of :mod:`dplab.training.loop`; this module supplies its thre
 
 Run keys: ``strategy`` (identity|sqrt|optimal|banded|banded_toeplitz|blt), ``bands`` (banded,
 banded_toeplitz), ``buffers`` (blt, 1..15), ``objective`` (banded_toeplitz, blt: mean|max, default
-mean: what the optimizer minimizes), ``min_separation`` (b: number of fixed batches / partitions;
-null → ⌊n/batch_size⌋; required for banded_toeplitz and blt with the min_separation sampler, whose
+mean: what the optimizer minimizes), ``min_separation`` (b: number of partitions;
+null → ⌊n/batch_size⌋, under add_remove only where n ± 1 gives the same b;
+required for banded_toeplitz and blt with the min_separation sampler, whose
 optimizer minimizes the error of k = ⌈T/b⌉ participations b apart), ``participations`` (k,
 optional: must equal ⌈T/b⌉, what the cyclic sampler gives).  Momentum is not supported by the
 loop, so the workload is the prefix sum (004 §4.1).
@@ -50,7 +53,7 @@ from dplab.accounting.claims import exclusion
 from dplab.errors import DPLabError
 from dplab.layout import BANDED_STRATEGIES, TOEPLITZ_STRATEGIES, mf_args, mf_spec
 from dplab.mf import accounting as mf_accounting
-from dplab.mf import blt, factorizations, toeplitz
+from dplab.mf import blt, factorizations, saved, toeplitz
 from dplab.mf.factorizations import Factorization
 from dplab.mf.noise import stream
 from dplab.mf.toeplitz import ToeplitzFactorization
@@ -138,7 +141,7 @@ def _spec(strategy: str, steps: int, bands: int | None, buffers: int | None, obj
 
 def _load_toeplitz(path: Path, key: str, regenerate: str) -> ToeplitzFactorization:
     """A saved banded_toeplitz or blt factorization, refused unless it was optimized for the run's key."""
-    fact = toeplitz.load(path, regenerate)
+    fact = saved.load_toeplitz(path, regenerate)
     info = fact.info
     requested = info.get("buffers", 0) + info.get("buffers_cancelled", 0)
     found, _ = mf_spec(fact.strategy, fact.steps, fact.bands, requested, info.get("objective"),
@@ -158,7 +161,7 @@ def load_factorization(run: RunSettings, cache: str | Path) -> Factorization | T
         raise DPLabError("factorization", f"no saved factorization {path}; write it with `{regenerate}`")
     if run.strategy in TOEPLITZ_STRATEGIES:
         return _load_toeplitz(path, key, regenerate)
-    fact, momentum = factorizations.load(path, regenerate)
+    fact, momentum = saved.load(path, regenerate)
     want = (run.strategy, run.steps, run.bands if run.strategy == "banded" else fact.bands, 0.0)
     if (fact.strategy, fact.steps, fact.bands, momentum) != want:
         raise DPLabError("factorization", f"{path} holds {fact.strategy} T={fact.steps} bands={fact.bands} "
@@ -166,16 +169,31 @@ def load_factorization(run: RunSettings, cache: str | Path) -> Factorization | T
     return fact
 
 
+def _parts_of_n(run: RunSettings, n: int, batch: int) -> int:
+    """b = ⌊n/batch_size⌋ taken from the dataset's size; under add_remove only where the
+    neighbour's n ± 1 gives the same b (else every partition would be drawn anew:
+    docs/matrix_factorization.md)."""
+    if run.neighbouring == "add_remove" and not 1 <= n % batch <= batch - 2:
+        raise DPLabError(
+            "min_separation",
+            f"null takes b = floor(n/batch_size) = {n // batch} from the dataset size, which one "
+            f"record more or less changes (n mod batch_size = {n % batch}, add_remove needs it in "
+            f"[1, batch_size - 2]): set min_separation = {max(1, n // batch)} (b then does not "
+            "depend on n) or neighbouring = replace_one")
+    return n // batch
+
+
 def sampler_spec(run: RunSettings, n: int):
     """The MF sampler spec of the run (the object both training and accounting use)."""
     batch = run.batch_size
     if not 1 <= batch <= n:
         raise DPLabError("batch_size", f"must lie in [1, dataset_size={n}]; got {batch}")
-    parts = run.min_separation if run.min_separation is not None else n // batch
+    parts = run.min_separation if run.min_separation is not None else _parts_of_n(run, n, batch)
     if run.sampling == "min_separation":
         if n // parts != batch:
-            raise DPLabError("batch_size", f"{parts} fixed batches of {n} examples hold {n // parts} (or one more) "
-                                           f"each; set batch_size = {n // parts} or min_separation = {n // batch}")
+            raise DPLabError("batch_size", f"{parts} partitions of {n} examples hold {n / parts:g} "
+                                           f"each in expectation; set batch_size = {n // parts} or "
+                                           f"min_separation = {n // batch}")
         spec = mf_accounting.MinSeparation(parts, run.steps, n)
         k = spec.participations
     elif run.sampling == "cyclic_poisson":
@@ -194,7 +212,8 @@ def sampler_spec(run: RunSettings, n: int):
 
 class SpecSampler(Sampler):
     """Engine sampler drawing from an MF sampler spec; the partitions are drawn once, on the
-    first step, from the run's generator (and checkpointed)."""
+    first step, from the run's generator (and checkpointed; a checkpoint of the earlier
+    permutation split, key ``parts``, is refused)."""
 
     name = "mf"
 
@@ -217,10 +236,14 @@ class SpecSampler(Sampler):
         return step * self.spec.batch_size / self.spec.dataset_size
 
     def state_dict(self):
-        return {"parts": self.parts}
+        return {"partitions": self.parts}
 
     def load_state_dict(self, state):
-        self.parts = state["parts"]
+        if "partitions" not in state:
+            raise DPLabError("checkpoint", "holds dp_mf batches of the earlier permutation split, "
+                                           "which the MF ε does not cover under add_remove: delete "
+                                           "the run's checkpoint.pt and checkpoint.prev.pt")
+        self.parts = state["partitions"]
 
 
 class MFNoise(NoiseSource):
@@ -262,11 +285,13 @@ def truncate(fact: Factorization | ToeplitzFactorization, spec, steps: int):
 def sampler_description(spec) -> dict:
     if isinstance(spec, mf_accounting.MinSeparation):
         return {"name": "min_separation", "min_separation": spec.min_separation, "participations": spec.participations,
-                "description": "b fixed batches (one seeded partition) used cyclically: k = ceil(T/b) participations, "
-                               "any two >= b steps apart; no amplification"}
+                "description": "b partitions (each record's drawn uniformly and independently, "
+                               "once per run) used cyclically as the batches: k = ceil(T/b) "
+                               "participations, any two >= b steps apart; no amplification"}
     return {"name": "cyclic_poisson", "partitions": spec.partitions_count, "sampling_rate": spec.sampling_rate,
             "compositions": spec.compositions,
-            "description": "b partitions (one seeded split); step t uses partition t mod b, each member kept with "
+            "description": "b partitions (each record's drawn uniformly and independently, "
+                           "once per run); step t uses partition t mod b, each member kept with "
                            "probability p (amplified banded MF, Choquette-Choo et al. 2023, Thm 4)"}
 
 
