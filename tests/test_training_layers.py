@@ -39,13 +39,39 @@ class Tokens(nn.Module):
 
 #: layer type -> (network with that layer, input shape (no batch), whether ghost clipping applies)
 NETWORKS = {
-    "Linear": (lambda: nn.Sequential(nn.Flatten(), nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)), [6], True),
-    "Conv2d": (lambda: nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(48, 3)),
-               [2, 4, 4], True),
-    "Conv1d": (lambda: nn.Sequential(nn.Conv1d(2, 3, 3), nn.Tanh(), nn.Flatten(), nn.Linear(12, 3)), [2, 6], False),
-    "LayerNorm": (lambda: nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Linear(5, 3)), [6], False),
-    "GroupNorm": (lambda: nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.GroupNorm(2, 4), nn.Tanh(), nn.Flatten(),
-                                        nn.Linear(64, 3)), [2, 4, 4], False),
+    "Linear": (
+        lambda: nn.Sequential(nn.Flatten(), nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)),
+        [6],
+        True,
+    ),
+    "Conv2d": (
+        lambda: nn.Sequential(
+            nn.Conv2d(2, 3, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(48, 3)
+        ),
+        [2, 4, 4],
+        True,
+    ),
+    "Conv1d": (
+        lambda: nn.Sequential(nn.Conv1d(2, 3, 3), nn.Tanh(), nn.Flatten(), nn.Linear(12, 3)),
+        [2, 6],
+        False,
+    ),
+    "LayerNorm": (
+        lambda: nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Linear(5, 3)),
+        [6],
+        False,
+    ),
+    "GroupNorm": (
+        lambda: nn.Sequential(
+            nn.Conv2d(2, 4, 3, padding=1),
+            nn.GroupNorm(2, 4),
+            nn.Tanh(),
+            nn.Flatten(),
+            nn.Linear(64, 3),
+        ),
+        [2, 4, 4],
+        False,
+    ),
     "Embedding": (Tokens, [6], False),
     "custom": (lambda: nn.Sequential(Scaled(6), nn.Linear(6, 3)), [6], False),
 }
@@ -57,7 +83,11 @@ def test_each_layer_type_clips_exactly_per_example(layer):
     torch.manual_seed(1)
     model = make().double()
     models.check_layers(model)
-    x = torch.randint(0, 7, (10, *shape)).double() if layer == "Embedding" else torch.randn(10, *shape).double()
+    x = (
+        torch.randint(0, 7, (10, *shape)).double()
+        if layer == "Embedding"
+        else torch.randn(10, *shape).double()
+    )
     y = torch.randint(0, 3, (10,))
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
     assert ghost_supported(model, params) is ghost
@@ -71,10 +101,15 @@ def test_each_layer_type_clips_exactly_per_example(layer):
             torch.testing.assert_close(got.grad_sum[k], want[k], rtol=1e-6, atol=1e-12)
 
 
-@pytest.mark.parametrize("layer", [nn.BatchNorm1d(4), nn.SyncBatchNorm(4), nn.InstanceNorm1d(4, track_running_stats=True)])
+@pytest.mark.parametrize(
+    "layer",
+    [nn.BatchNorm1d(4), nn.SyncBatchNorm(4), nn.InstanceNorm1d(4, track_running_stats=True)],
+)
 def test_batch_dependent_layers_are_refused_naming_the_layer(layer):
     model = nn.Sequential(nn.Linear(6, 4), layer, nn.Linear(4, 3))
-    with pytest.raises(DPLabError, match=rf"layer '1' \({type(layer).__name__}\) .* use GroupNorm") as err:
+    with pytest.raises(
+        DPLabError, match=rf"layer '1' \({type(layer).__name__}\) .* use GroupNorm"
+    ) as err:
         models.check_layers(model)
     assert err.value.key == "model"
 

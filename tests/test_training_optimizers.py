@@ -22,17 +22,29 @@ from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
 
 TORCH = {  # our options -> (torch.optim class, its keyword arguments)
-    "momentum": (OptimizerOptions("momentum", momentum=0.8, weight_decay=0.1),
-                 torch.optim.SGD, {"momentum": 0.8, "weight_decay": 0.1}),
+    "momentum": (
+        OptimizerOptions("momentum", momentum=0.8, weight_decay=0.1),
+        torch.optim.SGD,
+        {"momentum": 0.8, "weight_decay": 0.1},
+    ),
     "sgd+wd": (OptimizerOptions("sgd", weight_decay=0.1), torch.optim.SGD, {"weight_decay": 0.1}),
-    "adam": (OptimizerOptions("adam", betas=(0.8, 0.9), eps=1e-6, weight_decay=0.05),
-             torch.optim.Adam, {"betas": (0.8, 0.9), "eps": 1e-6, "weight_decay": 0.05}),
-    "adamw": (OptimizerOptions("adamw", weight_decay=0.3), torch.optim.AdamW, {"weight_decay": 0.3}),
+    "adam": (
+        OptimizerOptions("adam", betas=(0.8, 0.9), eps=1e-6, weight_decay=0.05),
+        torch.optim.Adam,
+        {"betas": (0.8, 0.9), "eps": 1e-6, "weight_decay": 0.05},
+    ),
+    "adamw": (
+        OptimizerOptions("adamw", weight_decay=0.3),
+        torch.optim.AdamW,
+        {"weight_decay": 0.3},
+    ),
 }
 
 
 def _apply(params, grad_sum, noise, options, state, step, lr, b):
-    from dplab.training.step import apply  # the one update (only the loop imports it in the package)
+    from dplab.training.step import (
+        apply,
+    )  # the one update (only the loop imports it in the package)
 
     apply(params, grad_sum, noise, lr=lr, denom=b, b=b, optimizer=options, state=state, step=step)
 
@@ -41,14 +53,20 @@ def _apply(params, grad_sum, noise, options, state, step, lr, b):
 def test_each_optimizer_steps_as_torch_optim_on_the_privatized_gradient(name):
     options, cls, kwargs = TORCH[name]
     gen = torch.Generator().manual_seed(0)
-    ours = {"w": torch.randn(4, 3, generator=gen, dtype=torch.float64), "b": torch.randn(3, generator=gen,
-                                                                                           dtype=torch.float64)}
+    ours = {
+        "w": torch.randn(4, 3, generator=gen, dtype=torch.float64),
+        "b": torch.randn(3, generator=gen, dtype=torch.float64),
+    }
     theirs = {k: nn.Parameter(v.clone()) for k, v in ours.items()}
     opt = cls(theirs.values(), lr=0.05, **kwargs)
     state: dict = {}
     for step in range(1, 5):
-        grads = {k: torch.randn(v.shape, generator=gen, dtype=torch.float64) for k, v in ours.items()}
-        noise = {k: torch.randn(v.shape, generator=gen, dtype=torch.float64) for k, v in ours.items()}
+        grads = {
+            k: torch.randn(v.shape, generator=gen, dtype=torch.float64) for k, v in ours.items()
+        }
+        noise = {
+            k: torch.randn(v.shape, generator=gen, dtype=torch.float64) for k, v in ours.items()
+        }
         _apply(ours, grads, noise, options, state, step, 0.05, 8)
         for k, p in theirs.items():
             p.grad = grads[k] / 8 + noise[k] / 8  # ĝ = g/b + Z/b
@@ -70,14 +88,23 @@ def test_one_dp_adam_step_equals_opacus_dp_optimizer_wrapping_adam(sigma, monkey
     noise = {k: sigma * clip * torch.randn_like(v) for k, v in params.items()}
     grads = clipped_grad_sum(models.example_loss(copy.deepcopy(net), 0.0), params, x, y, clip)
     queue = list(noise.values())
-    monkeypatch.setattr(opacus_optimizer, "_generate_noise", lambda std, reference, **kw: queue.pop(0))
+    monkeypatch.setattr(
+        opacus_optimizer, "_generate_noise", lambda std, reference, **kw: queue.pop(0)
+    )
     peer = GradSampleModule(net)
-    opt = DPOptimizer(torch.optim.Adam(peer.parameters(), lr=0.01), noise_multiplier=sigma, max_grad_norm=clip,
-                      expected_batch_size=b, loss_reduction="mean")
+    opt = DPOptimizer(
+        torch.optim.Adam(peer.parameters(), lr=0.01),
+        noise_multiplier=sigma,
+        max_grad_norm=clip,
+        expected_batch_size=b,
+        loss_reduction="mean",
+    )
     nn.functional.cross_entropy(peer(x), y).backward()
     opt.step()
     assert not queue or sigma == 0.0
-    _apply(params, grads.grad_sum, noise if sigma else None, OptimizerOptions("adam"), {}, 1, 0.01, b)
+    _apply(
+        params, grads.grad_sum, noise if sigma else None, OptimizerOptions("adam"), {}, 1, 0.01, b
+    )
     for k, p in net.named_parameters():
         torch.testing.assert_close(params[k], p.detach(), rtol=1e-9, atol=1e-12)
 
@@ -103,20 +130,39 @@ def test_a_run_naming_no_optimizer_records_no_optimizer_key():
     assert (adam["betas"], adam["eps"], adam["weight_decay"]) == ([0.9, 0.999], 1e-8, 0.01)
 
 
-@pytest.mark.parametrize("keys,key", [
-    ({"betas": [0.9, 0.99]}, "betas"), ({"optimizer": "adam", "momentum": 0.9}, "momentum"),
-    ({"optimizer": "momentum", "eps": 1e-6}, "eps"), ({"lr_gamma": 0.5}, "lr_gamma"),
-    ({"lr_schedule": "step"}, "lr_step_size"), ({"lr_schedule": "warmup_cosine", "warmup_steps": 200}, "warmup_steps"),
-])
+@pytest.mark.parametrize(
+    "keys,key",
+    [
+        ({"betas": [0.9, 0.99]}, "betas"),
+        ({"optimizer": "adam", "momentum": 0.9}, "momentum"),
+        ({"optimizer": "momentum", "eps": 1e-6}, "eps"),
+        ({"lr_gamma": 0.5}, "lr_gamma"),
+        ({"lr_schedule": "step"}, "lr_step_size"),
+        ({"lr_schedule": "warmup_cosine", "warmup_steps": 200}, "warmup_steps"),
+    ],
+)
 def test_a_key_the_chosen_optimizer_or_schedule_does_not_read_is_refused(keys, key):
     with pytest.raises(DPLabError) as err:
         resolve_run({"method": "dp_sgd", "noise_multiplier": 1.0, "steps": 200, **keys})
     assert err.value.key == key
 
 
-RESUME = {"method": "dp_sgd", "noise_multiplier": 1.0, "steps": 9, "batch_size": 16, "lr": 0.05, "log_every": 3,
-          "checkpoint_every": 4, "device": "cpu", "accountants": ["rdp"], "dataset": "synthetic",
-          "model": "mlp", "hidden": 8, "optimizer": "adam", "lr_schedule": "cosine"}
+RESUME = {
+    "method": "dp_sgd",
+    "noise_multiplier": 1.0,
+    "steps": 9,
+    "batch_size": 16,
+    "lr": 0.05,
+    "log_every": 3,
+    "checkpoint_every": 4,
+    "device": "cpu",
+    "accountants": ["rdp"],
+    "dataset": "synthetic",
+    "model": "mlp",
+    "hidden": 8,
+    "optimizer": "adam",
+    "lr_schedule": "cosine",
+}
 
 
 def test_a_killed_adam_run_resumes_to_the_same_bytes(tmp_path):
@@ -141,13 +187,25 @@ def test_hidden_state_accountants_refuse_another_optimizer_and_composition_does_
     """Hidden-state bounds analyse the plain SGD step; composition bounds only the released
     gradients, which any optimizer post-processes."""
     ds = synthetic_data(tmp_path / "data", 40, 10)
-    run = {"method": "noisy_gd", "noise_multiplier": 2.0, "diameter": 2.0, "clip": 3.0, "l2": 0.1, "steps": 3,
-           "lr": 0.1, "device": "cpu", "log_every": 3}
+    run = {
+        "method": "noisy_gd",
+        "noise_multiplier": 2.0,
+        "diameter": 2.0,
+        "clip": 3.0,
+        "l2": 0.1,
+        "steps": 3,
+        "lr": 0.1,
+        "device": "cpu",
+        "log_every": 3,
+    }
     plain = loop.train(resolve_run(run), ds, tmp_path / "plain")
     moved = loop.train(resolve_run({**run, "optimizer": "momentum"}), ds, tmp_path / "momentum")
     hidden = set(plain.epsilon) - set(moved.epsilon)
     assert "langevin" in hidden and set(moved.epsilon) >= {"rdp", "pld"}
-    assert all("plain SGD step at a constant learning rate" in moved.excluded_accountants[n] for n in hidden)
+    assert all(
+        "plain SGD step at a constant learning rate" in moved.excluded_accountants[n]
+        for n in hidden
+    )
     assert "optimizer" not in plain.update and moved.update["optimizer"] == "optimizer momentum"
     assert moved.epsilon["rdp"] == plain.epsilon["rdp"]  # the same mechanism, the same ε
 
@@ -165,11 +223,29 @@ def test_stacked_runs_take_each_runs_own_optimizer_step(name):
         grads = [{"w": torch.randn(5, 3, generator=gen)} for _ in runs]
         noise = [{"w": torch.randn(5, 3, generator=gen)} for _ in runs]
         sizes = [4, 0, 7]
-        apply(stacked, {"w": torch.stack([g["w"] for g in grads])}, {"w": torch.stack([z["w"] for z in noise])},
-              lr=0.1, denom=denominator("realized", 6, torch.tensor(sizes)), b=6, stacked=True, optimizer=options,
-              state=stacked_state, step=step)
+        apply(
+            stacked,
+            {"w": torch.stack([g["w"] for g in grads])},
+            {"w": torch.stack([z["w"] for z in noise])},
+            lr=0.1,
+            denom=denominator("realized", 6, torch.tensor(sizes)),
+            b=6,
+            stacked=True,
+            optimizer=options,
+            state=stacked_state,
+            step=step,
+        )
         for r, params in enumerate(runs):
-            apply(params, grads[r], noise[r], lr=0.1, denom=denominator("realized", 6, sizes[r]), b=6,
-                  optimizer=options, state=states[r], step=step)
+            apply(
+                params,
+                grads[r],
+                noise[r],
+                lr=0.1,
+                denom=denominator("realized", 6, sizes[r]),
+                b=6,
+                optimizer=options,
+                state=states[r],
+                step=step,
+            )
     for r, params in enumerate(runs):
         torch.testing.assert_close(stacked["w"][r], params["w"], rtol=1e-6, atol=1e-7)

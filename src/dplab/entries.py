@@ -75,5 +75,6 @@ def training_runs(config: dict) -> dict[str, dict]:
 def model_files(config: dict) -> list[str]:
     """The project's model files that the training runs and audits of ``config`` build
     (:func:`dplab.layout.model_path`)."""
-    runs = [*training_runs(config).values(), *(entry["run"] for entry in config.get("audits", {}).values())]
+    audits = config.get("audits", {}).values()
+    runs = [*training_runs(config).values(), *(entry["run"] for entry in audits)]
     return sorted({path for run in runs if (path := model_path(run.get("model", "")))})

@@ -38,7 +38,7 @@ IMPORT_CALLS = {"import_module", "__import__"}
 OPAQUE_BUILTINS = {"exec", "eval", "compile"}
 OPAQUE_CALLS = {"run_module", "run_path", "spec_from_file_location", "spec_from_loader", "module_from_spec",
                 "exec_module", "load_module"}
-#: the loaders a module declaring ``LOADS_PROJECT_FILES = True`` may call (a file outside the package)
+#: the loaders a module declaring ``LOADS_PROJECT_FILES = True`` may call (files outside the package)
 PROJECT_LOADERS = {"spec_from_file_location", "module_from_spec", "exec_module"}
 
 
@@ -90,10 +90,10 @@ class _Reader:
         self.import_calls = IMPORT_CALLS | {alias.asname for node in ast.walk(self.tree) if isinstance(node, ast.ImportFrom)
                                             and node.module in ("importlib", "builtins") for alias in node.names
                                             if alias.name in IMPORT_CALLS and alias.asname}
-        self.project_loaders = PROJECT_LOADERS if any(
-            isinstance(node, ast.Assign) and [ast.dump(t) for t in node.targets] == [ast.dump(ast.Name("LOADS_PROJECT_FILES",
-                                                                                                      ast.Store()))]
-            and isinstance(node.value, ast.Constant) and node.value.value is True for node in self.tree.body) else set()
+        declares = [node for node in self.tree.body if isinstance(node, ast.Assign)
+                    and [getattr(t, "id", None) for t in node.targets] == ["LOADS_PROJECT_FILES"]
+                    and isinstance(node.value, ast.Constant) and node.value.value is True]
+        self.project_loaders = PROJECT_LOADERS if declares else set()
 
     def fail(self, node: ast.AST, what: str) -> UnreadableImport:
         return UnreadableImport(f"{self.path}:{node.lineno}: {what}")
@@ -112,8 +112,9 @@ class _Reader:
             elif isinstance(node, ast.Call) and _call_name(node.func) in self.import_calls:
                 named, loaded = self._dynamic(node)
                 found, plugins = found | named, plugins | loaded
-            elif isinstance(node, ast.Call) and (_call_name(node.func) in OPAQUE_CALLS - self.project_loaders or (
-                    isinstance(node.func, ast.Name) and node.func.id in OPAQUE_BUILTINS)):
+            elif isinstance(node, ast.Call) and (
+                    _call_name(node.func) in OPAQUE_CALLS - self.project_loaders
+                    or (isinstance(node.func, ast.Name) and node.func.id in OPAQUE_BUILTINS)):
                 raise self.fail(node, f"{_call_name(node.func)}() runs code the import graph cannot read")
         ours = self.known - {self.name}
         return found & ours, plugins & ours

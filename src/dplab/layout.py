@@ -50,8 +50,8 @@ def model_path(model: str) -> str | None:
 
 
 def model_folder(model: str) -> str:
-    """The folder name of a grid run's ``model``: a built-in model's name, or ``<file stem>.<Class>``
-    for a class in a file (``models/net.py:Net`` -> ``net.Net``)."""
+    """The folder name of a grid run's ``model``: a built-in model's name, or
+    ``<file stem>.<Class>`` for a class in a file (``models/net.py:Net`` -> ``net.Net``)."""
     found = MODEL_FILE.match(model)
     if found is None:
         return model

@@ -58,7 +58,7 @@ class Update:
 
     noise: str = "independent"  # independent per step | correlated (dp_mf) | none (non-private)
     normalize: str = "expected"  # clipped sum ÷ fixed b (expected) or ÷ realized |B| (realized, 001 eq. 12)
-    #: what the noisy gradient updates: "sgd" (plain SGD at a constant η), else the run's optimizer and schedule
+    #: what the noisy gradient updates: "sgd" (plain SGD, constant η), else the optimizer and schedule
     optimizer: str = PLAIN_SGD
 
     def __post_init__(self) -> None:
@@ -158,8 +158,8 @@ def _update_refusal(setting: Setting, update: Update, release: str) -> str | Non
     """Why an accountant of the given ``release`` kind does not describe this update, for
     reasons the Setting cannot express (None: no objection)."""
     if update.optimizer != PLAIN_SGD and release == "last_iterate":
-        return (f"hidden-state bounds analyse the plain SGD step at a constant learning rate (001 eq. 12, 17; "
-                f"002 Alg. 1); the run updates with {update.optimizer}")
+        return ("hidden-state bounds analyse the plain SGD step at a constant learning rate "
+                f"(001 eq. 12, 17; 002 Alg. 1); the run updates with {update.optimizer}")
     if setting.sampling != "poisson":  # fixed-size batches: |B| = b, the two normalizations agree
         return None
     if update.normalize == "realized" and release == "trajectory":

@@ -18,7 +18,7 @@ from torch import nn
 from dplab.errors import DPLabError
 from dplab.layout import MODEL_FILE, model_path
 
-#: this module loads the user's files, outside the package (:mod:`dplab.imports` reads no import of theirs)
+#: this module loads the user's files, outside the package (:mod:`dplab.imports` follows none)
 LOADS_PROJECT_FILES = True
 #: constructor parameters filled from the data unless ``model_args`` sets them
 FROM_DATA = ("input_shape", "classes")
@@ -40,16 +40,25 @@ def model_class(model: str) -> type[nn.Module]:
     file, name = MODEL_FILE.match(model).group("path", "name")
     source = Path(file)
     if not source.is_file():
-        raise DPLabError("model", f"no model file {file} (relative to the project folder {Path.cwd()}); "
-                                  "write model: FILE.py:Class")
+        raise DPLabError(
+            "model",
+            f"no model file {file} (relative to the project folder {Path.cwd()}); "
+            "write model: FILE.py:Class",
+        )
     module_name = f"dplab_model_{hashlib.sha256(source.read_bytes()).hexdigest()[:20]}"
     module = sys.modules.get(module_name) or _import(module_name, source)
     cls = getattr(module, name, None)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-        defined = sorted(k for k, v in vars(module).items() if isinstance(v, type) and issubclass(v, nn.Module)
-                         and v.__module__ == module_name)
-        raise DPLabError("model", f"{file} defines no nn.Module class {name!r}; it defines "
-                                  f"{', '.join(defined) or 'none'}")
+        defined = sorted(
+            k
+            for k, v in vars(module).items()
+            if isinstance(v, type) and issubclass(v, nn.Module) and v.__module__ == module_name
+        )
+        raise DPLabError(
+            "model",
+            f"{file} defines no nn.Module class {name!r}; it defines "
+            f"{', '.join(defined) or 'none'}",
+        )
     return cls
 
 
@@ -62,11 +71,15 @@ def _import(module_name: str, source: Path):
     except Exception as err:  # whatever the user's file raises: it does not import
         del sys.modules[module_name]
         first = (str(err).splitlines() or [""])[0][:160]
-        raise DPLabError("model", f"{source} does not import: {type(err).__name__}: {first}") from None
+        raise DPLabError(
+            "model", f"{source} does not import: {type(err).__name__}: {first}"
+        ) from None
     return module
 
 
-def arguments(model: str, model_args: dict | None, input_shape: list[int] | None, classes: int | None) -> dict:
+def arguments(
+    model: str, model_args: dict | None, input_shape: list[int] | None, classes: int | None
+) -> dict:
     """The constructor's keyword arguments: ``model_args``, plus the data's input shape and
     classes where the constructor takes them (module docstring); a DPLabError on
     ``model_args`` when they do not bind to its signature."""
@@ -79,8 +92,10 @@ def arguments(model: str, model_args: dict | None, input_shape: list[int] | None
     try:
         signature.bind(**kwargs)
     except TypeError as err:
-        raise DPLabError("model_args", f"{cls.__name__}{signature} does not take {sorted(model_args or {})}: "
-                                       f"{err}") from None
+        raise DPLabError(
+            "model_args",
+            f"{cls.__name__}{signature} does not take {sorted(model_args or {})}: {err}",
+        ) from None
     return kwargs
 
 
@@ -92,4 +107,6 @@ def build(model: str, model_args: dict | None, input_shape: list[int], classes: 
     except DPLabError:
         raise
     except Exception as err:  # the user's constructor failed
-        raise DPLabError("model", f"{model}({kwargs}) fails: {type(err).__name__}: {str(err)[:160]}") from None
+        raise DPLabError(
+            "model", f"{model}({kwargs}) fails: {type(err).__name__}: {str(err)[:160]}"
+        ) from None

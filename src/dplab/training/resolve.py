@@ -87,8 +87,9 @@ def _check_method_keys(cfg: dict, method, err) -> None:
 def _resolve_optimizer(cfg: dict, err) -> None:
     """Fill the chosen optimizer's and schedule's keys with their defaults in ``cfg`` (a run
     that names neither stays as written: plain SGD); refuse a key the choice does not read."""
-    for choice_key, table, default in (("optimizer", optimizers.OPTIMIZER_KEYS, optimizers.SGD),
-                                       ("lr_schedule", optimizers.SCHEDULE_KEYS, optimizers.CONSTANT)):
+    choices = (("optimizer", optimizers.OPTIMIZER_KEYS, optimizers.SGD),
+               ("lr_schedule", optimizers.SCHEDULE_KEYS, optimizers.CONSTANT))
+    for choice_key, table, default in choices:
         choice = cfg.get(choice_key) or default
         reads = table[choice]
         for other in sorted({k for keys in table.values() for k in keys} - set(reads)):
@@ -103,7 +104,8 @@ def _resolve_optimizer(cfg: dict, err) -> None:
                     raise err(key, f"is required for {choice_key} {choice}")
                 cfg[key] = value
     if cfg.get("lr_schedule") == "warmup_cosine" and not 0 < cfg["warmup_steps"] < cfg["steps"]:
-        raise err("warmup_steps", f"must be in 1..steps − 1 = {cfg['steps'] - 1}; got {cfg['warmup_steps']}")
+        raise err("warmup_steps", f"must be in 1..steps − 1 = {cfg['steps'] - 1}; "
+                                  f"got {cfg['warmup_steps']}")
 
 
 def _check_model(cfg: dict, err) -> None:
@@ -112,7 +114,8 @@ def _check_model(cfg: dict, err) -> None:
     :func:`dplab.training.preflight.check_run`); ``model_args`` only with a model file."""
     if not model_file.names_file(cfg["model"]):
         if cfg.get("model_args") is not None:
-            raise err("model_args", f"only applies to a model file (model: FILE.py:Class); got model {cfg['model']}")
+            raise err("model_args", "only applies to a model file (model: FILE.py:Class); "
+                                    f"got model {cfg['model']}")
         return
     try:
         model_file.arguments(cfg["model"], cfg.get("model_args"), None, None)

@@ -37,7 +37,7 @@ class RunSettings:
     batch_size: int | None  # b; None under full_batch (b = n, :meth:`b`)
     normalize: str  # expected (÷ b) | realized (÷ |B|)
     lr: float  # η (at step t: optimizer.lr(η, t, T))
-    optimizer: OptimizerOptions  # what the privatized gradient updates (optimizer, lr_schedule, their keys)
+    optimizer: OptimizerOptions  # what the privatized gradient updates (optimizer, lr_schedule, …)
     clip: float | None  # C; None: no clipping (sgd)
     noise_multiplier: float | None  # σ when given (else calibrated by the method's mechanism)
     target_epsilon: float | None  # calibrate σ to this ε at δ with `accountant`
@@ -94,9 +94,10 @@ class RunSettings:
 
 
 def _optimizer(cfg: dict) -> OptimizerOptions:
-    """The optimizer options of resolved run ``cfg`` (keys absent in a run that names no optimizer)."""
+    """The optimizer options of resolved run ``cfg`` (keys absent: plain SGD at a constant η)."""
     given = {k: cfg[k] for k in ("momentum", "eps", "weight_decay", "warmup_steps", "lr_step_size", "lr_gamma")
              if cfg.get(k) is not None}
     if cfg.get("betas") is not None:
         given["betas"] = tuple(cfg["betas"])
-    return OptimizerOptions(name=cfg.get("optimizer") or SGD, schedule=cfg.get("lr_schedule") or CONSTANT, **given)
+    return OptimizerOptions(name=cfg.get("optimizer") or SGD, schedule=cfg.get("lr_schedule") or CONSTANT,
+                            **given)

@@ -77,9 +77,9 @@ def project(params: dict[str, torch.Tensor], diameter: float | None, stacked: bo
     return norm > diameter / 2.0
 
 
-def optimize(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor], noise: dict[str, torch.Tensor] | None,
-             *, lr: float, denom, b: int, regularization: float, optimizer: OptimizerOptions, state: dict,
-             step: int) -> None:
+def optimize(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor],
+             noise: dict[str, torch.Tensor] | None, *, lr: float, denom, b: int, regularization: float,
+             optimizer: OptimizerOptions, state: dict, step: int) -> None:
     """In place: w ← opt((1 − λ)·w, ĝ) with ĝ = g/m + Z/b (module docstring), at step t = ``step``
     (Adam's bias correction); ``state``: parameter name -> its moments, filled on first use."""
     o = optimizer
@@ -100,7 +100,8 @@ def optimize(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor],
             moments["momentum_buffer"] = grad
             _add_scaled(p, grad, -lr)
         else:
-            (beta1, beta2), first, second = o.betas, moments.get("exp_avg"), moments.get("exp_avg_sq")
+            (beta1, beta2), first = o.betas, moments.get("exp_avg")
+            second = moments.get("exp_avg_sq")
             if first is None:
                 first = moments["exp_avg"] = torch.zeros_like(p)
                 second = moments["exp_avg_sq"] = torch.zeros_like(p)
@@ -120,8 +121,8 @@ def _privatized(grad_sum: torch.Tensor, noise: torch.Tensor | None, denom, b: in
 
 def apply(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor], noise: dict[str, torch.Tensor] | None,
           *, lr: float, denom, b: int, regularization: float = 0.0, diameter: float | None = None,
-          stacked: bool = False, optimizer: OptimizerOptions | None = None, state: dict | None = None,
-          step: int = 1) -> torch.Tensor | None:
+          stacked: bool = False, optimizer: OptimizerOptions | None = None,
+          state: dict | None = None, step: int = 1) -> torch.Tensor | None:
     """The step after the clipped sum at η = ``lr`` (the schedule's η_t): :func:`update` (plain
     SGD) or :func:`optimize` (``optimizer`` with its ``state``, at step ``step``), then
     :func:`project` (``stacked``: per run); returns where the projection moved the parameters

@@ -71,7 +71,7 @@ class Method:
 
     def update(self, run: RunSettings) -> Update:
         """The engine's update for a resolved run: the method's noise, how the run normalizes
-        the clipped sum and its optimizer (what :func:`dplab.accounting.claims.refusal` decides from)."""
+        the clipped sum and its optimizer (what :func:`dplab.accounting.claims.refusal` reads)."""
         return Update(noise=self.noise, normalize=run.normalize, optimizer=run.optimizer.label)
 
     def resolve(self, run: RunSettings, err) -> dict:

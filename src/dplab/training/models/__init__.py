@@ -47,10 +47,13 @@ MODELS: dict[str, Model] = _load()
 
 
 def get(name: str) -> Model:
-    """The built-in model ``name`` (DPLabError naming the valid ones and the file form otherwise)."""
+    """The built-in model ``name`` (a DPLabError naming the valid ones and the file form)."""
     if name not in MODELS:
-        raise DPLabError("model", f"must be one of {', '.join(MODELS)} or FILE.py:Class (a class in a file of "
-                                  f"the project); got {name!r}")
+        raise DPLabError(
+            "model",
+            f"must be one of {', '.join(MODELS)} or FILE.py:Class (a class in a file of "
+            f"the project); got {name!r}",
+        )
     return MODELS[name]
 
 
@@ -65,7 +68,7 @@ def build(run: RunSettings, input_shape: list[int], classes: int) -> nn.Module:
     return model
 
 
-#: layers whose output for one example depends on the others of its batch (statistics over the batch)
+#: layers whose output for one example depends on the others of its batch (batch statistics)
 BATCH_DEPENDENT = (nn.modules.batchnorm._BatchNorm,)
 
 
@@ -74,10 +77,15 @@ def check_layers(model: nn.Module) -> None:
     statistics averages them over the batch): DP-SGD's clipping bounds each example's gradient,
     which such a layer does not define."""
     for name, module in model.named_modules():
-        tracked = isinstance(module, nn.modules.instancenorm._InstanceNorm) and module.track_running_stats
+        tracked = (
+            isinstance(module, nn.modules.instancenorm._InstanceNorm) and module.track_running_stats
+        )
         if isinstance(module, BATCH_DEPENDENT) or tracked:
-            raise DPLabError("model", f"layer {name!r} ({type(module).__name__}) mixes the examples of a batch, so "
-                                      "per-example gradients are undefined; use GroupNorm (or LayerNorm) instead")
+            raise DPLabError(
+                "model",
+                f"layer {name!r} ({type(module).__name__}) mixes the examples of a batch, so "
+                "per-example gradients are undefined; use GroupNorm (or LayerNorm) instead",
+            )
 
 
 def check_output(model: nn.Module, input_shape: list[int], classes: int) -> None:
@@ -88,12 +96,18 @@ def check_output(model: nn.Module, input_shape: list[int], classes: int) -> None
         with torch.no_grad():
             out = model(torch.zeros((1, *input_shape), device=device))
     except Exception as err:  # the user's forward pass fails on the data's shape
-        raise DPLabError("model", f"the forward pass of one example of shape {list(input_shape)} fails: "
-                                  f"{type(err).__name__}: {str(err)[:160]}") from None
+        raise DPLabError(
+            "model",
+            f"the forward pass of one example of shape {list(input_shape)} fails: "
+            f"{type(err).__name__}: {str(err)[:160]}",
+        ) from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1, classes):
         shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise DPLabError("model", f"must output one logit per class, shape [1, {classes}] for one example of "
-                                  f"shape {list(input_shape)}; got {shape}")
+        raise DPLabError(
+            "model",
+            f"must output one logit per class, shape [1, {classes}] for one example of "
+            f"shape {list(input_shape)}; got {shape}",
+        )
 
 
 def example_loss(model: nn.Module, l2: float):

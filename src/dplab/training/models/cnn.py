@@ -9,7 +9,10 @@ from dplab.training.models.base import Model
 
 def build(run, input_shape: list[int], classes: int) -> nn.Module:
     if len(input_shape) != 3 or min(input_shape[1:]) < 4:
-        raise DPLabError("model", f"cnn needs image inputs (channels, H>=4, W>=4); the data has shape {input_shape}")
+        raise DPLabError(
+            "model",
+            f"cnn needs image inputs (channels, H>=4, W>=4); the data has shape {input_shape}",
+        )
     c = run.channels
     return nn.Sequential(
         nn.Conv2d(input_shape[0], c, 3, padding=1),

@@ -10,9 +10,13 @@ from dplab.training.models.base import Model
 
 def build(run, input_shape: list[int], classes: int) -> nn.Module:
     if input_shape[1:] != [28, 28]:
-        raise DPLabError("model", f"tanh_cnn is Tramèr & Boneh's network for 28×28 images; "
-                                  f"the data has shape {input_shape}")
-    # conv 8×8 stride 2 pad 2 (28 → 13), max-pool 2 stride 1 (→ 12), conv 4×4 stride 2 (→ 5), pool (→ 4)
+        raise DPLabError(
+            "model",
+            f"tanh_cnn is Tramèr & Boneh's network for 28×28 images; "
+            f"the data has shape {input_shape}",
+        )
+    # conv 8×8 stride 2 pad 2 (28 → 13), max-pool 2 stride 1 (→ 12), conv 4×4 stride 2 (→ 5),
+    # pool (→ 4)
     return nn.Sequential(
         nn.Conv2d(input_shape[0], 16, 8, stride=2, padding=2),
         nn.Tanh(),
@@ -27,5 +31,6 @@ def build(run, input_shape: list[int], classes: int) -> nn.Module:
     )
 
 
-MODEL = Model(name="tanh_cnn", display="tanh CNN (Tramèr & Boneh)", source="Tramèr & Boneh 2021",
-              build=build)
+MODEL = Model(
+    name="tanh_cnn", display="tanh CNN (Tramèr & Boneh)", source="Tramèr & Boneh 2021", build=build
+)
