@@ -263,7 +263,49 @@ ENTRIES: list[Entry] = [
                                           "--out", "OUTDIR"]),
     Entry("check-config: a CSV without the label column", 9, ["check-config", "FILE:own_plan_column.yaml"]),
     Entry("check-config: an image of another size", 9, ["check-config", "FILE:own_plan_size.yaml"]),
+    # 10. the user's own model files and optimizers
+    Entry("model file that does not import", 10, ["check-config", "FILE:model_import.yaml"]),
+    Entry("model file without the class named", 10, ["train", "--config", "FILE:model_class.yaml", "--data", "DATA",
+                                                    "--out", "OUTDIR"]),
+    Entry("model with model_args its class does not take", 10, ["check-config", "FILE:model_args.yaml"]),
+    Entry("model whose output size is not the number of classes", 10, ["check-config", "FILE:model_output.yaml"]),
+    Entry("model whose output size is not the number of classes, trained", 10, [
+        "train", "--config", "FILE:model_output_run.yaml", "--data", "DATA", "--out", "OUTDIR"]),
+    Entry("model with a BatchNorm layer", 10, ["train", "--config", "FILE:model_bn.yaml", "--data", "DATA", "--out",
+                                              "OUTDIR"]),
+    Entry("betas with optimizer sgd", 10, ["train", "--run-json", json.dumps({**RUN, "betas": [0.9, 0.99]}), "--data",
+                                          "DATA", "--out", "OUTDIR"]),
+    Entry("momentum with optimizer adam", 10, ["check-config", "FILE:adam_momentum.yaml"]),
+    Entry("lr_schedule step without lr_step_size", 10, ["train", "--run-json", json.dumps(
+        {**RUN, "lr_schedule": "step"}), "--data", "DATA", "--out", "OUTDIR"]),
 ]
+
+#: a model file of the list: a network on the synthetic data's 5 features, and three bad ones
+MODELS = """from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, input_shape, classes):
+        super().__init__()
+        self.out = nn.Linear(input_shape[0], classes)
+
+    def forward(self, x):
+        return self.out(x)
+
+
+class Seven(Net):
+    def __init__(self, input_shape):
+        super().__init__(input_shape, 7)
+
+
+class Normed(nn.Module):
+    def __init__(self, input_shape, classes):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(input_shape[0], 4), nn.BatchNorm1d(4), nn.Linear(4, classes))
+
+    def forward(self, x):
+        return self.layers(x)
+"""
 
 
 def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
@@ -287,6 +329,18 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
         "pld_delta_calibrated.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace(
             "accountant: rdp", "accountant: pld").replace("noise_multiplier: 1.0", "target_epsilon: 1.0"),
     }
+    models = folder / "models.py"
+    models.write_text(MODELS)
+    (folder / "broken.py").write_text("import torch\nfrom torch import nn\nraise ImportError('no module named tensorflow')\n")
+    texts.update({
+        "model_import.yaml": MINI.replace("model: logreg", f"model: {folder / 'broken.py'}:Net"),
+        "model_class.yaml": single.replace("model: logreg", f"model: {models}:Network"),
+        "model_args.yaml": MINI.replace("model: logreg", f"model: {models}:Net\n    model_args: {{depth: 3}}"),
+        "model_output.yaml": MINI.replace("model: logreg", f"model: {models}:Seven"),
+        "model_output_run.yaml": single.replace("model: logreg", f"model: {models}:Seven"),
+        "model_bn.yaml": single.replace("model: logreg", f"model: {models}:Normed"),
+        "adam_momentum.yaml": MINI.replace("lr: 0.5", "lr: 0.5\n    optimizer: adam\n    momentum: 0.9"),
+    })
     paths = {}
     for name, text in texts.items():
         (folder / name).write_text(text)

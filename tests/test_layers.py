@@ -184,6 +184,20 @@ def test_an_import_the_graph_cannot_read_is_refused(package, code):
         plant(package, "dplab.errors", code)
 
 
+LOADER = "import importlib.util\nspec = importlib.util.spec_from_file_location('m', 'models/net.py')\n" \
+         "spec.loader.exec_module(importlib.util.module_from_spec(spec))"
+
+
+def test_only_a_module_declaring_it_loads_project_files_by_path(package):
+    """A model file of the user's project is loaded by path (training/model_file.py), outside the
+    graph; the declaration allows importlib.util's loaders, never exec."""
+    with pytest.raises(imports.UnreadableImport, match=r"exec_module\(\) runs code"):
+        plant(package, "dplab.errors", LOADER)
+    assert plant(package, "dplab.units", "LOADS_PROJECT_FILES = True\n" + LOADER)["dplab.units"] == GRAPH["dplab.units"]
+    with pytest.raises(imports.UnreadableImport, match=r"exec\(\) runs code"):
+        plant(package, "dplab.io", "LOADS_PROJECT_FILES = True\nexec('import dplab.cli')")
+
+
 def test_a_planted_cycle_is_caught(package):
     graph = dict(STATIC)
     graph["dplab.units"] = plant(package, "dplab.units", "from dplab import errors")["dplab.units"]

@@ -350,6 +350,15 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
         dp_mf.load_factorization(run, tmp_path / "mf")
 
 
+def test_correlated_noise_with_adam_keeps_the_mf_claim_and_moves_other_parameters(synth, tmp_path):
+    """dp_mf with another optimizer (docs/matrix_factorization.md, "With another optimizer"): the
+    same σ and mf ε (post-processing of the released noisy gradients), other parameters."""
+    sgd = loop.train(_cfg(), synth, tmp_path / "sgd").as_dict()
+    adam = loop.train(_cfg(optimizer="adam", lr=0.05), synth, tmp_path / "adam").as_dict()
+    assert (adam["epsilon"], adam["noise_multiplier"]) == (sgd["epsilon"], sgd["noise_multiplier"])
+    assert (tmp_path / "sgd" / "model.pt").read_bytes() != (tmp_path / "adam" / "model.pt").read_bytes()
+
+
 def test_checkpoint_of_the_earlier_permutation_split_is_refused():
     """A checkpoint written before the partitions were drawn per record holds ``parts`` (batches
     cut from one permutation, not what the ε covers under add_remove): resuming from it is

@@ -241,7 +241,7 @@ def test_stacked_step_is_each_runs_own_step_exactly(normalize, diameter, regular
     assert diameter is None or bool(moved.any())
 
 
-UPDATES = {"apply", "update"}  # what dplab.training.step offers to change parameters
+UPDATES = {"apply", "update", "optimize"}  # what dplab.training.step offers to change parameters
 
 
 def step_takers(root: Path) -> list[str]:

@@ -8,7 +8,7 @@ live in :mod:`dplab.config`, the jobs made of these entries in :mod:`dplab.jobs`
 
 from __future__ import annotations
 
-from dplab.layout import training_files
+from dplab.layout import model_folder, model_path, training_files
 from dplab.schemas import load_schema
 
 
@@ -32,7 +32,8 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
     entry (keys of base, then of the variant, then target_epsilon and seed)}.
 
     The name is the run's folder under results/grids/<grid>/:
-    ``<dataset>/<model>/<variant>/eps<ε>/seed<s>`` (``sigma<σ>`` when σ is given instead of a
+    ``<dataset>/<model>/<variant>/eps<ε>/seed<s>`` (``<model>``: :func:`dplab.layout.model_folder`;
+    ``sigma<σ>`` when σ is given instead of a
     target ε, ``nonprivate`` for sgd).  Variants are usually named after their method."""
     defaults = load_schema("run")["properties"]
     spec = config["grids"][grid]
@@ -50,7 +51,7 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
                     privacy = "nonprivate"
                 dataset = entry.get("dataset", defaults["dataset"]["default"])
                 model = entry.get("model", defaults["model"]["default"])
-                name = f"{dataset}/{model}/{variant}/{privacy}/seed{seed}"
+                name = f"{dataset}/{model_folder(model)}/{variant}/{privacy}/seed{seed}"
                 entry["name"] = name
                 runs[name] = {"variant": variant, "epsilon": epsilon, "seed": seed, "run": entry}
     return runs
@@ -69,3 +70,11 @@ def training_runs(config: dict) -> dict[str, dict]:
     for grid in config.get("grids", {}):
         runs.update({f"grids/{grid}/{name}": item["run"] for name, item in grid_runs(config, grid).items()})
     return runs
+
+
+def model_files(config: dict) -> list[str]:
+    """The project's model files that the training runs and audits of ``config`` build
+    (:func:`dplab.layout.model_path`)."""
+    audits = config.get("audits", {}).values()
+    runs = [*training_runs(config).values(), *(entry["run"] for entry in audits)]
+    return sorted({path for run in runs if (path := model_path(run.get("model", "")))})

@@ -15,7 +15,10 @@ a function, under ``if TYPE_CHECKING:``):
 
 A call that loads code some other way (``exec``, ``eval``, ``runpy``, ``importlib.util``'s loaders),
 or a dynamic import whose names this cannot tell, is an :class:`UnreadableImport`: the graph is
-either complete or refused.  ``runs`` narrows a module's imports to those its import runs (outside
+either complete or refused.  One exception: a module that declares ``LOADS_PROJECT_FILES = True``
+at its top (:mod:`dplab.training.model_file`) may load a file by ``importlib.util``'s loaders —
+the user's own model files, outside the package, of which each job depends directly
+(:func:`dplab.jobs.plan`).  ``runs`` narrows a module's imports to those its import runs (outside
 functions) and those of the functions it names.  tests/test_layers.py checks the layers on this
 graph; :mod:`dplab.dvc_yaml` makes each DVC stage depend on the closure of the code its command runs.
 """
@@ -35,6 +38,8 @@ IMPORT_CALLS = {"import_module", "__import__"}
 OPAQUE_BUILTINS = {"exec", "eval", "compile"}
 OPAQUE_CALLS = {"run_module", "run_path", "spec_from_file_location", "spec_from_loader", "module_from_spec",
                 "exec_module", "load_module"}
+#: the loaders a module declaring ``LOADS_PROJECT_FILES = True`` may call (files outside the package)
+PROJECT_LOADERS = {"spec_from_file_location", "module_from_spec", "exec_module"}
 
 
 class UnreadableImport(ValueError):
@@ -85,6 +90,10 @@ class _Reader:
         self.import_calls = IMPORT_CALLS | {alias.asname for node in ast.walk(self.tree) if isinstance(node, ast.ImportFrom)
                                             and node.module in ("importlib", "builtins") for alias in node.names
                                             if alias.name in IMPORT_CALLS and alias.asname}
+        declares = [node for node in self.tree.body if isinstance(node, ast.Assign)
+                    and [getattr(t, "id", None) for t in node.targets] == ["LOADS_PROJECT_FILES"]
+                    and isinstance(node.value, ast.Constant) and node.value.value is True]
+        self.project_loaders = PROJECT_LOADERS if declares else set()
 
     def fail(self, node: ast.AST, what: str) -> UnreadableImport:
         return UnreadableImport(f"{self.path}:{node.lineno}: {what}")
@@ -103,8 +112,9 @@ class _Reader:
             elif isinstance(node, ast.Call) and _call_name(node.func) in self.import_calls:
                 named, loaded = self._dynamic(node)
                 found, plugins = found | named, plugins | loaded
-            elif isinstance(node, ast.Call) and (_call_name(node.func) in OPAQUE_CALLS or (
-                    isinstance(node.func, ast.Name) and node.func.id in OPAQUE_BUILTINS)):
+            elif isinstance(node, ast.Call) and (
+                    _call_name(node.func) in OPAQUE_CALLS - self.project_loaders
+                    or (isinstance(node.func, ast.Name) and node.func.id in OPAQUE_BUILTINS)):
                 raise self.fail(node, f"{_call_name(node.func)}() runs code the import graph cannot read")
         ours = self.known - {self.name}
         return found & ours, plugins & ours

@@ -160,13 +160,21 @@ def factorizations(config: dict, runs: dict[str, dict]) -> dict[str, dict]:
     return specs
 
 
+def _model_input(run: dict) -> dict[str, str]:
+    """``{"model_file": FILE}`` where the run (or an audit's shared run keys) names a model file
+    of the project (:func:`dplab.layout.model_path`): an input of the job, as its data is."""
+    path = layout.model_path(run.get("model", ""))
+    return {"model_file": path} if path else {}
+
+
 def _run_job(config: dict, folder: str, entry: dict, run: dict) -> RunJob:
     key = methods.run_factorization(run)
     grid = folder.split("/")[1] if folder.startswith("grids/") else None
     train = config["training_resources"]
     return RunJob(
         name=folder,
-        inputs={**layout.data_files(run["dataset"]), **({"factorization": layout.mf_file(key)} if key else {})},
+        inputs={**layout.data_files(run["dataset"]), **({"factorization": layout.mf_file(key)} if key else {}),
+                **_model_input(run)},
         outputs=layout.training_files(folder),
         params={"run": _json(entry), "data": layout.data_dir(run["dataset"]), "out": layout.training_dir(folder),
                 "mf_cache": layout.MF_DIR},
@@ -193,7 +201,8 @@ def plan(config: dict) -> Plan:
                      outputs={"table": layout.sweep_file(name)}, reads=(f"sweeps.{name}",), run=entry["run"],
                      params={"accountants": " ".join(entry["accountants"]), "points": entry["points"]})
             for name, entry in config.get("sweeps", {}).items()]
-    out += [AuditJob(name=name, inputs=layout.data_files(entry["dataset"]), outputs={"table": layout.audit_file(name)},
+    out += [AuditJob(name=name, inputs={**layout.data_files(entry["dataset"]), **_model_input(entry["run"])},
+                     outputs={"table": layout.audit_file(name)},
                      params={"audit": _json(entries.audit_entry(config, name)), "data": layout.data_dir(entry["dataset"])},
                      reads=("seed", f"audits.{name}"), resources=Resources(config["threads"], mem_mb=4000, runtime=30))
             for name, entry in config.get("audits", {}).items()]
@@ -209,7 +218,9 @@ def plan(config: dict) -> Plan:
     results = Plan(tuple(out)).results
     out.append(IndexJob(name="", inputs={"results": results}, outputs={"index": layout.INDEX}))
     data_files = [path for files in sources.values() for path in files]
-    out.append(ProvenanceJob(name="", inputs={"results": results, **({"data": data_files} if data_files else {})},
+    model_files = entries.model_files(config)
+    out.append(ProvenanceJob(name="", inputs={"results": results, **({"data": data_files} if data_files else {}),
+                                              **({"models": model_files} if model_files else {})},
                              outputs={"provenance": layout.PROVENANCE},
                              params={"config": _json(config)}, reads=None))
     return Plan(tuple(out))

@@ -8,6 +8,8 @@ the rule that writes it and the run that reads it agree on both.
 
 from __future__ import annotations
 
+import re
+
 RESULTS = "results"
 PROVENANCE = f"{RESULTS}/provenance.json"
 INDEX = f"{RESULTS}/index.md"
@@ -34,6 +36,26 @@ def training_dir(folder: str) -> str:
 def run_files(run: str) -> dict[str, str]:
     """The outputs of the entry ``run`` of `runs` (see :func:`training_files`)."""
     return training_files(f"runs/{run}")
+
+
+#: a run's ``model`` naming a class in a file of the project: ``FILE.py:Class``
+MODEL_FILE = re.compile(r"^(?P<path>[^:]+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def model_path(model: str) -> str | None:
+    """The file of a run's ``model`` (``models/net.py:Net`` -> ``models/net.py``, relative to the
+    project folder), None for a built-in model."""
+    found = MODEL_FILE.match(model)
+    return found["path"] if found else None
+
+
+def model_folder(model: str) -> str:
+    """The folder name of a grid run's ``model``: a built-in model's name, or
+    ``<file stem>.<Class>`` for a class in a file (``models/net.py:Net`` -> ``net.Net``)."""
+    found = MODEL_FILE.match(model)
+    if found is None:
+        return model
+    return f"{found['path'].rsplit('/', 1)[-1].removesuffix('.py')}.{found['name']}"
 
 
 def data_dir(dataset: str) -> str:

@@ -5,8 +5,8 @@ holds the git commit (and whether the working tree had uncommitted changes), the
 the config (canonical JSON: sorted keys, no whitespace) and the config itself, the versions
 of the packages that compute results, and the SHA-256 of every output it covers, so that a
 table or figure found anywhere can be matched to the run that made it by its hash; and, where
-the config's datasets read the user's own files (kinds arrays, csv, image_folder), the SHA-256
-of each of those inputs.
+the config's datasets read the user's own files (kinds arrays, csv, image_folder) or its runs
+build a model of the user's own (``model: FILE.py:Class``), the SHA-256 of each of those inputs.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ rule index:
 
 rule provenance:
     """results/provenance.json: git commit, config hash and package versions behind every result,
-    and the hash of every data file of the user's own datasets (its inputs too)."""
+    and the hash of every data file of the user's own datasets and model file of its runs (its
+    inputs too)."""
     input:
         **PLAN.job("provenance").inputs,
     output:

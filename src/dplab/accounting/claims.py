@@ -36,6 +36,8 @@ from dplab.errors import DPLabError
 #: the matrix-factorization accountant, ``dplab.mf.accounting.NAME`` (not imported: it loads torch)
 MF = "mf"
 NOISES = ("independent", "correlated", "none")
+#: :attr:`Update.optimizer` of plain SGD at a constant learning rate
+PLAIN_SGD = "sgd"
 NORMALIZES = ("expected", "realized")
 
 #: where a run reports an ε of each bound: its claims (upper bounds) and, beside them, reference values
@@ -56,6 +58,8 @@ class Update:
 
     noise: str = "independent"  # independent per step | correlated (dp_mf) | none (non-private)
     normalize: str = "expected"  # clipped sum ÷ fixed b (expected) or ÷ realized |B| (realized, 001 eq. 12)
+    #: what the noisy gradient updates: "sgd" (plain SGD, constant η), else the optimizer and schedule
+    optimizer: str = PLAIN_SGD
 
     def __post_init__(self) -> None:
         if self.noise not in NOISES:
@@ -64,7 +68,11 @@ class Update:
             raise DPLabError("update.normalize", f"must be one of {', '.join(NORMALIZES)}; got {self.normalize!r}")
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The fields, ``optimizer`` only where it is not plain SGD (summary.json's ``update``)."""
+        out = asdict(self)
+        if self.optimizer == PLAIN_SGD:
+            del out["optimizer"]
+        return out
 
 
 def analysed_update(release: str) -> Update:
@@ -149,6 +157,9 @@ def exclusion(name: str, setting: Setting | None, update: Update = Update(), any
 def _update_refusal(setting: Setting, update: Update, release: str) -> str | None:
     """Why an accountant of the given ``release`` kind does not describe this update, for
     reasons the Setting cannot express (None: no objection)."""
+    if update.optimizer != PLAIN_SGD and release == "last_iterate":
+        return ("hidden-state bounds analyse the plain SGD step at a constant learning rate "
+                f"(001 eq. 12, 17; 002 Alg. 1); the run updates with {update.optimizer}")
     if setting.sampling != "poisson":  # fixed-size batches: |B| = b, the two normalizations agree
         return None
     if update.normalize == "realized" and release == "trajectory":

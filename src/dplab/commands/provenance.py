@@ -15,7 +15,7 @@ def register(sub) -> None:
         "changes), the SHA-256 of the config (canonical JSON), the config, the versions of dplab, "
         "torch, numpy, scipy, dp_accounting, opacus, snakemake, dvc and Python, and the SHA-256 of "
         "every given output (directories: every file below them), and of every data file the config's "
-        "own datasets read (kinds arrays, csv, image_folder).",
+        "own datasets read (kinds arrays, csv, image_folder) and model file its runs build (model: FILE.py:Class).",
     )
     add_source(p, "--config-json", "the config as JSON", "pipeline config file (YAML)")
     p.add_argument("--out", required=True, help="JSON file to write")
@@ -52,5 +52,7 @@ def run(args) -> int:
     for name in config.get("datasets", {}):  # the own datasets' files, each checked as the outputs are
         for path in data.source_files(entries.dataset_entry(config, name), name):
             inputs.append(str(input_file(path, f"datasets.{name}.path", empty_ok=True)))
+    for path in entries.model_files(config):  # the model files its runs and audits build
+        inputs.append(str(input_file(path, "model", empty_ok=True)))
     write_json(args.out, record(config, args.outputs, inputs=inputs))
     return 0

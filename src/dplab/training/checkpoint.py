@@ -36,10 +36,14 @@ NAMES = ("checkpoint.pt", "checkpoint.prev.pt")
 HEADER = b"dplab-checkpoint sha256="
 
 
-def fingerprint(cfg: dict, info: dict, environment: dict) -> str:
+def fingerprint(cfg: dict, info: dict, environment: dict, code: dict | None = None) -> str:
     """What a checkpoint must have been written for to be resumed: the run config, the dataset's
-    info.json, dplab's version and the environment the bytes depend on."""
-    blob = json.dumps({"run": cfg, "data": info, "version": __version__, "environment": environment}, sort_keys=True)
+    info.json, dplab's version, the environment the bytes depend on and the SHA-256 of the
+    run's own code (``code``: a model file's, :mod:`dplab.training.model_file`)."""
+    record = {"run": cfg, "data": info, "version": __version__, "environment": environment}
+    if code:
+        record["code"] = code
+    blob = json.dumps(record, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

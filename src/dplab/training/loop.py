@@ -13,7 +13,9 @@ Per step t (g = Σ_{i∈B} clip_C(∇ℓ(w; x_i)), Z_t the noise source's sample
 m = b (``normalize: expected``; Poisson: b = qn, so an empty batch gives a pure-noise step) or
 m = |B| (``normalize: realized``, 001 eq. 12/17; an empty batch has no gradient term); λ = the
 run's ``regularization`` (001 eq. 17, else 0); Π the projection onto the centred ball of diameter
-D (else the identity).  With m = b this is the canonical convention: N(0, σ²C²) on the SUM of
+D (else the identity); η = η_t of the run's ``lr_schedule``, and another ``optimizer`` than plain
+SGD updates with the same ĝ = g/m + Z_t/b (:mod:`dplab.training.step`).  With m = b this is the
+canonical convention: N(0, σ²C²) on the SUM of
 clipped gradients, then divided by b.  For 001's methods the noise term η·Z_t/b has std
 σ_A = ησC/b (:func:`dplab.units.asoodeh_sigma`); for noisy_gd (b = n) it is √(2η)·σ₀₀₂
 (:func:`dplab.units.langevin_sigma`).
@@ -28,8 +30,8 @@ and no step copies noise or indices between host and device.  Nor does a step wa
 device: the NaN/inf guard is read at logged steps, checkpoints and the end (on the CPU after
 every step), so a CUDA run synchronizes only there.
 
-Checkpoints (:mod:`dplab.training.checkpoint`) hold the parameters, the generators', sampler and
-noise states, the step and the metrics so far; a restarted run resumes from the last whole one
+Checkpoints (:mod:`dplab.training.checkpoint`) hold the parameters, the generators', sampler,
+noise and optimizer states, the step and the metrics so far; a restarted run resumes from the last whole one
 written for the same run, data and :mod:`environment <dplab.training.environment>` and ends
 with the same bytes as an uninterrupted one.  Progress (step/T, the last logged losses and ε,
 elapsed and estimated time left) goes to a bar on a terminal, else to the log
@@ -149,6 +151,7 @@ class Runs(Protocol):
     b: int
     device: torch.device
     stacked: bool
+    optimizer_state: dict  # the optimizer's moments by parameter name (empty for plain SGD)
 
     def batches(self, first: int, last: int) -> Iterator[tuple[int, object]]:
         """(step, its batch) for steps ``first``..``last``, drawn lazily: a step's noise is drawn
@@ -183,8 +186,9 @@ def steps(runs: Runs, first: int, last: int, sync: Callable[[int], bool] = lambd
     for step, batch in runs.batches(first, last):
         noise = runs.noise(step)
         grads, denom = runs.gradients(step, batch)
-        moved = apply(runs.params, grads.grad_sum, noise, lr=s.lr, denom=denom, b=runs.b, regularization=s.shrink,
-                      diameter=s.diameter, stacked=runs.stacked)
+        moved = apply(runs.params, grads.grad_sum, noise, lr=s.optimizer.lr(s.lr, step, s.steps), denom=denom,
+                      b=runs.b, regularization=s.shrink, diameter=s.diameter, stacked=runs.stacked,
+                      optimizer=s.optimizer, state=runs.optimizer_state, step=step)
         finite = (finite & torch.isfinite(grads.loss_sum).all()
                   & torch.stack([torch.isfinite(p).all() for p in runs.params.values()]).all())
         if sync(step):
@@ -258,6 +262,7 @@ class _Run:
     env: dict
     fingerprint: str
     step: int = 0
+    optimizer_state: dict = field(default_factory=dict)
     rows: list[dict] = field(default_factory=list)
     norms: list[tuple[int, float]] = field(default_factory=list)
     counts: torch.Tensor | None = None  # individual_epsilon: (n, LEVELS + 1) steps per record and sensitivity level
@@ -314,7 +319,7 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
     run = _Run(cfg, settings, info, method, device, first.model, params, n, first.b, dimension, grid, mechanism.sampler,
                mechanism.plan, mechanism.noise if noise_source is None else noise_source, first.loss, generator, noise_generator,
                data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
-               env, checkpoint.fingerprint(cfg, info, env))
+               env, checkpoint.fingerprint(cfg, info, env, first.code))
     if settings.individual_epsilon:
         run.counts = torch.zeros((n, individual.LEVELS + 1), dtype=torch.int64, device=device)
     if settings.individual_budget is not None:
@@ -336,6 +341,8 @@ def _resume(run: _Run, out: Path) -> Progress:
             run.noise_generator.set_state(state["noise_generator"])
         run.sampler.load_state_dict(state["sampler"])
         run.noise_source.load_state_dict(state["noise"])
+        run.optimizer_state = {k: {name: t.to(run.device) for name, t in moments.items()}
+                               for k, moments in state.get("optimizer", {}).items()}
     progress = Progress(f"train {run.settings.label}", run.settings.steps, run.step)
     if run.rows:
         progress.update(run.step, _status(run, run.rows[-1]))
@@ -404,6 +411,9 @@ def _save(run: _Run, out: Path) -> None:
              "sampler": run.sampler.state_dict(), "noise": run.noise_source.state_dict()}
     if run.counts is not None:
         state["counts"] = run.counts.cpu()
+    if run.optimizer_state:
+        state["optimizer"] = {k: {name: t.cpu() for name, t in moments.items()}
+                              for k, moments in run.optimizer_state.items()}
     if run.ahead:
         state["noise_generator"] = run.noise_generator.get_state()
     checkpoint.save(out, state)

@@ -4,7 +4,7 @@ Snakemake plans one, so a mistake is refused at once rather than in a job after 
 
 Every check is the engine's own code run on the sizes the dataset will have
 (:func:`dplab.training.data.expected_info`): the method's sampler (batch_size ≤ n; dp_mf's
-sampler spec), the model (a cnn needs images), add_remove with an epoch sampler only where adding or removing a
+sampler spec), the model (a cnn needs images; no batch norm; one logit per class for one example), add_remove with an epoch sampler only where adding or removing a
 record keeps ⌊n/b⌋ (:func:`dplab.accounting.epochs.check`: no upper bound holds otherwise), and —
 for σ calibrated from ``target_epsilon`` — the calibrating accountant's assumptions on the run's
 Setting (:func:`dplab.training.privacy.check_calibration`, what :func:`dplab.training.privacy.calibrate`
@@ -38,6 +38,7 @@ def check_run(run: RunSettings, dataset: dict) -> None:
     n = info["train_size"]
     with torch.device("meta"):  # shapes only: no memory, no draw from torch's generator
         model = models.build(run, info["input_shape"], info["classes"])
+        models.check_output(model, info["input_shape"], info["classes"])  # one example's logits
     method = METHODS[run.method]
     method.sampler(run, n)  # batch_size <= n; dp_mf's sampler spec
     update = method.update(run)

@@ -13,6 +13,7 @@ from pathlib import Path
 from dplab.accounting import individual, risk
 from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
+from dplab.training import model_file, optimizers
 from dplab.training.methods import METHODS, get
 from dplab.schemas import load_schema, load_yaml, validate
 from dplab.training.settings import RunSettings
@@ -83,6 +84,45 @@ def _check_method_keys(cfg: dict, method, err) -> None:
             raise err("accountant", f"'{cfg['accountant']}' accounts method {other.name} only ({other.noise} noise)")
 
 
+def _resolve_optimizer(cfg: dict, err) -> None:
+    """Fill the chosen optimizer's and schedule's keys with their defaults in ``cfg`` (a run
+    that names neither stays as written: plain SGD); refuse a key the choice does not read."""
+    choices = (("optimizer", optimizers.OPTIMIZER_KEYS, optimizers.SGD),
+               ("lr_schedule", optimizers.SCHEDULE_KEYS, optimizers.CONSTANT))
+    for choice_key, table, default in choices:
+        choice = cfg.get(choice_key) or default
+        reads = table[choice]
+        for other in sorted({k for keys in table.values() for k in keys} - set(reads)):
+            if cfg.get(other) is not None:
+                users = " or ".join(name for name, keys in table.items() if other in keys)
+                raise err(other, f"only applies to {choice_key} {users}; got {choice_key} {choice}")
+        if cfg.get(choice_key) is None:
+            continue
+        for key, value in reads.items():
+            if cfg.get(key) is None:
+                if value is None:
+                    raise err(key, f"is required for {choice_key} {choice}")
+                cfg[key] = value
+    if cfg.get("lr_schedule") == "warmup_cosine" and not 0 < cfg["warmup_steps"] < cfg["steps"]:
+        raise err("warmup_steps", f"must be in 1..steps − 1 = {cfg['steps'] - 1}; "
+                                  f"got {cfg['warmup_steps']}")
+
+
+def _check_model(cfg: dict, err) -> None:
+    """A model file imports, defines its class and takes ``model_args``
+    (:func:`dplab.training.model_file.arguments`; the data's shape is checked at planning,
+    :func:`dplab.training.preflight.check_run`); ``model_args`` only with a model file."""
+    if not model_file.names_file(cfg["model"]):
+        if cfg.get("model_args") is not None:
+            raise err("model_args", "only applies to a model file (model: FILE.py:Class); "
+                                    f"got model {cfg['model']}")
+        return
+    try:
+        model_file.arguments(cfg["model"], cfg.get("model_args"), None, None)
+    except DPLabError as bad:
+        raise err(bad.key, bad.message) from None
+
+
 def resolve_run(raw: dict, where: str = "") -> dict:
     """Validate ``raw`` against the run schema and fill every default (method-dependent ones too)."""
     cfg = validate(raw, load_schema("run"), where)
@@ -104,6 +144,8 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         raise err("reshuffle", "only applies to sampling: shuffle")
     if cfg["model"] != "logreg" and cfg["l2"] > 0:
         raise err("l2", "the L2 penalty is defined for model logreg only (it makes that loss strongly convex)")
+    _check_model(cfg, err)
+    _resolve_optimizer(cfg, err)
 
     if method.projection == "required" and cfg["diameter"] is None:
         raise err("diameter", f"is required for method {method.name} (projection onto a ball of diameter D)")

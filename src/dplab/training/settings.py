@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dplab.training.optimizers import CONSTANT, SGD, OptimizerOptions
+
 
 @dataclass(frozen=True)
 class RunSettings:
     method: str
     name: str | None  # free label of the run
     label: str  # the run's name, else its method (progress display)
-    model: str  # logreg | mlp | cnn | tanh_cnn
+    model: str  # a built-in model (dplab.training.models) or FILE.py:Class
+    model_args: dict | None  # FILE.py:Class: the constructor's keyword arguments
     dataset: str  # the name of an entry of the pipeline config's datasets
     hidden: int  # MLP hidden width
     channels: int  # CNN channels of the first conv layer
@@ -33,7 +36,8 @@ class RunSettings:
     reshuffle: bool  # shuffle sampling: a new partition every epoch
     batch_size: int | None  # b; None under full_batch (b = n, :meth:`b`)
     normalize: str  # expected (÷ b) | realized (÷ |B|)
-    lr: float  # η
+    lr: float  # η (at step t: optimizer.lr(η, t, T))
+    optimizer: OptimizerOptions  # what the privatized gradient updates (optimizer, lr_schedule, …)
     clip: float | None  # C; None: no clipping (sgd)
     noise_multiplier: float | None  # σ when given (else calibrated by the method's mechanism)
     target_epsilon: float | None  # calibrate σ to this ε at δ with `accountant`
@@ -62,6 +66,7 @@ class RunSettings:
         accountants = cfg["accountants"]
         return cls(
             method=cfg["method"], name=cfg.get("name"), label=cfg.get("name") or cfg["method"], model=cfg["model"],
+            model_args=cfg.get("model_args"), optimizer=_optimizer(cfg),
             dataset=cfg["dataset"], hidden=cfg["hidden"], channels=cfg["channels"], device=cfg["device"],
             noise_rng=cfg["noise_rng"], seed=cfg["seed"],
             steps=cfg["steps"], log_every=cfg["log_every"], checkpoint_every=cfg["checkpoint_every"],
@@ -86,3 +91,13 @@ class RunSettings:
     def b(self, n: int) -> int:
         """The batch size b on ``n`` examples: n under full_batch, else ``batch_size``."""
         return n if self.sampling == "full_batch" else self.batch_size
+
+
+def _optimizer(cfg: dict) -> OptimizerOptions:
+    """The optimizer options of resolved run ``cfg`` (keys absent: plain SGD at a constant η)."""
+    given = {k: cfg[k] for k in ("momentum", "eps", "weight_decay", "warmup_steps", "lr_step_size", "lr_gamma")
+             if cfg.get(k) is not None}
+    if cfg.get("betas") is not None:
+        given["betas"] = tuple(cfg["betas"])
+    return OptimizerOptions(name=cfg.get("optimizer") or SGD, schedule=cfg.get("lr_schedule") or CONSTANT,
+                            **given)

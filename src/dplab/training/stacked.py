@@ -80,6 +80,7 @@ class StackedRuns:
         self.samplers = [method.sampler(settings, n) for _ in seeds]
         self.noise_source = GaussianNoise(settings.noise_multiplier * settings.clip)
         self.rows = torch.arange(len(seeds))[:, None]
+        self.optimizer_state: dict = {}  # the optimizer's moments, stacked like the parameters
 
     def batches(self, first: int, last: int) -> Iterator[tuple[int, Padded]]:
         for step in range(first, last + 1):

@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from dplab.errors import DPLabError
-from dplab.training import models
+from dplab.layout import model_path
+from dplab.training import model_file, models
 from dplab.training.settings import RunSettings
 
 
@@ -23,12 +24,13 @@ class Start:
     params: dict[str, torch.Tensor]
     loss: Callable
     b: int
+    code: dict  # file -> SHA-256 of the run's own code (a model file), empty for a built-in model
 
 
 def initial(settings: RunSettings, n: int, input_shape: list[int], classes: int, seed: int,
           device: torch.device | str = "cpu") -> Start:
     """The start of one run of ``settings`` on ``n`` examples: b (:meth:`RunSettings.b`, at most n), the model initialised with torch's global generator seeded with ``seed`` inside
-    ``fork_rng`` and moved to ``device``, a copy of its parameters (W₀, not yet projected) and
+    ``fork_rng`` (its output shape checked) and moved to ``device``, a copy of its parameters (W₀, not yet projected) and
     its per-example loss."""
     b = settings.b(n)
     if b > n:
@@ -36,6 +38,9 @@ def initial(settings: RunSettings, n: int, input_shape: list[int], classes: int,
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = models.build(settings, input_shape, classes)
+        models.check_output(model, input_shape, classes)
     model = model.to(device)
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
-    return Start(model, params, models.example_loss(model, settings.l2), b)
+    path = model_path(settings.model)
+    code = {path: model_file.sha256(settings.model)} if path else {}
+    return Start(model, params, models.example_loss(model, settings.l2), b, code)

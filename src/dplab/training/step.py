@@ -9,11 +9,23 @@ Z the noise draw (i.i.d. or dp_mf's correlated one, :mod:`dplab.training.noise`)
 normalizer (:func:`denominator`), λ the ``regularization`` (001 eq. 17), Π the projection onto
 the centred ball of diameter D (001 eq. 1; the identity without one).  The module docstring of
 :mod:`dplab.training.loop` states the conventions.
+
+With another optimizer than plain SGD (:class:`~dplab.training.optimizers.OptimizerOptions`),
+the same privatized gradient ĝ = g/m + Z/b is what the optimizer reads (torch.optim's
+arithmetic: Polyak's heavy ball as ``torch.optim.SGD(momentum=μ)``; Kingma & Ba, "Adam: A Method
+for Stochastic Optimization", ICLR 2015, Alg. 1; Loshchilov & Hutter, "Decoupled Weight Decay
+Regularization", ICLR 2019, Alg. 2), its state (moments) kept per parameter in ``state``:
+
+    w ← Π( opt((1 − λ)·w, ĝ) )
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+from dplab.training.optimizers import SGD, OptimizerOptions
 
 
 def denominator(normalize: str, b: int, size):
@@ -65,11 +77,60 @@ def project(params: dict[str, torch.Tensor], diameter: float | None, stacked: bo
     return norm > diameter / 2.0
 
 
+def optimize(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor],
+             noise: dict[str, torch.Tensor] | None, *, lr: float, denom, b: int, regularization: float,
+             optimizer: OptimizerOptions, state: dict, step: int) -> None:
+    """In place: w ← opt((1 − λ)·w, ĝ) with ĝ = g/m + Z/b (module docstring), at step t = ``step``
+    (Adam's bias correction); ``state``: parameter name -> its moments, filled on first use."""
+    o = optimizer
+    for k, p in params.items():
+        if regularization:
+            p.mul_(1.0 - regularization)
+        grad = _privatized(grad_sum[k], None if noise is None else noise[k], denom, b)
+        if o.weight_decay and o.name != "adamw":
+            grad = grad.add(p, alpha=o.weight_decay)  # coupled: the decay is part of the gradient
+        if o.weight_decay and o.name == "adamw":
+            p.mul_(1.0 - lr * o.weight_decay)  # decoupled (Loshchilov & Hutter, Alg. 2 line 12)
+        moments = state.setdefault(k, {})
+        if o.name == SGD:
+            _add_scaled(p, grad, -lr)
+        elif o.name == "momentum":
+            if "momentum_buffer" in moments:
+                grad = moments["momentum_buffer"].mul_(o.momentum).add_(grad)
+            moments["momentum_buffer"] = grad
+            _add_scaled(p, grad, -lr)
+        else:
+            (beta1, beta2), first = o.betas, moments.get("exp_avg")
+            second = moments.get("exp_avg_sq")
+            if first is None:
+                first = moments["exp_avg"] = torch.zeros_like(p)
+                second = moments["exp_avg_sq"] = torch.zeros_like(p)
+            first.lerp_(grad, 1.0 - beta1)
+            second.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+            scale = (second.sqrt() / math.sqrt(1.0 - beta2 ** step)).add_(o.eps)
+            p.addcdiv_(first, scale, value=-lr / (1.0 - beta1 ** step))
+
+
+def _privatized(grad_sum: torch.Tensor, noise: torch.Tensor | None, denom, b: int) -> torch.Tensor:
+    """ĝ = g/m + Z/b (``denom`` a tensor: one m per run along the leading axis)."""
+    if isinstance(denom, torch.Tensor):
+        denom = denom.to(grad_sum.dtype).view(-1, *([1] * (grad_sum.dim() - 1)))
+    grad = grad_sum / denom
+    return grad if noise is None else grad.add_(noise, alpha=1.0 / b)
+
+
 def apply(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor], noise: dict[str, torch.Tensor] | None,
           *, lr: float, denom, b: int, regularization: float = 0.0, diameter: float | None = None,
-          stacked: bool = False) -> torch.Tensor | None:
-    """The step after the clipped sum: :func:`update`, then :func:`project` (``stacked``: per run);
-    returns where the projection moved the parameters (``None`` without a diameter)."""
-    update(params, grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization)
+          stacked: bool = False, optimizer: OptimizerOptions | None = None,
+          state: dict | None = None, step: int = 1) -> torch.Tensor | None:
+    """The step after the clipped sum at η = ``lr`` (the schedule's η_t): :func:`update` (plain
+    SGD) or :func:`optimize` (``optimizer`` with its ``state``, at step ``step``), then
+    :func:`project` (``stacked``: per run); returns where the projection moved the parameters
+    (``None`` without a diameter)."""
+    if optimizer is None or optimizer.plain:
+        update(params, grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization)
+    else:
+        optimize(params, grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization,
+                 optimizer=optimizer, state=state, step=step)
     return project(params, diameter, stacked=stacked)
 

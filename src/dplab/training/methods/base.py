@@ -70,9 +70,9 @@ class Method:
         return natural
 
     def update(self, run: RunSettings) -> Update:
-        """The engine's update for a resolved run: the method's noise and how the run normalizes
-        the clipped sum (what :func:`dplab.accounting.claims.refusal` decides from)."""
-        return Update(noise=self.noise, normalize=run.normalize)
+        """The engine's update for a resolved run: the method's noise, how the run normalizes
+        the clipped sum and its optimizer (what :func:`dplab.accounting.claims.refusal` reads)."""
+        return Update(noise=self.noise, normalize=run.normalize, optimizer=run.optimizer.label)
 
     def resolve(self, run: RunSettings, err) -> dict:
         """Cross-key rules of the method's own keys (``err(key, message)`` builds the error);

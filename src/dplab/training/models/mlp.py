@@ -1,0 +1,18 @@
+"""Model ``mlp``: the 2-layer ReLU MLP of 004 §3.2 (``hidden`` units; 004: 128), torch's default
+initialisation."""
+
+import math
+
+from torch import nn
+
+from dplab.training.models.base import Model
+
+
+def build(run, input_shape: list[int], classes: int) -> nn.Module:
+    d = int(math.prod(input_shape))
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(d, run.hidden), nn.ReLU(), nn.Linear(run.hidden, classes)
+    )
+
+
+MODEL = Model(name="mlp", display="MLP", source="004 §3.2", build=build)
