@@ -22,7 +22,9 @@ NAMES = ("cfg", "summary")
 #: the modules that parse or write those dicts (the edges)
 EDGES = {"training/resolve.py", "training/settings.py", "training/summary.py"}
 #: modules whose lookups of those names are not a run's or a summary's, with the reason
-ALLOWED = {"training/data.py": "its cfg is a dataset entry of the config's `datasets` (resolve_dataset), not a run"}
+_DATASET_ENTRY = "its cfg is a dataset entry of the config's `datasets` (resolve_dataset), not a run"
+ALLOWED = {module: _DATASET_ENTRY for module in ("training/data.py", "training/own_data.py",
+                                                 "training/csv_table.py", "training/image_folder.py")}
 
 
 def string_lookups(root: Path) -> dict[str, int]:
