@@ -11,6 +11,9 @@ import pytest
 from conftest import synthetic_data
 from conftest import summary_json
 from dplab import jobs, layout
+from dplab.accounting import selection
+from dplab.accounting.registry import get
+from dplab.accounting.setting import Setting
 from dplab.figures import figure
 from dplab.training import loop
 from dplab.training.resolve import resolve_run
@@ -92,6 +95,13 @@ def test_privacy_utility_mean_and_sd_over_seeds(tmp_path):
         assert row.seeds == 3 and row.accountant == "rdp" and row.release == "every iterate"
     ref = table[table.variant == "sgd"].iloc[0]
     assert np.isnan(ref.epsilon) and ref.accuracy_mean == pytest.approx(0.94)
+    # picking the better of the two methods at each ε: Papernot & Steinke's protocol, K geometric with mean 2
+    curve = get("rdp").rdp_curve(Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=10, sampling="poisson"))
+    private = table.dropna(subset=["epsilon"])
+    assert private.selection_epsilon.to_numpy() == pytest.approx(selection.epsilon([curve], 1e-5, 2.0, 1.0))
+    assert (private.selection_epsilon > get("rdp").epsilon(Setting(noise_multiplier=1.0, sampling_rate=0.1,
+                                                                   steps=10, sampling="poisson"), 1e-5)).all()
+    assert private.selection_note.str.contains("best of dp_gd, dp_sgd").all() and np.isnan(ref.selection_epsilon)
 
 
 def test_hidden_state_gain_reads_every_valid_curve_and_every_exclusion(synth, tmp_path):

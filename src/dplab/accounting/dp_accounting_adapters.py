@@ -151,6 +151,11 @@ class RdpAccountant(_DpAccountingAdapter):
                          f"unamplified bound α/(2σ_eff²)")
         return orders, rdp
 
+    def rdp_curve(self, setting: Setting) -> tuple[np.ndarray, np.ndarray]:
+        """(orders, RDP of the whole run): T times one step's (:mod:`dplab.accounting.selection`)."""
+        orders, rdp = self.one_step_rdp(setting)
+        return orders, self._steps(setting) * rdp
+
     def _epsilon_curve(self, setting, delta, steps):
         orders, rdp = self.one_step_rdp(setting)
         return rdp_conversion.epsilon_from_rdp(np.outer(steps, rdp), orders, delta)

@@ -66,6 +66,12 @@ class RdpBound(Accountant):
     def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(orders, RDP of shape (len(steps), len(orders)))."""
 
+    def rdp_curve(self, setting: Setting) -> tuple[np.ndarray, np.ndarray]:
+        """(orders, RDP of the whole run, T = setting.steps): what private selection composes
+        (:mod:`dplab.accounting.selection`)."""
+        orders, rdp = self._rdp(setting, np.array([self._steps(setting)]))
+        return orders, rdp[0]
+
     def _epsilon_curve(self, setting, delta, steps):
         orders, rdp = self._rdp(setting, steps)
         return epsilon_from_rdp(rdp, orders, delta)

@@ -11,7 +11,7 @@ import json
 import math
 
 from dplab import accounting, units
-from dplab.accounting import risk
+from dplab.accounting import phases, risk
 from dplab.accounting.base import DELTA_FLOOR
 from dplab.accounting.setting import NEIGHBOURINGS, SAMPLINGS, Setting
 from dplab.errors import DPLabError
@@ -113,7 +113,31 @@ def _risk(name: str, setting: Setting) -> dict:
     return {"unavailable": why} if why else risk.risk(setting)
 
 
+def _phases(args: argparse.Namespace) -> list[Setting]:
+    """The phases of --phases FILE; a setting flag beside it is refused (the file gives every phase)."""
+    for name, _, _ in SETTING_FLAGS:
+        if getattr(args, name, None) is not None:
+            raise DPLabError("--" + name.replace("_", "-"), "give each phase's values in the --phases file, not as flags")
+    for flag, value, default in (("--sampling", args.sampling, "poisson"), ("--neighbouring", args.neighbouring,
+                                                                            "add_remove")):
+        if value != default:
+            raise DPLabError(flag, "give it in the --phases file (its `sampling`/`neighbouring` keys), not as a flag")
+    for flag in ("risk", "tpr", "fpr", "advantage"):
+        if getattr(args, flag, None):
+            raise DPLabError(f"--{flag}", "risk readings and targets are for one homogeneous setting, not --phases")
+    return phases.from_file(args.phases)
+
+
+def _phases_out(name: str, steps: list[Setting], **values) -> dict:
+    return {**values, "accountant": name, "neighbouring": steps[0].neighbouring, "sampling": steps[0].sampling,
+            "release": accounting.get(name).release, "bound": "upper", "phases": [p.as_dict() for p in steps]}
+
+
 def cmd_epsilon(args: argparse.Namespace) -> int:
+    if args.phases is not None:
+        steps = _phases(args)
+        eps = _check_number("epsilon", phases.epsilon(args.accountant, steps, args.delta))
+        return _emit(_phases_out(args.accountant, steps, epsilon=eps, delta=args.delta))
     acc = accounting.get(args.accountant)
     setting = _setting(args, acc)
     eps = _check_number("epsilon", acc.epsilon(setting, args.delta))
@@ -151,6 +175,15 @@ def _sigma_for_risk(args: argparse.Namespace, acc, setting: Setting) -> dict:
 
 
 def cmd_sigma(args: argparse.Namespace) -> int:
+    if args.phases is not None:
+        steps = _phases(args)
+        for key in ("epsilon", "delta"):
+            if getattr(args, key) is None:
+                raise DPLabError(key, f"--{key} is required with --phases")
+        factor = phases.calibrate(args.accountant, steps, args.epsilon, args.delta)
+        calibrated = phases.scaled(steps, factor)
+        return _emit(_phases_out(args.accountant, calibrated, scale=factor, epsilon=args.epsilon, delta=args.delta,
+                                 noise_multipliers=[p.noise_multiplier for p in calibrated]))
     acc = accounting.get(args.accountant)
     # the noise std printed: σ·Δ of one release (gaussian_*), else σ·C on the clipped sum
     setting = _setting(args, acc, also=() if "sensitivity" in acc.requires else ("clip",))
@@ -226,6 +259,9 @@ def register(subparsers) -> None:
     )
     _add_setting_flags(p)
     p.add_argument("--delta", type=_finite(float, "--delta"), required=True, help="δ in (0, 1)")
+    p.add_argument("--phases", default=None, metavar="FILE",
+                   help="a YAML/JSON file of phases (steps, noise_multiplier, sampling_rate or batch_size each; "
+                   "sampling, neighbouring, dataset_size for all): the ε of their composition (rdp; pld full batch)")
     p.add_argument("--risk", action="store_true",
                    help="also print the attack's TPR at FPR 0.001, 0.01, 0.1 and its advantage (docs/risk.md; "
                    "pld accountant, poisson or full_batch; others say why not)")
@@ -254,6 +290,8 @@ def register(subparsers) -> None:
     p.add_argument("--fpr", type=_finite(float, "--fpr"), default=None, help="risk target: the FPR, in (0, 1)")
     p.add_argument("--advantage", type=_finite(float, "--advantage"), default=None,
                    help="risk target: the attack's advantage TPR − FPR, in (0, 1)")
+    p.add_argument("--phases", default=None, metavar="FILE",
+                   help="a phases file (see `dplab epsilon --help`): one factor on every phase's σ meeting (ε, δ)")
     p.set_defaults(func=cmd_sigma)
 
     p = subparsers.add_parser(

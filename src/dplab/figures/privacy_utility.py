@@ -7,6 +7,13 @@ model (every iterate / final parameters only) and the neighbouring relation the 
 under.  "Matched ε" therefore means equal numbers under possibly different accountants and
 release models: the legend names them.  A variant without target ε (non-private sgd) is one row
 with an empty ε, drawn as a horizontal reference.
+
+A row's ε covers its own runs, not the choice of the best of them: ``selection_epsilon`` is the ε
+(same δ) of releasing the best run among the variants at that target ε and relation under
+Papernot & Steinke's random-repetition protocol (:mod:`dplab.accounting.selection`: K runs, K
+truncated negative binomial with ``selection_shape`` η, mean ``selection_mean``, default the
+number of candidates), from each candidate's RDP curve (its own accountant's where that is an RDP
+bound, else ``rdp``'s); ``selection_note`` names the candidates and any left out, and why.
 """
 
 from __future__ import annotations
@@ -16,7 +23,10 @@ import re
 import pandas as pd
 
 from dplab import entries
-from dplab.errors import DPLabError
+from dplab.accounting import selection
+from dplab.accounting.claims import from_summary
+from dplab.accounting.registry import get
+from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import Inputs, runs, style
 from dplab.training.summary import RunSummary
 
@@ -29,7 +39,8 @@ CAPTION = (
     "for composition accountants, the final parameters only for hidden-state ones). Equal ε under different "
     "accountants and release models is a stated, not a proven, equivalence of privacy. The dashed line and band "
     "are non-private SGD (mean ± sd). The default config trains logistic regression on synthetic data (its many "
-    "runs stay cheap)."
+    "runs stay cheap). The table's selection_epsilon is the ε of releasing the best method at each target "
+    "(Papernot & Steinke 2022, random number of runs): the per-run ε does not cover picking the best run."
 )
 INPUTS: dict[str, type] = {"summaries": list}
 #: a grid run's name (:func:`dplab.entries.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
@@ -49,9 +60,10 @@ def inputs(config: dict, params: dict) -> Inputs:
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
-    records = []
+    records, summaries = [], []
     for path in inputs["summaries"]:
         summary = RunSummary.read(path)
+        summaries.append(summary)
         match = NAME.match(summary.settings.name or "")
         if match is None:
             raise DPLabError("figures.privacy_utility.grids", f"{path}: {summary.settings.name!r} is not a grid run's name")
@@ -62,6 +74,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
                                             if info["accountant"] else None),
                         "test_accuracy": summary.final.test_accuracy})
     frame = pd.DataFrame(records)
+    frame["summary"] = summaries
     frame["target_epsilon"] = frame["target_epsilon"].astype(float)
     rows = []
     for (variant, eps), group in frame.groupby(["variant", "target_epsilon"], dropna=False, sort=True):
@@ -74,8 +87,43 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
                      "noise_multiplier": first.noise_multiplier, "steps": first.steps, "clip": first["clip"],
                      "model": first.model, "dataset": first.dataset, "seeds": len(acc),
                      "accuracy_mean": float(acc.mean()), "accuracy_sd": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
-                     "accuracy_min": float(acc.min()), "accuracy_max": float(acc.max())})
-    return pd.DataFrame(rows)
+                     "accuracy_min": float(acc.min()), "accuracy_max": float(acc.max()),
+                     "summary": first.summary})
+    table = pd.DataFrame(rows)
+    picked = [_selection(cell, params) for _, cell in table.groupby(["epsilon", "neighbouring"], sort=False)]
+    table = table.join(pd.concat(picked)) if picked else table.assign(selection_epsilon=None, selection_note=None)
+    return table.drop(columns="summary")
+
+
+def _curve(summary: RunSummary, claimed: str):
+    """A candidate's RDP curve: its claimed accountant's if that states one, else ``rdp``'s."""
+    accountant = get(claimed)
+    if not hasattr(accountant, "rdp_curve"):
+        accountant = get("rdp")
+    setting, _ = from_summary(summary)
+    if setting is None:
+        raise AssumptionError(accountant.name, "setting", "the run records no accounting setting")
+    return selection.candidate_curve(accountant, setting)
+
+
+def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
+    """``selection_epsilon`` and ``selection_note`` of every row of one (target ε, relation) cell."""
+    curves, names, left = [], [], []
+    for row in cell.itertuples():
+        try:
+            curves.append(_curve(row.summary, row.accountant))
+            names.append(row.variant)
+        except AssumptionError as err:
+            left.append(f"{row.variant} ({err})")
+    mean = params.get("selection_mean") or max(len(curves), 1)
+    shape = params.get("selection_shape", 1.0)
+    eps = selection.epsilon(curves, float(cell.delta.iloc[0]), mean, shape) if curves else float("nan")
+    law = "Poisson" if shape == selection.POISSON else f"truncated negative binomial, shape {shape:g}"
+    note = (f"best of {', '.join(names) or 'none'} released after K runs, K {law}, mean {mean:g}; "
+            f"the row's own ε does not cover picking the best run on test data")
+    if left:
+        note += "; not covered (no RDP curve): " + "; ".join(left)
+    return pd.DataFrame({"selection_epsilon": eps, "selection_note": note}, index=cell.index)
 
 
 def _release(summary: RunSummary, accountant: str) -> str:

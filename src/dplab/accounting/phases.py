@@ -1,0 +1,144 @@
+"""Runs in phases: T₁ steps at (q₁, σ₁), then T₂ at (q₂, σ₂), …, accounted as one composition.
+
+- ``rdp``: Rényi DP composes additively over any sequence of mechanisms (Mironov 2017, "Rényi
+  Differential Privacy", Prop. 1), so the run is (α, Σᵢ Tᵢ·ρᵢ(α))-RDP with ρᵢ the one-step RDP of
+  phase i (the ``rdp`` accountant's, 000 §V), converted to (ε, δ) as ``rdp`` converts; equal to
+  dp_accounting's ``RdpAccountant`` on the ``ComposedDpEvent`` of the phases
+  (``tests/test_phases.py``).
+- ``pld``, full batch: T Gaussian steps of μᵢ = 1/σᵢ (effective, per relation) compose to one
+  Gaussian mechanism of μ = √(Σᵢ Tᵢ μᵢ²) (Dong, Roth & Su 2022, Cor. 3.3): exact.
+  Poisson phases are refused: pld's certified read-off (:mod:`pld_tilted`) tilts one
+  self-composed PMF and has no bound yet for a product of several.
+- Every other accountant refuses phases, with that reason.
+
+σ calibration for a target ε scales every phase's σ by one factor c (ε falls as c grows):
+doubling from c = 1 to a bracket, then Brent's method in log c to SIGMA_RTOL, returning the side that meets the target; c keeps every
+σ within the accountants' range [SIGMA_MIN, SIGMA_MAX].
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from dplab import units
+from dplab.accounting import rdp_conversion
+from dplab.accounting.base import SIGMA_MAX, SIGMA_MIN, SIGMA_RTOL
+from dplab.accounting.gaussian import gaussian_epsilon
+from dplab.accounting.registry import get
+from dplab.accounting.setting import Setting, check_delta, check_epsilon
+from dplab.errors import AssumptionError, DPLabError
+
+#: what one phase may give (σ, and q or b with the file's n)
+PHASE_KEYS = ("steps", "noise_multiplier", "sampling_rate", "batch_size")
+FILE_KEYS = ("phases", "sampling", "neighbouring", "dataset_size")
+#: accountants that compose phases (module docstring)
+COMPOSERS = ("rdp", "pld")
+
+
+def from_file(path: str | Path) -> list[Setting]:
+    """The phases of a YAML/JSON file: ``phases`` (a list of {steps, noise_multiplier, and
+    sampling_rate or batch_size}), and for all of them ``sampling`` (poisson | full_batch),
+    ``neighbouring`` and ``dataset_size`` (n, for a phase given by batch size)."""
+    from dplab.schemas import load_yaml
+
+    data = load_yaml(path)
+    return parse(data)
+
+
+def parse(data: dict) -> list[Setting]:
+    """The phases of a parsed file (:func:`from_file`), each a :class:`Setting`."""
+    for key in data:
+        if key not in FILE_KEYS:
+            raise DPLabError(str(key), f"unknown key of a phases file; valid: {', '.join(FILE_KEYS)}")
+    entries = data.get("phases")
+    if not isinstance(entries, list) or not entries:
+        raise DPLabError("phases", f"must be a non-empty list of phases; got {entries!r}")
+    common = {k: data[k] for k in ("sampling", "neighbouring", "dataset_size") if k in data}
+    phases = []
+    for i, entry in enumerate(entries):
+        where = f"phases[{i}]"
+        if not isinstance(entry, dict):
+            raise DPLabError(where, f"must be a mapping of {', '.join(PHASE_KEYS)}; got {entry!r}")
+        for key in entry:
+            if key not in PHASE_KEYS:
+                raise DPLabError(f"{where}.{key}", f"unknown key of a phase; valid: {', '.join(PHASE_KEYS)}")
+        for key in ("steps", "noise_multiplier"):
+            if key not in entry:
+                raise DPLabError(f"{where}.{key}", "is required")
+        try:
+            phases.append(Setting(**common, **entry))
+        except DPLabError as err:
+            raise DPLabError(f"{where}.{err.key}", err.message) from None
+        except TypeError as err:
+            raise DPLabError(where, f"not a phase: {err}") from None
+    return phases
+
+
+def _check(name: str, phases: list[Setting]) -> None:
+    if name not in COMPOSERS:
+        raise AssumptionError(name, "phases", f"composes one homogeneous (σ, q, T) only; phases compose with "
+                                              f"{', '.join(COMPOSERS)}")
+    accountant = get(name)
+    for i, phase in enumerate(phases):
+        try:
+            accountant.check(phase)
+        except AssumptionError as err:
+            raise DPLabError(f"phases[{i}].{err.key}", err.message) from None
+    if name == "pld" and any(p.sampling != "full_batch" for p in phases):
+        raise AssumptionError(name, "sampling", "pld composes phases of full_batch steps only (its certified "
+                                                "read-off tilts one self-composed PMF); rdp composes Poisson phases")
+
+
+def epsilon(name: str, phases: list[Setting], delta: float) -> float:
+    """ε at δ of the phases composed, by accountant ``name`` (module docstring)."""
+    delta = check_delta(delta)
+    _check(name, phases)
+    if name == "pld":
+        mu2 = sum(p.steps / units.effective_noise_multiplier(p.noise_multiplier, p.neighbouring) ** 2 for p in phases)
+        return float(gaussian_epsilon(delta, np.array([math.sqrt(mu2)]))[0])
+    rdp = get("rdp")
+    curves = [rdp.rdp_curve(p) for p in phases]
+    orders = curves[0][0]
+    total = np.sum([values for _, values in curves], axis=0)
+    return float(rdp_conversion.epsilon_from_rdp(total[None, :], orders, delta)[0])
+
+
+def scaled(phases: list[Setting], factor: float) -> list[Setting]:
+    """Every phase's σ multiplied by ``factor``."""
+    return [p.replace(noise_multiplier=p.noise_multiplier * factor) for p in phases]
+
+
+def calibrate(name: str, phases: list[Setting], target: float, delta: float) -> float:
+    """The smallest factor c (to a relative SIGMA_RTOL) with ε(phases, σᵢ·c) ≤ ``target`` at ``delta``."""
+    target = check_epsilon(target)
+    _check(name, phases)
+
+    sigmas = [p.noise_multiplier for p in phases]
+    lowest, highest = SIGMA_MIN / min(sigmas), SIGMA_MAX / max(sigmas)  # every σ within the accountants' range
+
+    def factor(log_c: float) -> float:
+        return min(max(math.exp(log_c), lowest), highest)  # exp(log x) may round past x
+
+    def misses(log_c: float) -> bool:
+        return epsilon(name, scaled(phases, factor(log_c)), delta) > target
+    top, bottom = math.log(highest), math.log(lowest)
+    lo = hi = 0.0  # from c = 1, doubling outward until the target is bracketed
+    while misses(hi):
+        if hi >= top:
+            raise DPLabError("epsilon", f"no factor on the phases' σ up to {highest:g} (σ ≤ {SIGMA_MAX:g}) "
+                                        f"reaches ε = {target:g} at δ = {delta:g}")
+        lo, hi = hi, min(hi + math.log(2), top)
+    while lo == hi or not misses(lo):
+        if lo <= bottom:
+            return lowest
+        lo, hi = max(lo - math.log(2), bottom), lo
+    from scipy.optimize import brentq  # scipy only where a calibration needs it
+
+    root = brentq(lambda x: epsilon(name, scaled(phases, factor(x)), delta) - target, lo, hi, xtol=SIGMA_RTOL / 4)
+    hi = min(root + SIGMA_RTOL / 4, hi)
+    while misses(hi):  # Brent's root may sit on the missing side: step to the side that meets
+        hi += SIGMA_RTOL / 4
+    return factor(hi)

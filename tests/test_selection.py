@@ -1,0 +1,69 @@
+"""Private selection (Papernot & Steinke 2022): dplab.accounting.selection against dp_accounting's
+RepeatAndSelectDpEvent on the same candidate, and the invariants of the protocol's bound."""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting
+from dp_accounting import dp_event
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from dplab.accounting import selection
+from dplab.accounting.registry import get
+from dplab.accounting.setting import Setting
+from dplab.errors import DPLabError
+
+SETTING = Setting(noise_multiplier=1.1, sampling_rate=0.01, steps=1000, sampling="poisson")
+DELTA = 1e-6
+
+
+def _peer(mean: float, shape: float) -> float:
+    """dp_accounting's ε of the best of K DP-SGD runs (its own RDP of the sampled Gaussian)."""
+    step = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1))
+    event = dp_event.RepeatAndSelectDpEvent(dp_accounting.SelfComposedDpEvent(step, 1000), mean, shape)
+    return rdp_privacy_accountant.RdpAccountant().compose(event).get_epsilon(DELTA)
+
+
+@pytest.mark.parametrize("shape", [0.0, 0.5, 1.0, 3.0, math.inf])
+@pytest.mark.parametrize("mean", [1.0, 4.0, 30.0])
+def test_selection_equals_dp_accountings_repeat_and_select(mean, shape):
+    curve = selection.candidate_curve(get("rdp"), SETTING)
+    ours = selection.epsilon([curve], DELTA, mean, shape)
+    assert ours == pytest.approx(_peer(mean, shape), rel=1e-6)
+
+
+def test_selection_costs_more_than_one_run_and_grows_with_the_mean():
+    curve = selection.candidate_curve(get("rdp"), SETTING)
+    single = get("rdp").epsilon(SETTING, DELTA)
+    eps = [selection.epsilon([curve], DELTA, m, 1.0) for m in (1.0, 2.0, 10.0, 100.0)]
+    assert single < eps[0] and np.all(np.diff(eps) > 0)
+
+
+def test_truncated_negative_binomial_mean_inverts():
+    """E K = 1/γ for the geometric law; the bisection returns γ whose mean is the one asked for."""
+    assert selection.tnb_mean(0.25, 1.0) == pytest.approx(4.0)
+    for shape in (0.0, 0.5, 2.0):
+        gamma = selection.tnb_gamma(12.0, shape)
+        assert selection.tnb_mean(gamma, shape) == pytest.approx(12.0, rel=1e-9)
+        assert selection.tnb_mean(gamma, shape) >= 12.0
+
+
+def test_candidates_are_covered_by_their_worst_curve():
+    """Two candidates: the selection ε is that of the noisier-free one's curve at least, and equal to
+    the single-candidate answer when the other candidate is dominated."""
+    strong = selection.candidate_curve(get("rdp"), SETTING)
+    weak = selection.candidate_curve(get("rdp"), SETTING.replace(noise_multiplier=3.0))
+    both = selection.epsilon([strong, weak], DELTA, 2.0, 1.0)
+    assert both == pytest.approx(selection.epsilon([strong], DELTA, 2.0, 1.0), rel=1e-12)
+    orders, worst = selection.worst_curve([strong, (np.array([2.0, 1e3]), np.array([0.5, 0.6]))])
+    assert worst[orders == 1.5][0] >= 0.5 and np.isinf(worst[orders > 1e3]).all()
+
+
+@pytest.mark.parametrize(("mean", "shape", "key"), [(0.5, 1.0, "selection_mean"), (math.nan, 1.0, "selection_mean"),
+                                                     (2.0, -1.0, "selection_shape")])
+def test_bad_selection_parameters_are_refused(mean, shape, key):
+    with pytest.raises(DPLabError, match=key):
+        selection.check(mean, shape)
