@@ -11,7 +11,6 @@ import json
 import math
 
 from dplab import accounting, units
-from dplab.accounting import risk
 from dplab.accounting.base import DELTA_FLOOR
 from dplab.accounting.setting import NEIGHBOURINGS, SAMPLINGS, Setting
 from dplab.errors import DPLabError
@@ -109,6 +108,8 @@ def _check_number(name: str, value: float) -> float:
 
 def _risk(name: str, setting: Setting) -> dict:
     """The attack-risk reading of ``setting`` (:func:`dplab.accounting.risk.risk`), or the reason none is given."""
+    from dplab.accounting import risk
+
     why = risk.unavailable(name, setting)
     return {"unavailable": why} if why else risk.risk(setting)
 
@@ -135,6 +136,8 @@ def cmd_delta(args: argparse.Namespace) -> int:
 
 def _sigma_for_risk(args: argparse.Namespace, acc, setting: Setting) -> dict:
     """σ calibrated to the risk target of --tpr/--fpr or --advantage, with the risk it reaches."""
+    from dplab.accounting import risk
+
     if args.epsilon is not None:
         raise DPLabError("epsilon", "calibrate to either --epsilon or a risk target (--tpr/--fpr, --advantage), not both")
     risk.check_target(args.tpr, args.fpr, args.advantage)
