@@ -6,8 +6,8 @@ times interleaved, ``python -c "import torch"``, ``python -c "import torch, dp_a
 scipy.optimize"`` (what a job that calibrates σ with an accountant built on dp_accounting cannot
 avoid importing) and ``dplab train`` of the default DAG's grid run
 ``privacy_utility/synthetic/logreg/dp_sgd/eps2/seed0`` cut to one step (``--run-json`` as the
-rule hands it). Prints each command's fastest wall time and the CPU time (user + system) of that
-run, and the ratios to ``import torch``::
+rule hands it). Prints each command's least wall time and least CPU time (user + system, a
+measure less disturbed by other processes) over the rounds, and their ratios to ``import torch``::
 
     PYTHONPATH=src python benchmarks/startup.py --rounds 5
 
@@ -74,8 +74,8 @@ def main() -> int:
                 if out.exists():
                     shutil.rmtree(out)
                 wall, cpu = timed(cmd, envs[name])
-                if name not in best or wall < best[name][0]:
-                    best[name] = (wall, cpu)
+                least = best.get(name, (wall, cpu))
+                best[name] = (min(wall, least[0]), min(cpu, least[1]))
     torch_wall, torch_cpu = best["import torch"]
     for name, (wall, cpu) in best.items():
         print(json.dumps({"command": name, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
