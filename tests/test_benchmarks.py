@@ -24,3 +24,20 @@ def test_dp_step_times_every_model_it_builds(monkeypatch, capsys):
         ms = r["median_ms"]
         assert ms["non_private"] > 0  # the ratio of the unrounded medians, printed to 3 decimals
         assert r["ratio"]["engine_dp"] == pytest.approx(ms["engine_dp"] / ms["non_private"], rel=1e-2, abs=2e-3)
+
+
+def test_job_profile_charges_every_cpu_second_of_a_job_to_one_category(tmp_path):
+    """benchmarks/job_profile.py on a small job (`dplab index` of one table): the categories add up
+    to the process's CPU time (nothing lost, nothing counted twice) and the job's output is written."""
+    import subprocess
+
+    (tmp_path / "results" / "accounting").mkdir(parents=True)
+    (tmp_path / "results" / "accounting" / "x.csv").write_text("a\n1\n")
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "job_profile.py"), "--", "dplab", "index", "--results",
+                          str(tmp_path / "results"), "--out", str(tmp_path / "index.md")],
+                         capture_output=True, text=True, check=True)
+    row = json.loads(out.stdout.splitlines()[-1])
+    assert row["exit"] == 0 and "accounting/x.csv" in (tmp_path / "index.md").read_text()
+    parts = sum(row[c] for c in ("imports", "planning", "accounting", "writing", "work"))
+    assert parts == pytest.approx(row["cpu_s"], abs=0.05)
+    assert row["startup_share"] == pytest.approx((row["imports"] + row["planning"]) / row["cpu_s"], abs=2e-3)

@@ -19,7 +19,6 @@ import math
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import brentq
 
 
 def expand(misses: Callable[[float], bool], x: float, move: Callable[[float], float],
@@ -67,6 +66,8 @@ def safe_root(gap: Callable[[float], float], lo: float, hi: float, *, xtol: floa
     ends) to ``xtol``/``rtol``; the root mapped by ``answer`` (e.g. ``math.exp`` of a log σ), then
     ``nudge``-d while ``misses(answer)`` (default ``gap(answer) > 0``): the side meeting the target.
     ``nudge=None``: Brent's answer as it is (either side, within the tolerance)."""
+    from scipy.optimize import brentq
+
     value = answer(brentq(gap, lo, hi, xtol=xtol, rtol=rtol))
     if nudge is None:
         return value

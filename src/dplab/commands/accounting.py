@@ -11,7 +11,6 @@ import json
 import math
 
 from dplab import accounting, units
-from dplab.accounting import phases, risk
 from dplab.accounting.base import DELTA_FLOOR
 from dplab.accounting.setting import NEIGHBOURINGS, SAMPLINGS, Setting
 from dplab.errors import DPLabError
@@ -109,6 +108,8 @@ def _check_number(name: str, value: float) -> float:
 
 def _risk(name: str, setting: Setting) -> dict:
     """The attack-risk reading of ``setting`` (:func:`dplab.accounting.risk.risk`), or the reason none is given."""
+    from dplab.accounting import risk
+
     why = risk.unavailable(name, setting)
     return {"unavailable": why} if why else risk.risk(setting)
 
@@ -125,6 +126,8 @@ def _phases(args: argparse.Namespace) -> list[Setting]:
     for flag in ("risk", "tpr", "fpr", "advantage"):
         if getattr(args, flag, None):
             raise DPLabError(f"--{flag}", "risk readings and targets are for one homogeneous setting, not --phases")
+    from dplab.accounting import phases
+
     return phases.from_file(args.phases)
 
 
@@ -135,6 +138,8 @@ def _phases_out(name: str, steps: list[Setting], **values) -> dict:
 
 def cmd_epsilon(args: argparse.Namespace) -> int:
     if args.phases is not None:
+        from dplab.accounting import phases
+
         steps = _phases(args)
         eps = _check_number("epsilon", phases.epsilon(args.accountant, steps, args.delta))
         return _emit(_phases_out(args.accountant, steps, epsilon=eps, delta=args.delta))
@@ -159,6 +164,8 @@ def cmd_delta(args: argparse.Namespace) -> int:
 
 def _sigma_for_risk(args: argparse.Namespace, acc, setting: Setting) -> dict:
     """σ calibrated to the risk target of --tpr/--fpr or --advantage, with the risk it reaches."""
+    from dplab.accounting import risk
+
     if args.epsilon is not None:
         raise DPLabError("epsilon", "calibrate to either --epsilon or a risk target (--tpr/--fpr, --advantage), not both")
     risk.check_target(args.tpr, args.fpr, args.advantage)
@@ -176,6 +183,8 @@ def _sigma_for_risk(args: argparse.Namespace, acc, setting: Setting) -> dict:
 
 def cmd_sigma(args: argparse.Namespace) -> int:
     if args.phases is not None:
+        from dplab.accounting import phases
+
         steps = _phases(args)
         for key in ("epsilon", "delta"):
             if getattr(args, key) is None:

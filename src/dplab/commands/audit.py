@@ -23,7 +23,7 @@ def register(sub) -> None:
 def _audit_entry(text: str) -> dict:
     """The entry of ``--audit-json`` validated with the config schema's `audits` entry (defaults
     filled), with its ``seed`` (required: the pipeline passes the global seed) and ``name``."""
-    from dplab.config import load_schema, validate
+    from dplab.schemas import load_schema, validate
     from dplab.errors import DPLabError
 
     entry = json_value("--audit-json", text)

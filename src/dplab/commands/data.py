@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from dplab.config import load_yaml
+    from dplab.schemas import load_yaml
     from dplab.io import check_output
     from dplab.training import data
 

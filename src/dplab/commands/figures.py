@@ -70,7 +70,7 @@ def run_table(args) -> int:
             raise DPLabError("figure", f"{args.figure!r} is not in the config's `figures`")
         params, inputs = config["figures"][args.figure], tables[args.figure].inputs
     else:
-        from dplab.config import load_schema, validate
+        from dplab.schemas import load_schema, validate
 
         params = json_value("--params-json", args.params_json or "{}")
         params = validate(params, load_schema("config")["properties"]["figures"]["properties"][args.figure],

@@ -27,11 +27,11 @@ def register(sub) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from dplab import entries, jobs
-    from dplab.config import read_config, validate
+    from dplab import entries
     from dplab.inputs import input_file
     from dplab.io import check_output, write_json
     from dplab.provenance import record
+    from dplab.schemas import validate
     from dplab.training import data
 
     check_output(args.out, "--out")
@@ -39,8 +39,12 @@ def run(args) -> int:
     if args.config_json is not None:
         config = validate(json_value("--config-json", args.config_json))
     else:
+        from dplab.config import read_config
+
         config = read_config(args.config)
     if args.config is not None or not args.outputs:  # a config file is checked as the Snakefile checks it
+        from dplab import jobs
+
         args.outputs = args.outputs or jobs.plan(config).results
     missing = [name for name in args.outputs if not Path(name).exists()]
     if missing:

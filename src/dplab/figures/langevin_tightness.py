@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.lines import Line2D
 
 from dplab.accounting import langevin
 from dplab.errors import DPLabError
@@ -62,6 +61,8 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
 
 
 def draw(table: pd.DataFrame):
+    from matplotlib.lines import Line2D
+
     fig, axes = style.new_figure()
     ax = axes[0][0]
     first = table.iloc[0].to_dict()

@@ -1,14 +1,11 @@
-"""One plotting style for every figure: sizes, fonts, colours and markers per accountant."""
+"""One plotting style for every figure: sizes, fonts, colours and markers per accountant.
+
+matplotlib is imported by the functions that draw (:func:`pyplot`), not with this module: a
+figure's table is computed without it."""
 
 from __future__ import annotations
 
 import io
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 RC = {
     "figure.figsize": (6.4, 4.2),
@@ -45,6 +42,16 @@ ACCOUNTANT_COLOURS = {
 }
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def colour(accountant: str) -> str:
     return ACCOUNTANT_COLOURS.get(accountant, "#333333")
 
@@ -53,6 +60,8 @@ def plain_log_ticks(ax, axis: str = "both") -> None:
     """Plain decimal tick labels on log axes (``0.5``, ``4``, ``1000``, not ``4×10⁰``):
     labels at 1, 2, 5 × 10^k (at 10^k only beyond 3 decades), none on other minor ticks.
     Call it after the data are plotted (it reads the axis limits)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     for name in ("x", "y") if axis == "both" else (axis,):
         target = ax.xaxis if name == "x" else ax.yaxis
@@ -72,6 +81,7 @@ def sci_offset(ax, axis: str = "y") -> None:
 
 def new_figure(ncols: int = 1, nrows: int = 1, **kwargs):
     """A styled figure and its axes."""
+    plt = pyplot()
     with plt.rc_context(RC):
         width, height = RC["figure.figsize"]
         return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
@@ -111,6 +121,7 @@ def save(fig, pdf: str, png: str) -> None:
     write, not an error of the PDF or PNG encoder left mid-stream."""
     from dplab.io import atomic_writes
 
+    plt = pyplot()
     try:
         with plt.rc_context(RC):
             if fig.get_layout_engine() is None:

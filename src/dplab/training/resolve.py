@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dplab.accounting import individual, risk
 from dplab.accounting.claims import check_accountants
 from dplab.errors import DPLabError
 from dplab.training import model_file, optimizers
@@ -40,6 +39,8 @@ def load_run(path: str | Path | None = None, run_json: str | None = None) -> dic
 
 def _check_risk_target(cfg: dict, method, err) -> None:
     """target_tpr with target_fpr, TPR above FPR, calibrated with pld (docs/risk.md); sets the accountant."""
+    from dplab.accounting import risk
+
     try:
         risk.check_target(cfg["target_tpr"], cfg["target_fpr"], None)
     except DPLabError as bad:
@@ -55,6 +56,8 @@ def _check_risk_target(cfg: dict, method, err) -> None:
 def _check_individual(cfg: dict, method, err) -> None:
     """``individual_epsilon``: a private method with independent Gaussian noise, on a sampling and
     relation :mod:`dplab.accounting.individual` implements."""
+    from dplab.accounting import individual
+
     if method.noise != "independent":
         raise err("individual_epsilon", f"needs a private method with independent noise; got method {method.name}")
     try:
