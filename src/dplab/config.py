@@ -103,7 +103,7 @@ def check_command_line(argv: list[str], overrides: dict, files: dict) -> None:
     """
     import yaml
 
-    from dplab.schemas import DuplicateKeyError, _UniqueKeyLoader
+    from dplab.schemas import DuplicateKeyError, TooLargeError, parse_yaml
 
     if argv and argv[0].replace("\\", "/").rsplit("/", 1)[-1] in ("snakemake", "__main__.py"):
         for flag, given in _flag_values(argv).items():
@@ -120,9 +120,11 @@ def check_command_line(argv: list[str], overrides: dict, files: dict) -> None:
             seen[key] = value
             if value.lstrip("'\"").startswith("{"):
                 try:
-                    yaml.load(value.strip("'\""), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+                    parse_yaml(value.strip("'\""))
                 except DuplicateKeyError as err:
                     raise DPLabError(f"--config {key}", err.problem.split(", at line")[0] + "; keep one") from None
+                except TooLargeError as err:
+                    raise DPLabError(f"--config {key}", err.problem) from None
                 except yaml.YAMLError:
                     pass  # Snakemake reads it as text: the schema names the key
     for key, value in overrides.items():

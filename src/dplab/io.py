@@ -1,8 +1,8 @@
 """Every file dplab writes goes through here: written under a temporary name in the same folder,
 then renamed (:func:`atomic_write`; :func:`atomic_writes` for files that belong together, such as
 a figure's PDF and PNG); a folder of several files is whole only when its last file lands
-(:func:`output_folder`); and the check every command makes of its output paths before it computes
-anything (:func:`check_output`).
+(:func:`output_folder`), and only one command writes it at a time (:func:`folder_lock`); and the
+check every command makes of its output paths before it computes anything (:func:`check_output`).
 
 A job that fails half-way (a full disk, a diverged run) therefore never leaves a half-written file
 under results/, nor, on failure, any file it wrote (docs/reliability.md, "Nothing half-written").
@@ -12,6 +12,8 @@ shared file system are as readable as the user's umask says.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -60,26 +62,67 @@ def atomic_writes(writers: dict[str | Path, Callable[[Path], None]]) -> None:
 
 
 @contextmanager
+def folder_lock(path: str | Path, flag: str = "--out") -> Iterator[Path]:
+    """Hold ``path``, a folder a command writes, for the block: a second command writing it
+    meanwhile is refused (one line naming ``flag``, the folder and the holder's pid) rather than
+    both printing results of which the folder holds one.  The lock is ``flock`` on the file
+    ``.NAME.lock`` beside the folder, which holds the holder's pid and is removed when the block
+    ends; the kernel releases a ``flock`` when its process dies, so a killed command (``kill -9``)
+    leaves at most a stale ``.NAME.lock`` that the next command takes over."""
+    path = Path(path)
+    made = _make_folder(path.parent)
+    lock = path.parent / f".{path.name}.lock"
+    try:
+        while True:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise
+                raise DPLabError(flag, f"{path} is being written by another dplab command (pid {holder}); wait for "
+                                       "it to end, or give another folder") from None
+            try:
+                if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                    break  # else the holder removed the file between our open and flock: take the new one
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            yield path
+        finally:
+            lock.unlink(missing_ok=True)  # before the unlock: a waiter that opened it retries on the new file
+            os.close(fd)
+    finally:
+        _remove_empty(made)
+
+
+@contextmanager
 def output_folder(path: str | Path) -> Iterator[Path]:
     """The folder a command writes several files into (a run folder, a prepared dataset), left
     as it was found if the command fails: on an exception the files and folders the block added
     are removed, and the folder itself (with the parents) if the block created it.  The command
     writes its marker file last (a run's summary.json, a dataset's info.json): the folder is
     whole when that file is there.  An interrupt (Ctrl-C, SystemExit) keeps everything: a killed
-    run resumes from its checkpoints."""
+    run resumes from its checkpoints.  The folder is held (:func:`folder_lock`) for the block."""
     path = Path(path)
-    made = _make_folder(path)
-    before = set(path.iterdir())
-    try:
-        yield path
-    except Exception:
-        for entry in set(path.iterdir()) - before if path.is_dir() else ():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-        _remove_empty(made)
-        raise
+    with folder_lock(path):
+        made = _make_folder(path)
+        before = set(path.iterdir())
+        try:
+            yield path
+        except Exception:
+            for entry in set(path.iterdir()) - before if path.is_dir() else ():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+            _remove_empty(made)
+            raise
 
 
 def _make_folder(folder: Path) -> list[Path]:

@@ -205,7 +205,7 @@ def save(factorization: ToeplitzFactorization, path) -> None:
 def load(path, regenerate: str) -> ToeplitzFactorization:
     """The factorization :func:`save` wrote to ``path``; a missing, corrupt or inconsistent file is a
     DPLabError naming it and ``regenerate``, the command that writes it again."""
-    from dplab.inputs import damaged, read_npz
+    from dplab.inputs import damaged, json_member, read_npz
 
     what = "saved Toeplitz factorization"
     f = read_npz(path, what, ("strategy", "steps", "coefficients", "section_numerators", "section_denominators", "info"),
@@ -218,4 +218,5 @@ def load(path, regenerate: str) -> ToeplitzFactorization:
         raise damaged(path, what, f"holds coefficients of shape {list(c.shape)} for T = {steps} or malformed sections",
                       regenerate)
     sections = tuple((np.trim_zeros(b, "b"), np.trim_zeros(a, "b")) for b, a in zip(num, den)) or None
-    return ToeplitzFactorization(str(f["strategy"]), c, steps, json.loads(str(f["info"])), sections)
+    info = json_member(path, str(f["info"]), what, regenerate)
+    return ToeplitzFactorization(str(f["strategy"]), c, steps, info, sections)
