@@ -150,11 +150,13 @@ def _umask() -> int:
 def check_output(path: str | Path, flag: str, folder: bool = False) -> Path:
     """``path`` as a :class:`Path` if a command can write it (a file, or a ``folder``); else a
     :class:`DPLabError` naming ``flag``: the path is a folder where a file is wanted (or a file
-    where a folder is), lies under a file, or the nearest folder that exists is not writable.
+    where a folder is; a file path ending in ``/``), lies under a file, or the nearest folder that exists is not writable.
     Every command calls this for each output before it computes anything, so a bad ``--out``
     is refused at once, not after the work, at the final write."""
     if not str(path).strip():  # Path("") is ".": the command would write into the working folder
         raise DPLabError(flag, "is empty; give the path to write")
+    if not folder and str(path).endswith(("/", os.sep)):  # Path("dir/") is "dir": a file named dir
+        raise DPLabError(flag, f"{path} ends with '/', a folder; give the file to write")
     path = Path(path)
     if path.exists() and path.is_dir() != folder:
         raise DPLabError(flag, f"{path} is a {'file' if folder else 'folder'}; give the {'folder' if folder else 'file'} to write")

@@ -51,6 +51,10 @@ def _check_risk_target(cfg: dict, method, err) -> None:
     cfg["accountant"] = "pld"
 
 
+#: the Rényi filter's order α where ``individual_budget`` is given without ``individual_order``
+FILTER_ORDER = 32
+
+
 def _check_individual(cfg: dict, method, err) -> None:
     """``individual_epsilon``: a private method with independent Gaussian noise, on a sampling and
     relation :mod:`dplab.accounting.individual` implements."""
@@ -131,6 +135,11 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         for key in ("noise_multiplier", "target_epsilon", "target_tpr", "target_fpr", "accountant"):
             if cfg[key] is not None:
                 raise err(key, f"the non-private method {method.name} takes no noise and no accountant")
+    if cfg["individual_budget"] is None and cfg["individual_order"] is not None:
+        raise err("individual_order", "is the order of the Rényi filter: it applies only with individual_budget "
+                                      "(and individual_epsilon: true)")
+    if cfg["individual_budget"] is not None and cfg["individual_order"] is None:
+        cfg["individual_order"] = FILTER_ORDER
     if cfg["individual_epsilon"]:
         _check_individual(cfg, method, err)
     elif cfg["individual_budget"] is not None:
