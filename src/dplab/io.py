@@ -61,17 +61,21 @@ def atomic_writes(writers: dict[str | Path, Callable[[Path], None]]) -> None:
         raise
 
 
+#: the name prefix of :func:`folder_lock`'s lock files (no result: provenance skips them)
+LOCK_PREFIX = ".dplab-lock."
+
+
 @contextmanager
 def folder_lock(path: str | Path, flag: str = "--out") -> Iterator[Path]:
     """Hold ``path``, a folder a command writes, for the block: a second command writing it
     meanwhile is refused (one line naming ``flag``, the folder and the holder's pid) rather than
     both printing results of which the folder holds one.  The lock is ``flock`` on the file
-    ``.NAME.lock`` beside the folder, which holds the holder's pid and is removed when the block
+    ``.dplab-lock.NAME`` (:data:`LOCK_PREFIX`) beside the folder, which holds the holder's pid and is removed when the block
     ends; the kernel releases a ``flock`` when its process dies, so a killed command (``kill -9``)
-    leaves at most a stale ``.NAME.lock`` that the next command takes over."""
+    leaves at most a stale lock file that the next command takes over."""
     path = Path(path)
     made = _make_folder(path.parent)
-    lock = path.parent / f".{path.name}.lock"
+    lock = path.parent / f"{LOCK_PREFIX}{path.name}"
     try:
         while True:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())

@@ -207,6 +207,7 @@ def sigma_for_risk(setting: Setting, tpr: float | None = None, fpr: float | None
     accountant = PldAccountant()
 
     def ok(sigma: float) -> bool:
+        sigma = min(sigma, SIGMA_MAX)  # exp(log(SIGMA_MAX)) rounds above it
         return meets(setting.replace(noise_multiplier=sigma), tpr, fpr, advantage)
 
     if setting.sampling == "full_batch":

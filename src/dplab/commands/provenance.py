@@ -44,8 +44,11 @@ def run(args) -> int:
     if missing:
         raise DPLabError("outputs", f"no such file or directory: {', '.join(missing)}")
     for name in args.outputs:  # a FIFO would block the hash, /dev/zero would never end it
-        if not Path(name).is_dir():
-            input_file(name, "outputs", empty_ok=True)
+        entries = [p for p in Path(name).rglob("*") if not p.is_dir()] if Path(name).is_dir() else [Path(name)]
+        for entry in entries:
+            input_file(entry, "outputs", empty_ok=True)
+        if not entries:
+            raise DPLabError("outputs", f"{name} is a folder holding no file: nothing to record; make its results first")
     data = record(config, args.outputs)
     write_json(args.out, data)
     return 0

@@ -258,6 +258,8 @@ def load(folder: str | Path) -> Dataset:
     folder again (:mod:`dplab.inputs`)."""
     folder = Path(folder)
     regenerate = f"dplab prepare-data --config CONFIG --dataset {folder.name} --out {folder}"
+    if folder.is_file():  # e.g. DIR/train.npz: the fix is the folder, not a dataset named train.npz
+        raise DPLabError("--data", f"{folder} is a file; give the folder `dplab prepare-data` wrote ({folder.parent})")
     absent = [name for name in ("info.json", "train.npz", "test.npz") if not (folder / name).is_file()]
     if absent:
         raise DPLabError("--data", f"{folder} is not a prepared dataset ({', '.join(absent)} missing); "

@@ -41,8 +41,9 @@ def _check_risk_target(cfg: dict, method, err) -> None:
     """target_tpr with target_fpr, TPR above FPR, calibrated with pld (docs/risk.md); sets the accountant."""
     try:
         risk.check_target(cfg["target_tpr"], cfg["target_fpr"], None)
-    except DPLabError as bad:
-        raise err(f"target_{bad.key}", bad.message) from None
+    except DPLabError as bad:  # its message names the command line's flags: name the run's keys
+        message = bad.message.replace("--tpr", "target_tpr").replace("--fpr", "target_fpr")
+        raise err(f"target_{bad.key}", message.replace("exceed fpr", "exceed target_fpr")) from None
     if method.noise != "independent" or cfg["sampling"] not in risk.RISK_SAMPLINGS:
         raise err("target_tpr", f"a risk target is calibrated for sampling {' or '.join(risk.RISK_SAMPLINGS)} with "
                                 f"independent noise (pld); got method {method.name}, sampling {cfg['sampling']}")
