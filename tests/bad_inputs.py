@@ -643,9 +643,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bad_inputs.") as tmp:
         work = Path(tmp)
         data, table, paths = prepare(work, subprocess_call)
-        with ThreadPoolExecutor(args.jobs) as pool:
-            results = pool.map(lambda e: run_entry(e, work, data, table, paths, subprocess_call, args.timeout), entries)
-        for entry, result in zip(entries, results):
+        pool = ThreadPoolExecutor(args.jobs)
+        results = pool.map(lambda e: run_entry(e, work, data, table, paths, subprocess_call, args.timeout), entries)
+        for entry, result in zip(entries, results):  # printed as they come, in order
             if result is None:
                 print(f"skip      round {entry.round} point {entry.point}  {entry.name} (cannot mount a tmpfs here)")
                 continue
@@ -656,6 +656,7 @@ def main(argv: list[str] | None = None) -> int:
                     or [""])[-1][:110]
             print(f"{','.join(found) or 'ok':<12} round {entry.round} point {entry.point}  exit {result.code}  {result.seconds:5.1f} s CPU  "
                   f"{entry.name}  | {last}", flush=True)
+        pool.shutdown()
     print(f"\n{len(entries)} inputs; " + ", ".join(f"{name}: {counts[name]}" for name in CLASSES))
     return 0
 
