@@ -60,6 +60,8 @@ CLASSES = ("silent", "late", "hang", "exit_code", "half_written", "lines", "mess
 LATE = 10.0
 #: CPU seconds after which a command counts as hanging; wall seconds (default of --timeout)
 CPU_LIMIT, TIMEOUT = 60, 600.0
+#: this process's PYTHONPATH made absolute (a test changes the working folder before a holder starts)
+PYTHONPATH = os.pathsep.join(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
 
 RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 6, "batch_size": 20, "lr": 0.5,
@@ -550,10 +552,8 @@ def run_entry(entry: Entry, work: Path, data: Path, table: Path, paths: dict[str
 #: holds the folder argv[1] (dplab.io.folder_lock) until its stdin closes; says "held" once it does
 #: (a dplab without the lock, counted before it existed, holds nothing, as its commands did not)
 HOLDER = """import contextlib, sys
-try:
-    from dplab.io import folder_lock
-except ImportError:
-    folder_lock = contextlib.nullcontext
+import dplab.io
+folder_lock = getattr(dplab.io, "folder_lock", contextlib.nullcontext)
 with folder_lock(sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()
@@ -564,7 +564,7 @@ def hold(folder: str, killed: bool) -> subprocess.Popen | None:
     """Another process holding ``folder`` as a command writing it does (None once ``killed``:
     SIGKILL, as ``kill -9`` of a run, after it took the folder)."""
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, folder], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+                              text=True, env={**os.environ, "PYTHONPATH": PYTHONPATH})
     if holder.stdout.readline().strip() != "held":
         holder.kill()
         raise SystemExit(f"setup failed: could not hold {folder}")
