@@ -381,6 +381,9 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
     paths["bad_claims"] = folder / "bad_claims"
     (folder / "bad_claims" / "tables").mkdir(parents=True, exist_ok=True)
     (folder / "bad_claims" / "tables" / "claims.csv").write_text("a,table_rows\n1,1\n")
+    (folder / "bad_claims" / "figures").mkdir(exist_ok=True)
+    for drawing in ("claims.pdf", "claims.png"):  # complete but for the table's columns
+        (folder / "bad_claims" / "figures" / drawing).write_bytes(b"drawn")
     paths["mf_bad_info"] = folder / "mf_bad_info"
     paths["mf_bad_info"].mkdir(exist_ok=True)
     with np.load(data.parent / "mf" / MF_FILE) as saved:

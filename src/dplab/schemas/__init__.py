@@ -215,9 +215,10 @@ def load_yaml(path: str | Path) -> dict:
         raise DPLabError("config", f"no such file: {path}") from None
     except IsADirectoryError:
         raise DPLabError("config", f"{path} is a folder; give a YAML file") from None
-    except (DuplicateKeyError, TooLargeError) as err:
-        where = f" (line {err.problem_mark.line + 1})" if err.problem_mark else ""
-        raise DPLabError(str(path), err.problem + where) from None
+    except DuplicateKeyError as err:  # its problem names both lines
+        raise DPLabError(str(path), err.problem) from None
+    except TooLargeError as err:
+        raise DPLabError(str(path), f"{err.problem} (line {err.problem_mark.line + 1})") from None
     except UnicodeDecodeError as err:
         raise DPLabError(str(path), f"not a UTF-8 text file ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
