@@ -1,7 +1,7 @@
 """Issue 25's count: a list of bad inputs run against the ``dplab`` subcommands, each classed
 by what went wrong.
 
-    python tests/bad_inputs.py [--timeout S] [--only NAME …]
+    python tests/bad_inputs.py [--timeout S] [--only NAME …] [--round N]
 
 runs every entry in a fresh folder as ``python -m dplab.cli …`` (the ``dplab`` of ``PYTHONPATH``:
 point it at another checkout to count that one) under a per-input timeout, and prints one line
@@ -20,7 +20,13 @@ The classes, as issue 25 names them (an entry may fall in several):
   3 a valid run that failed);
 - ``half_written``: the command failed but left files under its output folder;
 - ``lines``: more (or, on success, any) lines on stderr than the one line of a refusal, log lines
-  (progress, notes: "YYYY-MM-DD HH:MM:SS …") aside.
+  (progress, notes: "YYYY-MM-DD HH:MM:SS …") aside;
+- ``message``: a refusal whose line does not say what the entry's ``says`` expects (the right
+  key, range or fix).
+
+Entries of ``round`` 3 are the third hostile probe's (JSON duplicates, two runs in one folder,
+alias bombs and unbounded work, flags used or refused, inputs checked where they enter, messages);
+its ``point`` numbers are that probe's.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -48,11 +55,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config" / "config.yaml"
-CLASSES = ("silent", "late", "hang", "exit_code", "half_written", "lines")
+CLASSES = ("silent", "late", "hang", "exit_code", "half_written", "lines", "message")
 #: CPU seconds after which a refusal counts as late (a start, imports included, is ~3 s of CPU here)
 LATE = 10.0
 #: CPU seconds after which a command counts as hanging; wall seconds (default of --timeout)
 CPU_LIMIT, TIMEOUT = 60, 600.0
+#: this process's PYTHONPATH made absolute (a test changes the working folder before a holder starts)
+PYTHONPATH = os.pathsep.join(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
 
 RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 6, "batch_size": 20, "lr": 0.5,
@@ -61,6 +70,8 @@ RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 6
 SGD = {"method": "sgd", "model": "logreg", "dataset": "synthetic", "steps": 6, "batch_size": 20, "l2": 1.0,
        "log_every": 3, "device": "cpu"}
 EPS = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100", "--delta", "1e-5"]
+#: the saved factorization of :data:`BLT` (``dplab.layout.cache_key``)
+MF_FILE = "blt_T6_k2_mean.npz"
 #: a dp_mf run with a BLT of 2 buffers (issue 27), refused below with one key changed
 BLT = {**RUN, "method": "dp_mf", "strategy": "blt", "buffers": 2, "min_separation": 10, "accountant": "mf",
        "accountants": ["mf"]}
@@ -91,6 +102,10 @@ class Entry:
     cheap: bool = True  # run in-process by tests/test_bad_inputs.py
     mount: str | None = None  # a tmpfs of this size holds OUT (skipped where it cannot be mounted)
     extra: dict = field(default_factory=dict)
+    round: int = 2  # 1–2: the first probe's list (points of its issue); 3: the third probe's
+    says: str | None = None  # a regular expression the refusal's line must match
+    hold: str | None = None  # an OUT… folder another process holds (dplab.io.folder_lock) meanwhile
+    killed: bool = False  # with hold: that process is killed (SIGKILL) before the entry runs
 
 
 #: a pipeline config of one small run (planning it is cheap), as YAML text
@@ -109,6 +124,13 @@ runs:
     delta: 1.0e-5
     accountant: rdp
 """
+
+
+#: JSON with a key given twice (the last wins in Python: ε = 32830 with σ = 0.01)
+DUP_RUN = json.dumps(RUN)[:-1] + ', "noise_multiplier": 0.01}'
+DUP_NESTED = json.dumps({**RUN, "accountants": None})[:-1] + ', "grid": {"a": 1, "a": 2}}'
+SYNTHETIC = json.dumps({"kind": "synthetic", "train_size": 200, "test_size": 50, "dim": 5})
+DUP_DATASET = SYNTHETIC[:-1] + ', "train_size": 20}'
 
 
 ENTRIES: list[Entry] = [
@@ -278,6 +300,115 @@ ENTRIES: list[Entry] = [
     Entry("momentum with optimizer adam", 10, ["check-config", "FILE:adam_momentum.yaml"]),
     Entry("lr_schedule step without lr_step_size", 10, ["train", "--run-json", json.dumps(
         {**RUN, "lr_schedule": "step"}), "--data", "DATA", "--out", "OUTDIR"]),
+    *[Entry(name, point, argv, expect, round=3, says=says, hold=hold, killed=killed, cheap=cheap)
+      for name, point, argv, expect, says, hold, killed, cheap in [
+        # 1. duplicate keys in every JSON dplab reads
+        ("--run-json with noise_multiplier twice", 1, ["train", "--run-json", DUP_RUN, "--data", "DATA", "--out",
+                                                      "OUTDIR"], 2, "noise_multiplier' given twice", None, False, True),
+        ("--run-json with a key twice inside a nested object", 1, ["train", "--run-json", DUP_NESTED, "--data",
+                                                                   "DATA", "--out", "OUTDIR"], 2, "given twice", None,
+         False, True),
+        ("--dataset-json with a key twice", 1, ["prepare-data", "--dataset-json", DUP_DATASET, "--out", "OUTDIR"], 2,
+         "train_size' given twice", None, False, True),
+        ("--params-json with a key twice", 1, ["figure-table", "sigma_vs_steps", "--params-json",
+                                               '{"steps": [10, 20], "steps": [10, 30]}', "--out", "OUT.csv"], 2,
+         "steps' given twice", None, False, True),
+        ("--config-json with a key twice", 1, ["provenance", "--config-json", '{"seed": 1, "seed": 2}', "--out",
+                                               "OUT.json", "FILE:mini.yaml"], 2, "seed' given twice", None, False,
+         True),
+        ("--audit-json with a key twice", 1, ["audit", "--audit-json", '{"runs": 2, "runs": 4}', "--data", "DATA",
+                                              "--out", "OUT.csv"], 2, "runs' given twice", None, False, True),
+        ("sweep --summary with a second setting", 1, ["sweep", "--summary", "FILE:dup_summary.json", "--accountants",
+                                                      "rdp", "--points", "3", "--out", "OUT.csv"], 2,
+         "setting' given twice", None, False, True),
+        # 2. one run per output folder
+        ("train into a folder another train holds", 2, ["train", "--run-json", json.dumps(RUN), "--data", "DATA",
+                                                        "--out", "OUTDIR"], 2, r"outDIR is being written by .*pid \d+",
+         "OUTDIR", False, True),
+        ("prepare-data into a folder another command holds", 2, ["prepare-data", "--dataset-json", SYNTHETIC, "--out",
+                                                                 "OUTDIR"], 2, r"being written by .*pid \d+",
+         "OUTDIR", False, True),
+        ("train into a folder whose holder was killed (kill -9)", 2, ["train", "--run-json", json.dumps(RUN), "--data",
+                                                                     "DATA", "--out", "OUTDIR"], 0, None, "OUTDIR",
+         True, True),
+        # 3. bounded before work
+        ("check-config: alias bomb of 9 levels", 3, ["check-config", "FILE:bomb9.yaml"], 2, "YAML_NODES_MAX", None,
+         False, True),
+        ("check-config: alias bomb of 6 levels", 3, ["check-config", "FILE:bomb6.yaml"], 2, "YAML_NODES_MAX", None,
+         False, True),
+        ("check-config: alias bomb of 5 levels under an unknown key", 3, ["check-config", "FILE:bomb5.yaml"], 2,
+         "unknown key", None, False, True),
+        ("check-config: an alias inside its own anchor", 3, ["check-config", "FILE:recursive.yaml"], 2, "recursive",
+         None, False, True),
+        ("check-config: 100 000 nested [", 3, ["check-config", "FILE:deep.yaml"], 2, "DEPTH_MAX", None, False, True),
+        ("--run-json of 100 000 nested [", 3, ["train", "--run-json", "[" * 100_000, "--data", "DATA", "--out",
+                                              "OUTDIR"], 2, "DEPTH_MAX", None, False, True),
+        ("mf banded_toeplitz T = 1e6, bands = 1e5", 3, ["mf", "--strategy", "banded_toeplitz", "--steps", "1000000",
+                                                        "--bands", "100000"], 2, "MAX_WORK", None, False, True),
+        ("train dp_mf banded_toeplitz T = 1e6, bands = 1e5", 3, ["check-config", "FILE:toeplitz_work.yaml"], 2,
+         "MAX_WORK", None, False, True),
+        # 4. every flag and key used, or refused
+        *[(f"individual_order {order} without individual_budget", 4, ["train", "--run-json", json.dumps(
+            {**RUN, "individual_order": order, **more}), "--data", "DATA", "--out", "OUTDIR"], 2,
+           "individual_order: .*individual_budget", None, False, True)
+          for order, more in ((1.0, {}), (-3, {}), (32, {"individual_epsilon": True}))],
+        *[(f"mf {' '.join(flags)} without --delta", 4, ["mf", "--strategy", "banded", "--steps", "100", "--bands", "4",
+                                                        *flags], 2, "only with --delta", None, False, True)
+          for flags in (["--sampling-rate", "0.1"], ["--sampling", "cyclic_poisson"], ["--neighbouring", "replace_one"],
+                        ["--dataset-size", "1000", "--batch-size", "10"])],
+        ("mf --dataset-size with --delta but no cyclic_poisson", 4, ["mf", "--strategy", "banded", "--steps", "100",
+                                                                     "--bands", "4", "--noise-multiplier", "1",
+                                                                     "--delta", "1e-5", "--dataset-size", "1000"], 2,
+         "cyclic_poisson", None, False, True),
+        ("mf --participations 50 --min-separation 10 --steps 100", 4, ["mf", "--strategy", "sqrt", "--steps", "100",
+                                                                       "--participations", "50", "--min-separation",
+                                                                       "10"], 2, r"participations: .*=10\]", None,
+         False, True),
+        ("mf --out dir/", 4, ["mf", "--strategy", "sqrt", "--steps", "10", "--out", "OUTDIR/"], 2, "ends with '/'",
+         None, False, True),
+        # 5. checked where it enters
+        ("prepare-data: Fashion-MNIST with labels 200", 5, ["prepare-data", "--dataset-json", "FASHION", "--out",
+                                                            "OUTDIR"], 2, "labels hold .*200", None, False, True),
+        *[(f"prepare-data digits test_fraction {fraction}", 5, ["prepare-data", "--dataset-json", json.dumps(
+            {"kind": "digits", "test_fraction": fraction}), "--out", "OUTDIR"], 2, "test_fraction: must leave", None,
+           False, True) for fraction in (0.0001, 0.9999)],
+        ("check-config digits test_fraction 0.999, batch 1", 5, ["check-config", "FILE:digits_999.yaml"], 2,
+         "test_fraction: must leave", None, False, True),
+        ("train: saved factorization whose info is not JSON", 5, ["train", "--run-json", json.dumps(BLT), "--data",
+                                                                  "DATA", "--out", "OUTDIR", "--mf-cache",
+                                                                  "FILE:mf_bad_info"], 2, "not a JSON object", None,
+         False, True),
+        ("index over a claims.csv without the claims columns", 5, ["index", "--results", "FILE:bad_claims", "--out",
+                                                                   "OUT_index.txt"], 2, "no 'verdict' column", None,
+         False, True),
+        ("provenance over a folder holding only a FIFO", 5, ["provenance", "--config", "FILE:mini.yaml", "--out",
+                                                             "OUT.json", "FILE:fifo_only"], 2, "FIFO", None, False,
+         True),
+        ("provenance over an empty folder", 5, ["provenance", "--config", "FILE:mini.yaml", "--out", "OUT.json",
+                                                "FILE:no_results"], 2, "holding no file", None, False, True),
+        # 6. messages that say the right thing
+        ("sigma: a risk target no σ reaches", 6, ["sigma", "--accountant", "pld", "--sampling-rate", "1", "--steps",
+                                                 "1", "--tpr", "0.0100000000001", "--fpr", "0.01"], 2,
+         "no σ ≤ 1e\\+07 meets", None, False, True),
+        ("mf blt --steps 1 --buffers 1", 6, ["mf", "--strategy", "blt", "--steps", "1", "--buffers", "1"], 2,
+         "steps: must be >= 2", None, False, True),
+        ("train target_tpr without target_fpr", 6, ["train", "--run-json", json.dumps(
+            {**RUN, "noise_multiplier": None, "target_tpr": 0.5}), "--data", "DATA", "--out", "OUTDIR"], 2,
+         "target_tpr and target_fpr go together", None, False, True),
+        ("train target_tpr below target_fpr", 6, ["train", "--run-json", json.dumps(
+            {**RUN, "noise_multiplier": None, "target_tpr": 0.05, "target_fpr": 0.1}), "--data", "DATA", "--out",
+                                                  "OUTDIR"], 2, "exceed target_fpr", None, False, True),
+        ("train --data DIR/train.npz", 6, ["train", "--run-json", json.dumps(RUN), "--data", "DATA/train.npz", "--out",
+                                           "OUTDIR"], 2, r"is a file; give the folder", None, False, True),
+        ("figure-table --inputs of a path outside results/", 6, ["figure-table", "accountants_vs_pld", "--params-json",
+                                                                  '{"sweep": "dp_sgd"}', "--inputs", "sweep=nope.csv",
+                                                                  "summary=nope.json", "--out", "OUT.csv"], 2,
+         "under results/", None, False, True),
+        ("index --results of a missing path", 6, ["index", "--results", "OUT_missing", "--out", "OUT_index.txt"], 2,
+         "does not exist", None, False, True),
+        ("index --results of a file", 6, ["index", "--results", "FILE:mini.yaml", "--out", "OUT_index.txt"], 2,
+         "is a file", None, False, True),
+    ]],
 ]
 
 #: a model file of the list: a network on the synthetic data's 5 features, and three bad ones
@@ -340,6 +471,16 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
         "model_output_run.yaml": single.replace("model: logreg", f"model: {models}:Seven"),
         "model_bn.yaml": single.replace("model: logreg", f"model: {models}:Normed"),
         "adam_momentum.yaml": MINI.replace("lr: 0.5", "lr: 0.5\n    optimizer: adam\n    momentum: 0.9"),
+        "bomb9.yaml": bomb(9), "bomb6.yaml": bomb(6), "bomb5.yaml": bomb(5),
+        "recursive.yaml": "datasets: &a [*a]\n",
+        "deep.yaml": "datasets: " + "[" * 100_000 + "\n",
+        "toeplitz_work.yaml": MINI.replace("method: dp_sgd", "method: dp_mf\n    strategy: banded_toeplitz\n"
+                                           "    bands: 100000\n    min_separation: 100000").replace(
+            "steps: 6", "steps: 1000000").replace("accountant: rdp", "accountant: mf"),
+        "digits_999.yaml": MINI.replace("synthetic: {kind: synthetic, train_size: 200, test_size: 50, dim: 5}",
+                                        "synthetic: {kind: digits, test_fraction: 0.999}").replace(
+            "batch_size: 20", "batch_size: 1"),
+        "dup_summary.json": '{"setting": {"noise_multiplier": 100},' + (data.parent / "run" / "summary.json").read_text()[1:],
     })
     paths = {}
     for name, text in texts.items():
@@ -361,6 +502,21 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
     if not fifo.exists():
         os.mkfifo(fifo)
     paths["fifo"] = fifo
+    (folder / "fifo_only").mkdir(exist_ok=True)
+    if not (folder / "fifo_only" / "fifo").exists():
+        os.mkfifo(folder / "fifo_only" / "fifo")
+    paths["fifo_only"] = folder / "fifo_only"
+    paths["fashion"] = fashion(folder / "fashion")
+    paths["bad_claims"] = folder / "bad_claims"
+    (folder / "bad_claims" / "tables").mkdir(parents=True, exist_ok=True)
+    (folder / "bad_claims" / "tables" / "claims.csv").write_text("a,table_rows\n1,1\n")
+    (folder / "bad_claims" / "figures").mkdir(exist_ok=True)
+    for drawing in ("claims.pdf", "claims.png"):  # complete but for the table's columns
+        (folder / "bad_claims" / "figures" / drawing).write_bytes(b"drawn")
+    paths["mf_bad_info"] = folder / "mf_bad_info"
+    paths["mf_bad_info"].mkdir(exist_ok=True)
+    with np.load(data.parent / "mf" / MF_FILE) as saved:
+        np.savez(paths["mf_bad_info"] / MF_FILE, **{**saved, "info": np.array("{not JSON")})
     return paths
 
 
@@ -432,6 +588,25 @@ def _tampered() -> dict:
             "mf_loss": (blt, {"info": info}),
             "mf_edited": (banded, {"encoder": edit}),
             "mf_bands": (banded, {"bands": lambda bands: bands * 0 + 1})}
+
+
+def bomb(levels: int) -> str:
+    """A YAML "billion laughs": ``levels`` anchors, each a list of 9 aliases of the one before
+    (9^levels strings once expanded), under keys of no pipeline config."""
+    lines = ["lol0: &a0 [" + ", ".join(['"lol"'] * 9) + "]"]
+    lines += [f"lol{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def fashion(folder: Path) -> Path:
+    """The four IDX files of a (Fashion-)MNIST folder of 20 training and 10 test images whose
+    training labels are 200, not a class 0..9."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for stem, count, label in (("train", 20, 200), ("t10k", 10, 1)):
+        (folder / f"{stem}-images-idx3-ubyte").write_bytes(
+            struct.pack(">4I", 0x803, count, 28, 28) + bytes(count * 28 * 28))
+        (folder / f"{stem}-labels-idx1-ubyte").write_bytes(struct.pack(">2I", 0x801, count) + bytes([label]) * count)
+    return folder
 
 
 def _audit(**change) -> dict:
@@ -518,6 +693,8 @@ def classify(entry: Entry, result: Result) -> list[str]:
     lines = [line for line in result.stderr.splitlines() if line.strip() and not LOG_LINE.match(line)]
     if len(lines) > (0 if result.code == 0 else 1):
         found.append("lines")
+    if entry.says and not (lines and re.search(entry.says, lines[-1])):
+        found.append("message")
     return found
 
 
@@ -525,13 +702,17 @@ def resolve(argv: list[str], out: Path, data: Path, table: Path, paths: dict[str
     resolved = []
     for token in argv:
         if token.startswith("OUT"):
-            token = str(out / ("out" + token[3:]))
+            token = str(out / ("out" + token[3:])) + ("/" if token.endswith("/") else "")
+        elif token.startswith("DATA/"):
+            token = str(data / token[5:])
         elif token.startswith("FILE:"):
             name = token[5:]
             token = name if name.startswith("/") else str(paths[name])
         resolved.append({"DATA": str(data), "DIGITS": str(data.parent / "digits"), "TABLE": str(table),
                          "AUDIT_RUNS": json.dumps(_audit(runs=10**9)),
-                         "AUDIT_GOOD": json.dumps(_audit(dataset="digits", steps=[1, 4], runs=4))}.get(token, token))
+                         "AUDIT_GOOD": json.dumps(_audit(dataset="digits", steps=[1, 4], runs=4)),
+                         "FASHION": json.dumps({"kind": "fashion_mnist", "path": str(paths.get("fashion", ""))})
+                         }.get(token, token))
     return resolved
 
 
@@ -556,13 +737,46 @@ def run_entry(entry: Entry, work: Path, data: Path, table: Path, paths: dict[str
     shutil.rmtree(out, ignore_errors=True)
     if entry.mount and not mount(out, entry.mount):
         return None
+    holder = hold(resolve([entry.hold], out, data, table, paths)[0], entry.killed) if entry.hold else None
     try:
         code, stderr, seconds = call(resolve(entry.argv, out, data, table, paths), timeout)
+    finally:
+        if holder is not None:
+            holder.communicate()  # its stdin closed: it lets go of the folder and ends
+    try:
         left = sorted(str(p.relative_to(out)) for p in out.rglob("*")) if out.exists() else []
     finally:
         if entry.mount:
             umount(out)
     return Result(code, stderr, seconds, left)
+
+
+#: holds the folder argv[1] (dplab.io.folder_lock) until its stdin closes; says "held" once it does
+#: (a dplab without the lock, counted before it existed, holds nothing, as its commands did not)
+HOLDER = """import contextlib, sys
+import dplab.io
+folder_lock = getattr(dplab.io, "folder_lock", contextlib.nullcontext)
+with folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def hold(folder: str, killed: bool) -> subprocess.Popen | None:
+    """Another process holding ``folder`` as a command writing it does (None once ``killed``:
+    SIGKILL, as ``kill -9`` of a run, after it took the folder)."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, folder], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    if holder.stdout.readline().strip() != "held":
+        holder.kill()
+        raise SystemExit(f"setup failed: could not hold {folder}")
+    if killed:
+        holder.kill()
+        holder.wait()
+        holder.stdin.close()
+        holder.stdout.close()
+        return None
+    return holder
 
 
 #: `dplab ARGV` that then appends its CPU seconds to the file $BAD_INPUTS_CPU
@@ -624,25 +838,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds per input (default %(default)s)")
     parser.add_argument("--only", nargs="*", default=None, help="run only entries whose name contains one of these")
     parser.add_argument("--jobs", type=int, default=2, help="entries run at once (default %(default)s)")
+    parser.add_argument("--round", type=int, default=None, help="run only the entries of this round (2 or 3)")
     args = parser.parse_args(argv)
-    entries = [e for e in ENTRIES if not args.only or any(s in e.name for s in args.only)]
+    entries = [e for e in ENTRIES if (not args.only or any(s in e.name for s in args.only))
+               and args.round in (None, e.round)]
     counts = dict.fromkeys(CLASSES, 0)
     with tempfile.TemporaryDirectory(prefix="bad_inputs.") as tmp:
         work = Path(tmp)
         data, table, paths = prepare(work, subprocess_call)
-        with ThreadPoolExecutor(args.jobs) as pool:
-            results = pool.map(lambda e: run_entry(e, work, data, table, paths, subprocess_call, args.timeout), entries)
-        for entry, result in zip(entries, results):
+        pool = ThreadPoolExecutor(args.jobs)
+        results = pool.map(lambda e: run_entry(e, work, data, table, paths, subprocess_call, args.timeout), entries)
+        for entry, result in zip(entries, results):  # printed as they come, in order
             if result is None:
-                print(f"skip      point {entry.point}  {entry.name} (cannot mount a tmpfs here)")
+                print(f"skip      round {entry.round} point {entry.point}  {entry.name} (cannot mount a tmpfs here)")
                 continue
             found = classify(entry, result)
             for name in found:
                 counts[name] += 1
             last = ([line for line in result.stderr.splitlines() if line.strip() and not LOG_LINE.match(line)]
                     or [""])[-1][:110]
-            print(f"{','.join(found) or 'ok':<12} point {entry.point}  exit {result.code}  {result.seconds:5.1f} s CPU  "
+            print(f"{','.join(found) or 'ok':<12} round {entry.round} point {entry.point}  exit {result.code}  {result.seconds:5.1f} s CPU  "
                   f"{entry.name}  | {last}", flush=True)
+        pool.shutdown()
     print(f"\n{len(entries)} inputs; " + ", ".join(f"{name}: {counts[name]}" for name in CLASSES))
     return 0
 

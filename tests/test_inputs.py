@@ -144,3 +144,56 @@ def test_a_damaged_factorization_given_to_its_figure_is_named(damaged_factorizat
     assert f"{damaged_factorization}: saved factorization corrupt or truncated" in line
     assert f"`dplab mf --strategy STRATEGY --steps T [--bands M] --out {damaged_factorization}`" in line
     assert not out.exists()
+
+
+def test_every_json_refuses_a_key_given_twice_naming_it():
+    """Python's json keeps the last of two equal keys; dplab's reader refuses them at any depth,
+    and reads an object of distinct keys exactly as json does."""
+    from dplab.inputs import DuplicateKey, loads
+
+    text = '{"a": 1, "b": {"c": [1, {"d": 2}], "e": null}}'
+    assert loads(text) == json.loads(text)
+    for doubled, key in (('{"a": 1, "a": 2}', "a"), ('{"x": [{"b": 1, "b": 1}]}', "b")):
+        with pytest.raises(DuplicateKey, match=f"key '{key}' given twice"):
+            loads(doubled)
+
+
+@pytest.mark.parametrize("text, depth", [("[" * 100_000, 100_000), ('{"a": "[[[[", "b": [[1]]}', 3),
+                                          ('["\\"[[[[", 1]', 1)])
+def test_json_nesting_is_counted_outside_strings_and_bounded(text, depth):
+    from dplab.inputs import DEPTH_MAX, _json_depth, loads
+
+    assert _json_depth(text) == depth
+    if depth > DEPTH_MAX:
+        with pytest.raises(ValueError, match="DEPTH_MAX"):
+            loads(text)
+    else:
+        assert loads(text) == json.loads(text)
+
+
+def test_yaml_aliases_are_bounded_by_their_expanded_size_not_their_text(tmp_path):
+    """A "billion laughs" is refused as PyYAML composes it (its text is a few hundred bytes, its
+    expansion 9^L strings); the same aliases within the limit load as PyYAML loads them."""
+    from dplab.errors import DPLabError
+    from dplab.schemas import YAML_NODES_MAX, load_yaml
+
+    def bomb(levels: int) -> str:
+        lines = ["a0: &a0 [" + ", ".join(["x"] * 9) + "]"]
+        lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+        return "\n".join(lines) + "\n"
+
+    sizes = [10]  # nodes of a_i expanded: the list and its 9 items
+    while len(sizes) < 9:
+        sizes.append(1 + 9 * sizes[-1])
+    document = [1 + sum(1 + n for n in sizes[:levels]) for levels in range(1, 10)]  # the mapping, keys, lists
+    small = max(levels for levels in range(1, 10) if document[levels - 1] <= YAML_NODES_MAX)
+    path = tmp_path / "c.yaml"
+    path.write_text(bomb(small))
+    assert load_yaml(path) == yaml.safe_load(bomb(small))
+    path.write_text(bomb(9))  # refused at the first anchor past the limit, long before a8's 4.8e8 nodes
+    first = next(n for n in sizes if n > YAML_NODES_MAX)
+    with pytest.raises(DPLabError, match=f"expands to {first} nodes .* \\(line {sizes.index(first) + 1}\\)"):
+        load_yaml(path)
+    path.write_text("a: &x [*x]\n")
+    with pytest.raises(DPLabError, match="recursive"):
+        load_yaml(path)

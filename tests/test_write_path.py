@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dplab import io as dplab_io
-from dplab.cli import EXIT_CODES, RUN_FAILED, main
+from dplab.cli import EXIT_CODES, INTERRUPTED, RUN_FAILED, main
 
 RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 6, "batch_size": 20, "lr": 0.5,
        "clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5, "accountant": "rdp", "accountants": ["rdp"],
@@ -134,3 +134,56 @@ def test_a_full_disk_exits_3_and_leaves_nothing(synthetic, table, tmp_path, caps
         assert _left(disk) == []
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True, timeout=30)
+
+
+def test_a_run_killed_after_a_checkpoint_leaves_only_the_checkpoint(synthetic, tmp_path, monkeypatch):
+    """The run's files land together at its end: a run stopped after its first checkpoint (as by
+    ``kill -9``) leaves the checkpoint to resume from, and no grad_norms.csv or header-only
+    individual_epsilon.csv beside it (docs/training.md, "Recovering from a crash")."""
+    from dplab.training import checkpoint
+
+    save = checkpoint.save
+
+    def save_then_die(out, state):
+        save(out, state)
+        raise KeyboardInterrupt  # an interrupt keeps the folder as it is, as a kill does
+
+    monkeypatch.setattr(checkpoint, "save", save_then_die)
+    out = tmp_path / "run"
+    assert main(["train", "--run-json", json.dumps({**RUN, "checkpoint_every": 3}), "--data", str(synthetic),
+                 "--out", str(out)]) == INTERRUPTED
+    assert [name for name in _left(out) if not name.startswith("checkpoint")] == [], _left(out)
+    assert _left(out), "the checkpoint is kept, to resume from"
+
+
+HOLDER = """import sys
+from dplab.io import folder_lock
+with folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_folder_has_one_writer_and_a_killed_one_leaves_no_lock(synthetic, tmp_path, capsys):
+    """While another process holds a run folder (as a running ``dplab train`` does), a second
+    train into it is refused in one line naming the folder and the holder's pid, and writes
+    nothing; once the holder is killed with SIGKILL the kernel has released its lock, and the
+    next train runs."""
+    import sys
+
+    out = tmp_path / "runs" / "a"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        argv = ["train", "--run-json", json.dumps(RUN), "--data", str(synthetic), "--out", str(out)]
+        capsys.readouterr()
+        assert main(argv) == 2
+        line = _one_line(capsys.readouterr().err)
+        assert f"{out} is being written by another dplab command (pid {holder.pid})" in line, line
+        assert _left(out) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(argv) == 0
+    assert (out / "summary.json").is_file() and not list(out.parent.glob(f"{dplab_io.LOCK_PREFIX}*"))

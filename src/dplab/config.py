@@ -21,7 +21,7 @@ from dplab.figures import FIGURE_IDS, figure as figure_module
 from dplab.entries import dataset_entry, grid_runs, run_entry
 from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa: F401  (the commands' config API)
 from dplab.training.resolve import resolve_run
-from dplab.training.data import expected_info
+from dplab.training.data import expected_info, resolve_dataset
 from dplab.training.preflight import check_run
 from dplab.training.methods import update_of
 from dplab.training.settings import RunSettings
@@ -103,7 +103,7 @@ def check_command_line(argv: list[str], overrides: dict, files: dict) -> None:
     """
     import yaml
 
-    from dplab.schemas import DuplicateKeyError, _UniqueKeyLoader
+    from dplab.schemas import DuplicateKeyError, TooLargeError, parse_yaml
 
     if argv and argv[0].replace("\\", "/").rsplit("/", 1)[-1] in ("snakemake", "__main__.py"):
         for flag, given in _flag_values(argv).items():
@@ -120,9 +120,11 @@ def check_command_line(argv: list[str], overrides: dict, files: dict) -> None:
             seen[key] = value
             if value.lstrip("'\"").startswith("{"):
                 try:
-                    yaml.load(value.strip("'\""), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+                    parse_yaml(value.strip("'\""))
                 except DuplicateKeyError as err:
                     raise DPLabError(f"--config {key}", err.problem.split(", at line")[0] + "; keep one") from None
+                except TooLargeError as err:
+                    raise DPLabError(f"--config {key}", err.problem) from None
                 except yaml.YAMLError:
                     pass  # Snakemake reads it as text: the schema names the key
     for key, value in overrides.items():
@@ -146,8 +148,8 @@ def merge(config: dict, override: dict) -> None:
 
 def check_config(config: dict) -> dict[str, dict]:
     """Raise :class:`DPLabError` naming the dotted key of the first problem any job of the DAG
-    would meet, before one is planned (``config`` validated, defaults filled): references to
-    entries that do not exist; every training job's run resolved as ``dplab train`` resolves it
+    would meet, before one is planned (``config`` validated, defaults filled): every dataset
+    entry as ``prepare-data`` resolves it; references to entries that do not exist; every training job's run resolved as ``dplab train`` resolves it
     (:func:`dplab.training.resolve.resolve_run`) and checked against its dataset
     (:func:`dplab.training.preflight.check_run`); every audited method's run; sweeps; figures;
     devices against ``training_resources``.  A grid run's problem is keyed where its key was set
@@ -155,10 +157,11 @@ def check_config(config: dict) -> dict[str, dict]:
 
     Returns every training job's resolved run by its folder under results/ (the keys of
     :func:`dplab.entries.training_runs`): the one place a pipeline's runs are resolved, which
-    :func:`dplab.jobs.plan` turns into the jobs.  Every dataset comes first: the user's own data
-    (arrays, csv, image_folder) are read and checked here (:func:`dplab.training.data.expected_info`)."""
+    :func:`dplab.jobs.plan` turns into the jobs.  Every dataset comes first: its entry is resolved
+    (:func:`dplab.training.data.resolve_dataset`: a split's sizes) and the user's own data (arrays,
+    csv, image_folder) are read and checked here (:func:`dplab.training.data.expected_info`)."""
     for name in config["datasets"]:
-        expected_info(dataset_entry(config, name), name)
+        expected_info(resolve_dataset(dataset_entry(config, name), name), name)
     resolved = {f"runs/{run}": _check_run(config, run_entry(config, run), [], f"runs.{run}") for run in config["runs"]}
     for grid, spec in config.get("grids", {}).items():
         for name, item in grid_runs(config, grid).items():

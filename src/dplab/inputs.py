@@ -62,22 +62,84 @@ def input_file(path: str | Path, key: str, empty_ok: bool = False) -> Path:
     return path
 
 
+#: the deepest nesting of arrays and objects a JSON or YAML input may have (no input of dplab nests
+#: deeper than 6; Python's parsers recurse, and 100 000 nested ``[`` was a RecursionError)
+DEPTH_MAX = 64
+
+
+class DuplicateKey(ValueError):
+    """A key given twice in one JSON object."""
+
+
+def loads(text: str) -> object:
+    """The JSON value of ``text``, refusing (:class:`ValueError`, one line) what :func:`json.loads`
+    would take silently or crash on: a key given twice in one object (RFC 8259 §4: names SHOULD be
+    unique; Python keeps the last, so a second ``noise_multiplier`` replaced the first), nesting
+    deeper than :data:`DEPTH_MAX`, ``NaN``/``Infinity``."""
+    depth = _json_depth(text)
+    if depth > DEPTH_MAX:
+        raise ValueError(f"nested {depth} levels deep, more than {DEPTH_MAX} (DEPTH_MAX)")
+    return json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant)
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in ``text`` outside strings (an upper bound for invalid JSON)."""
+    import re
+
+    depth = deepest = 0
+    for token in re.finditer(r'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]', text):
+        char = token.group()[0]
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict:
+    data: dict = {}
+    for key, value in pairs:
+        if key in data:
+            raise DuplicateKey(f"key {key!r} given twice in one object; keep one (the last would silently win)")
+        data[key] = value
+    return data
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number; give a finite number")
+
+
 def read_json(path: str | Path, what: str, regenerate: str, keys: tuple[str, ...] = ()) -> dict:
-    """The JSON object in ``path``, which must hold ``keys``."""
+    """The JSON object in ``path`` (read by :func:`loads`), which must hold ``keys``."""
     if not Path(path).exists():
         raise missing(path, what, regenerate)
     input_file(path, what)
     try:
-        data = json.loads(Path(path).read_text())
+        data = loads(Path(path).read_text())
     except FileNotFoundError:
         raise missing(path, what, regenerate) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except DuplicateKey as err:
+        raise damaged(path, what, str(err), regenerate) from None
+    except (OSError, ValueError) as err:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise damaged(path, what, f"corrupt or truncated ({_reason(err)})", regenerate) from None
     if not isinstance(data, dict):
         raise damaged(path, what, f"holds a JSON {type(data).__name__}, not an object", regenerate)
     absent = [k for k in keys if k not in data]
     if absent:
         raise damaged(path, what, f"has no key {', '.join(map(repr, absent))}", regenerate)
+    return data
+
+
+def json_member(path: str | Path, text: str, what: str, regenerate: str) -> dict:
+    """The JSON object ``text`` stored inside the file ``path`` (e.g. a saved factorization's
+    ``info``), read by :func:`loads`; anything else is the file's damage."""
+    try:
+        data = loads(text)
+    except ValueError as err:
+        raise damaged(path, what, f"holds a member that is not a JSON object ({_reason(err)})", regenerate) from None
+    if not isinstance(data, dict):
+        raise damaged(path, what, f"holds a JSON {type(data).__name__} where an object belongs", regenerate)
     return data
 
 

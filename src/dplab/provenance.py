@@ -18,11 +18,14 @@ import platform
 import subprocess
 from pathlib import Path
 
+from dplab.io import LOCK_PREFIX
+
 #: distributions whose versions determine the numbers (import name differs for dp_accounting)
 PACKAGES = ("dplab", "torch", "numpy", "scipy", "dp-accounting", "opacus", "snakemake", "dvc")
 #: name prefixes of files next to results that are not results: training's resume state
 #: (checkpoint.pt, checkpoint.prev.pt, those set aside as corrupt, a killed write's temporary file)
-SKIP = ("checkpoint.", ".checkpoint.")
+#: and a folder's lock file (:func:`dplab.io.folder_lock`)
+SKIP = ("checkpoint.", ".checkpoint.", LOCK_PREFIX)
 
 
 def config_hash(config: dict) -> str:

@@ -37,10 +37,13 @@ def at_least(key: str, value, low: int) -> None:
 
 
 def json_value(flag: str, text: str):
-    """The value of a ``--*-json`` argument, refused with the parser's message when not JSON."""
-    import json
+    """The value of a ``--*-json`` argument (:func:`dplab.inputs.loads`: no key twice), refused with
+    the parser's message when not JSON."""
+    from dplab.inputs import DuplicateKey, loads
 
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
+        return loads(text)
+    except DuplicateKey as err:
+        raise DPLabError(flag, str(err)) from None
+    except ValueError as err:  # json.JSONDecodeError included
         raise DPLabError(flag, f"not valid JSON: {err}") from None

@@ -210,6 +210,7 @@ def sigma_for_risk(setting: Setting, tpr: float | None = None, fpr: float | None
     target, levels = (advantage if advantage is not None else tpr), {}
 
     def ok(sigma: float) -> bool:
+        sigma = min(sigma, SIGMA_MAX)  # exp(log(SIGMA_MAX)) rounds above it
         if sigma not in levels:
             levels[sigma] = level(setting.replace(noise_multiplier=sigma), fpr, advantage)
         return levels[sigma] <= target

@@ -25,8 +25,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from dplab.io import check_output, folder_lock
     from dplab.schemas import load_yaml
-    from dplab.io import check_output
     from dplab.training import data
 
     check_output(args.out, "--out", folder=True)
@@ -42,7 +42,8 @@ def run(args) -> int:
         raw = json_value("--dataset-json", args.dataset_json)
         name = args.dataset or "dataset"
     cfg = data.resolve_dataset(raw, name)
-    train, test, info = data.prepare(cfg, name)
-    data.write(args.out, train, test, info)
+    with folder_lock(args.out):
+        train, test, info = data.prepare(cfg, name)
+        data.write(args.out, train, test, info)
     print(f"{name}: {info['train_size']} train / {info['test_size']} test, shape {info['input_shape']} -> {args.out}")
     return 0

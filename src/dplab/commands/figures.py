@@ -78,7 +78,7 @@ def run_table(args) -> int:
         inputs = parse_input_args(args.figure, args.inputs)
     for path in input_files(inputs):
         if not Path(path).exists():
-            raise DPLabError("--inputs", f"no such file: {path} (the pipeline makes it: snakemake {path})")
+            raise DPLabError("--inputs", f"no such file: {path}" + _maker(path))
         input_file(path, "--inputs")
     what = f"the inputs ({' '.join(input_args(inputs))}) are not the result files figure {args.figure} is made from"
     with _bad_input("--inputs", what):
@@ -105,6 +105,16 @@ def run_draw(args) -> int:
         drawing = figure(args.figure).draw(table)
     style.save(drawing, args.pdf, args.png)
     return 0
+
+
+def _maker(path: str) -> str:
+    """How to make the missing result file ``path``: Snakemake makes the files under results/ (in
+    the folder it runs in), nothing makes another path."""
+    from dplab.layout import RESULTS
+
+    if Path(path).parts[:1] == (RESULTS,):
+        return f" (the pipeline makes it: snakemake {path})"
+    return f" (the pipeline writes result files under {RESULTS}/: give one of them, or a file that exists)"
 
 
 @contextlib.contextmanager
@@ -146,6 +156,9 @@ def _check_complete(results: Path, config_file: str | None) -> None:
         files = under(figure_files(figure_id))
         if any((results / f).exists() for f in files):
             wanted += files
+    if not results.is_dir():
+        what = "is a file" if results.exists() else "does not exist"
+        raise DPLabError("--results", f"{results} {what}; give the results folder (default results)")
     if not config_file and not any(p.is_file() for p in results.rglob("*")):
         raise DPLabError("--results", f"{results} holds no result files; make them first (snakemake), or give --config "
                                       "to name the missing ones")
@@ -183,6 +196,7 @@ def run_risks(results: Path) -> list[str]:
 
 def run_index(args) -> int:
     from dplab.figures import FIGURE_IDS, figure
+    from dplab.inputs import damaged
     from dplab.io import check_output, write_text
     from dplab.tables import read_table
 
@@ -193,7 +207,11 @@ def run_index(args) -> int:
              "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.", ""]
     claims = results / "tables" / "claims.csv"
     if claims.exists():  # the claims table first (docs/claims.md)
-        counts = read_table(claims, "claims table", f"dplab figure-table claims … --out {claims}").verdict.value_counts()
+        make = f"dplab figure-table claims --config CONFIG --out {claims}"
+        table = read_table(claims, "claims table", make)
+        if "verdict" not in table.columns:
+            raise damaged(claims, "claims table", "has no 'verdict' column (not the claims table)", make)
+        counts = table.verdict.value_counts()
         lines += ["**Claims of the sources, checked** ([tables/claims.csv](tables/claims.csv), docs/claims.md): "
                   + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "differs", "not checkable here")) + ".", ""]
     lines += ["| figure | reproduces | figure files | table |", "| --- | --- | --- | --- |"]

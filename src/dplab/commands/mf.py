@@ -60,13 +60,13 @@ def register(subparsers) -> None:
     p.add_argument("--noise-multiplier", type=float, default=None, help="σ: also print ε at --delta")
     p.add_argument("--epsilon", type=float, default=None, help="target ε: also print the calibrated noise multiplier (with --delta)")
     p.add_argument("--delta", type=float, default=None, help="target δ in (0, 1) (with --epsilon)")
-    p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace_one"),
-                   help="neighbouring relation of the accounting (with --epsilon/--delta)")
-    p.add_argument("--sampling", default="min_separation", choices=("min_separation", "cyclic_poisson"),
+    p.add_argument("--neighbouring", default=None, choices=("add_remove", "replace_one"),
+                   help="neighbouring relation of the accounting (with --delta; default add_remove)")
+    p.add_argument("--sampling", default=None, choices=("min_separation", "cyclic_poisson"),
                    help="participation scheme the accounting assumes, each record in one of b "
                    "partitions drawn independently once per run: partition t mod b is batch t (k "
                    "participations >= b steps apart, no amplification) or is Poisson-sampled at "
-                   "step t (cyclic_poisson: amplified; banded C)")
+                   "step t (cyclic_poisson: amplified; banded C); with --delta; default min_separation")
     p.add_argument("--sampling-rate", type=float, default=None,
                    help="q: amplified BandMF accounting, b = bands groups each Poisson-sampled with rate q once every "
                    "b steps (banded strategies); assumes each record's group is fixed for the "
@@ -91,7 +91,7 @@ AMPLIFIED = ("identity", "banded", "banded_toeplitz")
 def _check_flags(args, steps: int) -> None:
     """Refuse a flag the strategy does not take, before any optimization starts."""
     from dplab.accounting.setting import check_delta, check_epsilon
-    from dplab.mf import accounting, blt, factorizations
+    from dplab.mf import accounting, blt, factorizations, toeplitz
 
     strategy = args.strategy
     if strategy not in (*factorizations.STRATEGIES, *TOEPLITZ):
@@ -111,7 +111,7 @@ def _check_flags(args, steps: int) -> None:
     if strategy == "banded_toeplitz":
         if args.bands is None:
             raise DPLabError("bands", "is required for the banded_toeplitz strategy")
-        integer("bands", args.bands, 1, steps, "steps")
+        toeplitz.check_bands(args.bands, steps)
     if strategy in TOEPLITZ:
         if args.momentum != 0:
             raise DPLabError("momentum", f"{strategy} factorizes the prefix sum only (momentum 0)")
@@ -139,6 +139,16 @@ def _check_flags(args, steps: int) -> None:
         raise DPLabError("epsilon", "give --epsilon or --noise-multiplier with --delta")
     if args.epsilon is not None:
         accounting.check_target(args.epsilon, args.delta)
+    if args.delta is None:  # no accounting: its flags would be ignored
+        given = [flag for flag, value in (("--sampling-rate", args.sampling_rate), ("--sampling", args.sampling),
+                                          ("--neighbouring", args.neighbouring), ("--dataset-size", args.dataset_size),
+                                          ("--batch-size", args.batch_size)) if value is not None]
+        if given:
+            raise DPLabError(given[0].lstrip("-").replace("-", "_"), f"{given[0]} sets the accounting, which runs only "
+                                                                     "with --delta (and --epsilon or --noise-multiplier)")
+    elif args.sampling != "cyclic_poisson" and (args.dataset_size is not None or args.batch_size is not None):
+        raise DPLabError("dataset_size", "--dataset-size and --batch-size set the cyclic_poisson sampler only; "
+                                         "give --sampling cyclic_poisson, or drop them")
 
 
 def _sampler(args, steps: int, b: int, k: int, out: dict):
@@ -163,7 +173,7 @@ def _sampler(args, steps: int, b: int, k: int, out: dict):
             "participations", f"the min_separation sampler (b partitions cycled) gives "
                               f"k = ceil(T/b) = {sampler.participations}; got {k}"
         )
-    out.update(sampling=args.sampling)
+    out.update(sampling="min_separation")
     return sampler
 
 
@@ -182,7 +192,9 @@ def run(args) -> int:
         steps = workload.check_steps(args.steps)
     b = steps if args.min_separation is None else args.min_separation
     integer("min_separation", b)
-    k = -(-steps // b) if args.participations is None else integer("participations", args.participations)
+    most = -(-steps // b)  # ⌈T/b⌉: the most participations b apart in T steps
+    k = most if args.participations is None else integer("participations", args.participations, 1, most,
+                                                         "ceil(steps/min_separation)")
     _check_flags(args, steps)
     privacy: dict = {}
     sampler = _sampler(args, steps, b, k, privacy) if args.delta is not None else None
@@ -207,13 +219,14 @@ def run(args) -> int:
         "optimization_seconds": optimized,
     }
     if sampler is not None:
-        out.update(privacy, delta=args.delta, neighbouring=args.neighbouring)
+        neighbouring = args.neighbouring or "add_remove"
+        out.update(privacy, delta=args.delta, neighbouring=neighbouring)
         if args.epsilon is not None:
             out.update(epsilon=args.epsilon,
-                       noise_multiplier=accounting.calibrate(fact, sampler, args.epsilon, args.delta, args.neighbouring))
+                       noise_multiplier=accounting.calibrate(fact, sampler, args.epsilon, args.delta, neighbouring))
         else:
             out.update(noise_multiplier=args.noise_multiplier,
-                       epsilon=accounting.epsilon(fact, sampler, args.noise_multiplier, args.delta, args.neighbouring))
+                       epsilon=accounting.epsilon(fact, sampler, args.noise_multiplier, args.delta, neighbouring))
     out["seconds"] = time.perf_counter() - start
     if args.out is not None:
         saved.save(fact, args.out, momentum=args.momentum)

@@ -50,8 +50,11 @@ def run(args) -> int:
     if missing:
         raise DPLabError("outputs", f"no such file or directory: {', '.join(missing)}")
     for name in args.outputs:  # a FIFO would block the hash, /dev/zero would never end it
-        if not Path(name).is_dir():
-            input_file(name, "outputs", empty_ok=True)
+        files = [p for p in Path(name).rglob("*") if not p.is_dir()] if Path(name).is_dir() else [Path(name)]
+        for file in files:
+            input_file(file, "outputs", empty_ok=True)
+        if not files:
+            raise DPLabError("outputs", f"{name} is a folder holding no file: nothing to record; make its results first")
     inputs = []
     for name in config.get("datasets", {}):  # the own datasets' files, each checked as the outputs are
         for path in data.source_files(entries.dataset_entry(config, name), name):

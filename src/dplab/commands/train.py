@@ -72,7 +72,7 @@ def pipeline_run(config_file: str | None, name: str) -> dict:
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:
     from dplab.accounting.claims import labelled
     from dplab.errors import DPLabError
-    from dplab.io import output_folder, write_text
+    from dplab.io import output_folder
     from dplab.training import data, loop
     from dplab.training.methods import METHODS
     from dplab.training.settings import RunSettings
@@ -84,10 +84,6 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) 
     method = METHODS[settings.method]
     factorization = method.load_factorization(settings, mf_cache) if mf_cache is not None else None
     with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
-        if not settings.record_grad_norms:  # every run folder has the same files: one Snakemake rule trains them all
-            write_text(folder / "grad_norms.csv", ",".join(loop.GRAD_NORM_COLUMNS) + "\n")
-        if not settings.individual_epsilon:
-            write_text(folder / "individual_epsilon.csv", ",".join(loop.INDIVIDUAL_COLUMNS) + "\n")
         summary = loop.train(cfg, dataset, folder, factorization=factorization)
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
     references = {**summary.epsilon_lower, **summary.epsilon_comparison}  # beside the claims: never the run's ε

@@ -152,6 +152,8 @@ def _start(steps: int, buffers: int) -> np.ndarray:
 
 def check_buffers(buffers: int, steps: int) -> int:
     """k as an int in [1, min(15, ⌊T/2⌋)]: at most :data:`MAX_BUFFERS`, and 2k distinct decays need 2k ≤ T."""
+    if steps < 2:  # the range would read [1, …=0]
+        raise DPLabError("steps", f"must be >= 2 for the blt strategy (k >= 1 buffers need 2k <= steps); got {steps}")
     return integer("buffers", buffers, 1, min(MAX_BUFFERS, steps // 2), "min(15, steps/2)")
 
 

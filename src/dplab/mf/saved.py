@@ -271,8 +271,11 @@ def load_toeplitz(path, regenerate: str | None = None) -> ToeplitzFactorization:
 
 
 def _json_object(text) -> dict | None:
+    """The JSON object ``text`` (a duplicate key refused, :func:`dplab.inputs.loads`), else None."""
+    from dplab.inputs import loads
+
     try:
-        data = json.loads(str(text))
+        data = loads(str(text))
     except ValueError:
         return None
     return data if isinstance(data, dict) else None

@@ -40,9 +40,24 @@ OBJECTIVES = ("mean", "max")
 MAX_STEPS = 10**6
 
 
+#: the largest T·b of a banded Toeplitz C: each L-BFGS step filters T-long vectors through b taps
+#: (T·b = 1e8: 0.25 s; ``--steps 1000000 --bands 100000``, 1e11, ran for hours)
+MAX_WORK = 10**8
+
+
 def check_steps(steps: int) -> int:
     """T as an int in [1, :data:`MAX_STEPS`]."""
     return integer("steps", steps, 1, MAX_STEPS, "dplab.mf.toeplitz.MAX_STEPS")
+
+
+def check_bands(bands: int, steps: int) -> int:
+    """b as an int in [1, T] with T·b at most :data:`MAX_WORK`."""
+    bands = integer("bands", bands, 1, steps, "steps")
+    if steps * bands > MAX_WORK:
+        raise DPLabError("bands", f"steps × bands = {steps * bands:.3g} is above {MAX_WORK:.0e} (dplab.mf.toeplitz."
+                                  f"MAX_WORK, the work of one optimizer step): at T = {steps}, bands must be <= "
+                                  f"{MAX_WORK // steps}")
+    return bands
 
 
 def inverse_apply(coefficients: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -161,7 +176,7 @@ def banded_toeplitz(
     the (k, s) it was minimized for.
     """
     steps = check_steps(steps)
-    bands = integer("bands", bands, 1, steps, "steps")
+    bands = check_bands(bands, steps)
     if objective not in OBJECTIVES:
         raise DPLabError("objective", f"must be one of {', '.join(OBJECTIVES)} for banded_toeplitz; got {objective!r}")
     s = steps if min_separation is None else integer("min_separation", min_separation)

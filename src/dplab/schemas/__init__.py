@@ -108,10 +108,43 @@ class DuplicateKeyError(yaml.constructor.ConstructorError):
     """A key given twice in one YAML mapping."""
 
 
+class TooLargeError(yaml.composer.ComposerError):
+    """A YAML document nested too deep, expanding past :data:`YAML_NODES_MAX` nodes through its
+    aliases, or referring to itself."""
+
+
+#: the most nodes a YAML document may expand to through its aliases (``*anchor``): the largest
+#: config shipped has ~1200; a 9-level "billion laughs" of 9 aliases a level expands to 9⁹
+YAML_NODES_MAX = 100_000
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader refusing a key given twice in one mapping (YAML 1.2 §3.2.1.1: keys
-    are unique; PyYAML keeps the last).  Keys brought in by a merge (``<<: *anchor``) may be
-    overridden, as YAML's merge-key type intends."""
+    are unique; PyYAML keeps the last), and, before anything is built, a document nested deeper
+    than :data:`dplab.inputs.DEPTH_MAX` or expanding to more than :data:`YAML_NODES_MAX` nodes
+    (its aliases counted where they are used: a "billion laughs" of shared lists that every later
+    walk expands).  Keys brought in by a merge (``<<: *anchor``) may be overridden, as YAML's
+    merge-key type intends."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        from dplab.inputs import DEPTH_MAX
+
+        if self._depth >= DEPTH_MAX:
+            raise TooLargeError(None, None, f"nested more than {DEPTH_MAX} levels deep (DEPTH_MAX)",
+                                self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self):
+        node = super().compose_document()
+        if node is not None:
+            _expanded(node, 1, {}, set())
+        return node
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -127,6 +160,37 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                                                             f"line {line}; keep one", key_node.start_mark)
                     seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+def _expanded(node: yaml.Node, level: int, known: dict[int, tuple[int, int]], open_: set[int]) -> tuple[int, int]:
+    """(nodes, depth) of ``node`` with every alias expanded, memoized by node (linear in the
+    document's size); :class:`TooLargeError` past the limits or on an alias inside its own anchor."""
+    from dplab.inputs import DEPTH_MAX
+
+    key = id(node)
+    if key in open_:
+        raise TooLargeError(None, None, "an alias refers to the node that holds it (a recursive structure)",
+                            node.start_mark)
+    if key not in known:
+        children = node.value if isinstance(node, yaml.SequenceNode) else (
+            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
+        open_.add(key)
+        sizes = [_expanded(child, level + 1, known, open_) for child in children]
+        open_.discard(key)
+        known[key] = (1 + sum(n for n, _ in sizes), 1 + max((d for _, d in sizes), default=0))
+    nodes, depth = known[key]
+    if level - 1 + depth > DEPTH_MAX:
+        raise TooLargeError(None, None, f"nested more than {DEPTH_MAX} levels deep once its aliases are expanded "
+                                        "(DEPTH_MAX)", node.start_mark)
+    if nodes > YAML_NODES_MAX:
+        raise TooLargeError(None, None, f"expands to {nodes} nodes through its aliases (*anchor), more than "
+                                        f"{YAML_NODES_MAX} (YAML_NODES_MAX)", node.start_mark)
+    return nodes, depth
+
+
+def parse_yaml(text: str):
+    """The YAML value of ``text``, read by the one loader dplab reads YAML with (:class:`_UniqueKeyLoader`)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
 
 
 def _refuse_non_finite(value, where: str) -> None:
@@ -146,13 +210,15 @@ def load_yaml(path: str | Path) -> dict:
 
     path = input_file(path, "config")
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = parse_yaml(path.read_text())
     except (FileNotFoundError, NotADirectoryError):
         raise DPLabError("config", f"no such file: {path}") from None
     except IsADirectoryError:
         raise DPLabError("config", f"{path} is a folder; give a YAML file") from None
-    except DuplicateKeyError as err:
+    except DuplicateKeyError as err:  # its problem names both lines
         raise DPLabError(str(path), err.problem) from None
+    except TooLargeError as err:
+        raise DPLabError(str(path), f"{err.problem} (line {err.problem_mark.line + 1})") from None
     except UnicodeDecodeError as err:
         raise DPLabError(str(path), f"not a UTF-8 text file ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:

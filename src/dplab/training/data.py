@@ -55,8 +55,18 @@ from dplab.schemas import validate
 
 
 def resolve_dataset(raw: dict, name: str) -> dict:
-    """Validate one ``datasets`` entry against the branch of ``dataset.schema.yaml`` of its kind."""
-    return validate(raw, "dataset", f"datasets.{name}")
+    """Validate one ``datasets`` entry against the branch of ``dataset.schema.yaml`` of its kind; a
+    stratified split (digits, mnist5000) must leave each side one record per class at least."""
+    cfg = validate(raw, "dataset", f"datasets.{name}")
+    if cfg["kind"] in ("digits", "mnist5000"):
+        records, classes = (DIGITS_RECORDS if cfg["kind"] == "digits" else MNIST5000_RECORDS), IMAGES[cfg["kind"]][1]
+        test = math.ceil(cfg["test_fraction"] * records)
+        if min(test, records - test) < classes:
+            raise DPLabError(f"datasets.{name}.test_fraction", f"must leave at least {classes} records (one per class) "
+                                                               f"in each split of the {records}; got "
+                                                               f"{cfg['test_fraction']}: {test} test, {records - test} "
+                                                               "training records")
+    return cfg
 
 
 def feature_norm_bound(cfg: dict, input_shape: list[int]) -> float | None:
@@ -311,6 +321,8 @@ def load(folder: str | Path) -> Dataset:
     folder again (:mod:`dplab.inputs`)."""
     folder = Path(folder)
     regenerate = f"dplab prepare-data --config CONFIG --dataset {folder.name} --out {folder}"
+    if folder.is_file():  # e.g. DIR/train.npz: the fix is the folder, not a dataset named train.npz
+        raise DPLabError("--data", f"{folder} is a file; give the folder `dplab prepare-data` wrote ({folder.parent})")
     absent = [name for name in ("info.json", "train.npz", "test.npz") if not (folder / name).is_file()]
     if absent:
         raise DPLabError("--data", f"{folder} is not a prepared dataset ({', '.join(absent)} missing); "

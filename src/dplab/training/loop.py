@@ -420,16 +420,17 @@ def _save(run: _Run, out: Path) -> None:
 
 
 def _write(run: _Run, out: Path) -> RunSummary:
-    """model.pt, metrics.csv, grad_norms.csv (``record_grad_norms``), metrics.json and
-    summary.json, landing together (:func:`dplab.io.atomic_writes`; summary.json renamed last:
+    """model.pt, metrics.csv, grad_norms.csv and individual_epsilon.csv (header only without
+    ``record_grad_norms``, ``individual_epsilon``), metrics.json and summary.json, landing together (:func:`dplab.io.atomic_writes`; summary.json renamed last:
     its presence means the run completed); the checkpoint is discarded; returns the summary."""
     summary = _summary(run.cfg, run.settings, run.method, run.info, run.claim, run.rows, run.n, run.b, run.dimension,
                        run.env)
     final_params = {k: v.detach().cpu() for k, v in run.params.items()}
     files = {out / "model.pt": lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)),
              out / "metrics.csv": text_file(_metrics_csv(run.rows, run.claim, run.grid))}
-    if run.settings.record_grad_norms:
-        files[out / "grad_norms.csv"] = text_file(_grad_norms_csv(run.norms))
+    # every run folder has the same files (one Snakemake rule trains them all): header-only where not recorded
+    files[out / "grad_norms.csv"] = text_file(_grad_norms_csv(run.norms))  # no rows: not recorded
+    files[out / "individual_epsilon.csv"] = text_file(",".join(INDIVIDUAL_COLUMNS) + "\n")
     if run.counts is not None:
         eps = individual.epsilons(run.claim.setting, run.counts.cpu().numpy(), run.settings.delta)
         files[out / "individual_epsilon.csv"] = text_file(_individual_csv(eps, run.y_train.cpu()))

@@ -34,6 +34,8 @@ FILES = {
     "t10k-images-idx3-ubyte": "9fb629c4189551a2d022fa330f9573f3",
     "t10k-labels-idx1-ubyte": "ec29112dd5afa0611ce80d1b7f02629c",
 }
+#: the classes of MNIST and Fashion-MNIST, labelled 0..9
+CLASSES = 10
 _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
@@ -120,4 +122,8 @@ def arrays(folder: Path, *, verify: bool, key: str) -> dict[str, np.ndarray]:
     for split in ("train", "test"):
         if out[f"x_{split}"].ndim != 3 or out[f"y_{split}"].ndim != 1 or len(out[f"x_{split}"]) != len(out[f"y_{split}"]):
             raise DPLabError(key, f"{split} images and labels do not match in shape")
+        labels = out[f"y_{split}"]
+        if len(labels) and not 0 <= labels.min() <= labels.max() < CLASSES:  # else train refuses it only later
+            raise DPLabError(key, f"{split} labels hold {labels.min()}..{labels.max()}, outside the {CLASSES} classes "
+                                  f"0..{CLASSES - 1}: not an (Fashion-)MNIST label file")
     return out

@@ -43,14 +43,19 @@ def _check_risk_target(cfg: dict, method, err) -> None:
 
     try:
         risk.check_target(cfg["target_tpr"], cfg["target_fpr"], None)
-    except DPLabError as bad:
-        raise err(f"target_{bad.key}", bad.message) from None
+    except DPLabError as bad:  # its message names the command line's flags: name the run's keys
+        message = bad.message.replace("--tpr", "target_tpr").replace("--fpr", "target_fpr")
+        raise err(f"target_{bad.key}", message.replace("exceed fpr", "exceed target_fpr")) from None
     if method.noise != "independent" or cfg["sampling"] not in risk.RISK_SAMPLINGS:
         raise err("target_tpr", f"a risk target is calibrated for sampling {' or '.join(risk.RISK_SAMPLINGS)} with "
                                 f"independent noise (pld); got method {method.name}, sampling {cfg['sampling']}")
     if cfg["accountant"] not in (None, *risk.PLD_ACCOUNTANTS):
         raise err("accountant", f"a risk target is calibrated with pld (its privacy-loss distribution); got {cfg['accountant']!r}")
     cfg["accountant"] = "pld"
+
+
+#: the Rényi filter's order α where ``individual_budget`` is given without ``individual_order``
+FILTER_ORDER = 32
 
 
 def _check_individual(cfg: dict, method, err) -> None:
@@ -176,6 +181,11 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         for key in ("noise_multiplier", "target_epsilon", "target_tpr", "target_fpr", "accountant"):
             if cfg[key] is not None:
                 raise err(key, f"the non-private method {method.name} takes no noise and no accountant")
+    if cfg["individual_budget"] is None and cfg["individual_order"] is not None:
+        raise err("individual_order", "is the order of the Rényi filter: it applies only with individual_budget "
+                                      "(and individual_epsilon: true)")
+    if cfg["individual_budget"] is not None and cfg["individual_order"] is None:
+        cfg["individual_order"] = FILTER_ORDER
     if cfg["individual_epsilon"]:
         _check_individual(cfg, method, err)
     elif cfg["individual_budget"] is not None:

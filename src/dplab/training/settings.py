@@ -52,7 +52,7 @@ class RunSettings:
     neighbouring: str
     individual_epsilon: bool  # every record's individual ε (docs/individual_privacy.md)
     individual_budget: float | None  # the Rényi filter's ε budget; None: no filter
-    individual_order: float  # the filter's Rényi order α
+    individual_order: float | None  # the filter's Rényi order α (with individual_budget)
     strategy: str | None  # dp_mf: the factorization's strategy
     bands: int | None  # dp_mf, strategy banded: bands of C
     min_separation: int | None  # dp_mf: b, fixed batches or partitions; None: ⌊n/batch_size⌋

@@ -58,7 +58,6 @@ from dplab.mf.factorizations import Factorization
 from dplab.mf.noise import stream
 from dplab.mf.toeplitz import ToeplitzFactorization
 from dplab.mf.workload import prefix_sum
-from dplab.validate import integer
 from dplab.training.methods.base import Mechanism, Method
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, requested_accountants
@@ -101,7 +100,7 @@ def _resolve_toeplitz(run: RunSettings, err) -> dict:
         if run.strategy == "blt":
             blt.check_buffers(run.buffers, steps)
         else:
-            integer("bands", run.bands, 1, steps, "steps")
+            toeplitz.check_bands(run.bands, steps)
     except DPLabError as bad:
         raise err(bad.key, bad.message) from None
     if run.strategy == "blt" and run.sampling == "cyclic_poisson":
