@@ -123,7 +123,8 @@ def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
             f"the row's own ε does not cover picking the best run on test data")
     if left:
         note += "; not covered (no RDP curve): " + "; ".join(left)
-    return pd.DataFrame({"selection_epsilon": eps, "selection_note": note}, index=cell.index)
+    covered = [eps if variant in names else float("nan") for variant in cell.variant]  # a left-out row: none
+    return pd.DataFrame({"selection_epsilon": covered, "selection_note": note}, index=cell.index)
 
 
 def _release(summary: RunSummary, accountant: str) -> str:
