@@ -61,7 +61,8 @@ def test_a_variant_with_an_image_folder_and_another_model_file(example):
         grid["seeds"] = [0]
     config["grids"]["own_dp"]["target_epsilon"] = [2.0]
     config["grids"]["own_dp"]["variants"].pop("dp_gd")
-    run = {**config["runs"]["own_by_epsilon"], "dataset": "digits_png", "model": cnn, "steps": 40}
+    run = {**config["runs"]["own_by_epsilon"], "dataset": "digits_png", "model": cnn, "model_args": {"channels": 8},
+           "steps": 40}
     config["runs"] = {"own_by_epsilon": run}  # a pipeline has one run at least
     config.pop("sweeps")
     config["figures"] = {"privacy_utility": config["figures"]["privacy_utility"]}
