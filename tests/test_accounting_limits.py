@@ -317,7 +317,7 @@ def test_advanced_composition_is_never_above_basic_composition(capfd):
     EPSILON_MAX; basic composition holds for the same steps, so advanced answers the smaller of the
     two: naive's 19.11, valid against the exact δ of the one step (normal CDFs) and within 1e-3 of
     the exact ε (T = 1: basic composition is exact), and within EPSILON_MAX."""
-    from tests.test_certified_pld_rdp import exact_one_step_delta
+    from test_certified_pld_rdp import exact_one_step_delta
 
     argv = ["--noise-multiplier", "0.3", "--sampling-rate", "0.99", "--steps", "1", "--delta", "1e-5"]
     advanced = dplab(["epsilon", "--accountant", "advanced", *argv], capfd)[1]["epsilon"]

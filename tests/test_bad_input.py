@@ -314,7 +314,7 @@ def test_pld_of_a_sparse_step_is_answered_without_dp_accountings_power():
 
     from dplab import accounting
     from dplab.accounting import Setting
-    from tests.test_accounting_limits import sum_test_delta
+    from test_accounting_limits import sum_test_delta
 
     pld = accounting.get("pld")
     setting = Setting(noise_multiplier=20.0, sampling_rate=1e-4, steps=100_000)

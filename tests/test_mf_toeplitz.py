@@ -129,8 +129,9 @@ def test_amplified_bandmf_epsilon_equals_jax_privacy(row):
     fact = toeplitz.ToeplitzFactorization("banded_toeplitz", np.ones(row["bands"]) / math.sqrt(row["bands"]), row["T"])
     sampler = accounting.PoissonGroups(row["sampling_rate"], row["bands"], row["T"])
     eps = accounting.epsilon(fact, sampler, row["noise_multiplier"], row["delta"])
-    # pld's certified read-off (pld_tilted) is an upper bound on the FFT value jax_privacy's dp_accounting reads
-    assert row["epsilon"] * (1 - 1e-9) <= eps <= row["epsilon"] * (1 + 1e-4)
+    # both upper bounds: pld's certified read-off (pld_tilted) of a pessimistic PLD that may be finer than
+    # dp_accounting's default grid (a quarter of one step's loss std), and the FFT value jax_privacy reads
+    assert row["epsilon"] * (1 - 1e-6) <= eps <= row["epsilon"] * (1 + 1e-4)
 
 
 def test_amplification_refuses_a_C_with_more_bands_than_groups():

@@ -91,7 +91,8 @@ class Method:
         N(0, σ²C²) on the clipped sum (none for a non-private method)."""
         sampler = self.sampler(run, n)
         claim = privacy.plan(run, self.update(run), n, run.b(n), dimension, info, grid, features)
-        if self.private and claim.setting is not None and not claim.curves:  # no private run without an ε
+        asked = privacy.requested_accountants(run)  # `accountants: []`: the run asks for no ε
+        if self.private and claim.setting is not None and asked and not claim.curves:  # no run without an ε
             raise privacy.unclaimed(claim.setting, claim.update, claim.excluded)
         noise = GaussianNoise(claim.noise_multiplier * run.clip) if self.private else NoNoise()
         return Mechanism(sampler, claim, noise)
