@@ -234,6 +234,9 @@ def load_toeplitz(path, regenerate: str | None = None) -> ToeplitzFactorization:
         num.ndim == 2 and num.shape == den.shape and (len(num) == 0 or np.all(den[:, 0] != 0))
     )
     info = _json_object(f["info"]) if f["info"].dtype.kind == "U" and f["info"].ndim == 0 else None
+    if info is None:
+        raise damaged(path, TOEPLITZ, "holds an `info` that is not a JSON object (a key twice included)",
+                      regenerate or fallback)
     if not (
         c.ndim == 1
         and 1 <= len(c) <= steps
@@ -241,13 +244,11 @@ def load_toeplitz(path, regenerate: str | None = None) -> ToeplitzFactorization:
         and np.all(np.isfinite(c))
         and shapes_ok
         and f["strategy"].dtype.kind == "U"
-        and info is not None
     ):
         raise damaged(
             path,
             TOEPLITZ,
-            f"holds coefficients of shape {list(c.shape)} for T = {steps}, malformed "
-            "sections or info",
+            f"holds coefficients of shape {list(c.shape)} for T = {steps} or malformed sections",
             regenerate or fallback,
         )
     strategy = str(f["strategy"])
