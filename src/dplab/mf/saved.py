@@ -217,7 +217,7 @@ def load_toeplitz(path, regenerate: str | None = None) -> ToeplitzFactorization:
     docstring; a BLT is returned as recomputed from its decays); a missing, corrupt or inconsistent
     file is a DPLabError naming it and ``regenerate`` (default: the `dplab mf` command of what the
     file says it holds)."""
-    from dplab.inputs import damaged, read_npz
+    from dplab.inputs import damaged, json_member, read_npz
 
     fallback = (
         f"dplab mf --strategy STRATEGY --steps T --bands M | --buffers K --objective O --out {path}"
@@ -233,10 +233,9 @@ def load_toeplitz(path, regenerate: str | None = None) -> ToeplitzFactorization:
     shapes_ok = (
         num.ndim == 2 and num.shape == den.shape and (len(num) == 0 or np.all(den[:, 0] != 0))
     )
-    info = _json_object(f["info"]) if f["info"].dtype.kind == "U" and f["info"].ndim == 0 else None
-    if info is None:
-        raise damaged(path, TOEPLITZ, "holds an `info` that is not a JSON object (a key twice included)",
-                      regenerate or fallback)
+    if not (f["info"].dtype.kind == "U" and f["info"].ndim == 0):
+        raise damaged(path, TOEPLITZ, "holds an `info` that is not a JSON object", regenerate or fallback)
+    info = json_member(path, str(f["info"]), TOEPLITZ, regenerate or fallback)
     if not (
         c.ndim == 1
         and 1 <= len(c) <= steps
@@ -269,17 +268,6 @@ def load_toeplitz(path, regenerate: str | None = None) -> ToeplitzFactorization:
     if problem:
         raise damaged(path, TOEPLITZ, problem, regenerate)
     return fact
-
-
-def _json_object(text) -> dict | None:
-    """The JSON object ``text`` (a duplicate key refused, :func:`dplab.inputs.loads`), else None."""
-    from dplab.inputs import loads
-
-    try:
-        data = loads(str(text))
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _toeplitz_problem_info(info: dict, steps: int) -> str | None:
