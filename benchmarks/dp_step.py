@@ -19,7 +19,10 @@ the CNN of ``models.build`` with 16 channels on 1×28×28, Tramèr & Boneh's tan
 Each row also gives ``vs_opacus`` (the engine's median over each Opacus mode's), the device's
 name, torch's version and the date.
 
-Methods: ``non_private`` (forward, ``backward()``, in-place SGD update); ``engine_dp`` (what one step
+Methods: ``non_private`` (forward, ``backward()``, in-place SGD update); ``non_private_graph``
+(CUDA only: the same step captured as one CUDA graph); ``engine_graph`` (CUDA only: the engine's DP
+step captured as one CUDA graph, :mod:`dplab.training.graphed`, as ``dplab train`` replays it on a
+GPU); ``engine_dp`` (what one step
 of ``dplab train`` does in :func:`dplab.training.loop.steps`: the clipped sum
 (:func:`dplab.training.per_example.clipped_grad_sum`), i.i.d. Gaussian noise from the run's noise
 generator (:func:`dplab.training.loop.streams`: on the device itself on a GPU), the update
@@ -53,11 +56,14 @@ from dplab.training import loop, models
 from dplab.training.noise import GaussianNoise
 from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
+from dplab.training.graphed import GraphedStep
 from dplab.training.per_example import clipped_grad_sum
 from dplab.training.step import apply
 
 MODELS = ("logreg", "mlp004", "cnn", "tanh_cnn", "wide_mlp")
-METHODS = ("non_private", "engine_dp", "engine_portable", "opacus", "opacus_ghost")
+METHODS = ("non_private", "engine_dp", "engine_portable", "opacus", "opacus_ghost", "engine_graph",
+           "non_private_graph")
+CUDA_ONLY = ("engine_graph", "non_private_graph")
 SIGMA, CLIP, LR = 1.0, 1.0, 0.05
 
 
@@ -120,6 +126,36 @@ class Steps:
             apply(params, clipped_grad_sum(loss, params, self.x, self.y, CLIP).grad_sum, noise, lr=LR, denom=b, b=b)
 
         return step
+
+    def _engine_graph(self, model):
+        """The engine's DP step captured as a CUDA graph (:mod:`dplab.training.graphed`), as
+        ``dplab train`` replays it on a GPU: a fixed batch fills the padded buffers exactly."""
+        params = {k: v.detach().clone() for k, v in model.named_parameters()}
+        generator = loop.streams(self.x.device, 0)[1]
+        step = GraphedStep(models.example_loss(model, 0.0), params, self.x, self.y, CLIP, GaussianNoise(SIGMA * CLIP),
+                           generator, LR, self.batch, 0.0, None, capacity=self.batch)
+        idx = torch.arange(self.batch, device=self.x.device)
+        return lambda: step(idx)
+
+    def _non_private_graph(self, model):
+        """The non-private step captured as a CUDA graph too (PyTorch's whole-network capture)."""
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
+
+        def body():
+            opt.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(model(self.x), self.y).backward()
+            opt.step()
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                body()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            body()
+        return graph.replay
 
     def _engine_portable(self, model):
         return self._engine_dp(model, noise_rng="portable")
@@ -225,7 +261,8 @@ def main(argv=None) -> None:
     if args.probe:
         print(json.dumps(probe(*args.probe, args.memory_batch, device)))
         return
-    methods = ["non_private", *[m for m in args.methods if m != "non_private"]]
+    methods = ["non_private", *[m for m in args.methods if m != "non_private"
+                                and (device.type == "cuda" or m not in CUDA_ONLY)]]
     for name in args.models:
         med = time_steps(name, methods, args.batch, device, args.rounds, args.warmup)
         n_params = sum(p.numel() for p in build_model(name).parameters())

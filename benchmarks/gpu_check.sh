@@ -11,8 +11,10 @@
 #   1. the CUDA tests;  2. dp_step.py timings (alone on the GPU) and a kernel profile;
 #   3. config/paper.yaml's 004 MNIST runs (on MNIST-5000, the images that ship here) and the
 #   Fashion-MNIST benchmark at full size, then mnist_try3_dp_sgd with noise_rng: portable on the CPU
-#   and on the GPU, compared;  4. the paper-smoke DAG end to end, beside dp_step.py's memory probes.
-# PHASES="1 3 4" runs only those phases (default: all four).
+#   and on the GPU, compared;  4. the paper-smoke DAG end to end, beside dp_step.py's memory probes;
+#   5. the whole config/paper.yaml DAG (MNIST-5000 for MNIST, as in 3) under a time limit (DAG_LIMIT
+#   seconds, default 270), its job times by class (benchmarks/dag_times.py) in dag.txt.
+# PHASES="1 3 4" runs only those phases (default: 1 to 4).
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/gpu-check}}
 mkdir -p "$OUT"
@@ -43,18 +45,20 @@ copy_project() {  # the working tree without .git and the carried bundles (a cop
 
 if phase 1; then
 stamp "1. CUDA tests" | tee -a "$OUT/env.txt"
-timeout 100 python3 -m pytest -q -p no:cacheprovider -rs tests/test_training_device.py tests/test_training_ghost.py \
-  tests/test_training_per_example.py tests/test_training_run.py tests/test_philox.py >"$OUT/pytest.txt" 2>&1
+timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_training_device.py tests/test_training_ghost.py \
+  tests/test_training_graphed.py tests/test_training_per_example.py tests/test_training_run.py tests/test_philox.py \
+  >"$OUT/pytest.txt" 2>&1
 echo "pytest exit $?" >>"$OUT/pytest.txt"
 fi
 
 if phase 2; then
 stamp "2. dp_step timings and profile" | tee -a "$OUT/env.txt"
 timeout 90 python3 benchmarks/dp_step.py --device cuda --threads 8 --batch 256 --rounds 30 --no-memory \
+  --methods ${BENCH_METHODS:-engine_dp engine_graph non_private_graph engine_portable opacus opacus_ghost} \
   >"$OUT/bench.jsonl" 2>/tmp/bench.err
 echo "dp_step exit $?" >>"$OUT/env.txt"
 timeout 60 python3 benchmarks/dp_step.py --device cuda --threads 8 --batch 2048 --rounds 20 --no-memory \
-  --models mlp004 cnn tanh_cnn --methods engine_dp opacus_ghost >>"$OUT/bench.jsonl" 2>>/tmp/bench.err
+  --methods engine_dp engine_graph non_private_graph opacus_ghost >>"$OUT/bench.jsonl" 2>>/tmp/bench.err
 echo "dp_step 2048 exit $?" >>"$OUT/env.txt"
 timeout 60 python3 benchmarks/gpu_profile.py >"$OUT/profile.txt" 2>&1
 echo "profile exit $?" >>"$OUT/env.txt"
@@ -62,8 +66,7 @@ fi
 
 FULL=/tmp/full
 SMOKE=/tmp/smoke
-if phase 3; then
-stamp "3. full-size runs" | tee -a "$OUT/env.txt"
+if phase 3 || phase 5; then
 copy_project $FULL
 python3 - "$ROOT" >>"$OUT/env.txt" 2>&1 <<'PY'
 import sys, yaml
@@ -80,6 +83,9 @@ c["datasets"]["fashion_mnist"]["path"] = f"{root}/.devdata/fashion-mnist"
 c["threads"] = 2                                        # six training jobs at once on 16 cores
 yaml.safe_dump(c, open("/tmp/full/config/paper-gpu.yaml", "w"), sort_keys=False)
 PY
+fi
+if phase 3; then
+stamp "3. full-size runs" | tee -a "$OUT/env.txt"
 RUNS="mnist_gd_nonprivate mnist_try1_dp_gd_advanced mnist_try2_dp_gd_rdp mnist_try3_dp_sgd mnist_try4_dp_mf fmnist_tanh_cnn"
 (cd $FULL && time timeout 150 snakemake --cores 16 --scheduler greedy \
    $(for r in $RUNS; do echo results/runs/$r/summary.json; done) --configfile config/paper-gpu.yaml) >"$OUT/full.txt" 2>&1
@@ -119,6 +125,16 @@ echo "memory exit $?" >>"$OUT/env.txt"
 wait $SMOKE_PID
 echo "smoke exit $?" >>"$OUT/smoke.txt"
 (cd $SMOKE && grep -ho '"device": "[a-z]*"' results/runs/*/summary.json | sort | uniq -c) >>"$OUT/smoke.txt" 2>&1
+fi
+if phase 5; then
+stamp "5. the paper DAG" | tee -a "$OUT/env.txt"
+(cd $FULL && snakemake -n --configfile config/paper-gpu.yaml >/tmp/dry.txt 2>&1
+ time timeout ${DAG_LIMIT:-270} snakemake --cores 16 --scheduler greedy --keep-going --configfile config/paper-gpu.yaml) \
+  >/tmp/dag.log 2>&1
+echo "dag exit $?" >>"$OUT/env.txt"
+python3 benchmarks/dag_times.py /tmp/dry.txt /tmp/dag.log >"$OUT/dag.txt" 2>&1
+tail -n 5 /tmp/dag.log >>"$OUT/dag.txt"
+grep -B2 -A8 "^Error in rule" /tmp/dag.log | head -n 60 >>"$OUT/dag.txt"
 fi
 tar czf "$OUT/runs.tgz" --exclude='*.pt' -C / tmp/full/results/runs tmp/full/logs tmp/cmp-cpu tmp/cmp-cuda tmp/smoke/results/tables \
   tmp/smoke/logs 2>/dev/null

@@ -31,6 +31,9 @@ def register(subparsers) -> None:
                    help="folder of saved factorizations: a dp_mf run loads DIR/<key>.npz (dplab.layout.cache_key), "
                    "written by `dplab mf --strategy S --steps T [--bands m | --buffers k] ... --out FILE`")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--cuda-graph", choices=["on", "off"], default="on",
+                   help="on a CUDA device, replay each step as a CUDA graph where the run allows "
+                   "(dplab.training.graphed; default on)")
     p.set_defaults(func=run)
 
 
@@ -45,7 +48,7 @@ def run(args) -> int:
     if args.threads is not None:
         torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
     cfg = pipeline_run(args.config, args.run) if args.run is not None else load_run(args.config, args.run_json)
-    _train_one(cfg, args.data, args.out, args.mf_cache)
+    _train_one(cfg, args.data, args.out, args.mf_cache, args.cuda_graph == "on")
     return 0
 
 
@@ -69,7 +72,7 @@ def pipeline_run(config_file: str | None, name: str) -> dict:
     return runs[folder].run
 
 
-def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:
+def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None, cuda_graph: bool = True) -> None:
     from dplab.accounting.claims import labelled
     from dplab.errors import DPLabError
     from dplab.io import output_folder
@@ -84,7 +87,7 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) 
     method = METHODS[settings.method]
     factorization = method.load_factorization(settings, mf_cache) if mf_cache is not None else None
     with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
-        summary = loop.train(cfg, dataset, folder, factorization=factorization)
+        summary = loop.train(cfg, dataset, folder, factorization=factorization, cuda_graph=cuda_graph)
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
     references = {**summary.epsilon_lower, **summary.epsilon_comparison}  # beside the claims: never the run's ε
     for name, kind in summary.epsilon_bound.items():

@@ -57,13 +57,14 @@ from dplab import __version__
 from dplab.accounting import individual
 from dplab.accounting.claims import REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import Diverged, DPLabError
-from dplab.training import checkpoint
+from dplab.training import checkpoint, graphed
 from dplab.training.data import Dataset
 from dplab.training.environment import environment
 from dplab.io import atomic_writes, json_text, text_file
 from dplab.philox import PortableGenerator
 from dplab.progress import Progress
 from dplab.training.methods import METHODS, Method
+from dplab.training.graphed import GraphedStep
 from dplab.training.per_example import ClippedGrads, clipped_grad_sum
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, risk_reading
@@ -174,21 +175,26 @@ class Step:
     moved: torch.Tensor | None  # where the projection moved the parameters (per run when stacked); None without one
 
 
-def steps(runs: Runs, first: int, last: int, sync: Callable[[int], bool] = lambda step: True) -> Iterator[Step]:
+def steps(runs: Runs, first: int, last: int, sync: Callable[[int], bool] = lambda step: True,
+          graph: GraphedStep | None = None) -> Iterator[Step]:
     """The one step loop of every training run (module docstring): for steps ``first``..``last``,
     the batch, the noise, the clipped sum, :func:`dplab.training.step.apply` (update, projection);
-    yields each step taken.  The NaN/inf guard (losses and parameters) accumulates on the device
+    yields each step taken.  ``graph``: the same step captured as a CUDA graph
+    (:mod:`dplab.training.graphed`), replayed for every batch that fits it.  The NaN/inf guard (losses and parameters) accumulates on the device
     and is read at the steps where ``sync(step)`` holds (every step by default), so a run on an
     accelerator waits for the device only there; :class:`~dplab.errors.Diverged` names the step,
     or the steps since the last read."""
     s = runs.settings
     finite, checked = torch.ones((), dtype=torch.bool, device=runs.device), first - 1
     for step, batch in runs.batches(first, last):
-        noise = runs.noise(step)
-        grads, denom = runs.gradients(step, batch)
-        moved = apply(runs.params, grads.grad_sum, noise, lr=s.optimizer.lr(s.lr, step, s.steps), denom=denom,
-                      b=runs.b, regularization=s.shrink, diameter=s.diameter, stacked=runs.stacked,
-                      optimizer=s.optimizer, state=runs.optimizer_state, step=step)
+        if graph is not None and graph.fits(batch):
+            grads, moved = graph(batch)
+        else:
+            noise = runs.noise(step)
+            grads, denom = runs.gradients(step, batch)
+            moved = apply(runs.params, grads.grad_sum, noise, lr=s.optimizer.lr(s.lr, step, s.steps), denom=denom,
+                          b=runs.b, regularization=s.shrink, diameter=s.diameter, stacked=runs.stacked,
+                          optimizer=s.optimizer, state=runs.optimizer_state, step=step)
         finite = (finite & torch.isfinite(grads.loss_sum).all()
                   & torch.stack([torch.isfinite(p).all() for p in runs.params.values()]).all())
         if sync(step):
@@ -219,16 +225,20 @@ def train(
     noise_source: NoiseSource | None = None,
     hook: Callable[[int], None] | None = None,
     factorization=None,
+    cuda_graph: bool = True,
 ) -> RunSummary:
     """Run the resolved run ``cfg`` on ``data``; write ``out``/model.pt (final parameters, the release),
     metrics.csv and summary.json (last, so its presence means the run completed); return the summary.
 
     ``noise_source`` replaces the i.i.d. Gaussian noise (e.g. a correlated source); ``hook(step)``
     is called after every completed step (tests use it to simulate a crash); ``factorization``
-    (dp_mf only) is a cached :class:`~dplab.mf.factorizations.Factorization` of the run.
+    (dp_mf only) is a cached :class:`~dplab.mf.factorizations.Factorization` of the run;
+    ``cuda_graph``: on a CUDA device, replay the step as a CUDA graph where
+    :func:`dplab.training.graphed.refusal` allows (the summary's ``environment.cuda_graph`` says
+    whether it did, and why not).
     """
     out = Path(out)
-    run = _setup(cfg, data, noise_source, factorization)
+    run = _setup(cfg, data, noise_source, factorization, cuda_graph)
     progress = _resume(run, out)
     _step_loop(run, out, progress, hook)
     return _write(run, out)
@@ -293,7 +303,7 @@ class _Run:
         return grads, denominator(s.normalize, self.b, len(idx))
 
 
-def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factorization) -> _Run:
+def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factorization, cuda_graph: bool = True) -> _Run:
     """Resolve the device, build the model (:func:`dplab.training.start.initial`), the method's sampler, privacy plan
     (σ and ε fixed before training: a refusal writes nothing) and noise source
     (:meth:`dplab.training.methods.base.Method.mechanism`), W₀ projected, the generators and the
@@ -316,8 +326,13 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
 
     generator, noise_generator = streams(device, settings.seed, settings.noise_rng)
     env = environment(device)
+    noise = mechanism.noise if noise_source is None else noise_source
+    if device.type == "cuda":
+        why = graphed.refusal(settings, device, noise if method.private else None,
+                              individual=settings.individual_epsilon or settings.individual_budget is not None)
+        env["cuda_graph"] = "on" if cuda_graph and why is None else f"off: {why or '--cuda-graph off'}"
     run = _Run(cfg, settings, info, method, device, first.model, params, n, first.b, dimension, grid, mechanism.sampler,
-               mechanism.plan, mechanism.noise if noise_source is None else noise_source, first.loss, generator, noise_generator,
+               mechanism.plan, noise, first.loss, generator, noise_generator,
                data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
                env, checkpoint.fingerprint(cfg, info, env, first.code))
     if settings.individual_epsilon:
@@ -356,7 +371,9 @@ def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], N
     s = run.settings
     logged = set(run.grid)
     due = lambda step: bool(s.checkpoint_every) and step % s.checkpoint_every == 0 and step < s.steps  # noqa: E731
-    for done in steps(run, run.step + 1, s.steps, sync=lambda step: not run.ahead or step in logged or due(step)):
+    graph = _graph(run) if run.env.get("cuda_graph") == "on" else None
+    for done in steps(run, run.step + 1, s.steps, sync=lambda step: not run.ahead or step in logged or due(step),
+                      graph=graph):
         run.step = done.step
         status = _log(run, done.grads) if done.step in logged else None
         if due(done.step):
@@ -365,6 +382,14 @@ def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], N
         if hook is not None:
             hook(done.step)
     progress.close()
+
+
+def _graph(run: _Run) -> GraphedStep:
+    """The run's step as a CUDA graph (:mod:`dplab.training.graphed`), captured at its first step."""
+    s = run.settings
+    return GraphedStep(run.loss, run.params, run.x_train, run.y_train, s.clip,
+                       run.noise_source if run.method.private else None, run.noise_generator,
+                       s.optimizer.lr(s.lr, 1, s.steps), run.b, s.shrink, s.diameter, graphed.capacity(run.b, run.n))
 
 
 def _count_levels(run: _Run, idx: torch.Tensor) -> torch.Tensor:

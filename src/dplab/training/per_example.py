@@ -59,15 +59,16 @@ def clipped_grad_sum(
 
     ``ghost=False`` forces the torch.func path, which (unlike ghost clipping's autograd hooks)
     can itself be transformed, e.g. ``vmap``-ed over many runs.  ``mask``: (B,) 0/1 weights,
-    Σ_i mask_i·clip(g_i), so that batches padded to one size can be vmapped together (torch.func
-    path)."""
+    Σ_i mask_i·clip(g_i) and Σ_i mask_i·ℓ_i, so that a batch padded to a fixed size gives the
+    clipped sum of its real rows (runs vmapped together, a CUDA graph's step); ``norms`` keeps
+    one entry per row, padding included."""
     if len(x) == 0:
         zeros = {k: torch.zeros_like(p) for k, p in params.items()}
         empty = torch.zeros(0, device=x.device)
         return ClippedGrads(zeros, empty, torch.zeros((), device=x.device))
     model = getattr(loss, "model", None)
-    if ghost and mask is None and model is not None and ghost_supported(model, params):
-        out = _ghost(model, float(loss.l2), params, x, y, clip)
+    if ghost and model is not None and ghost_supported(model, params):
+        out = _ghost(model, float(loss.l2), params, x, y, clip, mask)
         if out is not None:
             return out
     return _materialized(loss, params, x, y, clip, mask)
@@ -163,8 +164,9 @@ def _conv2d_norms(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, sq: torch.Tens
     return a, g, per
 
 
-def _ghost(model, l2, params, x, y, clip) -> ClippedGrads | None:
-    """The ghost-clipping path (module docstring); ``None`` when a layer ran more than once."""
+def _ghost(model, l2, params, x, y, clip, mask=None) -> ClippedGrads | None:
+    """The ghost-clipping path (module docstring), each factor c_i times ``mask_i`` if given;
+    ``None`` when a layer ran more than once."""
     if not x.is_floating_point():
         return None
     names = {m: name for name, m in model.named_modules() if type(m) in GHOST_LAYERS}
@@ -208,6 +210,8 @@ def _ghost(model, l2, params, x, y, clip) -> ClippedGrads | None:
         sq = sq + 2.0 * l2 * cross + l2 * l2 * theta_sq
     norms = sq.clamp(min=0.0).sqrt()
     factor = _factors(norms, clip).to(sq.dtype)
+    if mask is not None:
+        factor, ce = factor * mask, ce * mask
 
     grad_sum = {}
     for m in list(parts):
@@ -226,7 +230,8 @@ def _ghost(model, l2, params, x, y, clip) -> ClippedGrads | None:
         total = factor.sum()
         grad_sum = {k: v + l2 * total * plain[k] for k, v in grad_sum.items()}
     grad_sum = {k: grad_sum[k] for k in params}
-    loss_sum = ce.detach().sum() + (0.5 * l2 * theta_sq * batch if l2 else 0.0)
+    rows = batch if mask is None else mask.sum()
+    loss_sum = ce.detach().sum() + (0.5 * l2 * theta_sq * rows if l2 else 0.0)
     return ClippedGrads(grad_sum, norms.detach(), loss_sum)
 
 
