@@ -99,10 +99,16 @@ class Steps:
         self.x = torch.rand(batch, 1, 28, 28, device=device)
         self.y = torch.randint(0, 10, (batch,), device=device)
         self.batch = batch
-        self.fns, self.resident = {}, {}
+        self.fns, self.resident, self.errors = {}, {}, {}
         for method in methods:
             model = copy.deepcopy(base)
-            self.fns[method] = getattr(self, f"_{method}")(model)
+            try:
+                self.fns[method] = getattr(self, f"_{method}")(model)
+                if device.type == "cuda":
+                    self.fns[method]()  # a step that fails (e.g. a graph's capture) is reported, not timed
+            except RuntimeError as error:
+                self.errors[method] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+                self.fns.pop(method, None)
 
     def _non_private(self, model):
         opt = torch.optim.SGD(model.parameters(), lr=LR)
@@ -194,6 +200,7 @@ def sync(device):
 
 def time_steps(name, methods, batch, device, rounds, warmup) -> dict:
     bench = Steps(name, methods, batch, device)
+    methods = [m for m in methods if m in bench.fns]
     times = {m: [] for m in methods}
     for r in range(warmup + rounds):
         for m in methods:  # interleaved: one step of each method per round
@@ -203,7 +210,7 @@ def time_steps(name, methods, batch, device, rounds, warmup) -> dict:
             sync(device)
             if r >= warmup:
                 times[m].append(time.perf_counter() - t0)
-    return {m: 1e3 * statistics.median(v) for m, v in times.items()}
+    return {m: 1e3 * statistics.median(v) for m, v in times.items()}, bench.errors
 
 
 def probe(name, method, batch, device) -> dict:
@@ -264,14 +271,15 @@ def main(argv=None) -> None:
     methods = ["non_private", *[m for m in args.methods if m != "non_private"
                                 and (device.type == "cuda" or m not in CUDA_ONLY)]]
     for name in args.models:
-        med = time_steps(name, methods, args.batch, device, args.rounds, args.warmup)
+        med, errors = time_steps(name, methods, args.batch, device, args.rounds, args.warmup)
         n_params = sum(p.numel() for p in build_model(name).parameters())
         row = {"model": name, "parameters": n_params, "device": device.type,
                "device_name": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
                "date": datetime.date.today().isoformat(), "torch": torch.__version__,
                "threads": args.threads, "batch": args.batch, "rounds": args.rounds,
                "median_ms": {m: round(v, 3) for m, v in med.items()},
-               "ratio": {m: round(med[m] / med["non_private"], 3) for m in methods if m != "non_private"}}
+               "ratio": {m: round(med[m] / med["non_private"], 3) for m in med if m != "non_private"},
+               **({"errors": errors} if errors else {})}
         if "engine_dp" in med:
             row["vs_opacus"] = {m: round(med["engine_dp"] / med[m], 3) for m in ("opacus", "opacus_ghost") if m in med}
         if not args.no_memory:
