@@ -129,9 +129,10 @@ fi
 if phase 5; then
 stamp "5. the paper DAG" | tee -a "$OUT/env.txt"
 (cd $FULL && snakemake -n --configfile config/paper-gpu.yaml >/tmp/dry.txt 2>&1
- time timeout ${DAG_LIMIT:-270} snakemake --cores 16 --scheduler greedy --keep-going --configfile config/paper-gpu.yaml) \
-  >/tmp/dag.log 2>&1
+ time timeout -k 5 ${DAG_LIMIT:-270} snakemake --cores 16 --scheduler greedy --keep-going \
+   --configfile config/paper-gpu.yaml) >/tmp/dag.log 2>&1
 echo "dag exit $?" >>"$OUT/env.txt"
+pkill -9 -f "dplab|snakemake" 2>/dev/null  # jobs Snakemake left running when it was stopped
 python3 benchmarks/dag_times.py /tmp/dry.txt /tmp/dag.log >"$OUT/dag.txt" 2>&1
 tail -n 5 /tmp/dag.log >>"$OUT/dag.txt"
 grep -B2 -A8 "^Error in rule" /tmp/dag.log | head -n 60 >>"$OUT/dag.txt"
