@@ -33,6 +33,7 @@ output is changed in place afterwards, batch-norm layers, or a loss without the 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -76,17 +77,34 @@ def clipped_grad_sum(
 
 def ghost_supported(model: nn.Module, params: dict[str, torch.Tensor]) -> bool:
     """Whether :func:`clipped_grad_sum` takes the ghost-clipping path for ``model``."""
-    if set(params) != {k for k, _ in model.named_parameters()}:
-        return False
-    for module in model.modules():
-        if isinstance(module, nn.modules.batchnorm._NormBase):
-            return False
-        if not list(module.parameters(recurse=False)):
-            continue
-        layer = GHOST_LAYERS.get(type(module))
-        if layer is None or not layer.supports(module):
-            return False
-    return True
+    plan = _plan(model)
+    return plan.supported and len(params) == len(plan.parameters) and plan.parameters.issuperset(params)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What ghost clipping needs of a model's structure, read once per model (:func:`_plan`)."""
+
+    supported: bool  # every parameter in a supported layer, no batch-norm layer
+    parameters: frozenset[str]  # the model's parameter names
+    layers: dict[nn.Module, str]  # each layer of a :data:`GHOST_LAYERS` type → its name
+
+
+_PLANS: "weakref.WeakKeyDictionary[nn.Module, _Plan]" = weakref.WeakKeyDictionary()
+
+
+def _plan(model: nn.Module) -> _Plan:
+    """The model's :class:`_Plan`, cached (a model's layers do not change while it trains)."""
+    plan = _PLANS.get(model)
+    if plan is None:
+        supported = all(
+            not isinstance(m, nn.modules.batchnorm._NormBase)
+            and (not list(m.parameters(recurse=False))
+                 or (type(m) in GHOST_LAYERS and GHOST_LAYERS[type(m)].supports(m)))
+            for m in model.modules())
+        plan = _PLANS[model] = _Plan(supported, frozenset(k for k, _ in model.named_parameters()),
+                                     {m: name for name, m in model.named_modules() if type(m) in GHOST_LAYERS})
+    return plan
 
 
 def _factors(norms: torch.Tensor, clip: float | None) -> torch.Tensor:
@@ -169,7 +187,7 @@ def _ghost(model, l2, params, x, y, clip, mask=None) -> ClippedGrads | None:
     ``None`` when a layer ran more than once."""
     if not x.is_floating_point():
         return None
-    names = {m: name for name, m in model.named_modules() if type(m) in GHOST_LAYERS}
+    names = _plan(model).layers
     records: dict[nn.Module, list] = {m: [] for m in names}
 
     def hook(module, inputs, output):
