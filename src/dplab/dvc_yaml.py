@@ -144,7 +144,7 @@ def _command(job: jobs.Job) -> str:
     return f"dplab provenance --config {CONFIG} --out {out}"
 
 
-def _outputs(plan: jobs.Plan, job: jobs.Job) -> dict:
+def _outputs(plan: jobs.JobList, job: jobs.Job) -> dict:
     """The outs of ``job``'s stage: a run's metrics.json is a DVC metric and its metrics.csv a plot,
     a sweep's CSV a plot; every other output an out."""
     if isinstance(job, jobs.RunJob):
@@ -179,7 +179,7 @@ def sweep_plot(job: jobs.SweepJob, run: RunSettings) -> dict:
             "title": f"sweep {job.name}: ε vs T per accountant, setting of run {job.run} ({_privacy(run)})"}
 
 
-def stages(plan: jobs.Plan) -> dict[str, dict]:
+def stages(plan: jobs.JobList) -> dict[str, dict]:
     """One DVC stage per job of ``plan`` (:func:`dplab.jobs.plan`), in its order."""
     out = {}
     for job in plan.jobs:
@@ -189,7 +189,7 @@ def stages(plan: jobs.Plan) -> dict[str, dict]:
     return out
 
 
-def plots(plan: jobs.Plan) -> list[dict]:
+def plots(plan: jobs.JobList) -> list[dict]:
     """`dvc plots show`'s plot across runs: test accuracy vs step of every run (each run's ε and
     each sweep are the plots of their stages: :func:`run_plot`, :func:`sweep_plot`)."""
     runs = {job.outputs["metrics"]: "test_accuracy" for job in plan.of("train").values()}
