@@ -16,7 +16,7 @@ from dp_accounting.pld import pld_privacy_accountant
 
 from dplab.training.summary import RunSummary
 from dplab import accounting
-from dplab.accounting.claims import KEYS
+from dplab.accounting.eligibility import KEYS
 from dplab.cli import main
 from dplab.errors import DPLabError
 from dplab.figures import figure, runs

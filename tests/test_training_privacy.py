@@ -146,7 +146,7 @@ def test_risk_reading_from_the_runs_pld_or_a_reason(synth):
     assert "not among" in risk_reading(_plan({"method": "dp_sgd", "noise_multiplier": 2.0,
                                                "accountants": ["rdp"]}, synth))["unavailable"]
     assert risk_reading(_plan({"method": "sgd"}, synth)) == {"unavailable": "non-private run"}
-    from dplab.accounting.claims import Update
+    from dplab.accounting.eligibility import Update
     from dplab.training.privacy import Plan
 
     correlated = risk_reading(Plan(None, 4.2, "given", "", update=Update(noise="correlated")))  # dp_mf: private

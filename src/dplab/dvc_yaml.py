@@ -18,7 +18,7 @@ metrics.json is a DVC metric; its metrics.csv and each sweep's CSV are DVC plots
 (:func:`templates`): ε vs step of a run and ε vs T of a sweep, one line per accountant, lower
 bounds and comparisons dashed and named as such.  Which ε columns a run's metrics.csv holds is
 decided at run time (:func:`dplab.training.privacy.plan`: the Setting needs the data and σ), so the
-run template folds every column any accountant can write (:func:`dplab.accounting.claims.column`)
+run template folds every column any accountant can write (:func:`dplab.accounting.eligibility.column`)
 and draws those the file has.
 """
 
@@ -35,7 +35,7 @@ import yaml
 from dplab import imports, jobs, layout
 from dplab.accounting import names as accountant_names
 from dplab.accounting.base import BOUND_WORDS, BOUNDS
-from dplab.accounting.claims import MF, bound, column
+from dplab.accounting.eligibility import MF, bound, column
 from dplab.training.methods import update_of
 from dplab.training.settings import RunSettings
 

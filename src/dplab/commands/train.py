@@ -70,7 +70,7 @@ def pipeline_run(config_file: str | None, name: str) -> dict:
 
 
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) -> None:
-    from dplab.accounting.claims import labelled
+    from dplab.accounting.eligibility import labelled
     from dplab.errors import DPLabError
     from dplab.io import output_folder
     from dplab.training import data, loop

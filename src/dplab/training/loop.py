@@ -55,7 +55,7 @@ from torch import nn
 
 from dplab import __version__
 from dplab.accounting import individual
-from dplab.accounting.claims import REFERENCE_BOUNDS, bound, column, labelled
+from dplab.accounting.eligibility import REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import Diverged, DPLabError
 from dplab.training import checkpoint
 from dplab.training.data import Dataset
@@ -461,7 +461,7 @@ def _status(run: _Run, row: dict) -> str:
 
 def _metrics_csv(rows: list[dict], claim: Plan, grid: list[int]) -> str:
     """One row per logged step; an ``epsilon_<name>`` column per claim, then ``epsilon_lower_<name>``
-    and ``epsilon_comparison_<name>`` per reference value (:func:`dplab.accounting.claims.column`)."""
+    and ``epsilon_comparison_<name>`` per reference value (:func:`dplab.accounting.eligibility.column`)."""
     curves = {**claim.curves, **claim.references}
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -539,7 +539,7 @@ def _summary(cfg: dict, s: RunSettings, method: Method, info, claim: Plan, rows,
             k: ("every iterate" if r == "trajectory" else "the final parameters only") for k, r in claim.release.items()
         },
         excluded_accountants=claim.excluded,
-        update=claim.update.as_dict(),  # with "setting": what dplab.accounting.claims.refusal decides from
+        update=claim.update.as_dict(),  # with "setting": what dplab.accounting.eligibility.refusal decides from
         details=claim.details,
         note="epsilon covers the model parameters; the logged losses/accuracies are diagnostics computed on the data and are not privatised",
     )

@@ -2,8 +2,8 @@
 exactly the accountants the run may claim, and beside it the lower bounds and comparisons its
 setting admits (reference values, never the run's ε).
 
-Which ones it reports is decided by :func:`dplab.accounting.claims.exclusion` from the Setting
-and the run's :class:`~dplab.accounting.claims.Update` (:meth:`dplab.training.methods.base.Method.update`), both written to
+Which ones it reports is decided by :func:`dplab.accounting.eligibility.exclusion` from the Setting
+and the run's :class:`~dplab.accounting.eligibility.Update` (:meth:`dplab.training.methods.base.Method.update`), both written to
 summary.json so that sweeps and figures decide the same way; only upper bounds are claims.  Loss constants (λ, β, L) enter the
 Setting only when the model and the data guarantee them (:func:`loss_constants`), so hidden-state
 bounds for convex losses never run on an MLP/CNN.
@@ -17,7 +17,7 @@ import numpy as np
 
 from dplab import accounting
 from dplab.accounting import Setting, epochs, risk
-from dplab.accounting.claims import Update, bound, exclusion, refusal
+from dplab.accounting.eligibility import Update, bound, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
 from dplab.training.settings import RunSettings

@@ -18,7 +18,7 @@ The loop is the one of :mod:`dplab.training.loop`; this module supplies its thre
 - the **claim**: σ calibrated from ``target_epsilon`` with :func:`dplab.mf.accounting.calibrate`,
   ε on the logged steps from the MF accountant (the first t rows of C·G + Z, i.e. C[:t, :t] and
   the spec cut to t steps), and every DP-SGD accountant listed as excluded
-  (:func:`dplab.accounting.claims.refusal`: they assume independent noise per step).
+  (:func:`dplab.accounting.eligibility.refusal`: they assume independent noise per step).
 
 Run keys: ``strategy`` (identity|sqrt|optimal|banded|banded_toeplitz|blt), ``bands`` (banded,
 banded_toeplitz), ``buffers`` (blt, 1..15), ``objective`` (banded_toeplitz, blt: mean|max, default
@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dplab.accounting.claims import exclusion
+from dplab.accounting.eligibility import exclusion
 from dplab.errors import DPLabError
 from dplab.layout import BANDED_STRATEGIES, TOEPLITZ_STRATEGIES, mf_args, mf_spec
 from dplab.mf import accounting as mf_accounting

@@ -1,5 +1,5 @@
 """One function decides which accountants a run may claim (issue 13 §7): training, sweeps and
-figure tables all ask dplab.accounting.claims.refusal, from what summary.json records."""
+figure tables all ask dplab.accounting.eligibility.refusal, from what summary.json records."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import summary_json
 from dplab.training.summary import RunSummary
 from dplab import accounting
-from dplab.accounting.claims import CORRELATED, KEYS, Update, exclusion, from_summary, key, refusal
+from dplab.accounting.eligibility import CORRELATED, KEYS, Update, exclusion, from_summary, key, refusal
 from dplab.accounting.sweep import sweep
 from dplab.cli import main
 from dplab.errors import DPLabError
