@@ -1,4 +1,4 @@
-"""Issue 15, point 2: every accountant answers in bounded time and memory or refuses up front.
+"""Every accountant answers in bounded time and memory or refuses up front.
 
 Each case of the issue, run through ``dplab.cli.main`` under a time limit (:func:`limit`: a
 generous one, it only catches hangs): a refusal is exit code 2 and one line naming the key; an

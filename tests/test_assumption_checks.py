@@ -1,4 +1,4 @@
-"""Assumptions checked everywhere they apply (issue 13 §8): clipping and weight decay for the
+"""Assumptions checked everywhere they apply: clipping and weight decay for the
 gradient-map bounds, accountant names at resolve time, loss constants against the data."""
 
 from __future__ import annotations

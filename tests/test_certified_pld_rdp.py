@@ -1,4 +1,4 @@
-"""pld and rdp against independent certified values at the edges of what they accept (issue 23).
+"""pld and rdp against independent certified values at the edges of what they accept.
 
 An upper bound is never below the truth: its ε is at least a certified lower bound on the true ε,
 and the true δ at its ε is at most δ.  References:
@@ -122,7 +122,7 @@ def test_pld_one_step_never_below_the_exact_epsilon(sigma, q, delta, neighbourin
 
 
 def test_pld_large_epsilon_is_answered_not_refused():
-    """Issue 23, point 4: σ = 0.3, q = 0.3, replace_one, T = 1 reaches ε = 16 at δ = 4.96e-5
+    """Large ε: σ = 0.3, q = 0.3, replace_one, T = 1 reaches ε = 16 at δ = 4.96e-5
     (dp_accounting's own test: GaussianPrivacyLoss.from_privacy_guarantee answers σ = 0.3).  Its
     one-step PLD needs 6.3e5 bins of 1e-4 (over PLD_STEP_BINS): it was refused; now the interval
     is coarsened (≤ PLD_DISC_MAX) and the ε printed is certified and within 1e-3 of the exact one."""

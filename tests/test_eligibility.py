@@ -1,4 +1,4 @@
-"""One function decides which accountants a run may claim (issue 13 §7): training, sweeps and
+"""One function decides which accountants a run may claim: training, sweeps and
 figure tables all ask dplab.accounting.eligibility.refusal, from what summary.json records."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dplab.figures import figure
 from dplab.training import data, loop
 from dplab.training.resolve import resolve_run
 from dplab.tables import write_table
+from dplab.training.settings import RunSettings
 
 RUN = {"dataset": "synthetic", "batch_size": 20, "steps": 30, "log_every": 10, "noise_multiplier": 2.0}
 
@@ -37,7 +38,7 @@ def runs(tmp_path_factory):
     specs = {"projected": {"method": "projected_dp_sgd", "diameter": 2.0, "neighbouring": "replace_one"},
              "dp_sgd": {"method": "dp_sgd"}}
     for name, spec in specs.items():
-        loop.train(resolve_run({**RUN, **spec, "name": name}), dataset, folder / name)
+        loop.train(RunSettings.of(resolve_run({**RUN, **spec, "name": name})), dataset, folder / name)
     return folder
 
 

@@ -84,7 +84,7 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) 
     method = METHODS[settings.method]
     factorization = method.load_factorization(settings, mf_cache) if mf_cache is not None else None
     with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
-        summary = loop.train(cfg, dataset, folder, factorization=factorization)
+        summary = loop.train(settings, dataset, folder, factorization=factorization)
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
     references = {**summary.epsilon_lower, **summary.epsilon_comparison}  # beside the claims: never the run's ε
     for name, kind in summary.epsilon_bound.items():

@@ -23,7 +23,7 @@ from dplab.training.data import largest_norm, logreg_constants
 from dplab.training.settings import RunSettings
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Plan:
     """Everything the run claims, decided before training starts."""
 
@@ -170,7 +170,8 @@ def plan(run: RunSettings, update: Update, n: int, b: int, dimension: int, info:
     (:func:`loss_constants`)."""
     names = requested_accountants(run)
     if update.noise == "none":
-        return Plan(None, None, "none (non-private)", "", excluded={k: exclusion(k, None, update) for k in names})
+        return Plan(setting=None, noise_multiplier=None, sigma_source="none (non-private)", constants_note="",
+                    excluded={k: exclusion(k, None, update) for k in names})
     constants, note = loss_constants(run, info, features)
     epochs.check(run.accountant, build_setting(run, n, b, dimension, 1.0, constants))  # as preflight.check_run
     if run.noise_multiplier is not None:
@@ -179,7 +180,7 @@ def plan(run: RunSettings, update: Update, n: int, b: int, dimension: int, info:
         probe = build_setting(run, n, b, dimension, 1.0, constants)
         sigma, source = calibrate(run, probe, update)
     setting = build_setting(run, n, b, dimension, sigma, constants)
-    out = Plan(setting, sigma, source, note, update=update)
+    out = Plan(setting=setting, noise_multiplier=sigma, sigma_source=source, constants_note=note, update=update)
     for name in names:
         why = exclusion(name, setting, update)
         if why is None:

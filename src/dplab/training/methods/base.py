@@ -23,7 +23,7 @@ from dplab.training.samplers import Sampler
 from dplab.training.settings import RunSettings
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Mechanism:
     """What a run's method fixes before its first step: the batch sampler, the privacy claim
     (σ and ε, :class:`~dplab.training.privacy.Plan`) and the noise source."""
@@ -74,6 +74,11 @@ class Method:
         the clipped sum and its optimizer (what :func:`dplab.accounting.eligibility.refusal` reads)."""
         return Update(noise=self.noise, normalize=run.normalize, optimizer=run.optimizer.label)
 
+    def options(self, run: RunSettings):
+        """The method's own keys (:attr:`keys`) of ``run``, as the options type the method owns
+        (dp_mf: :class:`~dplab.training.methods.dp_mf.MFOptions`); None for a method with none."""
+        return None
+
     def resolve(self, run: RunSettings, err) -> dict:
         """Cross-key rules of the method's own keys (``err(key, message)`` builds the error);
         called last by :func:`dplab.training.resolve.resolve_run`, which fills in the run the
@@ -95,7 +100,7 @@ class Method:
         if self.private and claim.setting is not None and asked and not claim.curves:  # no run without an ε
             raise privacy.unclaimed(claim.setting, claim.update, claim.excluded)
         noise = GaussianNoise(claim.noise_multiplier * run.clip) if self.private else NoNoise()
-        return Mechanism(sampler, claim, noise)
+        return Mechanism(sampler=sampler, plan=claim, noise=noise)
 
     def factorization(self, entry: dict) -> tuple[str, dict] | None:
         """(cache key, spec) of the factorization a run entry trains with

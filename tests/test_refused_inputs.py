@@ -1,4 +1,4 @@
-"""Bad input, round two (issue 25, points 1–5): a key given twice in a YAML file, files that are
+"""Inputs refused before any work: a key given twice in a YAML file, files that are
 not whole (cut, empty, a FIFO, a device), counts too large to compute, flags an accountant never
 reads, two outputs on one path, an index over missing results.  Each is refused with one line
 naming the key, flag or file, exit code 2, before any work (dplab.inputs, dplab.schemas)."""
