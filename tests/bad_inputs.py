@@ -93,7 +93,8 @@ def _mf_run(run: dict, cache: str) -> list[str]:
 class Entry:
     """One bad input: ``argv`` (placeholders: DATA a prepared dataset, TABLE a figure's table,
     DIGITS prepared digits, OUT… paths under the output folder, FILE:<name> a file of :func:`files`), the exit code that
-    says what should happen, and what it exercises (``point``: the class of input, docs/reliability.md)."""
+    says what should happen, and what it exercises (``point``: the class of input,
+    docs/reliability.md)."""
 
     name: str
     point: int

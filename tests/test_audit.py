@@ -1,4 +1,4 @@
-"""Tightness audit (issues 9, 18): Clopper–Pearson, ε from rates, the gdp and the three one-run estimators
+"""Tightness audit: Clopper–Pearson, ε from rates, the gdp and the three one-run estimators
 on scores of known ε, exact values (Gaussian and subsampled last iterates), the lockstep runner
 against loop.train and against the closed form of its canary scores, and small audits of every
 threat model below every valid upper bound."""
@@ -573,7 +573,7 @@ def test_last_iterate_audit_of_strongly_convex_noisy_gd_sits_below_the_hidden_st
 def test_input_canary_audit_certifies_a_positive_bound_below_every_upper_bound(digits, tmp_path):
     """q = 1/2, σ = 1/2, T = 4, 64 runs per world (32 evaluate): PLD ε = 21.8; the ideal 1-D problem
     (shift ±0.99/σ per sampled step) gives a 95% lower bound ≥ 0.99 in 95% of 300 simulated audits
-    (simulation in the issue-9 report), so the engine's audit must certify well above 0."""
+    (a simulation of this canary), so the engine's audit must certify well above 0."""
     from dplab.audit.membership import run_audit
     from dplab.figures import tightness_audit
     from dplab.tables import write_table

@@ -75,7 +75,7 @@ def _poisson(sigma, q, t, neighbouring="add_remove"):
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"s{r['noise_multiplier']}-q{r['sampling_rate']}-T{r['steps']}-"
                                                     f"{r['neighbouring']}-d{r['delta']:g}")
 def test_pld_epsilon_never_below_the_certified_bracket(row):
-    """The issue's settings (σ = 2, q = 0.5, T = 1000 and σ = 3, q = 0.3, T = 3000 at δ = 1e-12,
+    """Large-T settings (σ = 2, q = 0.5, T = 1000 and σ = 3, q = 0.3, T = 3000 at δ = 1e-12,
     printed 91.056 and 54.79 before) and others at δ = 1e-12, q = 0.99, T = 20000, replace_one."""
     setting = _poisson(row["noise_multiplier"], row["sampling_rate"], row["steps"], row["neighbouring"])
     eps = get("pld").epsilon(setting, row["delta"])

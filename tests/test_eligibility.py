@@ -13,7 +13,8 @@ import pytest
 from conftest import summary_json
 from dplab.training.summary import RunSummary
 from dplab import accounting
-from dplab.accounting.eligibility import CORRELATED, KEYS, Update, exclusion, from_summary, key, refusal
+from dplab.accounting.eligibility import (CORRELATED, KEYS, Update, exclusion, from_summary, key,
+                                          refusal)
 from dplab.accounting.sweep import sweep
 from dplab.cli import main
 from dplab.errors import DPLabError
@@ -38,7 +39,8 @@ def runs(tmp_path_factory):
     specs = {"projected": {"method": "projected_dp_sgd", "diameter": 2.0, "neighbouring": "replace_one"},
              "dp_sgd": {"method": "dp_sgd"}}
     for name, spec in specs.items():
-        loop.train(RunSettings.of(resolve_run({**RUN, **spec, "name": name})), dataset, folder / name)
+        loop.train(RunSettings.of(resolve_run({**RUN, **spec, "name": name})),
+                   dataset, folder / name)
     return folder
 
 
@@ -47,7 +49,7 @@ def _summary(folder, name) -> dict:
 
 
 def test_sweep_of_a_projected_run_gives_pld_no_curve(runs, tmp_path):
-    """The scenario of the issue: the run excludes pld (realized |B|); `dplab sweep --summary
+    """A run that excludes pld (realized |B|); `dplab sweep --summary
     --accountants pld` writes one row with an empty ε and that reason, never a curve."""
     summary = _summary(runs, "projected")
     assert "pld" not in summary["epsilon"] and "realized batch size" in summary["excluded_accountants"]["pld"]

@@ -93,8 +93,9 @@ def test_claims_read_004s_epsilon_as_a_risk(runs, tmp_path):
     folders = {}
     for name, sigma in (("quiet", 20.0), ("loud", 0.5)):
         folders[name] = tmp_path / name
-        loop.train(RunSettings.of(resolved(**{**FULL_BATCH, "accountant": None}, name=name, noise_multiplier=sigma, delta=1e-6)),
-                   synth, folders[name])
+        run = resolved(**{**FULL_BATCH, "accountant": None}, name=name, noise_multiplier=sigma,
+                       delta=1e-6)
+        loop.train(RunSettings.of(run), synth, folders[name])
     inputs = {"tables": [], "nonprivate": [], "sweeps": [], "benchmark": [],
               "try_summaries": [str(folders[n] / "summary.json") for n in ("quiet", "loud")],
               "try_metrics": [str(folders[n] / "metrics.csv") for n in ("quiet", "loud")]}

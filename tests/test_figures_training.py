@@ -27,7 +27,8 @@ def synth(tmp_path_factory):
 
 def train(synth, tmp_path, name, **run):
     out = tmp_path / name
-    loop.train(RunSettings.of(resolve_run({"dataset": "synthetic", "name": name, **run})), synth, out)
+    loop.train(RunSettings.of(resolve_run({"dataset": "synthetic", "name": name, **run})),
+               synth, out)
     return out
 
 

@@ -453,7 +453,8 @@ def teardown_module():
 
 
 def test_pools_hold_the_extremes():
-    """The number pool holds the extreme values the module docstring names (a guard against trimming it)."""
+    """The number pool holds the extreme values the module docstring names (a guard against
+    trimming it)."""
     floats = {float(v) for v in NUMBERS if re.fullmatch(r"[-+0-9.e]+|nan|inf|-inf", v)}
     assert {0.0, -1.0, 1e300, 1e-300, 99999999999999999999999.0} <= floats
     assert any(math.isnan(v) for v in floats) and math.inf in floats

@@ -43,7 +43,8 @@ def trained(tmp_path_factory):
     data.write(folder / "data", *data.prepare(cfg, "synthetic"))
     dataset = data.load(folder / "data")
     for name, spec in SPECS.items():
-        loop.train(RunSettings.of(resolve_run({**RUN, **spec, "name": name})), dataset, folder / name)
+        loop.train(RunSettings.of(resolve_run({**RUN, **spec, "name": name})),
+                   dataset, folder / name)
     return folder
 
 

@@ -127,7 +127,8 @@ def test_cuda_run_reproducible_and_syncs_only_at_logged_steps(synth, tmp_path):
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            loop.train(RunSettings.of(cfg), synth, tmp_path / "a", hook=lambda step: count.append((step, len(caught))))
+            loop.train(RunSettings.of(cfg),
+                       synth, tmp_path / "a", hook=lambda step: count.append((step, len(caught))))
     finally:
         torch.cuda.set_sync_debug_mode("default")
     syncs = {step: n - count[i - 1][1] for i, (step, n) in enumerate(count) if i}

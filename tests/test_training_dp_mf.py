@@ -354,7 +354,8 @@ def test_correlated_noise_with_adam_keeps_the_mf_claim_and_moves_other_parameter
     """dp_mf with another optimizer (docs/matrix_factorization.md, "With another optimizer"): the
     same σ and mf ε (post-processing of the released noisy gradients), other parameters."""
     sgd = loop.train(RunSettings.of(_cfg()), synth, tmp_path / "sgd").as_dict()
-    adam = loop.train(RunSettings.of(_cfg(optimizer="adam", lr=0.05)), synth, tmp_path / "adam").as_dict()
+    adam = loop.train(RunSettings.of(_cfg(optimizer="adam", lr=0.05)),
+                      synth, tmp_path / "adam").as_dict()
     assert (adam["epsilon"], adam["noise_multiplier"]) == (sgd["epsilon"], sgd["noise_multiplier"])
     assert (tmp_path / "sgd" / "model.pt").read_bytes() != (tmp_path / "adam" / "model.pt").read_bytes()
 

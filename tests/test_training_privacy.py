@@ -149,8 +149,9 @@ def test_risk_reading_from_the_runs_pld_or_a_reason(synth):
     from dplab.accounting.eligibility import Update
     from dplab.training.privacy import Plan
 
-    correlated = risk_reading(Plan(setting=None, noise_multiplier=4.2, sigma_source="given",
-                                         constants_note="", update=Update(noise="correlated")))  # dp_mf: private
+    plan = Plan(setting=None, noise_multiplier=4.2, sigma_source="given", constants_note="",
+                update=Update(noise="correlated"))  # dp_mf: private
+    correlated = risk_reading(plan)
     assert "correlated noise" in correlated["unavailable"] and "non-private" not in correlated["unavailable"]
 
 

@@ -82,7 +82,8 @@ def synth(tmp_path_factory):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_summary_read_and_written_again_is_the_same_file(synth, tmp_path, kind):
-    returned = loop.train(RunSettings.of(resolve_run({**BASE, **KINDS[kind]})), synth, tmp_path / "run")
+    returned = loop.train(RunSettings.of(resolve_run({**BASE, **KINDS[kind]})),
+                          synth, tmp_path / "run")
     path = tmp_path / "run" / "summary.json"
     summary = RunSummary.read(path)
     assert summary.text() == returned.text() == path.read_text()  # (JSON makes individual_privacy's class keys strings)

@@ -18,7 +18,8 @@ metrics.json is a DVC metric; its metrics.csv and each sweep's CSV are DVC plots
 (:func:`templates`): ε vs step of a run and ε vs T of a sweep, one line per accountant, lower
 bounds and comparisons dashed and named as such.  Which ε columns a run's metrics.csv holds is
 decided at run time (:func:`dplab.training.privacy.plan`: the Setting needs the data and σ), so the
-run template folds every column any accountant can write (:func:`dplab.accounting.eligibility.column`)
+run template folds every column any accountant can write
+(:func:`dplab.accounting.eligibility.column`)
 and draws those the file has.
 """
 

@@ -55,7 +55,8 @@ def _label(run: RunSettings) -> str:
     if strategy is not None:  # a factorization: dp_mf
         label = f"-{bands}" if bands is not None else ""
         label += f"-{buffers} buffers" if buffers is not None else ""
-        return f"dp_mf {strategy}{label}, {run.sampling} b={run.method_key('min_separation') or 'n/batch'}"
+        parts = run.method_key("min_separation") or "n/batch"
+        return f"dp_mf {strategy}{label}, {run.sampling} b={parts}"
     return f"{run.method}, {run.sampling}"
 
 

@@ -97,7 +97,8 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
             sigma = float(accountant.sigma_curve(setting, eps, delta, [params["steps"]])[0])
         except AssumptionError as err:
             row["reason"] = str(err)
-        else:  # the setting at that σ must be one the technique may claim (dplab.accounting.eligibility)
+        else:  # the setting at that σ must be one the technique may claim
+            # (dplab.accounting.eligibility)
             row["reason"] = refusal(name, setting.replace(noise_multiplier=sigma), analysed_update(accountant.release)) or ""
             if not row["reason"]:
                 row.update(noise_multiplier=sigma,

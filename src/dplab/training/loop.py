@@ -34,9 +34,9 @@ every step), so a CUDA run synchronizes only there.
 Checkpoints (:mod:`dplab.training.checkpoint`) hold the parameters, the generators', sampler,
 noise and optimizer states, the step and the metrics so far; a restarted run resumes from the
 last whole one written for the same run, data and :mod:`environment
-<dplab.training.environment>` and ends with the same bytes as an uninterrupted one.  Progress (step/T, the last logged losses and ε,
-elapsed and estimated time left) goes to a bar on a terminal, else to the log
-(:mod:`dplab.progress`).
+<dplab.training.environment>` and ends with the same bytes as an uninterrupted one.  Progress
+(step/T, the last logged losses and ε, elapsed and estimated time left) goes to a bar on a
+terminal, else to the log (:mod:`dplab.progress`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ exactly the accountants the run may claim, and beside it the lower bounds and co
 setting admits (reference values, never the run's ε).
 
 Which ones it reports is decided by :func:`dplab.accounting.eligibility.exclusion` from the Setting
-and the run's :class:`~dplab.accounting.eligibility.Update` (:meth:`dplab.training.methods.base.Method.update`), both written to
+and the run's :class:`~dplab.accounting.eligibility.Update`
+(:meth:`dplab.training.methods.base.Method.update`), both written to
 summary.json so that sweeps and figures decide the same way; only upper bounds are claims.  Loss constants (λ, β, L) enter the
 Setting only when the model and the data guarantee them (:func:`loss_constants`), so hidden-state
 bounds for convex losses never run on an MLP/CNN.
@@ -170,8 +171,8 @@ def plan(run: RunSettings, update: Update, n: int, b: int, dimension: int, info:
     (:func:`loss_constants`)."""
     names = requested_accountants(run)
     if update.noise == "none":
-        return Plan(setting=None, noise_multiplier=None, sigma_source="none (non-private)", constants_note="",
-                    excluded={k: exclusion(k, None, update) for k in names})
+        return Plan(setting=None, noise_multiplier=None, sigma_source="none (non-private)",
+                    constants_note="", excluded={k: exclusion(k, None, update) for k in names})
     constants, note = loss_constants(run, info, features)
     epochs.check(run.accountant, build_setting(run, n, b, dimension, 1.0, constants))  # as preflight.check_run
     if run.noise_multiplier is not None:
@@ -180,7 +181,8 @@ def plan(run: RunSettings, update: Update, n: int, b: int, dimension: int, info:
         probe = build_setting(run, n, b, dimension, 1.0, constants)
         sigma, source = calibrate(run, probe, update)
     setting = build_setting(run, n, b, dimension, sigma, constants)
-    out = Plan(setting=setting, noise_multiplier=sigma, sigma_source=source, constants_note=note, update=update)
+    out = Plan(setting=setting, noise_multiplier=sigma, sigma_source=source, constants_note=note,
+               update=update)
     for name in names:
         why = exclusion(name, setting, update)
         if why is None:

@@ -5,7 +5,8 @@ the samplings it allows), its **noise** (none, i.i.d. Gaussian or correlated), i
 (how the clipped sum is normalised, whether λ shrinks the weights: 001 eq. 12, 17), its
 **projection** (none, optional or required: 001 eq. 1), the run keys only it reads, and which
 accountants may account for it: those :func:`dplab.accounting.eligibility.exclusion` admits for its
-:class:`~dplab.accounting.eligibility.Update` and Setting, or the fixed list it names (dp_mf: ``mf``).
+:class:`~dplab.accounting.eligibility.Update` and Setting, or the fixed list it names (dp_mf:
+``mf``).
 The base class is the independent-noise engine (σ from :func:`dplab.training.privacy.plan`); a
 method with another mechanism (dp_mf) overrides :meth:`Method.resolve`, :meth:`Method.sampler`,
 :meth:`Method.mechanism` and :meth:`Method.factorization`.
@@ -71,7 +72,8 @@ class Method:
 
     def update(self, run: RunSettings) -> Update:
         """The engine's update for a resolved run: the method's noise, how the run normalizes
-        the clipped sum and its optimizer (what :func:`dplab.accounting.eligibility.refusal` reads)."""
+        the clipped sum and its optimizer (what :func:`dplab.accounting.eligibility.refusal`
+        reads)."""
         return Update(noise=self.noise, normalize=run.normalize, optimizer=run.optimizer.label)
 
     def options(self, run: RunSettings):

@@ -70,7 +70,8 @@ ACCOUNTANT = mf_accounting.NAME  # "mf"
 
 @dataclass(frozen=True, kw_only=True)
 class MFOptions:
-    """dp_mf's own keys of a resolved run (module docstring, "Run keys"; :data:`METHOD`'s ``keys``)."""
+    """dp_mf's own keys of a resolved run (module docstring, "Run keys"; :data:`METHOD`'s
+    ``keys``)."""
 
     strategy: str | None  # the factorization's strategy (required: :func:`resolve`)
     bands: int | None  # strategies banded, banded_toeplitz: bands of C
@@ -131,7 +132,8 @@ def _resolve_toeplitz(run: RunSettings, err) -> dict:
         raise err("sampling", "cyclic_poisson (amplified BandMF) needs a C with at most b bands; a BLT has T bands: "
                               "use sampling min_separation, or strategy banded_toeplitz")
     if run.sampling == "min_separation" and o.min_separation is None:
-        raise err("min_separation", f"is required for strategy {o.strategy} with the min_separation sampler: its "
+        raise err("min_separation", f"is required for strategy {o.strategy} with the "
+                                    "min_separation sampler: its "
                                     "optimizer minimizes the error of k = ceil(T/b) participations b apart")
     return {"objective": o.objective or "mean"}
 
@@ -145,7 +147,8 @@ def optimized_separation(sampling: str | None, min_separation: int | None) -> in
 
 
 def build_factorization(run: RunSettings) -> Factorization | ToeplitzFactorization:
-    """The factorization of the run's options (:class:`MFOptions`), optimized or factorized afresh."""
+    """The factorization of the run's options (:class:`MFOptions`), optimized or factorized
+    afresh."""
     o = options(run)
     if o.strategy in TOEPLITZ_STRATEGIES:
         steps, s = run.steps, optimized_separation(run.sampling, o.min_separation)
@@ -180,7 +183,8 @@ def _load_toeplitz(path: Path, key: str, regenerate: str) -> ToeplitzFactorizati
 def load_factorization(run: RunSettings, cache: str | Path) -> Factorization | ToeplitzFactorization:
     """The run's factorization from a cache folder; one that does not match the run is an error."""
     o = options(run)
-    key, spec = _spec(o.strategy, run.steps, o.bands, o.buffers, o.objective, run.sampling, o.min_separation)
+    key, spec = _spec(o.strategy, run.steps, o.bands, o.buffers, o.objective, run.sampling,
+                      o.min_separation)
     path = Path(cache) / f"{key}.npz"
     regenerate = f"dplab mf {mf_args(spec)} --out {path}"
     if not path.exists():
@@ -233,7 +237,8 @@ def sampler_spec(run: RunSettings, n: int):
         raise DPLabError("sampling", f"method {NAME} allows {', '.join(METHOD.samplings)}; got {run.sampling!r}")
     if o.participations is not None and o.participations != k:
         raise DPLabError("participations", f"the {run.sampling} sampler with b = {parts} over T = {run.steps} "
-                                           f"steps gives k = ceil(T/b) = {k}; got {o.participations}")
+                                           f"steps gives k = ceil(T/b) = {k}; "
+                                           f"got {o.participations}")
     return spec
 
 
