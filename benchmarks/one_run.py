@@ -1,5 +1,5 @@
 """How close the one-run estimators come to the exact ε of the Gaussian mechanism, against the
-number of canaries m (issue 18 point 2).
+number of canaries m.
 
 One run of m canaries, each in with probability 1/2; scores N(μ, 1) in and N(0, 1) out, with μ
 chosen so that the Gaussian mechanism's exact ε at δ = 1e-5 is 1, 2 or 4

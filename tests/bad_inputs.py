@@ -1,4 +1,4 @@
-"""Issue 25's count: a list of bad inputs run against the ``dplab`` subcommands, each classed
+"""The bad-input count: a list of bad inputs run against the ``dplab`` subcommands, each classed
 by what went wrong.
 
     python tests/bad_inputs.py [--timeout S] [--only NAME …] [--round N]
@@ -9,7 +9,7 @@ per entry and a count per class (docs/reliability.md, "Bad inputs, counted").  I
 does not fail; ``tests/test_bad_inputs.py`` runs the cheap entries in-process and asserts the
 classes that are fixed are at 0.
 
-The classes, as issue 25 names them (an entry may fall in several):
+The classes (an entry may fall in several):
 
 - ``silent``: exit 0 where the input must be refused or the run must fail (a silent wrong answer);
 - ``late``: refused (exit 2) only after :data:`LATE` CPU seconds of work (CPU time, not wall
@@ -72,7 +72,7 @@ SGD = {"method": "sgd", "model": "logreg", "dataset": "synthetic", "steps": 6, "
 EPS = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100", "--delta", "1e-5"]
 #: the saved factorization of :data:`BLT` (``dplab.layout.cache_key``)
 MF_FILE = "blt_T6_k2_mean.npz"
-#: a dp_mf run with a BLT of 2 buffers (issue 27), refused below with one key changed
+#: a dp_mf run with a BLT of 2 buffers, refused below with one key changed
 BLT = {**RUN, "method": "dp_mf", "strategy": "blt", "buffers": 2, "min_separation": 10, "accountant": "mf",
        "accountants": ["mf"]}
 
@@ -93,7 +93,8 @@ def _mf_run(run: dict, cache: str) -> list[str]:
 class Entry:
     """One bad input: ``argv`` (placeholders: DATA a prepared dataset, TABLE a figure's table,
     DIGITS prepared digits, OUT… paths under the output folder, FILE:<name> a file of :func:`files`), the exit code that
-    says what should happen, and what it exercises (issue 25's point)."""
+    says what should happen, and what it exercises (``point``: the class of input,
+    docs/reliability.md)."""
 
     name: str
     point: int

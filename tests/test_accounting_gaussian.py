@@ -36,7 +36,7 @@ def exact_delta(epsilon: float, mu: float) -> mpmath.mpf:
 
 @pytest.mark.parametrize("mu", [1e-3, 0.02, 1.0, 30.0, 1e3])
 def test_profile_is_never_below_the_60_digit_value(mu):
-    """Issue 23: gaussian_delta ≥ the exact δ at every ε from 0 to 1e4 with δ ≥ 1e-300 (c = ε/μ − μ/2
+    """gaussian_delta ≥ the exact δ at every ε from 0 to 1e4 with δ ≥ 1e-300 (c = ε/μ − μ/2
     up to 37.5), and above it by at most 1e-8 relative where δ ≤ ½ (the pad, measured ≤ 2.8e-10
     for μ ≥ 1e-3 by tests/references/gaussian_profile_error.py).  The former difference of ndtr's
     was up to 1e-8 relative low, e.g. 2.9e-10 at μ = 0.02, δ = 1e-300."""
@@ -92,7 +92,7 @@ def test_salary_example():
 
 @pytest.mark.parametrize("eps,delta,smallest", [(20.0, 1e-6, 0.3091), (13.0, 1e-5, 0.4050)])
 def test_pei_is_valid_at_large_epsilon(eps, delta, smallest):
-    """Issue 13: the 1st expression alone gave σ = 0.2763 < 0.3091 (ε = 20, δ = 1e-6; the true δ
+    """The 1st expression alone gave σ = 0.2763 < 0.3091 (ε = 20, δ = 1e-6; the true δ
     was ~47× the target) and 0.3967 < 0.4050 (ε = 13, δ = 1e-5)."""
     sigma = get("gaussian_pei").sigma(Setting(sensitivity=1.0), eps, delta)
     assert get("gaussian_analytic").sigma(Setting(sensitivity=1.0), eps, delta) == pytest.approx(smallest, abs=1e-4)

@@ -1,4 +1,4 @@
-"""The guard (issue 13): no accountant prints a guarantee stronger than the exact privacy of the
+"""The guard: no accountant prints a guarantee stronger than the exact privacy of the
 release it bounds, anywhere in the validity region it declares.
 
 References, each exact or a lower bound on the exact value (so "never below" is a valid test):
@@ -13,7 +13,7 @@ References, each exact or a lower bound on the exact value (so "never below" is 
 - ``langevin``: the exact last-iterate value of 002 Thm 3 on the quadratic loss (audit/exact.py);
 - ``mf`` with participation rate 1: the exact Gaussian mechanism of the encoder's sensitivity
   under the sampler's actual participation pattern;
-- at the edges (issue 23): the exact Gaussian profile in log space (δ down to 1e-300; q = 1 and
+- at the edges: the exact Gaussian profile in log space (δ down to 1e-300; q = 1 and
   T = 10^15 for the composition accountants), ``pabi`` on a linear loss (exact Gaussian last
   iterate), ``ye_shokri`` and the Asoodeh bounds against a certified threshold lower bound on an
   exact pair's last iterate, and optimistic-PLD values at q = 0.99 and n = 2 stored in
@@ -261,7 +261,7 @@ def test_mf_never_below_the_exact_gaussian_at_rate_one(strategy):
                     assert _meets(log_gaussian_delta(eps, scale / sigma), edge), (eps, edge, sigma)
 
 
-# ------------------------------------------------------- the edges (issue 23 §6)
+# ---------------------------------------------------------------------- the edges
 def log_gaussian_delta(epsilon, mu):
     """log δ(ε) of the Gaussian mechanism with μ = Δ/std (Balle & Wang 2018, Thm 8), written
     independently of dplab in log space: log Φ(a) + log(1 − e^{ε + log Φ(b) − log Φ(a)}), a = μ/2 − ε/μ,
@@ -349,7 +349,7 @@ def test_composition_at_rate_one_and_the_largest_t_meets_the_exact_gaussian(name
     assert checked >= 8
 
 
-# ------------------------------------------ hidden state at the edges (issue 23 §6)
+# --------------------------------------------------------- hidden state at the edges
 PABI_CASES = [  # (σ, n, b, T): Q = n/b batches, T a multiple of Q (every record visited T/Q times)
     (1.0, 10, 10, 1), (0.5, 100, 100, 50), (2.0, 1000, 50, 20), (3.0, 1000, 50, 20 * 500),
     (1e4, 10**6, 10**3, 10**15),

@@ -1,6 +1,6 @@
-"""Issue 15, point 2: every accountant answers in bounded time and memory or refuses up front.
+"""Every accountant answers in bounded time and memory or refuses up front.
 
-Each case of the issue, run through ``dplab.cli.main`` under a time limit (:func:`limit`: a
+Each case, run through ``dplab.cli.main`` under a time limit (:func:`limit`: a
 generous one, it only catches hangs): a refusal is exit code 2 and one line naming the key; an
 answer is checked against an exact value or dp_accounting's own.
 """
@@ -28,7 +28,7 @@ from dplab.accounting.setting import Setting
 from dplab.cli import main
 from dplab.mf.workload import MEMORY_MAX
 
-#: seconds a case may take: far above any answer or refusal, far below the hangs of the issue
+#: seconds a case may take: far above any answer or refusal, far below the hangs once seen
 SECONDS = 30
 POISSON = ["--sampling-rate", "0.01", "--steps", "100"]
 

@@ -1,4 +1,4 @@
-"""Assumptions checked everywhere they apply (issue 13 §8): clipping and weight decay for the
+"""Assumptions checked everywhere they apply: clipping and weight decay for the
 gradient-map bounds, accountant names at resolve time, loss constants against the data."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def _edit_info(folder, **changes):
 
 
 #: noisy GD whose true constants (R = 1: β = (R² + 1)/2 + l2 = 1.05) exclude langevin (η = 0.97 ≥
-#: 1/β = 0.952), and which the edited β = 0.55 of the issue would let through
+#: 1/β = 0.952), and which an edited β = 0.55 would let through
 NOISY_GD = {"method": "noisy_gd", "dataset": "synthetic", "l2": 0.05, "diameter": 4.0, "clip": 3.0, "lr": 0.97,
             "noise_multiplier": 20.0, "steps": 20, "log_every": 20, "neighbouring": "replace_one",
             "accountants": ["langevin", "rdp"]}

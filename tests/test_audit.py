@@ -1,4 +1,4 @@
-"""Tightness audit (issues 9, 18): Clopper–Pearson, ε from rates, the gdp and the three one-run estimators
+"""Tightness audit: Clopper–Pearson, ε from rates, the gdp and the three one-run estimators
 on scores of known ε, exact values (Gaussian and subsampled last iterates), the lockstep runner
 against loop.train and against the closed form of its canary scores, and small audits of every
 threat model below every valid upper bound."""
@@ -119,7 +119,7 @@ def test_lockstep_runs_are_the_engines_runs(digits, tmp_path, method, extra):
     cfg = resolve_run({"method": method, "model": "mlp", "hidden": 4, "steps": 5, "batch_size": 8, "lr": 0.5,
                        "noise_multiplier": 1.0, "accountants": [], "seed": 3, "log_every": 5, "checkpoint_every": 0,
                        "device": "cpu", **extra})
-    loop.train(cfg, sub, tmp_path)
+    loop.train(RunSettings.of(cfg), sub, tmp_path)
     ref = torch.load(tmp_path / "model.pt")
     res = train_many(RunSettings.of(cfg), torch.stack([sub.x_train] * 2), torch.stack([sub.y_train] * 2), [7, 3], [5], 10)
     for k in ref:
@@ -311,7 +311,7 @@ def _gaussian_canaries(eps: float, m: int, seed: int):
 def test_one_run_estimators_on_gaussian_scores_are_below_the_exact_epsilon_and_ordered(eps):
     """One run of 10^5 Gaussian canaries: the f-DP analysis certifies more than Steinke et al.'s
     (ε, δ) analysis of the same guesses; the analysis for independent canaries (which these are)
-    more again, within 10 % of the mechanism's exact ε (issue 18 point 2); none above it."""
+    more again, within 10 % of the mechanism's exact ε; none above it."""
     scores, members, exact_eps = _gaussian_canaries(eps, 100_000, int(eps))
     fdp = estimators.one_run_gdp_bound(scores, members, 1e-5)
     steinke = estimators.one_run_bound(scores, members, 1e-5)
@@ -573,7 +573,7 @@ def test_last_iterate_audit_of_strongly_convex_noisy_gd_sits_below_the_hidden_st
 def test_input_canary_audit_certifies_a_positive_bound_below_every_upper_bound(digits, tmp_path):
     """q = 1/2, σ = 1/2, T = 4, 64 runs per world (32 evaluate): PLD ε = 21.8; the ideal 1-D problem
     (shift ±0.99/σ per sampled step) gives a 95% lower bound ≥ 0.99 in 95% of 300 simulated audits
-    (simulation in the issue-9 report), so the engine's audit must certify well above 0."""
+    (a simulation of this canary), so the engine's audit must certify well above 0."""
     from dplab.audit.membership import run_audit
     from dplab.figures import tightness_audit
     from dplab.tables import write_table

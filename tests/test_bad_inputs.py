@@ -1,10 +1,8 @@
-"""The cheap part of issue 25's list of bad inputs (tests/bad_inputs.py), run in-process.
+"""The cheap part of the list of bad inputs (tests/bad_inputs.py), run in-process.
 
 Every cheap entry falls in no class (exit code, half-written files, lines on stderr, hang,
-silent, a message that misses what its ``says`` expects): points 6–8 since issue 25's second
-branch, points 1–5 since its third, and every entry of round three (all cheap: each is refused,
-or answered, within a few seconds; the late and hanging entries of the first rounds, not cheap,
-are counted by the script)."""
+silent, a message that misses what its ``says`` expects): each is refused, or answered, within
+a few seconds (the late and hanging entries, not cheap, are counted by the script)."""
 
 from __future__ import annotations
 

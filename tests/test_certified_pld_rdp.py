@@ -1,4 +1,4 @@
-"""pld and rdp against independent certified values at the edges of what they accept (issue 23).
+"""pld and rdp against independent certified values at the edges of what they accept.
 
 An upper bound is never below the truth: its ε is at least a certified lower bound on the true ε,
 and the true δ at its ε is at most δ.  References:
@@ -75,7 +75,7 @@ def _poisson(sigma, q, t, neighbouring="add_remove"):
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"s{r['noise_multiplier']}-q{r['sampling_rate']}-T{r['steps']}-"
                                                     f"{r['neighbouring']}-d{r['delta']:g}")
 def test_pld_epsilon_never_below_the_certified_bracket(row):
-    """The issue's settings (σ = 2, q = 0.5, T = 1000 and σ = 3, q = 0.3, T = 3000 at δ = 1e-12,
+    """Large-T settings (σ = 2, q = 0.5, T = 1000 and σ = 3, q = 0.3, T = 3000 at δ = 1e-12,
     printed 91.056 and 54.79 before) and others at δ = 1e-12, q = 0.99, T = 20000, replace_one."""
     setting = _poisson(row["noise_multiplier"], row["sampling_rate"], row["steps"], row["neighbouring"])
     eps = get("pld").epsilon(setting, row["delta"])
@@ -122,7 +122,7 @@ def test_pld_one_step_never_below_the_exact_epsilon(sigma, q, delta, neighbourin
 
 
 def test_pld_large_epsilon_is_answered_not_refused():
-    """Issue 23, point 4: σ = 0.3, q = 0.3, replace_one, T = 1 reaches ε = 16 at δ = 4.96e-5
+    """Large ε: σ = 0.3, q = 0.3, replace_one, T = 1 reaches ε = 16 at δ = 4.96e-5
     (dp_accounting's own test: GaussianPrivacyLoss.from_privacy_guarantee answers σ = 0.3).  Its
     one-step PLD needs 6.3e5 bins of 1e-4 (over PLD_STEP_BINS): it was refused; now the interval
     is coarsened (≤ PLD_DISC_MAX) and the ε printed is certified and within 1e-3 of the exact one."""

@@ -308,7 +308,8 @@ def test_as_if_poisson_is_not_below_the_poisson_epsilon_it_names(q):
     the valid bound and never claimed (tests/test_sampling_runs.py).  What is checked here is that
     the number is what it says, Poisson's ε computed pessimistically: at T = 1 it is not below the
     exact 60-digit ε of one Poisson-subsampled Gaussian step, and within 1% of it, for q up to 0.99
-    (δ down to 1e-12: below, the PLD's own small-δ range is issue 23, point 2)."""
+    (δ down to 1e-12: below, the PLD's own small-δ range is
+    :mod:`dplab.accounting.pld_tilted`'s)."""
     n = 1000
     for sigma, delta in ((0.5, 1e-12), (2.0, 1e-5)):
         s = _setting("shuffle", "add_remove", n, int(q * n), sigma, 1)

@@ -14,6 +14,7 @@ import torch
 from dplab.cli import main
 from dplab.training import checkpoint, data, loop
 from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
 
 FILES = ("summary.json", "metrics.csv", "model.pt")
 RUN = {"method": "dp_sgd", "noise_multiplier": 1.0, "steps": 20, "batch_size": 64, "lr": 1.0, "log_every": 5,
@@ -34,7 +35,7 @@ def reference(digits_dir, tmp_path_factory):
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("reference")
-    loop.train(resolve_run(RUN), data.load(digits_dir), out)
+    loop.train(RunSettings.of(resolve_run(RUN)), data.load(digits_dir), out)
     torch.set_num_threads(before)
     return out
 
@@ -49,7 +50,8 @@ def _crash_after(step):
 def _interrupted(digits_dir, out):
     """A run killed after step 16: checkpoint.pt at step 14, checkpoint.prev.pt at step 7."""
     with pytest.raises(KeyboardInterrupt):
-        loop.train(resolve_run(RUN), data.load(digits_dir), out, hook=_crash_after(16))
+        loop.train(RunSettings.of(resolve_run(RUN)),
+                   data.load(digits_dir), out, hook=_crash_after(16))
     assert checkpoint.read(out / "checkpoint.pt")["step"] == 14
     assert checkpoint.read(out / "checkpoint.prev.pt")["step"] == 7
 
@@ -81,7 +83,8 @@ def test_a_damaged_checkpoint_is_set_aside_and_the_run_resumes_from_the_previous
     DAMAGE[damage](tmp_path / "checkpoint.pt")
     resumed = []
     with caplog.at_level(logging.WARNING, logger="dplab"):
-        loop.train(resolve_run(RUN), data.load(digits_dir), tmp_path, hook=resumed.append)
+        loop.train(RunSettings.of(resolve_run(RUN)),
+                   data.load(digits_dir), tmp_path, hook=resumed.append)
     assert resumed[0] == 8  # after the checkpoint of step 7, the previous one
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "checkpoint.pt is corrupt" in line and f"resuming from {tmp_path / 'checkpoint.prev.pt'} at step 7" in line
@@ -98,7 +101,8 @@ def test_both_checkpoints_damaged_restarts_from_step_0_and_keeps_them(digits_dir
     _flip_a_tensor_byte(tmp_path / "checkpoint.prev.pt")
     resumed = []
     with caplog.at_level(logging.WARNING, logger="dplab"):
-        loop.train(resolve_run(RUN), data.load(digits_dir), tmp_path, hook=resumed.append)
+        loop.train(RunSettings.of(resolve_run(RUN)),
+                   data.load(digits_dir), tmp_path, hook=resumed.append)
     assert resumed[0] == 1
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert line.endswith("restarting from step 0") and "SHA-256 does not match" in line
@@ -112,7 +116,8 @@ def test_killed_between_rotating_and_writing_resumes_from_the_previous_checkpoin
     _interrupted(digits_dir, tmp_path)
     (tmp_path / "checkpoint.pt").replace(tmp_path / "checkpoint.prev.pt")
     resumed = []
-    loop.train(resolve_run(RUN), data.load(digits_dir), tmp_path, hook=resumed.append)
+    loop.train(RunSettings.of(resolve_run(RUN)),
+               data.load(digits_dir), tmp_path, hook=resumed.append)
     assert resumed[0] == 15
     assert all((reference / f).read_bytes() == (tmp_path / f).read_bytes() for f in FILES)
 
@@ -133,12 +138,14 @@ def test_threads_are_recorded_and_a_checkpoint_of_another_thread_count_is_not_re
         digits_dir, reference, tmp_path, caplog, threads):
     torch.set_num_threads(2)
     with pytest.raises(KeyboardInterrupt):
-        loop.train(resolve_run(RUN), data.load(digits_dir), tmp_path, hook=_crash_after(9))
+        loop.train(RunSettings.of(resolve_run(RUN)),
+                   data.load(digits_dir), tmp_path, hook=_crash_after(9))
     assert checkpoint.read(tmp_path / "checkpoint.pt")["environment"]["threads"] == 2
     torch.set_num_threads(1)
     resumed = []
     with caplog.at_level(logging.WARNING, logger="dplab"):
-        summary = loop.train(resolve_run(RUN), data.load(digits_dir), tmp_path, hook=resumed.append)
+        summary = loop.train(RunSettings.of(resolve_run(RUN)),
+                             data.load(digits_dir), tmp_path, hook=resumed.append)
     assert resumed[0] == 1
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "written with threads=2 (now 1)" in line and line.endswith("restarting from step 0")

@@ -1,4 +1,4 @@
-"""The claims table (issue 24, point 3): verdicts computed from the numbers and the tolerance,
+"""The claims table: verdicts computed from the numbers and the tolerance,
 every row sourced and regenerable, the σ rows equal to what ``dplab sigma`` prints."""
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ LATE_MISTAKES = [
     (lambda c: c["audits"]["digits_white_box"].update(canary_label=10), "audits.digits_white_box.canary_label"),
     (lambda c: c["audits"]["digits_white_box"].update(dataset_size=1024), "audits.digits_white_box.dataset_size"),
     (lambda c: c["sweeps"]["dp_sgd"].update(run="nonprivate"), "sweeps.dp_sgd.run"),
-    # issue 25: YAML's .inf/.nan (JSON schema's minimum lets +inf through), pld's δ range, an audit
+    # YAML's .inf/.nan (JSON schema's minimum lets +inf through), pld's δ range, an audit
     # of data without a feature that is 0 in every record, an audit's size
     (lambda c: c["audits"]["digits_white_box"]["run"].update(lr=float("inf")), "audits.digits_white_box.run.lr"),
     (lambda c: c["runs"]["nonprivate"].update(lr=float("nan")), "runs.nonprivate.lr"),

@@ -202,7 +202,7 @@ def test_dvc_plots_show_each_runs_epsilon_per_accountant(built, plots):
     """A private run's plot holds the ε vs step of every accountant its summary.json reports, the
     values of its metrics.csv, each column folded into a line named after its accountant; its title
     names δ, the neighbouring relation and the sampling.  A non-private run's plot is its accuracy."""
-    from dplab.accounting.claims import column
+    from dplab.accounting.eligibility import column
 
     summary = json.loads((built / RUN).with_name("summary.json").read_text())
     rows, spec = read_csv(built / RUN), plots[RUN]
@@ -256,7 +256,7 @@ def test_dvc_plot_templates_draw_one_line_per_accountant(built, plots):
     (rows made up here, one ε of 0: still on the chart) are drawn dashed, under their meaning."""
     from dvc_render import VegaRenderer
 
-    from dplab.accounting.claims import column
+    from dplab.accounting.eligibility import column
     from dplab.dvc_yaml import DASH, MEANING, RUN_TEMPLATE, TEMPLATE_DIR
 
     steps = ["10", "20"]

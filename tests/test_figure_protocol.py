@@ -1,4 +1,4 @@
-"""Figures as one typed protocol (issue 16, point 4): every registered figure module implements
+"""Figures as one typed protocol: every registered figure module implements
 :class:`dplab.figures.Figure`, names its inputs (``INPUTS``) and returns exactly those from
 ``inputs``, carries the one description of the figure (``CAPTION``, which the report shows), and
 the README lists every figure without describing it a second time."""

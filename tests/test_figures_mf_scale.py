@@ -1,4 +1,4 @@
-"""Figure mf_scale (issue 27): identity, banded Toeplitz, BLT and the dense optimum vs T, single and
+"""Figure mf_scale: identity, banded Toeplitz, BLT and the dense optimum vs T, single and
 multiple participation, with the optimization time."""
 
 from __future__ import annotations

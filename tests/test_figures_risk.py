@@ -16,6 +16,7 @@ from dplab.errors import DPLabError
 from dplab.figures import figure, risk_calibration
 from dplab.training import loop
 from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
 
 pytest.importorskip("riskcal")  # the `peers` extra
 from riskcal.analysis import get_beta_from_gdp  # noqa: E402
@@ -39,7 +40,7 @@ def runs(tmp_path_factory):
                "by_risk": {**FULL_BATCH, "target_tpr": tau, "target_fpr": alpha},
                "by_epsilon": {**FULL_BATCH, "target_epsilon": risk_calibration.conversion_epsilon(tau, alpha, 1e-5)}}
     for name, entry in entries.items():
-        loop.train(resolved(name=name, **entry), synth, out / name)
+        loop.train(RunSettings.of(resolved(name=name, **entry)), synth, out / name)
     return out, synth
 
 
@@ -92,8 +93,9 @@ def test_claims_read_004s_epsilon_as_a_risk(runs, tmp_path):
     folders = {}
     for name, sigma in (("quiet", 20.0), ("loud", 0.5)):
         folders[name] = tmp_path / name
-        loop.train(resolved(**{**FULL_BATCH, "accountant": None}, name=name, noise_multiplier=sigma, delta=1e-6),
-                   synth, folders[name])
+        run = resolved(**{**FULL_BATCH, "accountant": None}, name=name, noise_multiplier=sigma,
+                       delta=1e-6)
+        loop.train(RunSettings.of(run), synth, folders[name])
     inputs = {"tables": [], "nonprivate": [], "sweeps": [], "benchmark": [],
               "try_summaries": [str(folders[n] / "summary.json") for n in ("quiet", "loud")],
               "try_metrics": [str(folders[n] / "metrics.csv") for n in ("quiet", "loud")]}

@@ -17,6 +17,7 @@ from dplab.accounting.setting import Setting
 from dplab.figures import figure
 from dplab.training import loop
 from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,8 @@ def synth(tmp_path_factory):
 
 def train(synth, tmp_path, name, **run):
     out = tmp_path / name
-    loop.train(resolve_run({"dataset": "synthetic", "name": name, **run}), synth, out)
+    loop.train(RunSettings.of(resolve_run({"dataset": "synthetic", "name": name, **run})),
+               synth, out)
     return out
 
 

@@ -1,4 +1,4 @@
-"""Issue 15, point 1: every ``dplab`` subcommand driven with extreme and malformed values.
+"""Every ``dplab`` subcommand driven with extreme and malformed values.
 
 For each subcommand (listed from the CLI's own parser, so a new one fails here until it has a
 baseline in :data:`BASELINES`), hypothesis starts from a valid command line and applies one to
@@ -295,7 +295,7 @@ def call(argv: list[str], capfd) -> tuple[int, str, str]:
 
 def check_case(argv: list[str], out_root: Path, capfd) -> int:
     """Run one case, in ``out_root`` (empty: a relative or empty output path lands there too), and
-    assert the contract of issue 15 point 1; return its exit code."""
+    assert the contract of the module docstring; return its exit code."""
     shutil.rmtree(out_root, ignore_errors=True)
     out_root.mkdir(parents=True)
     os.chdir(out_root)
@@ -405,7 +405,7 @@ def _accountant_names() -> list[str]:
 def test_fuzz_every_accountant_at_extreme_settings(name, tmp_path, capfd):
     """Every registered accountant, its setting pushed to finite extremes: it answers a valid
     number (ε finite and >= 0, δ in [DELTA_FLOOR, 1], σ finite and > 0) or refuses in one line —
-    within the time limit (issue 15 point 2)."""
+    within the time limit."""
     from dplab.accounting.base import DELTA_FLOOR
 
     out_root = tmp_path / "out_root"
@@ -453,7 +453,8 @@ def teardown_module():
 
 
 def test_pools_hold_the_extremes():
-    """The number pool holds the values issue 15 names (a guard against trimming it)."""
+    """The number pool holds the extreme values the module docstring names (a guard against
+    trimming it)."""
     floats = {float(v) for v in NUMBERS if re.fullmatch(r"[-+0-9.e]+|nan|inf|-inf", v)}
     assert {0.0, -1.0, 1e300, 1e-300, 99999999999999999999999.0} <= floats
     assert any(math.isnan(v) for v in floats) and math.inf in floats

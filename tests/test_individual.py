@@ -15,6 +15,7 @@ from dplab.accounting.registry import get
 from dplab.errors import DPLabError
 from dplab.training import loop
 from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
 
 POISSON = Setting(noise_multiplier=1.1, steps=50, sampling="poisson", neighbouring="add_remove",
                   dataset_size=1000, batch_size=20)
@@ -57,7 +58,7 @@ def run(synth, tmp_path, hook=None, **changes) -> tuple[pd.DataFrame, dict]:
            "clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5, "accountants": ["rdp"], "log_every": 10,
            "individual_epsilon": True, **changes}
     cfg = resolve_run({k: v for k, v in raw.items() if v is not None})
-    loop.train(cfg, synth, tmp_path, hook=hook)
+    loop.train(RunSettings.of(cfg), synth, tmp_path, hook=hook)
     return pd.read_csv(tmp_path / "individual_epsilon.csv"), json.loads((tmp_path / "summary.json").read_text())
 
 

@@ -22,7 +22,7 @@ REPORT_PARAMS = {"caption"}
 
 
 @pytest.fixture(scope="module")
-def plan() -> jobs.Plan:
+def plan() -> jobs.JobList:
     return jobs.load(ROOT / CONFIG)
 
 
@@ -146,6 +146,6 @@ def test_a_figure_of_the_registry_becomes_its_two_jobs_with_no_other_edit(monkey
     assert table.output_files + drawing.output_files == layout.figure_files("new_figure")
     assert re.fullmatch(plan.pattern("figure"), "new_figure") and drawing.params["caption"] == "a new figure"
     assert set(layout.figure_files("new_figure")) <= set(plan.targets)
-    stages = dvc_yaml.stages(jobs.Plan((table, drawing)))
+    stages = dvc_yaml.stages(jobs.JobList((table, drawing)))
     assert stages["figure_table-new_figure"]["deps"][0] == "results/runs/dp_sgd/summary.json"
     assert stages["figure-new_figure"]["outs"] == drawing.output_files

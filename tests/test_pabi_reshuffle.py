@@ -1,4 +1,4 @@
-"""pabi with a reshuffled partition (issue 13 §3): the worst participation pattern, by brute force."""
+"""pabi with a reshuffled partition: the worst participation pattern, by brute force."""
 
 import itertools
 import json

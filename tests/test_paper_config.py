@@ -1,4 +1,4 @@
-"""config/paper.yaml (issue 14 points 5–6): self-contained, every figure at the source papers' settings,
+"""config/paper.yaml: self-contained, every figure at the source papers' settings,
 nothing trained that no figure draws; and its whole DAG end to end at reduced scale
 (config/paper-smoke.yaml) on MNIST-format files written where the loader reads them."""
 

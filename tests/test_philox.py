@@ -1,6 +1,6 @@
 """``noise_rng: portable`` (dplab.philox): Philox4x32-10 against Random123's known-answer vectors,
 the Gaussian it draws, its state, and a run drawing the same noise on every device (the CUDA
-checks run where torch sees a GPU; issue 29 point 4)."""
+checks run where torch sees a GPU)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from dplab.philox import PortableGenerator, normal, philox4x32_10
 from dplab.training import loop
 from dplab.training.resolve import resolve_run
 from dplab.training.noise import GaussianNoise
+from dplab.training.settings import RunSettings
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 DEVICES = ["cpu", pytest.param("cuda", marks=cuda)]
@@ -61,7 +62,7 @@ def _cfg(device: str, **extra) -> dict:
 
 
 def _run(synth, out, device, **extra):
-    loop.train(_cfg(device, **extra), synth, out)
+    loop.train(RunSettings.of(_cfg(device, **extra)), synth, out)
     return json.loads((out / "summary.json").read_text()), (out / "metrics.csv").read_text()
 
 
@@ -79,8 +80,8 @@ def test_portable_run_is_its_own_stream_and_resumes_bit_for_bit(synth, tmp_path)
 
     cfg = _cfg("cpu")
     with pytest.raises(KeyboardInterrupt):
-        loop.train(cfg, synth, tmp_path / "r", hook=stop)
-    loop.train(cfg, synth, tmp_path / "r")
+        loop.train(RunSettings.of(cfg), synth, tmp_path / "r", hook=stop)
+    loop.train(RunSettings.of(cfg), synth, tmp_path / "r")
     for name in ("metrics.csv", "model.pt"):
         assert (tmp_path / "r" / name).read_bytes() == (tmp_path / "a" / name).read_bytes(), name
 

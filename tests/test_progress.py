@@ -1,4 +1,4 @@
-"""Progress in logs (issue 14 point 4): lines at a bounded interval off a terminal, with the
+"""Progress in logs: lines at a bounded interval off a terminal, with the
 count, the job's status, elapsed and time left; every long job (train, sweep, audit, mf) writes them."""
 
 from __future__ import annotations

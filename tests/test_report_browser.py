@@ -1,5 +1,5 @@
 """The HTML report in a real headless browser (Debian's chromium): it loads without console
-errors and every figure of the config is shown (issue 6, point 5).
+errors and every figure of the config is shown.
 
 The Snakemake report is a single-page app: the figures appear only after clicking (Results →)
 Figures → a figure's eye icon.  The test loads a copy of the report with two small scripts added

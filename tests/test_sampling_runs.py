@@ -1,4 +1,4 @@
-"""Training runs with epoch samplers (issue 17 point 2, docs/sampling.md): a shuffled or
+"""Training runs with epoch samplers (docs/sampling.md): a shuffled or
 balls-in-bins run claims upper bounds only (summary.json ``epsilon``, metrics.csv
 ``epsilon_<name>``) and reports the lower bound and the Poisson comparison beside them, labelled
 (``epsilon_lower``/``epsilon_comparison``, ``epsilon_bound``; ``epsilon_lower_<name>``,
@@ -16,12 +16,13 @@ from dp_accounting.pld import pld_privacy_accountant
 
 from dplab.training.summary import RunSummary
 from dplab import accounting
-from dplab.accounting.claims import KEYS
+from dplab.accounting.eligibility import KEYS
 from dplab.cli import main
 from dplab.errors import DPLabError
 from dplab.figures import figure, runs
 from dplab.training import data, loop
 from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
 
 #: n = 200, b = 30: t = 6 steps per epoch, n mod b = 20 (add_remove with shuffle is valid); 5 epochs
 RUN = {"dataset": "synthetic", "method": "dp_sgd", "batch_size": 30, "steps": 30, "log_every": 10}
@@ -42,7 +43,8 @@ def trained(tmp_path_factory):
     data.write(folder / "data", *data.prepare(cfg, "synthetic"))
     dataset = data.load(folder / "data")
     for name, spec in SPECS.items():
-        loop.train(resolve_run({**RUN, **spec, "name": name}), dataset, folder / name)
+        loop.train(RunSettings.of(resolve_run({**RUN, **spec, "name": name})),
+                   dataset, folder / name)
     return folder
 
 

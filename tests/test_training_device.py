@@ -1,4 +1,4 @@
-"""The accelerator path of the loop (issue 14 point 8), checked on the CPU by forcing its streams,
+"""The accelerator path of the loop, checked on the CPU by forcing its streams,
 plus CUDA-only checks that run where torch sees a GPU: noise on the device's own generator,
 batches drawn ahead in blocks, the NaN guard read only where the loop syncs anyway, the
 per-example conv route by device.  The CPU path itself stays bitwise what it was
@@ -18,6 +18,7 @@ from dplab.training import checkpoint, loop, per_example, samplers
 from dplab.training.methods import dp_mf
 from dplab.training.resolve import resolve_run
 from dplab.training.noise import GaussianNoise
+from dplab.training.settings import RunSettings
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 FILES = ("summary.json", "metrics.csv", "model.pt")
@@ -55,8 +56,8 @@ def test_batches_drawn_ahead_are_the_step_by_step_batches(kind):
 def test_accelerator_streams_same_seed_same_bytes_and_exact_resume(synth, tmp_path, accelerator_streams):
     cfg = resolve_run({"method": "dp_sgd", "steps": 20, "batch_size": 8, "lr": 0.5, "noise_multiplier": 1.0,
                        "log_every": 5, "checkpoint_every": 7, "accountants": ["rdp"], "device": "cpu"})
-    loop.train(cfg, synth, tmp_path / "a")
-    loop.train(cfg, synth, tmp_path / "b")
+    loop.train(RunSettings.of(cfg), synth, tmp_path / "a")
+    loop.train(RunSettings.of(cfg), synth, tmp_path / "b")
     assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in FILES)
 
     def crash(step):
@@ -64,11 +65,11 @@ def test_accelerator_streams_same_seed_same_bytes_and_exact_resume(synth, tmp_pa
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        loop.train(cfg, synth, tmp_path / "c", hook=crash)
+        loop.train(RunSettings.of(cfg), synth, tmp_path / "c", hook=crash)
     state = checkpoint.read(tmp_path / "c" / "checkpoint.pt")
     assert state["step"] == 7 and "noise_generator" in state
     resumed = []
-    loop.train(cfg, synth, tmp_path / "c", hook=resumed.append)
+    loop.train(RunSettings.of(cfg), synth, tmp_path / "c", hook=resumed.append)
     assert resumed[0] == 8
     assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "c" / f).read_bytes() for f in FILES)
 
@@ -77,10 +78,10 @@ def test_accelerator_streams_differ_from_the_cpu_stream(synth, tmp_path, monkeyp
     """The split streams are really taken (the noise no longer shares the batch generator)."""
     cfg = resolve_run({"method": "dp_sgd", "steps": 5, "batch_size": 8, "lr": 0.5, "noise_multiplier": 1.0,
                        "accountants": ["rdp"], "device": "cpu"})
-    loop.train(cfg, synth, tmp_path / "cpu")
+    loop.train(RunSettings.of(cfg), synth, tmp_path / "cpu")
     monkeypatch.setattr(loop, "streams", lambda device, seed, noise_rng: (torch.Generator().manual_seed(seed),
                                                                torch.Generator().manual_seed(seed + 1)))
-    loop.train(cfg, synth, tmp_path / "split")
+    loop.train(RunSettings.of(cfg), synth, tmp_path / "split")
     assert (tmp_path / "cpu" / "model.pt").read_bytes() != (tmp_path / "split" / "model.pt").read_bytes()
 
 
@@ -88,7 +89,7 @@ def test_nan_guard_waits_for_a_logged_step_off_the_cpu(synth, tmp_path, accelera
     cfg = resolve_run({"method": "sgd", "l2": 1.0, "steps": 30, "batch_size": 8, "lr": 1e4, "log_every": 10,
                        "device": "cpu"})
     with pytest.raises(Diverged, match=r"the loss or the parameters became NaN/inf between steps 1 and 10 "):
-        loop.train(cfg, synth, tmp_path / "a")
+        loop.train(RunSettings.of(cfg), synth, tmp_path / "a")
     assert not (tmp_path / "a" / "summary.json").exists()
 
 
@@ -126,12 +127,13 @@ def test_cuda_run_reproducible_and_syncs_only_at_logged_steps(synth, tmp_path):
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            loop.train(cfg, synth, tmp_path / "a", hook=lambda step: count.append((step, len(caught))))
+            loop.train(RunSettings.of(cfg),
+                       synth, tmp_path / "a", hook=lambda step: count.append((step, len(caught))))
     finally:
         torch.cuda.set_sync_debug_mode("default")
     syncs = {step: n - count[i - 1][1] for i, (step, n) in enumerate(count) if i}
     assert all(n == 0 for step, n in syncs.items() if step not in (20, 21, 40)), syncs
-    loop.train(cfg, synth, tmp_path / "b")
+    loop.train(RunSettings.of(cfg), synth, tmp_path / "b")
     assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in FILES)
 
 

@@ -39,7 +39,7 @@ def _cfg(**kw):
 
 def test_end_to_end_summary_names_the_mf_accountant_and_excludes_dp_sgd_ones(synth, tmp_path):
     cfg = _cfg()
-    summary = loop.train(cfg, synth, tmp_path).as_dict()
+    summary = loop.train(RunSettings.of(cfg), synth, tmp_path).as_dict()
     assert set(summary["epsilon"]) == {"mf"}
     assert summary["epsilon"]["mf"] <= 2.0 + 1e-9
     assert set(summary["excluded_accountants"]) == {"rdp", "pld"}
@@ -102,7 +102,7 @@ def test_accountant_receives_the_training_sampler(synth):
 ])
 def test_sampler_mismatch_is_refused(synth, tmp_path, change, key):
     with pytest.raises(DPLabError) as err:
-        loop.train(_cfg(**change), synth, tmp_path)
+        loop.train(RunSettings.of(_cfg(**change)), synth, tmp_path)
     assert key in err.value.key
     assert not (tmp_path / "summary.json").exists()
 
@@ -144,16 +144,16 @@ def test_config_rules(raw, key):
 def killed_and_resumed(cfg, data, tmp_path) -> dict:
     """Train ``cfg`` through (``full``) and again killed after step 12, then rerun (``resumed``); assert
     both end with the same metrics.csv, summary.json and parameters; the killed run's checkpoint."""
-    loop.train(cfg, data, tmp_path / "full")
+    loop.train(RunSettings.of(cfg), data, tmp_path / "full")
 
     def crash(step):
         if step == 12:
             raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError):
-        loop.train(cfg, data, tmp_path / "resumed", hook=crash)
+        loop.train(RunSettings.of(cfg), data, tmp_path / "resumed", hook=crash)
     state = checkpoint.read(tmp_path / "resumed" / "checkpoint.pt")
-    loop.train(cfg, data, tmp_path / "resumed")
+    loop.train(RunSettings.of(cfg), data, tmp_path / "resumed")
     for name in ("metrics.csv", "summary.json"):
         assert (tmp_path / "full" / name).read_bytes() == (tmp_path / "resumed" / name).read_bytes(), name
     full, resumed = torch.load(tmp_path / "full" / "model.pt"), torch.load(tmp_path / "resumed" / "model.pt")
@@ -177,8 +177,8 @@ def test_cached_factorization_is_checked_against_the_run(synth, tmp_path):
     saved.save(other, tmp_path / f"{layout.cache_key('banded', 12, 3)}.npz")
     with pytest.raises(DPLabError, match="bands=2"):
         dp_mf.load_factorization(RunSettings.of(cfg), tmp_path)
-    a = loop.train(cfg, synth, tmp_path / "a", factorization=fact)
-    b = loop.train(cfg, synth, tmp_path / "b")
+    a = loop.train(RunSettings.of(cfg), synth, tmp_path / "a", factorization=fact)
+    b = loop.train(RunSettings.of(cfg), synth, tmp_path / "b")
     assert a.text() == b.text()
 
 
@@ -213,7 +213,7 @@ def test_comparison_table_columns_and_matched_epsilon(tmp_path):
         mf_vs_dpsgd.table({"summaries": files}, {})
 
 
-# banded_toeplitz and blt: optimized and streamed without a T×T matrix (issue 27 point 3)
+# banded_toeplitz and blt: optimized and streamed without a T×T matrix
 
 def _toeplitz_cfg(**kw):
     base = {"strategy": "blt", "bands": None, "buffers": 2, "steps": 24, "min_separation": 12, "target_epsilon": None,
@@ -246,7 +246,7 @@ def test_toeplitz_run_streams_filter_noise_and_its_epsilon_is_dplab_mf_s(synth, 
     cfg = _toeplitz_cfg(strategy=strategy, objective="max", **shape)
     mech = dp_mf.prepare(RunSettings.of(cfg), 60, [12, 24])
     assert isinstance(mech.noise.stream, FilterNoise)
-    summary = loop.train(cfg, synth, tmp_path).as_dict()
+    summary = loop.train(RunSettings.of(cfg), synth, tmp_path).as_dict()
     monkeypatch.undo()
     flags = ["--buffers", "2"] if strategy == "blt" else ["--bands", "3"]
     cli = _dplab_mf(capsys, "--strategy", strategy, "--steps", "24", *flags, "--objective", "max", "--min-separation",
@@ -319,7 +319,7 @@ def test_toeplitz_config_rules(change, key):
 def test_amplified_banded_toeplitz_with_more_bands_than_partitions_is_refused_before_training(synth, tmp_path):
     cfg = _toeplitz_cfg(strategy="banded_toeplitz", buffers=None, bands=5, sampling="cyclic_poisson", min_separation=4)
     with pytest.raises(DPLabError) as err:
-        loop.train(cfg, synth, tmp_path)
+        loop.train(RunSettings.of(cfg), synth, tmp_path)
     assert err.value.key == "bands" and not any(tmp_path.iterdir())
 
 
@@ -341,8 +341,8 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
     run = RunSettings.of(cfg)
     fact = dp_mf.load_factorization(run, tmp_path / "mf")
     np.testing.assert_array_equal(fact.coefficients, dp_mf.build_factorization(run).coefficients)
-    a = loop.train(cfg, synth, tmp_path / "a", factorization=fact)
-    b = loop.train(cfg, synth, tmp_path / "b")
+    a = loop.train(RunSettings.of(cfg), synth, tmp_path / "a", factorization=fact)
+    b = loop.train(RunSettings.of(cfg), synth, tmp_path / "b")
     assert a.text() == b.text()
     _dplab_mf(capsys, *job.params["args"].replace("mean", "max").split(), "--out", str(path))
     with pytest.raises(DPLabError, match="holds the factorization blt_T24_k2_max_s12; the run needs "
@@ -353,8 +353,9 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
 def test_correlated_noise_with_adam_keeps_the_mf_claim_and_moves_other_parameters(synth, tmp_path):
     """dp_mf with another optimizer (docs/matrix_factorization.md, "With another optimizer"): the
     same σ and mf ε (post-processing of the released noisy gradients), other parameters."""
-    sgd = loop.train(_cfg(), synth, tmp_path / "sgd").as_dict()
-    adam = loop.train(_cfg(optimizer="adam", lr=0.05), synth, tmp_path / "adam").as_dict()
+    sgd = loop.train(RunSettings.of(_cfg()), synth, tmp_path / "sgd").as_dict()
+    adam = loop.train(RunSettings.of(_cfg(optimizer="adam", lr=0.05)),
+                      synth, tmp_path / "adam").as_dict()
     assert (adam["epsilon"], adam["noise_multiplier"]) == (sgd["epsilon"], sgd["noise_multiplier"])
     assert (tmp_path / "sgd" / "model.pt").read_bytes() != (tmp_path / "adam" / "model.pt").read_bytes()
 

@@ -119,8 +119,8 @@ def test_cuda_graphed_run_is_the_eager_run(synth, tmp_path):
     drawn from the same registered generator) parameters that agree to rounding."""
     cfg = resolve_run({"method": "dp_sgd", "model": "mlp", "hidden": 32, "steps": 40, "batch_size": 8, "lr": 0.5,
                        "noise_multiplier": 1.0, "log_every": 20, "accountants": ["rdp"], "device": "cuda"})
-    on = loop.train(cfg, synth, tmp_path / "on")
-    off = loop.train(cfg, synth, tmp_path / "off", cuda_graph=False)
+    on = loop.train(RunSettings.of(cfg), synth, tmp_path / "on")
+    off = loop.train(RunSettings.of(cfg), synth, tmp_path / "off", cuda_graph=False)
     envs = [json.loads((tmp_path / f / "summary.json").read_text())["environment"] for f in ("on", "off")]
     assert envs[0]["cuda_graph"] == "on" and envs[1]["cuda_graph"] == "off: --cuda-graph off"
     assert on.epsilon == off.epsilon and on.noise_multiplier == off.noise_multiplier

@@ -108,7 +108,7 @@ def _naive_clipped_sum(model, x, y, clip, l2):
 
 def _run(cfg, ds, tmp_path, **kw):
     cfg = resolve_run({"log_every": 1, "checkpoint_every": 0, "device": "cpu", "accountants": [], **cfg})
-    loop.train(cfg, ds, tmp_path, **kw)
+    loop.train(RunSettings.of(cfg), ds, tmp_path, **kw)
     return cfg, torch.load(tmp_path / "model.pt")
 
 

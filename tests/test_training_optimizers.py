@@ -168,17 +168,17 @@ RESUME = {
 def test_a_killed_adam_run_resumes_to_the_same_bytes(tmp_path):
     ds = synthetic_data(tmp_path / "data", 64, 16)
     cfg = resolve_run(RESUME)
-    loop.train(cfg, ds, tmp_path / "whole")
+    loop.train(RunSettings.of(cfg), ds, tmp_path / "whole")
 
     def crash(step):
         if step == 6:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        loop.train(cfg, ds, tmp_path / "killed", hook=crash)
+        loop.train(RunSettings.of(cfg), ds, tmp_path / "killed", hook=crash)
     state = checkpoint.read(tmp_path / "killed" / "checkpoint.pt")
     assert state["step"] == 4 and set(state["optimizer"]["1.weight"]) == {"exp_avg", "exp_avg_sq"}
-    loop.train(cfg, ds, tmp_path / "killed")
+    loop.train(RunSettings.of(cfg), ds, tmp_path / "killed")
     for name in ("model.pt", "metrics.csv", "summary.json"):
         assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "killed" / name).read_bytes()
 
@@ -198,8 +198,9 @@ def test_hidden_state_accountants_refuse_another_optimizer_and_composition_does_
         "device": "cpu",
         "log_every": 3,
     }
-    plain = loop.train(resolve_run(run), ds, tmp_path / "plain")
-    moved = loop.train(resolve_run({**run, "optimizer": "momentum"}), ds, tmp_path / "momentum")
+    plain = loop.train(RunSettings.of(resolve_run(run)), ds, tmp_path / "plain")
+    moved = loop.train(RunSettings.of(resolve_run({**run, "optimizer": "momentum"})),
+                       ds, tmp_path / "momentum")
     hidden = set(plain.epsilon) - set(moved.epsilon)
     assert "langevin" in hidden and set(moved.epsilon) >= {"rdp", "pld"}
     assert all(

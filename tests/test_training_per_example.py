@@ -81,7 +81,7 @@ def test_empty_batch_gives_zero_sum():
 
 @pytest.mark.parametrize("kind", ["logreg", "mlp", "cnn", "cnn28"])
 def test_matches_opacus(kind):
-    """σ = 0: our clipped sum equals Opacus 1.6's summed clipped per-sample gradients (issue 4 §7)."""
+    """σ = 0: our clipped sum equals Opacus 1.6's summed clipped per-sample gradients."""
     opacus = pytest.importorskip("opacus")
     from opacus.optimizers import DPOptimizer
 

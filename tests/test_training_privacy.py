@@ -112,7 +112,7 @@ def test_calibration_with_an_invalid_accountant_fails(synth):
 
 
 def test_rdp_epsilon_matches_opacus(synth):
-    """ε of the run's rdp accountant = Opacus's RDP accountant on the same (q, σ, T, δ) (issue 4 §7)."""
+    """ε of the run's rdp accountant = Opacus's RDP accountant on the same (q, σ, T, δ)."""
     pytest.importorskip("opacus")
     from opacus.accountants import RDPAccountant
 
@@ -146,10 +146,12 @@ def test_risk_reading_from_the_runs_pld_or_a_reason(synth):
     assert "not among" in risk_reading(_plan({"method": "dp_sgd", "noise_multiplier": 2.0,
                                                "accountants": ["rdp"]}, synth))["unavailable"]
     assert risk_reading(_plan({"method": "sgd"}, synth)) == {"unavailable": "non-private run"}
-    from dplab.accounting.claims import Update
+    from dplab.accounting.eligibility import Update
     from dplab.training.privacy import Plan
 
-    correlated = risk_reading(Plan(None, 4.2, "given", "", update=Update(noise="correlated")))  # dp_mf: private
+    plan = Plan(setting=None, noise_multiplier=4.2, sigma_source="given", constants_note="",
+                update=Update(noise="correlated"))  # dp_mf: private
+    correlated = risk_reading(plan)
     assert "correlated noise" in correlated["unavailable"] and "non-private" not in correlated["unavailable"]
 
 

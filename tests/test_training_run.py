@@ -12,6 +12,7 @@ from dplab.commands.train import pipeline_run
 from dplab.errors import Diverged, DPLabError
 from dplab.training import data, loop
 from dplab.training.resolve import load_run, resolve_run
+from dplab.training.settings import RunSettings
 
 FAST = {"steps": 30, "batch_size": 64, "lr": 1.0, "log_every": 10, "device": "cpu"}
 
@@ -95,8 +96,8 @@ def test_same_config_same_summary_and_resume_after_a_crash(digits_dir, tmp_path)
     ds = data.load(digits_dir)
     cfg = resolve_run({"method": "dp_sgd", "model": "mlp", "hidden": 16, "noise_multiplier": 1.0, **FAST,
                        "steps": 20, "checkpoint_every": 7, "accountants": ["rdp"]})
-    loop.train(cfg, ds, tmp_path / "a")
-    loop.train(cfg, ds, tmp_path / "b")
+    loop.train(RunSettings.of(cfg), ds, tmp_path / "a")
+    loop.train(RunSettings.of(cfg), ds, tmp_path / "b")
     files = ("summary.json", "metrics.csv", "model.pt")
     assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
 
@@ -105,10 +106,10 @@ def test_same_config_same_summary_and_resume_after_a_crash(digits_dir, tmp_path)
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        loop.train(cfg, ds, tmp_path / "c", hook=crash)
+        loop.train(RunSettings.of(cfg), ds, tmp_path / "c", hook=crash)
     assert (tmp_path / "c" / "checkpoint.pt").exists() and not (tmp_path / "c" / "summary.json").exists()
     resumed = []
-    loop.train(cfg, ds, tmp_path / "c", hook=resumed.append)
+    loop.train(RunSettings.of(cfg), ds, tmp_path / "c", hook=resumed.append)
     assert resumed[0] == 8  # restarted after the checkpoint at step 7
     for f in files[:2]:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "c" / f).read_bytes()
@@ -119,20 +120,20 @@ def test_balls_in_bins_run_calibrates_with_its_accountant_and_resumes(digits_dir
     run = {"method": "dp_sgd", "sampling": "balls_in_bins", **FAST, "steps": 30, "accountants": ["balls_in_bins"]}
     cfg = resolve_run({**run, "target_epsilon": 2.0})
     assert cfg["accountant"] == "balls_in_bins"
-    loop.train(cfg, ds, tmp_path / "a")
+    loop.train(RunSettings.of(cfg), ds, tmp_path / "a")
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["sampling"] == "balls_in_bins" and 1.99 < summary["epsilon"]["balls_in_bins"] <= 2.0
 
     cfg = resolve_run({**run, "noise_multiplier": summary["noise_multiplier"], "checkpoint_every": 7})
-    loop.train(cfg, ds, tmp_path / "b")
+    loop.train(RunSettings.of(cfg), ds, tmp_path / "b")
 
     def crash(step):
         if step == 12:  # mid-epoch (t = ⌊1437/64⌋ = 22 steps)
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        loop.train(cfg, ds, tmp_path / "c", hook=crash)
-    loop.train(cfg, ds, tmp_path / "c")
+        loop.train(RunSettings.of(cfg), ds, tmp_path / "c", hook=crash)
+    loop.train(RunSettings.of(cfg), ds, tmp_path / "c")
     for f in ("summary.json", "metrics.csv", "model.pt"):
         assert (tmp_path / "b" / f).read_bytes() == (tmp_path / "c" / f).read_bytes()
 
@@ -140,7 +141,7 @@ def test_balls_in_bins_run_calibrates_with_its_accountant_and_resumes(digits_dir
 def test_divergence_stops_with_an_error(digits_dir, tmp_path):
     cfg = resolve_run({"method": "sgd", "l2": 1.0, **FAST, "lr": 1e3})
     with pytest.raises(Diverged, match="NaN/inf"):
-        loop.train(cfg, data.load(digits_dir), tmp_path)
+        loop.train(RunSettings.of(cfg), data.load(digits_dir), tmp_path)
     assert not (tmp_path / "summary.json").exists()
 
 
@@ -171,7 +172,7 @@ def test_progress_bar_on_a_terminal_shows_steps_loss_and_epsilon(digits_dir, tmp
     monkeypatch.setattr(sys, "stderr", screen)
     ds = data.load(digits_dir)
     cfg = resolve_run({"method": "dp_sgd", "noise_multiplier": 1.0, **FAST, "accountants": ["rdp"]})
-    loop.train(cfg, ds, tmp_path / "bar")
+    loop.train(RunSettings.of(cfg), ds, tmp_path / "bar")
     text = screen.getvalue()
     assert f"{FAST['steps']}/{FAST['steps']}" in text and "loss=" in text and "rdp" in text
 

@@ -1,10 +1,11 @@
-"""Utility on the default data (digits test split, δ = 1e-5), issue 4 §8.  One seed each;
+"""Utility on the default data (digits test split, δ = 1e-5).  One seed each;
 hyper-parameters tuned by a small sweep (docs/training.md)."""
 
 import pytest
 
 from dplab.training import data, loop
 from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def digits(tmp_path_factory):
 def test_accuracy_floor(run, floor, digits, tmp_path):
     extra = {"accountants": ["rdp"]} if run["method"] != "sgd" else {}
     cfg = resolve_run({"log_every": 1000, "checkpoint_every": 0, "device": "cpu", **extra, **run})
-    summary = loop.train(cfg, digits, tmp_path).as_dict()
+    summary = loop.train(RunSettings.of(cfg), digits, tmp_path).as_dict()
     assert summary["final"]["test_accuracy"] >= floor
     if "target_epsilon" in run:
         assert summary["epsilon"]["rdp"] <= run["target_epsilon"]

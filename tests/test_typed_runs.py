@@ -15,6 +15,7 @@ from dplab.errors import DPLabError
 from dplab.training import loop
 from dplab.training.resolve import resolve_run
 from dplab.training.summary import RunSummary
+from dplab.training.settings import RunSettings
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dplab"
 #: names that hold a resolved run (the dict) or a summary.json object
@@ -81,7 +82,8 @@ def synth(tmp_path_factory):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_summary_read_and_written_again_is_the_same_file(synth, tmp_path, kind):
-    returned = loop.train(resolve_run({**BASE, **KINDS[kind]}), synth, tmp_path / "run")
+    returned = loop.train(RunSettings.of(resolve_run({**BASE, **KINDS[kind]})),
+                          synth, tmp_path / "run")
     path = tmp_path / "run" / "summary.json"
     summary = RunSummary.read(path)
     assert summary.text() == returned.text() == path.read_text()  # (JSON makes individual_privacy's class keys strings)
@@ -93,7 +95,7 @@ def test_a_summary_read_and_written_again_is_the_same_file(synth, tmp_path, kind
 
 
 def test_a_summary_without_a_key_is_refused_naming_it(synth, tmp_path):
-    loop.train(resolve_run({**BASE, **KINDS["sgd"]}), synth, tmp_path / "run")
+    loop.train(RunSettings.of(resolve_run({**BASE, **KINDS["sgd"]})), synth, tmp_path / "run")
     data = json.loads((tmp_path / "run" / "summary.json").read_text())
     del data["update"], data["risk"]
     (tmp_path / "old.json").write_text(json.dumps(data))

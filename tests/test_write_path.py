@@ -1,4 +1,4 @@
-"""Issue 25, points 6–7: exit codes mean one thing, and nothing is left half-written.
+"""Exit codes mean one thing, and nothing is left half-written.
 
 A run that diverges ends with exit 3 and one line naming the step; a write that fails (a full
 disk: a small tmpfs where this process may mount one, else an injected ENOSPC) ends with exit 3,

@@ -18,7 +18,8 @@ metrics.json is a DVC metric; its metrics.csv and each sweep's CSV are DVC plots
 (:func:`templates`): ε vs step of a run and ε vs T of a sweep, one line per accountant, lower
 bounds and comparisons dashed and named as such.  Which ε columns a run's metrics.csv holds is
 decided at run time (:func:`dplab.training.privacy.plan`: the Setting needs the data and σ), so the
-run template folds every column any accountant can write (:func:`dplab.accounting.claims.column`)
+run template folds every column any accountant can write
+(:func:`dplab.accounting.eligibility.column`)
 and draws those the file has.
 """
 
@@ -35,7 +36,7 @@ import yaml
 from dplab import imports, jobs, layout
 from dplab.accounting import names as accountant_names
 from dplab.accounting.base import BOUND_WORDS, BOUNDS
-from dplab.accounting.claims import MF, bound, column
+from dplab.accounting.eligibility import MF, bound, column
 from dplab.training.methods import update_of
 from dplab.training.settings import RunSettings
 
@@ -144,7 +145,7 @@ def _command(job: jobs.Job) -> str:
     return f"dplab provenance --config {CONFIG} --out {out}"
 
 
-def _outputs(plan: jobs.Plan, job: jobs.Job) -> dict:
+def _outputs(plan: jobs.JobList, job: jobs.Job) -> dict:
     """The outs of ``job``'s stage: a run's metrics.json is a DVC metric and its metrics.csv a plot,
     a sweep's CSV a plot; every other output an out."""
     if isinstance(job, jobs.RunJob):
@@ -179,7 +180,7 @@ def sweep_plot(job: jobs.SweepJob, run: RunSettings) -> dict:
             "title": f"sweep {job.name}: ε vs T per accountant, setting of run {job.run} ({_privacy(run)})"}
 
 
-def stages(plan: jobs.Plan) -> dict[str, dict]:
+def stages(plan: jobs.JobList) -> dict[str, dict]:
     """One DVC stage per job of ``plan`` (:func:`dplab.jobs.plan`), in its order."""
     out = {}
     for job in plan.jobs:
@@ -189,7 +190,7 @@ def stages(plan: jobs.Plan) -> dict[str, dict]:
     return out
 
 
-def plots(plan: jobs.Plan) -> list[dict]:
+def plots(plan: jobs.JobList) -> list[dict]:
     """`dvc plots show`'s plot across runs: test accuracy vs step of every run (each run's ε and
     each sweep are the plots of their stages: :func:`run_plot`, :func:`sweep_plot`)."""
     runs = {job.outputs["metrics"]: "test_accuracy" for job in plan.of("train").values()}

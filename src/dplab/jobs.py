@@ -5,7 +5,7 @@ resolves every training run (the one place a pipeline's runs are resolved), and 
 a frozen record of what its command needs: its inputs and outputs (paths from
 :mod:`dplab.layout`), its params (what the Snakemake rule passes the command), the config entries
 it reads (the DVC stage's params) and its resources.  The rules (``workflow/rules/*.smk``) look
-their job up by rule and wildcard (:meth:`Plan.job`); :mod:`dplab.dvc_yaml` writes one stage per
+their job up by rule and wildcard (:meth:`JobList.job`); :mod:`dplab.dvc_yaml` writes one stage per
 job.  A figure of the registry (:data:`dplab.figures.FIGURE_IDS`) named in the config's
 ``figures`` becomes its two jobs here with no other edit.
 """
@@ -120,7 +120,7 @@ class ProvenanceJob(Job):
 
 
 @dataclass(frozen=True)
-class Plan:
+class JobList:
     """Every job of a config, in the order of dvc.yaml's stages."""
 
     jobs: tuple[Job, ...]
@@ -183,7 +183,7 @@ def _run_job(config: dict, folder: str, entry: dict, run: dict) -> RunJob:
         entry=entry, run=run)
 
 
-def plan(config: dict) -> Plan:
+def plan(config: dict) -> JobList:
     """The jobs of ``config`` (validated, defaults filled), checked by
     :func:`dplab.config.check_config` first (a :class:`~dplab.errors.DPLabError` naming the key)."""
     runs = check_config(config)
@@ -215,7 +215,7 @@ def plan(config: dict) -> Plan:
         out.append(FigureJob(name=figure, inputs={"table": table}, outputs=layout.drawing_files(figure),
                              params={"caption": module.CAPTION},
                              category="Claims" if figure == "claims" else "Figures"))
-    results = Plan(tuple(out)).results
+    results = JobList(tuple(out)).results
     out.append(IndexJob(name="", inputs={"results": results}, outputs={"index": layout.INDEX}))
     data_files = [path for files in sources.values() for path in files]
     model_files = entries.model_files(config)
@@ -223,9 +223,9 @@ def plan(config: dict) -> Plan:
                                               **({"models": model_files} if model_files else {})},
                              outputs={"provenance": layout.PROVENANCE},
                              params={"config": _json(config)}, reads=None))
-    return Plan(tuple(out))
+    return JobList(tuple(out))
 
 
-def load(*paths) -> Plan:
+def load(*paths) -> JobList:
     """The jobs of the pipeline config ``paths`` (merged as :func:`dplab.config.read_config` merges them)."""
     return plan(read_config(*paths))

@@ -1,5 +1,5 @@
 rule audit:
-    """Membership audit with a canary (issue 9): ε lower bounds per method, T and observation."""
+    """Membership audit with a canary: ε lower bounds per method, T and observation."""
     input:
         unpack(job_inputs("audit")),
     output:

@@ -4,7 +4,7 @@ dp_accounting (and :mod:`dplab.accounting.pld_curve`, which repeats its steps) c
 one-step PMF by one FFT of the whole composed support.  Its rounding error is absolute, of
 order T·u times the PMF's peak, and spread over every bin; summed over the tail it moves δ by
 ~1e-14 at T = 1000, which at δ = 1e-12 lowers ε by ~0.04 (σ = 2, q = 0.5: 91.056 printed, true
-ε ≥ 91.09): the printed ε was below the truth (issue 23, point 2).
+ε ≥ 91.09): the printed ε was below the truth.
 
 Here the composition is computed where δ(ε) is decided, with relative rather than absolute
 error.  For λ ≥ 0 the tilted one-step PMF w_i = p_i e^{λi}/M(λ) (M the moment-generating

@@ -1,6 +1,6 @@
 """ε-vs-T sweeps: one tidy table row per (accountant, T), as the accounting rules write them.
 
-Each accountant whose ε the run reports (:func:`dplab.accounting.claims.exclusion`, from the
+Each accountant whose ε the run reports (:func:`dplab.accounting.eligibility.exclusion`, from the
 setting and the update recorded in its summary.json) is asked once for its whole curve
 (``epsilon_curve``); any other contributes one row with an empty ε and the reason, so a table
 never silently drops a bound.  Every row's ``bound`` says what its ε is: only ``upper`` rows are
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from dplab.accounting import risk
-from dplab.accounting.claims import Update, exclusion
+from dplab.accounting.eligibility import Update, exclusion
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError

@@ -1,4 +1,4 @@
-"""Tightness audit (issues 9, 18): how loose is each upper bound on ε, measured from below.
+"""Tightness audit: how loose is each upper bound on ε, measured from below.
 
 - :mod:`dplab.audit.exact`: exact Rényi divergence and exact δ(ε) where the released last
   iterate is Gaussian (002 Thm 3's quadratic loss; a linear loss; any contraction), as functions of T.

@@ -142,7 +142,8 @@ def _bad_input(flag: str, what: str):
 
 def _check_complete(results: Path, config_file: str | None) -> None:
     """Refuse an index over missing results, naming them: a figure with some of its table, PDF
-    and PNG but not all; with ``config_file``, any result of its DAG (:attr:`dplab.jobs.Plan.results`,
+    and PNG but not all; with ``config_file``, any result of its DAG
+    (:attr:`dplab.jobs.JobList.results`,
     paths under ``results/`` read under ``results``); without it, a folder holding no file at all
     (an index of nothing, where every result is missing)."""
     from dplab.figures import FIGURE_IDS

@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from dplab.accounting.claims import from_summary
+    from dplab.accounting.eligibility import from_summary
     from dplab.accounting.sweep import POINTS_MAX, steps_grid, sweep
     from dplab.validate import integer
     from dplab.training.summary import RunSummary

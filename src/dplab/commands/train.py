@@ -72,8 +72,9 @@ def pipeline_run(config_file: str | None, name: str) -> dict:
     return runs[folder].run
 
 
-def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None, cuda_graph: bool = True) -> None:
-    from dplab.accounting.claims import labelled
+def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None,
+               cuda_graph: bool = True) -> None:
+    from dplab.accounting.eligibility import labelled
     from dplab.errors import DPLabError
     from dplab.io import output_folder
     from dplab.training import data, loop
@@ -87,7 +88,8 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None, 
     method = METHODS[settings.method]
     factorization = method.load_factorization(settings, mf_cache) if mf_cache is not None else None
     with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
-        summary = loop.train(cfg, dataset, folder, factorization=factorization, cuda_graph=cuda_graph)
+        summary = loop.train(settings, dataset, folder, factorization=factorization,
+                             cuda_graph=cuda_graph)
     eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
     references = {**summary.epsilon_lower, **summary.epsilon_comparison}  # beside the claims: never the run's ε
     for name, kind in summary.epsilon_bound.items():

@@ -2,7 +2,7 @@
 
 Left: ε(T) per accountant; right: its ratio to the tight PLD value at the same T.  The sweep
 names the accountants (by default every composition accountant valid for DP-SGD); one the run
-may not claim (:func:`dplab.accounting.claims.refusal`, asked again here from the run's
+may not claim (:func:`dplab.accounting.eligibility.refusal`, asked again here from the run's
 summary.json) keeps one row with an empty ε and the reason, and the figure lists it as refused.
 """
 
@@ -12,7 +12,7 @@ import pandas as pd
 
 from dplab import layout
 from dplab.accounting import risk
-from dplab.accounting.claims import from_summary, refusal
+from dplab.accounting.eligibility import from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 from dplab.training.summary import RunSummary

@@ -69,7 +69,7 @@ SOURCES = {"000": "000 Boninsegna, The Privacy Analysis of DP-SGD (survey, 2023)
 COLOURS = {HOLDS: "#d9f2d9", DIFFERS: "#f9d6d5", NOT_CHECKABLE: "#eeeeee"}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Claim:
     """One statement and its check; ``why_not`` set: not checkable (the reason), ``why_differs``: the
     one-sentence reason printed where the numbers disagree."""
@@ -88,8 +88,8 @@ class Claim:
     why_not: str = ""
 
 
-#: a claim of one source document: C004("§3.2", statement, …)
-C000, C001, C002, C003, C004 = (partial(Claim, SOURCES[doc]) for doc in sorted(SOURCES))
+#: a claim of one source document: C004(section="§3.2", statement=…, …)
+C000, C001, C002, C003, C004 = (partial(Claim, source=SOURCES[doc]) for doc in sorted(SOURCES))
 
 
 def verdict(source_value: float | None, ours: float | None, test: str, tolerance: float, relative: bool = False,
@@ -208,10 +208,21 @@ def claims_004_gaussian(res: Results) -> list[Claim]:
         if table is not None:
             hit = table[(table.accountant == name) & np.isclose(table.epsilon, 0.5)]
             ours = float(hit.noise_std.iloc[0]) if len(hit) else None
-        rows.append(C004("§2 (salary example)",
-                         f"noise std for the mean of 10,000 salaries ≤ $1M at ε = 0.5, δ = 1e-6, {name}",
-                         value, ours, "≈", 1.0, False, path, regenerate(path), why,
-                         "" if table is not None else missing("figure gaussian_sigma")))
+        rows.append(
+            C004(
+                section="§2 (salary example)",
+                statement=f"noise std for the mean of 10,000 salaries ≤ $1M at ε = 0.5, δ = 1e-6, {name}",
+                source_value=value,
+                ours=ours,
+                test="≈",
+                tolerance=1.0,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs=why,
+                why_not="" if table is not None else missing("figure gaussian_sigma"),
+            )
+        )
     return rows
 
 
@@ -220,24 +231,53 @@ def claims_004_training(res: Results) -> list[Claim]:
     rows = []
     if res.nonprivate:
         summary = RunSummary.read(res.nonprivate["summary"])
-        norms = read_csv(res.nonprivate["grad_norms"], "gradient norms",
-                         regenerate(res.nonprivate["grad_norms"]))["grad_norm"].to_numpy()
+        norms = read_csv(
+            res.nonprivate["grad_norms"], "gradient norms", regenerate(res.nonprivate["grad_norms"])
+        )["grad_norm"].to_numpy()
         steps = summary.settings.steps
         metrics = run_metrics(res.nonprivate["metrics"], steps)
         data = on_data(summary, "mnist")
         q95 = float(np.quantile(norms, 0.95))
-        above = float(np.mean(norms > q95 * 40 / 32))  # 004's 40 against its quantile 32, on this run's scale
+        above = float(
+            np.mean(norms > q95 * 40 / 32)
+        )  # 004's 40 against its quantile 32, on this run's scale
         path = res.nonprivate["grad_norms"]
     else:
         summary, data, q95, above, steps = None, "", None, None, 0
         path = layout.run_files("gd_nonprivate")["grad_norms"]
     absent = "" if summary else missing("the non-private run of figure grad_norms")
-    rows.append(C004("§3.2", "95 % quantile of the per-example gradient norms in non-private GD", 32, q95,
-                     "≈", 3.0, False, path, regenerate(path),
-                     data + "the norms depend on the data, the initialisation and the learning rate", absent))
-    rows.append(C004("§3.2", "'very low number of gradients go above 40' (1.25 × the quantile of 32): fraction of norms "
-                     "above 1.25 × this run's 95 % quantile (read: ≤ 1 %)", 0.01, above, "≤", 0.0, False, path,
-                     regenerate(path), data + "the norms have a heavier tail here", absent))
+    rows.append(
+        C004(
+            section="§3.2",
+            statement="95 % quantile of the per-example gradient norms in non-private GD",
+            source_value=32,
+            ours=q95,
+            test="≈",
+            tolerance=3.0,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs=data
+            + "the norms depend on the data, the initialisation and the learning rate",
+            why_not=absent,
+        )
+    )
+    rows.append(
+        C004(
+            section="§3.2",
+            statement="'very low number of gradients go above 40' (1.25 × the quantile of 32): fraction of norms "
+            "above 1.25 × this run's 95 % quantile (read: ≤ 1 %)",
+            source_value=0.01,
+            ours=above,
+            test="≤",
+            tolerance=0.0,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs=data + "the norms have a heavier tail here",
+            why_not=absent,
+        )
+    )
     rows += nonprivate_curve(summary, metrics if summary else None, res.nonprivate, steps, absent)
     rows += clip_claims(res, q95)
     rows += tries_claims(res)
@@ -253,16 +293,40 @@ def nonprivate_curve(summary, metrics, files, steps: int, absent: str) -> list[C
     if summary:
         best = float(metrics.step[metrics.test_loss.idxmin()])
         late = metrics[metrics.step >= 1000]
-        gain = float(late.test_accuracy.iloc[-1] - late.test_accuracy.iloc[0]) if len(late) else None
-        short_best = "" if steps >= 5000 else f"the run stops at T = {steps}, before 004's 5000 iterations"
+        gain = (
+            float(late.test_accuracy.iloc[-1] - late.test_accuracy.iloc[0]) if len(late) else None
+        )
+        short_best = (
+            "" if steps >= 5000 else f"the run stops at T = {steps}, before 004's 5000 iterations"
+        )
         short_gain = "" if gain is not None and steps >= 5000 else short_best
     return [
-        C004("§3.2", "non-private GD (T = 5000): the smallest test loss comes before iteration 3000", 3000,
-             best, "≤", 0.0, False, path, regenerate(path), "the test loss still falls after iteration 3000 here",
-             short_best),
-        C004("§3.2", "non-private GD: test accuracy gains little after iteration 1000 (read: ≤ 2 points)", 0.0,
-             gain, "≤", 0.02, False, path, regenerate(path), "the accuracy still rises after iteration 1000 here",
-             short_gain),
+        C004(
+            section="§3.2",
+            statement="non-private GD (T = 5000): the smallest test loss comes before iteration 3000",
+            source_value=3000,
+            ours=best,
+            test="≤",
+            tolerance=0.0,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs="the test loss still falls after iteration 3000 here",
+            why_not=short_best,
+        ),
+        C004(
+            section="§3.2",
+            statement="non-private GD: test accuracy gains little after iteration 1000 (read: ≤ 2 points)",
+            source_value=0.0,
+            ours=gain,
+            test="≤",
+            tolerance=0.02,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs="the accuracy still rises after iteration 1000 here",
+            why_not=short_gain,
+        ),
     ]
 
 
@@ -271,24 +335,61 @@ def clip_claims(res: Results, q95: float | None) -> list[Claim]:
     if not res.tries:
         path = layout.run_files("try1_dp_gd_advanced")["summary"]
         why = missing("the runs of figure dp_training_tries")
-        return [C004("§3.2", "the tries clip at C = 30", 30, None, "≈", 0.0, False, path, regenerate(path),
-                     "", why)]
+        return [
+            C004(
+                section="§3.2",
+                statement="the tries clip at C = 30",
+                source_value=30,
+                ours=None,
+                test="≈",
+                tolerance=0.0,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs="",
+                why_not=why,
+            )
+        ]
     path, summary = res.tries[0][0], res.tries[0][1]
     clip = float(summary.settings.clip)
     data = on_data(summary, "mnist")
     return [
-        C004("§3.2", "the tries clip at C = 30", 30, clip, "≈", 0.0, False, path, regenerate(path),
-             data + "the config picks C by 004's heuristic on its own data"),
-        C004("§3.2", "C sits just below the 95 % gradient-norm quantile: C / quantile = 30/32", 30 / 32,
-             None if q95 is None else clip / q95, "≈", 0.1, False, path, regenerate(path),
-             data + "the config's C is not the round number just below this run's quantile",
-             "" if q95 is not None else missing("the non-private run of figure grad_norms")),
+        C004(
+            section="§3.2",
+            statement="the tries clip at C = 30",
+            source_value=30,
+            ours=clip,
+            test="≈",
+            tolerance=0.0,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs=data + "the config picks C by 004's heuristic on its own data",
+        ),
+        C004(
+            section="§3.2",
+            statement="C sits just below the 95 % gradient-norm quantile: C / quantile = 30/32",
+            source_value=30 / 32,
+            ours=None if q95 is None else clip / q95,
+            test="≈",
+            tolerance=0.1,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs=data
+            + "the config's C is not the round number just below this run's quantile",
+            why_not="" if q95 is not None else missing("the non-private run of figure grad_norms"),
+        ),
     ]
 
 
 #: 004's tries: (number, section, the σ curve of sigma_vs_steps at 004's setting, T, what 004 says of it)
-TRIES = ((1, "§3.2", "full_batch", "kairouz", 100), (2, "§3.3", "full_batch", "rdp", 200),
-         (3, "§3.4", "poisson", "rdp", 200), (4, "§4.3", None, "mf", 200))
+TRIES = (
+    (1, "§3.2", "full_batch", "kairouz", 100),
+    (2, "§3.3", "full_batch", "rdp", 200),
+    (3, "§3.4", "poisson", "rdp", 200),
+    (4, "§4.3", None, "mf", 200),
+)
 
 
 def tries_claims(res: Results) -> list[Claim]:
@@ -298,47 +399,130 @@ def tries_claims(res: Results) -> list[Claim]:
     rows, accuracy = [], {}
     for (number, section, sampling, accountant, steps), found in zip(TRIES, res.tries + [None] * 4):
         if found is None:
-            rows.append(C004(section, f"try {number}: σ it needs", None, None, "≈", 0.02, True, path,
-                             regenerate(path), "", missing(f"try {number} in figure dp_training_tries")))
+            rows.append(
+                C004(
+                    section=section,
+                    statement=f"try {number}: σ it needs",
+                    source_value=None,
+                    ours=None,
+                    test="≈",
+                    tolerance=0.02,
+                    relative=True,
+                    result_file=path,
+                    command=regenerate(path),
+                    why_differs="",
+                    why_not=missing(f"try {number} in figure dp_training_tries"),
+                )
+            )
             continue
         summary_path, summary, metrics_path, _ = found
         ours = float(summary.noise_multiplier)
         accuracy[number] = float(summary.final.test_accuracy)
         data = on_data(summary, "mnist")
         if number == 4:
-            rows.append(C004(section, "try 4 (DP-MF, T = 200, C = 30, batch 25): σ ≈ 4", 4.0, ours, "≈", 0.5,
-                             False, summary_path, regenerate(summary_path),
-                             data + f"our try 4 factorizes with {summary.settings.strategy} C "
-                             f"({summary.settings.bands} bands), batch {summary.batch_size}, sampling "
-                             f"{summary.sampling}; 004 used Choquette-Choo et al.'s tools, not stated in full"))
+            rows.append(
+                C004(
+                    section=section,
+                    statement="try 4 (DP-MF, T = 200, C = 30, batch 25): σ ≈ 4",
+                    source_value=4.0,
+                    ours=ours,
+                    test="≈",
+                    tolerance=0.5,
+                    relative=False,
+                    result_file=summary_path,
+                    command=regenerate(summary_path),
+                    why_differs=data
+                    + f"our try 4 factorizes with {summary.settings.method_key('strategy')} C "
+                    f"({summary.settings.method_key('bands')} bands), batch {summary.batch_size}, sampling "
+                    f"{summary.sampling}; 004 used Choquette-Choo et al.'s tools, not stated in full",
+                )
+            )
         else:
             expected, why_not = None, missing("figure sigma_vs_steps")
             if sigmas is not None:
-                hit = sigmas[(sigmas.sampling == sampling) & (sigmas.curve == accountant) & (sigmas.steps == steps)]
-                expected, why_not = (float(hit.noise_multiplier.iloc[0]), "") if len(hit) else (
-                    None, f"figure sigma_vs_steps has no {accountant} σ at T = {steps}")
+                hit = sigmas[
+                    (sigmas.sampling == sampling)
+                    & (sigmas.curve == accountant)
+                    & (sigmas.steps == steps)
+                ]
+                expected, why_not = (
+                    (float(hit.noise_multiplier.iloc[0]), "")
+                    if len(hit)
+                    else (None, f"figure sigma_vs_steps has no {accountant} σ at T = {steps}")
+                )
             rate = " at q = 0.05" if sampling == "poisson" else ""
-            rows.append(C004(section, f"try {number} ({accountant}, T = {steps}{rate}, ε = 1, δ = 1e-6) runs "
-                             "at the σ 004's setting needs (source value: that σ, as 004 gives it only in a figure)",
-                             expected, ours, "≈", 0.02, True, f"{summary_path}; {path}", regenerate(summary_path),
-                             "the run's T, q or accountant differ from 004's setting", why_not))
-        rows.append(C004(section, f"try {number}: final test accuracy", None, accuracy[number], "≈", 0.0,
-                         False, metrics_path, regenerate(metrics_path), "",
-                         "004 gives the tries' accuracy only in its figures, no number in the text"))
+            rows.append(
+                C004(
+                    section=section,
+                    statement=f"try {number} ({accountant}, T = {steps}{rate}, ε = 1, δ = 1e-6) runs "
+                    "at the σ 004's setting needs (source value: that σ, as 004 gives it only in a figure)",
+                    source_value=expected,
+                    ours=ours,
+                    test="≈",
+                    tolerance=0.02,
+                    relative=True,
+                    result_file=f"{summary_path}; {path}",
+                    command=regenerate(summary_path),
+                    why_differs="the run's T, q or accountant differ from 004's setting",
+                    why_not=why_not,
+                )
+            )
+        rows.append(
+            C004(
+                section=section,
+                statement=f"try {number}: final test accuracy",
+                source_value=None,
+                ours=accuracy[number],
+                test="≈",
+                tolerance=0.0,
+                relative=False,
+                result_file=metrics_path,
+                command=regenerate(metrics_path),
+                why_differs="",
+                why_not="004 gives the tries' accuracy only in its figures, no number in the text",
+            )
+        )
     # try 4's summary (tries listed after it, e.g. DP-MF with a BLT C, are not 004's)
-    last = res.tries[min(3, len(res.tries) - 1)][0] if res.tries else layout.run_files("try4_dp_mf")["summary"]
+    last = (
+        res.tries[min(3, len(res.tries) - 1)][0]
+        if res.tries
+        else layout.run_files("try4_dp_mf")["summary"]
+    )
     data = on_data(res.tries[0][1], "mnist") if res.tries else ""
     both = {n: accuracy.get(n) for n in (1, 2, 3, 4)}
     gap21 = None if None in (both[1], both[2]) else both[2] - both[1]
     gap43 = None if None in (both[3], both[4]) else both[4] - both[3]
-    rows.append(C004("§3.3", "RDP (try 2) trains where advanced composition (try 1) is 'not particularly good':"
-                     " accuracy of try 2 − try 1 > 0", 0.0, gap21, "≥", 0.0, False, "results/runs/*/summary.json",
-                     regenerate(layout.table_file("dp_training_tries")), data + "try 2 ends no better than try 1 here",
-                     "" if gap21 is not None else missing("tries 1 and 2")))
-    rows.append(C004("§4.3", "DP-MF (try 4) is 'competitive with DP-SGD' (try 3): accuracy gap ≥ −5 points",
-                     0.0, gap43, "≥", 0.05, False, last, regenerate(layout.table_file("dp_training_tries")),
-                     data + "DP-MF ends more than 5 points below DP-SGD here",
-                     "" if gap43 is not None else missing("tries 3 and 4")))
+    rows.append(
+        C004(
+            section="§3.3",
+            statement="RDP (try 2) trains where advanced composition (try 1) is 'not particularly good':"
+            " accuracy of try 2 − try 1 > 0",
+            source_value=0.0,
+            ours=gap21,
+            test="≥",
+            tolerance=0.0,
+            relative=False,
+            result_file="results/runs/*/summary.json",
+            command=regenerate(layout.table_file("dp_training_tries")),
+            why_differs=data + "try 2 ends no better than try 1 here",
+            why_not="" if gap21 is not None else missing("tries 1 and 2"),
+        )
+    )
+    rows.append(
+        C004(
+            section="§4.3",
+            statement="DP-MF (try 4) is 'competitive with DP-SGD' (try 3): accuracy gap ≥ −5 points",
+            source_value=0.0,
+            ours=gap43,
+            test="≥",
+            tolerance=0.05,
+            relative=False,
+            result_file=last,
+            command=regenerate(layout.table_file("dp_training_tries")),
+            why_differs=data + "DP-MF ends more than 5 points below DP-SGD here",
+            why_not="" if gap43 is not None else missing("tries 3 and 4"),
+        )
+    )
     if sigmas is not None:
         rows += sigma_ratio_claims(path, sigmas)
     return rows
@@ -360,24 +544,52 @@ def risk_claims(res: Results, epsilon: float = 1.0, delta: float = 1e-6) -> list
     for (number, section, *_), found in zip(TRIES, res.tries + [None] * 4):
         path = found[0] if found else layout.table_file("dp_training_tries")
         reading = found[1].risk if found else {}
-        why_not = (missing(f"try {number} in figure dp_training_tries") if not found else
-                   "" if "tpr" in reading else f"the run gives no risk: {reading.get('unavailable', 'no risk entry')}")
+        why_not = (
+            missing(f"try {number} in figure dp_training_tries")
+            if not found
+            else ""
+            if "tpr" in reading
+            else f"the run gives no risk: {reading.get('unavailable', 'no risk entry')}"
+        )
         tpr = reading["tpr"][reading["fpr"].index(RISK_FPR)] if not why_not else None
         why = "the run's privacy-loss distribution lets an attacker do better than its (ε, δ) allows: an accounting error"
         rows += [
-            C004(section, f"try {number}: ε = {epsilon:g}, δ = {delta:g} read as a risk: any attacker's TPR at FPR "
-                 f"{RISK_FPR:g} ≤ e^ε·{RISK_FPR:g} + δ (ours: the run's PLD reading)", tpr_bound, tpr, "≤", 0.0, False,
-                 path, regenerate(path), why, why_not),
-            C004(section, f"try {number}: ε = {epsilon:g}, δ = {delta:g} read as a risk: advantage TPR − FPR ≤ "
-                 "(e^ε − 1 + 2δ)/(e^ε + 1) (ours: the run's PLD reading)", advantage_bound,
-                 reading.get("advantage") if not why_not else None, "≤", 0.0, False, path, regenerate(path), why,
-                 why_not),
+            C004(
+                section=section,
+                statement=f"try {number}: ε = {epsilon:g}, δ = {delta:g} read as a risk: any attacker's TPR at FPR "
+                f"{RISK_FPR:g} ≤ e^ε·{RISK_FPR:g} + δ (ours: the run's PLD reading)",
+                source_value=tpr_bound,
+                ours=tpr,
+                test="≤",
+                tolerance=0.0,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs=why,
+                why_not=why_not,
+            ),
+            C004(
+                section=section,
+                statement=f"try {number}: ε = {epsilon:g}, δ = {delta:g} read as a risk: advantage TPR − FPR ≤ "
+                "(e^ε − 1 + 2δ)/(e^ε + 1) (ours: the run's PLD reading)",
+                source_value=advantage_bound,
+                ours=reading.get("advantage") if not why_not else None,
+                test="≤",
+                tolerance=0.0,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs=why,
+                why_not=why_not,
+            ),
         ]
     return rows
 
 
 def sigma_at(table: pd.DataFrame, sampling: str, curve: str, steps: int) -> float | None:
-    hit = table[(table.sampling == sampling) & (table.curve == curve) & (table.steps == steps)].noise_multiplier
+    hit = table[
+        (table.sampling == sampling) & (table.curve == curve) & (table.steps == steps)
+    ].noise_multiplier
     return float(hit.iloc[0]) if len(hit) and np.isfinite(hit.iloc[0]) else None
 
 
@@ -389,33 +601,82 @@ def sigma_ratio_claims(path: str, table: pd.DataFrame) -> list[Claim]:
     """004 §3.3–3.4 on sigma_vs_steps: RDP needs 'way smaller' noise; subsampling gives 'basically the
     same noise levels' (noise on the averaged gradient, σ/q for DP-SGD against σ for DP-GD)."""
     q = last(table[table.sampling == "poisson"].sampling_rate) or math.nan
-    rdp_vs_adv = ratio(sigma_at(table, "full_batch", "rdp", 100), sigma_at(table, "full_batch", "kairouz", 100))
+    rdp_vs_adv = ratio(
+        sigma_at(table, "full_batch", "rdp", 100), sigma_at(table, "full_batch", "kairouz", 100)
+    )
     sgd = sigma_at(table, "poisson", "rdp", 200)
     sgd_vs_gd = ratio(None if sgd is None else sgd / q, sigma_at(table, "full_batch", "rdp", 200))
     command = regenerate(path)
     return [
-        C004("§3.3", "RDP needs 'way smaller' noise than advanced composition: σ_RDP / σ_advanced at T = 100 "
-             "(read: at most one half)", 0.5, rdp_vs_adv, "≤", 0.0, False, path, command,
-             "RDP saves less than half the noise here"),
-        C004("§3.4", f"subsampling (q = {q:g}) gives 'basically the same noise levels' as GD under RDP, T = 200:"
-             " (σ_SGD / q) / σ_GD", 1.0, sgd_vs_gd, "≈", 0.1, False, path, command,
-             "the per-average noise of DP-SGD and DP-GD differ by more than 10 % here"),
+        C004(
+            section="§3.3",
+            statement="RDP needs 'way smaller' noise than advanced composition: σ_RDP / σ_advanced at T = 100 "
+            "(read: at most one half)",
+            source_value=0.5,
+            ours=rdp_vs_adv,
+            test="≤",
+            tolerance=0.0,
+            relative=False,
+            result_file=path,
+            command=command,
+            why_differs="RDP saves less than half the noise here",
+        ),
+        C004(
+            section="§3.4",
+            statement=f"subsampling (q = {q:g}) gives 'basically the same noise levels' as GD under RDP, T = 200:"
+            " (σ_SGD / q) / σ_GD",
+            source_value=1.0,
+            ours=sgd_vs_gd,
+            test="≈",
+            tolerance=0.1,
+            relative=False,
+            result_file=path,
+            command=command,
+            why_differs="the per-average noise of DP-SGD and DP-GD differ by more than 10 % here",
+        ),
     ]
 
 
 # ---- 003: SGD vs DP-SGD, σ under naive / strong composition and the moments accountant --------
+
 
 def claims_003(res: Results) -> list[Claim]:
     """003 §3–4 at 004's try-3 setting (q = 0.05, T = 200, ε = 1, δ = 1e-6: 003 states no setting)."""
     path, table = res.table("sigma_vs_steps")
     rows = []
     if table is None:
-        return [C003("§3", "σ under naive / strong / moments accounting", None, None, "≈", 0.0, False, path,
-                     regenerate(path), "", missing("figure sigma_vs_steps"))]
+        return [
+            C003(
+                section="§3",
+                statement="σ under naive / strong / moments accounting",
+                source_value=None,
+                ours=None,
+                test="≈",
+                tolerance=0.0,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs="",
+                why_not=missing("figure sigma_vs_steps"),
+            )
+        ]
     poisson = table[table.sampling == "poisson"].dropna(subset=["noise_multiplier"])
     if poisson.empty:
-        return [C003("§3", "σ under naive / strong / moments accounting", None, None, "≈", 0.0, False, path,
-                     regenerate(path), "", "figure sigma_vs_steps draws no Poisson panel")]
+        return [
+            C003(
+                section="§3",
+                statement="σ under naive / strong / moments accounting",
+                source_value=None,
+                ours=None,
+                test="≈",
+                tolerance=0.0,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs="",
+                why_not="figure sigma_vs_steps draws no Poisson panel",
+            )
+        ]
     q = float(poisson.sampling_rate.iloc[0])
     top = float(poisson.steps.max())
     decade = poisson[poisson.steps >= top / 10]
@@ -424,29 +685,94 @@ def claims_003(res: Results) -> list[Claim]:
         rows_ = decade[decade.curve == name].sort_values("steps")
         return rows_.steps.to_numpy(), rows_.noise_multiplier.to_numpy()
 
-    naive_formula, naive = sigma_at(table, "poisson", "naive_003", 200), sigma_at(table, "poisson", "naive", 200)
-    rows.append(C003("§3.1", f"σ_naive = qT√(2 ln(1.25qT/δ))/ε suffices under naive composition "
-                     f"(q = {q:g}, T = 200, ε = 1, δ = 1e-6): the naive accountant needs no more", naive_formula, naive,
-                     "≤", 0.0, False, path, regenerate(path),
-                     "003's first-order amplification (ε' ≈ qε₀) understates the exact per-step ε, so its σ is too small"))
-    for name, section, bound in (("advanced", "§3.2", "σ_strong = O(q√(T ln(1/δ) ln(T/δ))/ε)"),
-                                 ("moments", "§3.4 (Thm 1)", "σ ≥ c·q√(T ln(1/δ))/ε")):
-        rows.append(C003(section, f"{bound}: the σ dplab's {name} accountant needs at q = {q:g}, T = 200, ε = 1,"
-                         " δ = 1e-6", None, sigma_at(table, "poisson", name, 200), "≈", 0.0, False, path,
-                         regenerate(path), "", "003 gives only the order (its constant is not stated): no value to compare"))
+    naive_formula, naive = (
+        sigma_at(table, "poisson", "naive_003", 200),
+        sigma_at(table, "poisson", "naive", 200),
+    )
+    rows.append(
+        C003(
+            section="§3.1",
+            statement=f"σ_naive = qT√(2 ln(1.25qT/δ))/ε suffices under naive composition "
+            f"(q = {q:g}, T = 200, ε = 1, δ = 1e-6): the naive accountant needs no more",
+            source_value=naive_formula,
+            ours=naive,
+            test="≤",
+            tolerance=0.0,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs="003's first-order amplification (ε' ≈ qε₀) understates the exact per-step ε, so its σ is too small",
+        )
+    )
+    for name, section, bound in (
+        ("advanced", "§3.2", "σ_strong = O(q√(T ln(1/δ) ln(T/δ))/ε)"),
+        ("moments", "§3.4 (Thm 1)", "σ ≥ c·q√(T ln(1/δ))/ε"),
+    ):
+        rows.append(
+            C003(
+                section=section,
+                statement=f"{bound}: the σ dplab's {name} accountant needs at q = {q:g}, T = 200, ε = 1,"
+                " δ = 1e-6",
+                source_value=None,
+                ours=sigma_at(table, "poisson", name, 200),
+                test="≈",
+                tolerance=0.0,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs="",
+                why_not="003 gives only the order (its constant is not stated): no value to compare",
+            )
+        )
     t, adv = curve("advanced")
     _, nai = curve("naive")
-    rows.append(C003("§3.3", "σ_strong / σ_naive = O(T^(−1/2)): exponent of T over the last decade of T", -0.5,
-                     slope(t, adv / nai), "≈", 0.1, False, path, regenerate(path),
-                     "the log factors of the two calibrations bend the ratio away from T^(−1/2) at these T"))
+    rows.append(
+        C003(
+            section="§3.3",
+            statement="σ_strong / σ_naive = O(T^(−1/2)): exponent of T over the last decade of T",
+            source_value=-0.5,
+            ours=slope(t, adv / nai),
+            test="≈",
+            tolerance=0.1,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs="the log factors of the two calibrations bend the ratio away from T^(−1/2) at these T",
+        )
+    )
     t, mom = curve("moments")
-    rows.append(C003("§3.4 (Thm 1)", "moments accountant: σ ∝ q√(T ln(1/δ))/ε: exponent of T", 0.5,
-                     slope(t, mom), "≈", 0.1, False, path, regenerate(path),
-                     "the moments accountant's σ is not yet in its √T regime at these T"))
-    rows.append(C003("§3.4", "the moments accountant needs less noise than strong composition: σ_MA / σ_strong at "
-                     "T = 200", 1.0, ratio(sigma_at(table, "poisson", "moments", 200), sigma_at(table, "poisson",
-                                                                                              "advanced", 200)),
-                     "≤", 0.0, False, path, regenerate(path), "strong composition needs less noise here"))
+    rows.append(
+        C003(
+            section="§3.4 (Thm 1)",
+            statement="moments accountant: σ ∝ q√(T ln(1/δ))/ε: exponent of T",
+            source_value=0.5,
+            ours=slope(t, mom),
+            test="≈",
+            tolerance=0.1,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs="the moments accountant's σ is not yet in its √T regime at these T",
+        )
+    )
+    rows.append(
+        C003(
+            section="§3.4",
+            statement="the moments accountant needs less noise than strong composition: σ_MA / σ_strong at "
+            "T = 200",
+            source_value=1.0,
+            ours=ratio(
+                sigma_at(table, "poisson", "moments", 200),
+                sigma_at(table, "poisson", "advanced", 200),
+            ),
+            test="≤",
+            tolerance=0.0,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs="strong composition needs less noise here",
+        )
+    )
     return rows
 
 
@@ -455,30 +781,73 @@ def epochs_claims(res: Results) -> list[Claim]:
     ε in T at fixed σ over the last decade of the accounting sweep."""
     if res.sweep is None:
         path = layout.sweep_file("dp_sgd")
-        return [C003("§4", "ε grows with the epochs E as E (naive), √E (advanced), a constant (moments)", None,
-                     None, "≈", 0.1, False, path, regenerate(path), "", missing("figure accountants_vs_pld's sweep"))]
+        return [
+            C003(
+                section="§4",
+                statement="ε grows with the epochs E as E (naive), √E (advanced), a constant (moments)",
+                source_value=None,
+                ours=None,
+                test="≈",
+                tolerance=0.1,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs="",
+                why_not=missing("figure accountants_vs_pld's sweep"),
+            )
+        ]
     path, sweep = res.sweep
     top = sweep.steps.max()
     rows = []
     for name, exponent, words, why in (
-            ("naive", 1.0, "E", "naive composition's ε is not linear in T here"),
-            ("advanced", 0.5, "√E", "an error in the source: at fixed σ the second term Tε'(e^ε' − 1) of 003 §3.2's "
-             "advanced composition grows linearly in T and dominates here; √E holds only while it is small"),
-            ("moments", 0.0, "a constant factor", "an error in the source: at fixed σ the moments accountant's ε grows "
-             "like √T (its own Thm 1: σ ∝ √T at fixed ε), not by a constant factor")):
-        part = sweep[(sweep.accountant == name) & (sweep.steps >= top / 10)].dropna(subset=["epsilon"])
+        ("naive", 1.0, "E", "naive composition's ε is not linear in T here"),
+        (
+            "advanced",
+            0.5,
+            "√E",
+            "an error in the source: at fixed σ the second term Tε'(e^ε' − 1) of 003 §3.2's "
+            "advanced composition grows linearly in T and dominates here; √E holds only while it is small",
+        ),
+        (
+            "moments",
+            0.0,
+            "a constant factor",
+            "an error in the source: at fixed σ the moments accountant's ε grows "
+            "like √T (its own Thm 1: σ ∝ √T at fixed ε), not by a constant factor",
+        ),
+    ):
+        part = sweep[(sweep.accountant == name) & (sweep.steps >= top / 10)].dropna(
+            subset=["epsilon"]
+        )
         ours = slope(part.steps, part.epsilon) if len(part) > 1 else None
-        rows.append(C003("§4", f"training E times longer multiplies ε by {words} ({name}): exponent of ε in T at "
-                         f"fixed σ", exponent, ours, "≈", 0.15, False, path, regenerate(path), why,
-                         "" if ours is not None else f"the sweep has no {name} ε"))
+        rows.append(
+            C003(
+                section="§4",
+                statement=f"training E times longer multiplies ε by {words} ({name}): exponent of ε in T at "
+                f"fixed σ",
+                source_value=exponent,
+                ours=ours,
+                test="≈",
+                tolerance=0.15,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs=why,
+                why_not="" if ours is not None else f"the sweep has no {name} ε",
+            )
+        )
     return rows
 
 
 # ---- 000: Table I ---------------------------------------------------------------------------
 
 #: 000 Table I rows checked: accountant → (article, exponent of T in its σ order)
-TABLE_I = {"moments": ("[ACG+16]", 0.5), "rdp": ("[Mir17]", 0.5), "pabi": ("[FMTT18]", 0.5),
-           "langevin": ("[CYS21]", 0.0)}
+TABLE_I = {
+    "moments": ("[ACG+16]", 0.5),
+    "rdp": ("[Mir17]", 0.5),
+    "pabi": ("[FMTT18]", 0.5),
+    "langevin": ("[CYS21]", 0.0),
+}
 
 
 def claims_000(res: Results) -> list[Claim]:
@@ -487,59 +856,162 @@ def claims_000(res: Results) -> list[Claim]:
     path, table = res.table("techniques_table")
     rows = []
     for name, (article, exponent) in TABLE_I.items():
-        statement = f"{article} ({name}): σ for (ε, δ) grows as T^{exponent:g} (Table I's order in T)"
+        statement = (
+            f"{article} ({name}): σ for (ε, δ) grows as T^{exponent:g} (Table I's order in T)"
+        )
         hit = None if table is None else table[table.accountant == name]
         if hit is None or not len(hit) or not np.isfinite(hit.noise_multiplier.iloc[0]):
-            why = missing("figure techniques_table") if table is None else f"techniques_table has no σ for {name}"
-            rows.append(C000("Table I", statement, exponent, None, "≈", 0.1, False, path, regenerate(path), "",
-                             why))
+            why = (
+                missing("figure techniques_table")
+                if table is None
+                else f"techniques_table has no σ for {name}"
+            )
+            rows.append(
+                C000(
+                    section="Table I",
+                    statement=statement,
+                    source_value=exponent,
+                    ours=None,
+                    test="≈",
+                    tolerance=0.1,
+                    relative=False,
+                    result_file=path,
+                    command=regenerate(path),
+                    why_differs="",
+                    why_not=why,
+                )
+            )
             continue
         row = hit.iloc[0]
-        setting = technique_setting(name, {key: getattr(row[key], "item", lambda: row[key])() for key in row.index},
-                                    int(row.steps) * 4)
+        setting = technique_setting(
+            name,
+            {key: getattr(row[key], "item", lambda: row[key])() for key in row.index},
+            int(row.steps) * 4,
+        )
         later = sigma(name, setting, float(row.epsilon), float(row.delta))
         ours = math.log(later / float(row.noise_multiplier)) / math.log(4)
         why = "the order is asymptotic: at these T the log factors still bend it"
         if name == "pabi":
             batches = int(row.dataset_size) // int(row.batch_size)
-            why = (f"000's Alg. 2 bound is α/(2σ²)·(1 + (⌈T/Q⌉ − 1)/Q) with Q = n/b = {batches} batches: σ grows as √T "
-                   f"only once T ≫ Q² = {batches ** 2}, and these T are below that")
-        rows.append(C000("Table I", statement + f"; exponent from T = {int(row.steps)} to {4 * int(row.steps)}",
-                         exponent, ours, "≈", 0.1, False, path,
-                         sigma_command(name, setting, float(row.epsilon), float(row.delta)), why))
+            why = (
+                f"000's Alg. 2 bound is α/(2σ²)·(1 + (⌈T/Q⌉ − 1)/Q) with Q = n/b = {batches} batches: σ grows as √T "
+                f"only once T ≫ Q² = {batches**2}, and these T are below that"
+            )
+        rows.append(
+            C000(
+                section="Table I",
+                statement=statement
+                + f"; exponent from T = {int(row.steps)} to {4 * int(row.steps)}",
+                source_value=exponent,
+                ours=ours,
+                test="≈",
+                tolerance=0.1,
+                relative=False,
+                result_file=path,
+                command=sigma_command(name, setting, float(row.epsilon), float(row.delta)),
+                why_differs=why,
+            )
+        )
     return rows
 
 
 # ---- 001, 002: values their text states or lets one read off the figures -------------------
+
 
 def claims_001(res: Results) -> list[Claim]:
     """001 Thm 1 / Figs. 1, 3: the δ bound of eq. (5) is below 1, ε converges in T, and eqs. (22),
     (23) bound the converged ε from above."""
     path, table = res.table("asoodeh_projected")
     if table is None:
-        return [C001("Fig. 1", "projected DP-SGD's privacy loss converges in T", None, None, "≈", 0.0, False,
-                     path, regenerate(path), "", missing("figure asoodeh_projected"))]
+        return [
+            C001(
+                section="Fig. 1",
+                statement="projected DP-SGD's privacy loss converges in T",
+                source_value=None,
+                ours=None,
+                test="≈",
+                tolerance=0.0,
+                relative=False,
+                result_file=path,
+                command=regenerate(path),
+                why_differs="",
+                why_not=missing("figure asoodeh_projected"),
+            )
+        ]
 
     def part(panel, curve):
         return table[(table.panel == panel) & (table.curve == curve)].sort_values("steps")
 
     delta_bound, eps_bound = part("delta_vs_steps", "bound"), part("epsilon_vs_steps", "bound")
-    end, half = last(eps_bound.epsilon), last(eps_bound[eps_bound.steps <= eps_bound.steps.max() / 2].epsilon)
+    end, half = (
+        last(eps_bound.epsilon),
+        last(eps_bound[eps_bound.steps <= eps_bound.steps.max() / 2].epsilon),
+    )
     command = regenerate(path)
     return [
-        C001("§I (after eq. (5))", "the δ bound of eq. (5) is always below 1 (largest δ over T, ε = 3, Fig. 1 "
-             "setting)", 1.0, float(delta_bound.delta.max()), "≤", 0.0, False, path, command,
-             "the bound reaches 1 here"),
-        C001("Fig. 1 (right)", "ε at δ = 1e-3 converges in T: relative change of ε from T/2 to T (T the figure's "
-             "last step)", 0.0, None if None in (end, half) else end / half - 1, "≈", 0.01, False, path, command, "ε still grows here"),
-        C001("Fig. 3", "eq. (22)'s limit bounds ε from above: largest ε over T minus the eq. (22) value", 0.0,
-             float(eps_bound.epsilon.max() - part("epsilon_vs_steps", "eq22").epsilon.iloc[0]), "≤", 1e-9, False,
-             path, command, "ε exceeds eq. (22)'s limit here"),
-        C001("Fig. 3", "eq. (23)'s closed form bounds ε from above: largest ε over T minus the eq. (23) value",
-             0.0, float(eps_bound.epsilon.max() - part("epsilon_vs_steps", "eq23").epsilon.iloc[0]), "≤", 1e-9,
-             False, path, command, "ε exceeds eq. (23)'s closed form here"),
-        C001("Figs. 1–3", "a value read off the figures", None, None, "≈", 0.0, False, path, command, "",
-             "001's text gives its figures' parameters but no value, and the figures' images are not in the text"),
+        C001(
+            section="§I (after eq. (5))",
+            statement="the δ bound of eq. (5) is always below 1 (largest δ over T, ε = 3, Fig. 1 "
+            "setting)",
+            source_value=1.0,
+            ours=float(delta_bound.delta.max()),
+            test="≤",
+            tolerance=0.0,
+            relative=False,
+            result_file=path,
+            command=command,
+            why_differs="the bound reaches 1 here",
+        ),
+        C001(
+            section="Fig. 1 (right)",
+            statement="ε at δ = 1e-3 converges in T: relative change of ε from T/2 to T (T the figure's "
+            "last step)",
+            source_value=0.0,
+            ours=None if None in (end, half) else end / half - 1,
+            test="≈",
+            tolerance=0.01,
+            relative=False,
+            result_file=path,
+            command=command,
+            why_differs="ε still grows here",
+        ),
+        C001(
+            section="Fig. 3",
+            statement="eq. (22)'s limit bounds ε from above: largest ε over T minus the eq. (22) value",
+            source_value=0.0,
+            ours=float(eps_bound.epsilon.max() - part("epsilon_vs_steps", "eq22").epsilon.iloc[0]),
+            test="≤",
+            tolerance=1e-9,
+            relative=False,
+            result_file=path,
+            command=command,
+            why_differs="ε exceeds eq. (22)'s limit here",
+        ),
+        C001(
+            section="Fig. 3",
+            statement="eq. (23)'s closed form bounds ε from above: largest ε over T minus the eq. (23) value",
+            source_value=0.0,
+            ours=float(eps_bound.epsilon.max() - part("epsilon_vs_steps", "eq23").epsilon.iloc[0]),
+            test="≤",
+            tolerance=1e-9,
+            relative=False,
+            result_file=path,
+            command=command,
+            why_differs="ε exceeds eq. (23)'s closed form here",
+        ),
+        C001(
+            section="Figs. 1–3",
+            statement="a value read off the figures",
+            source_value=None,
+            ours=None,
+            test="≈",
+            tolerance=0.0,
+            relative=False,
+            result_file=path,
+            command=command,
+            why_differs="",
+            why_not="001's text gives its figures' parameters but no value, and the figures' images are not in the text",
+        ),
     ]
 
 
@@ -550,59 +1022,166 @@ def claims_002(res: Results) -> list[Claim]:
     tight_path, tight = res.table("langevin_tightness")
     rows = []
     if rdp is None:
-        rows.append(C002("Fig. 1", "Cor. 1 curves", None, None, "≈", 0.0, False, rdp_path,
-                         regenerate(rdp_path), "", missing("figure langevin_rdp")))
+        rows.append(
+            C002(
+                section="Fig. 1",
+                statement="Cor. 1 curves",
+                source_value=None,
+                ours=None,
+                test="≈",
+                tolerance=0.0,
+                relative=False,
+                result_file=rdp_path,
+                command=regenerate(rdp_path),
+                why_differs="",
+                why_not=missing("figure langevin_rdp"),
+            )
+        )
     else:
-        top = rdp[(rdp.bound == "cor1") & (rdp.alpha == 30) & (rdp.strong_convexity == 1.0)].sort_values("steps")
-        rows.append(C002("Fig. 1", "Cor. 1, α = 30, λ = 1: the top bold curve stays inside the y-axis, whose "
-                         "last tick is 6·10⁻² (read from the tick labels in the text): largest ε over K ≤ 500", 0.06,
-                         float(top.rdp_epsilon.max()), "≤", 0.0, False, rdp_path, regenerate(rdp_path),
-                         "Cor. 1 leaves 002's plotted range here"))
-        limit = 30 * 4.0 ** 2 / (1.0 * 0.02 ** 2 * 5000 ** 2)
-        rows.append(C002("Fig. 1 / Cor. 1", "Cor. 1 converges to αS_g²/(λσ²n²) = 0.048 (α = 30, λ = 1, the "
-                         "caption's formula and values): ε at K = 500", limit, last(top.rdp_epsilon), "≈",
-                         0.01, True, rdp_path, regenerate(rdp_path), "Cor. 1 has not converged by K = 500 here"))
+        top = rdp[
+            (rdp.bound == "cor1") & (rdp.alpha == 30) & (rdp.strong_convexity == 1.0)
+        ].sort_values("steps")
+        rows.append(
+            C002(
+                section="Fig. 1",
+                statement="Cor. 1, α = 30, λ = 1: the top bold curve stays inside the y-axis, whose "
+                "last tick is 6·10⁻² (read from the tick labels in the text): largest ε over K ≤ 500",
+                source_value=0.06,
+                ours=float(top.rdp_epsilon.max()),
+                test="≤",
+                tolerance=0.0,
+                relative=False,
+                result_file=rdp_path,
+                command=regenerate(rdp_path),
+                why_differs="Cor. 1 leaves 002's plotted range here",
+            )
+        )
+        limit = 30 * 4.0**2 / (1.0 * 0.02**2 * 5000**2)
+        rows.append(
+            C002(
+                section="Fig. 1 / Cor. 1",
+                statement="Cor. 1 converges to αS_g²/(λσ²n²) = 0.048 (α = 30, λ = 1, the "
+                "caption's formula and values): ε at K = 500",
+                source_value=limit,
+                ours=last(top.rdp_epsilon),
+                test="≈",
+                tolerance=0.01,
+                relative=True,
+                result_file=rdp_path,
+                command=regenerate(rdp_path),
+                why_differs="Cor. 1 has not converged by K = 500 here",
+            )
+        )
     if tight is None:
-        rows.append(C002("Fig. 2", "tightness of Cor. 2", None, None, "≈", 0.0, False, tight_path,
-                         regenerate(tight_path), "", missing("figure langevin_tightness")))
+        rows.append(
+            C002(
+                section="Fig. 2",
+                statement="tightness of Cor. 2",
+                source_value=None,
+                ours=None,
+                test="≈",
+                tolerance=0.0,
+                relative=False,
+                result_file=tight_path,
+                command=regenerate(tight_path),
+                why_differs="",
+                why_not=missing("figure langevin_tightness"),
+            )
+        )
         return rows
-    end = tight[(tight.steps == tight.steps.max()) & (tight.alpha == 30)].set_index("bound").rdp_epsilon
+    end = (
+        tight[(tight.steps == tight.steps.max()) & (tight.alpha == 30)]
+        .set_index("bound")
+        .rdp_epsilon
+    )
     gap = end["cor2"] / end["thm3_lower"] if {"cor2", "thm3_lower"} <= set(end.index) else None
-    rows.append(C002("Fig. 2 (App. E)", "the upper bound (Cor. 2) is 'roughly two times' the lower bound (Thm 3),"
-                     " α = 30, at the last K", 2.0, gap, "≈", 0.2, False,
-                     tight_path, regenerate(tight_path), "the gap is not about two here"))
-    rows.append(C002("Fig. 2", "Cor. 2, α = 30, stays below the y-axis's last tick 2.5·10⁻² (read from the "
-                     "tick labels in the text) up to K = 300", 0.025,
-                     float(tight[(tight.bound == "cor2") & (tight.alpha == 30)].rdp_epsilon.max()), "≤", 0.0, False,
-                     tight_path, regenerate(tight_path), "Cor. 2 leaves 002's plotted range here"))
+    rows.append(
+        C002(
+            section="Fig. 2 (App. E)",
+            statement="the upper bound (Cor. 2) is 'roughly two times' the lower bound (Thm 3),"
+            " α = 30, at the last K",
+            source_value=2.0,
+            ours=gap,
+            test="≈",
+            tolerance=0.2,
+            relative=False,
+            result_file=tight_path,
+            command=regenerate(tight_path),
+            why_differs="the gap is not about two here",
+        )
+    )
+    rows.append(
+        C002(
+            section="Fig. 2",
+            statement="Cor. 2, α = 30, stays below the y-axis's last tick 2.5·10⁻² (read from the "
+            "tick labels in the text) up to K = 300",
+            source_value=0.025,
+            ours=float(tight[(tight.bound == "cor2") & (tight.alpha == 30)].rdp_epsilon.max()),
+            test="≤",
+            tolerance=0.0,
+            relative=False,
+            result_file=tight_path,
+            command=regenerate(tight_path),
+            why_differs="Cor. 2 leaves 002's plotted range here",
+        )
+    )
     return rows
 
 
 # ---- Tramèr & Boneh (ICLR 2021): the Fashion-MNIST end-to-end CNN ---------------------------
+
 
 def claims_tramer_boneh(res: Results, params: dict) -> list[Claim]:
     """σ = 2.15 for ε = 3, δ = 1e-5, batch 2048 of 60 000, 40 epochs by the moments accountant
     (computed here), and the 86.0 % test accuracy (from the benchmark run, where the config has one).
     T counts ⌊n/b⌋ = 29 steps per epoch, as their code (Handcrafted-DP, ``dp_utils.get_noise_mul``) does."""
     steps = TB["dataset_size"] // TB["batch_size"] * TB["epochs"]
-    setting = Setting(sampling_rate=TB["batch_size"] / TB["dataset_size"], steps=steps, sampling="poisson")
+    setting = Setting(
+        sampling_rate=TB["batch_size"] / TB["dataset_size"], steps=steps, sampling="poisson"
+    )
     ours = sigma("moments", setting, TB["epsilon"], TB["delta"])
     command = sigma_command("moments", setting, TB["epsilon"], TB["delta"])
-    rows = [Claim(TB_SOURCE, "§3, Table 1 (Fashion-MNIST, end-to-end CNN)",
-                  f"σ = 2.15 gives ε = 3 at δ = 1e-5 for batch 2048 of 60 000 over 40 epochs (T = {steps}), by the "
-                  "moments accountant", TB["sigma"], ours, "≈", 0.01, True, layout.table_file("claims"), command,
-                  "the moments accountant as implemented gives another σ")]
+    rows = [
+        Claim(
+            source=TB_SOURCE,
+            section="§3, Table 1 (Fashion-MNIST, end-to-end CNN)",
+            statement=f"σ = 2.15 gives ε = 3 at δ = 1e-5 for batch 2048 of 60 000 over 40 epochs (T = {steps}), by the "
+            "moments accountant",
+            source_value=TB["sigma"],
+            ours=ours,
+            test="≈",
+            tolerance=0.01,
+            relative=True,
+            result_file=layout.table_file("claims"),
+            command=command,
+            why_differs="the moments accountant as implemented gives another σ",
+        )
+    ]
     run = params.get("benchmark_run")
     accuracy, path = None, layout.run_files(run or "tb_fashion_cnn")["summary"]
     if res.benchmark:
         path = res.benchmark[0]
         accuracy = float(RunSummary.read(path).final.test_accuracy)
-    rows.append(Claim(TB_SOURCE, "§3, Table 1 (Fashion-MNIST, end-to-end CNN)", "the tanh CNN reaches 86.0 % test "
-                      "accuracy at ε = 3", TB["accuracy"], accuracy, "≈", 0.015, False, path, regenerate(path),
-                      "our CNN, preprocessing or hyper-parameters differ from Tramèr & Boneh's",
-                      "" if res.benchmark else "the default config runs no Fashion-MNIST benchmark: it lives in "
-                      "config/paper.yaml (40 epochs of a CNN on 60 000 images, hours on 2 CPU cores), where "
-                      "figures.claims.benchmark_run names it"))
+    rows.append(
+        Claim(
+            source=TB_SOURCE,
+            section="§3, Table 1 (Fashion-MNIST, end-to-end CNN)",
+            statement="the tanh CNN reaches 86.0 % test accuracy at ε = 3",
+            source_value=TB["accuracy"],
+            ours=accuracy,
+            test="≈",
+            tolerance=0.015,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs="our CNN, preprocessing or hyper-parameters differ from Tramèr & Boneh's",
+            why_not=""
+            if res.benchmark
+            else "the default config runs no Fashion-MNIST benchmark: it lives in "
+            "config/paper.yaml (40 epochs of a CNN on 60 000 images, hours on 2 CPU cores), where "
+            "figures.claims.benchmark_run names it",
+        )
+    )
     return rows
 
 
@@ -610,29 +1189,70 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per claim: source, section, statement, source_value, ours, tolerance, test, verdict,
     reason, result_file, command."""
     res = Results(inputs)
-    claims = (claims_004_training(res) + claims_004_gaussian(res) + claims_003(res) + epochs_claims(res)
-              + claims_000(res) + claims_001(res) + claims_002(res) + claims_tramer_boneh(res, params))
+    claims = (
+        claims_004_training(res)
+        + claims_004_gaussian(res)
+        + claims_003(res)
+        + epochs_claims(res)
+        + claims_000(res)
+        + claims_001(res)
+        + claims_002(res)
+        + claims_tramer_boneh(res, params)
+    )
     rows = []
     for c in claims:
         outcome = verdict(c.source_value, c.ours, c.test, c.tolerance, c.relative, c.why_not)
-        reason = {HOLDS: "", DIFFERS: c.why_differs, NOT_CHECKABLE: c.why_not or "a number is missing"}[outcome]
-        rows.append({"source": c.source, "section": c.section, "statement": c.statement,
-                     "source_value": c.source_value, "ours": c.ours,
-                     "tolerance": f"{c.tolerance * 100:g} %" if c.relative else f"{c.tolerance:g}",
-                     "test": TESTS[c.test][0], "verdict": outcome, "reason": reason,
-                     "result_file": c.result_file, "command": c.command})
+        reason = {
+            HOLDS: "",
+            DIFFERS: c.why_differs,
+            NOT_CHECKABLE: c.why_not or "a number is missing",
+        }[outcome]
+        rows.append(
+            {
+                "source": c.source,
+                "section": c.section,
+                "statement": c.statement,
+                "source_value": c.source_value,
+                "ours": c.ours,
+                "tolerance": f"{c.tolerance * 100:g} %" if c.relative else f"{c.tolerance:g}",
+                "test": TESTS[c.test][0],
+                "verdict": outcome,
+                "reason": reason,
+                "result_file": c.result_file,
+                "command": c.command,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def draw(table: pd.DataFrame):
     """The table itself, one line per claim, coloured by verdict."""
     header = ["source", "section", "statement", "source", "ours", "tol.", "verdict"]
-    cells = [[r.source.split(" ")[0].replace("Tramèr", "T&B 2021"), r.section, textwrap.shorten(r.statement, 95),
-              "—" if pd.isna(r.source_value) else f"{r.source_value:.4g}", "—" if pd.isna(r.ours) else f"{r.ours:.4g}",
-              r.tolerance, r.verdict] for r in table.itertuples()]
-    fig, ax = style.table_figure(header, cells, width=15.0, row_height=0.28, fontsize=7.5,
-                                 fills=[COLOURS[v] for v in table.verdict])
+    cells = [
+        [
+            r.source.split(" ")[0].replace("Tramèr", "T&B 2021"),
+            r.section,
+            textwrap.shorten(r.statement, 95),
+            "—" if pd.isna(r.source_value) else f"{r.source_value:.4g}",
+            "—" if pd.isna(r.ours) else f"{r.ours:.4g}",
+            r.tolerance,
+            r.verdict,
+        ]
+        for r in table.itertuples()
+    ]
+    fig, ax = style.table_figure(
+        header,
+        cells,
+        width=15.0,
+        row_height=0.28,
+        fontsize=7.5,
+        fills=[COLOURS[v] for v in table.verdict],
+    )
     counts = table.verdict.value_counts()
-    ax.set_title(", ".join(f"{counts.get(v, 0)} {v}" for v in COLOURS) + " (results/tables/claims.csv has the reasons,"
-                 " result files and commands)", fontsize=9)
+    ax.set_title(
+        ", ".join(f"{counts.get(v, 0)} {v}" for v in COLOURS)
+        + " (results/tables/claims.csv has the reasons,"
+        " result files and commands)",
+        fontsize=9,
+    )
     return fig

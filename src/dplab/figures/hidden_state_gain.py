@@ -19,7 +19,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from dplab.accounting.claims import bound, column
+from dplab.accounting.eligibility import bound, column
 from dplab.accounting.registry import get
 from dplab.figures import Inputs, runs, style
 

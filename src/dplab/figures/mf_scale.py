@@ -26,7 +26,7 @@ from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 
 TITLE = "MF at scale: error and optimization time of identity, banded Toeplitz, BLT and the dense optimum vs T"
-SOURCE = "new (issue 27; Choquette-Choo et al. 2023 banded MF, Dvijotham et al. 2024 BLT)"
+SOURCE = "new (Choquette-Choo et al. 2023 banded MF, Dvijotham et al. 2024 BLT)"
 CAPTION = (
     "the squared error of the privatized prefix sums per unit noise multiplier (the optimized objective, mean or "
     "max over the T steps; noise calibrated to the exact sensitivity of C) of DP-SGD (identity, C = I), a banded "

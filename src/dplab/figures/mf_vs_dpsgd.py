@@ -51,10 +51,12 @@ def inputs(config: dict, params: dict) -> Inputs:
 
 
 def _label(run: RunSettings) -> str:
-    if run.strategy is not None:  # a factorization: dp_mf
-        bands = f"-{run.bands}" if run.bands is not None else ""
-        bands += f"-{run.buffers} buffers" if run.buffers is not None else ""
-        return f"dp_mf {run.strategy}{bands}, {run.sampling} b={run.min_separation or 'n/batch'}"
+    strategy, bands, buffers = (run.method_key(k) for k in ("strategy", "bands", "buffers"))
+    if strategy is not None:  # a factorization: dp_mf
+        label = f"-{bands}" if bands is not None else ""
+        label += f"-{buffers} buffers" if buffers is not None else ""
+        parts = run.method_key("min_separation") or "n/batch"
+        return f"dp_mf {strategy}{label}, {run.sampling} b={parts}"
     return f"{run.method}, {run.sampling}"
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from dplab import entries
 from dplab.accounting import selection
-from dplab.accounting.claims import from_summary
+from dplab.accounting.eligibility import from_summary
 from dplab.accounting.registry import get
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import Inputs, runs, style

@@ -18,7 +18,7 @@ import pandas as pd
 
 from dplab import layout
 from dplab.accounting import risk
-from dplab.accounting.claims import from_summary
+from dplab.accounting.eligibility import from_summary
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
 from dplab.training.summary import RunSummary

@@ -1,6 +1,6 @@
 """Reading training results for the figures drawn from runs: config cross-checks, file lists,
 one description per run (method, accountant, σ) taken from its summary.json, the ε it may
-claim (:func:`claims`, decided anew by :func:`dplab.accounting.claims.refusal`), and the lower
+claim (:func:`claims`, decided anew by :func:`dplab.accounting.eligibility.refusal`), and the lower
 bounds and comparisons reported beside it (:func:`references`: never a claim), and the attack
 risk its summary.json records beside its ε (:func:`risk_columns`, in every description)."""
 
@@ -10,7 +10,7 @@ import pandas as pd
 
 from dplab import layout
 from dplab.accounting import risk
-from dplab.accounting.claims import KEYS, bound, exclusion, from_summary, refusal
+from dplab.accounting.eligibility import KEYS, bound, exclusion, from_summary, refusal
 from dplab.errors import DPLabError
 from dplab.inputs import run_metrics
 from dplab.training.summary import RunSummary
@@ -86,7 +86,7 @@ def risk_columns(summary: RunSummary) -> dict:
 def claims(summary: RunSummary) -> dict[str, str | None]:
     """Every accountant a run's summary.json reports or excludes → None if the run may claim its ε,
     else why not.  Reported ones are decided anew from the summary's setting and update
-    (:func:`dplab.accounting.claims.refusal`), so an ε that the function does not grant never
+    (:func:`dplab.accounting.eligibility.refusal`), so an ε that the function does not grant never
     reaches a table, whatever the file says; excluded ones keep the run's reason."""
     setting, update = from_summary(summary)
     out = {name: refusal(name, setting, update) for name in summary.epsilon}
@@ -105,7 +105,7 @@ def claimed_epsilon(summary: RunSummary, accountant: str, key: str) -> float:
 def references(summary: RunSummary) -> dict[str, str | None]:
     """Every lower bound and comparison a run's summary.json reports beside its claims
     (``epsilon_lower``, ``epsilon_comparison``) → None if the run's setting admits it (decided
-    anew by :func:`dplab.accounting.claims.exclusion`; a name under another bound's key is
+    anew by :func:`dplab.accounting.eligibility.exclusion`; a name under another bound's key is
     refused), else why not.  A table labels these rows with their ``bound``: they are never a claim."""
     setting, update = from_summary(summary)
     out = {}

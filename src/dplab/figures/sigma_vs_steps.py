@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from dplab.accounting import Setting, get
-from dplab.accounting.claims import refusal
+from dplab.accounting.eligibility import refusal
 from dplab.accounting.composition import sigma_naive_note, sigma_strong_note
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import Inputs, style

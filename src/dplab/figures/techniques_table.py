@@ -5,8 +5,8 @@ rests on.  Here every accountant is calibrated (:meth:`dplab.accounting.Accounta
 on one common setting — the same n, b, T, C, η, loss constants and (ε, δ); the weight decay λ_reg
 and the projection D only where the technique analyses them (``Accountant.excludes``) — each under
 the sampling scheme and neighbouring relation its theorem is proved for (recorded per row) and the
-update it analyses (:func:`dplab.accounting.claims.analysed_update`); the σ found must give a
-setting the technique may claim (:func:`dplab.accounting.claims.refusal`).  σ is the canonical
+update it analyses (:func:`dplab.accounting.eligibility.analysed_update`); the σ found must give a
+setting the technique may claim (:func:`dplab.accounting.eligibility.refusal`).  σ is the canonical
 noise multiplier (noise std on the clipped sum / C); ``effective_noise_multiplier`` = noise std /
 sensitivity of the sum (σ for add_remove, σ/2 for replace_one) compares rows across relations.
 A technique that cannot reach the target gets an empty σ and the reason.
@@ -21,7 +21,7 @@ import pandas as pd
 
 from dplab import units
 from dplab.accounting import Setting, get, risk
-from dplab.accounting.claims import analysed_update, refusal
+from dplab.accounting.eligibility import analysed_update, refusal
 from dplab.errors import AssumptionError
 from dplab.figures import Inputs, style
 
@@ -97,7 +97,8 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
             sigma = float(accountant.sigma_curve(setting, eps, delta, [params["steps"]])[0])
         except AssumptionError as err:
             row["reason"] = str(err)
-        else:  # the setting at that σ must be one the technique may claim (dplab.accounting.claims)
+        else:  # the setting at that σ must be one the technique may claim
+            # (dplab.accounting.eligibility)
             row["reason"] = refusal(name, setting.replace(noise_multiplier=sigma), analysed_update(accountant.release)) or ""
             if not row["reason"]:
                 row.update(noise_multiplier=sigma,

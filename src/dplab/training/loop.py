@@ -1,4 +1,5 @@
-"""The one training loop of every method (docs/training.md; each method's parts in :mod:`dplab.training.methods`):
+"""The one training loop of every method (docs/training.md; each method's parts in
+:mod:`dplab.training.methods`):
 
     sample batch B → per-example gradients → clip → Σ → + noise → ÷ b → update → project
 
@@ -31,11 +32,11 @@ device: the NaN/inf guard is read at logged steps, checkpoints and the end (on t
 every step), so a CUDA run synchronizes only there.
 
 Checkpoints (:mod:`dplab.training.checkpoint`) hold the parameters, the generators', sampler,
-noise and optimizer states, the step and the metrics so far; a restarted run resumes from the last whole one
-written for the same run, data and :mod:`environment <dplab.training.environment>` and ends
-with the same bytes as an uninterrupted one.  Progress (step/T, the last logged losses and ε,
-elapsed and estimated time left) goes to a bar on a terminal, else to the log
-(:mod:`dplab.progress`).
+noise and optimizer states, the step and the metrics so far; a restarted run resumes from the
+last whole one written for the same run, data and :mod:`environment
+<dplab.training.environment>` and ends with the same bytes as an uninterrupted one.  Progress
+(step/T, the last logged losses and ε, elapsed and estimated time left) goes to a bar on a
+terminal, else to the log (:mod:`dplab.progress`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from torch import nn
 
 from dplab import __version__
 from dplab.accounting import individual
-from dplab.accounting.claims import REFERENCE_BOUNDS, bound, column, labelled
+from dplab.accounting.eligibility import REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import Diverged, DPLabError
 from dplab.training import checkpoint, graphed
 from dplab.training.data import Dataset
@@ -68,6 +69,7 @@ from dplab.training.graphed import GraphedStep
 from dplab.training.per_example import ClippedGrads, clipped_grad_sum
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, risk_reading
+from dplab.training.samplers import Sampler
 from dplab.training.run_metrics import metrics
 from dplab.training.settings import RunSettings
 from dplab.training.summary import DatasetInfo, Final, RunSummary
@@ -75,7 +77,8 @@ from dplab.training.start import initial
 from dplab.training.step import apply, denominator, project
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
-#: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged step's batch
+#: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged
+#: step's batch
 GRAD_NORM_COLUMNS = ("step", "grad_norm")
 #: columns of DIR/individual_epsilon.csv (``individual_epsilon``): one row per training record
 INDIVIDUAL_COLUMNS = ("index", "class", "individual_epsilon")
@@ -96,7 +99,9 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def streams(device: torch.device, seed: int, noise_rng: str = "device") -> tuple[torch.Generator, torch.Generator | PortableGenerator]:
+def streams(
+    device: torch.device, seed: int, noise_rng: str = "device"
+) -> tuple[torch.Generator, torch.Generator | PortableGenerator]:
     """(batch generator, noise generator) of a run (module docstring): one CPU generator for
     both on the CPU; on an accelerator a CPU one for the batches and one on the device for the
     noise; with ``noise_rng: portable`` a CPU one for the batches and a
@@ -112,8 +117,15 @@ def streams(device: torch.device, seed: int, noise_rng: str = "device") -> tuple
     return batches, torch.Generator(device=device).manual_seed(seed + NOISE_SEED_OFFSET)
 
 
-def batches(sampler, generator: torch.Generator, device: torch.device, first: int, last: int, block: int,
-            checkpoint_every: int = 0) -> Iterator[tuple[int, torch.Tensor]]:
+def batches(
+    sampler,
+    generator: torch.Generator,
+    device: torch.device,
+    first: int,
+    last: int,
+    block: int,
+    checkpoint_every: int = 0,
+) -> Iterator[tuple[int, torch.Tensor]]:
     """(step, the step's batch indices on ``device``) for steps ``first``..``last``.
 
     ``block`` > 1 (only when ``generator`` draws nothing but batches): the indices of up to
@@ -145,7 +157,8 @@ def log_grid(steps: int, log_every: int) -> list[int]:
 
 class Runs(Protocol):
     """What :func:`steps` steps: one run (:class:`_Run`, :func:`train`) or R runs of one config in
-    lockstep, parameters stacked along a leading run axis (:class:`dplab.training.stacked.StackedRuns`)."""
+    lockstep, parameters stacked along a leading run axis
+    (:class:`dplab.training.stacked.StackedRuns`)."""
 
     settings: RunSettings
     params: dict[str, torch.Tensor]
@@ -172,11 +185,17 @@ class Step:
 
     step: int
     grads: ClippedGrads  # the step's clipped sum, its per-example norms and summed loss
-    moved: torch.Tensor | None  # where the projection moved the parameters (per run when stacked); None without one
+    #: where the projection moved the parameters (per run when stacked); None without one
+    moved: torch.Tensor | None
 
 
-def steps(runs: Runs, first: int, last: int, sync: Callable[[int], bool] = lambda step: True,
-          graph: GraphedStep | None = None) -> Iterator[Step]:
+def steps(
+    runs: Runs,
+    first: int,
+    last: int,
+    sync: Callable[[int], bool] = lambda step: True,
+    graph: GraphedStep | None = None,
+) -> Iterator[Step]:
     """The one step loop of every training run (module docstring): for steps ``first``..``last``,
     the batch, the noise, the clipped sum, :func:`dplab.training.step.apply` (update, projection);
     yields each step taken.  ``graph``: the same step captured as a CUDA graph
@@ -192,21 +211,41 @@ def steps(runs: Runs, first: int, last: int, sync: Callable[[int], bool] = lambd
         else:
             noise = runs.noise(step)
             grads, denom = runs.gradients(step, batch)
-            moved = apply(runs.params, grads.grad_sum, noise, lr=s.optimizer.lr(s.lr, step, s.steps), denom=denom,
-                          b=runs.b, regularization=s.shrink, diameter=s.diameter, stacked=runs.stacked,
-                          optimizer=s.optimizer, state=runs.optimizer_state, step=step)
-        finite = (finite & torch.isfinite(grads.loss_sum).all()
-                  & torch.stack([torch.isfinite(p).all() for p in runs.params.values()]).all())
+            moved = apply(
+                runs.params,
+                grads.grad_sum,
+                noise,
+                lr=s.optimizer.lr(s.lr, step, s.steps),
+                denom=denom,
+                b=runs.b,
+                regularization=s.shrink,
+                diameter=s.diameter,
+                stacked=runs.stacked,
+                optimizer=s.optimizer,
+                state=runs.optimizer_state,
+                step=step,
+            )
+        finite = (
+            finite
+            & torch.isfinite(grads.loss_sum).all()
+            & torch.stack([torch.isfinite(p).all() for p in runs.params.values()]).all()
+        )
         if sync(step):
             if not bool(finite):
-                where = f"at step {step}" if checked == step - 1 else f"between steps {checked + 1} and {step}"
+                where = (
+                    f"at step {step}"
+                    if checked == step - 1
+                    else f"between steps {checked + 1} and {step}"
+                )
                 raise Diverged(where, s.lr)
             checked = step
         yield Step(step, grads, moved)
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor, chunk: int = 2048) -> tuple[float, float]:
+def evaluate(
+    model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor, chunk: int = 2048
+) -> tuple[float, float]:
     """Mean cross-entropy and accuracy on (x, y)."""
     loss, correct = 0.0, 0
     for start in range(0, len(x), chunk):
@@ -218,7 +257,7 @@ def evaluate(model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor, c
 
 
 def train(
-    cfg: dict,
+    settings: RunSettings,
     data: Dataset,
     out: str | Path,
     *,
@@ -227,8 +266,9 @@ def train(
     factorization=None,
     cuda_graph: bool = True,
 ) -> RunSummary:
-    """Run the resolved run ``cfg`` on ``data``; write ``out``/model.pt (final parameters, the release),
-    metrics.csv and summary.json (last, so its presence means the run completed); return the summary.
+    """Run the resolved run ``settings`` (:meth:`RunSettings.of`) on ``data``; write
+    ``out``/model.pt (final parameters, the release), metrics.csv and summary.json (last, so its
+    presence means the run completed); return the summary.
 
     ``noise_source`` replaces the i.i.d. Gaussian noise (e.g. a correlated source); ``hook(step)``
     is called after every completed step (tests use it to simulate a crash); ``factorization``
@@ -237,29 +277,29 @@ def train(
     :func:`dplab.training.graphed.refusal` allows (the summary's ``environment.cuda_graph`` says
     whether it did, and why not).
     """
+    settings.check_record()
     out = Path(out)
-    run = _setup(cfg, data, noise_source, factorization, cuda_graph)
+    run = _setup(settings, data, noise_source, factorization, cuda_graph)
     progress = _resume(run, out)
     _step_loop(run, out, progress, hook)
     return _write(run, out)
 
 
-@dataclass
-class _Run:
-    """Everything a run's steps read or change (built by :func:`_setup`)."""
+@dataclass(frozen=True, kw_only=True)
+class _Context:
+    """What a run fixes before its first step (built by :func:`_setup`; the sampler, noise source
+    and generators are fixed objects whose own state the steps advance)."""
 
-    cfg: dict  # the resolved run, as summary.json records it
-    settings: RunSettings  # what the steps read of it
-    info: dict
+    settings: RunSettings
+    info: dict  # the dataset's info.json
     method: Method
     device: torch.device
     model: nn.Module
-    params: dict[str, torch.Tensor]
     n: int
     b: int
     dimension: int
-    grid: list[int]
-    sampler: object
+    grid: list[int]  # the logged steps (:func:`log_grid`)
+    sampler: Sampler
     claim: Plan
     noise_source: NoiseSource
     loss: Callable
@@ -271,49 +311,109 @@ class _Run:
     y_test: torch.Tensor
     env: dict
     fingerprint: str
+    #: individual_budget: RDP at the filter's order of one step at each level
+    level_rdp: torch.Tensor | None = None
+
+    @property
+    def ahead(self) -> bool:
+        """Whether the batch generator draws nothing else (an accelerator): batches are drawn
+        ahead."""
+        return self.noise_generator is not self.generator
+
+
+@dataclass(kw_only=True)
+class _State:
+    """What a run's steps change (what a checkpoint saves, with the generators', sampler's and
+    noise source's states)."""
+
+    params: dict[str, torch.Tensor]
     step: int = 0
     optimizer_state: dict = field(default_factory=dict)
     rows: list[dict] = field(default_factory=list)
     norms: list[tuple[int, float]] = field(default_factory=list)
-    counts: torch.Tensor | None = None  # individual_epsilon: (n, LEVELS + 1) steps per record and sensitivity level
-    level_rdp: torch.Tensor | None = None  # individual_budget: RDP at the filter's order of one step at each level
+    #: individual_epsilon: (n, LEVELS + 1) steps per record and sensitivity level
+    counts: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run as :func:`steps` steps it (:class:`Runs`): its context and its state."""
+
+    context: _Context
+    state: _State
 
     @property
-    def ahead(self) -> bool:
-        """Whether the batch generator draws nothing else (an accelerator): batches are drawn ahead."""
-        return self.noise_generator is not self.generator
+    def settings(self) -> RunSettings:
+        return self.context.settings
+
+    @property
+    def params(self) -> dict[str, torch.Tensor]:
+        return self.state.params
+
+    @property
+    def b(self) -> int:
+        return self.context.b
+
+    @property
+    def device(self) -> torch.device:
+        return self.context.device
+
+    @property
+    def optimizer_state(self) -> dict:
+        return self.state.optimizer_state
 
     stacked = False  # one run (:class:`Runs`)
 
     def batches(self, first: int, last: int) -> Iterator[tuple[int, torch.Tensor]]:
         """(step, the batch's indices on the device): :func:`batches`, ahead on an accelerator."""
-        return batches(self.sampler, self.generator, self.device, first, last, BATCH_BLOCK if self.ahead else 1,
-                       self.settings.checkpoint_every)
+        c = self.context
+        return batches(
+            c.sampler,
+            c.generator,
+            c.device,
+            first,
+            last,
+            BATCH_BLOCK if c.ahead else 1,
+            c.settings.checkpoint_every,
+        )
 
     def noise(self, step: int) -> dict[str, torch.Tensor] | None:
-        return self.noise_source.sample(step, self.params, self.noise_generator) if self.method.private else None
+        c = self.context
+        return (
+            c.noise_source.sample(step, self.params, c.noise_generator)
+            if c.method.private
+            else None
+        )
 
     def gradients(self, step: int, idx: torch.Tensor) -> tuple[ClippedGrads, object]:
         """The clipped sum of the batch (ghost clipping where it applies) and m; with
         ``individual_epsilon`` the records' levels are counted first (:func:`_count_levels`)."""
-        if self.counts is not None:
+        c = self.context
+        if self.state.counts is not None:
             idx = _count_levels(self, idx)
-        s = self.settings
-        grads = clipped_grad_sum(self.loss, self.params, self.x_train[idx], self.y_train[idx], s.clip)
-        return grads, denominator(s.normalize, self.b, len(idx))
+        grads = clipped_grad_sum(
+            c.loss, self.params, c.x_train[idx], c.y_train[idx], c.settings.clip
+        )
+        return grads, denominator(c.settings.normalize, c.b, len(idx))
 
 
-def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factorization, cuda_graph: bool = True) -> _Run:
-    """Resolve the device, build the model (:func:`dplab.training.start.initial`), the method's sampler, privacy plan
-    (σ and ε fixed before training: a refusal writes nothing) and noise source
-    (:meth:`dplab.training.methods.base.Method.mechanism`), W₀ projected, the generators and the
-    data on the device."""
-    settings = RunSettings.of(cfg)
+def _setup(
+    settings: RunSettings,
+    data: Dataset,
+    noise_source: NoiseSource | None,
+    factorization,
+    cuda_graph: bool = True,
+) -> _Run:
+    """Resolve the device, build the model (:func:`dplab.training.start.initial`), the method's
+    sampler, privacy plan (σ and ε fixed before training: a refusal writes nothing) and noise
+    source (:meth:`dplab.training.methods.base.Method.mechanism`), W₀ projected, the generators
+    and the data on the device."""
     method = METHODS[settings.method]
     device = resolve_device(settings.device)
-    # = torch.use_deterministic_algorithms(True, warn_only=True) minus its import of torch._inductor.config
-    # (≈ 2–3 s of every job's start-up): that module's flag only affects torch.compile, never used here.
-    # A private call, fenced by tests/test_dependencies.py and the torch range in pyproject.toml.
+    # = torch.use_deterministic_algorithms(True, warn_only=True) minus its import of
+    # torch._inductor.config (≈ 2–3 s of every job's start-up): that module's flag only affects
+    # torch.compile, never used here.  A private call, fenced by tests/test_dependencies.py and
+    # the torch range in pyproject.toml.
     torch._C._set_deterministic_algorithms(True, warn_only=True)
     n = len(data.y_train)
     info = data.info
@@ -328,53 +428,92 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
     env = environment(device)
     noise = mechanism.noise if noise_source is None else noise_source
     if device.type == "cuda":
-        why = graphed.refusal(settings, device, noise if method.private else None,
-                              individual=settings.individual_epsilon or settings.individual_budget is not None)
-        env["cuda_graph"] = "on" if cuda_graph and why is None else f"off: {why or '--cuda-graph off'}"
-    run = _Run(cfg, settings, info, method, device, first.model, params, n, first.b, dimension, grid, mechanism.sampler,
-               mechanism.plan, noise, first.loss, generator, noise_generator,
-               data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
-               env, checkpoint.fingerprint(cfg, info, env, first.code))
-    if settings.individual_epsilon:
-        run.counts = torch.zeros((n, individual.LEVELS + 1), dtype=torch.int64, device=device)
+        individual_steps = settings.individual_epsilon or settings.individual_budget is not None
+        why = graphed.refusal(
+            settings, device, noise if method.private else None, individual=individual_steps
+        )
+        env["cuda_graph"] = (
+            "on" if cuda_graph and why is None else f"off: {why or '--cuda-graph off'}"
+        )
+    level_rdp = None
     if settings.individual_budget is not None:
-        run.level_rdp = torch.as_tensor(individual.order_rdp(run.claim.setting, settings.individual_order), device=device)
-    return run
+        level_rdp = torch.as_tensor(
+            individual.order_rdp(mechanism.plan.setting, settings.individual_order), device=device
+        )
+    context = _Context(
+        settings=settings,
+        info=info,
+        method=method,
+        device=device,
+        model=first.model,
+        n=n,
+        b=first.b,
+        dimension=dimension,
+        grid=grid,
+        sampler=mechanism.sampler,
+        claim=mechanism.plan,
+        noise_source=noise,
+        loss=first.loss,
+        generator=generator,
+        noise_generator=noise_generator,
+        x_train=data.x_train.to(device),
+        y_train=data.y_train.to(device),
+        x_test=data.x_test.to(device),
+        y_test=data.y_test.to(device),
+        env=env,
+        fingerprint=checkpoint.fingerprint(dict(settings.record), info, env, first.code),
+        level_rdp=level_rdp,
+    )
+    counts = None
+    if settings.individual_epsilon:
+        counts = torch.zeros((n, individual.LEVELS + 1), dtype=torch.int64, device=device)
+    return _Run(context, _State(params=params, counts=counts))
 
 
 def _resume(run: _Run, out: Path) -> Progress:
     """Continue from ``out``'s last whole checkpoint of this run, data and environment (step,
     metrics, parameters, generator, sampler and noise states), if any; the progress display."""
-    state = checkpoint.resume(out, run.fingerprint, run.env)
+    c, st = run.context, run.state
+    state = checkpoint.resume(out, c.fingerprint, c.env)
     if state is not None:
-        run.step, run.rows, run.norms = state["step"], state["rows"], state["norms"]
-        if run.counts is not None:
-            run.counts = state["counts"].to(run.device)
-        run.params = {k: v.to(run.device) for k, v in state["params"].items()}
-        run.generator.set_state(state["generator"])
-        if run.ahead:
-            run.noise_generator.set_state(state["noise_generator"])
-        run.sampler.load_state_dict(state["sampler"])
-        run.noise_source.load_state_dict(state["noise"])
-        run.optimizer_state = {k: {name: t.to(run.device) for name, t in moments.items()}
-                               for k, moments in state.get("optimizer", {}).items()}
-    progress = Progress(f"train {run.settings.label}", run.settings.steps, run.step)
-    if run.rows:
-        progress.update(run.step, _status(run, run.rows[-1]))
+        st.step, st.rows, st.norms = state["step"], state["rows"], state["norms"]
+        if st.counts is not None:
+            st.counts = state["counts"].to(c.device)
+        st.params = {k: v.to(c.device) for k, v in state["params"].items()}
+        c.generator.set_state(state["generator"])
+        if c.ahead:
+            c.noise_generator.set_state(state["noise_generator"])
+        c.sampler.load_state_dict(state["sampler"])
+        c.noise_source.load_state_dict(state["noise"])
+        st.optimizer_state = {
+            k: {name: t.to(c.device) for name, t in moments.items()}
+            for k, moments in state.get("optimizer", {}).items()
+        }
+    progress = Progress(f"train {c.settings.label}", c.settings.steps, st.step)
+    if st.rows:
+        progress.update(st.step, _status(run, st.rows[-1]))
     return progress
 
 
-def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], None] | None) -> None:
-    """Steps ``run.step + 1``..T of the one loop (:func:`steps`), the NaN/inf guard read where the
-    run synchronizes anyway (on the CPU every step), the logged rows (:func:`_log`), checkpoints
-    (:func:`_save`) and the progress display."""
-    s = run.settings
-    logged = set(run.grid)
-    due = lambda step: bool(s.checkpoint_every) and step % s.checkpoint_every == 0 and step < s.steps  # noqa: E731
-    graph = _graph(run) if run.env.get("cuda_graph") == "on" else None
-    for done in steps(run, run.step + 1, s.steps, sync=lambda step: not run.ahead or step in logged or due(step),
-                      graph=graph):
-        run.step = done.step
+def _step_loop(
+    run: _Run, out: Path, progress: Progress, hook: Callable[[int], None] | None
+) -> None:
+    """Steps ``state.step + 1``..T of the one loop (:func:`steps`), the NaN/inf guard read where
+    the run synchronizes anyway (on the CPU every step), the logged rows (:func:`_log`),
+    checkpoints (:func:`_save`) and the progress display."""
+    c, st = run.context, run.state
+    s = c.settings
+    logged = set(c.grid)
+
+    def due(step: int) -> bool:
+        return bool(s.checkpoint_every) and step % s.checkpoint_every == 0 and step < s.steps
+
+    def sync(step: int) -> bool:
+        return not c.ahead or step in logged or due(step)
+
+    graph = _graph(run) if c.env.get("cuda_graph") == "on" else None
+    for done in steps(run, st.step + 1, s.steps, sync=sync, graph=graph):
+        st.step = done.step
         status = _log(run, done.grads) if done.step in logged else None
         if due(done.step):
             _save(run, out)
@@ -385,11 +524,24 @@ def _step_loop(run: _Run, out: Path, progress: Progress, hook: Callable[[int], N
 
 
 def _graph(run: _Run) -> GraphedStep:
-    """The run's step as a CUDA graph (:mod:`dplab.training.graphed`), captured at its first step."""
-    s = run.settings
-    return GraphedStep(run.loss, run.params, run.x_train, run.y_train, s.clip,
-                       run.noise_source if run.method.private else None, run.noise_generator,
-                       s.optimizer.lr(s.lr, 1, s.steps), run.b, s.shrink, s.diameter, graphed.capacity(run.b, run.n))
+    """The run's step as a CUDA graph (:mod:`dplab.training.graphed`), captured at its first
+    step."""
+    c = run.context
+    s = c.settings
+    return GraphedStep(
+        c.loss,
+        run.params,
+        c.x_train,
+        c.y_train,
+        s.clip,
+        c.noise_source if c.method.private else None,
+        c.noise_generator,
+        s.optimizer.lr(s.lr, 1, s.steps),
+        c.b,
+        s.shrink,
+        s.diameter,
+        capacity=graphed.capacity(c.b, c.n),
+    )
 
 
 def _count_levels(run: _Run, idx: torch.Tensor) -> torch.Tensor:
@@ -398,67 +550,102 @@ def _count_levels(run: _Run, idx: torch.Tensor) -> torch.Tensor:
     each record's clipped norm at every step (:mod:`dplab.accounting.individual`).  With the
     Rényi filter (``individual_budget``), a record whose RDP spent plus this step's would pass the
     budget is left out of the step (level 0); returns the batch ``idx`` without those records."""
-    s = run.settings
+    c, st = run.context, run.state
+    s = c.settings
     clip = s.clip
-    levels = torch.cat([individual.levels(clipped_grad_sum(run.loss, run.params, run.x_train[start:start + NORM_CHUNK],
-                                                           run.y_train[start:start + NORM_CHUNK], clip).norms, clip)
-                        for start in range(0, run.n, NORM_CHUNK)])
-    if run.level_rdp is not None:
-        spent = run.counts.to(run.level_rdp.dtype) @ run.level_rdp
+    levels = torch.cat(
+        [
+            individual.levels(
+                clipped_grad_sum(
+                    c.loss,
+                    st.params,
+                    c.x_train[start : start + NORM_CHUNK],
+                    c.y_train[start : start + NORM_CHUNK],
+                    clip,
+                ).norms,
+                clip,
+            )
+            for start in range(0, c.n, NORM_CHUNK)
+        ]
+    )
+    if c.level_rdp is not None:
+        spent = st.counts.to(c.level_rdp.dtype) @ c.level_rdp
         budget = individual.filter_budget(s.individual_budget, s.individual_order, s.delta)
-        fits = spent + run.level_rdp[levels] <= budget
+        fits = spent + c.level_rdp[levels] <= budget
         levels = torch.where(fits, levels, 0)
         idx = idx[fits[idx]]
-    run.counts[torch.arange(run.n, device=run.device), levels] += 1
+    st.counts[torch.arange(c.n, device=c.device), levels] += 1
     return idx
 
 
 def _log(run: _Run, grads) -> str:
     """The metrics row of the step just taken (losses and accuracy on the train and test data;
     with ``record_grad_norms`` the batch's unclipped norms); returns its progress status."""
-    step = run.step
-    train_loss, _ = evaluate(run.model, run.params, run.x_train, run.y_train)
-    test_loss, test_acc = evaluate(run.model, run.params, run.x_test, run.y_test)
+    c, st = run.context, run.state
+    step = st.step
+    train_loss, _ = evaluate(c.model, st.params, c.x_train, c.y_train)
+    test_loss, test_acc = evaluate(c.model, st.params, c.x_test, c.y_test)
     if not (math.isfinite(train_loss) and math.isfinite(test_loss)):
-        raise Diverged(f"at step {step}", run.settings.lr)
-    run.rows.append({"step": step, "epoch": run.sampler.epoch(step), "train_loss": train_loss,
-                     "test_loss": test_loss, "test_accuracy": test_acc})
-    if run.settings.record_grad_norms:
-        run.norms += [(step, float(v)) for v in grads.norms.cpu()]
-    return _status(run, run.rows[-1])
+        raise Diverged(f"at step {step}", c.settings.lr)
+    st.rows.append(
+        {
+            "step": step,
+            "epoch": c.sampler.epoch(step),
+            "train_loss": train_loss,
+            "test_loss": test_loss,
+            "test_accuracy": test_acc,
+        }
+    )
+    if c.settings.record_grad_norms:
+        st.norms += [(step, float(v)) for v in grads.norms.cpu()]
+    return _status(run, st.rows[-1])
 
 
 def _save(run: _Run, out: Path) -> None:
     """A checkpoint after the step just taken (:mod:`dplab.training.checkpoint`)."""
-    state = {"fingerprint": run.fingerprint, "environment": run.env, "step": run.step, "rows": run.rows,
-             "norms": run.norms, "generator": run.generator.get_state(),
-             "params": {k: v.cpu() for k, v in run.params.items()},
-             "sampler": run.sampler.state_dict(), "noise": run.noise_source.state_dict()}
-    if run.counts is not None:
-        state["counts"] = run.counts.cpu()
-    if run.optimizer_state:
-        state["optimizer"] = {k: {name: t.cpu() for name, t in moments.items()}
-                              for k, moments in run.optimizer_state.items()}
-    if run.ahead:
-        state["noise_generator"] = run.noise_generator.get_state()
+    c, st = run.context, run.state
+    state = {
+        "fingerprint": c.fingerprint,
+        "environment": c.env,
+        "step": st.step,
+        "rows": st.rows,
+        "norms": st.norms,
+        "generator": c.generator.get_state(),
+        "params": {k: v.cpu() for k, v in st.params.items()},
+        "sampler": c.sampler.state_dict(),
+        "noise": c.noise_source.state_dict(),
+    }
+    if st.counts is not None:
+        state["counts"] = st.counts.cpu()
+    if st.optimizer_state:
+        state["optimizer"] = {
+            k: {name: t.cpu() for name, t in moments.items()}
+            for k, moments in st.optimizer_state.items()
+        }
+    if c.ahead:
+        state["noise_generator"] = c.noise_generator.get_state()
     checkpoint.save(out, state)
 
 
 def _write(run: _Run, out: Path) -> RunSummary:
     """model.pt, metrics.csv, grad_norms.csv and individual_epsilon.csv (header only without
-    ``record_grad_norms``, ``individual_epsilon``), metrics.json and summary.json, landing together (:func:`dplab.io.atomic_writes`; summary.json renamed last:
-    its presence means the run completed); the checkpoint is discarded; returns the summary."""
-    summary = _summary(run.cfg, run.settings, run.method, run.info, run.claim, run.rows, run.n, run.b, run.dimension,
-                       run.env)
-    final_params = {k: v.detach().cpu() for k, v in run.params.items()}
-    files = {out / "model.pt": lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)),
-             out / "metrics.csv": text_file(_metrics_csv(run.rows, run.claim, run.grid))}
-    # every run folder has the same files (one Snakemake rule trains them all): header-only where not recorded
-    files[out / "grad_norms.csv"] = text_file(_grad_norms_csv(run.norms))  # no rows: not recorded
+    ``record_grad_norms``, ``individual_epsilon``), metrics.json and summary.json, landing
+    together (:func:`dplab.io.atomic_writes`; summary.json renamed last: its presence means the
+    run completed); the checkpoint is discarded; returns the summary."""
+    c, st = run.context, run.state
+    summary = _summary(run)
+    final_params = {k: v.detach().cpu() for k, v in st.params.items()}
+    files = {
+        out / "model.pt": lambda tmp: tmp.write_bytes(checkpoint.torch_bytes(final_params)),
+        out / "metrics.csv": text_file(_metrics_csv(st.rows, c.claim, c.grid)),
+    }
+    # every run folder has the same files (one Snakemake rule trains them all): header-only
+    # where not recorded
+    files[out / "grad_norms.csv"] = text_file(_grad_norms_csv(st.norms))  # no rows: not recorded
     files[out / "individual_epsilon.csv"] = text_file(",".join(INDIVIDUAL_COLUMNS) + "\n")
-    if run.counts is not None:
-        eps = individual.epsilons(run.claim.setting, run.counts.cpu().numpy(), run.settings.delta)
-        files[out / "individual_epsilon.csv"] = text_file(_individual_csv(eps, run.y_train.cpu()))
+    if st.counts is not None:
+        eps = individual.epsilons(c.claim.setting, st.counts.cpu().numpy(), c.settings.delta)
+        files[out / "individual_epsilon.csv"] = text_file(_individual_csv(eps, c.y_train.cpu()))
         summary = dataclasses.replace(summary, individual_privacy=_individual_summary(run, eps))
     files[out / "metrics.json"] = text_file(json_text(metrics(summary)))
     files[out / "summary.json"] = text_file(summary.text())
@@ -471,29 +658,43 @@ def _status(run: _Run, row: dict) -> str:
     """The progress status after logged step ``row``: its losses and accuracy, and ε there of
     every accountant with δ, neighbouring relation and sampling (lower bounds and comparisons
     after the claims, labelled)."""
-    s, claim, grid = run.settings, run.claim, run.grid
-    text = f"train_loss={row['train_loss']:.4g} test_loss={row['test_loss']:.4g} test_accuracy={row['test_accuracy']:.4f}"
-    if not run.method.private:
+    c = run.context
+    s, claim = c.settings, c.claim
+    text = (
+        f"train_loss={row['train_loss']:.4g} test_loss={row['test_loss']:.4g} "
+        f"test_accuracy={row['test_accuracy']:.4f}"
+    )
+    if not c.method.private:
         return text + " | non-private: no ε"
-    pos = grid.index(row["step"])
+    pos = c.grid.index(row["step"])
     eps = ", ".join(f"{name}={float(curve[pos]):.4g}" for name, curve in claim.curves.items())
     if not eps:
         eps = "none (every upper bound asked for is excluded: summary.json says why)"
-    eps += "".join(f"; {labelled(name, float(curve[pos]))}" for name, curve in claim.references.items())
-    return (f"{text} | ε at step {row['step']} (δ={s.delta:g}, {s.neighbouring}, "
-            f"{s.sampling} sampling): {eps}")
+    eps += "".join(
+        f"; {labelled(name, float(curve[pos]))}" for name, curve in claim.references.items()
+    )
+    return (
+        f"{text} | ε at step {row['step']} (δ={s.delta:g}, {s.neighbouring}, "
+        f"{s.sampling} sampling): {eps}"
+    )
 
 
 def _metrics_csv(rows: list[dict], claim: Plan, grid: list[int]) -> str:
-    """One row per logged step; an ``epsilon_<name>`` column per claim, then ``epsilon_lower_<name>``
-    and ``epsilon_comparison_<name>`` per reference value (:func:`dplab.accounting.claims.column`)."""
+    """One row per logged step; an ``epsilon_<name>`` column per claim, then
+    ``epsilon_lower_<name>`` and ``epsilon_comparison_<name>`` per reference value
+    (:func:`dplab.accounting.eligibility.column`)."""
     curves = {**claim.curves, **claim.references}
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([*METRIC_COLUMNS, *(column(name) for name in curves)])
     for row in rows:
         pos = grid.index(row["step"])
-        writer.writerow([*(repr(row[c]) for c in METRIC_COLUMNS), *(repr(float(v[pos])) for v in curves.values())])
+        writer.writerow(
+            [
+                *(repr(row[c]) for c in METRIC_COLUMNS),
+                *(repr(float(v[pos])) for v in curves.values()),
+            ]
+        )
     return buf.getvalue()
 
 
@@ -505,7 +706,9 @@ def _grad_norms_csv(norms: list[tuple[int, float]]) -> str:
 
 def _individual_csv(eps, labels: torch.Tensor) -> str:
     """One row per training record: its index in the training set, its class, its individual ε."""
-    lines = [",".join(INDIVIDUAL_COLUMNS)] + [f"{i},{int(c)},{e!r}" for i, (c, e) in enumerate(zip(labels, eps.tolist()))]
+    lines = [",".join(INDIVIDUAL_COLUMNS)] + [
+        f"{i},{int(c)},{e!r}" for i, (c, e) in enumerate(zip(labels, eps.tolist()))
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -513,37 +716,55 @@ def _individual_csv(eps, labels: torch.Tensor) -> str:
 def _individual_summary(run: _Run, eps) -> dict:
     """summary.json's ``individual_privacy``: how the individual ε was computed, the worst case it
     never exceeds, and the test accuracy per class (beside the per-class ε)."""
-    logits = torch.func.functional_call(run.model, run.params, (run.x_test,))
-    hit = (logits.argmax(1) == run.y_test).double()
-    per_class = {int(c): float(hit[run.y_test == c].mean()) for c in torch.unique(run.y_test)}
-    out = {"method": individual.METHOD, "neighbouring": individual.NEIGHBOURING,
-           "worst_case_epsilon": individual.worst_case(run.claim.setting, run.settings.delta),
-           "max_individual_epsilon": float(eps.max()), "median_individual_epsilon": float(np.median(eps)),
-           "test_accuracy_per_class": per_class,
-           "note": "data-dependent: read from this run's trajectory and each record's own gradients; "
-                   "not a release guarantee (no filter stopped any record at a budget)"}
-    if run.level_rdp is not None:
-        s = run.settings
-        out["filter"] = {"epsilon_budget": s.individual_budget, "order": s.individual_order,
-                         "rdp_budget": individual.filter_budget(s.individual_budget, s.individual_order, s.delta)}
-        out["note"] = (f"Rényi filter (Feldman & Zrnic 2021): every record's RDP at order {s.individual_order} "
-                       f"stays within the budget, so each record's ε at δ is at most {s.individual_budget}; "
-                       "the individual ε below it is data-dependent")
+    c = run.context
+    s = c.settings
+    logits = torch.func.functional_call(c.model, run.state.params, (c.x_test,))
+    hit = (logits.argmax(1) == c.y_test).double()
+    per_class = {int(k): float(hit[c.y_test == k].mean()) for k in torch.unique(c.y_test)}
+    out = {
+        "method": individual.METHOD,
+        "neighbouring": individual.NEIGHBOURING,
+        "worst_case_epsilon": individual.worst_case(c.claim.setting, s.delta),
+        "max_individual_epsilon": float(eps.max()),
+        "median_individual_epsilon": float(np.median(eps)),
+        "test_accuracy_per_class": per_class,
+        "note": "data-dependent: read from this run's trajectory and each record's own gradients; "
+        "not a release guarantee (no filter stopped any record at a budget)",
+    }
+    if c.level_rdp is not None:
+        out["filter"] = {
+            "epsilon_budget": s.individual_budget,
+            "order": s.individual_order,
+            "rdp_budget": individual.filter_budget(
+                s.individual_budget, s.individual_order, s.delta
+            ),
+        }
+        out["note"] = (
+            f"Rényi filter (Feldman & Zrnic 2021): every record's RDP at order "
+            f"{s.individual_order} stays within the budget, so each record's ε at δ is at "
+            f"most {s.individual_budget}; the individual ε below it is data-dependent"
+        )
     return out
 
 
-def _summary(cfg: dict, s: RunSettings, method: Method, info, claim: Plan, rows, n, b, dimension, env) -> RunSummary:
-    final = rows[-1]
-    references = {kind: {k: float(v[-1]) for k, v in claim.references.items() if bound(k) == kind}
-                  for kind in REFERENCE_BOUNDS}  # beside the claims: never the run's ε
+def _summary(run: _Run) -> RunSummary:
+    """summary.json of the run just finished (:class:`~dplab.training.summary.RunSummary`)."""
+    c = run.context
+    s, claim, method, info, env = c.settings, c.claim, c.method, c.info, c.env
+    final = run.state.rows[-1]
+    references = {
+        kind: {k: float(v[-1]) for k, v in claim.references.items() if bound(k) == kind}
+        for kind in REFERENCE_BOUNDS
+    }  # beside the claims: never the run's ε
     return RunSummary(
         dplab_version=__version__,
-        run=cfg,
+        run=dict(s.record),
         method_source=method.source,
         dataset=DatasetInfo(**{f.name: info[f.name] for f in dataclasses.fields(DatasetInfo)}),
         device=env["device"],
-        environment=env,  # with the config and data, what the bytes depend on (docs/training.md, Determinism)
-        dimension=dimension,
+        # with the config and data, what the bytes depend on (docs/training.md, Determinism)
+        environment=env,
+        dimension=c.dimension,
         final=Final(**{k: final[k] for k in METRIC_COLUMNS}),
         setting=claim.setting.as_dict() if claim.setting is not None else None,
         noise_multiplier=claim.noise_multiplier,
@@ -552,8 +773,8 @@ def _summary(cfg: dict, s: RunSettings, method: Method, info, claim: Plan, rows,
         delta=s.delta if method.private else None,
         neighbouring=s.neighbouring,
         sampling=s.sampling,
-        batch_size=b,
-        dataset_size=n,
+        batch_size=c.b,
+        dataset_size=c.n,
         loss_constants_note=claim.constants_note,
         epsilon={k: float(v[-1]) for k, v in claim.curves.items()},  # claims: upper bounds only
         epsilon_lower=references["lower"],
@@ -561,10 +782,13 @@ def _summary(cfg: dict, s: RunSettings, method: Method, info, claim: Plan, rows,
         epsilon_bound={k: bound(k) for k in [*claim.curves, *claim.references]},
         risk=risk_reading(claim),  # an attacker's TPR at fixed FPR and advantage (docs/risk.md)
         epsilon_covers={
-            k: ("every iterate" if r == "trajectory" else "the final parameters only") for k, r in claim.release.items()
+            k: ("every iterate" if r == "trajectory" else "the final parameters only")
+            for k, r in claim.release.items()
         },
         excluded_accountants=claim.excluded,
-        update=claim.update.as_dict(),  # with "setting": what dplab.accounting.claims.refusal decides from
+        # with "setting": what dplab.accounting.eligibility.refusal decides from
+        update=claim.update.as_dict(),
         details=claim.details,
-        note="epsilon covers the model parameters; the logged losses/accuracies are diagnostics computed on the data and are not privatised",
+        note="epsilon covers the model parameters; the logged losses/accuracies are diagnostics "
+        "computed on the data and are not privatised",
     )

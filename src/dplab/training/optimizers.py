@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dplab.accounting.claims import PLAIN_SGD
+from dplab.accounting.eligibility import PLAIN_SGD
 
 #: the default optimizer, plain SGD (named like the non-private method ``sgd``, another thing)
 SGD = "sgd"
@@ -57,7 +57,7 @@ class OptimizerOptions:
 
     @property
     def label(self) -> str:
-        """:data:`~dplab.accounting.claims.PLAIN_SGD` for plain SGD at a constant η, else
+        """:data:`~dplab.accounting.eligibility.PLAIN_SGD` for plain SGD at a constant η, else
         the optimizer, its weight decay and schedule (what the hidden-state accountants refuse)."""
         if self.plain and self.schedule == CONSTANT:
             return PLAIN_SGD

@@ -287,7 +287,8 @@ def grouped_wins(device: torch.device, in_channels: int) -> bool:
       channels: slower; benchmarks/README.md);
     - CUDA: on Volta (compute capability 7.0) and newer, where cuDNN's grouped weight gradient is
       reported faster than unfold + matmul and about 30% leaner (it never holds the unfolded
-      patches), but about 40% slower on older GPUs (Opacus maintainers, pytorch/opacus issue 145;
+      patches), but about 40% slower on older GPUs (Opacus maintainers, pytorch/opacus's
+      GitHub tracker #145;
       torch.func's convolution batching rule takes the same grouped route).  On one H200
       (benchmarks/README.md, "GPU") both took 0.08–0.13 ms at batch 128, unfold ahead by
       0.02–0.03 ms for 3–32 input channels and grouped ahead at 1: launch-sized differences from

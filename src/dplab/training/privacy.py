@@ -2,8 +2,9 @@
 exactly the accountants the run may claim, and beside it the lower bounds and comparisons its
 setting admits (reference values, never the run's ε).
 
-Which ones it reports is decided by :func:`dplab.accounting.claims.exclusion` from the Setting
-and the run's :class:`~dplab.accounting.claims.Update` (:meth:`dplab.training.methods.base.Method.update`), both written to
+Which ones it reports is decided by :func:`dplab.accounting.eligibility.exclusion` from the Setting
+and the run's :class:`~dplab.accounting.eligibility.Update`
+(:meth:`dplab.training.methods.base.Method.update`), both written to
 summary.json so that sweeps and figures decide the same way; only upper bounds are claims.  Loss constants (λ, β, L) enter the
 Setting only when the model and the data guarantee them (:func:`loss_constants`), so hidden-state
 bounds for convex losses never run on an MLP/CNN.
@@ -17,13 +18,13 @@ import numpy as np
 
 from dplab import accounting
 from dplab.accounting import Setting, epochs, risk
-from dplab.accounting.claims import Update, bound, exclusion, refusal
+from dplab.accounting.eligibility import Update, bound, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
 from dplab.training.settings import RunSettings
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Plan:
     """Everything the run claims, decided before training starts."""
 
@@ -170,7 +171,8 @@ def plan(run: RunSettings, update: Update, n: int, b: int, dimension: int, info:
     (:func:`loss_constants`)."""
     names = requested_accountants(run)
     if update.noise == "none":
-        return Plan(None, None, "none (non-private)", "", excluded={k: exclusion(k, None, update) for k in names})
+        return Plan(setting=None, noise_multiplier=None, sigma_source="none (non-private)",
+                    constants_note="", excluded={k: exclusion(k, None, update) for k in names})
     constants, note = loss_constants(run, info, features)
     epochs.check(run.accountant, build_setting(run, n, b, dimension, 1.0, constants))  # as preflight.check_run
     if run.noise_multiplier is not None:
@@ -179,7 +181,8 @@ def plan(run: RunSettings, update: Update, n: int, b: int, dimension: int, info:
         probe = build_setting(run, n, b, dimension, 1.0, constants)
         sigma, source = calibrate(run, probe, update)
     setting = build_setting(run, n, b, dimension, sigma, constants)
-    out = Plan(setting, sigma, source, note, update=update)
+    out = Plan(setting=setting, noise_multiplier=sigma, sigma_source=source, constants_note=note,
+               update=update)
     for name in names:
         why = exclusion(name, setting, update)
         if why is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dplab.accounting.claims import check_accountants
+from dplab.accounting.eligibility import check_accountants
 from dplab.errors import DPLabError
 from dplab.training import model_file, optimizers
 from dplab.training.methods import METHODS, get

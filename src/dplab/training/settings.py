@@ -1,21 +1,28 @@
 """The engine's typed reading of a resolved run (:func:`dplab.training.resolve.resolve_run`).
 
-:class:`RunSettings` holds every key of a resolved run (``run.schema.yaml``), one typed field
-per key with one meaning, read once from the resolved dict by :meth:`RunSettings.of`: the
-string-key lookups stay at this edge (and in :mod:`dplab.training.resolve`, which fills the
+:class:`RunSettings` holds every engine-wide key of a resolved run (``run.schema.yaml``), one
+typed field per key with one meaning, read once from the resolved dict by :meth:`RunSettings.of`:
+the string-key lookups stay at this edge (and in :mod:`dplab.training.resolve`, which fills the
 dict).  The engine — the loop, the methods' plug-ins, the privacy plan, the preflight checks,
-the model, the audit — reads these fields.  The dict itself is what ``summary.json`` records
-(``run``, :class:`dplab.training.summary.RunSummary`) and what the checkpoint fingerprint hashes.
+the model, the audit — reads these fields.  A method's own keys (dp_mf's strategy, bands,
+buffers …) are no field here: the method's options type reads them
+(:meth:`dplab.training.methods.base.Method.options`).  The frozen dict itself
+(:attr:`RunSettings.record`) is what ``summary.json`` records (``run``,
+:class:`dplab.training.summary.RunSummary`) and what the checkpoint fingerprint hashes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from dplab.training.optimizers import CONSTANT, SGD, OptimizerOptions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSettings:
     method: str
     name: str | None  # free label of the run
@@ -53,35 +60,40 @@ class RunSettings:
     individual_epsilon: bool  # every record's individual ε (docs/individual_privacy.md)
     individual_budget: float | None  # the Rényi filter's ε budget; None: no filter
     individual_order: float | None  # the filter's Rényi order α (with individual_budget)
-    strategy: str | None  # dp_mf: the factorization's strategy
-    bands: int | None  # dp_mf, strategy banded: bands of C
-    min_separation: int | None  # dp_mf: b, fixed batches or partitions; None: ⌊n/batch_size⌋
-    participations: int | None  # dp_mf: k, participations per example; None: derived
-    buffers: int | None  # dp_mf, strategy blt: buffers of the BLT
-    objective: str | None  # dp_mf, strategies banded_toeplitz and blt: mean | max error the optimizer minimizes
+    #: the resolved run :meth:`of` read, frozen: what summary.json records, what the checkpoint
+    #: fingerprint hashes and where a method reads its own keys (:meth:`Method.options
+    #: <dplab.training.methods.base.Method.options>`); :func:`dataclasses.replace` leaves it as
+    #: read (:meth:`check_record`)
+    record: Mapping[str, object] = field(compare=False, repr=False)
 
     @classmethod
-    def of(cls, cfg: dict) -> RunSettings:
-        """The settings of resolved run ``cfg``."""
+    def of(cls, cfg: Mapping) -> RunSettings:
+        """The settings of resolved run ``cfg``: each field its key's value, but those of
+        :data:`_DERIVED`."""
         accountants = cfg["accountants"]
         return cls(
-            method=cfg["method"], name=cfg.get("name"), label=cfg.get("name") or cfg["method"], model=cfg["model"],
-            model_args=cfg.get("model_args"), optimizer=_optimizer(cfg),
-            dataset=cfg["dataset"], hidden=cfg["hidden"], channels=cfg["channels"], device=cfg["device"],
-            noise_rng=cfg["noise_rng"], seed=cfg["seed"],
-            steps=cfg["steps"], log_every=cfg["log_every"], checkpoint_every=cfg["checkpoint_every"],
-            record_grad_norms=cfg["record_grad_norms"], sampling=cfg["sampling"], reshuffle=cfg["reshuffle"],
-            batch_size=cfg["batch_size"],
-            normalize=cfg["normalize"], lr=cfg["lr"], clip=cfg["clip"], noise_multiplier=cfg["noise_multiplier"],
-            target_epsilon=cfg["target_epsilon"], target_tpr=cfg["target_tpr"], target_fpr=cfg["target_fpr"],
-            accountant=cfg["accountant"], accountants=tuple(accountants) if accountants is not None else None,
-            regularization=cfg["regularization"], diameter=cfg["diameter"], l2=cfg["l2"],
-            delta=cfg["delta"], neighbouring=cfg["neighbouring"],
-            individual_epsilon=cfg["individual_epsilon"], individual_budget=cfg["individual_budget"],
-            individual_order=cfg["individual_order"],
-            strategy=cfg["strategy"], bands=cfg["bands"], min_separation=cfg["min_separation"],
-            participations=cfg["participations"], buffers=cfg["buffers"], objective=cfg["objective"],
+            **{f.name: cfg[f.name] for f in dataclasses.fields(cls) if f.name not in _DERIVED},
+            name=cfg.get("name"),
+            label=cfg.get("name") or cfg["method"],
+            model_args=cfg.get("model_args"),
+            optimizer=_optimizer(cfg),
+            accountants=tuple(accountants) if accountants is not None else None,
+            record=MappingProxyType(copy.deepcopy(dict(cfg))),
         )
+
+    def method_key(self, key: str):
+        """The value of one of the method's own keys (dp_mf's ``strategy`` …) as the run records
+        it, for readers that do not load the methods (the figures: no torch); the engine reads
+        the method's options type (:meth:`dplab.training.methods.base.Method.options`)."""
+        return self.record[key]
+
+    def check_record(self) -> None:
+        """ValueError unless :attr:`record` reads back as these settings (a field replaced after
+        :meth:`of` would make summary.json record another run than the one trained)."""
+        if RunSettings.of(self.record) != self:
+            raise ValueError(
+                "the run's settings differ from its record: build them with RunSettings.of"
+            )
 
     @property
     def shrink(self) -> float:
@@ -93,11 +105,17 @@ class RunSettings:
         return n if self.sampling == "full_batch" else self.batch_size
 
 
-def _optimizer(cfg: dict) -> OptimizerOptions:
+#: the fields :meth:`RunSettings.of` does not read as their key's value (absent keys, tuples,
+#: the optimizer's keys gathered, the record)
+_DERIVED = ("name", "label", "model_args", "optimizer", "accountants", "record")
+
+
+def _optimizer(cfg: Mapping) -> OptimizerOptions:
     """The optimizer options of resolved run ``cfg`` (keys absent: plain SGD at a constant η)."""
-    given = {k: cfg[k] for k in ("momentum", "eps", "weight_decay", "warmup_steps", "lr_step_size", "lr_gamma")
-             if cfg.get(k) is not None}
+    keys = ("momentum", "eps", "weight_decay", "warmup_steps", "lr_step_size", "lr_gamma")
+    given = {k: cfg[k] for k in keys if cfg.get(k) is not None}
     if cfg.get("betas") is not None:
         given["betas"] = tuple(cfg["betas"])
-    return OptimizerOptions(name=cfg.get("optimizer") or SGD, schedule=cfg.get("lr_schedule") or CONSTANT,
-                            **given)
+    return OptimizerOptions(
+        name=cfg.get("optimizer") or SGD, schedule=cfg.get("lr_schedule") or CONSTANT, **given
+    )

@@ -70,7 +70,8 @@ class RunSummary:
     risk: dict  # dplab.accounting.risk.risk's reading, or {"unavailable": why}
     epsilon_covers: dict[str, str]  # claimed accountant -> "every iterate" | "the final parameters only"
     excluded_accountants: dict[str, str]  # accountant -> why the run may not report it
-    update: dict  # dplab.accounting.claims.Update.as_dict: with the setting, what refusal decides from
+    #: dplab.accounting.eligibility.Update.as_dict: with the setting, what refusal decides from
+    update: dict
     note: str
     details: dict = dataclasses.field(default_factory=dict)  # the method's own entries (dp_mf)
     individual_privacy: dict | None = None  # with individual_epsilon (dplab.training.loop)

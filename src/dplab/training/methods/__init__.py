@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from dplab.accounting.claims import Update
+from dplab.accounting.eligibility import Update
 from dplab.errors import DPLabError
 from dplab.training.methods.base import Method
 from dplab.training.settings import RunSettings

@@ -4,8 +4,9 @@ A method is a :class:`Method` (a frozen dataclass): its **sampler** (:meth:`Meth
 the samplings it allows), its **noise** (none, i.i.d. Gaussian or correlated), its **update**
 (how the clipped sum is normalised, whether λ shrinks the weights: 001 eq. 12, 17), its
 **projection** (none, optional or required: 001 eq. 1), the run keys only it reads, and which
-accountants may account for it: those :func:`dplab.accounting.claims.exclusion` admits for its
-:class:`~dplab.accounting.claims.Update` and Setting, or the fixed list it names (dp_mf: ``mf``).
+accountants may account for it: those :func:`dplab.accounting.eligibility.exclusion` admits for its
+:class:`~dplab.accounting.eligibility.Update` and Setting, or the fixed list it names (dp_mf:
+``mf``).
 The base class is the independent-noise engine (σ from :func:`dplab.training.privacy.plan`); a
 method with another mechanism (dp_mf) overrides :meth:`Method.resolve`, :meth:`Method.sampler`,
 :meth:`Method.mechanism` and :meth:`Method.factorization`.
@@ -16,14 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dplab.accounting.claims import Update
+from dplab.accounting.eligibility import Update
 from dplab.training import privacy, samplers
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.samplers import Sampler
 from dplab.training.settings import RunSettings
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Mechanism:
     """What a run's method fixes before its first step: the batch sampler, the privacy claim
     (σ and ε, :class:`~dplab.training.privacy.Plan`) and the noise source."""
@@ -71,8 +72,14 @@ class Method:
 
     def update(self, run: RunSettings) -> Update:
         """The engine's update for a resolved run: the method's noise, how the run normalizes
-        the clipped sum and its optimizer (what :func:`dplab.accounting.claims.refusal` reads)."""
+        the clipped sum and its optimizer (what :func:`dplab.accounting.eligibility.refusal`
+        reads)."""
         return Update(noise=self.noise, normalize=run.normalize, optimizer=run.optimizer.label)
+
+    def options(self, run: RunSettings):
+        """The method's own keys (:attr:`keys`) of ``run``, as the options type the method owns
+        (dp_mf: :class:`~dplab.training.methods.dp_mf.MFOptions`); None for a method with none."""
+        return None
 
     def resolve(self, run: RunSettings, err) -> dict:
         """Cross-key rules of the method's own keys (``err(key, message)`` builds the error);
@@ -95,7 +102,7 @@ class Method:
         if self.private and claim.setting is not None and asked and not claim.curves:  # no run without an ε
             raise privacy.unclaimed(claim.setting, claim.update, claim.excluded)
         noise = GaussianNoise(claim.noise_multiplier * run.clip) if self.private else NoNoise()
-        return Mechanism(sampler, claim, noise)
+        return Mechanism(sampler=sampler, plan=claim, noise=noise)
 
     def factorization(self, entry: dict) -> tuple[str, dict] | None:
         """(cache key, spec) of the factorization a run entry trains with

@@ -18,7 +18,7 @@ The loop is the one of :mod:`dplab.training.loop`; this module supplies its thre
 - the **claim**: σ calibrated from ``target_epsilon`` with :func:`dplab.mf.accounting.calibrate`,
   ε on the logged steps from the MF accountant (the first t rows of C·G + Z, i.e. C[:t, :t] and
   the spec cut to t steps), and every DP-SGD accountant listed as excluded
-  (:func:`dplab.accounting.claims.refusal`: they assume independent noise per step).
+  (:func:`dplab.accounting.eligibility.refusal`: they assume independent noise per step).
 
 Run keys: ``strategy`` (identity|sqrt|optimal|banded|banded_toeplitz|blt), ``bands`` (banded,
 banded_toeplitz), ``buffers`` (blt, 1..15), ``objective`` (banded_toeplitz, blt: mean|max, default
@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dplab.accounting.claims import exclusion
+from dplab.accounting.eligibility import exclusion
 from dplab.errors import DPLabError
 from dplab.layout import BANDED_STRATEGIES, TOEPLITZ_STRATEGIES, mf_args, mf_spec
 from dplab.mf import accounting as mf_accounting
@@ -68,22 +68,46 @@ NAME = "dp_mf"
 ACCOUNTANT = mf_accounting.NAME  # "mf"
 
 
+@dataclass(frozen=True, kw_only=True)
+class MFOptions:
+    """dp_mf's own keys of a resolved run (module docstring, "Run keys"; :data:`METHOD`'s
+    ``keys``)."""
+
+    strategy: str | None  # the factorization's strategy (required: :func:`resolve`)
+    bands: int | None  # strategies banded, banded_toeplitz: bands of C
+    buffers: int | None  # strategy blt: buffers of the BLT
+    objective: str | None  # banded_toeplitz, blt: mean | max error the optimizer minimizes
+    min_separation: int | None  # b, fixed batches or partitions; None: ⌊n/batch_size⌋
+    participations: int | None  # k, participations per example; None: derived
+
+    @classmethod
+    def of(cls, cfg) -> MFOptions:
+        """The options of the resolved run ``cfg`` (:attr:`RunSettings.record`)."""
+        return cls(**{f.name: cfg[f.name] for f in dataclasses.fields(cls)})
+
+
+def options(run: RunSettings) -> MFOptions:
+    """The dp_mf options of ``run`` (:meth:`MatrixFactorization.options`)."""
+    return MFOptions.of(run.record)
+
+
 def resolve(run: RunSettings, err) -> dict:
     """Cross-key rules of the MF keys (:meth:`MatrixFactorization.resolve`); the generic rules of
     :func:`dplab.training.resolve.resolve_run` refuse them on other methods, and any accountant but mf.
     Returns the defaults it fills (banded_toeplitz, blt: ``objective``)."""
-    strategy = run.strategy
+    o = options(run)
+    strategy = o.strategy
     filled = {}
     if strategy is None:
         raise err("strategy", f"is required for method {NAME}: one of "
                               f"{', '.join((*factorizations.STRATEGIES, *TOEPLITZ_STRATEGIES))}")
-    if (strategy in BANDED_STRATEGIES) != (run.bands is not None):
+    if (strategy in BANDED_STRATEGIES) != (o.bands is not None):
         raise err("bands", f"is required for strategies {' and '.join(BANDED_STRATEGIES)} and only applies to them")
-    if (strategy == "blt") != (run.buffers is not None):
+    if (strategy == "blt") != (o.buffers is not None):
         raise err("buffers", "is required for strategy blt and only applies to it (a BLT has T bands)")
     if strategy in TOEPLITZ_STRATEGIES:
         filled = _resolve_toeplitz(run, err)
-    elif run.objective is not None:
+    elif o.objective is not None:
         raise err("objective", f"only applies to strategies {' and '.join(TOEPLITZ_STRATEGIES)} (what their optimizer "
                                f"minimizes); strategy {strategy} has none to choose")
     if run.normalize != "expected":
@@ -95,21 +119,23 @@ def resolve(run: RunSettings, err) -> dict:
 def _resolve_toeplitz(run: RunSettings, err) -> dict:
     """banded_toeplitz, blt: bands or buffers within T, the sampler the analysis holds for; returns the
     objective (default mean)."""
+    o = options(run)
     try:
         steps = toeplitz.check_steps(run.steps)
-        if run.strategy == "blt":
-            blt.check_buffers(run.buffers, steps)
+        if o.strategy == "blt":
+            blt.check_buffers(o.buffers, steps)
         else:
-            toeplitz.check_bands(run.bands, steps)
+            toeplitz.check_bands(o.bands, steps)
     except DPLabError as bad:
         raise err(bad.key, bad.message) from None
-    if run.strategy == "blt" and run.sampling == "cyclic_poisson":
+    if o.strategy == "blt" and run.sampling == "cyclic_poisson":
         raise err("sampling", "cyclic_poisson (amplified BandMF) needs a C with at most b bands; a BLT has T bands: "
                               "use sampling min_separation, or strategy banded_toeplitz")
-    if run.sampling == "min_separation" and run.min_separation is None:
-        raise err("min_separation", f"is required for strategy {run.strategy} with the min_separation sampler: its "
+    if run.sampling == "min_separation" and o.min_separation is None:
+        raise err("min_separation", f"is required for strategy {o.strategy} with the "
+                                    "min_separation sampler: its "
                                     "optimizer minimizes the error of k = ceil(T/b) participations b apart")
-    return {"objective": run.objective or "mean"}
+    return {"objective": o.objective or "mean"}
 
 
 def optimized_separation(sampling: str | None, min_separation: int | None) -> int | None:
@@ -121,14 +147,17 @@ def optimized_separation(sampling: str | None, min_separation: int | None) -> in
 
 
 def build_factorization(run: RunSettings) -> Factorization | ToeplitzFactorization:
-    if run.strategy in TOEPLITZ_STRATEGIES:
-        steps, s = run.steps, optimized_separation(run.sampling, run.min_separation)
+    """The factorization of the run's options (:class:`MFOptions`), optimized or factorized
+    afresh."""
+    o = options(run)
+    if o.strategy in TOEPLITZ_STRATEGIES:
+        steps, s = run.steps, optimized_separation(run.sampling, o.min_separation)
         k = 1 if s is None else -(-steps // s)
-        if run.strategy == "blt":
-            return blt.blt(steps, run.buffers, run.objective, k, s)
-        return toeplitz.banded_toeplitz(steps, run.bands, run.objective, k, s)
-    return factorizations.factorize(run.strategy, prefix_sum(run.steps), bands=run.bands,
-                                    min_separation=run.min_separation)
+        if o.strategy == "blt":
+            return blt.blt(steps, o.buffers, o.objective, k, s)
+        return toeplitz.banded_toeplitz(steps, o.bands, o.objective, k, s)
+    return factorizations.factorize(o.strategy, prefix_sum(run.steps), bands=o.bands,
+                                    min_separation=o.min_separation)
 
 
 def _spec(strategy: str, steps: int, bands: int | None, buffers: int | None, objective: str | None,
@@ -153,15 +182,17 @@ def _load_toeplitz(path: Path, key: str, regenerate: str) -> ToeplitzFactorizati
 
 def load_factorization(run: RunSettings, cache: str | Path) -> Factorization | ToeplitzFactorization:
     """The run's factorization from a cache folder; one that does not match the run is an error."""
-    key, spec = _spec(run.strategy, run.steps, run.bands, run.buffers, run.objective, run.sampling, run.min_separation)
+    o = options(run)
+    key, spec = _spec(o.strategy, run.steps, o.bands, o.buffers, o.objective, run.sampling,
+                      o.min_separation)
     path = Path(cache) / f"{key}.npz"
     regenerate = f"dplab mf {mf_args(spec)} --out {path}"
     if not path.exists():
         raise DPLabError("factorization", f"no saved factorization {path}; write it with `{regenerate}`")
-    if run.strategy in TOEPLITZ_STRATEGIES:
+    if o.strategy in TOEPLITZ_STRATEGIES:
         return _load_toeplitz(path, key, regenerate)
     fact, momentum = saved.load(path, regenerate)
-    want = (run.strategy, run.steps, run.bands if run.strategy == "banded" else fact.bands, 0.0)
+    want = (o.strategy, run.steps, o.bands if o.strategy == "banded" else fact.bands, 0.0)
     if (fact.strategy, fact.steps, fact.bands, momentum) != want:
         raise DPLabError("factorization", f"{path} holds {fact.strategy} T={fact.steps} bands={fact.bands} "
                                           f"momentum={momentum}; the run needs {want}")
@@ -184,10 +215,11 @@ def _parts_of_n(run: RunSettings, n: int, batch: int) -> int:
 
 def sampler_spec(run: RunSettings, n: int):
     """The MF sampler spec of the run (the object both training and accounting use)."""
+    o = options(run)
     batch = run.batch_size
     if not 1 <= batch <= n:
         raise DPLabError("batch_size", f"must lie in [1, dataset_size={n}]; got {batch}")
-    parts = run.min_separation if run.min_separation is not None else _parts_of_n(run, n, batch)
+    parts = o.min_separation if o.min_separation is not None else _parts_of_n(run, n, batch)
     if run.sampling == "min_separation":
         if n // parts != batch:
             raise DPLabError("batch_size", f"{parts} partitions of {n} examples hold {n / parts:g} "
@@ -198,14 +230,15 @@ def sampler_spec(run: RunSettings, n: int):
     elif run.sampling == "cyclic_poisson":
         spec = mf_accounting.CyclicPoisson(n, batch, parts, run.steps)
         k = spec.compositions
-        if run.strategy == "banded_toeplitz" and run.bands > parts:
+        if o.strategy == "banded_toeplitz" and o.bands > parts:
             raise DPLabError("bands", f"amplified BandMF (cyclic_poisson over b = {parts} partitions) needs at most b "
-                                      f"bands; got {run.bands}: lower bands or raise min_separation")
+                                      f"bands; got {o.bands}: lower bands or raise min_separation")
     else:
         raise DPLabError("sampling", f"method {NAME} allows {', '.join(METHOD.samplings)}; got {run.sampling!r}")
-    if run.participations is not None and run.participations != k:
+    if o.participations is not None and o.participations != k:
         raise DPLabError("participations", f"the {run.sampling} sampler with b = {parts} over T = {run.steps} "
-                                           f"steps gives k = ceil(T/b) = {k}; got {run.participations}")
+                                           f"steps gives k = ceil(T/b) = {k}; "
+                                           f"got {o.participations}")
     return spec
 
 
@@ -296,6 +329,7 @@ def sampler_description(spec) -> dict:
 
 def prepare(run: RunSettings, n: int, grid: list[int], factorization: Factorization | None = None) -> Mechanism:
     """Sampler, factorization, σ and the ε curve of a dp_mf run, decided before training."""
+    o = options(run)
     names = requested_accountants(run)
     update = METHOD.update(run)
     excluded = {name: exclusion(name, None, update) for name in names if name != ACCOUNTANT}  # claims decides
@@ -321,7 +355,7 @@ def prepare(run: RunSettings, n: int, grid: list[int], factorization: Factorizat
             "strategy": fact.strategy,
             "steps": fact.steps,
             "bands": fact.bands,
-            **({"buffers": run.buffers, "objective": run.objective, "optimizer": fact.info}
+            **({"buffers": o.buffers, "objective": o.objective, "optimizer": fact.info}
                if isinstance(fact, ToeplitzFactorization) else {}),
             "workload": "prefix_sum",
             "sampler": sampler_description(spec),
@@ -337,14 +371,18 @@ def prepare(run: RunSettings, n: int, grid: list[int], factorization: Factorizat
                                             "method": "exact Gaussian profile of the dp_event; PLD (dp_accounting) "
                                                       "when Poisson-sampled"}},
     }
-    plan = Plan(None, sigma, source, "", curves={ACCOUNTANT: curve}, release={ACCOUNTANT: "trajectory"},
-                excluded=excluded, details=details, update=update)
-    return Mechanism(sampler, plan, MFNoise(fact, sigma * run.clip))
+    plan = Plan(setting=None, noise_multiplier=sigma, sigma_source=source, constants_note="",
+                curves={ACCOUNTANT: curve}, release={ACCOUNTANT: "trajectory"}, excluded=excluded,
+                details=details, update=update)
+    return Mechanism(sampler=sampler, plan=plan, noise=MFNoise(fact, sigma * run.clip))
 
 
 @dataclass(frozen=True)
 class MatrixFactorization(Method):
     """The MF mechanism's parts (module docstring) in the one loop."""
+
+    def options(self, run):
+        return options(run)
 
     def resolve(self, run, err):
         return resolve(run, err)

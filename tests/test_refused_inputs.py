@@ -1,4 +1,4 @@
-"""Bad input, round two (issue 25, points 1–5): a key given twice in a YAML file, files that are
+"""Inputs refused before any work: a key given twice in a YAML file, files that are
 not whole (cut, empty, a FIFO, a device), counts too large to compute, flags an accountant never
 reads, two outputs on one path, an index over missing results.  Each is refused with one line
 naming the key, flag or file, exit code 2, before any work (dplab.inputs, dplab.schemas)."""
@@ -487,7 +487,7 @@ def test_pld_certified_read_off_never_builds_a_window_beyond_its_limit(capsys, m
 def test_an_exclusion_names_only_keys_the_accountant_reads(key):
     """A dp_sgd run at lr (or clip) = 1e-320 reported "epsilon: none": rdp's exclusion named the key,
     which rdp does not read.  Every accountant's range checks now cover only the keys it reads."""
-    from dplab.accounting.claims import exclusion
+    from dplab.accounting.eligibility import exclusion
 
     setting = Setting(noise_multiplier=8.0, sampling_rate=0.01, steps=10, dataset_size=1000, batch_size=10,
                       **{key: 1e-320})

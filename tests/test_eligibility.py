@@ -1,5 +1,5 @@
-"""One function decides which accountants a run may claim (issue 13 §7): training, sweeps and
-figure tables all ask dplab.accounting.claims.refusal, from what summary.json records."""
+"""One function decides which accountants a run may claim: training, sweeps and
+figure tables all ask dplab.accounting.eligibility.refusal, from what summary.json records."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from conftest import summary_json
 from dplab.training.summary import RunSummary
 from dplab import accounting
-from dplab.accounting.claims import CORRELATED, KEYS, Update, exclusion, from_summary, key, refusal
+from dplab.accounting.eligibility import (CORRELATED, KEYS, Update, exclusion, from_summary, key,
+                                          refusal)
 from dplab.accounting.sweep import sweep
 from dplab.cli import main
 from dplab.errors import DPLabError
@@ -21,6 +22,7 @@ from dplab.figures import figure
 from dplab.training import data, loop
 from dplab.training.resolve import resolve_run
 from dplab.tables import write_table
+from dplab.training.settings import RunSettings
 
 RUN = {"dataset": "synthetic", "batch_size": 20, "steps": 30, "log_every": 10, "noise_multiplier": 2.0}
 
@@ -37,7 +39,8 @@ def runs(tmp_path_factory):
     specs = {"projected": {"method": "projected_dp_sgd", "diameter": 2.0, "neighbouring": "replace_one"},
              "dp_sgd": {"method": "dp_sgd"}}
     for name, spec in specs.items():
-        loop.train(resolve_run({**RUN, **spec, "name": name}), dataset, folder / name)
+        loop.train(RunSettings.of(resolve_run({**RUN, **spec, "name": name})),
+                   dataset, folder / name)
     return folder
 
 
@@ -46,7 +49,7 @@ def _summary(folder, name) -> dict:
 
 
 def test_sweep_of_a_projected_run_gives_pld_no_curve(runs, tmp_path):
-    """The scenario of the issue: the run excludes pld (realized |B|); `dplab sweep --summary
+    """A run that excludes pld (realized |B|); `dplab sweep --summary
     --accountants pld` writes one row with an empty ε and that reason, never a curve."""
     summary = _summary(runs, "projected")
     assert "pld" not in summary["epsilon"] and "realized batch size" in summary["excluded_accountants"]["pld"]
