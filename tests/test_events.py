@@ -99,3 +99,21 @@ def test_unequal_phases_have_no_setting_and_are_composed_by_rdp_only():
     assert get("rdp").supports(phases) is None
     assert "HiddenStateDpEvent" in get("pabi").supports(events.run_event(Setting(steps=3, sampling_rate=0.1,
                                                                                   noise_multiplier=1.0)))
+
+
+def test_mf_is_a_registered_accountant_of_its_own_event_only(capsys):
+    """``mf`` on an MF event is the exact Gaussian of σ/scale; it refuses a DP-SGD setting and event,
+    and every DP-SGD accountant refuses its event, each with its reason."""
+    from dplab.accounting.events import MatrixFactorizationDpEvent
+    from dplab.accounting.gaussian import gaussian_epsilon
+    from dplab.cli import main
+
+    mf = MatrixFactorizationDpEvent("identity", noise_multiplier=3.0, steps=10, participations=1, separation=10,
+                                    sampler="min_separation", scale=1.0)
+    assert get("mf").epsilon(mf, DELTA) == pytest.approx(float(gaussian_epsilon(DELTA, [1 / 3.0])[0]), rel=1e-12)
+    assert get("mf").supports(mf) is None and "MatrixFactorizationDpEvent" in get("mf").supports(GAUSSIAN["gaussian"])
+    assert "add_remove" in get("mf").supports(mf, "replace_one")
+    assert all(get(name).supports(mf) for name in ("rdp", "pld", "naive", "pabi"))
+    assert main(["epsilon", "--accountant", "mf", "--delta", "1e-5", "--noise-multiplier", "1",
+                 "--sampling-rate", "0.01", "--steps", "10"]) == 2
+    assert "MatrixFactorizationDpEvent" in capsys.readouterr().err

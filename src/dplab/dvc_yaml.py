@@ -35,7 +35,7 @@ import yaml
 from dplab import imports, jobs, layout
 from dplab.accounting import names as accountant_names
 from dplab.accounting.base import BOUND_WORDS, BOUNDS
-from dplab.accounting.claims import MF, bound, column
+from dplab.accounting.claims import bound, column
 from dplab.training.methods import update_of
 from dplab.training.settings import RunSettings
 
@@ -239,7 +239,7 @@ def templates() -> dict[str, dict]:
     """The two plot templates by file name under :data:`TEMPLATE_DIR`.  A run's metrics.csv has one
     column per accountant it reports (decided at run time): the run template folds every column an
     accountant can write, named by the training code's own function, and keeps those with a value."""
-    every = [MF, *accountant_names()]
+    every = accountant_names()
     columns = [{"column": column(name), "accountant": name, "bound": bound(name)} for name in every]
     run = _template(
         "solid: the run's ε claims (upper bounds); dashed: lower bounds and comparisons, never its ε",

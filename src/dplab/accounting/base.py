@@ -80,6 +80,9 @@ class Accountant(ABC):
     source: ClassVar[str]
     #: "trajectory" (every iterate may be released) or "last_iterate" (hidden state)
     release: ClassVar[str] = "trajectory"
+    #: the noise of the mechanism it analyses: "independent" in every step (DP-SGD) or "correlated"
+    #: (the matrix mechanism); a run reports the accountants of its own noise (claims.exclusion)
+    noise: ClassVar[str] = "independent"
     #: sampling schemes and neighbouring relations the bound is proved for
     samplings: ClassVar[tuple[str, ...]] = ("poisson",)
     neighbourings: ClassVar[tuple[str, ...]] = ("add_remove", "replace_one")
@@ -422,6 +425,7 @@ class Accountant(ABC):
             "source": self.source,
             "release": self.release,
             "bound": self.bound,
+            "noise": self.noise,
             "samplings": list(self.samplings),
             "neighbourings": list(self.neighbourings),
             "requires": list(self.requires),

@@ -91,7 +91,8 @@ class MatrixFactorizationDpEvent(dp_event.DpEvent):
     std σ·C (``noise_multiplier``).  ``sampler``: ``min_separation`` (fixed partitions, no
     amplification; ``scale`` = sens(C; k, b)·Δ₁) or ``cyclic_poisson`` (each partition's members
     kept with probability ``sampling_rate``; ``scale`` = ζ, C's largest column norm, Choquette-Choo
-    et al. 2023, "(Amplified) Banded Matrix Factorization", Thm 4)."""
+    et al. 2023, "(Amplified) Banded Matrix Factorization", Thm 4).  Δ₁ folds the relation into
+    ``scale``, so the event records the ``neighbouring`` relation it was built for."""
 
     strategy: str
     noise_multiplier: float
@@ -101,6 +102,7 @@ class MatrixFactorizationDpEvent(dp_event.DpEvent):
     sampler: str
     scale: float
     sampling_rate: float | None = None
+    neighbouring: str = "add_remove"
 
 
 def run_event(setting: Setting) -> dp_event.DpEvent:

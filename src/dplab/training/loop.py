@@ -219,16 +219,21 @@ def train(
     noise_source: NoiseSource | None = None,
     hook: Callable[[int], None] | None = None,
     factorization=None,
+    start: dict[str, torch.Tensor] | None = None,
 ) -> RunSummary:
     """Run the resolved run ``cfg`` on ``data``; write ``out``/model.pt (final parameters, the release),
     metrics.csv and summary.json (last, so its presence means the run completed); return the summary.
 
     ``noise_source`` replaces the i.i.d. Gaussian noise (e.g. a correlated source); ``hook(step)``
     is called after every completed step (tests use it to simulate a crash); ``factorization``
-    (dp_mf only) is a cached :class:`~dplab.mf.factorizations.Factorization` of the run.
+    (dp_mf only) is a cached :class:`~dplab.mf.factorizations.Factorization` of the run; ``start``:
+    parameters to begin from instead of W₀ (a later phase, :mod:`dplab.training.phased`).
     """
     out = Path(out)
     run = _setup(cfg, data, noise_source, factorization)
+    if start is not None:
+        run.params = {k: v.detach().clone().to(run.device) for k, v in start.items()}
+        project(run.params, run.settings.diameter)
     progress = _resume(run, out)
     _step_loop(run, out, progress, hook)
     return _write(run, out)

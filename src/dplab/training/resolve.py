@@ -170,7 +170,7 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         if cfg["clip"] is None:
             cfg["clip"] = 1.0
         given = [k for k in ("noise_multiplier", "target_epsilon", "target_tpr") if cfg[k] is not None]
-        if len(given) != 1:
+        if len(given) != 1 and not (cfg.get("phases") and not given):  # phases may give each σ
             raise err("noise_multiplier", f"method {method.name} needs exactly one of noise_multiplier, target_epsilon, "
                                           f"target_tpr (with target_fpr)")
         if cfg["target_tpr"] is not None or cfg["target_fpr"] is not None:

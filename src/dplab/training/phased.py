@@ -1,0 +1,100 @@
+"""A run in phases (the run's ``phases:``): T₁ steps at (b₁, σ₁, C₁, η₁), then T₂ steps at
+(b₂, σ₂, C₂, η₂), …  Each phase is one call of the training loop (:func:`dplab.training.loop.train`)
+into DIR/phase<i>, started from the previous phase's final parameters, with its own seed
+(seed + i: fresh batches and noise).  A phase reports no ε of its own: the run's privacy is the
+composition of the phases' events (:func:`dplab.accounting.events.phases`), accounted by every
+accountant the run reports that supports it (rdp; pld for full-batch phases; the others say why
+not) and written to DIR/phases.json.  With ``target_epsilon`` the phases' σ are scaled by one
+factor (:func:`dplab.accounting.phases.calibrate`, with the run's ``accountant``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from dplab.accounting import events, get
+from dplab.accounting import phases as accounting_phases
+from dplab.accounting.claims import exclusion
+from dplab.errors import DPLabError
+from dplab.io import atomic_writes, json_text, text_file
+from dplab.training import loop, privacy
+from dplab.training.data import Dataset
+from dplab.training.methods import METHODS, update_of
+from dplab.training.settings import RunSettings
+from dplab.training.start import initial
+
+#: what a phase may set (the run's value where it does not)
+PHASE_KEYS = ("steps", "batch_size", "noise_multiplier", "clip", "lr")
+
+
+def phase_runs(cfg: dict) -> list[dict]:
+    """Each phase's resolved run: the run's keys with the phase's, seed + i, no ε of its own."""
+    entries = cfg.get("phases")
+    if not isinstance(entries, list) or not entries:
+        raise DPLabError("phases", f"must be a non-empty list of phases; got {entries!r}")
+    runs = []
+    for i, entry in enumerate(entries):
+        for key in entry:
+            if key not in PHASE_KEYS:
+                raise DPLabError(f"phases[{i}].{key}", f"unknown key of a phase; valid: {', '.join(PHASE_KEYS)}")
+        run = {k: v for k, v in cfg.items() if k != "phases"}
+        run.update(entry, seed=cfg["seed"] + i, accountants=[], target_epsilon=None)
+        if run["noise_multiplier"] is None:
+            raise DPLabError(f"phases[{i}].noise_multiplier", "is required (with target_epsilon: the phases' "
+                                                              "relative σ, scaled by one factor)")
+        runs.append(run)
+    return runs
+
+
+def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
+    """(the phases' runs, σ calibrated where asked) and the run's privacy: its event, ε per
+    accountant that supports it, and why the others do not (DPLabError if none does)."""
+    runs = phase_runs(cfg)
+    top = RunSettings.of({**cfg, "accountants": cfg["accountants"]})
+    update = update_of(RunSettings.of(runs[0]))
+    settings = [privacy.build_setting(RunSettings.of(r), n, RunSettings.of(r).b(n), dimension, r["noise_multiplier"],
+                                      {}) for r in runs]
+    if top.target_epsilon is not None:
+        factor = accounting_phases.calibrate(top.accountant, settings, top.target_epsilon, top.delta)
+        settings = accounting_phases.scaled(settings, factor)
+        runs = [{**r, "noise_multiplier": s.noise_multiplier} for r, s in zip(runs, settings)]
+    event = events.phases(settings)
+    epsilon, excluded = {}, {}
+    for name in privacy.requested_accountants(top):
+        why = next(filter(None, (exclusion(name, s, update) for s in settings)), None)
+        why = why or get(name).supports(event, top.neighbouring)
+        if why is None:
+            epsilon[name] = get(name).epsilon(event, top.delta, top.neighbouring)
+        else:
+            excluded[name] = why
+    if not epsilon and top.accountants != ():
+        raise DPLabError("phases", "no accountant the run reports composes its phases: "
+                                   + "; ".join(f"{k}: {v}" for k, v in list(excluded.items())[:3]))
+    return runs, {"delta": top.delta, "noise_multipliers": [s.noise_multiplier for s in settings],
+                  "event": str(event), "epsilon": epsilon, "excluded_accountants": excluded}
+
+
+def train(cfg: dict, data: Dataset, out: str | Path) -> dict:
+    """Train the phases in sequence into ``out``/phase<i> and write ``out``/phases.json (the run's
+    privacy, :func:`plan`, and each phase's final metrics); return what phases.json holds."""
+    out = Path(out)
+    if not METHODS[cfg["method"]].private or cfg["method"] == "dp_mf":
+        raise DPLabError("phases", f"method {cfg['method']} has no independent-noise phases to compose (DP-SGD "
+                                   "methods only)")
+    first = RunSettings.of(phase_runs(cfg)[0])
+    start = initial(first, len(data.y_train), data.info["input_shape"], data.info["classes"], first.seed)
+    dimension = sum(p.numel() for p in start.params.values())
+    runs, record = plan(cfg, len(data.y_train), dimension)
+    params, finals = None, []
+    for i, run in enumerate(runs):
+        folder = out / f"phase{i}"
+        summary = loop.train(run, data, folder, start=params)
+        params = torch.load(folder / "model.pt", weights_only=True)
+        finals.append({"steps": run["steps"], "noise_multiplier": run["noise_multiplier"],
+                       "final": asdict(summary.final)})
+    record["phases"] = finals
+    atomic_writes({out / "phases.json": text_file(json_text(record))})
+    return record
