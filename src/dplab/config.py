@@ -208,10 +208,10 @@ def _check_run(config: dict, raw: dict, layers: list, default: str, note: str = 
     the resolved run."""
     try:
         cfg = resolve_run(raw)
-        if cfg.get("phases") is not None:
+        settings = RunSettings.of(cfg)
+        if settings.phases is not None:
             raise DPLabError("phases", "a run in phases trains with `dplab train --config FILE` (a single-run "
                                        "config); the pipeline's runs have one phase")
-        settings = RunSettings.of(cfg)
         _check_dataset(config, settings.dataset)
         check_run(settings, dataset_entry(config, settings.dataset))
     except DPLabError as err:

@@ -83,7 +83,7 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None) 
         raise DPLabError("dataset", f"the run names {settings.dataset!r} but {data_dir} holds {dataset.info['name']!r}")
     method = METHODS[settings.method]
     factorization = method.load_factorization(settings, mf_cache) if mf_cache is not None else None
-    if cfg.get("phases") is not None:
+    if settings.phases is not None:
         from dplab.training import phased
 
         with output_folder(out) as folder:

@@ -23,44 +23,21 @@ from dplab.io import atomic_writes, json_text, text_file
 from dplab.training import loop, privacy
 from dplab.training.data import Dataset
 from dplab.training.methods import METHODS, update_of
+from dplab.training.resolve import phase_runs
 from dplab.training.settings import RunSettings
 from dplab.training.start import initial
-
-#: what a phase may set (the run's value where it does not)
-PHASE_KEYS = ("steps", "batch_size", "noise_multiplier", "clip", "lr")
-
-
-def phase_runs(cfg: dict) -> list[dict]:
-    """Each phase's resolved run: the run's keys with the phase's, seed + i, no ε of its own."""
-    entries = cfg.get("phases")
-    if not isinstance(entries, list) or not entries:
-        raise DPLabError("phases", f"must be a non-empty list of phases; got {entries!r}")
-    runs = []
-    for i, entry in enumerate(entries):
-        for key in entry:
-            if key not in PHASE_KEYS:
-                raise DPLabError(f"phases[{i}].{key}", f"unknown key of a phase; valid: {', '.join(PHASE_KEYS)}")
-        run = {k: v for k, v in cfg.items() if k != "phases"}
-        run.update(entry, seed=cfg["seed"] + i, accountants=[], target_epsilon=None)
-        if run["noise_multiplier"] is None:
-            raise DPLabError(f"phases[{i}].noise_multiplier", "is required (with target_epsilon: the phases' "
-                                                              "relative σ, scaled by one factor)")
-        runs.append(run)
-    return runs
-
 
 def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
     """(the phases' runs, σ calibrated where asked) and the run's privacy: its event, ε per
     accountant that supports it, and why the others do not (DPLabError if none does)."""
-    runs = phase_runs(cfg)
-    top = RunSettings.of({**cfg, "accountants": cfg["accountants"]})
-    update = update_of(RunSettings.of(runs[0]))
-    settings = [privacy.build_setting(RunSettings.of(r), n, RunSettings.of(r).b(n), dimension, r["noise_multiplier"],
-                                      {}) for r in runs]
+    top, runs = RunSettings.of(cfg), phase_runs(cfg)
+    typed = [RunSettings.of(r) for r in runs]
+    update = update_of(typed[0])
+    settings = [privacy.build_setting(s, n, s.b(n), dimension, s.noise_multiplier, {}) for s in typed]
     if top.target_epsilon is not None:
         factor = accounting_phases.calibrate(top.accountant, settings, top.target_epsilon, top.delta)
         settings = accounting_phases.scaled(settings, factor)
-        runs = [{**r, "noise_multiplier": s.noise_multiplier} for r, s in zip(runs, settings)]
+        runs = phase_runs(cfg, [s.noise_multiplier for s in settings])
     event = events.phases(settings)
     epsilon, excluded = {}, {}
     for name in privacy.requested_accountants(top):
@@ -81,8 +58,9 @@ def train(cfg: dict, data: Dataset, out: str | Path) -> dict:
     """Train the phases in sequence into ``out``/phase<i> and write ``out``/phases.json (the run's
     privacy, :func:`plan`, and each phase's final metrics); return what phases.json holds."""
     out = Path(out)
-    if not METHODS[cfg["method"]].private or cfg["method"] == "dp_mf":
-        raise DPLabError("phases", f"method {cfg['method']} has no independent-noise phases to compose (DP-SGD "
+    method = METHODS[RunSettings.of(cfg).method]
+    if method.noise != "independent":
+        raise DPLabError("phases", f"method {method.name} has no independent-noise phases to compose (DP-SGD "
                                    "methods only)")
     first = RunSettings.of(phase_runs(cfg)[0])
     start = initial(first, len(data.y_train), data.info["input_shape"], data.info["classes"], first.seed)
@@ -93,7 +71,8 @@ def train(cfg: dict, data: Dataset, out: str | Path) -> dict:
         folder = out / f"phase{i}"
         summary = loop.train(run, data, folder, start=params)
         params = torch.load(folder / "model.pt", weights_only=True)
-        finals.append({"steps": run["steps"], "noise_multiplier": run["noise_multiplier"],
+        typed = RunSettings.of(run)
+        finals.append({"steps": typed.steps, "noise_multiplier": typed.noise_multiplier,
                        "final": asdict(summary.final)})
     record["phases"] = finals
     atomic_writes({out / "phases.json": text_file(json_text(record))})

@@ -59,6 +59,7 @@ class RunSettings:
     participations: int | None  # dp_mf: k, participations per example; None: derived
     buffers: int | None  # dp_mf, strategy blt: buffers of the BLT
     objective: str | None  # dp_mf, strategies banded_toeplitz and blt: mean | max error the optimizer minimizes
+    phases: tuple[dict, ...] | None = None  # a run in phases: each phase's own keys (dplab.training.phased)
 
     @classmethod
     def of(cls, cfg: dict) -> RunSettings:
@@ -81,6 +82,7 @@ class RunSettings:
             individual_order=cfg["individual_order"],
             strategy=cfg["strategy"], bands=cfg["bands"], min_separation=cfg["min_separation"],
             participations=cfg["participations"], buffers=cfg["buffers"], objective=cfg["objective"],
+            phases=tuple(cfg["phases"]) if cfg.get("phases") is not None else None,
         )
 
     @property
