@@ -17,7 +17,7 @@ from dplab.training.resolve import load_run, resolve_run
 
 RUN = {"method": "dp_sgd", "dataset": "s", "batch_size": 10, "clip": 1.0, "lr": 0.5, "delta": 1e-5, "log_every": 5,
        "device": "cpu", "checkpoint_every": 0, "accountants": ["rdp", "pld", "naive"],
-       "phases": [{"steps": 6, "noise_multiplier": 1.5}, {"steps": 4, "batch_size": 20, "noise_multiplier": 3.0,
+       "phases": [{"steps": 6, "noise_multiplier": 4.0}, {"steps": 4, "batch_size": 20, "noise_multiplier": 8.0,
                                                           "lr": 0.1}]}
 
 
@@ -30,12 +30,12 @@ def _peer(phases: list[tuple[int, float, float]], delta: float) -> float:
 
 def test_a_two_phase_run_trains_each_phase_and_claims_the_composed_events_epsilon(synth, tmp_path):
     record = phased.train(resolve_run(RUN), synth, tmp_path)
-    assert record["epsilon"]["rdp"] == pytest.approx(_peer([(6, 10 / 60, 1.5), (4, 20 / 60, 3.0)], 1e-5), rel=1e-9)
+    assert record["epsilon"]["rdp"] == pytest.approx(_peer([(6, 10 / 60, 4.0), (4, 20 / 60, 8.0)], 1e-5), rel=1e-9)
     assert "phases" in record["excluded_accountants"]["naive"] and "pld" in record["excluded_accountants"]
     assert json.loads((tmp_path / "phases.json").read_text())["epsilon"] == record["epsilon"]
     first = torch.load(tmp_path / "phase0" / "model.pt", weights_only=True)
     second = json.loads((tmp_path / "phase1" / "summary.json").read_text())
-    assert second["setting"]["batch_size"] == 20 and second["setting"]["noise_multiplier"] == 3.0
+    assert second["setting"]["batch_size"] == 20 and second["setting"]["noise_multiplier"] == 8.0
     assert second["epsilon"] == {} and all(torch.isfinite(v).all() for v in first.values())
 
 
