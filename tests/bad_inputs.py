@@ -299,6 +299,11 @@ ENTRIES: list[Entry] = [
     Entry("betas with optimizer sgd", 10, ["train", "--run-json", json.dumps({**RUN, "betas": [0.9, 0.99]}), "--data",
                                           "DATA", "--out", "OUTDIR"]),
     Entry("momentum with optimizer adam", 10, ["check-config", "FILE:adam_momentum.yaml"]),
+    Entry("a phase with a key a phase does not set", 10, ["train", "--run-json", json.dumps(
+        {**RUN, "phases": [{"steps": 2, "sampling": "shuffle"}]}), "--data", "DATA", "--out", "OUTDIR"],
+          says="phases.0.sampling"),
+    Entry("phases of a non-private method", 10, ["train", "--run-json", json.dumps(
+        {**SGD, "phases": [{"steps": 2}]}), "--data", "DATA", "--out", "OUTDIR"], says="phases: method sgd"),
     Entry("lr_schedule step without lr_step_size", 10, ["train", "--run-json", json.dumps(
         {**RUN, "lr_schedule": "step"}), "--data", "DATA", "--out", "OUTDIR"]),
     *[Entry(name, point, argv, expect, round=3, says=says, hold=hold, killed=killed, cheap=cheap)

@@ -87,8 +87,12 @@ def test_accountants_lists_only_what_it_accepts(capsys):
         assert listed[name]["proved_for"] == {"poisson": ["add_remove"], "without_replacement": ["replace_one"],
                                               "full_batch": ["add_remove", "replace_one"]}, name
     assert listed["pabi"]["proved_for"] == {"shuffle": ["replace_one"]}
+    assert listed["mf"]["proved_for"] == {"min_separation": ["add_remove", "replace_one"],
+                                          "cyclic_poisson": ["add_remove"]}
     for name, entry in listed.items():
         assert entry["samplings"] == list(entry["proved_for"]) and entry["samplings"], name
+        if entry["noise"] != "independent":
+            continue  # mf accounts an MF event, not the setting flags below
         keys = set(entry["requires"])
         sized = bool(keys & {"sampling_rate", "batch_size", "dataset_size"})  # q = b/n
         flags = [f"--{k.replace('_', '-')}={PROBE[k]}" for k in keys - {"sampling_rate", "batch_size", "dataset_size"}]

@@ -13,8 +13,8 @@ import pytest
 from conftest import summary_json
 from dplab.training.summary import RunSummary
 from dplab import accounting
-from dplab.accounting.eligibility import (CORRELATED, KEYS, Update, exclusion, from_summary, key,
-                                          refusal)
+from dplab.accounting.eligibility import (KEYS, OTHER_NOISE, Update, defaults, exclusion,
+                                          from_summary, key, refusal)
 from dplab.accounting.sweep import sweep
 from dplab.cli import main
 from dplab.errors import DPLabError
@@ -67,14 +67,14 @@ def test_sweep_from_a_summary_reproduces_the_run_exactly(runs, name):
     same ε at the run's last step where claimed."""
     summary = _summary(runs, name)
     setting, update = from_summary(RunSummary.of(summary))
-    table = sweep(setting, summary["delta"], accounting.names(), np.array([10, 30]), update)
+    table = sweep(setting, summary["delta"], defaults(), np.array([10, 30]), update)
     for accountant, rows in table.groupby("accountant"):
         if accountant in summary[key(accountant)]:
             assert rows.set_index("steps").epsilon[30] == pytest.approx(summary[key(accountant)][accountant], rel=1e-9)
         else:
             assert len(rows) == 1 and rows.reason.iloc[0] == summary["excluded_accountants"][accountant]
     reported = set().union(*(summary[key] for key in KEYS.values()))
-    assert reported | set(summary["excluded_accountants"]) == set(accounting.names())
+    assert reported | set(summary["excluded_accountants"]) == set(defaults())
 
 
 def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
@@ -122,7 +122,7 @@ def test_runs_without_a_setting_and_old_summaries():
     """dp_mf (correlated noise) and non-private runs claim no DP-SGD accountant; the MF accountant
     only for correlated noise; a summary without the update record cannot be swept."""
     table = sweep(None, 1e-6, ["rdp", "pld"], np.array([1, 5]), Update(noise="correlated"))
-    assert table.epsilon.isna().all() and (table.reason == CORRELATED).all()
+    assert table.epsilon.isna().all() and (table.reason == OTHER_NOISE["independent"]).all()
     assert refusal("mf", None, Update(noise="correlated")) is None
     assert "dp_mf" in refusal("mf", None, Update())
     assert "non-private" in refusal("rdp", None, Update(noise="none"))

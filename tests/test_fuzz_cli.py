@@ -396,9 +396,9 @@ def extreme_setting(draw, name: str) -> list[str]:
 
 
 def _accountant_names() -> list[str]:
-    from dplab import accounting
+    from dplab.accounting import eligibility
 
-    return accounting.names()
+    return eligibility.defaults()  # the accountants of a setting (mf takes an MF event)
 
 
 @pytest.mark.parametrize("name", _accountant_names())

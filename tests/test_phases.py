@@ -61,7 +61,10 @@ def test_calibration_scales_every_phase_by_one_factor():
 @pytest.mark.parametrize(("name", "steps", "key"), [
     ("naive", PHASES, "phases"),
     ("pld", PHASES, "sampling"),
-    ("rdp", [Setting(steps=10, sampling_rate=0.1, noise_multiplier=1.0, neighbouring="replace_one")], "phases[0]"),
+    ("rdp", [PHASES[0], PHASES[1].replace(neighbouring="replace_one")], "phases[1].neighbouring"),
+    ("rdp", [PHASES[0], PHASES[1].replace(sampling="without_replacement", dataset_size=2000, batch_size=100,
+                                          sampling_rate=None)], "phases[1].sampling"),
+    ("rdp", [Setting(steps=10, sampling_rate=0.1, noise_multiplier=1.0, neighbouring="replace_one")], "sampling"),
 ])
 def test_an_accountant_that_cannot_compose_phases_says_why(name, steps, key):
     with pytest.raises(DPLabError, match=re.escape(key)):
@@ -93,3 +96,4 @@ def test_cli_phases(tmp_path, capsys):
     assert main(["epsilon", "--accountant", "rdp", "--phases", str(path), "--delta", "1e-5", "--steps", "3"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--steps" in err and len(err.splitlines()) == 1
+

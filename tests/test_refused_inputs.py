@@ -12,6 +12,7 @@ import yaml
 
 from conftest import ROOT, run
 from dplab import accounting
+from dplab.accounting.eligibility import defaults
 from dplab.accounting.setting import Setting
 from dplab.cli import main
 from dplab.commands.accounting import PROBE, proved_for
@@ -400,7 +401,7 @@ def test_sigma_reads_clip_for_the_noise_std(capsys):
     assert out["noise_std"] == pytest.approx(2 * out["noise_multiplier"], rel=1e-12)
 
 
-@pytest.mark.parametrize("name", accounting.names())
+@pytest.mark.parametrize("name", defaults())
 def test_a_field_an_accountant_does_not_read_leaves_its_answer_unchanged(name):
     """The table behind the refusals (``Accountant.unused``, the complement of requires, excludes
     and reads) is true of the code: each unused field, set on a setting the accountant accepts,

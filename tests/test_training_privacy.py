@@ -6,6 +6,7 @@ import pytest
 
 from conftest import model_settings
 from dplab import accounting
+from dplab.accounting.eligibility import defaults
 from dplab.errors import DPLabError
 from dplab.training import data
 from dplab.training.resolve import resolve_run
@@ -29,7 +30,7 @@ def _plan(run, info, n=200, b=20, d=10):
 
 def test_sgd_claims_nothing(synth):
     p = _plan({"method": "sgd"}, synth)
-    assert not p.curves and set(p.excluded) == set(accounting.names())
+    assert not p.curves and set(p.excluded) == set(defaults())
 
 
 def test_shuffled_batches_get_no_poisson_epsilon(synth):

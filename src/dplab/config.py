@@ -209,6 +209,9 @@ def _check_run(config: dict, raw: dict, layers: list, default: str, note: str = 
     try:
         cfg = resolve_run(raw)
         settings = RunSettings.of(cfg)
+        if settings.phases is not None:
+            raise DPLabError("phases", "a run in phases trains with `dplab train --config FILE` (a single-run "
+                                       "config); the pipeline's runs have one phase")
         _check_dataset(config, settings.dataset)
         check_run(settings, dataset_entry(config, settings.dataset))
     except DPLabError as err:

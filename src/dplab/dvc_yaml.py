@@ -36,7 +36,7 @@ import yaml
 from dplab import imports, jobs, layout
 from dplab.accounting import names as accountant_names
 from dplab.accounting.base import BOUND_WORDS, BOUNDS
-from dplab.accounting.eligibility import MF, bound, column
+from dplab.accounting.eligibility import bound, column
 from dplab.training.methods import update_of
 from dplab.training.settings import RunSettings
 
@@ -240,7 +240,7 @@ def templates() -> dict[str, dict]:
     """The two plot templates by file name under :data:`TEMPLATE_DIR`.  A run's metrics.csv has one
     column per accountant it reports (decided at run time): the run template folds every column an
     accountant can write, named by the training code's own function, and keeps those with a value."""
-    every = [MF, *accountant_names()]
+    every = accountant_names()
     columns = [{"column": column(name), "accountant": name, "bound": bound(name)} for name in every]
     run = _template(
         "solid: the run's ε claims (upper bounds); dashed: lower bounds and comparisons, never its ε",

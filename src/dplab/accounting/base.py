@@ -4,6 +4,8 @@ An accountant answers three questions for a :class:`~dplab.accounting.setting.Se
 ε for a given δ, δ for a given ε, and the smallest noise multiplier σ meeting (ε, δ).
 It declares the assumptions under which its answer is valid and refuses, with an
 :class:`~dplab.errors.AssumptionError`, any setting outside them: never a silent wrong ε.
+For a run's event (:mod:`dplab.accounting.events`) it says whether it bounds it
+(:meth:`Accountant.supports`: None, or why not) and ε (:meth:`Accountant.epsilon`).
 
 Subclasses implement :meth:`Accountant.epsilon_curve` (ε for every T of a grid in one
 call) and, where they can do better than numerical inversion, :meth:`delta_curve`.
@@ -17,9 +19,12 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
+from dp_accounting import dp_event
+
+from dplab.accounting import events
 from dplab.accounting.roots import bracket, safe_root
 from dplab.accounting.setting import SETTING_NUMBERS, Setting, check_delta, check_epsilon
-from dplab.errors import AssumptionError
+from dplab.errors import AssumptionError, DPLabError
 
 #: Relative tolerance of every calibrated σ: the returned σ meets the target and
 #: σ·(1 − SIGMA_RTOL) does not (up to the accountant's own numerical precision).
@@ -75,6 +80,9 @@ class Accountant(ABC):
     source: ClassVar[str]
     #: "trajectory" (every iterate may be released) or "last_iterate" (hidden state)
     release: ClassVar[str] = "trajectory"
+    #: the noise of the mechanism it analyses: "independent" in every step (DP-SGD) or "correlated"
+    #: (the matrix mechanism); a run reports the accountants of its own noise (eligibility.exclusion)
+    noise: ClassVar[str] = "independent"
     #: sampling schemes and neighbouring relations the bound is proved for
     samplings: ClassVar[tuple[str, ...]] = ("poisson",)
     neighbourings: ClassVar[tuple[str, ...]] = ("add_remove", "replace_one")
@@ -202,9 +210,46 @@ class Accountant(ABC):
             raise self.too_far("setting", f"float64 arithmetic failed ({type(err).__name__}: {err}) at "
                                           f"{_described(setting)}: outside what this accountant resolves") from err
 
-    def epsilon(self, setting: Setting, delta: float) -> float:
-        """ε of the whole run (T = setting.steps) at δ."""
-        return float(self.epsilon_curve(setting, delta, [self._steps(setting)])[0])
+    def epsilon(self, query: Setting | dp_event.DpEvent, delta: float, neighbouring: str = "add_remove") -> float:
+        """ε at δ of the whole run (T = setting.steps), or of an event under ``neighbouring``
+        (:meth:`event_epsilon`; a Setting carries its own relation)."""
+        if isinstance(query, dp_event.DpEvent):
+            return self.event_epsilon(query, delta, neighbouring)
+        return float(self.epsilon_curve(query, delta, [self._steps(query)])[0])
+
+    # ------------------------------------------------------------------- events
+    def supports(self, event: dp_event.DpEvent, neighbouring: str = "add_remove") -> str | None:
+        """None if this accountant bounds ``event`` under ``neighbouring``, else why not (one line:
+        the declared assumption the event fails, as :meth:`check` words it)."""
+        try:
+            self.parts(event, neighbouring)
+        except DPLabError as err:
+            return str(err)
+        return None
+
+    def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
+        """The checked settings this accountant accounts ``event`` as: one, the event's
+        :func:`~dplab.accounting.events.view` (accountants that compose phases override)."""
+        setting = self.setting_of(event, neighbouring)
+        self.check(setting)
+        return [setting]
+
+    def setting_of(self, event: dp_event.DpEvent, neighbouring: str) -> Setting:
+        """The event's view (:func:`~dplab.accounting.events.view`), refused as this accountant's
+        :class:`AssumptionError` where it has none; a hidden-state bound (``release``
+        "last_iterate") needs a :class:`~dplab.accounting.events.HiddenStateDpEvent`."""
+        if self.release == "last_iterate" and not isinstance(event, events.HiddenStateDpEvent):
+            raise self.fail("event", "this bound covers the last iterate only, a HiddenStateDpEvent; "
+                                     f"the {type(event).__name__} releases every step")
+        try:
+            return events.view(event, neighbouring)
+        except DPLabError as err:
+            raise self.fail(err.key, err.message) from None
+
+    def event_epsilon(self, event: dp_event.DpEvent, delta: float, neighbouring: str = "add_remove") -> float:
+        """ε at δ of ``event``: the ε of its one setting (:meth:`parts`)."""
+        (setting,) = self.parts(event, neighbouring)
+        return self.epsilon(setting, delta)
 
     def delta(self, setting: Setting, epsilon: float) -> float:
         """δ of the whole run (T = setting.steps) at ε."""
@@ -380,6 +425,7 @@ class Accountant(ABC):
             "source": self.source,
             "release": self.release,
             "bound": self.bound,
+            "noise": self.noise,
             "samplings": list(self.samplings),
             "neighbourings": list(self.neighbourings),
             "requires": list(self.requires),

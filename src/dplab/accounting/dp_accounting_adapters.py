@@ -16,6 +16,15 @@ Supported (anything else raises :class:`AssumptionError`):
 - pld: poisson (both relations); full_batch (both relations).  dp_accounting 0.6.0's PLD
   has no sampling-without-replacement event, so ``pld`` refuses it.
 - ``shuffle`` is refused by both: no amplification by shuffling is proved in the source papers.
+
+Both also account a run in phases, a ``ComposedDpEvent`` of unequal phases (:meth:`parts`):
+- rdp: Rényi DP composes additively over any sequence of mechanisms (Mironov 2017, "Rényi
+  Differential Privacy", Prop. 1): the run is (α, Σᵢ ρᵢ(α))-RDP, ρᵢ phase i's RDP, converted as
+  one setting's is; equal to dp_accounting's ``RdpAccountant`` on the same event.
+- pld, full batch: Tᵢ Gaussian steps of μᵢ = 1/σᵢ (effective, per relation) compose to one
+  Gaussian mechanism of μ = √(Σᵢ Tᵢ μᵢ²) (Dong, Roth & Su 2022, Cor. 3.3): exact.  Poisson
+  phases are refused: the certified read-off (:mod:`pld_tilted`) tilts one self-composed PMF,
+  and dp_accounting's FFT read-off of a product of unequal PMFs is no certified bound.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import math
 
 import dp_accounting
 import numpy as np
+from dp_accounting import dp_event
 from dp_accounting.pld import privacy_loss_distribution, privacy_loss_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 
@@ -36,7 +46,7 @@ from dplab.accounting.base import SIGMA_MAX, Accountant
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
 from dplab.accounting.registry import register
 from dplab.accounting.roots import bisect
-from dplab.accounting.setting import Setting
+from dplab.accounting.setting import Setting, check_delta
 from dplab.errors import AssumptionError
 
 _ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -94,6 +104,22 @@ class _DpAccountingAdapter(Accountant):
             )
         if setting.sampling == "without_replacement" and (setting.dataset_size is None or setting.batch_size is None):
             raise self.fail("batch_size", "sampling without replacement needs batch_size and dataset_size")
+
+    def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
+        """One setting, or for a ``ComposedDpEvent`` of unequal phases each phase's, checked (a refusal
+        names ``phases[i].<key>``)."""
+        try:
+            return super().parts(event, neighbouring)
+        except AssumptionError as err:
+            if err.key != "phases" or not isinstance(event, dp_event.ComposedDpEvent):
+                raise
+        out = []
+        for i, phase in enumerate(event.events):
+            try:
+                out.extend(super().parts(phase, neighbouring))
+            except AssumptionError as err:
+                raise self.fail(f"phases[{i}].{err.key}", self._reason(err).split(": ", 1)[1]) from None
+        return out
 
 
 @register
@@ -159,6 +185,15 @@ class RdpAccountant(_DpAccountingAdapter):
     def _epsilon_curve(self, setting, delta, steps):
         orders, rdp = self.one_step_rdp(setting)
         return rdp_conversion.epsilon_from_rdp(np.outer(steps, rdp), orders, delta)
+
+    def event_epsilon(self, event, delta, neighbouring="add_remove"):
+        """One setting's ε, or of phases the sum of their RDP curves converted (module docstring)."""
+        settings = self.parts(event, neighbouring)
+        if len(settings) == 1:
+            return self.epsilon(settings[0], delta)
+        curves = [self.rdp_curve(s) for s in settings]
+        total = np.sum([values for _, values in curves], axis=0)
+        return float(rdp_conversion.epsilon_from_rdp(total[None, :], curves[0][0], check_delta(delta))[0])
 
     def _delta_curve(self, setting, epsilon, steps):
         orders, rdp = self.one_step_rdp(setting)
@@ -251,6 +286,23 @@ class PldAccountant(_DpAccountingAdapter):
         if setting.sampling == "full_batch":
             return gaussian, relation
         return dp_accounting.PoissonSampledDpEvent(setting.sampling_rate, gaussian), relation
+
+    def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
+        """As rdp's; phases only of full-batch steps (module docstring)."""
+        settings = super().parts(event, neighbouring)
+        if len(settings) > 1 and any(s.sampling != "full_batch" for s in settings):
+            raise self.fail("sampling", "pld composes phases of full_batch steps only (its certified read-off "
+                                        "tilts one self-composed PMF; dp_accounting's FFT read-off of unequal "
+                                        "PMFs is no certified bound); rdp composes Poisson phases")
+        return settings
+
+    def event_epsilon(self, event, delta, neighbouring="add_remove"):
+        """One setting's ε, or of full-batch phases the exact ε of one Gaussian mechanism (module docstring)."""
+        settings = self.parts(event, neighbouring)
+        if len(settings) == 1:
+            return self.epsilon(settings[0], delta)
+        mu = math.sqrt(sum(float(self.full_batch_mu(s, [s.steps])[0]) ** 2 for s in settings))
+        return float(gaussian_epsilon(check_delta(delta), np.array([mu]))[0])
 
     @staticmethod
     def full_batch_mu(setting: Setting, steps) -> np.ndarray:

@@ -33,8 +33,6 @@ from dplab.accounting.registry import get, names
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
 
-#: the matrix-factorization accountant, ``dplab.mf.accounting.NAME`` (not imported: it loads torch)
-MF = "mf"
 NOISES = ("independent", "correlated", "none")
 #: :attr:`Update.optimizer` of plain SGD at a constant learning rate
 PLAIN_SGD = "sgd"
@@ -46,8 +44,12 @@ KEYS = {kind: "epsilon" if kind == "upper" else f"epsilon_{kind}" for kind in BO
 REFERENCE_BOUNDS = tuple(kind for kind in BOUNDS if kind != "upper")
 
 NON_PRIVATE = "non-private run: no noise, no privacy claim"
-CORRELATED = ("correlated noise: the DP-SGD accountants assume independent Gaussian noise in every step; "
-              "dp_mf is accounted by the matrix-factorization accountant 'mf' (004 §4.3)")
+#: why an accountant of each ``Accountant.noise`` does not account a run of the other noise
+OTHER_NOISE = {
+    "independent": "correlated noise: the DP-SGD accountants assume independent Gaussian noise in every step; "
+                   "dp_mf is accounted by the matrix-factorization accountant 'mf' (004 §4.3)",
+    "correlated": "the matrix-factorization accountant covers correlated-noise runs (method dp_mf) only",
+}
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,8 @@ def from_summary(summary) -> tuple[Setting | None, Update]:
 
 
 def bound(name: str) -> str:
-    """The ``bound`` of accountant ``name`` (:data:`dplab.accounting.base.BOUNDS`; 'mf' is an upper bound)."""
-    return "upper" if name == MF else get(name).bound
+    """The ``bound`` of accountant ``name`` (:data:`dplab.accounting.base.BOUNDS`)."""
+    return get(name).bound
 
 
 def key(name: str) -> str:
@@ -133,19 +135,17 @@ def exclusion(name: str, setting: Setting | None, update: Update = Update(), any
     :func:`key`); ``any_sigma``: as in :func:`refusal`.
 
     An unknown name is a :class:`DPLabError` listing the valid ones.  ``setting`` is None for
-    runs that record none (non-private, dp_mf).
+    runs that record none (non-private, dp_mf: its MF event is checked by ``mf`` when planned).
     """
-    if name != MF:
-        get(name)  # unknown name: DPLabError naming the valid ones
+    accountant = get(name)  # unknown name: DPLabError naming the valid ones
     if update.noise == "none":
         return NON_PRIVATE
+    if update.noise != accountant.noise:
+        return OTHER_NOISE[accountant.noise]
     if update.noise == "correlated":
-        return None if name == MF else CORRELATED
-    if name == MF:
-        return "the matrix-factorization accountant covers correlated-noise runs (method dp_mf) only"
+        return None
     if setting is None:
         return "the run records no privacy setting"
-    accountant = get(name)
     try:  # the accountant's own assumptions first: they are what a reader looks up
         accountant.check(setting)
     except DPLabError as err:  # AssumptionError, or a range check of the Setting
@@ -171,11 +171,17 @@ def _update_refusal(setting: Setting, update: Update, release: str) -> str | Non
     return None
 
 
+def defaults() -> list[str]:
+    """The accountants a run that names none reports: every registered one of independent noise
+    (a dp_mf run names its own, ``mf``)."""
+    return [name for name in names() if get(name).noise == "independent"]
+
+
 def check_accountants(run: dict, err) -> None:
     """A run's ``accountant`` and every name in its ``accountants`` must be an accountant
-    (``dplab accountants``, or 'mf'), and the ``accountant`` that calibrates σ from
+    (``dplab accountants``), and the ``accountant`` that calibrates σ from
     ``target_epsilon`` an upper bound; ``err(key, message)`` makes the DPLabError to raise."""
-    valid = sorted([*names(), MF])
+    valid = sorted(names())
     for field, given in (("accountants", run.get("accountants") or []), ("accountant", [run.get("accountant")])):
         for name in given:
             if name is not None and name not in valid:

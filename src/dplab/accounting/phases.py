@@ -1,19 +1,13 @@
 """Runs in phases: T₁ steps at (q₁, σ₁), then T₂ at (q₂, σ₂), …, accounted as one composition.
 
-- ``rdp``: Rényi DP composes additively over any sequence of mechanisms (Mironov 2017, "Rényi
-  Differential Privacy", Prop. 1), so the run is (α, Σᵢ Tᵢ·ρᵢ(α))-RDP with ρᵢ the one-step RDP of
-  phase i (the ``rdp`` accountant's, 000 §V), converted to (ε, δ) as ``rdp`` converts; equal to
-  dp_accounting's ``RdpAccountant`` on the ``ComposedDpEvent`` of the phases
-  (``tests/test_phases.py``).
-- ``pld``, full batch: T Gaussian steps of μᵢ = 1/σᵢ (effective, per relation) compose to one
-  Gaussian mechanism of μ = √(Σᵢ Tᵢ μᵢ²) (Dong, Roth & Su 2022, Cor. 3.3): exact.
-  Poisson phases are refused: pld's certified read-off (:mod:`pld_tilted`) tilts one
-  self-composed PMF and has no bound yet for a product of several.
-- Every other accountant refuses phases, with that reason.
+The run's event is the ``ComposedDpEvent`` of its phases' events
+(:func:`dplab.accounting.events.phases`); every accountant accounts it or says why not
+(``Accountant.supports``): rdp composes any phases, pld those of full-batch steps
+(:mod:`dplab.accounting.dp_accounting_adapters`), the others only phases equal apart from T.
 
 σ calibration for a target ε scales every phase's σ by one factor c (ε falls as c grows):
-doubling from c = 1 to a bracket, then Brent's method in log c to SIGMA_RTOL, returning the side that meets the target; c keeps every
-σ within the accountants' range [SIGMA_MIN, SIGMA_MAX].
+doubling from c = 1 to a bracket, then Brent's method in log c to SIGMA_RTOL, returning the side
+that meets the target; c keeps every σ within the accountants' range [SIGMA_MIN, SIGMA_MAX].
 """
 
 from __future__ import annotations
@@ -21,21 +15,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
-
-from dplab import units
-from dplab.accounting import rdp_conversion
+from dplab.accounting import events
 from dplab.accounting.base import SIGMA_MAX, SIGMA_MIN, SIGMA_RTOL
-from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting, check_delta, check_epsilon
-from dplab.errors import AssumptionError, DPLabError
+from dplab.errors import DPLabError
 
 #: what one phase may give (σ, and q or b with the file's n)
 PHASE_KEYS = ("steps", "noise_multiplier", "sampling_rate", "batch_size")
 FILE_KEYS = ("phases", "sampling", "neighbouring", "dataset_size")
-#: accountants that compose phases (module docstring)
-COMPOSERS = ("rdp", "pld")
 
 
 def from_file(path: str | Path) -> list[Setting]:
@@ -78,32 +66,22 @@ def parse(data: dict) -> list[Setting]:
 
 
 def _check(name: str, phases: list[Setting]) -> None:
-    if name not in COMPOSERS:
-        raise AssumptionError(name, "phases", f"composes one homogeneous (σ, q, T) only; phases compose with "
-                                              f"{', '.join(COMPOSERS)}")
-    accountant = get(name)
+    """An :class:`AssumptionError` of accountant ``name`` unless it accounts the phases."""
+    get(name).parts(events.phases(phases), _relation(phases))
+
+
+def _relation(phases: list[Setting]) -> str:
+    """The one neighbouring relation of the phases (an event's relation is the accountant's)."""
     for i, phase in enumerate(phases):
-        try:
-            accountant.check(phase)
-        except AssumptionError as err:
-            raise DPLabError(f"phases[{i}].{err.key}", err.message) from None
-    if name == "pld" and any(p.sampling != "full_batch" for p in phases):
-        raise AssumptionError(name, "sampling", "pld composes phases of full_batch steps only (its certified "
-                                                "read-off tilts one self-composed PMF); rdp composes Poisson phases")
+        if phase.neighbouring != phases[0].neighbouring:
+            raise DPLabError(f"phases[{i}].neighbouring", f"must be the relation of every phase, "
+                                                          f"{phases[0].neighbouring!r}; got {phase.neighbouring!r}")
+    return phases[0].neighbouring
 
 
 def epsilon(name: str, phases: list[Setting], delta: float) -> float:
     """ε at δ of the phases composed, by accountant ``name`` (module docstring)."""
-    delta = check_delta(delta)
-    _check(name, phases)
-    if name == "pld":
-        mu2 = sum(p.steps / units.effective_noise_multiplier(p.noise_multiplier, p.neighbouring) ** 2 for p in phases)
-        return float(gaussian_epsilon(delta, np.array([math.sqrt(mu2)]))[0])
-    rdp = get("rdp")
-    curves = [rdp.rdp_curve(p) for p in phases]
-    orders = curves[0][0]
-    total = np.sum([values for _, values in curves], axis=0)
-    return float(rdp_conversion.epsilon_from_rdp(total[None, :], orders, delta)[0])
+    return get(name).epsilon(events.phases(phases), check_delta(delta), _relation(phases))
 
 
 def scaled(phases: list[Setting], factor: float) -> list[Setting]:

@@ -13,6 +13,7 @@ from dplab.errors import DPLabError
 
 #: modules whose import registers accountants (order = listing order of `dplab accountants`)
 MODULES = (
+    "dplab.accounting.matrix_factorization",  # mf
     "dplab.accounting.composition",  # naive, advanced, kairouz
     "dplab.accounting.moments",  # moments
     "dplab.accounting.dp_accounting_adapters",  # rdp, pld

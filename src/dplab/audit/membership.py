@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dplab import accounting
+from dplab.accounting.eligibility import defaults
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.audit import canary as canaries_mod
 from dplab.audit.estimators import (ESTIMATORS, ONE_RUN, clopper_pearson_bound, gdp_bound, one_run_bound,
@@ -133,7 +133,7 @@ def upper_bounds(run: RunSettings, n: int, b: int, dimension: int, info: dict, s
     every record either world trains on), their release kinds, and the run's Setting as a dict.
     A bound whose ε overflows a float (ε > ~700, vacuous) is left out."""
     curves, release, setting = {}, {}, None
-    for name in accounting.names():
+    for name in defaults():
         try:
             claim = privacy.plan(replace(run, accountants=(name,)), update_of(run), n, b, dimension, info, steps, features)
         except OverflowError:

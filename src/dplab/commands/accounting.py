@@ -73,6 +73,10 @@ def _setting(args: argparse.Namespace, accountant, also: tuple[str, ...] = ()) -
     """The Setting of the flags given; a flag ``accountant`` never reads (:attr:`Accountant.unused`,
     one list per accountant: ``dplab accountants`` prints what each ``reads``), and the command
     does not read itself (``also``), is refused, since the answer would be the same without it."""
+    if accountant.noise != "independent":
+        raise DPLabError("--accountant", f"{accountant.name!r} accounts the matrix mechanism's event "
+                                         "(MatrixFactorizationDpEvent), not a setting of these flags: "
+                                         "use `dplab mf` or a dp_mf run")
     fields = {name: getattr(args, name, None) for name, _, _ in SETTING_FLAGS}
     fields = {k: v for k, v in fields.items() if v is not None}
     for name in accountant.unused:
@@ -225,7 +229,10 @@ def proved_for(accountant) -> dict[str, list[str]]:
     (its required keys only; a refusal naming another key, e.g. a batch size that must divide n,
     does not count against the pair); samplings it refuses with every relation are left out.  The class
     attributes ``samplings``/``neighbourings`` alone overstate this: a theorem may hold for a
-    sampling with one relation only (amplification), or refuse a listed sampling in its checks."""
+    sampling with one relation only (amplification), or refuse a listed sampling in its checks.
+    An accountant of correlated noise (``mf``) takes no setting: its event's samplers (``samplers``)."""
+    if accountant.noise != "independent":
+        return {sampler: list(relations) for sampler, relations in accountant.samplers.items()}
     keys = set(accountant.requires)
     if keys & {"sampling_rate", "dataset_size", "batch_size"}:
         keys |= {"dataset_size", "batch_size"}  # q = b/n

@@ -87,6 +87,14 @@ def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None,
         raise DPLabError("dataset", f"the run names {settings.dataset!r} but {data_dir} holds {dataset.info['name']!r}")
     method = METHODS[settings.method]
     factorization = method.load_factorization(settings, mf_cache) if mf_cache is not None else None
+    if settings.phases is not None:
+        from dplab.training import phased
+
+        with output_folder(out) as folder:
+            record = phased.train(cfg, dataset, folder)
+        eps = ", ".join(f"{k}={v:.4g}" for k, v in record["epsilon"].items()) or "none"
+        print(f"phases: {len(record['phases'])} epsilon: {eps} -> {out}")
+        return
     with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
         summary = loop.train(settings, dataset, folder, factorization=factorization,
                              cuda_graph=cuda_graph)

@@ -43,10 +43,11 @@ from dataclasses import dataclass
 import dp_accounting
 import torch
 
-from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, SIGMA_MAX, SIGMA_MIN, Accountant, ResolutionError
-from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
+from dplab.accounting.base import EPSILON_MAX, ResolutionError
+from dplab.accounting.events import MatrixFactorizationDpEvent
+from dplab.accounting.matrix_factorization import MatrixFactorizationAccountant
 from dplab.accounting.registry import get
-from dplab.accounting.setting import Setting, check_delta, check_epsilon
+from dplab.accounting.setting import check_delta, check_epsilon
 from dplab.errors import AssumptionError, DPLabError
 from dplab.mf.factorizations import Factorization
 from dplab.mf.sensitivity import max_participations
@@ -173,10 +174,10 @@ def _fail(key: str, message: str) -> AssumptionError:
     return AssumptionError(NAME, key, message)
 
 
-def dp_event(
-    factorization: Factorization, sampler, noise_multiplier: float, neighbouring: str = "add_remove"
-) -> dp_accounting.DpEvent:
-    """The ``DpEvent`` of the whole T-step release under ``sampler`` (module docstring)."""
+def event(factorization: Factorization, sampler, noise_multiplier: float,
+          neighbouring: str = "add_remove") -> MatrixFactorizationDpEvent:
+    """The :class:`MatrixFactorizationDpEvent` of the whole T-step release under ``sampler``
+    (module docstring), refused where its conditions fail."""
     if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
         raise DPLabError("noise_multiplier", f"must be a finite number > 0; got {noise_multiplier}")
     if not isinstance(sampler, (MinSeparation, CyclicPoisson, PoissonGroups)):
@@ -185,64 +186,46 @@ def dp_event(
         raise _fail("steps", f"sampler has {sampler.steps} steps, factorization {factorization.steps}")
     if not factorization.lower_triangular:
         raise _fail("encoder", "C must be lower-triangular (noise of step t may only use Z[0..t])")
+    common = {"strategy": factorization.strategy, "noise_multiplier": noise_multiplier,
+              "steps": sampler.steps, "neighbouring": neighbouring}
     if isinstance(sampler, MinSeparation):
         sens = factorization.sensitivity(sampler.participations, sampler.min_separation).value
-        return dp_accounting.GaussianDpEvent(noise_multiplier / (sens * sum_sensitivity(1.0, neighbouring)))
+        return MatrixFactorizationDpEvent(**common, participations=sampler.participations,
+                                          separation=sampler.min_separation, sampler="min_separation",
+                                          scale=sens * sum_sensitivity(1.0, neighbouring))
     # CyclicPoisson, PoissonGroups
     if neighbouring != "add_remove":
         raise _fail("neighbouring", f"amplified banded MF is proved for add_remove only; got {neighbouring!r}")
     b = sampler.partitions_count
     if not factorization.within_bands(b):
         raise _fail("bands", f"cyclic Poisson over b={b} partitions needs a C with at most b bands")
-    gaussian = dp_accounting.GaussianDpEvent(noise_multiplier / factorization.max_column_norm)
-    step = gaussian if sampler.sampling_rate == 1 else dp_accounting.PoissonSampledDpEvent(sampler.sampling_rate, gaussian)
-    return dp_accounting.SelfComposedDpEvent(step, sampler.compositions)
+    return MatrixFactorizationDpEvent(**common, participations=sampler.compositions, separation=b,
+                                      sampler="cyclic_poisson", scale=factorization.max_column_norm,
+                                      sampling_rate=sampler.sampling_rate)
 
 
-def _parts(event: dp_accounting.DpEvent) -> tuple[float, float | None, int]:
-    """(noise multiplier of one Gaussian, Poisson rate or None, compositions) of a :func:`dp_event`."""
-    count = 1
-    if isinstance(event, dp_accounting.SelfComposedDpEvent):
-        event, count = event.event, event.count
-    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
-        return event.event.noise_multiplier, event.sampling_probability, count
-    return event.noise_multiplier, None, count
+def _accountant() -> MatrixFactorizationAccountant:
+    return get(NAME)
 
 
-def _pld(noise_multiplier: float, rate: float, count: int) -> tuple[Accountant, Setting]:
-    """``pld`` and the Setting of ``count`` Poisson-sampled Gaussian steps (add/remove; replace-one is
-    folded into Δ₁): dp_accounting's PLD, refused where it would not fit (as :class:`ResolutionError`
-    of ``mf``)."""
-    return get("pld"), Setting(noise_multiplier=noise_multiplier, sampling_rate=rate, steps=count)
-
-
-def _as_mf(call):
-    """``call()``, a refusal of ``pld`` re-raised as one of ``mf``."""
-    try:
-        return call()
-    except ResolutionError as err:
-        raise ResolutionError(NAME, err.key, str(err).removesuffix(" (accountant 'pld')")) from None
+def dp_event(
+    factorization: Factorization, sampler, noise_multiplier: float, neighbouring: str = "add_remove"
+) -> dp_accounting.DpEvent:
+    """The dp_accounting ``DpEvent`` of the whole T-step release under ``sampler`` (module docstring)."""
+    return _accountant().dp_event(event(factorization, sampler, noise_multiplier, neighbouring), neighbouring)
 
 
 def epsilon(factorization, sampler, noise_multiplier: float, delta: float, neighbouring: str = "add_remove") -> float:
-    """ε(σ) at δ: exact for a Gaussian event (k Gaussians of μ compose to one of μ√k, Dong, Roth &
-    Su 2022, Cor. 3.3; :func:`gaussian_epsilon`), dp_accounting's PLD for a Poisson-sampled one."""
+    """ε(σ) at δ (the ``mf`` accountant on the run's :func:`event`)."""
     delta = check_delta(delta)
-    sigma, rate, count = _parts(dp_event(factorization, sampler, noise_multiplier, neighbouring))
-    if rate is None:
-        return float(gaussian_epsilon(delta, math.sqrt(count) / sigma))
-    pld, setting = _pld(sigma, rate, count)
-    return _as_mf(lambda: pld.epsilon(setting, delta))
+    return _accountant().epsilon(event(factorization, sampler, noise_multiplier, neighbouring), delta, neighbouring)
 
 
 def delta(factorization, sampler, noise_multiplier: float, epsilon_: float, neighbouring: str = "add_remove") -> float:
-    """δ(σ) at ε (as :func:`epsilon`), never below :data:`DELTA_FLOOR` (an exact δ that rounds to 0 is not 0)."""
+    """δ(σ) at ε, never below DELTA_FLOOR (the ``mf`` accountant on the run's :func:`event`)."""
     epsilon_ = check_epsilon(epsilon_)
-    sigma, rate, count = _parts(dp_event(factorization, sampler, noise_multiplier, neighbouring))
-    if rate is None:
-        return max(float(gaussian_delta(epsilon_, math.sqrt(count) / sigma)), DELTA_FLOOR)
-    pld, setting = _pld(sigma, rate, count)
-    return _as_mf(lambda: pld.delta(setting, epsilon_))
+    return _accountant().event_delta(event(factorization, sampler, noise_multiplier, neighbouring), epsilon_,
+                                     neighbouring)
 
 
 def check_target(epsilon_: float, delta_: float) -> tuple[float, float]:
@@ -255,19 +238,7 @@ def check_target(epsilon_: float, delta_: float) -> tuple[float, float]:
 
 
 def calibrate(factorization, sampler, epsilon_: float, delta_: float, neighbouring: str = "add_remove") -> float:
-    """Smallest σ with ε(σ) ≤ ``epsilon_`` at ``delta_``.  The event's noise multiplier is σ/s for a
-    scale s of the factorization and sampler (sensitivity·Δ₁, or ζ): a Gaussian event needs √k·σ₁,
-    σ₁ the exact one-release calibration (:func:`sigma_analytic`); a Poisson-sampled one what
-    ``pld`` calibrates (relative precision ``SIGMA_RTOL``)."""
+    """Smallest σ with ε(σ) ≤ ``epsilon_`` at ``delta_`` (the ``mf`` accountant's
+    :meth:`~MatrixFactorizationAccountant.event_sigma`)."""
     epsilon_, delta_ = check_target(epsilon_, delta_)
-    unit, rate, count = _parts(dp_event(factorization, sampler, 1.0, neighbouring))  # σ = 1: unit = 1/s
-    if rate is None:
-        needed = math.sqrt(count) * sigma_analytic(epsilon_, delta_)
-    else:
-        pld, setting = _pld(1.0, rate, count)
-        needed = _as_mf(lambda: pld.sigma(setting, epsilon_, delta_))
-    sigma = needed / unit
-    if not SIGMA_MIN <= sigma <= SIGMA_MAX:
-        raise ResolutionError(NAME, "epsilon", f"ε = {epsilon_:g} at δ = {delta_:g} needs σ = {sigma:.3g}, outside "
-                                               f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}], the range σ is calibrated in")
-    return sigma
+    return _accountant().event_sigma(event(factorization, sampler, 1.0, neighbouring), epsilon_, delta_, neighbouring)

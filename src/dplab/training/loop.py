@@ -265,6 +265,7 @@ def train(
     hook: Callable[[int], None] | None = None,
     factorization=None,
     cuda_graph: bool = True,
+    start: dict[str, torch.Tensor] | None = None,
 ) -> RunSummary:
     """Run the resolved run ``settings`` (:meth:`RunSettings.of`) on ``data``; write
     ``out``/model.pt (final parameters, the release), metrics.csv and summary.json (last, so its
@@ -275,11 +276,15 @@ def train(
     (dp_mf only) is a cached :class:`~dplab.mf.factorizations.Factorization` of the run;
     ``cuda_graph``: on a CUDA device, replay the step as a CUDA graph where
     :func:`dplab.training.graphed.refusal` allows (the summary's ``environment.cuda_graph`` says
-    whether it did, and why not).
+    whether it did, and why not); ``start``: parameters to begin from instead of W₀ (a later
+    phase, :mod:`dplab.training.phased`).
     """
     settings.check_record()
     out = Path(out)
     run = _setup(settings, data, noise_source, factorization, cuda_graph)
+    if start is not None:
+        run.state.params = {k: v.detach().clone().to(run.device) for k, v in start.items()}
+        project(run.params, run.settings.diameter)
     progress = _resume(run, out)
     _step_loop(run, out, progress, hook)
     return _write(run, out)

@@ -18,7 +18,7 @@ import numpy as np
 
 from dplab import accounting
 from dplab.accounting import Setting, epochs, risk
-from dplab.accounting.eligibility import Update, bound, exclusion, refusal
+from dplab.accounting.eligibility import Update, bound, defaults, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
 from dplab.training.settings import RunSettings
@@ -160,8 +160,9 @@ def check_claimable(run: RunSettings, setting: Setting, update: Update) -> None:
 
 
 def requested_accountants(run: RunSettings) -> list[str]:
-    """The accountants a run reports: its ``accountants`` entry, or every registered one."""
-    return list(run.accountants) if run.accountants is not None else accounting.names()
+    """The accountants a run reports: its ``accountants`` entry, or every registered one of
+    independent noise (:func:`dplab.accounting.eligibility.defaults`)."""
+    return list(run.accountants) if run.accountants is not None else defaults()
 
 
 def plan(run: RunSettings, update: Update, n: int, b: int, dimension: int, info: dict, grid: list[int], features) -> Plan:

@@ -170,7 +170,7 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         if cfg["clip"] is None:
             cfg["clip"] = 1.0
         given = [k for k in ("noise_multiplier", "target_epsilon", "target_tpr") if cfg[k] is not None]
-        if len(given) != 1:
+        if len(given) != 1 and not (cfg.get("phases") and not given):  # phases may give each σ
             raise err("noise_multiplier", f"method {method.name} needs exactly one of noise_multiplier, target_epsilon, "
                                           f"target_tpr (with target_fpr)")
         if cfg["target_tpr"] is not None or cfg["target_fpr"] is not None:
@@ -197,3 +197,20 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         cfg["batch_size"] = None  # b = n, set from the data
     return cfg
 
+
+
+def phase_runs(cfg: dict, sigmas: list[float] | None = None) -> list[dict]:
+    """The resolved run of each phase of a run in phases (``phases``, :mod:`dplab.training.phased`):
+    the run's keys with the phase's, seed + i (fresh batches and noise), no ε of its own
+    (``accountants: []``), σ from ``sigmas`` where given (a calibration)."""
+    runs = []
+    for i, entry in enumerate(cfg["phases"]):
+        run = {k: v for k, v in cfg.items() if k != "phases"}
+        run.update(entry, seed=cfg["seed"] + i, accountants=[], target_epsilon=None)
+        if sigmas is not None:
+            run["noise_multiplier"] = sigmas[i]
+        if run["noise_multiplier"] is None:
+            raise DPLabError(f"phases[{i}].noise_multiplier", "is required (with target_epsilon: the phases' "
+                                                              "relative σ, scaled by one factor)")
+        runs.append(run)
+    return runs

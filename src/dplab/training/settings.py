@@ -65,6 +65,8 @@ class RunSettings:
     #: <dplab.training.methods.base.Method.options>`); :func:`dataclasses.replace` leaves it as
     #: read (:meth:`check_record`)
     record: Mapping[str, object] = field(compare=False, repr=False)
+    #: a run in phases: each phase's own keys (:mod:`dplab.training.phased`)
+    phases: tuple[dict, ...] | None = None
 
     @classmethod
     def of(cls, cfg: Mapping) -> RunSettings:
@@ -78,6 +80,7 @@ class RunSettings:
             model_args=cfg.get("model_args"),
             optimizer=_optimizer(cfg),
             accountants=tuple(accountants) if accountants is not None else None,
+            phases=tuple(cfg["phases"]) if cfg.get("phases") is not None else None,
             record=MappingProxyType(copy.deepcopy(dict(cfg))),
         )
 
@@ -107,7 +110,7 @@ class RunSettings:
 
 #: the fields :meth:`RunSettings.of` does not read as their key's value (absent keys, tuples,
 #: the optimizer's keys gathered, the record)
-_DERIVED = ("name", "label", "model_args", "optimizer", "accountants", "record")
+_DERIVED = ("name", "label", "model_args", "optimizer", "accountants", "phases", "record")
 
 
 def _optimizer(cfg: Mapping) -> OptimizerOptions:
