@@ -267,6 +267,7 @@ class _Run:
     norms: list[tuple[int, float]] = field(default_factory=list)
     counts: torch.Tensor | None = None  # individual_epsilon: (n, LEVELS + 1) steps per record and sensitivity level
     level_rdp: torch.Tensor | None = None  # individual_budget: RDP at the filter's order of one step at each level
+    validation: tuple[torch.Tensor, torch.Tensor] | None = None  # the dataset's validation split (x, y), if it has one
 
     @property
     def ahead(self) -> bool:
@@ -320,6 +321,8 @@ def _setup(cfg: dict, data: Dataset, noise_source: NoiseSource | None, factoriza
                mechanism.plan, mechanism.noise if noise_source is None else noise_source, first.loss, generator, noise_generator,
                data.x_train.to(device), data.y_train.to(device), data.x_test.to(device), data.y_test.to(device),
                env, checkpoint.fingerprint(cfg, info, env, first.code))
+    if data.x_validation is not None:
+        run.validation = (data.x_validation.to(device), data.y_validation.to(device))
     if settings.individual_epsilon:
         run.counts = torch.zeros((n, individual.LEVELS + 1), dtype=torch.int64, device=device)
     if settings.individual_budget is not None:
@@ -435,6 +438,10 @@ def _write(run: _Run, out: Path) -> RunSummary:
         eps = individual.epsilons(run.claim.setting, run.counts.cpu().numpy(), run.settings.delta)
         files[out / "individual_epsilon.csv"] = text_file(_individual_csv(eps, run.y_train.cpu()))
         summary = dataclasses.replace(summary, individual_privacy=_individual_summary(run, eps))
+    if run.validation is not None:
+        loss, accuracy = evaluate(run.model, run.params, *run.validation)
+        summary = dataclasses.replace(summary, validation={"loss": loss, "accuracy": accuracy,
+                                                           "size": len(run.validation[1])})
     files[out / "metrics.json"] = text_file(json_text(metrics(summary)))
     files[out / "summary.json"] = text_file(summary.text())
     atomic_writes(files)
