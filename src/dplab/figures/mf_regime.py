@@ -229,8 +229,8 @@ def draw(table: pd.DataFrame):
                title=f"{epochs:g} epoch{'s' if epochs != 1 else ''}: T = {int(first.steps)}, batch "
                      f"{int(first.batch_size)} of {int(first.dataset_size)}")
         style.plain_log_ticks(ax, "x")
-    axes[0][0].set_ylabel(f"final test accuracy at the lr chosen on validation (mean ± sd, "
-                          f"{int(chosen.seeds.min())} seeds)")
+    axes[0][0].set_ylabel(f"final test accuracy, lr chosen on validation\n(mean ± sd over "
+                          f"{int(chosen.seeds.min())} seeds; dots: the seeds)")
     axes[0][0].legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5 * len(panels), -0.16), frameon=False)
     fig.set_size_inches(max(5.0, 4.2 * len(panels)), 4.8)
     return fig
