@@ -190,12 +190,14 @@ def test_validation_split_is_carved_from_the_training_images_only(monkeypatch, t
     assert (info["train_size"], info["validation_size"], info["test_size"]) == (3200, 800, 1000)
     assert data.expected_info(cfg)["train_size"] == 3200 == len(train["y"])
     assert np.array_equal(test["x"], plain_test["x"]) and np.array_equal(test["y"], plain_test["y"])
-    assert _rows(np.concatenate([fit, held])) == _rows(plain_train["x"])  # a partition of the training images
+    # a partition of the training images
+    assert _rows(np.concatenate([fit, held])) == _rows(plain_train["x"])
     assert not set(_rows(held)) & set(_rows(fit)) and not set(_rows(held)) & set(_rows(test["x"]))
     assert np.array_equal(np.bincount(train["y_validation"]), [80] * 10)
     data.write(tmp_path, train, test, info)
     loaded = data.load(tmp_path)
-    assert np.array_equal(loaded.x_validation.numpy(), held) and np.array_equal(loaded.x_train.numpy(), fit)
+    assert np.array_equal(loaded.x_validation.numpy(), held)
+    assert np.array_equal(loaded.x_train.numpy(), fit)
     with pytest.raises(DPLabError, match="datasets.d.validation_fraction.*one per class"):
         data.resolve_dataset({"kind": "digits", "validation_fraction": 0.999}, "d")
 

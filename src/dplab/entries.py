@@ -42,8 +42,8 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
     spec = config["grids"][grid]
     runs = {}
     for variant, keys in spec["variants"].items():
-        for epsilon, lr, seed in product(spec.get("target_epsilon") or [None], spec.get("lrs") or [None],
-                                         spec["seeds"]):
+        axes = (spec.get("target_epsilon") or [None], spec.get("lrs") or [None], spec["seeds"])
+        for epsilon, lr, seed in product(*axes):
             entry = {**spec["base"], **keys, **({"lr": lr} if lr is not None else {}), "seed": seed}
             if epsilon is not None:
                 entry.update(target_epsilon=epsilon, noise_multiplier=None)
@@ -57,7 +57,8 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
             tried = f"/lr{lr:g}" if lr is not None else ""
             name = f"{dataset}/{model_folder(model)}/{variant}/{privacy}{tried}/seed{seed}"
             entry["name"] = name
-            runs[name] = {"variant": variant, "epsilon": epsilon, "lr": lr, "seed": seed, "run": entry}
+            runs[name] = {"variant": variant, "epsilon": epsilon, "lr": lr, "seed": seed,
+                          "run": entry}
     return runs
 
 

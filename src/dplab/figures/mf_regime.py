@@ -2,14 +2,15 @@
 each method's learning rate chosen on a validation split.
 
 Input: every run of one grid with ``lrs`` (variants = method × number of epochs, each at every
-target ε — for a run given σ, its claimed ε to 3 decimals —, learning rate and seed) on a dataset with a validation split (``validation_fraction``:
-summary.json ``validation``).  One row per (variant, ε, lr): the mean and standard deviation
-(ddof = 1) over the seeds of the final validation and test accuracy, the run's σ, the L2
-sensitivity of what it releases (in units of C), the ε its claiming accountant gives (``mf``:
-the MF mechanism's; else the run's own, e.g. ``pld``), and the attack risk its summary records
-beside that ε (:func:`dplab.figures.runs.risk_columns`).  ``chosen`` marks, per (variant, ε), the
-lr of the largest mean validation accuracy (the first in ``lrs`` order on a tie); the figure
-draws the test accuracy of the chosen rows only, so the test images never choose anything.
+target ε — for a run given σ, its claimed ε to 3 decimals —, learning rate and seed) on a dataset
+with a validation split (``validation_fraction``: summary.json ``validation``).  One row per
+(variant, ε, lr): the mean and standard deviation (ddof = 1) over the seeds of the final
+validation and test accuracy, the run's σ, the L2 sensitivity of what it releases (in units of
+C), the ε its claiming accountant gives (``mf``: the MF mechanism's; else the run's own, e.g.
+``pld``), and the attack risk its summary records beside that ε
+(:func:`dplab.figures.runs.risk_columns`).  ``chosen`` marks, per (variant, ε), the lr of the
+largest mean validation accuracy (the first in ``lrs`` order on a tie); the figure draws the test
+accuracy of the chosen rows only, so the test images never choose anything.
 
 The choice costs privacy that no row's ε covers.  ``selection_epsilon`` is the ε (same δ) of
 releasing the chosen lr's runs under Papernot & Steinke's random-repetition protocol
@@ -39,18 +40,22 @@ from dplab.training.summary import RunSummary
 from dplab.units import sum_sensitivity
 
 TITLE = "DP-MF vs DP-SGD over epochs and ε, each method's learning rate chosen on validation data"
-SOURCE = "004 §4.3 (DP-MF 'competitive with DP-SGD', citing Choquette-Choo et al.'s multi-epoch results)"
+SOURCE = (
+    "004 §4.3 (DP-MF 'competitive with DP-SGD', citing Choquette-Choo et al.'s multi-epoch results)"
+)
 CAPTION = (
-    "(004 §4.3, in the multi-epoch regime its citations use): final test accuracy against ε (δ = 1e-6), one panel "
-    "per number of epochs, of DP-SGD (Poisson sampling, ε from PLD) and of the matrix-factorization mechanism "
-    "with an amplified banded Toeplitz C (cyclic Poisson) and with a BLT C (each record once per epoch), at the same "
-    "batch size and number of steps, on MNIST-5000 (MLP 128). Each method's learning rate is the one with the "
-    "best mean validation accuracy (a split of the training images, never trained on); the test images choose "
-    "nothing. Markers: mean over seeds, bars: ± sd, dots: the seeds; a dotted vertical line marks where an MF "
-    "curve crosses DP-SGD's. The table holds every learning rate tried, each point's σ, sensitivity, ε from the "
-    "accountant that claims it, the attack risk beside it, and selection_epsilon, the ε of choosing the learning "
-    "rate (Papernot & Steinke 2022), which the per-run ε does not cover. The default config runs a reduced grid "
-    "(5 epochs, ε 1 and 8, 2 learning rates, 2 seeds); config/paper.yaml the full one."
+    "(004 §4.3, in the multi-epoch regime its citations use): final test accuracy against ε (δ = "
+    "1e-6), one panel per number of epochs, of DP-SGD (Poisson sampling, ε from PLD) and of the "
+    "matrix-factorization mechanism with an amplified banded Toeplitz C (cyclic Poisson) and with"
+    " a BLT C (each record once per epoch), at the same batch size and number of steps, on "
+    "MNIST-5000 (MLP 128). Each method's learning rate is the one with the best mean validation "
+    "accuracy (a split of the training images, never trained on); the test images choose nothing."
+    " Markers: mean over seeds, bars: ± sd, dots: the seeds; a dotted vertical line marks where "
+    "an MF curve crosses DP-SGD's. The table holds every learning rate tried, each point's σ, "
+    "sensitivity, ε from the accountant that claims it, the attack risk beside it, and "
+    "selection_epsilon, the ε of choosing the learning rate (Papernot & Steinke 2022), which the "
+    "per-run ε does not cover. The default config runs a reduced grid (5 epochs, ε 1 and 8, 2 "
+    "learning rates, 2 seeds); config/paper.yaml the full one."
 )
 INPUTS: dict[str, type] = {"summaries": list}
 KEY = "figures.mf_regime.grid"
@@ -60,18 +65,28 @@ COLOURS = {"dp_sgd": "#7f7f7f", "banded_toeplitz": "#1f77b4", "blt": "#d62728"}
 def check(config: dict, params: dict) -> None:
     grid = params["grid"]
     if grid not in config.get("grids", {}):
-        raise DPLabError(KEY, f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
+        raise DPLabError(
+            KEY, f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}"
+        )
     spec = config["grids"][grid]
     if not spec.get("lrs") or not spec.get("target_epsilon"):
-        raise DPLabError(KEY, f"grid {grid!r} needs lrs (the learning rates to choose from) and target_epsilon")
+        raise DPLabError(
+            KEY, f"grid {grid!r} needs lrs (the learning rates to choose from) and target_epsilon"
+        )
     methods = {item["run"]["method"] for item in entries.grid_runs(config, grid).values()}
     if not {"dp_sgd", "dp_mf"} <= methods:
-        raise DPLabError(KEY, f"grid {grid!r} must have dp_sgd and dp_mf variants; has {', '.join(sorted(methods))}")
+        raise DPLabError(
+            KEY,
+            f"grid {grid!r} must have dp_sgd and dp_mf variants; has {', '.join(sorted(methods))}",
+        )
     for item in entries.grid_runs(config, grid).values():
         dataset = item["run"].get("dataset")
         if not config["datasets"].get(dataset, {}).get("validation_fraction"):
-            raise DPLabError(KEY, f"grid {grid!r} trains on dataset {dataset!r}, which has no validation split: "
-                                  "give it validation_fraction")
+            raise DPLabError(
+                KEY,
+                f"grid {grid!r} trains on dataset {dataset!r}, which has no validation split: "
+                "give it validation_fraction",
+            )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
@@ -101,19 +116,32 @@ def privacy(summary: RunSummary) -> dict:
     if summary.settings.strategy is None:
         setting, _ = from_summary(summary)
         accountant = summary.settings.accountant
-        return {"accountant": accountant, "epsilon": runs.claimed_epsilon(summary, accountant, KEY),
-                "sensitivity": sum_sensitivity(1.0, neighbouring), "rdp_setting": setting}
+        return {
+            "accountant": accountant,
+            "epsilon": runs.claimed_epsilon(summary, accountant, KEY),
+            "sensitivity": sum_sensitivity(1.0, neighbouring),
+            "rdp_setting": setting,
+        }
     mf = summary.details["matrix_factorization"]
     sampler = mf["sampler"]
     if sampler["name"] == "cyclic_poisson":
         scale = mf["max_column_norm"]  # ζ
-        setting = Setting(noise_multiplier=summary.noise_multiplier / scale, sampling_rate=sampler["sampling_rate"],
-                          steps=sampler["compositions"])
+        setting = Setting(
+            noise_multiplier=summary.noise_multiplier / scale,
+            sampling_rate=sampler["sampling_rate"],
+            steps=sampler["compositions"],
+        )
     else:
         scale = mf["sensitivity"] * sum_sensitivity(1.0, neighbouring)  # sens(C; k, b)·Δ₁
-        setting = Setting(noise_multiplier=summary.noise_multiplier / scale, sampling_rate=1.0, steps=1)
-    return {"accountant": "mf", "epsilon": runs.claimed_epsilon(summary, "mf", KEY), "sensitivity": scale,
-            "rdp_setting": setting}
+        setting = Setting(
+            noise_multiplier=summary.noise_multiplier / scale, sampling_rate=1.0, steps=1
+        )
+    return {
+        "accountant": "mf",
+        "epsilon": runs.claimed_epsilon(summary, "mf", KEY),
+        "sensitivity": scale,
+        "rdp_setting": setting,
+    }
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
@@ -121,27 +149,63 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     for path in inputs["summaries"]:
         s = RunSummary.read(path)
         if s.validation is None:
-            raise DPLabError(KEY, f"{path} has no validation accuracy: its dataset {s.dataset.name!r} has no "
-                                  "validation split")
+            raise DPLabError(
+                KEY,
+                f"{path} has no validation accuracy: its dataset {s.dataset.name!r} has no "
+                "validation split",
+            )
         run = s.settings
         claim = privacy(s)
-        records.append({
-            "variant": label(s), "strategy": strategy(s), "epochs": run.steps * s.batch_size / s.dataset_size,
-            "steps": run.steps, "batch_size": s.batch_size, "dataset_size": s.dataset_size,
-            "target_epsilon": run.target_epsilon if run.target_epsilon is not None else round(claim["epsilon"], 3),
-            "lr": run.lr, "seed": run.seed,
-            "noise_multiplier": s.noise_multiplier, "sensitivity": claim["sensitivity"],
-            "accountant": claim["accountant"], "epsilon": claim["epsilon"], "delta": s.delta,
-            **runs.risk_columns(s), "rdp_setting": claim["rdp_setting"],
-            "validation_accuracy": s.validation["accuracy"], "test_accuracy": s.final.test_accuracy})
+        records.append(
+            {
+                "variant": label(s),
+                "strategy": strategy(s),
+                "epochs": run.steps * s.batch_size / s.dataset_size,
+                "steps": run.steps,
+                "batch_size": s.batch_size,
+                "dataset_size": s.dataset_size,
+                "target_epsilon": run.target_epsilon
+                if run.target_epsilon is not None
+                else round(claim["epsilon"], 3),
+                "lr": run.lr,
+                "seed": run.seed,
+                "noise_multiplier": s.noise_multiplier,
+                "sensitivity": claim["sensitivity"],
+                "accountant": claim["accountant"],
+                "epsilon": claim["epsilon"],
+                "delta": s.delta,
+                **runs.risk_columns(s),
+                "rdp_setting": claim["rdp_setting"],
+                "validation_accuracy": s.validation["accuracy"],
+                "test_accuracy": s.final.test_accuracy,
+            }
+        )
     frame = pd.DataFrame(records)
     rows = []
     for _, g in frame.groupby(["variant", "epochs", "target_epsilon", "lr"], sort=False):
         first, n = g.iloc[0], len(g)
-        row = {c: first[c] for c in ("variant", "strategy", "epochs", "steps", "batch_size", "dataset_size",
-                                     "target_epsilon", "lr", "noise_multiplier", "sensitivity", "accountant",
-                                     "delta", *risk.COLUMNS, "rdp_setting")}
-        row.update(epsilon=float(g.epsilon.max()), seeds=n, seed_list=" ".join(str(v) for v in g.seed))
+        row = {
+            c: first[c]
+            for c in (
+                "variant",
+                "strategy",
+                "epochs",
+                "steps",
+                "batch_size",
+                "dataset_size",
+                "target_epsilon",
+                "lr",
+                "noise_multiplier",
+                "sensitivity",
+                "accountant",
+                "delta",
+                *risk.COLUMNS,
+                "rdp_setting",
+            )
+        }
+        row.update(
+            epsilon=float(g.epsilon.max()), seeds=n, seed_list=" ".join(str(v) for v in g.seed)
+        )
         for metric in ("validation_accuracy", "test_accuracy"):
             row[f"{metric}_mean"] = float(g[metric].mean())
             row[f"{metric}_sd"] = float(g[metric].std(ddof=1)) if n > 1 else float("nan")
@@ -151,7 +215,9 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     out["chosen"] = False
     parts = []
     for _, cell in out.groupby(["variant", "epochs", "target_epsilon"], sort=False):
-        out.loc[cell.validation_accuracy_mean.idxmax(), "chosen"] = True  # idxmax: the first of a tie
+        out.loc[cell.validation_accuracy_mean.idxmax(), "chosen"] = (
+            True  # idxmax: the first of a tie
+        )
         parts.append(_selection(cell, params))
     out = out.join(pd.concat(parts))
     out["test_gap_to_dp_sgd"] = _gaps(out)
@@ -159,19 +225,25 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
 
 
 def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
-    """``selection_epsilon`` and ``selection_note`` of one (variant, epochs, ε) cell (module doc)."""
+    """``selection_epsilon`` and ``selection_note`` of one (variant, epochs, ε) cell (module
+    doc)."""
     rdp = get("rdp")
     curves = []
     for row in cell.itertuples():
         orders, values = selection.candidate_curve(rdp, row.rdp_setting)
-        curves.append((orders, row.seeds * np.asarray(values)))  # the seeds' runs on the same records compose
+        # the seeds' runs on the same records compose: RDP adds
+        curves.append((orders, row.seeds * np.asarray(values)))
     mean = params.get("selection_mean") or len(cell)
     shape = params.get("selection_shape", 1.0)
     eps = selection.epsilon(curves, float(cell.delta.iloc[0]), mean, shape)
-    law = "Poisson" if shape == selection.POISSON else f"truncated negative binomial, shape {shape:g}"
-    note = (f"best of {len(cell)} learning rates ({int(cell.seeds.iloc[0])} seeds each) by validation accuracy, "
-            f"released after K runs, K {law}, mean {mean:g}, RDP from rdp; covers the records trained on, not the "
-            "validation records (read without noise)")
+    law = (
+        "Poisson" if shape == selection.POISSON else f"truncated negative binomial, shape {shape:g}"
+    )
+    note = (
+        f"best of {len(cell)} learning rates ({int(cell.seeds.iloc[0])} seeds each) by "
+        f"validation accuracy, released after K runs, K {law}, mean {mean:g}, RDP from rdp; "
+        "covers the records trained on, not the validation records (read without noise)"
+    )
     return pd.DataFrame({"selection_epsilon": eps, "selection_note": note}, index=cell.index)
 
 
@@ -179,7 +251,11 @@ def _gaps(table: pd.DataFrame) -> pd.Series:
     """Per chosen row: its mean test accuracy minus DP-SGD's chosen one at the same epochs and ε
     (0 for DP-SGD itself; empty for rows not chosen or without a DP-SGD point)."""
     chosen = table[table.chosen]
-    sgd = chosen[chosen.strategy == "dp_sgd"].set_index(["epochs", "target_epsilon"]).test_accuracy_mean
+    sgd = (
+        chosen[chosen.strategy == "dp_sgd"]
+        .set_index(["epochs", "target_epsilon"])
+        .test_accuracy_mean
+    )
     gaps = pd.Series(np.nan, index=table.index)
     for i, row in chosen.iterrows():
         ref = sgd.get((row.epochs, row.target_epsilon))
@@ -192,10 +268,16 @@ def crossings(chosen: pd.DataFrame) -> list[tuple[float, str, float, float]]:
     """(epochs, variant, ε below, ε above) wherever a chosen MF curve's gap to DP-SGD changes sign
     between two neighbouring ε of a panel."""
     out = []
-    for (epochs, variant), rows in chosen[chosen.strategy != "dp_sgd"].groupby(["epochs", "variant"], sort=False):
+    for (epochs, variant), rows in chosen[chosen.strategy != "dp_sgd"].groupby(
+        ["epochs", "variant"], sort=False
+    ):
         rows = rows.dropna(subset=["test_gap_to_dp_sgd"]).sort_values("target_epsilon")
         gap, eps = rows.test_gap_to_dp_sgd.to_numpy(), rows.target_epsilon.to_numpy()
-        out += [(epochs, variant, eps[i], eps[i + 1]) for i in range(len(gap) - 1) if gap[i] * gap[i + 1] < 0]
+        out += [
+            (epochs, variant, eps[i], eps[i + 1])
+            for i in range(len(gap) - 1)
+            if gap[i] * gap[i + 1] < 0
+        ]
     return out
 
 
@@ -214,23 +296,43 @@ def draw(table: pd.DataFrame):
             colour = COLOURS.get(rows.strategy.iloc[0], "#333333")
             dodge = 1.03 ** (i - (len(variants) - 1) / 2)
             x = rows.target_epsilon * dodge
-            ax.errorbar(x, rows.test_accuracy_mean, yerr=rows.test_accuracy_sd.fillna(0), marker="o", ms=4,
-                        capsize=3, color=colour, label=variant)
+            ax.errorbar(
+                x,
+                rows.test_accuracy_mean,
+                yerr=rows.test_accuracy_sd.fillna(0),
+                marker="o",
+                ms=4,
+                capsize=3,
+                color=colour,
+                label=variant,
+            )
             for xi, seeds in zip(x, rows.test_accuracy_seeds):
                 values = [float(v) for v in str(seeds).split()]
                 ax.plot([xi] * len(values), values, ".", color=colour, alpha=0.4, ms=3)
         for e, variant, lo, hi in cross:
             if e == epochs:
                 ax.axvline(np.sqrt(lo * hi), color="black", ls=":", lw=1)
-                ax.text(np.sqrt(lo * hi), ax.get_ylim()[0], f" {variant.split(',')[0]}\n crosses DP-SGD",
-                        fontsize=6.5, va="bottom")
+                ax.text(
+                    np.sqrt(lo * hi),
+                    ax.get_ylim()[0],
+                    f" {variant.split(',')[0]}\n crosses DP-SGD",
+                    fontsize=6.5,
+                    va="bottom",
+                )
         first = here.iloc[0]
-        ax.set(xscale="log", xlabel="ε (δ = 1e-6; each method's claiming accountant)",
-               title=f"{epochs:g} epoch{'s' if epochs != 1 else ''}: T = {int(first.steps)}, batch "
-                     f"{int(first.batch_size)} of {int(first.dataset_size)}")
+        ax.set(
+            xscale="log",
+            xlabel="ε (δ = 1e-6; each method's claiming accountant)",
+            title=f"{epochs:g} epoch{'s' if epochs != 1 else ''}: T = {int(first.steps)}, batch "
+            f"{int(first.batch_size)} of {int(first.dataset_size)}",
+        )
         style.plain_log_ticks(ax, "x")
-    axes[0][0].set_ylabel(f"final test accuracy, lr chosen on validation\n(mean ± sd over "
-                          f"{int(chosen.seeds.min())} seeds; dots: the seeds)")
-    axes[0][0].legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5 * len(panels), -0.16), frameon=False)
+    axes[0][0].set_ylabel(
+        f"final test accuracy, lr chosen on validation\n(mean ± sd over "
+        f"{int(chosen.seeds.min())} seeds; dots: the seeds)"
+    )
+    axes[0][0].legend(
+        fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5 * len(panels), -0.16), frameon=False
+    )
     fig.set_size_inches(max(5.0, 4.2 * len(panels)), 4.8)
     return fig

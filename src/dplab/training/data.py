@@ -74,9 +74,10 @@ def resolve_dataset(raw: dict, name: str) -> dict:
         held = validation_size(cfg, records - test)
         if held and min(held, records - test - held) < classes:
             raise DPLabError(f"datasets.{name}.validation_fraction",
-                             f"must leave at least {classes} records (one per class) on each side of the "
-                             f"{records - test} training records; got {cfg['validation_fraction']}: {held} "
-                             f"validation, {records - test - held} trained on")
+                             f"must leave at least {classes} records (one per class) on each side "
+                             f"of the {records - test} training records; got "
+                             f"{cfg['validation_fraction']}: {held} validation, "
+                             f"{records - test - held} trained on")
     return cfg
 
 
@@ -238,9 +239,9 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
         xtr, xte, ytr, yte = train_test_split(
             x, y.astype(np.int64), test_size=cfg["test_fraction"], stratify=y, random_state=cfg["seed"]
         )
-        if cfg.get("validation_fraction"):  # held out of the training images only: the test images stay
-            xtr, xva, ytr, yva = train_test_split(xtr, ytr, test_size=cfg["validation_fraction"], stratify=ytr,
-                                                  random_state=cfg["seed"])
+        if cfg.get("validation_fraction"):  # out of the training images only: the test ones stay
+            xtr, xva, ytr, yva = train_test_split(xtr, ytr, test_size=cfg["validation_fraction"],
+                                                  stratify=ytr, random_state=cfg["seed"])
             extra = {"validation_size": int(len(yva))}
         classes = 10
     elif kind in ("mnist", "fashion_mnist"):
@@ -334,7 +335,8 @@ class Dataset:
     x_test: torch.Tensor
     y_test: torch.Tensor
     info: dict
-    x_validation: torch.Tensor | None = None  #: the held-out training images (``validation_fraction``)
+    #: the held-out training images (``validation_fraction``)
+    x_validation: torch.Tensor | None = None
     y_validation: torch.Tensor | None = None
 
 
@@ -357,19 +359,18 @@ def load(folder: str | Path) -> Dataset:
                                    f"write it with `{regenerate}`")
     info = read_json(folder / "info.json", DATASET, regenerate, INFO_KEYS)
     held = "validation_size" in info
-    arrays = {split: read_npz(folder / f"{split}.npz", DATASET, names, regenerate)
-              for split, names in (("train", ("x", "y", *(("x_validation", "y_validation") if held else ()))),
-                                   ("test", ("x", "y")))}
+    names = {"train": ("x", "y", *(("x_validation", "y_validation") if held else ())),
+             "test": ("x", "y")}
+    arrays = {split: read_npz(folder / f"{split}.npz", DATASET, names[split], regenerate)
+              for split in ("train", "test")}
     if held:
         train = arrays["train"]
         arrays["validation"] = {"x": train.pop("x_validation"), "y": train.pop("y_validation")}
     _check_arrays(info, arrays, folder, regenerate)
     check_info(info, arrays["train"]["x"], str(folder / "info.json"))
-    return Dataset(
-        *(torch.from_numpy(arrays[split][a]) for split in ("train", "test") for a in ("x", "y")),
-        info,
-        *((torch.from_numpy(arrays["validation"]["x"]), torch.from_numpy(arrays["validation"]["y"])) if held else ()),
-    )
+    tensors = {split: (torch.from_numpy(a["x"]), torch.from_numpy(a["y"]))
+               for split, a in arrays.items()}
+    return Dataset(*tensors["train"], *tensors["test"], info, *tensors.get("validation", ()))
 
 
 def _check_arrays(info: dict, arrays: dict, folder: Path, regenerate: str) -> None:
@@ -383,7 +384,7 @@ def _check_arrays(info: dict, arrays: dict, folder: Path, regenerate: str) -> No
                                             "integers and config an object", regenerate)
     for split, a in arrays.items():
         x, y, size = a["x"], a["y"], info[f"{split}_size"]
-        file = "train" if split == "validation" else split  # the validation arrays live in train.npz
+        file = "train" if split == "validation" else split  # the validation arrays: in train.npz
         problem = None
         if x.dtype != np.float32 or y.dtype != np.int64:
             problem = f"holds x of {x.dtype} and y of {y.dtype}, not float32 and int64"
@@ -393,5 +394,5 @@ def _check_arrays(info: dict, arrays: dict, folder: Path, regenerate: str) -> No
         elif not (0 <= y.min() and y.max() < info["classes"]):
             problem = f"holds labels {y.min()}..{y.max()} outside 0..{info['classes'] - 1} (classes in info.json)"
         if problem is not None:
-            raise damaged(folder / f"{file}.npz", DATASET, f"{split}: {problem}" if file != split else problem,
-                          regenerate)
+            where = f"{split}: {problem}" if file != split else problem
+            raise damaged(folder / f"{file}.npz", DATASET, where, regenerate)

@@ -267,7 +267,7 @@ class _Run:
     norms: list[tuple[int, float]] = field(default_factory=list)
     counts: torch.Tensor | None = None  # individual_epsilon: (n, LEVELS + 1) steps per record and sensitivity level
     level_rdp: torch.Tensor | None = None  # individual_budget: RDP at the filter's order of one step at each level
-    validation: tuple[torch.Tensor, torch.Tensor] | None = None  # the dataset's validation split (x, y), if it has one
+    validation: tuple[torch.Tensor, torch.Tensor] | None = None  # the data's validation (x, y)
 
     @property
     def ahead(self) -> bool:

@@ -6,8 +6,9 @@ One field per key of the file, one meaning each (``dplab train --help`` lists th
 method's own entries (dp_mf: ``matrix_factorization``, ``epsilon_accountant``) are
 :attr:`RunSummary.details`, and ``individual_privacy`` is present only for a run with
 ``individual_epsilon``, ``validation`` (the final parameters' loss and accuracy on the
-dataset's validation split) only for a run on a dataset with one.  :meth:`RunSummary.write` gives the bytes of :func:`dplab.io.json_text`
-(sorted keys), so a summary read and written again is the same file.
+dataset's validation split) only for a run on a dataset with one.  :meth:`RunSummary.write`
+gives the bytes of :func:`dplab.io.json_text` (sorted keys), so a summary read and written
+again is the same file.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class RunSummary:
     note: str
     details: dict = dataclasses.field(default_factory=dict)  # the method's own entries (dp_mf)
     individual_privacy: dict | None = None  # with individual_epsilon (dplab.training.loop)
-    validation: dict | None = None  # {loss, accuracy, size} on the dataset's validation split, if it has one
+    validation: dict | None = None  # {loss, accuracy, size} on the data's validation split, if any
 
     @property
     def settings(self) -> RunSettings:
