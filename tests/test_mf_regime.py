@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import ROOT
 from dplab.accounting import selection
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.accounting.registry import get
@@ -193,3 +194,19 @@ def test_the_multi_epoch_claim_follows_the_figures_table(gaps, ours, verdict):
     assert (
         claims.verdict(row.source_value, row.ours, row.test, row.tolerance) == claims.NOT_CHECKABLE
     )
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c["grids"]["mf_regime"].pop("lrs"), "needs lrs"),
+    (lambda c: c["datasets"]["mnist5000_val"].pop("validation_fraction"), "no validation split"),
+    (lambda c: c["grids"]["mf_regime"]["variants"].pop("dp_sgd_5ep"), "must have dp_sgd and dp_mf"),
+])
+def test_the_figure_refuses_a_grid_it_cannot_choose_on_validation(change, message):
+    from dplab.config import read_config
+    from dplab.errors import DPLabError
+    from dplab.figures import mf_regime
+
+    config = read_config(ROOT / "config" / "config.yaml")
+    change(config)
+    with pytest.raises(DPLabError, match=f"figures.mf_regime.grid.*{message}"):
+        mf_regime.check(config, config["figures"]["mf_regime"])
