@@ -158,6 +158,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
         claim = privacy(s)
         records.append(
             {
+                "grid_variant": _grid_variant(run.name or ""),
                 "variant": label(s),
                 "strategy": strategy(s),
                 "epochs": run.steps * s.batch_size / s.dataset_size,
@@ -182,11 +183,13 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
         )
     frame = pd.DataFrame(records)
     rows = []
-    for _, g in frame.groupby(["variant", "epochs", "target_epsilon", "lr"], sort=False):
+    keys = ["grid_variant", "variant", "epochs", "target_epsilon", "lr"]
+    for _, g in frame.groupby(keys, sort=False):
         first, n = g.iloc[0], len(g)
         row = {
             c: first[c]
             for c in (
+                "grid_variant",
                 "variant",
                 "strategy",
                 "epochs",
@@ -214,7 +217,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     out["chosen"] = False
     parts = []
-    for _, cell in out.groupby(["variant", "epochs", "target_epsilon"], sort=False):
+    for _, cell in out.groupby(keys[:-1], sort=False):
         out.loc[cell.validation_accuracy_mean.idxmax(), "chosen"] = (
             True  # idxmax: the first of a tie
         )
@@ -222,6 +225,14 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     out = out.join(pd.concat(parts))
     out["test_gap_to_dp_sgd"] = _gaps(out)
     return out.drop(columns="rdp_setting")
+
+
+def _grid_variant(name: str) -> str:
+    """The grid's variant of a run named ``<dataset>/<model>/<variant>/…``
+    (:func:`dplab.entries.grid_runs`): runs of two variants are never pooled, even where they
+    look alike (the same label and epochs)."""
+    parts = name.split("/")
+    return parts[2] if len(parts) > 2 else name
 
 
 def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
