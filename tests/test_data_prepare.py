@@ -174,6 +174,34 @@ def test_mnist5000_split_is_stratified_seeded_and_scaled(monkeypatch):
     assert (len(other[0]["y"]), len(other[1]["y"])) == (4500, 500) and data.expected_info(other[2]["config"])["train_size"] == 4500
 
 
+def _rows(x) -> list[bytes]:
+    return sorted(row.tobytes() for row in np.asarray(x).reshape(len(x), -1))
+
+
+def test_validation_split_is_carved_from_the_training_images_only(monkeypatch, tmp_path):
+    """validation_fraction splits the training images (stratified) into the records trained on and
+    the validation ones: disjoint, together exactly the training images of the entry without it,
+    and the test images unchanged; load() returns the three splits."""
+    monkeypatch.setattr(data, "_mnist5000", _fake_mnist5000)
+    plain_train, plain_test, _ = data.prepare(data.resolve_dataset({"kind": "mnist5000"}, "m"), "m")
+    cfg = data.resolve_dataset({"kind": "mnist5000", "validation_fraction": 0.2}, "v")
+    train, test, info = data.prepare(cfg, "v")
+    fit, held = train["x"], train["x_validation"]
+    assert (info["train_size"], info["validation_size"], info["test_size"]) == (3200, 800, 1000)
+    assert data.expected_info(cfg)["train_size"] == 3200 == len(train["y"])
+    assert np.array_equal(test["x"], plain_test["x"]) and np.array_equal(test["y"], plain_test["y"])
+    # a partition of the training images
+    assert _rows(np.concatenate([fit, held])) == _rows(plain_train["x"])
+    assert not set(_rows(held)) & set(_rows(fit)) and not set(_rows(held)) & set(_rows(test["x"]))
+    assert np.array_equal(np.bincount(train["y_validation"]), [80] * 10)
+    data.write(tmp_path, train, test, info)
+    loaded = data.load(tmp_path)
+    assert np.array_equal(loaded.x_validation.numpy(), held)
+    assert np.array_equal(loaded.x_train.numpy(), fit)
+    with pytest.raises(DPLabError, match="datasets.d.validation_fraction.*one per class"):
+        data.resolve_dataset({"kind": "digits", "validation_fraction": 0.999}, "d")
+
+
 def test_fashion_mnist_reads_idx_files_from_its_path(tmp_path):
     arrays, _ = write_mnist(tmp_path / "gz", 30, 12, gz=True)
     write_mnist(tmp_path / "raw", 30, 12, gz=False)

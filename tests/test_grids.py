@@ -43,10 +43,19 @@ def test_the_schema_describes_the_run_names_the_code_makes():
 
     text = " ".join(load_schema("config")["properties"]["grids"]["description"].split())
     template = text.split("results/grids/<grid>/", 1)[1].split()[0]
-    private = {template.replace("<dataset>", "digits").replace("<model>", "logreg").replace("<variant>", v)
-               .replace("<target_epsilon>", f"{e:g}").replace("<seed>", str(s))
-               for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)}
+
+    def names(lr: str) -> set[str]:
+        return {template.replace("<dataset>", "digits").replace("<model>", "logreg")
+                .replace("<variant>", v).replace("<target_epsilon>", f"{e:g}")
+                .replace("[/lr<lr>]", lr).replace("<seed>", str(s))
+                for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)}
+
+    private = names("")
     assert set(entries.grid_runs(config_with_grid(), "mini")) == private
+    tried = entries.grid_runs(config_with_grid({**GRID, "lrs": [0.25, 2]}), "mini")
+    assert set(tried) == names("/lr0.25") | names("/lr2")  # with lrs: every run once per lr
+    # the grid's lr replaces the variant's (dp_gd's 1.0)
+    assert {(item["lr"], item["run"]["lr"]) for item in tried.values()} == {(0.25, 0.25), (2, 2)}
     sigma = {**copy.deepcopy(GRID), "target_epsilon": None}
     sigma["base"]["noise_multiplier"] = 2.0
     sigma.pop("target_epsilon")

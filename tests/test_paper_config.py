@@ -81,7 +81,8 @@ def test_paper_config_holds_tramer_and_boneh_s_fashion_mnist_benchmark(capsys):
 def test_smoke_scale_keeps_every_rule_dataset_kind_and_figure_and_only_shrinks():
     paper, smoke = load("paper.yaml"), load("paper.yaml", "paper-smoke.yaml")
     assert set(smoke["figures"]) == set(FIGURE_IDS)
-    assert {d["kind"] for d in smoke["datasets"].values()} == {"digits", "mnist", "synthetic", "fashion_mnist"}
+    kinds = {"digits", "mnist", "mnist5000", "synthetic", "fashion_mnist"}  # mnist5000: figure mf_regime's
+    assert {d["kind"] for d in smoke["datasets"].values()} == kinds
     for key in ("runs", "grids", "sweeps", "audits", "datasets"):
         assert set(smoke[key]) == set(paper[key]), key
     for name, entry in smoke["runs"].items():  # same method, model, privacy target; fewer steps

@@ -8,6 +8,8 @@ live in :mod:`dplab.config`, the jobs made of these entries in :mod:`dplab.jobs`
 
 from __future__ import annotations
 
+from itertools import product
+
 from dplab.layout import model_folder, model_path, training_files
 from dplab.schemas import load_schema
 
@@ -28,32 +30,35 @@ def audit_entry(config: dict, name: str) -> dict:
 
 
 def grid_runs(config: dict, grid: str) -> dict[str, dict]:
-    """Every run of ``grid``: name -> {"variant": …, "epsilon": …, "seed": …, "run": the run
-    entry (keys of base, then of the variant, then target_epsilon and seed)}.
+    """Every run of ``grid``: name -> {"variant": …, "epsilon": …, "lr": …, "seed": …, "run": the
+    run entry (keys of base, then of the variant, then target_epsilon, lr and seed)}.
 
     The name is the run's folder under results/grids/<grid>/:
-    ``<dataset>/<model>/<variant>/eps<ε>/seed<s>`` (``<model>``: :func:`dplab.layout.model_folder`;
-    ``sigma<σ>`` when σ is given instead of a
-    target ε, ``nonprivate`` for sgd).  Variants are usually named after their method."""
+    ``<dataset>/<model>/<variant>/eps<ε>[/lr<η>]/seed<s>`` (``<model>``:
+    :func:`dplab.layout.model_folder`; ``sigma<σ>`` when σ is given instead of a target ε,
+    ``nonprivate`` for sgd; ``lr<η>`` only in a grid with ``lrs``, the learning rates each variant
+    is tried at).  Variants are usually named after their method."""
     defaults = load_schema("run")["properties"]
     spec = config["grids"][grid]
     runs = {}
     for variant, keys in spec["variants"].items():
-        for epsilon in spec.get("target_epsilon") or [None]:
-            for seed in spec["seeds"]:
-                entry = {**spec["base"], **keys, "seed": seed}
-                if epsilon is not None:
-                    entry.update(target_epsilon=epsilon, noise_multiplier=None)
-                    privacy = f"eps{epsilon:g}"
-                elif entry.get("noise_multiplier") is not None:
-                    privacy = f"sigma{entry['noise_multiplier']:g}"
-                else:
-                    privacy = "nonprivate"
-                dataset = entry.get("dataset", defaults["dataset"]["default"])
-                model = entry.get("model", defaults["model"]["default"])
-                name = f"{dataset}/{model_folder(model)}/{variant}/{privacy}/seed{seed}"
-                entry["name"] = name
-                runs[name] = {"variant": variant, "epsilon": epsilon, "seed": seed, "run": entry}
+        axes = (spec.get("target_epsilon") or [None], spec.get("lrs") or [None], spec["seeds"])
+        for epsilon, lr, seed in product(*axes):
+            entry = {**spec["base"], **keys, **({"lr": lr} if lr is not None else {}), "seed": seed}
+            if epsilon is not None:
+                entry.update(target_epsilon=epsilon, noise_multiplier=None)
+                privacy = f"eps{epsilon:g}"
+            elif entry.get("noise_multiplier") is not None:
+                privacy = f"sigma{entry['noise_multiplier']:g}"
+            else:
+                privacy = "nonprivate"
+            dataset = entry.get("dataset", defaults["dataset"]["default"])
+            model = entry.get("model", defaults["model"]["default"])
+            tried = f"/lr{lr:g}" if lr is not None else ""
+            name = f"{dataset}/{model_folder(model)}/{variant}/{privacy}{tried}/seed{seed}"
+            entry["name"] = name
+            runs[name] = {"variant": variant, "epsilon": epsilon, "lr": lr, "seed": seed,
+                          "run": entry}
     return runs
 
 

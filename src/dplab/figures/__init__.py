@@ -40,6 +40,7 @@ FIGURE_IDS = (
     "hidden_state_gain",
     "privacy_utility",
     "mf_vs_dpsgd",
+    "mf_regime",
     "mf_structure",
     "mf_scale",
     "tightness_audit",

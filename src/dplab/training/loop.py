@@ -318,6 +318,8 @@ class _Context:
     fingerprint: str
     #: individual_budget: RDP at the filter's order of one step at each level
     level_rdp: torch.Tensor | None = None
+    #: the data's validation split (x, y) on the device, if it has one
+    validation: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def ahead(self) -> bool:
@@ -468,6 +470,9 @@ def _setup(
         env=env,
         fingerprint=checkpoint.fingerprint(dict(settings.record), info, env, first.code),
         level_rdp=level_rdp,
+        validation=None
+        if data.x_validation is None
+        else (data.x_validation.to(device), data.y_validation.to(device)),
     )
     counts = None
     if settings.individual_epsilon:
@@ -652,6 +657,11 @@ def _write(run: _Run, out: Path) -> RunSummary:
         eps = individual.epsilons(c.claim.setting, st.counts.cpu().numpy(), c.settings.delta)
         files[out / "individual_epsilon.csv"] = text_file(_individual_csv(eps, c.y_train.cpu()))
         summary = dataclasses.replace(summary, individual_privacy=_individual_summary(run, eps))
+    if c.validation is not None:
+        loss, accuracy = evaluate(c.model, st.params, *c.validation)
+        summary = dataclasses.replace(
+            summary, validation={"loss": loss, "accuracy": accuracy, "size": len(c.validation[1])}
+        )
     files[out / "metrics.json"] = text_file(json_text(metrics(summary)))
     files[out / "summary.json"] = text_file(summary.text())
     atomic_writes(files)

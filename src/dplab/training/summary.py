@@ -5,8 +5,10 @@
 One field per key of the file, one meaning each (``dplab train --help`` lists them); the
 method's own entries (dp_mf: ``matrix_factorization``, ``epsilon_accountant``) are
 :attr:`RunSummary.details`, and ``individual_privacy`` is present only for a run with
-``individual_epsilon``.  :meth:`RunSummary.write` gives the bytes of :func:`dplab.io.json_text`
-(sorted keys), so a summary read and written again is the same file.
+``individual_epsilon``, ``validation`` (the final parameters' loss and accuracy on the
+dataset's validation split) only for a run on a dataset with one.  :meth:`RunSummary.write`
+gives the bytes of :func:`dplab.io.json_text` (sorted keys), so a summary read and written
+again is the same file.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ class DatasetInfo:
     classes: int
 
 
+#: the keys a summary.json holds only where they apply
+OPTIONAL = ("individual_privacy", "validation")
+
+
 @dataclass(frozen=True)
 class RunSummary:
     run: dict  # the resolved run (dplab.training.resolve.resolve_run), as the checkpoint fingerprint hashes it
@@ -75,6 +81,7 @@ class RunSummary:
     note: str
     details: dict = dataclasses.field(default_factory=dict)  # the method's own entries (dp_mf)
     individual_privacy: dict | None = None  # with individual_epsilon (dplab.training.loop)
+    validation: dict | None = None  # {loss, accuracy, size} on the data's validation split, if any
 
     @property
     def settings(self) -> RunSettings:
@@ -88,7 +95,7 @@ class RunSummary:
             value = getattr(self, f.name)
             if f.name == "details":
                 out.update(value)
-            elif f.name == "individual_privacy":
+            elif f.name in OPTIONAL:
                 if value is not None:
                     out[f.name] = value
             else:
@@ -129,4 +136,4 @@ class RunSummary:
 
 
 #: the keys every summary.json holds (all of :class:`RunSummary`'s but its optional ones)
-KEYS = tuple(f.name for f in dataclasses.fields(RunSummary) if f.name not in ("details", "individual_privacy"))
+KEYS = tuple(f.name for f in dataclasses.fields(RunSummary) if f.name not in ("details", *OPTIONAL))
