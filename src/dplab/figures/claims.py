@@ -552,8 +552,21 @@ def mf_regime_claims(res: Results) -> list[Claim]:
         why = (f"the best DP-MF strategy's test accuracy minus DP-SGD's is {ours:+.3f} at "
                f"ε = {eps:g}, {epochs:g} epochs (and {gaps.max():+.3f} at ε = {best_eps:g}, "
                f"{best_epochs:g} epochs)")
-    return [C004("§4.3", statement, 0.0, ours, "≥", 0.05, False, path, regenerate(path), why,
-                 why_not)]
+    return [
+        C004(
+            section="§4.3",
+            statement=statement,
+            source_value=0.0,
+            ours=ours,
+            test="≥",
+            tolerance=0.05,
+            relative=False,
+            result_file=path,
+            command=regenerate(path),
+            why_differs=why,
+            why_not=why_not,
+        )
+    ]
 
 
 #: the FPR at which a source paper's (ε, δ) is read as an attack risk (one of dplab.accounting.risk.FPRS)

@@ -100,13 +100,13 @@ def strategy(summary: RunSummary) -> str:
 
 def label(summary: RunSummary) -> str:
     """How the legend names a run's method and sampler."""
-    run = summary.settings
-    if run.strategy is None:
+    key = summary.settings.method_key
+    if key("strategy") is None:
         return f"DP-SGD, {summary.sampling} q = {summary.batch_size}/{summary.dataset_size}"
     sampler = summary.details["matrix_factorization"]["sampler"]
-    if run.strategy == "blt":
-        return f"DP-MF BLT ({run.buffers} buffers), min_separation b = {sampler['min_separation']}"
-    return f"DP-MF banded Toeplitz ({run.bands} bands), cyclic Poisson b = {sampler['partitions']}"
+    if key("strategy") == "blt":
+        return f"DP-MF BLT ({key('buffers')} buffers), min_separation b = {sampler['min_separation']}"
+    return f"DP-MF banded Toeplitz ({key('bands')} bands), cyclic Poisson b = {sampler['partitions']}"
 
 
 def privacy(summary: RunSummary) -> dict:
