@@ -34,7 +34,6 @@ from dplab.accounting import pld_curve, pld_tilted, rdp_conversion
 from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
 from dplab.accounting.base import SIGMA_MAX, Accountant
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
-from dplab.accounting.registry import register
 from dplab.accounting.roots import bisect
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError
@@ -96,7 +95,6 @@ class _DpAccountingAdapter(Accountant):
             raise self.fail("batch_size", "sampling without replacement needs batch_size and dataset_size")
 
 
-@register
 class RdpAccountant(_DpAccountingAdapter):
     """Rényi DP of the sampled Gaussian (Mironov, Talwar & Zhang 2019; 000 §V), composed
     additively over T and converted to (ε, δ) with dp_accounting's improved conversion."""
@@ -209,7 +207,6 @@ class GaussianGuess:
         return eps if floor is None else np.maximum(eps, floor)
 
 
-@register
 class PldAccountant(_DpAccountingAdapter):
     """Tight privacy-loss-distribution accounting (Doroshenko et al. 2022), via dp_accounting.
 
