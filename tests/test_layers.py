@@ -27,7 +27,7 @@ LAYERS = (
     ("training", ("dplab.training.*",)),
     ("audit", ("dplab.audit.*",)),
     ("figures", ("dplab.figures.*",)),
-    ("config", ("dplab.config", "dplab.jobs", "dplab.dvc_yaml")),
+    ("config", ("dplab.config", "dplab.jobs", "dplab.dvc_yaml", "dplab.registries")),
     ("commands", ("dplab.commands.*", "dplab.cli")),
 )
 
