@@ -50,7 +50,8 @@ from dplab.training.methods import METHODS
 from dplab.training.models import MODELS
 get("rdp"), list(METHODS.values()), MODELS["logreg"]
 t2 = time.process_time()
-dplab.cli.main(["train", "--run-json", sys.argv[1], "--data", sys.argv[2], "--out", sys.argv[3], "--threads", "1"])
+dplab.cli.main(["train", "--run-json", sys.argv[1], "--data", sys.argv[2], "--out", sys.argv[3],
+                "--threads", "1"])
 t3 = time.process_time()
 print(json.dumps({"floor": t1 - t0, "dplab imports": t2 - t1, "run": t3 - t2}))
 """
@@ -98,14 +99,15 @@ def main() -> int:
                 best[name] = (min(wall, least[0]), min(cpu, least[1]))
             if out.exists():
                 shutil.rmtree(out)
-            split = subprocess.run([sys.executable, "-c", SPLIT, json.dumps(RUN), str(data), str(out)],
-                                   check=True, capture_output=True, text=True).stdout.splitlines()[-1]
-            parts = {k: min(v, parts.get(k, v)) for k, v in json.loads(split).items()}
+            split = subprocess.run([sys.executable, "-c", SPLIT, json.dumps(RUN), str(data),
+                                    str(out)], check=True, capture_output=True, text=True).stdout
+            for part, cpu in json.loads(split.splitlines()[-1]).items():
+                parts[part] = min(cpu, parts.get(part, cpu))
     torch_wall, torch_cpu = best["import torch"]
     for name, (wall, cpu) in best.items():
         print(json.dumps({"command": name, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                           "wall_ratio": round(wall / torch_wall, 3), "cpu_ratio": round(cpu / torch_cpu, 3)}))
-    print(json.dumps({"split of dplab train (1 step), cpu_s": {k: round(v, 3) for k, v in parts.items()},
+    print(json.dumps({"split of 1-step train, cpu_s": {k: round(v, 3) for k, v in parts.items()},
                       "cpu_ratio": {k: round(v / torch_cpu, 3) for k, v in parts.items()}}))
     print(json.dumps({"rounds": args.rounds, "cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2)}))
     return 0

@@ -125,8 +125,8 @@ def test_each_dvc_stage_depends_on_the_module_of_its_command_and_the_schemas(com
         if f"--config {CONFIG}" in stage["cmd"]:
             assert all(covers(stage["deps"], f"src/dplab/schemas/{s}.schema.yaml") for s in ("config", "run", "dataset"))
         if name.startswith("train-"):
-            assert all(covers(stage["deps"], module_file(m)) for m in ("dplab.mf.noise", "dplab.mf.factorizations",
-                                                                 *accountant_modules))
+            needed = ("dplab.mf.noise", "dplab.mf.factorizations", *accountant_modules)
+            assert all(covers(stage["deps"], module_file(m)) for m in needed)
         if name.startswith("figure_table-"):
             assert all(covers(stage["deps"], module_file(f"dplab.figures.{f}")) for f in FIGURES)
 

@@ -113,6 +113,8 @@ def test_architecture_doc_shows_the_same_layers():
     assert rows == [name for name, _ in LAYERS] + ["rules"]
 
 
+#: a registry whose table names a module (a plug-in loaded when its entry is first used)
+TABLE_LINE = "from dplab.registry import Registry\nR = Registry('x', {'m': 'dplab.cli:main'})"
 #: each kind of upward import planted at the end of dplab.accounting.base (one line or a few of
 #: code), and the module it imports
 PLANTS = {
@@ -131,8 +133,7 @@ PLANTS = {
                           "dplab.cli"),
     "plug-in list": ("import importlib\nNAMES = ('dplab.cli',)\nfor _name in NAMES:\n    importlib.import_module(_name)",
                      "dplab.cli"),
-    "registry table line": ("from dplab.registry import Registry\nR = Registry('x', {'m': 'dplab.cli:main'})",
-                            "dplab.cli"),
+    "registry table line": (TABLE_LINE, "dplab.cli"),
     "in a function": ("def f():\n    from dplab import dvc_yaml", "dplab.dvc_yaml"),
     "TYPE_CHECKING": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from dplab.cli import main", "dplab.cli"),
     "typing.TYPE_CHECKING": ("import typing\nif typing.TYPE_CHECKING:\n    import dplab.config", "dplab.config"),
@@ -210,10 +211,11 @@ def test_a_planted_cycle_is_caught(package):
 def test_a_registry_table_line_is_a_plug_in_not_an_import_at_load(package):
     """A module building a lazy Registry loads each module its table names when the entry is used:
     a plug-in in the whole graph (DVC stages depend on it), not an import that loading it runs."""
-    code = "from dplab.registry import Registry\nR = Registry('x', {'m': 'dplab.cli:main'})"
     path = imports.modules(package)["dplab.accounting.base"]
-    path.write_text(path.read_text() + "\n" + code + "\n")
-    known = set(GRAPH)
-    assert "dplab.cli" in imports.module_imports("dplab.accounting.base", path, known)
-    assert "dplab.cli" not in imports.module_imports("dplab.accounting.base", path, known, plugins=False)
-    assert "dplab.cli" not in imports.module_imports("dplab.accounting.base", path, known, runs=())
+    path.write_text(path.read_text() + "\n" + TABLE_LINE + "\n")
+
+    def read(**how) -> set[str]:
+        return imports.module_imports("dplab.accounting.base", path, set(GRAPH), **how)
+
+    assert "dplab.cli" in read()
+    assert "dplab.cli" not in read(plugins=False) and "dplab.cli" not in read(runs=())

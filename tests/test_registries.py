@@ -26,8 +26,9 @@ def test_the_schemas_generated_lists_are_the_registries_names():
     found = registries.registries()
     for path in sorted((PACKAGE / "schemas").glob("*.schema.yaml")):
         text = path.read_text()
-        assert registries.schema_text(text, found) == text, f"{path.name}: run python -m dplab.registries"
-    assert registries.MARK.search((PACKAGE / "schemas/run.schema.yaml").read_text())["kind"] == "models"
+        assert registries.schema_text(text, found) == text, path.name  # python -m dplab.registries
+    run_schema = (PACKAGE / "schemas/run.schema.yaml").read_text()
+    assert registries.MARK.search(run_schema)["kind"] == "models"
 
 
 def test_a_marked_schema_line_takes_its_registrys_names():
@@ -50,7 +51,8 @@ def test_every_entry_loads_an_object_of_its_kind_under_its_name():
 
     assert all(isinstance(METHODS[n], Method) and METHODS[n].name == n for n in METHODS)
     assert all(isinstance(MODELS[n], Model) and MODELS[n].name == n for n in MODELS)
-    assert all(isinstance(FIGURES[n], Figure) and FIGURES[n].__name__.endswith("." + n) for n in FIGURES)
+    assert all(isinstance(FIGURES[n], Figure) and FIGURES[n].__name__ == f"dplab.figures.{n}"
+               for n in FIGURES)
 
 
 def test_every_accountant_class_of_the_package_is_registered():
@@ -62,8 +64,8 @@ def test_every_accountant_class_of_the_package_is_registered():
     modules = {target.partition(":")[0] for target in ACCOUNTANTS.entries.values()}
     for module in sorted(modules):
         for _, cls in inspect.getmembers(importlib.import_module(module), inspect.isclass):
-            if (issubclass(cls, Accountant) and cls.__module__ == module and not inspect.isabstract(cls)
-                    and not cls.__name__.startswith("_")):
+            concrete = not inspect.isabstract(cls) and not cls.__name__.startswith("_")
+            if issubclass(cls, Accountant) and cls.__module__ == module and concrete:
                 assert cls in registered, f"{module}.{cls.__name__} is in no line of ACCOUNTANTS"
 
 
@@ -73,14 +75,16 @@ from dplab.accounting import get, names
 names()
 listed = [m for m in sys.modules if m.startswith("dplab.accounting.")]
 get("naive")
-print(json.dumps({"listed": listed, "after": [m for m in sys.modules if m.startswith("dplab.accounting.")]}))
+after = [m for m in sys.modules if m.startswith("dplab.accounting.")]
+print(json.dumps({"listed": listed, "after": after}))
 """
 
 
 def test_a_lookup_imports_only_its_entrys_module():
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
     seen = json.loads(out.stdout)
     assert "dplab.accounting.composition" not in seen["listed"]
     new = set(seen["after"]) - set(seen["listed"])
-    assert "dplab.accounting.composition" in new and "dplab.accounting.dp_accounting_adapters" not in new
+    assert "dplab.accounting.composition" in new
+    assert "dplab.accounting.dp_accounting_adapters" not in new

@@ -101,9 +101,9 @@ class _Reader:
 
     def _declares(self, flag: str) -> bool:
         """Whether the module sets ``flag = True`` at its top."""
-        return any(isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [flag]
-                   and isinstance(node.value, ast.Constant) and node.value.value is True
-                   for node in self.tree.body)
+        return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                   and [getattr(t, "id", None) for t in node.targets] == [flag]
+                   and node.value.value is True for node in self.tree.body)
 
     def fail(self, node: ast.AST, what: str) -> UnreadableImport:
         return UnreadableImport(f"{self.path}:{node.lineno}: {what}")
@@ -132,7 +132,7 @@ class _Reader:
         return found & ours, plugins & ours
 
     def _table_entries(self) -> set[str]:
-        """The modules that the registry tables of this module name (``"a.b:object"``, ``"a.b"``)."""
+        """The modules this module's registry tables name (``"a.b:object"``, ``"a.b"``)."""
         return {node.value.partition(":")[0] for node in ast.walk(self.tree)
                 if isinstance(node, ast.Constant) and isinstance(node.value, str)
                 and node.value.partition(":")[0] in self.known}

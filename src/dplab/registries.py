@@ -19,7 +19,8 @@ from dplab.registry import Registry
 PACKAGE = Path(__file__).resolve().parent
 DOC = PACKAGE.parents[1] / "docs" / "registries.md"
 #: a schema line whose list a registry writes: ``… [a, b] … # generated: KIND``
-MARK = re.compile(r"^(?P<head>[^#\n]*?)\[[^\]\n]*\](?P<tail>[^#\n]*# generated: (?P<kind>\w+))$", re.M)
+MARK = re.compile(r"^(?P<head>[^#\n]*?)\[[^\]\n]*\](?P<tail>[^#\n]*# generated: (?P<kind>\w+))$",
+                  re.M)
 BEGIN, END = "<!-- registries: begin (python -m dplab.registries) -->\n", "<!-- registries: end -->"
 
 
@@ -66,8 +67,8 @@ def doc_table(found: dict[str, Registry] | None = None) -> str:
         rows = [f"### {kind}\n", f"| name | {' | '.join(COLUMNS[kind])} | module |",
                 "|" + " --- |" * (len(COLUMNS[kind]) + 2)]
         for name in registry:
-            entry = (get(name) if kind == "accountants" else registry.meta[name] if kind == "estimators"
-                     else registry[name])
+            entry = (get(name) if kind == "accountants"
+                     else registry.meta[name] if kind == "estimators" else registry[name])
             cells = [cell.replace("|", "\\|") for cell in _row(kind, name, entry)]
             rows.append(f"| `{name}` | {' | '.join(cells)} | `{registry.entries[name]}` |")
         parts.append("\n".join(rows) + "\n")

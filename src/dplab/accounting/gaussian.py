@@ -295,4 +295,5 @@ class GaussianCalibration(Accountant):
 
 
 #: one accountant per calibration (:data:`dplab.accounting.registry.ACCOUNTANTS` names each)
-GAUSSIAN_CLASSIC, GAUSSIAN_SIMPLE, GAUSSIAN_PEI, GAUSSIAN_ANALYTIC = map(GaussianCalibration, CALIBRATIONS)
+GAUSSIAN_CLASSIC, GAUSSIAN_SIMPLE, GAUSSIAN_PEI, GAUSSIAN_ANALYTIC = (
+    GaussianCalibration(entry) for entry in CALIBRATIONS)
