@@ -42,10 +42,10 @@ def schema_text(text: str, found: dict[str, Registry] | None = None) -> str:
     return MARK.sub(lambda m: f"{m['head']}[{', '.join(found[m['kind']])}]{m['tail']}", text)
 
 
-def _row(kind: str, name: str, entry) -> list[str]:
+def _row(kind: str, registry: Registry, name: str, entry) -> list[str]:
     """What an entry says of itself, per kind: the columns of its docs table."""
     if kind == "accountants":
-        return [entry.bound, entry.source]
+        return [entry.bound, registry.meta.get(name, {}).get("colour", "-"), entry.source]
     if kind in ("methods", "models"):
         return [entry.display, entry.source]
     if kind == "figures":
@@ -53,7 +53,7 @@ def _row(kind: str, name: str, entry) -> list[str]:
     return [", ".join(need for need, yes in entry.items() if yes) or "-"]
 
 
-COLUMNS = {"accountants": ["bound", "source"], "methods": ["display", "source"],
+COLUMNS = {"accountants": ["bound", "colour", "source"], "methods": ["display", "source"],
            "models": ["display", "source"], "figures": ["title", "source"], "estimators": ["needs"]}
 
 
@@ -69,7 +69,7 @@ def doc_table(found: dict[str, Registry] | None = None) -> str:
         for name in registry:
             entry = (get(name) if kind == "accountants"
                      else registry.meta[name] if kind == "estimators" else registry[name])
-            cells = [cell.replace("|", "\\|") for cell in _row(kind, name, entry)]
+            cells = [cell.replace("|", "\\|") for cell in _row(kind, registry, name, entry)]
             rows.append(f"| `{name}` | {' | '.join(cells)} | `{registry.entries[name]}` |")
         parts.append("\n".join(rows) + "\n")
     return "\n".join(parts)

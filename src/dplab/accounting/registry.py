@@ -11,7 +11,7 @@ from dplab.accounting.base import Accountant
 from dplab.errors import DPLabError
 from dplab.registry import Registry
 
-#: name -> its class (or instance), in the order `dplab accountants` lists them
+#: name -> its class (or instance), in the order `dplab accountants` lists them, with its colour
 ACCOUNTANTS = Registry("accountant", {
     "naive": "dplab.accounting.composition:NaiveComposition",
     "advanced": "dplab.accounting.composition:AdvancedComposition",
@@ -34,6 +34,24 @@ ACCOUNTANTS = Registry("accountant", {
     "balls_in_bins": "dplab.accounting.balls_in_bins:BallsInBins",
     "shuffle_lower": "dplab.accounting.shuffle_lower:ShuffleLower",
     "balls_in_bins_lower": "dplab.accounting.shuffle_lower:BallsInBinsLower",
+}, meta={  # display: a fixed colour per accountant in every figure (dplab.figures.style.colour)
+    "naive": {"colour": "#8c564b"},
+    "advanced": {"colour": "#d62728"},
+    "kairouz": {"colour": "#ff7f0e"},
+    "moments": {"colour": "#bcbd22"},
+    "rdp": {"colour": "#1f77b4"},
+    "rdp_closed_form": {"colour": "#17becf"},
+    "pld": {"colour": "#000000"},
+    "pabi": {"colour": "#9467bd"},
+    "langevin": {"colour": "#2ca02c"},
+    "ye_shokri": {"colour": "#e377c2"},
+    "asoodeh_projected": {"colour": "#7f7f7f"},
+    "asoodeh_regularized": {"colour": "#393b79"},
+    "fixed_batches": {"colour": "#a63603"},
+    "shuffle_lower": {"colour": "#fd8d3c"},
+    "balls_in_bins": {"colour": "#31a354"},
+    "balls_in_bins_lower": {"colour": "#31a354"},
+    "as_if_poisson": {"colour": "#000000"},
 })
 
 _INSTANCES: dict[str, Accountant] = {}
