@@ -13,6 +13,9 @@ measure less disturbed by other processes) over the rounds, and their ratios to 
 
 ``--baseline-src DIR`` adds the same 1-step train run with ``PYTHONPATH=DIR`` (another commit's
 ``src``, e.g. from ``git archive``), interleaved with the others: before and after under one load.
+It also splits the 1-step train's CPU time in one process (least of the rounds, each part on its
+own): the floor (``import torch, dp_accounting, scipy.optimize``), the imports of ``dplab`` beyond
+it, and the run itself (σ calibrated for the target ε, one step, ε, the files written).
 """
 
 from __future__ import annotations
@@ -35,6 +38,23 @@ RUN = {"accountant": "rdp", "accountants": ["rdp"], "batch_size": 50, "clip": 3.
        "name": "synthetic/logreg/dp_sgd/eps2/seed0", "noise_multiplier": None, "seed": 0, "steps": 1,
        "target_epsilon": 2}
 DPLAB = [sys.executable, "-m", "dplab.cli"]
+#: the 1-step train in one process, printing the CPU seconds of its three parts as JSON
+SPLIT = """
+import json, sys, time
+t0 = time.process_time()
+import torch, dp_accounting, scipy.optimize
+t1 = time.process_time()
+import dplab.cli, dplab.commands.train, dplab.training.loop, dplab.training.resolve
+from dplab.accounting.registry import get
+from dplab.training.methods import METHODS
+from dplab.training.models import MODELS
+get("rdp"), list(METHODS.values()), MODELS["logreg"]
+t2 = time.process_time()
+dplab.cli.main(["train", "--run-json", sys.argv[1], "--data", sys.argv[2], "--out", sys.argv[3],
+                "--threads", "1"])
+t3 = time.process_time()
+print(json.dumps({"floor": t1 - t0, "dplab imports": t2 - t1, "run": t3 - t2}))
+"""
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
@@ -69,6 +89,7 @@ def main() -> int:
             commands["dplab train (1 step), baseline"] = commands["dplab train (1 step)"]
             envs["dplab train (1 step), baseline"] = {**os.environ, "PYTHONPATH": args.baseline_src}
         best: dict[str, tuple[float, float]] = {}
+        parts: dict[str, float] = {}
         for _ in range(args.rounds):
             for name, cmd in commands.items():
                 if out.exists():
@@ -76,10 +97,18 @@ def main() -> int:
                 wall, cpu = timed(cmd, envs[name])
                 least = best.get(name, (wall, cpu))
                 best[name] = (min(wall, least[0]), min(cpu, least[1]))
+            if out.exists():
+                shutil.rmtree(out)
+            split = subprocess.run([sys.executable, "-c", SPLIT, json.dumps(RUN), str(data),
+                                    str(out)], check=True, capture_output=True, text=True).stdout
+            for part, cpu in json.loads(split.splitlines()[-1]).items():
+                parts[part] = min(cpu, parts.get(part, cpu))
     torch_wall, torch_cpu = best["import torch"]
     for name, (wall, cpu) in best.items():
         print(json.dumps({"command": name, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                           "wall_ratio": round(wall / torch_wall, 3), "cpu_ratio": round(cpu / torch_cpu, 3)}))
+    print(json.dumps({"split of 1-step train, cpu_s": {k: round(v, 3) for k, v in parts.items()},
+                      "cpu_ratio": {k: round(v / torch_cpu, 3) for k, v in parts.items()}}))
     print(json.dumps({"rounds": args.rounds, "cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2)}))
     return 0
 

@@ -15,13 +15,13 @@ import pytest
 from conftest import ROOT, SMALL_FIGURES
 from dplab.config import load_config
 from dplab.errors import DPLabError
-from dplab.figures import FIGURE_IDS, Figure, figure, input_args, input_files, parse_input_args
+from dplab.figures import FIGURES, Figure, figure, input_args, input_files, parse_input_args
 
 SIGNATURES = {"check": ["config", "params"], "inputs": ["config", "params"], "table": ["inputs", "params"],
               "draw": ["table"]}
 
 
-@pytest.mark.parametrize("figure_id", FIGURE_IDS)
+@pytest.mark.parametrize("figure_id", FIGURES)
 def test_every_figure_implements_the_protocol(figure_id):
     module = figure(figure_id)
     assert isinstance(module, Figure), figure_id
@@ -51,11 +51,11 @@ def test_a_module_without_a_caption_is_not_a_figure():
 def paper():
     """config/paper.yaml draws every figure."""
     config = load_config(ROOT / "config" / "paper.yaml")
-    assert set(config["figures"]) == set(FIGURE_IDS)
+    assert set(config["figures"]) == set(FIGURES)
     return config
 
 
-@pytest.mark.parametrize("figure_id", FIGURE_IDS)
+@pytest.mark.parametrize("figure_id", FIGURES)
 def test_inputs_are_the_declared_names_and_survive_the_command_line(paper, figure_id):
     """``inputs`` gives exactly the names and kinds of ``INPUTS``; encoded as ``--inputs NAME=PATH``
     and parsed back, the same mapping (a list of one file stays a list)."""
@@ -97,14 +97,14 @@ def test_readme_lists_every_figure_once_and_describes_none():
     section = readme.split("\n## Figures\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| [")]
     listed = [m for row in rows for m in re.findall(r"\[(\w+)\]\(src/dplab/figures/\1\.py\)", row.split(" | ")[0])]
-    assert sorted(listed) == sorted(FIGURE_IDS)
+    assert sorted(listed) == sorted(FIGURES)
     assert all(len(row.strip("|").split(" | ")) == 3 for row in rows)  # id, default settings, paper settings
 
 
 def test_the_report_template_holds_no_caption():
     template = (ROOT / "workflow" / "report" / "figure.rst").read_text()
     assert "snakemake.params.caption" in template
-    for figure_id in FIGURE_IDS:
+    for figure_id in FIGURES:
         assert figure(figure_id).CAPTION[:40] not in template
 
 

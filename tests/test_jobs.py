@@ -124,9 +124,8 @@ def test_planning_and_writing_dvc_yaml_resolve_each_run_once(monkeypatch):
 
 
 def test_a_figure_of_the_registry_becomes_its_two_jobs_with_no_other_edit(monkeypatch):
-    """A figure added to the registry and named in the config's `figures` is a table job and a
-    figure job (rule wildcard pattern included) and two DVC stages."""
-    import dplab.config
+    """A figure added to the registry (one line of its table) and named in the config's `figures`
+    is a table job and a figure job (rule wildcard pattern included) and two DVC stages."""
     import dplab.figures
     from dplab import dvc_yaml, layout
 
@@ -134,9 +133,7 @@ def test_a_figure_of_the_registry_becomes_its_two_jobs_with_no_other_edit(monkey
     fake.TITLE, fake.SOURCE, fake.CAPTION, fake.INPUTS = "new", "new", "a new figure", {"summary": str}
     fake.check = lambda config, params: None
     fake.inputs = lambda config, params: {"summary": layout.run_files(params["run"])["summary"]}
-    ids = (*dplab.figures.FIGURE_IDS, "new_figure")
-    monkeypatch.setattr(dplab.figures, "FIGURE_IDS", ids)
-    monkeypatch.setattr(dplab.config, "FIGURE_IDS", ids)
+    monkeypatch.setitem(dplab.figures.FIGURES.entries, "new_figure", "dplab.figures.new_figure")
     monkeypatch.setitem(sys.modules, "dplab.figures.new_figure", fake)
     config = read_config(ROOT / CONFIG)
     config["figures"]["new_figure"] = {"run": "dp_sgd"}

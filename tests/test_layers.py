@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #: the package ``pkg`` and every module below it.  A module matching no entry, or two, is an error.
 LAYERS = (
     ("core", ("dplab", "dplab.errors", "dplab.units", "dplab.io", "dplab.inputs", "dplab.progress", "dplab.provenance", "dplab.philox", "dplab.tables",
-              "dplab.validate", "dplab.citations", "dplab.imports")),
+              "dplab.validate", "dplab.citations", "dplab.imports", "dplab.registry")),
     ("layout", ("dplab.layout",)),
     ("schemas", ("dplab.schemas.*", "dplab.entries")),
     ("accounting", ("dplab.accounting.*",)),
@@ -27,7 +27,7 @@ LAYERS = (
     ("training", ("dplab.training.*",)),
     ("audit", ("dplab.audit.*",)),
     ("figures", ("dplab.figures.*",)),
-    ("config", ("dplab.config", "dplab.jobs", "dplab.dvc_yaml")),
+    ("config", ("dplab.config", "dplab.jobs", "dplab.dvc_yaml", "dplab.registries")),
     ("commands", ("dplab.commands.*", "dplab.cli")),
 )
 
@@ -113,6 +113,8 @@ def test_architecture_doc_shows_the_same_layers():
     assert rows == [name for name, _ in LAYERS] + ["rules"]
 
 
+#: a registry whose table names a module (a plug-in loaded when its entry is first used)
+TABLE_LINE = "from dplab.registry import Registry\nR = Registry('x', {'m': 'dplab.cli:main'})"
 #: each kind of upward import planted at the end of dplab.accounting.base (one line or a few of
 #: code), and the module it imports
 PLANTS = {
@@ -131,6 +133,7 @@ PLANTS = {
                           "dplab.cli"),
     "plug-in list": ("import importlib\nNAMES = ('dplab.cli',)\nfor _name in NAMES:\n    importlib.import_module(_name)",
                      "dplab.cli"),
+    "registry table line": (TABLE_LINE, "dplab.cli"),
     "in a function": ("def f():\n    from dplab import dvc_yaml", "dplab.dvc_yaml"),
     "TYPE_CHECKING": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from dplab.cli import main", "dplab.cli"),
     "typing.TYPE_CHECKING": ("import typing\nif typing.TYPE_CHECKING:\n    import dplab.config", "dplab.config"),
@@ -203,3 +206,16 @@ def test_a_planted_cycle_is_caught(package):
     graph["dplab.units"] = plant(package, "dplab.units", "from dplab import errors")["dplab.units"]
     graph["dplab.errors"] = plant(package, "dplab.errors", "from dplab import units")["dplab.errors"]
     assert find_cycle(graph) == ["dplab.errors", "dplab.units", "dplab.errors"]
+
+
+def test_a_registry_table_line_is_a_plug_in_not_an_import_at_load(package):
+    """A module building a lazy Registry loads each module its table names when the entry is used:
+    a plug-in in the whole graph (DVC stages depend on it), not an import that loading it runs."""
+    path = imports.modules(package)["dplab.accounting.base"]
+    path.write_text(path.read_text() + "\n" + TABLE_LINE + "\n")
+
+    def read(**how) -> set[str]:
+        return imports.module_imports("dplab.accounting.base", path, set(GRAPH), **how)
+
+    assert "dplab.cli" in read()
+    assert "dplab.cli" not in read(plugins=False) and "dplab.cli" not in read(runs=())

@@ -14,7 +14,7 @@ from conftest import ROOT, copy_project, run, write_mnist
 from dplab import entries, jobs, layout
 from dplab.config import check_config
 from dplab.schemas import load_schema, validate
-from dplab.figures import FIGURE_IDS, input_files
+from dplab.figures import FIGURES, input_files
 
 SMOKE = ["--configfile", "config/paper.yaml", "config/paper-smoke.yaml"]
 #: runs no figure draws: Tramèr & Boneh's Fashion-MNIST benchmark, whose summary the claims table reads
@@ -35,7 +35,7 @@ def load(*names: str) -> dict:
 
 def test_paper_config_draws_every_figure_and_trains_nothing_else():
     config = load("paper.yaml")
-    assert set(config["figures"]) == set(FIGURE_IDS)
+    assert set(config["figures"]) == set(FIGURES)
     plan = jobs.plan(config)
     drawn = {path for job in plan.of("figure_table").values() for path in input_files(job.inputs)}
     drawn |= {layout.run_files(entry["run"])["summary"] for entry in config["sweeps"].values()}  # sweeps read runs
@@ -80,8 +80,8 @@ def test_paper_config_holds_tramer_and_boneh_s_fashion_mnist_benchmark(capsys):
 
 def test_smoke_scale_keeps_every_rule_dataset_kind_and_figure_and_only_shrinks():
     paper, smoke = load("paper.yaml"), load("paper.yaml", "paper-smoke.yaml")
-    assert set(smoke["figures"]) == set(FIGURE_IDS)
-    kinds = {"digits", "mnist", "mnist5000", "synthetic", "fashion_mnist"}  # mnist5000: figure mf_regime's
+    assert set(smoke["figures"]) == set(FIGURES)
+    kinds = {"digits", "mnist", "mnist5000", "synthetic", "fashion_mnist"}  # mnist5000: mf_regime's
     assert {d["kind"] for d in smoke["datasets"].values()} == kinds
     for key in ("runs", "grids", "sweeps", "audits", "datasets"):
         assert set(smoke[key]) == set(paper[key]), key
@@ -101,7 +101,7 @@ def test_paper_dag_at_smoke_scale_runs_end_to_end(tmp_path):
     write_mnist(project / "data" / "fashion-mnist", 500, 120)  # where paper-smoke.yaml's fashion_mnist.path points
     run(["snakemake", "--cores", "2", *SMOKE], cwd=project, timeout=1200)
     results = project / "results"
-    for figure in FIGURE_IDS:
+    for figure in FIGURES:
         for path in (f"tables/{figure}.csv", f"figures/{figure}.pdf", f"figures/{figure}.png"):
             assert (results / path).stat().st_size > 0, path
     kinds = {json.loads(p.read_text())["kind"] for p in (results / "data").glob("*/info.json")}

@@ -39,14 +39,18 @@ def test_the_registry_holds_one_method_per_module_of_the_package():
         resolve_run({"method": "dp_sgd2"}, "runs.x")
 
 
-def test_a_new_method_is_one_new_module(tmp_path):
-    """A module dropped into a copy of the methods package is a method every run may name: no schema,
-    registry or resolution code is edited (issue: adding a method touches its own module only)."""
+def test_a_new_method_is_one_new_module_and_one_registry_line(tmp_path):
+    """A module dropped into a copy of the methods package and named by one line of the registry's
+    table is a method every run may name: no schema or resolution code is edited."""
     copy = tmp_path / "dplab"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "training" / "methods" / "planted_sgd.py").write_text(
         "import dataclasses\nfrom dplab.training.methods.dp_sgd import METHOD as _DP_SGD\n"
         "METHOD = dataclasses.replace(_DP_SGD, name='planted_sgd')\n")
+    table = copy / "training" / "methods" / "__init__.py"
+    line = '    "sgd": "dplab.training.methods.sgd:METHOD",\n'
+    table.write_text(table.read_text().replace(
+        line, line + '    "planted_sgd": "dplab.training.methods.planted_sgd:METHOD",\n'))
     probe = ("from dplab.training.resolve import resolve_run\n"
              "cfg = resolve_run({'method': 'planted_sgd', 'noise_multiplier': 1.0})\n"
              "print(cfg['method'], cfg['sampling'], cfg['accountant'])")

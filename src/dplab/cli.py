@@ -1,7 +1,7 @@
 """The ``dplab`` command line: what the Snakemake rules and users call.
 
-Each subcommand lives in a module of :mod:`dplab.commands` that defines
-``register(subparsers)`` (adds its parser, with ``set_defaults(func=...)``) and imports
+Each subcommand lives in a module of :mod:`dplab.commands` (named in :data:`COMMANDS`) that
+defines ``register(subparsers)`` (adds its parser, with ``set_defaults(func=...)``) and imports
 heavy modules (torch, dp_accounting, matplotlib) only inside its ``func``, so that ``dplab``
 starts fast.
 
@@ -17,27 +17,27 @@ Long jobs log their progress on stderr (:mod:`dplab.progress`).
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import traceback
 
 from dplab import __version__
 from dplab.errors import DPLabError, RunFailed
 from dplab.progress import setup_logging
+from dplab.registry import Registry
 
-#: subcommand modules, in the order ``dplab --help`` lists them
-COMMAND_MODULES: tuple[str, ...] = (
-    "dplab.commands.data",
-    "dplab.commands.train",
-    "dplab.commands.accounting",
-    "dplab.commands.sweep",
-    "dplab.commands.figures",
-    "dplab.commands.mf",
-    "dplab.commands.audit",
-    "dplab.commands.provenance",
-    "dplab.commands.check",
-    "dplab.commands.dvc",
-)
+#: subcommand module -> its ``register``, in the order ``dplab --help`` lists them
+COMMANDS = Registry("command", {
+    "data": "dplab.commands.data:register",
+    "train": "dplab.commands.train:register",
+    "accounting": "dplab.commands.accounting:register",
+    "sweep": "dplab.commands.sweep:register",
+    "figures": "dplab.commands.figures:register",
+    "mf": "dplab.commands.mf:register",
+    "audit": "dplab.commands.audit:register",
+    "provenance": "dplab.commands.provenance:register",
+    "check": "dplab.commands.check:register",
+    "dvc": "dplab.commands.dvc:register",
+})
 
 
 #: exit codes (README, Command line); an interrupt (Ctrl-C) exits with 130, as shells do
@@ -104,8 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="on any failure also print the traceback")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in COMMAND_MODULES:
-        importlib.import_module(module).register(sub)
+    for name in COMMANDS:
+        COMMANDS[name](sub)
     return parser
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from dplab.accounting import names as accountant_names
 from dplab.audit.membership import THREAT_MODELS, check_size, method_config
 from dplab.errors import DPLabError
-from dplab.figures import FIGURE_IDS, figure as figure_module
+from dplab.figures import FIGURES, figure as figure_module
 from dplab.entries import dataset_entry, grid_runs, run_entry
 from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa: F401  (the commands' config API)
 from dplab.training.resolve import resolve_run
@@ -187,8 +187,8 @@ def check_config(config: dict) -> dict[str, dict]:
     for audit, entry in config.get("audits", {}).items():
         _check_audit(config, audit, entry)
     for figure, params in config.get("figures", {}).items():
-        if figure not in FIGURE_IDS:
-            raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURE_IDS)}")
+        if figure not in FIGURES:
+            raise DPLabError(f"figures.{figure}", f"unknown figure; valid: {', '.join(FIGURES)}")
         figure_module(figure).check(config, params)
     _check_devices(config)
     return resolved

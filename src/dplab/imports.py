@@ -10,8 +10,14 @@ a function, under ``if TYPE_CHECKING:``):
 
   - a string literal (relative with ``package=``: a literal, ``__package__`` or ``__name__``),
   - a literal prefix (``f"dplab.figures.{figure_id}"``, ``"dplab.x." + name``): every module under it,
-  - anything else (the plug-in lists of :mod:`dplab.accounting.registry` and :mod:`dplab.cli`, a
-    loop over names): every module that a string literal of the importing module names.
+  - anything else (a loop over names): every module that a string literal of the importing
+    module names.
+
+A module that builds a :class:`dplab.registry.Registry` (it imports :mod:`dplab.registry`) loads
+each module its table names (a string literal ``"a.b:object"`` or ``"a.b"`` naming a module of
+the package) as a plug-in, when an entry is first used: the registry's own import call, declared
+by ``LOADS_REGISTERED = True`` at the top of :mod:`dplab.registry`, counts for nothing by itself.
+Such table entries count in the whole graph, not among what importing a module ``runs``.
 
 A call that loads code some other way (``exec``, ``eval``, ``runpy``, ``importlib.util``'s loaders),
 or a dynamic import whose names this cannot tell, is an :class:`UnreadableImport`: the graph is
@@ -90,10 +96,14 @@ class _Reader:
         self.import_calls = IMPORT_CALLS | {alias.asname for node in ast.walk(self.tree) if isinstance(node, ast.ImportFrom)
                                             and node.module in ("importlib", "builtins") for alias in node.names
                                             if alias.name in IMPORT_CALLS and alias.asname}
-        declares = [node for node in self.tree.body if isinstance(node, ast.Assign)
-                    and [getattr(t, "id", None) for t in node.targets] == ["LOADS_PROJECT_FILES"]
-                    and isinstance(node.value, ast.Constant) and node.value.value is True]
-        self.project_loaders = PROJECT_LOADERS if declares else set()
+        self.project_loaders = PROJECT_LOADERS if self._declares("LOADS_PROJECT_FILES") else set()
+        self.loads_registered = self._declares("LOADS_REGISTERED")
+
+    def _declares(self, flag: str) -> bool:
+        """Whether the module sets ``flag = True`` at its top."""
+        return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                   and [getattr(t, "id", None) for t in node.targets] == [flag]
+                   and node.value.value is True for node in self.tree.body)
 
     def fail(self, node: ast.AST, what: str) -> UnreadableImport:
         return UnreadableImport(f"{self.path}:{node.lineno}: {what}")
@@ -116,8 +126,16 @@ class _Reader:
                     _call_name(node.func) in OPAQUE_CALLS - self.project_loaders
                     or (isinstance(node.func, ast.Name) and node.func.id in OPAQUE_BUILTINS)):
                 raise self.fail(node, f"{_call_name(node.func)}() runs code the import graph cannot read")
+        if runs is None and f"{self.name.split('.')[0]}.registry" in found:
+            plugins |= self._table_entries()
         ours = self.known - {self.name}
         return found & ours, plugins & ours
+
+    def _table_entries(self) -> set[str]:
+        """The modules this module's registry tables name (``"a.b:object"``, ``"a.b"``)."""
+        return {node.value.partition(":")[0] for node in ast.walk(self.tree)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and node.value.partition(":")[0] in self.known}
 
     def _member(self, base: str, member: str) -> str:
         """``from base import member``: the module ``base.member`` if there is one, else ``base``."""
@@ -127,6 +145,8 @@ class _Reader:
         """The modules an ``import_module``/``__import__`` call can load: (by a literal name, as plug-ins)."""
         if not call.args:
             raise self.fail(call, "an import call without a positional module name")
+        if self.loads_registered:
+            return set(), set()
         arg = call.args[0]
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
             name = arg.value

@@ -6,7 +6,7 @@ a frozen record of what its command needs: its inputs and outputs (paths from
 :mod:`dplab.layout`), its params (what the Snakemake rule passes the command), the config entries
 it reads (the DVC stage's params) and its resources.  The rules (``workflow/rules/*.smk``) look
 their job up by rule and wildcard (:meth:`JobList.job`); :mod:`dplab.dvc_yaml` writes one stage per
-job.  A figure of the registry (:data:`dplab.figures.FIGURE_IDS`) named in the config's
+job.  A figure of the registry (:data:`dplab.figures.FIGURES`) named in the config's
 ``figures`` becomes its two jobs here with no other edit.
 """
 

@@ -1,7 +1,7 @@
 """Accountants (docs/accountants.md): one module per family, all behind :class:`Accountant`.
 
-Use :func:`get` and :func:`names`; the accountant modules listed in
-:data:`dplab.accounting.registry.MODULES` register themselves when first needed.
+Use :func:`get` and :func:`names`; :data:`dplab.accounting.registry.ACCOUNTANTS` names each
+accountant's module, imported when the accountant is first asked for.
 """
 
 from dplab.accounting.base import Accountant

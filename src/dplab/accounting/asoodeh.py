@@ -18,7 +18,6 @@ from scipy.stats import chi2
 
 from dplab import units
 from dplab.accounting.base import Accountant
-from dplab.accounting.registry import register
 from dplab.accounting.roots import expand, safe_root
 from dplab.accounting.setting import Setting
 
@@ -155,7 +154,6 @@ class _AsoodehBase(Accountant):
         return units.asoodeh_sigma(setting.noise_multiplier, setting.lr, setting.clip, setting.batch_size)
 
 
-@register
 class AsoodehProjectedAccountant(_AsoodehBase):
     """Projected DP-SGD (001 eq. (1), (12)): 001 Thm 1 for ``poisson``, Thm 2 for
     ``without_replacement`` — the same δ(ε, T) of eq. (5) with p = q, θ = θ_ε((D + 2ηC)/σ_A)
@@ -188,7 +186,6 @@ class AsoodehProjectedAccountant(_AsoodehBase):
         return projected_delta(epsilon, steps, *self._params(setting))
 
 
-@register
 class AsoodehRegularizedAccountant(_AsoodehBase):
     """Regularized unprojected DP-SGD (001 eq. (16)–(17): w ← (1−λ)w − η·mean(clip(g)) + σ_A·Z,
     λ = ``regularization``): 001 Thm 3, eq. (21) with the diameter correction of

@@ -38,7 +38,7 @@ from dplab.accounting import epochs, rdp_conversion
 from dplab.accounting.base import Accountant
 from dplab.accounting.fixed_batches import FixedBatches
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
-from dplab.accounting.registry import get, register
+from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 
 #: Rényi orders (integers, for the exact remove direction)
@@ -159,7 +159,6 @@ def epoch_rdp(mu: float, t: int) -> tuple[np.ndarray, np.ndarray]:
     return remove_rdp(mu, t), add_rdp(mu, t)
 
 
-@register
 class BallsInBins(Accountant):
     """Balls-in-bins sampling, add_remove: exact epoch RDP of the dominating pair, composed over
     ⌈T/t⌉ epochs, converted per order of the pair; never above ``fixed_batches``."""

@@ -23,7 +23,6 @@ from dplab.accounting.amplification import (
     step_epsilon,
 )
 from dplab.accounting.base import Accountant
-from dplab.accounting.registry import register
 from dplab.accounting.roots import bisect, expand
 
 #: log-spaced fractions in (0, 1) scanned by the numerical optimizations, then refined
@@ -56,7 +55,6 @@ class _Composition(Accountant):
         refuse_unamplified(self.name, setting)
 
 
-@register
 class NaiveComposition(_Composition):
     """Basic composition (003 §3.1; 000 Thm II.3 context): T steps of (ε_s, δ_s) are
     (Tε_s, Tδ_s)-DP.  ε at δ: δ_s = δ/T exactly (no free parameter), ε = T·ε_s(δ/T)."""
@@ -71,7 +69,6 @@ class NaiveComposition(_Composition):
         return np.minimum(steps * step_delta(setting, epsilon / steps), 1.0)
 
 
-@register
 class AdvancedComposition(_Composition):
     """Dwork–Roth advanced composition (000 Thm II.3, eq. (3); 003 §3.2; 004 §3.2):
     T steps of (ε_s, δ_s) are (ε_s√(2T ln(1/δ')) + Tε_s(e^ε_s − 1), Tδ_s + δ')-DP.
@@ -134,7 +131,6 @@ def kairouz_bound(eps0, delta_tilde: float, steps):
     return np.minimum(t * eps0, np.minimum(second, third))
 
 
-@register
 class KairouzComposition(_Composition):
     """The per-step split of Kairouz, Oh & Viswanath (2015) used in 004 §3.2: (ε, δ)-DP
     after T steps if each step is (ε₀, δ₀)-DP with ε₀ = ε/(2√(T log(e + ε/δ))), δ₀ = δ/(2T).

@@ -44,7 +44,6 @@ from dplab.accounting import pld_curve, pld_tilted, rdp_conversion
 from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
 from dplab.accounting.base import SIGMA_MAX, Accountant
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
-from dplab.accounting.registry import register
 from dplab.accounting.roots import bisect
 from dplab.accounting.setting import Setting, check_delta
 from dplab.errors import AssumptionError
@@ -122,7 +121,6 @@ class _DpAccountingAdapter(Accountant):
         return out
 
 
-@register
 class RdpAccountant(_DpAccountingAdapter):
     """Rényi DP of the sampled Gaussian (Mironov, Talwar & Zhang 2019; 000 §V), composed
     additively over T and converted to (ε, δ) with dp_accounting's improved conversion."""
@@ -244,7 +242,6 @@ class GaussianGuess:
         return eps if floor is None else np.maximum(eps, floor)
 
 
-@register
 class PldAccountant(_DpAccountingAdapter):
     """Tight privacy-loss-distribution accounting (Doroshenko et al. 2022), via dp_accounting.
 

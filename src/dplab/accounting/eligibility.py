@@ -29,7 +29,7 @@ import dataclasses
 from dataclasses import asdict, dataclass
 
 from dplab.accounting.base import BOUND_WORDS, BOUNDS
-from dplab.accounting.registry import get, names
+from dplab.accounting.registry import ACCOUNTANTS, get, names
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
 
@@ -174,7 +174,8 @@ def _update_refusal(setting: Setting, update: Update, release: str) -> str | Non
 def defaults() -> list[str]:
     """The accountants a run that names none reports: every registered one of independent noise
     (a dp_mf run names its own, ``mf``)."""
-    return [name for name in names() if get(name).noise == "independent"]
+    return [name for name in names()
+            if ACCOUNTANTS.meta.get(name, {}).get("noise", "independent") == "independent"]
 
 
 def check_accountants(run: dict, err) -> None:

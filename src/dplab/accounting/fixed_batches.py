@@ -29,13 +29,12 @@ import numpy as np
 from dplab.accounting import epochs
 from dplab.accounting.base import Accountant
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
-from dplab.accounting.registry import get, register
+from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 
 _REQUIRES = ("noise_multiplier", "steps", "batch_size", "dataset_size")
 
 
-@register
 class FixedBatches(Accountant):
     """Disjoint batches (fixed or reshuffled) and balls-in-bins, no amplification: δ(ε) of one
     Gaussian mechanism of μ = s√⌈T/t⌉/σ (module docstring)."""
@@ -73,7 +72,6 @@ class FixedBatches(Accountant):
         return epochs.shift(setting) * np.sqrt(k) * sigma_analytic(epsilon, delta)
 
 
-@register
 class AsIfPoisson(Accountant):
     """``pld`` at q = b/n as if the batches had been Poisson samples: a comparison, not a guarantee."""
 

@@ -24,7 +24,6 @@ import numpy as np
 from scipy.special import erfcx, ndtr
 
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, Accountant
-from dplab.accounting.registry import register
 from dplab.accounting.roots import bisect, expand, safe_root
 from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
 
@@ -184,7 +183,7 @@ class Calibration:
     exact: bool = False  # ε and δ straight from the exact profile (else by inverting the formula)
 
 
-#: the calibrations of 004 §2, one accountant each (registry order = this order)
+#: the calibrations of 004 §2, one accountant each
 CALIBRATIONS = (
     Calibration("gaussian_classic", "000 Thm II.2 (Dwork & Roth 2014, Thm A.1): σ = Δ√(2 ln(1.25/δ))/ε for ε ∈ (0, 1)",
                 sigma_classic, epsilon_below=1.0, validity="Dwork–Roth Thm A.1"),
@@ -295,5 +294,6 @@ class GaussianCalibration(Accountant):
         return sigma
 
 
-for _entry in CALIBRATIONS:
-    register(GaussianCalibration(_entry))
+#: one accountant per calibration (:data:`dplab.accounting.registry.ACCOUNTANTS` names each)
+GAUSSIAN_CLASSIC, GAUSSIAN_SIMPLE, GAUSSIAN_PEI, GAUSSIAN_ANALYTIC = (
+    GaussianCalibration(entry) for entry in CALIBRATIONS)

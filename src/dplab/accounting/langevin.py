@@ -15,7 +15,6 @@ from scipy.special import lambertw
 
 from dplab import units
 from dplab.accounting import rdp_conversion
-from dplab.accounting.registry import register
 from dplab.accounting.setting import Setting
 
 #: y > 0 solving y/2 = 1 − e^(−y), i.e. y = 2 + W₀(−2e⁻²) ≈ 1.5936: where a Thm 2 bound
@@ -74,7 +73,6 @@ def crossing_steps(lr: float, strong_convexity: float | None = None) -> float:
     return CROSSING_Y / (u * lr)
 
 
-@register
 class LangevinAccountant(rdp_conversion.RdpBound):
     """Noisy full-batch GD, last iterate released: 002 Cor. 1 (Thm 2 with LSI constant
     λ/(2σ²)); 000 Thm VII.1.  RDP → (ε, δ) by :mod:`dplab.accounting.rdp_conversion`.

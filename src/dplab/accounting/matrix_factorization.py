@@ -24,14 +24,13 @@ from dp_accounting import dp_event
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, SIGMA_MAX, SIGMA_MIN, Accountant, ResolutionError
 from dplab.accounting.events import MatrixFactorizationDpEvent
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
-from dplab.accounting.registry import get, register
+from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting, check_delta, check_epsilon
 
 #: the samplers an MF event may name, and the relations each is proved for
 SAMPLERS = {"min_separation": ("add_remove", "replace_one"), "cyclic_poisson": ("add_remove",)}
 
 
-@register
 class MatrixFactorizationAccountant(Accountant):
     """The MF mechanism's ε from its event (module docstring)."""
 

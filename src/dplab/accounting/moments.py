@@ -26,7 +26,6 @@ from scipy.special import gammaln, logsumexp
 from dplab import units
 from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
 from dplab.accounting.base import Accountant
-from dplab.accounting.registry import register
 
 #: the moment orders λ of Abadi et al. (their implementation: λ ≤ 32)
 LAMBDAS = np.arange(1, 33)
@@ -71,7 +70,6 @@ def log_moments(q: float, sigma: float) -> tuple[float, ...]:
     return tuple(max(log_e1(q, sigma, int(lam)), log_e2(q, sigma, int(lam))) for lam in LAMBDAS)
 
 
-@register
 class MomentsAccountant(Accountant):
     """Abadi et al.'s moments accountant (000 §IV, Thm IV.1) with numerical log-moments."""
 

@@ -7,7 +7,6 @@ import numpy as np
 
 from dplab import units
 from dplab.accounting import rdp_conversion
-from dplab.accounting.registry import register
 from dplab.accounting.setting import Setting
 
 
@@ -53,7 +52,6 @@ def pabi_rdp(alpha, steps, batches: int, sigma: float, reshuffle: bool = False) 
     return alpha / (2 * sigma**2) * worst_shift_cost(steps, batches, reshuffle)
 
 
-@register
 class PabiAccountant(rdp_conversion.RdpBound):
     """Fixed-batch DP-SGD (000 Alg. 2): convex, β-smooth, L-Lipschitz loss, no active clipping,
     lr ≤ 2/β (gradient steps are contractions), disjoint batches (``shuffle``) cycled in one

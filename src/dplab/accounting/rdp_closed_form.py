@@ -25,7 +25,6 @@ import numpy as np
 
 from dplab.accounting.amplification import SHUFFLE_REFUSAL
 from dplab.accounting.base import Accountant
-from dplab.accounting.registry import register
 from dplab.accounting.roots import bisect
 
 _GRID = 1.0 + np.geomspace(1e-4, 1e7, 4000)
@@ -80,7 +79,6 @@ def rdp_bound(q: float, sigma: float, alpha):
     return 2 * q**2 * np.asarray(alpha, float) / sigma**2
 
 
-@register
 class RdpClosedForm(Accountant):
     """RDP of the sampled Gaussian by 000 Thm A.1 (Mironov et al. 2019), only inside its region."""
 

@@ -56,7 +56,6 @@ from scipy.special import log_ndtr, ndtri
 
 from dplab.accounting import epochs
 from dplab.accounting.base import Accountant
-from dplab.accounting.registry import register
 from dplab.accounting.setting import Setting
 
 #: cut points of the binned per-epoch maximum
@@ -252,7 +251,6 @@ class _HiddenStepLower(Accountant):
         return self._curve(setting, steps, lambda pmf: pmf.delta(epsilon))
 
 
-@register
 class ShuffleLower(_HiddenStepLower):
     """Lower bound on the ε of shuffled fixed-size batches (Chua et al. 2024a/b)."""
 
@@ -269,7 +267,6 @@ class ShuffleLower(_HiddenStepLower):
     )
 
 
-@register
 class BallsInBinsLower(_HiddenStepLower):
     """Lower bound on the ε of balls-in-bins sampling (the same construction, w = 1)."""
 

@@ -8,7 +8,6 @@ import numpy as np
 from dplab import units
 from dplab.accounting import rdp_conversion
 from dplab.accounting.base import EPSILON_MAX
-from dplab.accounting.registry import register
 from dplab.accounting.setting import Setting
 
 #: the most steps of the recursion that are run (about 5 µs each: 5 s); a longer T needs its fixed point
@@ -50,7 +49,6 @@ def recursion_rdp(orders, steps, sampling_rate: float, sigma: float, lr: float, 
     return out
 
 
-@register
 class YeShokriAccountant(rdp_conversion.RdpBound):
     """DP-SGD with fixed-size batches sampled without replacement, λ-strongly convex β-smooth
     loss, η < 2/(λ+β): 000 Thm VII.2 (the recursion of :func:`recursion_rdp`), σ₀₀₀ =

@@ -55,8 +55,7 @@ import torch
 from dplab.accounting.eligibility import defaults
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.audit import canary as canaries_mod
-from dplab.audit.estimators import (ESTIMATORS, ONE_RUN, clopper_pearson_bound, gdp_bound, one_run_bound,
-                                    one_run_gdp_bound, one_run_independent_bound)
+from dplab.audit.estimators import ESTIMATORS, ONE_RUN
 from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
@@ -158,20 +157,13 @@ def _estimates(entry: dict, scores: np.ndarray, members: np.ndarray, independent
     pooled = (scores, members) if independent else (scores[:, :1], members[:, :1])
     s_in, s_out = pooled[0][pooled[1]], pooled[0][~pooled[1]]
     for name in entry.get("estimators", ESTIMATORS):
-        if name == "one_run":
-            if scores.shape[1] >= 2:
-                yield name, one_run_bound(scores[0], members[0], delta, entry["confidence"])
-        elif name == "one_run_gdp":
-            if scores.shape[1] >= 2 and gdp:
-                yield name, one_run_gdp_bound(scores[0], members[0], delta, entry["confidence"])
-        elif name == "one_run_independent":
-            if scores.shape[1] >= 2 and gdp and independent:
-                yield name, one_run_independent_bound(scores[0], members[0], delta, entry["confidence"])
-        elif name == "gdp":
-            if gdp:
-                yield name, gdp_bound(s_in, s_out, delta, entry["confidence"])
-        else:
-            yield name, clopper_pearson_bound(s_in, s_out, delta, entry["confidence"])
+        needs = ESTIMATORS.meta[name]
+        if (needs["gaussian"] and not gdp) or (needs["independent"] and not independent):
+            continue
+        if not needs["one_run"]:
+            yield name, ESTIMATORS[name](s_in, s_out, delta, entry["confidence"])
+        elif scores.shape[1] >= 2:
+            yield name, ESTIMATORS[name](scores[0], members[0], delta, entry["confidence"])
 
 
 def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: Progress | None = None,

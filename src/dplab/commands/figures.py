@@ -11,7 +11,7 @@ from dplab.validate import json_value
 
 
 def register(sub) -> None:
-    from dplab.figures import FIGURE_IDS
+    from dplab.figures import FIGURES
 
     t = sub.add_parser(
         "figure-table",
@@ -19,7 +19,7 @@ def register(sub) -> None:
         description="Compute results/tables/<figure>.csv (one row per plotted point) from the "
         "result tables the figure needs.",
     )
-    t.add_argument("figure", choices=FIGURE_IDS, help="figure id (README.md, Figures)")
+    t.add_argument("figure", choices=FIGURES, help="figure id (README.md, Figures)")
     t.add_argument("--config", help="pipeline config file: take the figure's parameters and inputs from it")
     t.add_argument("--params-json", help="the figure's entry of config `figures`, as JSON (with --inputs)")
     t.add_argument("--inputs", nargs="*", default=[], metavar="NAME=PATH",
@@ -33,7 +33,7 @@ def register(sub) -> None:
         help="draw a figure from its table alone",
         description="Draw a figure as PDF and PNG from its tidy table, without recomputing anything.",
     )
-    d.add_argument("figure", choices=FIGURE_IDS, help="figure id (README.md, Figures)")
+    d.add_argument("figure", choices=FIGURES, help="figure id (README.md, Figures)")
     d.add_argument("--table", required=True, help="the figure's CSV table")
     d.add_argument("--pdf", required=True, help="PDF file to write")
     d.add_argument("--png", required=True, help="PNG file to write")
@@ -146,14 +146,14 @@ def _check_complete(results: Path, config_file: str | None) -> None:
     (:attr:`dplab.jobs.JobList.results`,
     paths under ``results/`` read under ``results``); without it, a folder holding no file at all
     (an index of nothing, where every result is missing)."""
-    from dplab.figures import FIGURE_IDS
+    from dplab.figures import FIGURES
     from dplab.layout import RESULTS, figure_files
 
     def under(paths: list[str]) -> list[str]:  # the layout's paths, relative to results/
         return [Path(p).relative_to(RESULTS).as_posix() for p in paths]
 
     wanted = []
-    for figure_id in FIGURE_IDS:
+    for figure_id in FIGURES:
         files = under(figure_files(figure_id))
         if any((results / f).exists() for f in files):
             wanted += files
@@ -196,7 +196,7 @@ def run_risks(results: Path) -> list[str]:
 
 
 def run_index(args) -> int:
-    from dplab.figures import FIGURE_IDS, figure
+    from dplab.figures import FIGURES, figure
     from dplab.inputs import damaged
     from dplab.io import check_output, write_text
     from dplab.tables import read_table
@@ -216,7 +216,7 @@ def run_index(args) -> int:
         lines += ["**Claims of the sources, checked** ([tables/claims.csv](tables/claims.csv), docs/claims.md): "
                   + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "differs", "not checkable here")) + ".", ""]
     lines += ["| figure | reproduces | figure files | table |", "| --- | --- | --- | --- |"]
-    for figure_id in FIGURE_IDS:
+    for figure_id in FIGURES:
         if not (results / "tables" / f"{figure_id}.csv").exists():
             continue
         module = figure(figure_id)

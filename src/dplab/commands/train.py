@@ -53,23 +53,28 @@ def run(args) -> int:
 
 
 def pipeline_run(config_file: str | None, name: str) -> dict:
-    """The resolved run of the training job ``name`` of a pipeline config — a run of `runs`, or a
-    grid run's folder under results/ (``grids/<grid>/<run>``) — as :func:`dplab.jobs.plan` resolved it."""
-    from dplab import jobs
+    """The resolved run of the training job ``name`` of a pipeline config — a run of `runs`, or
+    a grid run's folder under results/ (``grids/<grid>/<run>``) — as :func:`dplab.jobs.plan`
+    resolves it: its entry (:func:`dplab.entries.training_runs`) resolved alone, as
+    ``--run-json`` is (the job plans no other entry of the config)."""
+    from dplab.config import read_config
+    from dplab.entries import training_runs
     from dplab.errors import DPLabError
     from dplab.schemas import load_yaml
+    from dplab.training.resolve import resolve_run
 
     if config_file is None:
         raise DPLabError("--run", "names a run of a pipeline config: give --config FILE too")
     if "runs" not in load_yaml(config_file):
         raise DPLabError("--run", f"{config_file} is a single-run config (no 'runs' section)")
-    runs = jobs.load(config_file).of("train")
+    runs = training_runs(read_config(config_file))
     folder = name if name.startswith("grids/") else f"runs/{name}"
     if folder not in runs:
         kind = "grid run" if name.startswith("grids/") else "run"
         raise DPLabError("--run", f"unknown {kind} {name!r} in {config_file}; defined: "
                                   f"{', '.join(job.removeprefix('runs/') for job in runs)}")
-    return runs[folder].run
+    where = f"runs.{name}" if folder.startswith("runs/") else f"grids.{folder.split('/')[1]}"
+    return resolve_run(runs[folder], where)
 
 
 def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None,

@@ -1,4 +1,5 @@
-"""Figures (README.md, Figures): one module per figure id, imported when first needed.
+"""Figures (README.md, Figures): one module per figure id, named in :data:`FIGURES` and imported
+when first needed; a new figure is its module and a line there.
 
 Every figure module implements :class:`Figure` (the module itself is the implementation, checked
 by tests/test_figure_protocol.py): its title, source and caption (the one description of the
@@ -11,10 +12,10 @@ anything).  A figure drawn from factorizations of the MF mechanism also defines
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from dplab.errors import DPLabError
+from dplab.registry import Registry
 
 if TYPE_CHECKING:
     import matplotlib.figure
@@ -23,31 +24,31 @@ if TYPE_CHECKING:
 #: the input files of a figure's table by name: one path (``str``) or a list of paths
 Inputs = dict[str, "str | list[str]"]
 
-#: every figure id, in the order the index and the report list them
-FIGURE_IDS = (
-    "claims",
-    "gaussian_sigma",
-    "grad_norms",
-    "nonprivate_training",
-    "sigma_vs_steps",
-    "dp_training_tries",
-    "techniques_table",
-    "asoodeh_projected",
-    "asoodeh_regularized",
-    "langevin_rdp",
-    "langevin_tightness",
-    "accountants_vs_pld",
-    "hidden_state_gain",
-    "privacy_utility",
-    "mf_vs_dpsgd",
-    "mf_regime",
-    "mf_structure",
-    "mf_scale",
-    "tightness_audit",
-    "sampling_gap",
-    "individual_privacy",
-    "risk_calibration",
-)
+#: figure id -> its module, in the order the index and the report list them
+FIGURES = Registry("figure", {
+    "claims": "dplab.figures.claims",
+    "gaussian_sigma": "dplab.figures.gaussian_sigma",
+    "grad_norms": "dplab.figures.grad_norms",
+    "nonprivate_training": "dplab.figures.nonprivate_training",
+    "sigma_vs_steps": "dplab.figures.sigma_vs_steps",
+    "dp_training_tries": "dplab.figures.dp_training_tries",
+    "techniques_table": "dplab.figures.techniques_table",
+    "asoodeh_projected": "dplab.figures.asoodeh_projected",
+    "asoodeh_regularized": "dplab.figures.asoodeh_regularized",
+    "langevin_rdp": "dplab.figures.langevin_rdp",
+    "langevin_tightness": "dplab.figures.langevin_tightness",
+    "accountants_vs_pld": "dplab.figures.accountants_vs_pld",
+    "hidden_state_gain": "dplab.figures.hidden_state_gain",
+    "privacy_utility": "dplab.figures.privacy_utility",
+    "mf_vs_dpsgd": "dplab.figures.mf_vs_dpsgd",
+    "mf_regime": "dplab.figures.mf_regime",
+    "mf_structure": "dplab.figures.mf_structure",
+    "mf_scale": "dplab.figures.mf_scale",
+    "tightness_audit": "dplab.figures.tightness_audit",
+    "sampling_gap": "dplab.figures.sampling_gap",
+    "individual_privacy": "dplab.figures.individual_privacy",
+    "risk_calibration": "dplab.figures.risk_calibration",
+})
 
 
 @runtime_checkable
@@ -77,10 +78,8 @@ class Figure(Protocol):
 
 
 def figure(figure_id: str) -> Figure:
-    """The module of ``figure_id`` (one of :data:`FIGURE_IDS`)."""
-    if figure_id not in FIGURE_IDS:
-        raise KeyError(figure_id)
-    return importlib.import_module(f"dplab.figures.{figure_id}")
+    """The module of ``figure_id`` (one of :data:`FIGURES`; a KeyError otherwise)."""
+    return FIGURES[figure_id]
 
 
 def _named_files(inputs: Inputs) -> list[tuple[str, str]]:

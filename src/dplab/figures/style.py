@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 
+from dplab.accounting.registry import ACCOUNTANTS
+
 RC = {
     "figure.figsize": (6.4, 4.2),
     "figure.dpi": 100,
@@ -20,26 +22,6 @@ RC = {
     "lines.linewidth": 1.6,
 }
 
-#: a fixed colour per accountant, so the same bound looks the same in every figure
-ACCOUNTANT_COLOURS = {
-    "naive": "#8c564b",
-    "advanced": "#d62728",
-    "kairouz": "#ff7f0e",
-    "moments": "#bcbd22",
-    "rdp": "#1f77b4",
-    "rdp_closed_form": "#17becf",
-    "pld": "#000000",
-    "pabi": "#9467bd",
-    "langevin": "#2ca02c",
-    "ye_shokri": "#e377c2",
-    "asoodeh_projected": "#7f7f7f",
-    "asoodeh_regularized": "#393b79",
-    "fixed_batches": "#a63603",
-    "shuffle_lower": "#fd8d3c",
-    "balls_in_bins": "#31a354",
-    "balls_in_bins_lower": "#31a354",
-    "as_if_poisson": "#000000",
-}
 
 
 def pyplot():
@@ -53,7 +35,9 @@ def pyplot():
 
 
 def colour(accountant: str) -> str:
-    return ACCOUNTANT_COLOURS.get(accountant, "#333333")
+    """The accountant's fixed colour (its ``colour`` in :data:`ACCOUNTANTS`' metadata), so the
+    same bound looks the same in every figure; dark grey for one without."""
+    return ACCOUNTANTS.meta.get(accountant, {}).get("colour", "#333333")
 
 
 def plain_log_ticks(ax, axis: str = "both") -> None:

@@ -4,8 +4,8 @@ Each module of this package (but :mod:`~dplab.training.methods.base`) holds one 
 ``METHOD``: a :class:`~dplab.training.methods.base.Method` declaring its sampler, noise,
 update, projection, the run keys only it reads and which accountants may account for it.  The
 loop, the preflight checks, the run resolution, the audit and the pipeline ask the method
-(:data:`METHODS`) instead of testing its name; a new method is a new module here, found by
-:func:`_load`.
+(:data:`METHODS`, a lazy :class:`~dplab.registry.Registry`) instead of testing its name; a new
+method is a new module here and a line in :data:`METHODS`.
 
 =====================  =====================================  ==========================================
 method                 source                                 update (g = Σ clip(∇ℓ_i) over the batch B)
@@ -23,26 +23,23 @@ dp_mf                  004 §4.3; Choquette-Choo et al. 2023   w ← w − η·(
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from dplab.accounting.eligibility import Update
 from dplab.errors import DPLabError
+from dplab.registry import Registry
 from dplab.training.methods.base import Method
 from dplab.training.settings import RunSettings
 
-
-def _load() -> dict[str, Method]:
-    """Name -> method, of every module of this package but ``base`` (sorted by module name)."""
-    found = {}
-    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-        if module != "base":
-            method = importlib.import_module(f"dplab.training.methods.{module}").METHOD
-            found[method.name] = method
-    return found
-
-
-METHODS: dict[str, Method] = _load()
+#: name -> its :class:`~dplab.training.methods.base.Method`, the ``METHOD`` of its module
+METHODS = Registry("method", {
+    "dp_gd": "dplab.training.methods.dp_gd:METHOD",
+    "dp_mf": "dplab.training.methods.dp_mf:METHOD",
+    "dp_sgd": "dplab.training.methods.dp_sgd:METHOD",
+    "dp_sgd_fixed_batches": "dplab.training.methods.dp_sgd_fixed_batches:METHOD",
+    "noisy_gd": "dplab.training.methods.noisy_gd:METHOD",
+    "projected_dp_sgd": "dplab.training.methods.projected_dp_sgd:METHOD",
+    "regularized_dp_sgd": "dplab.training.methods.regularized_dp_sgd:METHOD",
+    "sgd": "dplab.training.methods.sgd:METHOD",
+})
 
 
 def get(name: str) -> Method:

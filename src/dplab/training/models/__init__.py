@@ -3,7 +3,8 @@ file of the user's project (``model: FILE.py:Class``, :mod:`dplab.training.model
 
 Each module of this package (but :mod:`~dplab.training.models.base`) holds one built-in model,
 its ``MODEL`` (:class:`~dplab.training.models.base.Model`: name, display name, source and
-``build``), found by :func:`_load` as the training methods are; a new built-in is a new module.
+``build``), named in :data:`MODELS` as the training methods are; a new built-in is a new module
+and a line in :data:`MODELS`.
 
 =========  =====================================================================================
 model      network
@@ -21,29 +22,22 @@ of one logit per class (:func:`check_output`).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 import torch
 from torch import nn
 
 from dplab.errors import DPLabError
+from dplab.registry import Registry
 from dplab.training import model_file
 from dplab.training.models.base import Model
 from dplab.training.settings import RunSettings
 
-
-def _load() -> dict[str, Model]:
-    """Name -> model, of every module of this package but ``base`` (sorted by module name)."""
-    found = {}
-    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-        if module != "base":
-            model = importlib.import_module(f"dplab.training.models.{module}").MODEL
-            found[model.name] = model
-    return found
-
-
-MODELS: dict[str, Model] = _load()
+#: name -> its :class:`~dplab.training.models.base.Model`, the ``MODEL`` of its module
+MODELS = Registry("model", {
+    "cnn": "dplab.training.models.cnn:MODEL",
+    "logreg": "dplab.training.models.logreg:MODEL",
+    "mlp": "dplab.training.models.mlp:MODEL",
+    "tanh_cnn": "dplab.training.models.tanh_cnn:MODEL",
+})
 
 
 def get(name: str) -> Model:

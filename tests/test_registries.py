@@ -1,0 +1,90 @@
+"""The registries (dplab.registry): each table names exactly the plug-ins of its kind, each entry
+loads the object it names, the schemas' generated lists and docs/registries.md agree with the
+tables, and looking a name up imports only that entry's module."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+
+from dplab import registries
+from dplab.accounting.base import Accountant
+from dplab.accounting.registry import ACCOUNTANTS, get
+from dplab.figures import FIGURES, Figure
+from dplab.registry import Registry
+from dplab.training.methods.base import Method
+from dplab.training.models.base import Model
+
+PACKAGE = ROOT / "src" / "dplab"
+
+
+def test_the_schemas_generated_lists_are_the_registries_names():
+    found = registries.registries()
+    for path in sorted((PACKAGE / "schemas").glob("*.schema.yaml")):
+        text = path.read_text()
+        assert registries.schema_text(text, found) == text, path.name  # python -m dplab.registries
+    run_schema = (PACKAGE / "schemas/run.schema.yaml").read_text()
+    assert registries.MARK.search(run_schema)["kind"] == "models"
+
+
+def test_a_marked_schema_line_takes_its_registrys_names():
+    table = {"models": Registry("model", {"b": "x:B", "a": "x:A"})}
+    line = "      - {enum: [old, names]}  # generated: models\n"
+    assert registries.schema_text(line, table) == "      - {enum: [b, a]}  # generated: models\n"
+
+
+def test_the_docs_tables_are_the_registries():
+    doc = (ROOT / "docs/registries.md").read_text()
+    table = doc.split(registries.BEGIN)[1].split(registries.END)[0]
+    assert table == registries.doc_table(), "docs/registries.md: run python -m dplab.registries"
+
+
+def test_every_entry_loads_an_object_of_its_kind_under_its_name():
+    for name in ACCOUNTANTS:
+        assert isinstance(get(name), Accountant) and get(name).name == name
+    from dplab.training.methods import METHODS
+    from dplab.training.models import MODELS
+
+    assert all(isinstance(METHODS[n], Method) and METHODS[n].name == n for n in METHODS)
+    assert all(isinstance(MODELS[n], Model) and MODELS[n].name == n for n in MODELS)
+    assert all(isinstance(FIGURES[n], Figure) and FIGURES[n].__name__ == f"dplab.figures.{n}"
+               for n in FIGURES)
+
+
+def test_every_accountant_class_of_the_package_is_registered():
+    """A concrete Accountant class defined in dplab.accounting that no table line names is a
+    forgotten registration (the Gaussian calibrations are instances of one class, all named)."""
+    import importlib
+
+    registered = {type(get(name)) for name in ACCOUNTANTS}
+    modules = {target.partition(":")[0] for target in ACCOUNTANTS.entries.values()}
+    for module in sorted(modules):
+        for _, cls in inspect.getmembers(importlib.import_module(module), inspect.isclass):
+            concrete = not inspect.isabstract(cls) and not cls.__name__.startswith("_")
+            if issubclass(cls, Accountant) and cls.__module__ == module and concrete:
+                assert cls in registered, f"{module}.{cls.__name__} is in no line of ACCOUNTANTS"
+
+
+PROBE = """
+import json, sys
+from dplab.accounting import get, names
+names()
+listed = [m for m in sys.modules if m.startswith("dplab.accounting.")]
+get("naive")
+after = [m for m in sys.modules if m.startswith("dplab.accounting.")]
+print(json.dumps({"listed": listed, "after": after}))
+"""
+
+
+def test_a_lookup_imports_only_its_entrys_module():
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    seen = json.loads(out.stdout)
+    assert "dplab.accounting.composition" not in seen["listed"]
+    new = set(seen["after"]) - set(seen["listed"])
+    assert "dplab.accounting.composition" in new
+    assert "dplab.accounting.dp_accounting_adapters" not in new
