@@ -17,7 +17,7 @@ from dplab.registry import Registry
 
 #: this package's folder and the repository's docs
 PACKAGE = Path(__file__).resolve().parent
-DOC = PACKAGE.parents[1] / "docs" / "registries.md"
+DOC = PACKAGE.parents[1] / "docs/registries.md"
 #: a schema line whose list a registry writes: ``… [a, b] … # generated: KIND``
 MARK = re.compile(r"^(?P<head>[^#\n]*?)\[[^\]\n]*\](?P<tail>[^#\n]*# generated: (?P<kind>\w+))$",
                   re.M)
