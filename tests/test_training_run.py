@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from dplab.cli import main
-from dplab.commands.train import pipeline_run
+from dplab.commands.train import pipeline_runs
 from dplab.errors import Diverged, DPLabError
 from dplab.training import data, loop
-from dplab.training.resolve import load_run, resolve_run
+from dplab.training.resolve import load_runs, resolve_run
 
 FAST = {"steps": 30, "batch_size": 64, "lr": 1.0, "log_every": 10, "device": "cpu"}
 
@@ -47,8 +47,8 @@ def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, "dataset": "digits", **FAST}
     single = tmp_path / "run.yaml"
     single.write_text(yaml.safe_dump(run))
-    assert load_run(run_json=json.dumps(run)) == load_run(single)
-    assert pipeline_run(str(_config(tmp_path, {"a": run})), "a") == {**load_run(single), "name": "a"}
+    assert load_runs(run_json=json.dumps(run)) == load_runs(single) == load_runs(run_json=json.dumps([run]))
+    assert pipeline_runs(str(_config(tmp_path, {"a": run})), ["a"]) == [{**load_runs(single)[0], "name": "a"}]
 
 
 def test_a_run_of_a_pipeline_config_is_named_by_its_job(tmp_path):
@@ -56,13 +56,13 @@ def test_a_run_of_a_pipeline_config_is_named_by_its_job(tmp_path):
     runs; --run with a single-run YAML, or without --config, is refused."""
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, "dataset": "digits", **FAST}
     with pytest.raises(DPLabError, match=r"^--run: unknown run 'b' .*defined: a$"):
-        pipeline_run(str(_config(tmp_path, {"a": run})), "b")
+        pipeline_runs(str(_config(tmp_path, {"a": run})), ["b"])
     single = tmp_path / "run.yaml"
     single.write_text(yaml.safe_dump(run))
     with pytest.raises(DPLabError, match="single-run config"):
-        pipeline_run(str(single), "a")
+        pipeline_runs(str(single), ["a"])
     with pytest.raises(DPLabError, match="give --config"):
-        pipeline_run(None, "a")
+        pipeline_runs(None, ["a"])
 
 
 @pytest.mark.parametrize(
