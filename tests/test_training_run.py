@@ -43,6 +43,25 @@ def test_train_writes_metrics_and_summary(digits_dir, tmp_path):
     assert "individual_privacy" not in summary
 
 
+def test_runs_trained_in_one_process_are_each_the_run_trained_alone(digits_dir, tmp_path, capsys):
+    """`dplab train --run-json [r, r'] --out A B` (a job of grouped grid runs, config group_runs):
+    each folder byte for byte what the run writes alone, the second run of the process included;
+    folders that do not match the runs, or a bad run anywhere in the list: exit 2, nothing written."""
+    runs = [{"method": "dp_sgd", "noise_multiplier": 1.1, "accountants": ["rdp"], "seed": seed, **FAST, "steps": 10}
+            for seed in (3, 4)]
+    common = ["--data", str(digits_dir), "--threads", "1"]
+    assert main(["train", "--run-json", json.dumps(runs), "--out", str(tmp_path / "a"), str(tmp_path / "b"), *common]) == 0
+    for run, name in zip(runs, "ab"):
+        alone = tmp_path / f"alone_{name}"
+        assert main(["train", "--run-json", json.dumps(run), "--out", str(alone), *common]) == 0
+        assert {f.name: f.read_bytes() for f in alone.iterdir()} == {f.name: f.read_bytes() for f in (tmp_path / name).iterdir()}
+    capsys.readouterr()
+    refused = {"--out": (runs, ["c"]), "lr": ([runs[0], {**runs[1], "lr": -1}], ["c", "d"])}
+    for key, (listed, outs) in refused.items():
+        assert main(["train", "--run-json", json.dumps(listed), "--out", *(str(tmp_path / o) for o in outs), *common]) == 2
+        assert capsys.readouterr().err.startswith(f"dplab train: error: {key}:") and not (tmp_path / "c").exists()
+
+
 def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, "dataset": "digits", **FAST}
     single = tmp_path / "run.yaml"

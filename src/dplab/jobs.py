@@ -6,8 +6,10 @@ a frozen record of what its command needs: its inputs and outputs (paths from
 :mod:`dplab.layout`), its params (what the Snakemake rule passes the command), the config entries
 it reads (the DVC stage's params) and its resources.  The rules (``workflow/rules/*.smk``) look
 their job up by rule and wildcard (:meth:`Plan.job`); :mod:`dplab.dvc_yaml` writes one stage per
-job.  A figure of the registry (:data:`dplab.figures.FIGURE_IDS`) named in the config's
-``figures`` becomes its two jobs here with no other edit.
+job.  A grid's runs that config ``group_runs`` pools are one job (:class:`RunsJob`) of their own
+rule; :attr:`Plan.runs` holds every run either way.  A figure of the registry
+(:data:`dplab.figures.FIGURE_IDS`) named in the config's ``figures`` becomes its two jobs here
+with no other edit.
 """
 
 from __future__ import annotations
