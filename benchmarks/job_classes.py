@@ -10,7 +10,8 @@ class's job count in the DAG and its sampled jobs' mean::
     PYTHONPATH=src python benchmarks/job_classes.py            # from the repository root
     PYTHONPATH=src python benchmarks/job_classes.py --only train sweep
 
-A job's sample is chosen by its rule and a part of its command line (:data:`SAMPLES`).
+A job's sample is chosen by its rule and a part of its command line (:data:`SAMPLES`); a grid
+cell's runs are one job (config ``group_runs``) unless the config says ``group_runs: none``.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from pathlib import Path
 SAMPLES: dict[str, list[tuple[str, str]]] = {
     "prepare-data": [("prepare_data", "--dataset synthetic"), ("prepare_data", "--dataset digits")],
     "mf factorization": [("factorization", "blt_T200_k4_mean")],
-    "train (grid run)": [("train", "privacy_utility/synthetic/logreg/dp_sgd/eps2/seed0"),
-                         ("train", "mf_vs_dpsgd/digits/mlp/dp_sgd/eps1/seed0")],
+    "train (grid cell)": [("train_runs", "privacy_utility/synthetic/logreg/dp_sgd/eps2/seed0"),
+                          ("train_runs", "mf_vs_dpsgd/digits/mlp/dp_sgd/eps1/seed0")],
     "train (run)": [("train", "--out results/runs/try3_dp_sgd ")],
     "sweep": [("sweep", "dp_sgd")],
     "audit": [("audit", "digits_input_canary")],
@@ -62,7 +63,12 @@ def class_of(job: dict) -> str:
     """The class of a job of :func:`dry_run` (the keys of :data:`SAMPLES`)."""
     if job["rule"] == "train":
         return "train (grid run)" if " --out results/grids/" in job["command"] else "train (run)"
-    return next((name for name, picks in SAMPLES.items() if picks[0][0] == job["rule"]), job["rule"])
+    return next((name for name, picks in SAMPLES.items() if picks[0][0] == rule_of(job)), job["rule"])
+
+
+def rule_of(job: dict) -> str:
+    """The job's rule, a job of grouped runs' rule ``train_runs__<cell>`` as ``train_runs``."""
+    return job["rule"].split("__")[0]
 
 
 def argv_of(command: str) -> list[str]:
@@ -98,7 +104,7 @@ def main() -> int:
             continue
         results = []
         for rule, part in picks:
-            job = next(j for j in jobs if j["rule"] == rule and part in j["command"])
+            job = next(j for j in jobs if rule_of(j) == rule and part in j["command"])
             results.append(profile(job))
             print(json.dumps({"class": name, **results[-1]}), flush=True)
         mean = {c: sum(r[c] for r in results) / len(results) for c in ("cpu_s", *COLUMNS)}

@@ -72,27 +72,33 @@ def committed_stages() -> dict[str, dict]:
 
 
 def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes(committed_stages):
-    """Where the Snakemake rule passes a run entry as JSON, the DVC stage's `--config` + name gives
-    `dplab train` the same resolved run (so both paths compute the same thing): the stage names the
-    job, whose run (what `dplab train --config --run` takes, checked for a run and a grid run) is the
+    """Where the Snakemake rule passes run entries as JSON, the DVC stage's `--config` + names give
+    `dplab train` the same resolved runs (so both paths compute the same thing): the stage names the
+    job's runs (one, or a grid cell's grouped runs) and their folders in the same order, and each
+    run (what `dplab train --config --run` takes, checked for a run and a grouped grid run) is the
     rule's JSON entry resolved."""
     import shlex
 
     from dplab import jobs
     from dplab.cli import build_parser
-    from dplab.commands.train import pipeline_run
-    from dplab.dvc_yaml import CONFIG
-    from dplab.training.resolve import load_run
+    from dplab.commands.train import pipeline_runs
+    from dplab.dvc_yaml import CONFIG, stage_name
+    from dplab.training.resolve import load_runs
 
-    runs = jobs.load(ROOT / CONFIG).of("train")
+    plan = jobs.load(ROOT / CONFIG)
+    training = [*plan.of("train").values(), *plan.of("train_runs").values()]
+    assert plan.of("train_runs") and sum(len(getattr(job, "runs", [job])) for job in training) == len(plan.runs)
     parser = build_parser()
-    for folder, job in runs.items():
-        args = parser.parse_args(shlex.split(committed_stages["train-" + folder.removeprefix("runs/").replace("/", "-")
-                                                              .replace(".", "-")]["cmd"])[1:])
-        assert (args.config, args.run) == (CONFIG, folder.removeprefix("runs/"))
-        assert job.run == load_run(run_json=job.params["run"]), folder
-    for folder in (next(f for f in runs if f.startswith("runs/")), next(f for f in runs if f.startswith("grids/"))):
-        assert pipeline_run(str(ROOT / CONFIG), folder.removeprefix("runs/")) == runs[folder].run, folder
+    for job in training:
+        runs = getattr(job, "runs", [job])
+        args = parser.parse_args(shlex.split(committed_stages[stage_name(job.rule, job.name.removeprefix("runs/"))]
+                                             ["cmd"])[1:])
+        assert (args.config, args.run) == (CONFIG, [run.name.removeprefix("runs/") for run in runs])
+        assert args.out == [run.params["out"] for run in runs], job.name
+        assert [run.run for run in runs] == load_runs(run_json=job.params["run"]), job.name
+    grouped = next(iter(plan.of("train_runs").values())).runs
+    for folder in (next(f for f in plan.runs if f.startswith("runs/")), grouped[-1].name):
+        assert pipeline_runs(str(ROOT / CONFIG), [folder.removeprefix("runs/")]) == [plan.runs[folder].run], folder
 
 
 def covers(deps: list[str], path: str) -> bool:

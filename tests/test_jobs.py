@@ -45,7 +45,7 @@ def planned_by_snakemake() -> list[dict]:
 
 def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
     """One Snakemake job per job of the plan (the same rule, outputs and inputs, its name the rule's
-    wildcard), no output made by two; the shell command carries each of the job's params as the
+    wildcard; a job of grouped runs its own rule), no output made by two; the shell command carries each of the job's params as the
     rule passes them, and training and audit jobs ask for the job's resources."""
     planned = planned_by_snakemake()
     by_outputs = {frozenset(job["outputs"]): job for job in planned}
@@ -54,7 +54,8 @@ def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
     assert len(outputs) == len(set(outputs))
     for job in plan.jobs:
         smk = by_outputs[frozenset(job.output_files)]
-        assert (smk["rule"], smk["inputs"]) == (job.rule, set(job.input_files)), job.name
+        rule = job.snakemake_rule if isinstance(job, jobs.RunsJob) else job.rule  # a rule of its own
+        assert (smk["rule"], smk["inputs"]) == (rule, set(job.input_files)), job.name
         assert smk["wildcards"] == (f"{job.wildcard}={job.name}" if job.wildcard else None), job.name
         tokens = shlex.split(smk["shell"])
         for key, value in job.params.items():
@@ -100,7 +101,7 @@ def test_a_run_is_resolved_in_one_place_for_each_source_of_runs():
     """resolve_run is called by exactly three functions: the pipeline's runs (check_config, whose
     resolved runs the jobs hold), a run given alone (--run-json, a single-run YAML) and an audit's
     method variants; the rules, dvc.yaml and `dplab train --config --run` take the job's run."""
-    assert _callers("resolve_run") == {"dplab.config:_check_run", "dplab.training.resolve:load_run",
+    assert _callers("resolve_run") == {"dplab.config:_check_run", "dplab.training.resolve:load_runs",
                                        "dplab.audit.membership:method_config"}
 
 

@@ -19,7 +19,7 @@ import time
 import pytest
 import yaml
 
-from conftest import fresh_copy, run, tool_env
+from conftest import SMALL_GRID, fresh_copy, run, tool_env
 from slurm_cluster import SlurmCluster, Unavailable, install
 
 pytestmark = [pytest.mark.slurm, pytest.mark.pipeline, pytest.mark.slow]
@@ -94,7 +94,8 @@ def submitted_jobs(out: str, cluster: SlurmCluster) -> list[dict]:
         line = slurm(cluster, "scontrol", "show", "job", "--oneliner", job_id)
         jobs.append({"id": job_id, "rule": re.search(r"Comment=rule_(\w+?)(_wildcards_\S*)?\s", line).group(1),
                      "partition": re.search(r"Partition=(\S+)", line).group(1),
-                     "gpus": re.search(r"TresPerJob=\S*gres:gpu:(\d+)", line)})
+                     "gpus": re.search(r"TresPerJob=\S*gres:gpu:(\d+)", line),
+                     "time_limit": re.search(r"TimeLimit=(\S+)", line).group(1)})
     return jobs
 
 
@@ -108,7 +109,8 @@ def result_files(root) -> dict[str, bytes]:
 
 
 #: what the cluster builds: one job of each of five rules, training both kinds of run (an entry of
-#: `runs` that records gradient norms, a grid's run), in two DAG levels (the SLURM plugin polls
+#: `runs` that records gradient norms, a grid's run: with two seeds, a job of both, config
+#: group_runs), in two DAG levels (the SLURM plugin polls
 #: job status at growing intervals, 1 + 11 + 21 + … s, so every level costs ~12–33 s)
 TARGETS = [
     "results/data/digits/train.npz",  # prepare_data
@@ -123,24 +125,31 @@ TARGETS = [
 def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_project, built, cluster):
     """With config/paper.yaml's training_resources (device stays auto: the node's GPUs are fake,
     so training runs on its CPU), every training job goes to partition gpu with --gpus=1 and
-    every other job to partition cpu; the results are the local run's, byte for byte."""
+    every other job to partition cpu; the grid's two seeds are one job (group_runs: seed) with
+    twice a run's time limit; the results are the local run's, byte for byte (the second seed,
+    which the local run lacks, aside)."""
     project, local = slurm_project, built
     paper = yaml.safe_load((project / "config" / "paper.yaml").read_text())
     assert paper["training_resources"]["gpus"] == 1
-    edit_config(project, lambda c: c.update(training_resources=paper["training_resources"]))
+    edit_config(project, lambda c: (c.update(training_resources=paper["training_resources"]),
+                                    c["grids"][SMALL_GRID].update(seeds=[0, 1])))
     rc, out = snakemake_slurm(project, cluster, *TARGETS)
     assert rc == 0, out[-5000:]
 
     jobs = submitted_jobs(out, cluster)
+    cell = "train_runs__grids_mf_vs_dpsgd_digits_mlp_dp_mf_eps1"
     assert sorted(job["rule"] for job in jobs) == sorted(
-        ["prepare_data", "prepare_data", "factorization", "train", "train", "figure_table", "figure"]), jobs
+        ["prepare_data", "prepare_data", "factorization", "train", cell, "figure_table", "figure"]), jobs
+    hours = paper["training_resources"]["runtime"] // 60
     for job in jobs:
-        if job["rule"] == "train":
+        if job["rule"] in ("train", cell):
             assert job["partition"] == "gpu" and job["gpus"] and job["gpus"].group(1) == "1", job
+            assert job["time_limit"] == f"{hours * (2 if job['rule'] == cell else 1):02d}:00:00", job
         else:
             assert job["partition"] == "cpu" and job["gpus"] is None, job
+    assert (project / TARGETS[3].replace("seed0", "seed1")).exists()
 
-    slurm_results = result_files(project)
+    slurm_results = {name: data for name, data in result_files(project).items() if "/seed1/" not in name}
     assert set(TARGETS) <= set(slurm_results), sorted(slurm_results)
     local_results = {name: data for name, data in result_files(local).items() if name in slurm_results}
     assert set(slurm_results) == set(local_results)

@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from dplab.cli import main
-from dplab.commands.train import pipeline_run
+from dplab.commands.train import pipeline_runs
 from dplab.errors import Diverged, DPLabError
 from dplab.training import data, loop
-from dplab.training.resolve import load_run, resolve_run
+from dplab.training.resolve import load_runs, resolve_run
 from dplab.training.settings import RunSettings
 
 FAST = {"steps": 30, "batch_size": 64, "lr": 1.0, "log_every": 10, "device": "cpu"}
@@ -44,12 +44,31 @@ def test_train_writes_metrics_and_summary(digits_dir, tmp_path):
     assert "individual_privacy" not in summary
 
 
+def test_runs_trained_in_one_process_are_each_the_run_trained_alone(digits_dir, tmp_path, capsys):
+    """`dplab train --run-json [r, r'] --out A B` (a job of grouped grid runs, config group_runs):
+    each folder byte for byte what the run writes alone, the second run of the process included;
+    folders that do not match the runs, or a bad run anywhere in the list: exit 2, nothing written."""
+    runs = [{"method": "dp_sgd", "noise_multiplier": 1.1, "accountants": ["rdp"], "seed": seed, **FAST, "steps": 10}
+            for seed in (3, 4)]
+    common = ["--data", str(digits_dir), "--threads", "1"]
+    assert main(["train", "--run-json", json.dumps(runs), "--out", str(tmp_path / "a"), str(tmp_path / "b"), *common]) == 0
+    for run, name in zip(runs, "ab"):
+        alone = tmp_path / f"alone_{name}"
+        assert main(["train", "--run-json", json.dumps(run), "--out", str(alone), *common]) == 0
+        assert {f.name: f.read_bytes() for f in alone.iterdir()} == {f.name: f.read_bytes() for f in (tmp_path / name).iterdir()}
+    capsys.readouterr()
+    refused = {"--out": (runs, ["c"]), "lr": ([runs[0], {**runs[1], "lr": -1}], ["c", "d"])}
+    for key, (listed, outs) in refused.items():
+        assert main(["train", "--run-json", json.dumps(listed), "--out", *(str(tmp_path / o) for o in outs), *common]) == 2
+        assert capsys.readouterr().err.startswith(f"dplab train: error: {key}:") and not (tmp_path / "c").exists()
+
+
 def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, "dataset": "digits", **FAST}
     single = tmp_path / "run.yaml"
     single.write_text(yaml.safe_dump(run))
-    assert load_run(run_json=json.dumps(run)) == load_run(single)
-    assert pipeline_run(str(_config(tmp_path, {"a": run})), "a") == {**load_run(single), "name": "a"}
+    assert load_runs(run_json=json.dumps(run)) == load_runs(single) == load_runs(run_json=json.dumps([run]))
+    assert pipeline_runs(str(_config(tmp_path, {"a": run})), ["a"]) == [{**load_runs(single)[0], "name": "a"}]
 
 
 def test_a_run_of_a_pipeline_config_is_named_by_its_job(tmp_path):
@@ -57,13 +76,13 @@ def test_a_run_of_a_pipeline_config_is_named_by_its_job(tmp_path):
     runs; --run with a single-run YAML, or without --config, is refused."""
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, "dataset": "digits", **FAST}
     with pytest.raises(DPLabError, match=r"^--run: unknown run 'b' .*defined: a$"):
-        pipeline_run(str(_config(tmp_path, {"a": run})), "b")
+        pipeline_runs(str(_config(tmp_path, {"a": run})), ["b"])
     single = tmp_path / "run.yaml"
     single.write_text(yaml.safe_dump(run))
     with pytest.raises(DPLabError, match="single-run config"):
-        pipeline_run(str(single), "a")
+        pipeline_runs(str(single), ["a"])
     with pytest.raises(DPLabError, match="give --config"):
-        pipeline_run(None, "a")
+        pipeline_runs(None, ["a"])
 
 
 @pytest.mark.parametrize(

@@ -129,9 +129,12 @@ def _command(job: jobs.Job) -> str:
         return f"dplab prepare-data --config {CONFIG} --dataset {job.name} --out {p['out']}"
     if isinstance(job, jobs.FactorizationJob):
         return f"dplab mf {p['args']} --out {out}"
-    if isinstance(job, jobs.RunJob):
-        return (f"dplab train --config {CONFIG} --run {job.name.removeprefix('runs/')} --data {p['data']}"
-                f" --out {p['out']} --mf-cache {p['mf_cache']} --threads {threads}")
+    if isinstance(job, (jobs.RunJob, jobs.RunsJob)):
+        runs = job.runs if isinstance(job, jobs.RunsJob) else (job,)
+        names = " ".join(run.name.removeprefix("runs/") for run in runs)
+        outs = " ".join(run.params["out"] for run in runs)
+        return (f"dplab train --config {CONFIG} --run {names} --data {p['data']}"
+                f" --out {outs} --mf-cache {p['mf_cache']} --threads {threads}")
     if isinstance(job, jobs.SweepJob):
         return f"dplab sweep --config {CONFIG} --sweep {job.name} --out {out}"
     if isinstance(job, jobs.AuditJob):
@@ -148,13 +151,15 @@ def _command(job: jobs.Job) -> str:
 def _outputs(plan: jobs.JobList, job: jobs.Job) -> dict:
     """The outs of ``job``'s stage: a run's metrics.json is a DVC metric and its metrics.csv a plot,
     a sweep's CSV a plot; every other output an out."""
-    if isinstance(job, jobs.RunJob):
-        files = job.outputs
-        return {"outs": [files["summary"], files["model"], files["grad_norms"], files["individual_epsilon"]],
-                "metrics": [files["metrics_json"]],
-                "plots": [{files["metrics"]: run_plot(job.name.removeprefix("runs/"), RunSettings.of(job.run))}]}
+    if isinstance(job, (jobs.RunJob, jobs.RunsJob)):
+        runs = job.runs if isinstance(job, jobs.RunsJob) else (job,)
+        files = [run.outputs for run in runs]
+        return {"outs": [f[key] for f in files for key in ("summary", "model", "grad_norms", "individual_epsilon")],
+                "metrics": [f["metrics_json"] for f in files],
+                "plots": [{run.outputs["metrics"]: run_plot(run.name.removeprefix("runs/"), RunSettings.of(run.run))}
+                          for run in runs]}
     if isinstance(job, jobs.SweepJob):
-        run = RunSettings.of(plan.job("train", f"runs/{job.run}").run)
+        run = RunSettings.of(plan.runs[f"runs/{job.run}"].run)
         return {"plots": [{job.outputs["table"]: sweep_plot(job, run)}]}
     return {"outs": job.output_files}
 
@@ -193,7 +198,7 @@ def stages(plan: jobs.JobList) -> dict[str, dict]:
 def plots(plan: jobs.JobList) -> list[dict]:
     """`dvc plots show`'s plot across runs: test accuracy vs step of every run (each run's ε and
     each sweep are the plots of their stages: :func:`run_plot`, :func:`sweep_plot`)."""
-    runs = {job.outputs["metrics"]: "test_accuracy" for job in plan.of("train").values()}
+    runs = {job.outputs["metrics"]: "test_accuracy" for job in plan.runs.values()}
     return [{"test_accuracy": {"x": "step", "y": runs, "title": "test accuracy vs step"}}]
 
 

@@ -6,8 +6,10 @@ a frozen record of what its command needs: its inputs and outputs (paths from
 :mod:`dplab.layout`), its params (what the Snakemake rule passes the command), the config entries
 it reads (the DVC stage's params) and its resources.  The rules (``workflow/rules/*.smk``) look
 their job up by rule and wildcard (:meth:`JobList.job`); :mod:`dplab.dvc_yaml` writes one stage per
-job.  A figure of the registry (:data:`dplab.figures.FIGURES`) named in the config's
-``figures`` becomes its two jobs here with no other edit.
+job.  A grid's runs that config ``group_runs`` pools are one job (:class:`RunsJob`) of their own
+rule; :attr:`JobList.runs` holds every run either way.  A figure of the registry
+(:data:`dplab.figures.FIGURES`) named in the config's ``figures`` becomes its two jobs here
+with no other edit.
 """
 
 from __future__ import annotations
@@ -84,6 +86,21 @@ class RunJob(Job):
 
 
 @dataclass(frozen=True)
+class RunsJob(Job):
+    """Runs of one grid trained one after another in one process (config ``group_runs``): ``name``
+    is the folder above theirs under results/, ``runs`` the job each would be on its own; each
+    writes its own folder, byte for byte what its own job writes.  Each is its own Snakemake rule
+    (:attr:`snakemake_rule`), a rule's outputs being fixed in number."""
+
+    rule, wildcard = "train_runs", None
+    runs: tuple[RunJob, ...] = ()
+
+    @property
+    def snakemake_rule(self) -> str:
+        return self.rule + "__" + re.sub(r"\W", "_", self.name)
+
+
+@dataclass(frozen=True)
 class SweepJob(Job):
     rule, wildcard = "sweep", "sweep"
     run: str = ""  #: the name of the run in `runs` whose setting is swept
@@ -132,6 +149,13 @@ class JobList:
     def job(self, rule: str, name: str = "") -> Job:
         return self.of(rule)[name]
 
+    @property
+    def runs(self) -> dict[str, RunJob]:
+        """Every training run by its folder under results/, in the config's order: the run jobs
+        and the runs of each :class:`RunsJob`."""
+        return {run.name: run for job in self.jobs if isinstance(job, (RunJob, RunsJob))
+                for run in (job.runs if isinstance(job, RunsJob) else (job,))}
+
     def pattern(self, rule: str) -> str:
         """The Snakefile's wildcard constraint of ``rule``: exactly its jobs' names (never matches if none)."""
         names = sorted(self.of(rule))
@@ -141,8 +165,9 @@ class JobList:
     def results(self) -> list[str]:
         """Every result the index and the provenance record cover: runs, factorizations, sweeps,
         audits, then each figure's table, pdf and png."""
-        return [path for rule in ("train", "factorization", "sweep", "audit") for job in self.of(rule).values()
-                for path in job.output_files] + [
+        return [path for job in self.runs.values() for path in job.output_files] + [
+            path for rule in ("factorization", "sweep", "audit") for job in self.of(rule).values()
+            for path in job.output_files] + [
             path for figure in self.of("figure") for path in layout.figure_files(figure)]
 
     @property
@@ -183,6 +208,38 @@ def _run_job(config: dict, folder: str, entry: dict, run: dict) -> RunJob:
         entry=entry, run=run)
 
 
+#: how many folders at the end of a grid run's name (``…/<variant>/<privacy>/seed<s>``) differ
+#: between the runs of one job, by config ``group_runs``
+GROUP_DEPTH = {"none": 0, "seed": 1, "epsilon": 2}
+
+
+def _training_jobs(config: dict, runs: dict[str, dict]) -> list[Job]:
+    """The training jobs: a run of `runs` alone; a grid's runs pooled by the folder above their
+    last :data:`GROUP_DEPTH` folders (config ``group_runs``), a pool of one being a run job."""
+    depth = GROUP_DEPTH[config["group_runs"]]
+    pools: dict[str, list[RunJob]] = {}
+    for folder, entry in entries.training_runs(config).items():
+        job = _run_job(config, folder, entry, runs[folder])
+        key = folder.rsplit("/", depth)[0] if folder.startswith("grids/") and depth else folder
+        pools.setdefault(key, []).append(job)
+    return [pool[0] if len(pool) == 1 else _runs_job(name, pool) for name, pool in pools.items()]
+
+
+def _runs_job(name: str, runs: list[RunJob]) -> RunsJob:
+    """The job of ``runs`` (one grid, one variant: one dataset): every run's inputs and outputs,
+    the resources of one with k times its runtime."""
+    first = runs[0]
+    inputs = {key: value for run in runs for key, value in run.inputs.items()}
+    resources = first.resources
+    return RunsJob(
+        name=name, inputs=inputs,
+        outputs={f"{run.name}:{key}": path for run in runs for key, path in run.outputs.items()},
+        params={"run": _json([run.entry for run in runs]), "data": first.params["data"],
+                "out": [run.params["out"] for run in runs], "mf_cache": first.params["mf_cache"]},
+        reads=first.reads, runs=tuple(runs),
+        resources=Resources(resources.threads, resources.gpu, resources.mem_mb, resources.runtime * len(runs)))
+
+
 def plan(config: dict) -> JobList:
     """The jobs of ``config`` (validated, defaults filled), checked by
     :func:`dplab.config.check_config` first (a :class:`~dplab.errors.DPLabError` naming the key)."""
@@ -196,7 +253,7 @@ def plan(config: dict) -> JobList:
     out += [FactorizationJob(name=key, inputs={}, outputs={"factorization": layout.mf_file(key)},
                              params={"args": layout.mf_args(spec)}, spec=spec)
             for key, spec in factorizations(config, runs).items()]
-    out += [_run_job(config, folder, entry, runs[folder]) for folder, entry in entries.training_runs(config).items()]
+    out += _training_jobs(config, runs)
     out += [SweepJob(name=name, inputs={"summary": layout.run_files(entry["run"])["summary"]},
                      outputs={"table": layout.sweep_file(name)}, reads=(f"sweeps.{name}",), run=entry["run"],
                      params={"accountants": " ".join(entry["accountants"]), "points": entry["points"]})

@@ -26,3 +26,34 @@ rule train:
     shell:
         "dplab train --run-json {params.run:q} --data {params.data}"
         " --out {params.out} --mf-cache {params.mf_cache} --threads {threads} > {log} 2>&1"
+
+
+# The runs of a grid that config `group_runs` trains in one job (dplab.jobs.RunsJob): one rule
+# each, its outputs every run's files (a rule's outputs are fixed in number), one after another in
+# one `dplab train` process. Each run's folder is byte for byte what rule train would write.
+for runs_job in PLAN.of("train_runs").values():
+
+    rule:
+        name:
+            runs_job.snakemake_rule
+        input:
+            **runs_job.inputs,
+        output:
+            runs_job.output_files,
+        log:
+            f"logs/{runs_job.name}.log",
+        conda:
+            "../envs/dplab.yaml"
+        threads: runs_job.resources.threads
+        resources:
+            gpu=runs_job.resources.gpu,
+            mem_mb=runs_job.resources.mem_mb,
+            runtime=runs_job.resources.runtime,
+        params:
+            run=runs_job.params["run"],
+            data=runs_job.params["data"],
+            out=runs_job.params["out"],
+            mf_cache=runs_job.params["mf_cache"],
+        shell:
+            "dplab train --run-json {params.run:q} --data {params.data}"
+            " --out {params.out:q} --mf-cache {params.mf_cache} --threads {threads} > {log} 2>&1"

@@ -8,13 +8,14 @@ from dplab.errors import DPLabError
 
 
 def add_source(parser, json_flag: str, json_help: str, config_help: str,
-               name_flag: str | None = None, name_help: str | None = None) -> None:
-    """``--config`` or ``json_flag`` (one of them, required), and the name flag that goes with ``--config``."""
+               name_flag: str | None = None, name_help: str | None = None, nargs: str | None = None) -> None:
+    """``--config`` or ``json_flag`` (one of them, required), and the name flag that goes with
+    ``--config`` (``nargs``: argparse's, for a command that takes several names)."""
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help=config_help)
     src.add_argument(json_flag, help=f"{json_help} (what the Snakemake rule passes)")
     if name_flag:
-        parser.add_argument(name_flag, help=name_help)
+        parser.add_argument(name_flag, help=name_help, nargs=nargs)
 
 
 def named_entry(entries: dict, name: str, flag: str, what: str) -> dict:

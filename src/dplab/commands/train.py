@@ -1,5 +1,6 @@
 """``dplab train``: one run (pipeline config + --run, a single-run YAML, or --run-json) on a
-prepared dataset → DIR/metrics.csv and DIR/summary.json."""
+prepared dataset → DIR/metrics.csv and DIR/summary.json; or several runs on one dataset, one after
+another in one process, each into its own DIR (a job of grouped grid runs: config ``group_runs``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dplab.commands.source import add_source
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "train",
-        help="train one run; write metrics.csv and summary.json",
+        help="train one run (or several, one after another); write metrics.csv and summary.json",
         description="Train one run (a pipeline config with --run, a single-run YAML, or --run-json) on a "
         "dataset prepared by `dplab prepare-data`. Writes DIR/metrics.csv (one row per logged step, with "
         "ε from every upper-bound accountant valid for the run, and epsilon_lower_*/epsilon_comparison_* "
@@ -20,13 +21,16 @@ def register(subparsers) -> None:
         "accountant: what `dvc metrics show` lists), DIR/model.pt and "
         "DIR/grad_norms.csv (the recorded norms with record_grad_norms, else only its header), "
         "DIR/individual_epsilon.csv (each record's individual ε with individual_epsilon, else only its header); resumes from "
-        "DIR/checkpoint.pt if a previous attempt was interrupted.",
+        "DIR/checkpoint.pt if a previous attempt was interrupted. Several runs (--run NAME NAME …, or "
+        "--run-json with a list of runs) train one after another in this process, each into its --out "
+        "DIR (one per run, in order), each exactly as it trains alone.",
     )
-    add_source(p, "--run-json", "the run as a JSON object", "pipeline config (with --run) or single-run YAML",
-               "--run", "with a pipeline --config: the run's name in `runs`, or a grid run's folder "
-               "under results/ (grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>)")
+    add_source(p, "--run-json", "the run as a JSON object, or a list of runs", "pipeline config (with --run) or "
+               "single-run YAML", "--run", "with a pipeline --config: the run's name in `runs`, or a grid run's "
+               "folder under results/ (grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>); several names: "
+               "those runs, one after another", nargs="+")
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", required=True, nargs="+", help="output folder, one per run")
     p.add_argument("--mf-cache", default=None,
                    help="folder of saved factorizations: a dp_mf run loads DIR/<key>.npz (dplab.layout.cache_key), "
                    "written by `dplab mf --strategy S --steps T [--bands m | --buffers k] ... --out FILE`")
@@ -40,23 +44,29 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import torch
 
+    from dplab.errors import DPLabError
     from dplab.io import check_output
-    from dplab.training.resolve import load_run
+    from dplab.training.resolve import load_runs
     from dplab.validate import MAX_THREADS, integer
 
-    check_output(args.out, "--out", folder=True)
+    for out in args.out:
+        check_output(out, "--out", folder=True)
+    if len(set(args.out)) < len(args.out):
+        raise DPLabError("--out", "names a folder twice; give one folder per run")
     if args.threads is not None:
         torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
-    cfg = pipeline_run(args.config, args.run) if args.run is not None else load_run(args.config, args.run_json)
-    _train_one(cfg, args.data, args.out, args.mf_cache, args.cuda_graph == "on")
+    cfgs = pipeline_runs(args.config, args.run) if args.run is not None else load_runs(args.config, args.run_json)
+    if len(cfgs) != len(args.out):
+        raise DPLabError("--out", f"give one folder per run: {len(cfgs)} run(s), {len(args.out)} folder(s)")
+    _train(cfgs, args.data, args.out, args.mf_cache, args.cuda_graph == "on")
     return 0
 
 
-def pipeline_run(config_file: str | None, name: str) -> dict:
-    """The resolved run of the training job ``name`` of a pipeline config — a run of `runs`, or
-    a grid run's folder under results/ (``grids/<grid>/<run>``) — as :func:`dplab.jobs.plan`
-    resolves it: its entry (:func:`dplab.entries.training_runs`) resolved alone, as
-    ``--run-json`` is (the job plans no other entry of the config)."""
+def pipeline_runs(config_file: str | None, names: list[str]) -> list[dict]:
+    """The resolved runs of a pipeline config's training runs ``names`` — runs of `runs`, or grid
+    runs' folders under results/ (``grids/<grid>/<run>``) — as :func:`dplab.jobs.plan` resolves
+    them: each entry (:func:`dplab.entries.training_runs`) resolved alone, as ``--run-json`` is
+    (the job plans no other entry of the config)."""
     from dplab.config import read_config
     from dplab.entries import training_runs
     from dplab.errors import DPLabError
@@ -68,45 +78,58 @@ def pipeline_run(config_file: str | None, name: str) -> dict:
     if "runs" not in load_yaml(config_file):
         raise DPLabError("--run", f"{config_file} is a single-run config (no 'runs' section)")
     runs = training_runs(read_config(config_file))
-    folder = name if name.startswith("grids/") else f"runs/{name}"
-    if folder not in runs:
-        kind = "grid run" if name.startswith("grids/") else "run"
-        raise DPLabError("--run", f"unknown {kind} {name!r} in {config_file}; defined: "
-                                  f"{', '.join(job.removeprefix('runs/') for job in runs)}")
-    where = f"runs.{name}" if folder.startswith("runs/") else f"grids.{folder.split('/')[1]}"
-    return resolve_run(runs[folder], where)
+    folders = [name if name.startswith("grids/") else f"runs/{name}" for name in names]
+    for name, folder in zip(names, folders):
+        if folder not in runs:
+            kind = "grid run" if name.startswith("grids/") else "run"
+            raise DPLabError("--run", f"unknown {kind} {name!r} in {config_file}; defined: "
+                                      f"{', '.join(job.removeprefix('runs/') for job in runs)}")
+    return [resolve_run(runs[folder], f"runs.{name}" if folder.startswith("runs/")
+                        else f"grids.{folder.split('/')[1]}") for name, folder in zip(names, folders)]
 
 
-def _train_one(cfg: dict, data_dir: str, out: str, mf_cache: str | None = None,
-               cuda_graph: bool = True) -> None:
+def _train(cfgs: list[dict], data_dir: str, outs: list[str], mf_cache: str | None = None,
+           cuda_graph: bool = True) -> None:
+    """Train each run of ``cfgs`` on the dataset ``data_dir`` (read once) into its folder of ``outs``,
+    one after another; every run's dataset and factorization are checked before the first trains."""
     from dplab.accounting.eligibility import labelled
     from dplab.errors import DPLabError
     from dplab.io import output_folder
     from dplab.training import data, loop
-    from dplab.training.methods import METHODS
+    from dplab.training.methods import METHODS, run_factorization
     from dplab.training.settings import RunSettings
 
-    settings = RunSettings.of(cfg)
     dataset = data.load(data_dir)
-    if dataset.info["name"] != settings.dataset:
-        raise DPLabError("dataset", f"the run names {settings.dataset!r} but {data_dir} holds {dataset.info['name']!r}")
-    method = METHODS[settings.method]
-    factorization = method.load_factorization(settings, mf_cache) if mf_cache is not None else None
-    if settings.phases is not None:
-        from dplab.training import phased
+    factorizations = {}  # by cache key: the runs of one job share theirs
+    for cfg in cfgs:
+        settings = RunSettings.of(cfg)
+        if dataset.info["name"] != settings.dataset:
+            raise DPLabError("dataset", f"the run names {settings.dataset!r} but {data_dir} holds {dataset.info['name']!r}")
+        if mf_cache is not None and (key := run_factorization(cfg)) not in factorizations:
+            factorizations[key] = METHODS[settings.method].load_factorization(settings, mf_cache)
+    for cfg, out in zip(cfgs, outs):
+        settings = RunSettings.of(cfg)
+        if settings.phases is not None:
+            _train_phases(cfg, dataset, out)
+            continue
+        factorization = factorizations.get(run_factorization(cfg)) if mf_cache is not None else None
+        with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
+            summary = loop.train(settings, dataset, folder, factorization=factorization, cuda_graph=cuda_graph)
+        eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
+        references = {**summary.epsilon_lower, **summary.epsilon_comparison}  # beside the claims: never the run's ε
+        for name, kind in summary.epsilon_bound.items():
+            if kind != "upper":
+                eps += f"; {labelled(name, references[name])}"
+        final = summary.final
+        print(f"test_accuracy={final.test_accuracy:.4f} test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}")
 
-        with output_folder(out) as folder:
-            record = phased.train(cfg, dataset, folder)
-        eps = ", ".join(f"{k}={v:.4g}" for k, v in record["epsilon"].items()) or "none"
-        print(f"phases: {len(record['phases'])} epsilon: {eps} -> {out}")
-        return
-    with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
-        summary = loop.train(settings, dataset, folder, factorization=factorization,
-                             cuda_graph=cuda_graph)
-    eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
-    references = {**summary.epsilon_lower, **summary.epsilon_comparison}  # beside the claims: never the run's ε
-    for name, kind in summary.epsilon_bound.items():
-        if kind != "upper":
-            eps += f"; {labelled(name, references[name])}"
-    final = summary.final
-    print(f"test_accuracy={final.test_accuracy:.4f} test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}")
+
+def _train_phases(cfg: dict, dataset, out: str) -> None:
+    """A run in phases (:mod:`dplab.training.phased`) into ``out``."""
+    from dplab.io import output_folder
+    from dplab.training import phased
+
+    with output_folder(out) as folder:
+        record = phased.train(cfg, dataset, folder)
+    eps = ", ".join(f"{k}={v:.4g}" for k, v in record["epsilon"].items()) or "none"
+    print(f"phases: {len(record['phases'])} epsilon: {eps} -> {out}")

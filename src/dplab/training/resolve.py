@@ -19,13 +19,17 @@ from dplab.training.settings import RunSettings
 from dplab.validate import json_value
 
 
-def load_run(path: str | Path | None = None, run_json: str | None = None) -> dict:
-    """The resolved run of ``run_json`` or of the single-run YAML file ``path`` (a run of a pipeline
-    config is its job's: :func:`dplab.jobs.plan`, ``dplab train --config FILE --run NAME``)."""
+def load_runs(path: str | Path | None = None, run_json: str | None = None) -> list[dict]:
+    """The resolved runs of ``run_json`` (a run, or a list of runs trained one after another) or
+    the run of the single-run YAML file ``path`` (a run of a pipeline config is its job's:
+    :func:`dplab.jobs.plan`, ``dplab train --config FILE --run NAME``)."""
     if run_json is not None:
         if path is not None:
             raise DPLabError("--run-json", "give either --config or --run-json, not both")
-        return resolve_run(json_value("--run-json", run_json))
+        value = json_value("--run-json", run_json)
+        if value == []:
+            raise DPLabError("--run-json", "is an empty list; give a run or a list of runs")
+        return [resolve_run(raw) for raw in (value if isinstance(value, list) else [value])]
     if path is None:
         raise DPLabError("--config", "give --config FILE or --run-json JSON")
     data = load_yaml(path)
@@ -34,7 +38,7 @@ def load_run(path: str | Path | None = None, run_json: str | None = None) -> dic
         if not isinstance(runs, dict) or not runs:
             raise DPLabError("runs", "must be a non-empty mapping of run name -> run")
         raise DPLabError("--run", f"the config holds several runs; choose one of {', '.join(runs)}")
-    return resolve_run(data)
+    return [resolve_run(data)]
 
 
 def _check_risk_target(cfg: dict, method, err) -> None:
