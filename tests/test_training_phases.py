@@ -13,7 +13,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from dplab.cli import main
 from dplab.errors import DPLabError
 from dplab.training import phased
-from dplab.training.resolve import load_run, resolve_run
+from dplab.training.resolve import load_runs, resolve_run
 
 RUN = {"method": "dp_sgd", "dataset": "s", "batch_size": 10, "clip": 1.0, "lr": 0.5, "delta": 1e-5, "log_every": 5,
        "device": "cpu", "checkpoint_every": 0, "accountants": ["rdp", "pld", "naive"],
@@ -50,7 +50,7 @@ def test_calibration_scales_the_phases_sigma_by_one_factor(synth):
 def test_a_phase_with_an_unknown_key_is_refused_by_the_schema_and_the_pipeline_refuses_phases(tmp_path):
     with pytest.raises(DPLabError, match="sampling"):
         resolve_run({**RUN, "phases": [{"steps": 3, "sampling": "shuffle"}]})
-    assert load_run(str(_example()), None)["phases"][1]["batch_size"] == 256
+    assert load_runs(str(_example()), None)[0]["phases"][1]["batch_size"] == 256
 
 
 def _example():
@@ -60,7 +60,7 @@ def _example():
 
 
 def test_cli_trains_a_run_in_phases(digits_dir, tmp_path, capsys):
-    run = {**load_run(str(_example()), None), "target_epsilon": None, "accountants": ["rdp"],
+    run = {**load_runs(str(_example()), None)[0], "target_epsilon": None, "accountants": ["rdp"],
            "phases": [{"steps": 2, "noise_multiplier": 1.0}, {"steps": 1, "batch_size": 256, "noise_multiplier": 2.0}]}
     assert main(["train", "--run-json", json.dumps(run), "--data", str(digits_dir), "--out", str(tmp_path / "o")]) == 0
     record = json.loads((tmp_path / "o" / "phases.json").read_text())
