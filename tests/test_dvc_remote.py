@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 
+import background
 from conftest import fresh_copy, run
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
@@ -75,10 +76,25 @@ def check_metrics_and_plots(project):
     shutil.rmtree(project / "plots")
 
 
-def test_repro_push_pull_clone_then_experiment(built, tmp_path):
-    project = fresh_copy(built, tmp_path / "project")
-    commit = run(["git", "rev-parse", "HEAD"], cwd=project).stdout.strip()
+def build_with_dvc(factory):
+    """`dvc repro` from scratch in a copy of the built small project (same commit, no results)."""
+    project = fresh_copy(background.get("built", factory), factory.mktemp("dvc") / "project")
     run(["dvc", "repro", "--quiet"], cwd=project)
+    return project
+
+
+background.register("reproduced", build_with_dvc)
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory):
+    """The small project built by `dvc repro` (in the background: background.py)."""
+    return background.get("reproduced", tmp_path_factory)
+
+
+def test_repro_push_pull_clone_then_experiment(built, reproduced, tmp_path):
+    project = reproduced
+    commit = run(["git", "rev-parse", "HEAD"], cwd=project).stdout.strip()
     outs, _ = dvc_graph(project)
     before = digests(project, outs)
     assert before == digests(built, outs)  # DVC's stages give Snakemake's results, byte for byte
