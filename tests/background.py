@@ -3,12 +3,13 @@
 A pipeline test spends its time waiting for Snakemake or DVC to build a DAG, which leaves a core
 of the 2-core CI machine idle while the rest of the suite runs on the other one. A build
 registered here (:func:`register`, by the name of the fixture that returns it) starts as soon as
-collection shows that a selected test needs that fixture (conftest's
-``pytest_collection_finish`` calls :func:`start`): in one background thread, one build after
-another in the order the tests need them, its processes at a lower priority (nice 10, so the
-tests that run meanwhile keep their core). The fixture calls :func:`get`, which waits for the
-build, or makes it in the calling thread when the background has not reached it yet. What a build
-makes and what the tests assert do not change, only when the build runs."""
+collection shows that a selected test needs that fixture (conftest's ``pytest_collection_finish``
+calls :func:`start`): in a background thread, one build after another in the order the tests
+need them (a build that mostly waits, for SLURM, in a thread of its own), its processes at a
+lower priority (nice 10: the tests that run meanwhile keep their core). The fixture calls
+:func:`get`, which waits for the build, or makes it in the calling thread when the background has
+not reached it yet. What a build makes and what the tests assert do not change, only when the
+build runs."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ OUTCOMES = (Exception, pytest.skip.Exception, pytest.fail.Exception)
 class Build:
     """One DAG, made once by whichever thread asks first; the others wait for it."""
 
-    def __init__(self, name: str, make: Callable[..., object]):
-        self.name, self.make = name, make
+    def __init__(self, name: str, make: Callable[..., object], lane: str = "cpu"):
+        self.name, self.make, self.lane = name, make, lane
         self.lock = threading.Lock()
         self.done = False
         self.path: object = None
@@ -53,10 +54,12 @@ BUILDS: dict[str, Build] = {}
 STOP = threading.Event()
 
 
-def register(name: str, make: Callable[..., object]) -> None:
+def register(name: str, make: Callable[..., object], lane: str = "cpu") -> None:
     """Make ``make(factory)`` the build of the fixture ``name``, which returns :func:`get` of it
-    (``factory``: pytest's tmp_path_factory, for its folder and the builds it starts from)."""
-    BUILDS[name] = Build(name, make)
+    (``factory``: pytest's tmp_path_factory, for its folder and the builds it starts from).
+    Builds of one ``lane`` run one after another; a build that mostly waits (for SLURM) takes a
+    lane of its own, beside the builds that keep the CPU busy."""
+    BUILDS[name] = Build(name, make, lane)
 
 
 def get(name: str, factory):
@@ -71,9 +74,9 @@ def start(items, factory) -> None:
         for name in getattr(item, "fixturenames", ()):
             if name in BUILDS and BUILDS[name] not in queue:
                 queue.append(BUILDS[name])
-    if queue:
-        worker = threading.Thread(target=_work, args=(queue, factory), name="builds", daemon=True)
-        worker.start()
+    for lane in dict.fromkeys(build.lane for build in queue):
+        builds = [build for build in queue if build.lane == lane]
+        threading.Thread(target=_work, args=(builds, factory), name=f"{lane} builds", daemon=True).start()
 
 
 def _work(queue: list[Build], factory) -> None:

@@ -57,7 +57,7 @@ def slurm_runs(factory) -> dict:
     return runs
 
 
-background.register("slurm", slurm_runs)
+background.register("slurm", slurm_runs, lane="slurm")
 
 
 @pytest.fixture(scope="module")
