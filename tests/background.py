@@ -52,6 +52,8 @@ class Build:
 BUILDS: dict[str, Build] = {}
 #: set when the session ends: the background starts no further build
 STOP = threading.Event()
+#: what to undo when the session ends while a build is under way (a cluster's daemons)
+UNDO: list[Callable[[], None]] = []
 
 
 def register(name: str, make: Callable[..., object], lane: str = "cpu") -> None:

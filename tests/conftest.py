@@ -40,6 +40,8 @@ def run(cmd: list[str], cwd: Path, check: bool = True, timeout: float = 600) -> 
     proc = subprocess.Popen(cmd, cwd=cwd, env=tool_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     RUNNING.add(proc)
+    if background.STOP.is_set():  # a background build that goes on after the session ended
+        kill(proc)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException:
@@ -72,6 +74,8 @@ def pytest_sessionfinish(session, exitstatus):
     background.STOP.set()
     for proc in list(RUNNING):
         kill(proc)
+    while background.UNDO:
+        background.UNDO.pop()()
 
 
 def tracked_files() -> list[str]:

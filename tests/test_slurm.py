@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 import background
-from conftest import fresh_copy, run, tool_env
+from conftest import RUNNING, fresh_copy, run, tool_env
 from slurm_cluster import SlurmCluster, Unavailable, install
 
 pytestmark = [pytest.mark.slurm, pytest.mark.pipeline, pytest.mark.slow]
@@ -43,6 +43,7 @@ def slurm_runs(factory) -> dict:
         pytest.skip(f"no live SLURM cluster: {err}")
     built = background.get("built", factory)
     cluster = SlurmCluster(factory.mktemp("slurm"))
+    background.UNDO.append(cluster.stop)  # if the session ends first
     runs = {}
     try:
         cluster.start()
@@ -53,7 +54,12 @@ def slurm_runs(factory) -> dict:
             except (Exception, pytest.fail.Exception) as err:  # the other run goes on
                 runs[name] = err
     finally:
-        cluster.stop()
+        try:
+            background.UNDO.remove(cluster.stop)
+        except ValueError:  # the session has ended, and stops the cluster
+            pass
+        else:
+            cluster.stop()
     return runs
 
 
@@ -82,11 +88,14 @@ def edit_config(project, edit) -> dict:
 
 
 def start_slurm_run(cwd, slurm: SlurmCluster, *args: str) -> subprocess.Popen:
+    """snakemake with the SLURM profile, in a process group that the session kills if it ends first."""
     cmd = ["snakemake", "--profile", "workflow/profiles/slurm", *FAST, *args]
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         cmd, cwd=cwd, env={**tool_env(), **slurm.env()}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )
+    RUNNING.add(proc)
+    return proc
 
 
 def snakemake_slurm(cwd, slurm: SlurmCluster, *args: str, proc: subprocess.Popen | None = None) -> tuple[int, str]:
@@ -98,6 +107,8 @@ def snakemake_slurm(cwd, slurm: SlurmCluster, *args: str, proc: subprocess.Popen
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         pytest.fail(f"snakemake on SLURM did not finish in {LIMIT_S} s:\n{out[-5000:]}")
+    finally:
+        RUNNING.discard(proc)
     return proc.returncode, out
 
 
