@@ -82,7 +82,7 @@ def main() -> int:
     for axis, size, row in rows:
         rounded = {k: round(v, 3) for k, v in row.items()}
         print(json.dumps({"axis": axis, "size": size, **rounded}), flush=True)
-    print("\n| size | value | CPU s | imports | planning | accounting | writing | work | start-up |")
+    print("\n| axis | size | CPU s | imports | planning | accounting | writing | work | start-up |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for axis, size, m in rows:
         share = (m["imports"] + m["planning"]) / m["cpu_s"]

@@ -63,12 +63,12 @@ def slurm_runs(factory) -> dict:
     return runs
 
 
-background.register("slurm", slurm_runs, lane="slurm")
+background.register("slurm_results", slurm_runs, lane="slurm")
 
 
 @pytest.fixture(scope="module")
 def slurm_results(tmp_path_factory) -> dict:
-    return background.get("slurm", tmp_path_factory)
+    return background.get("slurm_results", tmp_path_factory)
 
 
 def outcome(slurm_results: dict, name: str) -> dict:
