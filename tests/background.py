@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -35,8 +36,11 @@ class Build:
         self.done = False
         self.path: object = None
         self.error: Exception | None = None
+        #: wall seconds the build took, in which thread; seconds the tests waited for it
+        self.seconds, self.thread, self.waited = 0.0, "", 0.0
 
     def get(self, factory) -> object:
+        asked = time.monotonic()
         with self.lock:
             if not self.done:
                 try:
@@ -44,6 +48,10 @@ class Build:
                 except OUTCOMES as err:  # raised again in every test that needs the build
                     self.error = err
                 self.done = True
+                self.seconds = time.monotonic() - asked
+                self.thread = threading.current_thread().name
+        if threading.current_thread() is threading.main_thread():
+            self.waited += time.monotonic() - asked
         if self.error is not None:
             raise self.error
         return self.path
@@ -79,6 +87,12 @@ def start(items, factory) -> None:
     for lane in dict.fromkeys(build.lane for build in queue):
         builds = [build for build in queue if build.lane == lane]
         threading.Thread(target=_work, args=(builds, factory), name=f"{lane} builds", daemon=True).start()
+
+
+def summary() -> list[str]:
+    """One line per build made: its wall seconds, where, and how long the tests waited for it."""
+    return [f"{b.name}: {b.seconds:.0f} s in the {b.thread} thread, the tests waited {b.waited:.0f} s"
+            + (" (failed)" if b.error is not None else "") for b in BUILDS.values() if b.done]
 
 
 def _work(queue: list[Build], factory) -> None:

@@ -69,6 +69,15 @@ def pytest_collection_finish(session):
         background.start(session.items, session.config._tmp_path_factory)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """How long each background build took and how long the tests waited for it."""
+    lines = background.summary()
+    if lines:
+        terminalreporter.write_sep("-", "background builds")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """A background build still running when the session ends (stopped early) is killed."""
     background.STOP.set()
