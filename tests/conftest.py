@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,23 +12,79 @@ from pathlib import Path
 import pytest
 import yaml
 
+import background
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+#: the environment the session started with (not what a test or an in-process run sets meanwhile)
+ENVIRON = dict(os.environ)
+
+
 def tool_env() -> dict:
-    """The environment the pipeline's tools run in: this interpreter's bin first on PATH."""
-    env = dict(os.environ)
+    """The environment the pipeline's tools run in: the session's (:data:`ENVIRON`, the same for a
+    build in the background), this interpreter's bin first on PATH."""
+    env = dict(ENVIRON)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 
+#: the commands :func:`run` is waiting for, each the leader of its own process group
+RUNNING: set[subprocess.Popen] = set()
+
+
 def run(cmd: list[str], cwd: Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run a command of the pipeline (snakemake, dvc, dplab) and return its completed process."""
-    proc = subprocess.run(cmd, cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=timeout)
+    """Run a command of the pipeline (snakemake, dvc, dplab) and return its completed process; on a
+    timeout or an interrupt, the command and every process it started are killed."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=tool_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    RUNNING.add(proc)
+    if background.STOP.is_set():  # a background build that goes on after the session ended
+        kill(proc)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        kill(proc)
+        proc.communicate()
+        raise
+    finally:
+        RUNNING.discard(proc)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stdout}\n{stderr}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """SIGKILL to the process group of ``proc`` (a command of :func:`run`)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def pytest_collection_finish(session):
+    """Start the DAG builds the selected tests need (background.py) while the others run."""
+    if not session.config.option.collectonly:
+        background.start(session.items, session.config._tmp_path_factory)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How long each background build took and how long the tests waited for it."""
+    lines = background.summary()
+    if lines:
+        terminalreporter.write_sep("-", "background builds")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A background build still running when the session ends (stopped early) is killed."""
+    background.STOP.set()
+    for proc in list(RUNNING):
+        kill(proc)
+    while background.UNDO:
+        background.UNDO.pop()()
 
 
 def tracked_files() -> list[str]:
@@ -141,15 +198,24 @@ def project(tmp_path) -> Path:
     return copy_project(tmp_path / "project")
 
 
-@pytest.fixture(scope="session")
-def built(tmp_path_factory) -> Path:
-    """One copy of the project whose whole small DAG Snakemake has run locally (then the report):
-    the reference the pipeline, report, DVC and SLURM tests read.  Tests must not change it; one
-    that needs to, copies it (``shutil.copytree(built, dest, symlinks=True)``: same commit)."""
-    path = copy_project(tmp_path_factory.mktemp("built") / "project", dvc=True)
+def build_small(factory) -> Path:
+    """A copy of the project whose whole small DAG Snakemake has run locally (then the report)."""
+    path = copy_project(factory.mktemp("built") / "project", dvc=True)
     run(["snakemake", "--cores", "2"], cwd=path)
     run(["snakemake", "--report", "results/report.html"], cwd=path)
     return path
+
+
+background.register("built", build_small)
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> Path:
+    """One copy of the project whose whole small DAG Snakemake has run locally (then the report):
+    the reference the pipeline, report, DVC and SLURM tests read (built in the background from the
+    start of the session: background.py).  Tests must not change it; one that needs to, copies it
+    (``shutil.copytree(built, dest, symlinks=True)``: same commit)."""
+    return background.get("built", tmp_path_factory)
 
 
 def fresh_copy(built_path: Path, dest: Path) -> Path:

@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 
+import background
 from conftest import fresh_copy, run
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
@@ -75,7 +76,10 @@ def check_metrics_and_plots(project):
     shutil.rmtree(project / "plots")
 
 
-def test_repro_push_pull_clone_then_experiment(built, tmp_path):
+def repro_push_pull_clone_then_experiment(factory):
+    """The whole check, made in the background (background.py: it is mostly DVC's and Snakemake's
+    start-up); what fails in it fails the test below."""
+    built, tmp_path = background.get("built", factory), factory.mktemp("dvc_remote")
     project = fresh_copy(built, tmp_path / "project")
     commit = run(["git", "rev-parse", "HEAD"], cwd=project).stdout.strip()
     run(["dvc", "repro", "--quiet"], cwd=project)
@@ -132,3 +136,17 @@ def test_repro_push_pull_clone_then_experiment(built, tmp_path):
     assert ran | skipped == set(downstream), (ran, skipped)
 
     assert "sweep-dp_sgd" in downstream["train-try3_dp_sgd"]  # the graph is read the right way round (the sweep is of try 3)
+
+
+background.register("dvc_remote", repro_push_pull_clone_then_experiment)
+
+
+@pytest.fixture(scope="module")
+def dvc_remote(tmp_path_factory):
+    """A call that waits for :func:`repro_push_pull_clone_then_experiment`, raising what failed."""
+    return lambda: background.get("dvc_remote", tmp_path_factory)
+
+
+def test_repro_push_pull_clone_then_experiment(dvc_remote):
+    """`dvc repro` gives Snakemake's bytes; push, pull, a clone, an experiment (the module's text)."""
+    dvc_remote()

@@ -10,6 +10,7 @@ import re
 import pytest
 import yaml
 
+import background
 from conftest import ROOT, copy_project, run, write_mnist
 from dplab import entries, jobs, layout
 from dplab.config import check_config
@@ -93,13 +94,28 @@ def test_smoke_scale_keeps_every_rule_dataset_kind_and_figure_and_only_shrinks()
         assert {r["variant"] for r in entries.grid_runs(smoke, grid).values()} == set(paper["grids"][grid]["variants"])
 
 
-@pytest.mark.pipeline
-@pytest.mark.slow
-def test_paper_dag_at_smoke_scale_runs_end_to_end(tmp_path):
-    project = copy_project(tmp_path / "project")
+def build_smoke(factory):
+    """The paper DAG at smoke scale in a copy of the project, on MNIST-format files."""
+    project = copy_project(factory.mktemp("paper_smoke") / "project")
     write_mnist(project / "data" / "mnist", 500, 120, gz=False)  # where datasets.mnist.path points; raw: unchecked
     write_mnist(project / "data" / "fashion-mnist", 500, 120)  # where paper-smoke.yaml's fashion_mnist.path points
     run(["snakemake", "--cores", "2", *SMOKE], cwd=project, timeout=1200)
+    return project
+
+
+background.register("paper_smoke", build_smoke)
+
+
+@pytest.fixture(scope="module")
+def paper_smoke(tmp_path_factory):
+    """The paper DAG built at smoke scale (in the background: background.py)."""
+    return background.get("paper_smoke", tmp_path_factory)
+
+
+@pytest.mark.pipeline
+@pytest.mark.slow
+def test_paper_dag_at_smoke_scale_runs_end_to_end(paper_smoke):
+    project = paper_smoke
     results = project / "results"
     for figure in FIGURES:
         for path in (f"tables/{figure}.csv", f"figures/{figure}.pdf", f"figures/{figure}.png"):

@@ -19,7 +19,8 @@ import time
 import pytest
 import yaml
 
-from conftest import SMALL_GRID, fresh_copy, run, tool_env
+import background
+from conftest import RUNNING, SMALL_GRID, fresh_copy, run, tool_env
 from slurm_cluster import SlurmCluster, Unavailable, install
 
 pytestmark = [pytest.mark.slurm, pytest.mark.pipeline, pytest.mark.slow]
@@ -30,27 +31,51 @@ FAST = ["--slurm-init-seconds-before-status-checks", "1", "--seconds-between-sta
 LIMIT_S = 360
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def slurm_runs(factory) -> dict:
+    """Both runs on one live cluster, started for them and stopped after them: what each test
+    asserts on (:func:`dag_on_slurm`, :func:`cancelled_on_slurm`), or the error it raised.  The
+    runs mostly wait for SLURM's status: the session makes them in the background (background.py)."""
     try:
         install()
         if os.geteuid() != 0:
             raise Unavailable("starting slurmctld/slurmd/munged needs root")
     except Unavailable as err:
         pytest.skip(f"no live SLURM cluster: {err}")
-    slurm = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    built = background.get("built", factory)
+    cluster = SlurmCluster(factory.mktemp("slurm"))
+    background.UNDO.append(cluster.stop)  # if the session ends first
+    runs = {}
     try:
-        slurm.start()
-        yield slurm
+        cluster.start()
+        for name, procedure in (("dag", dag_on_slurm), ("cancelled", cancelled_on_slurm)):
+            try:
+                project = fresh_copy(built, factory.mktemp(name) / "project")
+                runs[name] = procedure(cluster, built, project)
+            except (Exception, pytest.fail.Exception) as err:  # the other run goes on
+                runs[name] = err
     finally:
-        slurm.stop()
+        try:
+            background.UNDO.remove(cluster.stop)
+        except ValueError:  # the session has ended, and stops the cluster
+            pass
+        else:
+            cluster.stop()
+    return runs
 
 
-@pytest.fixture
-def slurm_project(built, tmp_path):
-    """The built small project (same commit and config) with no results: the whole DAG again, on
-    the cluster.  ``built`` (the local run of the same DAG) is the reference."""
-    return fresh_copy(built, tmp_path / "project")
+background.register("slurm_results", slurm_runs, lane="slurm")
+
+
+@pytest.fixture(scope="module")
+def slurm_results(tmp_path_factory) -> dict:
+    return background.get("slurm_results", tmp_path_factory)
+
+
+def outcome(slurm_results: dict, name: str) -> dict:
+    """What the run ``name`` of :func:`slurm_runs` recorded (its error, raised here)."""
+    if isinstance(slurm_results[name], BaseException):
+        raise slurm_results[name]
+    return slurm_results[name]
 
 
 def edit_config(project, edit) -> dict:
@@ -63,11 +88,14 @@ def edit_config(project, edit) -> dict:
 
 
 def start_slurm_run(cwd, slurm: SlurmCluster, *args: str) -> subprocess.Popen:
+    """snakemake with the SLURM profile, in a process group that the session kills if it ends first."""
     cmd = ["snakemake", "--profile", "workflow/profiles/slurm", *FAST, *args]
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         cmd, cwd=cwd, env={**tool_env(), **slurm.env()}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )
+    RUNNING.add(proc)
+    return proc
 
 
 def snakemake_slurm(cwd, slurm: SlurmCluster, *args: str, proc: subprocess.Popen | None = None) -> tuple[int, str]:
@@ -79,6 +107,8 @@ def snakemake_slurm(cwd, slurm: SlurmCluster, *args: str, proc: subprocess.Popen
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         pytest.fail(f"snakemake on SLURM did not finish in {LIMIT_S} s:\n{out[-5000:]}")
+    finally:
+        RUNNING.discard(proc)
     return proc.returncode, out
 
 
@@ -122,25 +152,32 @@ TARGETS = [
 ]
 
 
-def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_project, built, cluster):
+def dag_on_slurm(cluster: SlurmCluster, local, project) -> dict:
+    """:data:`TARGETS` built on the cluster in ``project`` (a copy of the built project ``local``,
+    without results) under config/paper.yaml's training_resources: snakemake's return code and
+    output, and what SLURM holds for each job it submitted."""
+    paper = yaml.safe_load((project / "config" / "paper.yaml").read_text())
+    edit_config(project, lambda c: (c.update(training_resources=paper["training_resources"]),
+                                    c["grids"][SMALL_GRID].update(seeds=[0, 1])))
+    rc, out = snakemake_slurm(project, cluster, *TARGETS)
+    return {"project": project, "training_resources": paper["training_resources"], "rc": rc,
+            "out": out, "jobs": submitted_jobs(out, cluster)}
+
+
+def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_results, built):
     """With config/paper.yaml's training_resources (device stays auto: the node's GPUs are fake,
     so training runs on its CPU), every training job goes to partition gpu with --gpus=1 and
     every other job to partition cpu; the grid's two seeds are one job (group_runs: seed) with
     twice a run's time limit; the results are the local run's, byte for byte (the second seed,
     which the local run lacks, aside)."""
-    project, local = slurm_project, built
-    paper = yaml.safe_load((project / "config" / "paper.yaml").read_text())
-    assert paper["training_resources"]["gpus"] == 1
-    edit_config(project, lambda c: (c.update(training_resources=paper["training_resources"]),
-                                    c["grids"][SMALL_GRID].update(seeds=[0, 1])))
-    rc, out = snakemake_slurm(project, cluster, *TARGETS)
-    assert rc == 0, out[-5000:]
-
-    jobs = submitted_jobs(out, cluster)
+    record = outcome(slurm_results, "dag")
+    project, local, jobs = record["project"], built, record["jobs"]
+    assert record["training_resources"]["gpus"] == 1
+    assert record["rc"] == 0, record["out"][-5000:]
     cell = "train_runs__grids_mf_vs_dpsgd_digits_mlp_dp_mf_eps1"
     assert sorted(job["rule"] for job in jobs) == sorted(
         ["prepare_data", "prepare_data", "factorization", "train", cell, "figure_table", "figure"]), jobs
-    hours = paper["training_resources"]["runtime"] // 60
+    hours = record["training_resources"]["runtime"] // 60
     for job in jobs:
         if job["rule"] in ("train", cell):
             assert job["partition"] == "gpu" and job["gpus"] and job["gpus"].group(1) == "1", job
@@ -149,13 +186,13 @@ def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_project, b
             assert job["partition"] == "cpu" and job["gpus"] is None, job
     assert (project / TARGETS[3].replace("seed0", "seed1")).exists()
 
-    slurm_results = {name: data for name, data in result_files(project).items() if "/seed1/" not in name}
-    assert set(TARGETS) <= set(slurm_results), sorted(slurm_results)
-    local_results = {name: data for name, data in result_files(local).items() if name in slurm_results}
-    assert set(slurm_results) == set(local_results)
-    differ = [name for name in local_results if slurm_results[name] != local_results[name]]
+    on_slurm = {name: data for name, data in result_files(project).items() if "/seed1/" not in name}
+    assert set(TARGETS) <= set(on_slurm), sorted(on_slurm)
+    local_results = {name: data for name, data in result_files(local).items() if name in on_slurm}
+    assert set(on_slurm) == set(local_results)
+    differ = [name for name in local_results if on_slurm[name] != local_results[name]]
     assert differ == [], differ  # model.pt, metrics, gradient norms, summaries, tables and figures, byte for byte
-    assert len(slurm_results["results/runs/gd_nonprivate/grad_norms.csv"].splitlines()) > 100
+    assert len(on_slurm["results/runs/gd_nonprivate/grad_norms.csv"].splitlines()) > 100
 
     again = run(["snakemake", "--profile", "workflow/profiles/slurm", "-n", *TARGETS], cwd=project)
     assert "Nothing to be done" in again.stdout + again.stderr
@@ -178,22 +215,21 @@ def checkpoint_step(path) -> int | None:
         return None
 
 
-def test_a_cancelled_training_job_is_retried_and_resumes_from_its_checkpoint(slurm_project, built, cluster, tmp_path):
-    """scancel (what SLURM does to a job at its time limit or on preemption: SIGTERM, then
-    SIGKILL) once the run has checkpointed twice: snakemake reports SLURM's status CANCELLED,
-    submits the job again (the profile's retries), the new attempt continues from checkpoint.pt
-    (its steps never go back), and the finished run is byte-identical to an uninterrupted one."""
-    project = slurm_project
+def cancelled_on_slurm(cluster: SlurmCluster, built, project) -> dict:
+    """A long training job on the cluster, in ``project`` (a copy of the built project ``built``
+    with its data), scancelled (what SLURM does to a job at its time limit or on preemption:
+    SIGTERM, then SIGKILL) once it has checkpointed twice, beside the same run uninterrupted
+    (locally): what snakemake and the two runs left, the checkpoint steps seen, the step at scancel."""
     shutil.copytree(built / "results" / "data", project / "results" / "data")
     edit_config(project, lambda c: c["runs"].update(long=LONG_RUN))
     proc = start_slurm_run(project, cluster, "results/runs/long/summary.json")
-    reference = tmp_path / "reference"  # uninterrupted, meanwhile, locally (DVC's command: test_dvc_remote)
+    reference = project.parent / "reference"  # uninterrupted, meanwhile, locally (DVC's command)
     uninterrupted = subprocess.Popen(
         ["dplab", "train", "--config", "config/config.yaml", "--run", "long", "--data", "results/data/digits",
          "--out", str(reference), "--threads", "1"], cwd=project, env=tool_env(), stdout=subprocess.DEVNULL)
 
     run_dir = project / "results" / "runs" / "long"
-    seen, cancelled_at = [], None  # checkpoint steps in the order observed; the step at scancel
+    seen, cancelled_at, job_id = [], None, None  # checkpoint steps as observed; the step at scancel
     deadline = time.monotonic() + LIMIT_S
     while proc.poll() is None and time.monotonic() < deadline:
         step = checkpoint_step(run_dir / "checkpoint.pt")
@@ -206,12 +242,26 @@ def test_a_cancelled_training_job_is_retried_and_resumes_from_its_checkpoint(slu
             cancelled_at = step
         time.sleep(0.05)
     rc, out = snakemake_slurm(project, cluster, proc=proc)
-    assert rc == 0, out[-5000:]
+    return {"rc": rc, "out": out, "seen": seen, "cancelled_at": cancelled_at, "job_id": job_id,
+            "rules": [job["rule"] for job in submitted_jobs(out, cluster)], "run_dir": run_dir,
+            "reference": reference, "uninterrupted": uninterrupted.wait(timeout=LIMIT_S)}
+
+
+def test_a_cancelled_training_job_is_retried_and_resumes_from_its_checkpoint(slurm_results):
+    """The job scancelled once the run has checkpointed twice (:func:`cancelled_on_slurm`):
+    snakemake reports SLURM's status CANCELLED, submits the job again (the profile's retries),
+    the new attempt continues from checkpoint.pt (its steps never go back), and the finished run
+    is byte-identical to an uninterrupted one."""
+    record = outcome(slurm_results, "cancelled")
+    out, seen, cancelled_at = record["out"], record["seen"], record["cancelled_at"]
+    run_dir = record["run_dir"]
+    assert record["rc"] == 0, out[-5000:]
     assert cancelled_at is not None, seen
+    job_id = record["job_id"]
     assert f"SLURM-job '{job_id}' failed, SLURM status is: 'CANCELLED'" in out, out[-5000:]
-    assert [job["rule"] for job in submitted_jobs(out, cluster)] == ["train", "train"]  # the retry
+    assert record["rules"] == ["train", "train"]  # the retry
     assert seen == sorted(seen) and seen[-1] > cancelled_at, (seen, cancelled_at)  # resumed, not restarted
     assert not (run_dir / "checkpoint.pt").exists()
-    assert uninterrupted.wait(timeout=LIMIT_S) == 0
+    assert record["uninterrupted"] == 0
     for name in ("metrics.csv", "summary.json", "model.pt", "grad_norms.csv"):
-        assert (run_dir / name).read_bytes() == (reference / name).read_bytes(), name
+        assert (run_dir / name).read_bytes() == (record["reference"] / name).read_bytes(), name

@@ -1,0 +1,107 @@
+"""DAG builds that a test session runs beside its other tests.
+
+A pipeline test spends its time waiting for Snakemake or DVC to build a DAG, which leaves a core
+of the 2-core CI machine idle while the rest of the suite runs on the other one. A build
+registered here (:func:`register`, by the name of the fixture that returns it) starts as soon as
+collection shows that a selected test needs that fixture (conftest's ``pytest_collection_finish``
+calls :func:`start`): in a background thread, one build after another in the order the tests
+need them (a build that mostly waits, for SLURM, in a thread of its own), its processes at a
+lower priority (nice 10: the tests that run meanwhile keep their core). The fixture calls
+:func:`get`, which waits for the build, or makes it in the calling thread when the background has
+not reached it yet. What a build makes and what the tests assert do not change, only when the
+build runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+#: the niceness of a background build's processes
+NICE = 10
+#: what a build may raise: an error, or pytest's skip or failure (reported by the tests that need it)
+OUTCOMES = (Exception, pytest.skip.Exception, pytest.fail.Exception)
+
+
+class Build:
+    """One DAG, made once by whichever thread asks first; the others wait for it."""
+
+    def __init__(self, name: str, make: Callable[..., object], lane: str = "cpu"):
+        self.name, self.make, self.lane = name, make, lane
+        self.lock = threading.Lock()
+        self.done = False
+        self.path: object = None
+        self.error: Exception | None = None
+        #: wall seconds the build took, in which thread; seconds the tests waited for it
+        self.seconds, self.thread, self.waited = 0.0, "", 0.0
+
+    def get(self, factory) -> object:
+        asked = time.monotonic()
+        with self.lock:
+            if not self.done:
+                try:
+                    self.path = self.make(factory)
+                except OUTCOMES as err:  # raised again in every test that needs the build
+                    self.error = err
+                self.done = True
+                self.seconds = time.monotonic() - asked
+                self.thread = threading.current_thread().name
+        if threading.current_thread() is threading.main_thread():
+            self.waited += time.monotonic() - asked
+        if self.error is not None:
+            raise self.error
+        return self.path
+
+
+BUILDS: dict[str, Build] = {}
+#: set when the session ends: the background starts no further build
+STOP = threading.Event()
+#: what to undo when the session ends while a build is under way (a cluster's daemons)
+UNDO: list[Callable[[], None]] = []
+
+
+def register(name: str, make: Callable[..., object], lane: str = "cpu") -> None:
+    """Make ``make(factory)`` the build of the fixture ``name``, which returns :func:`get` of it
+    (``factory``: pytest's tmp_path_factory, for its folder and the builds it starts from).
+    Builds of one ``lane`` run one after another; a build that mostly waits (for SLURM) takes a
+    lane of its own, beside the builds that keep the CPU busy."""
+    BUILDS[name] = Build(name, make, lane)
+
+
+def get(name: str, factory):
+    """What the build ``name`` made (``factory``: pytest's tmp_path_factory)."""
+    return BUILDS[name].get(factory)
+
+
+def start(items, factory) -> None:
+    """Start, in the background, the builds of the fixtures that the collected ``items`` use."""
+    queue = []
+    for item in items:
+        for name in getattr(item, "fixturenames", ()):
+            if name in BUILDS and BUILDS[name] not in queue:
+                queue.append(BUILDS[name])
+    for lane in dict.fromkeys(build.lane for build in queue):
+        builds = [build for build in queue if build.lane == lane]
+        threading.Thread(target=_work, args=(builds, factory), name=f"{lane} builds", daemon=True).start()
+
+
+def summary() -> list[str]:
+    """One line per build made: its wall seconds, where, and how long the tests waited for it."""
+    return [f"{b.name}: {b.seconds:.0f} s in the {b.thread} thread, the tests waited {b.waited:.0f} s"
+            + (" (failed)" if b.error is not None else "") for b in BUILDS.values() if b.done]
+
+
+def _work(queue: list[Build], factory) -> None:
+    if sys.platform == "linux":  # the nice value of this thread only, which its processes inherit
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+    for build in queue:
+        if STOP.is_set():
+            return
+        try:
+            build.get(factory)
+        except OUTCOMES:  # stored on the build: the tests that need it report it
+            pass

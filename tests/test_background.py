@@ -1,0 +1,69 @@
+"""The suite's background builds (background.py): each made once, in the order the tests need
+them, its error raised in every test that asks for it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+import background
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """A register for this test's builds (removed after it: the session's own builds stay, and may
+    be running meanwhile), and the order in which the builds ran."""
+    ran = []
+
+    def register(name, make):
+        monkeypatch.setitem(background.BUILDS, name, background.Build(name, make))
+
+    return SimpleNamespace(register=register, ran=ran)
+
+
+def test_a_build_is_made_once_in_the_order_the_tests_need_it_and_waited_for(builds,
+                                                                            tmp_path_factory):
+    release = threading.Event()
+
+    def slow(factory):
+        builds.ran.append("probe_slow")
+        release.wait(5)
+        return "slow's"
+
+    def after(factory):  # starts from another build, as the DVC build starts from the built project
+        builds.ran.append("probe_after")
+        return background.get("probe_slow", factory) + " then after's"
+
+    builds.register("probe_slow", slow)
+    builds.register("probe_after", after)
+    items = [SimpleNamespace(fixturenames=names)
+             for names in (["tmp_path"], ["probe_after", "probe_slow"], ["probe_slow"])]
+    background.start(items, tmp_path_factory)
+    deadline = time.monotonic() + 5
+    while builds.ran != ["probe_after", "probe_slow"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert builds.ran == ["probe_after", "probe_slow"]  # the thread runs "after", which waits
+    waiting = threading.Thread(
+        target=lambda: builds.ran.append(background.get("probe_after", tmp_path_factory)))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive()  # a test that needs "probe_after" waits for it
+    release.set()
+    waiting.join(5)
+    assert background.get("probe_slow", tmp_path_factory) == "slow's"
+    assert builds.ran == ["probe_after", "probe_slow", "slow's then after's"]  # each made once
+
+
+def test_a_failed_build_fails_every_test_that_needs_it(builds, tmp_path_factory):
+    def broken(factory):
+        builds.ran.append("probe_broken")
+        raise RuntimeError("snakemake failed")
+
+    builds.register("probe_broken", broken)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="snakemake failed"):
+            background.get("probe_broken", tmp_path_factory)
+    assert builds.ran == ["probe_broken"]
