@@ -1,7 +1,7 @@
 # make run   — set up .venv (Python 3.11) and run the whole default pipeline + HTML report
 # make resume — after a crash or kill -9 of Snakemake: remove its stale lock, then make run
 # make test  — set up .venv and run the test suite (.ci/run runs make lint, then this)
-# make lint  — ruff check, snakefmt --check (Snakefile, workflow/rules), snakemake --lint
+# make lint  — ruff check, ruff format --check, snakefmt --check (Snakefile, workflow/rules), snakemake --lint
 # make pull  — fetch results from the DVC remote and mark them up to date for Snakemake
 PYTHON ?= python3
 VENV   := .venv
@@ -48,6 +48,7 @@ dag: $(INSTALL)
 # ruff (rules in pyproject.toml), snakefmt --check on the Snakefile and rules, snakemake --lint
 lint: $(INSTALL)
 	ruff check
+	ruff format --check
 	snakefmt --check Snakefile workflow/rules
 	snakemake --lint
 

@@ -29,10 +29,18 @@ def main() -> None:
     ap.add_argument("--neighbouring", default="add_remove", choices=["add_remove", "replace_one"])
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    s = Setting(noise_multiplier=args.sigma, sampling_rate=args.q, steps=args.steps, sampling="poisson",
-                neighbouring=args.neighbouring)
-    rel = (dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE if args.neighbouring == "add_remove"
-           else dp_accounting.NeighboringRelation.REPLACE_ONE)
+    s = Setting(
+        noise_multiplier=args.sigma,
+        sampling_rate=args.q,
+        steps=args.steps,
+        sampling="poisson",
+        neighbouring=args.neighbouring,
+    )
+    rel = (
+        dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+        if args.neighbouring == "add_remove"
+        else dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
     pld, rdp = registry.get("pld"), registry.get("rdp")
     with_rdp = args.neighbouring == "add_remove"  # rdp has no poisson + replace_one
     curve_t, single_t, rdp_t = [], [], []
@@ -40,8 +48,13 @@ def main() -> None:
         t0 = time.perf_counter()
         curve = pld.epsilon_curve(s, args.delta)
         t1 = time.perf_counter()
-        acc = pld_privacy_accountant.PLDAccountant(rel, value_discretization_interval=pld.value_discretization_interval)
-        acc.compose(dp_accounting.PoissonSampledDpEvent(args.q, dp_accounting.GaussianDpEvent(args.sigma)), args.steps)
+        acc = pld_privacy_accountant.PLDAccountant(
+            rel, value_discretization_interval=pld.value_discretization_interval
+        )
+        acc.compose(
+            dp_accounting.PoissonSampledDpEvent(args.q, dp_accounting.GaussianDpEvent(args.sigma)),
+            args.steps,
+        )
         single = acc.get_epsilon(args.delta)
         t2 = time.perf_counter()
         if with_rdp:
@@ -51,11 +64,24 @@ def main() -> None:
         single_t.append(t2 - t1)
         rdp_t.append(t3 - t2)
     c, o = statistics.median(curve_t), statistics.median(single_t)
-    print(json.dumps({"steps": args.steps, "q": args.q, "sigma": args.sigma, "delta": args.delta,
-                      "neighbouring": args.neighbouring, "pld_curve_s": round(c, 3), "dp_accounting_single_s": round(o, 3),
-                      "ratio": round(c / o, 2), "excess_bound": pld_curve.EXCESS,
-                      "epsilon_at_max_curve": float(curve[-1]), "epsilon_at_max_dp_accounting": single,
-                      "rdp_curve_s": round(statistics.median(rdp_t), 3) if with_rdp else None}))
+    print(
+        json.dumps(
+            {
+                "steps": args.steps,
+                "q": args.q,
+                "sigma": args.sigma,
+                "delta": args.delta,
+                "neighbouring": args.neighbouring,
+                "pld_curve_s": round(c, 3),
+                "dp_accounting_single_s": round(o, 3),
+                "ratio": round(c / o, 2),
+                "excess_bound": pld_curve.EXCESS,
+                "epsilon_at_max_curve": float(curve[-1]),
+                "epsilon_at_max_dp_accounting": single,
+                "rdp_curve_s": round(statistics.median(rdp_t), 3) if with_rdp else None,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -49,12 +49,25 @@ def main() -> None:
         conv = nn.Conv2d(c, p, 3, padding=1).to(device)
         a = torch.randn(args.batch, c, side, side, device=device)
         g = torch.randn(args.batch, p, side, side, device=device)
-        unfold = median_ms(lambda: torch.bmm(g.flatten(2), _unfold(a, conv).transpose(1, 2)), args.rounds, device)
+        unfold = median_ms(
+            lambda: torch.bmm(g.flatten(2), _unfold(a, conv).transpose(1, 2)), args.rounds, device
+        )
         grouped = median_ms(lambda: _conv_per_example(a, g, conv), args.rounds, device)
-        print(json.dumps({"device": name, "in_channels": c, "side": side, "out_channels": p, "batch": args.batch,
-                          "unfold_bmm_ms": round(unfold, 2), "grouped_ms": round(grouped, 2),
-                          "unfold_over_grouped": round(unfold / grouped, 2),
-                          "engine_takes": "grouped" if grouped_wins(device, c) else "unfold_bmm"}))
+        print(
+            json.dumps(
+                {
+                    "device": name,
+                    "in_channels": c,
+                    "side": side,
+                    "out_channels": p,
+                    "batch": args.batch,
+                    "unfold_bmm_ms": round(unfold, 2),
+                    "grouped_ms": round(grouped, 2),
+                    "unfold_over_grouped": round(unfold / grouped, 2),
+                    "engine_takes": "grouped" if grouped_wins(device, c) else "unfold_bmm",
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ def jobs(text: str) -> dict[str, dict]:
             stamp = datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
         elif m := re.match(r"^(?:local)?rule (\w+):", line):
             current = {"rule": m.group(1), "start": stamp, "end": None, "output": ""}
-        elif current is not None and (m := re.match(r"^\s+output: (\S+?),?$", line) or
-                                      re.match(r"^\s+output: (\S+?),", line)):
+        elif current is not None and (
+            m := re.match(r"^\s+output: (\S+?),?$", line) or re.match(r"^\s+output: (\S+?),", line)
+        ):
             current["output"] = m.group(1)
         elif current is not None and (m := re.match(r"^\s+jobid: (\d+)", line)):
             found[m.group(1)] = current
@@ -61,7 +62,10 @@ def table(dry: dict[str, dict], run: dict[str, dict]) -> str:
     for job in run.values():
         if job["end"] is not None and job["start"] is not None:
             times[job_class(job)].append((job["end"] - job["start"]).total_seconds())
-    lines = ["| class | jobs | finished | mean s | summed s | class total s |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| class | jobs | finished | mean s | summed s | class total s |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     grand = 0.0
     for name in sorted(counts, key=lambda c: -sum(times.get(c, [0]))):
         done = times.get(name, [])
@@ -69,8 +73,12 @@ def table(dry: dict[str, dict], run: dict[str, dict]) -> str:
         total = mean * counts[name] if done else float("nan")
         grand += 0.0 if total != total else total
         mark = "" if len(done) == counts[name] else "*"
-        lines.append(f"| {name} | {counts[name]} | {len(done)} | {mean:.1f} | {sum(done):.0f} | {total:.0f}{mark} |")
-    lines.append(f"| all | {sum(counts.values())} | {sum(map(len, times.values()))} | | | {grand:.0f} |")
+        lines.append(
+            f"| {name} | {counts[name]} | {len(done)} | {mean:.1f} | {sum(done):.0f} | {total:.0f}{mark} |"
+        )
+    lines.append(
+        f"| all | {sum(counts.values())} | {sum(map(len, times.values()))} | | | {grand:.0f} |"
+    )
     return "\n".join(lines)
 
 

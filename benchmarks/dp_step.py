@@ -61,8 +61,15 @@ from dplab.training.per_example import clipped_grad_sum
 from dplab.training.step import apply
 
 MODELS = ("logreg", "mlp004", "cnn", "tanh_cnn", "wide_mlp")
-METHODS = ("non_private", "engine_dp", "engine_portable", "opacus", "opacus_ghost", "engine_graph",
-           "non_private_graph")
+METHODS = (
+    "non_private",
+    "engine_dp",
+    "engine_portable",
+    "opacus",
+    "opacus_ghost",
+    "engine_graph",
+    "non_private_graph",
+)
 CUDA_ONLY = ("engine_graph", "non_private_graph")
 SIGMA, CLIP, LR = 1.0, 1.0, 0.05
 
@@ -85,8 +92,14 @@ def build_model(name: str) -> nn.Module:
     if name == "tanh_cnn":
         return _model(model="tanh_cnn")
     if name == "wide_mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 3072), nn.ReLU(), nn.Linear(3072, 2560), nn.ReLU(),
-                             nn.Linear(2560, 10))
+        return nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(784, 3072),
+            nn.ReLU(),
+            nn.Linear(3072, 2560),
+            nn.ReLU(),
+            nn.Linear(2560, 10),
+        )
     raise KeyError(name)
 
 
@@ -105,7 +118,9 @@ class Steps:
             try:
                 self.fns[method] = getattr(self, f"_{method}")(model)
                 if device.type == "cuda":
-                    self.fns[method]()  # a step that fails (e.g. a graph's capture) is reported, not timed
+                    self.fns[
+                        method
+                    ]()  # a step that fails (e.g. a graph's capture) is reported, not timed
             except RuntimeError as error:
                 self.errors[method] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
                 self.fns.pop(method, None)
@@ -129,7 +144,14 @@ class Steps:
 
         def step():  # the step loop.train takes for dp_sgd (normalize: expected)
             noise = noise_source.sample(0, params, generator)
-            apply(params, clipped_grad_sum(loss, params, self.x, self.y, CLIP).grad_sum, noise, lr=LR, denom=b, b=b)
+            apply(
+                params,
+                clipped_grad_sum(loss, params, self.x, self.y, CLIP).grad_sum,
+                noise,
+                lr=LR,
+                denom=b,
+                b=b,
+            )
 
         return step
 
@@ -138,8 +160,20 @@ class Steps:
         ``dplab train`` replays it on a GPU: a fixed batch fills the padded buffers exactly."""
         params = {k: v.detach().clone() for k, v in model.named_parameters()}
         generator = loop.streams(self.x.device, 0)[1]
-        step = GraphedStep(models.example_loss(model, 0.0), params, self.x, self.y, CLIP, GaussianNoise(SIGMA * CLIP),
-                           generator, LR, self.batch, 0.0, None, capacity=self.batch)
+        step = GraphedStep(
+            models.example_loss(model, 0.0),
+            params,
+            self.x,
+            self.y,
+            CLIP,
+            GaussianNoise(SIGMA * CLIP),
+            generator,
+            LR,
+            self.batch,
+            0.0,
+            None,
+            capacity=self.batch,
+        )
         idx = torch.arange(self.batch, device=self.x.device)
         return lambda: step(idx)
 
@@ -169,15 +203,26 @@ class Steps:
     def _opacus(self, model, mode="hooks"):
         from opacus import PrivacyEngine
 
-        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(self.x, self.y), batch_size=self.batch)
+        data = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(self.x, self.y), batch_size=self.batch
+        )
         engine = PrivacyEngine(accountant="rdp")
         opt = torch.optim.SGD(model.parameters(), lr=LR)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            kwargs = dict(module=model, optimizer=opt, data_loader=data, noise_multiplier=SIGMA, max_grad_norm=CLIP,
-                          poisson_sampling=False, grad_sample_mode=mode)
+            kwargs = dict(
+                module=model,
+                optimizer=opt,
+                data_loader=data,
+                noise_multiplier=SIGMA,
+                max_grad_norm=CLIP,
+                poisson_sampling=False,
+                grad_sample_mode=mode,
+            )
             if mode == "ghost":
-                gsm, opt, criterion, _ = engine.make_private(criterion=nn.CrossEntropyLoss(), **kwargs)
+                gsm, opt, criterion, _ = engine.make_private(
+                    criterion=nn.CrossEntropyLoss(), **kwargs
+                )
             else:
                 gsm, opt, _ = engine.make_private(**kwargs)
                 criterion = nn.CrossEntropyLoss()
@@ -225,7 +270,9 @@ def probe(name, method, batch, device) -> dict:
             step()
         torch.cuda.synchronize()
         return {"peak_mb": torch.cuda.max_memory_allocated() / 2**20}
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True
+    ) as prof:
         step()
     with tempfile.TemporaryDirectory() as tmp:
         prof.export_memory_timeline(f"{tmp}/timeline.json", device="cpu")
@@ -235,14 +282,33 @@ def probe(name, method, batch, device) -> dict:
 
 def memory(name, method, batch, device, threads) -> dict:
     per_sample = batch * sum(p.numel() for p in build_model(name).parameters()) * 4
-    available = (torch.cuda.mem_get_info()[1] if device.type == "cuda"
-                 else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    available = (
+        torch.cuda.mem_get_info()[1]
+        if device.type == "cuda"
+        else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    )
     if method == "opacus" and per_sample > available / 2:  # its per-sample gradients alone
-        return {"peak_mb": float("nan"), "error": f"skipped: per-sample gradients need {per_sample / 2**30:.0f} GiB"}
-    cmd = [sys.executable, __file__, "--probe", name, method, "--memory-batch", str(batch),
-           "--device", device.type, "--threads", str(threads)]
+        return {
+            "peak_mb": float("nan"),
+            "error": f"skipped: per-sample gradients need {per_sample / 2**30:.0f} GiB",
+        }
+    cmd = [
+        sys.executable,
+        __file__,
+        "--probe",
+        name,
+        method,
+        "--memory-batch",
+        str(batch),
+        "--device",
+        device.type,
+        "--threads",
+        str(threads),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:  # e.g. Opacus's per-sample gradients of a 10M-parameter model at batch 1024
+    if (
+        out.returncode != 0
+    ):  # e.g. Opacus's per-sample gradients of a 10M-parameter model at batch 1024
         last = (out.stderr.strip().splitlines() or ["killed"])[-1]
         return {"peak_mb": float("nan"), "error": last[:200]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -259,38 +325,72 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--no-memory", action="store_true")
-    ap.add_argument("--probe-jobs", type=int, default=1, help="memory probes run at once (GPU: several fit)")
+    ap.add_argument(
+        "--probe-jobs", type=int, default=1, help="memory probes run at once (GPU: several fit)"
+    )
     ap.add_argument("--probe", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          ("cpu" if args.device == "auto" else args.device))
+    device = torch.device(
+        "cuda"
+        if args.device == "auto" and torch.cuda.is_available()
+        else ("cpu" if args.device == "auto" else args.device)
+    )
     if args.probe:
         print(json.dumps(probe(*args.probe, args.memory_batch, device)))
         return
-    methods = ["non_private", *[m for m in args.methods if m != "non_private"
-                                and (device.type == "cuda" or m not in CUDA_ONLY)]]
+    methods = [
+        "non_private",
+        *[
+            m
+            for m in args.methods
+            if m != "non_private" and (device.type == "cuda" or m not in CUDA_ONLY)
+        ],
+    ]
     for name in args.models:
         med, errors = time_steps(name, methods, args.batch, device, args.rounds, args.warmup)
         n_params = sum(p.numel() for p in build_model(name).parameters())
-        row = {"model": name, "parameters": n_params, "device": device.type,
-               "device_name": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-               "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-               "threads": args.threads, "batch": args.batch, "rounds": args.rounds,
-               "median_ms": {m: round(v, 3) for m, v in med.items()},
-               "ratio": {m: round(med[m] / med["non_private"], 3) for m in med if m != "non_private"},
-               **({"errors": errors} if errors else {})}
+        row = {
+            "model": name,
+            "parameters": n_params,
+            "device": device.type,
+            "device_name": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+            "date": datetime.date.today().isoformat(),
+            "torch": torch.__version__,
+            "threads": args.threads,
+            "batch": args.batch,
+            "rounds": args.rounds,
+            "median_ms": {m: round(v, 3) for m, v in med.items()},
+            "ratio": {m: round(med[m] / med["non_private"], 3) for m in med if m != "non_private"},
+            **({"errors": errors} if errors else {}),
+        }
         if "engine_dp" in med:
-            row["vs_opacus"] = {m: round(med["engine_dp"] / med[m], 3) for m in ("opacus", "opacus_ghost") if m in med}
+            row["vs_opacus"] = {
+                m: round(med["engine_dp"] / med[m], 3)
+                for m in ("opacus", "opacus_ghost")
+                if m in med
+            }
         if not args.no_memory:
-            with ThreadPoolExecutor(args.probe_jobs) as pool:  # each probe its own process: peaks do not mix
-                mem = dict(zip(methods, pool.map(lambda m: memory(name, m, args.memory_batch, device, args.threads),
-                                                 methods)))
+            with ThreadPoolExecutor(
+                args.probe_jobs
+            ) as pool:  # each probe its own process: peaks do not mix
+                mem = dict(
+                    zip(
+                        methods,
+                        pool.map(
+                            lambda m: memory(name, m, args.memory_batch, device, args.threads),
+                            methods,
+                        ),
+                    )
+                )
             row["memory_batch"] = args.memory_batch
             row["peak_mb"] = {m: round(v["peak_mb"], 1) for m, v in mem.items()}
             row.update({f"memory_error_{m}": v["error"] for m, v in mem.items() if "error" in v})
-            row["peak_ratio"] = {m: round(mem[m]["peak_mb"] / mem["non_private"]["peak_mb"], 3)
-                                 for m in methods if m != "non_private"}
+            row["peak_ratio"] = {
+                m: round(mem[m]["peak_mb"] / mem["non_private"]["peak_mb"], 3)
+                for m in methods
+                if m != "non_private"
+            }
         print(json.dumps(row), flush=True)
 
 

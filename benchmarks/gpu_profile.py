@@ -30,8 +30,10 @@ def main() -> None:
                     bench.fns[method]()
                 torch.cuda.synchronize()
             kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-            print(f"== {name} {method}: {len(kernels) / STEPS:.0f} kernels per step, "
-                  f"{sum(e.device_time for e in kernels) / STEPS:.0f} µs of kernel time per step")
+            print(
+                f"== {name} {method}: {len(kernels) / STEPS:.0f} kernels per step, "
+                f"{sum(e.device_time for e in kernels) / STEPS:.0f} µs of kernel time per step"
+            )
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
 
 

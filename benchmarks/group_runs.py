@@ -29,8 +29,12 @@ from pathlib import Path
 from dplab import jobs, layout
 
 #: one grouped job of each grid of config/config.yaml (its name: the folder above the runs)
-SAMPLES = ("grids/privacy_utility/synthetic/logreg/dp_sgd/eps2", "grids/mf_vs_dpsgd/digits/mlp/dp_sgd/eps1",
-           "grids/mf_vs_dpsgd/digits/mlp/dp_mf/eps1", "grids/privacy_utility_sgd/synthetic/logreg/sgd/nonprivate")
+SAMPLES = (
+    "grids/privacy_utility/synthetic/logreg/dp_sgd/eps2",
+    "grids/mf_vs_dpsgd/digits/mlp/dp_sgd/eps1",
+    "grids/mf_vs_dpsgd/digits/mlp/dp_mf/eps1",
+    "grids/privacy_utility_sgd/synthetic/logreg/sgd/nonprivate",
+)
 
 
 def cpu(argv: list[str]) -> float:
@@ -43,17 +47,32 @@ def cpu(argv: list[str]) -> float:
 
 def command(job, inputs: Path, outs: list[str]) -> list[str]:
     """``dplab train`` of ``job`` (a run's or a group's params, as its rule passes them) into ``outs``."""
+
     def moved(path: str) -> str:
         return str(inputs / Path(path).relative_to(layout.RESULTS))
 
-    return ["dplab", "train", "--run-json", job.params["run"], "--data", moved(job.params["data"]), "--out", *outs,
-            "--mf-cache", moved(job.params["mf_cache"]), "--threads", str(job.resources.threads)]
+    return [
+        "dplab",
+        "train",
+        "--run-json",
+        job.params["run"],
+        "--data",
+        moved(job.params["data"]),
+        "--out",
+        *outs,
+        "--mf-cache",
+        moved(job.params["mf_cache"]),
+        "--threads",
+        str(job.resources.threads),
+    ]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config/config.yaml")
-    parser.add_argument("--inputs", type=Path, default=Path("results"), help="results/ folder holding data/ and mf/")
+    parser.add_argument(
+        "--inputs", type=Path, default=Path("results"), help="results/ folder holding data/ and mf/"
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--samples", nargs="+", default=SAMPLES, help="names of grouped jobs")
     args = parser.parse_args()
@@ -68,21 +87,38 @@ def main() -> int:
             for r in range(args.rounds):
                 outs = [str(scratch / f"grouped{r}" / run.name) for run in job.runs]
                 grouped.append(cpu(command(job, args.inputs, outs)))
-                alone.append(sum(cpu(command(run, args.inputs, [str(scratch / f"alone{r}" / run.name)]))
-                                 for run in job.runs))
+                alone.append(
+                    sum(
+                        cpu(command(run, args.inputs, [str(scratch / f"alone{r}" / run.name)]))
+                        for run in job.runs
+                    )
+                )
                 for run, out in zip(job.runs, outs):
-                    match, differ, errors = filecmp.cmpfiles(out, scratch / f"alone{r}" / run.name,
-                                                             [Path(p).name for p in run.output_files], shallow=False)
+                    match, differ, errors = filecmp.cmpfiles(
+                        out,
+                        scratch / f"alone{r}" / run.name,
+                        [Path(p).name for p in run.output_files],
+                        shallow=False,
+                    )
                     if differ or errors:
-                        raise SystemExit(f"{run.name}: {differ + errors} differ between grouped and alone")
+                        raise SystemExit(
+                            f"{run.name}: {differ + errors} differ between grouped and alone"
+                        )
             rows[name] = (len(job.runs), min(alone), min(grouped))
-            print(f"{name}: {len(job.runs)} runs, alone {min(alone):.2f} s, grouped {min(grouped):.2f} s", flush=True)
+            print(
+                f"{name}: {len(job.runs)} runs, alone {min(alone):.2f} s, grouped {min(grouped):.2f} s",
+                flush=True,
+            )
     finally:
         shutil.rmtree(scratch)
-    print("\n| grouped job | runs | CPU s, one job per run | CPU s, one job | saved per run after the first |")
+    print(
+        "\n| grouped job | runs | CPU s, one job per run | CPU s, one job | saved per run after the first |"
+    )
     print("|---|---:|---:|---:|---:|")
     for name, (k, alone, grouped) in rows.items():
-        print(f"| `{name}` | {k} | {alone:.2f} | {grouped:.2f} | {(alone - grouped) / (k - 1):.2f} |")
+        print(
+            f"| `{name}` | {k} | {alone:.2f} | {grouped:.2f} | {(alone - grouped) / (k - 1):.2f} |"
+        )
     by_grid: dict[str, list] = {}
     for name, (k, alone, grouped) in rows.items():
         by_grid.setdefault(name.split("/")[1], []).append((k, alone, grouped))
@@ -93,8 +129,10 @@ def main() -> int:
         count = [job for job in groups.values() if job.name.split("/")[1] == grid]
         runs = sum(len(job.runs) for job in count)
         before, after = before + per_run * runs, after + per_job * len(count)
-        print(f"grid {grid}: {runs} runs in {len(count)} jobs: ≈ {per_run * runs:.0f} s alone, "
-              f"≈ {per_job * len(count):.0f} s grouped")
+        print(
+            f"grid {grid}: {runs} runs in {len(count)} jobs: ≈ {per_run * runs:.0f} s alone, "
+            f"≈ {per_job * len(count):.0f} s grouped"
+        )
     print(f"grids sampled: ≈ {before:.0f} s → ≈ {after:.0f} s of CPU ({after / before - 1:+.0%})")
     return 0
 

@@ -40,8 +40,9 @@ def changed(argv: list[str], flag: str, out: Path, **keys) -> list[str]:
 
 
 def profile(argv: list[str]) -> dict:
-    out = subprocess.run([sys.executable, str(PROFILER), "--", *argv], capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [sys.executable, str(PROFILER), "--", *argv], capture_output=True, text=True
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith('{"command"')]
     if out.returncode or not lines or json.loads(lines[-1])["exit"] != 0:
         raise SystemExit(f"{' '.join(argv)[:200]} failed: {out.stderr[-2000:]}")
@@ -58,26 +59,45 @@ def main() -> int:
     parser.add_argument("--audit-runs", nargs="+", type=int, default=[8, 32, 128])
     parser.add_argument("--steps", nargs="+", type=int, default=[20, 200, 2000])
     args = parser.parse_args()
-    jobs = {(rule, part): next(j for j in dry_run() if j["rule"] == rule and part in j["command"])
-            for rule, part in (GRID_JOB, AUDIT_JOB)}
+    jobs = {
+        (rule, part): next(j for j in dry_run() if j["rule"] == rule and part in j["command"])
+        for rule, part in (GRID_JOB, AUDIT_JOB)
+    }
     inputs = sorted({path for job in jobs.values() for path in job["inputs"]})
-    subprocess.run(["snakemake", "--cores", "2", *inputs], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(
+        ["snakemake", "--cores", "2", *inputs],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     grid, audit = (argv_of(jobs[key]["command"]) for key in (GRID_JOB, AUDIT_JOB))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        seeds = [profile(changed(grid, "--run-json", out / f"seed{s}", seed=s, name=f"seed{s}"))
-                 for s in range(max(args.grid_runs))]
+        seeds = [
+            profile(changed(grid, "--run-json", out / f"seed{s}", seed=s, name=f"seed{s}"))
+            for s in range(max(args.grid_runs))
+        ]
         for n in args.grid_runs:
             rows.append(("runs in a grid", n, total(seeds[:n])))
         for runs in args.audit_runs:
-            argv = changed(audit, "--audit-json", out / f"audit{runs}.csv", runs=runs,
-                           chunk=min(runs, 64), steps=[1, 4])
+            argv = changed(
+                audit,
+                "--audit-json",
+                out / f"audit{runs}.csv",
+                runs=runs,
+                chunk=min(runs, 64),
+                steps=[1, 4],
+            )
             rows.append(("audit runs per world", runs, total([profile(argv)])))
         for steps in args.steps:
-            argv = changed(grid, "--run-json", out / f"steps{steps}", steps=steps,
-                           log_every=max(steps // 10, 1))
+            argv = changed(
+                grid,
+                "--run-json",
+                out / f"steps{steps}",
+                steps=steps,
+                log_every=max(steps // 10, 1),
+            )
             rows.append(("training steps T", steps, total([profile(argv)])))
     for axis, size, row in rows:
         rounded = {k: round(v, 3) for k, v in row.items()}

@@ -30,8 +30,10 @@ from pathlib import Path
 SAMPLES: dict[str, list[tuple[str, str]]] = {
     "prepare-data": [("prepare_data", "--dataset synthetic"), ("prepare_data", "--dataset digits")],
     "mf factorization": [("factorization", "blt_T200_k4_mean")],
-    "train (grid cell)": [("train_runs", "privacy_utility/synthetic/logreg/dp_sgd/eps2/seed0"),
-                          ("train_runs", "mf_vs_dpsgd/digits/mlp/dp_sgd/eps1/seed0")],
+    "train (grid cell)": [
+        ("train_runs", "privacy_utility/synthetic/logreg/dp_sgd/eps2/seed0"),
+        ("train_runs", "mf_vs_dpsgd/digits/mlp/dp_sgd/eps1/seed0"),
+    ],
     "train (run)": [("train", "--out results/runs/try3_dp_sgd ")],
     "sweep": [("sweep", "dp_sgd")],
     "audit": [("audit", "digits_input_canary")],
@@ -46,7 +48,9 @@ COLUMNS = ("imports", "planning", "accounting", "writing", "work")
 
 def dry_run() -> list[dict]:
     """Every job of the default DAG as ``{"rule", "inputs", "command"}`` (``snakemake -n -p --forceall``)."""
-    text = subprocess.run(["snakemake", "-n", "-p", "--forceall"], check=True, capture_output=True, text=True).stdout
+    text = subprocess.run(
+        ["snakemake", "-n", "-p", "--forceall"], check=True, capture_output=True, text=True
+    ).stdout
     jobs, job = [], None
     for line in text.splitlines():
         if m := re.match(r"(?:local)?rule (\w+):$", line):
@@ -63,7 +67,9 @@ def class_of(job: dict) -> str:
     """The class of a job of :func:`dry_run` (the keys of :data:`SAMPLES`)."""
     if job["rule"] == "train":
         return "train (grid run)" if " --out results/grids/" in job["command"] else "train (run)"
-    return next((name for name, picks in SAMPLES.items() if picks[0][0] == rule_of(job)), job["rule"])
+    return next(
+        (name for name, picks in SAMPLES.items() if picks[0][0] == rule_of(job)), job["rule"]
+    )
 
 
 def rule_of(job: dict) -> str:
@@ -74,7 +80,7 @@ def rule_of(job: dict) -> str:
 def argv_of(command: str) -> list[str]:
     """The command's words up to its log redirection."""
     words = shlex.split(command)
-    return words[:words.index(">")] if ">" in words else words
+    return words[: words.index(">")] if ">" in words else words
 
 
 def profile(job: dict) -> dict:
@@ -83,9 +89,15 @@ def profile(job: dict) -> dict:
         start = argv.index("--out") + 2
         argv = argv[:start] + [name for name in argv[start:] if Path(name).exists()]
     if job["inputs"] and job["rule"] not in ("index", "provenance"):
-        subprocess.run(["snakemake", "--cores", str(os.cpu_count()), *job["inputs"]], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    out = subprocess.run([sys.executable, str(PROFILER), "--", *argv], capture_output=True, text=True)
+        subprocess.run(
+            ["snakemake", "--cores", str(os.cpu_count()), *job["inputs"]],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    out = subprocess.run(
+        [sys.executable, str(PROFILER), "--", *argv], capture_output=True, text=True
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith('{"command"')]
     if out.returncode or not lines:
         raise SystemExit(f"{job['rule']}: {' '.join(argv)[:200]} failed: {out.stderr[-2000:]}")
@@ -94,7 +106,9 @@ def profile(job: dict) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", choices=sorted(SAMPLES), default=None, help="these classes only")
+    parser.add_argument(
+        "--only", nargs="+", choices=sorted(SAMPLES), default=None, help="these classes only"
+    )
     args = parser.parse_args()
     jobs = dry_run()
     counts = Counter(class_of(j) for j in jobs)
@@ -109,12 +123,17 @@ def main() -> int:
             print(json.dumps({"class": name, **results[-1]}), flush=True)
         mean = {c: sum(r[c] for r in results) / len(results) for c in ("cpu_s", *COLUMNS)}
         rows.append((name, counts[name], mean))
-    print("\n| class | jobs in DAG | CPU s/job | imports | planning | accounting | writing | work | start-up |")
+    print(
+        "\n| class | jobs in DAG | CPU s/job | imports | planning | accounting | writing | work | start-up |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, count, m in rows:
         share = (m["imports"] + m["planning"]) / m["cpu_s"]
-        print(f"| {name} | {count} | {m['cpu_s']:.2f} | " + " | ".join(f"{m[c]:.2f}" for c in COLUMNS)
-              + f" | {share:.0%} |")
+        print(
+            f"| {name} | {count} | {m['cpu_s']:.2f} | "
+            + " | ".join(f"{m[c]:.2f}" for c in COLUMNS)
+            + f" | {share:.0%} |"
+        )
     return 0
 
 

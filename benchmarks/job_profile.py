@@ -26,13 +26,40 @@ from collections import Counter
 #: (category, test on a frame's file name and function name), first match of a stack wins
 CATEGORIES = (
     ("imports", lambda f, n: f.startswith("<frozen importlib")),
-    ("planning", lambda f, n: f.endswith(("/argparse.py", "/dplab/config.py", "/dplab/jobs.py", "/dplab/entries.py",
-                                          "/dplab/training/resolve.py")) or n == "build_parser"
-     or "/dplab/schemas/" in f or "/jsonschema/" in f or "/yaml/" in f),
-    ("accounting", lambda f, n: "/dplab/accounting/" in f or "/dp_accounting/" in f
-     or f.endswith("/dplab/mf/accounting.py")),
-    ("writing", lambda f, n: f.endswith("/dplab/io.py") or (f.endswith("/torch/serialization.py") and n == "save")
-     or n in ("savefig", "print_figure")),
+    (
+        "planning",
+        lambda f, n: (
+            f.endswith(
+                (
+                    "/argparse.py",
+                    "/dplab/config.py",
+                    "/dplab/jobs.py",
+                    "/dplab/entries.py",
+                    "/dplab/training/resolve.py",
+                )
+            )
+            or n == "build_parser"
+            or "/dplab/schemas/" in f
+            or "/jsonschema/" in f
+            or "/yaml/" in f
+        ),
+    ),
+    (
+        "accounting",
+        lambda f, n: (
+            "/dplab/accounting/" in f
+            or "/dp_accounting/" in f
+            or f.endswith("/dplab/mf/accounting.py")
+        ),
+    ),
+    (
+        "writing",
+        lambda f, n: (
+            f.endswith("/dplab/io.py")
+            or (f.endswith("/torch/serialization.py") and n == "save")
+            or n in ("savefig", "print_figure")
+        ),
+    ),
 )
 INTERVAL = 0.005
 
@@ -72,9 +99,17 @@ def profile(argv: list[str]) -> dict:
     spent["work"] += time.process_time() - last[0]  # the tail after the last sample
     usage = resource.getrusage(resource.RUSAGE_SELF)
     total = usage.ru_utime + usage.ru_stime
-    seconds = {name: round(spent[name], 3) for name in ("imports", "planning", "accounting", "writing", "work")}
-    return {"command": argv[0], "exit": code, "cpu_s": round(total, 3), **seconds,
-            "startup_share": round((spent["imports"] + spent["planning"]) / max(total, 1e-9), 3)}
+    seconds = {
+        name: round(spent[name], 3)
+        for name in ("imports", "planning", "accounting", "writing", "work")
+    }
+    return {
+        "command": argv[0],
+        "exit": code,
+        "cpu_s": round(total, 3),
+        **seconds,
+        "startup_share": round((spent["imports"] + spent["planning"]) / max(total, 1e-9), 3),
+    }
 
 
 def main() -> int:

@@ -103,7 +103,9 @@ print(json.dumps({"seconds_per_step": seconds}))
 
 
 def _child(script: str, *args) -> dict:
-    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -114,28 +116,46 @@ def main() -> None:
     parser.add_argument("--bands", type=int, default=32)
     parser.add_argument("--buffers", type=int, default=5)
     parser.add_argument("--objective", choices=("mean", "max"), default="mean")
-    parser.add_argument("--noise-steps", type=int, default=0, help="BLT: also time this many noise steps per T")
+    parser.add_argument(
+        "--noise-steps", type=int, default=0, help="BLT: also time this many noise steps per T"
+    )
     parser.add_argument("--dim", type=int, default=100_000, help="d of the noise vectors")
     args = parser.parse_args()
     size = args.bands if args.strategy == "banded_toeplitz" else args.buffers
     name = "bands" if args.strategy == "banded_toeplitz" else "buffers"
-    print(f"| strategy | T | {name} | objective | dplab s | jax_privacy s | time ratio | dplab MB | jax_privacy MB "
-          "| memory ratio | dplab error | jax_privacy error | error ratio |")
+    print(
+        f"| strategy | T | {name} | objective | dplab s | jax_privacy s | time ratio | dplab MB | jax_privacy MB "
+        "| memory ratio | dplab error | jax_privacy error | error ratio |"
+    )
     print("| --- " * 13 + "|")
     for steps in args.steps:
-        ours, theirs = (_child(CHILD, args.strategy, steps, size, args.objective, who) for who in ("dplab", "jax_privacy"))
-        print(f"| {args.strategy} | {steps} | {size} | {args.objective} | {ours['seconds']:.2f} | {theirs['seconds']:.2f} "
-              f"| {ours['seconds'] / theirs['seconds']:.3f} | {ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} "
-              f"| {ours['peak_mb'] / theirs['peak_mb']:.3f} | {ours['error']:.10g} | {theirs['error']:.10g} "
-              f"| {ours['error'] / theirs['error']:.12f} |", flush=True)
+        ours, theirs = (
+            _child(CHILD, args.strategy, steps, size, args.objective, who)
+            for who in ("dplab", "jax_privacy")
+        )
+        print(
+            f"| {args.strategy} | {steps} | {size} | {args.objective} | {ours['seconds']:.2f} | {theirs['seconds']:.2f} "
+            f"| {ours['seconds'] / theirs['seconds']:.3f} | {ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} "
+            f"| {ours['peak_mb'] / theirs['peak_mb']:.3f} | {ours['error']:.10g} | {theirs['error']:.10g} "
+            f"| {ours['error'] / theirs['error']:.12f} |",
+            flush=True,
+        )
     if args.noise_steps and args.strategy == "blt":
-        print("\n| T | buffers | d | steps timed | dplab s/step | jax_privacy s/step | time ratio |\n" + "| --- " * 7 + "|")
+        print(
+            "\n| T | buffers | d | steps timed | dplab s/step | jax_privacy s/step | time ratio |\n"
+            + "| --- " * 7
+            + "|"
+        )
         for steps in args.steps:
-            ours, theirs = (_child(NOISE_CHILD, steps, size, args.objective, args.noise_steps, args.dim, who)
-                            for who in ("dplab", "jax_privacy"))
-            print(f"| {steps} | {size} | {args.dim} | {args.noise_steps} | {ours['seconds_per_step']:.3g} "
-                  f"| {theirs['seconds_per_step']:.3g} | {ours['seconds_per_step'] / theirs['seconds_per_step']:.3f} |",
-                  flush=True)
+            ours, theirs = (
+                _child(NOISE_CHILD, steps, size, args.objective, args.noise_steps, args.dim, who)
+                for who in ("dplab", "jax_privacy")
+            )
+            print(
+                f"| {steps} | {size} | {args.dim} | {args.noise_steps} | {ours['seconds_per_step']:.3g} "
+                f"| {theirs['seconds_per_step']:.3g} | {ours['seconds_per_step'] / theirs['seconds_per_step']:.3f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -31,15 +31,21 @@ from dplab.audit import estimators
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--canaries", type=int, nargs="+", default=[1000, 10_000, 100_000, 1_000_000])
+    parser.add_argument(
+        "--canaries", type=int, nargs="+", default=[1000, 10_000, 100_000, 1_000_000]
+    )
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 2.0, 4.0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--finest", type=int, default=6, help="smallest guess fraction 2^-K")
-    parser.add_argument("--seeds", type=int, default=1, help="seeds per cell of the one_run_independent table")
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="seeds per cell of the one_run_independent table"
+    )
     args = parser.parse_args()
     estimators.GUESS_FRACTIONS = tuple(2.0**-k for k in range(args.finest + 1))
-    print("| exact ε | m | one_run / exact | one_run_gdp / exact | at level 1/2 / exact | guesses (one_run_gdp) | seconds "
-          "| one_run_independent / exact | guesses (one_run_independent) | seconds |")
+    print(
+        "| exact ε | m | one_run / exact | one_run_gdp / exact | at level 1/2 / exact | guesses (one_run_gdp) | seconds "
+        "| one_run_independent / exact | guesses (one_run_independent) | seconds |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for eps in args.epsilons:
         mu = brentq(lambda x: float(gaussian_epsilon(1e-5, x)) - eps, 1e-3, 20)
@@ -48,13 +54,20 @@ def main() -> None:
             started = time.perf_counter()
             fdp = estimators.one_run_gdp_bound(scores, members, 1e-5)
             seconds = time.perf_counter() - started
-            steinke = estimators.one_run_bound(scores, members, 1e-5).epsilon_lower / eps if m <= 100_000 else np.nan
+            steinke = (
+                estimators.one_run_bound(scores, members, 1e-5).epsilon_lower / eps
+                if m <= 100_000
+                else np.nan
+            )
             started = time.perf_counter()
             independent = estimators.one_run_independent_bound(scores, members, 1e-5)
             seconds_independent = time.perf_counter() - started
-            print(f"| {eps:g} | {m} | {steinke:.3f} | {fdp.epsilon_lower / eps:.3f} | {fdp.epsilon_estimate / eps:.3f} "
-                  f"| {fdp.detail.split(';')[0]} | {seconds:.2f} | {independent.epsilon_lower / eps:.3f} "
-                  f"| {independent.detail.split(';')[0]} | {seconds_independent:.2f} |", flush=True)
+            print(
+                f"| {eps:g} | {m} | {steinke:.3f} | {fdp.epsilon_lower / eps:.3f} | {fdp.epsilon_estimate / eps:.3f} "
+                f"| {fdp.detail.split(';')[0]} | {seconds:.2f} | {independent.epsilon_lower / eps:.3f} "
+                f"| {independent.detail.split(';')[0]} | {seconds_independent:.2f} |",
+                flush=True,
+            )
     if args.seeds > 1:
         spread(args)
 
@@ -67,15 +80,27 @@ def _canaries(mu: float, m: int, seed) -> tuple[np.ndarray, np.ndarray]:
 
 def spread(args) -> None:
     """one_run_independent over ``args.seeds`` seeds per (ε, m)."""
-    print(f"\n| exact ε | m | one_run_independent / exact over {args.seeds} seeds: least, median, largest | above exact |")
+    print(
+        f"\n| exact ε | m | one_run_independent / exact over {args.seeds} seeds: least, median, largest | above exact |"
+    )
     print("| --- | --- | --- | --- |")
     for eps in args.epsilons:
         mu = brentq(lambda x: float(gaussian_epsilon(1e-5, x)) - eps, 1e-3, 20)
         for m in args.canaries:
-            ratios = np.array([estimators.one_run_independent_bound(*_canaries(mu, m, [args.seed, m, s]), 1e-5)
-                               .epsilon_lower / eps for s in range(args.seeds)])
-            print(f"| {eps:g} | {m} | {ratios.min():.3f}, {np.median(ratios):.3f}, {ratios.max():.3f} "
-                  f"| {(ratios > 1).sum()} |", flush=True)
+            ratios = np.array(
+                [
+                    estimators.one_run_independent_bound(
+                        *_canaries(mu, m, [args.seed, m, s]), 1e-5
+                    ).epsilon_lower
+                    / eps
+                    for s in range(args.seeds)
+                ]
+            )
+            print(
+                f"| {eps:g} | {m} | {ratios.min():.3f}, {np.median(ratios):.3f}, {ratios.max():.3f} "
+                f"| {(ratios > 1).sum()} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

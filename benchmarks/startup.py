@@ -31,12 +31,33 @@ import tempfile
 import time
 from pathlib import Path
 
-SYNTHETIC = {"classes": 2, "dim": 10, "feature_norm": 1.0, "kind": "synthetic", "margin": 4.0, "seed": 0,
-             "test_size": 500, "train_size": 1000}
-RUN = {"accountant": "rdp", "accountants": ["rdp"], "batch_size": 50, "clip": 3.0, "dataset": "synthetic",
-       "delta": 1e-05, "log_every": 200, "lr": 0.5, "method": "dp_sgd", "model": "logreg",
-       "name": "synthetic/logreg/dp_sgd/eps2/seed0", "noise_multiplier": None, "seed": 0, "steps": 1,
-       "target_epsilon": 2}
+SYNTHETIC = {
+    "classes": 2,
+    "dim": 10,
+    "feature_norm": 1.0,
+    "kind": "synthetic",
+    "margin": 4.0,
+    "seed": 0,
+    "test_size": 500,
+    "train_size": 1000,
+}
+RUN = {
+    "accountant": "rdp",
+    "accountants": ["rdp"],
+    "batch_size": 50,
+    "clip": 3.0,
+    "dataset": "synthetic",
+    "delta": 1e-05,
+    "log_every": 200,
+    "lr": 0.5,
+    "method": "dp_sgd",
+    "model": "logreg",
+    "name": "synthetic/logreg/dp_sgd/eps2/seed0",
+    "noise_multiplier": None,
+    "seed": 0,
+    "steps": 1,
+    "target_epsilon": 2,
+}
 DPLAB = [sys.executable, "-m", "dplab.cli"]
 #: the 1-step train in one process, printing the CPU seconds of its three parts as JSON
 SPLIT = """
@@ -69,20 +90,49 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved runs of each command (default 5)")
-    parser.add_argument("--baseline-src", default=None, help="also time the train run with PYTHONPATH=DIR")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved runs of each command (default 5)"
+    )
+    parser.add_argument(
+        "--baseline-src", default=None, help="also time the train run with PYTHONPATH=DIR"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp, "synthetic")
-        subprocess.run([*DPLAB, "prepare-data", "--dataset-json", json.dumps(SYNTHETIC), "--dataset", "synthetic",
-                        "--out", str(data)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                *DPLAB,
+                "prepare-data",
+                "--dataset-json",
+                json.dumps(SYNTHETIC),
+                "--dataset",
+                "synthetic",
+                "--out",
+                str(data),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         out = Path(tmp, "run")
         commands = {
             "import torch": [sys.executable, "-c", "import torch"],
             "import torch, dp_accounting, scipy.optimize": [
-                sys.executable, "-c", "import torch, dp_accounting, scipy.optimize"],
-            "dplab train (1 step)": [*DPLAB, "train", "--run-json", json.dumps(RUN), "--data", str(data),
-                                     "--out", str(out), "--threads", "1"],
+                sys.executable,
+                "-c",
+                "import torch, dp_accounting, scipy.optimize",
+            ],
+            "dplab train (1 step)": [
+                *DPLAB,
+                "train",
+                "--run-json",
+                json.dumps(RUN),
+                "--data",
+                str(data),
+                "--out",
+                str(out),
+                "--threads",
+                "1",
+            ],
         }
         envs = {name: None for name in commands}
         if args.baseline_src is not None:
@@ -99,17 +149,44 @@ def main() -> int:
                 best[name] = (min(wall, least[0]), min(cpu, least[1]))
             if out.exists():
                 shutil.rmtree(out)
-            split = subprocess.run([sys.executable, "-c", SPLIT, json.dumps(RUN), str(data),
-                                    str(out)], check=True, capture_output=True, text=True).stdout
+            split = subprocess.run(
+                [sys.executable, "-c", SPLIT, json.dumps(RUN), str(data), str(out)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             for part, cpu in json.loads(split.splitlines()[-1]).items():
                 parts[part] = min(cpu, parts.get(part, cpu))
     torch_wall, torch_cpu = best["import torch"]
     for name, (wall, cpu) in best.items():
-        print(json.dumps({"command": name, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-                          "wall_ratio": round(wall / torch_wall, 3), "cpu_ratio": round(cpu / torch_cpu, 3)}))
-    print(json.dumps({"split of 1-step train, cpu_s": {k: round(v, 3) for k, v in parts.items()},
-                      "cpu_ratio": {k: round(v / torch_cpu, 3) for k, v in parts.items()}}))
-    print(json.dumps({"rounds": args.rounds, "cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2)}))
+        print(
+            json.dumps(
+                {
+                    "command": name,
+                    "wall_s": round(wall, 3),
+                    "cpu_s": round(cpu, 3),
+                    "wall_ratio": round(wall / torch_wall, 3),
+                    "cpu_ratio": round(cpu / torch_cpu, 3),
+                }
+            )
+        )
+    print(
+        json.dumps(
+            {
+                "split of 1-step train, cpu_s": {k: round(v, 3) for k, v in parts.items()},
+                "cpu_ratio": {k: round(v / torch_cpu, 3) for k, v in parts.items()},
+            }
+        )
+    )
+    print(
+        json.dumps(
+            {
+                "rounds": args.rounds,
+                "cpus": os.cpu_count(),
+                "load_1min": round(os.getloadavg()[0], 2),
+            }
+        )
+    )
     return 0
 
 

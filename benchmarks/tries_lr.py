@@ -49,8 +49,12 @@ def main() -> None:
     if args.report:
         for run in RUNS:
             for lr in LRS:
-                acc = [json.loads(Path(f"results/runs/{name(run, lr, s)}/summary.json").read_text())["final"]["test_accuracy"]
-                       for s in SEEDS]
+                acc = [
+                    json.loads(Path(f"results/runs/{name(run, lr, s)}/summary.json").read_text())[
+                        "final"
+                    ]["test_accuracy"]
+                    for s in SEEDS
+                ]
                 print(f"{run} η={lr:g}: test accuracy {statistics.mean(acc):.3f} (seeds {acc})")
         print("(test accuracies: η chosen from them is tuned on the test data)")
 

@@ -86,13 +86,19 @@ def start(items, factory) -> None:
                 queue.append(BUILDS[name])
     for lane in dict.fromkeys(build.lane for build in queue):
         builds = [build for build in queue if build.lane == lane]
-        threading.Thread(target=_work, args=(builds, factory), name=f"{lane} builds", daemon=True).start()
+        threading.Thread(
+            target=_work, args=(builds, factory), name=f"{lane} builds", daemon=True
+        ).start()
 
 
 def summary() -> list[str]:
     """One line per build made: its wall seconds, where, and how long the tests waited for it."""
-    return [f"{b.name}: {b.seconds:.0f} s in the {b.thread} thread, the tests waited {b.waited:.0f} s"
-            + (" (failed)" if b.error is not None else "") for b in BUILDS.values() if b.done]
+    return [
+        f"{b.name}: {b.seconds:.0f} s in the {b.thread} thread, the tests waited {b.waited:.0f} s"
+        + (" (failed)" if b.error is not None else "")
+        for b in BUILDS.values()
+        if b.done
+    ]
 
 
 def _work(queue: list[Build], factory) -> None:

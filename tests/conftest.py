@@ -34,11 +34,20 @@ def tool_env() -> dict:
 RUNNING: set[subprocess.Popen] = set()
 
 
-def run(cmd: list[str], cwd: Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str], cwd: Path, check: bool = True, timeout: float = 600
+) -> subprocess.CompletedProcess:
     """Run a command of the pipeline (snakemake, dvc, dplab) and return its completed process; on a
     timeout or an interrupt, the command and every process it started are killed."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=tool_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=tool_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     RUNNING.add(proc)
     if background.STOP.is_set():  # a background build that goes on after the session ended
         kill(proc)
@@ -88,7 +97,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def tracked_files() -> list[str]:
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True
+    )
     return [line for line in out.stdout.splitlines() if line]
 
 
@@ -113,8 +124,11 @@ def small_config() -> dict:
         entry["steps"] = min(entry.get("steps", 40), 40)
     grid = config["grids"][SMALL_GRID]
     grid["base"]["steps"] = min(grid["base"].get("steps", 20), 20)
-    grid.update(seeds=grid["seeds"][:1], variants=dict(list(grid["variants"].items())[:2]),
-                target_epsilon=grid["target_epsilon"][:1])
+    grid.update(
+        seeds=grid["seeds"][:1],
+        variants=dict(list(grid["variants"].items())[:2]),
+        target_epsilon=grid["target_epsilon"][:1],
+    )
     config["grids"] = {SMALL_GRID: grid}
     config["audits"] = dict(list(config.get("audits", {}).items())[:1])  # the audit rule runs once
     for audit in config["audits"].values():
@@ -130,8 +144,17 @@ def synthetic_data(folder: Path, train_size: int, test_size: int):
     """A small synthetic dataset (dim 5, 3 classes, ‖x‖ ≤ 1) prepared in ``folder`` and loaded."""
     from dplab.training import data
 
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": train_size, "test_size": test_size, "dim": 5,
-                                "classes": 3, "feature_norm": 1.0}, "synthetic")
+    cfg = data.resolve_dataset(
+        {
+            "kind": "synthetic",
+            "train_size": train_size,
+            "test_size": test_size,
+            "dim": 5,
+            "classes": 3,
+            "feature_norm": 1.0,
+        },
+        "synthetic",
+    )
     data.write(folder, *data.prepare(cfg, "synthetic"))
     return data.load(folder)
 
@@ -140,11 +163,15 @@ def idx_bytes(array) -> bytes:
     """``array`` as an IDX file of unsigned bytes (MNIST's format)."""
     import struct
 
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(
+        f">{array.ndim}I", *array.shape
+    )
     return header + array.astype("uint8").tobytes()
 
 
-def write_mnist(folder: Path, n_train: int = 30, n_test: int = 12, gz: bool = True) -> tuple[dict, dict]:
+def write_mnist(
+    folder: Path, n_train: int = 30, n_test: int = 12, gz: bool = True
+) -> tuple[dict, dict]:
     """Tiny MNIST-format files (random images, labels 0..9 in turn) in ``folder``, gzipped or raw:
     (the arrays by file stem, the MD5 of each .gz)."""
     import gzip
@@ -187,7 +214,9 @@ def copy_project(dest: Path, dvc: bool = False) -> Path:
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
     subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"],
+        cwd=dest,
+        check=True,
     )
     return dest
 
@@ -221,7 +250,12 @@ def built(tmp_path_factory) -> Path:
 def fresh_copy(built_path: Path, dest: Path) -> Path:
     """A copy of the built project (same commit and config) without its results, logs or
     Snakemake metadata: the DAG from scratch."""
-    shutil.copytree(built_path, dest, symlinks=True, ignore=shutil.ignore_patterns("results", "logs", ".snakemake"))
+    shutil.copytree(
+        built_path,
+        dest,
+        symlinks=True,
+        ignore=shutil.ignore_patterns("results", "logs", ".snakemake"),
+    )
     return dest
 
 
@@ -234,10 +268,17 @@ def synth():
 
     from dplab.training import data
 
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 60, "test_size": 20, "dim": 5}, "s")
+    cfg = data.resolve_dataset(
+        {"kind": "synthetic", "train_size": 60, "test_size": 20, "dim": 5}, "s"
+    )
     train, test, info = data.prepare(cfg, "s")
-    return data.Dataset(torch.from_numpy(train["x"]), torch.from_numpy(train["y"]),
-                        torch.from_numpy(test["x"]), torch.from_numpy(test["y"]), info)
+    return data.Dataset(
+        torch.from_numpy(train["x"]),
+        torch.from_numpy(train["y"]),
+        torch.from_numpy(test["x"]),
+        torch.from_numpy(test["y"]),
+        info,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -248,7 +289,10 @@ def digits_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("digits")
     cfg = tmp_path_factory.mktemp("cfg") / "config.yaml"
     cfg.write_text(yaml.safe_dump({"datasets": {"digits": {"kind": "digits"}}}))
-    assert main(["prepare-data", "--config", str(cfg), "--dataset", "digits", "--out", str(folder)]) == 0
+    assert (
+        main(["prepare-data", "--config", str(cfg), "--dataset", "digits", "--out", str(folder)])
+        == 0
+    )
     return folder
 
 
@@ -274,11 +318,36 @@ def summary_json(raw_run: dict, final: dict | None = None, **fields) -> dict:
     from dplab.training.resolve import resolve_run
     from dplab.training.summary import RunSummary
 
-    out = {f.name: None for f in dataclasses.fields(RunSummary) if f.name not in ("details", "individual_privacy")}
-    out.update(run=resolve_run(raw_run), dataset={"name": "synthetic", "kind": "synthetic", "train_size": 100,
-                                                 "test_size": 20, "input_shape": [5], "classes": 3},
-               final={"step": 10, "epoch": 1.0, "train_loss": 0.5, "test_loss": 0.5, "test_accuracy": 0.5, **(final or {})},
-               epsilon={}, epsilon_lower={}, epsilon_comparison={}, epsilon_bound={}, epsilon_covers={},
-               excluded_accountants={}, risk={"unavailable": "a test's summary"})
+    out = {
+        f.name: None
+        for f in dataclasses.fields(RunSummary)
+        if f.name not in ("details", "individual_privacy")
+    }
+    out.update(
+        run=resolve_run(raw_run),
+        dataset={
+            "name": "synthetic",
+            "kind": "synthetic",
+            "train_size": 100,
+            "test_size": 20,
+            "input_shape": [5],
+            "classes": 3,
+        },
+        final={
+            "step": 10,
+            "epoch": 1.0,
+            "train_loss": 0.5,
+            "test_loss": 0.5,
+            "test_accuracy": 0.5,
+            **(final or {}),
+        },
+        epsilon={},
+        epsilon_lower={},
+        epsilon_comparison={},
+        epsilon_bound={},
+        epsilon_covers={},
+        excluded_accountants={},
+        risk={"unavailable": "a test's summary"},
+    )
     out.update(fields)
     return out

@@ -17,26 +17,48 @@ import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution
 
 #: (sampling, σ, b, n, T): q = b/n
-SETTINGS = [("poisson", 2.0, 99, 100, 1), ("poisson", 2.0, 99, 100, 100),
-            ("without_replacement", 2.0, 99, 100, 1), ("without_replacement", 2.0, 99, 100, 100),
-            ("without_replacement", 0.6, 99, 100, 1), ("without_replacement", 1.0, 1, 2, 1),
-            ("without_replacement", 1.0, 1, 2, 50)]
+SETTINGS = [
+    ("poisson", 2.0, 99, 100, 1),
+    ("poisson", 2.0, 99, 100, 100),
+    ("without_replacement", 2.0, 99, 100, 1),
+    ("without_replacement", 2.0, 99, 100, 100),
+    ("without_replacement", 0.6, 99, 100, 1),
+    ("without_replacement", 1.0, 1, 2, 1),
+    ("without_replacement", 1.0, 1, 2, 50),
+]
 DELTAS = (1e-3, 1e-9)
 
 
 def main() -> None:
     rows = []
     for sampling, sigma, b, n, steps in SETTINGS:
-        relation = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE if sampling == "poisson" else \
-            dp_accounting.NeighboringRelation.REPLACE_ONE
+        relation = (
+            dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+            if sampling == "poisson"
+            else dp_accounting.NeighboringRelation.REPLACE_ONE
+        )
         pld = privacy_loss_distribution.from_gaussian_mechanism(
-            sigma, sampling_prob=b / n, pessimistic_estimate=False, use_connect_dots=False,
-            value_discretization_interval=1e-4, neighboring_relation=relation).self_compose(steps)
+            sigma,
+            sampling_prob=b / n,
+            pessimistic_estimate=False,
+            use_connect_dots=False,
+            value_discretization_interval=1e-4,
+            neighboring_relation=relation,
+        ).self_compose(steps)
         for delta in DELTAS:
             eps = float(pld.get_epsilon_for_delta(delta))
-            rows.append({"sampling": sampling, "noise_multiplier": sigma, "batch_size": b, "dataset_size": n,
-                         "steps": steps, "delta": delta, "epsilon_lower": eps,
-                         "delta_lower_at_epsilon": float(pld.get_delta_for_epsilon(eps))})
+            rows.append(
+                {
+                    "sampling": sampling,
+                    "noise_multiplier": sigma,
+                    "batch_size": b,
+                    "dataset_size": n,
+                    "steps": steps,
+                    "delta": delta,
+                    "epsilon_lower": eps,
+                    "delta_lower_at_epsilon": float(pld.get_delta_for_epsilon(eps)),
+                }
+            )
     path = pathlib.Path(__file__).with_name("guard_references.json")
     path.write_text(json.dumps(rows, indent=1) + "\n")
 

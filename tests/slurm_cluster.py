@@ -55,7 +55,9 @@ def install() -> None:
         _run(["apt-get", "update", "-q"], timeout=300, env=env)
         proc = _run(cmd, timeout=300, env=env)
     if proc.returncode != 0:
-        raise Unavailable(f"apt-get install {' '.join(PACKAGES)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        raise Unavailable(
+            f"apt-get install {' '.join(PACKAGES)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
 
 
 def _free_port() -> int:
@@ -155,12 +157,16 @@ PartitionName=gpu Nodes={host} MaxTime=INFINITE State=UP
         # fake GPUs: granted by the scheduler like real ones, a null device (as /dev/null) behind each
         for i in range(GPUS):
             os.mknod(self.base / f"fake_gpu{i}", stat.S_IFCHR | 0o666, os.makedev(1, 3))
-        (self.base / "gres.conf").write_text(f"AutoDetect=off\nNodeName={host} Name=gpu File={b}/fake_gpu[0-{GPUS - 1}]\n")
+        (self.base / "gres.conf").write_text(
+            f"AutoDetect=off\nNodeName={host} Name=gpu File={b}/fake_gpu[0-{GPUS - 1}]\n"
+        )
 
     def start(self, timeout: float = 60) -> None:
         _clean_stale()
         if SYSTEM_CONF.exists() or SYSTEM_CONF.is_symlink():
-            raise Unavailable(f"{SYSTEM_CONF} exists: this machine has a SLURM set-up of its own; not touching it")
+            raise Unavailable(
+                f"{SYSTEM_CONF} exists: this machine has a SLURM set-up of its own; not touching it"
+            )
         self.write_conf()
         SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
         SYSTEM_CONF.symlink_to(self.conf)
@@ -183,7 +189,9 @@ PartitionName=gpu Nodes={host} MaxTime=INFINITE State=UP
             if state and all(s == "idle" for s in state):
                 return
             time.sleep(0.5)
-        raise Unavailable(f"the node did not become idle: {state}\n{self.log('slurmctld')}\n{self.log('slurmd')}")
+        raise Unavailable(
+            f"the node did not become idle: {state}\n{self.log('slurmctld')}\n{self.log('slurmd')}"
+        )
 
     def _env(self) -> dict:
         return {**os.environ, **self.env()}

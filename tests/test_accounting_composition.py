@@ -43,7 +43,9 @@ def test_log_moments_equal_lambda_times_rdp(sigma, q):
 def test_naive_closed_form_full_batch():
     """Full batch, add_remove: naive = T·ε₀(δ/T) of the exact Gaussian profile."""
     s = Setting(noise_multiplier=3.0, sampling="full_batch", steps=10)
-    assert get("naive").epsilon(s, 1e-5) == pytest.approx(10 * float(gaussian_epsilon(1e-6, 1 / 3.0)), rel=1e-10)
+    assert get("naive").epsilon(s, 1e-5) == pytest.approx(
+        10 * float(gaussian_epsilon(1e-6, 1 / 3.0)), rel=1e-10
+    )
 
 
 def test_advanced_formula_and_optimized_split():
@@ -77,15 +79,23 @@ def test_kairouz_rule_and_refusal():
 def _kairouz_thm_3_4(e0, t, delta_tilde):
     """Kairouz, Oh & Viswanath (2015) Thm 3.4 as printed: the minimum of its three terms."""
     drift = t * e0 * (math.exp(e0) - 1) / (math.exp(e0) + 1)
-    return min(t * e0, drift + e0 * math.sqrt(2 * t * math.log(math.e + math.sqrt(t * e0**2) / delta_tilde)),
-               drift + e0 * math.sqrt(2 * t * math.log(1 / delta_tilde)))
+    return min(
+        t * e0,
+        drift + e0 * math.sqrt(2 * t * math.log(math.e + math.sqrt(t * e0**2) / delta_tilde)),
+        drift + e0 * math.sqrt(2 * t * math.log(1 / delta_tilde)),
+    )
 
 
 @pytest.mark.parametrize("e0", [0.01, 0.3, 1.0, 2.5])
 def test_kairouz_bound_dominates_the_optimal_composition(e0):
     """Thm 3.4 (every term) is never below their Thm 3.3, the exact k-fold composition of
     (ε₀, δ₀)-DP mechanisms (dp_accounting's ``advanced_composition``), at the same total δ."""
-    for t, delta_tilde, delta0 in [(1, 1e-3, 0.0), (10, 1e-6, 1e-8), (60, 1e-5, 1e-9), (200, 1e-3, 0.0)]:
+    for t, delta_tilde, delta0 in [
+        (1, 1e-3, 0.0),
+        (10, 1e-6, 1e-8),
+        (60, 1e-5, 1e-9),
+        (200, 1e-3, 0.0),
+    ]:
         ours = float(kairouz_bound(e0, delta_tilde, t))
         assert ours == pytest.approx(_kairouz_thm_3_4(e0, t, delta_tilde), rel=1e-12)
         total = 1 - (1 - delta0) ** t * (1 - delta_tilde)
@@ -101,7 +111,12 @@ def test_kairouz_certified_exactly_where_the_theorem_reaches_the_rule():
     outcomes = set()
     for t in range(1, 101):
         e0 = float(gaussian_epsilon(delta / (2 * t), 1 / sigma))
-        rule = brentq(lambda e: e / (2 * math.sqrt(t * math.log(math.e + e / delta))) - e0, 1e-9, 1e6, xtol=1e-12)
+        rule = brentq(
+            lambda e: e / (2 * math.sqrt(t * math.log(math.e + e / delta))) - e0,
+            1e-9,
+            1e6,
+            xtol=1e-12,
+        )
         certified = _kairouz_thm_3_4(e0, t, delta / 2) <= rule
         s = Setting(noise_multiplier=sigma, sampling="full_batch", steps=t)
         if certified:
@@ -117,19 +132,32 @@ def test_kairouz_certified_exactly_where_the_theorem_reaches_the_rule():
 
 def test_amplification_without_replacement():
     """WOR + replace_one: Balle et al. 2018 amplification with q = b/n and σ_eff = σ/2."""
-    wor = Setting(noise_multiplier=4.0, batch_size=10, dataset_size=1000, steps=1,
-                  sampling="without_replacement", neighbouring="replace_one")
+    wor = Setting(
+        noise_multiplier=4.0,
+        batch_size=10,
+        dataset_size=1000,
+        steps=1,
+        sampling="without_replacement",
+        neighbouring="replace_one",
+    )
     e0 = float(gaussian_epsilon(1e-5 / 0.01, 2 / 4.0))
-    assert get("naive").epsilon(wor, 1e-5) == pytest.approx(math.log1p(0.01 * math.expm1(e0)), rel=1e-10)
+    assert get("naive").epsilon(wor, 1e-5) == pytest.approx(
+        math.log1p(0.01 * math.expm1(e0)), rel=1e-10
+    )
     with pytest.raises(AssumptionError):
         get("naive").epsilon(wor.replace(neighbouring="add_remove"), 1e-5)
     with pytest.raises(AssumptionError):
-        get("naive").epsilon(Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=3, neighbouring="replace_one"), 1e-5)
+        get("naive").epsilon(
+            Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=3, neighbouring="replace_one"),
+            1e-5,
+        )
 
 
 def test_note_closed_forms():
     """003 §3.1: σ_naive = qT√(2 ln(1.25qT/δ))/ε; 003 §3.2 order."""
-    assert sigma_naive_note(0.01, 100, 1.0, 1e-5) == pytest.approx(math.sqrt(2 * math.log(1.25e5)), rel=1e-12)
+    assert sigma_naive_note(0.01, 100, 1.0, 1e-5) == pytest.approx(
+        math.sqrt(2 * math.log(1.25e5)), rel=1e-12
+    )
     r = sigma_strong_note(0.01, 10**6, 1.0, 1e-5) / sigma_naive_note(0.01, 10**6, 1.0, 1e-5)
     assert r < 0.01  # O(√(ln T / T)) ratio of 003 §3.3
 
@@ -144,8 +172,11 @@ def test_rdp_closed_form_region_and_value():
     free = s.replace(alpha=None)
     assert get("rdp_closed_form").epsilon(free, 1e-5) <= expected
     assert get("rdp_closed_form").epsilon(free, 1e-5) >= get("rdp").epsilon(free, 1e-5)
-    for changes, key in [(dict(noise_multiplier=3.9), "noise_multiplier"), (dict(sampling_rate=0.25), "sampling_rate"),
-                         (dict(alpha=20.0), "alpha")]:
+    for changes, key in [
+        (dict(noise_multiplier=3.9), "noise_multiplier"),
+        (dict(sampling_rate=0.25), "sampling_rate"),
+        (dict(alpha=20.0), "alpha"),
+    ]:
         with pytest.raises(AssumptionError) as err:
             get("rdp_closed_form").epsilon(s.replace(**changes), 1e-5)
         assert err.value.key == key
@@ -159,7 +190,9 @@ def test_rdp_closed_form_optimum_on_the_exact_edge():
     first = lambda a: 0.5 * sigma**2 * math.log1p(1 / (q * (a - 1))) - 2 * math.log(sigma) - a  # noqa: E731
     edge = brentq(first, 2.0, 100.0, xtol=1e-13)
     assert edge == pytest.approx(19.8166, abs=1e-4)
-    assert valid_orders(q, sigma, edge * (1 - 1e-9)) and not valid_orders(q, sigma, edge * (1 + 1e-9))
+    assert valid_orders(q, sigma, edge * (1 - 1e-9)) and not valid_orders(
+        q, sigma, edge * (1 + 1e-9)
+    )
     closed_form = t * 2 * q**2 * edge / sigma**2 + math.log(1 / delta) / (edge - 1)
     s = Setting(noise_multiplier=sigma, sampling_rate=q, steps=t)
     assert get("rdp_closed_form").epsilon(s, delta) == pytest.approx(closed_form, rel=1e-9)

@@ -20,6 +20,7 @@ CALIBRATIONS = ["gaussian_classic", "gaussian_simple", "gaussian_pei", "gaussian
 @pytest.mark.parametrize("eps,mu", [(0.0, 1.0), (0.5, 0.3), (1.0, 1.0), (3.0, 2.5)])
 def test_profile_is_the_hockey_stick_divergence(eps, mu):
     """δ(ε) = ∫ (p₁ − e^ε p₀)₊ for p₁ = N(μ, 1), p₀ = N(0, 1), by quadrature."""
+
     def f(z):
         return max(norm.pdf(z, mu) - math.exp(eps) * norm.pdf(z), 0.0)
 
@@ -50,7 +51,9 @@ def test_profile_is_never_below_the_60_digit_value(mu):
             assert exact > 0.5 or d <= exact * (1 + 1e-8), (e, mu)
 
 
-@pytest.mark.parametrize("sigma,delta", [(50.0, 1e-300), (1000.0, 1e-100), (0.5, 1e-300), (2.0, 1e-12)])
+@pytest.mark.parametrize(
+    "sigma,delta", [(50.0, 1e-300), (1000.0, 1e-100), (0.5, 1e-300), (2.0, 1e-12)]
+)
 def test_epsilon_is_never_below_the_60_digit_value(sigma, delta):
     """The ε inverted from the profile at the δ floor is an upper bound: the exact δ there is ≤ δ
     (the ndtr difference gave ε 2.1e-13 low at σ = 50, δ = 1e-300, and low at σ = 1000,
@@ -60,7 +63,9 @@ def test_epsilon_is_never_below_the_60_digit_value(sigma, delta):
     assert exact_delta(eps * (1 - 1e-10), 1 / sigma) > delta
 
 
-@pytest.mark.parametrize("eps,delta", [(0.5, 1e-300), (1.0, 1e-300), (1.0, 1e-100), (5.0, 1e-300), (1.0, 1e-5)])
+@pytest.mark.parametrize(
+    "eps,delta", [(0.5, 1e-300), (1.0, 1e-300), (1.0, 1e-100), (5.0, 1e-300), (1.0, 1e-5)]
+)
 def test_analytic_sigma_is_never_below_the_60_digit_value(eps, delta):
     """sigma_analytic is a valid σ: the exact δ at its σ is ≤ δ (the ndtr difference gave a σ
     too small at each of these, by 6e-15 relative on δ at δ = 1e-5 and 2e-10 at 1e-300), and within
@@ -84,10 +89,14 @@ def test_salary_example():
     assert round(std["gaussian_pei"]) == 1026
     t = pei_terms(0.5, 1e-6)
     assert min(t) == t[3]
-    assert std["gaussian_simple"] == pytest.approx(100 * math.sqrt(2 * math.log(1e6) + 1) / 0.5, rel=1e-12)
+    assert std["gaussian_simple"] == pytest.approx(
+        100 * math.sqrt(2 * math.log(1e6) + 1) / 0.5, rel=1e-12
+    )
     assert round(std["gaussian_simple"]) == 1070
     assert round(100 * math.sqrt(2 * math.log(1e6)) / 0.5) == 1051
-    assert std["gaussian_classic"] == pytest.approx(100 * math.sqrt(2 * math.log(1.25e6)) / 0.5, rel=1e-12)
+    assert std["gaussian_classic"] == pytest.approx(
+        100 * math.sqrt(2 * math.log(1.25e6)) / 0.5, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("eps,delta,smallest", [(20.0, 1e-6, 0.3091), (13.0, 1e-5, 0.4050)])
@@ -95,7 +104,9 @@ def test_pei_is_valid_at_large_epsilon(eps, delta, smallest):
     """The 1st expression alone gave σ = 0.2763 < 0.3091 (ε = 20, δ = 1e-6; the true δ
     was ~47× the target) and 0.3967 < 0.4050 (ε = 13, δ = 1e-5)."""
     sigma = get("gaussian_pei").sigma(Setting(sensitivity=1.0), eps, delta)
-    assert get("gaussian_analytic").sigma(Setting(sensitivity=1.0), eps, delta) == pytest.approx(smallest, abs=1e-4)
+    assert get("gaussian_analytic").sigma(Setting(sensitivity=1.0), eps, delta) == pytest.approx(
+        smallest, abs=1e-4
+    )
     assert sigma >= smallest
     assert float(gaussian_delta(eps, 1 / sigma)) <= delta
 
@@ -155,4 +166,6 @@ def test_analytic_equals_pld_single_gaussian():
     s = Setting(noise_multiplier=2.0, sampling="full_batch", steps=1)
     exact = float(gaussian_epsilon(1e-5, 0.5))
     assert get("pld").epsilon(s, 1e-5) == pytest.approx(exact, abs=2e-4)
-    assert get("gaussian_analytic").epsilon(Setting(noise_multiplier=2.0, sensitivity=1.0), 1e-5) == pytest.approx(exact)
+    assert get("gaussian_analytic").epsilon(
+        Setting(noise_multiplier=2.0, sensitivity=1.0), 1e-5
+    ) == pytest.approx(exact)

@@ -115,15 +115,21 @@ def optimistic_pld(sigma: float, q: float, replace_one: bool, steps: int = 1):
     if steps > 1:
         return optimistic_pld(sigma, q, replace_one).self_compose(steps)
     return privacy_loss_distribution.from_gaussian_mechanism(
-        sigma, sampling_prob=q, pessimistic_estimate=False, use_connect_dots=False,
-        value_discretization_interval=1e-4, neighboring_relation=REPLACE_ONE if replace_one else ADD_REMOVE,
+        sigma,
+        sampling_prob=q,
+        pessimistic_estimate=False,
+        use_connect_dots=False,
+        value_discretization_interval=1e-4,
+        neighboring_relation=REPLACE_ONE if replace_one else ADD_REMOVE,
     )
 
 
 def reference(s: Setting):
     """(ε(δ), δ(ε)) functions of the exact value or a lower bound on it (module docstring)."""
     if s.sampling == "full_batch":
-        mu = math.sqrt(s.steps) / units.effective_noise_multiplier(s.noise_multiplier, s.neighbouring)
+        mu = math.sqrt(s.steps) / units.effective_noise_multiplier(
+            s.noise_multiplier, s.neighbouring
+        )
         return (lambda d: float(gaussian_epsilon(d, mu))), (lambda e: float(gaussian_delta(e, mu)))
     if s.sampling == "poisson":
         pld = optimistic_pld(s.noise_multiplier, s.sampling_rate, False, s.steps)
@@ -133,13 +139,29 @@ def reference(s: Setting):
 
 
 def _cases():
-    full = [Setting(noise_multiplier=sigma, sampling="full_batch", steps=t, neighbouring=rel)
-            for sigma, t, rel in itertools.product([0.7, 2.0, 30.0], [1, 30, 1000], ["add_remove", "replace_one"])]
-    poisson = [Setting(noise_multiplier=sigma, sampling_rate=q, steps=t)
-               for (sigma, q), t in itertools.product([(0.8, 0.01), (2.0, 0.001), (5.0, 0.01), (1.5, 0.1), (4.0, 0.2)], [1, 1000])]
-    wor = [Setting(noise_multiplier=sigma, sampling="without_replacement", batch_size=b, dataset_size=n, steps=t,
-                   neighbouring="replace_one")
-           for (sigma, b, n), t in itertools.product([(0.8, 10, 1000), (3.0, 50, 500)], [1, 1000])]
+    full = [
+        Setting(noise_multiplier=sigma, sampling="full_batch", steps=t, neighbouring=rel)
+        for sigma, t, rel in itertools.product(
+            [0.7, 2.0, 30.0], [1, 30, 1000], ["add_remove", "replace_one"]
+        )
+    ]
+    poisson = [
+        Setting(noise_multiplier=sigma, sampling_rate=q, steps=t)
+        for (sigma, q), t in itertools.product(
+            [(0.8, 0.01), (2.0, 0.001), (5.0, 0.01), (1.5, 0.1), (4.0, 0.2)], [1, 1000]
+        )
+    ]
+    wor = [
+        Setting(
+            noise_multiplier=sigma,
+            sampling="without_replacement",
+            batch_size=b,
+            dataset_size=n,
+            steps=t,
+            neighbouring="replace_one",
+        )
+        for (sigma, b, n), t in itertools.product([(0.8, 10, 1000), (3.0, 50, 500)], [1, 1000])
+    ]
     return full + poisson + wor
 
 
@@ -157,7 +179,9 @@ def test_composition_never_below_the_exact_value(name):
     checked, accepted = set(), set()
     for s in CASES:
         ref_eps, ref_delta = reference(s)
-        if not _accepts(acc, s) or (name == "pld" and (s.noise_multiplier < 2 or ref_eps(1e-3) > 1)):
+        if not _accepts(acc, s) or (
+            name == "pld" and (s.noise_multiplier < 2 or ref_eps(1e-3) > 1)
+        ):
             continue
         accepted.add((s.sampling, s.neighbouring))
         for delta in COMPOSITION_DELTAS:
@@ -185,11 +209,19 @@ def _accepts(acc, s: Setting) -> bool:
 def test_delta_at_large_epsilon_is_never_zero_or_nan(name):
     """A Gaussian step's exact δ is > 0 at every ε: where it underflows the accountants report
     1e-300, not 0 (pure DP) and not NaN (naive's e^ε overflowed at ε > 709)."""
-    settings = [Setting(noise_multiplier=30.0, sampling="full_batch", steps=1),
-                Setting(noise_multiplier=5.0, sampling_rate=0.01, steps=10),
-                Setting(noise_multiplier=1.0, sampling="without_replacement", batch_size=10, dataset_size=1000,
-                        steps=10, neighbouring="replace_one"),
-                Setting(noise_multiplier=30.0, sensitivity=1.0)]
+    settings = [
+        Setting(noise_multiplier=30.0, sampling="full_batch", steps=1),
+        Setting(noise_multiplier=5.0, sampling_rate=0.01, steps=10),
+        Setting(
+            noise_multiplier=1.0,
+            sampling="without_replacement",
+            batch_size=10,
+            dataset_size=1000,
+            steps=10,
+            neighbouring="replace_one",
+        ),
+        Setting(noise_multiplier=30.0, sensitivity=1.0),
+    ]
     checked = 0
     for s in settings:
         if not _accepts(get(name), s):
@@ -206,9 +238,21 @@ def test_langevin_never_below_the_exact_last_iterate():
     radius C, replace_one) vs the exact ε and δ of the two Gaussian last iterates, every T."""
     steps = np.unique(np.geomspace(1, 5000, 30).astype(int))
     checked = 0
-    for sigma, lr, n, clip in itertools.product([0.3, 1.0, 4.0], [0.01, 0.3, 0.9], [10, 1000], [0.5, 2.0]):
-        s = Setting(noise_multiplier=sigma, lr=lr, dataset_size=n, clip=clip, lipschitz=clip, steps=int(steps[-1]),
-                    strong_convexity=1.0, smoothness=1.0, sampling="full_batch", neighbouring="replace_one")
+    for sigma, lr, n, clip in itertools.product(
+        [0.3, 1.0, 4.0], [0.01, 0.3, 0.9], [10, 1000], [0.5, 2.0]
+    ):
+        s = Setting(
+            noise_multiplier=sigma,
+            lr=lr,
+            dataset_size=n,
+            clip=clip,
+            lipschitz=clip,
+            steps=int(steps[-1]),
+            strong_convexity=1.0,
+            smoothness=1.0,
+            sampling="full_batch",
+            neighbouring="replace_one",
+        )
         for delta in (1e-3, 1e-9):
             upper = get("langevin").epsilon_curve(s, delta, steps)
             truth = exact.exact_epsilon(delta, sigma, lr, steps, "quadratic", clip=clip)
@@ -238,21 +282,39 @@ def test_mf_never_below_the_exact_gaussian_at_rate_one(strategy):
     Gaussian mechanism of the actual pattern's sensitivity: mf's ε, δ and calibrated σ
     (MinSeparation, and CyclicPoisson at rate 1 for a banded C) never beat it."""
     T = 12
-    for b, neighbouring in [(1, "add_remove"), (3, "add_remove"), (3, "replace_one"), (12, "add_remove")]:
+    for b, neighbouring in [
+        (1, "add_remove"),
+        (3, "add_remove"),
+        (3, "replace_one"),
+        (12, "add_remove"),
+    ]:
         f = F.factorize(strategy, W.prefix_sum(T), bands=b if strategy == "banded" else None)
         scale = units.sum_sensitivity(1.0, neighbouring) * _cyclic_sensitivity(f.encoder, b)
         samplers = [mf.MinSeparation(b, T)]
         if strategy == "banded" and neighbouring == "add_remove":
-            samplers.append(mf.CyclicPoisson(dataset_size=12 * b, batch_size=12, partitions_count=b, steps=T))
+            samplers.append(
+                mf.CyclicPoisson(dataset_size=12 * b, batch_size=12, partitions_count=b, steps=T)
+            )
         for sampler in samplers:
             assert getattr(sampler, "sampling_rate", 1.0) == 1.0
             sigma = 2 * scale  # μ = 1/2
-            assert mf.epsilon(f, sampler, sigma, 1e-6, neighbouring) >= float(gaussian_epsilon(1e-6, 0.5)) * (1 - 1e-9)
-            assert mf.delta(f, sampler, sigma, 0.5, neighbouring) >= float(gaussian_delta(0.5, 0.5)) * (1 - 1e-9)
-            for edge in (1e-30, 1e-300):  # the δ floor and the ε ceiling, against the log-space profile
-                assert _meets(log_gaussian_delta(mf.epsilon(f, sampler, sigma, edge, neighbouring), 0.5), edge)
+            assert mf.epsilon(f, sampler, sigma, 1e-6, neighbouring) >= float(
+                gaussian_epsilon(1e-6, 0.5)
+            ) * (1 - 1e-9)
+            assert mf.delta(f, sampler, sigma, 0.5, neighbouring) >= float(
+                gaussian_delta(0.5, 0.5)
+            ) * (1 - 1e-9)
+            for edge in (
+                1e-30,
+                1e-300,
+            ):  # the δ floor and the ε ceiling, against the log-space profile
+                assert _meets(
+                    log_gaussian_delta(mf.epsilon(f, sampler, sigma, edge, neighbouring), 0.5), edge
+                )
             for eps in (50.0, EPSILON_MAX):
-                assert _covers(mf.delta(f, sampler, sigma, eps, neighbouring), log_gaussian_delta(eps, 0.5))
+                assert _covers(
+                    mf.delta(f, sampler, sigma, eps, neighbouring), log_gaussian_delta(eps, 0.5)
+                )
             if strategy == "banded" and b == 3:  # the calibration (shared by every strategy)
                 sigma = mf.calibrate(f, sampler, 1.0, 1e-6, neighbouring)
                 assert float(gaussian_delta(1.0, scale / sigma)) <= 1e-6 * (1 + TOL)
@@ -313,13 +375,20 @@ def test_gaussian_at_the_delta_floor_and_the_epsilon_ceiling(name):
 
 #: settings whose exact value is one Gaussian of μ = √T/σ_eff: Poisson at rate q = 1 (every record
 #: in every step) and full batch, up to the largest T (10^15) at the largest σ (10^7)
-RATE_ONE = [Setting(noise_multiplier=sigma, sampling_rate=1.0, steps=t, neighbouring=rel)
-            for (sigma, t), rel in itertools.product([(2.0, 1), (3.0, 10**6), (1e7, 10**15)],
-                                                      ["add_remove", "replace_one"])]
-RATE_ONE += [Setting(noise_multiplier=1e7, sampling="full_batch", steps=10**15, neighbouring="replace_one")]
+RATE_ONE = [
+    Setting(noise_multiplier=sigma, sampling_rate=1.0, steps=t, neighbouring=rel)
+    for (sigma, t), rel in itertools.product(
+        [(2.0, 1), (3.0, 10**6), (1e7, 10**15)], ["add_remove", "replace_one"]
+    )
+]
+RATE_ONE += [
+    Setting(noise_multiplier=1e7, sampling="full_batch", steps=10**15, neighbouring="replace_one")
+]
 
 
-@pytest.mark.parametrize("name", ["naive", "advanced", "kairouz", "moments"])  # rdp, pld: tests/test_pld_curve.py
+@pytest.mark.parametrize(
+    "name", ["naive", "advanced", "kairouz", "moments"]
+)  # rdp, pld: tests/test_pld_curve.py
 def test_composition_at_rate_one_and_the_largest_t_meets_the_exact_gaussian(name):
     """q = 1 and T = 10^15 at δ down to 1e-300 and ε up to 1e4, and σ calibrated at δ = 1e-300 and
     at ε = 100: every printed ε and δ is at least the exact Gaussian value, every σ meets the target
@@ -328,7 +397,9 @@ def test_composition_at_rate_one_and_the_largest_t_meets_the_exact_gaussian(name
     for s in RATE_ONE:
         if not _accepts(acc, s):
             continue
-        mu = math.sqrt(s.steps) / units.effective_noise_multiplier(s.noise_multiplier, s.neighbouring)
+        mu = math.sqrt(s.steps) / units.effective_noise_multiplier(
+            s.noise_multiplier, s.neighbouring
+        )
         for delta in EDGE_DELTAS:
             eps = _certified(lambda: acc.epsilon(s, delta))  # noqa: B023
             if eps is not None:
@@ -343,7 +414,9 @@ def test_composition_at_rate_one_and_the_largest_t_meets_the_exact_gaussian(name
             for eps, delta in ((1.0, 1e-300), (100.0, 1e-12)):
                 sigma = _certified(lambda: acc.sigma(s, eps, delta))  # noqa: B023
                 if sigma is not None:
-                    mu = math.sqrt(s.steps) / units.effective_noise_multiplier(sigma, s.neighbouring)
+                    mu = math.sqrt(s.steps) / units.effective_noise_multiplier(
+                        sigma, s.neighbouring
+                    )
                     assert _meets(log_gaussian_delta(eps, mu), delta), (s, eps, delta, sigma)
                     checked += 1
     assert checked >= 8
@@ -351,7 +424,10 @@ def test_composition_at_rate_one_and_the_largest_t_meets_the_exact_gaussian(name
 
 # --------------------------------------------------------- hidden state at the edges
 PABI_CASES = [  # (σ, n, b, T): Q = n/b batches, T a multiple of Q (every record visited T/Q times)
-    (1.0, 10, 10, 1), (0.5, 100, 100, 50), (2.0, 1000, 50, 20), (3.0, 1000, 50, 20 * 500),
+    (1.0, 10, 10, 1),
+    (0.5, 100, 100, 50),
+    (2.0, 1000, 50, 20),
+    (3.0, 1000, 50, 20 * 500),
     (1e4, 10**6, 10**3, 10**15),
 ]
 
@@ -365,9 +441,22 @@ def test_pabi_never_below_the_linear_loss_last_iterate(reshuffle):
     by (η/b)·2Lm and the std is (η/b)·σC√T, μ = 2Lm/(σC√T).  Edges: Q = 1 (b = n, where pabi is
     the plain Gaussian RDP), T = 10^15, L < C and L = C, δ down to 1e-300, ε up to 1e4."""
     acc, checked = get("pabi"), 0
-    for (sigma, n, b, t), (lipschitz, clip) in itertools.product(PABI_CASES, [(1.0, 1.0), (0.5, 2.0)]):
-        s = Setting(noise_multiplier=sigma, steps=t, sampling="shuffle", neighbouring="replace_one", batch_size=b,
-                    dataset_size=n, lr=1.0, smoothness=1.0, lipschitz=lipschitz, clip=clip, reshuffle=reshuffle)
+    for (sigma, n, b, t), (lipschitz, clip) in itertools.product(
+        PABI_CASES, [(1.0, 1.0), (0.5, 2.0)]
+    ):
+        s = Setting(
+            noise_multiplier=sigma,
+            steps=t,
+            sampling="shuffle",
+            neighbouring="replace_one",
+            batch_size=b,
+            dataset_size=n,
+            lr=1.0,
+            smoothness=1.0,
+            lipschitz=lipschitz,
+            clip=clip,
+            reshuffle=reshuffle,
+        )
         mu = 2 * lipschitz * (t * b // n) / (sigma * clip * math.sqrt(t))
         for delta in EDGE_DELTAS:
             eps = acc.epsilon(s, delta)
@@ -413,14 +502,22 @@ def threshold_delta(epsilon: float, law, reach: float = math.inf) -> float:
 
 
 #: (σ, n, b, T): b = n − 1 (q near 1), small q, small σ, several steps
-HIDDEN_EDGES = [(0.8, 1000, 10, 1), (3.0, 500, 50, 1), (2.0, 100, 99, 1), (1.0, 20, 5, 5), (0.7, 100, 50, 6)]
+HIDDEN_EDGES = [
+    (0.8, 1000, 10, 1),
+    (3.0, 500, 50, 1),
+    (2.0, 100, 99, 1),
+    (1.0, 20, 5, 5),
+    (0.7, 100, 50, 6),
+]
 #: each accountant's setting on the reference's loss: ye_shokri on 002 Thm 3's λ = β = 1 quadratic loss
 #: (contraction 1 − η); the Asoodeh bounds on a linear loss (a constant clipped gradient), asoodeh_regularized
 #: with weight decay λ_reg (contraction 1 − λ_reg), asoodeh_projected (T = 1 only) onto an interval of
 #: diameter D = 20 noise stds ησC/b centred at θ₀ = 0
-HIDDEN = {"ye_shokri": dict(lr=0.5, strong_convexity=1.0, smoothness=1.0, lipschitz=1.0),
-          "asoodeh_regularized": dict(lr=0.5, regularization=0.5, dimension=1),
-          "asoodeh_projected": dict(lr=0.5, dimension=1)}
+HIDDEN = {
+    "ye_shokri": dict(lr=0.5, strong_convexity=1.0, smoothness=1.0, lipschitz=1.0),
+    "asoodeh_regularized": dict(lr=0.5, regularization=0.5, dimension=1),
+    "asoodeh_projected": dict(lr=0.5, dimension=1),
+}
 
 
 @pytest.mark.parametrize("name", sorted(HIDDEN))
@@ -441,19 +538,39 @@ def test_hidden_state_never_below_an_exact_pair(name):
     at least that lower bound."""
     acc, checked = get(name), 0
     c = 1.0 if name == "asoodeh_projected" else 0.5
-    samplings = ["without_replacement", "poisson"] if name == "asoodeh_projected" else ["without_replacement"]
+    samplings = (
+        ["without_replacement", "poisson"]
+        if name == "asoodeh_projected"
+        else ["without_replacement"]
+    )
     edges = HIDDEN_EDGES + [(2.0, 5, 1, 1), (1.0, 2, 1, 1)]
-    if name == "asoodeh_regularized":  # where eq. (21) reaches δ <= 1e-3 (elsewhere its ε search refuses, slowly)
+    if (
+        name == "asoodeh_regularized"
+    ):  # where eq. (21) reaches δ <= 1e-3 (elsewhere its ε search refuses, slowly)
         edges = [(0.8, 1000, 10, 1), (2.0, 5, 1, 1), (1.0, 2, 1, 1), (1.0, 20, 5, 5)]
     for (sigma, n, b, t), sampling in itertools.product(edges, samplings):
         if name == "asoodeh_projected" and (t > 1 or sampling == "poisson" and n > 100):
             continue  # a projection between steps changes the dynamics; n + 1 mixture components cost time
-        half = 1.0 if b == 1 else 10.0  # asoodeh_projected: the set's half-width, in noise stds ησC/b
+        half = (
+            1.0 if b == 1 else 10.0
+        )  # asoodeh_projected: the set's half-width, in noise stds ησC/b
         more = dict(diameter=2 * half * 0.5 * sigma / b) if name == "asoodeh_projected" else {}
-        s = Setting(noise_multiplier=sigma, steps=t, sampling=sampling, neighbouring="replace_one",
-                    batch_size=b, dataset_size=n, clip=1.0, **HIDDEN[name], **more)
-        law = realized_mean_law(sigma, n, b) if sampling == "poisson" else \
-            pattern_law(b / n, c ** np.arange(t - 1, -1, -1.0) / sigma)
+        s = Setting(
+            noise_multiplier=sigma,
+            steps=t,
+            sampling=sampling,
+            neighbouring="replace_one",
+            batch_size=b,
+            dataset_size=n,
+            clip=1.0,
+            **HIDDEN[name],
+            **more,
+        )
+        law = (
+            realized_mean_law(sigma, n, b)
+            if sampling == "poisson"
+            else pattern_law(b / n, c ** np.arange(t - 1, -1, -1.0) / sigma)
+        )
         reach = half if more else math.inf
         for delta in (1e-3, 1e-6, 1e-12) if name != "asoodeh_regularized" or t == 1 else ():
             eps = _certified(lambda: acc.epsilon(s, delta))  # noqa: B023
@@ -479,10 +596,26 @@ def test_langevin_at_the_edges_never_below_the_quadratic_last_iterate():
     acc, checked = get("langevin"), 0
     for sigma, lr, n in [(0.5, 0.5, 2), (2.0, 0.1, 10), (1e3, 0.01, 1000), (1e7, 0.9, 10**6)]:
         for t in (1, 30, 10**15):
-            s = Setting(noise_multiplier=sigma, lr=lr, dataset_size=n, clip=1.0, lipschitz=1.0, steps=t,
-                        strong_convexity=1.0, smoothness=1.0, sampling="full_batch", neighbouring="replace_one")
+            s = Setting(
+                noise_multiplier=sigma,
+                lr=lr,
+                dataset_size=n,
+                clip=1.0,
+                lipschitz=1.0,
+                steps=t,
+                strong_convexity=1.0,
+                smoothness=1.0,
+                sampling="full_batch",
+                neighbouring="replace_one",
+            )
             c = 1 - lr
-            mu = 2 / sigma * -math.expm1(t * math.log(c)) / lr / math.sqrt(-math.expm1(2 * t * math.log(c)) / (1 - c * c))
+            mu = (
+                2
+                / sigma
+                * -math.expm1(t * math.log(c))
+                / lr
+                / math.sqrt(-math.expm1(2 * t * math.log(c)) / (1 - c * c))
+            )
             for delta in EDGE_DELTAS:
                 eps = acc.epsilon(s, delta)
                 assert _meets(log_gaussian_delta(eps, mu), delta), (s, delta, eps)
@@ -497,16 +630,23 @@ def test_langevin_at_the_edges_never_below_the_quadratic_last_iterate():
 STORED = json.loads((pathlib.Path(__file__).parent / "guard_references.json").read_text())
 
 
-@pytest.mark.parametrize("name", ["naive", "advanced", "kairouz", "moments"])  # rdp, pld: tests/test_pld_curve.py
+@pytest.mark.parametrize(
+    "name", ["naive", "advanced", "kairouz", "moments"]
+)  # rdp, pld: tests/test_pld_curve.py
 def test_composition_at_rate_near_one_never_below_the_stored_optimistic_pld(name):
     """q = 0.99 (Poisson add_remove, without_replacement replace_one, T = 1 and 100) and n = 2, b = 1
     (without replacement, T = 1 and 50): ε at δ is at least the stored optimistic-PLD ε, and δ at
     that ε at least its δ."""
     acc, checked = get(name), 0
     for row in STORED:
-        s = Setting(noise_multiplier=row["noise_multiplier"], sampling=row["sampling"], batch_size=row["batch_size"],
-                    dataset_size=row["dataset_size"], steps=row["steps"],
-                    neighbouring="add_remove" if row["sampling"] == "poisson" else "replace_one")
+        s = Setting(
+            noise_multiplier=row["noise_multiplier"],
+            sampling=row["sampling"],
+            batch_size=row["batch_size"],
+            dataset_size=row["dataset_size"],
+            steps=row["steps"],
+            neighbouring="add_remove" if row["sampling"] == "poisson" else "replace_one",
+        )
         if not _accepts(acc, s):
             continue
         eps = _certified(lambda: acc.epsilon(s, row["delta"]))  # noqa: B023

@@ -73,8 +73,21 @@ def refused(argv: list[str], key: str, capfd, *words: str, seconds: int = SECOND
 @pytest.mark.parametrize("sigma", ["1e300", "1e-300"])
 def test_rdp_at_extreme_sigma_refuses_naming_the_range(sigma, capfd):
     low, high, _ = LIMITS["noise_multiplier"]
-    refused(["epsilon", "--accountant", "rdp", "--noise-multiplier", sigma, *POISSON, "--delta", "1e-5"],
-            "noise_multiplier", capfd, f"[{low:g}, {high:g}]")
+    refused(
+        [
+            "epsilon",
+            "--accountant",
+            "rdp",
+            "--noise-multiplier",
+            sigma,
+            *POISSON,
+            "--delta",
+            "1e-5",
+        ],
+        "noise_multiplier",
+        capfd,
+        f"[{low:g}, {high:g}]",
+    )
 
 
 def test_rdp_at_the_edges_of_its_sigma_range_answers_a_valid_bound(capfd):
@@ -82,28 +95,85 @@ def test_rdp_at_the_edges_of_its_sigma_range_answers_a_valid_bound(capfd):
     low, high, _ = LIMITS["noise_multiplier"]
     eps = []
     for sigma in (high, 1.0, low):
-        code, out, _ = dplab(["epsilon", "--accountant", "rdp", "--noise-multiplier", repr(sigma), *POISSON,
-                              "--delta", "1e-5"], capfd)
+        code, out, _ = dplab(
+            [
+                "epsilon",
+                "--accountant",
+                "rdp",
+                "--noise-multiplier",
+                repr(sigma),
+                *POISSON,
+                "--delta",
+                "1e-5",
+            ],
+            capfd,
+        )
         assert code == 0 and math.isfinite(out["epsilon"]) and out["epsilon"] >= 0
         eps.append(out["epsilon"])
     assert eps[0] <= eps[1] <= eps[2]
 
 
 def test_gaussian_analytic_sigma_at_huge_epsilon_refuses(capfd):
-    refused(["sigma", "--accountant", "gaussian_analytic", "--sensitivity", "1", "--epsilon", "1e300", "--delta", "1e-5"],
-            "epsilon", capfd, f"{EPSILON_MAX:g}")
+    refused(
+        [
+            "sigma",
+            "--accountant",
+            "gaussian_analytic",
+            "--sensitivity",
+            "1",
+            "--epsilon",
+            "1e300",
+            "--delta",
+            "1e-5",
+        ],
+        "epsilon",
+        capfd,
+        f"{EPSILON_MAX:g}",
+    )
 
 
 def test_gaussian_analytic_sigma_at_the_largest_epsilon_meets_the_exact_profile(capfd):
-    code, out, _ = dplab(["sigma", "--accountant", "gaussian_analytic", "--sensitivity", "1",
-                          "--epsilon", repr(EPSILON_MAX), "--delta", "1e-5"], capfd)
+    code, out, _ = dplab(
+        [
+            "sigma",
+            "--accountant",
+            "gaussian_analytic",
+            "--sensitivity",
+            "1",
+            "--epsilon",
+            repr(EPSILON_MAX),
+            "--delta",
+            "1e-5",
+        ],
+        capfd,
+    )
     assert code == 0
     assert gaussian_delta(EPSILON_MAX, 1 / out["noise_multiplier"]) <= 1e-5 * (1 + 1e-6)
 
 
-ASOODEH = ["epsilon", "--accountant", "asoodeh_projected", "--noise-multiplier", "2", "--dataset-size", "100",
-           "--batch-size", "10", "--steps", "100", "--lr", "0.1", "--clip", "1", "--sampling", "without_replacement",
-           "--neighbouring", "replace_one", "--delta", "1e-5"]
+ASOODEH = [
+    "epsilon",
+    "--accountant",
+    "asoodeh_projected",
+    "--noise-multiplier",
+    "2",
+    "--dataset-size",
+    "100",
+    "--batch-size",
+    "10",
+    "--steps",
+    "100",
+    "--lr",
+    "0.1",
+    "--clip",
+    "1",
+    "--sampling",
+    "without_replacement",
+    "--neighbouring",
+    "replace_one",
+    "--delta",
+    "1e-5",
+]
 
 
 def test_asoodeh_projected_at_huge_diameter_refuses(capfd):
@@ -120,8 +190,24 @@ def test_asoodeh_projected_at_the_largest_diameter_answers_or_refuses_at_once(ca
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld", "naive"])
 def test_astronomical_steps_refuse_naming_steps(accountant, capfd):
-    refused(["epsilon", "--accountant", accountant, "--noise-multiplier", "1", "--sampling-rate", "0.01",
-             "--steps", "99999999999999999999999", "--delta", "1e-5"], "steps", capfd, f"{LIMITS['steps'][1]:g}")
+    refused(
+        [
+            "epsilon",
+            "--accountant",
+            accountant,
+            "--noise-multiplier",
+            "1",
+            "--sampling-rate",
+            "0.01",
+            "--steps",
+            "99999999999999999999999",
+            "--delta",
+            "1e-5",
+        ],
+        "steps",
+        capfd,
+        f"{LIMITS['steps'][1]:g}",
+    )
 
 
 def test_mf_optimal_at_100000_steps_refuses_before_allocating(capfd):
@@ -130,7 +216,9 @@ def test_mf_optimal_at_100000_steps_refuses_before_allocating(capfd):
 
     tracemalloc.start()
     try:
-        line = refused(["mf", "--strategy", "optimal", "--steps", "100000"], "steps", capfd, "MEMORY_MAX")
+        line = refused(
+            ["mf", "--strategy", "optimal", "--steps", "100000"], "steps", capfd, "MEMORY_MAX"
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -141,10 +229,35 @@ def test_mf_optimal_at_100000_steps_refuses_before_allocating(capfd):
 
 @pytest.mark.parametrize("sigma", ["0.03", "0.01"])
 def test_pld_at_tiny_sigma_refuses_and_rdp_answers(sigma, capfd):
-    refused(["epsilon", "--accountant", "pld", "--noise-multiplier", sigma, *POISSON, "--delta", "1e-5"],
-            "noise_multiplier", capfd, "PLD_STEP_BINS", str(PLD_STEP_BINS))
-    code, out, _ = dplab(["epsilon", "--accountant", "rdp", "--noise-multiplier", sigma, *POISSON,
-                          "--delta", "1e-5"], capfd)  # the fallback the refusal names
+    refused(
+        [
+            "epsilon",
+            "--accountant",
+            "pld",
+            "--noise-multiplier",
+            sigma,
+            *POISSON,
+            "--delta",
+            "1e-5",
+        ],
+        "noise_multiplier",
+        capfd,
+        "PLD_STEP_BINS",
+        str(PLD_STEP_BINS),
+    )
+    code, out, _ = dplab(
+        [
+            "epsilon",
+            "--accountant",
+            "rdp",
+            "--noise-multiplier",
+            sigma,
+            *POISSON,
+            "--delta",
+            "1e-5",
+        ],
+        capfd,
+    )  # the fallback the refusal names
     assert code == 0 and math.isfinite(out["epsilon"])
 
 
@@ -155,8 +268,13 @@ def test_pld_sigma_at_epsilon_1000_refuses_at_once_naming_rdps_sigma(capfd):
     rdp = get("rdp").sigma(Setting(sampling_rate=0.01, steps=100), 1000.0, 1e-5)
     floor = get("pld").sigma_floor(Setting(sampling_rate=0.01, steps=100))
     assert rdp < floor
-    refused(["sigma", "--accountant", "pld", *POISSON, "--epsilon", "1000", "--delta", "1e-5"], "epsilon", capfd,
-            f"σ = {rdp:.6g}", f"σ = {floor:.6g}")
+    refused(
+        ["sigma", "--accountant", "pld", *POISSON, "--epsilon", "1000", "--delta", "1e-5"],
+        "epsilon",
+        capfd,
+        f"σ = {rdp:.6g}",
+        f"σ = {floor:.6g}",
+    )
 
 
 def test_pld_sigma_floor_is_where_the_one_step_pld_fits():
@@ -166,7 +284,10 @@ def test_pld_sigma_floor_is_where_the_one_step_pld_fits():
     setting = Setting(sampling_rate=0.01, steps=100)
     floor = pld.sigma_floor(setting)
     assert pld.step_width(setting.replace(noise_multiplier=floor)) / PLD_DISC_MAX <= PLD_STEP_BINS
-    assert pld.step_width(setting.replace(noise_multiplier=floor * (1 - 1e-4))) / PLD_DISC_MAX > PLD_STEP_BINS - 2
+    assert (
+        pld.step_width(setting.replace(noise_multiplier=floor * (1 - 1e-4))) / PLD_DISC_MAX
+        > PLD_STEP_BINS - 2
+    )
 
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
@@ -174,11 +295,23 @@ def test_pld_at_a_billion_steps_refuses_naming_steps_and_who_answers(neighbourin
     """σ = 3, q = 0.01, T = 1e9: the certified window would hold ~2e7 bins.  The refusal points to an
     accountant that answers the setting, with its answer (rdp's ε, checked here), or says that none
     here does (replace_one with Poisson sampling: every other accountant refuses it, checked here)."""
-    setting = ["--noise-multiplier", "3", "--sampling-rate", "0.01", "--steps", "1000000000", "--delta", "1e-5",
-               "--neighbouring", neighbouring]
+    setting = [
+        "--noise-multiplier",
+        "3",
+        "--sampling-rate",
+        "0.01",
+        "--steps",
+        "1000000000",
+        "--delta",
+        "1e-5",
+        "--neighbouring",
+        neighbouring,
+    ]
     line = refused(["epsilon", "--accountant", "pld", *setting], "steps", capfd, "WINDOW_MAX")
-    others = {name: dplab(["epsilon", "--accountant", name, *setting], capfd)[1]
-              for name in ("rdp", "moments", "naive", "advanced", "kairouz", "rdp_closed_form")}
+    others = {
+        name: dplab(["epsilon", "--accountant", name, *setting], capfd)[1]
+        for name in ("rdp", "moments", "naive", "advanced", "kairouz", "rdp_closed_form")
+    }
     if neighbouring == "replace_one":
         assert "no other accountant here covers" in line and not any(others.values())
     else:
@@ -189,8 +322,12 @@ def sum_test_delta(sigma: float, q: float, steps: int, epsilon: float) -> float:
     """The exact δ(ε) of the sum of the T outputs (a post-processing, so a lower bound on the
     mechanism's δ(ε)) for the record's removal: Σ_k Bin(T, q)(k)·N(k, Tσ²) against N(0, Tσ²)."""
     from scipy import optimize, special, stats
+
     s = sigma * math.sqrt(steps)
-    k = np.arange(max(0, int(steps * q - 12 * math.sqrt(steps * q) - 12)), int(steps * q + 12 * math.sqrt(steps * q) + 13))
+    k = np.arange(
+        max(0, int(steps * q - 12 * math.sqrt(steps * q) - 12)),
+        int(steps * q + 12 * math.sqrt(steps * q) + 13),
+    )
     log_b = stats.binom.logpmf(k, steps, q)
     log_ratio = lambda y: special.logsumexp(log_b + (2 * k * y - k * k) / (2 * s * s))  # noqa: E731
     cut = optimize.brentq(lambda y: log_ratio(y) - epsilon, -50 * s, 50 * s + k[-1], xtol=1e-12 * s)
@@ -204,12 +341,23 @@ def test_pld_answers_at_large_sigma_small_q_long_runs_between_a_lower_bound_and_
     carried a spurious √N and three bins of 1e-4 inflated one step's loss 4-fold).  Its ε must hold
     for the sum of the outputs (exact δ at pld's ε ≤ δ: a certified lower bound on the true ε) and
     not exceed rdp's (another upper bound; pld is the tighter accountant)."""
-    argv = ["--noise-multiplier", "20", "--sampling-rate", "1e-4", "--steps", str(steps), "--delta", "1e-5"]
+    argv = [
+        "--noise-multiplier",
+        "20",
+        "--sampling-rate",
+        "1e-4",
+        "--steps",
+        str(steps),
+        "--delta",
+        "1e-5",
+    ]
     code, out, err = dplab(["epsilon", "--accountant", "pld", *argv], capfd)
     assert code == 0, err
     rdp = dplab(["epsilon", "--accountant", "rdp", *argv], capfd)[1]["epsilon"]
     assert sum_test_delta(20.0, 1e-4, steps, out["epsilon"]) <= 1e-5 and out["epsilon"] <= rdp
-    assert sum_test_delta(20.0, 1e-4, steps, 0.98 * out["epsilon"]) > 1e-5  # and pld is tight: within 2%
+    assert (
+        sum_test_delta(20.0, 1e-4, steps, 0.98 * out["epsilon"]) > 1e-5
+    )  # and pld is tight: within 2%
 
 
 @pytest.mark.slow
@@ -221,7 +369,10 @@ def test_pld_sigma_at_three_hundred_million_steps_lies_between_a_lower_bound_and
     code, out, err = dplab(["sigma", "--accountant", "pld", *argv], capfd, seconds=600)
     assert code == 0, err
     rdp = dplab(["sigma", "--accountant", "rdp", *argv], capfd)[1]["noise_multiplier"]
-    assert sum_test_delta(out["noise_multiplier"], 1e-4, 300_000_000, 1.0) <= 1e-5 and out["noise_multiplier"] < rdp
+    assert (
+        sum_test_delta(out["noise_multiplier"], 1e-4, 300_000_000, 1.0) <= 1e-5
+        and out["noise_multiplier"] < rdp
+    )
 
 
 @pytest.mark.parametrize("neighbouring, shift", [("add_remove", 1.0), ("replace_one", 2.0)])
@@ -229,8 +380,24 @@ def test_pld_sigma_at_three_hundred_million_steps_lies_between_a_lower_bound_and
 def test_pld_full_batch_is_the_exact_gaussian_of_mu_sqrt_t(neighbouring, shift, steps, capfd):
     """Full batch: T Gaussian steps are one Gaussian mechanism of μ = shift·√T/σ, at any T, at once."""
     sigma = 1000.0
-    code, out, _ = dplab(["epsilon", "--accountant", "pld", "--noise-multiplier", repr(sigma), "--sampling",
-                          "full_batch", "--neighbouring", neighbouring, "--steps", str(steps), "--delta", "1e-5"], capfd)
+    code, out, _ = dplab(
+        [
+            "epsilon",
+            "--accountant",
+            "pld",
+            "--noise-multiplier",
+            repr(sigma),
+            "--sampling",
+            "full_batch",
+            "--neighbouring",
+            neighbouring,
+            "--steps",
+            str(steps),
+            "--delta",
+            "1e-5",
+        ],
+        capfd,
+    )
     assert code == 0
     mu = shift * math.sqrt(steps) / sigma
     assert out["epsilon"] == pytest.approx(float(gaussian_epsilon(1e-5, mu)), rel=1e-9)
@@ -240,34 +407,87 @@ def test_pld_full_batch_is_the_exact_gaussian_of_mu_sqrt_t(neighbouring, shift, 
 def test_pld_full_batch_exact_value_is_below_dp_accountings_discretized_pld():
     """dp_accounting's pessimistic PLD of the same T Gaussian steps bounds the exact value from above."""
     sigma, steps = 2.0, 50
-    exact = get("pld").epsilon(Setting(noise_multiplier=sigma, sampling="full_batch", steps=steps), 1e-5)
+    exact = get("pld").epsilon(
+        Setting(noise_multiplier=sigma, sampling="full_batch", steps=steps), 1e-5
+    )
     acc = dp_accounting.pld.PLDAccountant()
     acc.compose(dp_accounting.GaussianDpEvent(sigma), steps)
     theirs = acc.get_epsilon(1e-5)
     assert exact <= theirs <= exact * 1.01
 
 
-@pytest.mark.parametrize("section, key", [("runs:\n  dp_sgd:\n    target_epsilon: 1000000.0\n", "runs.dp_sgd.target_epsilon"),
-                                          ("grids:\n  privacy_utility:\n    target_epsilon: [1000000.0]\n",
-                                           "grids.privacy_utility.target_epsilon.0")])
+@pytest.mark.parametrize(
+    "section, key",
+    [
+        ("runs:\n  dp_sgd:\n    target_epsilon: 1000000.0\n", "runs.dp_sgd.target_epsilon"),
+        (
+            "grids:\n  privacy_utility:\n    target_epsilon: [1000000.0]\n",
+            "grids.privacy_utility.target_epsilon.0",
+        ),
+    ],
+)
 def test_run_with_target_epsilon_1e6_is_refused_before_planning(section, key, tmp_path, capfd):
     """Above EPSILON_MAX: `dplab check-config` (what Snakemake runs before planning) and `dplab train`
     both refuse, naming the key (the schema's maximum is EPSILON_MAX)."""
     config = tmp_path / "huge.yaml"
     config.write_text(section)
     refused(["check-config", "config/config.yaml", str(config)], key, capfd, f"{EPSILON_MAX:g}")
-    run = {"method": "dp_sgd", "model": "logreg", "dataset": "digits", "steps": 30, "batch_size": 64, "lr": 0.5,
-           "clip": 1.0, "target_epsilon": 1e6, "delta": 1e-5, "accountant": "pld"}
-    refused(["train", "--run-json", json.dumps(run), "--data", str(tmp_path / "none"), "--out", str(tmp_path / "out")],
-            "target_epsilon", capfd)
+    run = {
+        "method": "dp_sgd",
+        "model": "logreg",
+        "dataset": "digits",
+        "steps": 30,
+        "batch_size": 64,
+        "lr": 0.5,
+        "clip": 1.0,
+        "target_epsilon": 1e6,
+        "delta": 1e-5,
+        "accountant": "pld",
+    }
+    refused(
+        [
+            "train",
+            "--run-json",
+            json.dumps(run),
+            "--data",
+            str(tmp_path / "none"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        "target_epsilon",
+        capfd,
+    )
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["--accountant", "rdp", "--noise-multiplier", "1", *POISSON, "--epsilon", "5000"],
-    ["--accountant", "gaussian_analytic", "--noise-multiplier", "1", "--sensitivity", "1", "--epsilon", "1000"],
-    ["--accountant", "pld", "--noise-multiplier", "1", "--sampling", "full_batch", "--steps", "1", "--epsilon", "1000"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--accountant", "rdp", "--noise-multiplier", "1", *POISSON, "--epsilon", "5000"],
+        [
+            "--accountant",
+            "gaussian_analytic",
+            "--noise-multiplier",
+            "1",
+            "--sensitivity",
+            "1",
+            "--epsilon",
+            "1000",
+        ],
+        [
+            "--accountant",
+            "pld",
+            "--noise-multiplier",
+            "1",
+            "--sampling",
+            "full_batch",
+            "--steps",
+            "1",
+            "--epsilon",
+            "1000",
+        ],
+    ],
+)
 def test_delta_at_large_epsilon_is_never_zero(argv, capfd):
     """The exact δ underflows float64: the answer is δ = DELTA_FLOOR with a note, never 0.0."""
     code, out, _ = dplab(["delta", *argv], capfd)
@@ -281,12 +501,32 @@ def test_tiny_sampling_rate_gives_at_most_one_line_of_warnings():
     rounding); dplab prints at most one line on stderr, and an ε that is a number."""
     with absl_warnings() as warned:
         acc = rdp_privacy_accountant.RdpAccountant()
-        acc.compose(dp_accounting.PoissonSampledDpEvent(1e-16, dp_accounting.GaussianDpEvent(2.0)), 100)
+        acc.compose(
+            dp_accounting.PoissonSampledDpEvent(1e-16, dp_accounting.GaussianDpEvent(2.0)), 100
+        )
         acc.get_epsilon(1e-5)
     assert len(warned) > 10  # the case is one that warns
-    proc = subprocess.run([sys.executable, "-m", "dplab.cli", "epsilon", "--accountant", "rdp", "--noise-multiplier",
-                           "2", "--sampling-rate", "1e-16", "--steps", "100", "--delta", "1e-5"],
-                          capture_output=True, text=True, timeout=SECONDS)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dplab.cli",
+            "epsilon",
+            "--accountant",
+            "rdp",
+            "--noise-multiplier",
+            "2",
+            "--sampling-rate",
+            "1e-16",
+            "--steps",
+            "100",
+            "--delta",
+            "1e-5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=SECONDS,
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 1, proc.stderr
     assert math.isfinite(json.loads(proc.stdout)["epsilon"])
@@ -319,12 +559,27 @@ def test_advanced_composition_is_never_above_basic_composition(capfd):
     the exact ε (T = 1: basic composition is exact), and within EPSILON_MAX."""
     from test_certified_pld_rdp import exact_one_step_delta
 
-    argv = ["--noise-multiplier", "0.3", "--sampling-rate", "0.99", "--steps", "1", "--delta", "1e-5"]
+    argv = [
+        "--noise-multiplier",
+        "0.3",
+        "--sampling-rate",
+        "0.99",
+        "--steps",
+        "1",
+        "--delta",
+        "1e-5",
+    ]
     advanced = dplab(["epsilon", "--accountant", "advanced", *argv], capfd)[1]["epsilon"]
-    assert advanced == dplab(["epsilon", "--accountant", "naive", *argv], capfd)[1]["epsilon"] <= EPSILON_MAX
+    assert (
+        advanced
+        == dplab(["epsilon", "--accountant", "naive", *argv], capfd)[1]["epsilon"]
+        <= EPSILON_MAX
+    )
     assert exact_one_step_delta(0.3, 0.99, "add_remove", advanced) <= 1e-5
     assert exact_one_step_delta(0.3, 0.99, "add_remove", advanced - 1e-3) > 1e-5
-    delta = dplab(["delta", "--accountant", "advanced", *argv[:-2], "--epsilon", "19.2"], capfd)[1]["delta"]
+    delta = dplab(["delta", "--accountant", "advanced", *argv[:-2], "--epsilon", "19.2"], capfd)[1][
+        "delta"
+    ]
     assert exact_one_step_delta(0.3, 0.99, "add_remove", 19.2) <= delta <= 1e-5
 
 
@@ -335,13 +590,29 @@ def test_a_full_batch_risk_target_needing_sigma_beyond_its_range_is_refused(capf
 
     sigma = math.sqrt(1e15) / (2 * ndtri((1 + 1e-12) / 2))
     assert sigma > LIMITS["noise_multiplier"][1]
-    refused(["sigma", "--accountant", "pld", "--sampling", "full_batch", "--steps", "1000000000000000",
-             "--advantage", "1e-12"], "noise_multiplier", capfd, f"{sigma:.6g}")
+    refused(
+        [
+            "sigma",
+            "--accountant",
+            "pld",
+            "--sampling",
+            "full_batch",
+            "--steps",
+            "1000000000000000",
+            "--advantage",
+            "1e-12",
+        ],
+        "noise_multiplier",
+        capfd,
+        f"{sigma:.6g}",
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target, key", [(["--advantage", "0.999999999"], "advantage"),
-                                         (["--tpr", "0.9999", "--fpr", "0.01"], "tpr")])
+@pytest.mark.parametrize(
+    "target, key",
+    [(["--advantage", "0.999999999"], "advantage"), (["--tpr", "0.9999", "--fpr", "0.01"], "tpr")],
+)
 def test_a_risk_target_met_at_pld_s_sigma_floor_is_refused(target, key, capfd):
     """q = 0.01, T = 100: σ = 0.1255, the smallest σ pld resolves, already has advantage 0.634
     (TPR 0.644 at FPR 0.01), below the targets: the floor was returned as the calibrated σ, though
@@ -350,8 +621,15 @@ def test_a_risk_target_met_at_pld_s_sigma_floor_is_refused(target, key, capfd):
     from dplab.accounting import risk
 
     floor = get("pld").sigma_floor(Setting(noise_multiplier=1.0, sampling_rate=0.01, steps=100))
-    line = refused(["sigma", "--accountant", "pld", "--sampling-rate", "0.01", "--steps", "100", *target], key,
-                   capfd, f"σ = {floor:.6g}", seconds=120)
+    line = refused(
+        ["sigma", "--accountant", "pld", "--sampling-rate", "0.01", "--steps", "100", *target],
+        key,
+        capfd,
+        f"σ = {floor:.6g}",
+        seconds=120,
+    )
     at_floor = Setting(noise_multiplier=floor, sampling_rate=0.01, steps=100)
-    level = risk.level(at_floor, 0.01 if key == "tpr" else None, 0.999999999 if key == "advantage" else None)
+    level = risk.level(
+        at_floor, 0.01 if key == "tpr" else None, 0.999999999 if key == "advantage" else None
+    )
     assert f"{level:.4g}" in line and level < float(target[1])

@@ -54,9 +54,15 @@ def test_monotone(name, sigma, q, t, delta):
 @given(sigma=sigmas, q=rates, t=st.integers(1, 100), delta=deltas)
 def test_epsilon_delta_inverse(name, sigma, q, t, delta):
     if name in GAUSSIAN:
-        s = Setting(noise_multiplier=sigma * (10 if name == "gaussian_classic" else 1), sensitivity=1.0)
+        s = Setting(
+            noise_multiplier=sigma * (10 if name == "gaussian_classic" else 1), sensitivity=1.0
+        )
     else:
-        s = Setting(noise_multiplier=sigma + (4 if name == "rdp_closed_form" else 0), sampling_rate=q, steps=t)
+        s = Setting(
+            noise_multiplier=sigma + (4 if name == "rdp_closed_form" else 0),
+            sampling_rate=q,
+            steps=t,
+        )
     acc = get(name)
     e = _eps(name, s, delta)
     if e is None:
@@ -65,7 +71,9 @@ def test_epsilon_delta_inverse(name, sigma, q, t, delta):
     assert acc.delta(s, e) == pytest.approx(delta, rel=tol)
 
 
-CALIBRATED = [pytest.param(n, marks=pytest.mark.slow) if n == "pld" else n for n in TRAJECTORY + GAUSSIAN]
+CALIBRATED = [
+    pytest.param(n, marks=pytest.mark.slow) if n == "pld" else n for n in TRAJECTORY + GAUSSIAN
+]
 
 
 @pytest.mark.parametrize("name", CALIBRATED)  # pld: ~20 PLD evaluations per σ (slow)

@@ -61,10 +61,20 @@ def test_replace_one_conventions():
 
 
 def test_rdp_without_replacement_matches_dp_accounting():
-    s = Setting(noise_multiplier=2.0, batch_size=50, dataset_size=1000, steps=200,
-                sampling="without_replacement", neighbouring="replace_one")
-    acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
-    event = dp_accounting.SampledWithoutReplacementDpEvent(1000, 50, dp_accounting.GaussianDpEvent(1.0))
+    s = Setting(
+        noise_multiplier=2.0,
+        batch_size=50,
+        dataset_size=1000,
+        steps=200,
+        sampling="without_replacement",
+        neighbouring="replace_one",
+    )
+    acc = dp_accounting.rdp.RdpAccountant(
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    event = dp_accounting.SampledWithoutReplacementDpEvent(
+        1000, 50, dp_accounting.GaussianDpEvent(1.0)
+    )
     acc.compose(event, 200)
     assert get("rdp").epsilon(s, 1e-5) == pytest.approx(acc.get_epsilon(1e-5), rel=1e-12)
 
@@ -72,13 +82,32 @@ def test_rdp_without_replacement_matches_dp_accounting():
 @pytest.mark.parametrize(
     "name,changes",
     [
-        ("rdp", dict(neighbouring="replace_one")),  # poisson + replace_one: not in dp_accounting's RDP
+        (
+            "rdp",
+            dict(neighbouring="replace_one"),
+        ),  # poisson + replace_one: not in dp_accounting's RDP
         ("rdp", dict(sampling="shuffle")),
-        ("pld", dict(sampling="without_replacement", neighbouring="replace_one", batch_size=10, dataset_size=1000,
-                     sampling_rate=None)),
+        (
+            "pld",
+            dict(
+                sampling="without_replacement",
+                neighbouring="replace_one",
+                batch_size=10,
+                dataset_size=1000,
+                sampling_rate=None,
+            ),
+        ),
         ("pld", dict(sampling="shuffle")),
-        ("rdp", dict(sampling="without_replacement", neighbouring="add_remove", batch_size=10, dataset_size=1000,
-                     sampling_rate=None)),
+        (
+            "rdp",
+            dict(
+                sampling="without_replacement",
+                neighbouring="add_remove",
+                batch_size=10,
+                dataset_size=1000,
+                sampling_rate=None,
+            ),
+        ),
     ],
 )
 def test_unsupported_pairs_refused(name, changes):

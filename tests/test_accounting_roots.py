@@ -25,7 +25,10 @@ def test_safe_root_returns_the_side_meeting_the_target():
 
 def test_doubling_brackets_the_target_between_the_last_miss_and_the_first_meet():
     assert doubling(lambda x: x < 5.0, 1.0) == (4.0, 8.0)  # 1, 2, 4 miss, 8 meets
-    assert doubling(lambda x: x < 0.3, 1.0) == (0.0, 1.0)  # the start meets: nothing below was tried
+    assert doubling(lambda x: x < 0.3, 1.0) == (
+        0.0,
+        1.0,
+    )  # the start meets: nothing below was tried
     assert doubling(lambda x: x < 600.0, 1.0, cap=512.0) is None  # 1024 is past the cap
 
 

@@ -33,7 +33,9 @@ def test_theta_is_gaussian_hockey_stick():
     x = np.linspace(-40, 40, 400001)
     for eps, r in [(0.5, 1.0), (3.0, 3.04), (1.0, 0.2)]:
         integrand = np.maximum(norm.pdf(x) - math.exp(eps) * norm.pdf(x, loc=r), 0)
-        assert float(A.theta(eps, r)) == pytest.approx(np.trapezoid(integrand, x), rel=1e-6, abs=1e-12)
+        assert float(A.theta(eps, r)) == pytest.approx(
+            np.trapezoid(integrand, x), rel=1e-6, abs=1e-12
+        )
 
 
 def test_delta_increasing_and_convergent():
@@ -57,9 +59,17 @@ def test_epsilon_limit_eq22_and_eq23():
 
 def _fig_setting(sampling="without_replacement", **kw):
     # σ_A = η·σ·C/b = 1 with η=0.01, C=2, b=10 → σ = 500; p = 10/10000
-    base = dict(noise_multiplier=units.noise_multiplier_from_asoodeh(1.0, 0.01, 2.0, 10), steps=2000,
-                sampling=sampling, neighbouring="replace_one", batch_size=10, dataset_size=10000, clip=2.0,
-                lr=0.01, diameter=3.0)
+    base = dict(
+        noise_multiplier=units.noise_multiplier_from_asoodeh(1.0, 0.01, 2.0, 10),
+        steps=2000,
+        sampling=sampling,
+        neighbouring="replace_one",
+        batch_size=10,
+        dataset_size=10000,
+        clip=2.0,
+        lr=0.01,
+        diameter=3.0,
+    )
     base.update(kw)
     return Setting(**base)
 
@@ -68,7 +78,9 @@ def _fig_setting(sampling="without_replacement", **kw):
 def test_accountant_on_fig_setting(sampling):
     acc, s = get("asoodeh_projected"), _fig_setting(sampling)
     steps = [1, 10, 100, 2000]
-    assert acc.delta_curve(s, 3.0, steps) == pytest.approx(A.projected_delta(3.0, steps, P, R), rel=1e-9)
+    assert acc.delta_curve(s, 3.0, steps) == pytest.approx(
+        A.projected_delta(3.0, steps, P, R), rel=1e-9
+    )
     eps = acc.epsilon_curve(s, 1e-3, steps)
     assert eps[-1] == pytest.approx(A.projected_epsilon_limit(1e-3, P, R), rel=1e-6)
     # ε and δ are inverse to each other
@@ -96,8 +108,13 @@ def test_regularized_eq21_by_hand():
     eps, t, lam, kappa = 5.0, 4, 0.65, 6.0
     r = [(0.1 + kappa * 5) * (1 - (1 - lam) ** s) / lam for s in range(1, t + 1)]
     th = [_theta_by_hand(eps, 2 * (rs - 5 * kappa) / 5) for rs in r]
-    second = 0.001 / (1 - 0.001) * sum((1 - 0.001) ** (t - i) * np.prod(th[i - 1:]) for i in range(1, t + 1))
+    second = (
+        0.001
+        / (1 - 0.001)
+        * sum((1 - 0.001) ** (t - i) * np.prod(th[i - 1 :]) for i in range(1, t + 1))
+    )
     from scipy.stats import chi2
+
     first = (1 + math.exp(eps)) * (1 - chi2.cdf(kappa**2, 10) ** t)
     got = A.regularized_delta(eps, t, REG["p"], 0.1, 1.0, 5.0, lam, 10, [kappa])[0]
     assert got == pytest.approx(first + second, rel=1e-9)
@@ -113,9 +130,18 @@ def test_regularized_kappa_optimum(lam):
 
 def test_regularized_accountant():
     acc = get("asoodeh_regularized")
-    s = Setting(noise_multiplier=units.noise_multiplier_from_asoodeh(5.0, 0.1, 1.0, 10), steps=100,
-                sampling="without_replacement", neighbouring="replace_one", batch_size=10, dataset_size=10000,
-                clip=1.0, lr=0.1, regularization=0.65, dimension=10)
+    s = Setting(
+        noise_multiplier=units.noise_multiplier_from_asoodeh(5.0, 0.1, 1.0, 10),
+        steps=100,
+        sampling="without_replacement",
+        neighbouring="replace_one",
+        batch_size=10,
+        dataset_size=10000,
+        clip=1.0,
+        lr=0.1,
+        regularization=0.65,
+        dimension=10,
+    )
     d = acc.delta_curve(s, 5.0, [10, 100])
     assert np.all(np.diff(d) >= 0)
     eps = acc.epsilon(s, float(d[-1]) * 1.5)
@@ -133,8 +159,16 @@ def test_sigma_search_that_steps_onto_the_top_of_the_range():
     C = 3): the σ search's widening step lands on log(SIGMA_MAX), whose exp rounds above
     SIGMA_MAX; it must still find σ ≈ 2e3 and meet the target."""
     acc = get("asoodeh_projected")
-    s = Setting(sampling_rate=0.05, steps=200, dataset_size=1000, batch_size=50, neighbouring="replace_one",
-                diameter=8.0, lr=0.5, clip=3.0)
+    s = Setting(
+        sampling_rate=0.05,
+        steps=200,
+        dataset_size=1000,
+        batch_size=50,
+        neighbouring="replace_one",
+        diameter=8.0,
+        lr=0.5,
+        clip=3.0,
+    )
     sigma = acc.sigma(s, 0.5, 1e-5)
     assert acc.epsilon(s.replace(noise_multiplier=sigma), 1e-5) <= 0.5
     assert acc.epsilon(s.replace(noise_multiplier=sigma * (1 - 1e-3)), 1e-5) > 0.5

@@ -18,20 +18,31 @@ from dplab.training.resolve import resolve_run
 from dplab.training.privacy import loss_constants
 
 SETTINGS = {
-    "ye_shokri": dict(sampling="without_replacement", batch_size=50, strong_convexity=1.0, lipschitz=1.0),
+    "ye_shokri": dict(
+        sampling="without_replacement", batch_size=50, strong_convexity=1.0, lipschitz=1.0
+    ),
     "langevin": dict(sampling="full_batch", strong_convexity=1.0, lipschitz=1.0),
     "pabi": dict(sampling="shuffle", batch_size=50, lipschitz=1.0),
 }
 
 
 def _setting(name, **kw):
-    base = dict(noise_multiplier=2.0, steps=100, neighbouring="replace_one", dataset_size=1000, lr=0.1,
-                smoothness=4.0, clip=1.0)
+    base = dict(
+        noise_multiplier=2.0,
+        steps=100,
+        neighbouring="replace_one",
+        dataset_size=1000,
+        lr=0.1,
+        smoothness=4.0,
+        clip=1.0,
+    )
     return Setting(**{**base, **SETTINGS[name], **kw})
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))
-@pytest.mark.parametrize("change,key", [(dict(lipschitz=5.0), "clip"), (dict(regularization=0.1), "regularization")])
+@pytest.mark.parametrize(
+    "change,key", [(dict(lipschitz=5.0), "clip"), (dict(regularization=0.1), "regularization")]
+)
 def test_gradient_map_bounds_refuse_active_clipping_and_weight_decay(name, change, key):
     """Their theorems bound the loss's own gradient step: clipping below L changes the gradient
     field, weight decay changes the map (001 eq. 17 is not in 000 §VI–VII or 002)."""
@@ -42,42 +53,103 @@ def test_gradient_map_bounds_refuse_active_clipping_and_weight_decay(name, chang
 
 
 def test_cli_ye_shokri_refuses_clip_below_lipschitz(capsys):
-    args = ["epsilon", "--accountant", "ye_shokri", "--delta", "1e-5", "--noise-multiplier", "2", "--steps", "100",
-            "--sampling", "without_replacement", "--neighbouring", "replace_one", "--batch-size", "50",
-            "--dataset-size", "1000", "--lr", "0.1", "--strong-convexity", "1", "--smoothness", "4", "--clip", "1"]
+    args = [
+        "epsilon",
+        "--accountant",
+        "ye_shokri",
+        "--delta",
+        "1e-5",
+        "--noise-multiplier",
+        "2",
+        "--steps",
+        "100",
+        "--sampling",
+        "without_replacement",
+        "--neighbouring",
+        "replace_one",
+        "--batch-size",
+        "50",
+        "--dataset-size",
+        "1000",
+        "--lr",
+        "0.1",
+        "--strong-convexity",
+        "1",
+        "--smoothness",
+        "4",
+        "--clip",
+        "1",
+    ]
     assert main([*args, "--lipschitz", "1"]) == 0
     capsys.readouterr()
     assert main([*args, "--lipschitz", "5"]) == 2
     assert "error: clip: must be >= lipschitz (5.0)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name,extra", [
-    ("ye_shokri", ["--sampling", "without_replacement", "--batch-size", "50", "--strong-convexity", "1"]),
-    ("langevin", ["--sampling", "full_batch", "--strong-convexity", "1"]),
-    ("pabi", ["--sampling", "shuffle", "--batch-size", "50"]),  # convex: reads no strong convexity (refused)
-])
+@pytest.mark.parametrize(
+    "name,extra",
+    [
+        (
+            "ye_shokri",
+            ["--sampling", "without_replacement", "--batch-size", "50", "--strong-convexity", "1"],
+        ),
+        ("langevin", ["--sampling", "full_batch", "--strong-convexity", "1"]),
+        (
+            "pabi",
+            ["--sampling", "shuffle", "--batch-size", "50"],
+        ),  # convex: reads no strong convexity (refused)
+    ],
+)
 def test_cli_gradient_map_bounds_refuse_a_missing_lipschitz(name, extra, capsys):
     """Without L nothing says clipping is inactive, and the bounds analyse the loss's own gradient
     step: exit 2 naming --lipschitz, no ε (langevin and ye_shokri printed one before)."""
-    args = ["epsilon", "--accountant", name, "--delta", "1e-5", "--noise-multiplier", "2", "--steps", "100",
-            "--neighbouring", "replace_one", "--dataset-size", "1000", "--lr", "0.1",
-            "--smoothness", "4", "--clip", "1", *extra]
+    args = [
+        "epsilon",
+        "--accountant",
+        name,
+        "--delta",
+        "1e-5",
+        "--noise-multiplier",
+        "2",
+        "--steps",
+        "100",
+        "--neighbouring",
+        "replace_one",
+        "--dataset-size",
+        "1000",
+        "--lr",
+        "0.1",
+        "--smoothness",
+        "4",
+        "--clip",
+        "1",
+        *extra,
+    ]
     assert main([*args, "--lipschitz", "1"]) == 0
     capsys.readouterr()
     assert main(args) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "error: lipschitz: is required" in captured.err and "--lipschitz" in captured.err
+    assert (
+        captured.out == ""
+        and "error: lipschitz: is required" in captured.err
+        and "--lipschitz" in captured.err
+    )
 
 
-@pytest.mark.parametrize("run,key", [
-    ({"accountant": "nosuch", "noise_multiplier": 1.0}, "accountant"),
-    ({"accountants": ["rdp", "nosuch"], "noise_multiplier": 1.0}, "accountants"),
-    ({"accountant": "mf", "noise_multiplier": 1.0}, "accountant"),
-])
+@pytest.mark.parametrize(
+    "run,key",
+    [
+        ({"accountant": "nosuch", "noise_multiplier": 1.0}, "accountant"),
+        ({"accountants": ["rdp", "nosuch"], "noise_multiplier": 1.0}, "accountants"),
+        ({"accountant": "mf", "noise_multiplier": 1.0}, "accountant"),
+    ],
+)
 def test_unknown_accountants_are_refused_at_resolve_time(run, key):
     with pytest.raises(DPLabError) as err:
         resolve_run({"method": "dp_sgd", **run})
-    assert err.value.key == key and ("valid: advanced" in str(err.value) or "dp_mf" in str(err.value))
+    assert err.value.key == key and (
+        "valid: advanced" in str(err.value) or "dp_mf" in str(err.value)
+    )
 
 
 def test_pipeline_config_refuses_an_unknown_accountant(tmp_path):
@@ -95,8 +167,10 @@ def test_pipeline_config_refuses_an_unknown_accountant(tmp_path):
 
 @pytest.fixture
 def prepared(tmp_path):
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 200, "test_size": 20, "dim": 4, "feature_norm": 1.0},
-                               "synthetic")
+    cfg = data.resolve_dataset(
+        {"kind": "synthetic", "train_size": 200, "test_size": 20, "dim": 4, "feature_norm": 1.0},
+        "synthetic",
+    )
     folder = tmp_path / "data"
     data.write(folder, *data.prepare(cfg, "synthetic"))
     return folder
@@ -111,25 +185,71 @@ def _edit_info(folder, **changes):
 
 #: noisy GD whose true constants (R = 1: β = (R² + 1)/2 + l2 = 1.05) exclude langevin (η = 0.97 ≥
 #: 1/β = 0.952), and which an edited β = 0.55 would let through
-NOISY_GD = {"method": "noisy_gd", "dataset": "synthetic", "l2": 0.05, "diameter": 4.0, "clip": 3.0, "lr": 0.97,
-            "noise_multiplier": 20.0, "steps": 20, "log_every": 20, "neighbouring": "replace_one",
-            "accountants": ["langevin", "rdp"]}
+NOISY_GD = {
+    "method": "noisy_gd",
+    "dataset": "synthetic",
+    "l2": 0.05,
+    "diameter": 4.0,
+    "clip": 3.0,
+    "lr": 0.97,
+    "noise_multiplier": 20.0,
+    "steps": 20,
+    "log_every": 20,
+    "neighbouring": "replace_one",
+    "accountants": ["langevin", "rdp"],
+}
 
 
 def test_true_constants_exclude_langevin(prepared, tmp_path):
-    assert main(["train", "--run-json", json.dumps(NOISY_GD), "--data", str(prepared), "--out", str(tmp_path / "r")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--run-json",
+                json.dumps(NOISY_GD),
+                "--data",
+                str(prepared),
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert "langevin" not in summary["epsilon"] and "lr" in summary["excluded_accountants"]["langevin"]
+    assert (
+        "langevin" not in summary["epsilon"] and "lr" in summary["excluded_accountants"]["langevin"]
+    )
 
 
-@pytest.mark.parametrize("edit", [
-    {"logreg_constants": {"lipschitz": 2.0, "smoothness": 0.5}},  # β edited down: langevin would pass
-    {"feature_norm_bound": 0.5, "logreg_constants": data.logreg_constants(0.5)},  # R and constants edited together
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {
+            "logreg_constants": {"lipschitz": 2.0, "smoothness": 0.5}
+        },  # β edited down: langevin would pass
+        {
+            "feature_norm_bound": 0.5,
+            "logreg_constants": data.logreg_constants(0.5),
+        },  # R and constants edited together
+    ],
+)
 def test_edited_info_json_is_refused_naming_the_file(prepared, tmp_path, capsys, edit):
     _edit_info(prepared, **edit)
     out = tmp_path / "r"
-    assert main(["train", "--run-json", json.dumps(NOISY_GD), "--data", str(prepared), "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--run-json",
+                json.dumps(NOISY_GD),
+                "--data",
+                str(prepared),
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert str(prepared / "info.json") in err and "edited" in err and not out.exists()
 
@@ -157,8 +277,18 @@ def test_records_beyond_the_bound_void_the_loss_constants(prepared):
 
 def test_asoodeh_regularized_refuses_a_projection():
     """001 Thm 3 analyses the unprojected update (eq. 16); its Π_t (eq. 19) is a device of the proof."""
-    s = Setting(noise_multiplier=500.0, steps=10, sampling="without_replacement", neighbouring="replace_one",
-                batch_size=10, dataset_size=10000, clip=1.0, lr=0.1, regularization=0.65, dimension=10)
+    s = Setting(
+        noise_multiplier=500.0,
+        steps=10,
+        sampling="without_replacement",
+        neighbouring="replace_one",
+        batch_size=10,
+        dataset_size=10000,
+        clip=1.0,
+        lr=0.1,
+        regularization=0.65,
+        dimension=10,
+    )
     assert get("asoodeh_regularized").delta(s, 5.0) < 1
     with pytest.raises(AssumptionError) as err:
         get("asoodeh_regularized").delta(s.replace(diameter=2.0), 5.0)

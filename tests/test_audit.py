@@ -30,7 +30,9 @@ def test_clopper_pearson_matches_scipy_and_closed_forms():
     lo, hi = stats.clopper_pearson(7, 20, 0.95)
     ci = binomtest(7, 20).proportion_ci(0.95, method="exact")
     assert lo == pytest.approx(ci.low, rel=1e-10) and hi == pytest.approx(ci.high, rel=1e-10)
-    assert lo == pytest.approx(beta.ppf(0.025, 7, 14)) and hi == pytest.approx(beta.ppf(0.975, 8, 13))
+    assert lo == pytest.approx(beta.ppf(0.025, 7, 14)) and hi == pytest.approx(
+        beta.ppf(0.975, 8, 13)
+    )
     # k = n: lower end (a/2)^(1/n); k = 0: upper end 1 − (a/2)^(1/n)
     lo, hi = stats.clopper_pearson([10, 0], [10, 10], 0.95)
     assert lo[0] == pytest.approx(0.025 ** (1 / 10)) and hi[0] == 1.0
@@ -75,14 +77,26 @@ def test_exact_delta_is_the_gaussian_profile_and_linear_equals_composition():
     sigma, lr, steps = 3.0, 0.3, np.array([1, 5, 50])
     mu = exact.last_iterate_mu(sigma, lr, steps, "linear")
     np.testing.assert_allclose(mu, 2.0 / sigma * np.sqrt(steps))  # replace-one: Δ = 2C
-    np.testing.assert_allclose(exact.exact_delta(1.0, sigma, lr, steps, "linear"), gaussian_delta(1.0, mu))
+    np.testing.assert_allclose(
+        exact.exact_delta(1.0, sigma, lr, steps, "linear"), gaussian_delta(1.0, mu)
+    )
     # T = 1: one Gaussian mechanism whatever the loss
     assert exact.last_iterate_mu(sigma, lr, [1], "quadratic")[0] == pytest.approx(2.0 / sigma)
     # linear loss: the last iterate is the T-fold composition, so PLD (tight) agrees with it
-    s = Setting(noise_multiplier=sigma, steps=50, sampling="full_batch", neighbouring="replace_one",
-                dataset_size=100, batch_size=100, clip=1.0, lr=lr)
+    s = Setting(
+        noise_multiplier=sigma,
+        steps=50,
+        sampling="full_batch",
+        neighbouring="replace_one",
+        dataset_size=100,
+        batch_size=100,
+        clip=1.0,
+        lr=lr,
+    )
     pld = accounting.get("pld").epsilon_curve(s, 1e-5, steps)
-    np.testing.assert_allclose(exact.exact_epsilon(1e-5, sigma, lr, steps, "linear"), pld, rtol=2e-3)
+    np.testing.assert_allclose(
+        exact.exact_epsilon(1e-5, sigma, lr, steps, "linear"), pld, rtol=2e-3
+    )
     with pytest.raises(DPLabError, match="neighbouring"):
         exact.last_iterate_mu(sigma, lr, steps, "quadratic", neighbouring="add_remove")
     with pytest.raises(DPLabError, match="lr"):
@@ -99,7 +113,9 @@ def test_exact_rdp_is_thm3_and_below_cor2():
     assert np.all(ours <= cor2_rdp(alpha, steps, lr, s002, n, s_g) * (1 + 1e-12))
     # and in 002's own Fig. 2 setting (σ = 0.02, S_g = 4)
     k = np.arange(1, 301)
-    assert np.all(thm3_exact_rdp(alpha, k, 0.02, 0.02, 5000, 4.0) <= cor2_rdp(alpha, k, 0.02, 0.02, 5000, 4.0))
+    assert np.all(
+        thm3_exact_rdp(alpha, k, 0.02, 0.02, 5000, 4.0) <= cor2_rdp(alpha, k, 0.02, 0.02, 5000, 4.0)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -111,17 +127,46 @@ def digits(tmp_path_factory):
     return data.load(out)
 
 
-@pytest.mark.parametrize("method,extra", [("dp_sgd", {}), ("projected_dp_sgd", {"diameter": 2.0}),
-                                          ("regularized_dp_sgd", {"regularization": 0.1})])
+@pytest.mark.parametrize(
+    "method,extra",
+    [
+        ("dp_sgd", {}),
+        ("projected_dp_sgd", {"diameter": 2.0}),
+        ("regularized_dp_sgd", {"regularization": 0.1}),
+    ],
+)
 def test_lockstep_runs_are_the_engines_runs(digits, tmp_path, method, extra):
     n = 60
-    sub = data.Dataset(digits.x_train[:n], digits.y_train[:n], digits.x_test[:20], digits.y_test[:20], digits.info)
-    cfg = resolve_run({"method": method, "model": "mlp", "hidden": 4, "steps": 5, "batch_size": 8, "lr": 0.5,
-                       "noise_multiplier": 1.0, "accountants": [], "seed": 3, "log_every": 5, "checkpoint_every": 0,
-                       "device": "cpu", **extra})
+    sub = data.Dataset(
+        digits.x_train[:n], digits.y_train[:n], digits.x_test[:20], digits.y_test[:20], digits.info
+    )
+    cfg = resolve_run(
+        {
+            "method": method,
+            "model": "mlp",
+            "hidden": 4,
+            "steps": 5,
+            "batch_size": 8,
+            "lr": 0.5,
+            "noise_multiplier": 1.0,
+            "accountants": [],
+            "seed": 3,
+            "log_every": 5,
+            "checkpoint_every": 0,
+            "device": "cpu",
+            **extra,
+        }
+    )
     loop.train(RunSettings.of(cfg), sub, tmp_path)
     ref = torch.load(tmp_path / "model.pt")
-    res = train_many(RunSettings.of(cfg), torch.stack([sub.x_train] * 2), torch.stack([sub.y_train] * 2), [7, 3], [5], 10)
+    res = train_many(
+        RunSettings.of(cfg),
+        torch.stack([sub.x_train] * 2),
+        torch.stack([sub.y_train] * 2),
+        [7, 3],
+        [5],
+        10,
+    )
     for k in ref:
         torch.testing.assert_close(res.params[k][1], ref[k], rtol=1e-6, atol=1e-7)
     assert not torch.allclose(res.params["1.weight"][0], ref["1.weight"])
@@ -133,9 +178,22 @@ def test_dead_feature_canary_is_the_only_gradient_on_its_block(digits):
     from dplab.training.per_example import clipped_grad_sum
 
     dead = canary.dead_features(digits.x_train)
-    assert {0, 32, 39} <= set(dead.tolist())  # 0 in all 1797 digits images (24 too in this training split)
-    assert float(digits.x_train.flatten(1)[:, dead].abs().max()) == 0.0 and float(digits.x_train.flatten(1)[:, 1].max()) > 0
-    cfg = resolve_run({"method": "dp_sgd", "model": "logreg", "steps": 1, "batch_size": 8, "noise_multiplier": 1.0})
+    assert {0, 32, 39} <= set(
+        dead.tolist()
+    )  # 0 in all 1797 digits images (24 too in this training split)
+    assert (
+        float(digits.x_train.flatten(1)[:, dead].abs().max()) == 0.0
+        and float(digits.x_train.flatten(1)[:, 1].max()) > 0
+    )
+    cfg = resolve_run(
+        {
+            "method": "dp_sgd",
+            "model": "logreg",
+            "steps": 1,
+            "batch_size": 8,
+            "noise_multiplier": 1.0,
+        }
+    )
     model = models.build(RunSettings.of(cfg), [1, 8, 8], 10)
     params = {k: v.detach() for k, v in model.named_parameters()}
     c = canary.build(digits.x_train, 16.0, 0, params)
@@ -204,7 +262,9 @@ def test_estimators_give_zero_on_identical_distributions_and_cover_at_their_conf
     for _ in range(40):
         a, b = rng.normal(1, 1, 1000), rng.normal(0, 1, 1000)
         over["gdp"] += estimators.gdp_bound(a, b, 1e-5).epsilon_lower > gaussian_epsilon(1e-5, 1.0)
-        over["clopper_pearson"] += estimators.clopper_pearson_bound(a, b, 0.1).epsilon_lower > gaussian_epsilon(0.1, 1.0)
+        over["clopper_pearson"] += estimators.clopper_pearson_bound(
+            a, b, 0.1
+        ).epsilon_lower > gaussian_epsilon(0.1, 1.0)
         members = rng.random(2000) < 0.5
         one_run = estimators.one_run_gdp_bound(rng.normal(0, 1, 2000) + members, members, 1e-5)
         over["one_run_gdp"] += one_run.epsilon_lower > gaussian_epsilon(1e-5, 1.0)
@@ -213,11 +273,19 @@ def test_estimators_give_zero_on_identical_distributions_and_cover_at_their_conf
 
 def test_one_run_p_value_and_its_closed_forms():
     # δ = 0: the binomial tail itself; all r guesses right: P = q^r, so ε = logit(level^(1/r))
-    assert estimators.one_run_p_value(1000, 100, 70, 1.0, 0.0) == pytest.approx(binom.sf(69, 100, expit(1.0)))
-    assert estimators.one_run_epsilon(1000, 50, 50, 0.0, 0.05) == pytest.approx(logit(0.05 ** (1 / 50)), rel=1e-5)
+    assert estimators.one_run_p_value(1000, 100, 70, 1.0, 0.0) == pytest.approx(
+        binom.sf(69, 100, expit(1.0))
+    )
+    assert estimators.one_run_epsilon(1000, 50, 50, 0.0, 0.05) == pytest.approx(
+        logit(0.05 ** (1 / 50)), rel=1e-5
+    )
     # δ > 0 can only raise the p-value, so it certifies less
-    assert estimators.one_run_p_value(1000, 100, 70, 1.0, 1e-4) > estimators.one_run_p_value(1000, 100, 70, 1.0, 0.0)
-    assert estimators.one_run_epsilon(1000, 100, 80, 1e-4, 0.05) < estimators.one_run_epsilon(1000, 100, 80, 0.0, 0.05)
+    assert estimators.one_run_p_value(1000, 100, 70, 1.0, 1e-4) > estimators.one_run_p_value(
+        1000, 100, 70, 1.0, 0.0
+    )
+    assert estimators.one_run_epsilon(1000, 100, 80, 1e-4, 0.05) < estimators.one_run_epsilon(
+        1000, 100, 80, 0.0, 0.05
+    )
 
 
 @pytest.mark.parametrize("eps", [1.0, 3.0])
@@ -232,7 +300,9 @@ def test_one_run_estimator_is_tight_on_randomized_response_and_below_the_gaussia
     scores = np.where(keep, members, ~members) + 1e-3 * rng.random(m)
     est = estimators.one_run_bound(scores, members, 0.0)
     assert 0.9 * eps <= est.epsilon_lower <= eps
-    gaussian = estimators.one_run_bound(rng.normal(0, 1, 20_000) + members[:20_000], members[:20_000], 1e-5)
+    gaussian = estimators.one_run_bound(
+        rng.normal(0, 1, 20_000) + members[:20_000], members[:20_000], 1e-5
+    )
     assert 0 < gaussian.epsilon_lower <= gaussian_epsilon(1e-5, 1.0)
 
 
@@ -251,14 +321,20 @@ def test_one_run_fdp_recursion_closed_forms_and_brute_force():
 
     p_value = estimators.one_run_fdp_p_value
     for mu in (0.5, 1.0, 2.0):
-        assert p_value(1, 1, 1, estimators.gdp_lower(mu)) == pytest.approx(norm.cdf(mu / 2), rel=1e-9)
-        exact = norm.cdf(mu / math.sqrt(2)) / 2  # the canaries differ (1/2) and the member scores higher
+        assert p_value(1, 1, 1, estimators.gdp_lower(mu)) == pytest.approx(
+            norm.cdf(mu / 2), rel=1e-9
+        )
+        exact = (
+            norm.cdf(mu / math.sqrt(2)) / 2
+        )  # the canaries differ (1/2) and the member scores higher
         assert exact <= p_value(2, 2, 2, estimators.gdp_lower(mu)) < 2 * exact
     for eps in (0.5, 1.0, 2.0):
         for m in (1, 2, 4, 6):
             assert p_value(m, m, m, _pure_dp_lower(eps)) == pytest.approx(expit(eps) ** m, rel=1e-9)
         for m, r in ((4, 2), (4, 4), (6, 3), (6, 6)):
-            right = np.array([sum(flips) for flips in itertools.product((0, 1), repeat=r)])  # 1: guess right
+            right = np.array(
+                [sum(flips) for flips in itertools.product((0, 1), repeat=r)]
+            )  # 1: guess right
             weight = np.array([expit(eps) ** k * expit(-eps) ** (r - k) for k in right])
             for v in range(1, r + 1):
                 assert weight[right >= v].sum() <= p_value(m, r, v, _pure_dp_lower(eps)) + 1e-12
@@ -266,7 +342,11 @@ def test_one_run_fdp_recursion_closed_forms_and_brute_force():
     grid = np.linspace(0.1, 3.0, 30)
     rejected = estimators.one_run_fdp_rejects(1000, 100, 80, 0.05, estimators.gdp_lower(grid))
     assert rejected[0] and not rejected[-1] and np.all(np.diff(rejected.astype(int)) <= 0)
-    assert estimators.one_run_gdp_mu(1000, 100, 85, 0.05) > estimators.one_run_gdp_mu(1000, 100, 80, 0.05) > 0
+    assert (
+        estimators.one_run_gdp_mu(1000, 100, 85, 0.05)
+        > estimators.one_run_gdp_mu(1000, 100, 80, 0.05)
+        > 0
+    )
     with pytest.raises(DPLabError, match="guesses"):
         estimators.one_run_fdp_rejects(10, 20, 5, 0.05, estimators.gdp_lower(1.0))
 
@@ -287,12 +367,30 @@ def test_one_run_fdp_recursion_is_the_least_mass_its_constraints_allow():
             return (j * p)[j >= i].sum() / m, ((r - j) * p)[j >= i].sum() / m
 
         cons = [{"type": "ineq", "fun": lambda p: p[j >= v].sum() - tau}]
-        cons += [{"type": "ineq", "fun": lambda p, i=i: tails(p, i - 1)[1] - lower(min(max(tails(p, i)[0], 1e-300), 1.0))}
-                 for i in range(1, r + 1)]
-        best = min(res.fun for res in (minimize(lambda p: p.sum(), np.full(r + 1, 1.0 / (r + 1)) + 0.1 * k * (j == v),
-                                                constraints=cons, bounds=[(0, 1)] * (r + 1), method="SLSQP",
-                                                options={"ftol": 1e-12, "maxiter": 500}) for k in range(3))
-                   if res.success)
+        cons += [
+            {
+                "type": "ineq",
+                "fun": lambda p, i=i: (
+                    tails(p, i - 1)[1] - lower(min(max(tails(p, i)[0], 1e-300), 1.0))
+                ),
+            }
+            for i in range(1, r + 1)
+        ]
+        best = min(
+            res.fun
+            for res in (
+                minimize(
+                    lambda p: p.sum(),
+                    np.full(r + 1, 1.0 / (r + 1)) + 0.1 * k * (j == v),
+                    constraints=cons,
+                    bounds=[(0, 1)] * (r + 1),
+                    method="SLSQP",
+                    options={"ftol": 1e-12, "maxiter": 500},
+                )
+                for k in range(3)
+            )
+            if res.success
+        )
         assert best == pytest.approx(1.0, abs=1e-6)
 
 
@@ -318,7 +416,10 @@ def test_one_run_estimators_on_gaussian_scores_are_below_the_exact_epsilon_and_o
     independent = estimators.one_run_independent_bound(scores, members, 1e-5)
     assert steinke.epsilon_lower < fdp.epsilon_lower < independent.epsilon_lower <= exact_eps
     assert independent.epsilon_lower >= 0.9 * exact_eps
-    assert fdp.epsilon_lower <= fdp.epsilon_estimate and independent.epsilon_lower <= independent.epsilon_estimate
+    assert (
+        fdp.epsilon_lower <= fdp.epsilon_estimate
+        and independent.epsilon_lower <= independent.epsilon_estimate
+    )
 
 
 # ---------------------------------------------------------------------- one_run_independent
@@ -335,11 +436,18 @@ def _cut_quadrature(m: int, r: int, u: int, mu: float) -> float:
 
     def integrand(t):
         density = norm.pdf(t - mu / 2) + norm.pdf(t + mu / 2)
-        return beta.pdf(1 - tail(t), m - r, r + 1) * density * binom.cdf(u, r, norm.sf(t + mu / 2) / tail(t))
+        return (
+            beta.pdf(1 - tail(t), m - r, r + 1)
+            * density
+            * binom.cdf(u, r, norm.sf(t + mu / 2) / tail(t))
+        )
 
     median = brentq(lambda t: tail(t) - (r + 1) / (m + 1), 0.0, 20.0)
     edges = [0.0, median / 2, median, 1.5 * median, median + 1, median + 3, median + 12]
-    return sum(integrate.quad(integrand, a, b, limit=500, epsabs=0, epsrel=1e-11)[0] for a, b in zip(edges, edges[1:]))
+    return sum(
+        integrate.quad(integrand, a, b, limit=500, epsabs=0, epsrel=1e-11)[0]
+        for a, b in zip(edges, edges[1:])
+    )
 
 
 def test_one_run_independent_p_value_matches_closed_forms_and_quadrature():
@@ -348,11 +456,18 @@ def test_one_run_independent_p_value_matches_closed_forms_and_quadrature():
     assert p(500, 500, 180, 0.8) == pytest.approx(binom.cdf(180, 500, norm.cdf(-0.4)), rel=1e-12)
     # μ = 0: every guess is a coin flip wherever the cut falls
     assert p(1000, 100, 40, 0.0) == pytest.approx(binom.cdf(40, 100, 0.5), rel=1e-9)
-    for m, r, u, mu in [(1000, 500, 71, 1.0), (1000, 500, 88, 1.0), (10_000, 1250, 382, 0.3), (200, 20, 1, 0.5),
-                        (1000, 100, 0, 2.0)]:
+    for m, r, u, mu in [
+        (1000, 500, 71, 1.0),
+        (1000, 500, 88, 1.0),
+        (10_000, 1250, 382, 0.3),
+        (200, 20, 1, 0.5),
+        (1000, 100, 0, 2.0),
+    ]:
         assert p(m, r, u, mu) == pytest.approx(_cut_quadrature(m, r, u, mu), rel=1e-7)
     # fewer mistakes, or a less private hypothesis, make the observation likelier
-    assert p(1000, 500, 80, 1.0) < p(1000, 500, 90, 1.0) and p(1000, 500, 80, 1.0) < p(1000, 500, 80, 1.2)
+    assert p(1000, 500, 80, 1.0) < p(1000, 500, 90, 1.0) and p(1000, 500, 80, 1.0) < p(
+        1000, 500, 80, 1.2
+    )
     with pytest.raises(DPLabError, match="guesses"):
         p(10, 20, 5, 1.0)
 
@@ -367,9 +482,11 @@ def test_one_run_independent_p_value_is_the_simulated_tail_and_bounds_the_audits
     members = rng.random((sims, m)) < 0.5
     x = rng.normal(0.0, 1.0, (sims, m)) + mu * members
     top = np.argsort(-np.abs(x - mu / 2), axis=1)[:, :r]
-    map_mistakes = ((np.take_along_axis(x, top, 1) > mu / 2) != np.take_along_axis(members, top, 1)).sum(1)
+    map_mistakes = (
+        (np.take_along_axis(x, top, 1) > mu / 2) != np.take_along_axis(members, top, 1)
+    ).sum(1)
     order = np.take_along_axis(members, np.argsort(-x, axis=1), 1)
-    audit_mistakes = r - order[:, : r // 2].sum(1) - (~order[:, m - r // 2:]).sum(1)
+    audit_mistakes = r - order[:, : r // 2].sum(1) - (~order[:, m - r // 2 :]).sum(1)
     for u in np.quantile(map_mistakes, [0.02, 0.1, 0.5]).astype(int):
         p = estimators.one_run_independent_p_value(m, r, int(u), mu)
         se = math.sqrt(p * (1 - p) / sims)
@@ -380,9 +497,17 @@ def test_one_run_independent_p_value_is_the_simulated_tail_and_bounds_the_audits
 # the recorded bounds of Xiang et al.'s public implementation (github.com/zihangxiang/
 # tight-privacy-audit-in-one-run, compare/RESULTS.txt): Gaussian μ, canaries n, guesses r,
 # mistakes u -> ε lower bound at δ = 1e-5, 95 % (one r, no Bonferroni), printed to 4 decimals
-XIANG_RECORDED = [(0.5, 1000, 100, 26, 1.1926), (0.5, 10_000, 5000, 1721, 1.8279), (0.5, 100_000, 100_000, 40_129, 1.9345),
-                  (1.0, 1000, 250, 36, 3.6327), (1.0, 10_000, 1000, 97, 4.0141), (1.0, 100_000, 50_000, 10_343, 4.3144),
-                  (2.0, 1000, 100, 1, 5.9018), (2.0, 10_000, 2500, 36, 9.4097), (2.0, 100_000, 25_000, 362, 9.8094)]
+XIANG_RECORDED = [
+    (0.5, 1000, 100, 26, 1.1926),
+    (0.5, 10_000, 5000, 1721, 1.8279),
+    (0.5, 100_000, 100_000, 40_129, 1.9345),
+    (1.0, 1000, 250, 36, 3.6327),
+    (1.0, 10_000, 1000, 97, 4.0141),
+    (1.0, 100_000, 50_000, 10_343, 4.3144),
+    (2.0, 1000, 100, 1, 5.9018),
+    (2.0, 10_000, 2500, 36, 9.4097),
+    (2.0, 100_000, 25_000, 362, 9.8094),
+]
 
 
 @pytest.mark.parametrize("mu,m,r,u,recorded", XIANG_RECORDED)
@@ -398,11 +523,17 @@ def test_one_run_independent_is_reported_only_for_independent_canaries():
     members = rng.random((4, 64)) < 0.5
     scores = rng.normal(0, 1, (4, 64)) + members
     entry = {"estimators": list(estimators.ESTIMATORS), "confidence": 0.95}
-    names = {independent: {name for name, _ in _estimates(entry, scores, members, independent, True, 1e-5)}
-             for independent in (True, False)}
+    names = {
+        independent: {
+            name for name, _ in _estimates(entry, scores, members, independent, True, 1e-5)
+        }
+        for independent in (True, False)
+    }
     assert names[True] == set(estimators.ESTIMATORS)
     assert names[False] == set(estimators.ESTIMATORS) - {"one_run_independent"}
-    assert "one_run_independent" not in {name for name, _ in _estimates(entry, scores, members, True, False, 1e-5)}
+    assert "one_run_independent" not in {
+        name for name, _ in _estimates(entry, scores, members, True, False, 1e-5)
+    }
 
 
 # ----------------------------------------------------------------------------- exact values
@@ -412,23 +543,42 @@ def test_contracted_and_sampled_last_iterates_match_their_limits():
     np.testing.assert_allclose(exact.contracted_mu(0.3, 0.0, steps), 0.3)
     f = exact.canary_last_iterate_epsilon
     # q = 1: W = Σ cⁱ, the last iterate is Gaussian (contracted_mu; c = 1: μ = a√T)
-    np.testing.assert_allclose(f(1e-5, 0.5, steps, "add_remove"), gaussian_epsilon(1e-5, 0.5 * np.sqrt(steps)), rtol=1e-4)
-    np.testing.assert_allclose(f(1e-5, 0.4, steps, "replace_one", contraction=0.8),
-                               gaussian_epsilon(1e-5, exact.contracted_mu(0.8, 0.8, steps)), rtol=1e-3)
+    np.testing.assert_allclose(
+        f(1e-5, 0.5, steps, "add_remove"), gaussian_epsilon(1e-5, 0.5 * np.sqrt(steps)), rtol=1e-4
+    )
+    np.testing.assert_allclose(
+        f(1e-5, 0.4, steps, "replace_one", contraction=0.8),
+        gaussian_epsilon(1e-5, exact.contracted_mu(0.8, 0.8, steps)),
+        rtol=1e-3,
+    )
     # fixed batches, period 4: at T = 4, 16 the canary was drawn T/4 times for sure (Gaussian)
-    np.testing.assert_allclose(f(1e-5, 0.1, [4, 16], "replace_one", period=4),
-                               gaussian_epsilon(1e-5, 0.2 * np.array([1, 4]) / np.sqrt([4, 16])), rtol=1e-4)
+    np.testing.assert_allclose(
+        f(1e-5, 0.1, [4, 16], "replace_one", period=4),
+        gaussian_epsilon(1e-5, 0.2 * np.array([1, 4]) / np.sqrt([4, 16])),
+        rtol=1e-4,
+    )
     # one step: the last iterate is the trajectory, whose pair pld computes (both relations)
     pld = accounting.get("pld")
     for relation in ("add_remove", "replace_one"):
-        s = Setting(noise_multiplier=6.0, sampling_rate=0.75, steps=16, sampling="poisson", neighbouring=relation)
+        s = Setting(
+            noise_multiplier=6.0,
+            sampling_rate=0.75,
+            steps=16,
+            sampling="poisson",
+            neighbouring=relation,
+        )
         ours = f(1e-5, 1 / 6, [1, 16], relation, q=0.75)
         traj = pld.epsilon_curve(s, 1e-5, [1, 16])
         assert ours[0] == pytest.approx(traj[0], rel=1e-3)
-        assert ours[1] <= traj[1] * (1 + 1e-3)  # the last iterate never reveals more than the trajectory
+        assert ours[1] <= traj[1] * (
+            1 + 1e-3
+        )  # the last iterate never reveals more than the trajectory
     # contraction hides: the subsampled last iterate with c < 1 converges, below c = 1
     hidden = f(1e-5, 1.0, [16, 64], "replace_one", q=0.25, contraction=0.84)
-    assert hidden[1] - hidden[0] < 0.1 * hidden[0] and hidden[1] < f(1e-5, 1.0, [64], "replace_one", q=0.25)[0]
+    assert (
+        hidden[1] - hidden[0] < 0.1 * hidden[0]
+        and hidden[1] < f(1e-5, 1.0, [64], "replace_one", q=0.25)[0]
+    )
 
 
 def _equal_error_mu(p_sf, q_sf) -> float:
@@ -448,15 +598,36 @@ def test_gdp_extrapolation_is_conservative_exactly_where_the_audit_reports_it():
     for q, sigma in ((0.125, 1.0), (0.5, 4.0), (0.75, 6.0)):
         a = 1 / sigma
         add = _equal_error_mu(lambda t: (1 - q) * norm.sf(t) + q * norm.sf(t - a), norm.sf)
-        s = Setting(noise_multiplier=sigma, sampling_rate=q, steps=1, sampling="poisson", neighbouring="add_remove")
+        s = Setting(
+            noise_multiplier=sigma,
+            sampling_rate=q,
+            steps=1,
+            sampling="poisson",
+            neighbouring="add_remove",
+        )
         assert gaussian_epsilon(1e-5, add) <= pld.epsilon(s, 1e-5)
     q, a = 0.75, 1 / 6
-    rep = _equal_error_mu(lambda t: (1 - q) * norm.sf(t) + q * norm.sf(t - a), lambda t: (1 - q) * norm.sf(t) + q * norm.sf(t + a))
-    s = Setting(noise_multiplier=6.0, sampling_rate=q, steps=1, sampling="poisson", neighbouring="replace_one")
+    rep = _equal_error_mu(
+        lambda t: (1 - q) * norm.sf(t) + q * norm.sf(t - a),
+        lambda t: (1 - q) * norm.sf(t) + q * norm.sf(t + a),
+    )
+    s = Setting(
+        noise_multiplier=6.0,
+        sampling_rate=q,
+        steps=1,
+        sampling="poisson",
+        neighbouring="replace_one",
+    )
     assert gaussian_epsilon(1e-5, rep) > pld.epsilon(s, 1e-5)
-    run = RunSettings.of(resolve_run({"method": "dp_sgd", "noise_multiplier": 1.0, "neighbouring": "replace_one"}))
-    assert not gdp_applies(run, "gradient", 0) and gdp_applies(replace(run, neighbouring="add_remove"), "gradient", 0)
-    assert not gdp_applies(replace(run, sampling="full_batch"), "gradient", 3) and not gdp_applies(run, "input", 0)
+    run = RunSettings.of(
+        resolve_run({"method": "dp_sgd", "noise_multiplier": 1.0, "neighbouring": "replace_one"})
+    )
+    assert not gdp_applies(run, "gradient", 0) and gdp_applies(
+        replace(run, neighbouring="add_remove"), "gradient", 0
+    )
+    assert not gdp_applies(replace(run, sampling="full_batch"), "gradient", 3) and not gdp_applies(
+        run, "input", 0
+    )
 
 
 # ------------------------------------------------------------------------- gradient canaries
@@ -466,10 +637,26 @@ def test_canary_gradient_is_the_clipped_gradient_of_its_loss(digits):
     from dplab.audit.runner import add_canary_gradients
     from dplab.training import models
 
-    cfg = resolve_run({"method": "dp_sgd", "model": "logreg", "steps": 1, "batch_size": 8, "noise_multiplier": 1.0})
-    params = {k: torch.stack([v.detach()] * 2) for k, v in models.build(RunSettings.of(cfg), [1, 8, 8], 10).named_parameters()}
-    params = {k: v + 0.3 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1)) for k, v in params.items()}
-    c = canary.gradient_canaries(digits.x_train[:16], {k: v[0] for k, v in params.items()}, 3, 0.8, "replace_one")
+    cfg = resolve_run(
+        {
+            "method": "dp_sgd",
+            "model": "logreg",
+            "steps": 1,
+            "batch_size": 8,
+            "noise_multiplier": 1.0,
+        }
+    )
+    params = {
+        k: torch.stack([v.detach()] * 2)
+        for k, v in models.build(RunSettings.of(cfg), [1, 8, 8], 10).named_parameters()
+    }
+    params = {
+        k: v + 0.3 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1))
+        for k, v in params.items()
+    }
+    c = canary.gradient_canaries(
+        digits.x_train[:16], {k: v[0] for k, v in params.items()}, 3, 0.8, "replace_one"
+    )
     signs = torch.tensor([[1.0, -1.0, 0.0], [0.0, 1.0, 1.0]])
     for l2, clip in ((0.0, 1.0), (0.5, 1.0), (0.5, 0.9)):
         grads = {k: torch.zeros_like(v) for k, v in params.items()}
@@ -499,14 +686,32 @@ def test_white_box_scores_follow_their_closed_form(digits):
     from dplab.training import models
 
     n_real, k, runs, steps, sigma, lr, norm_c = 16, 96, 8, 4, 2.0, 0.5, 1.0
-    cfg = resolve_run({"method": "dp_sgd", "model": "logreg", "steps": steps, "batch_size": n_real + k, "lr": lr,
-                       "noise_multiplier": sigma, "clip": 1.0, "neighbouring": "add_remove"})
+    cfg = resolve_run(
+        {
+            "method": "dp_sgd",
+            "model": "logreg",
+            "steps": steps,
+            "batch_size": n_real + k,
+            "lr": lr,
+            "noise_multiplier": sigma,
+            "clip": 1.0,
+            "neighbouring": "add_remove",
+        }
+    )
     x, y = digits.x_train[:n_real], digits.y_train[:n_real]
     params = dict(models.build(RunSettings.of(cfg), [1, 8, 8], 10).named_parameters())
     c = canary.gradient_canaries(x, params, k, norm_c, "add_remove")
     members = torch.rand(runs, k, generator=torch.Generator().manual_seed(0)) < 0.5
-    res = train_many(RunSettings.of(cfg), x.expand(runs, *x.shape), y.expand(runs, -1), list(range(runs)), [steps], 10,
-                     gradient=c, members=members)
+    res = train_many(
+        RunSettings.of(cfg),
+        x.expand(runs, *x.shape),
+        y.expand(runs, -1),
+        list(range(runs)),
+        [steps],
+        10,
+        gradient=c,
+        members=members,
+    )
     m = members.numpy()
     mu = math.sqrt(steps) * norm_c / sigma
     traj = res.trajectory[steps].numpy()
@@ -528,7 +733,9 @@ def bound_violations(table) -> list[str]:
     for _, row in table.iterrows():
         for col in [c for c in table if c.startswith("upper_") or c == "exact_epsilon"]:
             if np.isfinite(row[col]) and row.epsilon_lower > row[col] * (1 + 1e-6):
-                out.append(f"{row.variant} {row.estimator} T={row.steps} {row.observation}: {row.epsilon_lower} > {col}={row[col]}")
+                out.append(
+                    f"{row.variant} {row.estimator} T={row.steps} {row.observation}: {row.epsilon_lower} > {col}={row[col]}"
+                )
     return out
 
 
@@ -549,8 +756,12 @@ def test_white_box_audit_certifies_most_of_the_pld_bound(digits):
     from dplab.audit.membership import run_audit
 
     table = run_audit(_entry("config", "digits_white_box", runs=8, chunk=8, steps=[64]), digits, 0)
-    assert set(table.estimator) == set(estimators.ESTIMATORS) and set(table.observation) == {"trajectory"}
-    assert "upper_pld" in table and not any(c in table for c in ("upper_langevin", "upper_pabi", "upper_ye_shokri"))
+    assert set(table.estimator) == set(estimators.ESTIMATORS) and set(table.observation) == {
+        "trajectory"
+    }
+    assert "upper_pld" in table and not any(
+        c in table for c in ("upper_langevin", "upper_pabi", "upper_ye_shokri")
+    )
     gdp = table[table.estimator == "gdp"].iloc[0]
     assert gdp.samples_in + gdp.samples_out > 7_000 and gdp.epsilon_lower >= 0.8 * gdp.upper_pld
     assert bound_violations(table) == []
@@ -561,12 +772,18 @@ def test_white_box_audit_certifies_most_of_the_pld_bound(digits):
 def test_last_iterate_audit_of_strongly_convex_noisy_gd_sits_below_the_hidden_state_bound(digits):
     from dplab.audit.membership import run_audit
 
-    table = run_audit(_entry("config", "digits_last_iterate_convex", runs=64, chunk=64, steps=[1, 16]), digits, 0)
-    assert "upper_langevin" in table and (table.projections == 0).all() and (table.canaries == 1).all()
+    table = run_audit(
+        _entry("config", "digits_last_iterate_convex", runs=64, chunk=64, steps=[1, 16]), digits, 0
+    )
+    assert (
+        "upper_langevin" in table and (table.projections == 0).all() and (table.canaries == 1).all()
+    )
     assert bound_violations(table) == []
     ex = table.groupby("steps").first()
     # the exact last-iterate ε converges while composition grows; langevin bounds it
-    assert (ex.exact_epsilon <= ex.upper_langevin).all() and ex.exact_epsilon[16] < ex.upper_pld[16] / 2
+    assert (ex.exact_epsilon <= ex.upper_langevin).all() and ex.exact_epsilon[16] < ex.upper_pld[
+        16
+    ] / 2
 
 
 @pytest.mark.slow
@@ -578,26 +795,59 @@ def test_input_canary_audit_certifies_a_positive_bound_below_every_upper_bound(d
     from dplab.figures import tightness_audit
     from dplab.tables import write_table
 
-    entry = {"name": "tiny", "threat_model": "input_canary", "dataset": "digits", "dataset_size": 20, "runs": 128, "chunk": 128,
-             "confidence": 0.95, "steps": [1, 4], "canary_norm": 16.0, "canary_label": 0, "canaries": 1,
-             "estimators": ["clopper_pearson", "gdp", "one_run"],
-             "run": {"model": "logreg", "lr": 0.5, "clip": 1.0, "noise_multiplier": 0.5, "batch_size": 10, "delta": 1e-5},
-             "methods": {"dp_sgd": {}, "projected_dp_sgd": {"diameter": 2.0}, "regularized_dp_sgd": {"regularization": 0.5}}}
+    entry = {
+        "name": "tiny",
+        "threat_model": "input_canary",
+        "dataset": "digits",
+        "dataset_size": 20,
+        "runs": 128,
+        "chunk": 128,
+        "confidence": 0.95,
+        "steps": [1, 4],
+        "canary_norm": 16.0,
+        "canary_label": 0,
+        "canaries": 1,
+        "estimators": ["clopper_pearson", "gdp", "one_run"],
+        "run": {
+            "model": "logreg",
+            "lr": 0.5,
+            "clip": 1.0,
+            "noise_multiplier": 0.5,
+            "batch_size": 10,
+            "delta": 1e-5,
+        },
+        "methods": {
+            "dp_sgd": {},
+            "projected_dp_sgd": {"diameter": 2.0},
+            "regularized_dp_sgd": {"regularization": 0.5},
+        },
+    }
     table = run_audit(entry, digits, 0)
-    assert set(table.observation) == {"last_iterate", "trajectory"} and set(table.estimator) == {"clopper_pearson"}
+    assert set(table.observation) == {"last_iterate", "trajectory"} and set(table.estimator) == {
+        "clopper_pearson"
+    }
     assert (table.samples_in == 32).all() and (table.samples_out == 32).all()
-    strong = table[(table.variant == "dp_sgd") & (table.steps == 4)].set_index("observation").epsilon_lower
+    strong = (
+        table[(table.variant == "dp_sgd") & (table.steps == 4)]
+        .set_index("observation")
+        .epsilon_lower
+    )
     assert strong["trajectory"] > 0.5 and strong["last_iterate"] > 0.5
     assert bound_violations(table) == []
     traj = table[table.observation == "trajectory"]
-    assert not any(c in traj and traj[c].notna().any() for c in ("upper_asoodeh_projected", "upper_asoodeh_regularized"))
+    assert not any(
+        c in traj and traj[c].notna().any()
+        for c in ("upper_asoodeh_projected", "upper_asoodeh_regularized")
+    )
 
     path = tmp_path / "audit.csv"
     write_table(path, table)
     fig_table = tightness_audit.table({"audits": [str(path)]}, {"audits": ["tiny"]})
     assert list(fig_table.columns[:4]) == ["audit", "threat_model", "variant", "method"]
     fig = tightness_audit.draw(fig_table)
-    assert sum(ax.get_visible() for ax in fig.axes) == 3  # one panel per variant, one row (one threat model)
+    assert (
+        sum(ax.get_visible() for ax in fig.axes) == 3
+    )  # one panel per variant, one row (one threat model)
 
 
 def test_audit_refuses_bad_entries(digits):
@@ -605,10 +855,20 @@ def test_audit_refuses_bad_entries(digits):
 
     base = _entry("config", "digits_last_iterate_convex", runs=4, chunk=4, steps=[1])
     with pytest.raises(DPLabError, match="canary_norm"):
-        run_audit({**base, "canary_norm": 30.0}, digits, 0)  # > clip and > the loss's Lipschitz constant
+        run_audit(
+            {**base, "canary_norm": 30.0}, digits, 0
+        )  # > clip and > the loss's Lipschitz constant
     with pytest.raises(DPLabError, match="method"):
         run_audit({**base, "methods": {"mf": {"method": "dp_mf"}}}, digits, 0)
-    wide = _entry("config", "digits_white_box", runs=4, chunk=4, steps=[1], canaries=100_000, dataset_size=100_016)
+    wide = _entry(
+        "config",
+        "digits_white_box",
+        runs=4,
+        chunk=4,
+        steps=[1],
+        canaries=100_000,
+        dataset_size=100_016,
+    )
     with pytest.raises(DPLabError, match="canaries"):
         run_audit(wide, digits, 0)
 

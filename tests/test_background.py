@@ -24,8 +24,9 @@ def builds(monkeypatch):
     return SimpleNamespace(register=register, ran=ran)
 
 
-def test_a_build_is_made_once_in_the_order_the_tests_need_it_and_waited_for(builds,
-                                                                            tmp_path_factory):
+def test_a_build_is_made_once_in_the_order_the_tests_need_it_and_waited_for(
+    builds, tmp_path_factory
+):
     release = threading.Event()
 
     def slow(factory):
@@ -39,15 +40,18 @@ def test_a_build_is_made_once_in_the_order_the_tests_need_it_and_waited_for(buil
 
     builds.register("probe_slow", slow)
     builds.register("probe_after", after)
-    items = [SimpleNamespace(fixturenames=names)
-             for names in (["tmp_path"], ["probe_after", "probe_slow"], ["probe_slow"])]
+    items = [
+        SimpleNamespace(fixturenames=names)
+        for names in (["tmp_path"], ["probe_after", "probe_slow"], ["probe_slow"])
+    ]
     background.start(items, tmp_path_factory)
     deadline = time.monotonic() + 5
     while builds.ran != ["probe_after", "probe_slow"] and time.monotonic() < deadline:
         time.sleep(0.01)
     assert builds.ran == ["probe_after", "probe_slow"]  # the thread runs "after", which waits
     waiting = threading.Thread(
-        target=lambda: builds.ran.append(background.get("probe_after", tmp_path_factory)))
+        target=lambda: builds.ran.append(background.get("probe_after", tmp_path_factory))
+    )
     waiting.start()
     waiting.join(0.2)
     assert waiting.is_alive()  # a test that needs "probe_after" waits for it

@@ -33,13 +33,20 @@ def test_bad_input(entry, world, capfd, monkeypatch):
         capfd.readouterr()
         start = time.process_time()
         try:
-            with bad_inputs.time_limit(bad_inputs.CPU_LIMIT, timeout), bad_inputs.fresh_stderr() as printed:
+            with (
+                bad_inputs.time_limit(bad_inputs.CPU_LIMIT, timeout),
+                bad_inputs.fresh_stderr() as printed,
+            ):
                 code = main(argv)
         except SystemExit as exit_:
             code = exit_.code
         except bad_inputs.Hang:
             code = None
-        return code, capfd.readouterr().err + "".join(line + "\n" for line in printed), time.process_time() - start
+        return (
+            code,
+            capfd.readouterr().err + "".join(line + "\n" for line in printed),
+            time.process_time() - start,
+        )
 
     result = bad_inputs.run_entry(entry, work, data, table, paths, call, bad_inputs.TIMEOUT)
     if result is None:
@@ -51,12 +58,33 @@ def test_a_library_warning_does_not_print_every_later_line_twice(tmp_path):
     """dp_accounting's first absl warning gave the root logger a stderr handler: every later
     ``dplab`` log line came out twice, the second as ``INFO:dplab:…`` (a new process: under
     pytest the root logger already has handlers, so only a fresh one shows it)."""
-    done = subprocess.run([sys.executable, "-m", "dplab.cli", "epsilon", "--accountant", "rdp", "--noise-multiplier",
-                           "1", "--sampling-rate", "0.1", "--steps", "6", "--delta", "1e-5"],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dplab.cli",
+            "epsilon",
+            "--accountant",
+            "rdp",
+            "--noise-multiplier",
+            "1",
+            "--sampling-rate",
+            "0.1",
+            "--steps",
+            "6",
+            "--delta",
+            "1e-5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    assert len(lines) == 1 and bad_inputs.LOG_LINE.match(lines[0]) and "did not converge" in lines[0], lines
+    assert (
+        len(lines) == 1 and bad_inputs.LOG_LINE.match(lines[0]) and "did not converge" in lines[0]
+    ), lines
 
 
 WARN = """import logging, warnings
@@ -71,7 +99,9 @@ def test_fresh_stderr_shows_what_a_fresh_process_prints(tmp_path):
     """Under pytest an in-process call shows neither Python warnings (pytest records them) nor
     library log warnings (the root logger has pytest's handlers): ``fresh_stderr`` collects the
     lines a fresh process prints, one per warning, and nothing a fresh process hides."""
-    done = subprocess.run([sys.executable, "-c", WARN], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", WARN], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     shown = [line for line in done.stderr.splitlines() if line.strip()]
     with bad_inputs.fresh_stderr() as printed:
         exec(WARN, {})  # noqa: S102 (the same code, in this process)

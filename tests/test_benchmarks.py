@@ -13,17 +13,42 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 def test_dp_step_times_every_model_it_builds(monkeypatch, capsys):
     """One round of the engine's DP step beside the non-private step, on the CPU, for the models
     built through the run settings (as `dplab train` builds them)."""
-    monkeypatch.setattr(sys, "argv", ["dp_step.py", "--device", "cpu", "--batch", "4", "--rounds", "1", "--warmup", "0",
-                                      "--no-memory", "--models", "logreg", "mlp004", "cnn", "tanh_cnn",
-                                      "--methods", "non_private", "engine_dp"])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "dp_step.py",
+            "--device",
+            "cpu",
+            "--batch",
+            "4",
+            "--rounds",
+            "1",
+            "--warmup",
+            "0",
+            "--no-memory",
+            "--models",
+            "logreg",
+            "mlp004",
+            "cnn",
+            "tanh_cnn",
+            "--methods",
+            "non_private",
+            "engine_dp",
+        ],
+    )
     runpy.run_path(str(BENCHMARKS / "dp_step.py"), run_name="__main__")
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    rows = [
+        json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")
+    ]
     assert [r["model"] for r in rows] == ["logreg", "mlp004", "cnn", "tanh_cnn"]
     assert [r["parameters"] for r in rows] == [7850, 101770, 6090, 26010]
     for r in rows:
         ms = r["median_ms"]
         assert ms["non_private"] > 0  # the ratio of the unrounded medians, printed to 3 decimals
-        assert r["ratio"]["engine_dp"] == pytest.approx(ms["engine_dp"] / ms["non_private"], rel=1e-2, abs=2e-3)
+        assert r["ratio"]["engine_dp"] == pytest.approx(
+            ms["engine_dp"] / ms["non_private"], rel=1e-2, abs=2e-3
+        )
 
 
 def test_job_profile_charges_every_cpu_second_of_a_job_to_one_category(tmp_path):
@@ -33,11 +58,26 @@ def test_job_profile_charges_every_cpu_second_of_a_job_to_one_category(tmp_path)
 
     (tmp_path / "results" / "accounting").mkdir(parents=True)
     (tmp_path / "results" / "accounting" / "x.csv").write_text("a\n1\n")
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "job_profile.py"), "--", "dplab", "index", "--results",
-                          str(tmp_path / "results"), "--out", str(tmp_path / "index.md")],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "job_profile.py"),
+            "--",
+            "dplab",
+            "index",
+            "--results",
+            str(tmp_path / "results"),
+            "--out",
+            str(tmp_path / "index.md"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     row = json.loads(out.stdout.splitlines()[-1])
     assert row["exit"] == 0 and "accounting/x.csv" in (tmp_path / "index.md").read_text()
     parts = sum(row[c] for c in ("imports", "planning", "accounting", "writing", "work"))
     assert parts == pytest.approx(row["cpu_s"], abs=0.05)
-    assert row["startup_share"] == pytest.approx((row["imports"] + row["planning"]) / row["cpu_s"], abs=2e-3)
+    assert row["startup_share"] == pytest.approx(
+        (row["imports"] + row["planning"]) / row["cpu_s"], abs=2e-3
+    )

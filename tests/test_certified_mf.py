@@ -35,16 +35,20 @@ def permutation_sums(values: tuple, b: int) -> tuple[np.ndarray, np.ndarray]:
     """(partition sums, probabilities) of the earlier sampler: a uniform permutation ``order`` of
     the records, partition j = order[j::b]."""
     m = len(values)
-    rows = [[sum(values[i] for i in order[j::b]) for j in range(b)]
-            for order in itertools.permutations(range(m))]
+    rows = [
+        [sum(values[i] for i in order[j::b]) for j in range(b)]
+        for order in itertools.permutations(range(m))
+    ]
     return _merge(np.array(rows), np.full(len(rows), 1.0 / math.factorial(m)))
 
 
 def assignment_sums(values: tuple, b: int) -> tuple[np.ndarray, np.ndarray]:
     """(partition sums, probabilities) of the sampler used now: every record in a uniform partition
     of the b, independently; every one of the b^m assignments."""
-    rows = [[sum(v for v, a in zip(values, where) if a == j) for j in range(b)]
-            for where in itertools.product(range(b), repeat=len(values))]
+    rows = [
+        [sum(v for v, a in zip(values, where) if a == j) for j in range(b)]
+        for where in itertools.product(range(b), repeat=len(values))
+    ]
     return _merge(np.array(rows, dtype=float), np.full(len(rows), float(b) ** -len(values)))
 
 
@@ -102,16 +106,20 @@ class Pairs:
                 sums, weights = cyclic_poisson_sums(values, self.b, steps, p)
             means = sums @ self.map.T
             assert means.shape[1] == 2, "2-D grids only"
-            axes = [norm.pdf((self.grid[None, :] - means[:, [d]]) / self.sigma) / self.sigma
-                    for d in range(2)]
+            axes = [
+                norm.pdf((self.grid[None, :] - means[:, [d]]) / self.sigma) / self.sigma
+                for d in range(2)
+            ]
             self.cache[values] = (axes[0].T * weights) @ axes[1]
         return self.cache[values]
 
     def delta(self, d: tuple, d2: tuple, epsilon: float) -> float:
         """max of δ(D‖D') and δ(D'‖D) at ε."""
         p, q = self.density(d), self.density(d2)
-        return max(float(np.maximum(a - math.exp(epsilon) * c, 0).sum()) * self.h**2
-                   for a, c in ((p, q), (q, p)))
+        return max(
+            float(np.maximum(a - math.exp(epsilon) * c, 0).sum()) * self.h**2
+            for a, c in ((p, q), (q, p))
+        )
 
     def epsilon(self, d: tuple, d2: tuple, delta: float) -> float:
         """The pair's exact ε at δ (bisection on the grid's δ(ε), to 1e-6)."""
@@ -129,7 +137,9 @@ def neighbours(n: int, relation: str):
         if relation == "add_remove":
             near = {tuple(sorted(d + (v,))) for v in VALUES}
         else:
-            near = {tuple(sorted(d[:i] + (v,) + d[i + 1:])) for i in range(n) for v in VALUES} - {d}
+            near = {tuple(sorted(d[:i] + (v,) + d[i + 1 :])) for i in range(n) for v in VALUES} - {
+                d
+            }
         for d2 in near:
             yield d, d2
 
@@ -137,8 +147,11 @@ def neighbours(n: int, relation: str):
 @functools.lru_cache(maxsize=None)
 def strategy(name: str, steps: int):
     A = prefix_sum(steps)
-    return {"identity": factorizations.identity, "optimal": factorizations.optimal,
-            "banded": lambda a: factorizations.banded(a, 2)}[name](A)
+    return {
+        "identity": factorizations.identity,
+        "optimal": factorizations.optimal,
+        "banded": lambda a: factorizations.banded(a, 2),
+    }[name](A)
 
 
 # ------------------------------------------------------------------ the tests
@@ -167,8 +180,12 @@ def test_permutation_split_breaks_add_remove_by_far():
 
 
 #: (strategy, T, relation): b = 2 partitions, k = ⌈T/2⌉; σ = 1
-MIN_SEPARATION = [(s, t, r) for s in ("identity", "optimal", "banded") for t in (2, 3)
-                  for r in ("add_remove", "replace_one")]
+MIN_SEPARATION = [
+    (s, t, r)
+    for s in ("identity", "optimal", "banded")
+    for t in (2, 3)
+    for r in ("add_remove", "replace_one")
+]
 
 
 @pytest.mark.parametrize("name,steps,relation", MIN_SEPARATION)
@@ -199,8 +216,9 @@ def test_cyclic_poisson_epsilon_holds_for_every_pair_of_small_datasets(name, par
     """Cyclic Poisson (T = b = 2, rate p = 0.5, add_remove): the amplified-BandMF ε (PLD) is not
     beaten by any pair of datasets of 3 records plus one (measured: the worst δ is 5e-7 of 1e-5)."""
     fact = strategy(name, 2)
-    sampler = accounting.CyclicPoisson(dataset_size=4, batch_size=2 / partitions,
-                                       partitions_count=partitions, steps=2)
+    sampler = accounting.CyclicPoisson(
+        dataset_size=4, batch_size=2 / partitions, partitions_count=partitions, steps=2
+    )
     assert sampler.sampling_rate == 0.5
     printed = accounting.epsilon(fact, sampler, 1.0, DELTA)
     pairs = Pairs(fact.encoder, partitions, 1.0, ("cyclic_poisson", 0.5))
@@ -212,8 +230,19 @@ def test_dplab_mf_prints_the_epsilon_the_brute_force_bounds(capsys):
     """The command of the defect prints the Gaussian of Δ₁ = 1 under the sampler it documents,
     and the worst pair of that sampler stays below δ there; cyclic Poisson under replace_one is
     refused."""
-    command = ["mf", "--strategy", "identity", "--steps", "2", "--min-separation", "2",
-               "--noise-multiplier", "1", "--delta", "1e-5"]
+    command = [
+        "mf",
+        "--strategy",
+        "identity",
+        "--steps",
+        "2",
+        "--min-separation",
+        "2",
+        "--noise-multiplier",
+        "1",
+        "--delta",
+        "1e-5",
+    ]
     assert main(command) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["sampling"], out["neighbouring"]) == ("min_separation", "add_remove")
@@ -221,7 +250,21 @@ def test_dplab_mf_prints_the_epsilon_the_brute_force_bounds(capsys):
     pairs = Pairs(np.eye(2), 2, 1.0, "assignment")
     worst = max(pairs.delta(d, d2, out["epsilon"]) for d, d2 in neighbours(3, "add_remove"))
     assert worst <= DELTA * (1 + 1e-3)
-    assert main([*command, "--sampling", "cyclic_poisson", "--dataset-size", "4",
-                 "--batch-size", "1", "--neighbouring", "replace_one"]) == 2
+    assert (
+        main(
+            [
+                *command,
+                "--sampling",
+                "cyclic_poisson",
+                "--dataset-size",
+                "4",
+                "--batch-size",
+                "1",
+                "--neighbouring",
+                "replace_one",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "neighbouring" in err

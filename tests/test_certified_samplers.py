@@ -70,7 +70,9 @@ def _epoch(values: tuple, b: int, sampling: str) -> tuple[np.ndarray, np.ndarray
 
 
 @functools.lru_cache(maxsize=None)
-def outputs(values: tuple, b: int, steps: int, sampling: str, reshuffle: bool) -> tuple[np.ndarray, np.ndarray]:
+def outputs(
+    values: tuple, b: int, steps: int, sampling: str, reshuffle: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """(means, weights): the run's noise-free outputs over its first ``steps`` steps, per layout."""
     rows, weights = _epoch(values, b, sampling)
     if sampling == "shuffle" and not reshuffle:  # one partition cycled
@@ -106,16 +108,19 @@ class Pairs:
     def delta(self, d, d2, epsilon):
         """max of δ(D‖D') and δ(D'‖D) at ε."""
         p, q = self.density(d), self.density(d2)
-        return max(float(np.maximum(a - math.exp(epsilon) * c, 0).sum()) * self.cell for a, c in ((p, q), (q, p)))
+        return max(
+            float(np.maximum(a - math.exp(epsilon) * c, 0).sum()) * self.cell
+            for a, c in ((p, q), (q, p))
+        )
 
 
 def neighbours(n: int, relation: str, b: int):
     """Every pair (D, D') with |D| = n and D' a neighbour the sampler accepts (|D'| ≥ b), up to order."""
     for d in itertools.combinations_with_replacement(VALUES, n):
         if relation == "replace_one":
-            near = {d[:i] + (v,) + d[i + 1:] for i in range(n) for v in VALUES}
+            near = {d[:i] + (v,) + d[i + 1 :] for i in range(n) for v in VALUES}
         else:
-            near = {d[:i] + d[i + 1:] for i in range(n)} | {d + (v,) for v in VALUES}
+            near = {d[:i] + d[i + 1 :] for i in range(n)} | {d + (v,) for v in VALUES}
         for d2 in near:
             if len(d2) >= b and tuple(sorted(d2)) != d:
                 yield d, tuple(sorted(d2))
@@ -127,8 +132,15 @@ def worst_delta(sampling, n, b, relation, sigma, epsilon, reshuffle=False, steps
 
 
 def _setting(sampling, relation, n, b, sigma=1.0, steps=2):
-    return Setting(noise_multiplier=sigma, steps=steps, sampling=sampling, neighbouring=relation, dataset_size=n,
-                   batch_size=b, reshuffle=None)
+    return Setting(
+        noise_multiplier=sigma,
+        steps=steps,
+        sampling=sampling,
+        neighbouring=relation,
+        dataset_size=n,
+        batch_size=b,
+        reshuffle=None,
+    )
 
 
 #: (sampling, relation, n, b, reshuffle): n mod b in [1, b − 2] under add_remove (t = n // b kept by
@@ -145,14 +157,20 @@ PRINTED = [
 
 
 @pytest.mark.parametrize("sampling,relation,n,b,reshuffle", PRINTED)
-def test_printed_upper_bounds_hold_for_every_pair_of_small_datasets(sampling, relation, n, b, reshuffle):
+def test_printed_upper_bounds_hold_for_every_pair_of_small_datasets(
+    sampling, relation, n, b, reshuffle
+):
     """At the printed ε the worst pair's δ stays below δ (grid error ≤ 1e-3 relative; measured
     worst pairs 0.1 to 0.3 of δ: the hidden step helps)."""
     delta = 1e-3
-    names = ["fixed_batches"] + (["balls_in_bins"] if (sampling, relation) == ("balls_in_bins", "add_remove") else [])
+    names = ["fixed_batches"] + (
+        ["balls_in_bins"] if (sampling, relation) == ("balls_in_bins", "add_remove") else []
+    )
     for name in names:
         epsilon = get(name).epsilon(_setting(sampling, relation, n, b), delta)
-        assert worst_delta(sampling, n, b, relation, 1.0, epsilon, reshuffle) <= delta * (1 + 1e-3), name
+        assert worst_delta(sampling, n, b, relation, 1.0, epsilon, reshuffle) <= delta * (
+            1 + 1e-3
+        ), name
 
 
 #: (sampling, n, b, reshuffle): n mod b = 0 (the neighbour without a record has t − 1 steps per epoch)
@@ -167,7 +185,9 @@ REFUSED = [
 
 
 @pytest.mark.parametrize("sampling,n,b,reshuffle", REFUSED)
-def test_add_remove_that_changes_the_epoch_is_refused_because_pairs_exceed_the_formula(sampling, n, b, reshuffle):
+def test_add_remove_that_changes_the_epoch_is_refused_because_pairs_exceed_the_formula(
+    sampling, n, b, reshuffle
+):
     """The one-record formula (what fixed_batches and balls_in_bins printed before: their
     unchecked curve) is beaten by a concrete pair by far (δ_pair 0.005–0.9 against δ = 1e-3), so
     both refuse, naming batch_size and the valid range."""
@@ -186,7 +206,15 @@ def test_add_remove_that_changes_the_epoch_is_refused_because_pairs_exceed_the_f
 OWN_PAIRS = [
     ("shuffle", "add_remove", 6, 3, False, (-1,) * 5 + (1,), (-1,) * 5),
     ("shuffle", "add_remove", 6, 3, True, (-1,) * 5 + (1,), (-1,) * 5),
-    ("shuffle", "add_remove", 4, 3, True, (-1,) * 3 + (1,), (-1,) * 3),  # t = 1, two epochs, w = 3/4
+    (
+        "shuffle",
+        "add_remove",
+        4,
+        3,
+        True,
+        (-1,) * 3 + (1,),
+        (-1,) * 3,
+    ),  # t = 1, two epochs, w = 3/4
     ("shuffle", "replace_one", 7, 3, False, (-1,) * 6 + (1,), (-1,) * 7),
     ("shuffle", "replace_one", 7, 3, True, (-1,) * 6 + (1,), (-1,) * 7),
     ("balls_in_bins", "add_remove", 6, 3, False, (0,) * 5 + (1,), (0,) * 5),
@@ -206,7 +234,9 @@ def test_lower_bounds_are_realised_by_their_pair(sampling, relation, n, b, reshu
     epsilon = get(LOWER[sampling]).epsilon(_setting(sampling, relation, n, b, sigma), delta)
     assert epsilon > 0.5
     pair = Pairs(sampling, b, 2, sigma, reshuffle)
-    assert pair.delta(tuple(float(v) for v in d), tuple(float(v) for v in d2), epsilon) >= delta * (1 - 1e-3)
+    assert pair.delta(tuple(float(v) for v in d), tuple(float(v) for v in d2), epsilon) >= delta * (
+        1 - 1e-3
+    )
 
 
 # ------------------------------------------------------- certified closed forms at the edges
@@ -222,16 +252,26 @@ def poisson_delta(epsilon: float, sigma: float, q: float) -> mpmath.mpf:
     log(1 − q + q·e^{(2x − 1)/(2σ²)}) increases in x, and add, the reverse pair."""
     e, s, q = mpmath.mpf(epsilon), mpmath.mpf(sigma), mpmath.mpf(q)
     cut = s**2 * mpmath.log((mpmath.exp(e) - 1 + q) / q) + mpmath.mpf(1) / 2  # loss > ε above it
-    remove = (1 - q) * mpmath.ncdf(-cut / s) + q * mpmath.ncdf((1 - cut) / s) - mpmath.exp(e) * mpmath.ncdf(-cut / s)
+    remove = (
+        (1 - q) * mpmath.ncdf(-cut / s)
+        + q * mpmath.ncdf((1 - cut) / s)
+        - mpmath.exp(e) * mpmath.ncdf(-cut / s)
+    )
     add = mpmath.mpf(0)
     if mpmath.exp(-e) > 1 - q:  # the add pair's loss exceeds ε below this cut
         cut = s**2 * mpmath.log((mpmath.exp(-e) - 1 + q) / q) + mpmath.mpf(1) / 2
-        add = mpmath.ncdf(cut / s) - mpmath.exp(e) * ((1 - q) * mpmath.ncdf(cut / s) + q * mpmath.ncdf((cut - 1) / s))
+        add = mpmath.ncdf(cut / s) - mpmath.exp(e) * (
+            (1 - q) * mpmath.ncdf(cut / s) + q * mpmath.ncdf((cut - 1) / s)
+        )
     return max(remove, add)
 
 
 N, B = 237, 10  # t = 23 steps per epoch, 7 records left over: add_remove holds for both samplers
-EDGES_T = (1, 23 * 20 + 5, 10**15)  # one step; 21 epochs (the last partial); the largest T any accountant takes
+EDGES_T = (
+    1,
+    23 * 20 + 5,
+    10**15,
+)  # one step; 21 epochs (the last partial); the largest T any accountant takes
 EDGES_DELTA = (1e-300, 1e-12, 0.5)  # the floor every accountant reports; a small δ; a large one
 
 
@@ -241,10 +281,15 @@ def _mu(setting: Setting, shift: float) -> float:
     return shift * math.sqrt(k) / setting.noise_multiplier
 
 
-@pytest.mark.parametrize("sampling,relation,n,shift", [
-    ("shuffle", "add_remove", N, 2.0), ("shuffle", "replace_one", 230, 2.0),
-    ("balls_in_bins", "add_remove", N, 1.0), ("balls_in_bins", "replace_one", 230, 2.0),
-])
+@pytest.mark.parametrize(
+    "sampling,relation,n,shift",
+    [
+        ("shuffle", "add_remove", N, 2.0),
+        ("shuffle", "replace_one", 230, 2.0),
+        ("balls_in_bins", "add_remove", N, 1.0),
+        ("balls_in_bins", "replace_one", 230, 2.0),
+    ],
+)
 def test_fixed_batches_is_the_exact_gaussian_composition_at_its_edges(sampling, relation, n, shift):
     """fixed_batches is exact for the known-step mechanism: at every δ down to 1e-300 and T up to
     1e15 its ε is within 1e-9 of the 60-digit value and never below it (the 60-digit δ at the
@@ -279,14 +324,25 @@ def test_balls_in_bins_is_above_certified_lower_values_at_its_edges():
                 assert acc.delta(s, epsilon) >= gaussian_delta(epsilon, mu)
 
 
-@pytest.mark.parametrize("name,sampling,relation,n,shift", [
-    ("shuffle_lower", "shuffle", "add_remove", N, 2.0),
-    ("shuffle_lower", "shuffle", "add_remove", 230, 2.0),  # n mod b = 0: its pair still exists
-    ("shuffle_lower", "shuffle", "replace_one", N, 2.0),
-    ("balls_in_bins_lower", "balls_in_bins", "add_remove", N, 1.0),
-    ("balls_in_bins_lower", "balls_in_bins", "replace_one", N, 2.0),  # +C against −C in the same step
-])
-def test_lower_bounds_are_below_the_known_step_gaussian_at_their_edges(name, sampling, relation, n, shift):
+@pytest.mark.parametrize(
+    "name,sampling,relation,n,shift",
+    [
+        ("shuffle_lower", "shuffle", "add_remove", N, 2.0),
+        ("shuffle_lower", "shuffle", "add_remove", 230, 2.0),  # n mod b = 0: its pair still exists
+        ("shuffle_lower", "shuffle", "replace_one", N, 2.0),
+        ("balls_in_bins_lower", "balls_in_bins", "add_remove", N, 1.0),
+        (
+            "balls_in_bins_lower",
+            "balls_in_bins",
+            "replace_one",
+            N,
+            2.0,
+        ),  # +C against −C in the same step
+    ],
+)
+def test_lower_bounds_are_below_the_known_step_gaussian_at_their_edges(
+    name, sampling, relation, n, shift
+):
     """The pair each lower bound is built from, with the record's steps revealed, is k Gaussian
     mechanisms of shift s/σ (joint convexity): its 60-digit ε is at least the pair's, so the lower
     bound may not exceed it, at δ down to 1e-300 and T up to 21 epochs (1e15 steps is refused
@@ -297,7 +353,11 @@ def test_lower_bounds_are_below_the_known_step_gaussian_at_their_edges(name, sam
         mu = _mu(s, shift)
         for delta in EDGES_DELTA:
             epsilon = acc.epsilon(s, delta)
-            assert epsilon == 0 or gaussian_delta(epsilon, mu) >= delta * (1 - 1e-12), (sigma, steps, delta)
+            assert epsilon == 0 or gaussian_delta(epsilon, mu) >= delta * (1 - 1e-12), (
+                sigma,
+                steps,
+                delta,
+            )
         for epsilon in (0.5, 1e4):
             assert acc.delta(s, epsilon) <= max(gaussian_delta(epsilon, mu), 1e-300) * (1 + 1e-12)
 

@@ -17,8 +17,18 @@ from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
 
 FILES = ("summary.json", "metrics.csv", "model.pt")
-RUN = {"method": "dp_sgd", "noise_multiplier": 1.0, "steps": 20, "batch_size": 64, "lr": 1.0, "log_every": 5,
-       "checkpoint_every": 7, "device": "cpu", "accountants": ["rdp"], "dataset": "digits"}
+RUN = {
+    "method": "dp_sgd",
+    "noise_multiplier": 1.0,
+    "steps": 20,
+    "batch_size": 64,
+    "lr": 1.0,
+    "log_every": 5,
+    "checkpoint_every": 7,
+    "device": "cpu",
+    "accountants": ["rdp"],
+    "dataset": "digits",
+}
 
 
 @pytest.fixture
@@ -44,14 +54,16 @@ def _crash_after(step):
     def hook(t):
         if t == step:
             raise KeyboardInterrupt
+
     return hook
 
 
 def _interrupted(digits_dir, out):
     """A run killed after step 16: checkpoint.pt at step 14, checkpoint.prev.pt at step 7."""
     with pytest.raises(KeyboardInterrupt):
-        loop.train(RunSettings.of(resolve_run(RUN)),
-                   data.load(digits_dir), out, hook=_crash_after(16))
+        loop.train(
+            RunSettings.of(resolve_run(RUN)), data.load(digits_dir), out, hook=_crash_after(16)
+        )
     assert checkpoint.read(out / "checkpoint.pt")["step"] == 14
     assert checkpoint.read(out / "checkpoint.prev.pt")["step"] == 7
 
@@ -65,7 +77,9 @@ def _flip_a_tensor_byte(path):
     raw[at] ^= 0x40
     path.write_bytes(bytes(raw))
     payload = bytes(raw).partition(b"\n")[2]
-    assert not torch.equal(torch.load(io.BytesIO(payload), weights_only=True)["params"]["1.weight"], weight)
+    assert not torch.equal(
+        torch.load(io.BytesIO(payload), weights_only=True)["params"]["1.weight"], weight
+    )
 
 
 DAMAGE = {
@@ -77,75 +91,110 @@ DAMAGE = {
 
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_a_damaged_checkpoint_is_set_aside_and_the_run_resumes_from_the_previous_one(
-        damage, digits_dir, reference, tmp_path, caplog, threads):
+    damage, digits_dir, reference, tmp_path, caplog, threads
+):
     torch.set_num_threads(1)
     _interrupted(digits_dir, tmp_path)
     DAMAGE[damage](tmp_path / "checkpoint.pt")
     resumed = []
     with caplog.at_level(logging.WARNING, logger="dplab"):
-        loop.train(RunSettings.of(resolve_run(RUN)),
-                   data.load(digits_dir), tmp_path, hook=resumed.append)
+        loop.train(
+            RunSettings.of(resolve_run(RUN)), data.load(digits_dir), tmp_path, hook=resumed.append
+        )
     assert resumed[0] == 8  # after the checkpoint of step 7, the previous one
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert "checkpoint.pt is corrupt" in line and f"resuming from {tmp_path / 'checkpoint.prev.pt'} at step 7" in line
+    assert (
+        "checkpoint.pt is corrupt" in line
+        and f"resuming from {tmp_path / 'checkpoint.prev.pt'} at step 7" in line
+    )
     [aside] = tmp_path.glob("checkpoint.pt.corrupt-*")
     assert aside.name in line
-    assert not (tmp_path / "checkpoint.pt").exists() and not (tmp_path / "checkpoint.prev.pt").exists()
+    assert (
+        not (tmp_path / "checkpoint.pt").exists() and not (tmp_path / "checkpoint.prev.pt").exists()
+    )
     assert all((reference / f).read_bytes() == (tmp_path / f).read_bytes() for f in FILES)
 
 
-def test_both_checkpoints_damaged_restarts_from_step_0_and_keeps_them(digits_dir, reference, tmp_path, caplog, threads):
+def test_both_checkpoints_damaged_restarts_from_step_0_and_keeps_them(
+    digits_dir, reference, tmp_path, caplog, threads
+):
     torch.set_num_threads(1)
     _interrupted(digits_dir, tmp_path)
     DAMAGE["truncated"](tmp_path / "checkpoint.pt")
     _flip_a_tensor_byte(tmp_path / "checkpoint.prev.pt")
     resumed = []
     with caplog.at_level(logging.WARNING, logger="dplab"):
-        loop.train(RunSettings.of(resolve_run(RUN)),
-                   data.load(digits_dir), tmp_path, hook=resumed.append)
+        loop.train(
+            RunSettings.of(resolve_run(RUN)), data.load(digits_dir), tmp_path, hook=resumed.append
+        )
     assert resumed[0] == 1
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert line.endswith("restarting from step 0") and "SHA-256 does not match" in line
-    assert len(list(tmp_path.glob("checkpoint.pt.corrupt-*"))) == len(list(tmp_path.glob("checkpoint.prev.pt.corrupt-*"))) == 1
+    assert (
+        len(list(tmp_path.glob("checkpoint.pt.corrupt-*")))
+        == len(list(tmp_path.glob("checkpoint.prev.pt.corrupt-*")))
+        == 1
+    )
     assert all((reference / f).read_bytes() == (tmp_path / f).read_bytes() for f in FILES)
 
 
-def test_killed_between_rotating_and_writing_resumes_from_the_previous_checkpoint(digits_dir, reference, tmp_path, threads):
+def test_killed_between_rotating_and_writing_resumes_from_the_previous_checkpoint(
+    digits_dir, reference, tmp_path, threads
+):
     """checkpoint.pt renamed to checkpoint.prev.pt, the new one not yet written."""
     torch.set_num_threads(1)
     _interrupted(digits_dir, tmp_path)
     (tmp_path / "checkpoint.pt").replace(tmp_path / "checkpoint.prev.pt")
     resumed = []
-    loop.train(RunSettings.of(resolve_run(RUN)),
-               data.load(digits_dir), tmp_path, hook=resumed.append)
+    loop.train(
+        RunSettings.of(resolve_run(RUN)), data.load(digits_dir), tmp_path, hook=resumed.append
+    )
     assert resumed[0] == 15
     assert all((reference / f).read_bytes() == (tmp_path / f).read_bytes() for f in FILES)
 
 
-def test_cli_rerun_over_a_garbled_checkpoint_says_so_in_one_line_and_completes(digits_dir, reference, tmp_path, capsys,
-                                                                               threads):
+def test_cli_rerun_over_a_garbled_checkpoint_says_so_in_one_line_and_completes(
+    digits_dir, reference, tmp_path, capsys, threads
+):
     out = tmp_path / "run"
     out.mkdir()
     (out / "checkpoint.pt").write_bytes(b"PK\x03\x04 not a whole archive")
-    args = ["train", "--run-json", json.dumps(RUN), "--data", str(digits_dir), "--out", str(out), "--threads", "1"]
+    args = [
+        "train",
+        "--run-json",
+        json.dumps(RUN),
+        "--data",
+        str(digits_dir),
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+    ]
     assert main(args) == 0
     err = [line for line in capsys.readouterr().err.splitlines() if "checkpoint" in line]
-    assert len(err) == 1 and "is corrupt (no dplab checkpoint header)" in err[0] and "restarting from step 0" in err[0]
+    assert (
+        len(err) == 1
+        and "is corrupt (no dplab checkpoint header)" in err[0]
+        and "restarting from step 0" in err[0]
+    )
     assert all((reference / f).read_bytes() == (out / f).read_bytes() for f in FILES)
 
 
 def test_threads_are_recorded_and_a_checkpoint_of_another_thread_count_is_not_resumed(
-        digits_dir, reference, tmp_path, caplog, threads):
+    digits_dir, reference, tmp_path, caplog, threads
+):
     torch.set_num_threads(2)
     with pytest.raises(KeyboardInterrupt):
-        loop.train(RunSettings.of(resolve_run(RUN)),
-                   data.load(digits_dir), tmp_path, hook=_crash_after(9))
+        loop.train(
+            RunSettings.of(resolve_run(RUN)), data.load(digits_dir), tmp_path, hook=_crash_after(9)
+        )
     assert checkpoint.read(tmp_path / "checkpoint.pt")["environment"]["threads"] == 2
     torch.set_num_threads(1)
     resumed = []
     with caplog.at_level(logging.WARNING, logger="dplab"):
-        summary = loop.train(RunSettings.of(resolve_run(RUN)),
-                             data.load(digits_dir), tmp_path, hook=resumed.append)
+        summary = loop.train(
+            RunSettings.of(resolve_run(RUN)), data.load(digits_dir), tmp_path, hook=resumed.append
+        )
     assert resumed[0] == 1
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "written with threads=2 (now 1)" in line and line.endswith("restarting from step 0")
@@ -157,6 +206,14 @@ def test_threads_are_recorded_and_a_checkpoint_of_another_thread_count_is_not_re
 
 def test_cli_records_the_threads_torch_used(digits_dir, tmp_path, threads):
     out = tmp_path / "run"
-    args = ["train", "--run-json", json.dumps({**RUN, "steps": 2}), "--data", str(digits_dir), "--out", str(out)]
+    args = [
+        "train",
+        "--run-json",
+        json.dumps({**RUN, "steps": 2}),
+        "--data",
+        str(digits_dir),
+        "--out",
+        str(out),
+    ]
     assert main([*args, "--threads", "3"]) == 0
     assert json.loads((out / "summary.json").read_text())["environment"]["threads"] == 3

@@ -37,7 +37,17 @@ def test_help_exits_zero(name, capsys):
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     out = tmp_path / "x.csv"
-    code = main(["sweep", "--summary", str(tmp_path / "missing.json"), "--accountants", "rdp", "--out", str(out)])
+    code = main(
+        [
+            "sweep",
+            "--summary",
+            str(tmp_path / "missing.json"),
+            "--accountants",
+            "rdp",
+            "--out",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "summary" in err
@@ -50,9 +60,18 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("raised, code", [(OSError(28, "No space left on device"), 3), (MemoryError(), 3),
-                                          (RuntimeError("a bug"), 1), (KeyboardInterrupt(), 130)])
-def test_failures_that_are_not_bad_input_are_one_line_with_their_exit_code(monkeypatch, capsys, raised, code):
+@pytest.mark.parametrize(
+    "raised, code",
+    [
+        (OSError(28, "No space left on device"), 3),
+        (MemoryError(), 3),
+        (RuntimeError("a bug"), 1),
+        (KeyboardInterrupt(), 130),
+    ],
+)
+def test_failures_that_are_not_bad_input_are_one_line_with_their_exit_code(
+    monkeypatch, capsys, raised, code
+):
     """Exit codes (README, Command line): 2 bad input, 3 a valid run that failed (I/O, memory),
     1 an internal error, 130 interrupted; one line without --debug, the traceback with it."""
     from dplab.commands import accounting
@@ -68,15 +87,52 @@ def test_failures_that_are_not_bad_input_are_one_line_with_their_exit_code(monke
     assert "Traceback" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [
-    ["epsilon", "--accountant", "rdp", "--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "10",
-     "--delta", "1e-5", "--delta", "1e-6"],
-    ["epsilon", "--accountant", "rdp", "--accountant", "pld", "--delta", "1e-5"],
-    ["sweep", "--summary", "s.json", "--accountants", "rdp", "--accountants", "pld", "--out", "x.csv"],
-    ["train", "--run-json", "{}", "--data", "d", "--out", "a", "--out", "b"],
-    ["train", "--run-json", "{}", "--run-json", "{}", "--data", "d", "--out", "a"],
-    ["figure-draw", "gaussian_sigma", "--table", "t.csv", "--pdf", "a.pdf", "--png", "a.png", "--pdf", "b.pdf"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "epsilon",
+            "--accountant",
+            "rdp",
+            "--noise-multiplier",
+            "1",
+            "--sampling-rate",
+            "0.01",
+            "--steps",
+            "10",
+            "--delta",
+            "1e-5",
+            "--delta",
+            "1e-6",
+        ],
+        ["epsilon", "--accountant", "rdp", "--accountant", "pld", "--delta", "1e-5"],
+        [
+            "sweep",
+            "--summary",
+            "s.json",
+            "--accountants",
+            "rdp",
+            "--accountants",
+            "pld",
+            "--out",
+            "x.csv",
+        ],
+        ["train", "--run-json", "{}", "--data", "d", "--out", "a", "--out", "b"],
+        ["train", "--run-json", "{}", "--run-json", "{}", "--data", "d", "--out", "a"],
+        [
+            "figure-draw",
+            "gaussian_sigma",
+            "--table",
+            "t.csv",
+            "--pdf",
+            "a.pdf",
+            "--png",
+            "a.png",
+            "--pdf",
+            "b.pdf",
+        ],
+    ],
+)
 def test_a_flag_given_twice_is_refused(capsys, argv):
     with pytest.raises(SystemExit) as exit_:
         main(argv)
@@ -93,16 +149,35 @@ def test_the_cli_uses_argparse_through_its_public_api_only():
     parser = argparse.ArgumentParser()
     subparsers = parser.add_subparsers()
     group = parser.add_mutually_exclusive_group()
-    private = {name for obj in (parser, subparsers, group, argparse.HelpFormatter("p"))
-               for name in [*dir(obj), *vars(obj)] if name.startswith("_") and not name.endswith("__")}
-    assert {"_add_action", "_actions", "_name_parser_map", "_option_string_actions", "_registry_get"} <= private
+    private = {
+        name
+        for obj in (parser, subparsers, group, argparse.HelpFormatter("p"))
+        for name in [*dir(obj), *vars(obj)]
+        if name.startswith("_") and not name.endswith("__")
+    }
+    assert {
+        "_add_action",
+        "_actions",
+        "_name_parser_map",
+        "_option_string_actions",
+        "_registry_get",
+    } <= private
     found = []
     for path in imports.modules().values():
         for node in ast.walk(ast.parse(path.read_text())):
-            name = (node.attr if isinstance(node, ast.Attribute) else node.name
-                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None)
-            argparse_private = (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                                and node.value.id == "argparse" and node.attr.startswith("_"))
+            name = (
+                node.attr
+                if isinstance(node, ast.Attribute)
+                else node.name
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else None
+            )
+            argparse_private = (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "argparse"
+                and node.attr.startswith("_")
+            )
             if name in private or argparse_private:
                 found.append(f"{path.name}:{node.lineno}: {name}")
     assert not found, found
@@ -110,8 +185,23 @@ def test_the_cli_uses_argparse_through_its_public_api_only():
 
 def test_sigma_refuses_the_noise_multiplier_it_computes(capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["sigma", "--accountant", "rdp", "--noise-multiplier", "3", "--sampling-rate", "0.01", "--steps", "10",
-              "--epsilon", "1", "--delta", "1e-5"])
+        main(
+            [
+                "sigma",
+                "--accountant",
+                "rdp",
+                "--noise-multiplier",
+                "3",
+                "--sampling-rate",
+                "0.01",
+                "--steps",
+                "10",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+            ]
+        )
     assert exit_.value.code == 2 and "--noise-multiplier" in _one_line(capsys.readouterr().err)
 
 
@@ -140,19 +230,40 @@ def test_every_command_checks_its_outputs_before_anything_else(tmp_path, capsys)
     for argv in _writers(str(afile / "out"), tmp_path):
         assert main(argv) == 2, argv
         flag = argv[argv.index(str(afile / "out")) - 1]
-        assert _one_line(capsys.readouterr().err).startswith(f"dplab {argv[0]}: error: {flag}: "), argv
+        assert _one_line(capsys.readouterr().err).startswith(f"dplab {argv[0]}: error: {flag}: "), (
+            argv
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # nothing written
 
 
 def test_audit_json_is_validated_with_the_config_schema(capsys):
     from dplab.commands.audit import _audit_entry
 
-    entry = {"threat_model": "input_canary", "dataset": "digits", "run": {"lr": 0.5}, "methods": {"dp_sgd": {}}, "steps": [1, 4]}
+    entry = {
+        "threat_model": "input_canary",
+        "dataset": "digits",
+        "run": {"lr": 0.5},
+        "methods": {"dp_sgd": {}},
+        "steps": [1, 4],
+    }
     full = _audit_entry(json.dumps({**entry, "seed": 3}))
-    assert (full["seed"], full["name"], full["runs"], full["chunk"], full["confidence"]) == (3, "audit", 64, 64, 0.95)
-    for bad, key in [(entry, "--audit-json.seed"), ({**entry, "seed": 0, "runs": 0}, "--audit-json.runs"),
-                     ({**entry, "seed": 0, "bogus": 1}, "--audit-json.bogus"), ([1], "--audit-json")]:
-        assert main(["audit", "--audit-json", json.dumps(bad), "--data", "none", "--out", "none.csv"]) == 2
+    assert (full["seed"], full["name"], full["runs"], full["chunk"], full["confidence"]) == (
+        3,
+        "audit",
+        64,
+        64,
+        0.95,
+    )
+    for bad, key in [
+        (entry, "--audit-json.seed"),
+        ({**entry, "seed": 0, "runs": 0}, "--audit-json.runs"),
+        ({**entry, "seed": 0, "bogus": 1}, "--audit-json.bogus"),
+        ([1], "--audit-json"),
+    ]:
+        assert (
+            main(["audit", "--audit-json", json.dumps(bad), "--data", "none", "--out", "none.csv"])
+            == 2
+        )
         assert f"error: {key}: " in _one_line(capsys.readouterr().err)
 
 
@@ -161,28 +272,71 @@ def test_figure_input_errors_are_one_line_exit_2(built, tmp_path, capsys):
     """figure-table and figure-draw on inputs that are not theirs: a missing file, garbage text or
     bytes, an empty file, a table without the columns, another figure's table or result file."""
     results = built / "results"
-    sweep, summary = str(results / "accounting" / "dp_sgd.csv"), str(results / "runs" / "dp_sgd" / "summary.json")
-    garbage, binary, empty, columns = (tmp_path / n for n in ("garbage.csv", "binary.csv", "empty.csv", "columns.csv"))
+    sweep, summary = (
+        str(results / "accounting" / "dp_sgd.csv"),
+        str(results / "runs" / "dp_sgd" / "summary.json"),
+    )
+    garbage, binary, empty, columns = (
+        tmp_path / n for n in ("garbage.csv", "binary.csv", "empty.csv", "columns.csv")
+    )
     garbage.write_text("this is not a table {\n")
     binary.write_bytes(bytes(range(256)) * 4)
     empty.write_text("")
     columns.write_text("a,b\n1,2\n")
-    tables = {f: str(results / "tables" / f"{f}.csv") for f in ("accountants_vs_pld", "gaussian_sigma")}
+    tables = {
+        f: str(results / "tables" / f"{f}.csv") for f in ("accountants_vs_pld", "gaussian_sigma")
+    }
     out = ["--out", str(tmp_path / "t.csv")]
     params = ["--params-json", '{"sweep": "dp_sgd"}']
-    for inputs, flag in [([sweep, str(tmp_path / "missing.json")], "--inputs"), ([summary, sweep], "--inputs"),
-                         ([sweep, str(garbage)], "--inputs"), ([sweep, str(binary)], "--inputs"),
-                         ([sweep, str(empty)], "--inputs"), ([str(columns), summary], "--inputs"), ([sweep], "--inputs")]:
+    for inputs, flag in [
+        ([sweep, str(tmp_path / "missing.json")], "--inputs"),
+        ([summary, sweep], "--inputs"),
+        ([sweep, str(garbage)], "--inputs"),
+        ([sweep, str(binary)], "--inputs"),
+        ([sweep, str(empty)], "--inputs"),
+        ([str(columns), summary], "--inputs"),
+        ([sweep], "--inputs"),
+    ]:
         inputs = [f"{name}={path}" for name, path in zip(("sweep", "summary"), inputs)]
-        assert main(["figure-table", "accountants_vs_pld", *params, "--inputs", *inputs, *out]) == 2, inputs
-        line = _one_line(capsys.readouterr().err)  # names the flag, or the input file (and the command that writes it)
-        assert any(f"error: {key}: " in line for key in (flag, *(arg.split("=", 1)[1] for arg in inputs))), inputs
-    assert main(["figure-table", "accountants_vs_pld", "--params-json", "{}", "--inputs", f"sweep={sweep}", f"summary={summary}", *out]) == 2
-    assert "error: figures.accountants_vs_pld.sweep: is required" in _one_line(capsys.readouterr().err)
+        assert (
+            main(["figure-table", "accountants_vs_pld", *params, "--inputs", *inputs, *out]) == 2
+        ), inputs
+        line = _one_line(
+            capsys.readouterr().err
+        )  # names the flag, or the input file (and the command that writes it)
+        assert any(
+            f"error: {key}: " in line for key in (flag, *(arg.split("=", 1)[1] for arg in inputs))
+        ), inputs
+    assert (
+        main(
+            [
+                "figure-table",
+                "accountants_vs_pld",
+                "--params-json",
+                "{}",
+                "--inputs",
+                f"sweep={sweep}",
+                f"summary={summary}",
+                *out,
+            ]
+        )
+        == 2
+    )
+    assert "error: figures.accountants_vs_pld.sweep: is required" in _one_line(
+        capsys.readouterr().err
+    )
     draw = ["--pdf", str(tmp_path / "f.pdf"), "--png", str(tmp_path / "f.png")]
-    for figure, table in [("accountants_vs_pld", tables["gaussian_sigma"]), ("gaussian_sigma", tables["accountants_vs_pld"]),
-                          *(("gaussian_sigma", str(p)) for p in (tmp_path / "missing.csv", garbage, binary, empty, columns))]:
+    for figure, table in [
+        ("accountants_vs_pld", tables["gaussian_sigma"]),
+        ("gaussian_sigma", tables["accountants_vs_pld"]),
+        *(
+            ("gaussian_sigma", str(p))
+            for p in (tmp_path / "missing.csv", garbage, binary, empty, columns)
+        ),
+    ]:
         assert main(["figure-draw", figure, "--table", table, *draw]) == 2, (figure, table)
         assert "error: --table: " in _one_line(capsys.readouterr().err), (figure, table)
     assert not (tmp_path / "t.csv").exists() and not (tmp_path / "f.pdf").exists()
-    assert main(["figure-draw", "gaussian_sigma", "--table", tables["gaussian_sigma"], *draw]) == 0  # its own table
+    assert (
+        main(["figure-draw", "gaussian_sigma", "--table", tables["gaussian_sigma"], *draw]) == 0
+    )  # its own table

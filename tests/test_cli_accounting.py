@@ -18,20 +18,62 @@ def _json(capsys, argv):
 def test_epsilon_delta_sigma(capsys):
     out = _json(capsys, ["epsilon", "--accountant", "rdp", "--delta", "1e-5", *RUN])
     assert set(out) >= {"epsilon", "accountant", "delta", "neighbouring", "sampling", "setting"}
-    assert out["accountant"] == "rdp" and out["neighbouring"] == "add_remove" and out["sampling"] == "poisson"
+    assert (
+        out["accountant"] == "rdp"
+        and out["neighbouring"] == "add_remove"
+        and out["sampling"] == "poisson"
+    )
     assert out["setting"]["steps"] == 100
-    assert out["epsilon"] == pytest.approx(get("rdp").epsilon(__import__("dplab").accounting.Setting(
-        noise_multiplier=1.1, sampling_rate=0.01, steps=100), 1e-5))
+    assert out["epsilon"] == pytest.approx(
+        get("rdp").epsilon(
+            __import__("dplab").accounting.Setting(
+                noise_multiplier=1.1, sampling_rate=0.01, steps=100
+            ),
+            1e-5,
+        )
+    )
     back = _json(capsys, ["delta", "--accountant", "rdp", "--epsilon", str(out["epsilon"]), *RUN])
     assert back["delta"] == pytest.approx(1e-5, rel=1e-6)
-    sig = _json(capsys, ["sigma", "--accountant", "rdp", "--epsilon", "1", "--delta", "1e-5",
-                         "--batch-size", "100", "--dataset-size", "10000", "--steps", "100", "--clip", "2"])
-    assert sig["noise_multiplier"] > 0 and sig["noise_std"] == pytest.approx(2 * sig["noise_multiplier"])
+    sig = _json(
+        capsys,
+        [
+            "sigma",
+            "--accountant",
+            "rdp",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--batch-size",
+            "100",
+            "--dataset-size",
+            "10000",
+            "--steps",
+            "100",
+            "--clip",
+            "2",
+        ],
+    )
+    assert sig["noise_multiplier"] > 0 and sig["noise_std"] == pytest.approx(
+        2 * sig["noise_multiplier"]
+    )
 
 
 def test_gaussian_sigma_reports_std(capsys):
-    out = _json(capsys, ["sigma", "--accountant", "gaussian_analytic", "--epsilon", "0.5", "--delta", "1e-6",
-                         "--sensitivity", "100"])
+    out = _json(
+        capsys,
+        [
+            "sigma",
+            "--accountant",
+            "gaussian_analytic",
+            "--epsilon",
+            "0.5",
+            "--delta",
+            "1e-6",
+            "--sensitivity",
+            "100",
+        ],
+    )
     assert round(out["noise_std"]) == 806
     assert out["noise_std"] == pytest.approx(100 * out["noise_multiplier"])
 
@@ -47,14 +89,69 @@ def test_accountants_lists_everything(capsys):
     "argv,key",
     [
         (["epsilon", "--accountant", "rdp", "--delta", "1.5", *RUN], "delta"),
-        (["epsilon", "--accountant", "rdp", "--delta", "1e-5", "--noise-multiplier", "-1",
-          "--sampling-rate", "0.01", "--steps", "10"], "noise_multiplier"),
-        (["epsilon", "--accountant", "rdp", "--delta", "1e-5", "--noise-multiplier", "1",
-          "--sampling-rate", "2", "--steps", "10"], "sampling_rate"),
-        (["epsilon", "--accountant", "naive", "--delta", "1e-5", *RUN, "--sampling", "shuffle"], "sampling"),
-        (["epsilon", "--accountant", "rdp", "--delta", "1e-5", *RUN, "--neighbouring", "replace_one"], "sampling"),
-        (["sigma", "--accountant", "gaussian_classic", "--epsilon", "1", "--delta", "1e-5",
-          "--sensitivity", "1"], "epsilon"),
+        (
+            [
+                "epsilon",
+                "--accountant",
+                "rdp",
+                "--delta",
+                "1e-5",
+                "--noise-multiplier",
+                "-1",
+                "--sampling-rate",
+                "0.01",
+                "--steps",
+                "10",
+            ],
+            "noise_multiplier",
+        ),
+        (
+            [
+                "epsilon",
+                "--accountant",
+                "rdp",
+                "--delta",
+                "1e-5",
+                "--noise-multiplier",
+                "1",
+                "--sampling-rate",
+                "2",
+                "--steps",
+                "10",
+            ],
+            "sampling_rate",
+        ),
+        (
+            ["epsilon", "--accountant", "naive", "--delta", "1e-5", *RUN, "--sampling", "shuffle"],
+            "sampling",
+        ),
+        (
+            [
+                "epsilon",
+                "--accountant",
+                "rdp",
+                "--delta",
+                "1e-5",
+                *RUN,
+                "--neighbouring",
+                "replace_one",
+            ],
+            "sampling",
+        ),
+        (
+            [
+                "sigma",
+                "--accountant",
+                "gaussian_classic",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--sensitivity",
+                "1",
+            ],
+            "epsilon",
+        ),
         (["epsilon", "--accountant", "nope", "--delta", "1e-5"], "accountant"),
     ],
 )
@@ -84,30 +181,61 @@ def test_accountants_lists_only_what_it_accepts(capsys):
     assert main(["accountants"]) == 0
     listed = {a["name"]: a for a in json.loads(capsys.readouterr().out)}
     for name in ("naive", "advanced", "kairouz", "rdp"):
-        assert listed[name]["proved_for"] == {"poisson": ["add_remove"], "without_replacement": ["replace_one"],
-                                              "full_batch": ["add_remove", "replace_one"]}, name
+        assert listed[name]["proved_for"] == {
+            "poisson": ["add_remove"],
+            "without_replacement": ["replace_one"],
+            "full_batch": ["add_remove", "replace_one"],
+        }, name
     assert listed["pabi"]["proved_for"] == {"shuffle": ["replace_one"]}
-    assert listed["mf"]["proved_for"] == {"min_separation": ["add_remove", "replace_one"],
-                                          "cyclic_poisson": ["add_remove"]}
+    assert listed["mf"]["proved_for"] == {
+        "min_separation": ["add_remove", "replace_one"],
+        "cyclic_poisson": ["add_remove"],
+    }
     for name, entry in listed.items():
         assert entry["samplings"] == list(entry["proved_for"]) and entry["samplings"], name
         if entry["noise"] != "independent":
             continue  # mf accounts an MF event, not the setting flags below
         keys = set(entry["requires"])
         sized = bool(keys & {"sampling_rate", "batch_size", "dataset_size"})  # q = b/n
-        flags = [f"--{k.replace('_', '-')}={PROBE[k]}" for k in keys - {"sampling_rate", "batch_size", "dataset_size"}]
+        flags = [
+            f"--{k.replace('_', '-')}={PROBE[k]}"
+            for k in keys - {"sampling_rate", "batch_size", "dataset_size"}
+        ]
         for sampling in entry["samplings"]:
             # n divisible by b (pabi's equal batches) and not (fixed batches under add_remove keep ⌊n/b⌋)
-            sizes = [[f"--dataset-size={n}", f"--batch-size={n if sampling == 'full_batch' else 10}"]
-                     for n in (1000, 1001)] if sized else [[]]
+            sizes = (
+                [
+                    [f"--dataset-size={n}", f"--batch-size={n if sampling == 'full_batch' else 10}"]
+                    for n in (1000, 1001)
+                ]
+                if sized
+                else [[]]
+            )
             for neighbouring in ("add_remove", "replace_one"):
                 answers = []
                 for size in sizes:
-                    argv = ["delta", "--accountant", name, "--epsilon", "0.5", "--sampling", sampling,
-                            "--neighbouring", neighbouring, *flags, *size]
+                    argv = [
+                        "delta",
+                        "--accountant",
+                        name,
+                        "--epsilon",
+                        "0.5",
+                        "--sampling",
+                        sampling,
+                        "--neighbouring",
+                        neighbouring,
+                        *flags,
+                        *size,
+                    ]
                     answers.append((main(argv), capsys.readouterr()))
                 if neighbouring in entry["proved_for"][sampling]:
-                    assert any(code == 0 and 0 <= json.loads(out.out)["delta"] <= 1 for code, out in answers), (argv, answers)
+                    assert any(
+                        code == 0 and 0 <= json.loads(out.out)["delta"] <= 1
+                        for code, out in answers
+                    ), (argv, answers)
                 else:
                     for code, captured in answers:
-                        assert code == 2 and ("error: neighbouring:" in captured.err or "error: sampling:" in captured.err), argv
+                        assert code == 2 and (
+                            "error: neighbouring:" in captured.err
+                            or "error: sampling:" in captured.err
+                        ), argv

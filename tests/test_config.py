@@ -29,7 +29,10 @@ def test_default_config_is_valid_and_defaults_are_filled():
         (lambda c: c["sweeps"]["dp_sgd"].update(points=1), "sweeps.dp_sgd.points"),
         (lambda c: c["sweeps"]["dp_sgd"].update(accountants=[]), "sweeps.dp_sgd.accountants"),
         (lambda c: c["datasets"]["digits"].update(kind="cifar"), "datasets.digits.kind"),
-        (lambda c: c["datasets"]["digits"].update(test_fraction=2), "datasets.digits.test_fraction"),
+        (
+            lambda c: c["datasets"]["digits"].update(test_fraction=2),
+            "datasets.digits.test_fraction",
+        ),
         (lambda c: c["datasets"]["digits"].update(train_size=10), "datasets.digits.train_size"),
         (lambda c: c["runs"]["dp_sgd"].update(lr=0), "runs.dp_sgd.lr"),
         (lambda c: c["runs"]["dp_sgd"].update(delta=1.5), "runs.dp_sgd.delta"),
@@ -52,7 +55,10 @@ def test_schema_errors_name_the_key(mutate, key):
         (lambda c: c["sweeps"]["dp_sgd"].update(run="nope"), "sweeps.dp_sgd.run"),
         (lambda c: c["sweeps"]["dp_sgd"].update(accountants=["nope"]), "sweeps.dp_sgd.accountants"),
         (lambda c: c["runs"]["dp_sgd"].update(dataset="nope"), "runs.dp_sgd.dataset"),
-        (lambda c: c["runs"]["dp_sgd"].update(method="adam"), "runs.dp_sgd.method"),  # the method registry
+        (
+            lambda c: c["runs"]["dp_sgd"].update(method="adam"),
+            "runs.dp_sgd.method",
+        ),  # the method registry
     ],
 )
 def test_dangling_references_name_the_key(tmp_path, mutate, key):
@@ -93,7 +99,9 @@ def test_a_run_device_must_agree_with_the_gpus_training_jobs_ask_for(tmp_path, g
     path.write_text(yaml.safe_dump(config))
     with pytest.raises(DPLabError) as err:
         load_config(path)
-    assert err.value.key == ".".join(where) + ".device" and "training_resources.gpus" in str(err.value)
+    assert err.value.key == ".".join(where) + ".device" and "training_resources.gpus" in str(
+        err.value
+    )
     entry["device"] = "auto" if device == "cpu" else "cuda"
     config["training_resources"]["gpus"] = 1
     path.write_text(yaml.safe_dump(config))
@@ -119,9 +127,20 @@ def _small(mutate) -> dict:
 
 SYNTHETIC = {"kind": "synthetic", "train_size": 1000, "test_size": 100, "dim": 10}
 #: a regularized run calibrated with 001 Thm 3, which gives it no ε at any σ (config.yaml's privacy_utility note)
-REGULARIZED = {"method": "regularized_dp_sgd", "model": "logreg", "dataset": "synthetic", "regularization": 0.1,
-               "neighbouring": "replace_one", "batch_size": 50, "steps": 200, "lr": 0.5, "clip": 3.0,
-               "target_epsilon": 1.0, "delta": 1.0e-5, "accountant": "asoodeh_regularized"}
+REGULARIZED = {
+    "method": "regularized_dp_sgd",
+    "model": "logreg",
+    "dataset": "synthetic",
+    "regularization": 0.1,
+    "neighbouring": "replace_one",
+    "batch_size": 50,
+    "steps": 200,
+    "lr": 0.5,
+    "clip": 3.0,
+    "target_epsilon": 1.0,
+    "delta": 1.0e-5,
+    "accountant": "asoodeh_regularized",
+}
 MF = ("grids", "mf_vs_dpsgd")
 
 #: (mistake, key named): each passed `snakemake -n` and failed only inside a job before planning ran
@@ -133,54 +152,133 @@ LATE_MISTAKES = [
     (lambda c: c["runs"]["dp_sgd"].update(noise_multiplier=1.0), "runs.dp_sgd.noise_multiplier"),
     (lambda c: c["runs"]["dp_sgd"].update(reshuffle=True), "runs.dp_sgd.reshuffle"),
     (lambda c: c["runs"]["dp_sgd"].update(regularization=0.1), "runs.dp_sgd.regularization"),
-    (lambda c: c["runs"]["nonprivate"].update(noise_multiplier=1.0), "runs.nonprivate.noise_multiplier"),
+    (
+        lambda c: c["runs"]["nonprivate"].update(noise_multiplier=1.0),
+        "runs.nonprivate.noise_multiplier",
+    ),
     (lambda c: c["runs"]["dp_sgd"].update(accountant="mf"), "runs.dp_sgd.accountant"),
     (lambda c: c["runs"]["dp_sgd"].update(accountants=["pld", "nope"]), "runs.dp_sgd.accountants"),
-    (lambda c: c["runs"]["dp_sgd"].update(batch_size=1438), "runs.dp_sgd.batch_size"),  # digits: 1437 records
+    (
+        lambda c: c["runs"]["dp_sgd"].update(batch_size=1438),
+        "runs.dp_sgd.batch_size",
+    ),  # digits: 1437 records
     # add_remove where one record more or less changes ⌊n/b⌋ (1437 = 3·479 = 2·719 − 1): no upper bound holds
-    (lambda c: c["runs"]["dp_sgd"].update(sampling="balls_in_bins", batch_size=479, accountant="balls_in_bins"),
-     "runs.dp_sgd.batch_size"),
-    (lambda c: c["runs"]["dp_sgd"].update(sampling="shuffle", batch_size=719, accountant="fixed_batches",
-                                          noise_multiplier=1.0, target_epsilon=None), "runs.dp_sgd.batch_size"),
+    (
+        lambda c: c["runs"]["dp_sgd"].update(
+            sampling="balls_in_bins", batch_size=479, accountant="balls_in_bins"
+        ),
+        "runs.dp_sgd.batch_size",
+    ),
+    (
+        lambda c: c["runs"]["dp_sgd"].update(
+            sampling="shuffle",
+            batch_size=719,
+            accountant="fixed_batches",
+            noise_multiplier=1.0,
+            target_epsilon=None,
+        ),
+        "runs.dp_sgd.batch_size",
+    ),
     (lambda c: c["datasets"]["digits"].update(test_fraction=0.99), "runs.nonprivate.batch_size"),
-    (lambda c: (c["datasets"].update(synthetic=SYNTHETIC), c["runs"]["dp_sgd"].update(model="cnn", dataset="synthetic")),
-     "runs.dp_sgd.model"),
+    (
+        lambda c: (
+            c["datasets"].update(synthetic=SYNTHETIC),
+            c["runs"]["dp_sgd"].update(model="cnn", dataset="synthetic"),
+        ),
+        "runs.dp_sgd.model",
+    ),
     (lambda c: c["runs"]["dp_sgd"].update(accountant="pabi"), "runs.dp_sgd.accountant"),
-    (lambda c: c["runs"]["dp_sgd"].update(accountant="rdp", neighbouring="replace_one"), "runs.dp_sgd.accountant"),
-    (lambda c: (c["datasets"].update(synthetic=SYNTHETIC), c["runs"].update(reg=REGULARIZED)), "runs.reg.target_epsilon"),
-    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(accountants=["nope"]),
-     "grids.mf_vs_dpsgd.variants.dp_sgd.accountants"),
-    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(strategy="banded"),
-     "grids.mf_vs_dpsgd.variants.dp_sgd.strategy"),
-    (lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(diameter=1.0), "grids.mf_vs_dpsgd.base.diameter"),
-    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(dataset="nope"),
-     "grids.mf_vs_dpsgd.variants.dp_sgd.dataset"),
-    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"].update(sgd={"method": "sgd"}), "grids.mf_vs_dpsgd.target_epsilon"),
-    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(sampling="min_separation"),
-     "grids.mf_vs_dpsgd.base.batch_size"),  # 16 partitions of 1437 records hold 89.8, not 7
-    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(participations=7),
-     "grids.mf_vs_dpsgd.variants.dp_mf.participations"),
+    (
+        lambda c: c["runs"]["dp_sgd"].update(accountant="rdp", neighbouring="replace_one"),
+        "runs.dp_sgd.accountant",
+    ),
+    (
+        lambda c: (c["datasets"].update(synthetic=SYNTHETIC), c["runs"].update(reg=REGULARIZED)),
+        "runs.reg.target_epsilon",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(accountants=["nope"]),
+        "grids.mf_vs_dpsgd.variants.dp_sgd.accountants",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(strategy="banded"),
+        "grids.mf_vs_dpsgd.variants.dp_sgd.strategy",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(diameter=1.0),
+        "grids.mf_vs_dpsgd.base.diameter",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(dataset="nope"),
+        "grids.mf_vs_dpsgd.variants.dp_sgd.dataset",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"].update(sgd={"method": "sgd"}),
+        "grids.mf_vs_dpsgd.target_epsilon",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(sampling="min_separation"),
+        "grids.mf_vs_dpsgd.base.batch_size",
+    ),  # 16 partitions of 1437 records hold 89.8, not 7
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(participations=7),
+        "grids.mf_vs_dpsgd.variants.dp_mf.participations",
+    ),
     # add_remove with b = ⌊n/batch_size⌋ from n where n ± 1 changes it (1437 = 3·479): all move
-    (lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(
-        min_separation=None, batch_size=479, bands=3),
-     "grids.mf_vs_dpsgd.variants.dp_mf.min_separation"),
-    (lambda c: c["audits"]["digits_white_box"]["methods"].update(projected_dp_sgd={}),
-     "audits.digits_white_box.methods.projected_dp_sgd.diameter"),
-    (lambda c: c["audits"]["digits_white_box"]["run"].update(bogus=1), "audits.digits_white_box.run.bogus"),
-    (lambda c: c["audits"]["digits_white_box"]["run"].update(lr=-1), "audits.digits_white_box.run.lr"),
-    (lambda c: c["audits"]["digits_white_box"].update(dataset_size=3000), "audits.digits_white_box.dataset_size"),
-    (lambda c: c["audits"]["digits_white_box"].update(canary_label=10), "audits.digits_white_box.canary_label"),
-    (lambda c: c["audits"]["digits_white_box"].update(dataset_size=1024), "audits.digits_white_box.dataset_size"),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(
+            min_separation=None, batch_size=479, bands=3
+        ),
+        "grids.mf_vs_dpsgd.variants.dp_mf.min_separation",
+    ),
+    (
+        lambda c: c["audits"]["digits_white_box"]["methods"].update(projected_dp_sgd={}),
+        "audits.digits_white_box.methods.projected_dp_sgd.diameter",
+    ),
+    (
+        lambda c: c["audits"]["digits_white_box"]["run"].update(bogus=1),
+        "audits.digits_white_box.run.bogus",
+    ),
+    (
+        lambda c: c["audits"]["digits_white_box"]["run"].update(lr=-1),
+        "audits.digits_white_box.run.lr",
+    ),
+    (
+        lambda c: c["audits"]["digits_white_box"].update(dataset_size=3000),
+        "audits.digits_white_box.dataset_size",
+    ),
+    (
+        lambda c: c["audits"]["digits_white_box"].update(canary_label=10),
+        "audits.digits_white_box.canary_label",
+    ),
+    (
+        lambda c: c["audits"]["digits_white_box"].update(dataset_size=1024),
+        "audits.digits_white_box.dataset_size",
+    ),
     (lambda c: c["sweeps"]["dp_sgd"].update(run="nonprivate"), "sweeps.dp_sgd.run"),
     # YAML's .inf/.nan (JSON schema's minimum lets +inf through), pld's δ range, an audit
     # of data without a feature that is 0 in every record, an audit's size
-    (lambda c: c["audits"]["digits_white_box"]["run"].update(lr=float("inf")), "audits.digits_white_box.run.lr"),
+    (
+        lambda c: c["audits"]["digits_white_box"]["run"].update(lr=float("inf")),
+        "audits.digits_white_box.run.lr",
+    ),
     (lambda c: c["runs"]["nonprivate"].update(lr=float("nan")), "runs.nonprivate.lr"),
     (lambda c: c["runs"]["dp_sgd"].update(delta=1e-300), "runs.dp_sgd.delta"),
-    (lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(delta=1e-300), "grids.mf_vs_dpsgd.base.delta"),
-    (lambda c: (c["datasets"].update(synthetic={**SYNTHETIC, "train_size": 2000}),
-                c["audits"]["digits_white_box"].update(dataset="synthetic")), "audits.digits_white_box.dataset"),
-    (lambda c: c["audits"]["digits_white_box"].update(runs=10**6, steps=[1, 100_000]), "audits.digits_white_box.runs"),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(delta=1e-300),
+        "grids.mf_vs_dpsgd.base.delta",
+    ),
+    (
+        lambda c: (
+            c["datasets"].update(synthetic={**SYNTHETIC, "train_size": 2000}),
+            c["audits"]["digits_white_box"].update(dataset="synthetic"),
+        ),
+        "audits.digits_white_box.dataset",
+    ),
+    (
+        lambda c: c["audits"]["digits_white_box"].update(runs=10**6, steps=[1, 100_000]),
+        "audits.digits_white_box.runs",
+    ),
 ]
 
 
@@ -199,7 +297,9 @@ def pipeline_check(config: dict) -> None:
     check_config(config)
 
 
-@pytest.mark.parametrize("mutate, key", [case for case in LATE_MISTAKES[:9] if case[1].startswith("runs.dp_sgd.")])
+@pytest.mark.parametrize(
+    "mutate, key", [case for case in LATE_MISTAKES[:9] if case[1].startswith("runs.dp_sgd.")]
+)
 def test_dplab_train_refuses_the_same_key(tmp_path, capsys, mutate, key):
     """What planning refuses is what the job's `dplab train` would refuse (same key, exit 2): the
     first mistakes, which `dplab train` refuses from the run alone, before it reads any data."""
@@ -211,25 +311,53 @@ def test_dplab_train_refuses_the_same_key(tmp_path, capsys, mutate, key):
     raw = copy.deepcopy(_small(lambda c: None))
     mutate(raw)
     entry = entries.run_entry(validate(raw), "dp_sgd")
-    code = main(["train", "--run-json", json.dumps(entry), "--data", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
+    code = main(
+        [
+            "train",
+            "--run-json",
+            json.dumps(entry),
+            "--data",
+            str(tmp_path / "none"),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert code == 2 and f"error: {key.removeprefix('runs.dp_sgd.')}:" in capsys.readouterr().err
 
 
 def test_a_target_epsilon_above_the_accountants_floor_passes():
     """Planning refuses a calibration only where it cannot succeed: the same regularized run with
     its natural accountant, and a projected run calibrated with 001 Thm 1 (ε → 0 as σ grows)."""
-    pipeline_check(_small(lambda c: (c["datasets"].update(synthetic=SYNTHETIC),
-                                     c["runs"].update(reg={**REGULARIZED, "accountant": "rdp"}))))
-    projected = {**REGULARIZED, "method": "projected_dp_sgd", "regularization": None, "diameter": 8.0,
-                 "accountant": "asoodeh_projected"}
-    pipeline_check(_small(lambda c: (c["datasets"].update(synthetic=SYNTHETIC), c["runs"].update(proj=projected))))
+    pipeline_check(
+        _small(
+            lambda c: (
+                c["datasets"].update(synthetic=SYNTHETIC),
+                c["runs"].update(reg={**REGULARIZED, "accountant": "rdp"}),
+            )
+        )
+    )
+    projected = {
+        **REGULARIZED,
+        "method": "projected_dp_sgd",
+        "regularization": None,
+        "diameter": 8.0,
+        "accountant": "asoodeh_projected",
+    }
+    pipeline_check(
+        _small(
+            lambda c: (c["datasets"].update(synthetic=SYNTHETIC), c["runs"].update(proj=projected))
+        )
+    )
 
 
 def test_the_shipped_configs_pass_every_check():
     """config.yaml, paper.yaml (`--configfile` replaces config.yaml) and paper-smoke.yaml merged over it."""
     assert load_config(ROOT / "config" / "config.yaml")["runs"]
     assert "mnist_gd_nonprivate" in load_config(ROOT / "config" / "paper.yaml")["runs"]
-    assert "mnist_gd_nonprivate" in load_config(ROOT / "config" / "paper.yaml", ROOT / "config" / "paper-smoke.yaml")["runs"]
+    assert (
+        "mnist_gd_nonprivate"
+        in load_config(ROOT / "config" / "paper.yaml", ROOT / "config" / "paper-smoke.yaml")["runs"]
+    )
 
 
 def test_snakemake_names_the_key_of_a_job_level_mistake_in_one_line(project):
@@ -239,13 +367,21 @@ def test_snakemake_names_the_key_of_a_job_level_mistake_in_one_line(project):
     path = project / "config" / "config.yaml"
     text = path.read_text()
     for bad, expected in [
-        (text.replace("method: dp_sgd", "method: dp_sgd\n    diameter: 1.0", 1), "config error: runs.dp_sgd.diameter: method dp_sgd has no projection"),
+        (
+            text.replace("method: dp_sgd", "method: dp_sgd\n    diameter: 1.0", 1),
+            "config error: runs.dp_sgd.diameter: method dp_sgd has no projection",
+        ),
         (text.replace("seed: 0", "seed: 0\nbogus: 1", 1), "config error: bogus: unknown key"),
-        (text.replace("seed: 0", "seed: [0", 1), "config error: config/config.yaml: not valid YAML: line 2, column 8:"),
+        (
+            text.replace("seed: 0", "seed: [0", 1),
+            "config error: config/config.yaml: not valid YAML: line 2, column 8:",
+        ),
     ]:
         assert bad != text
         path.write_text(bad)
         proc = run(["snakemake", "-n", "--quiet"], cwd=project, check=False)
         assert proc.returncode == 2
-        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and proc.stderr.startswith(expected), proc.stderr
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and proc.stderr.startswith(
+            expected
+        ), proc.stderr
     assert not (project / "results").exists()

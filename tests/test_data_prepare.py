@@ -19,7 +19,11 @@ from dplab.training import data, fashion_mnist, mnist
 def test_digits_split_is_stratified_seeded_and_scaled(tmp_path):
     cfg = data.resolve_dataset({"kind": "digits"}, "digits")
     train, test, info = data.prepare(cfg, "digits")
-    assert (info["train_size"], info["test_size"], info["classes"]) == (1437, 360, 10)  # 1797 images, 20 % test
+    assert (info["train_size"], info["test_size"], info["classes"]) == (
+        1437,
+        360,
+        10,
+    )  # 1797 images, 20 % test
     assert info["input_shape"] == [1, 8, 8] and train["x"].dtype == np.float32
     assert train["x"].min() == 0.0 and train["x"].max() == 1.0  # pixel values 0..16 divided by 16
     counts = np.bincount(test["y"], minlength=10)
@@ -30,7 +34,9 @@ def test_digits_split_is_stratified_seeded_and_scaled(tmp_path):
 
 
 def test_synthetic_respects_its_feature_bound():
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 500, "dim": 3, "feature_norm": 2.5, "classes": 3}, "s")
+    cfg = data.resolve_dataset(
+        {"kind": "synthetic", "train_size": 500, "dim": 3, "feature_norm": 2.5, "classes": 3}, "s"
+    )
     train, test, info = data.prepare(cfg, "s")
     norms = np.linalg.norm(train["x"], axis=1)
     assert norms.max() <= 2.5 * (1 + 1e-6) and norms.max() > 2.0
@@ -55,7 +61,9 @@ def test_mnist_from_gz_with_checksums_and_subset(tmp_path, monkeypatch):
         data.prepare(cfg, "mnist")
     monkeypatch.setattr(mnist, "FILES", sums)
     train, test, info = data.prepare(cfg, "mnist")
-    assert info["input_shape"] == [1, 28, 28] and info["train_size"] == 20 and info["test_size"] == 12
+    assert (
+        info["input_shape"] == [1, 28, 28] and info["train_size"] == 20 and info["test_size"] == 12
+    )
     assert info["feature_norm_bound"] == 28.0
     # the subset is a seeded choice of the original images, pixels scaled by 1/255
     src = arrays["train-images-idx3-ubyte"].reshape(30, -1) / 255.0
@@ -67,7 +75,9 @@ def test_mnist_from_gz_with_checksums_and_subset(tmp_path, monkeypatch):
 
 def test_mnist_raw_files_and_missing_files(tmp_path):
     write_mnist(tmp_path / "raw", gz=False)
-    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": None, "download": False}, "m")
+    cfg = data.resolve_dataset(
+        {"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": None, "download": False}, "m"
+    )
     assert data.prepare(cfg, "m")[2]["train_size"] == 30
     with pytest.raises(DPLabError, match="download is false"):
         data.prepare({**cfg, "path": str(tmp_path / "none")}, "m")
@@ -77,13 +87,38 @@ def test_mnist_raw_files_and_missing_files(tmp_path):
 
 def test_prepare_data_cli(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"datasets": {"s": {"kind": "synthetic", "train_size": 50}, "bad": {"kind": "cifar"}}}))
-    assert main(["prepare-data", "--config", str(cfg), "--dataset", "s", "--out", str(tmp_path / "s")]) == 0
+    cfg.write_text(
+        yaml.safe_dump(
+            {"datasets": {"s": {"kind": "synthetic", "train_size": 50}, "bad": {"kind": "cifar"}}}
+        )
+    )
+    assert (
+        main(["prepare-data", "--config", str(cfg), "--dataset", "s", "--out", str(tmp_path / "s")])
+        == 0
+    )
     assert {p.name for p in (tmp_path / "s").iterdir()} == {"train.npz", "test.npz", "info.json"}
     assert data.load(tmp_path / "s").x_train.shape == (50, 20)
-    assert main(["prepare-data", "--config", str(cfg), "--dataset", "bad", "--out", str(tmp_path / "b")]) == 2
+    assert (
+        main(
+            ["prepare-data", "--config", str(cfg), "--dataset", "bad", "--out", str(tmp_path / "b")]
+        )
+        == 2
+    )
     assert "datasets.bad.kind" in capsys.readouterr().err
-    assert main(["prepare-data", "--config", str(cfg), "--dataset", "nope", "--out", str(tmp_path / "b")]) == 2
+    assert (
+        main(
+            [
+                "prepare-data",
+                "--config",
+                str(cfg),
+                "--dataset",
+                "nope",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 2
+    )
     assert not (tmp_path / "b").exists()
 
 
@@ -91,19 +126,46 @@ def _no_network(*args, **kwargs):
     raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
 
-def test_mnist_offline_stops_naming_the_key_and_the_files_to_put_where(tmp_path, monkeypatch, capsys):
+def test_mnist_offline_stops_naming_the_key_and_the_files_to_put_where(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.setattr(urllib.request, "urlopen", _no_network)
     folder, out = tmp_path / "data" / "mnist", tmp_path / "results" / "data" / "mnist"
     entry = {"kind": "mnist", "path": str(folder)}  # download: true by default
-    assert main(["prepare-data", "--dataset-json", json.dumps(entry), "--dataset", "mnist", "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "prepare-data",
+                "--dataset-json",
+                json.dumps(entry),
+                "--dataset",
+                "mnist",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dplab prepare-data: error: datasets.mnist.path: ")
     assert "no network?" in err[0] and f"into {folder.resolve()}: " in err[0]
     for stem, md5 in mnist.FILES.items():  # every file, with the published checksum
         assert f"{stem}.gz (MD5 {md5})" in err[0]
     assert not out.exists() and not folder.exists()  # nothing half-downloaded left behind
-    assert main(["prepare-data", "--dataset-json", json.dumps({**entry, "download": False}), "--dataset", "m",
-                 "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "prepare-data",
+                "--dataset-json",
+                json.dumps({**entry, "download": False}),
+                "--dataset",
+                "m",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "datasets.m.path: " in capsys.readouterr().err and not out.exists()
 
 
@@ -111,45 +173,71 @@ def test_mnist_files_present_work_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(urllib.request, "urlopen", _no_network)
     _, sums = write_mnist(tmp_path / "raw")
     monkeypatch.setattr(mnist, "FILES", sums)
-    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20}, "mnist")
+    cfg = data.resolve_dataset(
+        {"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20}, "mnist"
+    )
     assert cfg["download"] is True and data.prepare(cfg, "mnist")[2]["train_size"] == 20
 
 
 def test_mnist_download_is_checked_against_the_published_md5(tmp_path, monkeypatch):
     """The download path (a file:// mirror: no network): downloaded files are verified like local ones."""
     arrays, sums = write_mnist(tmp_path / "mirror")
-    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "data"), "train_size": 20,
-                                "mirror": (tmp_path / "mirror").as_uri()}, "mnist")
-    with pytest.raises(DPLabError, match=r"datasets.mnist.verify_checksums: .*differs from the published"):
+    cfg = data.resolve_dataset(
+        {
+            "kind": "mnist",
+            "path": str(tmp_path / "data"),
+            "train_size": 20,
+            "mirror": (tmp_path / "mirror").as_uri(),
+        },
+        "mnist",
+    )
+    with pytest.raises(
+        DPLabError, match=r"datasets.mnist.verify_checksums: .*differs from the published"
+    ):
         data.prepare(cfg, "mnist")  # our tiny files are not the published ones
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == sorted(f"{stem}.gz" for stem in arrays)
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == sorted(
+        f"{stem}.gz" for stem in arrays
+    )
     monkeypatch.setattr(mnist, "FILES", sums)
     train, _, info = data.prepare(cfg, "mnist")
     assert info["test_size"] == 12 and set(train["y"]) <= set(arrays["train-labels-idx1-ubyte"])
     for stem in arrays:
-        assert (tmp_path / "data" / f"{stem}.gz").read_bytes() == (tmp_path / "mirror" / f"{stem}.gz").read_bytes()
+        assert (tmp_path / "data" / f"{stem}.gz").read_bytes() == (
+            tmp_path / "mirror" / f"{stem}.gz"
+        ).read_bytes()
 
 
-@pytest.mark.parametrize("entry", [
-    {"kind": "digits"},
-    {"kind": "digits", "test_fraction": 0.33},
-    {"kind": "synthetic", "train_size": 123, "dim": 7, "classes": 4, "feature_norm": 2.0},
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"kind": "digits"},
+        {"kind": "digits", "test_fraction": 0.33},
+        {"kind": "synthetic", "train_size": 123, "dim": 7, "classes": 4, "feature_norm": 2.0},
+    ],
+)
 def test_expected_info_is_what_prepare_writes(entry):
     """What the pipeline checks runs against before any data exist (data.expected_info) is what
     prepare-data then writes."""
     cfg = data.resolve_dataset(entry, "d")
     info = data.prepare(cfg, "d")[2]
-    assert data.expected_info(cfg) == {k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")}
+    assert data.expected_info(cfg) == {
+        k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")
+    }
 
 
 def test_expected_info_of_mnist(tmp_path, monkeypatch):
     _, sums = write_mnist(tmp_path / "raw")
     monkeypatch.setattr(mnist, "FILES", sums)
-    cfg = data.resolve_dataset({"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20, "download": False}, "m")
+    cfg = data.resolve_dataset(
+        {"kind": "mnist", "path": str(tmp_path / "raw"), "train_size": 20, "download": False}, "m"
+    )
     info = data.prepare(cfg, "m")[2]
-    assert data.expected_info(cfg) == {k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")}
-    assert data.expected_info({**cfg, "train_size": None})["train_size"] == 60000  # the whole MNIST training set
+    assert data.expected_info(cfg) == {
+        k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")
+    }
+    assert (
+        data.expected_info({**cfg, "train_size": None})["train_size"] == 60000
+    )  # the whole MNIST training set
 
 
 def _fake_mnist5000(key):
@@ -166,12 +254,26 @@ def test_mnist5000_split_is_stratified_seeded_and_scaled(monkeypatch):
     cfg = data.resolve_dataset({"kind": "mnist5000"}, "m")
     train, test, info = data.prepare(cfg, "m")
     assert (info["train_size"], info["test_size"], info["input_shape"]) == (4000, 1000, [1, 28, 28])
-    assert data.expected_info(cfg) == {k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")}
-    assert np.array_equal(np.bincount(test["y"]), [100] * 10) and np.array_equal(np.bincount(train["y"]), [400] * 10)
-    assert train["x"].min() == 0.0 and train["x"].max() == 1.0 and "divided by 255" in info["preprocessing"]
-    assert np.allclose(np.round(train["x"] * 255), train["x"] * 255, atol=1e-4)  # integer pixels / 255
-    other = data.prepare(data.resolve_dataset({"kind": "mnist5000", "test_fraction": 0.1, "seed": 3}, "m"), "m")
-    assert (len(other[0]["y"]), len(other[1]["y"])) == (4500, 500) and data.expected_info(other[2]["config"])["train_size"] == 4500
+    assert data.expected_info(cfg) == {
+        k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")
+    }
+    assert np.array_equal(np.bincount(test["y"]), [100] * 10) and np.array_equal(
+        np.bincount(train["y"]), [400] * 10
+    )
+    assert (
+        train["x"].min() == 0.0
+        and train["x"].max() == 1.0
+        and "divided by 255" in info["preprocessing"]
+    )
+    assert np.allclose(
+        np.round(train["x"] * 255), train["x"] * 255, atol=1e-4
+    )  # integer pixels / 255
+    other = data.prepare(
+        data.resolve_dataset({"kind": "mnist5000", "test_fraction": 0.1, "seed": 3}, "m"), "m"
+    )
+    assert (len(other[0]["y"]), len(other[1]["y"])) == (4500, 500) and data.expected_info(
+        other[2]["config"]
+    )["train_size"] == 4500
 
 
 def _rows(x) -> list[bytes]:
@@ -208,31 +310,77 @@ def test_fashion_mnist_reads_idx_files_from_its_path(tmp_path):
     for folder in ("gz", "raw"):
         cfg = data.resolve_dataset({"kind": "fashion_mnist", "path": str(tmp_path / folder)}, "f")
         train, test, info = data.prepare(cfg, "f")
-        assert (info["train_size"], info["test_size"], info["input_shape"], info["classes"]) == (30, 12, [1, 28, 28], 10)
-        assert np.array_equal(train["x"][:, 0] * 255, arrays["train-images-idx3-ubyte"].astype(np.float32))
-        assert np.array_equal(test["y"], arrays["t10k-labels-idx1-ubyte"]) and "Debian" in info["source"]
-    sub = data.resolve_dataset({"kind": "fashion_mnist", "path": str(tmp_path / "gz"), "train_size": 20, "test_size": 5}, "f")
+        assert (info["train_size"], info["test_size"], info["input_shape"], info["classes"]) == (
+            30,
+            12,
+            [1, 28, 28],
+            10,
+        )
+        assert np.array_equal(
+            train["x"][:, 0] * 255, arrays["train-images-idx3-ubyte"].astype(np.float32)
+        )
+        assert (
+            np.array_equal(test["y"], arrays["t10k-labels-idx1-ubyte"])
+            and "Debian" in info["source"]
+        )
+    sub = data.resolve_dataset(
+        {"kind": "fashion_mnist", "path": str(tmp_path / "gz"), "train_size": 20, "test_size": 5},
+        "f",
+    )
     info = data.prepare(sub, "f")[2]
-    assert (info["train_size"], info["test_size"]) == (20, 5) and data.expected_info(sub)["train_size"] == 20
+    assert (info["train_size"], info["test_size"]) == (20, 5) and data.expected_info(sub)[
+        "train_size"
+    ] == 20
 
 
 def test_fashion_mnist_absent_stops_naming_the_key_and_the_package(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(fashion_mnist, "installed_folder", lambda: None)
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"datasets": {"f": {"kind": "fashion_mnist"},
-                                                "e": {"kind": "fashion_mnist", "path": str(tmp_path)}}}))
-    for name, where in (("f", "is not installed"), ("e", f"{tmp_path} lacks train-images-idx3-ubyte")):
-        assert main(["prepare-data", "--config", str(cfg), "--dataset", name, "--out", str(tmp_path / name)]) == 2
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "datasets": {
+                    "f": {"kind": "fashion_mnist"},
+                    "e": {"kind": "fashion_mnist", "path": str(tmp_path)},
+                }
+            }
+        )
+    )
+    for name, where in (
+        ("f", "is not installed"),
+        ("e", f"{tmp_path} lacks train-images-idx3-ubyte"),
+    ):
+        assert (
+            main(
+                [
+                    "prepare-data",
+                    "--config",
+                    str(cfg),
+                    "--dataset",
+                    name,
+                    "--out",
+                    str(tmp_path / name),
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and f"datasets.{name}.path" in err and where in err
         assert "apt-get install dataset-fashion-mnist" in err and not (tmp_path / name).exists()
 
 
-@pytest.mark.skipif(fashion_mnist.installed_folder() is None, reason="Debian's dataset-fashion-mnist is not installed")
+@pytest.mark.skipif(
+    fashion_mnist.installed_folder() is None,
+    reason="Debian's dataset-fashion-mnist is not installed",
+)
 def test_the_installed_fashion_mnist_has_the_published_sizes_and_class_balance():
     """Fashion-MNIST's README: 60000 training and 10000 test 28×28 grey images, ten classes, balanced."""
     raw = fashion_mnist.load(None, "datasets.f")
     assert raw["x_train"].shape == (60000, 28, 28) and raw["x_test"].shape == (10000, 28, 28)
-    assert raw["x_train"].dtype == np.uint8 and raw["x_train"].min() == 0 and raw["x_train"].max() == 255
+    assert (
+        raw["x_train"].dtype == np.uint8
+        and raw["x_train"].min() == 0
+        and raw["x_train"].max() == 255
+    )
     assert np.array_equal(np.bincount(raw["y_train"]), [6000] * 10)
     assert np.array_equal(np.bincount(raw["y_test"]), [1000] * 10)

@@ -25,9 +25,9 @@ RANGES = {Requirement(r).name: Requirement(r).specifier for r in PROJECT["depend
 #: package -> the private names read (where: the code that reads them)
 INTERNALS = {
     "dp-accounting": "RdpAccountant._rdp (dp_accounting_adapters.RdpAccountant.one_step_rdp); "
-                     "PrivacyLossDistribution._pmf_remove/_pmf_add/_symmetric (PldAccountant.composed, "
-                     "risk.privacy_profile); "
-                     "DensePLDPmf._probs/_lower_loss/_infinity_mass/_discretization (pld_curve.ComposedPmf, risk.privacy_profile)",
+    "PrivacyLossDistribution._pmf_remove/_pmf_add/_symmetric (PldAccountant.composed, "
+    "risk.privacy_profile); "
+    "DensePLDPmf._probs/_lower_loss/_infinity_mass/_discretization (pld_curve.ComposedPmf, risk.privacy_profile)",
     "torch": "torch._C._set_deterministic_algorithms (training.loop.train)",
 }
 
@@ -37,12 +37,15 @@ def test_installed_version_lies_in_the_range_the_internals_were_checked_for(pack
     installed = Version(importlib.metadata.version(package))
     assert RANGES[package].contains(installed, prereleases=True), (
         f"{package} {installed} is outside pyproject.toml's {package}{RANGES[package]}, the versions whose "
-        f"private internals dplab reads: {INTERNALS[package]}; check them on this version, then widen the range")
+        f"private internals dplab reads: {INTERNALS[package]}; check them on this version, then widen the range"
+    )
 
 
 def _internal(obj, name: str, package: str):
-    assert hasattr(obj, name), f"{package} {importlib.metadata.version(package)} has no {type(obj).__name__}.{name} " \
-                               f"(dplab reads it: {INTERNALS[package]})"
+    assert hasattr(obj, name), (
+        f"{package} {importlib.metadata.version(package)} has no {type(obj).__name__}.{name} "
+        f"(dplab reads it: {INTERNALS[package]})"
+    )
     return getattr(obj, name)
 
 
@@ -52,27 +55,39 @@ def test_rdp_internals_hold_the_composed_rdp():
     acc.compose(GaussianDpEvent(2.0), 3)
     orders = np.asarray(rdp_privacy_accountant.DEFAULT_RDP_ORDERS, dtype=float)
     assert np.array_equal(_internal(acc, "_orders", "dp-accounting"), orders)
-    np.testing.assert_allclose(_internal(acc, "_rdp", "dp-accounting"), 3 * orders / (2 * 2.0**2), rtol=1e-12)
+    np.testing.assert_allclose(
+        _internal(acc, "_rdp", "dp-accounting"), 3 * orders / (2 * 2.0**2), rtol=1e-12
+    )
 
 
 def test_pld_internals_hold_the_pmfs():
     """A Gaussian's PLD: one symmetric PMF whose dense form sums to 1 − its infinity mass."""
     pld = privacy_loss_distribution.from_gaussian_mechanism(1.0, value_discretization_interval=1e-3)
     assert _internal(pld, "_symmetric", "dp-accounting") is True
-    assert _internal(pld, "_pmf_add", "dp-accounting") is _internal(pld, "_pmf_remove", "dp-accounting")
+    assert _internal(pld, "_pmf_add", "dp-accounting") is _internal(
+        pld, "_pmf_remove", "dp-accounting"
+    )
     dense = pld._pmf_remove.to_dense_pmf()  # noqa: SLF001
     probs = np.asarray(_internal(dense, "_probs", "dp-accounting"))
     assert _internal(dense, "_discretization", "dp-accounting") == 1e-3
     assert isinstance(_internal(dense, "_lower_loss", "dp-accounting"), (int, np.integer))
-    assert probs.sum() + _internal(dense, "_infinity_mass", "dp-accounting") == pytest.approx(1.0, abs=1e-9)
+    assert probs.sum() + _internal(dense, "_infinity_mass", "dp-accounting") == pytest.approx(
+        1.0, abs=1e-9
+    )
 
 
 def test_torch_deterministic_switch_is_what_the_public_api_sets():
     setter = _internal(torch._C, "_set_deterministic_algorithms", "torch")  # noqa: SLF001
-    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     try:
         setter(True, warn_only=True)
-        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        assert (
+            torch.are_deterministic_algorithms_enabled()
+            and torch.is_deterministic_algorithms_warn_only_enabled()
+        )
     finally:
         setter(before[0], warn_only=before[1])
 
@@ -83,10 +98,21 @@ def _pins() -> dict[str, str]:
 
 
 def test_exact_pins_live_in_constraints_only():
-    assert not [r for r in PROJECT["dependencies"] if "==" in r], "pyproject.toml: ranges only; pins go to constraints.txt"
+    assert not [r for r in PROJECT["dependencies"] if "==" in r], (
+        "pyproject.toml: ranges only; pins go to constraints.txt"
+    )
     assert _pins()["torch"].endswith("+cpu"), "constraints.txt must pin torch's CPU build"
-    pinned = [f"{p}: {m.group()}" for p in ("pyproject.toml", "environment.yml", "Makefile", "workflow/envs/dplab.yaml",
-                                            ".ci/run") for m in re.finditer(r"torch==[\w.+]+", (ROOT / p).read_text())]
+    pinned = [
+        f"{p}: {m.group()}"
+        for p in (
+            "pyproject.toml",
+            "environment.yml",
+            "Makefile",
+            "workflow/envs/dplab.yaml",
+            ".ci/run",
+        )
+        for m in re.finditer(r"torch==[\w.+]+", (ROOT / p).read_text())
+    ]
     assert not pinned, pinned
 
 
@@ -94,7 +120,9 @@ def test_this_environment_was_installed_from_the_constraints():
     """Every direct dependency that is installed has constraints.txt's version (`make` installs with -c)."""
     pins = {k.lower().replace("_", "-"): v for k, v in _pins().items()}
     direct = [Requirement(r).name for r in PROJECT["dependencies"]]
-    direct += [Requirement(r).name for extra in PROJECT["optional-dependencies"].values() for r in extra]
+    direct += [
+        Requirement(r).name for extra in PROJECT["optional-dependencies"].values() for r in extra
+    ]
     wrong = []
     for name in direct:
         try:

@@ -57,7 +57,8 @@ def test_dvc_yaml_is_generated_from_the_config_and_current():
 
     written = files(read_config(ROOT / CONFIG))
     assert {name for name in written if name.startswith(".dvc/")} == {
-        p.relative_to(ROOT).as_posix() for p in (ROOT / ".dvc" / "plots").iterdir()}
+        p.relative_to(ROOT).as_posix() for p in (ROOT / ".dvc" / "plots").iterdir()
+    }
     assert all((ROOT / name).read_text() == text for name, text in written.items())
     assert run(["dplab", "dvc-yaml", "--check"], cwd=ROOT).returncode == 0
 
@@ -87,18 +88,25 @@ def test_each_dvc_stage_resolves_to_the_entry_its_snakemake_job_passes(committed
 
     plan = jobs.load(ROOT / CONFIG)
     training = [*plan.of("train").values(), *plan.of("train_runs").values()]
-    assert plan.of("train_runs") and sum(len(getattr(job, "runs", [job])) for job in training) == len(plan.runs)
+    assert plan.of("train_runs") and sum(
+        len(getattr(job, "runs", [job])) for job in training
+    ) == len(plan.runs)
     parser = build_parser()
     for job in training:
         runs = getattr(job, "runs", [job])
-        args = parser.parse_args(shlex.split(committed_stages[stage_name(job.rule, job.name.removeprefix("runs/"))]
-                                             ["cmd"])[1:])
+        args = parser.parse_args(
+            shlex.split(
+                committed_stages[stage_name(job.rule, job.name.removeprefix("runs/"))]["cmd"]
+            )[1:]
+        )
         assert (args.config, args.run) == (CONFIG, [run.name.removeprefix("runs/") for run in runs])
         assert args.out == [run.params["out"] for run in runs], job.name
         assert [run.run for run in runs] == load_runs(run_json=job.params["run"]), job.name
     grouped = next(iter(plan.of("train_runs").values())).runs
     for folder in (next(f for f in plan.runs if f.startswith("runs/")), grouped[-1].name):
-        assert pipeline_runs(str(ROOT / CONFIG), [folder.removeprefix("runs/")]) == [plan.runs[folder].run], folder
+        assert pipeline_runs(str(ROOT / CONFIG), [folder.removeprefix("runs/")]) == [
+            plan.runs[folder].run
+        ], folder
 
 
 def covers(deps: list[str], path: str) -> bool:
@@ -129,7 +137,10 @@ def test_each_dvc_stage_depends_on_the_module_of_its_command_and_the_schemas(com
         func = parser.parse_args(shlex.split(stage["cmd"])[1:]).func
         assert covers(stage["deps"], module_file(func.__module__)), name
         if f"--config {CONFIG}" in stage["cmd"]:
-            assert all(covers(stage["deps"], f"src/dplab/schemas/{s}.schema.yaml") for s in ("config", "run", "dataset"))
+            assert all(
+                covers(stage["deps"], f"src/dplab/schemas/{s}.schema.yaml")
+                for s in ("config", "run", "dataset")
+            )
         if name.startswith("train-"):
             needed = ("dplab.mf.noise", "dplab.mf.factorizations", *accountant_modules)
             assert all(covers(stage["deps"], module_file(m)) for m in needed)
@@ -137,21 +148,38 @@ def test_each_dvc_stage_depends_on_the_module_of_its_command_and_the_schemas(com
             assert all(covers(stage["deps"], module_file(f"dplab.figures.{f}")) for f in FIGURES)
 
 
-@pytest.mark.parametrize("argv", [
-    ["mf", "--strategy", "banded", "--steps", "16", "--bands", "4", "--out", "{tmp}/f.npz"],
-    ["figure-table", "gaussian_sigma", "--config", "config/config.yaml", "--out", "{tmp}/t.csv"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["mf", "--strategy", "banded", "--steps", "16", "--bands", "4", "--out", "{tmp}/f.npz"],
+        [
+            "figure-table",
+            "gaussian_sigma",
+            "--config",
+            "config/config.yaml",
+            "--out",
+            "{tmp}/t.csv",
+        ],
+    ],
+)
 def test_the_code_deps_hold_every_module_a_command_loads(tmp_path, argv):
     """Run for real (the commands of a factorization stage and of a figure table's stage): every
     dplab module loaded is among the command's code deps."""
     from dplab.dvc_yaml import code
 
     argv = [arg.format(tmp=tmp_path) for arg in argv]
-    script = ("import json, sys; from dplab.cli import main; main(sys.argv[1:]); "
-              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'dplab')))")
-    loaded = json.loads(run([sys.executable, "-c", script, *argv], cwd=ROOT).stdout.splitlines()[-1])
+    script = (
+        "import json, sys; from dplab.cli import main; main(sys.argv[1:]); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'dplab')))"
+    )
+    loaded = json.loads(
+        run([sys.executable, "-c", script, *argv], cwd=ROOT).stdout.splitlines()[-1]
+    )
     deps = code(argv[0])
-    assert "dplab.commands.train" in loaded and [m for m in loaded if not covers(deps, module_file(m))] == []
+    assert (
+        "dplab.commands.train" in loaded
+        and [m for m in loaded if not covers(deps, module_file(m))] == []
+    )
 
 
 def dvc_status() -> dict[str, list]:
@@ -180,8 +208,12 @@ def test_a_change_to_imported_code_makes_its_stages_stale(built, tmp_path, monke
     stale = dvc_status()
     dp_mf = "train-grids-mf_vs_dpsgd-digits-mlp-dp_mf-eps1-seed0"
     assert {dp_mf, "train-dp_sgd", "train-nonprivate"} <= set(stale), sorted(stale)
-    changed = [change.get("changed deps") for change in stale[dp_mf]]  # the sub-package, or its file where listed
-    assert {"src/dplab/mf": "modified"} in changed or {"src/dplab/mf/noise.py": "modified"} in changed, stale[dp_mf]
+    changed = [
+        change.get("changed deps") for change in stale[dp_mf]
+    ]  # the sub-package, or its file where listed
+    assert {"src/dplab/mf": "modified"} in changed or {
+        "src/dplab/mf/noise.py": "modified"
+    } in changed, stale[dp_mf]
     assert not [name for name in stale if name.startswith("factorization-")], sorted(stale)
 
 
@@ -201,7 +233,9 @@ def plots(built) -> dict[str, dict]:
 def template_columns(spec: dict) -> dict[str, dict]:
     """The ε columns a run's plot folds: column -> its accountant and bound."""
     fold = next(t["fold"] for t in spec["transform"] if "fold" in t)
-    lookup = next(t for t in spec["transform"] if t.get("lookup") == "column")["from"]["data"]["values"]
+    lookup = next(t for t in spec["transform"] if t.get("lookup") == "column")["from"]["data"][
+        "values"
+    ]
     return {row["column"]: row for row in lookup if row["column"] in fold}
 
 
@@ -222,10 +256,18 @@ def test_dvc_plots_show_each_runs_epsilon_per_accountant(built, plots):
     for name, kind in reported.items():
         assert columns[column(name)] == {"column": column(name), "accountant": name, "bound": kind}
         assert [float(v[column(name)]) for v in values] == [float(r[column(name)]) for r in rows]
-    assert {name: float(values[-1][column(name)]) for name in summary["epsilon"]} == summary["epsilon"]
+    assert {name: float(values[-1][column(name)]) for name in summary["epsilon"]} == summary[
+        "epsilon"
+    ]
     assert spec["encoding"]["color"]["field"] == "accountant"
-    assert all(part in spec["title"]["text"] for part in
-               (f"δ={summary['delta']:g}", summary["neighbouring"], f"{summary['sampling']} sampling"))
+    assert all(
+        part in spec["title"]["text"]
+        for part in (
+            f"δ={summary['delta']:g}",
+            summary["neighbouring"],
+            f"{summary['sampling']} sampling",
+        )
+    )
     private = plots["results/runs/nonprivate/metrics.csv"]
     assert "non-private: no ε" in private["title"]["text"] and "fold" not in json.dumps(private)
 
@@ -236,11 +278,18 @@ def test_dvc_plots_show_one_line_per_accountant_of_a_sweep(built, plots):
     sweep with the ε(T) of its CSV."""
     rows, spec = read_csv(built / SWEEP), plots[SWEEP]
     assert spec["encoding"]["color"]["field"] == "accountant"
-    assert spec["layer"][0]["mark"] == "line" and spec["layer"][0]["encoding"]["strokeDash"]["field"] == "meaning"
+    assert (
+        spec["layer"][0]["mark"] == "line"
+        and spec["layer"][0]["encoding"]["strokeDash"]["field"] == "meaning"
+    )
     accountants = small_config()["sweeps"]["dp_sgd"]["accountants"]
-    assert len(accountants) >= 2 and {v["accountant"] for v in spec["data"]["values"]} == set(accountants)
+    assert len(accountants) >= 2 and {v["accountant"] for v in spec["data"]["values"]} == set(
+        accountants
+    )
     for name in accountants:
-        got = [(v["steps"], v["epsilon"]) for v in spec["data"]["values"] if v["accountant"] == name]
+        got = [
+            (v["steps"], v["epsilon"]) for v in spec["data"]["values"] if v["accountant"] == name
+        ]
         assert got and got == [(r["steps"], r["epsilon"]) for r in rows if r["accountant"] == name]
 
 
@@ -249,12 +298,22 @@ def drawn_lines(specs: dict[str, dict]) -> dict[str, dict[str, dict]]:
     that Snakemake ships for its report): id -> accountant -> {meaning, dash, points [(x, ε)], placed}."""
     import snakemake
 
-    node = shutil.which("node") or pytest.skip("node is missing: install nodejs to render the plot templates")
+    node = shutil.which("node") or pytest.skip(
+        "node is missing: install nodejs to render the plot templates"
+    )
     assets = Path(snakemake.__file__).parent / "assets" / "data"
-    proc = subprocess.run([node, str(ROOT / "tests" / "vega_lines.js"), str(assets)], input=json.dumps(specs),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [node, str(ROOT / "tests" / "vega_lines.js"), str(assets)],
+        input=json.dumps(specs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    return {plot: {line["accountant"]: line for line in lines} for plot, lines in json.loads(proc.stdout).items()}
+    return {
+        plot: {line["accountant"]: line for line in lines}
+        for plot, lines in json.loads(proc.stdout).items()
+    }
 
 
 @pytest.mark.pipeline
@@ -268,10 +327,24 @@ def test_dvc_plot_templates_draw_one_line_per_accountant(built, plots):
     from dplab.dvc_yaml import DASH, MEANING, RUN_TEMPLATE, TEMPLATE_DIR
 
     steps = ["10", "20"]
-    made_up = [{"step": t, "rev": "workspace", column("pabi"): "1.5", column("shuffle_lower"): lower,
-                column("as_if_poisson"): "0.5"} for t, lower in zip(steps, ["0", "0.25"])]
-    filled = VegaRenderer(made_up, "references", template=RUN_TEMPLATE, template_dir=str(ROOT / TEMPLATE_DIR),
-                          x="step", title="references").get_filled_template()
+    made_up = [
+        {
+            "step": t,
+            "rev": "workspace",
+            column("pabi"): "1.5",
+            column("shuffle_lower"): lower,
+            column("as_if_poisson"): "0.5",
+        }
+        for t, lower in zip(steps, ["0", "0.25"])
+    ]
+    filled = VegaRenderer(
+        made_up,
+        "references",
+        template=RUN_TEMPLATE,
+        template_dir=str(ROOT / TEMPLATE_DIR),
+        x="step",
+        title="references",
+    ).get_filled_template()
     drawn = drawn_lines({RUN: plots[RUN], SWEEP: plots[SWEEP], "references": filled})
 
     summary = json.loads((built / RUN).with_name("summary.json").read_text())
@@ -283,10 +356,13 @@ def test_dvc_plot_templates_draw_one_line_per_accountant(built, plots):
     sweep = read_csv(built / SWEEP)
     assert set(drawn[SWEEP]) == {r["accountant"] for r in sweep if r["epsilon"]}
     for name, line in drawn[SWEEP].items():
-        assert line["points"] == [[int(r["steps"]), float(r["epsilon"])] for r in sweep if r["accountant"] == name]
+        assert line["points"] == [
+            [int(r["steps"]), float(r["epsilon"])] for r in sweep if r["accountant"] == name
+        ]
     references = drawn["references"]
     kinds = {"pabi": "upper", "shuffle_lower": "lower", "as_if_poisson": "comparison"}
     assert {name: (line["meaning"], line["dash"]) for name, line in references.items()} == {
-        name: (MEANING[kind], DASH[kind]) for name, kind in kinds.items()}
+        name: (MEANING[kind], DASH[kind]) for name, kind in kinds.items()
+    }
     assert references["shuffle_lower"]["points"] == [[10, 0.0], [20, 0.25]]
     assert all(line["placed"] for lines in drawn.values() for line in lines.values())

@@ -25,7 +25,9 @@ def digests(root, paths) -> dict[str, str]:
     for p in paths:
         path = root / p
         files += sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
-    return {f.relative_to(root).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    return {
+        f.relative_to(root).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in files
+    }
 
 
 def dvc_graph(cwd):
@@ -61,14 +63,22 @@ def check_metrics_and_plots(project):
     `dvc plots show` writes its HTML page (no network)."""
     shown = json.loads(run(["dvc", "metrics", "show", "--json"], cwd=project).stdout)[""]["data"]
     runs = sorted(project.glob("results/*/**/summary.json"))
-    assert runs and {p.relative_to(project).as_posix().replace("summary.json", "metrics.json") for p in runs} == set(shown)
+    assert runs and {
+        p.relative_to(project).as_posix().replace("summary.json", "metrics.json") for p in runs
+    } == set(shown)
     for path in runs:
         summary = json.loads(path.read_text())
-        numbers = shown[path.relative_to(project).as_posix().replace("summary.json", "metrics.json")]["data"]
+        numbers = shown[
+            path.relative_to(project).as_posix().replace("summary.json", "metrics.json")
+        ]["data"]
         # DVC lists numbers only: a non-private run's δ (null) and ε ({}) are absent
-        assert numbers.get("epsilon", {}) == summary["epsilon"] and numbers.get("delta") == summary["delta"]
+        assert (
+            numbers.get("epsilon", {}) == summary["epsilon"]
+            and numbers.get("delta") == summary["delta"]
+        )
         assert {k: numbers[k] for k in ("test_accuracy", "test_loss", "train_loss")} == {
-            k: summary["final"][k] for k in ("test_accuracy", "test_loss", "train_loss")}
+            k: summary["final"][k] for k in ("test_accuracy", "test_loss", "train_loss")
+        }
     assert any(v["data"].get("epsilon") for v in shown.values())  # a private run's ε is listed
     run(["dvc", "plots", "show", "-o", "plots"], cwd=project)
     page = (project / "plots" / "index.html").read_text()
@@ -89,8 +99,12 @@ def repro_push_pull_clone_then_experiment(factory):
     check_metrics_and_plots(project)
     provenance = json.loads((project / "results" / "provenance.json").read_text())
     assert provenance["git"] == {"commit": commit, "dirty": False}
-    covered = {p: h for p, h in before.items() if p not in {"results/provenance.json", "results/index.md"}
-               and not p.startswith("results/data/")}
+    covered = {
+        p: h
+        for p, h in before.items()
+        if p not in {"results/provenance.json", "results/index.md"}
+        and not p.startswith("results/data/")
+    }
     assert {p: provenance["outputs"][p]["sha256"] for p in covered} == covered
     remote = tmp_path / "remote"
     run(["dvc", "remote", "add", "-d", "shared", str(remote)], cwd=project)
@@ -135,7 +149,9 @@ def repro_push_pull_clone_then_experiment(factory):
     assert {"prepare_data-digits", "train-nonprivate"} <= skipped, skipped
     assert ran | skipped == set(downstream), (ran, skipped)
 
-    assert "sweep-dp_sgd" in downstream["train-try3_dp_sgd"]  # the graph is read the right way round (the sweep is of try 3)
+    assert (
+        "sweep-dp_sgd" in downstream["train-try3_dp_sgd"]
+    )  # the graph is read the right way round (the sweep is of try 3)
 
 
 background.register("dvc_remote", repro_push_pull_clone_then_experiment)

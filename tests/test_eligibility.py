@@ -13,8 +13,16 @@ import pytest
 from conftest import summary_json
 from dplab.training.summary import RunSummary
 from dplab import accounting
-from dplab.accounting.eligibility import (KEYS, OTHER_NOISE, Update, defaults, exclusion,
-                                          from_summary, key, refusal)
+from dplab.accounting.eligibility import (
+    KEYS,
+    OTHER_NOISE,
+    Update,
+    defaults,
+    exclusion,
+    from_summary,
+    key,
+    refusal,
+)
 from dplab.accounting.sweep import sweep
 from dplab.cli import main
 from dplab.errors import DPLabError
@@ -24,7 +32,13 @@ from dplab.training.resolve import resolve_run
 from dplab.tables import write_table
 from dplab.training.settings import RunSettings
 
-RUN = {"dataset": "synthetic", "batch_size": 20, "steps": 30, "log_every": 10, "noise_multiplier": 2.0}
+RUN = {
+    "dataset": "synthetic",
+    "batch_size": 20,
+    "steps": 30,
+    "log_every": 10,
+    "noise_multiplier": 2.0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +46,20 @@ def runs(tmp_path_factory):
     """Two trained runs on one synthetic dataset: projected DP-SGD (Poisson, the update divides by
     the realized |B|) and plain DP-SGD (divides by b)."""
     folder = tmp_path_factory.mktemp("claims")
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 200, "test_size": 20, "dim": 4, "feature_norm": 1.0},
-                               "synthetic")
+    cfg = data.resolve_dataset(
+        {"kind": "synthetic", "train_size": 200, "test_size": 20, "dim": 4, "feature_norm": 1.0},
+        "synthetic",
+    )
     data.write(folder / "data", *data.prepare(cfg, "synthetic"))
     dataset = data.load(folder / "data")
-    specs = {"projected": {"method": "projected_dp_sgd", "diameter": 2.0, "neighbouring": "replace_one"},
-             "dp_sgd": {"method": "dp_sgd"}}
+    specs = {
+        "projected": {"method": "projected_dp_sgd", "diameter": 2.0, "neighbouring": "replace_one"},
+        "dp_sgd": {"method": "dp_sgd"},
+    }
     for name, spec in specs.items():
-        loop.train(RunSettings.of(resolve_run({**RUN, **spec, "name": name})),
-                   dataset, folder / name)
+        loop.train(
+            RunSettings.of(resolve_run({**RUN, **spec, "name": name})), dataset, folder / name
+        )
     return folder
 
 
@@ -52,10 +71,27 @@ def test_sweep_of_a_projected_run_gives_pld_no_curve(runs, tmp_path):
     """A run that excludes pld (realized |B|); `dplab sweep --summary
     --accountants pld` writes one row with an empty ε and that reason, never a curve."""
     summary = _summary(runs, "projected")
-    assert "pld" not in summary["epsilon"] and "realized batch size" in summary["excluded_accountants"]["pld"]
+    assert (
+        "pld" not in summary["epsilon"]
+        and "realized batch size" in summary["excluded_accountants"]["pld"]
+    )
     out = tmp_path / "pld.csv"
-    assert main(["sweep", "--summary", str(runs / "projected" / "summary.json"), "--accountants", "pld",
-                 "--points", "5", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--summary",
+                str(runs / "projected" / "summary.json"),
+                "--accountants",
+                "pld",
+                "--points",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = pd.read_csv(out)
     assert len(table) == 1 and table.epsilon.isna().all()
     assert table.reason.iloc[0] == summary["excluded_accountants"]["pld"]
@@ -70,9 +106,14 @@ def test_sweep_from_a_summary_reproduces_the_run_exactly(runs, name):
     table = sweep(setting, summary["delta"], defaults(), np.array([10, 30]), update)
     for accountant, rows in table.groupby("accountant"):
         if accountant in summary[key(accountant)]:
-            assert rows.set_index("steps").epsilon[30] == pytest.approx(summary[key(accountant)][accountant], rel=1e-9)
+            assert rows.set_index("steps").epsilon[30] == pytest.approx(
+                summary[key(accountant)][accountant], rel=1e-9
+            )
         else:
-            assert len(rows) == 1 and rows.reason.iloc[0] == summary["excluded_accountants"][accountant]
+            assert (
+                len(rows) == 1
+                and rows.reason.iloc[0] == summary["excluded_accountants"][accountant]
+            )
     reported = set().union(*(summary[key] for key in KEYS.values()))
     assert reported | set(summary["excluded_accountants"]) == set(defaults())
 
@@ -84,20 +125,34 @@ def test_accountants_vs_pld_asks_again_from_the_summary(runs, tmp_path):
     setting, _ = from_summary(RunSummary.of(summary))
     steps = np.array([1, 10, 30])
     forged = sweep(setting, summary["delta"], ["pld", "rdp"], steps)
-    forged = pd.concat([forged, forged[forged.accountant == "rdp"].assign(accountant="langevin")], ignore_index=True)
+    forged = pd.concat(
+        [forged, forged[forged.accountant == "rdp"].assign(accountant="langevin")],
+        ignore_index=True,
+    )
     path = tmp_path / "sweep.csv"
     write_table(path, forged)
-    table = figure("accountants_vs_pld").table({"sweep": str(path), "summary": str(runs / "dp_sgd" / "summary.json")}, {"sweep": "s"})
+    table = figure("accountants_vs_pld").table(
+        {"sweep": str(path), "summary": str(runs / "dp_sgd" / "summary.json")}, {"sweep": "s"}
+    )
     langevin = table[table.accountant == "langevin"]
-    assert len(langevin) == 1 and langevin.epsilon.isna().all() and "(accountant 'langevin')" in langevin.reason.iloc[0]
+    assert (
+        len(langevin) == 1
+        and langevin.epsilon.isna().all()
+        and "(accountant 'langevin')" in langevin.reason.iloc[0]
+    )
     assert table[table.accountant == "pld"].epsilon.notna().sum() == 3
 
     projected = _summary(runs, "projected")
-    forged = sweep(from_summary(RunSummary.of(projected))[0], projected["delta"], ["pld"], steps)  # canonical update: the old sweep
+    forged = sweep(
+        from_summary(RunSummary.of(projected))[0], projected["delta"], ["pld"], steps
+    )  # canonical update: the old sweep
     assert forged.epsilon.notna().all()
     write_table(path, forged)
     with pytest.raises(DPLabError, match="no pld values"):
-        figure("accountants_vs_pld").table({"sweep": str(path), "summary": str(runs / "projected" / "summary.json")}, {"sweep": "s"})
+        figure("accountants_vs_pld").table(
+            {"sweep": str(path), "summary": str(runs / "projected" / "summary.json")},
+            {"sweep": "s"},
+        )
 
 
 def test_hidden_state_gain_drops_a_curve_the_run_may_not_claim(runs, tmp_path):
@@ -111,10 +166,14 @@ def test_hidden_state_gain_drops_a_curve_the_run_may_not_claim(runs, tmp_path):
     metrics["epsilon_pld"] = 1.0
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     metrics.to_csv(tmp_path / "metrics.csv", index=False)
-    table = figure("hidden_state_gain").table({"summaries": [str(tmp_path / "summary.json")], "metrics": [str(tmp_path / "metrics.csv")]},
-                                              {"runs": ["projected"], "skip": []})
+    table = figure("hidden_state_gain").table(
+        {"summaries": [str(tmp_path / "summary.json")], "metrics": [str(tmp_path / "metrics.csv")]},
+        {"runs": ["projected"], "skip": []},
+    )
     pld = table[table.accountant == "pld"]
-    assert len(pld) == 1 and pld.epsilon.isna().all() and "realized batch size" in pld.reason.iloc[0]
+    assert (
+        len(pld) == 1 and pld.epsilon.isna().all() and "realized batch size" in pld.reason.iloc[0]
+    )
     assert table[table.accountant == "asoodeh_projected"].epsilon.notna().all()
 
 
@@ -127,8 +186,12 @@ def test_runs_without_a_setting_and_old_summaries():
     assert "dp_mf" in refusal("mf", None, Update())
     assert "non-private" in refusal("rdp", None, Update(noise="none"))
     with pytest.raises(DPLabError, match="update"):
-        from_summary(dataclasses.replace(RunSummary.of(summary_json({"method": "dp_sgd", "noise_multiplier": 1.0})),
-                                         update={"noise": "independent", "bogus": 1}))
+        from_summary(
+            dataclasses.replace(
+                RunSummary.of(summary_json({"method": "dp_sgd", "noise_multiplier": 1.0})),
+                update={"noise": "independent", "bogus": 1},
+            )
+        )
 
 
 def test_old_summary_is_refused_by_the_sweep_command(runs, tmp_path, capsys):
@@ -136,22 +199,49 @@ def test_old_summary_is_refused_by_the_sweep_command(runs, tmp_path, capsys):
     del summary["update"]
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     out = tmp_path / "out.csv"
-    assert main(["sweep", "--summary", str(tmp_path / "summary.json"), "--accountants", "rdp", "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "sweep",
+                "--summary",
+                str(tmp_path / "summary.json"),
+                "--accountants",
+                "rdp",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "run summary has no key 'update'" in capsys.readouterr().err and not out.exists()
 
 
-@pytest.mark.parametrize("name, sampling", [("shuffle_lower", "shuffle"), ("balls_in_bins_lower", "balls_in_bins"),
-                                            ("as_if_poisson", "shuffle")])
+@pytest.mark.parametrize(
+    "name, sampling",
+    [
+        ("shuffle_lower", "shuffle"),
+        ("balls_in_bins_lower", "balls_in_bins"),
+        ("as_if_poisson", "shuffle"),
+    ],
+)
 def test_a_run_never_claims_a_lower_bound_or_a_comparison(name, sampling):
     """Only upper bounds are guarantees: a shuffled run whose setting every epoch accountant
     accepts still may not claim a lower bound or the Poisson comparison as its ε."""
     from dplab.accounting import Setting
 
-    setting = Setting(noise_multiplier=2.0, steps=44, sampling=sampling, neighbouring="replace_one",
-                      dataset_size=1437, batch_size=64)
+    setting = Setting(
+        noise_multiplier=2.0,
+        steps=44,
+        sampling=sampling,
+        neighbouring="replace_one",
+        dataset_size=1437,
+        batch_size=64,
+    )
     accounting.get(name).check(setting)  # the setting is inside the accountant's own assumptions
     why = refusal(name, setting, Update())
     assert why is not None and "not a guarantee" in why
-    assert exclusion(name, setting, Update()) is None  # reported beside the claims, under its own key
+    assert (
+        exclusion(name, setting, Update()) is None
+    )  # reported beside the claims, under its own key
     assert key(name) == f"epsilon_{accounting.get(name).bound}"
     assert refusal("fixed_batches", setting, Update()) is None

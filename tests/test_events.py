@@ -14,20 +14,29 @@ from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 
 DELTA = 1e-5
-RELATIONS = {"add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-             "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE}
+RELATIONS = {
+    "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE,
+}
 POISSON = dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(5.0))
 GAUSSIAN = {
     "gaussian": dp_accounting.GaussianDpEvent(2.0),
-    "self-composed gaussian": dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(4.0), 30),
-    "composed gaussians": dp_accounting.ComposedDpEvent([
-        dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(4.0), 30),
-        dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 5)]),
+    "self-composed gaussian": dp_accounting.SelfComposedDpEvent(
+        dp_accounting.GaussianDpEvent(4.0), 30
+    ),
+    "composed gaussians": dp_accounting.ComposedDpEvent(
+        [
+            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(4.0), 30),
+            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 5),
+        ]
+    ),
 }
 SAMPLED = {
     "poisson": POISSON,
     "self-composed poisson": dp_accounting.SelfComposedDpEvent(POISSON, 20),
-    "composed poisson": dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(POISSON, 12), POISSON]),
+    "composed poisson": dp_accounting.ComposedDpEvent(
+        [dp_accounting.SelfComposedDpEvent(POISSON, 12), POISSON]
+    ),
 }
 
 
@@ -45,8 +54,13 @@ def test_pld_on_a_gaussian_event_is_exact_and_below_dp_accountings_pld(name, rel
     """Gaussian steps compose exactly; dp_accounting's discretized PLD (pessimistic, interval 1e-3)
     lies above, within 1 %."""
     event = GAUSSIAN[name]
-    theirs = pld_privacy_accountant.PLDAccountant(RELATIONS[relation], value_discretization_interval=1e-3).compose(
-        event).get_epsilon(DELTA)
+    theirs = (
+        pld_privacy_accountant.PLDAccountant(
+            RELATIONS[relation], value_discretization_interval=1e-3
+        )
+        .compose(event)
+        .get_epsilon(DELTA)
+    )
     ours = get("pld").epsilon(event, DELTA, relation)
     assert ours <= theirs <= ours * 1.01
 
@@ -56,30 +70,68 @@ def test_pld_on_a_gaussian_event_is_exact_and_below_dp_accountings_pld(name, rel
 def test_pld_on_a_poisson_event_equals_dp_accountings_pld(name, relation):
     """The certified read-off adds a rounding allowance: ≤ 1e-4 relative (as for one setting)."""
     event = SAMPLED[name]
-    theirs = pld_privacy_accountant.PLDAccountant(RELATIONS[relation]).compose(event).get_epsilon(DELTA)
+    theirs = (
+        pld_privacy_accountant.PLDAccountant(RELATIONS[relation]).compose(event).get_epsilon(DELTA)
+    )
     ours = get("pld").epsilon(event, DELTA, relation)
     assert theirs * (1 - 1e-9) <= ours <= theirs * (1 + 1e-4)
 
 
-@pytest.mark.parametrize("setting", [
-    Setting(steps=300, sampling_rate=0.01, noise_multiplier=1.2),
-    Setting(steps=50, batch_size=64, dataset_size=6400, noise_multiplier=0.9, clip=1.0, lr=0.1),
-    Setting(steps=5, sampling="full_batch", neighbouring="replace_one", noise_multiplier=3.0),
-    Setting(steps=30, dataset_size=100, batch_size=10, noise_multiplier=1.0, sampling="without_replacement",
-            neighbouring="replace_one"),
-    Setting(steps=30, dataset_size=100, batch_size=10, noise_multiplier=1.0, sampling="shuffle", reshuffle=True,
-            clip=1.0, lr=0.1, lipschitz=0.5, smoothness=1.0),
-    Setting(steps=30, dataset_size=100, batch_size=10, noise_multiplier=1.0, sampling="balls_in_bins"),
-])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        Setting(steps=300, sampling_rate=0.01, noise_multiplier=1.2),
+        Setting(steps=50, batch_size=64, dataset_size=6400, noise_multiplier=0.9, clip=1.0, lr=0.1),
+        Setting(steps=5, sampling="full_batch", neighbouring="replace_one", noise_multiplier=3.0),
+        Setting(
+            steps=30,
+            dataset_size=100,
+            batch_size=10,
+            noise_multiplier=1.0,
+            sampling="without_replacement",
+            neighbouring="replace_one",
+        ),
+        Setting(
+            steps=30,
+            dataset_size=100,
+            batch_size=10,
+            noise_multiplier=1.0,
+            sampling="shuffle",
+            reshuffle=True,
+            clip=1.0,
+            lr=0.1,
+            lipschitz=0.5,
+            smoothness=1.0,
+        ),
+        Setting(
+            steps=30,
+            dataset_size=100,
+            batch_size=10,
+            noise_multiplier=1.0,
+            sampling="balls_in_bins",
+        ),
+    ],
+)
 def test_a_run_event_and_its_setting_view_are_inverse(setting):
     """Up to the sensitivity: a Gaussian event's σ is std / sensitivity, so its view has Δ = 1."""
     seen = events.view(events.run_event(setting), setting.neighbouring)
-    assert seen == (setting.replace(sensitivity=1.0) if setting.sampling == "full_batch" else setting)
+    assert seen == (
+        setting.replace(sensitivity=1.0) if setting.sampling == "full_batch" else setting
+    )
 
 
 def test_each_accountant_supports_a_run_event_exactly_when_it_accepts_the_setting():
-    setting = Setting(steps=30, dataset_size=100, batch_size=10, noise_multiplier=1.0, sampling="shuffle",
-                      clip=1.0, lr=0.1, lipschitz=0.5, smoothness=1.0)
+    setting = Setting(
+        steps=30,
+        dataset_size=100,
+        batch_size=10,
+        noise_multiplier=1.0,
+        sampling="shuffle",
+        clip=1.0,
+        lr=0.1,
+        lipschitz=0.5,
+        smoothness=1.0,
+    )
     event = events.run_event(setting)
     for name in ("rdp", "pld", "moments", "pabi", "fixed_batches", "shuffle_lower"):
         accountant = get(name)
@@ -92,13 +144,18 @@ def test_each_accountant_supports_a_run_event_exactly_when_it_accepts_the_settin
 
 
 def test_unequal_phases_have_no_setting_and_are_composed_by_rdp_only():
-    phases = events.phases([Setting(steps=30, sampling_rate=0.01, noise_multiplier=1.2),
-                            Setting(steps=10, sampling_rate=0.05, noise_multiplier=2.0)])
+    phases = events.phases(
+        [
+            Setting(steps=30, sampling_rate=0.01, noise_multiplier=1.2),
+            Setting(steps=10, sampling_rate=0.05, noise_multiplier=2.0),
+        ]
+    )
     assert "rdp composes" in get("naive").supports(phases)
     assert "rdp composes" in get("pld").supports(phases)
     assert get("rdp").supports(phases) is None
-    assert "HiddenStateDpEvent" in get("pabi").supports(events.run_event(Setting(steps=3, sampling_rate=0.1,
-                                                                                  noise_multiplier=1.0)))
+    assert "HiddenStateDpEvent" in get("pabi").supports(
+        events.run_event(Setting(steps=3, sampling_rate=0.1, noise_multiplier=1.0))
+    )
 
 
 def test_mf_is_a_registered_accountant_of_its_own_event_only(capsys):
@@ -108,12 +165,39 @@ def test_mf_is_a_registered_accountant_of_its_own_event_only(capsys):
     from dplab.accounting.gaussian import gaussian_epsilon
     from dplab.cli import main
 
-    mf = MatrixFactorizationDpEvent("identity", noise_multiplier=3.0, steps=10, participations=1, separation=10,
-                                    sampler="min_separation", scale=1.0)
-    assert get("mf").epsilon(mf, DELTA) == pytest.approx(float(gaussian_epsilon(DELTA, [1 / 3.0])[0]), rel=1e-12)
-    assert get("mf").supports(mf) is None and "MatrixFactorizationDpEvent" in get("mf").supports(GAUSSIAN["gaussian"])
+    mf = MatrixFactorizationDpEvent(
+        "identity",
+        noise_multiplier=3.0,
+        steps=10,
+        participations=1,
+        separation=10,
+        sampler="min_separation",
+        scale=1.0,
+    )
+    assert get("mf").epsilon(mf, DELTA) == pytest.approx(
+        float(gaussian_epsilon(DELTA, [1 / 3.0])[0]), rel=1e-12
+    )
+    assert get("mf").supports(mf) is None and "MatrixFactorizationDpEvent" in get("mf").supports(
+        GAUSSIAN["gaussian"]
+    )
     assert "add_remove" in get("mf").supports(mf, "replace_one")
     assert all(get(name).supports(mf) for name in ("rdp", "pld", "naive", "pabi"))
-    assert main(["epsilon", "--accountant", "mf", "--delta", "1e-5", "--noise-multiplier", "1",
-                 "--sampling-rate", "0.01", "--steps", "10"]) == 2
+    assert (
+        main(
+            [
+                "epsilon",
+                "--accountant",
+                "mf",
+                "--delta",
+                "1e-5",
+                "--noise-multiplier",
+                "1",
+                "--sampling-rate",
+                "0.01",
+                "--steps",
+                "10",
+            ]
+        )
+        == 2
+    )
     assert "MatrixFactorizationDpEvent" in capsys.readouterr().err

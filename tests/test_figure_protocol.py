@@ -17,8 +17,12 @@ from dplab.config import load_config
 from dplab.errors import DPLabError
 from dplab.figures import FIGURES, Figure, figure, input_args, input_files, parse_input_args
 
-SIGNATURES = {"check": ["config", "params"], "inputs": ["config", "params"], "table": ["inputs", "params"],
-              "draw": ["table"]}
+SIGNATURES = {
+    "check": ["config", "params"],
+    "inputs": ["config", "params"],
+    "table": ["inputs", "params"],
+    "draw": ["table"],
+}
 
 
 @pytest.mark.parametrize("figure_id", FIGURES)
@@ -26,7 +30,10 @@ def test_every_figure_implements_the_protocol(figure_id):
     module = figure(figure_id)
     assert isinstance(module, Figure), figure_id
     for name, params in SIGNATURES.items():
-        assert list(inspect.signature(getattr(module, name)).parameters) == params, (figure_id, name)
+        assert list(inspect.signature(getattr(module, name)).parameters) == params, (
+            figure_id,
+            name,
+        )
     for text in (module.TITLE, module.SOURCE, module.CAPTION):
         assert isinstance(text, str) and text.strip(), figure_id
     assert len(module.CAPTION) > len(module.TITLE)  # a caption says more than the title
@@ -63,7 +70,9 @@ def test_inputs_are_the_declared_names_and_survive_the_command_line(paper, figur
     kinds = figure(figure_id).INPUTS
     assert list(inputs) == list(kinds), figure_id
     assert all(isinstance(inputs[name], kind) for name, kind in kinds.items()), figure_id
-    assert all(input_files(inputs)) and all(path.startswith("results/") for path in input_files(inputs))
+    assert all(input_files(inputs)) and all(
+        path.startswith("results/") for path in input_files(inputs)
+    )
     assert parse_input_args(figure_id, input_args(inputs)) == inputs
 
 
@@ -72,18 +81,32 @@ def test_one_file_list_round_trips_and_order_is_kept():
     assert input_args(inputs) == ["summaries=b/summary.json", "metrics=b/metrics.csv"]
     assert parse_input_args("hidden_state_gain", input_args(inputs)) == inputs
     two = ["summaries=z.json", "metrics=z.csv", "summaries=a.json", "metrics=a.csv"]
-    assert parse_input_args("hidden_state_gain", two) == {"summaries": ["z.json", "a.json"], "metrics": ["z.csv", "a.csv"]}
+    assert parse_input_args("hidden_state_gain", two) == {
+        "summaries": ["z.json", "a.json"],
+        "metrics": ["z.csv", "a.csv"],
+    }
     assert parse_input_args("gaussian_sigma", []) == {}
 
 
-@pytest.mark.parametrize("figure_id, args, problem", [
-    ("accountants_vs_pld", ["sweep=s.csv"], "summary=PATH given 0 times"),
-    ("accountants_vs_pld", ["sweep=s.csv", "summary=a.json", "summary=b.json"], "summary=PATH given 2 times"),
-    ("accountants_vs_pld", ["sweep=s.csv", "summary=a.json", "runs=r.json"], "'runs=r.json' is not NAME=PATH"),
-    ("accountants_vs_pld", ["s.csv", "a.json"], "'s.csv' is not NAME=PATH"),
-    ("accountants_vs_pld", ["sweep=", "summary=a.json"], "'sweep=' is not NAME=PATH"),
-    ("gaussian_sigma", ["sweep=s.csv"], "figure gaussian_sigma takes no inputs"),
-])
+@pytest.mark.parametrize(
+    "figure_id, args, problem",
+    [
+        ("accountants_vs_pld", ["sweep=s.csv"], "summary=PATH given 0 times"),
+        (
+            "accountants_vs_pld",
+            ["sweep=s.csv", "summary=a.json", "summary=b.json"],
+            "summary=PATH given 2 times",
+        ),
+        (
+            "accountants_vs_pld",
+            ["sweep=s.csv", "summary=a.json", "runs=r.json"],
+            "'runs=r.json' is not NAME=PATH",
+        ),
+        ("accountants_vs_pld", ["s.csv", "a.json"], "'s.csv' is not NAME=PATH"),
+        ("accountants_vs_pld", ["sweep=", "summary=a.json"], "'sweep=' is not NAME=PATH"),
+        ("gaussian_sigma", ["sweep=s.csv"], "figure gaussian_sigma takes no inputs"),
+    ],
+)
 def test_bad_input_arguments_name_the_flag_and_the_figure_s_inputs(figure_id, args, problem):
     with pytest.raises(DPLabError) as err:
         parse_input_args(figure_id, args)
@@ -96,9 +119,15 @@ def test_readme_lists_every_figure_once_and_describes_none():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("\n## Figures\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| [")]
-    listed = [m for row in rows for m in re.findall(r"\[(\w+)\]\(src/dplab/figures/\1\.py\)", row.split(" | ")[0])]
+    listed = [
+        m
+        for row in rows
+        for m in re.findall(r"\[(\w+)\]\(src/dplab/figures/\1\.py\)", row.split(" | ")[0])
+    ]
     assert sorted(listed) == sorted(FIGURES)
-    assert all(len(row.strip("|").split(" | ")) == 3 for row in rows)  # id, default settings, paper settings
+    assert all(
+        len(row.strip("|").split(" | ")) == 3 for row in rows
+    )  # id, default settings, paper settings
 
 
 def test_the_report_template_holds_no_caption():
@@ -112,8 +141,10 @@ def test_the_report_template_holds_no_caption():
 def test_the_report_shows_each_figure_s_caption_from_its_module(built):
     """The built report (conftest: the small DAG's figures) carries each module's caption."""
     html = (built / "results" / "report.html").read_text()
-    captions = [unescape(re.sub(r"<[^>]+>", "", json.loads(c)))
-                for c in re.findall(r'"caption": ?("(?:[^"\\]|\\.)*")', html)]
+    captions = [
+        unescape(re.sub(r"<[^>]+>", "", json.loads(c)))
+        for c in re.findall(r'"caption": ?("(?:[^"\\]|\\.)*")', html)
+    ]
     for figure_id in SMALL_FIGURES:
         words = " ".join(re.sub(r"[`*]", "", figure(figure_id).CAPTION).split())
         assert sum(f"{figure_id} {words}" in " ".join(c.split()) for c in captions) == 1, figure_id

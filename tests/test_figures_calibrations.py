@@ -46,7 +46,9 @@ def test_salary_closed_forms_and_classic_only_below_one(salary):
     np.testing.assert_allclose(simple.noise_std, expected, rtol=1e-12)
     classic = salary[salary.accountant == "gaussian_classic"]
     assert classic.epsilon.max() < 1 and len(classic) > 10
-    np.testing.assert_allclose(classic.noise_std, 100 * np.sqrt(2 * np.log(1.25e6)) / classic.epsilon, rtol=1e-12)
+    np.testing.assert_allclose(
+        classic.noise_std, 100 * np.sqrt(2 * np.log(1.25e6)) / classic.epsilon, rtol=1e-12
+    )
     wide = salary.pivot(index="epsilon", columns="accountant", values="noise_std")
     assert (wide.gaussian_analytic <= wide.gaussian_pei * (1 + 1e-12)).all()
     assert (wide.gaussian_pei <= wide.gaussian_simple * (1 + 1e-12)).all()
@@ -105,36 +107,59 @@ def test_full_batch_pld_matches_exact_gaussian_composition(steps_table):
     pld = acc[acc.curve == "pld"].set_index("steps").noise_multiplier
 
     def exact_sigma(t):
-        delta = lambda s: norm.cdf(math.sqrt(t) / (2 * s) - s / math.sqrt(t)) - math.e * norm.cdf(  # noqa: E731
-            -math.sqrt(t) / (2 * s) - s / math.sqrt(t))
+        def delta(s):
+            return norm.cdf(math.sqrt(t) / (2 * s) - s / math.sqrt(t)) - math.e * norm.cdf(  # noqa: E731
+                -math.sqrt(t) / (2 * s) - s / math.sqrt(t)
+            )
+
         return brentq(lambda s: delta(s) - 1e-6, 0.1, 1e4, xtol=1e-12)
 
     for t in (2, 50, 1000):
-        assert pld[t] == pytest.approx(exact_sigma(t), rel=2e-3)  # PLD discretization is pessimistic
+        assert pld[t] == pytest.approx(
+            exact_sigma(t), rel=2e-3
+        )  # PLD discretization is pessimistic
         assert pld[t] >= exact_sigma(t) * (1 - 2 * RTOL)
 
 
 # ---------------------------------------------------------------------- techniques_table
 def test_techniques_table_rows_meet_the_target():
-    params = {**default_params("techniques_table"),
-              "accountants": ["advanced", "rdp", "pld", "pabi", "ye_shokri", "asoodeh_projected"]}
+    params = {
+        **default_params("techniques_table"),
+        "accountants": ["advanced", "rdp", "pld", "pabi", "ye_shokri", "asoodeh_projected"],
+    }
     table = techniques_table.table({}, params).set_index("accountant")
     assert table.noise_multiplier.notna().all(), table.reason
-    assert table.noise_multiplier["pld"] <= table.noise_multiplier["rdp"] <= table.noise_multiplier["advanced"]
+    assert (
+        table.noise_multiplier["pld"]
+        <= table.noise_multiplier["rdp"]
+        <= table.noise_multiplier["advanced"]
+    )
     for name, row in table.iterrows():
         fields = {k: row[k] for k in techniques_table.SETTING_KEYS if k not in get(name).excludes}
-        s = Setting(noise_multiplier=row.noise_multiplier, sampling=row.sampling, neighbouring=row.neighbouring,
-                    **{k: (int(v) if k in ("dataset_size", "batch_size", "steps", "dimension") else v)
-                       for k, v in fields.items()})
+        s = Setting(
+            noise_multiplier=row.noise_multiplier,
+            sampling=row.sampling,
+            neighbouring=row.neighbouring,
+            **{
+                k: (int(v) if k in ("dataset_size", "batch_size", "steps", "dimension") else v)
+                for k, v in fields.items()
+            },
+        )
         assert get(name).epsilon(s, params["delta"]) <= params["epsilon"] * (1 + 1e-9), name
         smaller = s.replace(noise_multiplier=row.noise_multiplier * (1 - 4 * RTOL))
         assert get(name).epsilon(smaller, params["delta"]) > params["epsilon"], name
     # σ over the sensitivity of the sum: σ/2 under replace-one
-    assert table.effective_noise_multiplier["pabi"] == pytest.approx(table.noise_multiplier["pabi"] / 2)
+    assert table.effective_noise_multiplier["pabi"] == pytest.approx(
+        table.noise_multiplier["pabi"] / 2
+    )
     # the attack risk beside pld's σ is risk()'s at that σ; the others have no PLD and say so
     pld = table.loc["pld"]
-    expected = risk.risk(technique_setting("pld", pld, int(pld.steps)).replace(noise_multiplier=pld.noise_multiplier))
-    assert [pld[f"tpr_at_fpr_{a:g}"] for a in risk.FPRS] == expected["tpr"] and pld.advantage == expected["advantage"]
+    expected = risk.risk(
+        technique_setting("pld", pld, int(pld.steps)).replace(noise_multiplier=pld.noise_multiplier)
+    )
+    assert [pld[f"tpr_at_fpr_{a:g}"] for a in risk.FPRS] == expected[
+        "tpr"
+    ] and pld.advantage == expected["advantage"]
     assert table.drop(index="pld").advantage.isna().all()
     assert table.drop(index="pld").risk_note.str.contains("no privacy-loss distribution").all()
 
@@ -150,15 +175,28 @@ def test_sampling_gap_defaults_are_the_default_run():
     import yaml
     from conftest import ROOT
 
-    params, run = default_params("sampling_gap"), yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["runs"]["dp_sgd"]
-    assert (params["dataset_size"], params["batch_size"], params["delta"]) == (1437, run["batch_size"], run["delta"])
+    params, run = (
+        default_params("sampling_gap"),
+        yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["runs"]["dp_sgd"],
+    )
+    assert (params["dataset_size"], params["batch_size"], params["delta"]) == (
+        1437,
+        run["batch_size"],
+        run["delta"],
+    )
     with pytest.raises(DPLabError, match="batch_size"):
         sampling_gap.check({}, {**params, "batch_size": 2000})
 
 
 def test_sampling_gap_rows_carry_their_bound_and_order(gap):
     params, table = gap
-    assert table.reason.eq("").all() and {"bound", "accountant", "sampling", "neighbouring", "delta"} <= set(table)
+    assert table.reason.eq("").all() and {
+        "bound",
+        "accountant",
+        "sampling",
+        "neighbouring",
+        "delta",
+    } <= set(table)
     for name, rows in table.groupby("curve"):
         assert set(rows.bound) == {get(name).bound}
     eps = table[table.panel == "epsilon"].pivot(index="epochs", columns="curve", values="epsilon")
@@ -166,19 +204,32 @@ def test_sampling_gap_rows_carry_their_bound_and_order(gap):
     assert (eps.balls_in_bins_lower <= eps.balls_in_bins).all()
     assert (eps.balls_in_bins <= 1.15 * eps.pld).all() and (eps.shuffle_lower > eps.pld).all()
     # one epoch of fixed batches: one Gaussian mechanism of μ = 2/σ (add_remove, fixed batch size)
-    assert eps.fixed_batches[1] == pytest.approx(get("gaussian_analytic").epsilon(Setting(noise_multiplier=0.5, sensitivity=1.0), 1e-5))
+    assert eps.fixed_batches[1] == pytest.approx(
+        get("gaussian_analytic").epsilon(Setting(noise_multiplier=0.5, sensitivity=1.0), 1e-5)
+    )
 
 
 def test_sampling_gap_sigma_rows_meet_or_certainly_miss_the_target(gap):
     params, table = gap
     sig = table[table.panel == "sigma"]
     for row in sig.itertuples():
-        s = Setting(noise_multiplier=row.noise_multiplier, steps=int(row.steps), sampling=row.sampling,
-                    dataset_size=row.dataset_size, batch_size=row.batch_size)
+        s = Setting(
+            noise_multiplier=row.noise_multiplier,
+            steps=int(row.steps),
+            sampling=row.sampling,
+            dataset_size=row.dataset_size,
+            batch_size=row.batch_size,
+        )
         eps = get(row.accountant).epsilon(s, row.delta)
         if row.bound == "upper":  # a σ that suffices, within RTOL of the smallest
             assert eps <= params["epsilon"]
-            assert get(row.accountant).epsilon(s.replace(noise_multiplier=row.noise_multiplier / (1 + 2 * sampling_gap.RTOL)), row.delta) > params["epsilon"]
+            assert (
+                get(row.accountant).epsilon(
+                    s.replace(noise_multiplier=row.noise_multiplier / (1 + 2 * sampling_gap.RTOL)),
+                    row.delta,
+                )
+                > params["epsilon"]
+            )
         else:  # below this σ the lower bound already exceeds the target
             assert eps > params["epsilon"]
     assert sampling_gap.draw(table) is not None

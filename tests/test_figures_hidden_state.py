@@ -27,8 +27,13 @@ def projected():
 
 def test_projected_defaults_are_fig1_parameters(projected):
     params, _ = projected
-    assert (params["diameter"], params["clip"], params["lr"], params["sigma_a"], params["sampling_rate"]) == (
-        3.0, 2.0, 0.01, 1.0, 0.001)
+    assert (
+        params["diameter"],
+        params["clip"],
+        params["lr"],
+        params["sigma_a"],
+        params["sampling_rate"],
+    ) == (3.0, 2.0, 0.01, 1.0, 0.001)
     assert (params["epsilon"], params["delta"]) == (3.0, 1e-3)
 
 
@@ -71,15 +76,25 @@ def eq21(eps, t, p, lr, clip, sigma, lam, d, kappa):
     """001 Thm 3, eq. (21) by hand, with θ at the diameter 2(r_s − σκ)/σ (docs/hidden_state.md)."""
     s = np.arange(1, t + 1)
     r = (lr * clip + kappa * sigma) * (1 - (1 - lam) ** s) / lam
-    th = np.array([theta(eps, 2 * max(x - sigma * kappa, 0.0) / sigma) if x > sigma * kappa else 0.0 for x in r])
-    second = sum((1 - p) ** (t - k) * np.prod(th[k - 1:]) for k in range(1, t + 1)) * p / (1 - p)
+    th = np.array(
+        [
+            theta(eps, 2 * max(x - sigma * kappa, 0.0) / sigma) if x > sigma * kappa else 0.0
+            for x in r
+        ]
+    )
+    second = sum((1 - p) ** (t - k) * np.prod(th[k - 1 :]) for k in range(1, t + 1)) * p / (1 - p)
     return (1 + math.exp(eps)) * (1 - chi2.cdf(kappa**2, d) ** t) + second
 
 
 def test_regularized_defaults_are_fig2_parameters(regularized):
     params = default_params("asoodeh_regularized")
-    assert (params["clip"], params["lr"], params["sigma_a"], params["epsilon"], params["sampling_rate"]) == (
-        1.0, 0.1, 5.0, 5.0, 0.001)
+    assert (
+        params["clip"],
+        params["lr"],
+        params["sigma_a"],
+        params["epsilon"],
+        params["sampling_rate"],
+    ) == (1.0, 0.1, 5.0, 5.0, 0.001)
     assert params["regularizations"] == [0.65, 0.01]
 
 
@@ -100,22 +115,34 @@ A = {"lr": 0.02, "sigma": 0.02, "n": 5000, "s_g": 4.0}
 
 def test_langevin_rdp_is_cor1_and_app_e_as_printed():
     params = default_params("langevin_rdp")
-    assert (params["lr"], params["langevin_sigma"], params["dataset_size"], params["sensitivity"],
-            params["smoothness"]) == (0.02, 0.02, 5000, 4.0, 4.0)
+    assert (
+        params["lr"],
+        params["langevin_sigma"],
+        params["dataset_size"],
+        params["sensitivity"],
+        params["smoothness"],
+    ) == (0.02, 0.02, 5000, 4.0, 4.0)
     table = langevin_rdp.table({}, params)
     eta, sigma, n, s_g = A["lr"], A["sigma"], A["n"], A["s_g"]
     for alpha, lam in [(30, 1), (20, 1), (10, 1), (10, 2), (10, 4)]:
-        rows = table[(table.bound == "cor1") & (table.alpha == alpha) & (table.strong_convexity == lam)]
+        rows = table[
+            (table.bound == "cor1") & (table.alpha == alpha) & (table.strong_convexity == lam)
+        ]
         for k in (0, 50, 200, 500):
             printed = alpha * s_g**2 / (lam * sigma**2 * n**2) * (1 - math.exp(-lam * eta * k / 2))
-            assert rows[rows.steps == k].rdp_epsilon.item() == pytest.approx(printed, rel=1e-12, abs=1e-15)
+            assert rows[rows.steps == k].rdp_epsilon.item() == pytest.approx(
+                printed, rel=1e-12, abs=1e-15
+            )
     for alpha in (10, 20, 30):
         rows = table[(table.bound == "composition") & (table.alpha == alpha)]
         for k in (1, 100, 500):
             assert rows[rows.steps == k].rdp_epsilon.item() == pytest.approx(
-                alpha * s_g**2 / (4 * n**2 * sigma**2) * eta * k, rel=1e-12)
+                alpha * s_g**2 / (4 * n**2 * sigma**2) * eta * k, rel=1e-12
+            )
     # Fig. 1: α = 30, λ = 1 levels off at αS_g²/(λσ²n²) = 0.048 while composition passes it
-    top = table[(table.bound == "cor1") & (table.alpha == 30) & (table.strong_convexity == 1)].rdp_epsilon.max()
+    top = table[
+        (table.bound == "cor1") & (table.alpha == 30) & (table.strong_convexity == 1)
+    ].rdp_epsilon.max()
     assert 0.046 < top < 0.048
 
 
@@ -131,13 +158,22 @@ def test_langevin_tightness_bounds_as_printed_and_ordered():
     table = langevin_tightness.table({}, params)
     eta, sigma, n, s_g = A["lr"], A["sigma"], A["n"], A["s_g"]
     for alpha in (10, 20, 30):
-        rows = table[table.alpha == alpha].pivot(index="steps", columns="bound", values="rdp_epsilon")
+        rows = table[table.alpha == alpha].pivot(
+            index="steps", columns="bound", values="rdp_epsilon"
+        )
         for k in (10, 100, 300):
-            cor2 = alpha * s_g**2 / ((2 - eta) * sigma**2 * n**2) * (1 - math.exp(-(2 - eta) * eta * k / 2))
+            cor2 = (
+                alpha
+                * s_g**2
+                / ((2 - eta) * sigma**2 * n**2)
+                * (1 - math.exp(-(2 - eta) * eta * k / 2))
+            )
             lower = alpha * s_g**2 / (4 * sigma**2 * n**2) * (1 - math.exp(-eta * k))
             assert rows.loc[k, "cor2"] == pytest.approx(cor2, rel=1e-12)
             assert rows.loc[k, "thm3_lower"] == pytest.approx(lower, rel=1e-12)
-            assert rows.loc[k, "composition"] == pytest.approx(alpha * s_g**2 / (4 * n**2 * sigma**2) * eta * k)
+            assert rows.loc[k, "composition"] == pytest.approx(
+                alpha * s_g**2 / (4 * n**2 * sigma**2) * eta * k
+            )
         k = rows.index[rows.index > 0]
         assert np.all(rows.loc[k, "thm3_lower"] <= rows.loc[k, "thm3_exact"] * (1 + 1e-12))
         assert np.all(rows.loc[k, "thm3_exact"] <= rows.loc[k, "cor2"] * (1 + 1e-12))

@@ -21,8 +21,17 @@ from dplab.training.settings import RunSettings
 pytest.importorskip("riskcal")  # the `peers` extra
 from riskcal.analysis import get_beta_from_gdp  # noqa: E402
 
-BASE = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 10, "batch_size": 20, "lr": 0.5,
-        "clip": 1.0, "delta": 1e-5, "log_every": 10}
+BASE = {
+    "method": "dp_sgd",
+    "model": "logreg",
+    "dataset": "synthetic",
+    "steps": 10,
+    "batch_size": 20,
+    "lr": 0.5,
+    "clip": 1.0,
+    "delta": 1e-5,
+    "log_every": 10,
+}
 FULL_BATCH = {"method": "dp_gd", "batch_size": None, "accountant": "pld", "accountants": ["pld"]}
 
 
@@ -36,9 +45,14 @@ def runs(tmp_path_factory):
     synth = synthetic_data(tmp_path_factory.mktemp("synth"), 200, 60)
     out = tmp_path_factory.mktemp("runs")
     tau, alpha = 0.3, 0.1
-    entries = {"individual": {"noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True},
-               "by_risk": {**FULL_BATCH, "target_tpr": tau, "target_fpr": alpha},
-               "by_epsilon": {**FULL_BATCH, "target_epsilon": risk_calibration.conversion_epsilon(tau, alpha, 1e-5)}}
+    entries = {
+        "individual": {"noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True},
+        "by_risk": {**FULL_BATCH, "target_tpr": tau, "target_fpr": alpha},
+        "by_epsilon": {
+            **FULL_BATCH,
+            "target_epsilon": risk_calibration.conversion_epsilon(tau, alpha, 1e-5),
+        },
+    }
     for name, entry in entries.items():
         loop.train(RunSettings.of(resolved(name=name, **entry)), synth, out / name)
     return out, synth
@@ -51,13 +65,24 @@ def test_individual_privacy_table_is_the_runs_records(runs):
     folder = runs / "individual"
     records = pd.read_csv(folder / "individual_epsilon.csv")
     summary = json.loads((folder / "summary.json").read_text())
-    table = figure("individual_privacy").table({"individual": str(folder / "individual_epsilon.csv"),
-                                                "summary": str(folder / "summary.json")}, {"run": "individual"})
+    table = figure("individual_privacy").table(
+        {
+            "individual": str(folder / "individual_epsilon.csv"),
+            "summary": str(folder / "summary.json"),
+        },
+        {"run": "individual"},
+    )
     medians = records.groupby("class").individual_epsilon.median()
-    assert table.set_index("class")["median"].to_dict() == pytest.approx(medians.to_dict(), rel=1e-12)
-    assert (table["max"] <= table.worst_case_epsilon).all() and (table.worst_case_epsilon == summary["epsilon"]["rdp"]).all()
+    assert table.set_index("class")["median"].to_dict() == pytest.approx(
+        medians.to_dict(), rel=1e-12
+    )
+    assert (table["max"] <= table.worst_case_epsilon).all() and (
+        table.worst_case_epsilon == summary["epsilon"]["rdp"]
+    ).all()
     test_classes = np.bincount(synth.y_test.numpy(), minlength=3)
-    weighted = (table.sort_values("class").test_accuracy.to_numpy() * test_classes).sum() / test_classes.sum()
+    weighted = (
+        table.sort_values("class").test_accuracy.to_numpy() * test_classes
+    ).sum() / test_classes.sum()
     assert weighted == pytest.approx(summary["final"]["test_accuracy"], abs=1e-12)
 
 
@@ -73,13 +98,17 @@ def test_risk_calibration_meets_the_target_with_less_noise(runs):
     assert at.tpr_at_target_fpr["by_risk"] == pytest.approx(0.3, rel=5e-3)
     for name, curve in table[table.kind == "curve"].groupby("calibrated_by"):
         points = curve[curve.fpr.isin(FPRS)]
-        theirs = 1 - np.asarray(get_beta_from_gdp(math.sqrt(10) / at.noise_multiplier[name], points.fpr.to_numpy()))
+        theirs = 1 - np.asarray(
+            get_beta_from_gdp(math.sqrt(10) / at.noise_multiplier[name], points.fpr.to_numpy())
+        )
         assert points.tpr.to_numpy() == pytest.approx(theirs, rel=1e-9)
 
 
 def test_risk_calibration_checks_the_practitioners_epsilon():
-    runs_ = {"a": {"method": "dp_sgd", "target_epsilon": 1.0, "accountant": "pld", "delta": 1e-5},
-             "b": {"method": "dp_sgd", "target_tpr": 0.3, "target_fpr": 0.1}}
+    runs_ = {
+        "a": {"method": "dp_sgd", "target_epsilon": 1.0, "accountant": "pld", "delta": 1e-5},
+        "b": {"method": "dp_sgd", "target_tpr": 0.3, "target_fpr": 0.1},
+    }
     with pytest.raises(DPLabError, match=f"by_epsilon.*{math.log((0.3 - 1e-5) / 0.1):.6g}"):
         risk_calibration.check({"runs": runs_}, {"by_epsilon": "a", "by_risk": "b"})
 
@@ -93,12 +122,18 @@ def test_claims_read_004s_epsilon_as_a_risk(runs, tmp_path):
     folders = {}
     for name, sigma in (("quiet", 20.0), ("loud", 0.5)):
         folders[name] = tmp_path / name
-        run = resolved(**{**FULL_BATCH, "accountant": None}, name=name, noise_multiplier=sigma,
-                       delta=1e-6)
+        run = resolved(
+            **{**FULL_BATCH, "accountant": None}, name=name, noise_multiplier=sigma, delta=1e-6
+        )
         loop.train(RunSettings.of(run), synth, folders[name])
-    inputs = {"tables": [], "nonprivate": [], "sweeps": [], "benchmark": [],
-              "try_summaries": [str(folders[n] / "summary.json") for n in ("quiet", "loud")],
-              "try_metrics": [str(folders[n] / "metrics.csv") for n in ("quiet", "loud")]}
+    inputs = {
+        "tables": [],
+        "nonprivate": [],
+        "sweeps": [],
+        "benchmark": [],
+        "try_summaries": [str(folders[n] / "summary.json") for n in ("quiet", "loud")],
+        "try_metrics": [str(folders[n] / "metrics.csv") for n in ("quiet", "loud")],
+    }
     table = claims.table(inputs, {})
     rows = table[table.statement.str.contains("read as a risk")]
     assert len(rows) == 8  # two rows per try, tries 3 and 4 not in this config
@@ -106,11 +141,18 @@ def test_claims_read_004s_epsilon_as_a_risk(runs, tmp_path):
         reading = json.loads((folders[name] / "summary.json").read_text())["risk"]
         mine = rows[rows.statement.str.startswith(f"try {number}:")]
         mine = mine.set_index(mine.statement.str.contains("advantage"))
-        assert mine.loc[False, "ours"] == reading["tpr"][1] and mine.loc[True, "ours"] == reading["advantage"]
+        assert (
+            mine.loc[False, "ours"] == reading["tpr"][1]
+            and mine.loc[True, "ours"] == reading["advantage"]
+        )
         assert mine.loc[False, "source_value"] == pytest.approx(math.e * 0.01 + 1e-6, rel=1e-12)
-        assert mine.loc[True, "source_value"] == pytest.approx((math.e - 1 + 2e-6) / (math.e + 1), rel=1e-12)
+        assert mine.loc[True, "source_value"] == pytest.approx(
+            (math.e - 1 + 2e-6) / (math.e + 1), rel=1e-12
+        )
         assert set(mine.verdict) == {verdict}
-    assert set(rows[rows.statement.str.startswith(("try 3", "try 4"))].verdict) == {"not checkable here"}
+    assert set(rows[rows.statement.str.startswith(("try 3", "try 4"))].verdict) == {
+        "not checkable here"
+    }
 
 
 def test_index_lists_each_runs_epsilon_with_its_risk(runs, tmp_path):
@@ -124,10 +166,16 @@ def test_index_lists_each_runs_epsilon_with_its_risk(runs, tmp_path):
     for name in ("by_risk", "individual"):
         (tmp_path / "runs" / name).mkdir(parents=True)
         shutil.copy(runs / name / "summary.json", tmp_path / "runs" / name / "summary.json")
-    lines = {line.split(" | ")[0].strip("| "): line for line in run_risks(tmp_path) if line.startswith("| ")}
+    lines = {
+        line.split(" | ")[0].strip("| "): line
+        for line in run_risks(tmp_path)
+        if line.startswith("| ")
+    }
     reading = json.loads((runs / "by_risk" / "summary.json").read_text())["risk"]
     assert f"| {reading['tpr'][1]:.4g} | {reading['advantage']:.4g} |" in lines["by_risk"]
-    assert "pld" in lines["by_risk"] and "no risk: pld" in lines["individual"]  # the individual run claims rdp only
+    assert (
+        "pld" in lines["by_risk"] and "no risk: pld" in lines["individual"]
+    )  # the individual run claims rdp only
 
 
 @pytest.mark.pipeline
@@ -137,10 +185,23 @@ def test_built_dag_draws_individual_privacy_and_carries_risk_columns(built):
     results = built / "results"
     summary = json.loads((results / "runs" / "try3_dp_sgd" / "summary.json").read_text())
     records = pd.read_csv(results / "runs" / "try3_dp_sgd" / "individual_epsilon.csv")
-    assert len(records) == summary["dataset_size"] and (records.individual_epsilon <= summary["epsilon"]["rdp"]).all()
+    assert (
+        len(records) == summary["dataset_size"]
+        and (records.individual_epsilon <= summary["epsilon"]["rdp"]).all()
+    )
     table = pd.read_csv(results / "tables" / "individual_privacy.csv")
-    assert table["records"].sum() == len(records) and (results / "figures" / "individual_privacy.png").stat().st_size
+    assert (
+        table["records"].sum() == len(records)
+        and (results / "figures" / "individual_privacy.png").stat().st_size
+    )
     sweep = pd.read_csv(results / "accounting" / "dp_sgd.csv")
     assert sweep[sweep.accountant == "pld"].advantage.notna().all()
-    assert sweep[sweep.accountant == "rdp"].risk_note.str.contains("no privacy-loss distribution").all()
-    assert (pd.read_csv(results / "runs" / "dp_sgd" / "individual_epsilon.csv").columns == list(loop.INDIVIDUAL_COLUMNS)).all()
+    assert (
+        sweep[sweep.accountant == "rdp"]
+        .risk_note.str.contains("no privacy-loss distribution")
+        .all()
+    )
+    assert (
+        pd.read_csv(results / "runs" / "dp_sgd" / "individual_epsilon.csv").columns
+        == list(loop.INDIVIDUAL_COLUMNS)
+    ).all()

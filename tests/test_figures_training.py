@@ -27,15 +27,25 @@ def synth(tmp_path_factory):
 
 def train(synth, tmp_path, name, **run):
     out = tmp_path / name
-    loop.train(RunSettings.of(resolve_run({"dataset": "synthetic", "name": name, **run})),
-               synth, out)
+    loop.train(
+        RunSettings.of(resolve_run({"dataset": "synthetic", "name": name, **run})), synth, out
+    )
     return out
 
 
 def test_grad_norms_at_the_initial_point_match_the_closed_form(synth, tmp_path):
     """Logistic regression starts at θ = 0: p is uniform over K classes, so the per-example norm is
     ‖p − e_y‖·‖(x, 1)‖ = √((1 − 1/K)² + (K − 1)/K²)·√(‖x‖² + 1); the table's quantile is theirs."""
-    out = train(synth, tmp_path, "gd", method="sgd", sampling="full_batch", steps=1, lr=0.1, record_grad_norms=True)
+    out = train(
+        synth,
+        tmp_path,
+        "gd",
+        method="sgd",
+        sampling="full_batch",
+        steps=1,
+        lr=0.1,
+        record_grad_norms=True,
+    )
     recorded = pd.read_csv(out / "grad_norms.csv")
     k = 3
     x = synth.x_train.numpy().reshape(len(synth.y_train), -1)
@@ -43,28 +53,48 @@ def test_grad_norms_at_the_initial_point_match_the_closed_form(synth, tmp_path):
     assert (recorded.step == 1).all()
     np.testing.assert_allclose(recorded.grad_norm.to_numpy(), expected, rtol=1e-5)
     params = {"run": "gd", "quantile": 0.95, "points": 50, "bins": 10}
-    table = figure("grad_norms").table({"grad_norms": str(out / "grad_norms.csv"), "summary": str(out / "summary.json")}, params)
+    table = figure("grad_norms").table(
+        {"grad_norms": str(out / "grad_norms.csv"), "summary": str(out / "summary.json")}, params
+    )
     q = table[table.kind == "quantile"].grad_norm.iloc[0]
     assert q == pytest.approx(np.quantile(expected, 0.95), rel=1e-5)
     assert table[table.kind == "histogram"]["count"].sum() == len(expected)
     cdf = table[table.kind == "cdf"]
-    assert cdf.grad_norm.is_monotonic_increasing and cdf.grad_norm.iloc[-1] == pytest.approx(expected.max(), rel=1e-5)
+    assert cdf.grad_norm.is_monotonic_increasing and cdf.grad_norm.iloc[-1] == pytest.approx(
+        expected.max(), rel=1e-5
+    )
 
 
 def test_grad_norms_are_optional_and_logged_per_batch(synth, tmp_path):
-    out = train(synth, tmp_path, "b", method="sgd", sampling="without_replacement", batch_size=16, steps=10,
-                log_every=5, record_grad_norms=True)
+    out = train(
+        synth,
+        tmp_path,
+        "b",
+        method="sgd",
+        sampling="without_replacement",
+        batch_size=16,
+        steps=10,
+        log_every=5,
+        record_grad_norms=True,
+    )
     assert pd.read_csv(out / "grad_norms.csv").groupby("step").size().to_dict() == {5: 16, 10: 16}
     plain = train(synth, tmp_path, "p", method="sgd", steps=3)
-    assert (plain / "grad_norms.csv").read_text().count("\n") == 1  # every run has the file: header only
+    assert (plain / "grad_norms.csv").read_text().count(
+        "\n"
+    ) == 1  # every run has the file: header only
 
 
 def test_nonprivate_training_stars_the_best_logged_values(synth, tmp_path):
     out = train(synth, tmp_path, "np", method="sgd", steps=30, log_every=5, lr=1.0)
     metrics = pd.read_csv(out / "metrics.csv")
-    table = figure("nonprivate_training").table({"summary": str(out / "summary.json"), "metrics": str(out / "metrics.csv")}, {"run": "np"})
+    table = figure("nonprivate_training").table(
+        {"summary": str(out / "summary.json"), "metrics": str(out / "metrics.csv")}, {"run": "np"}
+    )
     best = table[table.best].set_index("metric").value
-    assert best["test_loss"] == metrics.test_loss.min() and best["test_accuracy"] == metrics.test_accuracy.max()
+    assert (
+        best["test_loss"] == metrics.test_loss.min()
+        and best["test_accuracy"] == metrics.test_accuracy.max()
+    )
     assert len(table) == 2 * len(metrics)
 
 
@@ -72,12 +102,24 @@ def _fake_summary(folder, name, method, eps, seed, acc, accountant="rdp"):
     run = {"name": name, "method": method, "model": "logreg", "steps": 10, "lr": 0.1}
     if eps:
         run.update(clip=1.0, accountant=accountant, target_epsilon=eps)
-    setting = {"noise_multiplier": 1.0, "sampling_rate": 0.1, "steps": 10, "sampling": "poisson"} if eps else None
-    summary = summary_json(run, {"test_accuracy": acc}, sampling="poisson", setting=setting,
-                           batch_size=10, noise_multiplier=1.0 if eps else None, delta=1e-5 if eps else None,
-                           neighbouring="add_remove", epsilon={accountant: eps} if eps else {},
-                           epsilon_covers={accountant: "every iterate"} if eps else {},
-                           update={"noise": "independent" if eps else "none", "normalize": "expected"})
+    setting = (
+        {"noise_multiplier": 1.0, "sampling_rate": 0.1, "steps": 10, "sampling": "poisson"}
+        if eps
+        else None
+    )
+    summary = summary_json(
+        run,
+        {"test_accuracy": acc},
+        sampling="poisson",
+        setting=setting,
+        batch_size=10,
+        noise_multiplier=1.0 if eps else None,
+        delta=1e-5 if eps else None,
+        neighbouring="add_remove",
+        epsilon={accountant: eps} if eps else {},
+        epsilon_covers={accountant: "every iterate"} if eps else {},
+        update={"noise": "independent" if eps else "none", "normalize": "expected"},
+    )
     path = folder / name / "summary.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(summary))
@@ -87,51 +129,96 @@ def _fake_summary(folder, name, method, eps, seed, acc, accountant="rdp"):
 def test_privacy_utility_mean_and_sd_over_seeds(tmp_path):
     rng = np.random.default_rng(1)
     accs = {(m, e): rng.uniform(0.5, 0.9, 3) for m in ("dp_sgd", "dp_gd") for e in (0.5, 2.0)}
-    paths = [_fake_summary(tmp_path, f"synthetic/logreg/{m}/eps{e:g}/seed{s}", m, e, s, acc[s]) for (m, e), acc in accs.items() for s in range(3)]
-    paths += [_fake_summary(tmp_path, f"synthetic/logreg/sgd/nonprivate/seed{s}", "sgd", None, s, 0.95 - 0.01 * s)
-              for s in range(3)]
+    paths = [
+        _fake_summary(tmp_path, f"synthetic/logreg/{m}/eps{e:g}/seed{s}", m, e, s, acc[s])
+        for (m, e), acc in accs.items()
+        for s in range(3)
+    ]
+    paths += [
+        _fake_summary(
+            tmp_path, f"synthetic/logreg/sgd/nonprivate/seed{s}", "sgd", None, s, 0.95 - 0.01 * s
+        )
+        for s in range(3)
+    ]
     table = figure("privacy_utility").table({"summaries": paths}, {"grids": ["g"]})
     for (m, e), acc in accs.items():
         row = table[(table.variant == m) & (table.epsilon == e)].iloc[0]
-        assert row.accuracy_mean == pytest.approx(acc.mean()) and row.accuracy_sd == pytest.approx(np.std(acc, ddof=1))
+        assert row.accuracy_mean == pytest.approx(acc.mean()) and row.accuracy_sd == pytest.approx(
+            np.std(acc, ddof=1)
+        )
         assert row.seeds == 3 and row.accountant == "rdp" and row.release == "every iterate"
     ref = table[table.variant == "sgd"].iloc[0]
     assert np.isnan(ref.epsilon) and ref.accuracy_mean == pytest.approx(0.94)
     # picking the better of the two methods at each ε: Papernot & Steinke's protocol, K geometric with mean 2
-    curve = get("rdp").rdp_curve(Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=10, sampling="poisson"))
+    curve = get("rdp").rdp_curve(
+        Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=10, sampling="poisson")
+    )
     private = table.dropna(subset=["epsilon"])
-    assert private.selection_epsilon.to_numpy() == pytest.approx(selection.epsilon([curve], 1e-5, 2.0, 1.0))
-    assert (private.selection_epsilon > get("rdp").epsilon(Setting(noise_multiplier=1.0, sampling_rate=0.1,
-                                                                   steps=10, sampling="poisson"), 1e-5)).all()
-    assert private.selection_note.str.contains("best of dp_gd, dp_sgd").all() and np.isnan(ref.selection_epsilon)
+    assert private.selection_epsilon.to_numpy() == pytest.approx(
+        selection.epsilon([curve], 1e-5, 2.0, 1.0)
+    )
+    assert (
+        private.selection_epsilon
+        > get("rdp").epsilon(
+            Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=10, sampling="poisson"), 1e-5
+        )
+    ).all()
+    assert private.selection_note.str.contains("best of dp_gd, dp_sgd").all() and np.isnan(
+        ref.selection_epsilon
+    )
 
 
 def test_hidden_state_gain_reads_every_valid_curve_and_every_exclusion(synth, tmp_path):
     """noisy GD on a strongly convex loss: 002 Cor. 1 (langevin) converges in T while composition
     grows, so after enough steps the hidden-state ε is below every composition ε."""
-    out = train(synth, tmp_path, "hs", method="noisy_gd", l2=0.05, diameter=4.0, clip=3.0, lr=0.5,
-                noise_multiplier=20.0, steps=400, log_every=100, neighbouring="replace_one",
-                accountants=["rdp", "pld", "langevin", "pabi"])
+    out = train(
+        synth,
+        tmp_path,
+        "hs",
+        method="noisy_gd",
+        l2=0.05,
+        diameter=4.0,
+        clip=3.0,
+        lr=0.5,
+        noise_multiplier=20.0,
+        steps=400,
+        log_every=100,
+        neighbouring="replace_one",
+        accountants=["rdp", "pld", "langevin", "pabi"],
+    )
     metrics = pd.read_csv(out / "metrics.csv")
-    table = figure("hidden_state_gain").table({"summaries": [str(out / "summary.json")], "metrics": [str(out / "metrics.csv")]},
-                                              {"runs": ["hs"], "skip": []})
+    table = figure("hidden_state_gain").table(
+        {"summaries": [str(out / "summary.json")], "metrics": [str(out / "metrics.csv")]},
+        {"runs": ["hs"], "skip": []},
+    )
     for name in ("rdp", "pld", "langevin"):
         rows = table[table.accountant == name]
-        np.testing.assert_array_equal(rows.epsilon.to_numpy(), metrics[f"epsilon_{name}"].to_numpy())
+        np.testing.assert_array_equal(
+            rows.epsilon.to_numpy(), metrics[f"epsilon_{name}"].to_numpy()
+        )
     hidden = table[table.accountant == "langevin"]
     best = np.minimum(metrics.epsilon_rdp, metrics.epsilon_pld).to_numpy()
     np.testing.assert_allclose(hidden.gain.to_numpy(), best / hidden.epsilon.to_numpy())
     assert hidden.release.iloc[0] == "last_iterate" and hidden.gain.iloc[-1] > 1
     refused = table[table.accountant == "pabi"]
-    assert len(refused) == 1 and refused.epsilon.isna().all() and "shuffle" in refused.reason.iloc[0]
+    assert (
+        len(refused) == 1 and refused.epsilon.isna().all() and "shuffle" in refused.reason.iloc[0]
+    )
 
 
 def test_figure_inputs_name_the_pipeline_files():
     from dplab.schemas import validate
 
-    config = validate({"datasets": {"digits": {"kind": "digits"}}, "runs": {"a": {"method": "sgd", "record_grad_norms": True}},
-                       "figures": {"grad_norms": {"run": "a"}}})
+    config = validate(
+        {
+            "datasets": {"digits": {"kind": "digits"}},
+            "runs": {"a": {"method": "sgd", "record_grad_norms": True}},
+            "figures": {"grad_norms": {"run": "a"}},
+        }
+    )
     plan = jobs.plan(config)
-    assert plan.job("figure_table", "grad_norms").inputs == {"grad_norms": "results/runs/a/grad_norms.csv",
-                                                               "summary": "results/runs/a/summary.json"}
+    assert plan.job("figure_table", "grad_norms").inputs == {
+        "grad_norms": "results/runs/a/grad_norms.csv",
+        "summary": "results/runs/a/summary.json",
+    }
     assert layout.run_files("a")["grad_norms"] in plan.targets

@@ -50,26 +50,91 @@ FEWER_EXAMPLES = {"balls_in_bins": 8}
 #: docs/reliability.md): their `sigma` is fuzzed at ε <= 10 only
 SLOW_SIGMA = {"balls_in_bins"}
 
-NUMBERS = ("0", "-1", "nan", "inf", "-inf", "1e300", "1e-300", "99999999999999999999999", "-99999999999999999999999",
-           "abc", "", " ", "0x10", "1,5", "1", "2", "0.5", "1e-5", "10")
-NAMES = ("", "nope", "rdp", "pld", "naive", "gaussian_analytic", "balls_in_bins", "asoodeh_projected", "dp_sgd",
-         "optimal", "banded", "poisson", "shuffle", "full_batch", "../x", "é", "--", "-x")
+NUMBERS = (
+    "0",
+    "-1",
+    "nan",
+    "inf",
+    "-inf",
+    "1e300",
+    "1e-300",
+    "99999999999999999999999",
+    "-99999999999999999999999",
+    "abc",
+    "",
+    " ",
+    "0x10",
+    "1,5",
+    "1",
+    "2",
+    "0.5",
+    "1e-5",
+    "10",
+)
+NAMES = (
+    "",
+    "nope",
+    "rdp",
+    "pld",
+    "naive",
+    "gaussian_analytic",
+    "balls_in_bins",
+    "asoodeh_projected",
+    "dp_sgd",
+    "optimal",
+    "banded",
+    "poisson",
+    "shuffle",
+    "full_batch",
+    "../x",
+    "é",
+    "--",
+    "-x",
+)
 #: what a key of a JSON flag's object may be set to
 JSON_EXTREMES = (0, -1, 1e300, 1e-300, 99999999999999999999999, "x", "", None, [], {}, True)
-JSON_VALUES = ("", "{", "[]", "null", "5", '"x"', "{}", '{"x": 1}', '{"kind": "nope"}', '{"kind": "synthetic", "train_size": -1}',
-               '{"kind": "synthetic", "train_size": 1e300}', '{"seed": -1}', '{"seed": 0, "runs": 0}',
-               '{"runs": 0}', '{"method": "dp_sgd"}', '{"threat_model": "white_box"}', '{"steps": "NaN"}',
-               '{"noise_multiplier": Infinity}', '{"figures": 5}', '{"runs": {"a": {"method": "nope"}}}')
+JSON_VALUES = (
+    "",
+    "{",
+    "[]",
+    "null",
+    "5",
+    '"x"',
+    "{}",
+    '{"x": 1}',
+    '{"kind": "nope"}',
+    '{"kind": "synthetic", "train_size": -1}',
+    '{"kind": "synthetic", "train_size": 1e300}',
+    '{"seed": -1}',
+    '{"seed": 0, "runs": 0}',
+    '{"runs": 0}',
+    '{"method": "dp_sgd"}',
+    '{"threat_model": "white_box"}',
+    '{"steps": "NaN"}',
+    '{"noise_multiplier": Infinity}',
+    '{"figures": 5}',
+    '{"runs": {"a": {"method": "nope"}}}',
+)
 
 
 def _junk_files(folder: Path) -> dict[str, str]:
     """Paths a hostile user gives: missing, a folder, a file under a file, and files of junk."""
     folder.mkdir(parents=True, exist_ok=True)
     files = {
-        "junk.json": '{"a": [1, 2', "list.json": "[1, 2, 3]", "nan.json": '{"epsilon": NaN}', "junk.csv": 'a,b\n1,"2\n',
-        "empty.csv": "", "cols.csv": "x,y\n1,2\n", "junk.yaml": "runs: [1, 2\n  - : :", "scalar.yaml": "5\n",
-        "runs.yaml": "runs: 5\n", "tab.yaml": "seed:\t0\n", "junk.npz": "PK\x03\x04 not a zip",
-        "junk.pt": "not a torch file", "empty": "", "bin": "\x00\xff\xfe" * 50,
+        "junk.json": '{"a": [1, 2',
+        "list.json": "[1, 2, 3]",
+        "nan.json": '{"epsilon": NaN}',
+        "junk.csv": 'a,b\n1,"2\n',
+        "empty.csv": "",
+        "cols.csv": "x,y\n1,2\n",
+        "junk.yaml": "runs: [1, 2\n  - : :",
+        "scalar.yaml": "5\n",
+        "runs.yaml": "runs: 5\n",
+        "tab.yaml": "seed:\t0\n",
+        "junk.npz": "PK\x03\x04 not a zip",
+        "junk.pt": "not a torch file",
+        "empty": "",
+        "bin": "\x00\xff\xfe" * 50,
     }
     for name, text in files.items():
         (folder / name).write_text(text, encoding="latin-1")
@@ -86,9 +151,16 @@ def _junk_files(folder: Path) -> dict[str, str]:
     np.savez(data / "train.npz", x=np.zeros((4, 3)))
     (data / "info.json").write_text(json.dumps({"name": "digits"}))
     paths = {name: str(folder / name) for name in files}
-    paths.update(wrong_npz=str(folder / "wrong.npz"), dir=str(folder / "dir"), data_junk=str(folder / "data_junk"),
-                 data_truncated=str(folder / "data_truncated"), missing=str(folder / "missing" / "x.json"),
-                 under_file=str(folder / "junk.json" / "x.csv"), empty_str="", config=CONFIG)
+    paths.update(
+        wrong_npz=str(folder / "wrong.npz"),
+        dir=str(folder / "dir"),
+        data_junk=str(folder / "data_junk"),
+        data_truncated=str(folder / "data_truncated"),
+        missing=str(folder / "missing" / "x.json"),
+        under_file=str(folder / "junk.json" / "x.csv"),
+        empty_str="",
+        config=CONFIG,
+    )
     return paths
 
 
@@ -103,43 +175,197 @@ AUDIT = {**RAW["audits"]["digits_last_iterate_convex"], "steps": [2], "runs": 2,
 #: valid (or nearly valid) command lines per subcommand; OUT/OUTDIR/… are placeholders for
 #: paths under the output folder; DATA is always a junk data folder (no case trains)
 BASELINES: dict[str, list[list[str]]] = {
-    "prepare-data": [["--dataset-json", json.dumps(RAW["datasets"]["synthetic"]), "--out", "OUTDIR"],
-                     ["--config", CONFIG, "--dataset", "synthetic", "--out", "OUTDIR"]],
-    "train": [["--config", CONFIG, "--run", "dp_sgd", "--data", "DATA", "--out", "OUTDIR", "--threads", "1"],
-              ["--run-json", json.dumps(RAW["runs"]["dp_sgd"]), "--data", "DATA", "--out", "OUTDIR"]],
-    "epsilon": [["--accountant", "rdp", "--noise-multiplier", "1.0", "--sampling-rate", "0.01", "--steps", "100",
-                 "--delta", "1e-5"],
-                ["--accountant", "pld", "--noise-multiplier", "1.0", "--sampling-rate", "0.01", "--steps", "100",
-                 "--delta", "1e-5"],
-                ["--accountant", "asoodeh_projected", "--noise-multiplier", "2", "--dataset-size", "100",
-                 "--batch-size", "10", "--steps", "100", "--diameter", "1", "--lr", "0.1", "--clip", "1",
-                 "--sampling", "shuffle", "--neighbouring", "replace_one", "--delta", "1e-5"]],
-    "delta": [["--accountant", "rdp", "--noise-multiplier", "1.0", "--sampling-rate", "0.01", "--steps", "100",
-               "--epsilon", "1"],
-              ["--accountant", "gaussian_analytic", "--noise-multiplier", "1.0", "--sensitivity", "1", "--epsilon", "1"]],
-    "sigma": [["--accountant", "rdp", "--sampling-rate", "0.01", "--steps", "100", "--epsilon", "1", "--delta", "1e-5"],
-              ["--accountant", "pld", "--sampling-rate", "0.01", "--steps", "100", "--epsilon", "1", "--delta", "1e-5"],
-              ["--accountant", "gaussian_analytic", "--sensitivity", "1", "--epsilon", "1", "--delta", "1e-5"]],
+    "prepare-data": [
+        ["--dataset-json", json.dumps(RAW["datasets"]["synthetic"]), "--out", "OUTDIR"],
+        ["--config", CONFIG, "--dataset", "synthetic", "--out", "OUTDIR"],
+    ],
+    "train": [
+        [
+            "--config",
+            CONFIG,
+            "--run",
+            "dp_sgd",
+            "--data",
+            "DATA",
+            "--out",
+            "OUTDIR",
+            "--threads",
+            "1",
+        ],
+        ["--run-json", json.dumps(RAW["runs"]["dp_sgd"]), "--data", "DATA", "--out", "OUTDIR"],
+    ],
+    "epsilon": [
+        [
+            "--accountant",
+            "rdp",
+            "--noise-multiplier",
+            "1.0",
+            "--sampling-rate",
+            "0.01",
+            "--steps",
+            "100",
+            "--delta",
+            "1e-5",
+        ],
+        [
+            "--accountant",
+            "pld",
+            "--noise-multiplier",
+            "1.0",
+            "--sampling-rate",
+            "0.01",
+            "--steps",
+            "100",
+            "--delta",
+            "1e-5",
+        ],
+        [
+            "--accountant",
+            "asoodeh_projected",
+            "--noise-multiplier",
+            "2",
+            "--dataset-size",
+            "100",
+            "--batch-size",
+            "10",
+            "--steps",
+            "100",
+            "--diameter",
+            "1",
+            "--lr",
+            "0.1",
+            "--clip",
+            "1",
+            "--sampling",
+            "shuffle",
+            "--neighbouring",
+            "replace_one",
+            "--delta",
+            "1e-5",
+        ],
+    ],
+    "delta": [
+        [
+            "--accountant",
+            "rdp",
+            "--noise-multiplier",
+            "1.0",
+            "--sampling-rate",
+            "0.01",
+            "--steps",
+            "100",
+            "--epsilon",
+            "1",
+        ],
+        [
+            "--accountant",
+            "gaussian_analytic",
+            "--noise-multiplier",
+            "1.0",
+            "--sensitivity",
+            "1",
+            "--epsilon",
+            "1",
+        ],
+    ],
+    "sigma": [
+        [
+            "--accountant",
+            "rdp",
+            "--sampling-rate",
+            "0.01",
+            "--steps",
+            "100",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+        ],
+        [
+            "--accountant",
+            "pld",
+            "--sampling-rate",
+            "0.01",
+            "--steps",
+            "100",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+        ],
+        [
+            "--accountant",
+            "gaussian_analytic",
+            "--sensitivity",
+            "1",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+        ],
+    ],
     "accountants": [[]],
-    "sweep": [["--summary", "SUMMARY", "--accountants", "rdp", "pld", "--points", "3", "--out", "OUT.csv"],
-              ["--config", CONFIG, "--sweep", "dp_sgd", "--out", "OUT.csv"]],
-    "figure-table": [["gaussian_sigma", "--params-json", "{}", "--out", "OUT.csv"],
-                     ["accountants_vs_pld", "--config", CONFIG, "--out", "OUT.csv"]],
+    "sweep": [
+        [
+            "--summary",
+            "SUMMARY",
+            "--accountants",
+            "rdp",
+            "pld",
+            "--points",
+            "3",
+            "--out",
+            "OUT.csv",
+        ],
+        ["--config", CONFIG, "--sweep", "dp_sgd", "--out", "OUT.csv"],
+    ],
+    "figure-table": [
+        ["gaussian_sigma", "--params-json", "{}", "--out", "OUT.csv"],
+        ["accountants_vs_pld", "--config", CONFIG, "--out", "OUT.csv"],
+    ],
     "figure-draw": [["gaussian_sigma", "--table", "TABLE", "--pdf", "OUT.pdf", "--png", "OUT.png"]],
     "index": [["--results", "RESULTS", "--out", "OUT.txt"]],
-    "mf": [["--strategy", "banded", "--steps", "16", "--min-separation", "4", "--bands", "2", "--epsilon", "1",
-            "--delta", "1e-6"],
-           ["--strategy", "optimal", "--steps", "8", "--out", "OUT.npz"]],
-    "audit": [["--audit-json", json.dumps(AUDIT), "--data", "DATA", "--out", "OUT.csv"],
-              ["--config", CONFIG, "--audit", "digits_white_box", "--data", "DATA", "--out", "OUT.csv"]],
-    "provenance": [["--config-json", "{}", "--out", "OUT.json", CONFIG],
-                   ["--config", CONFIG, "--out", "OUT.json", CONFIG]],
+    "mf": [
+        [
+            "--strategy",
+            "banded",
+            "--steps",
+            "16",
+            "--min-separation",
+            "4",
+            "--bands",
+            "2",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+        ],
+        ["--strategy", "optimal", "--steps", "8", "--out", "OUT.npz"],
+    ],
+    "audit": [
+        ["--audit-json", json.dumps(AUDIT), "--data", "DATA", "--out", "OUT.csv"],
+        ["--config", CONFIG, "--audit", "digits_white_box", "--data", "DATA", "--out", "OUT.csv"],
+    ],
+    "provenance": [
+        ["--config-json", "{}", "--out", "OUT.json", CONFIG],
+        ["--config", CONFIG, "--out", "OUT.json", CONFIG],
+    ],
     "check-config": [[CONFIG]],
     "dvc-yaml": [["--out", "OUT.yaml"], ["--out", "OUT.yaml", "--check"]],
 }
 
 #: flags (by dest) whose value is a path read, a path written, JSON, or a list of names
-READ_PATHS = {"config", "data", "summary", "table", "results", "mf_cache", "inputs", "files", "outputs"}
+READ_PATHS = {
+    "config",
+    "data",
+    "summary",
+    "table",
+    "results",
+    "mf_cache",
+    "inputs",
+    "files",
+    "outputs",
+}
 WRITE_PATHS = {"out", "pdf", "png"}
 
 
@@ -155,12 +381,22 @@ def _edges(dest: str) -> list[str]:
     from dplab.accounting.base import LIMITS
     from dplab.validate import MAX_THREADS
 
-    low, high = {**{key: limit[:2] for key, limit in LIMITS.items()}, "threads": (1, MAX_THREADS)}.get(dest, (None, None))
+    low, high = {
+        **{key: limit[:2] for key, limit in LIMITS.items()},
+        "threads": (1, MAX_THREADS),
+    }.get(dest, (None, None))
     if low is None:
         return []
-    if float(high).is_integer() and float(low).is_integer() and dest != "epsilon":  # a count: the next integer
+    if (
+        float(high).is_integer() and float(low).is_integer() and dest != "epsilon"
+    ):  # a count: the next integer
         return [str(int(low)), str(int(low) - 1), str(int(high)), str(int(high) + 1)]
-    return [repr(low), repr(math.nextafter(low, -math.inf)), repr(high), repr(math.nextafter(high, math.inf))]
+    return [
+        repr(low),
+        repr(math.nextafter(low, -math.inf)),
+        repr(high),
+        repr(math.nextafter(high, math.inf)),
+    ]
 
 
 def _pool(action, junk: dict[str, str]) -> list:
@@ -191,16 +427,26 @@ def mutated(draw, name: str, junk: dict[str, str]) -> list[str]:
     actions = _flag_actions(sub)
     argv = list(draw(st.sampled_from(BASELINES[name])))
     for _ in range(draw(st.sampled_from((1, 1, 1, 2, 3)))):
-        op = draw(st.sampled_from(("set", "set", "set", "drop", "repeat", "unknown", "bytes") if actions else ("unknown",)))
+        op = draw(
+            st.sampled_from(
+                ("set", "set", "set", "drop", "repeat", "unknown", "bytes")
+                if actions
+                else ("unknown",)
+            )
+        )
         if op == "unknown":
-            argv += draw(st.sampled_from((["--no-such-flag"], ["--no-such-flag", "1"], ["extra"], ["-"])))
+            argv += draw(
+                st.sampled_from((["--no-such-flag"], ["--no-such-flag", "1"], ["extra"], ["-"]))
+            )
             continue
         readers = [a for a in actions if a.dest in READ_PATHS]
         if op == "bytes" and not readers:
             op = "set"
         action = draw(st.sampled_from(readers if op == "bytes" else actions))
         flag = action.option_strings[0] if action.option_strings else None
-        if op == "bytes":  # a file of random bytes (BYTES:<hex>, written by _resolve) where a file is read
+        if (
+            op == "bytes"
+        ):  # a file of random bytes (BYTES:<hex>, written by _resolve) where a file is read
             value = "BYTES:" + draw(st.binary(max_size=300)).hex()
             if flag is None:
                 argv = [value] + (argv[1:] if argv and not argv[0].startswith("--") else argv)
@@ -243,8 +489,9 @@ def json_key_set(draw, text: str) -> str:
     """The JSON object ``text`` with one key (top level or one level down) set to an extreme value
     (or 1e300-scaled: NaN and Infinity, which Python's json reads)."""
     data = json.loads(text)
-    paths = [(key,) for key in data] + [(key, sub) for key, value in data.items() if isinstance(value, dict)
-                                        for sub in value]
+    paths = [(key,) for key in data] + [
+        (key, sub) for key, value in data.items() if isinstance(value, dict) for sub in value
+    ]
     path = draw(st.sampled_from(paths))
     value = draw(st.sampled_from((*JSON_EXTREMES, math.nan, math.inf)))
     target = data
@@ -272,7 +519,9 @@ COUNTS: Counter = Counter()
 LAST_OUT = [""]  # the stdout of the last case, for checks of its answer
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
 #: what a one-line refusal names: "dplab CMD: error: KEY: …", a --flag, an argparse argument
-NAMES_SOMETHING = re.compile(r"error: (argument |the following arguments|unrecognized arguments|[^\s:]+: )|--\w")
+NAMES_SOMETHING = re.compile(
+    r"error: (argument |the following arguments|unrecognized arguments|[^\s:]+: )|--\w"
+)
 
 
 def call(argv: list[str], capfd) -> tuple[int, str, str]:
@@ -285,7 +534,9 @@ def call(argv: list[str], capfd) -> tuple[int, str, str]:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
         COUNTS["argparse"] += code != 0
     except Hang:
-        pytest.fail(f"dplab {' '.join(map(repr, argv))}: no answer within {CALL_LIMIT} s of CPU ({WALL_LIMIT} s wall)")
+        pytest.fail(
+            f"dplab {' '.join(map(repr, argv))}: no answer within {CALL_LIMIT} s of CPU ({WALL_LIMIT} s wall)"
+        )
     except Exception as err:  # noqa: BLE001 - the point: none may escape
         pytest.fail(f"dplab {' '.join(map(repr, argv))}: uncaught {type(err).__name__}: {err}")
     out, err = capfd.readouterr()
@@ -318,8 +569,13 @@ def check_case(argv: list[str], out_root: Path, capfd) -> int:
 
 def _resolve(argv: list[str], junk: dict[str, str], out_root: Path) -> list[str]:
     """Placeholders → paths: OUT* under ``out_root``; DATA, SUMMARY, TABLE, RESULTS junk inputs."""
-    inputs = {"DATA": junk["data_junk"], "SUMMARY": junk["junk.json"], "TABLE": junk["cols.csv"],
-              "RESULTS": junk["dir"], "BIN": junk["bin"]}
+    inputs = {
+        "DATA": junk["data_junk"],
+        "SUMMARY": junk["junk.json"],
+        "TABLE": junk["cols.csv"],
+        "RESULTS": junk["dir"],
+        "BIN": junk["bin"],
+    }
     resolved = []
     for token in argv:
         if token.startswith("OUT"):
@@ -339,18 +595,27 @@ def test_every_subcommand_has_a_baseline():
 
 @pytest.fixture(autouse=True)
 def _back_home(monkeypatch):
-    monkeypatch.chdir(ROOT)  # check_case moves into its out_root; monkeypatch moves back after the test
+    monkeypatch.chdir(
+        ROOT
+    )  # check_case moves into its out_root; monkeypatch moves back after the test
 
 
 @pytest.mark.parametrize("name", sorted(BASELINES))
 def test_fuzz_subcommand(name, junk, tmp_path, capfd):
     assert name in subcommands(), f"BASELINES names {name!r}, which is no subcommand"
     out_root = tmp_path / "out_root"
-    for argv in BASELINES[name]:  # every baseline parses: the mutations start from a valid command line
+    for argv in BASELINES[
+        name
+    ]:  # every baseline parses: the mutations start from a valid command line
         build_parser().parse_args([name, *_resolve(argv, junk, out_root)])
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(mutated(name, junk))
     def fuzz(argv):
         check_case([name, *_resolve(argv, junk, out_root)], out_root, capfd)
@@ -360,10 +625,25 @@ def test_fuzz_subcommand(name, junk, tmp_path, capfd):
 
 #: finite extremes for a setting key of an accountant: (integer keys, real keys)
 INT_EXTREMES = ("0", "-1", "1", "2", "1000000000", "1000000000000000", "99999999999999999999999")
-REAL_EXTREMES = ("0", "-1", "1e-300", "1e-30", "1e-6", "0.03", "0.5", "1", "1e7", "1e15", "1e30", "1e300")
-QUERIES = (("epsilon", "--delta", ("1e-300", "1e-12", "1e-5", "0.5", "1")),
-           ("delta", "--epsilon", ("1e-12", "1", "100", "10000", "1e300")),
-           ("sigma", "--epsilon", ("1e-12", "1", "1000", "10000")))
+REAL_EXTREMES = (
+    "0",
+    "-1",
+    "1e-300",
+    "1e-30",
+    "1e-6",
+    "0.03",
+    "0.5",
+    "1",
+    "1e7",
+    "1e15",
+    "1e30",
+    "1e300",
+)
+QUERIES = (
+    ("epsilon", "--delta", ("1e-300", "1e-12", "1e-5", "0.5", "1")),
+    ("delta", "--epsilon", ("1e-12", "1", "100", "10000", "1e300")),
+    ("sigma", "--epsilon", ("1e-12", "1", "1000", "10000")),
+)
 
 
 @st.composite
@@ -385,7 +665,13 @@ def extreme_setting(draw, name: str) -> list[str]:
     command, flag, targets = draw(st.sampled_from(QUERIES))
     if command == "sigma" and name in SLOW_SIGMA:
         targets = [t for t in targets if float(t) <= 10]
-    argv = [command, "--accountant", name, "--sampling", draw(st.sampled_from(sorted(acc.samplings)))]
+    argv = [
+        command,
+        "--accountant",
+        name,
+        "--sampling",
+        draw(st.sampled_from(sorted(acc.samplings))),
+    ]
     argv += [flag, draw(st.sampled_from(targets))]
     if command == "sigma":
         values.pop("noise_multiplier", None)
@@ -410,8 +696,13 @@ def test_fuzz_every_accountant_at_extreme_settings(name, tmp_path, capfd):
 
     out_root = tmp_path / "out_root"
 
-    @settings(max_examples=FEWER_EXAMPLES.get(name, ACCOUNTANT_EXAMPLES), deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=FEWER_EXAMPLES.get(name, ACCOUNTANT_EXAMPLES),
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(extreme_setting(name))
     def fuzz(argv):
         capfd.readouterr()
@@ -419,7 +710,13 @@ def test_fuzz_every_accountant_at_extreme_settings(name, tmp_path, capfd):
         COUNTS["accountant cases"] += 1
         if code == 0:
             answer = json.loads(LAST_OUT[0])
-            value = answer.get("epsilon" if argv[0] == "epsilon" else "delta" if argv[0] == "delta" else "noise_multiplier")
+            value = answer.get(
+                "epsilon"
+                if argv[0] == "epsilon"
+                else "delta"
+                if argv[0] == "delta"
+                else "noise_multiplier"
+            )
             assert math.isfinite(value), (argv, answer)
             if argv[0] == "delta":
                 assert DELTA_FLOOR <= value <= 1, (argv, answer)
@@ -433,10 +730,34 @@ def test_fuzz_every_accountant_at_extreme_settings(name, tmp_path, capfd):
 #: here so they stay fixed whatever the draws of future hypothesis versions
 REGRESSIONS: list[list[str]] = [
     ["check-config", "BIN"],  # a binary config: UnicodeDecodeError (exit 1)
-    ["train", "--config", CONFIG, "--run", "dp_sgd", "--data", "DATA", "--out", "OUTDIR",
-     "--threads", "99999999999999999999999"],  # torch.set_num_threads overflow (exit 1)
-    ["provenance", "--out", "OUT.json", CONFIG, "--config-json", ""],  # '' read as no --config-json (exit 1)
-    ["prepare-data", "--dataset-json", json.dumps(RAW["datasets"]["synthetic"]), "--out", ""],  # wrote into cwd
+    [
+        "train",
+        "--config",
+        CONFIG,
+        "--run",
+        "dp_sgd",
+        "--data",
+        "DATA",
+        "--out",
+        "OUTDIR",
+        "--threads",
+        "99999999999999999999999",
+    ],  # torch.set_num_threads overflow (exit 1)
+    [
+        "provenance",
+        "--out",
+        "OUT.json",
+        CONFIG,
+        "--config-json",
+        "",
+    ],  # '' read as no --config-json (exit 1)
+    [
+        "prepare-data",
+        "--dataset-json",
+        json.dumps(RAW["datasets"]["synthetic"]),
+        "--out",
+        "",
+    ],  # wrote into cwd
 ]
 
 
@@ -448,8 +769,10 @@ def test_fuzz_regressions(argv, junk, tmp_path, capfd):
 
 def teardown_module():
     refused = COUNTS["exit 2"] + COUNTS["exit 3"]
-    print(f"\nfuzz: {COUNTS['cases']} cases, {refused} refused cleanly (exit 2: {COUNTS['exit 2']}, of which "
-          f"{COUNTS['argparse']} by argparse; exit 3: {COUNTS['exit 3']}), {COUNTS['exit 0']} answered (exit 0)")
+    print(
+        f"\nfuzz: {COUNTS['cases']} cases, {refused} refused cleanly (exit 2: {COUNTS['exit 2']}, of which "
+        f"{COUNTS['argparse']} by argparse; exit 3: {COUNTS['exit 3']}), {COUNTS['exit 0']} answered (exit 0)"
+    )
 
 
 def test_pools_hold_the_extremes():

@@ -14,7 +14,14 @@ from dplab.schemas import load_yaml, validate
 from dplab.errors import DPLabError
 
 GRID = {
-    "base": {"model": "logreg", "dataset": "digits", "steps": 5, "batch_size": 64, "lr": 0.5, "clip": 1.0},
+    "base": {
+        "model": "logreg",
+        "dataset": "digits",
+        "steps": 5,
+        "batch_size": 64,
+        "lr": 0.5,
+        "clip": 1.0,
+    },
     "variants": {"dp_sgd": {"method": "dp_sgd"}, "dp_gd": {"method": "dp_gd", "lr": 1.0}},
     "target_epsilon": [1, 0.5],
     "seeds": [0, 3],
@@ -30,10 +37,18 @@ def config_with_grid(grid=GRID) -> dict:
 def test_every_variant_epsilon_and_seed_is_one_run():
     runs = entries.grid_runs(config_with_grid(), "mini")
     assert sorted(runs) == sorted(
-        f"digits/logreg/{v}/eps{e:g}/seed{s}" for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)
+        f"digits/logreg/{v}/eps{e:g}/seed{s}"
+        for v in ("dp_sgd", "dp_gd")
+        for e in (1, 0.5)
+        for s in (0, 3)
     )
     run = runs["digits/logreg/dp_gd/eps0.5/seed3"]["run"]
-    assert run["method"] == "dp_gd" and run["lr"] == 1.0 and run["target_epsilon"] == 0.5 and run["seed"] == 3
+    assert (
+        run["method"] == "dp_gd"
+        and run["lr"] == 1.0
+        and run["target_epsilon"] == 0.5
+        and run["seed"] == 3
+    )
     assert run["noise_multiplier"] is None and run["steps"] == 5
 
 
@@ -45,10 +60,17 @@ def test_the_schema_describes_the_run_names_the_code_makes():
     template = text.split("results/grids/<grid>/", 1)[1].split()[0]
 
     def names(lr: str) -> set[str]:
-        return {template.replace("<dataset>", "digits").replace("<model>", "logreg")
-                .replace("<variant>", v).replace("<target_epsilon>", f"{e:g}")
-                .replace("[/lr<lr>]", lr).replace("<seed>", str(s))
-                for v in ("dp_sgd", "dp_gd") for e in (1, 0.5) for s in (0, 3)}
+        return {
+            template.replace("<dataset>", "digits")
+            .replace("<model>", "logreg")
+            .replace("<variant>", v)
+            .replace("<target_epsilon>", f"{e:g}")
+            .replace("[/lr<lr>]", lr)
+            .replace("<seed>", str(s))
+            for v in ("dp_sgd", "dp_gd")
+            for e in (1, 0.5)
+            for s in (0, 3)
+        }
 
     private = names("")
     assert set(entries.grid_runs(config_with_grid(), "mini")) == private
@@ -82,5 +104,9 @@ def test_grid_outputs_are_in_the_dag_and_dvc(project):
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     smk = snakemake_outputs(project)
     assert "results/grids/mini/digits/logreg/dp_gd/eps0.5/seed3/summary.json" in smk
-    run(["dplab", "dvc-yaml"], cwd=project)  # dvc.yaml of the changed config: one stage per grid run
-    assert "results/grids/mini/digits/logreg/dp_gd/eps0.5/seed3/summary.json" in dvc_outputs(project)
+    run(
+        ["dplab", "dvc-yaml"], cwd=project
+    )  # dvc.yaml of the changed config: one stage per grid run
+    assert "results/grids/mini/digits/logreg/dp_gd/eps0.5/seed3/summary.json" in dvc_outputs(
+        project
+    )

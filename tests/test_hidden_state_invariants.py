@@ -26,7 +26,9 @@ def test_ye_shokri_recursion_by_hand():
 def test_ye_shokri_converges_and_full_batch_composes():
     """The recursion converges when p·exp((α−1)α/(2σ²)) < 1 (α = 2, σ = 1, p = 0.01) and otherwise
     grows linearly at rate ((α−1)α/(2σ²) + log p)/(α−1) per step (α = 8)."""
-    r = recursion_rdp([2.0, 8.0], [1, 100, 10**4, 2 * 10**4], 0.01, 1.0, lr=0.1, strong_convexity=1.0)
+    r = recursion_rdp(
+        [2.0, 8.0], [1, 100, 10**4, 2 * 10**4], 0.01, 1.0, lr=0.1, strong_convexity=1.0
+    )
     assert np.all(np.diff(r, axis=0) >= -1e-15)
     assert r[-1, 0] == pytest.approx(r[-2, 0], rel=1e-9)
     assert (r[-1, 1] - r[-2, 1]) / 10**4 == pytest.approx((28 + math.log(0.01)) / 7, rel=1e-6)
@@ -44,30 +46,69 @@ def test_pabi_formula():
 
 
 def _ws(**kw):
-    base = dict(noise_multiplier=2.0, steps=300, sampling="without_replacement", neighbouring="replace_one",
-                batch_size=50, dataset_size=1000, lr=0.1, strong_convexity=1.0, smoothness=4.0, clip=1.0,
-                lipschitz=1.0)
+    base = dict(
+        noise_multiplier=2.0,
+        steps=300,
+        sampling="without_replacement",
+        neighbouring="replace_one",
+        batch_size=50,
+        dataset_size=1000,
+        lr=0.1,
+        strong_convexity=1.0,
+        smoothness=4.0,
+        clip=1.0,
+        lipschitz=1.0,
+    )
     base.update(kw)
     return Setting(**base)
 
 
 def _pabi(**kw):
-    base = dict(noise_multiplier=2.0, steps=300, sampling="shuffle", neighbouring="replace_one", batch_size=50,
-                dataset_size=1000, lr=0.1, smoothness=4.0, lipschitz=1.0, clip=1.0)
+    base = dict(
+        noise_multiplier=2.0,
+        steps=300,
+        sampling="shuffle",
+        neighbouring="replace_one",
+        batch_size=50,
+        dataset_size=1000,
+        lr=0.1,
+        smoothness=4.0,
+        lipschitz=1.0,
+        clip=1.0,
+    )
     base.update(kw)
     return Setting(**base)
 
 
 def _lang(**kw):
-    base = dict(noise_multiplier=2.0, steps=300, sampling="full_batch", neighbouring="replace_one",
-                dataset_size=1000, lr=0.1, strong_convexity=1.0, smoothness=4.0, clip=1.0, lipschitz=1.0)
+    base = dict(
+        noise_multiplier=2.0,
+        steps=300,
+        sampling="full_batch",
+        neighbouring="replace_one",
+        dataset_size=1000,
+        lr=0.1,
+        strong_convexity=1.0,
+        smoothness=4.0,
+        clip=1.0,
+        lipschitz=1.0,
+    )
     base.update(kw)
     return Setting(**base)
 
 
 def _proj(**kw):
-    base = dict(noise_multiplier=50.0, steps=300, sampling="poisson", neighbouring="replace_one", batch_size=10,
-                dataset_size=10000, lr=0.1, diameter=1.0, clip=1.0)
+    base = dict(
+        noise_multiplier=50.0,
+        steps=300,
+        sampling="poisson",
+        neighbouring="replace_one",
+        batch_size=10,
+        dataset_size=10000,
+        lr=0.1,
+        diameter=1.0,
+        clip=1.0,
+    )
     base.update(kw)
     return Setting(**base)
 
@@ -82,7 +123,9 @@ def test_release_and_monotone(name):
     eps = acc.epsilon_curve(make(), 1e-5, [1, 10, 100, 300])
     assert np.all(np.diff(eps) >= -1e-9)  # weakly increasing in T
     s = make()
-    assert acc.epsilon(s.replace(noise_multiplier=1.5 * s.noise_multiplier), 1e-5) < acc.epsilon(s, 1e-5)  # σ
+    assert acc.epsilon(s.replace(noise_multiplier=1.5 * s.noise_multiplier), 1e-5) < acc.epsilon(
+        s, 1e-5
+    )  # σ
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -131,7 +174,12 @@ def test_ye_shokri_not_above_its_own_composition():
         (_ws, "ye_shokri", dict(sampling="poisson"), "sampling"),
         (_ws, "ye_shokri", dict(neighbouring="add_remove"), "neighbouring"),
         (_ws, "ye_shokri", dict(strong_convexity=None), "strong_convexity"),
-        (_ws, "ye_shokri", dict(lipschitz=None), "lipschitz"),  # clipping may act: the recursion does not hold
+        (
+            _ws,
+            "ye_shokri",
+            dict(lipschitz=None),
+            "lipschitz",
+        ),  # clipping may act: the recursion does not hold
         (_ws, "ye_shokri", dict(clip=None), "clip"),
         (_lang, "langevin", dict(lipschitz=None), "lipschitz"),
         (_pabi, "pabi", dict(lr=0.51), "lr"),  # 2/β = 0.5
@@ -150,6 +198,7 @@ def test_refusals(make, name, kw, key):
 
 def test_units_added_for_000():
     from dplab import units
+
     # 000 Alg. 2: noise N(0, 4σ₀²L²) on the sum = our σ·C → σ₀ = σC/(2L); C = L gives σ/2
     assert units.pabi_sigma(3.0, 2.0, 0.5) == pytest.approx(6.0)
     assert units.pabi_sigma(3.0, 1.0, 1.0) == pytest.approx(units.boninsegna_sigma(3.0))

@@ -17,8 +17,14 @@ from dplab.training import loop
 from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
 
-POISSON = Setting(noise_multiplier=1.1, steps=50, sampling="poisson", neighbouring="add_remove",
-                  dataset_size=1000, batch_size=20)
+POISSON = Setting(
+    noise_multiplier=1.1,
+    steps=50,
+    sampling="poisson",
+    neighbouring="add_remove",
+    dataset_size=1000,
+    batch_size=20,
+)
 L = individual.LEVELS
 
 
@@ -32,7 +38,11 @@ def counts_of(steps_at_level: dict[int, int]) -> np.ndarray:
 def test_sensitivity_one_everywhere_is_the_runs_rdp_epsilon_and_zero_is_zero():
     """A record at s = 1 at every step has exactly rdp's ε; one at s = 0 has 0; one in between less."""
     worst = float(get("rdp").epsilon_curve(POISSON, 1e-5, [50])[0])
-    eps = individual.epsilons(POISSON, np.vstack([counts_of({L: 50}), counts_of({0: 50}), counts_of({L: 25, L // 2: 25})]), 1e-5)
+    eps = individual.epsilons(
+        POISSON,
+        np.vstack([counts_of({L: 50}), counts_of({0: 50}), counts_of({L: 25, L // 2: 25})]),
+        1e-5,
+    )
     assert eps[0] == worst == individual.worst_case(POISSON, 1e-5)
     assert eps[1] == 0.0
     assert 0 < eps[2] < worst
@@ -43,9 +53,19 @@ def test_rounding_up_the_sensitivity_bounds_the_exact_one_from_above(s):
     """s off the grid: the level's ε is at least the ε of the exact per-step σ/s (RDP decreases in σ),
     and within the next level's."""
     level = int(np.ceil(s * L))
-    exact = float(get("rdp").epsilon_curve(POISSON.replace(noise_multiplier=1.1 / s), 1e-5, [50])[0])
+    exact = float(
+        get("rdp").epsilon_curve(POISSON.replace(noise_multiplier=1.1 / s), 1e-5, [50])[0]
+    )
     rounded = individual.epsilons(POISSON, counts_of({level: 50}), 1e-5)[0]
-    assert exact <= rounded <= float(get("rdp").epsilon_curve(POISSON.replace(noise_multiplier=1.1 * L / (level + 1)), 1e-5, [50])[0])
+    assert (
+        exact
+        <= rounded
+        <= float(
+            get("rdp").epsilon_curve(
+                POISSON.replace(noise_multiplier=1.1 * L / (level + 1)), 1e-5, [50]
+            )[0]
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +74,26 @@ def synth(tmp_path_factory):
 
 
 def run(synth, tmp_path, hook=None, **changes) -> tuple[pd.DataFrame, dict]:
-    raw = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 10, "batch_size": 20, "lr": 0.5,
-           "clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5, "accountants": ["rdp"], "log_every": 10,
-           "individual_epsilon": True, **changes}
+    raw = {
+        "method": "dp_sgd",
+        "model": "logreg",
+        "dataset": "synthetic",
+        "steps": 10,
+        "batch_size": 20,
+        "lr": 0.5,
+        "clip": 1.0,
+        "noise_multiplier": 1.0,
+        "delta": 1e-5,
+        "accountants": ["rdp"],
+        "log_every": 10,
+        "individual_epsilon": True,
+        **changes,
+    }
     cfg = resolve_run({k: v for k, v in raw.items() if v is not None})
     loop.train(RunSettings.of(cfg), synth, tmp_path, hook=hook)
-    return pd.read_csv(tmp_path / "individual_epsilon.csv"), json.loads((tmp_path / "summary.json").read_text())
+    return pd.read_csv(tmp_path / "individual_epsilon.csv"), json.loads(
+        (tmp_path / "summary.json").read_text()
+    )
 
 
 def test_a_runs_individual_epsilons_never_exceed_its_worst_case(synth, tmp_path):
@@ -83,24 +117,49 @@ def test_records_clipped_at_every_step_get_the_worst_case(synth, tmp_path):
 def test_one_full_batch_step_matches_the_closed_form_norms(synth, tmp_path):
     """DP-GD, T = 1 from θ = 0 (logreg): record i's norm is √((1 − 1/K)² + (K − 1)/K²)·√(‖x_i‖² + 1),
     so its ε is that of one Gaussian step at σ/s_i, s_i = min(norm, C)/C rounded up to the grid."""
-    table, summary = run(synth, tmp_path, method="dp_gd", steps=1, log_every=1, clip=2.0, batch_size=None)
+    table, summary = run(
+        synth, tmp_path, method="dp_gd", steps=1, log_every=1, clip=2.0, batch_size=None
+    )
     k = 3
     x = synth.x_train.numpy().reshape(200, -1)
     norms = np.sqrt((1 - 1 / k) ** 2 + (k - 1) / k**2) * np.sqrt((x**2).sum(1) + 1)
     levels = np.ceil(np.minimum(norms, 2.0) / 2.0 * L)
-    setting = Setting(noise_multiplier=1.0, steps=1, sampling="full_batch", neighbouring="add_remove", dataset_size=200)
+    setting = Setting(
+        noise_multiplier=1.0,
+        steps=1,
+        sampling="full_batch",
+        neighbouring="add_remove",
+        dataset_size=200,
+    )
     for i in (0, 1, 2):
-        expected = float(get("rdp").epsilon_curve(setting.replace(noise_multiplier=L / levels[i]), 1e-5, [1])[0])
+        expected = float(
+            get("rdp").epsilon_curve(setting.replace(noise_multiplier=L / levels[i]), 1e-5, [1])[0]
+        )
         assert table.individual_epsilon[i] == pytest.approx(expected, rel=1e-9)
 
 
-@pytest.mark.parametrize("changes, text", [
-    ({"neighbouring": "replace_one", "accountants": ["pld"]}, "got poisson + replace_one"),
-    ({"method": "sgd", "noise_multiplier": None, "clip": None, "accountants": None}, "got method sgd"),
-])
+@pytest.mark.parametrize(
+    "changes, text",
+    [
+        ({"neighbouring": "replace_one", "accountants": ["pld"]}, "got poisson + replace_one"),
+        (
+            {"method": "sgd", "noise_multiplier": None, "clip": None, "accountants": None},
+            "got method sgd",
+        ),
+    ],
+)
 def test_individual_epsilon_outside_its_assumptions_is_refused(changes, text):
-    raw = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 20, "batch_size": 20,
-           "noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True, **changes}
+    raw = {
+        "method": "dp_sgd",
+        "model": "logreg",
+        "dataset": "synthetic",
+        "steps": 20,
+        "batch_size": 20,
+        "noise_multiplier": 1.0,
+        "accountants": ["rdp"],
+        "individual_epsilon": True,
+        **changes,
+    }
     with pytest.raises(DPLabError, match=f"individual_epsilon.*{re.escape(text)}"):
         resolve_run({k: v for k, v in raw.items() if v is not None})
 
@@ -108,6 +167,7 @@ def test_individual_epsilon_outside_its_assumptions_is_refused(changes, text):
 def test_a_resumed_run_writes_the_same_individual_epsilons(synth, tmp_path):
     """Crash after step 7 (checkpoint at step 4), resume: the per-record level counts travel in the
     checkpoint, so individual_epsilon.csv is byte-identical to the uninterrupted run's."""
+
     def crash(step):
         if step == 7:
             raise KeyboardInterrupt
@@ -117,7 +177,9 @@ def test_a_resumed_run_writes_the_same_individual_epsilons(synth, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run(synth, tmp_path / "resumed", hook=crash, **cfg)
     run(synth, tmp_path / "resumed", **cfg)
-    whole, resumed = ((tmp_path / d / "individual_epsilon.csv").read_bytes() for d in ("whole", "resumed"))
+    whole, resumed = (
+        (tmp_path / d / "individual_epsilon.csv").read_bytes() for d in ("whole", "resumed")
+    )
     assert whole == resumed
 
 
@@ -127,22 +189,46 @@ def test_the_renyi_filter_keeps_every_record_within_its_budget(synth, tmp_path):
     reaches changes nothing (same bytes).  One σ for the three runs: the level RDPs are computed once."""
     plain, _ = run(synth, tmp_path / "plain", noise_multiplier=0.8)
     budget = float(np.quantile(plain.individual_epsilon, 0.5))
-    filtered, summary = run(synth, tmp_path / "filtered", noise_multiplier=0.8, individual_budget=budget,
-                            individual_order=32)
+    filtered, summary = run(
+        synth,
+        tmp_path / "filtered",
+        noise_multiplier=0.8,
+        individual_budget=budget,
+        individual_order=32,
+    )
     assert (plain.individual_epsilon > budget).any()
     assert (filtered.individual_epsilon <= budget).all()
-    assert summary["individual_privacy"]["filter"]["rdp_budget"] == pytest.approx(budget - np.log(1e5) / 31)
+    assert summary["individual_privacy"]["filter"]["rdp_budget"] == pytest.approx(
+        budget - np.log(1e5) / 31
+    )
     run(synth, tmp_path / "loose", noise_multiplier=0.8, individual_budget=1e3, individual_order=32)
-    assert (tmp_path / "loose" / "model.pt").read_bytes() == (tmp_path / "plain" / "model.pt").read_bytes()
+    assert (tmp_path / "loose" / "model.pt").read_bytes() == (
+        tmp_path / "plain" / "model.pt"
+    ).read_bytes()
 
 
-@pytest.mark.parametrize("changes, key", [
-    ({"individual_budget": 1.0, "individual_epsilon": False}, "individual_budget"),
-    ({"individual_budget": 1.0, "individual_order": 33.5}, "individual_order"),
-    ({"individual_budget": 0.3, "individual_order": 32}, "individual_budget"),  # ln(1e5)/31 = 0.37 > 0.3
-])
+@pytest.mark.parametrize(
+    "changes, key",
+    [
+        ({"individual_budget": 1.0, "individual_epsilon": False}, "individual_budget"),
+        ({"individual_budget": 1.0, "individual_order": 33.5}, "individual_order"),
+        (
+            {"individual_budget": 0.3, "individual_order": 32},
+            "individual_budget",
+        ),  # ln(1e5)/31 = 0.37 > 0.3
+    ],
+)
 def test_a_filter_outside_its_range_is_refused(changes, key):
-    raw = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 20, "batch_size": 20,
-           "noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True, **changes}
+    raw = {
+        "method": "dp_sgd",
+        "model": "logreg",
+        "dataset": "synthetic",
+        "steps": 20,
+        "batch_size": 20,
+        "noise_multiplier": 1.0,
+        "accountants": ["rdp"],
+        "individual_epsilon": True,
+        **changes,
+    }
     with pytest.raises(DPLabError, match=f"^{key}: "):
         resolve_run(raw)

@@ -15,13 +15,23 @@ from dplab.mf import factorizations, saved
 from dplab.mf.workload import prefix_sum
 from dplab.training import data
 
-RUN = {"method": "dp_sgd", "dataset": "s", "noise_multiplier": 1.0, "steps": 2, "batch_size": 8, "log_every": 1,
-       "device": "cpu", "accountants": []}
+RUN = {
+    "method": "dp_sgd",
+    "dataset": "s",
+    "noise_multiplier": 1.0,
+    "steps": 2,
+    "batch_size": 8,
+    "log_every": 1,
+    "device": "cpu",
+    "accountants": [],
+}
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 40, "test_size": 20, "dim": 5, "classes": 3}, "s")
+    cfg = data.resolve_dataset(
+        {"kind": "synthetic", "train_size": 40, "test_size": 20, "dim": 5, "classes": 3}, "s"
+    )
     out = tmp_path_factory.mktemp("prepared") / "s"
     data.write(out, *data.prepare(cfg, "s"))
     return out
@@ -61,13 +71,18 @@ def _one_line(capsys) -> str:
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
-def test_a_damaged_dataset_file_is_named_with_the_command_that_rewrites_it(damage, prepared, tmp_path, capsys):
+def test_a_damaged_dataset_file_is_named_with_the_command_that_rewrites_it(
+    damage, prepared, tmp_path, capsys
+):
     folder = tmp_path / "s"
     shutil.copytree(prepared, folder)
     name, spoil = DAMAGE[damage]
     spoil(folder / name)
     out = tmp_path / "run"
-    assert main(["train", "--run-json", json.dumps(RUN), "--data", str(folder), "--out", str(out)]) == 2
+    assert (
+        main(["train", "--run-json", json.dumps(RUN), "--data", str(folder), "--out", str(out)])
+        == 2
+    )
     line = _one_line(capsys)
     blamed = folder / ("train.npz" if damage == "info.json contradicts the arrays" else name)
     assert f"error: {blamed}: prepared dataset " in line
@@ -80,9 +95,17 @@ def test_an_audit_on_a_damaged_dataset_names_the_file(prepared, tmp_path, capsys
     shutil.copytree(prepared, folder)
     _truncate(folder / "test.npz")
     out = tmp_path / "audit.csv"
-    entry = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"]["digits_last_iterate_convex"],
-             "dataset": "s", "seed": 0}
-    assert main(["audit", "--audit-json", json.dumps(entry), "--data", str(folder), "--out", str(out)]) == 2
+    entry = {
+        **yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"][
+            "digits_last_iterate_convex"
+        ],
+        "dataset": "s",
+        "seed": 0,
+    }
+    assert (
+        main(["audit", "--audit-json", json.dumps(entry), "--data", str(folder), "--out", str(out)])
+        == 2
+    )
     assert f"{folder / 'test.npz'}: prepared dataset corrupt or truncated" in _one_line(capsys)
     assert not out.exists()
 
@@ -96,13 +119,39 @@ def damaged_factorization(tmp_path, capsys):
     return path
 
 
-def test_a_damaged_saved_factorization_names_the_dplab_mf_command(damaged_factorization, prepared, tmp_path, capsys):
+def test_a_damaged_saved_factorization_names_the_dplab_mf_command(
+    damaged_factorization, prepared, tmp_path, capsys
+):
     path, cache = damaged_factorization, damaged_factorization.parent
-    run = {"method": "dp_mf", "dataset": "s", "strategy": "banded", "bands": 3, "steps": 12, "batch_size": 5,
-           "clip": 1.0, "noise_multiplier": 1.0, "device": "cpu", "accountants": []}
+    run = {
+        "method": "dp_mf",
+        "dataset": "s",
+        "strategy": "banded",
+        "bands": 3,
+        "steps": 12,
+        "batch_size": 5,
+        "clip": 1.0,
+        "noise_multiplier": 1.0,
+        "device": "cpu",
+        "accountants": [],
+    }
     out = tmp_path / "run"
-    assert main(["train", "--run-json", json.dumps(run), "--data", str(prepared), "--out", str(out),
-                 "--mf-cache", str(cache)]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--run-json",
+                json.dumps(run),
+                "--data",
+                str(prepared),
+                "--out",
+                str(out),
+                "--mf-cache",
+                str(cache),
+            ]
+        )
+        == 2
+    )
     line = _one_line(capsys)
     assert f"{path}: saved factorization corrupt or truncated" in line
     assert f"`dplab mf --strategy banded --steps 12 --bands 3 --out {path}`" in line
@@ -112,37 +161,84 @@ def test_a_damaged_saved_factorization_names_the_dplab_mf_command(damaged_factor
 @pytest.fixture(scope="module")
 def summary(prepared, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
-    assert main(["train", "--run-json", json.dumps(RUN), "--data", str(prepared), "--out", str(out)]) == 0
+    assert (
+        main(["train", "--run-json", json.dumps(RUN), "--data", str(prepared), "--out", str(out)])
+        == 0
+    )
     return out / "summary.json"
 
 
-@pytest.mark.parametrize("command", [
-    ["sweep", "--accountants", "rdp", "--summary", "{}"],
-    ["figure-table", "mf_vs_dpsgd", "--params-json", '{"grid": "g"}', "--inputs", "summaries={}"],
-    ["figure-table", "privacy_utility", "--params-json", '{"grids": ["g"]}', "--inputs", "summaries={}"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sweep", "--accountants", "rdp", "--summary", "{}"],
+        [
+            "figure-table",
+            "mf_vs_dpsgd",
+            "--params-json",
+            '{"grid": "g"}',
+            "--inputs",
+            "summaries={}",
+        ],
+        [
+            "figure-table",
+            "privacy_utility",
+            "--params-json",
+            '{"grids": ["g"]}',
+            "--inputs",
+            "summaries={}",
+        ],
+    ],
+)
 @pytest.mark.parametrize("damage", ["truncated", "not a summary"])
-def test_a_damaged_summary_given_to_sweep_or_figure_commands_is_named(command, damage, summary, tmp_path, capsys):
+def test_a_damaged_summary_given_to_sweep_or_figure_commands_is_named(
+    command, damage, summary, tmp_path, capsys
+):
     path = tmp_path / "summary.json"
     if damage == "truncated":
         path.write_bytes(summary.read_bytes()[:-40])
     else:
-        path.write_text(json.dumps({"name": "s", "train_size": 40}))  # e.g. an info.json given by mistake
+        path.write_text(
+            json.dumps({"name": "s", "train_size": 40})
+        )  # e.g. an info.json given by mistake
     out = tmp_path / "out.csv"
     assert main([*command[:-1], command[-1].format(path), "--out", str(out)]) == 2
     line = _one_line(capsys)
-    problem = "corrupt or truncated (JSONDecodeError" if damage == "truncated" else "has no key 'run'"
-    assert f"{path}: run summary {problem}" in line and f"`dplab train --config CONFIG --run RUN --data DATA --out {tmp_path}`" in line
+    problem = (
+        "corrupt or truncated (JSONDecodeError" if damage == "truncated" else "has no key 'run'"
+    )
+    assert (
+        f"{path}: run summary {problem}" in line
+        and f"`dplab train --config CONFIG --run RUN --data DATA --out {tmp_path}`" in line
+    )
     assert not out.exists()
 
 
-def test_a_damaged_factorization_given_to_its_figure_is_named(damaged_factorization, tmp_path, capsys):
+def test_a_damaged_factorization_given_to_its_figure_is_named(
+    damaged_factorization, tmp_path, capsys
+):
     out = tmp_path / "table.csv"
-    assert main(["figure-table", "mf_structure", "--params-json", '{"grid": "g"}', "--inputs", f"factorizations={damaged_factorization}",
-                 "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "figure-table",
+                "mf_structure",
+                "--params-json",
+                '{"grid": "g"}',
+                "--inputs",
+                f"factorizations={damaged_factorization}",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     line = _one_line(capsys)
     assert f"{damaged_factorization}: saved factorization corrupt or truncated" in line
-    assert f"`dplab mf --strategy STRATEGY --steps T [--bands M] --out {damaged_factorization}`" in line
+    assert (
+        f"`dplab mf --strategy STRATEGY --steps T [--bands M] --out {damaged_factorization}`"
+        in line
+    )
     assert not out.exists()
 
 
@@ -158,8 +254,10 @@ def test_every_json_refuses_a_key_given_twice_naming_it():
             loads(doubled)
 
 
-@pytest.mark.parametrize("text, depth", [("[" * 100_000, 100_000), ('{"a": "[[[[", "b": [[1]]}', 3),
-                                          ('["\\"[[[[", 1]', 1)])
+@pytest.mark.parametrize(
+    "text, depth",
+    [("[" * 100_000, 100_000), ('{"a": "[[[[", "b": [[1]]}', 3), ('["\\"[[[[", 1]', 1)],
+)
 def test_json_nesting_is_counted_outside_strings_and_bounded(text, depth):
     from dplab.inputs import DEPTH_MAX, _json_depth, loads
 
@@ -185,14 +283,20 @@ def test_yaml_aliases_are_bounded_by_their_expanded_size_not_their_text(tmp_path
     sizes = [10]  # nodes of a_i expanded: the list and its 9 items
     while len(sizes) < 9:
         sizes.append(1 + 9 * sizes[-1])
-    document = [1 + sum(1 + n for n in sizes[:levels]) for levels in range(1, 10)]  # the mapping, keys, lists
+    document = [
+        1 + sum(1 + n for n in sizes[:levels]) for levels in range(1, 10)
+    ]  # the mapping, keys, lists
     small = max(levels for levels in range(1, 10) if document[levels - 1] <= YAML_NODES_MAX)
     path = tmp_path / "c.yaml"
     path.write_text(bomb(small))
     assert load_yaml(path) == yaml.safe_load(bomb(small))
-    path.write_text(bomb(9))  # refused at the first anchor past the limit, long before a8's 4.8e8 nodes
+    path.write_text(
+        bomb(9)
+    )  # refused at the first anchor past the limit, long before a8's 4.8e8 nodes
     first = next(n for n in sizes if n > YAML_NODES_MAX)
-    with pytest.raises(DPLabError, match=f"expands to {first} nodes .* \\(line {sizes.index(first) + 1}\\)"):
+    with pytest.raises(
+        DPLabError, match=f"expands to {first} nodes .* \\(line {sizes.index(first) + 1}\\)"
+    ):
         load_yaml(path)
     path.write_text("a: &x [*x]\n")
     with pytest.raises(DPLabError, match="recursive"):

@@ -39,13 +39,17 @@ def test_a_kill_in_the_middle_of_a_write_leaves_the_previous_file(tmp_path, sig)
     target = tmp_path / "checkpoint.pt"
     atomic_write(target, lambda tmp: torch.save({"step": 100}, tmp))
     before = target.read_bytes()
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline() == "writing\n"
     proc.send_signal(sig)
     assert proc.wait(timeout=30) == -sig
     assert target.read_bytes() == before and torch.load(target, weights_only=True) == {"step": 100}
     # what is left is the killed write's temporary file, hidden, never read (and ignored by DVC)
-    assert [p.name[: len(".checkpoint.pt.")] for p in tmp_path.iterdir() if p != target] == [".checkpoint.pt."]
+    assert [p.name[: len(".checkpoint.pt.")] for p in tmp_path.iterdir() if p != target] == [
+        ".checkpoint.pt."
+    ]
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
@@ -60,7 +64,11 @@ def test_written_files_get_the_mode_the_umask_gives(tmp_path, umask, mode):
         plain.write_text("x\n")
     finally:
         os.umask(old)
-    assert stat.S_IMODE((tmp_path / "a" / "result.csv").stat().st_mode) == mode == stat.S_IMODE(plain.stat().st_mode)
+    assert (
+        stat.S_IMODE((tmp_path / "a" / "result.csv").stat().st_mode)
+        == mode
+        == stat.S_IMODE(plain.stat().st_mode)
+    )
 
 
 def _unwritable_folder(tmp_path: Path) -> Path:
@@ -80,7 +88,10 @@ def _unwritable_folder(tmp_path: Path) -> Path:
 def test_check_output_refuses_what_cannot_be_written(tmp_path):
     afile = tmp_path / "a.csv"
     afile.write_text("x\n")
-    assert check_output(tmp_path / "new" / "deeper" / "out.csv", "--out") == tmp_path / "new" / "deeper" / "out.csv"
+    assert (
+        check_output(tmp_path / "new" / "deeper" / "out.csv", "--out")
+        == tmp_path / "new" / "deeper" / "out.csv"
+    )
     assert check_output(afile, "--out") == afile  # replaced by the write
     assert check_output(tmp_path / "newdir", "--out", folder=True) == tmp_path / "newdir"
     cases = [
@@ -93,4 +104,8 @@ def test_check_output_refuses_what_cannot_be_written(tmp_path):
     for path, folder, says in cases:
         with pytest.raises(DPLabError) as err:
             check_output(path, "--out", folder=folder)
-        assert err.value.key == "--out" and says in err.value.message and str(path) in err.value.message
+        assert (
+            err.value.key == "--out"
+            and says in err.value.message
+            and str(path) in err.value.message
+        )

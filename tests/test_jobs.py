@@ -29,17 +29,31 @@ def plan() -> jobs.JobList:
 def planned_by_snakemake() -> list[dict]:
     """Every job of `snakemake --dry-run --forceall --printshellcmds` in the repository but rule
     ``all``: rule, inputs, outputs, resources and shell command."""
-    proc = run(["snakemake", "--dry-run", "--forceall", "--printshellcmds", "--cores", "1"], cwd=ROOT)
+    proc = run(
+        ["snakemake", "--dry-run", "--forceall", "--printshellcmds", "--cores", "1"], cwd=ROOT
+    )
     found = []
-    for rule, body, shell in re.findall(r"^(?:local)?rule (\w+):\n((?: {4}.*\n)+)Shell command: (.*)$",
-                                        proc.stdout + proc.stderr, re.MULTILINE):
+    for rule, body, shell in re.findall(
+        r"^(?:local)?rule (\w+):\n((?: {4}.*\n)+)Shell command: (.*)$",
+        proc.stdout + proc.stderr,
+        re.MULTILINE,
+    ):
         if rule == "all":
             continue
         fields = dict(line.strip().split(": ", 1) for line in body.splitlines())
-        resources = dict(item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item)
-        found.append({"rule": rule, "inputs": set(fields.get("input", "").split(", ")) - {""},
-                      "wildcards": fields.get("wildcards"),
-                      "outputs": set(fields["output"].split(", ")), "resources": resources, "shell": shell})
+        resources = dict(
+            item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item
+        )
+        found.append(
+            {
+                "rule": rule,
+                "inputs": set(fields.get("input", "").split(", ")) - {""},
+                "wildcards": fields.get("wildcards"),
+                "outputs": set(fields["output"].split(", ")),
+                "resources": resources,
+                "shell": shell,
+            }
+        )
     return found
 
 
@@ -54,16 +68,26 @@ def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
     assert len(outputs) == len(set(outputs))
     for job in plan.jobs:
         smk = by_outputs[frozenset(job.output_files)]
-        rule = job.snakemake_rule if isinstance(job, jobs.RunsJob) else job.rule  # a rule of its own
+        rule = (
+            job.snakemake_rule if isinstance(job, jobs.RunsJob) else job.rule
+        )  # a rule of its own
         assert (smk["rule"], smk["inputs"]) == (rule, set(job.input_files)), job.name
-        assert smk["wildcards"] == (f"{job.wildcard}={job.name}" if job.wildcard else None), job.name
+        assert smk["wildcards"] == (f"{job.wildcard}={job.name}" if job.wildcard else None), (
+            job.name
+        )
         tokens = shlex.split(smk["shell"])
         for key, value in job.params.items():
             if key not in REPORT_PARAMS:
-                assert all(str(v) in tokens or str(v) in smk["shell"] for v in (value if isinstance(value, list) else [value])), (job.name, key)
+                assert all(
+                    str(v) in tokens or str(v) in smk["shell"]
+                    for v in (value if isinstance(value, list) else [value])
+                ), (job.name, key)
         for key in ("gpu", "mem_mb", "runtime"):
             want = getattr(job.resources, key)
-            assert smk["resources"].get(key) == (None if want is None else str(want)), (job.name, key)
+            assert smk["resources"].get(key) == (None if want is None else str(want)), (
+                job.name,
+                key,
+            )
 
 
 def test_dvc_yaml_holds_exactly_the_jobs(plan):
@@ -73,7 +97,11 @@ def test_dvc_yaml_holds_exactly_the_jobs(plan):
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     made = {}
     for name, stage in stages.items():
-        paths = [*stage.get("outs", []), *stage.get("metrics", []), *(p for plot in stage.get("plots", []) for p in plot)]
+        paths = [
+            *stage.get("outs", []),
+            *stage.get("metrics", []),
+            *(p for plot in stage.get("plots", []) for p in plot),
+        ]
         made[frozenset(paths)] = name
         assert len(paths) == len(set(paths)), name
     assert len(made) == len(stages) == len(plan.jobs)
@@ -91,8 +119,11 @@ def _callers(function: str) -> set[str]:
         module = ".".join(path.relative_to(ROOT / "src").with_suffix("").parts)
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef):
-                if any(isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) == function
-                       for call in ast.walk(node)):
+                if any(
+                    isinstance(call, ast.Call)
+                    and getattr(call.func, "id", getattr(call.func, "attr", None)) == function
+                    for call in ast.walk(node)
+                ):
                     found.add(f"{module}:{node.name}")
     return found
 
@@ -101,8 +132,11 @@ def test_a_run_is_resolved_in_one_place_for_each_source_of_runs():
     """resolve_run is called by exactly three functions: the pipeline's runs (check_config, whose
     resolved runs the jobs hold), a run given alone (--run-json, a single-run YAML) and an audit's
     method variants; the rules, dvc.yaml and `dplab train --config --run` take the job's run."""
-    assert _callers("resolve_run") == {"dplab.config:_check_run", "dplab.training.resolve:load_runs",
-                                       "dplab.audit.membership:method_config"}
+    assert _callers("resolve_run") == {
+        "dplab.config:_check_run",
+        "dplab.training.resolve:load_runs",
+        "dplab.audit.membership:method_config",
+    }
 
 
 def test_planning_and_writing_dvc_yaml_resolve_each_run_once(monkeypatch):
@@ -115,13 +149,19 @@ def test_planning_and_writing_dvc_yaml_resolve_each_run_once(monkeypatch):
     calls = []
     for module in (dplab.config, dplab.audit.membership):
         real = module.resolve_run
-        monkeypatch.setattr(module, "resolve_run", lambda raw, where="", real=real: calls.append(raw) or real(raw, where))
+        monkeypatch.setattr(
+            module,
+            "resolve_run",
+            lambda raw, where="", real=real: calls.append(raw) or real(raw, where),
+        )
     config = read_config(ROOT / CONFIG)
     dvc_yaml.render(config)
     training = entries.training_runs(config)
     audited = sum(len(entry["methods"]) for entry in config["audits"].values())
     assert len(calls) == len(training) + audited
-    assert sorted(raw["name"] for raw in calls[:len(training)]) == sorted(entry["name"] for entry in training.values())
+    assert sorted(raw["name"] for raw in calls[: len(training)]) == sorted(
+        entry["name"] for entry in training.values()
+    )
 
 
 def test_a_figure_of_the_registry_becomes_its_two_jobs_with_no_other_edit(monkeypatch):
@@ -131,7 +171,12 @@ def test_a_figure_of_the_registry_becomes_its_two_jobs_with_no_other_edit(monkey
     from dplab import dvc_yaml, layout
 
     fake = types.ModuleType("dplab.figures.new_figure")
-    fake.TITLE, fake.SOURCE, fake.CAPTION, fake.INPUTS = "new", "new", "a new figure", {"summary": str}
+    fake.TITLE, fake.SOURCE, fake.CAPTION, fake.INPUTS = (
+        "new",
+        "new",
+        "a new figure",
+        {"summary": str},
+    )
     fake.check = lambda config, params: None
     fake.inputs = lambda config, params: {"summary": layout.run_files(params["run"])["summary"]}
     monkeypatch.setitem(dplab.figures.FIGURES.entries, "new_figure", "dplab.figures.new_figure")
@@ -142,7 +187,10 @@ def test_a_figure_of_the_registry_becomes_its_two_jobs_with_no_other_edit(monkey
     table, drawing = plan.job("figure_table", "new_figure"), plan.job("figure", "new_figure")
     assert table.inputs == {"summary": "results/runs/dp_sgd/summary.json"}
     assert table.output_files + drawing.output_files == layout.figure_files("new_figure")
-    assert re.fullmatch(plan.pattern("figure"), "new_figure") and drawing.params["caption"] == "a new figure"
+    assert (
+        re.fullmatch(plan.pattern("figure"), "new_figure")
+        and drawing.params["caption"] == "a new figure"
+    )
     assert set(layout.figure_files("new_figure")) <= set(plan.targets)
     stages = dvc_yaml.stages(jobs.JobList((table, drawing)))
     assert stages["figure_table-new_figure"]["deps"][0] == "results/runs/dp_sgd/summary.json"

@@ -18,8 +18,24 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #: bottom to top (the library is accounting … figures).  An entry names one module; ``pkg.*`` names
 #: the package ``pkg`` and every module below it.  A module matching no entry, or two, is an error.
 LAYERS = (
-    ("core", ("dplab", "dplab.errors", "dplab.units", "dplab.io", "dplab.inputs", "dplab.progress", "dplab.provenance", "dplab.philox", "dplab.tables",
-              "dplab.validate", "dplab.citations", "dplab.imports", "dplab.registry")),
+    (
+        "core",
+        (
+            "dplab",
+            "dplab.errors",
+            "dplab.units",
+            "dplab.io",
+            "dplab.inputs",
+            "dplab.progress",
+            "dplab.provenance",
+            "dplab.philox",
+            "dplab.tables",
+            "dplab.validate",
+            "dplab.citations",
+            "dplab.imports",
+            "dplab.registry",
+        ),
+    ),
     ("layout", ("dplab.layout",)),
     ("schemas", ("dplab.schemas.*", "dplab.entries")),
     ("accounting", ("dplab.accounting.*",)),
@@ -34,22 +50,37 @@ LAYERS = (
 
 def _matches(entry: str, name: str) -> bool:
     package = entry.removesuffix(".*")
-    return name == entry or (entry.endswith(".*") and (name == package or name.startswith(package + ".")))
+    return name == entry or (
+        entry.endswith(".*") and (name == package or name.startswith(package + "."))
+    )
 
 
 def layer(name: str) -> int:
     """The index in :data:`LAYERS` of the one layer that names module ``name``."""
-    found = [index for index, (_, entries) in enumerate(LAYERS) for entry in entries if _matches(entry, name)]
+    found = [
+        index
+        for index, (_, entries) in enumerate(LAYERS)
+        for entry in entries
+        if _matches(entry, name)
+    ]
     if len(found) != 1:
-        where = "no layer" if not found else "several layers: " + ", ".join(LAYERS[i][0] for i in found)
-        raise AssertionError(f"{name} belongs to {where}: name it once in LAYERS of tests/test_layers.py")
+        where = (
+            "no layer" if not found else "several layers: " + ", ".join(LAYERS[i][0] for i in found)
+        )
+        raise AssertionError(
+            f"{name} belongs to {where}: name it once in LAYERS of tests/test_layers.py"
+        )
     return found[0]
 
 
 def upward(graph: dict[str, set[str]]) -> list[str]:
     """Every import of ``graph`` that points up a layer, as "a (layer) imports b (layer)"."""
-    return [f"{a} ({LAYERS[layer(a)][0]}) imports {b} ({LAYERS[layer(b)][0]})"
-            for a in sorted(graph) for b in sorted(graph[a]) if layer(b) > layer(a)]
+    return [
+        f"{a} ({LAYERS[layer(a)][0]}) imports {b} ({LAYERS[layer(b)][0]})"
+        for a in sorted(graph)
+        for b in sorted(graph[a])
+        if layer(b) > layer(a)
+    ]
 
 
 GRAPH = imports.graph(SRC / "dplab")
@@ -85,7 +116,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         stack.pop()
@@ -98,18 +129,24 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("graph, expected", [
-    ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c", "a"]),
-    ({"a": {"b"}, "b": set(), "c": {"a", "b"}}, None),
-])
+@pytest.mark.parametrize(
+    "graph, expected",
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c", "a"]),
+        ({"a": {"b"}, "b": set(), "c": {"a", "b"}}, None),
+    ],
+)
 def test_find_cycle_finds_one(graph, expected):
     assert find_cycle(graph) == expected
 
 
 def test_architecture_doc_shows_the_same_layers():
     doc = (SRC.parent / "docs/architecture.md").read_text()
-    rows = [line.split("|")[1].strip() for line in doc.split("## Layers", 1)[1].split("\n## ", 1)[0].splitlines()
-            if line.startswith("| ") and not line.startswith("| layer") and not line.startswith("| ---")]
+    rows = [
+        line.split("|")[1].strip()
+        for line in doc.split("## Layers", 1)[1].split("\n## ", 1)[0].splitlines()
+        if line.startswith("| ") and not line.startswith("| layer") and not line.startswith("| ---")
+    ]
     assert rows == [name for name, _ in LAYERS] + ["rules"]
 
 
@@ -125,27 +162,49 @@ PLANTS = {
     "relative from": ("from ..commands import train", "dplab.commands.train"),
     "relative module": ("from .. import cli", "dplab.cli"),
     "import_module": ("import importlib\nimportlib.import_module('dplab.cli')", "dplab.cli"),
-    "import_module as": ("from importlib import import_module as load\nload('dplab.cli')", "dplab.cli"),
-    "import_module relative": ("import importlib\nimportlib.import_module('..cli', __package__)", "dplab.cli"),
+    "import_module as": (
+        "from importlib import import_module as load\nload('dplab.cli')",
+        "dplab.cli",
+    ),
+    "import_module relative": (
+        "import importlib\nimportlib.import_module('..cli', __package__)",
+        "dplab.cli",
+    ),
     "__import__": ("__import__('dplab.cli')", "dplab.cli"),
     "__import__ fromlist": ("__import__('dplab.cli', fromlist=['main'])", "dplab.cli"),
-    "plug-in by prefix": ("import importlib\ndef load(name):\n    return importlib.import_module(f'dplab.cli{name}')",
-                          "dplab.cli"),
-    "plug-in list": ("import importlib\nNAMES = ('dplab.cli',)\nfor _name in NAMES:\n    importlib.import_module(_name)",
-                     "dplab.cli"),
+    "plug-in by prefix": (
+        "import importlib\ndef load(name):\n    return importlib.import_module(f'dplab.cli{name}')",
+        "dplab.cli",
+    ),
+    "plug-in list": (
+        "import importlib\nNAMES = ('dplab.cli',)\nfor _name in NAMES:\n    importlib.import_module(_name)",
+        "dplab.cli",
+    ),
     "registry table line": (TABLE_LINE, "dplab.cli"),
     "in a function": ("def f():\n    from dplab import dvc_yaml", "dplab.dvc_yaml"),
-    "TYPE_CHECKING": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from dplab.cli import main", "dplab.cli"),
-    "typing.TYPE_CHECKING": ("import typing\nif typing.TYPE_CHECKING:\n    import dplab.config", "dplab.config"),
-    "not TYPE_CHECKING, else": ("import typing\nif not typing.TYPE_CHECKING:\n    pass\nelse:\n    import dplab.config",
-                                "dplab.config"),
+    "TYPE_CHECKING": (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from dplab.cli import main",
+        "dplab.cli",
+    ),
+    "typing.TYPE_CHECKING": (
+        "import typing\nif typing.TYPE_CHECKING:\n    import dplab.config",
+        "dplab.config",
+    ),
+    "not TYPE_CHECKING, else": (
+        "import typing\nif not typing.TYPE_CHECKING:\n    pass\nelse:\n    import dplab.config",
+        "dplab.config",
+    ),
 }
 
 
 @pytest.fixture
 def package(tmp_path) -> Path:
     """A copy of src/dplab to plant violations in."""
-    return Path(shutil.copytree(SRC / "dplab", tmp_path / "dplab", ignore=shutil.ignore_patterns("__pycache__")))
+    return Path(
+        shutil.copytree(
+            SRC / "dplab", tmp_path / "dplab", ignore=shutil.ignore_patterns("__pycache__")
+        )
+    )
 
 
 def plant(package: Path, module: str, code: str) -> dict[str, set[str]]:
@@ -160,7 +219,9 @@ def test_an_upward_import_of_each_form_is_caught(package, kind):
     code, target = PLANTS[kind]
     assert target not in GRAPH["dplab.accounting.base"]
     found = upward(plant(package, "dplab.accounting.base", code))
-    assert found == [f"dplab.accounting.base (accounting) imports {target} ({LAYERS[layer(target)][0]})"]
+    assert found == [
+        f"dplab.accounting.base (accounting) imports {target} ({LAYERS[layer(target)][0]})"
+    ]
 
 
 def test_a_module_without_a_layer_is_caught(package):
@@ -177,18 +238,23 @@ def test_an_upward_import_in_a_core_module_is_caught(package):
     assert found == ["dplab.citations (core) imports dplab.training.loop (training)"]
 
 
-@pytest.mark.parametrize("code", [
-    "import importlib\ndef load(name):\n    return importlib.import_module(name)",
-    "exec('import dplab.cli')",
-    "import runpy\nrunpy.run_module('dplab.cli')",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import importlib\ndef load(name):\n    return importlib.import_module(name)",
+        "exec('import dplab.cli')",
+        "import runpy\nrunpy.run_module('dplab.cli')",
+    ],
+)
 def test_an_import_the_graph_cannot_read_is_refused(package, code):
     with pytest.raises(imports.UnreadableImport, match=r"errors\.py:\d+: "):
         plant(package, "dplab.errors", code)
 
 
-LOADER = "import importlib.util\nspec = importlib.util.spec_from_file_location('m', 'models/net.py')\n" \
-         "spec.loader.exec_module(importlib.util.module_from_spec(spec))"
+LOADER = (
+    "import importlib.util\nspec = importlib.util.spec_from_file_location('m', 'models/net.py')\n"
+    "spec.loader.exec_module(importlib.util.module_from_spec(spec))"
+)
 
 
 def test_only_a_module_declaring_it_loads_project_files_by_path(package):
@@ -196,7 +262,10 @@ def test_only_a_module_declaring_it_loads_project_files_by_path(package):
     graph; the declaration allows importlib.util's loaders, never exec."""
     with pytest.raises(imports.UnreadableImport, match=r"exec_module\(\) runs code"):
         plant(package, "dplab.errors", LOADER)
-    assert plant(package, "dplab.units", "LOADS_PROJECT_FILES = True\n" + LOADER)["dplab.units"] == GRAPH["dplab.units"]
+    assert (
+        plant(package, "dplab.units", "LOADS_PROJECT_FILES = True\n" + LOADER)["dplab.units"]
+        == GRAPH["dplab.units"]
+    )
     with pytest.raises(imports.UnreadableImport, match=r"exec\(\) runs code"):
         plant(package, "dplab.io", "LOADS_PROJECT_FILES = True\nexec('import dplab.cli')")
 
@@ -204,7 +273,9 @@ def test_only_a_module_declaring_it_loads_project_files_by_path(package):
 def test_a_planted_cycle_is_caught(package):
     graph = dict(STATIC)
     graph["dplab.units"] = plant(package, "dplab.units", "from dplab import errors")["dplab.units"]
-    graph["dplab.errors"] = plant(package, "dplab.errors", "from dplab import units")["dplab.errors"]
+    graph["dplab.errors"] = plant(package, "dplab.errors", "from dplab import units")[
+        "dplab.errors"
+    ]
     assert find_cycle(graph) == ["dplab.errors", "dplab.units", "dplab.errors"]
 
 

@@ -61,7 +61,9 @@ def test_amplification_helps_and_reduces_to_no_amplification_at_rate_one():
     full = Acc.CyclicPoisson(400, 100, b, T)  # p = 1
     assert full.sampling_rate == 1.0
     plain = Acc.MinSeparation(b, T)
-    assert Acc.epsilon(f, full, 3.0, 1e-6) == pytest.approx(Acc.epsilon(f, plain, 3.0, 1e-6), rel=1e-3)
+    assert Acc.epsilon(f, full, 3.0, 1e-6) == pytest.approx(
+        Acc.epsilon(f, plain, 3.0, 1e-6), rel=1e-3
+    )
     sub = Acc.CyclicPoisson(4000, 100, b, T)  # p = 0.1
     assert Acc.epsilon(f, sub, 3.0, 1e-6) < 0.5 * Acc.epsilon(f, plain, 3.0, 1e-6)
 

@@ -25,8 +25,14 @@ def test_gradient_matches_finite_differences(objective, steps, buffers, k, s):
     z = np.random.default_rng(steps + buffers).normal(size=2 * buffers + 1)
     _, grad = blt.objective_and_gradient(z, steps, objective, k, s)
     h = 1e-6
-    numeric = [(blt.objective_and_gradient(z + h * e, steps, objective, k, s)[0]
-                - blt.objective_and_gradient(z - h * e, steps, objective, k, s)[0]) / (2 * h) for e in np.eye(len(z))]
+    numeric = [
+        (
+            blt.objective_and_gradient(z + h * e, steps, objective, k, s)[0]
+            - blt.objective_and_gradient(z - h * e, steps, objective, k, s)[0]
+        )
+        / (2 * h)
+        for e in np.eye(len(z))
+    ]
     np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-8 * np.abs(grad).max())
 
 
@@ -38,15 +44,29 @@ def test_coefficients_are_the_rational_generating_function_and_decrease():
     impulse = np.zeros(T)
     impulse[0] = 1.0
     c = blt.coefficients(theta, theta_hat, T)
-    np.testing.assert_allclose(c, scipy.signal.lfilter(np.poly(theta_hat), np.poly(theta), impulse), rtol=1e-12, atol=1e-15)
-    assert np.all(c > 0) and np.all(np.diff(c) <= 0) and np.all(blt.output_scales(theta, theta_hat) > 0)
+    np.testing.assert_allclose(
+        c, scipy.signal.lfilter(np.poly(theta_hat), np.poly(theta), impulse), rtol=1e-12, atol=1e-15
+    )
+    assert (
+        np.all(c > 0)
+        and np.all(np.diff(c) <= 0)
+        and np.all(blt.output_scales(theta, theta_hat) > 0)
+    )
     fact = blt.from_decays(theta, theta_hat, T)
     C = _toeplitz_lower(fact.coefficients, T)
     np.testing.assert_allclose(C @ fact.inverse(np.eye(T)), np.eye(T), atol=1e-10)
 
 
-@pytest.mark.parametrize("theta,theta_hat", [([0.9, 0.5], [0.95, 0.2]), ([0.9, 0.5], [0.6, 0.55]), ([1.1], [0.5]),
-                                             ([0.5], [-0.1]), ([0.9], [0.5, 0.1])])
+@pytest.mark.parametrize(
+    "theta,theta_hat",
+    [
+        ([0.9, 0.5], [0.95, 0.2]),
+        ([0.9, 0.5], [0.6, 0.55]),
+        ([1.1], [0.5]),
+        ([0.5], [-0.1]),
+        ([0.9], [0.5, 0.1]),
+    ],
+)
 def test_from_decays_refuses_what_does_not_interlace(theta, theta_hat):
     """Decays out of [0, 1], out of order or of unequal numbers are refused (ω would not all be > 0)."""
     with pytest.raises(DPLabError, match="interlace"):
@@ -70,7 +90,9 @@ def _cli(capsys, *args):
 
 
 def test_cli_blt_prints_errors_and_unamplified_sigma(capsys):
-    rc, out = _cli(capsys, "--strategy", "blt", "--steps", "200", "--buffers", "2", "--objective", "max")
+    rc, out = _cli(
+        capsys, "--strategy", "blt", "--steps", "200", "--buffers", "2", "--objective", "max"
+    )
     res = json.loads(out.out)
     row = next(r for r in PEER["blt_errors"] if (r["T"], r["objective"]) == (200, "max"))
     assert rc == 0 and res["buffers"] == 2 and res["bands"] == 200 and res["objective"] == "max"
@@ -85,22 +107,44 @@ def test_an_optimum_needing_fewer_buffers_cancels_pole_zero_pairs():
 
     fact = blt.blt(100, 8, "max", 4, 25)
     ours = fact.errors(4, 25)
-    dense = Factorization("dense", np.tril(np.ones((100, 100))), _toeplitz_lower(fact.coefficients, 100), 100).errors(4, 25)
-    assert ours["sensitivity_exact"] and ours["max_error"] == pytest.approx(dense["max_error"], rel=1e-9)
-    assert ours["max_error"] <= blt.blt(100, 2, "max", 4, 25).errors(4, 25)["max_error"] * (1 + 1e-9)
+    dense = Factorization(
+        "dense", np.tril(np.ones((100, 100))), _toeplitz_lower(fact.coefficients, 100), 100
+    ).errors(4, 25)
+    assert ours["sensitivity_exact"] and ours["max_error"] == pytest.approx(
+        dense["max_error"], rel=1e-9
+    )
+    assert ours["max_error"] <= blt.blt(100, 2, "max", 4, 25).errors(4, 25)["max_error"] * (
+        1 + 1e-9
+    )
 
 
-@pytest.mark.parametrize("args,key", [
-    (["--steps", "100"], "buffers"),
-    (["--steps", "100", "--buffers", "0"], "buffers"),
-    (["--steps", "100", "--buffers", "16"], "buffers"),
-    (["--steps", "5", "--buffers", "3"], "buffers"),
-    (["--steps", "1000000000", "--buffers", "3"], "steps"),
-    (["--steps", "100", "--buffers", "2", "--bands", "4"], "bands"),
-    (["--steps", "100", "--buffers", "2", "--momentum", "0.9"], "momentum"),
-    (["--steps", "100", "--buffers", "2", "--noise-multiplier", "1", "--sampling-rate", "0.1", "--delta", "1e-5"],
-     "sampling_rate"),
-])
+@pytest.mark.parametrize(
+    "args,key",
+    [
+        (["--steps", "100"], "buffers"),
+        (["--steps", "100", "--buffers", "0"], "buffers"),
+        (["--steps", "100", "--buffers", "16"], "buffers"),
+        (["--steps", "5", "--buffers", "3"], "buffers"),
+        (["--steps", "1000000000", "--buffers", "3"], "steps"),
+        (["--steps", "100", "--buffers", "2", "--bands", "4"], "bands"),
+        (["--steps", "100", "--buffers", "2", "--momentum", "0.9"], "momentum"),
+        (
+            [
+                "--steps",
+                "100",
+                "--buffers",
+                "2",
+                "--noise-multiplier",
+                "1",
+                "--sampling-rate",
+                "0.1",
+                "--delta",
+                "1e-5",
+            ],
+            "sampling_rate",
+        ),
+    ],
+)
 def test_bad_flags_refused_before_optimizing(capsys, monkeypatch, args, key):
     def never(*a, **k):
         raise AssertionError("optimization started")

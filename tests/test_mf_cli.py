@@ -22,8 +22,19 @@ def test_identity_json(capsys):
 
 def test_banded_with_calibration(capsys):
     rc, out = run(
-        capsys, "--strategy", "banded", "--steps", "12", "--min-separation", "4", "--bands", "3",
-        "--epsilon", "2", "--delta", "1e-5",
+        capsys,
+        "--strategy",
+        "banded",
+        "--steps",
+        "12",
+        "--min-separation",
+        "4",
+        "--bands",
+        "3",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-5",
     )
     res = json.loads(out.out)
     assert rc == 0 and res["participations"] == 3 and res["bands"] == 3
@@ -36,7 +47,10 @@ def test_banded_with_calibration(capsys):
     [
         (["--strategy", "nope", "--steps", "4"], "strategy"),
         (["--strategy", "identity", "--steps", "0"], "steps"),
-        (["--strategy", "banded", "--steps", "10", "--bands", "5", "--min-separation", "3"], "bands"),
+        (
+            ["--strategy", "banded", "--steps", "10", "--bands", "5", "--min-separation", "3"],
+            "bands",
+        ),
         (["--strategy", "identity", "--steps", "10", "--epsilon", "1"], "epsilon"),
         (["--strategy", "identity", "--steps", "10", "--epsilon", "1", "--delta", "2"], "delta"),
     ],

@@ -102,8 +102,11 @@ def test_momentum_workload_closed_form():
     np.testing.assert_allclose(f.encoder @ f.encoder, A, atol=1e-10)
 
 
-@pytest.mark.parametrize("A", [W.prefix_sum(40), W.momentum_workload(40, 0.0, lr_factors=np.linspace(1, 0.3, 40))],
-                         ids=["prefix_sum", "lr_decay"])
+@pytest.mark.parametrize(
+    "A",
+    [W.prefix_sum(40), W.momentum_workload(40, 0.0, lr_factors=np.linspace(1, 0.3, 40))],
+    ids=["prefix_sum", "lr_decay"],
+)
 def test_tridiagonal_dual_step_equals_dense(A):
     """A⁻¹ bidiagonal: the O(T²) step gives the dense step's diag(M^½), dual and primal."""
     assert F._inverse_bidiagonal(A) is not None
@@ -118,7 +121,10 @@ def test_optimal_accelerated_equals_plain_fixed_point():
     momentum (A⁻¹ not bidiagonal) takes the dense path and is certified the same way."""
     A = W.prefix_sum(128)
     fast, plain = F.optimal(A, tol=1e-10), F.optimal(A, tol=1e-10, history=0)
-    assert fast.info["solver"] == "tridiagonal" and fast.info["iterations"] < plain.info["iterations"] / 2
+    assert (
+        fast.info["solver"] == "tridiagonal"
+        and fast.info["iterations"] < plain.info["iterations"] / 2
+    )
     assert fast.errors()["mean_error"] == pytest.approx(plain.errors()["mean_error"], rel=1e-9)
     assert fast.info["objective"] / 128 == pytest.approx(fast.errors()["mean_error"], rel=1e-9)
     Am = W.momentum_workload(32, 0.9)
@@ -136,5 +142,8 @@ def test_banded_loss_gradient_and_value():
     C = F.banded_encoder(c, 30)
     assert loss == pytest.approx(np.sum(np.linalg.solve(C.T, A.T) ** 2) / 30, rel=1e-12)
     h = 1e-6
-    fd = [(F._banded_loss(c + h * e, A)[0] - F._banded_loss(c - h * e, A)[0]) / (2 * h) for e in np.eye(4)]
+    fd = [
+        (F._banded_loss(c + h * e, A)[0] - F._banded_loss(c - h * e, A)[0]) / (2 * h)
+        for e in np.eye(4)
+    ]
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)

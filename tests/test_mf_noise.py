@@ -18,7 +18,9 @@ def test_streamed_equals_batch(strategy):
     streamed = np.stack([noise.sample(t, like, g).numpy() for t in range(T)])
     assert noise.memory_vectors == min(f.bands - 1, T)
     g = torch.Generator().manual_seed(3)
-    Z = np.stack([(torch.randn(d, generator=g, dtype=torch.float64) * std).numpy() for _ in range(T)])
+    Z = np.stack(
+        [(torch.randn(d, generator=g, dtype=torch.float64) * std).numpy() for _ in range(T)]
+    )
     np.testing.assert_allclose(streamed, batch_noise(f, Z), rtol=0, atol=1e-10)
 
 
@@ -52,7 +54,11 @@ def test_noise_keeps_shape_and_order():
 def _toeplitz_stream(strategy, steps):
     from dplab.mf import blt, toeplitz
 
-    return toeplitz.banded_toeplitz(steps, 5, "mean") if strategy == "banded_toeplitz" else blt.blt(steps, 3, "max")
+    return (
+        toeplitz.banded_toeplitz(steps, 5, "mean")
+        if strategy == "banded_toeplitz"
+        else blt.blt(steps, 3, "max")
+    )
 
 
 @pytest.mark.parametrize("strategy", ["banded_toeplitz", "blt"])
@@ -66,12 +72,16 @@ def test_filter_stream_equals_dense_inverse(strategy):
     T, d, std = 40, 6, 1.3
     f = _toeplitz_stream(strategy, T)
     noise = stream(f, std)
-    assert isinstance(noise, FilterNoise) and noise.memory_vectors == (4 if strategy == "banded_toeplitz" else 3)
+    assert isinstance(noise, FilterNoise) and noise.memory_vectors == (
+        4 if strategy == "banded_toeplitz" else 3
+    )
     like = torch.zeros(d, dtype=torch.float64)
     g = torch.Generator().manual_seed(5)
     streamed = np.stack([noise.sample(t, like, g).numpy() for t in range(T)])
     g = torch.Generator().manual_seed(5)
-    Z = np.stack([(torch.randn(d, generator=g, dtype=torch.float64) * std).numpy() for _ in range(T)])
+    Z = np.stack(
+        [(torch.randn(d, generator=g, dtype=torch.float64) * std).numpy() for _ in range(T)]
+    )
     dense = scipy.linalg.solve_triangular(_toeplitz_lower(f.coefficients, T), Z, lower=True)
     np.testing.assert_allclose(streamed, dense, rtol=0, atol=1e-10)
     assert np.abs(dense).max() > 1  # not trivially small

@@ -73,7 +73,9 @@ def grid(tmp_path_factory):
             for seed in SEEDS:
                 name = f"s/logreg/{variant}/sigma/lr{lr:g}/seed{seed}"
                 loop.train(
-                    RunSettings.of(resolve_run({**base, **keys, "lr": lr, "seed": seed, "name": name})),
+                    RunSettings.of(
+                        resolve_run({**base, **keys, "lr": lr, "seed": seed, "name": name})
+                    ),
                     ds,
                     folder / name,
                     factorization=blt if variant == "blt" else None,
@@ -196,11 +198,20 @@ def test_the_multi_epoch_claim_follows_the_figures_table(gaps, ours, verdict):
     )
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c["grids"]["mf_regime"].pop("lrs"), "needs lrs"),
-    (lambda c: c["datasets"]["mnist5000_val"].pop("validation_fraction"), "no validation split"),
-    (lambda c: c["grids"]["mf_regime"]["variants"].pop("dp_sgd_5ep"), "must have dp_sgd and dp_mf"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["grids"]["mf_regime"].pop("lrs"), "needs lrs"),
+        (
+            lambda c: c["datasets"]["mnist5000_val"].pop("validation_fraction"),
+            "no validation split",
+        ),
+        (
+            lambda c: c["grids"]["mf_regime"]["variants"].pop("dp_sgd_5ep"),
+            "must have dp_sgd and dp_mf",
+        ),
+    ],
+)
 def test_the_figure_refuses_a_grid_it_cannot_choose_on_validation(change, message):
     from dplab.config import read_config
     from dplab.errors import DPLabError

@@ -35,7 +35,9 @@ def test_sqrt_multi_participation_closed_form():
     v = np.zeros(T)
     for m in range(k):
         v[m * b :] += c[: T - m * b]
-    assert F.sqrt(W.prefix_sum(T)).sensitivity(k, b).value == pytest.approx(np.linalg.norm(v), rel=1e-12)
+    assert F.sqrt(W.prefix_sum(T)).sensitivity(k, b).value == pytest.approx(
+        np.linalg.norm(v), rel=1e-12
+    )
 
 
 def test_general_upper_bound_dominates_worst_case():

@@ -27,8 +27,14 @@ def test_gradient_matches_finite_differences(objective, steps, bands, k, s):
     c = np.concatenate([[1.0], 0.3 * rng.random(bands - 1)])
     _, grad = toeplitz.objective_and_gradient(c, steps, objective, k, s)
     h = 1e-6
-    numeric = [(toeplitz.objective_and_gradient(c + h * e, steps, objective, k, s)[0]
-                - toeplitz.objective_and_gradient(c - h * e, steps, objective, k, s)[0]) / (2 * h) for e in np.eye(bands)]
+    numeric = [
+        (
+            toeplitz.objective_and_gradient(c + h * e, steps, objective, k, s)[0]
+            - toeplitz.objective_and_gradient(c - h * e, steps, objective, k, s)[0]
+        )
+        / (2 * h)
+        for e in np.eye(bands)
+    ]
     np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-8 * np.abs(grad).max())
 
 
@@ -39,7 +45,11 @@ def test_errors_equal_the_dense_factorization(strategy, k, s):
     (BLT, 2 buffers) = the dense T×T path on the same C; both exact."""
     from dplab.mf import blt
 
-    fact = toeplitz.banded_toeplitz(40, 8, "mean", k, s) if strategy == "banded_toeplitz" else blt.blt(40, 2, "mean", k, s)
+    fact = (
+        toeplitz.banded_toeplitz(40, 8, "mean", k, s)
+        if strategy == "banded_toeplitz"
+        else blt.blt(40, 2, "mean", k, s)
+    )
     C = _toeplitz_lower(fact.coefficients, 40)
     dense = Factorization("dense", np.tril(np.ones((40, 40))), C, 40).errors(k, s)
     ours = fact.errors(k, s)
@@ -87,9 +97,17 @@ def test_sensitivity_exact_cases_and_bound_against_dense_and_brute_force():
     for trial in range(240):
         T = int(rng.integers(3, 10))
         b, k, s = int(rng.integers(1, T + 1)), int(rng.integers(1, 4)), int(rng.integers(1, T + 1))
-        c = [rng.normal(size=b), np.sort(rng.random(b) + 0.01)[::-1], np.abs(rng.normal(size=b)) + 0.01][trial % 3]
+        c = [
+            rng.normal(size=b),
+            np.sort(rng.random(b) + 0.01)[::-1],
+            np.abs(rng.normal(size=b)) + 0.01,
+        ][trial % 3]
         C = _toeplitz_lower(c, T)
-        ours, dense, brute = toeplitz_sensitivity(c, T, k, s), sensitivity(C, k, s), brute_force(C, k, s)
+        ours, dense, brute = (
+            toeplitz_sensitivity(c, T, k, s),
+            sensitivity(C, k, s),
+            brute_force(C, k, s),
+        )
         assert ours.value >= brute - 1e-9
         if ours.exact and dense.exact:
             assert ours.value == pytest.approx(dense.value, rel=1e-9)
@@ -104,11 +122,20 @@ def test_sensitivity_refuses_a_zero_leading_coefficient():
         toeplitz_sensitivity([0.0, 1.0], 5)
 
 
-PEER_OPTIMA = [("banded_toeplitz", r) for r in PEER["errors"]] + [("blt", r) for r in PEER["blt_errors"]]
+PEER_OPTIMA = [("banded_toeplitz", r) for r in PEER["errors"]] + [
+    ("blt", r) for r in PEER["blt_errors"]
+]
 
 
-@pytest.mark.parametrize("strategy,row", PEER_OPTIMA, ids=lambda x: x if isinstance(x, str) else
-                         f"T{x['T']}-{x.get('bands', x.get('buffers'))}-k{x['participations']}-{x['objective']}")
+@pytest.mark.parametrize(
+    "strategy,row",
+    PEER_OPTIMA,
+    ids=lambda x: (
+        x
+        if isinstance(x, str)
+        else f"T{x['T']}-{x.get('bands', x.get('buffers'))}-k{x['participations']}-{x['objective']}"
+    ),
+)
 def test_reaches_jax_privacys_error(strategy, row):
     """Same strategy (bands or buffers), T, participation and objective: our optimum's error <= jax_privacy's
     (rel 1e-9), with an exact sensitivity."""
@@ -124,9 +151,13 @@ def test_reaches_jax_privacys_error(strategy, row):
     assert ours["sensitivity_exact"]
 
 
-@pytest.mark.parametrize("row", PEER["epsilons"], ids=lambda r: f"T{r['T']}-b{r['bands']}-q{r['sampling_rate']}")
+@pytest.mark.parametrize(
+    "row", PEER["epsilons"], ids=lambda r: f"T{r['T']}-b{r['bands']}-q{r['sampling_rate']}"
+)
 def test_amplified_bandmf_epsilon_equals_jax_privacy(row):
-    fact = toeplitz.ToeplitzFactorization("banded_toeplitz", np.ones(row["bands"]) / math.sqrt(row["bands"]), row["T"])
+    fact = toeplitz.ToeplitzFactorization(
+        "banded_toeplitz", np.ones(row["bands"]) / math.sqrt(row["bands"]), row["T"]
+    )
     sampler = accounting.PoissonGroups(row["sampling_rate"], row["bands"], row["T"])
     eps = accounting.epsilon(fact, sampler, row["noise_multiplier"], row["delta"])
     # both upper bounds: pld's certified read-off (pld_tilted) of a pessimistic PLD that may be finer than
@@ -135,7 +166,9 @@ def test_amplified_bandmf_epsilon_equals_jax_privacy(row):
 
 
 def test_amplification_refuses_a_C_with_more_bands_than_groups():
-    fact = toeplitz.ToeplitzFactorization("banded_toeplitz", np.array([1.0, 0.5, 0.25]) / math.sqrt(1.3125), 20)
+    fact = toeplitz.ToeplitzFactorization(
+        "banded_toeplitz", np.array([1.0, 0.5, 0.25]) / math.sqrt(1.3125), 20
+    )
     with pytest.raises(Exception, match="bands"):
         accounting.epsilon(fact, accounting.PoissonGroups(0.1, 2, 20), 1.0, 1e-5)
 
@@ -147,7 +180,9 @@ def test_live_jax_privacy_optimum():
     from jax_privacy.matrix_factorization import toeplitz as peer
 
     coef = peer.optimize_banded_toeplitz(200, 6, reduction_fn=jnp.max)
-    theirs = float(peer.sensitivity_squared(coef, 200)) * float(peer.per_query_error(strategy_coef=coef, n=200)[-1])
+    theirs = float(peer.sensitivity_squared(coef, 200)) * float(
+        peer.per_query_error(strategy_coef=coef, n=200)[-1]
+    )
     assert toeplitz.banded_toeplitz(200, 6, "max").errors()["max_error"] <= theirs * (1 + 1e-6)
 
 
@@ -158,12 +193,30 @@ def _cli(capsys, *args):
 
 def test_cli_prints_amplified_epsilon(capsys):
     row = PEER["epsilons"][0]
-    rc, out = _cli(capsys, "--strategy", "banded_toeplitz", "--steps", str(row["T"]), "--bands", str(row["bands"]),
-                   "--objective", "max", "--noise-multiplier", str(row["noise_multiplier"]),
-                   "--sampling-rate", str(row["sampling_rate"]), "--delta", str(row["delta"]))
+    rc, out = _cli(
+        capsys,
+        "--strategy",
+        "banded_toeplitz",
+        "--steps",
+        str(row["T"]),
+        "--bands",
+        str(row["bands"]),
+        "--objective",
+        "max",
+        "--noise-multiplier",
+        str(row["noise_multiplier"]),
+        "--sampling-rate",
+        str(row["sampling_rate"]),
+        "--delta",
+        str(row["delta"]),
+    )
     res = json.loads(out.out)
     assert rc == 0 and row["epsilon"] * (1 - 1e-9) <= res["epsilon"] <= row["epsilon"] * (1 + 1e-4)
-    assert res["sampling"] == "amplified_bandmf" and res["groups"] == row["bands"] and res["objective"] == "max"
+    assert (
+        res["sampling"] == "amplified_bandmf"
+        and res["groups"] == row["bands"]
+        and res["objective"] == "max"
+    )
     assert res["max_error"] <= res["mean_error"] * 2.5 and res["optimization_seconds"] > 0
 
 
@@ -174,17 +227,98 @@ def test_cli_prints_amplified_epsilon(capsys):
         (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "0"], "bands"),
         (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "101"], "bands"),
         (["--strategy", "banded_toeplitz", "--steps", "1000000000", "--bands", "2"], "steps"),
-        (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "4", "--momentum", "0.9"], "momentum"),
+        (
+            [
+                "--strategy",
+                "banded_toeplitz",
+                "--steps",
+                "100",
+                "--bands",
+                "4",
+                "--momentum",
+                "0.9",
+            ],
+            "momentum",
+        ),
         (["--strategy", "optimal", "--steps", "100", "--objective", "max"], "objective"),
         (["--strategy", "identity", "--steps", "100", "--objective", "mean"], "objective"),
-        (["--strategy", "sqrt", "--steps", "100", "--noise-multiplier", "1", "--sampling-rate", "0.1",
-          "--delta", "1e-5"], "sampling_rate"),
-        (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "4", "--noise-multiplier", "1",
-          "--sampling-rate", "1.5", "--delta", "1e-5"], "sampling_rate"),
-        (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "4", "--noise-multiplier", "1",
-          "--epsilon", "1", "--delta", "1e-5"], "noise_multiplier"),
-        (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "4", "--noise-multiplier", "1"], "delta"),
-        (["--strategy", "banded_toeplitz", "--steps", "100", "--bands", "4", "--epsilon", "1", "--delta", "2"], "delta"),
+        (
+            [
+                "--strategy",
+                "sqrt",
+                "--steps",
+                "100",
+                "--noise-multiplier",
+                "1",
+                "--sampling-rate",
+                "0.1",
+                "--delta",
+                "1e-5",
+            ],
+            "sampling_rate",
+        ),
+        (
+            [
+                "--strategy",
+                "banded_toeplitz",
+                "--steps",
+                "100",
+                "--bands",
+                "4",
+                "--noise-multiplier",
+                "1",
+                "--sampling-rate",
+                "1.5",
+                "--delta",
+                "1e-5",
+            ],
+            "sampling_rate",
+        ),
+        (
+            [
+                "--strategy",
+                "banded_toeplitz",
+                "--steps",
+                "100",
+                "--bands",
+                "4",
+                "--noise-multiplier",
+                "1",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+            ],
+            "noise_multiplier",
+        ),
+        (
+            [
+                "--strategy",
+                "banded_toeplitz",
+                "--steps",
+                "100",
+                "--bands",
+                "4",
+                "--noise-multiplier",
+                "1",
+            ],
+            "delta",
+        ),
+        (
+            [
+                "--strategy",
+                "banded_toeplitz",
+                "--steps",
+                "100",
+                "--bands",
+                "4",
+                "--epsilon",
+                "1",
+                "--delta",
+                "2",
+            ],
+            "delta",
+        ),
     ],
 )
 def test_bad_flags_refused_before_optimizing(capsys, monkeypatch, args, key):
@@ -201,11 +335,30 @@ def test_cli_unamplified_calibration_scales_the_gaussian_by_the_sensitivity(caps
     """Without --sampling-rate: one Gaussian of sensitivity √k (bands 4 <= s = 10), σ = sens·σ_analytic(ε, δ)."""
     from dplab.accounting.gaussian import sigma_analytic
 
-    rc, out = _cli(capsys, "--strategy", "banded_toeplitz", "--steps", "100", "--bands", "4", "--min-separation", "10",
-                   "--epsilon", "2", "--delta", "1e-5")
+    rc, out = _cli(
+        capsys,
+        "--strategy",
+        "banded_toeplitz",
+        "--steps",
+        "100",
+        "--bands",
+        "4",
+        "--min-separation",
+        "10",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-5",
+    )
     res = json.loads(out.out)
-    assert rc == 0 and res["sampling"] == "min_separation" and res["sensitivity"] == pytest.approx(math.sqrt(10))
-    assert res["noise_multiplier"] == pytest.approx(math.sqrt(10) * sigma_analytic(2, 1e-5), rel=1e-9)
+    assert (
+        rc == 0
+        and res["sampling"] == "min_separation"
+        and res["sensitivity"] == pytest.approx(math.sqrt(10))
+    )
+    assert res["noise_multiplier"] == pytest.approx(
+        math.sqrt(10) * sigma_analytic(2, 1e-5), rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("strategy", ["banded_toeplitz", "blt"])
@@ -218,15 +371,28 @@ def test_saved_factorization_reads_back_exactly_and_a_damaged_file_is_refused(tm
     from dplab.mf import blt
     from dplab.mf.noise import FilterNoise
 
-    fact = toeplitz.banded_toeplitz(40, 4, "max", 2, 20) if strategy == "banded_toeplitz" else blt.blt(40, 3, "max", 2, 20)
+    fact = (
+        toeplitz.banded_toeplitz(40, 4, "max", 2, 20)
+        if strategy == "banded_toeplitz"
+        else blt.blt(40, 3, "max", 2, 20)
+    )
     path = tmp_path / "c.npz"
     saved.save(fact, path)
     back = saved.load_toeplitz(path, "REGENERATE")
-    assert (back.strategy, back.steps, back.info) == (fact.strategy, fact.steps, json.loads(json.dumps(fact.info)))
+    assert (back.strategy, back.steps, back.info) == (
+        fact.strategy,
+        fact.steps,
+        json.loads(json.dumps(fact.info)),
+    )
     np.testing.assert_array_equal(back.coefficients, fact.coefficients)
     streams = [FilterNoise(f, 1.5) for f in (fact, back)]
-    draws = [[s.sample(t, torch.zeros(5, dtype=torch.float64), torch.Generator().manual_seed(t)) for t in range(40)]
-             for s in streams]
+    draws = [
+        [
+            s.sample(t, torch.zeros(5, dtype=torch.float64), torch.Generator().manual_seed(t))
+            for t in range(40)
+        ]
+        for s in streams
+    ]
     assert all(torch.equal(a, b) for a, b in zip(*draws))
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(DPLabError, match="REGENERATE"):

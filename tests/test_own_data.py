@@ -53,11 +53,16 @@ def test_arrays_with_a_test_split_keep_the_records_and_any_feature_shape(tmp_pat
     path = _npz(tmp_path / "d.npz", x_train=x, y_train=y, x_test=xt, y_test=yt.astype(np.uint8))
     train, test, info = _prepare({"kind": "arrays", "path": path})
     assert np.array_equal(train["x"], x.astype(np.float32)) and np.array_equal(test["y"], yt)
-    assert (info["input_shape"], info["classes"], info["class_names"]) == ([2, 3, 3], 3, ["0", "1", "2"])
+    assert (info["input_shape"], info["classes"], info["class_names"]) == (
+        [2, 3, 3],
+        3,
+        ["0", "1", "2"],
+    )
     assert info["feature_norm_bound"] is None and info["logreg_constants"] is None
     cfg = data.resolve_dataset({"kind": "arrays", "path": path}, "own")
-    assert data.expected_info(cfg, "own") == {k: info[k] for k in ("train_size", "input_shape", "classes",
-                                                                     "feature_norm_bound")}
+    assert data.expected_info(cfg, "own") == {
+        k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")
+    }
     data.write(tmp_path / "out", train, test, info)
     assert data.load(tmp_path / "out").x_test.shape == (5, 2, 3, 3)
 
@@ -81,8 +86,15 @@ def test_arrays_without_a_test_split_are_split_stratified_and_seeded(tmp_path):
     y = np.repeat([0, 1, 2, 3], [40, 20, 20, 20])
     path = _npz(tmp_path / "d.npz", x_train=np.arange(100.0)[:, None], y_train=y)
     train, test, _ = _prepare({"kind": "arrays", "path": path, "seed": 3})
-    assert len(test["y"]) == 20 and np.bincount(test["y"]).tolist() == [8, 4, 4, 4]  # 0.2 of each class
-    assert sorted(np.concatenate([train["x"], test["x"]])[:, 0]) == list(range(100))  # every record once
+    assert len(test["y"]) == 20 and np.bincount(test["y"]).tolist() == [
+        8,
+        4,
+        4,
+        4,
+    ]  # 0.2 of each class
+    assert sorted(np.concatenate([train["x"], test["x"]])[:, 0]) == list(
+        range(100)
+    )  # every record once
     assert np.array_equal(y[train["x"][:, 0].astype(int)], train["y"])  # records keep their labels
     again = _prepare({"kind": "arrays", "path": path, "seed": 3})[1]
     other = _prepare({"kind": "arrays", "path": path, "seed": 4, "test_fraction": 0.5})[1]
@@ -111,22 +123,39 @@ def test_csv_encoding_is_scikit_learns_fitted_on_the_training_split(tmp_path):
     from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
     (tmp_path / "t.csv").write_text(CSV)
-    entry = {"kind": "csv", "path": str(tmp_path / "t.csv"), "label": "y", "categorical": ["code"],
-             "test_fraction": 0.5, "seed": 1}
+    entry = {
+        "kind": "csv",
+        "path": str(tmp_path / "t.csv"),
+        "label": "y",
+        "categorical": ["code"],
+        "test_fraction": 0.5,
+        "seed": 1,
+    }
     train, test, info = _prepare(entry)
     frame = pd.read_csv(tmp_path / "t.csv", dtype=str)
     y = (frame["y"] == "yes").to_numpy().astype(np.int64)
-    rows_train, rows_test = train_test_split(np.arange(8), test_size=0.5, stratify=y, random_state=1)
+    rows_train, rows_test = train_test_split(
+        np.arange(8), test_size=0.5, stratify=y, random_state=1
+    )
     fit = frame.iloc[rows_train]
     scale = StandardScaler().fit(fit[["age", "score"]].astype(float))
     onehot = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(fit[["city", "code"]])
-    cities, codes = ([f"{col}={c}" for c in cats] for col, cats in zip(("city", "code"), onehot.categories_))
-    assert info["features"] == ["age", *cities, "score", *codes] and info["class_names"] == ["no", "yes"]
+    cities, codes = (
+        [f"{col}={c}" for c in cats] for col, cats in zip(("city", "code"), onehot.categories_)
+    )
+    assert info["features"] == ["age", *cities, "score", *codes] and info["class_names"] == [
+        "no",
+        "yes",
+    ]
     for rows, split in ((rows_train, train), (rows_test, test)):
         part = frame.iloc[rows]
-        numeric = scale.transform(part[["age", "score"]].astype(float))  # sklearn divides by 1 where std is 0
+        numeric = scale.transform(
+            part[["age", "score"]].astype(float)
+        )  # sklearn divides by 1 where std is 0
         hot = onehot.transform(part[["city", "code"]])
-        expected = np.column_stack([numeric[:, 0], hot[:, :len(cities)], numeric[:, 1], hot[:, len(cities):]])
+        expected = np.column_stack(
+            [numeric[:, 0], hot[:, : len(cities)], numeric[:, 1], hot[:, len(cities) :]]
+        )
         np.testing.assert_allclose(split["x"], expected, atol=1e-6)
         assert np.array_equal(split["y"], y[rows])
     # seed 1 puts both edge cases in: score constant on the training rows, oslo in test rows only
@@ -136,27 +165,45 @@ def test_csv_encoding_is_scikit_learns_fitted_on_the_training_split(tmp_path):
 
 def test_csv_classes_sort_as_integers_where_every_label_is_one(tmp_path):
     labels = ["2"] * 3 + ["9"] * 4 + ["10"] * 5
-    (tmp_path / "t.csv").write_text("f,label\n" + "".join(f"{i},{v}\n" for i, v in enumerate(labels)))
-    train, test, info = _prepare({"kind": "csv", "path": str(tmp_path / "t.csv"), "label": "label",
-                                  "test_fraction": 0.25})
+    (tmp_path / "t.csv").write_text(
+        "f,label\n" + "".join(f"{i},{v}\n" for i, v in enumerate(labels))
+    )
+    train, test, info = _prepare(
+        {"kind": "csv", "path": str(tmp_path / "t.csv"), "label": "label", "test_fraction": 0.25}
+    )
     assert info["class_names"] == ["2", "9", "10"]  # as integers ("10" < "2" as text)
     assert np.bincount(np.concatenate([train["y"], test["y"]])).tolist() == [3, 4, 5]
-    (tmp_path / "t.csv").write_text("f,label\n" + "".join(f"{i},{v}x\n" for i, v in enumerate(labels)))
-    assert _prepare({"kind": "csv", "path": str(tmp_path / "t.csv"), "label": "label"})[2]["class_names"] == [
-        "10x", "2x", "9x"]  # as text where one label is no integer
+    (tmp_path / "t.csv").write_text(
+        "f,label\n" + "".join(f"{i},{v}x\n" for i, v in enumerate(labels))
+    )
+    assert _prepare({"kind": "csv", "path": str(tmp_path / "t.csv"), "label": "label"})[2][
+        "class_names"
+    ] == ["10x", "2x", "9x"]  # as text where one label is no integer
 
 
 def test_image_folder_reads_pixels_classes_and_the_test_folder(tmp_path):
-    pixels = _images(tmp_path / "img", {"train": {"b": 2, "a": 3}, "test": {"a": 1, "b": 1}}, size=(4, 3), mode="RGB")
+    pixels = _images(
+        tmp_path / "img",
+        {"train": {"b": 2, "a": 3}, "test": {"a": 1, "b": 1}},
+        size=(4, 3),
+        mode="RGB",
+    )
     entry = {"kind": "image_folder", "path": str(tmp_path / "img"), "size": [3, 4], "channels": 3}
     train, test, info = _prepare(entry)
     assert info["class_names"] == ["a", "b"] and train["y"].tolist() == [0, 0, 0, 1, 1]
-    assert info["input_shape"] == [3, 3, 4] and info["feature_norm_bound"] == pytest.approx(6.0)  # √(3·3·4)
-    np.testing.assert_array_equal(train["x"][3], pixels[("train", "b", 0)].transpose(2, 0, 1) / np.float32(255))
-    np.testing.assert_array_equal(test["x"][1], pixels[("test", "b", 0)].transpose(2, 0, 1) / np.float32(255))
+    assert info["input_shape"] == [3, 3, 4] and info["feature_norm_bound"] == pytest.approx(
+        6.0
+    )  # √(3·3·4)
+    np.testing.assert_array_equal(
+        train["x"][3], pixels[("train", "b", 0)].transpose(2, 0, 1) / np.float32(255)
+    )
+    np.testing.assert_array_equal(
+        test["x"][1], pixels[("test", "b", 0)].transpose(2, 0, 1) / np.float32(255)
+    )
     cfg = data.resolve_dataset(entry, "own")
-    assert data.expected_info(cfg, "own") == {k: info[k] for k in ("train_size", "input_shape", "classes",
-                                                                     "feature_norm_bound")}
+    assert data.expected_info(cfg, "own") == {
+        k: info[k] for k in ("train_size", "input_shape", "classes", "feature_norm_bound")
+    }
     data.write(tmp_path / "out", train, test, info)
     assert data.load(tmp_path / "out").info["class_names"] == ["a", "b"]
 
@@ -166,13 +213,20 @@ def test_image_folder_resizes_and_converts_only_when_asked(tmp_path):
     entry = {"kind": "image_folder", "path": str(tmp_path / "img"), "size": [4, 4], "channels": 1}
     with pytest.raises(DPLabError, match="is a RGB image.*convert: true"):
         _prepare(entry)
-    with pytest.raises(DPLabError, match=r"is 5×5 \(height×width\), but size is \[4, 4\].*resize: true"):
+    with pytest.raises(
+        DPLabError, match=r"is 5×5 \(height×width\), but size is \[4, 4\].*resize: true"
+    ):
         _prepare({**entry, "convert": True})
     train, test, info = _prepare({**entry, "convert": True, "resize": True})
-    first = Image.open(sorted((tmp_path / "img" / "train" / "a").iterdir())[0]).convert("L").resize(
-        (4, 4), Image.Resampling.BILINEAR)
+    first = (
+        Image.open(sorted((tmp_path / "img" / "train" / "a").iterdir())[0])
+        .convert("L")
+        .resize((4, 4), Image.Resampling.BILINEAR)
+    )
     assert len(train["y"]) + len(test["y"]) == 6 and train["x"].shape[1:] == (1, 4, 4)
-    assert any(np.array_equal(x[0], np.asarray(first) / np.float32(255)) for x in [*train["x"], *test["x"]])
+    assert any(
+        np.array_equal(x[0], np.asarray(first) / np.float32(255)) for x in [*train["x"], *test["x"]]
+    )
 
 
 _X, _Y = np.zeros((6, 2)), np.array([0, 1] * 3)
@@ -188,28 +242,49 @@ NPZ = {
     "a negative label": (dict(x_train=_X, y_train=_Y - 1), "label -1"),
     "a class with no record": (dict(x_train=_X, y_train=2 * _Y), "no record of class 1"),
     "a test label outside the training labels": (
-        dict(x_train=_X, y_train=_Y, x_test=_X[:2], y_test=np.array([0, 2])), "y_test holds label 2"),
+        dict(x_train=_X, y_train=_Y, x_test=_X[:2], y_test=np.array([0, 2])),
+        "y_test holds label 2",
+    ),
     "no y_train": (dict(x_train=_X), "holds no y_train"),
     "an unknown array": (dict(x_train=_X, y_train=_Y, X_test=_X), "unknown array 'X_test'"),
-    "x_test of another shape": (dict(x_train=_X, y_train=_Y, x_test=np.zeros((2, 3)), y_test=_Y[:2]),
-                                "feature shape"),
+    "x_test of another shape": (
+        dict(x_train=_X, y_train=_Y, x_test=np.zeros((2, 3)), y_test=_Y[:2]),
+        "feature shape",
+    ),
 }
 #: bad CSV files: name -> (text, entry keys, the key named, words of the message)
 TABLES = {
     "a missing label column": ("a,b\n1,2\n", {"label": "y"}, "label", "no column 'y'"),
-    "a missing feature column": ("a,y\n1,0\n2,1\n", {"label": "y", "features": ["a", "z"]}, "features",
-                                 "no column 'z'"),
+    "a missing feature column": (
+        "a,y\n1,0\n2,1\n",
+        {"label": "y", "features": ["a", "z"]},
+        "features",
+        "no column 'z'",
+    ),
     "an empty cell": ("a,y\n1,0\n,1\n", {"label": "y"}, "path", "line 3: column 'a' is empty"),
-    "an NA marker among numbers": ("a,y\n1,0\nNA,1\n2,0\n", {"label": "y"}, "path", "mixes numbers"),
+    "an NA marker among numbers": (
+        "a,y\n1,0\nNA,1\n2,0\n",
+        {"label": "y"},
+        "path",
+        "mixes numbers",
+    ),
     "nan": ("a,y\n1,0\nnan,1\n", {"label": "y"}, "path", "NaN and inf"),
     "inf": ("a,y\n1,0\n-inf,1\n", {"label": "y"}, "path", "NaN and inf"),
     "a single class": ("a,y\n1,0\n2,0\n", {"label": "y"}, "label", "one class"),
     "a ragged row": ("a,y\n1,0\n2\n", {"label": "y"}, "path", "line 3 has 1 cells"),
     "a column named twice": ("a,a,y\n1,2,0\n", {"label": "y"}, "path", "the column 'a' twice"),
-    "the label among the features": ("a,y\n1,0\n", {"label": "y", "features": ["a", "y"]}, "features",
-                                     "label column"),
-    "categorical not a feature": ("a,b,y\n1,2,0\n", {"label": "y", "features": ["a"], "categorical": ["b"]},
-                                  "categorical", "not a feature column"),
+    "the label among the features": (
+        "a,y\n1,0\n",
+        {"label": "y", "features": ["a", "y"]},
+        "features",
+        "label column",
+    ),
+    "categorical not a feature": (
+        "a,b,y\n1,2,0\n",
+        {"label": "y", "features": ["a"], "categorical": ["b"]},
+        "categorical",
+        "not a feature column",
+    ),
     "a header only": ("a,y\n", {"label": "y"}, "path", "no record"),
     "only the label column": ("y\n0\n1\n", {"label": "y"}, "path", "no column besides the label"),
 }
@@ -218,15 +293,29 @@ FOLDERS = {
     "an image of another size": ({"train": {"a": 2, "b": 2}}, (5, 3), "L", "is 3×5"),
     "an image of another mode": ({"train": {"a": 2, "b": 2}}, (4, 3), "RGB", "is a RGB image"),
     "an empty class folder": ({"train": {"a": 2, "b": 0}}, (4, 3), "L", "holds no image"),
-    "a test class not in train": ({"train": {"a": 2, "b": 2}, "test": {"c": 1}}, (4, 3), "L",
-                                  "test class with no training folder"),
+    "a test class not in train": (
+        {"train": {"a": 2, "b": 2}, "test": {"c": 1}},
+        (4, 3),
+        "L",
+        "test class with no training folder",
+    ),
     "a single class": ({"train": {"a": 3}}, (4, 3), "L", "holds one class"),
 }
-OTHER = ("arrays: test_fraction beside a test split", "arrays: a class of one record to split",
-         "arrays: missing file", "arrays: not an npz", "image_folder: a file that is no image",
-         "image_folder: an unreadable image", "image_folder: missing folder")
-BAD = [*(f"arrays: {n}" for n in NPZ), *(f"csv: {n}" for n in TABLES), *(f"image_folder: {n}" for n in FOLDERS),
-       *OTHER]
+OTHER = (
+    "arrays: test_fraction beside a test split",
+    "arrays: a class of one record to split",
+    "arrays: missing file",
+    "arrays: not an npz",
+    "image_folder: a file that is no image",
+    "image_folder: an unreadable image",
+    "image_folder: missing folder",
+)
+BAD = [
+    *(f"arrays: {n}" for n in NPZ),
+    *(f"csv: {n}" for n in TABLES),
+    *(f"image_folder: {n}" for n in FOLDERS),
+    *OTHER,
+]
 
 
 def _bad(tmp_path) -> dict[str, tuple[dict, str, str]]:
@@ -235,31 +324,64 @@ def _bad(tmp_path) -> dict[str, tuple[dict, str, str]]:
     cases = {}
     for i, (name, (arrays, words)) in enumerate(NPZ.items()):
         np.savez(tmp_path / f"{i}.npz", **arrays)
-        cases[f"arrays: {name}"] = ({"kind": "arrays", "path": str(tmp_path / f"{i}.npz")}, "path", words)
+        cases[f"arrays: {name}"] = (
+            {"kind": "arrays", "path": str(tmp_path / f"{i}.npz")},
+            "path",
+            words,
+        )
     np.savez(tmp_path / "split.npz", x_train=_X, y_train=_Y, x_test=_X, y_test=_Y)
-    cases[OTHER[0]] = ({"kind": "arrays", "path": str(tmp_path / "split.npz"), "test_fraction": 0.3},
-                       "test_fraction", "own test split")
+    cases[OTHER[0]] = (
+        {"kind": "arrays", "path": str(tmp_path / "split.npz"), "test_fraction": 0.3},
+        "test_fraction",
+        "own test split",
+    )
     np.savez(tmp_path / "single.npz", x_train=_X, y_train=np.array([0, 0, 0, 0, 0, 1]))
-    cases[OTHER[1]] = ({"kind": "arrays", "path": str(tmp_path / "single.npz")}, "test_fraction", "stratified split")
-    cases[OTHER[2]] = ({"kind": "arrays", "path": str(tmp_path / "none.npz")}, "path", "no such file")
+    cases[OTHER[1]] = (
+        {"kind": "arrays", "path": str(tmp_path / "single.npz")},
+        "test_fraction",
+        "stratified split",
+    )
+    cases[OTHER[2]] = (
+        {"kind": "arrays", "path": str(tmp_path / "none.npz")},
+        "path",
+        "no such file",
+    )
     (tmp_path / "notzip.npz").write_text("hello")
-    cases[OTHER[3]] = ({"kind": "arrays", "path": str(tmp_path / "notzip.npz")}, "path", "not a readable .npz")
+    cases[OTHER[3]] = (
+        {"kind": "arrays", "path": str(tmp_path / "notzip.npz")},
+        "path",
+        "not a readable .npz",
+    )
     for i, (name, (text, keys, key, words)) in enumerate(TABLES.items()):
         (tmp_path / f"{i}.csv").write_text(text)
-        cases[f"csv: {name}"] = ({"kind": "csv", "path": str(tmp_path / f"{i}.csv"), **keys}, key, words)
+        cases[f"csv: {name}"] = (
+            {"kind": "csv", "path": str(tmp_path / f"{i}.csv"), **keys},
+            key,
+            words,
+        )
     folder = {"kind": "image_folder", "size": [3, 4], "channels": 1}
     for i, (name, (layout, size, mode, words)) in enumerate(FOLDERS.items()):
         _images(tmp_path / f"img{i}", layout, size=size, mode=mode)
-        cases[f"image_folder: {name}"] = ({**folder, "path": str(tmp_path / f"img{i}")}, "path", words)
+        cases[f"image_folder: {name}"] = (
+            {**folder, "path": str(tmp_path / f"img{i}")},
+            "path",
+            words,
+        )
     _images(tmp_path / "stray", {"train": {"a": 2, "b": 2}})
     (tmp_path / "stray" / "train" / "a" / "notes.txt").write_text("x")
     cases[OTHER[4]] = ({**folder, "path": str(tmp_path / "stray")}, "path", "not an image file")
     for cls in "ab":
         (tmp_path / "broken" / "train" / cls).mkdir(parents=True)
         (tmp_path / "broken" / "train" / cls / "0.png").write_bytes(b"\x89PNG not really")
-    cases[OTHER[5]] = ({**folder, "path": str(tmp_path / "broken")}, "path", "cannot be read as an image")
+    cases[OTHER[5]] = (
+        {**folder, "path": str(tmp_path / "broken")},
+        "path",
+        "cannot be read as an image",
+    )
     cases[OTHER[6]] = ({**folder, "path": str(tmp_path / "none")}, "path", "no such folder")
-    return {name: (entry, f"datasets.own.{key}", words) for name, (entry, key, words) in cases.items()}
+    return {
+        name: (entry, f"datasets.own.{key}", words) for name, (entry, key, words) in cases.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -270,17 +392,25 @@ def bad_cases(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", BAD)
-def test_a_bad_input_is_one_line_naming_its_key_in_prepare_data_and_in_planning(name, bad_cases, tmp_path, capsys):
+def test_a_bad_input_is_one_line_naming_its_key_in_prepare_data_and_in_planning(
+    name, bad_cases, tmp_path, capsys
+):
     """prepare-data exits 2 with one line naming the key and writes nothing; planning
     (check_config, before any job) refuses it with the same line."""
     entry, key, words = bad_cases[name]
     out = tmp_path / "out"
-    code = main(["prepare-data", "--dataset-json", json.dumps(entry), "--dataset", "own", "--out", str(out)])
+    code = main(
+        ["prepare-data", "--dataset-json", json.dumps(entry), "--dataset", "own", "--out", str(out)]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and not out.exists(), err
     assert len(err.splitlines()) == 1 and f"{key}: " in err and words in err, err
-    config = validate({"datasets": {"own": entry}, "runs": {"r": {"method": "sgd", "dataset": "own", "steps": 1,
-                                                                      "batch_size": 1}}})
+    config = validate(
+        {
+            "datasets": {"own": entry},
+            "runs": {"r": {"method": "sgd", "dataset": "own", "steps": 1, "batch_size": 1}},
+        }
+    )
     with pytest.raises(DPLabError) as caught:
         jobs.plan(config)
     assert str(caught.value) == err.split("error: ", 1)[1]
@@ -290,12 +420,23 @@ def test_the_data_files_are_inputs_of_the_data_job_and_of_provenance(tmp_path, m
     """The data job's inputs are the file (every image of a folder: Snakemake's and DVC's, one job
     list, tests/test_jobs.py); the provenance job's too, and its record holds their SHA-256."""
     monkeypatch.chdir(tmp_path)
-    np.savez(tmp_path / "d.npz", x_train=np.eye(4), y_train=np.array([0, 1, 0, 1]), x_test=np.eye(4)[:2],
-             y_test=np.array([0, 1]))
+    np.savez(
+        tmp_path / "d.npz",
+        x_train=np.eye(4),
+        y_train=np.array([0, 1, 0, 1]),
+        x_test=np.eye(4)[:2],
+        y_test=np.array([0, 1]),
+    )
     _images(tmp_path / "img", {"train": {"a": 2, "b": 2}, "test": {"a": 1}})
-    config = validate({"datasets": {"arr": {"kind": "arrays", "path": "d.npz"},
-                                    "img": {"kind": "image_folder", "path": "img", "size": [3, 4], "channels": 1}},
-                       "runs": {"r": {"method": "sgd", "dataset": "arr", "steps": 1, "batch_size": 1}}})
+    config = validate(
+        {
+            "datasets": {
+                "arr": {"kind": "arrays", "path": "d.npz"},
+                "img": {"kind": "image_folder", "path": "img", "size": [3, 4], "channels": 1},
+            },
+            "runs": {"r": {"method": "sgd", "dataset": "arr", "steps": 1, "batch_size": 1}},
+        }
+    )
     plan = jobs.plan(config)
     images = [*(f"img/train/{c}/{i}.png" for c in "ab" for i in range(2)), "img/test/a/0.png"]
     assert plan.job("prepare_data", "arr").inputs == {"data": ["d.npz"]}
@@ -303,19 +444,37 @@ def test_the_data_files_are_inputs_of_the_data_job_and_of_provenance(tmp_path, m
     assert plan.job("provenance").inputs["data"] == ["d.npz", *images]
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "x").write_text("1")
-    assert main(["provenance", "--config-json", json.dumps(config), "--out", "p.json", "results/x"]) == 0
+    assert (
+        main(["provenance", "--config-json", json.dumps(config), "--out", "p.json", "results/x"])
+        == 0
+    )
     record = json.loads((tmp_path / "p.json").read_text())
-    assert record["inputs"]["d.npz"]["sha256"] == hashlib.sha256((tmp_path / "d.npz").read_bytes()).hexdigest()
+    assert (
+        record["inputs"]["d.npz"]["sha256"]
+        == hashlib.sha256((tmp_path / "d.npz").read_bytes()).hexdigest()
+    )
     assert set(record["inputs"]) == {"d.npz", *images}
 
 
 def test_the_worked_example_table_is_what_its_script_makes(tmp_path):
     """config/examples/data/loans.csv is the seeded script's output, byte for byte, and small."""
     shipped = ROOT / "config" / "examples" / "data" / "loans.csv"
-    subprocess.run([sys.executable, str(ROOT / "config" / "examples" / "make_data.py"), "table",
-                    str(tmp_path / "loans.csv")], check=True, timeout=120)
-    assert (tmp_path / "loans.csv").read_bytes() == shipped.read_bytes() and shipped.stat().st_size < 200_000
-    entry = yaml.safe_load((ROOT / "config" / "examples" / "own_data.yaml").read_text())["datasets"]["loans"]
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "config" / "examples" / "make_data.py"),
+            "table",
+            str(tmp_path / "loans.csv"),
+        ],
+        check=True,
+        timeout=120,
+    )
+    assert (
+        tmp_path / "loans.csv"
+    ).read_bytes() == shipped.read_bytes() and shipped.stat().st_size < 200_000
+    entry = yaml.safe_load((ROOT / "config" / "examples" / "own_data.yaml").read_text())[
+        "datasets"
+    ]["loans"]
     train, test, info = _prepare({**entry, "path": str(shipped)}, "loans")
     assert (info["train_size"], info["test_size"], info["class_names"]) == (900, 300, ["no", "yes"])
     assert info["features"][:3] == ["age", "income", "debt_ratio"] and train["x"].shape == (900, 11)
@@ -327,12 +486,26 @@ def test_snakemake_reruns_the_data_job_when_the_data_file_changes(tmp_path):
     do; after the CSV changed it reruns the data job, because the file is its input."""
     from conftest import run
 
-    (tmp_path / "t.csv").write_text("a,b,y\n" + "".join(f"{i},{'uv'[i % 2]},{i % 3}\n" for i in range(30)))
-    config = {"datasets": {"own": {"kind": "csv", "path": "t.csv", "label": "y"}},
-              "runs": {"r": {"method": "sgd", "dataset": "own", "steps": 1, "batch_size": 1}}}
+    (tmp_path / "t.csv").write_text(
+        "a,b,y\n" + "".join(f"{i},{'uv'[i % 2]},{i % 3}\n" for i in range(30))
+    )
+    config = {
+        "datasets": {"own": {"kind": "csv", "path": "t.csv", "label": "y"}},
+        "runs": {"r": {"method": "sgd", "dataset": "own", "steps": 1, "batch_size": 1}},
+    }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    smk = ["snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
-           str(tmp_path / "c.yaml"), "--cores", "1", "results/data/own/info.json"]
+    smk = [
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--configfile",
+        str(tmp_path / "c.yaml"),
+        "--cores",
+        "1",
+        "results/data/own/info.json",
+    ]
     run(smk, cwd=tmp_path)
     assert "Nothing to be done" in run([*smk, "--dry-run"], cwd=tmp_path).stdout
     with open(tmp_path / "t.csv", "a") as handle:

@@ -35,18 +35,32 @@ def build_variant(factory):
     only the data and model entries change, in a copy of the built example."""
     project = factory.mktemp("variant") / "project"
     shutil.copytree(background.get("example", factory), project, symlinks=True)
-    run([sys.executable, "config/examples/make_data.py", "images", "data/digits_png"], cwd=project,
-        timeout=300)
+    run(
+        [sys.executable, "config/examples/make_data.py", "images", "data/digits_png"],
+        cwd=project,
+        timeout=300,
+    )
     config = yaml.safe_load((project / EXAMPLE).read_text())
-    config["datasets"] = {"digits_png": {"kind": "image_folder", "path": "data/digits_png", "size": [8, 8],
-                                         "channels": 1}}
+    config["datasets"] = {
+        "digits_png": {
+            "kind": "image_folder",
+            "path": "data/digits_png",
+            "size": [8, 8],
+            "channels": 1,
+        }
+    }
     for grid in config["grids"].values():
         grid["base"].update(dataset="digits_png", model=CNN, model_args={"channels": 8}, steps=40)
         grid["seeds"] = [0]
     config["grids"]["own_dp"]["target_epsilon"] = [2.0]
     config["grids"]["own_dp"]["variants"].pop("dp_gd")
-    entry = {**config["runs"]["own_by_epsilon"], "dataset": "digits_png", "model": CNN,
-             "model_args": {"channels": 8}, "steps": 40}
+    entry = {
+        **config["runs"]["own_by_epsilon"],
+        "dataset": "digits_png",
+        "model": CNN,
+        "model_args": {"channels": 8},
+        "steps": 40,
+    }
     config["runs"] = {"own_by_epsilon": entry}  # a pipeline has one run at least
     config.pop("sweeps")
     config["figures"] = {"privacy_utility": config["figures"]["privacy_utility"]}
@@ -75,7 +89,10 @@ def test_the_example_draws_its_figures_from_its_own_data_and_model(example):
         assert (example / "results" / "figures" / f"{figure}.png").stat().st_size > 0
     record = yaml.safe_load((example / "results" / "provenance.json").read_text())  # JSON is YAML
     for path in ("config/examples/data/loans.csv", "config/examples/models/net.py"):
-        assert record["inputs"][path]["sha256"] == hashlib.sha256((example / path).read_bytes()).hexdigest()
+        assert (
+            record["inputs"][path]["sha256"]
+            == hashlib.sha256((example / path).read_bytes()).hexdigest()
+        )
 
 
 def test_the_example_grid_meets_its_targets_and_prices_the_selection(example):
@@ -84,7 +101,9 @@ def test_the_example_grid_meets_its_targets_and_prices_the_selection(example):
     assert set(private.variant) == {"dp_sgd", "dp_gd"} and set(private.epsilon) == {1.0, 4.0}
     assert (private.epsilon_claimed_max <= private.epsilon * (1 + 1e-5)).all()
     assert (private.selection_epsilon > private.epsilon).all()  # picking the best costs privacy
-    assert (private.seeds == 2).all() and private.model.eq("config/examples/models/net.py:Net").all()
+    assert (private.seeds == 2).all() and private.model.eq(
+        "config/examples/models/net.py:Net"
+    ).all()
     assert (table.accuracy_mean > 0.6).all()  # the majority class is 0.58
 
 
@@ -93,4 +112,6 @@ def test_a_variant_with_an_image_folder_and_another_model_file(variant):
     table = pd.read_csv(variant / "results" / "tables" / "privacy_utility.csv")
     assert set(table.model) == {CNN} and set(table.dataset) == {"digits_png"}
     private = table.dropna(subset=["epsilon"]).iloc[0]
-    assert private.epsilon_claimed_max <= 2.0 * (1 + 1e-5) and private.accuracy_mean > 0.1  # 10 classes
+    assert (
+        private.epsilon_claimed_max <= 2.0 * (1 + 1e-5) and private.accuracy_mean > 0.1
+    )  # 10 classes

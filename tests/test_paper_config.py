@@ -39,22 +39,53 @@ def test_paper_config_draws_every_figure_and_trains_nothing_else():
     assert set(config["figures"]) == set(FIGURES)
     plan = jobs.plan(config)
     drawn = {path for job in plan.of("figure_table").values() for path in input_files(job.inputs)}
-    drawn |= {layout.run_files(entry["run"])["summary"] for entry in config["sweeps"].values()}  # sweeps read runs
-    drawn |= {path for job in plan.of("train").values() for path in job.input_files if path.endswith(".npz")}  # dp_mf's C
-    needless = [p for p in plan.results if p.endswith(("summary.json", ".npz", ".csv"))
-                and not p.startswith(("results/tables/", "results/runs/", "results/grids/")) and p not in drawn]
-    needless += [f"results/runs/{r}" for r in config["runs"] if layout.run_files(r)["summary"] not in drawn
-                 and layout.run_files(r)["metrics"] not in drawn and r not in BENCHMARKS]
+    drawn |= {
+        layout.run_files(entry["run"])["summary"] for entry in config["sweeps"].values()
+    }  # sweeps read runs
+    drawn |= {
+        path
+        for job in plan.of("train").values()
+        for path in job.input_files
+        if path.endswith(".npz")
+    }  # dp_mf's C
+    needless = [
+        p
+        for p in plan.results
+        if p.endswith(("summary.json", ".npz", ".csv"))
+        and not p.startswith(("results/tables/", "results/runs/", "results/grids/"))
+        and p not in drawn
+    ]
+    needless += [
+        f"results/runs/{r}"
+        for r in config["runs"]
+        if layout.run_files(r)["summary"] not in drawn
+        and layout.run_files(r)["metrics"] not in drawn
+        and r not in BENCHMARKS
+    ]
     for grid in config["grids"]:
         needless += [s for s in entries.grid_summaries(config, grid) if s not in drawn]
     assert needless == []
     # the source papers' settings: 004's 5000 MNIST images, its tries at (ε = 1, δ = 1e-6), C = 30, MLP 128
     assert config["datasets"]["mnist"]["train_size"] == 5000
-    for name in ("mnist_try1_dp_gd_advanced", "mnist_try2_dp_gd_rdp", "mnist_try3_dp_sgd", "mnist_try4_dp_mf"):
+    for name in (
+        "mnist_try1_dp_gd_advanced",
+        "mnist_try2_dp_gd_rdp",
+        "mnist_try3_dp_sgd",
+        "mnist_try4_dp_mf",
+    ):
         entry = config["runs"][name]
-        assert (entry["target_epsilon"], entry["delta"], entry["clip"], entry["hidden"]) == (1.0, 1e-6, 30.0, 128)
-    assert entries.grid_runs(config, "mf_vs_dpsgd")["mnist/mlp/dp_mf/eps1/seed0"]["run"].keys() >= {"strategy"}
-    assert "bands" not in config["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"]  # nothing leaked from config.yaml
+        assert (entry["target_epsilon"], entry["delta"], entry["clip"], entry["hidden"]) == (
+            1.0,
+            1e-6,
+            30.0,
+            128,
+        )
+    assert entries.grid_runs(config, "mf_vs_dpsgd")["mnist/mlp/dp_mf/eps1/seed0"]["run"].keys() >= {
+        "strategy"
+    }
+    assert (
+        "bands" not in config["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"]
+    )  # nothing leaked from config.yaml
 
 
 def test_paper_config_holds_tramer_and_boneh_s_fashion_mnist_benchmark(capsys):
@@ -66,15 +97,49 @@ def test_paper_config_holds_tramer_and_boneh_s_fashion_mnist_benchmark(capsys):
     config = load("paper.yaml")
     entry, data = config["runs"]["fmnist_tanh_cnn"], config["datasets"]["fashion_mnist"]
     assert (data["kind"], data["train_size"], data["test_size"]) == ("fashion_mnist", None, None)
-    assert (entry["model"], entry["method"], entry["batch_size"], entry["steps"]) == ("tanh_cnn", "dp_sgd", 2048, 40 * (60000 // 2048))
-    assert (entry["target_epsilon"], entry["delta"], entry["clip"], entry["accountant"]) == (3.0, 1e-5, 0.1, "moments")
-    setting = ["--delta", "1e-5", "--batch-size", "2048", "--dataset-size", "60000", "--steps", str(entry["steps"])]
+    assert (entry["model"], entry["method"], entry["batch_size"], entry["steps"]) == (
+        "tanh_cnn",
+        "dp_sgd",
+        2048,
+        40 * (60000 // 2048),
+    )
+    assert (entry["target_epsilon"], entry["delta"], entry["clip"], entry["accountant"]) == (
+        3.0,
+        1e-5,
+        0.1,
+        "moments",
+    )
+    setting = [
+        "--delta",
+        "1e-5",
+        "--batch-size",
+        "2048",
+        "--dataset-size",
+        "60000",
+        "--steps",
+        str(entry["steps"]),
+    ]
     assert main(["sigma", "--accountant", "moments", "--epsilon", "3", *setting]) == 0
     sigma = json.loads(capsys.readouterr().out)["noise_multiplier"]
     assert round(sigma, 2) == 2.15  # Tramèr & Boneh's noise multiplier
     epsilon = {}
-    for accountant in ("rdp", "pld"):  # ε falls as σ grows: ε < 3 at 0.9·σ means σ < 0.9·2.15 meets ε = 3
-        assert main(["epsilon", "--accountant", accountant, "--noise-multiplier", str(0.9 * sigma), *setting]) == 0
+    for accountant in (
+        "rdp",
+        "pld",
+    ):  # ε falls as σ grows: ε < 3 at 0.9·σ means σ < 0.9·2.15 meets ε = 3
+        assert (
+            main(
+                [
+                    "epsilon",
+                    "--accountant",
+                    accountant,
+                    "--noise-multiplier",
+                    str(0.9 * sigma),
+                    *setting,
+                ]
+            )
+            == 0
+        )
         epsilon[accountant] = json.loads(capsys.readouterr().out)["epsilon"]
     assert epsilon["pld"] < epsilon["rdp"] < 3.0
 
@@ -87,18 +152,34 @@ def test_smoke_scale_keeps_every_rule_dataset_kind_and_figure_and_only_shrinks()
     for key in ("runs", "grids", "sweeps", "audits", "datasets"):
         assert set(smoke[key]) == set(paper[key]), key
     for name, entry in smoke["runs"].items():  # same method, model, privacy target; fewer steps
-        same = ("method", "model", "target_epsilon", "noise_multiplier", "delta", "clip", "accountant")
-        assert {k: entry.get(k) for k in same} == {k: paper["runs"][name].get(k) for k in same}, name
+        same = (
+            "method",
+            "model",
+            "target_epsilon",
+            "noise_multiplier",
+            "delta",
+            "clip",
+            "accountant",
+        )
+        assert {k: entry.get(k) for k in same} == {k: paper["runs"][name].get(k) for k in same}, (
+            name
+        )
         assert entry["steps"] < paper["runs"][name]["steps"]
     for grid in smoke["grids"]:
-        assert {r["variant"] for r in entries.grid_runs(smoke, grid).values()} == set(paper["grids"][grid]["variants"])
+        assert {r["variant"] for r in entries.grid_runs(smoke, grid).values()} == set(
+            paper["grids"][grid]["variants"]
+        )
 
 
 def build_smoke(factory):
     """The paper DAG at smoke scale in a copy of the project, on MNIST-format files."""
     project = copy_project(factory.mktemp("paper_smoke") / "project")
-    write_mnist(project / "data" / "mnist", 500, 120, gz=False)  # where datasets.mnist.path points; raw: unchecked
-    write_mnist(project / "data" / "fashion-mnist", 500, 120)  # where paper-smoke.yaml's fashion_mnist.path points
+    write_mnist(
+        project / "data" / "mnist", 500, 120, gz=False
+    )  # where datasets.mnist.path points; raw: unchecked
+    write_mnist(
+        project / "data" / "fashion-mnist", 500, 120
+    )  # where paper-smoke.yaml's fashion_mnist.path points
     run(["snakemake", "--cores", "2", *SMOKE], cwd=project, timeout=1200)
     return project
 
@@ -125,14 +206,24 @@ def test_paper_dag_at_smoke_scale_runs_end_to_end(paper_smoke):
     info = json.loads((results / "data" / "mnist" / "info.json").read_text())
     assert (info["train_size"], info["test_size"], info["input_shape"]) == (400, 100, [1, 28, 28])
     smoke = load("paper.yaml", "paper-smoke.yaml")
-    assert {p.name for p in (results / "runs").iterdir()} == set(smoke["runs"])  # nothing of config/config.yaml
-    listed = {line.split()[0] for line in run(["snakemake", "--list-rules", *SMOKE], cwd=project).stdout.splitlines()
-              if line[:1].isalnum()}
+    assert {p.name for p in (results / "runs").iterdir()} == set(
+        smoke["runs"]
+    )  # nothing of config/config.yaml
+    listed = {
+        line.split()[0]
+        for line in run(["snakemake", "--list-rules", *SMOKE], cwd=project).stdout.splitlines()
+        if line[:1].isalnum()
+    }
     log = "".join(p.read_text() for p in (project / ".snakemake" / "log").glob("*.snakemake.log"))
     assert listed == set(re.findall(r"^(?:local)?rule (\w+):", log, re.MULTILINE))  # every rule ran
     progress = (project / "logs" / "runs" / "mnist_try3_dp_sgd.log").read_text()
     assert "dplab train mnist_try3_dp_sgd: starting at step 0/8" in progress
-    last = re.search(r"step 8/8 \(100.0%\) \| train_loss=.* \| ε at step 8 \(δ=1e-06, add_remove, poisson "
-                     r"sampling\): kairouz=([\d.e+]+), rdp=([\d.e+]+), pld=([\d.e+]+) \| elapsed", progress)
+    last = re.search(
+        r"step 8/8 \(100.0%\) \| train_loss=.* \| ε at step 8 \(δ=1e-06, add_remove, poisson "
+        r"sampling\): kairouz=([\d.e+]+), rdp=([\d.e+]+), pld=([\d.e+]+) \| elapsed",
+        progress,
+    )
     kairouz, rdp, pld = map(float, last.groups())
-    assert rdp == 1.0 and pld <= rdp  # σ calibrated to ε = 1 by rdp; the tight PLD bound is no larger
+    assert (
+        rdp == 1.0 and pld <= rdp
+    )  # σ calibrated to ε = 1 by rdp; the tight PLD bound is no larger

@@ -19,14 +19,25 @@ from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
 
 DELTA = 1e-5
-PHASES = [Setting(steps=300, sampling_rate=0.01, noise_multiplier=1.2),
-          Setting(steps=100, sampling_rate=0.05, noise_multiplier=2.0),
-          Setting(steps=50, batch_size=64, dataset_size=6400, noise_multiplier=0.9)]
+PHASES = [
+    Setting(steps=300, sampling_rate=0.01, noise_multiplier=1.2),
+    Setting(steps=100, sampling_rate=0.05, noise_multiplier=2.0),
+    Setting(steps=50, batch_size=64, dataset_size=6400, noise_multiplier=0.9),
+]
 
 
 def _event(steps: list[Setting], scale: float = 1.0) -> dp_accounting.DpEvent:
-    return dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
-        p.sampling_rate, dp_accounting.GaussianDpEvent(p.noise_multiplier * scale)), p.steps) for p in steps])
+    return dp_accounting.ComposedDpEvent(
+        [
+            dp_accounting.SelfComposedDpEvent(
+                dp_accounting.PoissonSampledDpEvent(
+                    p.sampling_rate, dp_accounting.GaussianDpEvent(p.noise_multiplier * scale)
+                ),
+                p.steps,
+            )
+            for p in steps
+        ]
+    )
 
 
 def test_rdp_phases_equal_dp_accountings_composed_event():
@@ -36,17 +47,25 @@ def test_rdp_phases_equal_dp_accountings_composed_event():
 
 def test_one_phase_is_the_accountants_own_answer_and_splitting_a_phase_changes_nothing():
     one = PHASES[0]
-    assert phases.epsilon("rdp", [one], DELTA) == pytest.approx(get("rdp").epsilon(one, DELTA), rel=1e-12)
+    assert phases.epsilon("rdp", [one], DELTA) == pytest.approx(
+        get("rdp").epsilon(one, DELTA), rel=1e-12
+    )
     halves = [one.replace(steps=120), one.replace(steps=180)]
-    assert phases.epsilon("rdp", halves, DELTA) == pytest.approx(phases.epsilon("rdp", [one], DELTA), rel=1e-12)
+    assert phases.epsilon("rdp", halves, DELTA) == pytest.approx(
+        phases.epsilon("rdp", [one], DELTA), rel=1e-12
+    )
     assert phases.epsilon("rdp", PHASES, DELTA) > phases.epsilon("rdp", PHASES[:2], DELTA)
 
 
 def test_full_batch_phases_compose_to_one_gaussian():
-    steps = [Setting(steps=40, noise_multiplier=3.0, sampling="full_batch"),
-             Setting(steps=10, noise_multiplier=1.5, sampling="full_batch")]
+    steps = [
+        Setting(steps=40, noise_multiplier=3.0, sampling="full_batch"),
+        Setting(steps=10, noise_multiplier=1.5, sampling="full_batch"),
+    ]
     mu = math.sqrt(40 / 9 + 10 / 2.25)
-    assert phases.epsilon("pld", steps, DELTA) == pytest.approx(gaussian_epsilon(DELTA, mu), rel=1e-12)
+    assert phases.epsilon("pld", steps, DELTA) == pytest.approx(
+        gaussian_epsilon(DELTA, mu), rel=1e-12
+    )
     assert phases.epsilon("pld", steps, DELTA) <= phases.epsilon("rdp", steps, DELTA)
 
 
@@ -58,26 +77,61 @@ def test_calibration_scales_every_phase_by_one_factor():
     assert peer == pytest.approx(2.0, rel=1e-5)
 
 
-@pytest.mark.parametrize(("name", "steps", "key"), [
-    ("naive", PHASES, "phases"),
-    ("pld", PHASES, "sampling"),
-    ("rdp", [PHASES[0], PHASES[1].replace(neighbouring="replace_one")], "phases[1].neighbouring"),
-    ("rdp", [PHASES[0], PHASES[1].replace(sampling="without_replacement", dataset_size=2000, batch_size=100,
-                                          sampling_rate=None)], "phases[1].sampling"),
-    ("rdp", [Setting(steps=10, sampling_rate=0.1, noise_multiplier=1.0, neighbouring="replace_one")], "sampling"),
-])
+@pytest.mark.parametrize(
+    ("name", "steps", "key"),
+    [
+        ("naive", PHASES, "phases"),
+        ("pld", PHASES, "sampling"),
+        (
+            "rdp",
+            [PHASES[0], PHASES[1].replace(neighbouring="replace_one")],
+            "phases[1].neighbouring",
+        ),
+        (
+            "rdp",
+            [
+                PHASES[0],
+                PHASES[1].replace(
+                    sampling="without_replacement",
+                    dataset_size=2000,
+                    batch_size=100,
+                    sampling_rate=None,
+                ),
+            ],
+            "phases[1].sampling",
+        ),
+        (
+            "rdp",
+            [
+                Setting(
+                    steps=10, sampling_rate=0.1, noise_multiplier=1.0, neighbouring="replace_one"
+                )
+            ],
+            "sampling",
+        ),
+    ],
+)
 def test_an_accountant_that_cannot_compose_phases_says_why(name, steps, key):
     with pytest.raises(DPLabError, match=re.escape(key)):
         phases.epsilon(name, steps, DELTA)
 
 
-@pytest.mark.parametrize(("data", "key"), [
-    ({"phases": []}, "phases"),
-    ({"phases": [{"steps": 10, "noise_multiplier": 1.0, "sampling_rate": 0.1, "lr": 0.1}]}, r"phases\[0\].lr"),
-    ({"phases": [{"steps": 10, "sampling_rate": 0.1}]}, r"phases\[0\].noise_multiplier"),
-    ({"phases": [{"steps": 10, "noise_multiplier": 1.0, "sampling_rate": 1.5}]}, r"phases\[0\].sampling_rate"),
-    ({"phases": [{"steps": 10, "noise_multiplier": 1.0}], "clip": 1.0}, "clip"),
-])
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [
+        ({"phases": []}, "phases"),
+        (
+            {"phases": [{"steps": 10, "noise_multiplier": 1.0, "sampling_rate": 0.1, "lr": 0.1}]},
+            r"phases\[0\].lr",
+        ),
+        ({"phases": [{"steps": 10, "sampling_rate": 0.1}]}, r"phases\[0\].noise_multiplier"),
+        (
+            {"phases": [{"steps": 10, "noise_multiplier": 1.0, "sampling_rate": 1.5}]},
+            r"phases\[0\].sampling_rate",
+        ),
+        ({"phases": [{"steps": 10, "noise_multiplier": 1.0}], "clip": 1.0}, "clip"),
+    ],
+)
 def test_bad_phases_files_are_refused_naming_the_key(data, key):
     with pytest.raises(DPLabError, match=key):
         phases.parse(data)
@@ -85,15 +139,48 @@ def test_bad_phases_files_are_refused_naming_the_key(data, key):
 
 def test_cli_phases(tmp_path, capsys):
     path = tmp_path / "phases.yaml"
-    path.write_text("phases:\n  - {steps: 300, sampling_rate: 0.01, noise_multiplier: 1.2}\n"
-                    "  - {steps: 100, sampling_rate: 0.05, noise_multiplier: 2.0}\n")
-    assert main(["epsilon", "--accountant", "rdp", "--phases", str(path), "--delta", str(DELTA)]) == 0
+    path.write_text(
+        "phases:\n  - {steps: 300, sampling_rate: 0.01, noise_multiplier: 1.2}\n"
+        "  - {steps: 100, sampling_rate: 0.05, noise_multiplier: 2.0}\n"
+    )
+    assert (
+        main(["epsilon", "--accountant", "rdp", "--phases", str(path), "--delta", str(DELTA)]) == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     assert printed["epsilon"] == pytest.approx(phases.epsilon("rdp", PHASES[:2], DELTA), rel=1e-12)
-    assert main(["sigma", "--accountant", "rdp", "--phases", str(path), "--epsilon", "1", "--delta", "1e-5"]) == 0
+    assert (
+        main(
+            [
+                "sigma",
+                "--accountant",
+                "rdp",
+                "--phases",
+                str(path),
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+            ]
+        )
+        == 0
+    )
     sigmas = json.loads(capsys.readouterr().out)["noise_multipliers"]
     assert sigmas[1] / sigmas[0] == pytest.approx(2.0 / 1.2)
-    assert main(["epsilon", "--accountant", "rdp", "--phases", str(path), "--delta", "1e-5", "--steps", "3"]) == 2
+    assert (
+        main(
+            [
+                "epsilon",
+                "--accountant",
+                "rdp",
+                "--phases",
+                str(path),
+                "--delta",
+                "1e-5",
+                "--steps",
+                "3",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "--steps" in err and len(err.splitlines()) == 1
-

@@ -24,8 +24,11 @@ DEVICES = ["cpu", pytest.param("cuda", marks=cuda)]
 KAT = [
     ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
     ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
-    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
-     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+    (
+        (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+        (0xA4093822, 0x299F31D0),
+        (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+    ),
 ]
 
 
@@ -46,7 +49,9 @@ def test_portable_normal_is_standard_normal_and_resumes_from_its_state():
     g2 = PortableGenerator(0)
     g2.set_state(state)
     assert torch.equal(g2.normal((7, 3)), after)
-    assert not torch.equal(PortableGenerator(12).normal((7, 3)), PortableGenerator(11).normal((7, 3)))
+    assert not torch.equal(
+        PortableGenerator(12).normal((7, 3)), PortableGenerator(11).normal((7, 3))
+    )
 
 
 def test_normal_dispatches_to_torch_generators_unchanged():
@@ -56,9 +61,23 @@ def test_normal_dispatches_to_torch_generators_unchanged():
 
 def _cfg(device: str, **extra) -> dict:
     """A short DP-SGD run with ``noise_rng: portable`` (``extra`` overrides), resolved."""
-    return resolve_run({"method": "dp_sgd", "model": "mlp", "hidden": 16, "steps": 30, "batch_size": 8, "lr": 0.2,
-                        "noise_multiplier": 1.0, "log_every": 10, "accountants": ["rdp"], "device": device,
-                        "noise_rng": "portable", "checkpoint_every": 7, **extra})
+    return resolve_run(
+        {
+            "method": "dp_sgd",
+            "model": "mlp",
+            "hidden": 16,
+            "steps": 30,
+            "batch_size": 8,
+            "lr": 0.2,
+            "noise_multiplier": 1.0,
+            "log_every": 10,
+            "accountants": ["rdp"],
+            "device": device,
+            "noise_rng": "portable",
+            "checkpoint_every": 7,
+            **extra,
+        }
+    )
 
 
 def _run(synth, out, device, **extra):
@@ -92,11 +111,17 @@ def test_cuda_portable_noise_equals_the_cpu_noise():
     within one ulp (log, cos and sin of the two devices' math libraries may differ in the last bit)."""
     like = {"w": torch.zeros(1_000_003)}
     cpu = GaussianNoise(2.0).sample(1, like, PortableGenerator(5, "cpu"))["w"]
-    gpu = GaussianNoise(2.0).sample(1, {"w": like["w"].cuda()}, PortableGenerator(5, "cuda"))["w"].cpu()
+    gpu = (
+        GaussianNoise(2.0)
+        .sample(1, {"w": like["w"].cuda()}, PortableGenerator(5, "cuda"))["w"]
+        .cpu()
+    )
     ulp = torch.finfo(torch.float32).eps * cpu.abs().clamp(min=torch.finfo(torch.float32).tiny)
     assert ((gpu - cpu).abs() <= ulp).all()
     assert (gpu == cpu).float().mean() > 0.999
-    wide = [PortableGenerator(5, d).normal((100_001,), torch.float64).cpu() for d in ("cpu", "cuda")]
+    wide = [
+        PortableGenerator(5, d).normal((100_001,), torch.float64).cpu() for d in ("cpu", "cuda")
+    ]
     torch.testing.assert_close(wide[1], wide[0], rtol=1e-15, atol=0)
 
 

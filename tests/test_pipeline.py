@@ -19,13 +19,23 @@ def test_lint_is_clean(project):
 def test_whole_dag_runs_then_reruns_nothing(built):
     """``built`` ran ``snakemake --cores 2`` and ``snakemake --report`` on the small config."""
     results = built / "results"
-    for path in ["accounting/dp_sgd.csv", "tables/accountants_vs_pld.csv", "figures/accountants_vs_pld.pdf",
-                 "figures/accountants_vs_pld.png", "runs/dp_sgd/summary.json", "index.md"]:
+    for path in [
+        "accounting/dp_sgd.csv",
+        "tables/accountants_vs_pld.csv",
+        "figures/accountants_vs_pld.pdf",
+        "figures/accountants_vs_pld.png",
+        "runs/dp_sgd/summary.json",
+        "index.md",
+    ]:
         assert (results / path).stat().st_size > 0, path
     assert "accountants_vs_pld" in (results / "index.md").read_text()
 
     assert (results / "report.html").stat().st_size > 10_000
-    listed = {line.split()[0] for line in run(["snakemake", "--list-rules"], cwd=built).stdout.splitlines() if line[:1].isalnum()}
+    listed = {
+        line.split()[0]
+        for line in run(["snakemake", "--list-rules"], cwd=built).stdout.splitlines()
+        if line[:1].isalnum()
+    }
     log = "".join(p.read_text() for p in (built / ".snakemake" / "log").glob("*.snakemake.log"))
     ran = set(re.findall(r"^(?:local)?rule (\w+):", log, re.MULTILINE))
     assert listed == ran and len(listed) >= 10, (listed, ran)  # the small config runs every rule
@@ -42,15 +52,24 @@ def test_default_dag_prepares_mnist5000(built):
 
     folder = built / "results" / "data" / "mnist5000"
     info = json.loads((folder / "info.json").read_text())
-    assert (info["kind"], info["train_size"], info["test_size"], info["input_shape"]) == ("mnist5000", 4000, 1000, [1, 28, 28])
+    assert (info["kind"], info["train_size"], info["test_size"], info["input_shape"]) == (
+        "mnist5000",
+        4000,
+        1000,
+        [1, 28, 28],
+    )
     assert "divided by 255 into [0, 1]" in info["preprocessing"]
     train, test = np.load(folder / "train.npz"), np.load(folder / "test.npz")
     assert train["x"].shape == (4000, 1, 28, 28) and test["x"].shape == (1000, 1, 28, 28)
-    assert np.array_equal(np.bincount(train["y"]) + np.bincount(test["y"]), [500] * 10)  # 500 per class before the split
+    assert np.array_equal(
+        np.bincount(train["y"]) + np.bincount(test["y"]), [500] * 10
+    )  # 500 per class before the split
     assert np.array_equal(np.bincount(test["y"]), [100] * 10)
     for x in (train["x"], test["x"]):
         assert x.min() == 0.0 and x.max() == 1.0
-    assert len(np.unique(np.concatenate([train["x"], test["x"]]).reshape(5000, -1), axis=0)) == 5000  # no image twice
+    assert (
+        len(np.unique(np.concatenate([train["x"], test["x"]]).reshape(5000, -1), axis=0)) == 5000
+    )  # no image twice
 
 
 def test_paper_config_asks_one_gpu_for_every_training_job_and_none_for_other_jobs():
@@ -62,10 +81,18 @@ def test_paper_config_asks_one_gpu_for_every_training_job_and_none_for_other_job
     from dplab.schemas import load_yaml, validate
 
     proc = run(["snakemake", "--dry-run", "--configfile", "config/paper.yaml"], cwd=ROOT)
-    planned = re.findall(r"^(?:local)?rule (\w+):\n((?: {4}.*\n)+)", proc.stdout + proc.stderr, re.MULTILINE)
-    training = [body for rule, body in planned if rule == "train" or rule.startswith("train_runs__")]
-    others = {rule for rule, _ in planned if rule != "train" and not rule.startswith("train_runs__")}
-    written = re.findall(r"results/(\S+)/summary\.json", "".join(re.findall(r"output: .*\n", "".join(training))))
+    planned = re.findall(
+        r"^(?:local)?rule (\w+):\n((?: {4}.*\n)+)", proc.stdout + proc.stderr, re.MULTILINE
+    )
+    training = [
+        body for rule, body in planned if rule == "train" or rule.startswith("train_runs__")
+    ]
+    others = {
+        rule for rule, _ in planned if rule != "train" and not rule.startswith("train_runs__")
+    }
+    written = re.findall(
+        r"results/(\S+)/summary\.json", "".join(re.findall(r"output: .*\n", "".join(training)))
+    )
     config = validate(load_yaml(ROOT / "config" / "paper.yaml"))
     assert sorted(written) == sorted(entries.training_runs(config)) and len(training) < len(written)
     assert all(re.search(r"resources: .*\bgpu=1\b", body) for body in training)

@@ -9,8 +9,10 @@ from dplab.accounting import pld_curve
 from dplab.accounting.dp_accounting_adapters import PldAccountant
 from dplab.accounting.setting import Setting
 
-_REL = {"add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE}
+_REL = {
+    "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE,
+}
 
 
 class CoarsePld(PldAccountant):
@@ -18,9 +20,15 @@ class CoarsePld(PldAccountant):
 
 
 def _direct(setting, t, delta, interval=1e-3):
-    acc = pld_privacy_accountant.PLDAccountant(_REL[setting.neighbouring], value_discretization_interval=interval)
-    acc.compose(dp_accounting.PoissonSampledDpEvent(setting.sampling_rate,
-                                                    dp_accounting.GaussianDpEvent(setting.noise_multiplier)), int(t))
+    acc = pld_privacy_accountant.PLDAccountant(
+        _REL[setting.neighbouring], value_discretization_interval=interval
+    )
+    acc.compose(
+        dp_accounting.PoissonSampledDpEvent(
+            setting.sampling_rate, dp_accounting.GaussianDpEvent(setting.noise_multiplier)
+        ),
+        int(t),
+    )
     return acc.get_epsilon(delta)
 
 
@@ -29,7 +37,13 @@ def test_short_grid_is_certified_at_every_step(neighbouring):
     """Every step of a short grid: the certified read-off (pld_tilted) of dp_accounting's PMF, at
     or above dp_accounting's own read-off (to its FFT rounding), above by at most the rounding
     allowance."""
-    s = Setting(noise_multiplier=0.9, sampling_rate=0.02, steps=400, sampling="poisson", neighbouring=neighbouring)
+    s = Setting(
+        noise_multiplier=0.9,
+        sampling_rate=0.02,
+        steps=400,
+        sampling="poisson",
+        neighbouring=neighbouring,
+    )
     steps = [1, 3, 50, 400]
     got = CoarsePld().epsilon_curve(s, 1e-6, steps)
     want = np.array([_direct(s, t, 1e-6) for t in steps])
@@ -38,12 +52,22 @@ def test_short_grid_is_certified_at_every_step(neighbouring):
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
 def test_long_grid_is_an_upper_bound_within_the_excess(neighbouring):
-    s = Setting(noise_multiplier=1.1, sampling_rate=0.02, steps=600, sampling="poisson", neighbouring=neighbouring)
+    s = Setting(
+        noise_multiplier=1.1,
+        sampling_rate=0.02,
+        steps=600,
+        sampling="poisson",
+        neighbouring=neighbouring,
+    )
     curve = CoarsePld().epsilon_curve(s, 1e-5)  # T = 1..600 in one call
     assert curve.shape == (600,) and np.all(np.diff(curve) >= 0)
     for t in [1, 2, 17, 97, 255, 421, 599, 600]:
         exact = _direct(s, t, 1e-5)
-        assert exact * (1 - 1e-7) <= curve[t - 1] <= exact * (1 + pld_curve.EXCESS) * (1 + 1e-4) + 1e-12
+        assert (
+            exact * (1 - 1e-7)
+            <= curve[t - 1]
+            <= exact * (1 + pld_curve.EXCESS) * (1 + 1e-4) + 1e-12
+        )
 
 
 @pytest.mark.parametrize("band_ratio", [0, 1e12], ids=["fourier-band", "inverse-fft"])
@@ -53,7 +77,13 @@ def test_both_read_offs_equal_dp_accounting(monkeypatch, band_ratio, neighbourin
     FFT both give dp_accounting's value, from T = 1 (wide band) to T = 3000 (narrow band): the
     tilt points of pld's certified read-off."""
     monkeypatch.setattr(pld_curve, "BAND_RATIO", band_ratio)
-    s = Setting(noise_multiplier=0.8, sampling_rate=0.05, steps=3000, sampling="poisson", neighbouring=neighbouring)
+    s = Setting(
+        noise_multiplier=0.8,
+        sampling_rate=0.05,
+        steps=3000,
+        sampling="poisson",
+        neighbouring=neighbouring,
+    )
     steps = np.array([1, 7, 300, 3000])
     composed, _ = CoarsePld().composed(s, steps)
     got = None

@@ -56,8 +56,12 @@ def test_fft_composition_error_is_within_the_allowance_without_wrap():
     computed, bound = pld_tilted.fft_compose(w, t)
     error = float(np.linalg.norm(computed - np.pad(exact, (0, size - len(exact)))))
     assert 0 < error <= bound
-    assert error > 1e-3 / pld_tilted.FFT_C * bound  # the allowance is not vacuous: FFT_C = 1e-3 would fail
-    assert np.max(np.abs(computed[len(exact):])) > 0 and min(exact) < 1e-300  # rounding where the truth is ~0
+    assert (
+        error > 1e-3 / pld_tilted.FFT_C * bound
+    )  # the allowance is not vacuous: FFT_C = 1e-3 would fail
+    assert (
+        np.max(np.abs(computed[len(exact) :])) > 0 and min(exact) < 1e-300
+    )  # rounding where the truth is ~0
 
 
 def test_fft_composition_error_is_within_the_allowance_for_a_long_circular_run():
@@ -73,7 +77,10 @@ def test_fft_composition_error_is_within_the_allowance_for_a_long_circular_run()
         return full[:size] + np.concatenate((full[size:], [mpmath.mpf(0)]))
 
     result = np.array([mpmath.mpf(1)] + [mpmath.mpf(0)] * (size - 1), dtype=object)
-    base = np.array([mpmath.mpf(int(c)) / 2**BITS for c in np.pad(weights, (0, size - len(weights)))], dtype=object)
+    base = np.array(
+        [mpmath.mpf(int(c)) / 2**BITS for c in np.pad(weights, (0, size - len(weights)))],
+        dtype=object,
+    )
     n = t
     while n:
         if n & 1:

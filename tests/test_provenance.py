@@ -35,16 +35,29 @@ def repo(tmp_path):
 def test_record_names_commit_config_hash_versions_and_output_hashes(repo):
     config = {"seed": 0, "runs": {"r": {"lr": 0.5}}}
     rec = record(config, ["results"], cwd=repo)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
     assert rec["git"] == {"commit": head, "dirty": False}
     canonical = '{"runs":{"r":{"lr":0.5}},"seed":0}'
     assert rec["config_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
-    for name, dist in [("dplab", "dplab"), ("torch", "torch"), ("numpy", "numpy"), ("dp_accounting", "dp-accounting"),
-                       ("snakemake", "snakemake"), ("dvc", "dvc")]:
+    for name, dist in [
+        ("dplab", "dplab"),
+        ("torch", "torch"),
+        ("numpy", "numpy"),
+        ("dp_accounting", "dp-accounting"),
+        ("snakemake", "snakemake"),
+        ("dvc", "dvc"),
+    ]:
         assert rec["versions"][name] == importlib.metadata.version(dist)
-    assert rec["versions"]["torch"] == torch.__version__ and rec["versions"]["numpy"] == numpy.__version__
+    assert (
+        rec["versions"]["torch"] == torch.__version__
+        and rec["versions"]["numpy"] == numpy.__version__
+    )
     summary = repo / "results" / "runs" / "r" / "summary.json"
-    assert rec["outputs"] == {"results/runs/r/summary.json": {"sha256": hashlib.sha256(summary.read_bytes()).hexdigest()}}
+    assert rec["outputs"] == {
+        "results/runs/r/summary.json": {"sha256": hashlib.sha256(summary.read_bytes()).hexdigest()}
+    }
 
 
 def test_config_hash_ignores_key_order_but_not_values():
@@ -72,11 +85,38 @@ def test_cli_config_file_and_json_give_the_same_hash(tmp_path, monkeypatch, caps
 
     config_file.write_text(yaml.safe_dump(small_config()))
     out_a, out_b = tmp_path / "a.json", tmp_path / "b.json"
-    assert main(["provenance", "--config", str(config_file), "--out", str(out_a), str(config_file)]) == 0
-    assert main(["provenance", "--config-json", json.dumps(small_config()), "--out", str(out_b), str(config_file)]) == 0
+    assert (
+        main(["provenance", "--config", str(config_file), "--out", str(out_a), str(config_file)])
+        == 0
+    )
+    assert (
+        main(
+            [
+                "provenance",
+                "--config-json",
+                json.dumps(small_config()),
+                "--out",
+                str(out_b),
+                str(config_file),
+            ]
+        )
+        == 0
+    )
     a, b = json.loads(out_a.read_text()), json.loads(out_b.read_text())
     assert a["config_sha256"] == b["config_sha256"]
     assert a["config"]["threads"] == small_config()["threads"]  # validated, defaults filled in
 
-    assert main(["provenance", "--config", str(config_file), "--out", str(out_a), str(tmp_path / "nope")]) == 2
+    assert (
+        main(
+            [
+                "provenance",
+                "--config",
+                str(config_file),
+                "--out",
+                str(out_a),
+                str(tmp_path / "nope"),
+            ]
+        )
+        == 2
+    )
     assert "outputs" in capsys.readouterr().err

@@ -22,7 +22,9 @@ OUTSIDE = ("CATA" + "LOGUE", "shared" + "/", "seeds" + "/")
 
 def _tracked() -> list[Path]:
     try:
-        out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
     return [ROOT / name for name in out.splitlines() if (ROOT / name).is_file()]
@@ -37,20 +39,39 @@ def _text(path: Path) -> str | None:
 
 def test_citation_table_matches_the_code():
     doc = (ROOT / "docs/references.md").read_text()
-    table = doc.split("<!-- citations: begin (python -m dplab.citations) -->\n")[1].split("<!-- citations: end -->")[0]
-    rows = dict(line.split(" | ", 1) for line in table.removeprefix("| ").replace("\n| ", "\n").splitlines()[2:])
-    code = dict(line.split(" | ", 1) for line in citations.table().replace("\n| ", "\n").removeprefix("| ").splitlines()[2:])
-    stale = {k: (rows.get(k), code.get(k)) for k in rows.keys() | code.keys() if rows.get(k) != code.get(k)}
-    assert not stale, f"docs/references.md is stale; regenerate with `python -m dplab.citations`: {stale}"
+    table = doc.split("<!-- citations: begin (python -m dplab.citations) -->\n")[1].split(
+        "<!-- citations: end -->"
+    )[0]
+    rows = dict(
+        line.split(" | ", 1)
+        for line in table.removeprefix("| ").replace("\n| ", "\n").splitlines()[2:]
+    )
+    code = dict(
+        line.split(" | ", 1)
+        for line in citations.table().replace("\n| ", "\n").removeprefix("| ").splitlines()[2:]
+    )
+    stale = {
+        k: (rows.get(k), code.get(k))
+        for k in rows.keys() | code.keys()
+        if rows.get(k) != code.get(k)
+    }
+    assert not stale, (
+        f"docs/references.md is stale; regenerate with `python -m dplab.citations`: {stale}"
+    )
 
 
 def test_citations_are_read_from_docstrings_and_comments(tmp_path):
     pkg = tmp_path / "dplab"
     pkg.mkdir()
-    (pkg / "m.py").write_text('"""000 eq. 6 and 001 Thms 2–3."""\n\n\nclass A:\n    def f(self):\n'
-                              '        return 1  # 002 Cor. 1)\n')
-    assert citations.citations(pkg) == {"000 eq. (6)": ["dplab.m"], "001 Thm 2–3": ["dplab.m"],
-                                        "002 Cor. 1": ["dplab.m.A.f"]}
+    (pkg / "m.py").write_text(
+        '"""000 eq. 6 and 001 Thms 2–3."""\n\n\nclass A:\n    def f(self):\n'
+        "        return 1  # 002 Cor. 1)\n"
+    )
+    assert citations.citations(pkg) == {
+        "000 eq. (6)": ["dplab.m"],
+        "001 Thm 2–3": ["dplab.m"],
+        "002 Cor. 1": ["dplab.m.A.f"],
+    }
 
 
 def test_every_accountant_names_its_implementation_and_the_table_lists_it(capsys):
@@ -58,15 +79,27 @@ def test_every_accountant_names_its_implementation_and_the_table_lists_it(capsys
     found = citations.citations()
     for entry in json.loads(capsys.readouterr().out):
         module, _, cls = entry["implemented_in"].rpartition(".")
-        assert isinstance(accounting.get(entry["name"]), getattr(importlib.import_module(module), cls)), entry["name"]
-        cited = [citations.normalize(*m.groups()) for m in citations.CITATION.finditer(entry["source"])]
+        assert isinstance(
+            accounting.get(entry["name"]), getattr(importlib.import_module(module), cls)
+        ), entry["name"]
+        cited = [
+            citations.normalize(*m.groups()) for m in citations.CITATION.finditer(entry["source"])
+        ]
         for cite in cited:
-            assert any(w == module or w.startswith(module + ".") for w in found[cite]), (entry["name"], cite)
+            assert any(w == module or w.startswith(module + ".") for w in found[cite]), (
+                entry["name"],
+                cite,
+            )
 
 
 def test_nothing_points_outside_the_repository():
-    hits = [f"{path.relative_to(ROOT)}: {word}" for path in _tracked() if path.name != Path(__file__).name
-            for word in OUTSIDE if word.lower() in ((_text(path) or "").lower())]
+    hits = [
+        f"{path.relative_to(ROOT)}: {word}"
+        for path in _tracked()
+        if path.name != Path(__file__).name
+        for word in OUTSIDE
+        if word.lower() in ((_text(path) or "").lower())
+    ]
     assert not hits, hits
 
 
@@ -97,14 +130,23 @@ def test_training_doc_lists_only_modules_that_exist():
     code = doc.split("Code: ", 1)[1].split("\n\n", 1)[0]
     names = re.findall(r"`([\w/.]+\.py)`", code)
     assert len(names) >= 10
-    missing = [n for n in names if not ((ROOT / n).is_file() or (ROOT / "src/dplab/training" / n).is_file())]
+    missing = [
+        n
+        for n in names
+        if not ((ROOT / n).is_file() or (ROOT / "src/dplab/training" / n).is_file())
+    ]
     assert not missing, missing
     for path in re.findall(r"`([\w/.]+/)`", code):
         assert (ROOT / path).is_dir(), path
 
 
 def test_no_dvc_cache_is_committed():
-    tracked = [p.relative_to(ROOT) for p in _tracked()]  # parts inside the repository only (a clone may lie under /tmp)
-    caches = [str(p) for p in tracked if "site_cache" in p.parts or ("tmp" in p.parts and ".dvc" in p.parts)
-              or p.suffix == ".db"]
+    tracked = [
+        p.relative_to(ROOT) for p in _tracked()
+    ]  # parts inside the repository only (a clone may lie under /tmp)
+    caches = [
+        str(p)
+        for p in tracked
+        if "site_cache" in p.parts or ("tmp" in p.parts and ".dvc" in p.parts) or p.suffix == ".db"
+    ]
     assert not caches, caches

@@ -53,8 +53,18 @@ def test_a_key_given_twice_inside_a_run_file_is_refused(tmp_path, capsys):
     """A single-run YAML of `dplab train`: refused before any data are read."""
     path = tmp_path / "run.yaml"
     path.write_text("method: dp_sgd\ndataset: digits\nlr: 0.5\nsteps: 10\nlr: 50\n")
-    line = _refused(["train", "--config", str(path), "--data", str(tmp_path / "none"), "--out", str(tmp_path / "o")],
-                    capsys)
+    line = _refused(
+        [
+            "train",
+            "--config",
+            str(path),
+            "--data",
+            str(tmp_path / "none"),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capsys,
+    )
     assert "key 'lr' given twice, at line 3 and line 5" in line
     assert not (tmp_path / "o").exists()
 
@@ -78,35 +88,63 @@ def test_snakemake_refuses_a_configfile_with_a_key_given_twice(project):
     assert proc.returncode == 2
     message = proc.stderr.strip()
     assert message.startswith("config error: ") and "\n" not in message
-    assert message.endswith(f"dup.yaml: key 'dp_sgd' given twice, at line {first} and line {second}; keep one")
+    assert message.endswith(
+        f"dup.yaml: key 'dp_sgd' given twice, at line {first} and line {second}; keep one"
+    )
     assert not (project / "results").exists()
 
 
 def test_snakemake_refuses_a_config_key_given_twice_on_its_command_line(project):
     """`snakemake --config seed=1 seed=2` planned with seed=2: the Snakefile refuses it
     (config.check_command_line; its other cases below), one line, exit 2, nothing planned."""
-    proc = run(["snakemake", "-n", "--quiet", "--config", "seed=1", "seed=2"], cwd=project, check=False)
+    proc = run(
+        ["snakemake", "-n", "--quiet", "--config", "seed=1", "seed=2"], cwd=project, check=False
+    )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == ("config error: --config seed: given twice (seed=1 and seed=2): the last would "
-                                   "silently win; give it once")
+    assert proc.stderr.strip() == (
+        "config error: --config seed: given twice (seed=1 and seed=2): the last would "
+        "silently win; give it once"
+    )
     assert not (project / "results").exists()
     # a --configfile is not a --config: its entries are the file's own (Snakemake's overwrite_config holds
     # both; only the --config pairs are checked against the files)
-    proc = run(["snakemake", "-n", "--quiet", "--configfile", "config/config.yaml"], cwd=project, check=False)
+    proc = run(
+        ["snakemake", "-n", "--quiet", "--configfile", "config/config.yaml"],
+        cwd=project,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("argv, overrides, expected", [
-    (["snakemake", "--config", "seed=1", "--config", "threads=1"], {"threads": 1},
-     "--config: given 2 times: Snakemake keeps only the last one's values, dropping seed=1; give them all after one "
-     "--config"),
-    (["snakemake", "-n", "--configfile", "a.yaml", "--configfile=b.yaml"], {},
-     "--configfile: given 2 times: Snakemake keeps only the last one's values, dropping a.yaml"),
-    (["snakemake", "-C", "seed_map={'a': 1, 'a': 2}"], {}, "--config seed_map: key 'a' given twice; keep one"),
-    (["snakemake", "--config", "runs={'dp_sgd': {'method': 'sgd'}}"], {"runs": {"dp_sgd": {"method": "sgd"}}},
-     "--config runs.dp_sgd: is an entry of the config file too: Snakemake would merge the two key by key"),
-])
-def test_a_command_line_config_snakemake_would_resolve_silently_is_refused(argv, overrides, expected):
+@pytest.mark.parametrize(
+    "argv, overrides, expected",
+    [
+        (
+            ["snakemake", "--config", "seed=1", "--config", "threads=1"],
+            {"threads": 1},
+            "--config: given 2 times: Snakemake keeps only the last one's values, dropping seed=1; give them all after one "
+            "--config",
+        ),
+        (
+            ["snakemake", "-n", "--configfile", "a.yaml", "--configfile=b.yaml"],
+            {},
+            "--configfile: given 2 times: Snakemake keeps only the last one's values, dropping a.yaml",
+        ),
+        (
+            ["snakemake", "-C", "seed_map={'a': 1, 'a': 2}"],
+            {},
+            "--config seed_map: key 'a' given twice; keep one",
+        ),
+        (
+            ["snakemake", "--config", "runs={'dp_sgd': {'method': 'sgd'}}"],
+            {"runs": {"dp_sgd": {"method": "sgd"}}},
+            "--config runs.dp_sgd: is an entry of the config file too: Snakemake would merge the two key by key",
+        ),
+    ],
+)
+def test_a_command_line_config_snakemake_would_resolve_silently_is_refused(
+    argv, overrides, expected
+):
     """Snakemake keeps the last of two --config (or --configfile) lists, the last of a key given
     twice inside a mapping, and merges a --config entry key by key into the file's entry of that
     name (a dp_sgd run turned `method: sgd` keeps its noise)."""
@@ -118,25 +156,48 @@ def test_a_command_line_config_snakemake_would_resolve_silently_is_refused(argv,
     assert str(err.value).startswith(expected)
 
 
-@pytest.mark.parametrize("argv", [
-    ["snakemake", "-n", "--config", "seed=3"],  # a scalar overrides the file: Snakemake's documented use
-    ["snakemake", "-n", "--config", "seed=3", "threads=2", "--configfile", "a.yaml", "b.yaml"],
-    ["snakemake", "-n", "--config", "runs={'new_run': {'method': 'sgd'}}"],  # a new entry
-    ["pytest", "--config", "a=1", "--config", "a=2"],  # not Snakemake's command line: only the parsed pairs
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "snakemake",
+            "-n",
+            "--config",
+            "seed=3",
+        ],  # a scalar overrides the file: Snakemake's documented use
+        ["snakemake", "-n", "--config", "seed=3", "threads=2", "--configfile", "a.yaml", "b.yaml"],
+        ["snakemake", "-n", "--config", "runs={'new_run': {'method': 'sgd'}}"],  # a new entry
+        [
+            "pytest",
+            "--config",
+            "a=1",
+            "--config",
+            "a=2",
+        ],  # not Snakemake's command line: only the parsed pairs
+    ],
+)
 def test_an_unambiguous_command_line_config_passes(argv):
     from dplab.config import check_command_line
 
-    check_command_line(argv, {"seed": 3, "runs": {"new_run": {"method": "sgd"}}}, {"seed": 0, "runs": {"dp_sgd": {}}})
+    check_command_line(
+        argv,
+        {"seed": 3, "runs": {"new_run": {"method": "sgd"}}},
+        {"seed": 0, "runs": {"dp_sgd": {}}},
+    )
 
 
 def _line_of(path, text: str, occurrence: int) -> int:
     """The line (from 1) of the ``occurrence``-th line of ``path`` that equals ``text``."""
-    lines = [i + 1 for i, line in enumerate(path.read_text().splitlines()) if line.split("#")[0].rstrip() == text]
+    lines = [
+        i + 1
+        for i, line in enumerate(path.read_text().splitlines())
+        if line.split("#")[0].rstrip() == text
+    ]
     return lines[occurrence - 1]
 
 
 # ------------------------------------------------------------------ 2. whole-file checks
+
 
 def _fifo(tmp_path):
     path = tmp_path / "fifo"
@@ -150,27 +211,55 @@ def _empty(tmp_path):
     return str(path)
 
 
-NOT_A_FILE = {"a FIFO": (_fifo, "is a FIFO, not a regular file"),
-              "/dev/zero": (lambda tmp: "/dev/zero", "is a device, not a regular file"),
-              "an empty file": (_empty, "is empty")}
+NOT_A_FILE = {
+    "a FIFO": (_fifo, "is a FIFO, not a regular file"),
+    "/dev/zero": (lambda tmp: "/dev/zero", "is a device, not a regular file"),
+    "an empty file": (_empty, "is empty"),
+}
 
 
 @pytest.mark.parametrize("kind", NOT_A_FILE)
-@pytest.mark.parametrize("command", ["check-config", "provenance config", "provenance output", "figure-draw",
-                                     "sweep summary"])
+@pytest.mark.parametrize(
+    "command",
+    ["check-config", "provenance config", "provenance output", "figure-draw", "sweep summary"],
+)
 def test_a_file_that_is_not_whole_is_refused_without_reading_it(tmp_path, capsys, kind, command):
     """A FIFO would block and /dev/zero never end (`provenance` read it forever); an empty file
     holds nothing: one line naming the path, before it is read."""
     make, problem = NOT_A_FILE[kind]
     path = make(tmp_path)
     out = str(tmp_path / "out.json")
-    argv = {"check-config": ["check-config", path],
-            "provenance config": ["provenance", "--config", path, "--out", out],
-            "provenance output": ["provenance", "--config", str(ROOT / "config" / "config.yaml"), "--out", out, path],
-            "figure-draw": ["figure-draw", "gaussian_sigma", "--table", path, "--pdf", str(tmp_path / "a.pdf"),
-                            "--png", str(tmp_path / "a.png")],
-            "sweep summary": ["sweep", "--summary", path, "--accountants", "rdp", "--out", str(tmp_path / "s.csv")],
-            }[command]
+    argv = {
+        "check-config": ["check-config", path],
+        "provenance config": ["provenance", "--config", path, "--out", out],
+        "provenance output": [
+            "provenance",
+            "--config",
+            str(ROOT / "config" / "config.yaml"),
+            "--out",
+            out,
+            path,
+        ],
+        "figure-draw": [
+            "figure-draw",
+            "gaussian_sigma",
+            "--table",
+            path,
+            "--pdf",
+            str(tmp_path / "a.pdf"),
+            "--png",
+            str(tmp_path / "a.png"),
+        ],
+        "sweep summary": [
+            "sweep",
+            "--summary",
+            path,
+            "--accountants",
+            "rdp",
+            "--out",
+            str(tmp_path / "s.csv"),
+        ],
+    }[command]
     if kind == "an empty file" and command == "provenance output":
         pytest.skip("an empty result file is hashed: it is a file, read to its end")
     start = time.monotonic()
@@ -201,10 +290,27 @@ def test_a_figure_table_cut_mid_line_is_refused_not_drawn(langevin_table, tmp_pa
     cut.write_bytes(raw[: len(raw) * 6 // 10])
     assert not cut.read_bytes().endswith(b"\n")
     pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
-    line = _refused(["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)], capsys)
+    line = _refused(
+        ["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)],
+        capsys,
+    )
     assert f"{cut}: table of figure langevin_rdp truncated (its last line is cut" in line
     assert not pdf.exists() and not png.exists()
-    assert main(["figure-draw", "langevin_rdp", "--table", str(langevin_table), "--pdf", str(pdf), "--png", str(png)]) == 0
+    assert (
+        main(
+            [
+                "figure-draw",
+                "langevin_rdp",
+                "--table",
+                str(langevin_table),
+                "--pdf",
+                str(pdf),
+                "--png",
+                str(png),
+            ]
+        )
+        == 0
+    )
     assert pdf.stat().st_size > 0 and png.stat().st_size > 0
 
 
@@ -216,19 +322,29 @@ def _cut_rows(path, rows: int) -> tuple[int, int]:
     return len(lines) - 1, len(lines) - 1 - rows
 
 
-def test_a_figure_table_cut_at_a_line_boundary_is_refused_naming_the_rows(langevin_table, tmp_path, capsys):
+def test_a_figure_table_cut_at_a_line_boundary_is_refused_naming_the_rows(
+    langevin_table, tmp_path, capsys
+):
     """figure-draw drew a table with its last rows missing (cut exactly after a line): the table
     records its row count (dplab.tables.ROWS), which the reader checks."""
     cut = tmp_path / "cut.csv"
     cut.write_bytes(langevin_table.read_bytes())
     written, left = _cut_rows(cut, 2)
     pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
-    line = _refused(["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)], capsys)
-    assert f"{cut}: table of figure langevin_rdp truncated or altered: {left} rows where its writer wrote {written}" in line
+    line = _refused(
+        ["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)],
+        capsys,
+    )
+    assert (
+        f"{cut}: table of figure langevin_rdp truncated or altered: {left} rows where its writer wrote {written}"
+        in line
+    )
     assert not pdf.exists() and not png.exists()
     _cut_rows(cut, left)  # the header alone
-    assert "has a header but no rows" in _refused(["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf),
-                                                   "--png", str(png)], capsys)
+    assert "has a header but no rows" in _refused(
+        ["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)],
+        capsys,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -245,28 +361,87 @@ def test_a_sweep_table_cut_at_a_line_boundary_is_refused(tiny_run, tmp_path, cap
     """`dplab sweep` writes the row count; accountants_vs_pld's table refuses the sweep with rows missing."""
     _, summary = tiny_run
     sweep = tmp_path / "sweep.csv"
-    assert main(["sweep", "--summary", str(summary), "--accountants", "rdp", "pld", "--points", "3",
-                 "--out", str(sweep)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--summary",
+                str(summary),
+                "--accountants",
+                "rdp",
+                "pld",
+                "--points",
+                "3",
+                "--out",
+                str(sweep),
+            ]
+        )
+        == 0
+    )
     written, left = _cut_rows(sweep, 1)
     out = tmp_path / "t.csv"
-    line = _refused(["figure-table", "accountants_vs_pld", "--params-json", '{"sweep": "s"}', "--inputs",
-                     f"sweep={sweep}", f"summary={summary}", "--out", str(out)], capsys)
-    assert f"{sweep}: sweep table truncated or altered: {left} rows where its writer wrote {written}" in line
+    line = _refused(
+        [
+            "figure-table",
+            "accountants_vs_pld",
+            "--params-json",
+            '{"sweep": "s"}',
+            "--inputs",
+            f"sweep={sweep}",
+            f"summary={summary}",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
+    assert (
+        f"{sweep}: sweep table truncated or altered: {left} rows where its writer wrote {written}"
+        in line
+    )
     assert not out.exists()
 
 
 def test_an_audit_table_cut_at_a_line_boundary_is_refused(digits_dir, tmp_path, capsys):
     """`dplab audit` writes the row count; tightness_audit's table refuses the audit with rows missing."""
-    entry = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"]["digits_last_iterate_convex"]
+    entry = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"][
+        "digits_last_iterate_convex"
+    ]
     entry = {**entry, "steps": [1], "runs": 4, "seed": 0}
     audit = tmp_path / "audit.csv"
     capsys.readouterr()
-    assert main(["audit", "--audit-json", json.dumps(entry), "--data", str(digits_dir), "--out", str(audit)]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "--audit-json",
+                json.dumps(entry),
+                "--data",
+                str(digits_dir),
+                "--out",
+                str(audit),
+            ]
+        )
+        == 0
+    )
     written, left = _cut_rows(audit, 1)
     out = tmp_path / "t.csv"
-    line = _refused(["figure-table", "tightness_audit", "--params-json", '{"audits": ["a"]}', "--inputs",
-                     f"audits={audit}", "--out", str(out)], capsys)
-    assert f"{audit}: audit table truncated or altered: {left} rows where its writer wrote {written}" in line
+    line = _refused(
+        [
+            "figure-table",
+            "tightness_audit",
+            "--params-json",
+            '{"audits": ["a"]}',
+            "--inputs",
+            f"audits={audit}",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
+    assert (
+        f"{audit}: audit table truncated or altered: {left} rows where its writer wrote {written}"
+        in line
+    )
     assert not out.exists()
 
 
@@ -288,6 +463,7 @@ def test_run_metrics_cut_at_a_line_boundary_are_refused(tmp_path):
 
 # ------------------------------------------------------------------ 3. counts bounded before work
 
+
 @pytest.mark.slow
 def test_pld_at_a_billion_steps_is_answered_in_bounded_time(capsys):
     """σ = 20, q = 1e-4, T = 1e9 ran for ever (dp_accounting computed 3**T exactly), then was refused
@@ -297,7 +473,16 @@ def test_pld_at_a_billion_steps_is_answered_in_bounded_time(capsys):
 
     accounting.get("pld")  # imports dp_accounting before the clock starts
     start = time.process_time()
-    argv = ["--noise-multiplier", "20", "--sampling-rate", "1e-4", "--steps", "1000000000", "--delta", "1e-5"]
+    argv = [
+        "--noise-multiplier",
+        "20",
+        "--sampling-rate",
+        "1e-4",
+        "--steps",
+        "1000000000",
+        "--delta",
+        "1e-5",
+    ]
     assert main(["epsilon", "--accountant", "pld", *argv]) == 0
     assert time.process_time() - start < 30.0
     pld = json.loads(capsys.readouterr().out)["epsilon"]
@@ -319,8 +504,9 @@ def test_pld_of_a_sparse_step_is_answered_without_dp_accountings_power():
 
     pld = accounting.get("pld")
     setting = Setting(noise_multiplier=20.0, sampling_rate=1e-4, steps=100_000)
-    coarse = privacy_loss_distribution.from_gaussian_mechanism(20.0, value_discretization_interval=1e-4,
-                                                               sampling_prob=1e-4)
+    coarse = privacy_loss_distribution.from_gaussian_mechanism(
+        20.0, value_discretization_interval=1e-4, sampling_prob=1e-4
+    )
     assert coarse._pmf_remove.size == 3 and pld.one_step(setting)._pmf_remove.size > 3  # noqa: SLF001
     identity = privacy_loss_distribution.identity(value_discretization_interval=1e-4)
     theirs = identity.compose(coarse.self_compose(100_000)).get_epsilon_for_delta(1e-5)
@@ -330,31 +516,76 @@ def test_pld_of_a_sparse_step_is_answered_without_dp_accountings_power():
 
 
 def test_sweep_points_are_bounded_before_the_summary_is_read(tmp_path, capsys):
-    line = _refused(["sweep", "--summary", str(tmp_path / "none.json"), "--accountants", "rdp",
-                     "--points", "1000000000", "--out", str(tmp_path / "s.csv")], capsys)
+    line = _refused(
+        [
+            "sweep",
+            "--summary",
+            str(tmp_path / "none.json"),
+            "--accountants",
+            "rdp",
+            "--points",
+            "1000000000",
+            "--out",
+            str(tmp_path / "s.csv"),
+        ],
+        capsys,
+    )
     assert line.endswith("--points: must be an integer in [2, POINTS_MAX=10000]; got 1000000000")
 
 
 def test_a_figure_step_count_is_bounded(tmp_path, capsys):
     """sigma_vs_steps calibrated σ at every T given, to 1e9."""
-    line = _refused(["figure-table", "sigma_vs_steps", "--params-json", json.dumps({"steps": [1, 10**9]}),
-                     "--out", str(tmp_path / "t.csv")], capsys)
-    assert "figures.sigma_vs_steps.steps.1: 1000000000 is greater than the maximum of 100000000" in line
+    line = _refused(
+        [
+            "figure-table",
+            "sigma_vs_steps",
+            "--params-json",
+            json.dumps({"steps": [1, 10**9]}),
+            "--out",
+            str(tmp_path / "t.csv"),
+        ],
+        capsys,
+    )
+    assert (
+        "figures.sigma_vs_steps.steps.1: 1000000000 is greater than the maximum of 100000000"
+        in line
+    )
 
 
 def _audit_json(**keys) -> str:
-    entry = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"]["digits_white_box"],
-             "seed": 0, **keys}
+    entry = {
+        **yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"][
+            "digits_white_box"
+        ],
+        "seed": 0,
+        **keys,
+    }
     return json.dumps(entry)
 
 
-@pytest.mark.parametrize("keys, expected", [
-    ({"runs": 10**9}, "--audit-json.runs: 1000000000 is greater than the maximum of 1048576"),
-    ({"runs": 10**6, "steps": [1, 100_000]}, "runs: runs × largest step × dataset_size = 1000000 × 100000 × 1040"),
-])
+@pytest.mark.parametrize(
+    "keys, expected",
+    [
+        ({"runs": 10**9}, "--audit-json.runs: 1000000000 is greater than the maximum of 1048576"),
+        (
+            {"runs": 10**6, "steps": [1, 100_000]},
+            "runs: runs × largest step × dataset_size = 1000000 × 100000 × 1040",
+        ),
+    ],
+)
 def test_audit_runs_are_bounded_before_the_data_are_read(tmp_path, capsys, keys, expected):
-    line = _refused(["audit", "--audit-json", _audit_json(**keys), "--data", str(tmp_path / "none"),
-                     "--out", str(tmp_path / "a.csv")], capsys)
+    line = _refused(
+        [
+            "audit",
+            "--audit-json",
+            _audit_json(**keys),
+            "--data",
+            str(tmp_path / "none"),
+            "--out",
+            str(tmp_path / "a.csv"),
+        ],
+        capsys,
+    )
     assert expected in line
 
 
@@ -369,23 +600,57 @@ def test_mf_checks_every_flag_before_it_factorizes(tmp_path, capsys, monkeypatch
     base = ["mf", "--strategy", "optimal", "--steps", "64"]
     assert "delta" in _refused(base + ["--epsilon", "1", "--delta", "2"], capsys)
     assert "epsilon" in _refused(base + ["--epsilon", "1e9", "--delta", "1e-6"], capsys)
-    banded = ["mf", "--strategy", "banded", "--steps", "64", "--bands", "4", "--min-separation", "8"]
-    assert "--dataset-size" in _refused(banded + ["--epsilon", "1", "--delta", "1e-6", "--sampling", "cyclic_poisson"],
-                                        capsys)
-    assert "participations" in _refused(base + ["--epsilon", "1", "--delta", "1e-6", "--min-separation", "8",
-                                                "--participations", "3"], capsys)
+    banded = [
+        "mf",
+        "--strategy",
+        "banded",
+        "--steps",
+        "64",
+        "--bands",
+        "4",
+        "--min-separation",
+        "8",
+    ]
+    assert "--dataset-size" in _refused(
+        banded + ["--epsilon", "1", "--delta", "1e-6", "--sampling", "cyclic_poisson"], capsys
+    )
+    assert "participations" in _refused(
+        base
+        + ["--epsilon", "1", "--delta", "1e-6", "--min-separation", "8", "--participations", "3"],
+        capsys,
+    )
     assert "strategy" in _refused(["mf", "--strategy", "nope", "--steps", "64"], capsys)
 
 
 # ------------------------------------------------------------------ 5. every flag accepted is used
 
-SETTING = ["--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "100", "--delta", "1e-5"]
+SETTING = [
+    "--noise-multiplier",
+    "1",
+    "--sampling-rate",
+    "0.01",
+    "--steps",
+    "100",
+    "--delta",
+    "1e-5",
+]
 
 
-@pytest.mark.parametrize("accountant, flag", [("rdp", "--sensitivity"), ("pld", "--sensitivity"),
-                                              ("pld", "--alpha"), ("moments", "--alpha"), ("rdp", "--clip"),
-                                              ("rdp", "--lr"), ("pld", "--dimension"), ("pld", "--diameter"),
-                                              ("rdp", "--lipschitz"), ("moments", "--strong-convexity")])
+@pytest.mark.parametrize(
+    "accountant, flag",
+    [
+        ("rdp", "--sensitivity"),
+        ("pld", "--sensitivity"),
+        ("pld", "--alpha"),
+        ("moments", "--alpha"),
+        ("rdp", "--clip"),
+        ("rdp", "--lr"),
+        ("pld", "--dimension"),
+        ("pld", "--diameter"),
+        ("rdp", "--lipschitz"),
+        ("moments", "--strong-convexity"),
+    ],
+)
 def test_a_setting_flag_the_accountant_never_reads_is_refused(capsys, accountant, flag):
     """rdp with --sensitivity 3 (or --clip, --lr, --dimension …) printed the ε of rdp without it."""
     line = _refused(["epsilon", "--accountant", accountant, *SETTING, flag, "3"], capsys)
@@ -395,8 +660,26 @@ def test_a_setting_flag_the_accountant_never_reads_is_refused(capsys, accountant
 def test_sigma_reads_clip_for_the_noise_std(capsys):
     """``sigma --clip C`` prints the noise std σ·C on the clipped sum: the command reads --clip."""
     capsys.readouterr()
-    assert main(["sigma", "--accountant", "rdp", "--sampling-rate", "0.01", "--steps", "100", "--epsilon", "1",
-                 "--delta", "1e-5", "--clip", "2"]) == 0
+    assert (
+        main(
+            [
+                "sigma",
+                "--accountant",
+                "rdp",
+                "--sampling-rate",
+                "0.01",
+                "--steps",
+                "100",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--clip",
+                "2",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["noise_std"] == pytest.approx(2 * out["noise_multiplier"], rel=1e-12)
 
@@ -408,7 +691,9 @@ def test_a_field_an_accountant_does_not_read_leaves_its_answer_unchanged(name):
     gives the same δ at ε = 1 to the last bit."""
     acc = accounting.get(name)
     sampling, relations = next(iter(proved_for(acc).items()))
-    keys = set(acc.requires) | ({"dataset_size", "batch_size"} if "sampling_rate" in acc.requires else set())
+    keys = set(acc.requires) | (
+        {"dataset_size", "batch_size"} if "sampling_rate" in acc.requires else set()
+    )
     fields = {key: PROBE[key] for key in keys if key in PROBE}
     if sampling == "full_batch" and "batch_size" in fields:
         fields["batch_size"] = fields["dataset_size"]
@@ -424,17 +709,49 @@ def test_a_field_an_accountant_does_not_read_leaves_its_answer_unchanged(name):
 
 
 def test_gaussian_calibrations_refuse_training_constants(capsys):
-    line = _refused(["sigma", "--accountant", "gaussian_analytic", "--sensitivity", "1", "--clip", "2",
-                     "--epsilon", "1", "--delta", "1e-5"], capsys)
+    line = _refused(
+        [
+            "sigma",
+            "--accountant",
+            "gaussian_analytic",
+            "--sensitivity",
+            "1",
+            "--clip",
+            "2",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+        ],
+        capsys,
+    )
     assert "--clip: accountant 'gaussian_analytic' does not read it" in line
 
 
 def test_a_flag_an_accountant_reads_changes_its_answer(capsys):
     """The counterpart: rdp_closed_form reads --alpha (its ε at α = 10 differs from the optimum over α)."""
+
     def epsilon(*extra):
         capsys.readouterr()
-        assert main(["epsilon", "--accountant", "rdp_closed_form", "--noise-multiplier", "5", "--sampling-rate", "0.01",
-                     "--steps", "100", "--delta", "1e-5", *extra]) == 0
+        assert (
+            main(
+                [
+                    "epsilon",
+                    "--accountant",
+                    "rdp_closed_form",
+                    "--noise-multiplier",
+                    "5",
+                    "--sampling-rate",
+                    "0.01",
+                    "--steps",
+                    "100",
+                    "--delta",
+                    "1e-5",
+                    *extra,
+                ]
+            )
+            == 0
+        )
         return json.loads(capsys.readouterr().out)["epsilon"]
 
     assert epsilon("--alpha", "10") > epsilon()
@@ -442,8 +759,19 @@ def test_a_flag_an_accountant_reads_changes_its_answer(capsys):
 
 def test_figure_draw_refuses_one_path_for_both_outputs(tmp_path, capsys):
     same = tmp_path / "fig"
-    line = _refused(["figure-draw", "gaussian_sigma", "--table", str(tmp_path / "t.csv"), "--pdf", str(same),
-                     "--png", str(tmp_path / "." / "fig")], capsys)
+    line = _refused(
+        [
+            "figure-draw",
+            "gaussian_sigma",
+            "--table",
+            str(tmp_path / "t.csv"),
+            "--pdf",
+            str(same),
+            "--png",
+            str(tmp_path / "." / "fig"),
+        ],
+        capsys,
+    )
     assert "--png: is the same file as --pdf" in line and not same.exists()
 
 
@@ -452,20 +780,41 @@ def test_an_index_over_missing_results_names_them(tmp_path, capsys):
     result of the DAG must exist; an empty results folder was indexed as if complete."""
     results = tmp_path / "results"
     results.mkdir()
-    line = _refused(["index", "--results", str(results), "--out", str(tmp_path / "index.md")], capsys)
-    assert f"--results: {results} holds no result files" in line and not (tmp_path / "index.md").exists()
+    line = _refused(
+        ["index", "--results", str(results), "--out", str(tmp_path / "index.md")], capsys
+    )
+    assert (
+        f"--results: {results} holds no result files" in line
+        and not (tmp_path / "index.md").exists()
+    )
     (results / "tables").mkdir(parents=True)
     (results / "figures").mkdir()
     for name in ("tables/gaussian_sigma.csv", "figures/gaussian_sigma.pdf"):
         (results / name).write_text("x\n")
     out = tmp_path / "index.md"
     line = _refused(["index", "--results", str(results), "--out", str(out)], capsys)
-    assert "1 result(s) missing" in line and "figures/gaussian_sigma.png" in line and not out.exists()
+    assert (
+        "1 result(s) missing" in line and "figures/gaussian_sigma.png" in line and not out.exists()
+    )
     (results / "figures" / "gaussian_sigma.png").write_text("x\n")
     assert main(["index", "--results", str(results), "--out", str(out)]) == 0
-    line = _refused(["index", "--results", str(results), "--config", str(ROOT / "config" / "config.yaml"),
-                     "--out", str(out)], capsys)
-    assert "result(s) missing" in line and "audit/digits_last_iterate_projected.csv" in line and " more; " in line
+    line = _refused(
+        [
+            "index",
+            "--results",
+            str(results),
+            "--config",
+            str(ROOT / "config" / "config.yaml"),
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
+    assert (
+        "result(s) missing" in line
+        and "audit/digits_last_iterate_projected.csv" in line
+        and " more; " in line
+    )
 
 
 def test_pld_certified_read_off_never_builds_a_window_beyond_its_limit(capsys, monkeypatch):
@@ -477,9 +826,25 @@ def test_pld_certified_read_off_never_builds_a_window_beyond_its_limit(capsys, m
 
     sizes = []
     rfft = pld_tilted.fft.rfft
-    monkeypatch.setattr(pld_tilted.fft, "rfft", lambda x, *a, **k: sizes.append(len(x)) or rfft(x, *a, **k))
-    line = _refused(["epsilon", "--accountant", "pld", "--noise-multiplier", "3", "--sampling-rate", "0.01",
-                     "--steps", "1000000000", "--delta", "1e-5"], capsys)
+    monkeypatch.setattr(
+        pld_tilted.fft, "rfft", lambda x, *a, **k: sizes.append(len(x)) or rfft(x, *a, **k)
+    )
+    line = _refused(
+        [
+            "epsilon",
+            "--accountant",
+            "pld",
+            "--noise-multiplier",
+            "3",
+            "--sampling-rate",
+            "0.01",
+            "--steps",
+            "1000000000",
+            "--delta",
+            "1e-5",
+        ],
+        capsys,
+    )
     assert "WINDOW_MAX" in line
     assert max(sizes, default=0) <= pld_tilted.WINDOW_MAX
 
@@ -490,11 +855,18 @@ def test_an_exclusion_names_only_keys_the_accountant_reads(key):
     which rdp does not read.  Every accountant's range checks now cover only the keys it reads."""
     from dplab.accounting.eligibility import exclusion
 
-    setting = Setting(noise_multiplier=8.0, sampling_rate=0.01, steps=10, dataset_size=1000, batch_size=10,
-                      **{key: 1e-320})
+    setting = Setting(
+        noise_multiplier=8.0,
+        sampling_rate=0.01,
+        steps=10,
+        dataset_size=1000,
+        batch_size=10,
+        **{key: 1e-320},
+    )
     for name in accounting.names():
         why = exclusion(name, setting) or ""
         assert f"{key}:" not in why or key not in accounting.get(name).unused, (name, why)
     assert exclusion("rdp", setting) is None
     assert accounting.get("rdp").epsilon(setting, 1e-5) == accounting.get("rdp").epsilon(
-        setting.replace(**{key: None}), 1e-5)
+        setting.replace(**{key: None}), 1e-5
+    )

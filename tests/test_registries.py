@@ -51,8 +51,10 @@ def test_every_entry_loads_an_object_of_its_kind_under_its_name():
 
     assert all(isinstance(METHODS[n], Method) and METHODS[n].name == n for n in METHODS)
     assert all(isinstance(MODELS[n], Model) and MODELS[n].name == n for n in MODELS)
-    assert all(isinstance(FIGURES[n], Figure) and FIGURES[n].__name__ == f"dplab.figures.{n}"
-               for n in FIGURES)
+    assert all(
+        isinstance(FIGURES[n], Figure) and FIGURES[n].__name__ == f"dplab.figures.{n}"
+        for n in FIGURES
+    )
 
 
 def test_every_accountant_class_of_the_package_is_registered():
@@ -81,8 +83,14 @@ print(json.dumps({"listed": listed, "after": after}))
 
 
 def test_a_lookup_imports_only_its_entrys_module():
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True,
-                         check=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
+    )
     seen = json.loads(out.stdout)
     assert "dplab.accounting.composition" not in seen["listed"]
     new = set(seen["after"]) - set(seen["listed"])

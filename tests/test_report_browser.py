@@ -25,8 +25,16 @@ from conftest import SMALL_FIGURES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 HOOKS = """<script>
 window.__probe = {errors: [], shown: {}, rows: []};
@@ -77,19 +85,30 @@ def chromium() -> str:
     if found:
         return found
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium is missing and cannot be installed here (needs root and apt-get): "
-                    "apt-get install -y chromium")
+        pytest.skip(
+            "chromium is missing and cannot be installed here (needs root and apt-get): "
+            "apt-get install -y chromium"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "chromium"]
     if subprocess.run(install, env=env, capture_output=True, timeout=900).returncode != 0:
         subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=True, timeout=600)
         subprocess.run(install, env=env, capture_output=True, check=True, timeout=900)
-    return shutil.which("chromium") or pytest.fail("apt-get installed chromium but it is not on PATH")
+    return shutil.which("chromium") or pytest.fail(
+        "apt-get installed chromium but it is not on PATH"
+    )
 
 
 def browse(browser: str, page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
     """One headless chromium run on ``page`` with a fresh profile folder."""
-    cmd = [browser, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=10000", *args, page.as_uri()]
+    cmd = [
+        browser,
+        *FLAGS,
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=10000",
+        *args,
+        page.as_uri(),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -107,19 +126,28 @@ def test_report_shows_every_figure_without_console_errors(built, tmp_path):
     browser = chromium()
     page = probe_copy(built / "results" / "report.html", tmp_path / "probe.html")
 
-    loaded = browse(browser, page, tmp_path / "profile1", "--enable-logging=stderr", "--v=0", "--dump-dom")
+    loaded = browse(
+        browser, page, tmp_path / "profile1", "--enable-logging=stderr", "--v=0", "--dump-dom"
+    )
     assert loaded.returncode == 0, loaded.stderr[-2000:]
-    console = [line for line in loaded.stderr.splitlines()
-               if re.search(r"CONSOLE.*Uncaught|Failed to load resource|net::ERR_", line)]
+    console = [
+        line
+        for line in loaded.stderr.splitlines()
+        if re.search(r"CONSOLE.*Uncaught|Failed to load resource|net::ERR_", line)
+    ]
     assert console == [], console
     record = re.search(r'<pre id="probe-result">(.*?)</pre>', loaded.stdout, re.S)
     assert record, "the report's app never finished rendering (no probe result in the DOM)"
     probe = json.loads(unescape(record.group(1)))
     assert probe["errors"] == [], probe["errors"]
-    drawn = [f for f in SMALL_FIGURES if f != "claims"]  # the claims table has its own category, Claims
+    drawn = [
+        f for f in SMALL_FIGURES if f != "claims"
+    ]  # the claims table has its own category, Claims
     assert sorted(probe["rows"]) == sorted(drawn)
     for figure in drawn:
-        assert len(probe["shown"][figure]) == 1, f"{figure}: no decoded PNG shown ({probe['shown'][figure]})"
+        assert len(probe["shown"][figure]) == 1, (
+            f"{figure}: no decoded PNG shown ({probe['shown'][figure]})"
+        )
 
     shot = tmp_path / "report.png"
     browse(browser, page, tmp_path / "profile2", "--window-size=1400,900", f"--screenshot={shot}")

@@ -45,7 +45,9 @@ def test_pld_tpr_upper_bounds_the_exact_gaussian_curve():
 @pytest.mark.parametrize("neighbouring,factor", [("add_remove", 1.0), ("replace_one", 2.0)])
 def test_full_batch_closed_form(neighbouring, factor):
     """full_batch: exactly riskcal's GDP curve and advantage at μ = √T/σ_eff (σ_eff = σ/2 for replace_one)."""
-    out = risk(Setting(noise_multiplier=3.0, sampling="full_batch", steps=16, neighbouring=neighbouring))
+    out = risk(
+        Setting(noise_multiplier=3.0, sampling="full_batch", steps=16, neighbouring=neighbouring)
+    )
     mu = factor * 4 / 3.0
     assert out["tpr"] == pytest.approx(1 - get_beta_from_gdp(mu, np.array(FPRS)), rel=1e-12)
     assert out["advantage"] == pytest.approx(get_advantage_from_gdp(mu), rel=1e-12)
@@ -84,31 +86,67 @@ def _json(capsys, argv):
 
 
 def test_cli_epsilon_risk(capsys):
-    base = ["epsilon", "--delta", "1e-5", "--noise-multiplier", "2", "--sampling-rate", "0.1", "--steps", "50", "--risk"]
+    base = [
+        "epsilon",
+        "--delta",
+        "1e-5",
+        "--noise-multiplier",
+        "2",
+        "--sampling-rate",
+        "0.1",
+        "--steps",
+        "50",
+        "--risk",
+    ]
     out = _json(capsys, [*base, "--accountant", "pld"])
     assert out["risk"]["fpr"] == list(FPRS) and out["risk"]["neighbouring"] == "add_remove"
-    assert out["risk"]["tpr"] == pytest.approx(risk(Setting(noise_multiplier=2, sampling_rate=0.1, steps=50))["tpr"])
-    assert "no privacy-loss distribution" in _json(capsys, [*base, "--accountant", "rdp"])["risk"]["unavailable"]
+    assert out["risk"]["tpr"] == pytest.approx(
+        risk(Setting(noise_multiplier=2, sampling_rate=0.1, steps=50))["tpr"]
+    )
+    assert (
+        "no privacy-loss distribution"
+        in _json(capsys, [*base, "--accountant", "rdp"])["risk"]["unavailable"]
+    )
 
 
 def test_cli_sigma_for_risk(capsys):
-    out = _json(capsys, ["sigma", "--accountant", "pld", "--sampling", "full_batch", "--steps", "100",
-                         "--tpr", "0.1", "--fpr", "0.01", "--delta", "1e-5"])
+    out = _json(
+        capsys,
+        [
+            "sigma",
+            "--accountant",
+            "pld",
+            "--sampling",
+            "full_batch",
+            "--steps",
+            "100",
+            "--tpr",
+            "0.1",
+            "--fpr",
+            "0.01",
+            "--delta",
+            "1e-5",
+        ],
+    )
     assert out["risk"]["tpr"][1] <= 0.1 and out["target"] == {"tpr": 0.1, "fpr": 0.01}
-    assert out["epsilon"] > 0 and out["noise_multiplier"] == pytest.approx(sigma_for_risk(
-        Setting(sampling="full_batch", steps=100), tpr=0.1, fpr=0.01))
+    assert out["epsilon"] > 0 and out["noise_multiplier"] == pytest.approx(
+        sigma_for_risk(Setting(sampling="full_batch", steps=100), tpr=0.1, fpr=0.01)
+    )
 
 
-@pytest.mark.parametrize("flags,key", [
-    (["--tpr", "0.01", "--fpr", "0.1"], "tpr"),
-    (["--tpr", "1.5", "--fpr", "0.1"], "tpr"),
-    (["--tpr", "0.5", "--fpr", "0"], "fpr"),
-    (["--tpr", "0.5"], "fpr"),
-    (["--advantage", "1"], "advantage"),
-    (["--tpr", "0.5", "--fpr", "0.1", "--epsilon", "1"], "epsilon"),
-    (["--tpr", "0.5", "--fpr", "0.1", "--accountant", "rdp"], "accountant"),
-    ([], "epsilon"),
-])
+@pytest.mark.parametrize(
+    "flags,key",
+    [
+        (["--tpr", "0.01", "--fpr", "0.1"], "tpr"),
+        (["--tpr", "1.5", "--fpr", "0.1"], "tpr"),
+        (["--tpr", "0.5", "--fpr", "0"], "fpr"),
+        (["--tpr", "0.5"], "fpr"),
+        (["--advantage", "1"], "advantage"),
+        (["--tpr", "0.5", "--fpr", "0.1", "--epsilon", "1"], "epsilon"),
+        (["--tpr", "0.5", "--fpr", "0.1", "--accountant", "rdp"], "accountant"),
+        ([], "epsilon"),
+    ],
+)
 def test_cli_sigma_bad_risk_target(capsys, flags, key):
     """A bad risk target is one line naming the key, exit 2."""
     argv = ["sigma", "--sampling", "full_batch", "--steps", "10", *flags]
@@ -126,7 +164,9 @@ def test_poisson_replace_one_equals_riskcal_on_the_same_pld():
 
     from dplab.accounting.risk import composed_pld
 
-    setting = Setting(noise_multiplier=1.5, sampling_rate=0.05, steps=30, neighbouring="replace_one")
+    setting = Setting(
+        noise_multiplier=1.5, sampling_rate=0.05, steps=30, neighbouring="replace_one"
+    )
     ours = risk(setting)
     pld = composed_pld(setting)
     theirs = 1 - np.asarray(get_beta_from_pld(pld, alpha=np.array(FPRS)))
@@ -141,14 +181,18 @@ def test_sweep_rows_carry_riskcals_risk_where_a_pld_exists():
     (no PLD) leave them empty and say so; the same columns appear in every row."""
     from dplab.accounting.sweep import COLUMNS, sweep
 
-    setting = Setting(noise_multiplier=1.0, sampling="poisson", dataset_size=1000, batch_size=10, steps=100)
+    setting = Setting(
+        noise_multiplier=1.0, sampling="poisson", dataset_size=1000, batch_size=10, steps=100
+    )
     table = sweep(setting, 1e-5, ["pld", "rdp"], np.array([5, 40]))
     assert list(table.columns) == COLUMNS
     tprs = [f"tpr_at_fpr_{a:g}" for a in FPRS]
     for row in table[table.accountant == "pld"].itertuples():
         theirs = 1 - np.asarray(get_beta_for_dpsgd(1.0, 0.01, row.steps, alpha=np.array(FPRS)))
         assert table.loc[row.Index, tprs].to_numpy(float) == pytest.approx(theirs, rel=5e-3)
-        assert row.advantage == pytest.approx(get_advantage_for_dpsgd(1.0, 0.01, row.steps), rel=1e-9)
+        assert row.advantage == pytest.approx(
+            get_advantage_for_dpsgd(1.0, 0.01, row.steps), rel=1e-9
+        )
     rdp = table[table.accountant == "rdp"]
     assert rdp[[*tprs, "advantage"]].isna().all().all()
     assert rdp.risk_note.str.contains("rdp has no privacy-loss distribution").all()

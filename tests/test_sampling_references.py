@@ -37,8 +37,14 @@ def _setting(sampling, neighbouring, sigma, t, epochs, steps=None):
     neighbour would have t − 1 steps per epoch) and w = 1 either way (as_if_poisson, a comparison,
     refuses nothing)."""
     bump = sampling == "balls_in_bins" and neighbouring == "add_remove"
-    return Setting(noise_multiplier=sigma, steps=steps or t * epochs, sampling=sampling, neighbouring=neighbouring,
-                   dataset_size=t * B + bump, batch_size=B)
+    return Setting(
+        noise_multiplier=sigma,
+        steps=steps or t * epochs,
+        sampling=sampling,
+        neighbouring=neighbouring,
+        dataset_size=t * B + bump,
+        batch_size=B,
+    )
 
 
 # ------------------------------------------------------------------ fixed_batches (upper)
@@ -55,12 +61,16 @@ DETERMINISTIC = [
 
 
 @pytest.mark.parametrize("sampling,neighbouring,sigma,epochs,delta,theirs", DETERMINISTIC)
-def test_fixed_batches_is_the_authors_deterministic_sampler(sampling, neighbouring, sigma, epochs, delta, theirs):
+def test_fixed_batches_is_the_authors_deterministic_sampler(
+    sampling, neighbouring, sigma, epochs, delta, theirs
+):
     """The same closed form; theirs is inverted by bisection (measured agreement 3e-9).  A partial
     last epoch (T = tE − 3) counts whole, so it gives the same ε."""
     t = 20
     acc = get("fixed_batches")
-    assert acc.epsilon(_setting(sampling, neighbouring, sigma, t, epochs), delta) == pytest.approx(theirs, rel=1e-7)
+    assert acc.epsilon(_setting(sampling, neighbouring, sigma, t, epochs), delta) == pytest.approx(
+        theirs, rel=1e-7
+    )
     partial = _setting(sampling, neighbouring, sigma, t, epochs, steps=t * epochs - 3)
     assert acc.epsilon(partial, delta) == pytest.approx(theirs, rel=1e-7)
 
@@ -74,7 +84,10 @@ DETERMINISTIC_SIGMA = [(1.0, 1e-5, 5, 8.341946005821228), (8.0, 1e-5, 30, 3.2875
 def test_fixed_batches_calibration_is_the_authors(epsilon, delta, epochs, theirs):
     """Both bisect the same closed form (measured agreement 2.5e-6); ours stops on the safe side."""
     acc = get("fixed_batches")
-    for sampling, neighbouring, shift in (("balls_in_bins", "add_remove", 1.0), ("shuffle", "replace_one", 2.0)):
+    for sampling, neighbouring, shift in (
+        ("balls_in_bins", "add_remove", 1.0),
+        ("shuffle", "replace_one", 2.0),
+    ):
         s = _setting(sampling, neighbouring, 1.0, 20, epochs)
         sigma = acc.sigma(s, epsilon, delta)
         assert sigma == pytest.approx(shift * theirs, rel=1e-5)
@@ -130,20 +143,29 @@ def _agrees_from_below(ours, theirs, epochs):
     down to DISCRETIZATION per epoch, so it may lie below theirs by E·DISCRETIZATION plus the
     coarser binning (≤ 0.2% measured), and above it only by their own rounding (E·1e-3).  Dropping
     one order of the pair or using the wrong shift moves ε by far more (e.g. 0.396 vs 0.443)."""
-    assert theirs - epochs * DISCRETIZATION - 2e-3 * theirs <= ours <= theirs + epochs * 1e-3, (ours, theirs)
+    assert theirs - epochs * DISCRETIZATION - 2e-3 * theirs <= ours <= theirs + epochs * 1e-3, (
+        ours,
+        theirs,
+    )
 
 
 @pytest.mark.parametrize("sigma,t,epochs,delta,shift,remove,add", [p for p in PAIRS if p[4] == 1.0])
-def test_balls_in_bins_lower_is_the_authors_lower_bound(sigma, t, epochs, delta, shift, remove, add):
+def test_balls_in_bins_lower_is_the_authors_lower_bound(
+    sigma, t, epochs, delta, shift, remove, add
+):
     """balls_in_bins_lower under add_remove is the pair MoG(1) vs N(0), epochs independent: the
     authors' balls-and-bins lower bound.  (Under replace_one its pair is MoG(1) vs MoG(−1), the
     record in the same random step: tests/test_certified_samplers.py.)"""
-    ours = get("balls_in_bins_lower").epsilon(_setting("balls_in_bins", "add_remove", sigma, t, epochs), delta)
+    ours = get("balls_in_bins_lower").epsilon(
+        _setting("balls_in_bins", "add_remove", sigma, t, epochs), delta
+    )
     _agrees_from_below(ours, max(remove, add), epochs)
 
 
 @pytest.mark.parametrize("sigma,t,epochs,delta,shift,remove,add", [p for p in PAIRS if p[4] == 2.0])
-def test_shuffle_lower_without_leftover_is_the_authors_shuffle_bound(sigma, t, epochs, delta, shift, remove, add):
+def test_shuffle_lower_without_leftover_is_the_authors_shuffle_bound(
+    sigma, t, epochs, delta, shift, remove, add
+):
     """With n = tb every record is used every epoch (w = 1): shuffle_lower (replace_one) is the
     smaller of the reshuffled and the cycled ("persistent") bound; the reshuffled one is theirs
     (their cycled bound, get_epsilons(..., reshuffle=False), is larger in every row: 18.5–50.5)."""
@@ -156,10 +178,31 @@ def test_shuffle_lower_without_leftover_is_the_authors_shuffle_bound(sigma, t, e
 #: remove-direction Rényi divergence of one epoch, a sum over the integer partitions of α.
 #: Rows: (σ, t, {α: theirs}).
 REMOVE_RDP = [
-    (1.0, 20, {2: 0.08242211287901036, 5: 0.2462145486202587, 12: 3.0046150508891243, 20: 7.004267838502154}),
-    (0.7, 10, {2: 0.5126373701840903, 5: 2.802894373574791, 12: 9.942312867937716, 20: 18.10557817231208}),
-    (1.5, 100, {2: 0.005580634229678694, 5: 0.013995031137946867, 12: 0.03385698346353843,
-                20: 0.05840201246746951}),
+    (
+        1.0,
+        20,
+        {
+            2: 0.08242211287901036,
+            5: 0.2462145486202587,
+            12: 3.0046150508891243,
+            20: 7.004267838502154,
+        },
+    ),
+    (
+        0.7,
+        10,
+        {2: 0.5126373701840903, 5: 2.802894373574791, 12: 9.942312867937716, 20: 18.10557817231208},
+    ),
+    (
+        1.5,
+        100,
+        {
+            2: 0.005580634229678694,
+            5: 0.013995031137946867,
+            12: 0.03385698346353843,
+            20: 0.05840201246746951,
+        },
+    ),
 ]
 
 
@@ -187,7 +230,9 @@ MONTE_CARLO = [
 
 
 @pytest.mark.parametrize("sigma,t,epochs,delta,low,mean,high", MONTE_CARLO)
-def test_balls_in_bins_brackets_the_authors_monte_carlo_estimate(sigma, t, epochs, delta, low, mean, high):
+def test_balls_in_bins_brackets_the_authors_monte_carlo_estimate(
+    sigma, t, epochs, delta, low, mean, high
+):
     """The upper bound must not fall below the exact ε (here: its Monte-Carlo lower confidence
     end), and the lower bound must not rise above it (the upper confidence end).  The RDP
     conversion costs the upper bound 12–33% over the estimate (measured); 40% is allowed."""

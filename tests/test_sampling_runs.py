@@ -29,46 +29,84 @@ RUN = {"dataset": "synthetic", "method": "dp_sgd", "batch_size": 30, "steps": 30
 SPECS = {
     # every registered accountant asked (accountants: null); σ calibrated by the natural accountant for shuffle
     "shuffled": {"sampling": "shuffle", "target_epsilon": 4.0},
-    "balls_in_bins": {"sampling": "balls_in_bins", "noise_multiplier": 2.0,
-                      "accountants": ["balls_in_bins", "fixed_batches", "balls_in_bins_lower", "shuffle_lower",
-                                      "as_if_poisson", "pld"]},
+    "balls_in_bins": {
+        "sampling": "balls_in_bins",
+        "noise_multiplier": 2.0,
+        "accountants": [
+            "balls_in_bins",
+            "fixed_batches",
+            "balls_in_bins_lower",
+            "shuffle_lower",
+            "as_if_poisson",
+            "pld",
+        ],
+    },
 }
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sampling_runs")
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 200, "test_size": 20, "dim": 4, "feature_norm": 1.0},
-                               "synthetic")
+    cfg = data.resolve_dataset(
+        {"kind": "synthetic", "train_size": 200, "test_size": 20, "dim": 4, "feature_norm": 1.0},
+        "synthetic",
+    )
     data.write(folder / "data", *data.prepare(cfg, "synthetic"))
     dataset = data.load(folder / "data")
     for name, spec in SPECS.items():
-        loop.train(RunSettings.of(resolve_run({**RUN, **spec, "name": name})),
-                   dataset, folder / name)
+        loop.train(
+            RunSettings.of(resolve_run({**RUN, **spec, "name": name})), dataset, folder / name
+        )
     return folder
 
 
 def _read(folder, name) -> tuple[dict, pd.DataFrame]:
-    return json.loads((folder / name / "summary.json").read_text()), pd.read_csv(folder / name / "metrics.csv")
+    return json.loads((folder / name / "summary.json").read_text()), pd.read_csv(
+        folder / name / "metrics.csv"
+    )
 
 
 def _poisson_peer(summary: dict) -> float:
     """dp_accounting's PLD ε of Poisson sampling at q = b/n with the run's σ, T, δ and relation."""
-    relation = {"add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-                "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE}[summary["neighbouring"]]
-    acc = pld_privacy_accountant.PLDAccountant(neighboring_relation=relation, value_discretization_interval=1e-4)
+    relation = {
+        "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE,
+    }[summary["neighbouring"]]
+    acc = pld_privacy_accountant.PLDAccountant(
+        neighboring_relation=relation, value_discretization_interval=1e-4
+    )
     event = dp_accounting.GaussianDpEvent(summary["noise_multiplier"])
-    acc.compose(dp_accounting.PoissonSampledDpEvent(summary["batch_size"] / summary["dataset_size"], event),
-                summary["run"]["steps"])
+    acc.compose(
+        dp_accounting.PoissonSampledDpEvent(summary["batch_size"] / summary["dataset_size"], event),
+        summary["run"]["steps"],
+    )
     return acc.get_epsilon(summary["delta"])
 
 
 def _cli_pld(summary: dict, capsys) -> float:
     """`dplab epsilon --accountant pld` at q = b/n with the run's σ, T, δ and relation."""
-    assert main(["epsilon", "--accountant", "pld", "--sampling", "poisson",
-                 "--sampling-rate", repr(summary["batch_size"] / summary["dataset_size"]),
-                 "--noise-multiplier", repr(summary["noise_multiplier"]), "--steps", str(summary["run"]["steps"]),
-                 "--delta", repr(summary["delta"]), "--neighbouring", summary["neighbouring"]]) == 0
+    assert (
+        main(
+            [
+                "epsilon",
+                "--accountant",
+                "pld",
+                "--sampling",
+                "poisson",
+                "--sampling-rate",
+                repr(summary["batch_size"] / summary["dataset_size"]),
+                "--noise-multiplier",
+                repr(summary["noise_multiplier"]),
+                "--steps",
+                str(summary["run"]["steps"]),
+                "--delta",
+                repr(summary["delta"]),
+                "--neighbouring",
+                summary["neighbouring"],
+            ]
+        )
+        == 0
+    )
     return json.loads(capsys.readouterr().out)["epsilon"]
 
 
@@ -80,9 +118,17 @@ def test_a_shuffled_run_claims_fixed_batches_only(trained, capsys):
     summary, metrics = _read(trained, "shuffled")
     assert summary["run"]["accountant"] == "fixed_batches"
     assert set(summary["epsilon"]) == {"fixed_batches"}
-    assert summary["epsilon"]["fixed_batches"] <= 4.0 and summary["epsilon"]["fixed_batches"] == pytest.approx(4.0, rel=1e-4)
-    assert set(summary["epsilon_lower"]) == {"shuffle_lower"} and set(summary["epsilon_comparison"]) == {"as_if_poisson"}
-    assert summary["epsilon_bound"] == {"fixed_batches": "upper", "shuffle_lower": "lower", "as_if_poisson": "comparison"}
+    assert summary["epsilon"]["fixed_batches"] <= 4.0 and summary["epsilon"][
+        "fixed_batches"
+    ] == pytest.approx(4.0, rel=1e-4)
+    assert set(summary["epsilon_lower"]) == {"shuffle_lower"} and set(
+        summary["epsilon_comparison"]
+    ) == {"as_if_poisson"}
+    assert summary["epsilon_bound"] == {
+        "fixed_batches": "upper",
+        "shuffle_lower": "lower",
+        "as_if_poisson": "comparison",
+    }
     assert 0 < summary["epsilon_lower"]["shuffle_lower"] <= summary["epsilon"]["fixed_batches"]
     comparison = summary["epsilon_comparison"]["as_if_poisson"]
     assert comparison == pytest.approx(_cli_pld(summary, capsys), rel=1e-9)
@@ -91,7 +137,11 @@ def test_a_shuffled_run_claims_fixed_batches_only(trained, capsys):
     for name in ("pld", "rdp", "balls_in_bins", "balls_in_bins_lower"):
         assert name in summary["excluded_accountants"]
     eps_columns = {c for c in metrics.columns if c.startswith("epsilon_")}
-    assert eps_columns == {"epsilon_fixed_batches", "epsilon_lower_shuffle_lower", "epsilon_comparison_as_if_poisson"}
+    assert eps_columns == {
+        "epsilon_fixed_batches",
+        "epsilon_lower_shuffle_lower",
+        "epsilon_comparison_as_if_poisson",
+    }
     assert metrics.epsilon_fixed_batches.iloc[-1] == summary["epsilon"]["fixed_batches"]
     assert metrics.epsilon_lower_shuffle_lower.iloc[-1] == summary["epsilon_lower"]["shuffle_lower"]
     assert (metrics.epsilon_lower_shuffle_lower <= metrics.epsilon_fixed_batches).all()
@@ -100,8 +150,12 @@ def test_a_shuffled_run_claims_fixed_batches_only(trained, capsys):
 
 def test_a_balls_in_bins_run_claims_its_upper_bounds_only(trained, capsys):
     summary, metrics = _read(trained, "balls_in_bins")
-    assert summary["epsilon_bound"] == {"balls_in_bins": "upper", "fixed_batches": "upper",
-                                        "balls_in_bins_lower": "lower", "as_if_poisson": "comparison"}
+    assert summary["epsilon_bound"] == {
+        "balls_in_bins": "upper",
+        "fixed_batches": "upper",
+        "balls_in_bins_lower": "lower",
+        "as_if_poisson": "comparison",
+    }
     assert set(summary["epsilon"]) == {"balls_in_bins", "fixed_batches"}
     upper = min(summary["epsilon"].values())
     assert summary["epsilon"]["balls_in_bins"] <= summary["epsilon"]["fixed_batches"]
@@ -115,14 +169,24 @@ def test_a_balls_in_bins_run_claims_its_upper_bounds_only(trained, capsys):
 
 
 @pytest.mark.parametrize("name", ["shuffle_lower", "as_if_poisson"])
-def test_calibrating_with_a_lower_bound_or_a_comparison_is_refused_at_resolve_time(name, tmp_path, capsys):
+def test_calibrating_with_a_lower_bound_or_a_comparison_is_refused_at_resolve_time(
+    name, tmp_path, capsys
+):
     with pytest.raises(DPLabError, match="not a guarantee") as err:
-        resolve_run({**RUN, "sampling": "shuffle", "target_epsilon": 1.0, "accountant": name}, where="runs.x")
+        resolve_run(
+            {**RUN, "sampling": "shuffle", "target_epsilon": 1.0, "accountant": name},
+            where="runs.x",
+        )
     assert err.value.key == "runs.x.accountant" and "fixed_batches" in str(err.value)
-    resolve_run({**RUN, "sampling": "shuffle", "noise_multiplier": 1.0, "accountant": name})  # nothing to calibrate
+    resolve_run(
+        {**RUN, "sampling": "shuffle", "noise_multiplier": 1.0, "accountant": name}
+    )  # nothing to calibrate
     out = tmp_path / "run"
     run_json = json.dumps({**RUN, "sampling": "shuffle", "target_epsilon": 1.0, "accountant": name})
-    assert main(["train", "--run-json", run_json, "--data", str(tmp_path / "none"), "--out", str(out)]) == 2
+    assert (
+        main(["train", "--run-json", run_json, "--data", str(tmp_path / "none"), "--out", str(out)])
+        == 2
+    )
     assert "accountant: " in capsys.readouterr().err and not out.exists()
 
 
@@ -133,15 +197,36 @@ def test_the_sweep_of_a_run_labels_each_rows_bound(trained, tmp_path, name):
     summary, _ = _read(trained, name)
     reported = summary["epsilon_bound"]
     out = tmp_path / "sweep.csv"
-    assert main(["sweep", "--summary", str(trained / name / "summary.json"), "--accountants", *reported, "pld",
-                 "--points", "4", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--summary",
+                str(trained / name / "summary.json"),
+                "--accountants",
+                *reported,
+                "pld",
+                "--points",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = pd.read_csv(out)
     for accountant, kind in reported.items():
         rows = table[table.accountant == accountant]
         assert (rows["bound"] == kind).all() and rows.epsilon.notna().all()
-        assert rows.set_index("steps").epsilon[30] == pytest.approx(summary[KEYS[kind]][accountant], rel=1e-9)
+        assert rows.set_index("steps").epsilon[30] == pytest.approx(
+            summary[KEYS[kind]][accountant], rel=1e-9
+        )
     pld = table[table.accountant == "pld"]
-    assert len(pld) == 1 and pld.epsilon.isna().all() and pld.reason.iloc[0] == summary["excluded_accountants"]["pld"]
+    assert (
+        len(pld) == 1
+        and pld.epsilon.isna().all()
+        and pld.reason.iloc[0] == summary["excluded_accountants"]["pld"]
+    )
 
 
 def test_figures_never_take_a_lower_bound_or_a_comparison_for_a_claim(trained, tmp_path):
@@ -151,15 +236,25 @@ def test_figures_never_take_a_lower_bound_or_a_comparison_for_a_claim(trained, t
     row.  The ε the other run figures read (runs.claimed_epsilon) refuses both kinds."""
     summary, metrics = _read(trained, "shuffled")
     assert summary["epsilon_comparison"]["as_if_poisson"] < summary["epsilon"]["fixed_batches"]
-    table = figure("hidden_state_gain").table({"summaries": [str(trained / "shuffled" / "summary.json")],
-                                               "metrics": [str(trained / "shuffled" / "metrics.csv")]}, {"runs": ["shuffled"], "skip": []})
+    table = figure("hidden_state_gain").table(
+        {
+            "summaries": [str(trained / "shuffled" / "summary.json")],
+            "metrics": [str(trained / "shuffled" / "metrics.csv")],
+        },
+        {"runs": ["shuffled"], "skip": []},
+    )
     claimed = table[table.accountant == "fixed_batches"]
-    np.testing.assert_array_equal(claimed.best_composition.to_numpy(), metrics.epsilon_fixed_batches.to_numpy())
+    np.testing.assert_array_equal(
+        claimed.best_composition.to_numpy(), metrics.epsilon_fixed_batches.to_numpy()
+    )
     for name, kind in (("shuffle_lower", "lower"), ("as_if_poisson", "comparison")):
         rows = table[table.accountant == name]
         assert len(rows) == len(metrics) and (rows["bound"] == kind).all()
         assert rows.gain.isna().all() and rows.best_composition.isna().all()
-    legend = [t.get_text() for t in figure("hidden_state_gain").draw(table).axes[0].get_legend().get_texts()]
+    legend = [
+        t.get_text()
+        for t in figure("hidden_state_gain").draw(table).axes[0].get_legend().get_texts()
+    ]
     assert sum("NOT a guarantee" in text for text in legend) == 2
 
     for name in ("shuffle_lower", "as_if_poisson"):
@@ -171,15 +266,24 @@ def test_figures_never_take_a_lower_bound_or_a_comparison_for_a_claim(trained, t
     forged["epsilon_covers"]["as_if_poisson"] = "every iterate"
     (tmp_path / "summary.json").write_text(json.dumps(forged))
     metrics.rename(columns={"epsilon_comparison_as_if_poisson": "epsilon_as_if_poisson"}).to_csv(
-        tmp_path / "metrics.csv", index=False)
+        tmp_path / "metrics.csv", index=False
+    )
     with pytest.raises(DPLabError, match="not a guarantee"):
         runs.claimed_epsilon(RunSummary.of(forged), "as_if_poisson", "figures.x")
-    table = figure("hidden_state_gain").table({"summaries": [str(tmp_path / "summary.json")], "metrics": [str(tmp_path / "metrics.csv")]},
-                                              {"runs": ["shuffled"], "skip": []})
+    table = figure("hidden_state_gain").table(
+        {"summaries": [str(tmp_path / "summary.json")], "metrics": [str(tmp_path / "metrics.csv")]},
+        {"runs": ["shuffled"], "skip": []},
+    )
     refused = table[table.accountant == "as_if_poisson"]
-    assert len(refused) == 1 and refused.epsilon.isna().all() and "not a guarantee" in refused.reason.iloc[0]
-    np.testing.assert_array_equal(table[table.accountant == "fixed_batches"].best_composition.to_numpy(),
-                                  metrics.epsilon_fixed_batches.to_numpy())
+    assert (
+        len(refused) == 1
+        and refused.epsilon.isna().all()
+        and "not a guarantee" in refused.reason.iloc[0]
+    )
+    np.testing.assert_array_equal(
+        table[table.accountant == "fixed_batches"].best_composition.to_numpy(),
+        metrics.epsilon_fixed_batches.to_numpy(),
+    )
 
 
 def test_reference_columns_cannot_be_taken_for_a_claim_column():

@@ -23,7 +23,9 @@ DELTA = 1e-6
 def _peer(mean: float, shape: float) -> float:
     """dp_accounting's ε of the best of K DP-SGD runs (its own RDP of the sampled Gaussian)."""
     step = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1))
-    event = dp_event.RepeatAndSelectDpEvent(dp_accounting.SelfComposedDpEvent(step, 1000), mean, shape)
+    event = dp_event.RepeatAndSelectDpEvent(
+        dp_accounting.SelfComposedDpEvent(step, 1000), mean, shape
+    )
     return rdp_privacy_accountant.RdpAccountant().compose(event).get_epsilon(DELTA)
 
 
@@ -62,8 +64,14 @@ def test_candidates_are_covered_by_their_worst_curve():
     assert worst[orders == 1.5][0] >= 0.5 and np.isinf(worst[orders > 1e3]).all()
 
 
-@pytest.mark.parametrize(("mean", "shape", "key"), [(0.5, 1.0, "selection_mean"), (math.nan, 1.0, "selection_mean"),
-                                                     (2.0, -1.0, "selection_shape")])
+@pytest.mark.parametrize(
+    ("mean", "shape", "key"),
+    [
+        (0.5, 1.0, "selection_mean"),
+        (math.nan, 1.0, "selection_mean"),
+        (2.0, -1.0, "selection_shape"),
+    ],
+)
 def test_bad_selection_parameters_are_refused(mean, shape, key):
     with pytest.raises(DPLabError, match=key):
         selection.check(mean, shape)

@@ -26,7 +26,14 @@ from slurm_cluster import SlurmCluster, Unavailable, install
 pytestmark = [pytest.mark.slurm, pytest.mark.pipeline, pytest.mark.slow]
 
 #: the plugin's status checks, quick for a test (the profile keeps squeue and waits longer)
-FAST = ["--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1", "--latency-wait", "5"]
+FAST = [
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--seconds-between-status-checks",
+    "1",
+    "--latency-wait",
+    "5",
+]
 #: every snakemake run is bounded: the plugin can wait forever on a status command that fails
 LIMIT_S = 360
 
@@ -91,14 +98,21 @@ def start_slurm_run(cwd, slurm: SlurmCluster, *args: str) -> subprocess.Popen:
     """snakemake with the SLURM profile, in a process group that the session kills if it ends first."""
     cmd = ["snakemake", "--profile", "workflow/profiles/slurm", *FAST, *args]
     proc = subprocess.Popen(
-        cmd, cwd=cwd, env={**tool_env(), **slurm.env()}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
+        cmd,
+        cwd=cwd,
+        env={**tool_env(), **slurm.env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     RUNNING.add(proc)
     return proc
 
 
-def snakemake_slurm(cwd, slurm: SlurmCluster, *args: str, proc: subprocess.Popen | None = None) -> tuple[int, str]:
+def snakemake_slurm(
+    cwd, slurm: SlurmCluster, *args: str, proc: subprocess.Popen | None = None
+) -> tuple[int, str]:
     """Run snakemake with the SLURM profile; kill its whole process group after LIMIT_S."""
     proc = proc or start_slurm_run(cwd, slurm, *args)
     try:
@@ -113,7 +127,9 @@ def snakemake_slurm(cwd, slurm: SlurmCluster, *args: str, proc: subprocess.Popen
 
 
 def slurm(cluster: SlurmCluster, *cmd: str) -> str:
-    return subprocess.run(cmd, env={**tool_env(), **cluster.env()}, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        cmd, env={**tool_env(), **cluster.env()}, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def submitted_jobs(out: str, cluster: SlurmCluster) -> list[dict]:
@@ -122,10 +138,15 @@ def submitted_jobs(out: str, cluster: SlurmCluster) -> list[dict]:
     jobs = []
     for job_id in re.findall(r"has been submitted with SLURM jobid (\d+)", out):
         line = slurm(cluster, "scontrol", "show", "job", "--oneliner", job_id)
-        jobs.append({"id": job_id, "rule": re.search(r"Comment=rule_(\w+?)(_wildcards_\S*)?\s", line).group(1),
-                     "partition": re.search(r"Partition=(\S+)", line).group(1),
-                     "gpus": re.search(r"TresPerJob=\S*gres:gpu:(\d+)", line),
-                     "time_limit": re.search(r"TimeLimit=(\S+)", line).group(1)})
+        jobs.append(
+            {
+                "id": job_id,
+                "rule": re.search(r"Comment=rule_(\w+?)(_wildcards_\S*)?\s", line).group(1),
+                "partition": re.search(r"Partition=(\S+)", line).group(1),
+                "gpus": re.search(r"TresPerJob=\S*gres:gpu:(\d+)", line),
+                "time_limit": re.search(r"TimeLimit=(\S+)", line).group(1),
+            }
+        )
     return jobs
 
 
@@ -157,11 +178,21 @@ def dag_on_slurm(cluster: SlurmCluster, local, project) -> dict:
     without results) under config/paper.yaml's training_resources: snakemake's return code and
     output, and what SLURM holds for each job it submitted."""
     paper = yaml.safe_load((project / "config" / "paper.yaml").read_text())
-    edit_config(project, lambda c: (c.update(training_resources=paper["training_resources"]),
-                                    c["grids"][SMALL_GRID].update(seeds=[0, 1])))
+    edit_config(
+        project,
+        lambda c: (
+            c.update(training_resources=paper["training_resources"]),
+            c["grids"][SMALL_GRID].update(seeds=[0, 1]),
+        ),
+    )
     rc, out = snakemake_slurm(project, cluster, *TARGETS)
-    return {"project": project, "training_resources": paper["training_resources"], "rc": rc,
-            "out": out, "jobs": submitted_jobs(out, cluster)}
+    return {
+        "project": project,
+        "training_resources": paper["training_resources"],
+        "rc": rc,
+        "out": out,
+        "jobs": submitted_jobs(out, cluster),
+    }
 
 
 def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_results, built):
@@ -176,12 +207,15 @@ def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_results, b
     assert record["rc"] == 0, record["out"][-5000:]
     cell = "train_runs__grids_mf_vs_dpsgd_digits_mlp_dp_mf_eps1"
     assert sorted(job["rule"] for job in jobs) == sorted(
-        ["prepare_data", "prepare_data", "factorization", "train", cell, "figure_table", "figure"]), jobs
+        ["prepare_data", "prepare_data", "factorization", "train", cell, "figure_table", "figure"]
+    ), jobs
     hours = record["training_resources"]["runtime"] // 60
     for job in jobs:
         if job["rule"] in ("train", cell):
             assert job["partition"] == "gpu" and job["gpus"] and job["gpus"].group(1) == "1", job
-            assert job["time_limit"] == f"{hours * (2 if job['rule'] == cell else 1):02d}:00:00", job
+            assert job["time_limit"] == f"{hours * (2 if job['rule'] == cell else 1):02d}:00:00", (
+                job
+            )
         else:
             assert job["partition"] == "cpu" and job["gpus"] is None, job
     assert (project / TARGETS[3].replace("seed0", "seed1")).exists()
@@ -191,7 +225,9 @@ def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_results, b
     local_results = {name: data for name, data in result_files(local).items() if name in on_slurm}
     assert set(on_slurm) == set(local_results)
     differ = [name for name in local_results if on_slurm[name] != local_results[name]]
-    assert differ == [], differ  # model.pt, metrics, gradient norms, summaries, tables and figures, byte for byte
+    assert differ == [], (
+        differ
+    )  # model.pt, metrics, gradient norms, summaries, tables and figures, byte for byte
     assert len(on_slurm["results/runs/gd_nonprivate/grad_norms.csv"].splitlines()) > 100
 
     again = run(["snakemake", "--profile", "workflow/profiles/slurm", "-n", *TARGETS], cwd=project)
@@ -200,9 +236,19 @@ def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_results, b
 
 #: a run long enough (~5 s of training) to be cancelled between two checkpoints
 CHECKPOINT_EVERY = 100
-LONG_RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "digits", "steps": 4000, "batch_size": 64, "lr": 0.5,
-            "clip": 1.0, "noise_multiplier": 1.0, "accountants": ["rdp"], "log_every": 400,
-            "checkpoint_every": CHECKPOINT_EVERY}
+LONG_RUN = {
+    "method": "dp_sgd",
+    "model": "logreg",
+    "dataset": "digits",
+    "steps": 4000,
+    "batch_size": 64,
+    "lr": 0.5,
+    "clip": 1.0,
+    "noise_multiplier": 1.0,
+    "accountants": ["rdp"],
+    "log_every": 400,
+    "checkpoint_every": CHECKPOINT_EVERY,
+}
 
 
 def checkpoint_step(path) -> int | None:
@@ -225,8 +271,24 @@ def cancelled_on_slurm(cluster: SlurmCluster, built, project) -> dict:
     proc = start_slurm_run(project, cluster, "results/runs/long/summary.json")
     reference = project.parent / "reference"  # uninterrupted, meanwhile, locally (DVC's command)
     uninterrupted = subprocess.Popen(
-        ["dplab", "train", "--config", "config/config.yaml", "--run", "long", "--data", "results/data/digits",
-         "--out", str(reference), "--threads", "1"], cwd=project, env=tool_env(), stdout=subprocess.DEVNULL)
+        [
+            "dplab",
+            "train",
+            "--config",
+            "config/config.yaml",
+            "--run",
+            "long",
+            "--data",
+            "results/data/digits",
+            "--out",
+            str(reference),
+            "--threads",
+            "1",
+        ],
+        cwd=project,
+        env=tool_env(),
+        stdout=subprocess.DEVNULL,
+    )
 
     run_dir = project / "results" / "runs" / "long"
     seen, cancelled_at, job_id = [], None, None  # checkpoint steps as observed; the step at scancel
@@ -236,15 +298,25 @@ def cancelled_on_slurm(cluster: SlurmCluster, built, project) -> dict:
         if step is not None and seen[-1:] != [step]:
             seen.append(step)
         if cancelled_at is None and step is not None and step >= 2 * CHECKPOINT_EVERY:
-            running = slurm(cluster, "squeue", "--noheader", "--states=RUNNING", "--format=%i %Z").splitlines()
+            running = slurm(
+                cluster, "squeue", "--noheader", "--states=RUNNING", "--format=%i %Z"
+            ).splitlines()
             [job_id] = [line.split()[0] for line in running if line.endswith(f" {project}")]
             slurm(cluster, "scancel", job_id)
             cancelled_at = step
         time.sleep(0.05)
     rc, out = snakemake_slurm(project, cluster, proc=proc)
-    return {"rc": rc, "out": out, "seen": seen, "cancelled_at": cancelled_at, "job_id": job_id,
-            "rules": [job["rule"] for job in submitted_jobs(out, cluster)], "run_dir": run_dir,
-            "reference": reference, "uninterrupted": uninterrupted.wait(timeout=LIMIT_S)}
+    return {
+        "rc": rc,
+        "out": out,
+        "seen": seen,
+        "cancelled_at": cancelled_at,
+        "job_id": job_id,
+        "rules": [job["rule"] for job in submitted_jobs(out, cluster)],
+        "run_dir": run_dir,
+        "reference": reference,
+        "uninterrupted": uninterrupted.wait(timeout=LIMIT_S),
+    }
 
 
 def test_a_cancelled_training_job_is_retried_and_resumes_from_its_checkpoint(slurm_results):
@@ -260,7 +332,10 @@ def test_a_cancelled_training_job_is_retried_and_resumes_from_its_checkpoint(slu
     job_id = record["job_id"]
     assert f"SLURM-job '{job_id}' failed, SLURM status is: 'CANCELLED'" in out, out[-5000:]
     assert record["rules"] == ["train", "train"]  # the retry
-    assert seen == sorted(seen) and seen[-1] > cancelled_at, (seen, cancelled_at)  # resumed, not restarted
+    assert seen == sorted(seen) and seen[-1] > cancelled_at, (
+        seen,
+        cancelled_at,
+    )  # resumed, not restarted
     assert not (run_dir / "checkpoint.pt").exists()
     assert record["uninterrupted"] == 0
     for name in ("metrics.csv", "summary.json", "model.pt", "grad_norms.csv"):

@@ -8,7 +8,15 @@ import sys
 from conftest import ROOT
 
 #: libraries that take a second or more to import on the 2-core machines this project targets
-HEAVY = ("torch", "scipy.optimize", "scipy.stats", "dp_accounting", "matplotlib", "pandas", "jsonschema")
+HEAVY = (
+    "torch",
+    "scipy.optimize",
+    "scipy.stats",
+    "dp_accounting",
+    "matplotlib",
+    "pandas",
+    "jsonschema",
+)
 
 PROBE = f"""
 import json, sys
@@ -30,8 +38,14 @@ def test_the_parser_and_figure_tables_import_no_library_they_do_not_use():
     """``dplab``'s parser (every subcommand registered), :mod:`dplab.accounting` (the Setting and the
     registry) and the figure style import none of :data:`HEAVY`; the modules of figures whose tables
     are computed from accountants import no matplotlib (drawing is another job) and no torch."""
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True,
-                         env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
+        check=True,
+    )
     seen = json.loads(out.stdout)
     assert seen["parser"] == []
     assert "matplotlib" not in seen["tables"] and "torch" not in seen["tables"]

@@ -27,8 +27,11 @@ FILES = ("summary.json", "metrics.csv", "model.pt")
 @pytest.fixture
 def accelerator_streams(monkeypatch):
     """The CPU run takes the accelerator's streams: batches drawn ahead, noise from a second generator."""
+
     def split(device, seed, noise_rng="device"):
-        return torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + loop.NOISE_SEED_OFFSET)
+        return torch.Generator().manual_seed(seed), torch.Generator().manual_seed(
+            seed + loop.NOISE_SEED_OFFSET
+        )
 
     monkeypatch.setattr(loop, "streams", split)
     monkeypatch.setattr(loop, "BATCH_BLOCK", 4)
@@ -46,19 +49,36 @@ def test_batches_drawn_ahead_are_the_step_by_step_batches(kind):
     step, and at a checkpoint the generator and sampler are where step-by-step drawing leaves them."""
     ahead, g_ahead = _sampler(kind), torch.Generator().manual_seed(3)
     step_by_step, g_ref = _sampler(kind), torch.Generator().manual_seed(3)
-    for step, idx in loop.batches(ahead, g_ahead, torch.device("cpu"), 1, 20, 5, checkpoint_every=7):
+    for step, idx in loop.batches(
+        ahead, g_ahead, torch.device("cpu"), 1, 20, 5, checkpoint_every=7
+    ):
         assert torch.equal(idx, step_by_step.sample(step, g_ref)), step
         if step % 7 == 0:
             assert torch.equal(g_ahead.get_state(), g_ref.get_state())
             assert str(ahead.state_dict()) == str(step_by_step.state_dict())
 
 
-def test_accelerator_streams_same_seed_same_bytes_and_exact_resume(synth, tmp_path, accelerator_streams):
-    cfg = resolve_run({"method": "dp_sgd", "steps": 20, "batch_size": 8, "lr": 0.5, "noise_multiplier": 1.0,
-                       "log_every": 5, "checkpoint_every": 7, "accountants": ["rdp"], "device": "cpu"})
+def test_accelerator_streams_same_seed_same_bytes_and_exact_resume(
+    synth, tmp_path, accelerator_streams
+):
+    cfg = resolve_run(
+        {
+            "method": "dp_sgd",
+            "steps": 20,
+            "batch_size": 8,
+            "lr": 0.5,
+            "noise_multiplier": 1.0,
+            "log_every": 5,
+            "checkpoint_every": 7,
+            "accountants": ["rdp"],
+            "device": "cpu",
+        }
+    )
     loop.train(RunSettings.of(cfg), synth, tmp_path / "a")
     loop.train(RunSettings.of(cfg), synth, tmp_path / "b")
-    assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in FILES)
+    assert all(
+        (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in FILES
+    )
 
     def crash(step):
         if step == 12:
@@ -71,24 +91,54 @@ def test_accelerator_streams_same_seed_same_bytes_and_exact_resume(synth, tmp_pa
     resumed = []
     loop.train(RunSettings.of(cfg), synth, tmp_path / "c", hook=resumed.append)
     assert resumed[0] == 8
-    assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "c" / f).read_bytes() for f in FILES)
+    assert all(
+        (tmp_path / "a" / f).read_bytes() == (tmp_path / "c" / f).read_bytes() for f in FILES
+    )
 
 
 def test_accelerator_streams_differ_from_the_cpu_stream(synth, tmp_path, monkeypatch):
     """The split streams are really taken (the noise no longer shares the batch generator)."""
-    cfg = resolve_run({"method": "dp_sgd", "steps": 5, "batch_size": 8, "lr": 0.5, "noise_multiplier": 1.0,
-                       "accountants": ["rdp"], "device": "cpu"})
+    cfg = resolve_run(
+        {
+            "method": "dp_sgd",
+            "steps": 5,
+            "batch_size": 8,
+            "lr": 0.5,
+            "noise_multiplier": 1.0,
+            "accountants": ["rdp"],
+            "device": "cpu",
+        }
+    )
     loop.train(RunSettings.of(cfg), synth, tmp_path / "cpu")
-    monkeypatch.setattr(loop, "streams", lambda device, seed, noise_rng: (torch.Generator().manual_seed(seed),
-                                                               torch.Generator().manual_seed(seed + 1)))
+    monkeypatch.setattr(
+        loop,
+        "streams",
+        lambda device, seed, noise_rng: (
+            torch.Generator().manual_seed(seed),
+            torch.Generator().manual_seed(seed + 1),
+        ),
+    )
     loop.train(RunSettings.of(cfg), synth, tmp_path / "split")
-    assert (tmp_path / "cpu" / "model.pt").read_bytes() != (tmp_path / "split" / "model.pt").read_bytes()
+    assert (tmp_path / "cpu" / "model.pt").read_bytes() != (
+        tmp_path / "split" / "model.pt"
+    ).read_bytes()
 
 
 def test_nan_guard_waits_for_a_logged_step_off_the_cpu(synth, tmp_path, accelerator_streams):
-    cfg = resolve_run({"method": "sgd", "l2": 1.0, "steps": 30, "batch_size": 8, "lr": 1e4, "log_every": 10,
-                       "device": "cpu"})
-    with pytest.raises(Diverged, match=r"the loss or the parameters became NaN/inf between steps 1 and 10 "):
+    cfg = resolve_run(
+        {
+            "method": "sgd",
+            "l2": 1.0,
+            "steps": 30,
+            "batch_size": 8,
+            "lr": 1e4,
+            "log_every": 10,
+            "device": "cpu",
+        }
+    )
+    with pytest.raises(
+        Diverged, match=r"the loss or the parameters became NaN/inf between steps 1 and 10 "
+    ):
         loop.train(RunSettings.of(cfg), synth, tmp_path / "a")
     assert not (tmp_path / "a" / "summary.json").exists()
 
@@ -105,8 +155,12 @@ def test_grouped_conv_route_by_device(monkeypatch):
     cpu = torch.device("cpu")
     assert [per_example.grouped_wins(cpu, c) for c in (4, 8, 32, 64)] == [False, True, True, False]
     for major, expected in ((6, False), (7, True), (9, True)):
-        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, m=major: (m, 0))
-        assert all(per_example.grouped_wins(torch.device("cuda", 0), c) == expected for c in (1, 16, 64))
+        monkeypatch.setattr(
+            torch.cuda, "get_device_capability", lambda device=None, m=major: (m, 0)
+        )
+        assert all(
+            per_example.grouped_wins(torch.device("cuda", 0), c) == expected for c in (1, 16, 64)
+        )
     assert not per_example.grouped_wins(torch.device("meta"), 16)
 
 
@@ -114,27 +168,48 @@ def test_grouped_conv_route_by_device(monkeypatch):
 @cuda
 def test_cuda_noise_same_seed_same_numbers_on_the_device():
     like = {"w": torch.zeros(1000, 10, device="cuda")}
-    draw = [GaussianNoise(1.0).sample(1, like, loop.streams(torch.device("cuda"), 7)[1])["w"] for _ in range(2)]
+    draw = [
+        GaussianNoise(1.0).sample(1, like, loop.streams(torch.device("cuda"), 7)[1])["w"]
+        for _ in range(2)
+    ]
     assert draw[0].device.type == "cuda" and torch.equal(draw[0], draw[1])
 
 
 @cuda
 def test_cuda_run_reproducible_and_syncs_only_at_logged_steps(synth, tmp_path):
-    cfg = resolve_run({"method": "dp_sgd", "model": "mlp", "hidden": 32, "steps": 40, "batch_size": 8, "lr": 0.5,
-                       "noise_multiplier": 1.0, "log_every": 20, "accountants": ["rdp"], "device": "cuda"})
+    cfg = resolve_run(
+        {
+            "method": "dp_sgd",
+            "model": "mlp",
+            "hidden": 32,
+            "steps": 40,
+            "batch_size": 8,
+            "lr": 0.5,
+            "noise_multiplier": 1.0,
+            "log_every": 20,
+            "accountants": ["rdp"],
+            "device": "cuda",
+        }
+    )
     syncs, count = [], []
     torch.cuda.set_sync_debug_mode("warn")
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            loop.train(RunSettings.of(cfg),
-                       synth, tmp_path / "a", hook=lambda step: count.append((step, len(caught))))
+            loop.train(
+                RunSettings.of(cfg),
+                synth,
+                tmp_path / "a",
+                hook=lambda step: count.append((step, len(caught))),
+            )
     finally:
         torch.cuda.set_sync_debug_mode("default")
     syncs = {step: n - count[i - 1][1] for i, (step, n) in enumerate(count) if i}
     assert all(n == 0 for step, n in syncs.items() if step not in (20, 21, 40)), syncs
     loop.train(RunSettings.of(cfg), synth, tmp_path / "b")
-    assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in FILES)
+    assert all(
+        (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in FILES
+    )
 
 
 @cuda

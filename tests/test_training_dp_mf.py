@@ -23,17 +23,32 @@ from dplab.training.resolve import resolve_run
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    cfg = data.resolve_dataset({"kind": "synthetic", "train_size": 60, "test_size": 20, "dim": 5, "classes": 3}, "s")
+    cfg = data.resolve_dataset(
+        {"kind": "synthetic", "train_size": 60, "test_size": 20, "dim": 5, "classes": 3}, "s"
+    )
     out = tmp_path_factory.mktemp("synth")
     data.write(out, *data.prepare(cfg, "s"))
     return data.load(out)
 
 
 def _cfg(**kw):
-    base = {"method": "dp_mf", "dataset": "s", "strategy": "banded", "bands": 3, "steps": 12, "batch_size": 5,
-            "min_separation": 12,
-            "lr": 0.5, "clip": 1.0, "target_epsilon": 2.0, "delta": 1e-5, "log_every": 4, "checkpoint_every": 0,
-            "device": "cpu", "accountants": ["rdp", "pld"]}
+    base = {
+        "method": "dp_mf",
+        "dataset": "s",
+        "strategy": "banded",
+        "bands": 3,
+        "steps": 12,
+        "batch_size": 5,
+        "min_separation": 12,
+        "lr": 0.5,
+        "clip": 1.0,
+        "target_epsilon": 2.0,
+        "delta": 1e-5,
+        "log_every": 4,
+        "checkpoint_every": 0,
+        "device": "cpu",
+        "accountants": ["rdp", "pld"],
+    }
     return resolve_run({**base, **kw})
 
 
@@ -45,7 +60,9 @@ def test_end_to_end_summary_names_the_mf_accountant_and_excludes_dp_sgd_ones(syn
     assert set(summary["excluded_accountants"]) == {"rdp", "pld"}
     assert all("correlated noise" in why for why in summary["excluded_accountants"].values())
     mf = summary["matrix_factorization"]
-    assert mf["sampler"]["name"] == "min_separation" and mf["sampler"]["min_separation"] == 12  # 60 // 5
+    assert (
+        mf["sampler"]["name"] == "min_separation" and mf["sampler"]["min_separation"] == 12
+    )  # 60 // 5
     assert summary["epsilon_accountant"]["mf"]["delta"] == 1e-5
     header = (tmp_path / "metrics.csv").read_text().splitlines()[0]
     assert header.endswith("epsilon_mf")
@@ -58,13 +75,29 @@ def test_calibrated_sigma_meets_target_and_matches_seed_004():
     """004 §4.3 setting, one epoch (b = 200 = T, p = 1): a single Gaussian of sensitivity 1;
     calibrated σ gives ε = 1 at δ = 1e-6 (within the bisection tolerance) and matches the
     exact analytic Gaussian mechanism, ≈ 4 as 004 reports."""
-    cfg = _cfg(strategy="optimal", bands=None, steps=200, batch_size=25, target_epsilon=1.0,
-               delta=1e-6, min_separation=200)
+    cfg = _cfg(
+        strategy="optimal",
+        bands=None,
+        steps=200,
+        batch_size=25,
+        target_epsilon=1.0,
+        delta=1e-6,
+        min_separation=200,
+    )
     mech = dp_mf.prepare(RunSettings.of(cfg), 5000, [100, 200])
     sigma = mech.plan.noise_multiplier
     assert mech.plan.curves["mf"][-1] <= 1.0 and mech.plan.curves["mf"][-1] > 1.0 - 1e-3
-    analytic = get("gaussian_analytic").sigma(Setting(noise_multiplier=1.0, steps=1, sensitivity=1.0,
-                                                      neighbouring="add_remove", sampling="full_batch"), 1.0, 1e-6)
+    analytic = get("gaussian_analytic").sigma(
+        Setting(
+            noise_multiplier=1.0,
+            steps=1,
+            sensitivity=1.0,
+            neighbouring="add_remove",
+            sampling="full_batch",
+        ),
+        1.0,
+        1e-6,
+    )
     assert sigma == pytest.approx(analytic, rel=1e-3)
     assert 3.5 < sigma < 4.5
 
@@ -73,11 +106,25 @@ def test_calibrated_sigma_meets_target_and_matches_seed_004():
 def test_identity_cyclic_poisson_one_partition_is_poisson_dp_sgd():
     """C = I with one partition is Poisson-sampled DP-SGD: the MF accountant's σ at ε = 1 gives
     ε = 1 under the registered PLD accountant of DP-SGD on the same setting."""
-    cfg = _cfg(strategy="identity", bands=None, steps=200, batch_size=25, target_epsilon=1.0, delta=1e-6,
-               sampling="cyclic_poisson", min_separation=1)
+    cfg = _cfg(
+        strategy="identity",
+        bands=None,
+        steps=200,
+        batch_size=25,
+        target_epsilon=1.0,
+        delta=1e-6,
+        sampling="cyclic_poisson",
+        min_separation=1,
+    )
     sigma = dp_mf.prepare(RunSettings.of(cfg), 5000, [200]).plan.noise_multiplier
-    setting = Setting(noise_multiplier=sigma, steps=200, sampling="poisson", neighbouring="add_remove",
-                      dataset_size=5000, batch_size=25)
+    setting = Setting(
+        noise_multiplier=sigma,
+        steps=200,
+        sampling="poisson",
+        neighbouring="add_remove",
+        dataset_size=5000,
+        batch_size=25,
+    )
     assert get("pld").epsilon(setting, 1e-6) == pytest.approx(1.0, abs=2e-3)
 
 
@@ -85,7 +132,9 @@ def test_accountant_receives_the_training_sampler(synth):
     cfg = _cfg(sampling="cyclic_poisson", min_separation=4)
     mech = dp_mf.prepare(RunSettings.of(cfg), 60, [12])
     assert isinstance(mech.sampler.spec, mf_accounting.CyclicPoisson)
-    assert mech.plan.details["matrix_factorization"]["sampler"]["sampling_rate"] == pytest.approx(5 * 4 / 60)
+    assert mech.plan.details["matrix_factorization"]["sampler"]["sampling_rate"] == pytest.approx(
+        5 * 4 / 60
+    )
     g = torch.Generator().manual_seed(0)
     steps = [set(mech.sampler.sample(t, g).tolist()) for t in range(1, 13)]
     parts = [set(p.tolist()) for p in mech.sampler.parts]
@@ -93,13 +142,27 @@ def test_accountant_receives_the_training_sampler(synth):
         assert batch <= parts[t % 4]  # step t draws only from partition t mod b
 
 
-@pytest.mark.parametrize("change, key", [
-    ({"strategy": "optimal", "bands": None, "sampling": "cyclic_poisson", "min_separation": 4}, "bands"),  # dense C
-    ({"sampling": "cyclic_poisson", "min_separation": 4, "neighbouring": "replace_one"}, "neighbouring"),
-    ({"bands": 5, "min_separation": 4, "batch_size": 15}, "bands"),  # bands > b
-    ({"participations": 3}, "participations"),  # 12 steps, b = 12 → k = 1
-    ({"min_separation": 7}, "batch_size"),  # 7 partitions of 60 hold 8.6 on average, not 5
-])
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        (
+            {
+                "strategy": "optimal",
+                "bands": None,
+                "sampling": "cyclic_poisson",
+                "min_separation": 4,
+            },
+            "bands",
+        ),  # dense C
+        (
+            {"sampling": "cyclic_poisson", "min_separation": 4, "neighbouring": "replace_one"},
+            "neighbouring",
+        ),
+        ({"bands": 5, "min_separation": 4, "batch_size": 15}, "bands"),  # bands > b
+        ({"participations": 3}, "participations"),  # 12 steps, b = 12 → k = 1
+        ({"min_separation": 7}, "batch_size"),  # 7 partitions of 60 hold 8.6 on average, not 5
+    ],
+)
 def test_sampler_mismatch_is_refused(synth, tmp_path, change, key):
     with pytest.raises(DPLabError) as err:
         loop.train(RunSettings.of(_cfg(**change)), synth, tmp_path)
@@ -107,32 +170,42 @@ def test_sampler_mismatch_is_refused(synth, tmp_path, change, key):
     assert not (tmp_path / "summary.json").exists()
 
 
-@pytest.mark.parametrize("n, neighbouring, refused", [
-    (60, "add_remove", True),  # n mod batch = 0: n − 1 records make 11 partitions
-    (64, "add_remove", True),  # n mod batch = batch − 1: n + 1 make 13
-    (61, "add_remove", False), (63, "add_remove", False),
-    (60, "replace_one", False),  # n fixed
-])
+@pytest.mark.parametrize(
+    "n, neighbouring, refused",
+    [
+        (60, "add_remove", True),  # n mod batch = 0: n − 1 records make 11 partitions
+        (64, "add_remove", True),  # n mod batch = batch − 1: n + 1 make 13
+        (61, "add_remove", False),
+        (63, "add_remove", False),
+        (60, "replace_one", False),  # n fixed
+    ],
+)
 def test_partitions_from_n_are_refused_where_a_neighbour_changes_them(n, neighbouring, refused):
     """min_separation null takes b = ⌊n/batch_size⌋ from the dataset: under add_remove only where
     ⌊(n ± 1)/batch_size⌋ = b (else every record's partition is drawn anew in the neighbour); a
     given min_separation does not depend on n."""
     run = RunSettings.of(_cfg(min_separation=None, neighbouring=neighbouring))
     if refused:
-        with pytest.raises(DPLabError, match=r"min_separation: null takes b = "
-                                             r"floor\(n/batch_size\) = 12 .* set min_separation = 12"):
+        with pytest.raises(
+            DPLabError,
+            match=r"min_separation: null takes b = "
+            r"floor\(n/batch_size\) = 12 .* set min_separation = 12",
+        ):
             dp_mf.sampler_spec(run, n)
     else:
         assert dp_mf.sampler_spec(run, n).min_separation == 12
     assert dp_mf.sampler_spec(RunSettings.of(_cfg()), 60).min_separation == 12
 
 
-@pytest.mark.parametrize("raw, key", [
-    ({"sampling": "poisson"}, "sampling"),
-    ({"accountant": "rdp"}, "accountant"),
-    ({"strategy": None}, "strategy"),
-    ({"bands": None}, "bands"),
-])
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({"sampling": "poisson"}, "sampling"),
+        ({"accountant": "rdp"}, "accountant"),
+        ({"strategy": None}, "strategy"),
+        ({"bands": None}, "bands"),
+    ],
+)
 def test_config_rules(raw, key):
     with pytest.raises(DPLabError) as err:
         _cfg(**raw)
@@ -155,14 +228,21 @@ def killed_and_resumed(cfg, data, tmp_path) -> dict:
     state = checkpoint.read(tmp_path / "resumed" / "checkpoint.pt")
     loop.train(RunSettings.of(cfg), data, tmp_path / "resumed")
     for name in ("metrics.csv", "summary.json"):
-        assert (tmp_path / "full" / name).read_bytes() == (tmp_path / "resumed" / name).read_bytes(), name
-    full, resumed = torch.load(tmp_path / "full" / "model.pt"), torch.load(tmp_path / "resumed" / "model.pt")
+        assert (tmp_path / "full" / name).read_bytes() == (
+            tmp_path / "resumed" / name
+        ).read_bytes(), name
+    full, resumed = (
+        torch.load(tmp_path / "full" / "model.pt"),
+        torch.load(tmp_path / "resumed" / "model.pt"),
+    )
     assert all(torch.equal(full[k], resumed[k]) for k in full)
     return state
 
 
 def test_killed_run_resumes_byte_identical(synth, tmp_path):
-    cfg = _cfg(strategy="banded", bands=3, steps=20, min_separation=4, batch_size=15, checkpoint_every=7)
+    cfg = _cfg(
+        strategy="banded", bands=3, steps=20, min_separation=4, batch_size=15, checkpoint_every=7
+    )
     state = killed_and_resumed(cfg, synth, tmp_path)
     assert state["step"] == 7 and len(state["noise"]["past"]) == 2  # bands − 1 held noise vectors
 
@@ -187,11 +267,24 @@ def _summary(path, method, seed, eps, acc):
     run = {"method": method, "seed": seed, "noise_multiplier": 1.0}
     if mf:
         run.update(sampling="cyclic_poisson", strategy="banded", bands=4, min_separation=4)
-    setting = None if mf else {"noise_multiplier": 1.0, "sampling_rate": 0.05, "steps": 10, "sampling": "poisson"}
-    path.write_text(json.dumps(summary_json(run, {"test_accuracy": acc, "test_loss": 1 - acc},
-                                            epsilon={"mf" if mf else "pld": eps}, delta=1e-6, noise_multiplier=1.0,
-                                            setting=setting,
-                                            update={"noise": "correlated" if mf else "independent", "normalize": "expected"})))
+    setting = (
+        None
+        if mf
+        else {"noise_multiplier": 1.0, "sampling_rate": 0.05, "steps": 10, "sampling": "poisson"}
+    )
+    path.write_text(
+        json.dumps(
+            summary_json(
+                run,
+                {"test_accuracy": acc, "test_loss": 1 - acc},
+                epsilon={"mf" if mf else "pld": eps},
+                delta=1e-6,
+                noise_multiplier=1.0,
+                setting=setting,
+                update={"noise": "correlated" if mf else "independent", "normalize": "expected"},
+            )
+        )
+    )
     return str(path)
 
 
@@ -199,11 +292,27 @@ def test_comparison_table_columns_and_matched_epsilon(tmp_path):
     from dplab.figures import mf_vs_dpsgd
 
     accs = {"dp_mf": [0.6, 0.7, 0.5], "dp_sgd": [0.4, 0.5, 0.6]}
-    files = [_summary(tmp_path / f"{m}{s}.json", m, s, 1.0, a) for m in accs for s, a in enumerate(accs[m])]
+    files = [
+        _summary(tmp_path / f"{m}{s}.json", m, s, 1.0, a)
+        for m in accs
+        for s, a in enumerate(accs[m])
+    ]
     table = mf_vs_dpsgd.table({"summaries": files}, {})
-    assert list(table.columns) == ["variant", "method", "accountant", "epsilon", "delta", "noise_multiplier", "seeds",
-                                   "test_accuracy_mean", "test_accuracy_sd", "test_accuracy_se",
-                                   "test_loss_mean", "test_loss_sd", "test_loss_se"]
+    assert list(table.columns) == [
+        "variant",
+        "method",
+        "accountant",
+        "epsilon",
+        "delta",
+        "noise_multiplier",
+        "seeds",
+        "test_accuracy_mean",
+        "test_accuracy_sd",
+        "test_accuracy_se",
+        "test_loss_mean",
+        "test_loss_sd",
+        "test_loss_se",
+    ]
     mf = table[table.method == "dp_mf"].iloc[0]
     assert (mf.seeds, mf.accountant) == (3, "mf")
     assert mf.test_accuracy_mean == pytest.approx(0.6) and mf.test_accuracy_sd == pytest.approx(0.1)
@@ -215,9 +324,19 @@ def test_comparison_table_columns_and_matched_epsilon(tmp_path):
 
 # banded_toeplitz and blt: optimized and streamed without a T×T matrix
 
+
 def _toeplitz_cfg(**kw):
-    base = {"strategy": "blt", "bands": None, "buffers": 2, "steps": 24, "min_separation": 12, "target_epsilon": None,
-            "noise_multiplier": 2.0, "accountant": "mf", "accountants": ["mf"]}
+    base = {
+        "strategy": "blt",
+        "bands": None,
+        "buffers": 2,
+        "steps": 24,
+        "min_separation": 12,
+        "target_epsilon": None,
+        "noise_multiplier": 2.0,
+        "accountant": "mf",
+        "accountants": ["mf"],
+    }
     return _cfg(**{**base, **kw})
 
 
@@ -229,8 +348,9 @@ def _dplab_mf(capsys, *argv) -> dict:
 
 
 @pytest.mark.parametrize("strategy", ["blt", "banded_toeplitz"])
-def test_toeplitz_run_streams_filter_noise_and_its_epsilon_is_dplab_mf_s(synth, tmp_path, capsys, monkeypatch,
-                                                                        strategy):
+def test_toeplitz_run_streams_filter_noise_and_its_epsilon_is_dplab_mf_s(
+    synth, tmp_path, capsys, monkeypatch, strategy
+):
     """The run's ε at T is the one `dplab mf` prints for the same strategy, T, b, σ, δ; its noise is the
     FilterNoise stream and no T×T matrix is built (the prefix-sum matrix and a dense Factorization are
     refused while it trains); its summary's errors are those of the Toeplitz factorization."""
@@ -249,12 +369,27 @@ def test_toeplitz_run_streams_filter_noise_and_its_epsilon_is_dplab_mf_s(synth, 
     summary = loop.train(RunSettings.of(cfg), synth, tmp_path).as_dict()
     monkeypatch.undo()
     flags = ["--buffers", "2"] if strategy == "blt" else ["--bands", "3"]
-    cli = _dplab_mf(capsys, "--strategy", strategy, "--steps", "24", *flags, "--objective", "max", "--min-separation",
-                    "12", "--noise-multiplier", "2", "--delta", "1e-5")
+    cli = _dplab_mf(
+        capsys,
+        "--strategy",
+        strategy,
+        "--steps",
+        "24",
+        *flags,
+        "--objective",
+        "max",
+        "--min-separation",
+        "12",
+        "--noise-multiplier",
+        "2",
+        "--delta",
+        "1e-5",
+    )
     assert summary["epsilon"]["mf"] == pytest.approx(cli["epsilon"], rel=1e-12)
     mf = summary["matrix_factorization"]
     assert (mf["sensitivity"], mf["max_error"], mf["mean_error"]) == pytest.approx(
-        (cli["sensitivity"], cli["max_error"], cli["mean_error"]), rel=1e-12)
+        (cli["sensitivity"], cli["max_error"], cli["mean_error"]), rel=1e-12
+    )
     assert mf["max_column_norm"] == pytest.approx(1.0)  # ‖c‖ = 1: the first column is the longest
     assert mf["objective"] == "max" and mf["optimizer"]["participations"] == 2
 
@@ -273,12 +408,17 @@ def test_truncated_toeplitz_factorization_is_the_leading_block_of_the_dense_c():
     for t in (7, 17, 30):
         sub, sub_spec = dp_mf.truncate(fact, spec, t)
         z = np.random.default_rng(t).normal(size=(t, 3))
-        np.testing.assert_allclose(sub.inverse(z), np.linalg.solve(dense[:t, :t], z), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            sub.inverse(z), np.linalg.solve(dense[:t, :t], z), rtol=1e-10, atol=1e-12
+        )
         k = sub_spec.participations
-        assert sub.sensitivity(k, 10).value == pytest.approx(sensitivity(dense[:t, :t], k, 10).value, rel=1e-12)
+        assert sub.sensitivity(k, 10).value == pytest.approx(
+            sensitivity(dense[:t, :t], k, 10).value, rel=1e-12
+        )
         block = factorizations.Factorization("block", prefix_sum(t), dense[:t, :t], t)
         assert mf_accounting.epsilon(sub, sub_spec, 2.0, 1e-5) == pytest.approx(
-            mf_accounting.epsilon(block, sub_spec, 2.0, 1e-5), rel=1e-12)
+            mf_accounting.epsilon(block, sub_spec, 2.0, 1e-5), rel=1e-12
+        )
 
 
 def test_toeplitz_killed_run_resumes_byte_identical(synth, tmp_path):
@@ -286,44 +426,80 @@ def test_toeplitz_killed_run_resumes_byte_identical(synth, tmp_path):
     the same parameters, metrics and summary as one run through."""
     cfg = _toeplitz_cfg(steps=20, min_separation=4, batch_size=15, checkpoint_every=7)
     state = killed_and_resumed(cfg, synth, tmp_path)
-    assert state["step"] == 7 and state["noise"]["next"] == 7 and len(state["noise"]["state"]) == 2  # 2 sections
+    assert (
+        state["step"] == 7 and state["noise"]["next"] == 7 and len(state["noise"]["state"]) == 2
+    )  # 2 sections
 
 
 def test_amplified_banded_toeplitz_run_is_the_cyclic_poisson_event(synth):
     """banded_toeplitz with bands <= partitions under cyclic_poisson: ε of ⌈T/b⌉ Poisson-sampled Gaussians of
     σ/ζ (ζ = ‖c‖ = 1), the PLD of the pld accountant on that setting."""
-    cfg = _toeplitz_cfg(strategy="banded_toeplitz", buffers=None, bands=3, sampling="cyclic_poisson", min_separation=4)
+    cfg = _toeplitz_cfg(
+        strategy="banded_toeplitz",
+        buffers=None,
+        bands=3,
+        sampling="cyclic_poisson",
+        min_separation=4,
+    )
     mech = dp_mf.prepare(RunSettings.of(cfg), 60, [24])
-    setting = Setting(noise_multiplier=2.0, steps=6, sampling="poisson", neighbouring="add_remove", sampling_rate=20 / 60)
+    setting = Setting(
+        noise_multiplier=2.0,
+        steps=6,
+        sampling="poisson",
+        neighbouring="add_remove",
+        sampling_rate=20 / 60,
+    )
     assert mech.plan.curves["mf"][-1] == pytest.approx(get("pld").epsilon(setting, 1e-5), rel=1e-9)
 
 
-@pytest.mark.parametrize("change, key", [
-    ({"bands": 3}, "bands"),  # bands on blt
-    ({"strategy": "banded_toeplitz", "buffers": 2, "bands": 3}, "buffers"),  # buffers on banded_toeplitz
-    ({"strategy": "optimal", "buffers": None, "objective": "max"}, "objective"),  # objective on a dense strategy
-    ({"buffers": 0}, "buffers"),
-    ({"buffers": 16}, "buffers"),
-    ({"buffers": 13}, "buffers"),  # 2k decays need 2k <= T = 24
-    ({"strategy": "banded_toeplitz", "buffers": None, "bands": 25}, "bands"),  # bands > T
-    ({"sampling": "cyclic_poisson", "min_separation": 4}, "sampling"),  # a BLT has T bands: no amplification
-    ({"min_separation": None}, "min_separation"),  # the optimizer's b must be named
-    ({"objective": "median"}, "objective"),
-])
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"bands": 3}, "bands"),  # bands on blt
+        (
+            {"strategy": "banded_toeplitz", "buffers": 2, "bands": 3},
+            "buffers",
+        ),  # buffers on banded_toeplitz
+        (
+            {"strategy": "optimal", "buffers": None, "objective": "max"},
+            "objective",
+        ),  # objective on a dense strategy
+        ({"buffers": 0}, "buffers"),
+        ({"buffers": 16}, "buffers"),
+        ({"buffers": 13}, "buffers"),  # 2k decays need 2k <= T = 24
+        ({"strategy": "banded_toeplitz", "buffers": None, "bands": 25}, "bands"),  # bands > T
+        (
+            {"sampling": "cyclic_poisson", "min_separation": 4},
+            "sampling",
+        ),  # a BLT has T bands: no amplification
+        ({"min_separation": None}, "min_separation"),  # the optimizer's b must be named
+        ({"objective": "median"}, "objective"),
+    ],
+)
 def test_toeplitz_config_rules(change, key):
     with pytest.raises(DPLabError) as err:
         _toeplitz_cfg(**change)
     assert key in err.value.key
 
 
-def test_amplified_banded_toeplitz_with_more_bands_than_partitions_is_refused_before_training(synth, tmp_path):
-    cfg = _toeplitz_cfg(strategy="banded_toeplitz", buffers=None, bands=5, sampling="cyclic_poisson", min_separation=4)
+def test_amplified_banded_toeplitz_with_more_bands_than_partitions_is_refused_before_training(
+    synth, tmp_path
+):
+    cfg = _toeplitz_cfg(
+        strategy="banded_toeplitz",
+        buffers=None,
+        bands=5,
+        sampling="cyclic_poisson",
+        min_separation=4,
+    )
     with pytest.raises(DPLabError) as err:
         loop.train(RunSettings.of(cfg), synth, tmp_path)
     assert err.value.key == "bands" and not any(tmp_path.iterdir())
 
 
-def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads(synth, tmp_path, capsys):
+def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads(
+    synth, tmp_path, capsys
+):
     """The factorization job's `dplab mf ... --out` writes the file the run loads (key: strategy, T, buffers,
     objective, b); training with it gives the summary of training without; a file optimized for another
     objective is refused with the command that writes the right one."""
@@ -331,11 +507,18 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
     from dplab.schemas import validate
 
     cfg = _toeplitz_cfg()
-    config = {"datasets": {"s": {"kind": "synthetic", "train_size": 60, "test_size": 20, "dim": 5, "classes": 3}},
-              "runs": {"r": {k: v for k, v in cfg.items() if v is not None and k != "device"}}}
+    config = {
+        "datasets": {
+            "s": {"kind": "synthetic", "train_size": 60, "test_size": 20, "dim": 5, "classes": 3}
+        },
+        "runs": {"r": {k: v for k, v in cfg.items() if v is not None and k != "device"}},
+    }
     (job,) = jobs.plan(validate(config)).of("factorization").values()
     assert job.name == "blt_T24_k2_mean_s12"
-    assert job.params["args"] == "--strategy blt --steps 24 --buffers 2 --objective mean --min-separation 12"
+    assert (
+        job.params["args"]
+        == "--strategy blt --steps 24 --buffers 2 --objective mean --min-separation 12"
+    )
     path = tmp_path / "mf" / f"{job.name}.npz"
     _dplab_mf(capsys, *job.params["args"].split(), "--out", str(path))
     run = RunSettings.of(cfg)
@@ -345,8 +528,11 @@ def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads
     b = loop.train(RunSettings.of(cfg), synth, tmp_path / "b")
     assert a.text() == b.text()
     _dplab_mf(capsys, *job.params["args"].replace("mean", "max").split(), "--out", str(path))
-    with pytest.raises(DPLabError, match="holds the factorization blt_T24_k2_max_s12; the run needs "
-                                         "blt_T24_k2_mean_s12: write it with `dplab mf --strategy blt"):
+    with pytest.raises(
+        DPLabError,
+        match="holds the factorization blt_T24_k2_max_s12; the run needs "
+        "blt_T24_k2_mean_s12: write it with `dplab mf --strategy blt",
+    ):
         dp_mf.load_factorization(run, tmp_path / "mf")
 
 
@@ -354,10 +540,13 @@ def test_correlated_noise_with_adam_keeps_the_mf_claim_and_moves_other_parameter
     """dp_mf with another optimizer (docs/matrix_factorization.md, "With another optimizer"): the
     same σ and mf ε (post-processing of the released noisy gradients), other parameters."""
     sgd = loop.train(RunSettings.of(_cfg()), synth, tmp_path / "sgd").as_dict()
-    adam = loop.train(RunSettings.of(_cfg(optimizer="adam", lr=0.05)),
-                      synth, tmp_path / "adam").as_dict()
+    adam = loop.train(
+        RunSettings.of(_cfg(optimizer="adam", lr=0.05)), synth, tmp_path / "adam"
+    ).as_dict()
     assert (adam["epsilon"], adam["noise_multiplier"]) == (sgd["epsilon"], sgd["noise_multiplier"])
-    assert (tmp_path / "sgd" / "model.pt").read_bytes() != (tmp_path / "adam" / "model.pt").read_bytes()
+    assert (tmp_path / "sgd" / "model.pt").read_bytes() != (
+        tmp_path / "adam" / "model.pt"
+    ).read_bytes()
 
 
 def test_checkpoint_of_the_earlier_permutation_split_is_refused():
@@ -383,8 +572,14 @@ def saved_blt(tmp_path_factory):
     return path, f"dplab mf {args} --out"
 
 
-@pytest.mark.parametrize("change", [{"coefficients": 0.01}, {"coefficients": 100.0},
-                                    {"section_numerators": None, "section_denominators": None}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"coefficients": 0.01},
+        {"coefficients": 100.0},
+        {"section_numerators": None, "section_denominators": None},
+    ],
+)
 def test_a_saved_blt_whose_noise_and_epsilon_disagree_is_refused(saved_blt, tmp_path, change):
     """Coefficients scaled (the ε of another C: 0.027 or 5426 instead of 4.377 with the same noise,
     before) or the filter sections swapped (the noise of another C): refused at load, before

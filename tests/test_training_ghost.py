@@ -20,7 +20,9 @@ def _naive(model, params, x, y, clip, l2):
     for i in range(len(x)):
         ps = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
         out = torch.func.functional_call(model, ps, (x[i : i + 1],))
-        loss = nn.functional.cross_entropy(out, y[i : i + 1]) + 0.5 * l2 * sum((p * p).sum() for p in ps.values())
+        loss = nn.functional.cross_entropy(out, y[i : i + 1]) + 0.5 * l2 * sum(
+            (p * p).sum() for p in ps.values()
+        )
         grads = torch.autograd.grad(loss, list(ps.values()))
         norm = torch.sqrt(sum((g * g).sum() for g in grads))
         norms.append(norm)
@@ -51,21 +53,41 @@ def _model(kind):
         return models.build(model_settings("mlp", hidden=128), [1, 28, 28], 10), [1, 28, 28]
     if kind == "cnn28":
         return models.build(model_settings("cnn", channels=4), [1, 28, 28], 10), [1, 28, 28]
-    if kind == "tanh_cnn":  # Tramèr & Boneh's: strided 8×8 conv with padding, max-pool stride 1, tanh
+    if (
+        kind == "tanh_cnn"
+    ):  # Tramèr & Boneh's: strided 8×8 conv with padding, max-pool stride 1, tanh
         return models.build(model_settings("tanh_cnn"), [1, 28, 28], 10), [1, 28, 28]
     if kind == "wide_mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                             nn.Linear(512, 10)), [1, 8, 8]
+        return nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(64, 512),
+            nn.ReLU(),
+            nn.Linear(512, 512),
+            nn.ReLU(),
+            nn.Linear(512, 10),
+        ), [1, 8, 8]
     if kind == "seq_gram":  # T·(d+p) = 4·(48+40) < 48·40: Gram trick
         return SeqLinear(4, 48, 40), [4, 48]
     if kind == "seq_materialized":  # T·(d+p) = 16·(4+6) > 4·6
         return SeqLinear(16, 4, 6), [16, 4]
     if kind == "conv_gram":  # 4×4 output positions, k = 9·24, p = 24: Gram trick
-        return nn.Sequential(nn.Conv2d(24, 24, 3, padding=1), nn.ReLU(), nn.Conv2d(24, 24, 3, stride=2, padding=1),
-                             nn.Flatten(), nn.Linear(24 * 2 * 2, 10, bias=False)), [24, 4, 4]
-    if kind == "conv_grouped":  # 8 input channels on CPU: per-example weight gradients by a grouped convolution
-        return nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 6, 3, stride=2, padding=2, dilation=2),
-                             nn.Flatten(), nn.Linear(6 * 5 * 5, 10)), [8, 10, 10]
+        return nn.Sequential(
+            nn.Conv2d(24, 24, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(24, 24, 3, stride=2, padding=1),
+            nn.Flatten(),
+            nn.Linear(24 * 2 * 2, 10, bias=False),
+        ), [24, 4, 4]
+    if (
+        kind == "conv_grouped"
+    ):  # 8 input channels on CPU: per-example weight gradients by a grouped convolution
+        return nn.Sequential(
+            nn.Conv2d(8, 8, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(8, 6, 3, stride=2, padding=2, dilation=2),
+            nn.Flatten(),
+            nn.Linear(6 * 5 * 5, 10),
+        ), [8, 10, 10]
     raise KeyError(kind)
 
 
@@ -81,15 +103,32 @@ def _setup(kind, batch=12, seed=0):
     return model, params, x, y
 
 
-@pytest.mark.parametrize("kind,l2", [("logreg", 0.0), ("logreg", 0.3), ("mlp004", 0.0), ("mlp004", 0.1),
-                                     ("cnn28", 0.0), ("cnn28", 0.05), ("tanh_cnn", 0.0), ("wide_mlp", 0.0), ("seq_gram", 0.0),
-                                     ("seq_materialized", 0.02), ("conv_gram", 0.0), ("conv_grouped", 0.0),
-                                     ("conv_grouped", 0.1)])
+@pytest.mark.parametrize(
+    "kind,l2",
+    [
+        ("logreg", 0.0),
+        ("logreg", 0.3),
+        ("mlp004", 0.0),
+        ("mlp004", 0.1),
+        ("cnn28", 0.0),
+        ("cnn28", 0.05),
+        ("tanh_cnn", 0.0),
+        ("wide_mlp", 0.0),
+        ("seq_gram", 0.0),
+        ("seq_materialized", 0.02),
+        ("conv_gram", 0.0),
+        ("conv_grouped", 0.0),
+        ("conv_grouped", 0.1),
+    ],
+)
 def test_ghost_equals_materialized_and_naive(kind, l2, monkeypatch):
     model, params, x, y = _setup(kind)
     grouped = []
-    monkeypatch.setattr(per_example, "_conv_per_example",
-                        lambda *a, f=per_example._conv_per_example: grouped.append(1) or f(*a))
+    monkeypatch.setattr(
+        per_example,
+        "_conv_per_example",
+        lambda *a, f=per_example._conv_per_example: grouped.append(1) or f(*a),
+    )
     loss = models.example_loss(model, l2)
     assert ghost_supported(model, params)
     free = clipped_grad_sum(loss, params, x, y, None)
@@ -124,7 +163,9 @@ def test_single_float32_batch_of_one_and_empty():
     for k in params:
         torch.testing.assert_close(one.grad_sum[k], func.grad_sum[k], atol=1e-7, rtol=1e-4)
     empty = clipped_grad_sum(loss, params, x[:0], y[:0], 1.0)
-    assert empty.norms.numel() == 0 and all(float(g.abs().sum()) == 0 for g in empty.grad_sum.values())
+    assert empty.norms.numel() == 0 and all(
+        float(g.abs().sum()) == 0 for g in empty.grad_sum.values()
+    )
 
 
 class Twice(nn.Module):
@@ -155,7 +196,9 @@ def test_unsupported_layers_fall_back_to_torch_func(name):
     x = torch.randn(9, *shape, dtype=torch.float64)
     y = torch.randint(0, 10, (9,))
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
-    assert ghost_supported(model, params) == (name in ("twice", "inplace_relu"))  # these two: detected at run time
+    assert ghost_supported(model, params) == (
+        name in ("twice", "inplace_relu")
+    )  # these two: detected at run time
     loss = models.example_loss(model, 0.0)
     free = clipped_grad_sum(loss, params, x, y, None)
     clip = float(free.norms.median())
@@ -184,7 +227,11 @@ def test_tanh_cnn_is_tramer_and_boneh_s_network():
     """Their end-to-end Fashion-MNIST CNN: conv 16@8×8/2 (pad 2), pool 2/1, conv 32@4×4/2, pool 2/1,
     dense 32, dense 10, tanh after each hidden layer: 1040 + 8224 + 16416 + 330 = 26010 parameters."""
     model = models.build(model_settings("tanh_cnn"), [1, 28, 28], 10)
-    assert [sum(p.numel() for p in m.parameters()) for m in model if any(True for _ in m.parameters())] == [1040, 8224, 16416, 330]
-    assert sum(isinstance(m, nn.Tanh) for m in model) == 3 and model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    assert [
+        sum(p.numel() for p in m.parameters()) for m in model if any(True for _ in m.parameters())
+    ] == [1040, 8224, 16416, 330]
+    assert sum(isinstance(m, nn.Tanh) for m in model) == 3 and model(
+        torch.zeros(2, 1, 28, 28)
+    ).shape == (2, 10)
     with pytest.raises(Exception, match="28×28"):
         models.build(model_settings("tanh_cnn"), [1, 8, 8], 10)

@@ -27,15 +27,26 @@ from dplab.training.settings import RunSettings
 
 PACKAGE = ROOT / "src" / "dplab"
 METHODS_DIR = PACKAGE / "training" / "methods"
-SAMPLINGS = ("poisson", "without_replacement", "shuffle", "balls_in_bins", "full_batch", "min_separation",
-             "cyclic_poisson")
+SAMPLINGS = (
+    "poisson",
+    "without_replacement",
+    "shuffle",
+    "balls_in_bins",
+    "full_batch",
+    "min_separation",
+    "cyclic_poisson",
+)
 
 
 def test_the_registry_holds_one_method_per_module_of_the_package():
     modules = sorted(p.stem for p in METHODS_DIR.glob("*.py") if p.stem not in ("__init__", "base"))
     assert sorted(METHODS) == modules
-    assert "enum" not in load_schema("run")["properties"]["method"], "the registry, not the schema, lists the methods"
-    with pytest.raises(DPLabError, match=r"^runs\.x\.method: must be one of " + re.escape(", ".join(METHODS))):
+    assert "enum" not in load_schema("run")["properties"]["method"], (
+        "the registry, not the schema, lists the methods"
+    )
+    with pytest.raises(
+        DPLabError, match=r"^runs\.x\.method: must be one of " + re.escape(", ".join(METHODS))
+    ):
         resolve_run({"method": "dp_sgd2"}, "runs.x")
 
 
@@ -46,16 +57,27 @@ def test_a_new_method_is_one_new_module_and_one_registry_line(tmp_path):
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "training" / "methods" / "planted_sgd.py").write_text(
         "import dataclasses\nfrom dplab.training.methods.dp_sgd import METHOD as _DP_SGD\n"
-        "METHOD = dataclasses.replace(_DP_SGD, name='planted_sgd')\n")
+        "METHOD = dataclasses.replace(_DP_SGD, name='planted_sgd')\n"
+    )
     table = copy / "training" / "methods" / "__init__.py"
     line = '    "sgd": "dplab.training.methods.sgd:METHOD",\n'
-    table.write_text(table.read_text().replace(
-        line, line + '    "planted_sgd": "dplab.training.methods.planted_sgd:METHOD",\n'))
-    probe = ("from dplab.training.resolve import resolve_run\n"
-             "cfg = resolve_run({'method': 'planted_sgd', 'noise_multiplier': 1.0})\n"
-             "print(cfg['method'], cfg['sampling'], cfg['accountant'])")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(tmp_path)}).stdout.split()
+    table.write_text(
+        table.read_text().replace(
+            line, line + '    "planted_sgd": "dplab.training.methods.planted_sgd:METHOD",\n'
+        )
+    )
+    probe = (
+        "from dplab.training.resolve import resolve_run\n"
+        "cfg = resolve_run({'method': 'planted_sgd', 'noise_multiplier': 1.0})\n"
+        "print(cfg['method'], cfg['sampling'], cfg['accountant'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    ).stdout.split()
     dp_sgd = resolve_run({"method": "dp_sgd", "noise_multiplier": 1.0})
     assert out == ["planted_sgd", dp_sgd["sampling"], dp_sgd["accountant"]]
 
@@ -64,7 +86,9 @@ def test_a_new_method_is_one_new_module_and_one_registry_line(tmp_path):
 def test_every_method_declares_all_its_parts(name):
     method = METHODS[name]
     assert isinstance(method, Method) and method.name == name
-    assert method.display and runs.display_name(name) == method.display  # the figures' name: the method's own
+    assert (
+        method.display and runs.display_name(name) == method.display
+    )  # the figures' name: the method's own
     assert re.search(r"\b00[0-4]\b", method.source), "cites its source paper (docs/references.md)"
     assert method.rule.startswith("w ←")
     assert method.samplings and set(method.samplings) <= set(SAMPLINGS)
@@ -76,8 +100,9 @@ def test_every_method_declares_all_its_parts(name):
     known = set(accounting.names()) | {"mf"}
     if method.private:
         assert method.accountant in known
-        assert method.accountants is None or (method.accountant in method.accountants
-                                               and set(method.accountants) <= known)
+        assert method.accountants is None or (
+            method.accountant in method.accountants and set(method.accountants) <= known
+        )
     else:
         assert method.accountant is None and method.accountants is None
     assert METHODS_DIR.joinpath(f"{name}.py").read_text().count("METHOD = ") == 1
@@ -112,8 +137,12 @@ def test_a_method_without_own_keys_resolves_and_samples_as_declared(name):
 def test_keys_and_accountants_of_one_method_are_refused_on_the_others():
     owner = next(m for m in METHODS.values() if m.keys)
     for other in (m for m in METHODS.values() if m is not owner and m.private):
-        raw = {"method": other.name, "noise_multiplier": 1.0, "diameter": 1.0 if other.projection == "required" else None,
-               "regularization": 0.1 if other.regularized else None}
+        raw = {
+            "method": other.name,
+            "noise_multiplier": 1.0,
+            "diameter": 1.0 if other.projection == "required" else None,
+            "regularization": 0.1 if other.regularized else None,
+        }
         with pytest.raises(Exception, match=f"only applies to method {owner.name}"):
             resolve_run({**raw, owner.keys[0]: 1 if owner.keys[0] != "strategy" else "identity"})
         with pytest.raises(Exception, match=f"accounts method {owner.name} only"):
@@ -125,8 +154,14 @@ def test_the_docs_list_every_method():
     listing = METHODS_DIR.joinpath("__init__.py").read_text()
     for name, method in METHODS.items():
         assert re.search(rf"^\| {name} \(", table, re.M), f"docs/training.md's table lacks {name}"
-        row = re.search(rf"^{name} +{re.escape(method.source.split(';')[0])}.* {re.escape(method.rule)}$", listing, re.M)
-        assert row, f"the table of dplab/training/methods/__init__.py lacks {name} or states another rule"
+        row = re.search(
+            rf"^{name} +{re.escape(method.source.split(';')[0])}.* {re.escape(method.rule)}$",
+            listing,
+            re.M,
+        )
+        assert row, (
+            f"the table of dplab/training/methods/__init__.py lacks {name} or states another rule"
+        )
 
 
 def method_name_comparisons(root: Path, names: set[str]) -> list[str]:
@@ -143,10 +178,13 @@ def method_name_comparisons(root: Path, names: set[str]) -> list[str]:
         if METHODS_DIR in path.parents:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Compare) and any(named(e) for e in (node.left, *node.comparators)):
+            if isinstance(node, ast.Compare) and any(
+                named(e) for e in (node.left, *node.comparators)
+            ):
                 found.append(f"{path.relative_to(root)}:{node.lineno}")
-            elif isinstance(node, ast.match_case) and any(named(e.value) for e in ast.walk(node.pattern)
-                                                          if isinstance(e, ast.MatchValue)):
+            elif isinstance(node, ast.match_case) and any(
+                named(e.value) for e in ast.walk(node.pattern) if isinstance(e, ast.MatchValue)
+            ):
                 found.append(f"{path.relative_to(root)}:{node.pattern.lineno}")
     return found
 

@@ -199,8 +199,9 @@ def test_hidden_state_accountants_refuse_another_optimizer_and_composition_does_
         "log_every": 3,
     }
     plain = loop.train(RunSettings.of(resolve_run(run)), ds, tmp_path / "plain")
-    moved = loop.train(RunSettings.of(resolve_run({**run, "optimizer": "momentum"})),
-                       ds, tmp_path / "momentum")
+    moved = loop.train(
+        RunSettings.of(resolve_run({**run, "optimizer": "momentum"})), ds, tmp_path / "momentum"
+    )
     hidden = set(plain.epsilon) - set(moved.epsilon)
     assert "langevin" in hidden and set(moved.epsilon) >= {"rdp", "pld"}
     assert all(

@@ -16,7 +16,9 @@ SHAPES = {"logreg": [1, 8, 8], "mlp": [1, 8, 8], "cnn": [1, 8, 8], "cnn28": [1, 
 def _setup(kind, l2=0.0, batch=12, seed=0):
     torch.manual_seed(seed)
     shape = SHAPES[kind]
-    model = models.build(model_settings(kind.replace("28", ""), hidden=16, channels=4), shape, 10).double()
+    model = models.build(
+        model_settings(kind.replace("28", ""), hidden=16, channels=4), shape, 10
+    ).double()
     for p in model.parameters():  # logreg starts at 0: move away so gradients differ per example
         nn.init.normal_(p, std=0.3)
     x = torch.rand(batch, *shape, dtype=torch.float64)
@@ -43,7 +45,9 @@ def _naive(model, x, y, clip, l2):
     return total, torch.stack(norms)
 
 
-@pytest.mark.parametrize("kind,l2", [("logreg", 0.0), ("logreg", 0.05), ("mlp", 0.0), ("cnn", 0.0), ("cnn28", 0.0)])
+@pytest.mark.parametrize(
+    "kind,l2", [("logreg", 0.0), ("logreg", 0.05), ("mlp", 0.0), ("cnn", 0.0), ("cnn28", 0.0)]
+)
 def test_matches_naive_loop(kind, l2):
     model, params, x, y = _setup(kind, l2)
     _, norms = _naive(model, x, y, 1.0, l2)
@@ -64,7 +68,9 @@ def test_clipped_norms_and_no_clip():
     for i in range(4):
         one = clipped_grad_sum(loss, params, x[i : i + 1], y[i : i + 1], clip)
         norm = torch.sqrt(sum((g * g).sum() for g in one.grad_sum.values()))
-        expected = min(float(one.norms[0]), clip * float(one.norms[0]) / (float(one.norms[0]) + CLIP_EPS))
+        expected = min(
+            float(one.norms[0]), clip * float(one.norms[0]) / (float(one.norms[0]) + CLIP_EPS)
+        )
         assert float(norm) == pytest.approx(expected, rel=1e-9)
         assert float(norm) <= clip
     free = clipped_grad_sum(loss, params, x, y, None)
@@ -86,13 +92,20 @@ def test_matches_opacus(kind):
     from opacus.optimizers import DPOptimizer
 
     model, params, x, y = _setup(kind, batch=16)
-    clip = float(clipped_grad_sum(models.example_loss(model, 0.0), params, x, y, None).norms.median())
+    clip = float(
+        clipped_grad_sum(models.example_loss(model, 0.0), params, x, y, None).norms.median()
+    )
     got = clipped_grad_sum(models.example_loss(model, 0.0), params, x, y, clip)
     peer = opacus.GradSampleModule(copy.deepcopy(model), loss_reduction="sum")
-    opt = DPOptimizer(torch.optim.SGD(peer.parameters(), lr=0.0), noise_multiplier=0.0, max_grad_norm=clip,
-                      expected_batch_size=len(x), loss_reduction="sum")
+    opt = DPOptimizer(
+        torch.optim.SGD(peer.parameters(), lr=0.0),
+        noise_multiplier=0.0,
+        max_grad_norm=clip,
+        expected_batch_size=len(x),
+        loss_reduction="sum",
+    )
     opt.zero_grad()
     nn.functional.cross_entropy(peer(x), y, reduction="sum").backward()
     opt.pre_step()
-    for (name, p) in peer._module.named_parameters():
+    for name, p in peer._module.named_parameters():
         torch.testing.assert_close(got.grad_sum[name], p.grad, atol=1e-6, rtol=0)

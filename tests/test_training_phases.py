@@ -15,23 +15,45 @@ from dplab.errors import DPLabError
 from dplab.training import phased
 from dplab.training.resolve import load_runs, resolve_run
 
-RUN = {"method": "dp_sgd", "dataset": "s", "batch_size": 10, "clip": 1.0, "lr": 0.5, "delta": 1e-5, "log_every": 5,
-       "device": "cpu", "checkpoint_every": 0, "accountants": ["rdp", "pld", "naive"],
-       "phases": [{"steps": 6, "noise_multiplier": 4.0}, {"steps": 4, "batch_size": 20, "noise_multiplier": 8.0,
-                                                          "lr": 0.1}]}
+RUN = {
+    "method": "dp_sgd",
+    "dataset": "s",
+    "batch_size": 10,
+    "clip": 1.0,
+    "lr": 0.5,
+    "delta": 1e-5,
+    "log_every": 5,
+    "device": "cpu",
+    "checkpoint_every": 0,
+    "accountants": ["rdp", "pld", "naive"],
+    "phases": [
+        {"steps": 6, "noise_multiplier": 4.0},
+        {"steps": 4, "batch_size": 20, "noise_multiplier": 8.0, "lr": 0.1},
+    ],
+}
 
 
 def _peer(phases: list[tuple[int, float, float]], delta: float) -> float:
-    event = dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
-        for steps, q, sigma in phases])
+    event = dp_accounting.ComposedDpEvent(
+        [
+            dp_accounting.SelfComposedDpEvent(
+                dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+            )
+            for steps, q, sigma in phases
+        ]
+    )
     return rdp_privacy_accountant.RdpAccountant().compose(event).get_epsilon(delta)
 
 
 def test_a_two_phase_run_trains_each_phase_and_claims_the_composed_events_epsilon(synth, tmp_path):
     record = phased.train(resolve_run(RUN), synth, tmp_path)
-    assert record["epsilon"]["rdp"] == pytest.approx(_peer([(6, 10 / 60, 4.0), (4, 20 / 60, 8.0)], 1e-5), rel=1e-9)
-    assert "phases" in record["excluded_accountants"]["naive"] and "pld" in record["excluded_accountants"]
+    assert record["epsilon"]["rdp"] == pytest.approx(
+        _peer([(6, 10 / 60, 4.0), (4, 20 / 60, 8.0)], 1e-5), rel=1e-9
+    )
+    assert (
+        "phases" in record["excluded_accountants"]["naive"]
+        and "pld" in record["excluded_accountants"]
+    )
     assert json.loads((tmp_path / "phases.json").read_text())["epsilon"] == record["epsilon"]
     first = torch.load(tmp_path / "phase0" / "model.pt", weights_only=True)
     second = json.loads((tmp_path / "phase1" / "summary.json").read_text())
@@ -40,14 +62,18 @@ def test_a_two_phase_run_trains_each_phase_and_claims_the_composed_events_epsilo
 
 
 def test_calibration_scales_the_phases_sigma_by_one_factor(synth):
-    runs, record = phased.plan(resolve_run({**RUN, "target_epsilon": 2.0, "accountant": "rdp"}), 6000, 6)
+    runs, record = phased.plan(
+        resolve_run({**RUN, "target_epsilon": 2.0, "accountant": "rdp"}), 6000, 6
+    )
     low, high = record["noise_multipliers"]
     assert high / low == pytest.approx(2.0) and [r["noise_multiplier"] for r in runs] == [low, high]
     assert record["epsilon"]["rdp"] <= 2.0
     assert _peer([(6, 10 / 6000, low), (4, 20 / 6000, high)], 1e-5) == pytest.approx(2.0, rel=1e-4)
 
 
-def test_a_phase_with_an_unknown_key_is_refused_by_the_schema_and_the_pipeline_refuses_phases(tmp_path):
+def test_a_phase_with_an_unknown_key_is_refused_by_the_schema_and_the_pipeline_refuses_phases(
+    tmp_path,
+):
     with pytest.raises(DPLabError, match="sampling"):
         resolve_run({**RUN, "phases": [{"steps": 3, "sampling": "shuffle"}]})
     assert load_runs(str(_example()), None)[0]["phases"][1]["batch_size"] == 256
@@ -60,10 +86,36 @@ def _example():
 
 
 def test_cli_trains_a_run_in_phases(digits_dir, tmp_path, capsys):
-    run = {**load_runs(str(_example()), None)[0], "target_epsilon": None, "accountants": ["rdp"],
-           "phases": [{"steps": 2, "noise_multiplier": 1.0}, {"steps": 1, "batch_size": 256, "noise_multiplier": 2.0}]}
-    assert main(["train", "--run-json", json.dumps(run), "--data", str(digits_dir), "--out", str(tmp_path / "o")]) == 0
+    run = {
+        **load_runs(str(_example()), None)[0],
+        "target_epsilon": None,
+        "accountants": ["rdp"],
+        "phases": [
+            {"steps": 2, "noise_multiplier": 1.0},
+            {"steps": 1, "batch_size": 256, "noise_multiplier": 2.0},
+        ],
+    }
+    assert (
+        main(
+            [
+                "train",
+                "--run-json",
+                json.dumps(run),
+                "--data",
+                str(digits_dir),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     record = json.loads((tmp_path / "o" / "phases.json").read_text())
-    n = json.loads((tmp_path / "o" / "phase1" / "summary.json").read_text())["setting"]["dataset_size"]
-    assert "epsilon: rdp=" in capsys.readouterr().out and [p["steps"] for p in record["phases"]] == [2, 1]
-    assert record["epsilon"]["rdp"] == pytest.approx(_peer([(2, 128 / n, 1.0), (1, 256 / n, 2.0)], 1e-5), rel=1e-9)
+    n = json.loads((tmp_path / "o" / "phase1" / "summary.json").read_text())["setting"][
+        "dataset_size"
+    ]
+    assert "epsilon: rdp=" in capsys.readouterr().out and [
+        p["steps"] for p in record["phases"]
+    ] == [2, 1]
+    assert record["epsilon"]["rdp"] == pytest.approx(
+        _peer([(2, 128 / n, 1.0), (1, 256 / n, 2.0)], 1e-5), rel=1e-9
+    )

@@ -20,9 +20,25 @@ def digits(tmp_path_factory):
     "run,floor",
     [
         ({"method": "sgd", "steps": 300, "batch_size": 64, "lr": 0.5}, 0.93),
-        ({"method": "dp_sgd", "target_epsilon": 8.0, "steps": 300, "batch_size": 128, "lr": 2.0}, 0.92),
-        ({"method": "dp_sgd", "target_epsilon": 1.0, "steps": 200, "batch_size": 128, "lr": 1.0}, 0.85),
-        ({"method": "dp_sgd", "model": "mlp", "target_epsilon": 1.0, "steps": 200, "batch_size": 128, "lr": 0.5}, 0.80),
+        (
+            {"method": "dp_sgd", "target_epsilon": 8.0, "steps": 300, "batch_size": 128, "lr": 2.0},
+            0.92,
+        ),
+        (
+            {"method": "dp_sgd", "target_epsilon": 1.0, "steps": 200, "batch_size": 128, "lr": 1.0},
+            0.85,
+        ),
+        (
+            {
+                "method": "dp_sgd",
+                "model": "mlp",
+                "target_epsilon": 1.0,
+                "steps": 200,
+                "batch_size": 128,
+                "lr": 0.5,
+            },
+            0.80,
+        ),
     ],
 )
 def test_accuracy_floor(run, floor, digits, tmp_path):

@@ -23,9 +23,18 @@ NAMES = ("cfg", "summary")
 #: the modules that parse or write those dicts (the edges)
 EDGES = {"training/resolve.py", "training/settings.py", "training/summary.py"}
 #: modules whose lookups of those names are not a run's or a summary's, with the reason
-_DATASET_ENTRY = "its cfg is a dataset entry of the config's `datasets` (resolve_dataset), not a run"
-ALLOWED = {module: _DATASET_ENTRY for module in ("training/data.py", "training/own_data.py",
-                                                 "training/csv_table.py", "training/image_folder.py")}
+_DATASET_ENTRY = (
+    "its cfg is a dataset entry of the config's `datasets` (resolve_dataset), not a run"
+)
+ALLOWED = {
+    module: _DATASET_ENTRY
+    for module in (
+        "training/data.py",
+        "training/own_data.py",
+        "training/csv_table.py",
+        "training/image_folder.py",
+    )
+}
 
 
 def string_lookups(root: Path) -> dict[str, int]:
@@ -38,11 +47,21 @@ def string_lookups(root: Path) -> dict[str, int]:
             continue
         count = 0
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in NAMES
-                    and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in NAMES
+                and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)
+            ):
                 count += 1
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-                  and isinstance(node.func.value, ast.Name) and node.func.value.id in NAMES):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in NAMES
+            ):
                 count += 1
         if count:
             found[rel] = count
@@ -58,39 +77,75 @@ def test_runs_and_summaries_are_read_by_key_only_at_the_edges():
 def test_the_scan_finds_a_planted_lookup(tmp_path):
     (tmp_path / "training").mkdir()
     (tmp_path / "training" / "resolve.py").write_text("x = cfg['method']\n")  # an edge: not counted
-    (tmp_path / "plugin.py").write_text("def f(cfg, summary):\n    return cfg['lr'], cfg.get('clip'), "
-                                        "summary['epsilon'], summary.get('risk'), cfg[0]\n")
+    (tmp_path / "plugin.py").write_text(
+        "def f(cfg, summary):\n    return cfg['lr'], cfg.get('clip'), "
+        "summary['epsilon'], summary.get('risk'), cfg[0]\n"
+    )
     assert string_lookups(tmp_path) == {"plugin.py": 4}
 
 
-BASE = {"steps": 4, "log_every": 2, "batch_size": 10, "lr": 0.5, "device": "cpu", "dataset": "synthetic"}
+BASE = {
+    "steps": 4,
+    "log_every": 2,
+    "batch_size": 10,
+    "lr": 0.5,
+    "device": "cpu",
+    "dataset": "synthetic",
+}
 KINDS = {
     "sgd": {"method": "sgd"},
-    "shuffle": {"method": "dp_sgd_fixed_batches", "noise_multiplier": 1.0,
-                "accountants": ["fixed_batches", "shuffle_lower", "as_if_poisson"]},  # lower bound and comparison
-    "individual": {"method": "dp_sgd", "noise_multiplier": 1.0, "accountants": ["rdp"], "individual_epsilon": True},
-    "risk": {"method": "dp_sgd", "noise_multiplier": 2.0, "accountants": ["pld"]},  # a risk reading from pld's PLD
-    "dp_mf": {"method": "dp_mf", "strategy": "banded", "bands": 2, "sampling": "cyclic_poisson", "min_separation": 2,
-              "noise_multiplier": 1.0},
+    "shuffle": {
+        "method": "dp_sgd_fixed_batches",
+        "noise_multiplier": 1.0,
+        "accountants": ["fixed_batches", "shuffle_lower", "as_if_poisson"],
+    },  # lower bound and comparison
+    "individual": {
+        "method": "dp_sgd",
+        "noise_multiplier": 1.0,
+        "accountants": ["rdp"],
+        "individual_epsilon": True,
+    },
+    "risk": {
+        "method": "dp_sgd",
+        "noise_multiplier": 2.0,
+        "accountants": ["pld"],
+    },  # a risk reading from pld's PLD
+    "dp_mf": {
+        "method": "dp_mf",
+        "strategy": "banded",
+        "bands": 2,
+        "sampling": "cyclic_poisson",
+        "min_separation": 2,
+        "noise_multiplier": 1.0,
+    },
 }
 
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    return synthetic_data(tmp_path_factory.mktemp("synthetic"), 41, 10)  # 41 mod b = 1: add_remove keeps ⌊n/b⌋
+    return synthetic_data(
+        tmp_path_factory.mktemp("synthetic"), 41, 10
+    )  # 41 mod b = 1: add_remove keeps ⌊n/b⌋
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_summary_read_and_written_again_is_the_same_file(synth, tmp_path, kind):
-    returned = loop.train(RunSettings.of(resolve_run({**BASE, **KINDS[kind]})),
-                          synth, tmp_path / "run")
+    returned = loop.train(
+        RunSettings.of(resolve_run({**BASE, **KINDS[kind]})), synth, tmp_path / "run"
+    )
     path = tmp_path / "run" / "summary.json"
     summary = RunSummary.read(path)
-    assert summary.text() == returned.text() == path.read_text()  # (JSON makes individual_privacy's class keys strings)
+    assert (
+        summary.text() == returned.text() == path.read_text()
+    )  # (JSON makes individual_privacy's class keys strings)
     summary.write(tmp_path / "again.json")
     assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
-    assert (summary.individual_privacy is not None) == (kind == "individual") and ("tpr" in summary.risk) == (kind == "risk")
-    assert bool(summary.details) == (kind == "dp_mf") and bool(summary.epsilon_lower) == (kind == "shuffle")
+    assert (summary.individual_privacy is not None) == (kind == "individual") and (
+        "tpr" in summary.risk
+    ) == (kind == "risk")
+    assert bool(summary.details) == (kind == "dp_mf") and bool(summary.epsilon_lower) == (
+        kind == "shuffle"
+    )
     assert summary.settings.method == KINDS[kind]["method"] and summary.final.step == BASE["steps"]
 
 
@@ -104,5 +159,7 @@ def test_a_summary_without_a_key_is_refused_naming_it(synth, tmp_path):
     data = json.loads((tmp_path / "run" / "summary.json").read_text())
     del data["run"]["individual_order"]
     (tmp_path / "old.json").write_text(json.dumps(data))
-    with pytest.raises(DPLabError, match=r"run summary records a run without key 'individual_order'"):
+    with pytest.raises(
+        DPLabError, match=r"run summary records a run without key 'individual_order'"
+    ):
         RunSummary.read(tmp_path / "old.json")

@@ -39,14 +39,19 @@ def test_langevin_fig1():
     and 000 eq. (6): σ₀₀₂² = η·C²·σ²/(2n²)."""
     assert units.noise_multiplier_from_langevin(0.02, 4.0, 0.02, 5000) == pytest.approx(250.0)
     assert units.langevin_sigma(250.0, 4.0, 0.02, 5000) == pytest.approx(0.02)
-    assert units.langevin_sigma(1.0, 4.0, 0.02, 5000) ** 2 == pytest.approx(0.02 * 16 / (2 * 5000**2))
+    assert units.langevin_sigma(1.0, 4.0, 0.02, 5000) ** 2 == pytest.approx(
+        0.02 * 16 / (2 * 5000**2)
+    )
 
 
 def test_boninsegna():
     """000 Alg. 1 adds N(0, 4σ₀₀₀²C²): σ₀₀₀ = 1 is our σ = 2, and effective σ/2 = σ₀₀₀ (replace-one)."""
     assert units.noise_multiplier_from_boninsegna(1.0) == 2.0
     assert units.boninsegna_sigma(2.0) == 1.0
-    assert units.effective_noise_multiplier(units.noise_multiplier_from_boninsegna(0.7), "replace_one") == 0.7
+    assert (
+        units.effective_noise_multiplier(units.noise_multiplier_from_boninsegna(0.7), "replace_one")
+        == 0.7
+    )
 
 
 def test_note():
@@ -69,12 +74,20 @@ def test_gaussian_std():
 
 @pytest.mark.parametrize("sigma", [0.3, 1.0, 7.5])
 def test_round_trips(sigma):
-    assert units.noise_multiplier_from_asoodeh(units.asoodeh_sigma(sigma, 0.1, 3.0, 17), 0.1, 3.0, 17) == pytest.approx(sigma)
-    assert units.noise_multiplier_from_langevin(units.langevin_sigma(sigma, 2.0, 0.05, 999), 2.0, 0.05, 999) == pytest.approx(sigma)
-    assert units.noise_multiplier_from_boninsegna(units.boninsegna_sigma(sigma)) == pytest.approx(sigma)
+    assert units.noise_multiplier_from_asoodeh(
+        units.asoodeh_sigma(sigma, 0.1, 3.0, 17), 0.1, 3.0, 17
+    ) == pytest.approx(sigma)
+    assert units.noise_multiplier_from_langevin(
+        units.langevin_sigma(sigma, 2.0, 0.05, 999), 2.0, 0.05, 999
+    ) == pytest.approx(sigma)
+    assert units.noise_multiplier_from_boninsegna(units.boninsegna_sigma(sigma)) == pytest.approx(
+        sigma
+    )
     assert units.noise_multiplier_from_note(units.note_sigma(sigma, 32), 32) == pytest.approx(sigma)
     assert units.noise_multiplier_from_blog(units.blog_sigma(sigma)) == pytest.approx(sigma)
-    assert units.noise_multiplier_from_gaussian_std(units.gaussian_noise_std(sigma, 4.0), 4.0) == pytest.approx(sigma)
+    assert units.noise_multiplier_from_gaussian_std(
+        units.gaussian_noise_std(sigma, 4.0), 4.0
+    ) == pytest.approx(sigma)
 
 
 def test_bad_values_refused():

@@ -18,16 +18,41 @@ import pytest
 from dplab import io as dplab_io
 from dplab.cli import EXIT_CODES, INTERRUPTED, RUN_FAILED, main
 
-RUN = {"method": "dp_sgd", "model": "logreg", "dataset": "synthetic", "steps": 6, "batch_size": 20, "lr": 0.5,
-       "clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5, "accountant": "rdp", "accountants": ["rdp"],
-       "log_every": 3, "device": "cpu"}
+RUN = {
+    "method": "dp_sgd",
+    "model": "logreg",
+    "dataset": "synthetic",
+    "steps": 6,
+    "batch_size": 20,
+    "lr": 0.5,
+    "clip": 1.0,
+    "noise_multiplier": 1.0,
+    "delta": 1e-5,
+    "accountant": "rdp",
+    "accountants": ["rdp"],
+    "log_every": 3,
+    "device": "cpu",
+}
 
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("synthetic") / "data"
     spec = {"kind": "synthetic", "train_size": 200, "test_size": 50, "dim": 5}
-    assert main(["prepare-data", "--dataset-json", json.dumps(spec), "--dataset", "synthetic", "--out", str(folder)]) == 0
+    assert (
+        main(
+            [
+                "prepare-data",
+                "--dataset-json",
+                json.dumps(spec),
+                "--dataset",
+                "synthetic",
+                "--out",
+                str(folder),
+            ]
+        )
+        == 0
+    )
     return folder
 
 
@@ -58,16 +83,46 @@ def test_help_states_the_exit_codes(capsys):
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert EXIT_CODES in out
-    for code, meaning in (("0", "every output written whole"), ("2", "bad input"), ("3", "diverged")):
-        assert any(line.split()[:1] == [code] and meaning in line for line in out.splitlines()), (code, out)
+    for code, meaning in (
+        ("0", "every output written whole"),
+        ("2", "bad input"),
+        ("3", "diverged"),
+    ):
+        assert any(line.split()[:1] == [code] and meaning in line for line in out.splitlines()), (
+            code,
+            out,
+        )
 
 
-@pytest.mark.parametrize("change", [{"method": "sgd", "l2": 1.0, "lr": 1e20, "noise_multiplier": None, "accountant": None,
-                                     "accountants": None},  # NaN after a few steps (was exit 2)
-                                    {"lr": 1e250}])  # a step size past float32 (was exit 1, an internal error)
-def test_a_diverging_run_exits_3_naming_the_step_and_leaves_nothing(synthetic, tmp_path, capsys, change):
+@pytest.mark.parametrize(
+    "change",
+    [
+        {
+            "method": "sgd",
+            "l2": 1.0,
+            "lr": 1e20,
+            "noise_multiplier": None,
+            "accountant": None,
+            "accountants": None,
+        },  # NaN after a few steps (was exit 2)
+        {"lr": 1e250},
+    ],
+)  # a step size past float32 (was exit 1, an internal error)
+def test_a_diverging_run_exits_3_naming_the_step_and_leaves_nothing(
+    synthetic, tmp_path, capsys, change
+):
     out = tmp_path / "runs" / "diverged"
-    code = main(["train", "--run-json", json.dumps({k: v for k, v in {**RUN, **change}.items() if v is not None}), "--data", str(synthetic), "--out", str(out)])
+    code = main(
+        [
+            "train",
+            "--run-json",
+            json.dumps({k: v for k, v in {**RUN, **change}.items() if v is not None}),
+            "--data",
+            str(synthetic),
+            "--out",
+            str(out),
+        ]
+    )
     line = _one_line(capsys.readouterr().err)
     assert code == RUN_FAILED, line
     assert line.startswith("dplab train: error: training diverged: ") and " at step " in line, line
@@ -77,22 +132,61 @@ def test_a_diverging_run_exits_3_naming_the_step_and_leaves_nothing(synthetic, t
 def _commands(synthetic: Path, table: Path, out: Path) -> dict[str, list[str]]:
     """A command line per kind of output, each writing under ``out``."""
     return {
-        "train": ["train", "--run-json", json.dumps(RUN), "--data", str(synthetic), "--out", str(out / "run")],
-        "figure-draw": ["figure-draw", "gaussian_sigma", "--table", str(table), "--pdf", str(out / "f.pdf"),
-                        "--png", str(out / "f.png")],
-        "prepare-data": ["prepare-data", "--dataset-json", json.dumps({"kind": "synthetic", "train_size": 100,
-                         "test_size": 20, "dim": 3}), "--out", str(out / "data")],
-        "figure-table": ["figure-table", "gaussian_sigma", "--params-json", "{}", "--out", str(out / "t.csv")],
+        "train": [
+            "train",
+            "--run-json",
+            json.dumps(RUN),
+            "--data",
+            str(synthetic),
+            "--out",
+            str(out / "run"),
+        ],
+        "figure-draw": [
+            "figure-draw",
+            "gaussian_sigma",
+            "--table",
+            str(table),
+            "--pdf",
+            str(out / "f.pdf"),
+            "--png",
+            str(out / "f.png"),
+        ],
+        "prepare-data": [
+            "prepare-data",
+            "--dataset-json",
+            json.dumps({"kind": "synthetic", "train_size": 100, "test_size": 20, "dim": 3}),
+            "--out",
+            str(out / "data"),
+        ],
+        "figure-table": [
+            "figure-table",
+            "gaussian_sigma",
+            "--params-json",
+            "{}",
+            "--out",
+            str(out / "t.csv"),
+        ],
         "mf": ["mf", "--strategy", "optimal", "--steps", "8", "--out", str(out / "f.npz")],
     }
 
 
 #: (command, the file that fails): train writes grad_norms.csv's header, then model.pt, metrics.csv,
 #: metrics.json, summary.json; figure-draw the PDF, then the PNG; prepare-data train.npz, test.npz, info.json
-@pytest.mark.parametrize("command, fail_at", [("train", 1), ("train", 2), ("train", 5), ("figure-draw", 1),
-                                              ("figure-draw", 2), ("prepare-data", 2), ("prepare-data", 3)])
-def test_a_write_failing_at_any_file_exits_3_and_leaves_nothing(synthetic, table, tmp_path, capsys, monkeypatch,
-                                                                 command, fail_at):
+@pytest.mark.parametrize(
+    "command, fail_at",
+    [
+        ("train", 1),
+        ("train", 2),
+        ("train", 5),
+        ("figure-draw", 1),
+        ("figure-draw", 2),
+        ("prepare-data", 2),
+        ("prepare-data", 3),
+    ],
+)
+def test_a_write_failing_at_any_file_exits_3_and_leaves_nothing(
+    synthetic, table, tmp_path, capsys, monkeypatch, command, fail_at
+):
     """The disk fills at the ``fail_at``-th file the command writes (ENOSPC as its temporary file
     is made): exit 3, one line naming the file, nothing under the output folder."""
     out = tmp_path / "out"
@@ -115,8 +209,14 @@ def test_a_write_failing_at_any_file_exits_3_and_leaves_nothing(synthetic, table
 def _mount_small_disk(folder: Path, size: str) -> bool:
     folder.mkdir()
     try:
-        return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                              capture_output=True, timeout=10).returncode == 0
+        return (
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                capture_output=True,
+                timeout=10,
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -136,7 +236,9 @@ def test_a_full_disk_exits_3_and_leaves_nothing(synthetic, table, tmp_path, caps
         subprocess.run(["umount", str(disk)], capture_output=True, timeout=30)
 
 
-def test_a_run_killed_after_a_checkpoint_leaves_only_the_checkpoint(synthetic, tmp_path, monkeypatch):
+def test_a_run_killed_after_a_checkpoint_leaves_only_the_checkpoint(
+    synthetic, tmp_path, monkeypatch
+):
     """The run's files land together at its end: a run stopped after its first checkpoint (as by
     ``kill -9``) leaves the checkpoint to resume from, and no grad_norms.csv or header-only
     individual_epsilon.csv beside it (docs/training.md, "Recovering from a crash")."""
@@ -150,8 +252,20 @@ def test_a_run_killed_after_a_checkpoint_leaves_only_the_checkpoint(synthetic, t
 
     monkeypatch.setattr(checkpoint, "save", save_then_die)
     out = tmp_path / "run"
-    assert main(["train", "--run-json", json.dumps({**RUN, "checkpoint_every": 3}), "--data", str(synthetic),
-                 "--out", str(out)]) == INTERRUPTED
+    assert (
+        main(
+            [
+                "train",
+                "--run-json",
+                json.dumps({**RUN, "checkpoint_every": 3}),
+                "--data",
+                str(synthetic),
+                "--out",
+                str(out),
+            ]
+        )
+        == INTERRUPTED
+    )
     assert [name for name in _left(out) if not name.startswith("checkpoint")] == [], _left(out)
     assert _left(out), "the checkpoint is kept, to resume from"
 
@@ -172,8 +286,12 @@ def test_a_folder_has_one_writer_and_a_killed_one_leaves_no_lock(synthetic, tmp_
     import sys
 
     out = tmp_path / "runs" / "a"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         argv = ["train", "--run-json", json.dumps(RUN), "--data", str(synthetic), "--out", str(out)]
@@ -186,4 +304,6 @@ def test_a_folder_has_one_writer_and_a_killed_one_leaves_no_lock(synthetic, tmp_
         holder.kill()
         holder.wait()
     assert main(argv) == 0
-    assert (out / "summary.json").is_file() and not list(out.parent.glob(f"{dplab_io.LOCK_PREFIX}*"))
+    assert (out / "summary.json").is_file() and not list(
+        out.parent.glob(f"{dplab_io.LOCK_PREFIX}*")
+    )

@@ -32,16 +32,30 @@ def table(out: Path, rows: int = ROWS, seed: int = 7) -> None:
     debt_ratio = np.round(rng.beta(2, 5, rows), 3)
     employment = rng.choice(len(EMPLOYMENT), rows, p=[0.55, 0.2, 0.1, 0.15])
     region = rng.choice(len(REGIONS), rows)
-    logit = (0.3 + 0.04 * (age - 45) + 3.0 * (np.log(income) - 10.3) - 10.0 * (debt_ratio - 0.28)
-             + np.array([0.8, -0.6, -1.5, 0.4])[employment] + np.array([0.0, 0.2, -0.2, 0.0])[region])
+    logit = (
+        0.3
+        + 0.04 * (age - 45)
+        + 3.0 * (np.log(income) - 10.3)
+        - 10.0 * (debt_ratio - 0.28)
+        + np.array([0.8, -0.6, -1.5, 0.4])[employment]
+        + np.array([0.0, 0.2, -0.2, 0.0])[region]
+    )
     repaid = rng.random(rows) < 1.0 / (1.0 + np.exp(-logit))
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["age", "income", "debt_ratio", "employment", "region", "repaid"])
         for i in range(rows):
-            writer.writerow([age[i], f"{income[i]:.0f}", f"{debt_ratio[i]:.3f}", EMPLOYMENT[employment[i]],
-                             REGIONS[region[i]], "yes" if repaid[i] else "no"])
+            writer.writerow(
+                [
+                    age[i],
+                    f"{income[i]:.0f}",
+                    f"{debt_ratio[i]:.3f}",
+                    EMPLOYMENT[employment[i]],
+                    REGIONS[region[i]],
+                    "yes" if repaid[i] else "no",
+                ]
+            )
 
 
 def images(out: Path) -> None:

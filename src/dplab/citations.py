@@ -18,8 +18,10 @@ from dplab.imports import modules
 PACKAGE = Path(__file__).resolve().parent
 
 #: a citation: document, kind, number (a range such as "(16)–(17)" or "§3.2–3.4" stays whole)
-CITATION = re.compile(r"\b(00[0-4]),? (Thms?|eqs?\.|Eq\.|Alg\.|Cor\.|Figs?\.|Table|Prop\.|Lemma|Def\.|App\.|§) ?"
-                      r"(\(?(?:[A-Z]\.)?[0-9IVX][0-9IVXA-Z.]*\)?(?:–\(?(?:[A-Z]\.)?[0-9IVX][0-9IVXA-Z.]*\)?)?)")
+CITATION = re.compile(
+    r"\b(00[0-4]),? (Thms?|eqs?\.|Eq\.|Alg\.|Cor\.|Figs?\.|Table|Prop\.|Lemma|Def\.|App\.|§) ?"
+    r"(\(?(?:[A-Z]\.)?[0-9IVX][0-9IVXA-Z.]*\)?(?:–\(?(?:[A-Z]\.)?[0-9IVX][0-9IVXA-Z.]*\)?)?)"
+)
 KINDS = {"Thms": "Thm", "eqs.": "eq.", "Eq.": "eq.", "Figs.": "Fig."}
 
 
@@ -30,7 +32,11 @@ def normalize(doc: str, kind: str, number: str) -> str:
     if kind == "eq.":
         number = "–".join(f"({part.strip('()')})" for part in number.split("–"))
     else:
-        number = number.strip("()") if number.count("(") != number.count(")") or number.startswith("(") else number
+        number = (
+            number.strip("()")
+            if number.count("(") != number.count(")") or number.startswith("(")
+            else number
+        )
     return f"{doc} {kind}{'' if kind == '§' else ' '}{number}"
 
 

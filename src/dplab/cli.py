@@ -26,18 +26,21 @@ from dplab.progress import setup_logging
 from dplab.registry import Registry
 
 #: subcommand module -> its ``register``, in the order ``dplab --help`` lists them
-COMMANDS = Registry("command", {
-    "data": "dplab.commands.data:register",
-    "train": "dplab.commands.train:register",
-    "accounting": "dplab.commands.accounting:register",
-    "sweep": "dplab.commands.sweep:register",
-    "figures": "dplab.commands.figures:register",
-    "mf": "dplab.commands.mf:register",
-    "audit": "dplab.commands.audit:register",
-    "provenance": "dplab.commands.provenance:register",
-    "check": "dplab.commands.check:register",
-    "dvc": "dplab.commands.dvc:register",
-})
+COMMANDS = Registry(
+    "command",
+    {
+        "data": "dplab.commands.data:register",
+        "train": "dplab.commands.train:register",
+        "accounting": "dplab.commands.accounting:register",
+        "sweep": "dplab.commands.sweep:register",
+        "figures": "dplab.commands.figures:register",
+        "mf": "dplab.commands.mf:register",
+        "audit": "dplab.commands.audit:register",
+        "provenance": "dplab.commands.provenance:register",
+        "check": "dplab.commands.check:register",
+        "dvc": "dplab.commands.dvc:register",
+    },
+)
 
 
 #: exit codes (README, Command line); an interrupt (Ctrl-C) exits with 130, as shells do
@@ -98,10 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dplab",
         description="Privacy analysis of DP-SGD: data, private training, accountants, figures.",
-        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"dplab {__version__}")
-    parser.add_argument("--debug", action="store_true", help="on any failure also print the traceback")
+    parser.add_argument(
+        "--debug", action="store_true", help="on any failure also print the traceback"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
@@ -121,8 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, MemoryError) as err:
         return _fail(args, RUN_FAILED, f"{type(err).__name__}: {err}")
     except Exception as err:  # a bug: one line, the traceback with --debug
-        return _fail(args, INTERNAL_ERROR, f"internal error ({type(err).__name__}: {err}); "
-                                           "`dplab --debug …` shows where; please report it")
+        return _fail(
+            args,
+            INTERNAL_ERROR,
+            f"internal error ({type(err).__name__}: {err}); "
+            "`dplab --debug …` shows where; please report it",
+        )
     except KeyboardInterrupt:
         return _fail(args, INTERRUPTED, "interrupted")
     return int(result or 0)

@@ -58,7 +58,12 @@ def refuse_bad_config():
 
 
 #: Snakemake's flags whose values a repeat of the flag would replace (argparse keeps the last list)
-_LIST_FLAGS = {"--config": "--config", "-C": "--config", "--configfile": "--configfile", "--configfiles": "--configfile"}
+_LIST_FLAGS = {
+    "--config": "--config",
+    "-C": "--config",
+    "--configfile": "--configfile",
+    "--configfiles": "--configfile",
+}
 
 
 def _flag_values(argv: list[str]) -> dict[str, list[list[str]]]:
@@ -67,7 +72,9 @@ def _flag_values(argv: list[str]) -> dict[str, list[list[str]]]:
     found: dict[str, list[list[str]]] = {}
     current = None
     for token in argv[1:]:
-        name, _, inline = token.partition("=") if token.startswith("--") else (token[:2], "", token[2:])
+        name, _, inline = (
+            token.partition("=") if token.startswith("--") else (token[:2], "", token[2:])
+        )
         if token.startswith("-") and not _is_number(token):
             current = None
             if name in _LIST_FLAGS:
@@ -109,20 +116,28 @@ def check_command_line(argv: list[str], overrides: dict, files: dict) -> None:
         for flag, given in _flag_values(argv).items():
             if len(given) > 1:
                 dropped = " ".join(given[0]) or "(nothing)"
-                raise DPLabError(flag, f"given {len(given)} times: Snakemake keeps only the last one's values, dropping "
-                                       f"{dropped}; give them all after one {flag}")
+                raise DPLabError(
+                    flag,
+                    f"given {len(given)} times: Snakemake keeps only the last one's values, dropping "
+                    f"{dropped}; give them all after one {flag}",
+                )
         seen: dict[str, str] = {}
         for pair in _flag_values(argv).get("--config", [[]])[0]:
             key, _, value = pair.partition("=")
             if key in seen:
-                raise DPLabError(f"--config {key}", f"given twice ({key}={seen[key]} and {key}={value}): the last would "
-                                                    "silently win; give it once")
+                raise DPLabError(
+                    f"--config {key}",
+                    f"given twice ({key}={seen[key]} and {key}={value}): the last would "
+                    "silently win; give it once",
+                )
             seen[key] = value
             if value.lstrip("'\"").startswith("{"):
                 try:
                     parse_yaml(value.strip("'\""))
                 except DuplicateKeyError as err:
-                    raise DPLabError(f"--config {key}", err.problem.split(", at line")[0] + "; keep one") from None
+                    raise DPLabError(
+                        f"--config {key}", err.problem.split(", at line")[0] + "; keep one"
+                    ) from None
                 except TooLargeError as err:
                     raise DPLabError(f"--config {key}", err.problem) from None
                 except yaml.YAMLError:
@@ -131,9 +146,12 @@ def check_command_line(argv: list[str], overrides: dict, files: dict) -> None:
         if isinstance(value, dict) and isinstance(files.get(key), dict):
             for name, entry in value.items():
                 if isinstance(entry, dict) and isinstance(files[key].get(name), dict):
-                    raise DPLabError(f"--config {key}.{name}", "is an entry of the config file too: Snakemake would merge "
-                                                               "the two key by key, mixing them; give the whole entry "
-                                                               "in a --configfile, or a new name")
+                    raise DPLabError(
+                        f"--config {key}.{name}",
+                        "is an entry of the config file too: Snakemake would merge "
+                        "the two key by key, mixing them; give the whole entry "
+                        "in a --configfile, or a new name",
+                    )
 
 
 def merge(config: dict, override: dict) -> None:
@@ -162,28 +180,43 @@ def check_config(config: dict) -> dict[str, dict]:
     csv, image_folder) are read and checked here (:func:`dplab.training.data.expected_info`)."""
     for name in config["datasets"]:
         expected_info(resolve_dataset(dataset_entry(config, name), name), name)
-    resolved = {f"runs/{run}": _check_run(config, run_entry(config, run), [], f"runs.{run}") for run in config["runs"]}
+    resolved = {
+        f"runs/{run}": _check_run(config, run_entry(config, run), [], f"runs.{run}")
+        for run in config["runs"]
+    }
     for grid, spec in config.get("grids", {}).items():
         for name, item in grid_runs(config, grid).items():
             where = f"grids.{grid}.variants.{item['variant']}"
-            layers = [(where, spec["variants"][item["variant"]]), (f"grids.{grid}.base", spec["base"]),
-                      (f"grids.{grid}", {"target_epsilon"} if item["epsilon"] is not None else ())]
-            resolved[f"grids/{grid}/{name}"] = _check_run(config, item["run"], layers, where, f" (run {name})")
+            layers = [
+                (where, spec["variants"][item["variant"]]),
+                (f"grids.{grid}.base", spec["base"]),
+                (f"grids.{grid}", {"target_epsilon"} if item["epsilon"] is not None else ()),
+            ]
+            resolved[f"grids/{grid}/{name}"] = _check_run(
+                config, item["run"], layers, where, f" (run {name})"
+            )
     known = set(accountant_names())
     for sweep, entry in config.get("sweeps", {}).items():
         if entry["run"] not in config["runs"]:
             raise DPLabError(
-                f"sweeps.{sweep}.run", f"unknown run {entry['run']!r}; defined: {', '.join(sorted(config['runs']))}"
+                f"sweeps.{sweep}.run",
+                f"unknown run {entry['run']!r}; defined: {', '.join(sorted(config['runs']))}",
             )
         for name in entry["accountants"]:
             if name not in known:
-                raise DPLabError(f"sweeps.{sweep}.accountants", f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}")
+                raise DPLabError(
+                    f"sweeps.{sweep}.accountants",
+                    f"unknown accountant {name!r}; valid: {', '.join(sorted(known))}",
+                )
         run = RunSettings.of(resolved[f"runs/{entry['run']}"])
         noise = update_of(run).noise
         if noise != "independent":
             kind = "non-private" if noise == "none" else "correlated-noise"
-            raise DPLabError(f"sweeps.{sweep}.run", f"run {entry['run']!r} is a {kind} run (method "
-                                                    f"{run.method}): every accountant of a sweep refuses it")
+            raise DPLabError(
+                f"sweeps.{sweep}.run",
+                f"run {entry['run']!r} is a {kind} run (method "
+                f"{run.method}): every accountant of a sweep refuses it",
+            )
     for audit, entry in config.get("audits", {}).items():
         _check_audit(config, audit, entry)
     for figure, params in config.get("figures", {}).items():
@@ -210,8 +243,11 @@ def _check_run(config: dict, raw: dict, layers: list, default: str, note: str = 
         cfg = resolve_run(raw)
         settings = RunSettings.of(cfg)
         if settings.phases is not None:
-            raise DPLabError("phases", "a run in phases trains with `dplab train --config FILE` (a single-run "
-                                       "config); the pipeline's runs have one phase")
+            raise DPLabError(
+                "phases",
+                "a run in phases trains with `dplab train --config FILE` (a single-run "
+                "config); the pipeline's runs have one phase",
+            )
         _check_dataset(config, settings.dataset)
         check_run(settings, dataset_entry(config, settings.dataset))
     except DPLabError as err:
@@ -232,42 +268,68 @@ def _check_audit(config: dict, audit: str, entry: dict) -> None:
         try:
             method_config({**entry, "name": audit}, method)
         except DPLabError as err:
-            err.key = err.key.removeprefix(f"{where}.methods.{method}.")  # the key itself, then where it was set
-            raise _rekey(err, [(f"{where}.methods.{method}", keys or {}), (f"{where}.run", entry["run"])],
-                         f"{where}.methods.{method}") from None
+            err.key = err.key.removeprefix(
+                f"{where}.methods.{method}."
+            )  # the key itself, then where it was set
+            raise _rekey(
+                err,
+                [(f"{where}.methods.{method}", keys or {}), (f"{where}.run", entry["run"])],
+                f"{where}.methods.{method}",
+            ) from None
     dataset = dataset_entry(config, entry["dataset"])
-    if dataset["kind"] == "synthetic":  # the canaries' own check (dplab.audit.canary.dead_features), from the entry
-        raise DPLabError(f"{where}.dataset", f"dataset {entry['dataset']!r} is synthetic: its features are Gaussian, so "
-                                             "none is 0 in every record, and the dead-feature canaries need one; "
-                                             "audit a digits or mnist dataset")
+    if (
+        dataset["kind"] == "synthetic"
+    ):  # the canaries' own check (dplab.audit.canary.dead_features), from the entry
+        raise DPLabError(
+            f"{where}.dataset",
+            f"dataset {entry['dataset']!r} is synthetic: its features are Gaussian, so "
+            "none is 0 in every record, and the dead-feature canaries need one; "
+            "audit a digits or mnist dataset",
+        )
     info = expected_info(dataset)
     slots = entry["canaries"] if THREAT_MODELS[entry["threat_model"]][0] == "gradient" else 1
     if not slots < entry["dataset_size"] <= info["train_size"] + slots:
-        raise DPLabError(f"{where}.dataset_size", f"must lie in ({slots}, {info['train_size'] + slots}]: the "
-                                                   f"{slots} canary slot(s) and 1 to {info['train_size']} training "
-                                                   f"records of dataset {entry['dataset']!r}")
+        raise DPLabError(
+            f"{where}.dataset_size",
+            f"must lie in ({slots}, {info['train_size'] + slots}]: the "
+            f"{slots} canary slot(s) and 1 to {info['train_size']} training "
+            f"records of dataset {entry['dataset']!r}",
+        )
     if entry["canary_label"] >= info["classes"]:
-        raise DPLabError(f"{where}.canary_label", f"must be < {info['classes']}, the classes of dataset {entry['dataset']!r}")
+        raise DPLabError(
+            f"{where}.canary_label",
+            f"must be < {info['classes']}, the classes of dataset {entry['dataset']!r}",
+        )
 
 
 def _check_dataset(config: dict, name: str) -> None:
     if name not in config["datasets"]:
-        raise DPLabError("dataset", f"unknown dataset {name!r}; defined: {', '.join(sorted(config['datasets']))}")
+        raise DPLabError(
+            "dataset", f"unknown dataset {name!r}; defined: {', '.join(sorted(config['datasets']))}"
+        )
 
 
 def _check_devices(config: dict) -> None:
     """Every training run's ``device`` must agree with what its job asks the scheduler for
     (training_resources.gpus, the one place that decides; docs/cluster.md)."""
     gpus = config["training_resources"]["gpus"]
-    devices = {f"runs.{run}.device": entry.get("device", "auto") for run, entry in config["runs"].items()}
+    devices = {
+        f"runs.{run}.device": entry.get("device", "auto") for run, entry in config["runs"].items()
+    }
     for grid, spec in config.get("grids", {}).items():
         for variant, keys in spec["variants"].items():
             where = f"grids.{grid}.variants.{variant}" if "device" in keys else f"grids.{grid}.base"
             devices[f"{where}.device"] = keys.get("device", spec["base"].get("device", "auto"))
     for key, device in devices.items():
         if device == "cuda" and gpus == 0:
-            raise DPLabError(key, "is cuda but training_resources.gpus is 0, so the job would get no GPU on a cluster; "
-                                  "set training_resources.gpus >= 1 (every training job then asks for GPUs) or device: auto")
+            raise DPLabError(
+                key,
+                "is cuda but training_resources.gpus is 0, so the job would get no GPU on a cluster; "
+                "set training_resources.gpus >= 1 (every training job then asks for GPUs) or device: auto",
+            )
         if device == "cpu" and gpus > 0:
-            raise DPLabError(key, f"is cpu but training_resources.gpus is {gpus}, so the job would hold GPUs it never "
-                                  "uses; set device: auto (or cuda), or training_resources.gpus: 0")
+            raise DPLabError(
+                key,
+                f"is cpu but training_resources.gpus is {gpus}, so the job would hold GPUs it never "
+                "uses; set device: auto (or cuda), or training_resources.gpus: 0",
+            )

@@ -67,9 +67,13 @@ def _command_module(command: str, modules: dict) -> str:
     (``add_parser("<command>", …)`` in its source)."""
     for name, path in modules.items():
         if name.startswith(COMMANDS + ".") and any(
-                isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_parser" and node.args
-                and isinstance(node.args[0], ast.Constant) and node.args[0].value == command
-                for node in ast.walk(ast.parse(path.read_text()))):
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "add_parser"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == command
+            for node in ast.walk(ast.parse(path.read_text()))
+        ):
             return name
     raise KeyError(f"no module of {COMMANDS} adds the subcommand {command!r}")
 
@@ -91,7 +95,13 @@ def code(command: str) -> list[str]:
     modules, graph, loading = _package()
     own = _command_module(command, modules)
     parsers = [m for m in graph[CLI] if m.startswith(COMMANDS + ".")]
-    parsing = {**loading, **{m: imports.module_imports(m, modules[m], set(modules), runs=(REGISTER,)) for m in parsers}}
+    parsing = {
+        **loading,
+        **{
+            m: imports.module_imports(m, modules[m], set(modules), runs=(REGISTER,))
+            for m in parsers
+        },
+    }
     needed = imports.closure(graph, [own]) | imports.closure(parsing, [CLI, *parsers])
     root = imports.PACKAGE.parent
 
@@ -99,14 +109,27 @@ def code(command: str) -> list[str]:
         return f"src/{path.relative_to(root).as_posix()}"
 
     packages = {name: path.parent for name, path in modules.items() if path.name == "__init__.py"}
-    whole = {name for name, folder in packages.items()
-             if all(m in needed for m, path in modules.items() if folder in path.parents)}
-    whole -= {name for name in whole if any(name.startswith(other + ".") for other in whole)}  # the outermost
+    whole = {
+        name
+        for name, folder in packages.items()
+        if all(m in needed for m, path in modules.items() if folder in path.parents)
+    }
+    whole -= {
+        name for name in whole if any(name.startswith(other + ".") for other in whole)
+    }  # the outermost
     inside = {m for m, path in modules.items() for name in whole if packages[name] in path.parents}
-    data = [path for name in needed if name in packages and name not in inside
-            for path in packages[name].iterdir() if path.is_file() and path.suffix != ".py"]
-    return sorted([rel(packages[name]) for name in whole]
-                  + [rel(modules[m]) for m in needed - inside] + [rel(path) for path in data])
+    data = [
+        path
+        for name in needed
+        if name in packages and name not in inside
+        for path in packages[name].iterdir()
+        if path.is_file() and path.suffix != ".py"
+    ]
+    return sorted(
+        [rel(packages[name]) for name in whole]
+        + [rel(modules[m]) for m in needed - inside]
+        + [rel(path) for path in data]
+    )
 
 
 def _code(cmd: str) -> list[str]:
@@ -133,8 +156,10 @@ def _command(job: jobs.Job) -> str:
         runs = job.runs if isinstance(job, jobs.RunsJob) else (job,)
         names = " ".join(run.name.removeprefix("runs/") for run in runs)
         outs = " ".join(run.params["out"] for run in runs)
-        return (f"dplab train --config {CONFIG} --run {names} --data {p['data']}"
-                f" --out {outs} --mf-cache {p['mf_cache']} --threads {threads}")
+        return (
+            f"dplab train --config {CONFIG} --run {names} --data {p['data']}"
+            f" --out {outs} --mf-cache {p['mf_cache']} --threads {threads}"
+        )
     if isinstance(job, jobs.SweepJob):
         return f"dplab sweep --config {CONFIG} --sweep {job.name} --out {out}"
     if isinstance(job, jobs.AuditJob):
@@ -154,10 +179,22 @@ def _outputs(plan: jobs.JobList, job: jobs.Job) -> dict:
     if isinstance(job, (jobs.RunJob, jobs.RunsJob)):
         runs = job.runs if isinstance(job, jobs.RunsJob) else (job,)
         files = [run.outputs for run in runs]
-        return {"outs": [f[key] for f in files for key in ("summary", "model", "grad_norms", "individual_epsilon")],
-                "metrics": [f["metrics_json"] for f in files],
-                "plots": [{run.outputs["metrics"]: run_plot(run.name.removeprefix("runs/"), RunSettings.of(run.run))}
-                          for run in runs]}
+        return {
+            "outs": [
+                f[key]
+                for f in files
+                for key in ("summary", "model", "grad_norms", "individual_epsilon")
+            ],
+            "metrics": [f["metrics_json"] for f in files],
+            "plots": [
+                {
+                    run.outputs["metrics"]: run_plot(
+                        run.name.removeprefix("runs/"), RunSettings.of(run.run)
+                    )
+                }
+                for run in runs
+            ],
+        }
     if isinstance(job, jobs.SweepJob):
         run = RunSettings.of(plan.runs[f"runs/{job.run}"].run)
         return {"plots": [{job.outputs["table"]: sweep_plot(job, run)}]}
@@ -174,15 +211,27 @@ def run_plot(name: str, run: RunSettings) -> dict:
     which draws every ε column the file has: no ``y``), or test accuracy vs step for a non-private
     run (no ε column); ``run`` resolved."""
     if update_of(run).noise == "none":
-        return {"x": "step", "y": "test_accuracy", "title": f"{name}: test accuracy vs step (non-private: no ε)"}
-    return {"x": "step", "template": RUN_TEMPLATE, "title": f"{name}: ε vs step per accountant ({_privacy(run)})"}
+        return {
+            "x": "step",
+            "y": "test_accuracy",
+            "title": f"{name}: test accuracy vs step (non-private: no ε)",
+        }
+    return {
+        "x": "step",
+        "template": RUN_TEMPLATE,
+        "title": f"{name}: ε vs step per accountant ({_privacy(run)})",
+    }
 
 
 def sweep_plot(job: jobs.SweepJob, run: RunSettings) -> dict:
     """The DVC plot of a sweep's CSV: ε vs T, one line per accountant (:data:`SWEEP_TEMPLATE`);
     ``run`` the resolved run whose setting it sweeps."""
-    return {"x": "steps", "y": "epsilon", "template": SWEEP_TEMPLATE,
-            "title": f"sweep {job.name}: ε vs T per accountant, setting of run {job.run} ({_privacy(run)})"}
+    return {
+        "x": "steps",
+        "y": "epsilon",
+        "template": SWEEP_TEMPLATE,
+        "title": f"sweep {job.name}: ε vs T per accountant, setting of run {job.run} ({_privacy(run)})",
+    }
 
 
 def stages(plan: jobs.JobList) -> dict[str, dict]:
@@ -191,7 +240,11 @@ def stages(plan: jobs.JobList) -> dict[str, dict]:
     for job in plan.jobs:
         cmd = _command(job)
         out[stage_name(job.rule, job.name.removeprefix("runs/")) if job.name else job.rule] = {
-            "cmd": cmd, "deps": [*job.input_files, *_code(cmd)], **_params(job), **_outputs(plan, job)}
+            "cmd": cmd,
+            "deps": [*job.input_files, *_code(cmd)],
+            **_params(job),
+            **_outputs(plan, job),
+        }
     return out
 
 
@@ -217,11 +270,20 @@ def _template(subtitle: str, transform: list, x: dict, tooltip: list) -> dict:
     plots diff``: point shape).  ε on a symlog axis: log-like across the orders of magnitude between
     accountants, and a lower bound of 0 stays visible."""
     meanings = [{"bound": kind, "meaning": MEANING[kind]} for kind in BOUNDS]
-    dash = {"field": "meaning", "type": "nominal", "title": "the ε is",
-            "scale": {"domain": [MEANING[k] for k in BOUNDS], "range": [DASH[k] for k in BOUNDS]},
-            "legend": {"labelLimit": 400, "symbolStrokeColor": "grey", "symbolSize": 400}}
-    y = {"field": "epsilon", "type": "quantitative", "title": "ε", "scale": {"type": "symlog", "constant": 0.1},
-         "axis": {"values": TICKS, "format": "~r", "labelOverlap": "greedy"}}
+    dash = {
+        "field": "meaning",
+        "type": "nominal",
+        "title": "the ε is",
+        "scale": {"domain": [MEANING[k] for k in BOUNDS], "range": [DASH[k] for k in BOUNDS]},
+        "legend": {"labelLimit": 400, "symbolStrokeColor": "grey", "symbolSize": 400},
+    }
+    y = {
+        "field": "epsilon",
+        "type": "quantitative",
+        "title": "ε",
+        "scale": {"type": "symlog", "constant": 0.1},
+        "axis": {"values": TICKS, "format": "~r", "labelOverlap": "greedy"},
+    }
     return {
         "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
         "description": TEMPLATE_NOTE,
@@ -229,15 +291,34 @@ def _template(subtitle: str, transform: list, x: dict, tooltip: list) -> dict:
         "title": {"text": "<DVC_METRIC_TITLE>", "subtitle": subtitle, "anchor": "middle"},
         "width": 400,
         "height": 300,
-        "transform": [*transform, {"filter": "isValid(datum.epsilon) && isFinite(datum.epsilon)"},
-                      {"lookup": "bound", "from": {"data": {"values": meanings}, "key": "bound", "fields": ["meaning"]}}],
+        "transform": [
+            *transform,
+            {"filter": "isValid(datum.epsilon) && isFinite(datum.epsilon)"},
+            {
+                "lookup": "bound",
+                "from": {"data": {"values": meanings}, "key": "bound", "fields": ["meaning"]},
+            },
+        ],
         "encoding": {
-            "x": x, "y": y, "color": {"field": "accountant", "type": "nominal", "title": "accountant"},
-            "tooltip": [{"field": "rev"}, {"field": "accountant"}, {"field": "meaning", "title": "the ε is"},
-                        {"field": x["field"], "type": "quantitative"}, {"field": "epsilon", "format": ".4g"}, *tooltip],
+            "x": x,
+            "y": y,
+            "color": {"field": "accountant", "type": "nominal", "title": "accountant"},
+            "tooltip": [
+                {"field": "rev"},
+                {"field": "accountant"},
+                {"field": "meaning", "title": "the ε is"},
+                {"field": x["field"], "type": "quantitative"},
+                {"field": "epsilon", "format": ".4g"},
+                *tooltip,
+            ],
         },
-        "layer": [{"mark": "line", "encoding": {"strokeDash": dash, "detail": {"field": "rev"}}},
-                  {"mark": {"type": "point", "filled": True}, "encoding": {"shape": {"field": "rev", "title": "revision"}}}],
+        "layer": [
+            {"mark": "line", "encoding": {"strokeDash": dash, "detail": {"field": "rev"}}},
+            {
+                "mark": {"type": "point", "filled": True},
+                "encoding": {"shape": {"field": "rev", "title": "revision"}},
+            },
+        ],
     }
 
 
@@ -249,17 +330,39 @@ def templates() -> dict[str, dict]:
     columns = [{"column": column(name), "accountant": name, "bound": bound(name)} for name in every]
     run = _template(
         "solid: the run's ε claims (upper bounds); dashed: lower bounds and comparisons, never its ε",
-        [{"fold": [c["column"] for c in columns], "as": ["column", "value"]},
-         {"filter": "isValid(datum.value) && datum.value !== ''"},
-         {"lookup": "column", "from": {"data": {"values": columns}, "key": "column", "fields": ["accountant", "bound"]}},
-         {"calculate": "toNumber(datum.value)", "as": "epsilon"}],
-        {"field": "<DVC_METRIC_X>", "type": "quantitative", "title": "<DVC_METRIC_X_LABEL>"}, [])
+        [
+            {"fold": [c["column"] for c in columns], "as": ["column", "value"]},
+            {"filter": "isValid(datum.value) && datum.value !== ''"},
+            {
+                "lookup": "column",
+                "from": {
+                    "data": {"values": columns},
+                    "key": "column",
+                    "fields": ["accountant", "bound"],
+                },
+            },
+            {"calculate": "toNumber(datum.value)", "as": "epsilon"},
+        ],
+        {"field": "<DVC_METRIC_X>", "type": "quantitative", "title": "<DVC_METRIC_X_LABEL>"},
+        [],
+    )
     sweep = _template(
         "solid: upper bounds; dashed: lower bounds and comparisons, not guarantees; "
         "an accountant excluded here has no line (CSV: reason)",
         [{"calculate": "toNumber(datum['<DVC_METRIC_Y>'])", "as": "epsilon"}],
-        {"field": "<DVC_METRIC_X>", "type": "quantitative", "title": "T (steps)", "scale": {"type": "log"}},
-        [{"field": "delta"}, {"field": "neighbouring"}, {"field": "sampling"}, {"field": "release"}])
+        {
+            "field": "<DVC_METRIC_X>",
+            "type": "quantitative",
+            "title": "T (steps)",
+            "scale": {"type": "log"},
+        },
+        [
+            {"field": "delta"},
+            {"field": "neighbouring"},
+            {"field": "sampling"},
+            {"field": "release"},
+        ],
+    )
     return {f"{RUN_TEMPLATE}.json": run, f"{SWEEP_TEMPLATE}.json": sweep}
 
 

@@ -57,8 +57,13 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
             tried = f"/lr{lr:g}" if lr is not None else ""
             name = f"{dataset}/{model_folder(model)}/{variant}/{privacy}{tried}/seed{seed}"
             entry["name"] = name
-            runs[name] = {"variant": variant, "epsilon": epsilon, "lr": lr, "seed": seed,
-                          "run": entry}
+            runs[name] = {
+                "variant": variant,
+                "epsilon": epsilon,
+                "lr": lr,
+                "seed": seed,
+                "run": entry,
+            }
     return runs
 
 
@@ -73,7 +78,9 @@ def training_runs(config: dict) -> dict[str, dict]:
     run entry (seed and name filled in) as ``dplab train --run-json`` gets it."""
     runs = {f"runs/{name}": run_entry(config, name) for name in config["runs"]}
     for grid in config.get("grids", {}):
-        runs.update({f"grids/{grid}/{name}": item["run"] for name, item in grid_runs(config, grid).items()})
+        runs.update(
+            {f"grids/{grid}/{name}": item["run"] for name, item in grid_runs(config, grid).items()}
+        )
     return runs
 
 

@@ -23,7 +23,6 @@ class AssumptionError(DPLabError):
         DPLabError.__init__(self, key, f"{message} (accountant '{accountant}')")
 
 
-
 class RunFailed(RuntimeError):
     """A valid run that failed (exit code 3): nothing about the input to fix, the run itself went wrong."""
 
@@ -33,5 +32,7 @@ class Diverged(RunFailed):
 
     def __init__(self, where: str, lr: float):
         self.where = where
-        super().__init__(f"training diverged: the loss or the parameters became NaN/inf {where} "
-                         f"(lr = {lr:g}); lower lr (or clip)")
+        super().__init__(
+            f"training diverged: the loss or the parameters became NaN/inf {where} "
+            f"(lr = {lr:g}); lower lr (or clip)"
+        )

@@ -42,8 +42,15 @@ IMPORT_CALLS = {"import_module", "__import__"}
 #: calls that run code this reader cannot see: builtins (called by their bare name: ``re.compile``
 #: is no builtin) and loaders (any spelling)
 OPAQUE_BUILTINS = {"exec", "eval", "compile"}
-OPAQUE_CALLS = {"run_module", "run_path", "spec_from_file_location", "spec_from_loader", "module_from_spec",
-                "exec_module", "load_module"}
+OPAQUE_CALLS = {
+    "run_module",
+    "run_path",
+    "spec_from_file_location",
+    "spec_from_loader",
+    "module_from_spec",
+    "exec_module",
+    "load_module",
+}
 #: the loaders a module declaring ``LOADS_PROJECT_FILES = True`` may call (files outside the package)
 PROJECT_LOADERS = {"spec_from_file_location", "module_from_spec", "exec_module"}
 
@@ -63,7 +70,13 @@ def modules(package: Path = PACKAGE) -> dict[str, Path]:
 
 
 def _call_name(func: ast.expr) -> str | None:
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else None
+    )
 
 
 def _relative(name: str, level: int, package: str) -> str:
@@ -80,8 +93,11 @@ def _walk(tree: ast.AST, runs: tuple[str, ...] | None):
     while todo:
         node = todo.pop()
         yield node
-        if runs is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or (
-                getattr(node, "name", None) in runs):
+        if (
+            runs is None
+            or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            or (getattr(node, "name", None) in runs)
+        ):
             todo.extend(ast.iter_child_nodes(node))
 
 
@@ -93,17 +109,25 @@ class _Reader:
         self.package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         self.tree = ast.parse(path.read_text(), str(path))
         #: the names this module calls import_module/__import__ by (``from importlib import import_module as load``)
-        self.import_calls = IMPORT_CALLS | {alias.asname for node in ast.walk(self.tree) if isinstance(node, ast.ImportFrom)
-                                            and node.module in ("importlib", "builtins") for alias in node.names
-                                            if alias.name in IMPORT_CALLS and alias.asname}
+        self.import_calls = IMPORT_CALLS | {
+            alias.asname
+            for node in ast.walk(self.tree)
+            if isinstance(node, ast.ImportFrom) and node.module in ("importlib", "builtins")
+            for alias in node.names
+            if alias.name in IMPORT_CALLS and alias.asname
+        }
         self.project_loaders = PROJECT_LOADERS if self._declares("LOADS_PROJECT_FILES") else set()
         self.loads_registered = self._declares("LOADS_REGISTERED")
 
     def _declares(self, flag: str) -> bool:
         """Whether the module sets ``flag = True`` at its top."""
-        return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                   and [getattr(t, "id", None) for t in node.targets] == [flag]
-                   and node.value.value is True for node in self.tree.body)
+        return any(
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and [getattr(t, "id", None) for t in node.targets] == [flag]
+            and node.value.value is True
+            for node in self.tree.body
+        )
 
     def fail(self, node: ast.AST, what: str) -> UnreadableImport:
         return UnreadableImport(f"{self.path}:{node.lineno}: {what}")
@@ -117,15 +141,22 @@ class _Reader:
             if isinstance(node, ast.Import):
                 found |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom):
-                base = _relative(node.module or "", node.level, self.package) if node.level else node.module
+                base = (
+                    _relative(node.module or "", node.level, self.package)
+                    if node.level
+                    else node.module
+                )
                 found |= {self._member(base, alias.name) for alias in node.names}
             elif isinstance(node, ast.Call) and _call_name(node.func) in self.import_calls:
                 named, loaded = self._dynamic(node)
                 found, plugins = found | named, plugins | loaded
             elif isinstance(node, ast.Call) and (
-                    _call_name(node.func) in OPAQUE_CALLS - self.project_loaders
-                    or (isinstance(node.func, ast.Name) and node.func.id in OPAQUE_BUILTINS)):
-                raise self.fail(node, f"{_call_name(node.func)}() runs code the import graph cannot read")
+                _call_name(node.func) in OPAQUE_CALLS - self.project_loaders
+                or (isinstance(node.func, ast.Name) and node.func.id in OPAQUE_BUILTINS)
+            ):
+                raise self.fail(
+                    node, f"{_call_name(node.func)}() runs code the import graph cannot read"
+                )
         if runs is None and f"{self.name.split('.')[0]}.registry" in found:
             plugins |= self._table_entries()
         ours = self.known - {self.name}
@@ -133,9 +164,13 @@ class _Reader:
 
     def _table_entries(self) -> set[str]:
         """The modules this module's registry tables name (``"a.b:object"``, ``"a.b"``)."""
-        return {node.value.partition(":")[0] for node in ast.walk(self.tree)
-                if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                and node.value.partition(":")[0] in self.known}
+        return {
+            node.value.partition(":")[0]
+            for node in ast.walk(self.tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.partition(":")[0] in self.known
+        }
 
     def _member(self, base: str, member: str) -> str:
         """``from base import member``: the module ``base.member`` if there is one, else ``base``."""
@@ -157,32 +192,58 @@ class _Reader:
         prefix = self._literal_prefix(arg)
         if prefix is not None:
             return set(), {m for m in self.known if m.startswith(prefix)}
-        named = {node.value for node in ast.walk(self.tree)
-                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in self.known}
+        named = {
+            node.value
+            for node in ast.walk(self.tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value in self.known
+        }
         if not named:
-            raise self.fail(call, f"cannot tell which module {ast.unparse(call)} imports: give it a literal "
-                                  "name, or name each module it may import in a string literal of this module")
+            raise self.fail(
+                call,
+                f"cannot tell which module {ast.unparse(call)} imports: give it a literal "
+                "name, or name each module it may import in a string literal of this module",
+            )
         return set(), named
 
     def _package_argument(self, call: ast.Call) -> str:
-        package = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "package"), None)
+        package = (
+            call.args[1]
+            if len(call.args) > 1
+            else next((k.value for k in call.keywords if k.arg == "package"), None)
+        )
         if isinstance(package, ast.Constant) and isinstance(package.value, str):
             return package.value
         if isinstance(package, ast.Name) and package.id in ("__package__", "__name__"):
             return self.package
-        raise self.fail(call, f"a relative import whose package is not a literal: {ast.unparse(call)}")
+        raise self.fail(
+            call, f"a relative import whose package is not a literal: {ast.unparse(call)}"
+        )
 
     def _fromlist(self, call: ast.Call, name: str) -> set[str]:
         """``__import__(name, …, fromlist=[...])`` also loads ``name.<each listed module>``."""
-        fromlist = call.args[3] if len(call.args) > 3 else next((k.value for k in call.keywords if k.arg == "fromlist"), None)
+        fromlist = (
+            call.args[3]
+            if len(call.args) > 3
+            else next((k.value for k in call.keywords if k.arg == "fromlist"), None)
+        )
         if not isinstance(fromlist, (ast.List, ast.Tuple)):
             return set()
-        return {self._member(name, e.value) for e in fromlist.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        return {
+            self._member(name, e.value)
+            for e in fromlist.elts
+            if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        }
 
     @staticmethod
     def _literal_prefix(arg: ast.expr) -> str | None:
         """The literal start of an f-string or of ``"literal" + …``; None when there is none."""
-        if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        if (
+            isinstance(arg, ast.JoinedStr)
+            and arg.values
+            and isinstance(arg.values[0], ast.Constant)
+        ):
             return arg.values[0].value
         if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
             left = arg.left
@@ -192,8 +253,13 @@ class _Reader:
         return None
 
 
-def module_imports(name: str, path: Path, known: set[str], plugins: bool = True,
-                   runs: tuple[str, ...] | None = None) -> set[str]:
+def module_imports(
+    name: str,
+    path: Path,
+    known: set[str],
+    plugins: bool = True,
+    runs: tuple[str, ...] | None = None,
+) -> set[str]:
     """The modules of ``known`` that module ``name`` (file ``path``) imports: any form, anywhere in
     its file; with ``runs``, only outside functions (what importing it runs) and in the functions
     ``runs`` names.  Without ``plugins``, leave out what it loads by a name it computes (a registry
@@ -203,10 +269,14 @@ def module_imports(name: str, path: Path, known: set[str], plugins: bool = True,
     return named | loaded if plugins else named
 
 
-def graph(package: Path = PACKAGE, plugins: bool = True, runs: tuple[str, ...] | None = None) -> dict[str, set[str]]:
+def graph(
+    package: Path = PACKAGE, plugins: bool = True, runs: tuple[str, ...] | None = None
+) -> dict[str, set[str]]:
     """Module -> the modules of ``package`` it imports (:func:`module_imports`)."""
     found = modules(package)
-    return {name: module_imports(name, path, set(found), plugins, runs) for name, path in found.items()}
+    return {
+        name: module_imports(name, path, set(found), plugins, runs) for name, path in found.items()
+    }
 
 
 def closure(graph: dict[str, set[str]], roots: list[str]) -> set[str]:

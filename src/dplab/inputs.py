@@ -29,10 +29,14 @@ if TYPE_CHECKING:  # numpy and pandas are imported where a file is read: `dplab`
     import numpy as np
     import pandas as pd
 
+
 def damaged(path: str | Path, what: str, problem: str, regenerate: str) -> DPLabError:
     """The error for a file (holding ``what``, e.g. "prepared dataset") that exists but cannot be used."""
-    return DPLabError(str(path), f"{what} {problem}; delete it and rerun the pipeline, or write it again with "
-                                 f"`{regenerate}`")
+    return DPLabError(
+        str(path),
+        f"{what} {problem}; delete it and rerun the pipeline, or write it again with "
+        f"`{regenerate}`",
+    )
 
 
 def missing(path: str | Path, what: str, regenerate: str) -> DPLabError:
@@ -54,9 +58,19 @@ def input_file(path: str | Path, key: str, empty_ok: bool = False) -> Path:
     if stat.S_ISDIR(mode):
         raise DPLabError(key, f"{path} is a folder; give a file")
     if not stat.S_ISREG(mode):
-        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
-        raise DPLabError(key, f"{path} is {kind}, not a regular file; give a file (reading it could block or never end)")
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a regular file"
+        )
+        raise DPLabError(
+            key,
+            f"{path} is {kind}, not a regular file; give a file (reading it could block or never end)",
+        )
     if not empty_ok and path.stat().st_size == 0:
         raise DPLabError(key, f"{path} is empty")
     return path
@@ -101,7 +115,9 @@ def _unique(pairs: list[tuple[str, object]]) -> dict:
     data: dict = {}
     for key, value in pairs:
         if key in data:
-            raise DuplicateKey(f"key {key!r} given twice in one object; keep one (the last would silently win)")
+            raise DuplicateKey(
+                f"key {key!r} given twice in one object; keep one (the last would silently win)"
+            )
         data[key] = value
     return data
 
@@ -121,7 +137,10 @@ def read_json(path: str | Path, what: str, regenerate: str, keys: tuple[str, ...
         raise missing(path, what, regenerate) from None
     except DuplicateKey as err:
         raise damaged(path, what, str(err), regenerate) from None
-    except (OSError, ValueError) as err:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except (
+        OSError,
+        ValueError,
+    ) as err:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise damaged(path, what, f"corrupt or truncated ({_reason(err)})", regenerate) from None
     if not isinstance(data, dict):
         raise damaged(path, what, f"holds a JSON {type(data).__name__}, not an object", regenerate)
@@ -137,13 +156,19 @@ def json_member(path: str | Path, text: str, what: str, regenerate: str) -> dict
     try:
         data = loads(text)
     except ValueError as err:
-        raise damaged(path, what, f"holds a member that is not a JSON object ({_reason(err)})", regenerate) from None
+        raise damaged(
+            path, what, f"holds a member that is not a JSON object ({_reason(err)})", regenerate
+        ) from None
     if not isinstance(data, dict):
-        raise damaged(path, what, f"holds a JSON {type(data).__name__} where an object belongs", regenerate)
+        raise damaged(
+            path, what, f"holds a JSON {type(data).__name__} where an object belongs", regenerate
+        )
     return data
 
 
-def read_npz(path: str | Path, what: str, names: tuple[str, ...], regenerate: str) -> dict[str, np.ndarray]:
+def read_npz(
+    path: str | Path, what: str, names: tuple[str, ...], regenerate: str
+) -> dict[str, np.ndarray]:
     """The arrays ``names`` of the .npz file ``path``, read whole (so that every CRC is checked)."""
     import numpy as np
 
@@ -174,10 +199,18 @@ def read_csv(path: str | Path, what: str, regenerate: str) -> pd.DataFrame:
     with open(path, "rb") as handle:
         handle.seek(-1, 2)
         if handle.read(1) != b"\n":
-            raise damaged(path, what, "truncated (its last line is cut: no final newline)", regenerate)
+            raise damaged(
+                path, what, "truncated (its last line is cut: no final newline)", regenerate
+            )
     try:
         return pd.read_csv(path)
-    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+    except (
+        OSError,
+        UnicodeDecodeError,
+        ValueError,
+        pd.errors.ParserError,
+        pd.errors.EmptyDataError,
+    ) as err:
         raise damaged(path, what, f"not a CSV table ({_reason(err)})", regenerate) from None
 
 
@@ -187,9 +220,15 @@ def run_metrics(path: str | Path, steps: int) -> pd.DataFrame:
     regenerate = train_command(Path(path).parent)
     metrics = read_csv(path, "run metrics", regenerate)
     if "step" not in metrics.columns or metrics.empty or metrics["step"].iloc[-1] != steps:
-        last = metrics["step"].iloc[-1] if "step" in metrics.columns and not metrics.empty else "none"
-        raise damaged(path, "run metrics", f"truncated: its last step is {last}, the run's summary says {steps}",
-                      regenerate)
+        last = (
+            metrics["step"].iloc[-1] if "step" in metrics.columns and not metrics.empty else "none"
+        )
+        raise damaged(
+            path,
+            "run metrics",
+            f"truncated: its last step is {last}, the run's summary says {steps}",
+            regenerate,
+        )
     return metrics
 
 

@@ -42,7 +42,9 @@ def atomic_writes(writers: dict[str | Path, Callable[[Path], None]]) -> None:
         for path, write in writers.items():
             path = Path(path)
             made += _make_folder(path.parent)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix or ".tmp")
+            fd, tmp = tempfile.mkstemp(
+                dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix or ".tmp"
+            )
             os.close(fd)
             temps[path] = Path(tmp)
             try:
@@ -86,8 +88,11 @@ def folder_lock(path: str | Path, flag: str = "--out") -> Iterator[Path]:
                 os.close(fd)
                 if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                     raise
-                raise DPLabError(flag, f"{path} is being written by another dplab command (pid {holder}); wait for "
-                                       "it to end, or give another folder") from None
+                raise DPLabError(
+                    flag,
+                    f"{path} is being written by another dplab command (pid {holder}); wait for "
+                    "it to end, or give another folder",
+                ) from None
             try:
                 if os.stat(lock).st_ino == os.fstat(fd).st_ino:
                     break  # else the holder removed the file between our open and flock: take the new one
@@ -99,7 +104,9 @@ def folder_lock(path: str | Path, flag: str = "--out") -> Iterator[Path]:
             os.write(fd, f"{os.getpid()}\n".encode())
             yield path
         finally:
-            lock.unlink(missing_ok=True)  # before the unlock: a waiter that opened it retries on the new file
+            lock.unlink(
+                missing_ok=True
+            )  # before the unlock: a waiter that opened it retries on the new file
             os.close(fd)
     finally:
         _remove_empty(made)
@@ -163,7 +170,10 @@ def check_output(path: str | Path, flag: str, folder: bool = False) -> Path:
         raise DPLabError(flag, f"{path} ends with '/', a folder; give the file to write")
     path = Path(path)
     if path.exists() and path.is_dir() != folder:
-        raise DPLabError(flag, f"{path} is a {'file' if folder else 'folder'}; give the {'folder' if folder else 'file'} to write")
+        raise DPLabError(
+            flag,
+            f"{path} is a {'file' if folder else 'folder'}; give the {'folder' if folder else 'file'} to write",
+        )
     parent = path if folder else path.parent
     while not parent.exists():
         parent = parent.parent

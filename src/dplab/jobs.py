@@ -51,7 +51,9 @@ class Job:
     inputs: dict[str, str | list[str]]  #: by name, as the rule unpacks them (DVC: deps)
     outputs: dict[str, str]  #: by name, as the rule names them
     params: dict[str, object] = field(default_factory=dict)  #: the rule's params
-    reads: tuple[str, ...] | None = ()  #: dotted config keys the command reads (None: the whole config)
+    reads: (
+        tuple[str, ...] | None
+    ) = ()  #: dotted config keys the command reads (None: the whole config)
     resources: Resources = Resources()
 
     @property
@@ -73,7 +75,9 @@ class FactorizationJob(Job):
     """One factorization of the prefix-sum workload, computed once for every user."""
 
     rule, wildcard = "factorization", "factorization"
-    spec: dict = field(default_factory=dict)  #: {strategy, steps, bands, buffers, objective, min_separation} (:func:`dplab.layout.mf_spec`)
+    spec: dict = field(
+        default_factory=dict
+    )  #: {strategy, steps, bands, buffers, objective, min_separation} (:func:`dplab.layout.mf_spec`)
 
 
 @dataclass(frozen=True)
@@ -153,8 +157,12 @@ class JobList:
     def runs(self) -> dict[str, RunJob]:
         """Every training run by its folder under results/, in the config's order: the run jobs
         and the runs of each :class:`RunsJob`."""
-        return {run.name: run for job in self.jobs if isinstance(job, (RunJob, RunsJob))
-                for run in (job.runs if isinstance(job, RunsJob) else (job,))}
+        return {
+            run.name: run
+            for job in self.jobs
+            if isinstance(job, (RunJob, RunsJob))
+            for run in (job.runs if isinstance(job, RunsJob) else (job,))
+        }
 
     def pattern(self, rule: str) -> str:
         """The Snakefile's wildcard constraint of ``rule``: exactly its jobs' names (never matches if none)."""
@@ -165,10 +173,16 @@ class JobList:
     def results(self) -> list[str]:
         """Every result the index and the provenance record cover: runs, factorizations, sweeps,
         audits, then each figure's table, pdf and png."""
-        return [path for job in self.runs.values() for path in job.output_files] + [
-            path for rule in ("factorization", "sweep", "audit") for job in self.of(rule).values()
-            for path in job.output_files] + [
-            path for figure in self.of("figure") for path in layout.figure_files(figure)]
+        return (
+            [path for job in self.runs.values() for path in job.output_files]
+            + [
+                path
+                for rule in ("factorization", "sweep", "audit")
+                for job in self.of(rule).values()
+                for path in job.output_files
+            ]
+            + [path for figure in self.of("figure") for path in layout.figure_files(figure)]
+        )
 
     @property
     def targets(self) -> list[str]:
@@ -179,9 +193,13 @@ class JobList:
 def factorizations(config: dict, runs: dict[str, dict]) -> dict[str, dict]:
     """Every factorization the DAG uses (the resolved dp_mf ``runs``, and figures'
     ``factorizations(config, params)``): cache key -> spec (:func:`dplab.layout.mf_spec`)."""
-    specs = dict(spec for run in runs.values() if (spec := methods.get(run["method"]).factorization(run)))
+    specs = dict(
+        spec for run in runs.values() if (spec := methods.get(run["method"]).factorization(run))
+    )
     for figure, params in config.get("figures", {}).items():
-        specs.update(getattr(figure_module(figure), "factorizations", lambda c, p: {})(config, params))
+        specs.update(
+            getattr(figure_module(figure), "factorizations", lambda c, p: {})(config, params)
+        )
     return specs
 
 
@@ -198,14 +216,23 @@ def _run_job(config: dict, folder: str, entry: dict, run: dict) -> RunJob:
     train = config["training_resources"]
     return RunJob(
         name=folder,
-        inputs={**layout.data_files(run["dataset"]), **({"factorization": layout.mf_file(key)} if key else {}),
-                **_model_input(run)},
+        inputs={
+            **layout.data_files(run["dataset"]),
+            **({"factorization": layout.mf_file(key)} if key else {}),
+            **_model_input(run),
+        },
         outputs=layout.training_files(folder),
-        params={"run": _json(entry), "data": layout.data_dir(run["dataset"]), "out": layout.training_dir(folder),
-                "mf_cache": layout.MF_DIR},
+        params={
+            "run": _json(entry),
+            "data": layout.data_dir(run["dataset"]),
+            "out": layout.training_dir(folder),
+            "mf_cache": layout.MF_DIR,
+        },
         reads=("seed", f"grids.{grid}" if grid else f"runs.{folder.removeprefix('runs/')}"),
         resources=Resources(config["threads"], train["gpus"], train["mem_mb"], train["runtime"]),
-        entry=entry, run=run)
+        entry=entry,
+        run=run,
+    )
 
 
 #: how many folders at the end of a grid run's name (``…/<variant>/<privacy>/seed<s>``) differ
@@ -232,54 +259,119 @@ def _runs_job(name: str, runs: list[RunJob]) -> RunsJob:
     inputs = {key: value for run in runs for key, value in run.inputs.items()}
     resources = first.resources
     return RunsJob(
-        name=name, inputs=inputs,
+        name=name,
+        inputs=inputs,
         outputs={f"{run.name}:{key}": path for run in runs for key, path in run.outputs.items()},
-        params={"run": _json([run.entry for run in runs]), "data": first.params["data"],
-                "out": [run.params["out"] for run in runs], "mf_cache": first.params["mf_cache"]},
-        reads=first.reads, runs=tuple(runs),
-        resources=Resources(resources.threads, resources.gpu, resources.mem_mb, resources.runtime * len(runs)))
+        params={
+            "run": _json([run.entry for run in runs]),
+            "data": first.params["data"],
+            "out": [run.params["out"] for run in runs],
+            "mf_cache": first.params["mf_cache"],
+        },
+        reads=first.reads,
+        runs=tuple(runs),
+        resources=Resources(
+            resources.threads, resources.gpu, resources.mem_mb, resources.runtime * len(runs)
+        ),
+    )
 
 
 def plan(config: dict) -> JobList:
     """The jobs of ``config`` (validated, defaults filled), checked by
     :func:`dplab.config.check_config` first (a :class:`~dplab.errors.DPLabError` naming the key)."""
     runs = check_config(config)
-    sources = {name: data.source_files(entries.dataset_entry(config, name), name)
-               for name in config["datasets"]}
+    sources = {
+        name: data.source_files(entries.dataset_entry(config, name), name)
+        for name in config["datasets"]
+    }
     out: list[Job] = [
-        DataJob(name=name, inputs={"data": sources[name]} if sources[name] else {}, outputs=layout.data_files(name),
-                params={"dataset": _json(entries.dataset_entry(config, name)), "out": layout.data_dir(name)}, reads=("seed", f"datasets.{name}"))
-        for name in config["datasets"]]
-    out += [FactorizationJob(name=key, inputs={}, outputs={"factorization": layout.mf_file(key)},
-                             params={"args": layout.mf_args(spec)}, spec=spec)
-            for key, spec in factorizations(config, runs).items()]
+        DataJob(
+            name=name,
+            inputs={"data": sources[name]} if sources[name] else {},
+            outputs=layout.data_files(name),
+            params={
+                "dataset": _json(entries.dataset_entry(config, name)),
+                "out": layout.data_dir(name),
+            },
+            reads=("seed", f"datasets.{name}"),
+        )
+        for name in config["datasets"]
+    ]
+    out += [
+        FactorizationJob(
+            name=key,
+            inputs={},
+            outputs={"factorization": layout.mf_file(key)},
+            params={"args": layout.mf_args(spec)},
+            spec=spec,
+        )
+        for key, spec in factorizations(config, runs).items()
+    ]
     out += _training_jobs(config, runs)
-    out += [SweepJob(name=name, inputs={"summary": layout.run_files(entry["run"])["summary"]},
-                     outputs={"table": layout.sweep_file(name)}, reads=(f"sweeps.{name}",), run=entry["run"],
-                     params={"accountants": " ".join(entry["accountants"]), "points": entry["points"]})
-            for name, entry in config.get("sweeps", {}).items()]
-    out += [AuditJob(name=name, inputs={**layout.data_files(entry["dataset"]), **_model_input(entry["run"])},
-                     outputs={"table": layout.audit_file(name)},
-                     params={"audit": _json(entries.audit_entry(config, name)), "data": layout.data_dir(entry["dataset"])},
-                     reads=("seed", f"audits.{name}"), resources=Resources(config["threads"], mem_mb=4000, runtime=30))
-            for name, entry in config.get("audits", {}).items()]
+    out += [
+        SweepJob(
+            name=name,
+            inputs={"summary": layout.run_files(entry["run"])["summary"]},
+            outputs={"table": layout.sweep_file(name)},
+            reads=(f"sweeps.{name}",),
+            run=entry["run"],
+            params={"accountants": " ".join(entry["accountants"]), "points": entry["points"]},
+        )
+        for name, entry in config.get("sweeps", {}).items()
+    ]
+    out += [
+        AuditJob(
+            name=name,
+            inputs={**layout.data_files(entry["dataset"]), **_model_input(entry["run"])},
+            outputs={"table": layout.audit_file(name)},
+            params={
+                "audit": _json(entries.audit_entry(config, name)),
+                "data": layout.data_dir(entry["dataset"]),
+            },
+            reads=("seed", f"audits.{name}"),
+            resources=Resources(config["threads"], mem_mb=4000, runtime=30),
+        )
+        for name, entry in config.get("audits", {}).items()
+    ]
     for figure, params in config.get("figures", {}).items():
         module = figure_module(figure)
         inputs = module.inputs(config, params)
         table = layout.table_file(figure)
-        out.append(TableJob(name=figure, inputs=inputs, outputs={"table": table}, reads=(f"figures.{figure}",),
-                            params={"figure": _json(params), "inputs": input_args(inputs)}))
-        out.append(FigureJob(name=figure, inputs={"table": table}, outputs=layout.drawing_files(figure),
-                             params={"caption": module.CAPTION},
-                             category="Claims" if figure == "claims" else "Figures"))
+        out.append(
+            TableJob(
+                name=figure,
+                inputs=inputs,
+                outputs={"table": table},
+                reads=(f"figures.{figure}",),
+                params={"figure": _json(params), "inputs": input_args(inputs)},
+            )
+        )
+        out.append(
+            FigureJob(
+                name=figure,
+                inputs={"table": table},
+                outputs=layout.drawing_files(figure),
+                params={"caption": module.CAPTION},
+                category="Claims" if figure == "claims" else "Figures",
+            )
+        )
     results = JobList(tuple(out)).results
     out.append(IndexJob(name="", inputs={"results": results}, outputs={"index": layout.INDEX}))
     data_files = [path for files in sources.values() for path in files]
     model_files = entries.model_files(config)
-    out.append(ProvenanceJob(name="", inputs={"results": results, **({"data": data_files} if data_files else {}),
-                                              **({"models": model_files} if model_files else {})},
-                             outputs={"provenance": layout.PROVENANCE},
-                             params={"config": _json(config)}, reads=None))
+    out.append(
+        ProvenanceJob(
+            name="",
+            inputs={
+                "results": results,
+                **({"data": data_files} if data_files else {}),
+                **({"models": model_files} if model_files else {}),
+            },
+            outputs={"provenance": layout.PROVENANCE},
+            params={"config": _json(config)},
+            reads=None,
+        )
+    )
     return JobList(tuple(out))
 
 

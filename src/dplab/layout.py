@@ -23,9 +23,14 @@ def training_files(folder: str) -> dict[str, str]:
     its header otherwise, so that every training job has the same outputs (one rule); likewise
     individual_epsilon.csv with ``individual_epsilon: true``."""
     base = training_dir(folder)
-    return {"metrics": f"{base}/metrics.csv", "summary": f"{base}/summary.json", "model": f"{base}/model.pt",
-            "grad_norms": f"{base}/grad_norms.csv",
-            "individual_epsilon": f"{base}/individual_epsilon.csv", "metrics_json": f"{base}/metrics.json"}
+    return {
+        "metrics": f"{base}/metrics.csv",
+        "summary": f"{base}/summary.json",
+        "model": f"{base}/model.pt",
+        "grad_norms": f"{base}/grad_norms.csv",
+        "individual_epsilon": f"{base}/individual_epsilon.csv",
+        "metrics_json": f"{base}/metrics.json",
+    }
 
 
 def training_dir(folder: str) -> str:
@@ -96,15 +101,28 @@ TOEPLITZ_STRATEGIES = ("banded_toeplitz", "blt")
 BANDED_STRATEGIES = ("banded", "banded_toeplitz")
 
 
-def cache_key(strategy: str, steps: int, bands: int | None, buffers: int | None = None, objective: str | None = None,
-              min_separation: int | None = None) -> str:
+def cache_key(
+    strategy: str,
+    steps: int,
+    bands: int | None,
+    buffers: int | None = None,
+    objective: str | None = None,
+    min_separation: int | None = None,
+) -> str:
     """File stem of a saved factorization (``dplab mf --out``, pipeline rule ``factorization``):
     ``<strategy>_T<steps>[_m<bands>][_k<buffers>][_<objective>][_s<min_separation>]``, the parts of
     :func:`mf_spec` that are not None (bands of banded and banded_toeplitz, buffers of blt, objective
     and s of the two strategies of :data:`TOEPLITZ_STRATEGIES`)."""
     key = f"{strategy}_T{steps}" + (f"_m{bands}" if strategy in BANDED_STRATEGIES else "")
-    return key + "".join(f"_{part}" for part in (f"k{buffers}" if buffers is not None else None, objective,
-                                                  f"s{min_separation}" if min_separation is not None else None) if part)
+    return key + "".join(
+        f"_{part}"
+        for part in (
+            f"k{buffers}" if buffers is not None else None,
+            objective,
+            f"s{min_separation}" if min_separation is not None else None,
+        )
+        if part
+    )
 
 
 def mf_file(key: str) -> str:
@@ -112,24 +130,41 @@ def mf_file(key: str) -> str:
     return f"{MF_DIR}/{key}.npz"
 
 
-def mf_spec(strategy: str, steps: int, bands: int | None, buffers: int | None = None, objective: str | None = None,
-            min_separation: int | None = None) -> tuple[str, dict]:
+def mf_spec(
+    strategy: str,
+    steps: int,
+    bands: int | None,
+    buffers: int | None = None,
+    objective: str | None = None,
+    min_separation: int | None = None,
+) -> tuple[str, dict]:
     """(cache key, {strategy, steps, bands, buffers, objective, min_separation}) of one factorization of
     the prefix-sum workload, each part None where the strategy does not take it: bands (banded,
     banded_toeplitz), buffers (blt), objective (default mean) and the min-separation s the optimizer
     minimizes the error for (k = ⌈T/s⌉ participations; None: single participation, k = 1) for
     :data:`TOEPLITZ_STRATEGIES`."""
     toeplitz = strategy in TOEPLITZ_STRATEGIES
-    spec = {"strategy": strategy, "steps": steps,
-            "bands": bands if strategy in BANDED_STRATEGIES else None,
-            "buffers": buffers if strategy == "blt" else None,
-            "objective": (objective or "mean") if toeplitz else None,
-            "min_separation": min_separation if toeplitz and min_separation is not None and min_separation < steps else None}
+    spec = {
+        "strategy": strategy,
+        "steps": steps,
+        "bands": bands if strategy in BANDED_STRATEGIES else None,
+        "buffers": buffers if strategy == "blt" else None,
+        "objective": (objective or "mean") if toeplitz else None,
+        "min_separation": min_separation
+        if toeplitz and min_separation is not None and min_separation < steps
+        else None,
+    }
     return cache_key(**spec), spec
 
 
 def mf_args(spec: dict) -> str:
     """The `dplab mf` flags that compute the factorization of ``spec`` (:func:`mf_spec`; rule ``factorization``)."""
-    flags = {"bands": "--bands", "buffers": "--buffers", "objective": "--objective", "min_separation": "--min-separation"}
+    flags = {
+        "bands": "--bands",
+        "buffers": "--buffers",
+        "objective": "--objective",
+        "min_separation": "--min-separation",
+    }
     return f"--strategy {spec['strategy']} --steps {spec['steps']}" + "".join(
-        f" {flag} {spec[key]}" for key, flag in flags.items() if spec.get(key) is not None)
+        f" {flag} {spec[key]}" for key, flag in flags.items() if spec.get(key) is not None
+    )

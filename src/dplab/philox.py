@@ -40,7 +40,9 @@ def _mulhilo(m: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return (prod >> 32) & MASK32, prod & MASK32
 
 
-def philox4x32_10(counter: tuple[torch.Tensor, ...], key: tuple[int, int]) -> tuple[torch.Tensor, ...]:
+def philox4x32_10(
+    counter: tuple[torch.Tensor, ...], key: tuple[int, int]
+) -> tuple[torch.Tensor, ...]:
     """The four output words of Philox4x32-10 for each counter (four int64 tensors of values
     < 2³², elementwise) under ``key`` (two ints < 2³²)."""
     c0, c1, c2, c3 = counter
@@ -63,8 +65,10 @@ class PortableGenerator:
         self.counter = 0
 
     def get_state(self) -> torch.Tensor:
-        return torch.tensor([self.seed >> 32, self.seed & MASK32, self.counter >> 32, self.counter & MASK32],
-                            dtype=torch.int64)
+        return torch.tensor(
+            [self.seed >> 32, self.seed & MASK32, self.counter >> 32, self.counter & MASK32],
+            dtype=torch.int64,
+        )
 
     def set_state(self, state: torch.Tensor) -> None:
         hi, lo, chi, clo = (int(v) for v in state.tolist())
@@ -74,12 +78,15 @@ class PortableGenerator:
         """Standard normal numbers of ``shape`` on the generator's device (the next blocks)."""
         n = math.prod(shape)
         blocks = (n + 1) // 2
-        index = torch.arange(self.counter, self.counter + blocks, dtype=torch.int64, device=self.device)
+        index = torch.arange(
+            self.counter, self.counter + blocks, dtype=torch.int64, device=self.device
+        )
         self.counter += blocks
         zero = torch.zeros_like(index)
-        x0, x1, x2, x3 = philox4x32_10((index & MASK32, index >> 32, zero, zero),
-                                       (self.seed & MASK32, self.seed >> 32))
-        scale = 2.0 ** -53
+        x0, x1, x2, x3 = philox4x32_10(
+            (index & MASK32, index >> 32, zero, zero), (self.seed & MASK32, self.seed >> 32)
+        )
+        scale = 2.0**-53
         u1 = (((x0 << 21) | (x1 >> 11)).double() + 0.5) * scale
         u2 = (((x2 << 21) | (x3 >> 11)).double() + 0.5) * scale
         radius = torch.sqrt(-2.0 * torch.log(u1))
@@ -88,7 +95,9 @@ class PortableGenerator:
         return z.to(dtype).view(shape)
 
 
-def normal(shape, generator, dtype: torch.dtype, device: torch.device | None = None) -> torch.Tensor:
+def normal(
+    shape, generator, dtype: torch.dtype, device: torch.device | None = None
+) -> torch.Tensor:
     """Standard normal numbers of ``shape`` and ``dtype`` from a :class:`PortableGenerator` or a
     ``torch.Generator`` (None: torch's default one), on ``device`` (default: the generator's):
     the one draw every noise source makes."""

@@ -67,7 +67,9 @@ def interval_seconds() -> float:
     except ValueError:
         value = -1.0
     if not (math.isfinite(value) and value >= 0):
-        raise DPLabError(INTERVAL_ENV, f"must be a number of seconds >= 0 between progress lines; got {raw!r}")
+        raise DPLabError(
+            INTERVAL_ENV, f"must be a number of seconds >= 0 between progress lines; got {raw!r}"
+        )
     return value
 
 
@@ -98,7 +100,9 @@ class Progress:
 
     def due(self, done: int) -> bool:
         """Whether ``update(done)`` will write a log line (callers compute costly status only then)."""
-        return self.bar is None and (done >= self.total or time.monotonic() - self.last >= self.interval)
+        return self.bar is None and (
+            done >= self.total or time.monotonic() - self.last >= self.interval
+        )
 
     def update(self, done: int, status: str | None = None) -> None:
         """``done`` units are finished; ``status`` (if given) replaces the job's status text."""
@@ -124,6 +128,15 @@ class Progress:
         left = clock((self.total - done) * elapsed / rate_done) if rate_done > 0 else "?"
         share = 100.0 * done / self.total if self.total else 100.0
         status = f" | {self.status}" if self.status else ""
-        log.info("dplab %s: %s %d/%d (%.1f%%)%s | elapsed %s, left ~%s", self.what, self.unit, done, self.total,
-                 share, status, clock(elapsed), left)
+        log.info(
+            "dplab %s: %s %d/%d (%.1f%%)%s | elapsed %s, left ~%s",
+            self.what,
+            self.unit,
+            done,
+            self.total,
+            share,
+            status,
+            clock(elapsed),
+            left,
+        )
         self.last, self.last_written = now, done

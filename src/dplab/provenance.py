@@ -62,7 +62,11 @@ def git_state(cwd: Path) -> dict:
 
     head = git("rev-parse", "HEAD")
     if head.returncode != 0:
-        return {"commit": None, "dirty": None, "error": head.stderr.strip() or "not a git repository"}
+        return {
+            "commit": None,
+            "dirty": None,
+            "error": head.stderr.strip() or "not a git repository",
+        }
     dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     return {"commit": head.stdout.strip(), "dirty": bool(dirty)}
 
@@ -90,5 +94,7 @@ def record(config: dict, outputs: list[str], cwd: Path = Path("."), inputs: list
         "outputs": {key: {"sha256": file_hash(p)} for key, p in expand(outputs, cwd).items()},
     }
     if inputs:
-        out["inputs"] = {key: {"sha256": file_hash(p)} for key, p in expand(list(inputs), cwd).items()}
+        out["inputs"] = {
+            key: {"sha256": file_hash(p)} for key, p in expand(list(inputs), cwd).items()
+        }
     return {**out, "config": config}

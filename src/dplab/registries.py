@@ -19,8 +19,9 @@ from dplab.registry import Registry
 PACKAGE = Path(__file__).resolve().parent
 DOC = PACKAGE.parents[1] / "docs/registries.md"
 #: a schema line whose list a registry writes: ``… [a, b] … # generated: KIND``
-MARK = re.compile(r"^(?P<head>[^#\n]*?)\[[^\]\n]*\](?P<tail>[^#\n]*# generated: (?P<kind>\w+))$",
-                  re.M)
+MARK = re.compile(
+    r"^(?P<head>[^#\n]*?)\[[^\]\n]*\](?P<tail>[^#\n]*# generated: (?P<kind>\w+))$", re.M
+)
 BEGIN, END = "<!-- registries: begin (python -m dplab.registries) -->\n", "<!-- registries: end -->"
 
 
@@ -32,8 +33,13 @@ def registries() -> dict[str, Registry]:
     from dplab.training.methods import METHODS
     from dplab.training.models import MODELS
 
-    return {"accountants": ACCOUNTANTS, "methods": METHODS, "models": MODELS, "figures": FIGURES,
-            "estimators": ESTIMATORS}
+    return {
+        "accountants": ACCOUNTANTS,
+        "methods": METHODS,
+        "models": MODELS,
+        "figures": FIGURES,
+        "estimators": ESTIMATORS,
+    }
 
 
 def schema_text(text: str, found: dict[str, Registry] | None = None) -> str:
@@ -53,8 +59,13 @@ def _row(kind: str, registry: Registry, name: str, entry) -> list[str]:
     return [", ".join(need for need, yes in entry.items() if yes) or "-"]
 
 
-COLUMNS = {"accountants": ["bound", "colour", "source"], "methods": ["display", "source"],
-           "models": ["display", "source"], "figures": ["title", "source"], "estimators": ["needs"]}
+COLUMNS = {
+    "accountants": ["bound", "colour", "source"],
+    "methods": ["display", "source"],
+    "models": ["display", "source"],
+    "figures": ["title", "source"],
+    "estimators": ["needs"],
+}
 
 
 def doc_table(found: dict[str, Registry] | None = None) -> str:
@@ -64,11 +75,19 @@ def doc_table(found: dict[str, Registry] | None = None) -> str:
     found = registries() if found is None else found
     parts = []
     for kind, registry in found.items():
-        rows = [f"### {kind}\n", f"| name | {' | '.join(COLUMNS[kind])} | module |",
-                "|" + " --- |" * (len(COLUMNS[kind]) + 2)]
+        rows = [
+            f"### {kind}\n",
+            f"| name | {' | '.join(COLUMNS[kind])} | module |",
+            "|" + " --- |" * (len(COLUMNS[kind]) + 2),
+        ]
         for name in registry:
-            entry = (get(name) if kind == "accountants"
-                     else registry.meta[name] if kind == "estimators" else registry[name])
+            entry = (
+                get(name)
+                if kind == "accountants"
+                else registry.meta[name]
+                if kind == "estimators"
+                else registry[name]
+            )
             cells = [cell.replace("|", "\\|") for cell in _row(kind, registry, name, entry)]
             rows.append(f"| `{name}` | {' | '.join(cells)} | `{registry.entries[name]}` |")
         parts.append("\n".join(rows) + "\n")

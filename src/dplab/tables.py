@@ -39,12 +39,20 @@ def read_table(path: str | Path, what: str, regenerate: str) -> pd.DataFrame:
     column existed, or by something else), or holds a number of rows other than the one recorded."""
     table = read_csv(path, what, regenerate)
     if ROWS not in table.columns:
-        raise damaged(path, what, f"has no {ROWS!r} column (the row count every table dplab writes ends with)",
-                      regenerate)
+        raise damaged(
+            path,
+            what,
+            f"has no {ROWS!r} column (the row count every table dplab writes ends with)",
+            regenerate,
+        )
     if table.empty:
         raise damaged(path, what, "has a header but no rows (truncated)", regenerate)
     expected = table[ROWS].iloc[0]
     if table[ROWS].nunique() != 1 or expected != len(table):
-        raise damaged(path, what, f"truncated or altered: {len(table)} rows where its writer wrote {expected}",
-                      regenerate)
+        raise damaged(
+            path,
+            what,
+            f"truncated or altered: {len(table)} rows where its writer wrote {expected}",
+            regenerate,
+        )
     return table.drop(columns=ROWS)

@@ -20,7 +20,9 @@ from dplab.validate import positive
 def sampling_rate(batch_size: int, dataset_size: int) -> float:
     """q = b / n (001 calls it p)."""
     if not (1 <= batch_size <= dataset_size):
-        raise DPLabError("batch_size", f"must lie in [1, dataset_size={dataset_size}]; got {batch_size}")
+        raise DPLabError(
+            "batch_size", f"must lie in [1, dataset_size={dataset_size}]; got {batch_size}"
+        )
     return batch_size / dataset_size
 
 
@@ -53,10 +55,16 @@ def asoodeh_sigma(noise_multiplier: float, lr: float, clip: float, batch_size: f
     realized |B| while we use the expected b, so the match holds in expectation of 1/|B|
     only to first order (b = q·n).
     """
-    return positive("lr", lr) * noise_std_on_sum(noise_multiplier, clip) / positive("batch_size", batch_size)
+    return (
+        positive("lr", lr)
+        * noise_std_on_sum(noise_multiplier, clip)
+        / positive("batch_size", batch_size)
+    )
 
 
-def noise_multiplier_from_asoodeh(sigma_a: float, lr: float, clip: float, batch_size: float) -> float:
+def noise_multiplier_from_asoodeh(
+    sigma_a: float, lr: float, clip: float, batch_size: float
+) -> float:
     """Inverse of :func:`asoodeh_sigma`: σ = σ_A·b / (η·C)."""
     return (
         positive("sigma_a", sigma_a)
@@ -76,10 +84,17 @@ def langevin_sigma(noise_multiplier: float, clip: float, lr: float, dataset_size
     return noise_std_on_sum(noise_multiplier, clip) * math.sqrt(positive("lr", lr) / 2.0) / n
 
 
-def noise_multiplier_from_langevin(sigma_002: float, clip: float, lr: float, dataset_size: int) -> float:
+def noise_multiplier_from_langevin(
+    sigma_002: float, clip: float, lr: float, dataset_size: int
+) -> float:
     """Inverse of :func:`langevin_sigma`: σ = σ₀₀₂·n·√(2/η) / C."""
     n = positive("dataset_size", dataset_size)
-    return positive("sigma", sigma_002) * n * math.sqrt(2.0 / positive("lr", lr)) / positive("clip", clip)
+    return (
+        positive("sigma", sigma_002)
+        * n
+        * math.sqrt(2.0 / positive("lr", lr))
+        / positive("clip", clip)
+    )
 
 
 # ---------------------------------------------------------------- 000 (Boninsegna)

@@ -52,8 +52,11 @@ def log_mass(a: np.ndarray, b: np.ndarray, mean: float, sigma: float) -> np.ndar
 
 def loss_pair(sigma: float, q: float, direction: str):
     """(privacy loss L(x), P's mixture components [(weight, mean)], L increasing in x?)."""
+
     def log_mix(x, parts):
-        return special.logsumexp([math.log(w) + stats.norm.logpdf(x, m, sigma) for w, m in parts], axis=0)
+        return special.logsumexp(
+            [math.log(w) + stats.norm.logpdf(x, m, sigma) for w, m in parts], axis=0
+        )
 
     mixture = [(1 - q, 0.0), (q, 1.0)] if q < 1 else [(1.0, 1.0)]
     if direction == "remove":
@@ -84,7 +87,11 @@ def one_step(sigma: float, q: float, direction: str, disc: float, up: bool):
         return (a + b) / 2
 
     cuts = inverse(grid)
-    edges = np.concatenate(([-np.inf], cuts, [np.inf])) if increasing else np.concatenate(([np.inf], cuts, [-np.inf]))
+    edges = (
+        np.concatenate(([-np.inf], cuts, [np.inf]))
+        if increasing
+        else np.concatenate(([np.inf], cuts, [-np.inf]))
+    )
     left, right = np.minimum(edges[:-1], edges[1:]), np.maximum(edges[:-1], edges[1:])
     # cell j holds the losses between grid[j-1] and grid[j] (cell 0: below grid[0], last: above grid[-1])
     mass = np.zeros(len(edges) - 1)
@@ -100,7 +107,9 @@ def one_step(sigma: float, q: float, direction: str, disc: float, up: bool):
     return lo_k, probs, inf
 
 
-def composed_delta(first: int, probs: np.ndarray, inf: float, disc: float, t: int, epsilons: np.ndarray, up: bool):
+def composed_delta(
+    first: int, probs: np.ndarray, inf: float, disc: float, t: int, epsilons: np.ndarray, up: bool
+):
     """δ(ε) of the T-fold composition at each ε (sorted, close together): an upper bound when ``up``
     (the PMF rounded up), a lower bound otherwise, each with the error terms of the module docstring."""
     keep = probs > 0
@@ -128,7 +137,12 @@ def composed_delta(first: int, probs: np.ndarray, inf: float, disc: float, t: in
     hi = min(top, math.ceil(max(center + WIDTH * spread, epsilons.max() / disc - t * first + 1)))
 
     def chernoff(edge, sign):  # log min_η M(η)^T e^{-η·edge}, η > λ above (sign +1), η < λ below
-        f = lambda x: t * special.logsumexp((lam + sign * math.exp(x)) * idx + lp) - (lam + sign * math.exp(x)) * edge  # noqa: E731
+        def f(x):
+            return (
+                t * special.logsumexp((lam + sign * math.exp(x)) * idx + lp)
+                - (lam + sign * math.exp(x)) * edge
+            )  # noqa: E731
+
         r = optimize.minimize_scalar(f, bounds=(-30, math.log(50)), method="bounded")
         return min(r.fun, f(math.log(50)))
 
@@ -141,7 +155,11 @@ def composed_delta(first: int, probs: np.ndarray, inf: float, disc: float, t: in
     tilted = conv[k % size]
     eta = 8 * (t + 2) * math.ceil(math.log2(size)) * U * max(1.0, math.sqrt(size * (w @ w)))
     # mass wrapped onto the window, in tilted units (for the lower bound): Chernoff of the tilted tails
-    wrapped = math.exp(above - t * lm + lam * hi) + math.exp(below - t * lm + lam * lo) if lam >= 0 else 1.0
+    wrapped = (
+        math.exp(above - t * lm + lam * hi) + math.exp(below - t * lm + lam * lo)
+        if lam >= 0
+        else 1.0
+    )
     tilted = np.maximum(tilted, 0.0) + eta if up else np.maximum(tilted - eta - wrapped, 0.0)
     log_scale = t * lm - lam * k
     losses = (t * first + k) * disc
@@ -154,7 +172,9 @@ def composed_delta(first: int, probs: np.ndarray, inf: float, disc: float, t: in
     tail_r = np.concatenate((np.cumsum(r[::-1])[::-1], [0.0]))
     tail_e = np.concatenate((np.cumsum(e[::-1])[::-1], [0.0]))
     j = np.searchsorted(losses[start:], epsilons, side="right")
-    finite = math.exp(scale) * np.maximum(tail_r[j] - np.exp(epsilons - losses[start]) * tail_e[j], 0.0)
+    finite = math.exp(scale) * np.maximum(
+        tail_r[j] - np.exp(epsilons - losses[start]) * tail_e[j], 0.0
+    )
     return finite + inf_t + (math.exp(above) if up else 0.0)
 
 
@@ -166,7 +186,9 @@ def epsilon_bracket(sigma, q, t, delta, relation, disc_up, disc_low, guess):
         steps = [one_step(sigma, q, d, disc, up) for d in directions]
 
         def delta_at(eps_grid):
-            return np.max([composed_delta(f, p, i, disc, t, eps_grid, up) for f, p, i in steps], axis=0)
+            return np.max(
+                [composed_delta(f, p, i, disc, t, eps_grid, up) for f, p, i in steps], axis=0
+            )
 
         grid = np.linspace(guess * 0.97, guess * 1.03, 6001)
         while True:  # one FFT per direction gives δ on the whole grid of ε
@@ -199,9 +221,18 @@ if __name__ == "__main__":
     for sigma, q, t, delta, relation, d_up, d_low, guess in (SETTINGS[i] for i in chosen):
         start = time.time()
         low, up = epsilon_bracket(sigma, q, t, delta, relation, d_up, d_low, guess)
-        rows.append({"noise_multiplier": sigma, "sampling_rate": q, "steps": t, "delta": delta,
-                     "neighbouring": relation, "epsilon_low": low, "epsilon_up": up,
-                     "seconds": round(time.time() - start, 1)})
+        rows.append(
+            {
+                "noise_multiplier": sigma,
+                "sampling_rate": q,
+                "steps": t,
+                "delta": delta,
+                "neighbouring": relation,
+                "epsilon_low": low,
+                "epsilon_up": up,
+                "seconds": round(time.time() - start, 1),
+            }
+        )
         print(rows[-1], file=sys.stderr, flush=True)
     json.dump({"script": "tests/references/certified_pld.py", "rows": rows}, sys.stdout, indent=1)
     print()

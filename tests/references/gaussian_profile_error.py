@@ -54,7 +54,12 @@ def main(lo=-3.0, hi=3.0, eps_max=1e4, n=20000, seed=1) -> None:
     kept = np.array([x >= mpmath.mpf(1e-300) for x in exact])
     eps, mu, exact = eps[kept], mu[kept], [x for x, k in zip(exact, kept) if k]
     first, second, scale = profile_terms(eps, mu)
-    low = np.array([float(x - mpmath.mpf(float(a)) + mpmath.mpf(float(b))) for x, a, b in zip(exact, first, second)])
+    low = np.array(
+        [
+            float(x - mpmath.mpf(float(a)) + mpmath.mpf(float(b)))
+            for x, a, b in zip(exact, first, second)
+        ]
+    )
     rel = low / np.array([float(x) for x in exact])
     units = low / (scale * ULP)
     pad = relative(exact, gaussian_delta(eps, mu))
@@ -63,12 +68,18 @@ def main(lo=-3.0, hi=3.0, eps_max=1e4, n=20000, seed=1) -> None:
     ones = len(exact) - len(below)
     c = eps / mu - mu / 2
     former = float(max(relative(exact, ndtr(-c) - np.exp(eps + log_ndtr(-c - mu)))))
-    print(f"{len(eps)} points, mu in [{mu.min():.3g}, {mu.max():.3g}], eps <= {eps.max():.4g}, "
-          f"delta >= {min(float(x) for x in exact):.3g} ({time.time() - start:.0f} s)")
-    print(f"unpadded: max relative error {np.abs(rel).max():.3g} (max below exact {rel.max():.3g}); "
-          f"max (exact - unpadded)/scale = {units.max():.2f} ulp")
-    print(f"padded: max (exact - padded)/exact = {mpmath.nstr(max(below), 3)} (must be < 0: never below; "
-          f"{ones} points left out where the exact delta is 1 to 60 digits and ours is clipped at 1)")
+    print(
+        f"{len(eps)} points, mu in [{mu.min():.3g}, {mu.max():.3g}], eps <= {eps.max():.4g}, "
+        f"delta >= {min(float(x) for x in exact):.3g} ({time.time() - start:.0f} s)"
+    )
+    print(
+        f"unpadded: max relative error {np.abs(rel).max():.3g} (max below exact {rel.max():.3g}); "
+        f"max (exact - unpadded)/scale = {units.max():.2f} ulp"
+    )
+    print(
+        f"padded: max (exact - padded)/exact = {mpmath.nstr(max(below), 3)} (must be < 0: never below; "
+        f"{ones} points left out where the exact delta is 1 to 60 digits and ours is clipped at 1)"
+    )
     print(f"padded: largest relative overshoot where delta <= 1/2: {float(over):.3g}")
     print(f"former ndtr difference: max relative error below exact {former:.3g}")
 

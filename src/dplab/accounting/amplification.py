@@ -88,6 +88,8 @@ def safe_log_moments(log_moments, orders, setting: Setting) -> np.ndarray:
     amplification (subsampling never increases a Rényi divergence: the sampled pair is a mixture, and
     e^{(α−1)D_α} is jointly convex), which also replaces +∞ (a series that did not converge)."""
     orders, log_moments = np.asarray(orders, dtype=float), np.asarray(log_moments, dtype=float)
-    raised = np.where(log_moments < LOG_MOMENT_FLOOR * orders, 2 * LOG_MOMENT_FLOOR * orders, log_moments)
+    raised = np.where(
+        log_moments < LOG_MOMENT_FLOOR * orders, 2 * LOG_MOMENT_FLOOR * orders, log_moments
+    )
     mu = step_mu(setting)
     return np.minimum(raised, (orders - 1) * orders * mu**2 / 2)

@@ -37,7 +37,9 @@ def theta(epsilon: float, r) -> np.ndarray:
     r = np.asarray(r, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         log_a = log_ndtr(r / 2 - epsilon / r)
-        value = np.exp(log_a) * -np.expm1(np.minimum(epsilon + log_ndtr(-epsilon / r - r / 2) - log_a, 0.0))
+        value = np.exp(log_a) * -np.expm1(
+            np.minimum(epsilon + log_ndtr(-epsilon / r - r / 2) - log_a, 0.0)
+        )
     return np.where((r > 0) & (log_a > -np.inf), np.clip(value, 0.0, 1.0), 0.0)
 
 
@@ -51,8 +53,10 @@ def projected_delta(epsilon: float, steps, p: float, r: float) -> np.ndarray:
     δ(T) = pθ·(1 − [(1−p)θ]^T)/(1 − (1−p)θ), θ = θ_ε(r), for every T of ``steps``."""
     th = float(theta(epsilon, r))
     a = (1 - p) * th
-    return p * th * -np.expm1(np.asarray(steps, dtype=float) * math.log(a)) / (1 - a) if a > 0 else np.full(
-        np.shape(steps), p * th
+    return (
+        p * th * -np.expm1(np.asarray(steps, dtype=float) * math.log(a)) / (1 - a)
+        if a > 0
+        else np.full(np.shape(steps), p * th)
     )
 
 
@@ -70,7 +74,12 @@ def projected_epsilon_limit(delta: float, p: float, r: float) -> float:
     if gap(0.0) <= 0:
         return 0.0
     start = max(projected_epsilon_closed_form(delta, p, r), 1e-12)
-    hi = expand(lambda e: gap(e) > 0, start, lambda e: 2 * e, within=lambda e: e <= max(EPSILON_SEARCH_MAX, start))
+    hi = expand(
+        lambda e: gap(e) > 0,
+        start,
+        lambda e: 2 * e,
+        within=lambda e: e <= max(EPSILON_SEARCH_MAX, start),
+    )
     return math.inf if hi is None else safe_root(gap, 0.0, hi, xtol=1e-14, rtol=1e-12, nudge=None)
 
 
@@ -88,15 +97,30 @@ def projected_epsilon(delta: float, steps, p: float, r: float) -> np.ndarray:
         if gap(0.0) <= 0:
             out.append(0.0)
             continue
-        hi = expand(lambda e: gap(e) > 0, max(projected_epsilon_closed_form(delta, p, r), 1e-12), lambda e: 2 * e,  # noqa: B023
-                    within=lambda e: e <= EPSILON_SEARCH_MAX)
-        out.append(math.inf if hi is None else safe_root(gap, 0.0, hi, xtol=1e-14, rtol=1e-12, nudge=None))
+        hi = expand(
+            lambda e: gap(e) > 0,
+            max(projected_epsilon_closed_form(delta, p, r), 1e-12),
+            lambda e: 2 * e,  # noqa: B023
+            within=lambda e: e <= EPSILON_SEARCH_MAX,
+        )
+        out.append(
+            math.inf if hi is None else safe_root(gap, 0.0, hi, xtol=1e-14, rtol=1e-12, nudge=None)
+        )
     return np.array(out)
 
 
 # ---------------------------------------------------------------- regularized DP-SGD
-def regularized_delta(epsilon: float, steps: int, p: float, lr: float, clip: float, sigma_a: float,
-                      regularization: float, dimension: int, kappa) -> np.ndarray:
+def regularized_delta(
+    epsilon: float,
+    steps: int,
+    p: float,
+    lr: float,
+    clip: float,
+    sigma_a: float,
+    regularization: float,
+    dimension: int,
+    kappa,
+) -> np.ndarray:
     """001 Thm 3, eq. (21), at T = ``steps`` for each κ in ``kappa``:
 
     δ ≤ (1+e^ε)[1 − P(χ²_d ≤ κ²)^T] + (b/(n−b))·Σ_{t=1}^T (1−p)^{T−t} Π_{s=t}^T θ_ε(2(r_s − σκ)/σ),
@@ -123,21 +147,45 @@ def regularized_delta(epsilon: float, steps: int, p: float, lr: float, clip: flo
     return first + second
 
 
-def regularized_delta_optimized(epsilon: float, steps: int, p: float, lr: float, clip: float, sigma_a: float,
-                                regularization: float, dimension: int) -> tuple[float, float]:
+def regularized_delta_optimized(
+    epsilon: float,
+    steps: int,
+    p: float,
+    lr: float,
+    clip: float,
+    sigma_a: float,
+    regularization: float,
+    dimension: int,
+) -> tuple[float, float]:
     """(δ, κ*): eq. (21) minimized over κ > 0 — a grid of 161 κ with χ² tail P(χ²_d > κ²) from
     10⁰ to 10⁻⁴⁰⁰·… (κ = √(χ²_d quantile)), then bounded Brent in log κ between the grid
     neighbours of the best point.  Every κ gives a valid bound; the search only tightens it."""
     tails = np.logspace(-0.01, -300, 161)
     grid = np.sqrt(chi2.isf(tails, dimension))
     grid = grid[np.isfinite(grid) & (grid > 0)]
-    values = regularized_delta(epsilon, steps, p, lr, clip, sigma_a, regularization, dimension, grid)
+    values = regularized_delta(
+        epsilon, steps, p, lr, clip, sigma_a, regularization, dimension, grid
+    )
     i = int(np.argmin(values))
     lo, hi = math.log(grid[max(i - 1, 0)]), math.log(grid[min(i + 1, len(grid) - 1)])
     best_k, best = grid[i], float(values[i])
     if hi > lo:
-        f = lambda lk: float(regularized_delta(epsilon, steps, p, lr, clip, sigma_a, regularization,  # noqa: E731
-                                               dimension, [math.exp(lk)])[0])
+
+        def f(lk):
+            return float(
+                regularized_delta(
+                    epsilon,
+                    steps,
+                    p,
+                    lr,
+                    clip,
+                    sigma_a,
+                    regularization,  # noqa: E731
+                    dimension,
+                    [math.exp(lk)],
+                )[0]
+            )
+
         res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-8})
         if res.fun < best:
             best_k, best = math.exp(res.x), float(res.fun)
@@ -151,7 +199,9 @@ class _AsoodehBase(Accountant):
 
     @staticmethod
     def sigma_a(setting: Setting) -> float:
-        return units.asoodeh_sigma(setting.noise_multiplier, setting.lr, setting.clip, setting.batch_size)
+        return units.asoodeh_sigma(
+            setting.noise_multiplier, setting.lr, setting.clip, setting.batch_size
+        )
 
 
 class AsoodehProjectedAccountant(_AsoodehBase):
@@ -178,8 +228,11 @@ class AsoodehProjectedAccountant(_AsoodehBase):
         eps = projected_epsilon(delta, steps, *self._params(setting))
         if not np.all(np.isfinite(eps)):
             r = self._params(setting)[1]
-            raise self.too_far("delta", f"001 Thms 1–2 give no ε <= {EPSILON_SEARCH_MAX:g} at δ = {delta:g} here "
-                                        f"(r = (D + 2ηC)/σ_A = {r:.3g}: the kernel barely contracts)")
+            raise self.too_far(
+                "delta",
+                f"001 Thms 1–2 give no ε <= {EPSILON_SEARCH_MAX:g} at δ = {delta:g} here "
+                f"(r = (D + 2ηC)/σ_A = {r:.3g}: the kernel barely contracts)",
+            )
         return eps
 
     def _delta_curve(self, setting, epsilon, steps):
@@ -195,8 +248,16 @@ class AsoodehRegularizedAccountant(_AsoodehBase):
     name = "asoodeh_regularized"
     source = "001 Thm 3, eq. (20)–(21) (κ optimized numerically)"
     samplings = ("without_replacement",)
-    requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "clip", "lr", "regularization",
-                "dimension")
+    requires = (
+        "noise_multiplier",
+        "steps",
+        "batch_size",
+        "dataset_size",
+        "clip",
+        "lr",
+        "regularization",
+        "dimension",
+    )
     excludes = ("diameter",)  # 001 eq. (16): unprojected (Π_t of eq. (19) is a device of the proof)
     assumptions = (
         "only the last iterate is released (hidden state)",
@@ -207,18 +268,34 @@ class AsoodehRegularizedAccountant(_AsoodehBase):
         "batch_size < dataset_size (the factor b/(n−b) of eq. (21))",
     )
 
-    limits = {"steps": (1, 10**4, "eq. (21) is evaluated at every step for 161 values of κ: 10^4 steps take "
-                                  "0.2 s and 70 MB per δ, and ε needs dozens")}
+    limits = {
+        "steps": (
+            1,
+            10**4,
+            "eq. (21) is evaluated at every step for 161 values of κ: 10^4 steps take "
+            "0.2 s and 70 MB per δ, and ε needs dozens",
+        )
+    }
 
     def check_setting(self, setting: Setting) -> None:
         if not setting.regularization > 0:
-            raise self.fail("regularization", f"must lie in (0, 1) (001 eq. (17)); got {setting.regularization}")
+            raise self.fail(
+                "regularization", f"must lie in (0, 1) (001 eq. (17)); got {setting.regularization}"
+            )
         if not setting.batch_size < setting.dataset_size:
-            raise self.fail("batch_size", f"must be < dataset_size ({setting.dataset_size}) for 001 eq. (21)")
+            raise self.fail(
+                "batch_size", f"must be < dataset_size ({setting.dataset_size}) for 001 eq. (21)"
+            )
 
     def _args(self, setting: Setting) -> tuple:
-        return (setting.sampling_rate, setting.lr, setting.clip, self.sigma_a(setting), setting.regularization,
-                setting.dimension)
+        return (
+            setting.sampling_rate,
+            setting.lr,
+            setting.clip,
+            self.sigma_a(setting),
+            setting.regularization,
+            setting.dimension,
+        )
 
     def _delta_curve(self, setting, epsilon, steps):
         args = self._args(setting)
@@ -229,9 +306,16 @@ class AsoodehRegularizedAccountant(_AsoodehBase):
         out = []
         for t in steps:
             gap = lambda e: regularized_delta_optimized(e, int(t), *args)[0] - delta  # noqa: E731,B023
-            hi = expand(lambda e: gap(e) > 0, 1.0, lambda e: 2 * e, within=lambda e: e <= EPSILON_SEARCH_MAX)  # noqa: B023
+            hi = expand(
+                lambda e: gap(e) > 0, 1.0, lambda e: 2 * e, within=lambda e: e <= EPSILON_SEARCH_MAX
+            )  # noqa: B023
             if hi is None:
-                raise self.too_far("delta", f"001 Thm 3 gives no ε <= {EPSILON_SEARCH_MAX:g} at δ = {delta:g}, T = {t}")
+                raise self.too_far(
+                    "delta",
+                    f"001 Thm 3 gives no ε <= {EPSILON_SEARCH_MAX:g} at δ = {delta:g}, T = {t}",
+                )
             lo = hi / 2 if hi > 1.0 else 0.0  # the last ε that missed δ (0: none tried)
-            out.append(safe_root(gap, lo, hi, xtol=1e-10, rtol=1e-8, nudge=None) if gap(lo) > 0 else lo)
+            out.append(
+                safe_root(gap, lo, hi, xtol=1e-10, rtol=1e-8, nudge=None) if gap(lo) > 0 else lo
+            )
         return np.array(out)

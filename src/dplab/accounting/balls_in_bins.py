@@ -97,7 +97,9 @@ def _add_betas(mu: float, t: int, orders: np.ndarray) -> np.ndarray:
     return (beta * mu**2 / t <= _ADD_REACH) | (beta == 1.0)
 
 
-def add_work(mu: float, t: int, orders: np.ndarray = ORDERS, density: int = _POINTS_PER_WIDTH) -> float:
+def add_work(
+    mu: float, t: int, orders: np.ndarray = ORDERS, density: int = _POINTS_PER_WIDTH
+) -> float:
     """Integrand points the add direction evaluates at most: its y points times its coarse and fine
     s points (:func:`log_negative_moments`); 0 for t = 1 (closed form)."""
     if t == 1:
@@ -108,7 +110,9 @@ def add_work(mu: float, t: int, orders: np.ndarray = ORDERS, density: int = _POI
     return float(y_count) * ((s_hi - s_lo) / 0.05 + (s_hi - s_lo) * density / width + 2)
 
 
-def log_negative_moments(mu: float, t: int, betas: np.ndarray, density: int = _POINTS_PER_WIDTH) -> np.ndarray:
+def log_negative_moments(
+    mu: float, t: int, betas: np.ndarray, density: int = _POINTS_PER_WIDTH
+) -> np.ndarray:
     """log E[S^{−β}], S = W_1 + … + W_t, for every β > 0 (module docstring; ``density`` sets the grids).
 
     The outer integral in s = log u runs over the window where some β's integrand lies within 40
@@ -120,15 +124,19 @@ def log_negative_moments(mu: float, t: int, betas: np.ndarray, density: int = _P
     m = -(mu**2) / 2
     s_lo, s_hi, y_count = _window(mu, t, betas, density)
     y = np.linspace(m - s_hi - 12.0 * mu, m + 12.0 * mu, y_count)
-    log_weight = -0.5 * ((y - m) / mu) ** 2 - math.log(mu * math.sqrt(2 * math.pi)) + math.log(y[1] - y[0])
+    log_weight = (
+        -0.5 * ((y - m) / mu) ** 2 - math.log(mu * math.sqrt(2 * math.pi)) + math.log(y[1] - y[0])
+    )
 
     rows = max(1, _CHUNK // len(y))
 
     def integrand(s: np.ndarray) -> np.ndarray:
-        log_psi = np.concatenate([
-            logsumexp(-np.exp(s[i : i + rows, None] + y[None, :]) + log_weight[None, :], axis=1)
-            for i in range(0, len(s), rows)
-        ])
+        log_psi = np.concatenate(
+            [
+                logsumexp(-np.exp(s[i : i + rows, None] + y[None, :]) + log_weight[None, :], axis=1)
+                for i in range(0, len(s), rows)
+            ]
+        )
         return betas[:, None] * s[None, :] + t * log_psi[None, :]
 
     coarse = np.arange(s_lo, s_hi, 0.05)
@@ -140,7 +148,9 @@ def log_negative_moments(mu: float, t: int, betas: np.ndarray, density: int = _P
     return logsumexp(integrand(s), axis=1) + math.log(s[1] - s[0]) - gammaln(betas)
 
 
-def add_rdp(mu: float, t: int, orders: np.ndarray = ORDERS, density: int = _POINTS_PER_WIDTH) -> np.ndarray:
+def add_rdp(
+    mu: float, t: int, orders: np.ndarray = ORDERS, density: int = _POINTS_PER_WIDTH
+) -> np.ndarray:
     """D_α(Q‖P) of one epoch (numerical, enlarged by :data:`MARGIN`; exact αμ²/2 for t = 1); +∞ at
     the orders beyond :data:`_ADD_REACH`, which the conversion then does not use."""
     if t == 1:
@@ -148,7 +158,11 @@ def add_rdp(mu: float, t: int, orders: np.ndarray = ORDERS, density: int = _POIN
     beta = orders - 1.0
     out = np.full(len(orders), np.inf)
     used = _add_betas(mu, t, orders)
-    log_moment = log_negative_moments(mu, t, beta[used], density) + beta[used] * math.log(t) + math.log1p(MARGIN)
+    log_moment = (
+        log_negative_moments(mu, t, beta[used], density)
+        + beta[used] * math.log(t)
+        + math.log1p(MARGIN)
+    )
     out[used] = log_moment / beta[used]
     return out
 
@@ -164,8 +178,10 @@ class BallsInBins(Accountant):
     ⌈T/t⌉ epochs, converted per order of the pair; never above ``fixed_batches``."""
 
     name = "balls_in_bins"
-    source = ("Chua et al. 2025 'Balls-and-Bins Sampling for DP-SGD'; dominating pair: Choquette-Choo et al. 2024, "
-              "Lemma 3.2; exact epoch RDP (cf. Feldman & Shenfeld 2025 'Privacy amplification by random allocation', Thm 4.8)")
+    source = (
+        "Chua et al. 2025 'Balls-and-Bins Sampling for DP-SGD'; dominating pair: Choquette-Choo et al. 2024, "
+        "Lemma 3.2; exact epoch RDP (cf. Feldman & Shenfeld 2025 'Privacy amplification by random allocation', Thm 4.8)"
+    )
     samplings = ("balls_in_bins",)
     neighbourings = ("add_remove",)
     requires = ("noise_multiplier", "steps", "batch_size", "dataset_size")
@@ -192,14 +208,23 @@ class BallsInBins(Accountant):
 
     def _rdp(self, setting: Setting, steps) -> list[np.ndarray]:
         k = epochs.participations(setting, steps).astype(float)[:, None]
-        return [k * one[None, :] for one in epoch_rdp(1.0 / setting.noise_multiplier, epochs.steps_per_epoch(setting))]
+        return [
+            k * one[None, :]
+            for one in epoch_rdp(1.0 / setting.noise_multiplier, epochs.steps_per_epoch(setting))
+        ]
 
     def _epsilon_curve(self, setting, delta, steps):
-        amplified = np.max([rdp_conversion.epsilon_from_rdp(r, ORDERS, delta) for r in self._rdp(setting, steps)], axis=0)
+        amplified = np.max(
+            [rdp_conversion.epsilon_from_rdp(r, ORDERS, delta) for r in self._rdp(setting, steps)],
+            axis=0,
+        )
         return np.minimum(amplified, gaussian_epsilon(delta, FixedBatches.mu(setting, steps)))
 
     def _delta_curve(self, setting, epsilon, steps):
-        amplified = np.max([rdp_conversion.delta_from_rdp(r, ORDERS, epsilon) for r in self._rdp(setting, steps)], axis=0)
+        amplified = np.max(
+            [rdp_conversion.delta_from_rdp(r, ORDERS, epsilon) for r in self._rdp(setting, steps)],
+            axis=0,
+        )
         return np.minimum(amplified, gaussian_delta(epsilon, FixedBatches.mu(setting, steps)))
 
     def _sigma_start(self, setting, epsilon, delta):

@@ -49,22 +49,43 @@ LIMITS: dict[str, tuple[float, float, str]] = {
     "dataset_size": (1, COUNT_MAX, "float64 counts exactly only to 2^53"),
     "batch_size": (1, COUNT_MAX, "float64 counts exactly only to 2^53"),
     "dimension": (1, COUNT_MAX, "float64 counts exactly only to 2^53"),
-    **{key: (1e-30, 1e30, "a physical scale; products of a few stay inside float64") for key in
-       ("clip", "lr", "diameter", "strong_convexity", "smoothness", "lipschitz", "sensitivity")},
-    "alpha": (1.01, 1e6, "the RDP → (ε, δ) conversion needs α > 1.01; orders are searched up to 1e6"),
-    "epsilon": (0.0, EPSILON_MAX, "far above any ε worth reporting; e^ε overflows the bounds' arithmetic beyond"),
+    **{
+        key: (1e-30, 1e30, "a physical scale; products of a few stay inside float64")
+        for key in (
+            "clip",
+            "lr",
+            "diameter",
+            "strong_convexity",
+            "smoothness",
+            "lipschitz",
+            "sensitivity",
+        )
+    },
+    "alpha": (
+        1.01,
+        1e6,
+        "the RDP → (ε, δ) conversion needs α > 1.01; orders are searched up to 1e6",
+    ),
+    "epsilon": (
+        0.0,
+        EPSILON_MAX,
+        "far above any ε worth reporting; e^ε overflows the bounds' arithmetic beyond",
+    ),
     "delta": (DELTA_FLOOR, 1.0, "the smallest δ reported"),
 }
 #: why a required Setting field is needed, where "is required" alone does not say (key → clause)
 REQUIRED_WHY = {
     "lipschitz": "the bound analyses the loss's own gradient step, which the clipped update is only when clipping "
-                 "never acts: give the loss's Lipschitz constant L <= clip (--lipschitz on the CLI)",
+    "never acts: give the loss's Lipschitz constant L <= clip (--lipschitz on the CLI)",
 }
 #: what an accountant's ε is: a guarantee ("upper"), a certified "lower" bound on the true ε, or
 #: a "comparison" (a claim the setting does not earn, printed next to the guarantee only)
 BOUNDS = ("upper", "lower", "comparison")
 #: what an ε of each bound but "upper" is, in words
-BOUND_WORDS = {"lower": "a lower bound on ε", "comparison": "a comparison (a claim this setting does not earn)"}
+BOUND_WORDS = {
+    "lower": "a lower bound on ε",
+    "comparison": "a comparison (a claim this setting does not earn)",
+}
 
 
 class ResolutionError(AssumptionError):
@@ -116,7 +137,9 @@ class Accountant(ABC):
                 continue
             if getattr(setting, key) is None:
                 why = REQUIRED_WHY.get(key)
-                raise AssumptionError(self.name, key, f"is required: {why}" if why else "is required")
+                raise AssumptionError(
+                    self.name, key, f"is required: {why}" if why else "is required"
+                )
         if setting.sampling not in self.samplings:
             raise AssumptionError(
                 self.name,
@@ -125,15 +148,23 @@ class Accountant(ABC):
             )
         for key in self.excludes:
             if getattr(setting, key):
-                raise AssumptionError(self.name, key, f"must be unset: the update this bound analyses has no "
-                                                      f"{UPDATE_TERMS[key]}; got {getattr(setting, key)}")
+                raise AssumptionError(
+                    self.name,
+                    key,
+                    f"must be unset: the update this bound analyses has no "
+                    f"{UPDATE_TERMS[key]}; got {getattr(setting, key)}",
+                )
         if setting.neighbouring not in self.neighbourings:
             raise AssumptionError(
                 self.name,
                 "neighbouring",
                 f"must be one of {', '.join(self.neighbourings)} for this bound; got {setting.neighbouring!r}",
             )
-        for key in {**LIMITS, **self.limits}.keys() - {"epsilon", "delta", *self.unused}:  # the keys it reads
+        for key in {**LIMITS, **self.limits}.keys() - {
+            "epsilon",
+            "delta",
+            *self.unused,
+        }:  # the keys it reads
             self.check_limit(key, getattr(setting, key))
         self.check_setting(setting)
 
@@ -145,7 +176,9 @@ class Accountant(ABC):
         """Raise :class:`ResolutionError` if ``value`` (not None) lies outside :meth:`resolved` (key)."""
         lo, hi, why = self.resolved(key)
         if value is not None and not lo <= value <= hi:
-            raise self.too_far(key, f"must lie in [{lo:g}, {hi:g}] for this accountant ({why}); got {value:g}")
+            raise self.too_far(
+                key, f"must lie in [{lo:g}, {hi:g}] for this accountant ({why}); got {value:g}"
+            )
 
     def too_far(self, key: str, message: str) -> ResolutionError:
         """A :class:`ResolutionError` of this accountant (to ``raise``)."""
@@ -159,8 +192,11 @@ class Accountant(ABC):
         ``clip`` and ``lipschitz``): clipping may not act, so lipschitz ≤ clip (clipping changes the
         gradient field and breaks convexity)."""
         if setting.lipschitz > setting.clip:
-            raise self.fail("clip", f"must be >= lipschitz ({setting.lipschitz}) so that clipping is inactive "
-                                    f"(clipping changes the gradient field); got {setting.clip}")
+            raise self.fail(
+                "clip",
+                f"must be >= lipschitz ({setting.lipschitz}) so that clipping is inactive "
+                f"(clipping changes the gradient field); got {setting.clip}",
+            )
 
     def fail(self, key: str, message: str) -> AssumptionError:
         """An :class:`AssumptionError` of this accountant (to ``raise``)."""
@@ -173,9 +209,13 @@ class Accountant(ABC):
 
     def _delta_curve(self, setting: Setting, epsilon: float, steps: np.ndarray) -> np.ndarray:
         """δ(T) for each T; default: invert ε(δ) numerically (override where closed)."""
-        return np.array([self._delta_by_inversion(setting.replace(steps=int(t)), epsilon) for t in steps])
+        return np.array(
+            [self._delta_by_inversion(setting.replace(steps=int(t)), epsilon) for t in steps]
+        )
 
-    def epsilon_curve(self, setting: Setting, delta: float, steps: Sequence[int] | None = None) -> np.ndarray:
+    def epsilon_curve(
+        self, setting: Setting, delta: float, steps: Sequence[int] | None = None
+    ) -> np.ndarray:
         """ε for every T in ``steps`` (default 1..setting.steps) at fixed δ, in one call."""
         delta = check_delta(delta)
         self.check_limit("delta", delta)
@@ -183,11 +223,16 @@ class Accountant(ABC):
         self.check(setting.replace(steps=int(grid.max())))
         eps = self._answer(lambda: self._epsilon_curve(setting, delta, grid), setting)
         if not np.all(np.isfinite(eps) & (eps >= 0)):
-            raise self.too_far("epsilon", f"the bound gives no finite ε at δ = {delta:g} for this setting "
-                                          f"({_described(setting)}): it lies outside what this accountant resolves")
+            raise self.too_far(
+                "epsilon",
+                f"the bound gives no finite ε at δ = {delta:g} for this setting "
+                f"({_described(setting)}): it lies outside what this accountant resolves",
+            )
         return eps
 
-    def delta_curve(self, setting: Setting, epsilon: float, steps: Sequence[int] | None = None) -> np.ndarray:
+    def delta_curve(
+        self, setting: Setting, epsilon: float, steps: Sequence[int] | None = None
+    ) -> np.ndarray:
         """δ for every T in ``steps`` (default 1..setting.steps) at fixed ε, in one call; never below
         :data:`DELTA_FLOOR` (an exact δ under 1e-300 is reported as that bound, never as 0)."""
         epsilon = check_epsilon(epsilon)
@@ -196,8 +241,11 @@ class Accountant(ABC):
         self.check(setting.replace(steps=int(grid.max())))
         delta = self._answer(lambda: self._delta_curve(setting, epsilon, grid), setting)
         if np.any(np.isnan(delta)):
-            raise self.too_far("delta", f"the bound gives no δ at ε = {epsilon:g} for this setting "
-                                        f"({_described(setting)}): it lies outside what this accountant resolves")
+            raise self.too_far(
+                "delta",
+                f"the bound gives no δ at ε = {epsilon:g} for this setting "
+                f"({_described(setting)}): it lies outside what this accountant resolves",
+            )
         return np.clip(delta, DELTA_FLOOR, 1.0)
 
     def _answer(self, compute, setting: Setting) -> np.ndarray:
@@ -207,10 +255,15 @@ class Accountant(ABC):
             with np.errstate(over="ignore", divide="ignore", under="ignore"):
                 return np.asarray(compute(), dtype=float)
         except (OverflowError, ZeroDivisionError, FloatingPointError) as err:
-            raise self.too_far("setting", f"float64 arithmetic failed ({type(err).__name__}: {err}) at "
-                                          f"{_described(setting)}: outside what this accountant resolves") from err
+            raise self.too_far(
+                "setting",
+                f"float64 arithmetic failed ({type(err).__name__}: {err}) at "
+                f"{_described(setting)}: outside what this accountant resolves",
+            ) from err
 
-    def epsilon(self, query: Setting | dp_event.DpEvent, delta: float, neighbouring: str = "add_remove") -> float:
+    def epsilon(
+        self, query: Setting | dp_event.DpEvent, delta: float, neighbouring: str = "add_remove"
+    ) -> float:
         """ε at δ of the whole run (T = setting.steps), or of an event under ``neighbouring``
         (:meth:`event_epsilon`; a Setting carries its own relation)."""
         if isinstance(query, dp_event.DpEvent):
@@ -239,14 +292,19 @@ class Accountant(ABC):
         :class:`AssumptionError` where it has none; a hidden-state bound (``release``
         "last_iterate") needs a :class:`~dplab.accounting.events.HiddenStateDpEvent`."""
         if self.release == "last_iterate" and not isinstance(event, events.HiddenStateDpEvent):
-            raise self.fail("event", "this bound covers the last iterate only, a HiddenStateDpEvent; "
-                                     f"the {type(event).__name__} releases every step")
+            raise self.fail(
+                "event",
+                "this bound covers the last iterate only, a HiddenStateDpEvent; "
+                f"the {type(event).__name__} releases every step",
+            )
         try:
             return events.view(event, neighbouring)
         except DPLabError as err:
             raise self.fail(err.key, err.message) from None
 
-    def event_epsilon(self, event: dp_event.DpEvent, delta: float, neighbouring: str = "add_remove") -> float:
+    def event_epsilon(
+        self, event: dp_event.DpEvent, delta: float, neighbouring: str = "add_remove"
+    ) -> float:
         """ε at δ of ``event``: the ε of its one setting (:meth:`parts`)."""
         (setting,) = self.parts(event, neighbouring)
         return self.epsilon(setting, delta)
@@ -255,7 +313,9 @@ class Accountant(ABC):
         """δ of the whole run (T = setting.steps) at ε."""
         return float(self.delta_curve(setting, epsilon, [self._steps(setting)])[0])
 
-    def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
+    def sigma(
+        self, setting: Setting, epsilon: float, delta: float, start: float | None = None
+    ) -> float:
         """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta`` (T = setting.steps),
         found by :meth:`noise_needed`; upper bounds only (a lower bound or a comparison is refused)."""
         self._require_upper()
@@ -269,8 +329,14 @@ class Accountant(ABC):
                 f"(`dplab accountants` lists each accountant's bound)",
             )
 
-    def noise_needed(self, setting: Setting, epsilon: float, delta: float, start: float | None = None,
-                     rtol: float = SIGMA_RTOL) -> float:
+    def noise_needed(
+        self,
+        setting: Setting,
+        epsilon: float,
+        delta: float,
+        start: float | None = None,
+        rtol: float = SIGMA_RTOL,
+    ) -> float:
         """The smallest σ at which this accountant's ε(σ) meets ``epsilon`` at ``delta``.
 
         For an upper bound it is the calibrated σ (:meth:`sigma`); for a lower bound every smaller σ
@@ -298,7 +364,9 @@ class Accountant(ABC):
         def excess(log_sigma: float) -> float:
             if log_sigma not in cache:
                 try:
-                    sigma = min(max(math.exp(log_sigma), SIGMA_MIN), SIGMA_MAX)  # exp(log(SIGMA_MAX)) rounds above it
+                    sigma = min(
+                        max(math.exp(log_sigma), SIGMA_MIN), SIGMA_MAX
+                    )  # exp(log(SIGMA_MAX)) rounds above it
                     value = self.epsilon(setting.replace(noise_multiplier=sigma), delta) - epsilon
                 except ResolutionError as err:
                     value, unresolved[log_sigma] = math.inf, err
@@ -316,30 +384,52 @@ class Accountant(ABC):
             below = math.log(sigma) - rtol
             excess(below)
             if below in unresolved:
-                raise self.too_far("epsilon", f"the σ reaching ε = {epsilon:g} at δ = {delta:g} lies below "
-                                              f"σ = {sigma:.6g}, where {self._reason(unresolved[below])}")
+                raise self.too_far(
+                    "epsilon",
+                    f"the σ reaching ε = {epsilon:g} at δ = {delta:g} lies below "
+                    f"σ = {sigma:.6g}, where {self._reason(unresolved[below])}",
+                )
             return sigma
 
         floor = self.sigma_floor(setting)
-        x = math.log(min(max(start or self._sigma_start(setting, epsilon, delta), floor), SIGMA_MAX))
+        x = math.log(
+            min(max(start or self._sigma_start(setting, epsilon, delta), floor), SIGMA_MAX)
+        )
         lo, hi = bracket(lambda v: excess(v) <= 0, x, math.log(floor), math.log(SIGMA_MAX))
         if lo is None:  # the smallest σ searched already meets the target
             if floor > SIGMA_MIN:
-                raise self.too_far("epsilon", f"σ = {floor:.6g}, the smallest σ this accountant resolves here, "
-                                              f"already meets ε = {epsilon:g} at δ = {delta:g}: the smallest σ "
-                                              f"meeting it lies below, beyond what it resolves")
+                raise self.too_far(
+                    "epsilon",
+                    f"σ = {floor:.6g}, the smallest σ this accountant resolves here, "
+                    f"already meets ε = {epsilon:g} at δ = {delta:g}: the smallest σ "
+                    f"meeting it lies below, beyond what it resolves",
+                )
             return SIGMA_MIN
         if hi is None:  # not even SIGMA_MAX meets it
             if unresolved:  # σ large enough may exist, beyond what this accountant resolves
                 last = max(unresolved)
-                raise self.too_far("epsilon", f"no σ ≤ {SIGMA_MAX:g} that this accountant resolves reaches "
-                                              f"ε = {epsilon:g} at δ = {delta:g}; at σ = {math.exp(last):.6g}: "
-                                              f"{self._reason(unresolved[last])}")
-            raise self.fail("epsilon", f"no σ ≤ {SIGMA_MAX:g} reaches ε = {epsilon} at δ = {delta}, T = {setting.steps}")
+                raise self.too_far(
+                    "epsilon",
+                    f"no σ ≤ {SIGMA_MAX:g} that this accountant resolves reaches "
+                    f"ε = {epsilon:g} at δ = {delta:g}; at σ = {math.exp(last):.6g}: "
+                    f"{self._reason(unresolved[last])}",
+                )
+            raise self.fail(
+                "epsilon",
+                f"no σ ≤ {SIGMA_MAX:g} reaches ε = {epsilon} at δ = {delta}, T = {setting.steps}",
+            )
         if hi - lo <= rtol:
             return answer(math.exp(hi))
-        sigma = safe_root(lambda v: min(excess(v), 1e6), lo, hi, xtol=rtol / 4, rtol=1e-12, answer=math.exp,
-                          misses=lambda s: excess(math.log(s)) > 0, nudge=lambda s: s * (1 + rtol / 4))
+        sigma = safe_root(
+            lambda v: min(excess(v), 1e6),
+            lo,
+            hi,
+            xtol=rtol / 4,
+            rtol=1e-12,
+            answer=math.exp,
+            misses=lambda s: excess(math.log(s)) > 0,
+            nudge=lambda s: s * (1 + rtol / 4),
+        )
         return answer(sigma)
 
     def _reason(self, err: AssumptionError) -> str:
@@ -351,15 +441,28 @@ class Accountant(ABC):
         default: the lower end of its ``noise_multiplier`` range."""
         return self.resolved("noise_multiplier")[0]
 
-    def sigma_curve(self, setting: Setting, epsilon: float, delta: float, steps: Sequence[int],
-                    hint: Sequence[float] | None = None) -> np.ndarray:
+    def sigma_curve(
+        self,
+        setting: Setting,
+        epsilon: float,
+        delta: float,
+        steps: Sequence[int],
+        hint: Sequence[float] | None = None,
+    ) -> np.ndarray:
         """:meth:`sigma` for every T of the increasing grid ``steps`` (see :meth:`noise_needed_curve`);
         upper bounds only."""
         self._require_upper()
         return self.noise_needed_curve(setting, epsilon, delta, steps, hint)
 
-    def noise_needed_curve(self, setting: Setting, epsilon: float, delta: float, steps: Sequence[int],
-                           hint: Sequence[float] | None = None, rtol: float = SIGMA_RTOL) -> np.ndarray:
+    def noise_needed_curve(
+        self,
+        setting: Setting,
+        epsilon: float,
+        delta: float,
+        steps: Sequence[int],
+        hint: Sequence[float] | None = None,
+        rtol: float = SIGMA_RTOL,
+    ) -> np.ndarray:
         """:meth:`noise_needed` for every T of the increasing grid ``steps``, each started from the
         previous answer: carried along ``hint`` (another accountant's σ(T) on the same grid, whose
         ratio to this one changes slowly) or along the log-log slope of the last two points."""
@@ -375,7 +478,9 @@ class Accountant(ABC):
                 guess = out[-1] * math.sqrt(t / grid[i - 1])
             else:
                 guess = None
-            out.append(self.noise_needed(setting.replace(steps=t), epsilon, delta, start=guess, rtol=rtol))
+            out.append(
+                self.noise_needed(setting.replace(steps=t), epsilon, delta, start=guess, rtol=rtol)
+            )
         return np.array(out)
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
@@ -405,7 +510,10 @@ class Accountant(ABC):
 
         def gap(log_delta: float) -> float:
             try:
-                return self._epsilon_curve(setting, math.exp(log_delta), np.array([setting.steps]))[0] - epsilon
+                return (
+                    self._epsilon_curve(setting, math.exp(log_delta), np.array([setting.steps]))[0]
+                    - epsilon
+                )
             except AssumptionError:
                 # the bound cannot certify any ε at this δ (it refuses large ε): treat as above target
                 return 1e12
@@ -416,7 +524,11 @@ class Accountant(ABC):
         if gap(lo) <= 0:
             return DELTA_FLOOR
         # the side that meets ε
-        return math.exp(safe_root(gap, lo, hi, xtol=1e-10, rtol=1e-10, nudge=lambda x: x + 1e-10 * max(1.0, abs(x))))
+        return math.exp(
+            safe_root(
+                gap, lo, hi, xtol=1e-10, rtol=1e-10, nudge=lambda x: x + 1e-10 * max(1.0, abs(x))
+            )
+        )
 
     def describe(self) -> dict:
         """What ``dplab accountants`` prints for this accountant."""
@@ -438,6 +550,15 @@ class Accountant(ABC):
 
 def _described(setting: Setting) -> str:
     """The numbers of a setting, for a message: "σ = 0.01, q = 0.01, T = 100"."""
-    short = {"noise_multiplier": "σ", "sampling_rate": "q", "steps": "T", "dataset_size": "n", "batch_size": "b"}
-    return ", ".join(f"{short.get(k, k)} = {v:g}" for k, v in setting.as_dict().items() if isinstance(v, (int, float))
-                     and not isinstance(v, bool))
+    short = {
+        "noise_multiplier": "σ",
+        "sampling_rate": "q",
+        "steps": "T",
+        "dataset_size": "n",
+        "batch_size": "b",
+    }
+    return ", ".join(
+        f"{short.get(k, k)} = {v:g}"
+        for k, v in setting.as_dict().items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    )

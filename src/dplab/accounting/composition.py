@@ -93,15 +93,22 @@ class AdvancedComposition(_Composition):
             xs = np.broadcast_to(x, np.broadcast_shapes(np.shape(x), t.shape))
             eps_s = step_epsilon(setting, (1 - xs) * delta / t)
             with np.errstate(over="ignore"):  # huge per-step ε: an infinite (useless) candidate
-                return eps_s * np.sqrt(2 * t * np.log(1 / (xs * delta))) + t * eps_s * np.expm1(eps_s)
+                return eps_s * np.sqrt(2 * t * np.log(1 / (xs * delta))) + t * eps_s * np.expm1(
+                    eps_s
+                )
 
-        return np.minimum(_refined_min(total), NaiveComposition()._epsilon_curve(setting, delta, steps))
+        return np.minimum(
+            _refined_min(total), NaiveComposition()._epsilon_curve(setting, delta, steps)
+        )
 
     def _delta_curve(self, setting, epsilon, steps):
         out = np.empty(len(steps))
         for i, t in enumerate(np.asarray(steps, float)):
             # largest ε_s with T ε_s (e^ε_s − 1) < ε (the linear term alone)
-            lo, hi = 0.0, 1.0 + math.log1p(epsilon) + math.sqrt(epsilon)  # ε_s² ≤ ε and e^ε_s − 1 ≤ ε
+            lo, hi = (
+                0.0,
+                1.0 + math.log1p(epsilon) + math.sqrt(epsilon),
+            )  # ε_s² ≤ ε and e^ε_s − 1 ≤ ε
             eps_max = float(bisect(lambda e: t * e * math.expm1(e) < epsilon, lo, hi, steps=100)[0])  # noqa: B023
 
             def total(y, t=t, eps_max=eps_max):
@@ -111,7 +118,9 @@ class AdvancedComposition(_Composition):
                 return t * step_delta(setting, eps_s) + np.exp(log_delta_prime)
 
             out[i] = _refined_min(total)
-        return np.minimum(np.minimum(out, NaiveComposition()._delta_curve(setting, epsilon, steps)), 1.0)
+        return np.minimum(
+            np.minimum(out, NaiveComposition()._delta_curve(setting, epsilon, steps)), 1.0
+        )
 
 
 def kairouz_bound(eps0, delta_tilde: float, steps):
@@ -154,16 +163,29 @@ class KairouzComposition(_Composition):
         t = np.asarray(steps, float)
         eps_s = step_epsilon(setting, delta / (2 * t))
         if not np.all(np.isfinite(eps_s)):
-            raise self.fail("noise_multiplier", f"σ = {setting.noise_multiplier} is too small for a finite per-step ε")
+            raise self.fail(
+                "noise_multiplier",
+                f"σ = {setting.noise_multiplier} is too small for a finite per-step ε",
+            )
 
         def eps0(eps):
             return eps / (2 * np.sqrt(t * np.log(math.e + eps / delta)))
 
-        hi = expand(lambda e: np.any(eps0(e) < eps_s), np.ones_like(t),
-                    lambda e: np.where(eps0(e) < eps_s, 2 * e, e), within=lambda e: np.all(e <= 1e300))
+        hi = expand(
+            lambda e: np.any(eps0(e) < eps_s),
+            np.ones_like(t),
+            lambda e: np.where(eps0(e) < eps_s, 2 * e, e),
+            within=lambda e: np.all(e <= 1e300),
+        )
         if hi is None:
             raise self.fail("noise_multiplier", f"σ = {setting.noise_multiplier} is too small")
-        lo, hi = bisect(lambda e: eps0(e) < eps_s, np.zeros_like(t), hi, steps=200, done=lambda lo, hi: hi - lo <= 1e-13 * hi)
+        lo, hi = bisect(
+            lambda e: eps0(e) < eps_s,
+            np.zeros_like(t),
+            hi,
+            steps=200,
+            done=lambda lo, hi: hi - lo <= 1e-13 * hi,
+        )
         e0 = eps0(hi)
         general = kairouz_bound(e0, delta / 2, t)
         if np.any(general > hi):

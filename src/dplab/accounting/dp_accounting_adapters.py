@@ -101,8 +101,12 @@ class _DpAccountingAdapter(Accountant):
                 "sampling",
                 f"{setting.sampling} with {setting.neighbouring} is not supported (supported: {pairs})",
             )
-        if setting.sampling == "without_replacement" and (setting.dataset_size is None or setting.batch_size is None):
-            raise self.fail("batch_size", "sampling without replacement needs batch_size and dataset_size")
+        if setting.sampling == "without_replacement" and (
+            setting.dataset_size is None or setting.batch_size is None
+        ):
+            raise self.fail(
+                "batch_size", "sampling without replacement needs batch_size and dataset_size"
+            )
 
     def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
         """One setting, or for a ``ComposedDpEvent`` of unequal phases each phase's, checked (a refusal
@@ -117,7 +121,9 @@ class _DpAccountingAdapter(Accountant):
             try:
                 out.extend(super().parts(phase, neighbouring))
             except AssumptionError as err:
-                raise self.fail(f"phases[{i}].{err.key}", self._reason(err).split(": ", 1)[1]) from None
+                raise self.fail(
+                    f"phases[{i}].{err.key}", self._reason(err).split(": ", 1)[1]
+                ) from None
         return out
 
 
@@ -148,7 +154,9 @@ class RdpAccountant(_DpAccountingAdapter):
             return gaussian, _ADD_REMOVE
         if setting.sampling == "without_replacement":
             event = dp_accounting.SampledWithoutReplacementDpEvent(
-                source_dataset_size=setting.dataset_size, sample_size=setting.batch_size, event=gaussian
+                source_dataset_size=setting.dataset_size,
+                sample_size=setting.batch_size,
+                event=gaussian,
             )
             return event, _REPLACE_ONE
         return dp_accounting.PoissonSampledDpEvent(setting.sampling_rate, gaussian), _ADD_REMOVE
@@ -164,15 +172,19 @@ class RdpAccountant(_DpAccountingAdapter):
         acc = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
         with absl_warnings() as warned:
             acc.compose(event)
-        orders = np.array(rdp_privacy_accountant.DEFAULT_RDP_ORDERS)  # the accountant's orders (none given)
+        orders = np.array(
+            rdp_privacy_accountant.DEFAULT_RDP_ORDERS
+        )  # the accountant's orders (none given)
         rdp = np.asarray(acc._rdp, dtype=float)  # noqa: SLF001 (no public getter; tests/test_dependencies.py)
         if setting.sampling == "full_batch":
             return orders, rdp
         rdp = safe_log_moments((orders - 1) * rdp, orders, setting) / (orders - 1)
         if warned:
-            _report_once(f"rdp: dp_accounting's series did not converge at {len(warned)} of {len(orders)} orders "
-                         f"(σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g}); they use the "
-                         f"unamplified bound α/(2σ_eff²)")
+            _report_once(
+                f"rdp: dp_accounting's series did not converge at {len(warned)} of {len(orders)} orders "
+                f"(σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g}); they use the "
+                f"unamplified bound α/(2σ_eff²)"
+            )
         return orders, rdp
 
     def rdp_curve(self, setting: Setting) -> tuple[np.ndarray, np.ndarray]:
@@ -191,7 +203,9 @@ class RdpAccountant(_DpAccountingAdapter):
             return self.epsilon(settings[0], delta)
         curves = [self.rdp_curve(s) for s in settings]
         total = np.sum([values for _, values in curves], axis=0)
-        return float(rdp_conversion.epsilon_from_rdp(total[None, :], curves[0][0], check_delta(delta))[0])
+        return float(
+            rdp_conversion.epsilon_from_rdp(total[None, :], curves[0][0], check_delta(delta))[0]
+        )
 
     def _delta_curve(self, setting, epsilon, steps):
         orders, rdp = self.one_step_rdp(setting)
@@ -237,7 +251,9 @@ class GaussianGuess:
         mean = float(weights @ losses)
         self.variance = float(weights @ (losses - mean) ** 2)
 
-    def epsilons(self, steps: np.ndarray, delta: float, floor: np.ndarray | None = None) -> np.ndarray:
+    def epsilons(
+        self, steps: np.ndarray, delta: float, floor: np.ndarray | None = None
+    ) -> np.ndarray:
         eps = gaussian_epsilon(delta, np.sqrt(np.asarray(steps, dtype=float) * self.variance))
         return eps if floor is None else np.maximum(eps, floor)
 
@@ -270,8 +286,14 @@ class PldAccountant(_DpAccountingAdapter):
         f"the read-off's window would exceed {pld_tilted.WINDOW_MAX} bins (small σ, huge T)",
         "full_batch: the exact ε of one Gaussian mechanism of μ√T (T Gaussian steps composed)",
     )
-    limits = {"delta": (1e-12, 1.0, "the smallest δ checked against certified brackets of the true ε "
-                                    "(tests/test_certified_pld_rdp.py)")}
+    limits = {
+        "delta": (
+            1e-12,
+            1.0,
+            "the smallest δ checked against certified brackets of the true ε "
+            "(tests/test_certified_pld_rdp.py)",
+        )
+    }
     #: discretization of the privacy loss; dp_accounting's default
     value_discretization_interval = 1e-4
 
@@ -288,9 +310,12 @@ class PldAccountant(_DpAccountingAdapter):
         """As rdp's; phases only of full-batch steps (module docstring)."""
         settings = super().parts(event, neighbouring)
         if len(settings) > 1 and any(s.sampling != "full_batch" for s in settings):
-            raise self.fail("sampling", "pld composes phases of full_batch steps only (its certified read-off "
-                                        "tilts one self-composed PMF; dp_accounting's FFT read-off of unequal "
-                                        "PMFs is no certified bound); rdp composes Poisson phases")
+            raise self.fail(
+                "sampling",
+                "pld composes phases of full_batch steps only (its certified read-off "
+                "tilts one self-composed PMF; dp_accounting's FFT read-off of unequal "
+                "PMFs is no certified bound); rdp composes Poisson phases",
+            )
         return settings
 
     def event_epsilon(self, event, delta, neighbouring="add_remove"):
@@ -305,17 +330,24 @@ class PldAccountant(_DpAccountingAdapter):
     def full_batch_mu(setting: Setting, steps) -> np.ndarray:
         """μ√T of T full-batch steps: one Gaussian mechanism (class docstring)."""
         return np.sqrt(np.asarray(steps, dtype=float)) / units.effective_noise_multiplier(
-            setting.noise_multiplier, setting.neighbouring)
+            setting.noise_multiplier, setting.neighbouring
+        )
 
     def step_width(self, setting: Setting) -> float:
         """The widest privacy-loss range of the one-step PLD over the pair, from dp_accounting's own
         truncation bounds, without building it."""
         adjacency = privacy_loss_mechanism.AdjacencyType
-        pairs = (adjacency.REMOVE, adjacency.ADD) if setting.neighbouring == "add_remove" else (adjacency.REPLACE,)
+        pairs = (
+            (adjacency.REMOVE, adjacency.ADD)
+            if setting.neighbouring == "add_remove"
+            else (adjacency.REPLACE,)
+        )
         widths = []
         for kind in pairs:
             bounds = privacy_loss_mechanism.GaussianPrivacyLoss(
-                setting.noise_multiplier, sampling_prob=setting.sampling_rate, adjacency_type=kind,
+                setting.noise_multiplier,
+                sampling_prob=setting.sampling_rate,
+                adjacency_type=kind,
             ).connect_dots_bounds()
             widths.append(bounds.epsilon_upper - bounds.epsilon_lower)
         return max(widths)
@@ -349,11 +381,19 @@ class PldAccountant(_DpAccountingAdapter):
         most :data:`PLD_DISC_MAX` (the width falls with σ; bisection in log σ to 1e-6)."""
         floor = super().sigma_floor(setting)
         widest = self.coarsest() * (PLD_STEP_BINS - 2)
-        if setting.sampling == "full_batch" or self.step_width(setting.replace(noise_multiplier=floor)) <= widest:
+        if (
+            setting.sampling == "full_batch"
+            or self.step_width(setting.replace(noise_multiplier=floor)) <= widest
+        ):
             return floor
         lo, hi = math.log(floor), math.log(SIGMA_MAX)
-        lo, hi = bisect(lambda x: self.step_width(setting.replace(noise_multiplier=math.exp(x))) > widest,
-                        lo, hi, steps=100, done=lambda lo, hi: hi - lo <= 1e-6)
+        lo, hi = bisect(
+            lambda x: self.step_width(setting.replace(noise_multiplier=math.exp(x))) > widest,
+            lo,
+            hi,
+            steps=100,
+            done=lambda lo, hi: hi - lo <= 1e-6,
+        )
         return math.exp(hi)
 
     def one_step(self, setting: Setting):
@@ -380,8 +420,10 @@ class PldAccountant(_DpAccountingAdapter):
             c = pld_curve.ComposedPmf(d)
             lo, hi = pld_curve._chernoff_window(len(c.probs), t, c.log_mgfs, c.orders)  # noqa: SLF001
             guesses.append(c if hi - lo + 1 <= PLD_BINS else GaussianGuess(c))
-        tilted = [pld_tilted.TiltedPmf(d._probs, d._lower_loss, d._infinity_mass, d._discretization)  # noqa: SLF001
-                  for d in dense]
+        tilted = [
+            pld_tilted.TiltedPmf(d._probs, d._lower_loss, d._infinity_mass, d._discretization)  # noqa: SLF001
+            for d in dense
+        ]
         return guesses, tilted
 
     def elsewhere(self, setting: Setting, query: tuple[str, float] | None = None) -> str:
@@ -392,8 +434,10 @@ class PldAccountant(_DpAccountingAdapter):
         try:
             rdp.check(setting)
         except AssumptionError:
-            return (f"no other accountant here covers {setting.sampling} sampling with {setting.neighbouring} "
-                    f"(rdp, moments and the compositions assume add_remove)")
+            return (
+                f"no other accountant here covers {setting.sampling} sampling with {setting.neighbouring} "
+                f"(rdp, moments and the compositions assume add_remove)"
+            )
         if query is None:
             return "rdp gives an upper bound"
         kind, value = query
@@ -403,13 +447,18 @@ class PldAccountant(_DpAccountingAdapter):
             return f"rdp refuses it too ({rdp._reason(err)})"  # noqa: SLF001 (the same family)
         return f"rdp gives {'ε' if kind == 'epsilon' else 'δ'} ≤ {answer:.6g}"
 
-    def _too_wide(self, setting: Setting, t: int, err: pld_tilted.TooWide, query: tuple[str, float]):
+    def _too_wide(
+        self, setting: Setting, t: int, err: pld_tilted.TooWide, query: tuple[str, float]
+    ):
         """The refusal of a certified read-off whose window exceeds :data:`pld_tilted.WINDOW_MAX`."""
         setting = setting.replace(steps=t)
-        return self.too_far("steps", f"the certified read-off of T = {t} steps at σ = {setting.noise_multiplier:g}, "
-                                     f"q = {setting.sampling_rate:g} needs a window of {err.bins:.3g} bins (limit "
-                                     f"WINDOW_MAX = {pld_tilted.WINDOW_MAX}): beyond what pld resolves; "
-                                     f"{self.elsewhere(setting, query)}")
+        return self.too_far(
+            "steps",
+            f"the certified read-off of T = {t} steps at σ = {setting.noise_multiplier:g}, "
+            f"q = {setting.sampling_rate:g} needs a window of {err.bins:.3g} bins (limit "
+            f"WINDOW_MAX = {pld_tilted.WINDOW_MAX}): beyond what pld resolves; "
+            f"{self.elsewhere(setting, query)}",
+        )
 
     def _epsilon_curve(self, setting, delta, steps):
         """full_batch: exact (class docstring).  Poisson: at each T, dp_accounting's ε read off its
@@ -426,9 +475,16 @@ class PldAccountant(_DpAccountingAdapter):
         def certified(ts):
             """The pair's ε: the first PMF's (remove, usually the larger); the other's only at the T
             where its certified δ at that ε exceeds δ (elsewhere it is certified to be no larger)."""
-            eps = np.array([tilted[0].epsilon(int(t), delta, g) for t, g in zip(ts, composed[0].epsilons(ts, delta))])
+            eps = np.array(
+                [
+                    tilted[0].epsilon(int(t), delta, g)
+                    for t, g in zip(ts, composed[0].epsilons(ts, delta))
+                ]
+            )
             for c, p in zip(composed[1:], tilted[1:]):
-                over = np.flatnonzero([math.isfinite(e) and p.delta(int(t), e) > delta for t, e in zip(ts, eps)])
+                over = np.flatnonzero(
+                    [math.isfinite(e) and p.delta(int(t), e) > delta for t, e in zip(ts, eps)]
+                )
                 guesses = c.epsilons(ts[over], delta, floor=eps[over])
                 for j, g in zip(over, guesses):
                     eps[j] = max(eps[j], p.epsilon(int(ts[j]), delta, g))
@@ -463,7 +519,10 @@ class PldAccountant(_DpAccountingAdapter):
             return 1.0  # no rdp for this pair
         sigma, floor = RdpAccountant().sigma(setting, epsilon, delta), self.sigma_floor(setting)
         if sigma < floor:
-            raise self.too_far("epsilon", f"rdp already reaches ε = {epsilon:g} at δ = {delta:g} with σ = {sigma:.6g}, "
-                                          f"below σ = {floor:.6g}, the smallest σ pld resolves here: pld's σ would "
-                                          f"lie below what it resolves or above rdp's; rdp's σ is an upper bound")
+            raise self.too_far(
+                "epsilon",
+                f"rdp already reaches ε = {epsilon:g} at δ = {delta:g} with σ = {sigma:.6g}, "
+                f"below σ = {floor:.6g}, the smallest σ pld resolves here: pld's σ would "
+                f"lie below what it resolves or above rdp's; rdp's σ is an upper bound",
+            )
         return sigma

@@ -47,7 +47,7 @@ NON_PRIVATE = "non-private run: no noise, no privacy claim"
 #: why an accountant of each ``Accountant.noise`` does not account a run of the other noise
 OTHER_NOISE = {
     "independent": "correlated noise: the DP-SGD accountants assume independent Gaussian noise in every step; "
-                   "dp_mf is accounted by the matrix-factorization accountant 'mf' (004 §4.3)",
+    "dp_mf is accounted by the matrix-factorization accountant 'mf' (004 §4.3)",
     "correlated": "the matrix-factorization accountant covers correlated-noise runs (method dp_mf) only",
 }
 
@@ -59,15 +59,22 @@ class Update:
     N(0, σ²C²) on the clipped sum, divided by the fixed b."""
 
     noise: str = "independent"  # independent per step | correlated (dp_mf) | none (non-private)
-    normalize: str = "expected"  # clipped sum ÷ fixed b (expected) or ÷ realized |B| (realized, 001 eq. 12)
+    normalize: str = (
+        "expected"  # clipped sum ÷ fixed b (expected) or ÷ realized |B| (realized, 001 eq. 12)
+    )
     #: what the noisy gradient updates: "sgd" (plain SGD, constant η), else the optimizer and schedule
     optimizer: str = PLAIN_SGD
 
     def __post_init__(self) -> None:
         if self.noise not in NOISES:
-            raise DPLabError("update.noise", f"must be one of {', '.join(NOISES)}; got {self.noise!r}")
+            raise DPLabError(
+                "update.noise", f"must be one of {', '.join(NOISES)}; got {self.noise!r}"
+            )
         if self.normalize not in NORMALIZES:
-            raise DPLabError("update.normalize", f"must be one of {', '.join(NORMALIZES)}; got {self.normalize!r}")
+            raise DPLabError(
+                "update.normalize",
+                f"must be one of {', '.join(NORMALIZES)}; got {self.normalize!r}",
+            )
 
     def as_dict(self) -> dict:
         """The fields, ``optimizer`` only where it is not plain SGD (summary.json's ``update``)."""
@@ -90,8 +97,11 @@ def from_summary(summary) -> tuple[Setting | None, Update]:
     try:
         update = Update(**summary.update)
     except TypeError:
-        raise DPLabError("summary.update", f"must hold {', '.join(f.name for f in dataclasses.fields(Update))}; "
-                                           f"got {summary.update!r}") from None
+        raise DPLabError(
+            "summary.update",
+            f"must hold {', '.join(f.name for f in dataclasses.fields(Update))}; "
+            f"got {summary.update!r}",
+        ) from None
     if not summary.setting:
         return None, update
     fields = {f.name for f in dataclasses.fields(Setting)}
@@ -119,7 +129,9 @@ def labelled(name: str, epsilon: float) -> str:
     return f"{name}={epsilon:.4g} is {BOUND_WORDS[bound(name)]}"
 
 
-def refusal(name: str, setting: Setting | None, update: Update = Update(), any_sigma: bool = False) -> str | None:
+def refusal(
+    name: str, setting: Setting | None, update: Update = Update(), any_sigma: bool = False
+) -> str | None:
     """Why a run with ``setting`` and ``update`` may not claim accountant ``name`` (None: it may):
     :func:`exclusion`, and only an upper bound is a claim.  ``any_sigma``: σ is still to be
     calibrated, so the accountant's range of σ is no objection (the σ search keeps to it)."""
@@ -129,7 +141,9 @@ def refusal(name: str, setting: Setting | None, update: Update = Update(), any_s
     return why
 
 
-def exclusion(name: str, setting: Setting | None, update: Update = Update(), any_sigma: bool = False) -> str | None:
+def exclusion(
+    name: str, setting: Setting | None, update: Update = Update(), any_sigma: bool = False
+) -> str | None:
     """Why a run with ``setting`` and ``update`` reports no ε from accountant ``name`` (None: it
     reports one: as its claim if ``name`` is an upper bound, else beside the claims under
     :func:`key`); ``any_sigma``: as in :func:`refusal`.
@@ -158,24 +172,33 @@ def _update_refusal(setting: Setting, update: Update, release: str) -> str | Non
     """Why an accountant of the given ``release`` kind does not describe this update, for
     reasons the Setting cannot express (None: no objection)."""
     if update.optimizer != PLAIN_SGD and release == "last_iterate":
-        return ("hidden-state bounds analyse the plain SGD step at a constant learning rate "
-                f"(001 eq. 12, 17; 002 Alg. 1); the run updates with {update.optimizer}")
+        return (
+            "hidden-state bounds analyse the plain SGD step at a constant learning rate "
+            f"(001 eq. 12, 17; 002 Alg. 1); the run updates with {update.optimizer}"
+        )
     if setting.sampling != "poisson":  # fixed-size batches: |B| = b, the two normalizations agree
         return None
     if update.normalize == "realized" and release == "trajectory":
-        return ("the update divides the clipped sum by the realized batch size |B| (001 eq. 12); "
-                "composition bounds for Poisson sampling assume the noisy sum divided by the fixed b")
+        return (
+            "the update divides the clipped sum by the realized batch size |B| (001 eq. 12); "
+            "composition bounds for Poisson sampling assume the noisy sum divided by the fixed b"
+        )
     if update.normalize == "expected" and release == "last_iterate":
-        return ("the update divides the clipped sum by the expected b, so a step can exceed ηC when |B| > b; "
-                "hidden-state bounds under Poisson sampling (001 eq. 12, Lemma 2) need the realized mean")
+        return (
+            "the update divides the clipped sum by the expected b, so a step can exceed ηC when |B| > b; "
+            "hidden-state bounds under Poisson sampling (001 eq. 12, Lemma 2) need the realized mean"
+        )
     return None
 
 
 def defaults() -> list[str]:
     """The accountants a run that names none reports: every registered one of independent noise
     (a dp_mf run names its own, ``mf``)."""
-    return [name for name in names()
-            if ACCOUNTANTS.meta.get(name, {}).get("noise", "independent") == "independent"]
+    return [
+        name
+        for name in names()
+        if ACCOUNTANTS.meta.get(name, {}).get("noise", "independent") == "independent"
+    ]
 
 
 def check_accountants(run: dict, err) -> None:
@@ -183,12 +206,18 @@ def check_accountants(run: dict, err) -> None:
     (``dplab accountants``), and the ``accountant`` that calibrates σ from
     ``target_epsilon`` an upper bound; ``err(key, message)`` makes the DPLabError to raise."""
     valid = sorted(names())
-    for field, given in (("accountants", run.get("accountants") or []), ("accountant", [run.get("accountant")])):
+    for field, given in (
+        ("accountants", run.get("accountants") or []),
+        ("accountant", [run.get("accountant")]),
+    ):
         for name in given:
             if name is not None and name not in valid:
                 raise err(field, f"unknown accountant {name!r}; valid: {', '.join(valid)}")
     name = run.get("accountant")
     if run.get("target_epsilon") is not None and name is not None and bound(name) != "upper":
         upper = ", ".join(n for n in valid if bound(n) == "upper")
-        raise err("accountant", f"{name} gives {BOUND_WORDS[bound(name)]}, not a guarantee: σ is calibrated "
-                                f"with an upper bound only; one of {upper}")
+        raise err(
+            "accountant",
+            f"{name} gives {BOUND_WORDS[bound(name)]}, not a guarantee: σ is calibrated "
+            f"with an upper bound only; one of {upper}",
+        )

@@ -57,8 +57,18 @@ class BallsInBinsDpEvent(dp_event.DpEvent):
 
 
 #: the update's and the loss's constants a hidden-state analysis reads (:class:`HiddenStateDpEvent`)
-HIDDEN_STATE = ("clip", "lr", "diameter", "regularization", "strong_convexity", "smoothness", "lipschitz",
-                "dimension", "dataset_size", "batch_size")
+HIDDEN_STATE = (
+    "clip",
+    "lr",
+    "diameter",
+    "regularization",
+    "strong_convexity",
+    "smoothness",
+    "lipschitz",
+    "dimension",
+    "dataset_size",
+    "batch_size",
+)
 
 
 @dataclass(frozen=True)
@@ -123,8 +133,11 @@ def run_event(setting: Setting) -> dp_event.DpEvent:
             step = dp_event.SampledWithoutReplacementDpEvent(n, b, step)
         event = step if setting.steps is None else dp_event.SelfComposedDpEvent(step, steps)
     carried = _fields(event)
-    hidden = {key: getattr(setting, key) for key in HIDDEN_STATE
-              if getattr(setting, key) is not None and key not in carried}
+    hidden = {
+        key: getattr(setting, key)
+        for key in HIDDEN_STATE
+        if getattr(setting, key) is not None and key not in carried
+    }
     return HiddenStateDpEvent(event, **hidden) if hidden else event
 
 
@@ -140,23 +153,43 @@ def _fields(event: dp_event.DpEvent) -> dict:
         constants = {f.name: getattr(event, f.name) for f in fields(event) if f.name != "event"}
         return {**_fields(event.event), **{k: v for k, v in constants.items() if v is not None}}
     if isinstance(event, dp_event.GaussianDpEvent):
-        return {"noise_multiplier": event.noise_multiplier, "sensitivity": 1.0, "sampling": "full_batch", "steps": 1}
+        return {
+            "noise_multiplier": event.noise_multiplier,
+            "sensitivity": 1.0,
+            "sampling": "full_batch",
+            "steps": 1,
+        }
     if isinstance(event, dp_event.PoissonSampledDpEvent):
-        return {**_gaussian(event.event), "sampling": "poisson", "sampling_rate": event.sampling_probability}
+        return {
+            **_gaussian(event.event),
+            "sampling": "poisson",
+            "sampling_rate": event.sampling_probability,
+        }
     if isinstance(event, dp_event.SampledWithoutReplacementDpEvent):
-        return {**_gaussian(event.event), "sampling": "without_replacement",
-                "dataset_size": event.source_dataset_size, "batch_size": event.sample_size}
+        return {
+            **_gaussian(event.event),
+            "sampling": "without_replacement",
+            "dataset_size": event.source_dataset_size,
+            "batch_size": event.sample_size,
+        }
     if isinstance(event, (ShuffledDpEvent, BallsInBinsDpEvent)):
         shuffle = isinstance(event, ShuffledDpEvent)
-        return {**_gaussian(event.event), "sampling": "shuffle" if shuffle else "balls_in_bins",
-                "dataset_size": event.dataset_size, "batch_size": event.batch_size, "steps": event.steps,
-                **({"reshuffle": True} if shuffle and event.reshuffle else {})}
+        return {
+            **_gaussian(event.event),
+            "sampling": "shuffle" if shuffle else "balls_in_bins",
+            "dataset_size": event.dataset_size,
+            "batch_size": event.batch_size,
+            "steps": event.steps,
+            **({"reshuffle": True} if shuffle and event.reshuffle else {}),
+        }
     if isinstance(event, dp_event.SelfComposedDpEvent):
         inner = _fields(event.event)
         return {**inner, "steps": inner["steps"] * event.count}
     if isinstance(event, dp_event.ComposedDpEvent):
         return _composed(event)
-    raise _none(f"{type(event).__name__} has no setting of one (σ, q, T) that the accountants here read")
+    raise _none(
+        f"{type(event).__name__} has no setting of one (σ, q, T) that the accountants here read"
+    )
 
 
 def _gaussian(event: dp_event.DpEvent) -> dict:
@@ -172,8 +205,11 @@ def _composed(event: dp_event.ComposedDpEvent) -> dict:
         raise _none("an empty composition")
     rest = [{k: v for k, v in p.items() if k != "steps"} for p in parts]
     if any(r != rest[0] for r in rest[1:]) or rest[0]["sampling"] in ("shuffle", "balls_in_bins"):
-        raise _none("a composition of unequal phases (or of epoch samplers) has no single (σ, q, T): "
-                    "rdp composes heterogeneous phases (pld those of full-batch steps)", "phases")
+        raise _none(
+            "a composition of unequal phases (or of epoch samplers) has no single (σ, q, T): "
+            "rdp composes heterogeneous phases (pld those of full-batch steps)",
+            "phases",
+        )
     return {**rest[0], "steps": sum(p["steps"] for p in parts)}
 
 

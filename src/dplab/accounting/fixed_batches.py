@@ -40,8 +40,10 @@ class FixedBatches(Accountant):
     Gaussian mechanism of μ = s√⌈T/t⌉/σ (module docstring)."""
 
     name = "fixed_batches"
-    source = ("each example enters one step per epoch: ⌈T/t⌉ Gaussian mechanisms composed exactly "
-              "(Dong, Roth & Su 2022, Cor. 3.3); 000 §II exact Gaussian profile")
+    source = (
+        "each example enters one step per epoch: ⌈T/t⌉ Gaussian mechanisms composed exactly "
+        "(Dong, Roth & Su 2022, Cor. 3.3); 000 §II exact Gaussian profile"
+    )
     samplings = epochs.SAMPLINGS
     requires = _REQUIRES
     assumptions = (
@@ -58,7 +60,11 @@ class FixedBatches(Accountant):
     @staticmethod
     def mu(setting: Setting, steps) -> np.ndarray:
         """μ of the whole run: s·√k/σ."""
-        return epochs.shift(setting) * np.sqrt(epochs.participations(setting, steps)) / setting.noise_multiplier
+        return (
+            epochs.shift(setting)
+            * np.sqrt(epochs.participations(setting, steps))
+            / setting.noise_multiplier
+        )
 
     def _epsilon_curve(self, setting, delta, steps):
         return gaussian_epsilon(delta, self.mu(setting, steps))

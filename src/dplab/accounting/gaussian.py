@@ -72,7 +72,11 @@ def profile_terms(epsilon, mu):
         half_tail = 0.5 * np.exp(-0.5 * c * c)
         first = np.where(c >= 0, half_tail * erfcx(np.maximum(c, 0.0) * _SQRT_HALF), ndtr(-c))
         second = half_tail * erfcx((c + mu) * _SQRT_HALF)
-        scale = first + (1 + np.minimum(c * c, 1e300)) * np.maximum(first - second, 0.0) + (epsilon + mu * mu / 2) * second
+        scale = (
+            first
+            + (1 + np.minimum(c * c, 1e300)) * np.maximum(first - second, 0.0)
+            + (epsilon + mu * mu / 2) * second
+        )
     return first, second, scale
 
 
@@ -90,8 +94,13 @@ def gaussian_epsilon(delta, mu):
         if not bad.any():
             break
         hi = np.where(bad, 2 * hi, hi)
-    lo, hi = bisect(lambda e: gaussian_delta(e, mu) > delta, lo, hi, steps=_BISECTION_STEPS,
-                    done=lambda lo, hi: hi - lo <= 1e-13 * np.maximum(hi, 1e-300))
+    lo, hi = bisect(
+        lambda e: gaussian_delta(e, mu) > delta,
+        lo,
+        hi,
+        steps=_BISECTION_STEPS,
+        done=lambda lo, hi: hi - lo <= 1e-13 * np.maximum(hi, 1e-300),
+    )
     return np.where(gaussian_delta(0.0, mu) <= delta, 0.0, hi)
 
 
@@ -167,8 +176,16 @@ def sigma_analytic(epsilon: float, delta: float) -> float:
     hi = expand(lambda x: gap(x) > 0, 1.0, lambda x: x + 2.0)
     lo = expand(lambda x: gap(x) <= 0, -10.0, lambda x: x - 2.0, within=lambda x: x > -60)
     # the side that meets the target
-    return safe_root(gap, -60.0 if lo is None else lo, hi, xtol=1e-14, rtol=1e-14, answer=math.exp,
-                     misses=lambda s: gap(math.log(s)) > 0, nudge=lambda s: s * (1 + 1e-12))
+    return safe_root(
+        gap,
+        -60.0 if lo is None else lo,
+        hi,
+        xtol=1e-14,
+        rtol=1e-14,
+        answer=math.exp,
+        misses=lambda s: gap(math.log(s)) > 0,
+        nudge=lambda s: s * (1 + 1e-12),
+    )
 
 
 @dataclass(frozen=True)
@@ -185,13 +202,25 @@ class Calibration:
 
 #: the calibrations of 004 §2, one accountant each
 CALIBRATIONS = (
-    Calibration("gaussian_classic", "000 Thm II.2 (Dwork & Roth 2014, Thm A.1): σ = Δ√(2 ln(1.25/δ))/ε for ε ∈ (0, 1)",
-                sigma_classic, epsilon_below=1.0, validity="Dwork–Roth Thm A.1"),
+    Calibration(
+        "gaussian_classic",
+        "000 Thm II.2 (Dwork & Roth 2014, Thm A.1): σ = Δ√(2 ln(1.25/δ))/ε for ε ∈ (0, 1)",
+        sigma_classic,
+        epsilon_below=1.0,
+        validity="Dwork–Roth Thm A.1",
+    ),
     Calibration("gaussian_simple", "004 §2: σ = Δ/ε·√(2 ln(1/δ) + 2ε)", sigma_simple),
-    Calibration("gaussian_pei", "004 §2: Pei's refinement, σ = Δ·min of four expressions (1st, 2nd only where proved)",
-                sigma_pei),
-    Calibration("gaussian_analytic", "004 §2; 000 §II (Balle & Wang 2018, Thm 8): exact profile, σ by root finding",
-                sigma_analytic, exact=True),
+    Calibration(
+        "gaussian_pei",
+        "004 §2: Pei's refinement, σ = Δ·min of four expressions (1st, 2nd only where proved)",
+        sigma_pei,
+    ),
+    Calibration(
+        "gaussian_analytic",
+        "004 §2; 000 §II (Balle & Wang 2018, Thm 8): exact profile, σ by root finding",
+        sigma_analytic,
+        exact=True,
+    ),
 )
 
 
@@ -212,14 +241,17 @@ class GaussianCalibration(Accountant):
         "one release of f(D) + N(0, (σΔ)²) with ‖f(D) − f(D')‖ ≤ Δ under the chosen relation "
         "(steps = 1, no amplification by subsampling)",
     )
-    limits = {"epsilon": (EPSILON_MIN, EPSILON_MAX, "the range the calibration σ(ε, δ) is inverted on")}
+    limits = {
+        "epsilon": (EPSILON_MIN, EPSILON_MAX, "the range the calibration σ(ε, δ) is inverted on")
+    }
 
     def __init__(self, entry: Calibration):
         self.entry = entry
         self.name, self.source = entry.name, entry.source
         if entry.epsilon_below is not None:
             self.assumptions = GaussianCalibration.assumptions + (
-                f"ε < {entry.epsilon_below:g} (the theorem's high-privacy regime)",)
+                f"ε < {entry.epsilon_below:g} (the theorem's high-privacy regime)",
+            )
 
     def calibrate(self, epsilon: float, delta: float) -> float:
         """σ = std/Δ that the calibration prescribes for (ε, δ)."""
@@ -229,14 +261,20 @@ class GaussianCalibration(Accountant):
         """Raise where the calibration's theorem does not cover ``epsilon``."""
         below = self.entry.epsilon_below
         if below is not None and not epsilon < below:
-            raise self.fail("epsilon", f"{self.entry.validity} holds only for ε < {below:g}; got ε = {epsilon:.6g}")
+            raise self.fail(
+                "epsilon",
+                f"{self.entry.validity} holds only for ε < {below:g}; got ε = {epsilon:.6g}",
+            )
 
     def check_setting(self, setting: Setting) -> None:
         if setting.steps is not None and setting.steps != 1:
-            raise self.fail("steps", f"a single Gaussian release has steps = 1; got {setting.steps}")
+            raise self.fail(
+                "steps", f"a single Gaussian release has steps = 1; got {setting.steps}"
+            )
         if setting.sampling_rate is not None and setting.sampling_rate != 1.0:
             raise self.fail(
-                "sampling_rate", f"no amplification by subsampling is claimed: leave it unset or 1; got {setting.sampling_rate}"
+                "sampling_rate",
+                f"no amplification by subsampling is claimed: leave it unset or 1; got {setting.sampling_rate}",
             )
 
     def _steps(self, setting: Setting) -> int:
@@ -248,11 +286,21 @@ class GaussianCalibration(Accountant):
 
         lo, hi = math.log(EPSILON_MIN), math.log(EPSILON_MAX)
         if gap(hi) > 0:
-            raise self.too_far("noise_multiplier", f"σ = {sigma:g} is too small: ε would exceed {EPSILON_MAX:g}")
+            raise self.too_far(
+                "noise_multiplier", f"σ = {sigma:g} is too small: ε would exceed {EPSILON_MAX:g}"
+            )
         if gap(lo) <= 0:
             return EPSILON_MIN
-        eps = safe_root(gap, lo, hi, xtol=1e-15, rtol=1e-14, answer=math.exp,
-                        misses=lambda e: self.calibrate(e, delta) > sigma, nudge=lambda e: e * (1 + 1e-13))
+        eps = safe_root(
+            gap,
+            lo,
+            hi,
+            xtol=1e-15,
+            rtol=1e-14,
+            answer=math.exp,
+            misses=lambda e: self.calibrate(e, delta) > sigma,
+            nudge=lambda e: e * (1 + 1e-13),
+        )
         self.valid_epsilon(eps)
         return eps
 
@@ -265,7 +313,9 @@ class GaussianCalibration(Accountant):
 
     def _delta_curve(self, setting, epsilon, steps):
         if self.entry.exact:
-            return np.full(len(steps), float(gaussian_delta(epsilon, 1.0 / setting.noise_multiplier)))
+            return np.full(
+                len(steps), float(gaussian_delta(epsilon, 1.0 / setting.noise_multiplier))
+            )
         self.valid_epsilon(epsilon)
 
         def gap(log_delta: float) -> float:
@@ -277,10 +327,14 @@ class GaussianCalibration(Accountant):
         if gap(lo) <= 0:
             return np.full(len(steps), DELTA_FLOOR)
         # the side that the calibration certifies
-        log_delta = safe_root(gap, lo, hi, xtol=1e-12, rtol=1e-12, nudge=lambda x: x + 1e-12 * max(1.0, abs(x)))
+        log_delta = safe_root(
+            gap, lo, hi, xtol=1e-12, rtol=1e-12, nudge=lambda x: x + 1e-12 * max(1.0, abs(x))
+        )
         return np.full(len(steps), math.exp(log_delta))
 
-    def sigma(self, setting: Setting, epsilon: float, delta: float, start: float | None = None) -> float:
+    def sigma(
+        self, setting: Setting, epsilon: float, delta: float, start: float | None = None
+    ) -> float:
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
         self.check_limit("epsilon", epsilon)
         self.check_limit("delta", delta)
@@ -289,11 +343,15 @@ class GaussianCalibration(Accountant):
         sigma = self.calibrate(epsilon, delta)
         lo, hi, _ = self.resolved("noise_multiplier")
         if not lo <= sigma <= hi:
-            raise self.too_far("epsilon", f"ε = {epsilon:g} at δ = {delta:g} needs σ = {sigma:.3g}, outside "
-                                          f"[{lo:g}, {hi:g}], the range σ is calibrated in")
+            raise self.too_far(
+                "epsilon",
+                f"ε = {epsilon:g} at δ = {delta:g} needs σ = {sigma:.3g}, outside "
+                f"[{lo:g}, {hi:g}], the range σ is calibrated in",
+            )
         return sigma
 
 
 #: one accountant per calibration (:data:`dplab.accounting.registry.ACCOUNTANTS` names each)
 GAUSSIAN_CLASSIC, GAUSSIAN_SIMPLE, GAUSSIAN_PEI, GAUSSIAN_ANALYTIC = (
-    GaussianCalibration(entry) for entry in CALIBRATIONS)
+    GaussianCalibration(entry) for entry in CALIBRATIONS
+)

@@ -43,15 +43,21 @@ LEVELS = 64
 #: the (sampling, neighbouring) pairs individual accounting is implemented for (``rdp``'s Gaussian ones)
 SUPPORTED = (("poisson", "add_remove"), ("full_batch", "add_remove"))
 NEIGHBOURING = "add/remove of the record, every other record fixed"
-METHOD = ("individual RDP (Feldman & Zrnic 2021): per step the rdp accountant's RDP at σ·C/min(‖g_i,t‖, C), "
-          f"sensitivities rounded up to multiples of 1/{LEVELS}, summed over the T steps, converted like rdp")
+METHOD = (
+    "individual RDP (Feldman & Zrnic 2021): per step the rdp accountant's RDP at σ·C/min(‖g_i,t‖, C), "
+    f"sensitivities rounded up to multiples of 1/{LEVELS}, summed over the T steps, converted like rdp"
+)
 
 
 def check(sampling: str, neighbouring: str) -> None:
     """DPLabError unless individual accounting is implemented for the pair."""
     if (sampling, neighbouring) not in SUPPORTED:
-        raise DPLabError("individual_epsilon", "individual ε is computed for " + ", ".join(
-            f"{s} + {n}" for s, n in SUPPORTED) + f"; got {sampling} + {neighbouring}")
+        raise DPLabError(
+            "individual_epsilon",
+            "individual ε is computed for "
+            + ", ".join(f"{s} + {n}" for s, n in SUPPORTED)
+            + f"; got {sampling} + {neighbouring}",
+        )
 
 
 def levels(norms, clip: float):
@@ -74,20 +80,28 @@ def one_step_rdp(setting: Setting, used: np.ndarray) -> tuple[np.ndarray, np.nda
 def _level_rdp(setting: Setting, level: int) -> tuple[np.ndarray, np.ndarray]:
     """rdp's (orders, one-step RDP) at sensitivity level/LEVELS (cached: the filter and the final
     accounting of a run ask the same levels)."""
-    return RdpAccountant().one_step_rdp(setting.replace(noise_multiplier=setting.noise_multiplier * LEVELS / level))
+    return RdpAccountant().one_step_rdp(
+        setting.replace(noise_multiplier=setting.noise_multiplier * LEVELS / level)
+    )
 
 
 def filter_budget(epsilon: float, order: float, delta: float) -> float:
     """B = ε − ln(1/δ)/(α − 1): the RDP at order α whose (ε, δ) conversion (Mironov 2017, Prop. 3)
     is ε; a DPLabError if α is not one of dp_accounting's default orders or B ≤ 0."""
     if order not in rdp_privacy_accountant.DEFAULT_RDP_ORDERS:
-        raise DPLabError("individual_order", f"must be one of dp_accounting's default RDP orders (1.1 … 10.9 in steps "
-                                             f"of 0.1, then 11 … 63, 128, 256, 512, 1024); got {order}")
+        raise DPLabError(
+            "individual_order",
+            f"must be one of dp_accounting's default RDP orders (1.1 … 10.9 in steps "
+            f"of 0.1, then 11 … 63, 128, 256, 512, 1024); got {order}",
+        )
     budget = epsilon - math.log(1 / delta) / (order - 1)
     if budget <= 0:
-        raise DPLabError("individual_budget", f"ε = {epsilon} is at most ln(1/δ)/(α − 1) = "
-                                              f"{math.log(1 / delta) / (order - 1):.6g} at order {order}: no RDP left "
-                                              "(raise it, or the order)")
+        raise DPLabError(
+            "individual_budget",
+            f"ε = {epsilon} is at most ln(1/δ)/(α − 1) = "
+            f"{math.log(1 / delta) / (order - 1):.6g} at order {order}: no RDP left "
+            "(raise it, or the order)",
+        )
     return budget
 
 
@@ -104,7 +118,9 @@ def epsilons(setting: Setting, counts: np.ndarray, delta: float) -> np.ndarray:
     orders, table = one_step_rdp(setting, np.flatnonzero(counts.sum(axis=0)))
     rdp = counts @ table
     out = np.zeros(len(counts))
-    some = rdp.max(axis=1) > 0  # no RDP at any order: the output's law does not depend on the record
+    some = (
+        rdp.max(axis=1) > 0
+    )  # no RDP at any order: the output's law does not depend on the record
     if some.any():
         out[some] = epsilon_from_rdp(rdp[some], orders, delta)
     return out

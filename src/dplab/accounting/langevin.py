@@ -29,20 +29,32 @@ def _steps(steps) -> np.ndarray:
 def thm2_rdp(alpha, steps, lr, sigma, n, sensitivity, lsi_constant) -> np.ndarray:
     """002 Thm 2, eq. (16): ε = α S_g²/(2cσ⁴n²)·(1 − exp(−σ²cηK)) under c-LSI throughout."""
     c = lsi_constant
-    return alpha * sensitivity**2 / (2 * c * sigma**4 * n**2) * -np.expm1(-(sigma**2) * c * lr * _steps(steps))
+    return (
+        alpha
+        * sensitivity**2
+        / (2 * c * sigma**4 * n**2)
+        * -np.expm1(-(sigma**2) * c * lr * _steps(steps))
+    )
 
 
 def cor1_rdp(alpha, steps, lr, sigma, n, sensitivity, strong_convexity) -> np.ndarray:
     """002 Cor. 1 (= 000 Thm VII.1 after eq. (6)): ε = α S_g²/(λσ²n²)·(1 − exp(−ληK/2)),
     λ-strongly convex β-smooth loss, η < 1/β (Thm 2 with c = λ/(2σ²))."""
     lam = strong_convexity
-    return alpha * sensitivity**2 / (lam * sigma**2 * n**2) * -np.expm1(-lam * lr * _steps(steps) / 2)
+    return (
+        alpha * sensitivity**2 / (lam * sigma**2 * n**2) * -np.expm1(-lam * lr * _steps(steps) / 2)
+    )
 
 
 def cor2_rdp(alpha, steps, lr, sigma, n, sensitivity) -> np.ndarray:
     """002 Cor. 2, eq. (18)/(72): ℓ(θ; x) = ½‖θ − x‖², ε = α S_g²/((2−η)σ²n²)·(1 − exp(−(2−η)ηK/2))
     (Thm 2 with c = (2−η)/(2σ²))."""
-    return alpha * sensitivity**2 / ((2 - lr) * sigma**2 * n**2) * -np.expm1(-(2 - lr) * lr * _steps(steps) / 2)
+    return (
+        alpha
+        * sensitivity**2
+        / ((2 - lr) * sigma**2 * n**2)
+        * -np.expm1(-(2 - lr) * lr * _steps(steps) / 2)
+    )
 
 
 def thm3_exact_rdp(alpha, steps, lr, sigma, n, sensitivity) -> np.ndarray:
@@ -96,12 +108,22 @@ class LangevinAccountant(rdp_conversion.RdpBound):
     """
 
     name = "langevin"
-    source = "002 Cor. 1 / Thm 2 (000 Thm VII.1); add_remove: Cor. 1 with λ(n−1)/n, β(n+1)/n (docstring)"
+    source = (
+        "002 Cor. 1 / Thm 2 (000 Thm VII.1); add_remove: Cor. 1 with λ(n−1)/n, β(n+1)/n (docstring)"
+    )
     release = "last_iterate"
     samplings = ("full_batch",)
     neighbourings = ("add_remove", "replace_one")
-    requires = ("noise_multiplier", "steps", "dataset_size", "clip", "lr", "strong_convexity", "smoothness",
-                "lipschitz")
+    requires = (
+        "noise_multiplier",
+        "steps",
+        "dataset_size",
+        "clip",
+        "lr",
+        "strong_convexity",
+        "smoothness",
+        "lipschitz",
+    )
     excludes = ("regularization",)
     assumptions = (
         "only the last iterate is released (hidden state)",
@@ -124,20 +146,35 @@ class LangevinAccountant(rdp_conversion.RdpBound):
 
     def check_setting(self, setting: Setting) -> None:
         if setting.strong_convexity > setting.smoothness:
-            raise self.fail("strong_convexity", f"must be <= smoothness ({setting.smoothness}); got {setting.strong_convexity}")
+            raise self.fail(
+                "strong_convexity",
+                f"must be <= smoothness ({setting.smoothness}); got {setting.strong_convexity}",
+            )
         if setting.neighbouring == "add_remove" and setting.dataset_size < 2:
-            raise self.fail("dataset_size", f"must be >= 2 under add_remove (the neighbour of one record is empty); "
-                                            f"got {setting.dataset_size}")
+            raise self.fail(
+                "dataset_size",
+                f"must be >= 2 under add_remove (the neighbour of one record is empty); "
+                f"got {setting.dataset_size}",
+            )
         _, beta = self.constants(setting)
         if not setting.lr < 1.0 / beta:
-            which = "smoothness" if setting.neighbouring == "replace_one" else "smoothness·(n+1)/n (add_remove)"
-            raise self.fail("lr", f"must lie in (0, 1/{which}) = (0, {1.0 / beta:g}) (002 Cor. 1); got {setting.lr}")
+            which = (
+                "smoothness"
+                if setting.neighbouring == "replace_one"
+                else "smoothness·(n+1)/n (add_remove)"
+            )
+            raise self.fail(
+                "lr",
+                f"must lie in (0, 1/{which}) = (0, {1.0 / beta:g}) (002 Cor. 1); got {setting.lr}",
+            )
         self.check_clipping_inactive(setting)
 
     @classmethod
     def rdp_curve(cls, setting: Setting, alpha: float, steps) -> np.ndarray:
         """ε_α(T) of Cor. 1 for a canonical setting (already checked), λ' of :meth:`constants`."""
-        sigma = units.langevin_sigma(setting.noise_multiplier, setting.clip, setting.lr, setting.dataset_size)
+        sigma = units.langevin_sigma(
+            setting.noise_multiplier, setting.clip, setting.lr, setting.dataset_size
+        )
         s_g = units.sum_sensitivity(setting.clip, setting.neighbouring)
         lam, _ = cls.constants(setting)
         return cor1_rdp(alpha, steps, setting.lr, sigma, setting.dataset_size, s_g, lam)

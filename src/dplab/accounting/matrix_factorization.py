@@ -21,7 +21,14 @@ from dataclasses import replace
 import dp_accounting
 from dp_accounting import dp_event
 
-from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, SIGMA_MAX, SIGMA_MIN, Accountant, ResolutionError
+from dplab.accounting.base import (
+    DELTA_FLOOR,
+    EPSILON_MAX,
+    SIGMA_MAX,
+    SIGMA_MIN,
+    Accountant,
+    ResolutionError,
+)
 from dplab.accounting.events import MatrixFactorizationDpEvent
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
 from dplab.accounting.registry import get
@@ -48,9 +55,12 @@ class MatrixFactorizationAccountant(Accountant):
     )
 
     def check(self, setting: Setting, *, steps_needed: bool = True) -> None:
-        raise self.fail("sampling", "mf accounts the matrix mechanism (method dp_mf: correlated noise over an MF "
-                                    "sampler), given as its MatrixFactorizationDpEvent; a DP-SGD setting "
-                                    f"(independent noise, sampling {setting.sampling!r}) is not one")
+        raise self.fail(
+            "sampling",
+            "mf accounts the matrix mechanism (method dp_mf: correlated noise over an MF "
+            "sampler), given as its MatrixFactorizationDpEvent; a DP-SGD setting "
+            f"(independent noise, sampling {setting.sampling!r}) is not one",
+        )
 
     def _epsilon_curve(self, setting, delta, steps):
         self.check(setting)
@@ -60,20 +70,32 @@ class MatrixFactorizationAccountant(Accountant):
         self.dp_event(event, neighbouring)
         return []
 
-    def dp_event(self, event: dp_event.DpEvent, neighbouring: str = "add_remove") -> dp_event.DpEvent:
+    def dp_event(
+        self, event: dp_event.DpEvent, neighbouring: str = "add_remove"
+    ) -> dp_event.DpEvent:
         """The dp_accounting event ``event`` is (module docstring); refused unless an MF event of a
         known sampler under its own relation (cyclic_poisson: add_remove)."""
         if not isinstance(event, MatrixFactorizationDpEvent):
-            raise self.fail("event", f"mf accounts a MatrixFactorizationDpEvent; got {type(event).__name__}")
+            raise self.fail(
+                "event", f"mf accounts a MatrixFactorizationDpEvent; got {type(event).__name__}"
+            )
         if event.sampler not in SAMPLERS:
-            raise self.fail("sampler", f"must be one of {', '.join(SAMPLERS)}; got {event.sampler!r}")
+            raise self.fail(
+                "sampler", f"must be one of {', '.join(SAMPLERS)}; got {event.sampler!r}"
+            )
         if event.neighbouring != neighbouring:
-            raise self.fail("neighbouring", f"the event's Δ₁ is for {event.neighbouring}; asked for {neighbouring}")
+            raise self.fail(
+                "neighbouring",
+                f"the event's Δ₁ is for {event.neighbouring}; asked for {neighbouring}",
+            )
         gaussian = dp_accounting.GaussianDpEvent(event.noise_multiplier / event.scale)
         if event.sampler == "min_separation":
             return gaussian
         if neighbouring != "add_remove":
-            raise self.fail("neighbouring", f"amplified banded MF is proved for add_remove only; got {neighbouring!r}")
+            raise self.fail(
+                "neighbouring",
+                f"amplified banded MF is proved for add_remove only; got {neighbouring!r}",
+            )
         rate = event.sampling_rate
         step = gaussian if rate == 1 else dp_accounting.PoissonSampledDpEvent(rate, gaussian)
         return dp_accounting.SelfComposedDpEvent(step, event.participations)
@@ -95,22 +117,33 @@ class MatrixFactorizationAccountant(Accountant):
             return max(float(gaussian_delta(epsilon, math.sqrt(count) / sigma)), DELTA_FLOOR)
         return self._as_mf(lambda: get("pld").delta(_poisson(sigma, rate, count), epsilon))
 
-    def event_sigma(self, event, epsilon: float, delta: float, neighbouring: str = "add_remove") -> float:
+    def event_sigma(
+        self, event, epsilon: float, delta: float, neighbouring: str = "add_remove"
+    ) -> float:
         """The smallest σ (the event's own ignored) with ε ≤ ``epsilon`` at ``delta``: the event's
         noise multiplier is σ/s; a Gaussian event needs √k·σ₁, σ₁ the exact one-release calibration
         (:func:`sigma_analytic`); a Poisson-sampled one what ``pld`` calibrates (SIGMA_RTOL)."""
         epsilon, delta = check_epsilon(epsilon), check_delta(delta)
         if not epsilon <= EPSILON_MAX:
-            raise self.too_far("epsilon", f"must be <= {EPSILON_MAX:g} (EPSILON_MAX); got {epsilon:g}")
-        unit, rate, count = _parts(self.dp_event(_with_sigma(event, 1.0), neighbouring))  # unit = 1/s
+            raise self.too_far(
+                "epsilon", f"must be <= {EPSILON_MAX:g} (EPSILON_MAX); got {epsilon:g}"
+            )
+        unit, rate, count = _parts(
+            self.dp_event(_with_sigma(event, 1.0), neighbouring)
+        )  # unit = 1/s
         if rate is None:
             needed = math.sqrt(count) * sigma_analytic(epsilon, delta)
         else:
-            needed = self._as_mf(lambda: get("pld").sigma(_poisson(1.0, rate, count), epsilon, delta))
+            needed = self._as_mf(
+                lambda: get("pld").sigma(_poisson(1.0, rate, count), epsilon, delta)
+            )
         sigma = needed / unit
         if not SIGMA_MIN <= sigma <= SIGMA_MAX:
-            raise self.too_far("epsilon", f"ε = {epsilon:g} at δ = {delta:g} needs σ = {sigma:.3g}, outside "
-                                          f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}], the range σ is calibrated in")
+            raise self.too_far(
+                "epsilon",
+                f"ε = {epsilon:g} at δ = {delta:g} needs σ = {sigma:.3g}, outside "
+                f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}], the range σ is calibrated in",
+            )
         return sigma
 
     def _as_mf(self, call):
@@ -118,7 +151,9 @@ class MatrixFactorizationAccountant(Accountant):
         try:
             return call()
         except ResolutionError as err:
-            raise ResolutionError(self.name, err.key, str(err).removesuffix(" (accountant 'pld')")) from None
+            raise ResolutionError(
+                self.name, err.key, str(err).removesuffix(" (accountant 'pld')")
+            ) from None
 
 
 def _parts(event: dp_event.DpEvent) -> tuple[float, float | None, int]:
@@ -137,4 +172,8 @@ def _poisson(sigma: float, rate: float, count: int) -> Setting:
 
 
 def _with_sigma(event: MatrixFactorizationDpEvent, sigma: float) -> MatrixFactorizationDpEvent:
-    return replace(event, noise_multiplier=sigma) if isinstance(event, MatrixFactorizationDpEvent) else event
+    return (
+        replace(event, noise_multiplier=sigma)
+        if isinstance(event, MatrixFactorizationDpEvent)
+        else event
+    )

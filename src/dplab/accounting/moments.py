@@ -38,7 +38,9 @@ def log_e2(q: float, sigma: float, lam: int) -> float:
         return n * (n - 1) / (2 * sigma**2)  # only the k = n term
     k = np.arange(n + 1)
     log_binom = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
-    log_terms = log_binom + (n - k) * math.log1p(-q) + k * math.log(q) + k * (k - 1) / (2 * sigma**2)
+    log_terms = (
+        log_binom + (n - k) * math.log1p(-q) + k * math.log(q) + k * (k - 1) / (2 * sigma**2)
+    )
     return float(logsumexp(log_terms))
 
 
@@ -52,14 +54,21 @@ def log_e1(q: float, sigma: float, lam: int) -> float:
     bound = -lam * math.log1p(-q)
 
     def log_integrand(u):
-        log_ratio = np.logaddexp(math.log1p(-q), math.log(q) + (2 * sigma * u - 1) / (2 * sigma**2))  # log μ/μ₀
+        log_ratio = np.logaddexp(
+            math.log1p(-q), math.log(q) + (2 * sigma * u - 1) / (2 * sigma**2)
+        )  # log μ/μ₀
         return -(u**2) / 2 - lam * log_ratio - 0.5 * math.log(2 * math.pi)
 
     turn = min(max((1 + 2 * sigma**2 * math.log((1 - q) / q)) / (2 * sigma), -39.0), 39.0)
     shift = float(np.max(log_integrand(np.linspace(-40, 40, 20001))))
     value, _ = integrate.quad(
-        lambda u: math.exp(log_integrand(u) - shift), -40, 40, points=sorted({0.0, turn}), limit=500,
-        epsabs=0, epsrel=1e-12,
+        lambda u: math.exp(log_integrand(u) - shift),
+        -40,
+        40,
+        points=sorted({0.0, turn}),
+        limit=500,
+        epsabs=0,
+        epsrel=1e-12,
     )
     return min(shift + math.log(value), bound) if value > 0 else bound
 
@@ -88,7 +97,9 @@ class MomentsAccountant(Accountant):
         if setting.sampling == "shuffle":
             raise self.fail("sampling", SHUFFLE_REFUSAL)
         if setting.sampling == "poisson" and setting.neighbouring != "add_remove":
-            raise self.fail("neighbouring", "the sampled-Gaussian moments are derived for add_remove only")
+            raise self.fail(
+                "neighbouring", "the sampled-Gaussian moments are derived for add_remove only"
+            )
 
     def alphas(self, setting) -> np.ndarray:
         """α(λ) of one step, λ in :data:`LAMBDAS` (the log-moment of order λ + 1; sampled steps made

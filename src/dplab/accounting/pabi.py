@@ -67,7 +67,16 @@ class PabiAccountant(rdp_conversion.RdpBound):
     release = "last_iterate"
     samplings = ("shuffle",)
     neighbourings = ("replace_one",)
-    requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "clip", "lr", "smoothness", "lipschitz")
+    requires = (
+        "noise_multiplier",
+        "steps",
+        "batch_size",
+        "dataset_size",
+        "clip",
+        "lr",
+        "smoothness",
+        "lipschitz",
+    )
     excludes = ("regularization",)
     assumptions = (
         "only the last iterate is released (hidden state)",
@@ -82,14 +91,22 @@ class PabiAccountant(rdp_conversion.RdpBound):
     def check_setting(self, setting: Setting) -> None:
         bound = 2.0 / setting.smoothness
         if not setting.lr <= bound:
-            raise self.fail("lr", f"must lie in (0, 2/smoothness] = (0, {bound:g}] for contraction; got {setting.lr}")
+            raise self.fail(
+                "lr",
+                f"must lie in (0, 2/smoothness] = (0, {bound:g}] for contraction; got {setting.lr}",
+            )
         self.check_clipping_inactive(setting)
         if setting.dataset_size % setting.batch_size:
-            raise self.fail("batch_size", f"must divide dataset_size ({setting.dataset_size}) into equal batches")
+            raise self.fail(
+                "batch_size",
+                f"must divide dataset_size ({setting.dataset_size}) into equal batches",
+            )
 
     def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         orders = rdp_conversion.orders_for(setting.alpha)
         sigma = units.pabi_sigma(setting.noise_multiplier, setting.clip, setting.lipschitz)
         batches = setting.dataset_size // setting.batch_size
         reshuffle = bool(setting.reshuffle)
-        return orders, rdp_conversion.rdp_table(lambda a: pabi_rdp(a, steps, batches, sigma, reshuffle), orders)
+        return orders, rdp_conversion.rdp_table(
+            lambda a: pabi_rdp(a, steps, batches, sigma, reshuffle), orders
+        )

@@ -40,7 +40,9 @@ def parse(data: dict) -> list[Setting]:
     """The phases of a parsed file (:func:`from_file`), each a :class:`Setting`."""
     for key in data:
         if key not in FILE_KEYS:
-            raise DPLabError(str(key), f"unknown key of a phases file; valid: {', '.join(FILE_KEYS)}")
+            raise DPLabError(
+                str(key), f"unknown key of a phases file; valid: {', '.join(FILE_KEYS)}"
+            )
     entries = data.get("phases")
     if not isinstance(entries, list) or not entries:
         raise DPLabError("phases", f"must be a non-empty list of phases; got {entries!r}")
@@ -52,7 +54,9 @@ def parse(data: dict) -> list[Setting]:
             raise DPLabError(where, f"must be a mapping of {', '.join(PHASE_KEYS)}; got {entry!r}")
         for key in entry:
             if key not in PHASE_KEYS:
-                raise DPLabError(f"{where}.{key}", f"unknown key of a phase; valid: {', '.join(PHASE_KEYS)}")
+                raise DPLabError(
+                    f"{where}.{key}", f"unknown key of a phase; valid: {', '.join(PHASE_KEYS)}"
+                )
         for key in ("steps", "noise_multiplier"):
             if key not in entry:
                 raise DPLabError(f"{where}.{key}", "is required")
@@ -74,8 +78,11 @@ def _relation(phases: list[Setting]) -> str:
     """The one neighbouring relation of the phases (an event's relation is the accountant's)."""
     for i, phase in enumerate(phases):
         if phase.neighbouring != phases[0].neighbouring:
-            raise DPLabError(f"phases[{i}].neighbouring", f"must be the relation of every phase, "
-                                                          f"{phases[0].neighbouring!r}; got {phase.neighbouring!r}")
+            raise DPLabError(
+                f"phases[{i}].neighbouring",
+                f"must be the relation of every phase, "
+                f"{phases[0].neighbouring!r}; got {phase.neighbouring!r}",
+            )
     return phases[0].neighbouring
 
 
@@ -95,19 +102,26 @@ def calibrate(name: str, phases: list[Setting], target: float, delta: float) -> 
     _check(name, phases)
 
     sigmas = [p.noise_multiplier for p in phases]
-    lowest, highest = SIGMA_MIN / min(sigmas), SIGMA_MAX / max(sigmas)  # every σ within the accountants' range
+    lowest, highest = (
+        SIGMA_MIN / min(sigmas),
+        SIGMA_MAX / max(sigmas),
+    )  # every σ within the accountants' range
 
     def factor(log_c: float) -> float:
         return min(max(math.exp(log_c), lowest), highest)  # exp(log x) may round past x
 
     def misses(log_c: float) -> bool:
         return epsilon(name, scaled(phases, factor(log_c)), delta) > target
+
     top, bottom = math.log(highest), math.log(lowest)
     lo = hi = 0.0  # from c = 1, doubling outward until the target is bracketed
     while misses(hi):
         if hi >= top:
-            raise DPLabError("epsilon", f"no factor on the phases' σ up to {highest:g} (σ ≤ {SIGMA_MAX:g}) "
-                                        f"reaches ε = {target:g} at δ = {delta:g}")
+            raise DPLabError(
+                "epsilon",
+                f"no factor on the phases' σ up to {highest:g} (σ ≤ {SIGMA_MAX:g}) "
+                f"reaches ε = {target:g} at δ = {delta:g}",
+            )
         lo, hi = hi, min(hi + math.log(2), top)
     while lo == hi or not misses(lo):
         if lo <= bottom:
@@ -115,7 +129,12 @@ def calibrate(name: str, phases: list[Setting], target: float, delta: float) -> 
         lo, hi = max(lo - math.log(2), bottom), lo
     from scipy.optimize import brentq  # scipy only where a calibration needs it
 
-    root = brentq(lambda x: epsilon(name, scaled(phases, factor(x)), delta) - target, lo, hi, xtol=SIGMA_RTOL / 4)
+    root = brentq(
+        lambda x: epsilon(name, scaled(phases, factor(x)), delta) - target,
+        lo,
+        hi,
+        xtol=SIGMA_RTOL / 4,
+    )
     hi = min(root + SIGMA_RTOL / 4, hi)
     while misses(hi):  # Brent's root may sit on the missing side: step to the side that meets
         hi += SIGMA_RTOL / 4

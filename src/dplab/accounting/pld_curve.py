@@ -63,7 +63,9 @@ class ComposedPmf:
         self.lower0, self.inf0, self.disc = pmf._lower_loss, pmf._infinity_mass, pmf._discretization  # noqa: SLF001
         n = len(self.probs)
         self.orders = np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / n
-        self.log_mgfs = np.array([special.logsumexp(np.arange(n) * order, b=self.probs) for order in self.orders])
+        self.log_mgfs = np.array(
+            [special.logsumexp(np.arange(n) * order, b=self.probs) for order in self.orders]
+        )
         self.spectra: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def spectrum(self, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +77,9 @@ class ComposedPmf:
             self.spectra[size] = log_phi, -np.maximum.accumulate(log_phi.real[::-1])[::-1]
         return self.spectra[size]
 
-    def epsilons(self, steps: np.ndarray, delta: float, floor: np.ndarray | None = None) -> np.ndarray:
+    def epsilons(
+        self, steps: np.ndarray, delta: float, floor: np.ndarray | None = None
+    ) -> np.ndarray:
         """ε(δ) for each T of ``steps``; with ``floor`` (e.g. the other PMF's ε of an add/remove
         pair), max(ε(δ), floor) per T, which costs one δ evaluation where ε(δ) ≤ floor."""
         n, lower0, disc = len(self.probs), self.lower0, self.disc
@@ -91,8 +95,18 @@ class ComposedPmf:
             eps = None
             if BAND_RATIO * band_end < size:
                 band = np.flatnonzero(t * log_phi.real[:band_end] > BAND_LOG)
-                eps = _band_epsilon(np.exp(t * log_phi[band]), band, size, lo % size, length,
-                                    lower0 * t + lo, disc, inf_t, delta, floors[j])
+                eps = _band_epsilon(
+                    np.exp(t * log_phi[band]),
+                    band,
+                    size,
+                    lo % size,
+                    length,
+                    lower0 * t + lo,
+                    disc,
+                    inf_t,
+                    delta,
+                    floors[j],
+                )
             if eps is None:
                 spectrum = np.zeros(len(log_phi), dtype=complex)
                 spectrum[:band_end] = np.exp(t * log_phi[:band_end])
@@ -103,7 +117,10 @@ class ComposedPmf:
                     window = np.concatenate((window, conv[: length - len(window)]))
                 offset, window, right = _truncate_tails(window)
                 losses_from = lower0 * t + lo + offset
-                if floors[j] > 0 and _delta_at(inf_t + right, losses_from, window, disc, floors[j]) <= delta:
+                if (
+                    floors[j] > 0
+                    and _delta_at(inf_t + right, losses_from, window, disc, floors[j]) <= delta
+                ):
                     eps = floors[j]
                 else:
                     eps = epsilon_for_delta(inf_t + right, losses_from, window, disc, delta)
@@ -111,7 +128,9 @@ class ComposedPmf:
         return out
 
 
-def _delta_at(infinity_mass: float, lower_loss: int, probs: np.ndarray, disc: float, epsilon: float) -> float:
+def _delta_at(
+    infinity_mass: float, lower_loss: int, probs: np.ndarray, disc: float, epsilon: float
+) -> float:
     """δ(ε) = p(∞) + Σ_{ℓ>ε} p(ℓ)(1 − e^{ε−ℓ}) of a dense PMF (losses (lower_loss + i)·disc)."""
     first = max(0, math.floor(epsilon / disc) - lower_loss + 1)
     losses = (lower_loss + first + np.arange(len(probs) - first)) * disc
@@ -120,7 +139,9 @@ def _delta_at(infinity_mass: float, lower_loss: int, probs: np.ndarray, disc: fl
     return infinity_mass + float((tail[keep] * -np.expm1(epsilon - losses[keep])).sum())
 
 
-def _band_epsilon(spectrum, freqs, size, start, length, lower_loss, disc, infinity_mass, delta, floor=-math.inf):
+def _band_epsilon(
+    spectrum, freqs, size, start, length, lower_loss, disc, infinity_mass, delta, floor=-math.inf
+):
     """ε(δ) read off a composed PMF given by its few non-negligible Fourier coefficients, without
     the inverse FFT: for T ≫ 1 the T-th power of the one-step spectrum is negligible (< e^-60)
     outside a narrow band of frequencies.
@@ -137,7 +158,9 @@ def _band_epsilon(spectrum, freqs, size, start, length, lower_loss, disc, infini
     weight = np.where((freqs == 0) | (2 * freqs == size), 1.0, 2.0) / size
     coef = weight * spectrum * np.exp(2j * np.pi * ((freqs * start) % size) / size)
     half_theta = np.pi * freqs / size
-    with np.errstate(divide="ignore", invalid="ignore"):  # 1 − z = −2i·sin(θ/2)·e^{iθ/2}; k = 0 apart
+    with np.errstate(
+        divide="ignore", invalid="ignore"
+    ):  # 1 − z = −2i·sin(θ/2)·e^{iθ/2}; k = 0 apart
         plain = np.where(freqs == 0, 0, coef / (-2j * np.sin(half_theta) * np.exp(1j * half_theta)))
     damped = coef / -np.expm1(-disc + 2j * half_theta)  # coef / (1 − e^{-disc}·z)
     z_end = np.exp(2j * np.pi * ((freqs * length) % size) / size)  # z^length
@@ -160,18 +183,25 @@ def _band_epsilon(spectrum, freqs, size, start, length, lower_loss, disc, infini
         return s, tail_a, tail_e
 
     below, above = max(1, 1 - lower_loss), length  # δ(ℓ_{below−1}) > δ ≥ δ(ℓ_{above−1}) sought
-    if floor > 0:  # the tail n ≥ s holds the losses above floor: δ(floor) = p(∞) + A(s) − e^{floor−ℓ_s}·E(s)
+    if (
+        floor > 0
+    ):  # the tail n ≥ s holds the losses above floor: δ(floor) = p(∞) + A(s) − e^{floor−ℓ_s}·E(s)
         s_floor = math.floor(floor / disc) - lower_loss + 1
         if s_floor >= length:
             return floor if infinity_mass <= delta else None
         if s_floor > below:
             _, a, e = delta_at(s_floor, 1, 1)
-            if infinity_mass + a[0] - math.exp(floor - (lower_loss + s_floor) * disc) * e[0] <= delta:
+            if (
+                infinity_mass + a[0] - math.exp(floor - (lower_loss + s_floor) * disc) * e[0]
+                <= delta
+            ):
                 return floor
             below = s_floor  # δ(ℓ_{s−1}) ≥ δ(floor) > δ
     if below >= above:
         return None
-    points = int(np.clip(POINTS // len(freqs), 8, 1024))  # numpy's call overhead dominates small bands
+    points = int(
+        np.clip(POINTS // len(freqs), 8, 1024)
+    )  # numpy's call overhead dominates small bands
 
     def over_at(first: int, step: int, count: int):
         _, a, e = delta_at(first, step, count)
@@ -224,7 +254,9 @@ def _prefix_within(probs: np.ndarray, threshold: float) -> int:
     return len(probs)
 
 
-def epsilon_for_delta(infinity_mass: float, lower_loss: int, probs: np.ndarray, disc: float, delta: float) -> float:
+def epsilon_for_delta(
+    infinity_mass: float, lower_loss: int, probs: np.ndarray, disc: float, delta: float
+) -> float:
     """dp_accounting's ``_get_epsilon_for_delta`` on a dense PMF (losses (lower_loss + i)·disc),
     vectorized: the smallest ε with Σ_{ℓ>ε} p(ℓ)(1 − e^{ε−ℓ}) + p(∞) ≤ δ."""
     if infinity_mass > delta:
@@ -238,7 +270,11 @@ def epsilon_for_delta(infinity_mass: float, lower_loss: int, probs: np.ndarray, 
         upper = mu + np.concatenate(([0.0], np.cumsum(p)))  # mass before each item
         lower = ml + np.concatenate(([0.0], np.cumsum(np.exp(-losses) * p)))
         with np.errstate(divide="ignore", invalid="ignore"):
-            stop = (upper[:-1] > delta) & (lower[:-1] > 0) & (np.log((upper[:-1] - delta) / lower[:-1]) >= losses)
+            stop = (
+                (upper[:-1] > delta)
+                & (lower[:-1] > 0)
+                & (np.log((upper[:-1] - delta) / lower[:-1]) >= losses)
+            )
         zero_lower = (upper[1:] >= delta) & (lower[1:] == 0)  # exp(−ℓ) underflowed
         end = int(np.argmax(stop)) if stop.any() else len(p)
         if zero_lower[:end].any():
@@ -252,8 +288,9 @@ def epsilon_for_delta(infinity_mass: float, lower_loss: int, probs: np.ndarray, 
     return math.log((mu - delta) / ml)
 
 
-def monotone_curve(exact: Callable[[np.ndarray], np.ndarray], steps: np.ndarray,
-                   excess: float | None = None) -> np.ndarray:
+def monotone_curve(
+    exact: Callable[[np.ndarray], np.ndarray], steps: np.ndarray, excess: float | None = None
+) -> np.ndarray:
     """Upper bounds on a non-decreasing f at every T in ``steps`` (sorted), from exact values
     ``exact(T_array)`` on a sub-grid of ``steps`` refined until consecutive values differ by a
     factor ≤ 1 + ``excess``; each T gets the value at the next sub-grid point ≥ T (its relative
@@ -273,10 +310,18 @@ def monotone_curve(exact: Callable[[np.ndarray], np.ndarray], steps: np.ndarray,
         if not coarse.any():
             break
         new = []
-        for a, b, va, vb in zip(pos[:-1][coarse], pos[1:][coarse], vals[:-1][coarse], vals[1:][coarse]):
+        for a, b, va, vb in zip(
+            pos[:-1][coarse], pos[1:][coarse], vals[:-1][coarse], vals[1:][coarse]
+        ):
             # points spaced for a ratio ≈ 1 + excess if f is a local power law between a and b
-            k = 2 if not (va > 0 and math.isfinite(vb)) else max(2, math.ceil(1.2 * math.log(vb / va) / math.log1p(excess)))
-            new += np.unique(np.round(np.geomspace(a + 1, b + 1, k + 1)[1:-1] - 1).astype(int)).tolist()
+            k = (
+                2
+                if not (va > 0 and math.isfinite(vb))
+                else max(2, math.ceil(1.2 * math.log(vb / va) / math.log1p(excess)))
+            )
+            new += np.unique(
+                np.round(np.geomspace(a + 1, b + 1, k + 1)[1:-1] - 1).astype(int)
+            ).tolist()
         new = np.setdiff1d(np.array(new, dtype=int), pos)
         known.update(zip(new.tolist(), exact(uniq[new])))
     pos = np.array(sorted(known))

@@ -119,12 +119,19 @@ class TiltedPmf:
             w = np.exp(z)
             total = float(w.sum())  # numpy's pairwise sum: the same bits whatever BLAS's threads
             w /= total
-            rho = 2 * U * (3 + float(np.max(np.abs(lam * self.index) + np.abs(self.log_p))) + abs(lm))
+            rho = (
+                2 * U * (3 + float(np.max(np.abs(lam * self.index) + np.abs(self.log_p))) + abs(lm))
+            )
             mean = float(np.sum(w * self.index))
             if len(self._moment_cache) > 4:
                 self._moment_cache.clear()
-            self._moment_cache[lam] = (mean, float(np.sum(w * (self.index - mean) ** 2)), w,
-                                       lm + math.log(total), rho)
+            self._moment_cache[lam] = (
+                mean,
+                float(np.sum(w * (self.index - mean) ** 2)),
+                w,
+                lm + math.log(total),
+                rho,
+            )
         return self._moment_cache[lam]
 
     def tilt(self, target: float) -> float:
@@ -146,7 +153,9 @@ class TiltedPmf:
                 lo = lam
             else:
                 hi = lam
-            if abs(mean - target) <= 1e-9 * max(1.0, abs(target)) or (math.isfinite(hi) and hi - lo <= 1e-15 * hi):
+            if abs(mean - target) <= 1e-9 * max(1.0, abs(target)) or (
+                math.isfinite(hi) and hi - lo <= 1e-15 * hi
+            ):
                 break
             step = lam + (target - mean) / max(var, 1e-300)
             lam = step if lo < step < hi else (lo + hi) / 2 if math.isfinite(hi) else 2 * lo + 1e-6
@@ -168,7 +177,9 @@ class TiltedPmf:
         scale = t * lm - lam * center  # log of the untilted PMF's scale at the tilted mean
         last = t * self.top
         hi = min(last, math.ceil(center + 8 * spread))
-        above = self._above(t, lam, hi) if hi < last else -math.inf  # log of the mass above the window
+        above = (
+            self._above(t, lam, hi) if hi < last else -math.inf
+        )  # log of the mass above the window
         while above > scale + ABOVE_LOG:
             hi = min(last, math.ceil(hi + 8 * spread))
             above = self._above(t, lam, hi) if hi < last else -math.inf
@@ -202,19 +213,29 @@ class TiltedPmf:
                 return 0.0
             if lam == 0:
                 return error * math.exp(t * lm + grow + 0.5 * math.log(count))
-            return error * math.exp(t * lm + grow - lam * first + 0.5 * (math.log1p(-math.exp(-2 * lam * count))
-                                                                          - math.log(-math.expm1(-2 * lam))))
+            return error * math.exp(
+                t * lm
+                + grow
+                - lam * first
+                + 0.5 * (math.log1p(-math.exp(-2 * lam * count)) - math.log(-math.expm1(-2 * lam)))
+            )
 
         return t * self.lower + lo, probs, extra, rounding
 
     def _above(self, t: int, lam: float, edge: int) -> float:
         """log of the Chernoff bound M(η)^T e^{-η·edge} on the composed mass above bin ``edge``, at
         the η > λ that minimizes it (any η gives a bound; the exponent is unimodal in log(η − λ))."""
+
         def bound(x: float) -> float:
             eta = lam + math.exp(x)
             return t * self.log_mgf(eta) - eta * edge
-        best = optimize.minimize_scalar(bound, bounds=(math.log(1e-12), math.log(50.0)), method="bounded",
-                                        options={"xatol": 1e-3})
+
+        best = optimize.minimize_scalar(
+            bound,
+            bounds=(math.log(1e-12), math.log(50.0)),
+            method="bounded",
+            options={"xatol": 1e-3},
+        )
         return float(min(best.fun, bound(math.log(50.0))))
 
     def delta(self, t: int, epsilon: float) -> float:
@@ -223,7 +244,9 @@ class TiltedPmf:
         if epsilon / self.disc >= t * (self.lower + self.top):
             return inf_t
         first, probs, extra, rounding = self.window(t, epsilon, below=epsilon)
-        return min(1.0, _delta_at(inf_t + extra, first, probs, self.disc, epsilon) + rounding(epsilon))
+        return min(
+            1.0, _delta_at(inf_t + extra, first, probs, self.disc, epsilon) + rounding(epsilon)
+        )
 
     def epsilon(self, t: int, delta: float, guess: float) -> float:
         """An upper bound on ε(δ) of the T-fold composition, tilted at ``guess`` (an estimate of ε:
@@ -238,8 +261,12 @@ class TiltedPmf:
                 below = -math.inf
             first, probs, extra, rounding = self.window(t, loss, below)
             eps = epsilon_for_delta(inf_t + extra, first, probs, self.disc, delta)
-            if math.isfinite(eps):  # δ(ε) + r(ε) ≤ δ: r decreases in ε, and the second read is ≥ the first
-                eps = epsilon_for_delta(inf_t + extra + rounding(eps), first, probs, self.disc, delta)
+            if math.isfinite(
+                eps
+            ):  # δ(ε) + r(ε) ≤ δ: r decreases in ε, and the second read is ≥ the first
+                eps = epsilon_for_delta(
+                    inf_t + extra + rounding(eps), first, probs, self.disc, delta
+                )
             inside = first == t * self.lower or eps >= (first + 1) * self.disc
             if inside and (below is not None or abs(eps - loss) <= 4 * self._spread(t, loss)):
                 return eps

@@ -40,8 +40,12 @@ def _margins(q: float, sigma: float, alpha) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         big_l = np.log1p(1.0 / (q * (alpha - 1)))
         first = 0.5 * sigma**2 * big_l - 2 * math.log(sigma) - alpha
-        second = (0.5 * sigma**2 * big_l**2 - math.log(5) - 2 * math.log(sigma)
-                  - alpha * (big_l + np.log(q * alpha) + 1 / (2 * sigma**2)))
+        second = (
+            0.5 * sigma**2 * big_l**2
+            - math.log(5)
+            - 2 * math.log(sigma)
+            - alpha * (big_l + np.log(q * alpha) + 1 / (2 * sigma**2))
+        )
     return first, second
 
 

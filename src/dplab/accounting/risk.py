@@ -60,8 +60,10 @@ def gaussian_advantage(mu):
 def unavailable(accountant: str, setting: Setting) -> str | None:
     """Why no risk is given for ``accountant`` on ``setting``; None when it is."""
     if accountant not in PLD_ACCOUNTANTS:
-        return (f"{accountant} has no privacy-loss distribution to read an attack's TPR from "
-                f"(risk comes from: {', '.join(PLD_ACCOUNTANTS)})")
+        return (
+            f"{accountant} has no privacy-loss distribution to read an attack's TPR from "
+            f"(risk comes from: {', '.join(PLD_ACCOUNTANTS)})"
+        )
     if setting.sampling not in RISK_SAMPLINGS:
         return f"no privacy-loss distribution for {setting.sampling} sampling (risk for: {', '.join(RISK_SAMPLINGS)})"
     return None
@@ -113,7 +115,7 @@ def profile_tpr(delta_of, fprs: np.ndarray, epsilon_max: float = 50.0) -> np.nda
     step = coarse[1] - coarse[0]
     for i, k in enumerate(bounds.argmin(axis=1)):
         fine = np.linspace(max(coarse[k] - step, 0.0), coarse[k] + step, FINE_POINTS)
-        best[i] = min(best[i], _tpr_bounds(fine, delta_of(fine), fprs[i:i + 1]).min())
+        best[i] = min(best[i], _tpr_bounds(fine, delta_of(fine), fprs[i : i + 1]).min())
     return best
 
 
@@ -138,11 +140,20 @@ def risk(setting: Setting, fprs=FPRS) -> dict:
     else:
         delta_of = privacy_profile(composed_pld(setting))
         tpr = profile_tpr(delta_of, fprs)
-        advantage = float(delta_of(0.0))  # numpy's sums: the same bits whatever BLAS's threads (DVC = Snakemake)
-        method = "privacy profile of dp_accounting's pessimistic PLD (pld accountant), both directions"
+        advantage = float(
+            delta_of(0.0)
+        )  # numpy's sums: the same bits whatever BLAS's threads (DVC = Snakemake)
+        method = (
+            "privacy profile of dp_accounting's pessimistic PLD (pld accountant), both directions"
+        )
     tpr = np.clip(np.maximum(tpr, fprs), 0.0, 1.0)  # no test does worse than guessing
-    return {"fpr": [float(a) for a in fprs], "tpr": [float(t) for t in tpr], "advantage": min(max(advantage, 0.0), 1.0),
-            "neighbouring": setting.neighbouring, "method": method}
+    return {
+        "fpr": [float(a) for a in fprs],
+        "tpr": [float(t) for t in tpr],
+        "advantage": min(max(advantage, 0.0), 1.0),
+        "neighbouring": setting.neighbouring,
+        "method": method,
+    }
 
 
 #: the risk columns of a tidy table (sweeps, figure tables): the TPR at each FPR of :data:`FPRS`, the
@@ -160,8 +171,11 @@ def columns(accountant: str, setting: Setting | None) -> dict:
         except DPLabError as err:
             why = str(err)
         else:
-            return {**{c: t for c, t in zip(COLUMNS, reading["tpr"])}, "advantage": reading["advantage"],
-                    "risk_note": f"{reading['neighbouring']}; {reading['method']}"}
+            return {
+                **{c: t for c, t in zip(COLUMNS, reading["tpr"])},
+                "advantage": reading["advantage"],
+                "risk_note": f"{reading['neighbouring']}; {reading['method']}",
+            }
     return {**{c: float("nan") for c in COLUMNS[:-1]}, "risk_note": f"no risk: {why}"}
 
 
@@ -179,7 +193,10 @@ def check_target(tpr: float | None, fpr: float | None, advantage: float | None) 
         if not 0 < value < 1:
             raise DPLabError(key, f"must lie in (0, 1), got {value}")
     if not tpr > fpr:
-        raise DPLabError("tpr", f"must exceed fpr ({fpr}): a TPR at most the FPR is met by guessing, by any σ; got {tpr}")
+        raise DPLabError(
+            "tpr",
+            f"must exceed fpr ({fpr}): a TPR at most the FPR is met by guessing, by any σ; got {tpr}",
+        )
 
 
 def level(setting: Setting, fpr: float | None, advantage: float | None) -> float:
@@ -197,8 +214,13 @@ def advantage_of(setting: Setting) -> float:
     return risk(setting, fprs=(0.5,))["advantage"]
 
 
-def sigma_for_risk(setting: Setting, tpr: float | None = None, fpr: float | None = None,
-                   advantage: float | None = None, rtol: float = 1e-3) -> float:
+def sigma_for_risk(
+    setting: Setting,
+    tpr: float | None = None,
+    fpr: float | None = None,
+    advantage: float | None = None,
+    rtol: float = 1e-3,
+) -> float:
     """The smallest σ keeping every attacker within the target (TPR ≤ ``tpr`` at FPR ``fpr``, or
     advantage ≤ ``advantage``) over T steps of ``setting``: the calibration of riskcal (Kulynych
     et al. 2024, §4) on the reading of :func:`risk`.  Full batch: closed form, μ = Φ⁻¹(tpr) −
@@ -217,23 +239,38 @@ def sigma_for_risk(setting: Setting, tpr: float | None = None, fpr: float | None
 
     if setting.sampling == "full_batch":
         mu = 2 * ndtri((1 + advantage) / 2) if advantage is not None else ndtri(tpr) - ndtri(fpr)
-        sigma = math.sqrt(setting.steps) / float(mu) * units.sum_sensitivity(1.0, setting.neighbouring)
+        sigma = (
+            math.sqrt(setting.steps) / float(mu) * units.sum_sensitivity(1.0, setting.neighbouring)
+        )
         if not SIGMA_MIN <= sigma <= SIGMA_MAX:
-            raise DPLabError("noise_multiplier", f"the σ meeting the risk target is {sigma:.6g}, outside the range "
-                                                 f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}] σ is calibrated in")
-        return expand(lambda s: not ok(s), sigma, lambda s: s * (1 + 1e-12))  # rounding: the side meeting it
+            raise DPLabError(
+                "noise_multiplier",
+                f"the σ meeting the risk target is {sigma:.6g}, outside the range "
+                f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}] σ is calibrated in",
+            )
+        return expand(
+            lambda s: not ok(s), sigma, lambda s: s * (1 + 1e-12)
+        )  # rounding: the side meeting it
     if setting.sampling not in RISK_SAMPLINGS:
         raise DPLabError("sampling", unavailable("pld", setting))
 
     floor = accountant.sigma_floor(setting.replace(noise_multiplier=1.0))
-    lo, hi = bracket(lambda x: ok(math.exp(x)), 0.0, math.log(floor), math.log(SIGMA_MAX), width=0.5)
+    lo, hi = bracket(
+        lambda x: ok(math.exp(x)), 0.0, math.log(floor), math.log(SIGMA_MAX), width=0.5
+    )
     if lo is None:  # the smallest σ meeting the target lies below what pld resolves: not this floor
         reached = max(levels.values())  # at the floor: the level falls as σ grows
-        raise DPLabError("advantage" if advantage is not None else "tpr",
-                         f"σ = {floor:.6g}, the smallest σ pld resolves here, already meets the target (its "
-                         f"{'advantage' if advantage is not None else 'TPR'} is {reached:.4g}): the smallest σ "
-                         f"meeting it lies below, beyond what pld resolves (a target below {reached:.4g} is calibrated)")
+        raise DPLabError(
+            "advantage" if advantage is not None else "tpr",
+            f"σ = {floor:.6g}, the smallest σ pld resolves here, already meets the target (its "
+            f"{'advantage' if advantage is not None else 'TPR'} is {reached:.4g}): the smallest σ "
+            f"meeting it lies below, beyond what pld resolves (a target below {reached:.4g} is calibrated)",
+        )
     if hi is None:
-        raise DPLabError("noise_multiplier", f"no σ ≤ {SIGMA_MAX:g} meets the risk target for this setting")
-    lo, hi = bisect(lambda x: not ok(math.exp(x)), lo, hi, steps=200, done=lambda lo, hi: hi - lo <= rtol)
+        raise DPLabError(
+            "noise_multiplier", f"no σ ≤ {SIGMA_MAX:g} meets the risk target for this setting"
+        )
+    lo, hi = bisect(
+        lambda x: not ok(math.exp(x)), lo, hi, steps=200, done=lambda lo, hi: hi - lo <= rtol
+    )
     return math.exp(float(hi))

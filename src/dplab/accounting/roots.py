@@ -21,8 +21,12 @@ from typing import Callable
 import numpy as np
 
 
-def expand(misses: Callable[[float], bool], x: float, move: Callable[[float], float],
-           within: Callable[[float], bool] = lambda x: True) -> float | None:
+def expand(
+    misses: Callable[[float], bool],
+    x: float,
+    move: Callable[[float], float],
+    within: Callable[[float], bool] = lambda x: True,
+) -> float | None:
     """The first of x, move(x), move(move(x)), … that does not miss the target, searched while
     ``within`` holds; ``None`` when the search left ``within`` (the caller's cap: its refusal)."""
     while within(x) and misses(x):
@@ -30,8 +34,9 @@ def expand(misses: Callable[[float], bool], x: float, move: Callable[[float], fl
     return x if within(x) else None
 
 
-def doubling(misses: Callable[[float], bool], start: float,
-             cap: float = math.inf) -> tuple[float, float] | None:
+def doubling(
+    misses: Callable[[float], bool], start: float, cap: float = math.inf
+) -> tuple[float, float] | None:
     """A bracket (lo, hi) of a target met from some x > 0 on: hi the first of start, 2·start,
     4·start, … (≤ ``cap``) that does not miss it (:func:`expand`), lo = hi/2, or 0 when ``start``
     itself meets it (nothing below it was tried); None when the search passed ``cap``."""
@@ -41,8 +46,14 @@ def doubling(misses: Callable[[float], bool], start: float,
     return (hi / 2 if hi > start else 0.0), hi
 
 
-def bracket(meets: Callable[[float], bool], x: float, lowest: float, highest: float,
-            width: float = 0.02, grow: float = 4.0) -> tuple[float | None, float | None]:
+def bracket(
+    meets: Callable[[float], bool],
+    x: float,
+    lowest: float,
+    highest: float,
+    width: float = 0.02,
+    grow: float = 4.0,
+) -> tuple[float | None, float | None]:
     """A bracket (lo, hi) of a monotone target (``meets`` false at lo, true at hi, hi − lo > 0):
     from ``x``, step down while x meets it (up while it does not), by ``width``, widening ×``grow``
     each step, never past [``lowest``, ``highest``].  ``(None, lowest)``: even ``lowest`` meets it;
@@ -59,9 +70,17 @@ def bracket(meets: Callable[[float], bool], x: float, lowest: float, highest: fl
         x, width = y, grow * width
 
 
-def safe_root(gap: Callable[[float], float], lo: float, hi: float, *, xtol: float, rtol: float,
-              nudge: Callable[[float], float] | None, answer: Callable[[float], float] = lambda x: x,
-              misses: Callable[[float], bool] | None = None) -> float:
+def safe_root(
+    gap: Callable[[float], float],
+    lo: float,
+    hi: float,
+    *,
+    xtol: float,
+    rtol: float,
+    nudge: Callable[[float], float] | None,
+    answer: Callable[[float], float] = lambda x: x,
+    misses: Callable[[float], bool] | None = None,
+) -> float:
     """Brent's method on ``gap`` over the bracket [lo, hi] (``gap`` of opposite signs at the
     ends) to ``xtol``/``rtol``; the root mapped by ``answer`` (e.g. ``math.exp`` of a log σ), then
     ``nudge``-d while ``misses(answer)`` (default ``gap(answer) > 0``): the side meeting the target.
@@ -98,7 +117,11 @@ def multisection(over_at: Callable, below: int, above: int, points: int):
     boolean array and a tuple of arrays.  Returns (s, the values at s), or None when the first
     round finds no point where it holds."""
     step = -(-(above - below) // points)
-    first, count, found = below, -(-(above - below) // step), None  # the first round includes `below`
+    first, count, found = (
+        below,
+        -(-(above - below) // step),
+        None,
+    )  # the first round includes `below`
     while True:
         holds, values = over_at(first, step, count)
         tried = first + step * np.arange(count)

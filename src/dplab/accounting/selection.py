@@ -57,9 +57,14 @@ def tnb_gamma(mean: float, shape: float) -> float:
 
 def check(mean: float, shape: float) -> None:
     if not (math.isfinite(mean) and mean >= 1):
-        raise DPLabError("selection_mean", f"must be a finite number >= 1 (the mean number of runs); got {mean}")
+        raise DPLabError(
+            "selection_mean", f"must be a finite number >= 1 (the mean number of runs); got {mean}"
+        )
     if math.isnan(shape) or shape < 0:
-        raise DPLabError("selection_shape", f"must be >= 0 (0 logarithmic, 1 geometric, inf Poisson); got {shape}")
+        raise DPLabError(
+            "selection_shape",
+            f"must be >= 0 (0 logarithmic, 1 geometric, inf Poisson); got {shape}",
+        )
 
 
 def repeat_and_select(orders: np.ndarray, rdp: np.ndarray, mean: float, shape: float) -> np.ndarray:
@@ -72,11 +77,15 @@ def repeat_and_select(orders: np.ndarray, rdp: np.ndarray, mean: float, shape: f
     log_mean = np.log(mean) / (orders[above] - 1)
     if shape == POISSON:
         eps_hat = np.log1p(1 / (orders[above] - 1))
-        delta_hat = np.array([rdp_conversion.delta_from_rdp(rdp[None, :], orders, e)[0] for e in eps_hat])
+        delta_hat = np.array(
+            [rdp_conversion.delta_from_rdp(rdp[None, :], orders, e)[0] for e in eps_hat]
+        )
         out[above] = rdp[above] + mean * delta_hat + log_mean
     else:
         gamma = tnb_gamma(mean, shape)
-        hat = (1 + shape) * np.min((1 - 1 / orders[above]) * rdp[above] + math.log(1 / gamma) / orders[above])
+        hat = (1 + shape) * np.min(
+            (1 - 1 / orders[above]) * rdp[above] + math.log(1 / gamma) / orders[above]
+        )
         out[above] = rdp[above] + hat + log_mean
     return np.minimum.accumulate(out[::-1])[::-1]  # RDP is non-decreasing in the order
 
@@ -89,7 +98,9 @@ def worst_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nda
     worst = np.full(len(orders), -np.inf)
     for own, values in curves:
         index = np.searchsorted(own, orders)  # first own order >= each order
-        bounded = np.where(index < len(own), np.asarray(values)[np.minimum(index, len(own) - 1)], np.inf)
+        bounded = np.where(
+            index < len(own), np.asarray(values)[np.minimum(index, len(own) - 1)], np.inf
+        )
         worst = np.maximum(worst, bounded)
     return orders, worst
 
@@ -101,9 +112,13 @@ def candidate_curve(accountant, setting: Setting) -> tuple[np.ndarray, np.ndarra
     return accountant.rdp_curve(setting)
 
 
-def epsilon(curves: Sequence[tuple[np.ndarray, np.ndarray]], delta: float, mean: float, shape: float) -> float:
+def epsilon(
+    curves: Sequence[tuple[np.ndarray, np.ndarray]], delta: float, mean: float, shape: float
+) -> float:
     """ε at δ of releasing the best of K runs of the candidates with these RDP curves."""
     orders, rdp = worst_curve(curves)
     selected = repeat_and_select(orders, rdp, mean, shape)
     finite = np.isfinite(selected)
-    return float(rdp_conversion.epsilon_from_rdp(selected[finite][None, :], orders[finite], delta)[0])
+    return float(
+        rdp_conversion.epsilon_from_rdp(selected[finite][None, :], orders[finite], delta)[0]
+    )

@@ -39,7 +39,9 @@ class Setting:
     dimension: int | None = None  # d
     alpha: float | None = None  # Rényi order
     sensitivity: float | None = None  # Δ of a single Gaussian release
-    reshuffle: bool | None = None  # shuffle only: a new partition every epoch (None/False: one fixed order cycled)
+    reshuffle: bool | None = (
+        None  # shuffle only: a new partition every epoch (None/False: one fixed order cycled)
+    )
 
     def __post_init__(self) -> None:
         _check_positive(self, "noise_multiplier")
@@ -51,10 +53,13 @@ class Setting:
         _check_positive(self, "smoothness")
         _check_positive(self, "lipschitz")
         if self.sampling not in SAMPLINGS:
-            raise DPLabError("sampling", f"must be one of {', '.join(SAMPLINGS)}; got {self.sampling!r}")
+            raise DPLabError(
+                "sampling", f"must be one of {', '.join(SAMPLINGS)}; got {self.sampling!r}"
+            )
         if self.neighbouring not in NEIGHBOURINGS:
             raise DPLabError(
-                "neighbouring", f"must be one of {', '.join(NEIGHBOURINGS)}; got {self.neighbouring!r}"
+                "neighbouring",
+                f"must be one of {', '.join(NEIGHBOURINGS)}; got {self.neighbouring!r}",
             )
         for key in ("steps", "dataset_size", "batch_size", "dimension"):
             value = getattr(self, key)
@@ -67,13 +72,16 @@ class Setting:
         if self.reshuffle not in (None, False, True):
             raise DPLabError("reshuffle", f"must be true or false; got {self.reshuffle!r}")
         if self.reshuffle and self.sampling != "shuffle":
-            raise DPLabError("reshuffle", f"only applies to sampling shuffle; got sampling {self.sampling!r}")
+            raise DPLabError(
+                "reshuffle", f"only applies to sampling shuffle; got sampling {self.sampling!r}"
+            )
         if self.alpha is not None and not self.alpha > 1.0:
             raise DPLabError("alpha", f"must be > 1; got {self.alpha}")
         if self.batch_size is not None and self.dataset_size is not None:
             if self.batch_size > self.dataset_size:
                 raise DPLabError(
-                    "batch_size", f"must be <= dataset_size ({self.dataset_size}); got {self.batch_size}"
+                    "batch_size",
+                    f"must be <= dataset_size ({self.dataset_size}); got {self.batch_size}",
                 )
             q = self.batch_size / self.dataset_size
             if self.sampling_rate is None:
@@ -87,7 +95,9 @@ class Setting:
             if self.sampling_rate is None:
                 object.__setattr__(self, "sampling_rate", 1.0)
             elif self.sampling_rate != 1.0:
-                raise DPLabError("sampling_rate", f"must be 1 for full_batch sampling; got {self.sampling_rate}")
+                raise DPLabError(
+                    "sampling_rate", f"must be 1 for full_batch sampling; got {self.sampling_rate}"
+                )
 
     def replace(self, **changes) -> "Setting":
         """A copy with some fields changed (validated again)."""
@@ -99,8 +109,11 @@ class Setting:
 
 
 #: the numeric fields of a Setting, in canonical order (docs/units.md): what an accountant reads or not
-SETTING_NUMBERS = tuple(f.name for f in dataclasses.fields(Setting) if f.name not in ("sampling", "neighbouring",
-                                                                                     "reshuffle"))
+SETTING_NUMBERS = tuple(
+    f.name
+    for f in dataclasses.fields(Setting)
+    if f.name not in ("sampling", "neighbouring", "reshuffle")
+)
 
 
 def _check_positive(setting: Setting, key: str) -> None:

@@ -81,7 +81,9 @@ class Unresolved(Exception):
         super().__init__(message)
 
 
-def _log_cdf_max(z: np.ndarray, shift: float, steps: int, rate: float) -> tuple[np.ndarray, np.ndarray]:
+def _log_cdf_max(
+    z: np.ndarray, shift: float, steps: int, rate: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(log P(M ≤ z), log P(M > z)) for M the max of ``steps`` standard normals of which, with
     probability ``rate``, one (uniformly chosen) is shifted by ``shift``.  Each is a mixture of
     positive terms, so both are accurate to rounding relative to themselves, even where the other
@@ -95,8 +97,10 @@ def _log_cdf_max(z: np.ndarray, shift: float, steps: int, rate: float) -> tuple[
         return rest, rest_sf
     if rate >= 1.0:
         return hit, hit_sf
-    return (np.logaddexp(math.log(rate) + hit, math.log1p(-rate) + rest),
-            np.logaddexp(math.log(rate) + hit_sf, math.log1p(-rate) + rest_sf))
+    return (
+        np.logaddexp(math.log(rate) + hit, math.log1p(-rate) + rest),
+        np.logaddexp(math.log(rate) + hit_sf, math.log1p(-rate) + rest_sf),
+    )
 
 
 def _log_bin_masses(log_cdf: np.ndarray, log_sf: np.ndarray) -> np.ndarray:
@@ -111,13 +115,19 @@ def _log_bin_masses(log_cdf: np.ndarray, log_sf: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4096)
-def epoch_pair(shift: float, steps: int, rate: float, symmetric: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def epoch_pair(
+    shift: float, steps: int, rate: float, symmetric: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """log masses (P, Q) of the binned maximum of one epoch's ``steps`` observed outputs (in units
     of the noise std): under P one output is shifted by ``shift`` with probability ``rate``; under Q
     none is, or (``symmetric``) one is shifted by −``shift`` with the same probability."""
     low = min(float(ndtri(1e-40 ** (1.0 / steps))), -1.0) - (shift if symmetric else 0.0)
     cuts = np.linspace(low, shift + 12.0, BINS)
-    against = _log_cdf_max(cuts, -shift, steps, rate) if symmetric else _log_cdf_max(cuts, 0.0, steps, 0.0)
+    against = (
+        _log_cdf_max(cuts, -shift, steps, rate)
+        if symmetric
+        else _log_cdf_max(cuts, 0.0, steps, 0.0)
+    )
     return _log_bin_masses(*_log_cdf_max(cuts, shift, steps, rate)), _log_bin_masses(*against)
 
 
@@ -134,8 +144,10 @@ class LossPmf:
         index = np.floor((log_upper[ok] - log_lower[ok]) / DISCRETIZATION).astype(np.int64)
         mass = np.exp(log_upper[ok])
         if not np.any(mass > 0):
-            raise Unresolved("noise_multiplier", "the pair's binned outcomes do not overlap in float64 (σ too small "
-                                                 "for the shift)")
+            raise Unresolved(
+                "noise_multiplier",
+                "the pair's binned outcomes do not overlap in float64 (σ too small for the shift)",
+            )
         return index[mass > 0], mass[mass > 0]
 
     def compose(self, index: np.ndarray, mass: np.ndarray) -> "LossPmf":
@@ -143,8 +155,11 @@ class LossPmf:
         lo = int(index.min())
         size = len(self.probs) + int(index.max()) - lo
         if size > PMF_BINS_MAX:
-            raise Unresolved("noise_multiplier", f"a loss distribution of {size:.3g} bins of {DISCRETIZATION:g} "
-                                                 f"(limit PMF_BINS_MAX = {PMF_BINS_MAX})")
+            raise Unresolved(
+                "noise_multiplier",
+                f"a loss distribution of {size:.3g} bins of {DISCRETIZATION:g} "
+                f"(limit PMF_BINS_MAX = {PMF_BINS_MAX})",
+            )
         out = np.zeros(size)
         for k, p in zip(index - lo, mass):
             out[k : k + len(self.probs)] += p * self.probs
@@ -179,7 +194,14 @@ class LossPmf:
         return max(math.log((s1[i] - delta) / s2[i]), 0.0)
 
 
-def _runs(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, value, symmetric: bool = False) -> np.ndarray:
+def _runs(
+    shift: float,
+    steps_per_epoch: int,
+    rate: float,
+    grid: np.ndarray,
+    value,
+    symmetric: bool = False,
+) -> np.ndarray:
     """``value(pmf)`` of the composed epochs at every T of ``grid`` (epochs independent), the larger
     of the pair's two orders (:func:`epoch_pair` for ``symmetric``)."""
     full = epoch_pair(shift, steps_per_epoch, rate, symmetric)
@@ -193,25 +215,38 @@ def _runs(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, val
             for _ in range(count - done):
                 work += len(step[0]) * len(whole.probs)
                 if work > CONVOLUTION_MAX:
-                    raise Unresolved("steps", f"composing {count} epochs needs more than {CONVOLUTION_MAX:g} "
-                                              f"multiply-adds (CONVOLUTION_MAX, about 5 s)")
+                    raise Unresolved(
+                        "steps",
+                        f"composing {count} epochs needs more than {CONVOLUTION_MAX:g} "
+                        f"multiply-adds (CONVOLUTION_MAX, about 5 s)",
+                    )
                 whole = whole.compose(*step)
             done = count
-            partial = epoch_pair(shift, rest, rate * rest / steps_per_epoch, symmetric) if rest else None
+            partial = (
+                epoch_pair(shift, rest, rate * rest / steps_per_epoch, symmetric) if rest else None
+            )
             pmf = whole if not rest else whole.compose(*LossPmf.sparse(*partial[order]))
             out[i] = max(out[i], value(pmf))
     return out
 
 
-def _persistent(shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, value) -> np.ndarray:
+def _persistent(
+    shift: float, steps_per_epoch: int, rate: float, grid: np.ndarray, value
+) -> np.ndarray:
     """The same for one partition cycled: ⌊T/t⌋ whole epochs are one epoch of shift·√⌊T/t⌋ (the
     partial epoch is dropped, a post-processing); T < t is the partial epoch alone."""
     out = np.zeros(len(grid))
     for i, t in enumerate(grid):
         count, rest = divmod(int(t), steps_per_epoch)
-        pair = epoch_pair(shift * math.sqrt(count), steps_per_epoch, rate) if count else \
-            epoch_pair(shift, rest, rate * rest / steps_per_epoch)
-        out[i] = max(value(LossPmf().compose(*LossPmf.sparse(*pair[order]))) for order in (slice(None), slice(None, None, -1)))
+        pair = (
+            epoch_pair(shift * math.sqrt(count), steps_per_epoch, rate)
+            if count
+            else epoch_pair(shift, rest, rate * rest / steps_per_epoch)
+        )
+        out[i] = max(
+            value(LossPmf().compose(*LossPmf.sparse(*pair[order])))
+            for order in (slice(None), slice(None, None, -1))
+        )
     return out
 
 
@@ -236,12 +271,18 @@ class _HiddenStepLower(Accountant):
         grid = np.asarray(steps)
         try:
             pairs = self.pairs(setting)
-            out = np.max([_runs(shift, t, rate, grid, value, symmetric) for shift, symmetric in pairs], axis=0)
+            out = np.max(
+                [_runs(shift, t, rate, grid, value, symmetric) for shift, symmetric in pairs],
+                axis=0,
+            )
             if self.persistent:  # shuffle_lower: its one pair, against N(0)
                 out = np.minimum(out, _persistent(pairs[0][0], t, rate, grid, value))
         except Unresolved as err:
-            raise self.too_far(err.key, f"{err} at σ = {setting.noise_multiplier:g}, T = {int(grid.max())}, "
-                                        f"t = ⌊n/b⌋ = {t}: beyond what this lower bound resolves") from None
+            raise self.too_far(
+                err.key,
+                f"{err} at σ = {setting.noise_multiplier:g}, T = {int(grid.max())}, "
+                f"t = ⌊n/b⌋ = {t}: beyond what this lower bound resolves",
+            ) from None
         return np.maximum.accumulate(out)  # ε and δ of a run never decrease with T
 
     def _epsilon_curve(self, setting, delta, steps):
@@ -255,8 +296,10 @@ class ShuffleLower(_HiddenStepLower):
     """Lower bound on the ε of shuffled fixed-size batches (Chua et al. 2024a/b)."""
 
     name = "shuffle_lower"
-    source = ("LOWER bound: Chua et al. 2024, 'How Private are DP-SGD Implementations?' (ICML); multi-epoch: "
-              "Chua et al. 2024, 'Scalable DP-SGD: Shuffling vs. Poisson Subsampling' (NeurIPS), Thms 3.5, 3.8")
+    source = (
+        "LOWER bound: Chua et al. 2024, 'How Private are DP-SGD Implementations?' (ICML); multi-epoch: "
+        "Chua et al. 2024, 'Scalable DP-SGD: Shuffling vs. Poisson Subsampling' (NeurIPS), Thms 3.5, 3.8"
+    )
     samplings = ("shuffle",)
     persistent = True
     assumptions = (
@@ -271,8 +314,10 @@ class BallsInBinsLower(_HiddenStepLower):
     """Lower bound on the ε of balls-in-bins sampling (the same construction, w = 1)."""
 
     name = "balls_in_bins_lower"
-    source = ("LOWER bound: the construction of Chua et al. 2024 (ICML) applied to balls-in-bins "
-              "(Chua et al. 2025, 'Balls-and-Bins Sampling for DP-SGD')")
+    source = (
+        "LOWER bound: the construction of Chua et al. 2024 (ICML) applied to balls-in-bins "
+        "(Chua et al. 2025, 'Balls-and-Bins Sampling for DP-SGD')"
+    )
     samplings = ("balls_in_bins",)
     assumptions = (
         "a LOWER bound on ε (not a guarantee): the true ε of a balls-in-bins run is at least this",

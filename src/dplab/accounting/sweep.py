@@ -25,8 +25,18 @@ from dplab.validate import at_least, integer
 
 #: columns of every sweep table, in order
 COLUMNS = [
-    "accountant", "steps", "epsilon", "delta", "neighbouring", "sampling", "release", "bound",
-    "noise_multiplier", "sampling_rate", "reason", *risk.COLUMNS,
+    "accountant",
+    "steps",
+    "epsilon",
+    "delta",
+    "neighbouring",
+    "sampling",
+    "release",
+    "bound",
+    "noise_multiplier",
+    "sampling_rate",
+    "reason",
+    *risk.COLUMNS,
 ]
 
 
@@ -43,14 +53,23 @@ def steps_grid(max_steps: int, points: int) -> np.ndarray:
     return grid
 
 
-def sweep(setting: Setting | None, delta: float | None, accountants: list[str], steps: np.ndarray,
-          update: Update = Update()) -> pd.DataFrame:
+def sweep(
+    setting: Setting | None,
+    delta: float | None,
+    accountants: list[str],
+    steps: np.ndarray,
+    update: Update = Update(),
+) -> pd.DataFrame:
     """ε(T) for every accountant the run reports (its ``bound`` in each row) and every T in
     ``steps`` at fixed δ, as a tidy table; one row with an empty ε and the reason for every other
     accountant (progress: one accountant at a time, :mod:`dplab.progress`)."""
     rows = []
     progress = Progress("sweep", len(accountants), unit="accountant")
-    where = f"δ={delta:g}, {setting.neighbouring}, {setting.sampling} sampling" if setting else "no setting"
+    where = (
+        f"δ={delta:g}, {setting.neighbouring}, {setting.sampling} sampling"
+        if setting
+        else "no setting"
+    )
     for done, name in enumerate(accountants, 1):
         accountant = get(name)  # unknown name: DPLabError listing the valid ones
         why = exclusion(name, setting, update)
@@ -70,12 +89,31 @@ def sweep(setting: Setting | None, delta: float | None, accountants: list[str], 
             except AssumptionError as err:
                 why = str(err)
         if why is not None:
-            rows.append({**common, "steps": np.nan, "epsilon": np.nan, "reason": why,
-                         **risk.columns(name, None), "risk_note": "no risk: no ε (see reason)"})
+            rows.append(
+                {
+                    **common,
+                    "steps": np.nan,
+                    "epsilon": np.nan,
+                    "reason": why,
+                    **risk.columns(name, None),
+                    "risk_note": "no risk: no ε (see reason)",
+                }
+            )
             progress.update(done, f"{name}: excluded ({why})")
             continue
-        rows += [{**common, "steps": int(t), "epsilon": float(e), "reason": "",
-                  **risk.columns(name, setting.replace(steps=int(t)))} for t, e in zip(steps, eps)]
-        progress.update(done, f"{name}: ε at T={int(steps[-1])} = {float(eps[-1]):.4g} ({accountant.bound} bound, {where})")
+        rows += [
+            {
+                **common,
+                "steps": int(t),
+                "epsilon": float(e),
+                "reason": "",
+                **risk.columns(name, setting.replace(steps=int(t))),
+            }
+            for t, e in zip(steps, eps)
+        ]
+        progress.update(
+            done,
+            f"{name}: ε at T={int(steps[-1])} = {float(eps[-1]):.4g} ({accountant.bound} bound, {where})",
+        )
     progress.close()
     return pd.DataFrame(rows, columns=COLUMNS)

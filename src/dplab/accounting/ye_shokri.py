@@ -14,7 +14,9 @@ from dplab.accounting.setting import Setting
 RECURSION_MAX = 10**6
 
 
-def recursion_rdp(orders, steps, sampling_rate: float, sigma: float, lr: float, strong_convexity: float) -> np.ndarray:
+def recursion_rdp(
+    orders, steps, sampling_rate: float, sigma: float, lr: float, strong_convexity: float
+) -> np.ndarray:
     """000 Thm VII.2: ε_α ≤ log(S)/(α−1) with, one step at a time (p = b/n, c = 1 − ηλ),
 
         S ← p·exp((α−1)α/(2σ²))·S + (1 − p)·S^(c²),   S = 1 before the first step,
@@ -64,8 +66,17 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
     release = "last_iterate"
     samplings = ("without_replacement",)
     neighbourings = ("replace_one",)
-    requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "clip", "lr", "strong_convexity",
-                "smoothness", "lipschitz")
+    requires = (
+        "noise_multiplier",
+        "steps",
+        "batch_size",
+        "dataset_size",
+        "clip",
+        "lr",
+        "strong_convexity",
+        "smoothness",
+        "lipschitz",
+    )
     excludes = ("regularization",)
     assumptions = (
         "only the last iterate is released (hidden state)",
@@ -83,7 +94,10 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
             raise self.fail("strong_convexity", f"must be <= smoothness ({beta}); got {lam}")
         bound = 2.0 / (lam + beta)
         if not setting.lr < bound:
-            raise self.fail("lr", f"must lie in (0, 2/(strong_convexity+smoothness)) = (0, {bound:g}); got {setting.lr}")
+            raise self.fail(
+                "lr",
+                f"must lie in (0, 2/(strong_convexity+smoothness)) = (0, {bound:g}); got {setting.lr}",
+            )
         self.check_clipping_inactive(setting)
 
     def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,9 +105,14 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
         if setting.alpha is None:
             orders = orders[orders <= self.max_order]
         sigma = units.ye_shokri_sigma(setting.noise_multiplier, setting.neighbouring)
-        rdp = recursion_rdp(orders, steps, setting.sampling_rate, sigma, setting.lr, setting.strong_convexity)
+        rdp = recursion_rdp(
+            orders, steps, setting.sampling_rate, sigma, setting.lr, setting.strong_convexity
+        )
         if rdp is None:
-            raise self.too_far("steps", f"the recursion of Thm VII.2 has not reached its fixed point after "
-                                        f"{RECURSION_MAX} steps (RECURSION_MAX): T = {int(np.max(steps))} is beyond "
-                                        f"what ye_shokri resolves at this setting")
+            raise self.too_far(
+                "steps",
+                f"the recursion of Thm VII.2 has not reached its fixed point after "
+                f"{RECURSION_MAX} steps (RECURSION_MAX): T = {int(np.max(steps))} is beyond "
+                f"what ye_shokri resolves at this setting",
+            )
         return orders, rdp

@@ -48,12 +48,17 @@ def dead_features(x: torch.Tensor) -> torch.Tensor:
     return torch.nonzero((x.reshape(len(x), -1) != 0).sum(0) == 0).flatten()
 
 
-def build(x_train: torch.Tensor, norm: float, label: int, params: dict[str, torch.Tensor]) -> Canary:
+def build(
+    x_train: torch.Tensor, norm: float, label: int, params: dict[str, torch.Tensor]
+) -> Canary:
     """The canary on the features dead in ``x_train`` (N, ...), for a model whose parameters are
     ``params`` (one run); its first layer must act on the flattened input (logreg, mlp)."""
     pixels = dead_features(x_train)
     if len(pixels) == 0:
-        raise DPLabError("dataset", "the dead-feature canary needs an input feature that is 0 in every training record; none is")
+        raise DPLabError(
+            "dataset",
+            "the dead-feature canary needs an input feature that is 0 in every training record; none is",
+        )
     d = x_train[0].numel()
     weight = first_layer(params, d)
     direction = torch.full((len(pixels),), len(pixels) ** -0.5, dtype=x_train.dtype)
@@ -83,12 +88,20 @@ def first_layer(params: dict[str, torch.Tensor], features: int) -> str:
     """Name of the weight (rows × ``features``) that acts on the flattened input."""
     weight = next((k for k, p in params.items() if p.dim() == 2 and p.shape[1] == features), None)
     if weight is None:
-        raise DPLabError("model", "dead-feature canaries need a first layer acting on the flattened input (logreg, mlp)")
+        raise DPLabError(
+            "model",
+            "dead-feature canaries need a first layer acting on the flattened input (logreg, mlp)",
+        )
     return weight
 
 
-def gradient_canaries(x_real: torch.Tensor, params: dict[str, torch.Tensor], count: int, norm: float,
-                      neighbouring: str) -> GradientCanaries:
+def gradient_canaries(
+    x_real: torch.Tensor,
+    params: dict[str, torch.Tensor],
+    count: int,
+    norm: float,
+    neighbouring: str,
+) -> GradientCanaries:
     """``count`` gradient canaries on the first-layer entries W[r, p] with p a feature that is 0 in
     every record of ``x_real`` (N, ...), taken row by row."""
     d = x_real[0].numel()
@@ -97,11 +110,16 @@ def gradient_canaries(x_real: torch.Tensor, params: dict[str, torch.Tensor], cou
     rows = params[weight].shape[0]
     coords = (torch.arange(rows)[:, None] * d + pixels[None, :]).flatten()
     if count > len(coords):
-        raise DPLabError("canaries", f"must be <= {len(coords)} (first-layer rows × features that are 0 in every "
-                         f"training record: {rows} × {len(pixels)}); got {count}")
+        raise DPLabError(
+            "canaries",
+            f"must be <= {len(coords)} (first-layer rows × features that are 0 in every "
+            f"training record: {rows} × {len(pixels)}); got {count}",
+        )
     return GradientCanaries(weight, coords[:count], float(norm), neighbouring)
 
 
 def block(canary: Canary, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     """v = W[:, P]·x̂ of every run: (R, rows) from the stacked first-layer tensor (R, rows, d)."""
-    return tensors[canary.weight][:, :, canary.pixels] @ canary.direction.to(tensors[canary.weight].dtype)
+    return tensors[canary.weight][:, :, canary.pixels] @ canary.direction.to(
+        tensors[canary.weight].dtype
+    )

@@ -88,7 +88,13 @@ from scipy.stats import beta, binom, norm
 
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.accounting.roots import bisect, doubling
-from dplab.audit.stats import audit_bound, clopper_pearson, counts_at, select_threshold, split_scores
+from dplab.audit.stats import (
+    audit_bound,
+    clopper_pearson,
+    counts_at,
+    select_threshold,
+    split_scores,
+)
 from dplab.errors import DPLabError
 from dplab.registry import Registry
 
@@ -97,19 +103,23 @@ from dplab.registry import Registry
 #: others take the pooled scores of the members and of the non-members); ``gaussian``, gdp's
 #: Gaussian extrapolation conservative (:func:`dplab.audit.membership.gdp_applies`);
 #: ``independent``, a run's canaries independent
-ESTIMATORS = Registry("estimator", {
-    "clopper_pearson": "dplab.audit.estimators:clopper_pearson_bound",
-    "gdp": "dplab.audit.estimators:gdp_bound",
-    "one_run": "dplab.audit.estimators:one_run_bound",
-    "one_run_gdp": "dplab.audit.estimators:one_run_gdp_bound",
-    "one_run_independent": "dplab.audit.estimators:one_run_independent_bound",
-}, meta={
-    "clopper_pearson": {"one_run": False, "gaussian": False, "independent": False},
-    "gdp": {"one_run": False, "gaussian": True, "independent": False},
-    "one_run": {"one_run": True, "gaussian": False, "independent": False},
-    "one_run_gdp": {"one_run": True, "gaussian": True, "independent": False},
-    "one_run_independent": {"one_run": True, "gaussian": True, "independent": True},
-})
+ESTIMATORS = Registry(
+    "estimator",
+    {
+        "clopper_pearson": "dplab.audit.estimators:clopper_pearson_bound",
+        "gdp": "dplab.audit.estimators:gdp_bound",
+        "one_run": "dplab.audit.estimators:one_run_bound",
+        "one_run_gdp": "dplab.audit.estimators:one_run_gdp_bound",
+        "one_run_independent": "dplab.audit.estimators:one_run_independent_bound",
+    },
+    meta={
+        "clopper_pearson": {"one_run": False, "gaussian": False, "independent": False},
+        "gdp": {"one_run": False, "gaussian": True, "independent": False},
+        "one_run": {"one_run": True, "gaussian": False, "independent": False},
+        "one_run_gdp": {"one_run": True, "gaussian": True, "independent": False},
+        "one_run_independent": {"one_run": True, "gaussian": True, "independent": True},
+    },
+)
 #: the estimators that use the canaries of a single run
 ONE_RUN = tuple(name for name in ESTIMATORS if ESTIMATORS.meta[name]["one_run"])
 #: share of each score list that chooses the threshold: the Clopper–Pearson optimum sits in a tail
@@ -124,16 +134,24 @@ class Estimate:
     """One estimator's answer on one score set."""
 
     estimator: str
-    epsilon_lower: float  # holds with probability ≥ confidence (gdp: under its Gaussian-shape assumption)
-    epsilon_estimate: float  # from the observed rates (one_run: log(v / (r − v)); one_run_gdp: at level 1/2)
+    epsilon_lower: (
+        float  # holds with probability ≥ confidence (gdp: under its Gaussian-shape assumption)
+    )
+    epsilon_estimate: (
+        float  # from the observed rates (one_run: log(v / (r − v)); one_run_gdp: at level 1/2)
+    )
     epsilon_upper: float  # the other end of the interval (nan where the estimator has none)
-    samples_in: int  # scores the bound is evaluated on (one_run*: members; guesses r, canaries m in detail)
+    samples_in: (
+        int  # scores the bound is evaluated on (one_run*: members; guesses r, canaries m in detail)
+    )
     samples_out: int
     detail: str  # threshold, or guesses / correct / canaries
 
 
 # ------------------------------------------------------------------------------------ gdp
-def gdp_mu(fp, negatives, fn, positives, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gdp_mu(
+    fp, negatives, fn, positives, confidence: float = 0.95
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(point, lower, upper) of μ from fp false positives among ``negatives`` and fn false
     negatives among ``positives``: Φ⁻¹(1 − α) − Φ⁻¹(β) at the observed rates (a zero count
     replaced by 1/2), at the Clopper–Pearson upper ends (lower μ) and lower ends (upper μ), each
@@ -144,8 +162,11 @@ def gdp_mu(fp, negatives, fn, positives, confidence: float = 0.95) -> tuple[np.n
     alpha = np.clip(fp, 0.5, negatives - 0.5) / negatives
     beta = np.clip(fn, 0.5, positives - 0.5) / positives
     with np.errstate(divide="ignore"):
-        return (norm.isf(alpha) - norm.ppf(beta), norm.isf(fpr_hi) - norm.ppf(fnr_hi),
-                norm.isf(fpr_lo) - norm.ppf(fnr_lo))
+        return (
+            norm.isf(alpha) - norm.ppf(beta),
+            norm.isf(fpr_hi) - norm.ppf(fnr_hi),
+            norm.isf(fpr_lo) - norm.ppf(fnr_lo),
+        )
 
 
 def _gdp_epsilon(delta: float, mu) -> float:
@@ -155,28 +176,51 @@ def _gdp_epsilon(delta: float, mu) -> float:
     return float(gaussian_epsilon(delta, mu)) if math.isfinite(mu) else math.inf
 
 
-def gdp_bound(scores_in, scores_out, delta: float, confidence: float = 0.95,
-              selection: float = SELECTION["gdp"]) -> Estimate:
+def gdp_bound(
+    scores_in,
+    scores_out,
+    delta: float,
+    confidence: float = 0.95,
+    selection: float = SELECTION["gdp"],
+) -> Estimate:
     """The ``gdp`` estimator (module docstring): the threshold is the equal-error point (FPR =
     FNR) of the selection part, where Φ⁻¹ of both rates is estimated most precisely; μ and ε are
     evaluated on the rest.  (Maximizing μ_lower over every threshold instead chases the noise of
     the selection part into the tails and certifies less.)"""
     sel_in, ev_in = split_scores(scores_in, selection)
     sel_out, ev_out = split_scores(scores_out, selection)
-    tau = select_threshold(sel_in, sel_out, lambda tp, fp: -np.abs(fp / len(sel_out) - 1 + tp / len(sel_in)))
+    tau = select_threshold(
+        sel_in, sel_out, lambda tp, fp: -np.abs(fp / len(sel_out) - 1 + tp / len(sel_in))
+    )
     tp, fp = counts_at(ev_in, ev_out, np.array([tau]))
-    point, low, high = (float(v[0]) for v in gdp_mu(fp, len(ev_out), len(ev_in) - tp, len(ev_in), confidence))
-    return Estimate("gdp", _gdp_epsilon(delta, low), _gdp_epsilon(delta, point), _gdp_epsilon(delta, high),
-                    len(ev_in), len(ev_out), f"threshold {tau:.6g}; mu {low:.4g} (point {point:.4g})")
+    point, low, high = (
+        float(v[0]) for v in gdp_mu(fp, len(ev_out), len(ev_in) - tp, len(ev_in), confidence)
+    )
+    return Estimate(
+        "gdp",
+        _gdp_epsilon(delta, low),
+        _gdp_epsilon(delta, point),
+        _gdp_epsilon(delta, high),
+        len(ev_in),
+        len(ev_out),
+        f"threshold {tau:.6g}; mu {low:.4g} (point {point:.4g})",
+    )
 
 
 # -------------------------------------------------------------------------------- one_run
-def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
+def one_run_p_value(
+    canaries: int, guesses: int, correct: int, epsilon: float, delta: float
+) -> float:
     """P[W ≥ correct] bound of Steinke, Nasr & Jagielski 2023 (module docstring) for an (ε, δ)-DP
     mechanism with ``canaries`` = m and ``guesses`` = r."""
     if not 0 <= correct <= guesses <= canaries:
-        raise DPLabError("guesses", f"need 0 <= correct <= guesses <= canaries; got {correct}, {guesses}, {canaries}")
-    f = binom.sf(correct - 1 - np.arange(correct + 1), guesses, expit(epsilon))  # f(v − i), i = 0..v
+        raise DPLabError(
+            "guesses",
+            f"need 0 <= correct <= guesses <= canaries; got {correct}, {guesses}, {canaries}",
+        )
+    f = binom.sf(
+        correct - 1 - np.arange(correct + 1), guesses, expit(epsilon)
+    )  # f(v − i), i = 0..v
     if delta == 0 or correct == 0:
         return float(f[0])
     gain = np.max((f[1:] - f[0]) / np.arange(1, correct + 1))
@@ -186,12 +230,18 @@ def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float, d
 def one_run_epsilon(canaries: int, guesses: int, correct: int, delta: float, level: float) -> float:
     """Largest ε whose p-value (:func:`one_run_p_value`) is ≤ ``level`` (0 if none): bisection,
     the p-value grows with ε."""
+
     def rejects(eps: float) -> bool:
         return one_run_p_value(canaries, guesses, correct, eps, delta) <= level
 
     if not rejects(0.0):
         return 0.0
-    lo, _ = bisect(rejects, *doubling(rejects, 1.0), steps=200, done=lambda lo, hi: hi - lo <= 1e-6 * max(hi, 1.0))
+    lo, _ = bisect(
+        rejects,
+        *doubling(rejects, 1.0),
+        steps=200,
+        done=lambda lo, hi: hi - lo <= 1e-6 * max(hi, 1.0),
+    )
     return float(lo)
 
 
@@ -202,12 +252,15 @@ def _one_run_guesses(scores, members) -> list[tuple[int, int]]:
     scores, members = np.asarray(scores, float), np.asarray(members, bool)
     m = len(scores)
     if m < 2 or members.shape != scores.shape:
-        raise DPLabError("canaries", "the one-run estimators need >= 2 canaries in the run, one membership bit each")
+        raise DPLabError(
+            "canaries",
+            "the one-run estimators need >= 2 canaries in the run, one membership bit each",
+        )
     if not np.all(np.isfinite(scores)):
         raise DPLabError("scores", "attack scores must be finite")
     order = members[np.argsort(-scores, kind="stable")]
     sizes = sorted({2 * int(f * m / 2) for f in GUESS_FRACTIONS} - {0}, reverse=True)
-    return [(r, int(order[: r // 2].sum() + (~order[m - r // 2:]).sum())) for r in sizes]
+    return [(r, int(order[: r // 2].sum() + (~order[m - r // 2 :]).sum())) for r in sizes]
 
 
 def one_run_bound(scores, members, delta: float, confidence: float = 0.95) -> Estimate:
@@ -223,8 +276,15 @@ def one_run_bound(scores, members, delta: float, confidence: float = 0.95) -> Es
     eps, r, v = best
     estimate = math.log(min(max(v, 0.5), r - 0.5) / (r - min(max(v, 0.5), r - 0.5)))
     members = np.asarray(members, bool)
-    return Estimate("one_run", eps, max(estimate, 0.0), math.nan, int(members.sum()), int((~members).sum()),
-                    f"guesses {r}, correct {v}, canaries {m}")
+    return Estimate(
+        "one_run",
+        eps,
+        max(estimate, 0.0),
+        math.nan,
+        int(members.sum()),
+        int((~members).sum()),
+        f"guesses {r}, correct {v}, canaries {m}",
+    )
 
 
 # ---------------------------------------------------------------------------- one_run_gdp
@@ -235,7 +295,9 @@ def gdp_lower(mu):
     return lambda y: ndtr(ndtri(y) - mu)
 
 
-def one_run_fdp_rejects(canaries: int, guesses: int, correct: int, level: float, lower) -> np.ndarray:
+def one_run_fdp_rejects(
+    canaries: int, guesses: int, correct: int, level: float, lower
+) -> np.ndarray:
     """Whether ``correct`` = v right out of ``guesses`` = r among ``canaries`` = m rejects, at
     ``level`` τ, the f-DP hypothesis whose f⁻ is ``lower`` (a vectorized y ↦ array; one answer
     per element: :func:`gdp_lower` of a μ grid): the recursion of the module docstring
@@ -243,7 +305,9 @@ def one_run_fdp_rejects(canaries: int, guesses: int, correct: int, level: float,
     falls, and stop changing for good once H ≥ f⁻(R), so the loop ends there."""
     m, r, v = canaries, guesses, correct
     if not 0 <= v <= r <= m or m < 1 or r < 1:
-        raise DPLabError("guesses", f"need 0 <= correct <= guesses <= canaries, guesses >= 1; got {v}, {r}, {m}")
+        raise DPLabError(
+            "guesses", f"need 0 <= correct <= guesses <= canaries, guesses >= 1; got {v}, {r}, {m}"
+        )
     if not 0 < level < 1:
         raise DPLabError("confidence", f"the level must lie in (0, 1); got {level}")
     h = np.full(np.shape(lower(np.array(0.5))), level * (r - v) / m)
@@ -260,15 +324,23 @@ def one_run_fdp_rejects(canaries: int, guesses: int, correct: int, level: float,
 def one_run_fdp_p_value(canaries: int, guesses: int, correct: int, lower) -> float:
     """The smallest level at which :func:`one_run_fdp_rejects` rejects (bisection; the mass bound
     grows with the level): P[W ≥ correct] is at most this under the hypothesis."""
-    _, hi = bisect(lambda t: not bool(one_run_fdp_rejects(canaries, guesses, correct, t, lower)), 0.0, 1.0,
-                   steps=60, done=lambda lo, hi: hi - lo <= 1e-12)
+    _, hi = bisect(
+        lambda t: not bool(one_run_fdp_rejects(canaries, guesses, correct, t, lower)),
+        0.0,
+        1.0,
+        steps=60,
+        done=lambda lo, hi: hi - lo <= 1e-12,
+    )
     return float(hi)
 
 
-def one_run_gdp_mu(canaries: int, guesses: int, correct: int, level: float, points: int = 32) -> float:
+def one_run_gdp_mu(
+    canaries: int, guesses: int, correct: int, level: float, points: int = 32
+) -> float:
     """The largest μ whose μ-GDP hypothesis :func:`one_run_fdp_rejects` rejects at ``level`` (0 if
     none), on three nested grids of ``points`` (rejection is monotone: a smaller μ is a stronger
     claim); the grid point returned is itself rejected, so the bound is never rounded up."""
+
     def rejects(mu):
         return one_run_fdp_rejects(canaries, guesses, correct, level, gdp_lower(mu))
 
@@ -282,7 +354,9 @@ def one_run_gdp_mu(canaries: int, guesses: int, correct: int, level: float, poin
     return float(lo)
 
 
-def _one_run_mu_bound(name: str, largest_mu, scores, members, delta: float, confidence: float) -> Estimate:
+def _one_run_mu_bound(
+    name: str, largest_mu, scores, members, delta: float, confidence: float
+) -> Estimate:
     """A GDP one-run estimator on the canaries of one run, with the guesses and Bonferroni family
     of :func:`one_run_bound`: ``largest_mu(m, r, v, level)`` is the largest μ its test rejects.
     The point estimate is the ε of what the same test rejects at level 1/2 with the r that
@@ -293,9 +367,15 @@ def _one_run_mu_bound(name: str, largest_mu, scores, members, delta: float, conf
     mu, r, v = max((largest_mu(m, r, v, level), r, v) for r, v in guesses)
     half = largest_mu(m, r, v, 0.5)
     members = np.asarray(members, bool)
-    return Estimate(name, _gdp_epsilon(delta, mu), _gdp_epsilon(delta, max(half, mu)), math.nan,
-                    int(members.sum()), int((~members).sum()),
-                    f"guesses {r}, correct {v}, canaries {m}; mu {mu:.4g} (level 1/2: {half:.4g})")
+    return Estimate(
+        name,
+        _gdp_epsilon(delta, mu),
+        _gdp_epsilon(delta, max(half, mu)),
+        math.nan,
+        int(members.sum()),
+        int((~members).sum()),
+        f"guesses {r}, correct {v}, canaries {m}; mu {mu:.4g} (level 1/2: {half:.4g})",
+    )
 
 
 def one_run_gdp_bound(scores, members, delta: float, confidence: float = 0.95) -> Estimate:
@@ -330,7 +410,9 @@ def _cut_quantiles(canaries: int, guesses: int) -> np.ndarray:
     so 1 − W ~ Beta(r + 1, m − r), each side from the end it is near; the same for every μ a
     search tries (read-only)."""
     m, r = canaries, guesses
-    tail = np.where(_CUT_Z > 0, beta.ppf(ndtr(-_CUT_Z), r + 1, m - r), beta.isf(ndtr(_CUT_Z), r + 1, m - r))
+    tail = np.where(
+        _CUT_Z > 0, beta.ppf(ndtr(-_CUT_Z), r + 1, m - r), beta.isf(ndtr(_CUT_Z), r + 1, m - r)
+    )
     tail = np.maximum(tail, 1e-300)
     tail.flags.writeable = False
     return tail
@@ -342,7 +424,9 @@ def one_run_independent_p_value(canaries: int, guesses: int, mistakes: int, mu: 
     W ~ Beta(m − r, r + 1) of BinCDF(u; r, γ̄_μ(W)) (quadrature: :data:`_CUT_Z`)."""
     m, r, u = canaries, guesses, mistakes
     if not 0 <= u <= r <= m or r < 1:
-        raise DPLabError("guesses", f"need 0 <= mistakes <= guesses <= canaries, guesses >= 1; got {u}, {r}, {m}")
+        raise DPLabError(
+            "guesses", f"need 0 <= mistakes <= guesses <= canaries, guesses >= 1; got {u}, {r}, {m}"
+        )
     if r == m:  # no cut: every canary guessed, each wrong with the Bayes error Φ(−μ/2)
         return float(binom.cdf(u, r, ndtr(-mu / 2)))
     t = _cut_tail(mu, _cut_quantiles(m, r))
@@ -353,23 +437,43 @@ def one_run_independent_p_value(canaries: int, guesses: int, mistakes: int, mu: 
 def one_run_independent_mu(canaries: int, guesses: int, correct: int, level: float) -> float:
     """The largest μ whose hypothesis "independent μ-GDP canaries" is rejected at ``level`` by
     :func:`one_run_independent_p_value` (0 if none): bisection, the p-value grows with μ."""
+
     def rejects(mu: float) -> bool:
         return one_run_independent_p_value(canaries, guesses, guesses - correct, mu) <= level
 
     if not rejects(0.0):
         return 0.0
-    lo, _ = bisect(rejects, *doubling(rejects, 1.0), steps=200, done=lambda lo, hi: hi - lo <= 1e-6 * max(hi, 1.0))
+    lo, _ = bisect(
+        rejects,
+        *doubling(rejects, 1.0),
+        steps=200,
+        done=lambda lo, hi: hi - lo <= 1e-6 * max(hi, 1.0),
+    )
     return float(lo)
 
 
 def one_run_independent_bound(scores, members, delta: float, confidence: float = 0.95) -> Estimate:
     """The ``one_run_independent`` estimator (module docstring) on the canaries of one run."""
-    return _one_run_mu_bound("one_run_independent", one_run_independent_mu, scores, members, delta, confidence)
+    return _one_run_mu_bound(
+        "one_run_independent", one_run_independent_mu, scores, members, delta, confidence
+    )
 
 
-def clopper_pearson_bound(scores_in, scores_out, delta: float, confidence: float = 0.95,
-                          selection: float = SELECTION["clopper_pearson"]) -> Estimate:
+def clopper_pearson_bound(
+    scores_in,
+    scores_out,
+    delta: float,
+    confidence: float = 0.95,
+    selection: float = SELECTION["clopper_pearson"],
+) -> Estimate:
     """The ``clopper_pearson`` estimator (:func:`dplab.audit.stats.audit_bound`) as an Estimate."""
     b = audit_bound(scores_in, scores_out, delta, confidence, selection)
-    return Estimate("clopper_pearson", b.ci_low, b.epsilon, b.ci_high, b.positives, b.negatives,
-                    f"threshold {b.threshold:.6g}; tp {b.tp}/{b.positives}, fp {b.fp}/{b.negatives}")
+    return Estimate(
+        "clopper_pearson",
+        b.ci_low,
+        b.epsilon,
+        b.ci_high,
+        b.positives,
+        b.negatives,
+        f"threshold {b.threshold:.6g}; tp {b.tp}/{b.positives}, fp {b.fp}/{b.negatives}",
+    )

@@ -44,8 +44,10 @@ from dplab.errors import DPLabError
 #: ε ≈ 24 and 2 % (low) at ε ≈ 29; at ε ≈ 33 the search reaches this cap.
 EPSILON_SEARCH_MAX = 512.0
 
-LOSSES = {"quadratic": "002 Thm 3 / App. E: ℓ(θ; x) = ½‖θ − x‖², contraction 1 − η",
-          "linear": "ℓ(θ; x) = −⟨θ, x⟩, contraction 1 (no hidden-state gain)"}
+LOSSES = {
+    "quadratic": "002 Thm 3 / App. E: ℓ(θ; x) = ½‖θ − x‖², contraction 1 − η",
+    "linear": "ℓ(θ; x) = −⟨θ, x⟩, contraction 1 (no hidden-state gain)",
+}
 
 
 def contraction(loss: str, lr: float) -> float:
@@ -73,33 +75,57 @@ def contracted_mu(mu_step: float, c: float, steps) -> np.ndarray:
     return mu_step * (1 - c**t) / (1 - c) / np.sqrt((1 - c ** (2 * t)) / (1 - c * c))
 
 
-def last_iterate_mu(noise_multiplier: float, lr: float, steps, loss: str, neighbouring: str = "replace_one",
-                    clip: float = 1.0) -> np.ndarray:
+def last_iterate_mu(
+    noise_multiplier: float,
+    lr: float,
+    steps,
+    loss: str,
+    neighbouring: str = "replace_one",
+    clip: float = 1.0,
+) -> np.ndarray:
     """μ_T = mean distance / std of the last iterates on the worst neighbouring pair, every T."""
     if neighbouring != "replace_one":
-        raise DPLabError("neighbouring", "the exact last-iterate value is derived for replace_one only (002 Thm 3's pair)")
+        raise DPLabError(
+            "neighbouring",
+            "the exact last-iterate value is derived for replace_one only (002 Thm 3's pair)",
+        )
     c = contraction(loss, lr)
-    step = units.sum_sensitivity(clip, neighbouring) / units.noise_std_on_sum(noise_multiplier, clip)
+    step = units.sum_sensitivity(clip, neighbouring) / units.noise_std_on_sum(
+        noise_multiplier, clip
+    )
     return contracted_mu(step, c, steps)
 
 
-def exact_rdp(alpha: float, noise_multiplier: float, lr: float, steps, loss: str, **kw) -> np.ndarray:
+def exact_rdp(
+    alpha: float, noise_multiplier: float, lr: float, steps, loss: str, **kw
+) -> np.ndarray:
     """Exact Rényi divergence α μ_T²/2 of the two last iterates (002 Thm 3 for the quadratic loss)."""
     return alpha * last_iterate_mu(noise_multiplier, lr, steps, loss, **kw) ** 2 / 2
 
 
-def exact_delta(epsilon: float, noise_multiplier: float, lr: float, steps, loss: str, **kw) -> np.ndarray:
+def exact_delta(
+    epsilon: float, noise_multiplier: float, lr: float, steps, loss: str, **kw
+) -> np.ndarray:
     """Exact δ(ε) of the last iterate (hockey-stick divergence of the two Gaussians), every T."""
     return gaussian_delta(epsilon, last_iterate_mu(noise_multiplier, lr, steps, loss, **kw))
 
 
-def exact_epsilon(delta: float, noise_multiplier: float, lr: float, steps, loss: str, **kw) -> np.ndarray:
+def exact_epsilon(
+    delta: float, noise_multiplier: float, lr: float, steps, loss: str, **kw
+) -> np.ndarray:
     """Exact ε(δ) of the last iterate, every T (inverse of :func:`exact_delta`)."""
     return gaussian_epsilon(delta, last_iterate_mu(noise_multiplier, lr, steps, loss, **kw))
 
 
-def canary_last_iterate_epsilon(delta: float, shift: float, steps, neighbouring: str, q: float = 1.0,
-                                contraction: float = 1.0, period: int | None = None) -> np.ndarray:
+def canary_last_iterate_epsilon(
+    delta: float,
+    shift: float,
+    steps,
+    neighbouring: str,
+    q: float = 1.0,
+    contraction: float = 1.0,
+    period: int | None = None,
+) -> np.ndarray:
     """Exact ε(δ) of the last iterate of a gradient canary's coordinate, every T of ``steps``.
 
     In units of the per-step noise std, v_T − c^T v_0 = a·W + N(0, Σ_{i<T} c²ⁱ) with a =
@@ -130,10 +156,14 @@ def canary_last_iterate_epsilon(delta: float, shift: float, steps, neighbouring:
             law = np.zeros(int(moves.sum()) + 1)
             law[0] = 1.0
             for k in moves:
-                law = np.concatenate([(1 - q) * law[:k], (1 - q) * law[k:] + q * law[: len(law) - k]])
+                law = np.concatenate(
+                    [(1 - q) * law[:k], (1 - q) * law[k:] + q * law[: len(law) - k]]
+                )
             positions, mass = np.arange(len(law)) * fine, law
         else:
-            steps_drawn = [np.arange(t - 1 - j, -1, -period) for j in range(period)]  # indices into powers
+            steps_drawn = [
+                np.arange(t - 1 - j, -1, -period) for j in range(period)
+            ]  # indices into powers
             positions = np.array([shift * powers[i].sum() for i in steps_drawn])
             mass = np.full(period, 1.0 / period)
         # each atom's mass split between its two neighbouring cells (linear: position error O(dx²))
@@ -143,24 +173,41 @@ def canary_last_iterate_epsilon(delta: float, shift: float, steps, neighbouring:
         cells += np.bincount(cell + 1, weights=mass * frac, minlength=cell.max() + 2)
         reach = int(math.ceil(14 * std / dx))
         kernel = norm.pdf(np.arange(-reach, reach + 1) * dx, 0.0, std) * dx
-        p_in = np.clip(fftconvolve(np.concatenate([np.zeros(len(cells) - 1), cells]), kernel), 0, None)
+        p_in = np.clip(
+            fftconvolve(np.concatenate([np.zeros(len(cells) - 1), cells]), kernel), 0, None
+        )
         if neighbouring == "add_remove":
             p_out = np.zeros_like(p_in)
             p_out[len(cells) - 1 : len(cells) - 1 + len(kernel)] = kernel
         else:
-            p_out = np.clip(fftconvolve(np.concatenate([cells[::-1], np.zeros(len(cells) - 1)]), kernel), 0, None)
+            p_out = np.clip(
+                fftconvolve(np.concatenate([cells[::-1], np.zeros(len(cells) - 1)]), kernel),
+                0,
+                None,
+            )
 
         def excess(eps: float) -> float:
-            return max(np.maximum(p_in - math.exp(eps) * p_out, 0).sum(), np.maximum(p_out - math.exp(eps) * p_in, 0).sum()) - delta
+            return (
+                max(
+                    np.maximum(p_in - math.exp(eps) * p_out, 0).sum(),
+                    np.maximum(p_out - math.exp(eps) * p_in, 0).sum(),
+                )
+                - delta
+            )
 
         if excess(0.0) <= 0:
             out.append(0.0)
             continue
         found = doubling(lambda e: excess(e) > 0, 1.0, EPSILON_SEARCH_MAX)  # noqa: B023
         if found is None:  # the laws' far tails sink below the convolution's rounding
-            raise DPLabError("steps", f"the exact last-iterate ε at T = {t} (canary shift {shift:g}, {neighbouring}) "
-                                      f"is beyond what its grid resolves (no ε ≤ {EPSILON_SEARCH_MAX:g} meets δ = {delta:g}): "
-                                      f"audit fewer steps or a smaller canary")
-        _, hi = bisect(lambda e: excess(e) > 0, *found, steps=200, done=lambda lo, hi: hi - lo <= 1e-6 * hi)  # noqa: B023
+            raise DPLabError(
+                "steps",
+                f"the exact last-iterate ε at T = {t} (canary shift {shift:g}, {neighbouring}) "
+                f"is beyond what its grid resolves (no ε ≤ {EPSILON_SEARCH_MAX:g} meets δ = {delta:g}): "
+                f"audit fewer steps or a smaller canary",
+            )
+        _, hi = bisect(
+            lambda e: excess(e) > 0, *found, steps=200, done=lambda lo, hi: hi - lo <= 1e-6 * hi
+        )  # noqa: B023
         out.append(float(hi))
     return np.array(out)

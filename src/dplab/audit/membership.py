@@ -74,8 +74,20 @@ THREAT_MODELS = {
 }
 #: methods the lockstep runner reproduces (i.i.d. Gaussian noise, per-example clipping)
 AUDITABLE = tuple(name for name, method in METHODS.items() if method.noise == "independent")
-SETTING_COLUMNS = ("noise_multiplier", "sampling_rate", "sampling", "neighbouring", "clip", "lr", "batch_size",
-                   "dataset_size", "diameter", "regularization", "strong_convexity", "dimension")
+SETTING_COLUMNS = (
+    "noise_multiplier",
+    "sampling_rate",
+    "sampling",
+    "neighbouring",
+    "clip",
+    "lr",
+    "batch_size",
+    "dataset_size",
+    "diameter",
+    "regularization",
+    "strong_convexity",
+    "dimension",
+)
 INPUT_CANARY_NORM = 16.0
 
 
@@ -86,10 +98,20 @@ def method_config(entry: dict, variant: str) -> RunSettings:
     method = keys.pop("method", variant)
     where = f"audits.{entry.get('name', '?')}.methods.{variant}"
     if method not in AUDITABLE:
-        raise DPLabError(f"{where}.method", f"must be one of {', '.join(AUDITABLE)} (the runner's methods); got {method!r}")
+        raise DPLabError(
+            f"{where}.method",
+            f"must be one of {', '.join(AUDITABLE)} (the runner's methods); got {method!r}",
+        )
     neighbouring = entry.get("neighbouring") or THREAT_MODELS[entry["threat_model"]][2]
-    raw = {**keys, "method": method, "steps": max(entry["steps"]), "neighbouring": neighbouring,
-           "accountants": None, "device": "cpu", "checkpoint_every": 0}
+    raw = {
+        **keys,
+        "method": method,
+        "steps": max(entry["steps"]),
+        "neighbouring": neighbouring,
+        "accountants": None,
+        "device": "cpu",
+        "checkpoint_every": 0,
+    }
     return RunSettings.of(resolve_run(raw, where=where))
 
 
@@ -97,8 +119,12 @@ def independent_canaries(run: RunSettings) -> bool:
     """Whether the gradient canaries of one run give independent scores: each coordinate then moves
     by its own canary, its own noise and its own sampling draw only (Poisson or full batch, update
     ÷ b, no projection, no l2 term coupling it to the others' clip factors)."""
-    return (run.sampling in ("poisson", "full_batch") and run.normalize == "expected"
-            and run.diameter is None and not run.l2)
+    return (
+        run.sampling in ("poisson", "full_batch")
+        and run.normalize == "expected"
+        and run.diameter is None
+        and not run.l2
+    )
 
 
 def gdp_applies(run: RunSettings, kind: str, projections: int) -> bool:
@@ -122,11 +148,16 @@ def canary_norm(entry: dict, run: RunSettings, info: dict, features) -> float:
     if norm is None:
         return float(limit)
     if norm > limit:
-        raise DPLabError("canary_norm", f"must be <= {limit:.6g} (clip{', and the loss Lipschitz constant the hidden-state bounds assume' if constants else ''}); got {norm}")
+        raise DPLabError(
+            "canary_norm",
+            f"must be <= {limit:.6g} (clip{', and the loss Lipschitz constant the hidden-state bounds assume' if constants else ''}); got {norm}",
+        )
     return float(norm)
 
 
-def upper_bounds(run: RunSettings, n: int, b: int, dimension: int, info: dict, steps: list[int], features):
+def upper_bounds(
+    run: RunSettings, n: int, b: int, dimension: int, info: dict, steps: list[int], features
+):
     """ε(T) of every accountant the engine reports for this run (:func:`dplab.training.privacy.plan`,
     one accountant at a time so that one failing bound does not hide the others; ``features``:
     every record either world trains on), their release kinds, and the run's Setting as a dict.
@@ -134,25 +165,41 @@ def upper_bounds(run: RunSettings, n: int, b: int, dimension: int, info: dict, s
     curves, release, setting = {}, {}, None
     for name in defaults():
         try:
-            claim = privacy.plan(replace(run, accountants=(name,)), update_of(run), n, b, dimension, info, steps, features)
+            claim = privacy.plan(
+                replace(run, accountants=(name,)),
+                update_of(run),
+                n,
+                b,
+                dimension,
+                info,
+                steps,
+                features,
+            )
         except OverflowError:
             continue
         setting = claim.setting.as_dict()
         curves.update(claim.curves)
         release.update(claim.release)
     if setting is None:
-        setting = privacy.plan(replace(run, accountants=()), update_of(run), n, b, dimension, info, steps, features).setting.as_dict()
+        setting = privacy.plan(
+            replace(run, accountants=()), update_of(run), n, b, dimension, info, steps, features
+        ).setting.as_dict()
     return curves, release, setting
 
 
 def _records(data: Dataset, n_real: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     if n_real < 1 or n_real > len(data.y_train):
-        raise DPLabError("dataset_size", f"leaves {n_real} training records beside the canaries; need 1 to {len(data.y_train)}")
+        raise DPLabError(
+            "dataset_size",
+            f"leaves {n_real} training records beside the canaries; need 1 to {len(data.y_train)}",
+        )
     perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(data.y_train))[:n_real])
     return data.x_train[perm], data.y_train[perm]
 
 
-def _estimates(entry: dict, scores: np.ndarray, members: np.ndarray, independent: bool, gdp: bool, delta: float):
+def _estimates(
+    entry: dict, scores: np.ndarray, members: np.ndarray, independent: bool, gdp: bool, delta: float
+):
     """(estimator, Estimate) of every estimator of the entry that applies, on scores (R, k)."""
     pooled = (scores, members) if independent else (scores[:, :1], members[:, :1])
     s_in, s_out = pooled[0][pooled[1]], pooled[0][~pooled[1]]
@@ -166,28 +213,47 @@ def _estimates(entry: dict, scores: np.ndarray, members: np.ndarray, independent
             yield name, ESTIMATORS[name](scores[0], members[0], delta, entry["confidence"])
 
 
-def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: Progress | None = None,
-                done: int = 0) -> pd.DataFrame:
+def run_variant(
+    entry: dict,
+    data: Dataset,
+    variant: str,
+    seed: int,
+    progress: Progress | None = None,
+    done: int = 0,
+) -> pd.DataFrame:
     """The rows of one variant; ``progress`` counts its run-steps from ``done`` on."""
     started = time.perf_counter()
     threat = entry["threat_model"]
     kind, observations, _ = THREAT_MODELS[threat]
     run = method_config(entry, variant)
-    runs, chunk, steps, n = entry["runs"], entry["chunk"], sorted(entry["steps"]), entry["dataset_size"]
+    runs, chunk, steps, n = (
+        entry["runs"],
+        entry["chunk"],
+        sorted(entry["steps"]),
+        entry["dataset_size"],
+    )
     k = entry["canaries"] if kind == "gradient" else 1
     x_real, y_real = _records(data, n - k, seed)
     model = models.build(run, list(data.x_train.shape[1:]), data.info["classes"])
     params = dict(model.named_parameters())
-    rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(variant.encode())]))  # order-free
+    rng = np.random.default_rng(
+        np.random.SeedSequence([seed, zlib.crc32(variant.encode())])
+    )  # order-free
     # one_run needs every canary in with probability 1/2; a lone canary alternates (equal worlds)
     members = rng.random((runs, k)) < 0.5 if k >= 2 else (np.arange(runs) % 2 == 0)[:, None]
     run_seeds = rng.integers(0, 2**31 - 1, size=runs).tolist()
     gradient = probe = None
     if kind == "gradient":
-        gradient = canaries_mod.gradient_canaries(x_real, params, k, canary_norm(entry, run, data.info, x_real),
-                                                       run.neighbouring)
+        gradient = canaries_mod.gradient_canaries(
+            x_real, params, k, canary_norm(entry, run, data.info, x_real), run.neighbouring
+        )
     else:
-        probe = canaries_mod.build(data.x_train, entry.get("canary_norm") or INPUT_CANARY_NORM, entry["canary_label"], params)
+        probe = canaries_mod.build(
+            data.x_train,
+            entry.get("canary_norm") or INPUT_CANARY_NORM,
+            entry["canary_label"],
+            params,
+        )
     scores = {(o, t): [] for o in observations for t in steps}
     projections = 0
     for start in range(0, runs, chunk):
@@ -195,45 +261,87 @@ def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: P
         r = len(run_seeds[part])
         x, y = x_real.expand(r, *x_real.shape), y_real.expand(r, -1)
         if probe is not None:  # the canary's slot: x_c (in) or its mirror −x_c (out)
-            slot = torch.where(torch.from_numpy(members[part, 0]).view(-1, *[1] * probe.x_in.dim()), probe.x_in, probe.x_out)
+            slot = torch.where(
+                torch.from_numpy(members[part, 0]).view(-1, *[1] * probe.x_in.dim()),
+                probe.x_in,
+                probe.x_out,
+            )
             x = torch.cat([x, slot[:, None]], 1)
             y = torch.cat([y, probe.label.expand(r, 1)], 1)
 
         def on_step(step, base=done + start * steps[-1], width=r, first=start + 1):
             if progress is not None:
-                progress.update(base + step * width, f"variant {variant}, runs {first}–{first + width - 1} of {runs}, "
-                                f"step {step}/{steps[-1]}")
+                progress.update(
+                    base + step * width,
+                    f"variant {variant}, runs {first}–{first + width - 1} of {runs}, "
+                    f"step {step}/{steps[-1]}",
+                )
 
-        res = train_many(run, x, y, run_seeds[part], steps, data.info["classes"], canary=probe, gradient=gradient,
-                         members=torch.from_numpy(members[part]), on_step=on_step)
+        res = train_many(
+            run,
+            x,
+            y,
+            run_seeds[part],
+            steps,
+            data.info["classes"],
+            canary=probe,
+            gradient=gradient,
+            members=torch.from_numpy(members[part]),
+            on_step=on_step,
+        )
         projections += res.projections
         for t in steps:
             for obs in observations:
                 scores[(obs, t)].append(getattr(res, obs)[t].numpy())
     seconds = time.perf_counter() - started
     if progress is not None:
-        progress.update(done + runs * steps[-1], f"variant {variant} ({threat}) done: {runs} runs × {steps[-1]} steps, "
-                        f"{k} canaries per run, {seconds:.1f} s")
+        progress.update(
+            done + runs * steps[-1],
+            f"variant {variant} ({threat}) done: {runs} runs × {steps[-1]} steps, "
+            f"{k} canaries per run, {seconds:.1f} s",
+        )
     b = run.b(n)
     dimension = sum(p.numel() for p in params.values())
-    features = x_real if probe is None else torch.cat([x_real, probe.x_in[None], probe.x_out[None]])  # both worlds
+    features = (
+        x_real if probe is None else torch.cat([x_real, probe.x_in[None], probe.x_out[None]])
+    )  # both worlds
     curves, release, setting = upper_bounds(run, n, b, dimension, data.info, steps, features)
     independent = kind == "gradient" and independent_canaries(run)
     gdp = gdp_applies(run, kind, projections)
-    exact = _exact(run, gradient, projections, steps, n, observations) if gradient is not None else {}
+    exact = (
+        _exact(run, gradient, projections, steps, n, observations) if gradient is not None else {}
+    )
     rows = []
     for t_i, t in enumerate(steps):
         for obs in observations:
-            for name, est in _estimates(entry, np.concatenate(scores[(obs, t)]), members, independent, gdp, run.delta):
-                row = {"audit": entry.get("name"), "variant": variant, "method": run.method, "model": run.model,
-                       "threat_model": threat, "observation": obs, "estimator": name, "steps": t,
-                       "confidence": entry["confidence"], "runs": 1 if name in ONE_RUN else runs,
-                       "canaries": k, "independent_canaries": independent, "samples_in": est.samples_in,
-                       "samples_out": est.samples_out, "epsilon_lower": est.epsilon_lower,
-                       "epsilon_estimate": est.epsilon_estimate, "epsilon_upper": est.epsilon_upper,
-                       "detail": est.detail, "exact_epsilon": exact.get(obs, np.full(len(steps), np.nan))[t_i],
-                       "projections": projections, "delta": run.delta, "l2": run.l2,
-                       **{c: setting.get(c) for c in SETTING_COLUMNS}}
+            for name, est in _estimates(
+                entry, np.concatenate(scores[(obs, t)]), members, independent, gdp, run.delta
+            ):
+                row = {
+                    "audit": entry.get("name"),
+                    "variant": variant,
+                    "method": run.method,
+                    "model": run.model,
+                    "threat_model": threat,
+                    "observation": obs,
+                    "estimator": name,
+                    "steps": t,
+                    "confidence": entry["confidence"],
+                    "runs": 1 if name in ONE_RUN else runs,
+                    "canaries": k,
+                    "independent_canaries": independent,
+                    "samples_in": est.samples_in,
+                    "samples_out": est.samples_out,
+                    "epsilon_lower": est.epsilon_lower,
+                    "epsilon_estimate": est.epsilon_estimate,
+                    "epsilon_upper": est.epsilon_upper,
+                    "detail": est.detail,
+                    "exact_epsilon": exact.get(obs, np.full(len(steps), np.nan))[t_i],
+                    "projections": projections,
+                    "delta": run.delta,
+                    "l2": run.l2,
+                    **{c: setting.get(c) for c in SETTING_COLUMNS},
+                }
                 for acc, curve in curves.items():
                     if obs == "last_iterate" or release[acc] == "trajectory":
                         row[f"upper_{acc}"] = float(curve[t_i])
@@ -241,7 +349,9 @@ def run_variant(entry: dict, data: Dataset, variant: str, seed: int, progress: P
     return pd.DataFrame(rows)
 
 
-def _exact(run: RunSettings, gradient, projections: int, steps: list[int], n: int, observations) -> dict[str, np.ndarray]:
+def _exact(
+    run: RunSettings, gradient, projections: int, steps: list[int], n: int, observations
+) -> dict[str, np.ndarray]:
     """Exact ε(δ) of the pair a gradient canary's coordinate sees, where it is known (else {}).
     It needs the projection never to have moved a run and the contraction of the coordinate to be
     the same deterministic c = (1−λ)(1 − η·l2) in both worlds (l2 > 0: every slot present, i.e.
@@ -263,8 +373,10 @@ def _exact(run: RunSettings, gradient, projections: int, steps: list[int], n: in
     c = (1.0 - run.shrink) * (1.0 - run.lr * run.l2)
     if run.sampling == "full_batch":
         mu_step = shift * (2.0 if gradient.neighbouring == "replace_one" else 1.0)
-        return {"trajectory": gaussian_epsilon(run.delta, contracted_mu(mu_step, 1.0, steps)),
-                "last_iterate": gaussian_epsilon(run.delta, contracted_mu(mu_step, c, steps))}
+        return {
+            "trajectory": gaussian_epsilon(run.delta, contracted_mu(mu_step, 1.0, steps)),
+            "last_iterate": gaussian_epsilon(run.delta, contracted_mu(mu_step, c, steps)),
+        }
     if "last_iterate" not in observations:
         return {}
     if run.sampling == "shuffle":
@@ -276,8 +388,11 @@ def _exact(run: RunSettings, gradient, projections: int, steps: list[int], n: in
 
     def at(t: int) -> float:  # nan (not known) where the grid does not resolve it
         try:
-            return float(canary_last_iterate_epsilon(run.delta, shift, [t], gradient.neighbouring,
-                                                     contraction=c, **law)[0])
+            return float(
+                canary_last_iterate_epsilon(
+                    run.delta, shift, [t], gradient.neighbouring, contraction=c, **law
+                )[0]
+            )
         except DPLabError:
             return np.nan
 
@@ -294,9 +409,12 @@ def check_size(entry: dict) -> None:
     are read: the config check and ``dplab audit`` ask first)."""
     work = entry["runs"] * max(entry["steps"]) * entry["dataset_size"]
     if work > AUDIT_WORK_MAX:
-        raise DPLabError("runs", f"runs × largest step × dataset_size = {entry['runs']} × {max(entry['steps'])} × "
-                                 f"{entry['dataset_size']} = {work:.3g} record-steps per variant, above AUDIT_WORK_MAX = "
-                                 f"{AUDIT_WORK_MAX:.0e} (days of training); lower one of them")
+        raise DPLabError(
+            "runs",
+            f"runs × largest step × dataset_size = {entry['runs']} × {max(entry['steps'])} × "
+            f"{entry['dataset_size']} = {work:.3g} record-steps per variant, above AUDIT_WORK_MAX = "
+            f"{AUDIT_WORK_MAX:.0e} (days of training); lower one of them",
+        )
 
 
 def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
@@ -304,9 +422,19 @@ def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
     bound and point estimate and the upper bound of every accountant valid for the run and the
     observation (``upper_<accountant>``; the others have no value)."""
     if entry["threat_model"] not in THREAT_MODELS:
-        raise DPLabError("threat_model", f"must be one of {', '.join(THREAT_MODELS)}; got {entry['threat_model']!r}")
+        raise DPLabError(
+            "threat_model",
+            f"must be one of {', '.join(THREAT_MODELS)}; got {entry['threat_model']!r}",
+        )
     per_variant = entry["runs"] * max(entry["steps"])
-    progress = Progress(f"audit {entry.get('name', '')}".rstrip(), len(entry["methods"]) * per_variant, unit="run-step")
-    frames = [run_variant(entry, data, v, seed, progress, i * per_variant) for i, v in enumerate(sorted(entry["methods"]))]
+    progress = Progress(
+        f"audit {entry.get('name', '')}".rstrip(),
+        len(entry["methods"]) * per_variant,
+        unit="run-step",
+    )
+    frames = [
+        run_variant(entry, data, v, seed, progress, i * per_variant)
+        for i, v in enumerate(sorted(entry["methods"]))
+    ]
     progress.close()
     return pd.concat(frames, ignore_index=True)

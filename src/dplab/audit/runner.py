@@ -69,7 +69,9 @@ def _canary_grads(loss, params, canary: Canary, clip: float) -> tuple[torch.Tens
     return out[0], out[1]
 
 
-def increment_llr(delta: torch.Tensor, mu_in: torch.Tensor, mu_out: torch.Tensor, std: float, q: float) -> torch.Tensor:
+def increment_llr(
+    delta: torch.Tensor, mu_in: torch.Tensor, mu_out: torch.Tensor, std: float, q: float
+) -> torch.Tensor:
     """log [(1−q)φ(Δ) + qφ(Δ − μ_in)] / [(1−q)φ(Δ) + qφ(Δ − μ_out)] of one released increment Δ
     (…, rows), φ the density of N(0, std² I) over the last axis (q = 1: no mixture)."""
     a = [((delta * mu).sum(-1) - (mu * mu).sum(-1) / 2) / std**2 for mu in (mu_in, mu_out)]
@@ -79,8 +81,14 @@ def increment_llr(delta: torch.Tensor, mu_in: torch.Tensor, mu_out: torch.Tensor
     return mix(a[0]) - mix(a[1])
 
 
-def add_canary_gradients(grads: dict, params: dict, canaries: GradientCanaries, signs: torch.Tensor, clip: float,
-                         l2: float) -> None:
+def add_canary_gradients(
+    grads: dict,
+    params: dict,
+    canaries: GradientCanaries,
+    signs: torch.Tensor,
+    clip: float,
+    l2: float,
+) -> None:
     """In place: each canary with sign s ≠ 0 (``signs`` (R, k) ∈ {−1, 0, 1}: drawn and present)
     adds its clipped gradient clip(s·norm·e_j + l2·θ) to the clipped sums ``grads``."""
     w = grads[canaries.weight].view(len(signs), -1)
@@ -105,10 +113,18 @@ class _GradientScores:
         self.canaries, self.runs = canaries, runs
         s = runs.settings
         dtype = next(iter(runs.params.values())).dtype
-        self.present = members.to(dtype) if canaries.neighbouring == "add_remove" else members.to(dtype) * 2 - 1
+        self.present = (
+            members.to(dtype)
+            if canaries.neighbouring == "add_remove"
+            else members.to(dtype) * 2 - 1
+        )
         self.v0 = self.coordinates()
-        self.mu_in = torch.full((len(members), canaries.count, 1), -s.lr * canaries.norm / runs.b, dtype=torch.float64)
-        self.mu_out = -self.mu_in if canaries.neighbouring == "replace_one" else torch.zeros_like(self.mu_in)
+        self.mu_in = torch.full(
+            (len(members), canaries.count, 1), -s.lr * canaries.norm / runs.b, dtype=torch.float64
+        )
+        self.mu_out = (
+            -self.mu_in if canaries.neighbouring == "replace_one" else torch.zeros_like(self.mu_in)
+        )
         self.traj = torch.zeros(len(members), canaries.count, dtype=torch.float64)
 
     def coordinates(self) -> torch.Tensor:
@@ -118,8 +134,14 @@ class _GradientScores:
         drawn = torch.zeros_like(self.present)
         for r, idx in enumerate(batch.drawn):
             drawn[r, idx[idx >= runs.n_data] - runs.n_data] = 1.0
-        add_canary_gradients(grad_sum, runs.params, self.canaries, drawn * self.present, runs.settings.clip,
-                             runs.settings.l2)
+        add_canary_gradients(
+            grad_sum,
+            runs.params,
+            self.canaries,
+            drawn * self.present,
+            runs.settings.clip,
+            runs.settings.l2,
+        )
         self.v_before = self.coordinates()
 
     def score(self, step: int, out: Lockstep, std: float, q: float) -> None:
@@ -142,7 +164,9 @@ class _InputScores:
         self.traj = torch.zeros(len(runs.generators), 1, dtype=torch.float64)
 
     def add(self, runs: StackedRuns, batch, grad_sum: dict) -> None:
-        self.g_in, self.g_out = _canary_grads(runs.loss, runs.params, self.canary, runs.settings.clip)
+        self.g_in, self.g_out = _canary_grads(
+            runs.loss, runs.params, self.canary, runs.settings.clip
+        )
         self.v_before = block(self.canary, runs.params)
 
     def score(self, step: int, out: Lockstep, std: float, q: float) -> None:
@@ -160,19 +184,36 @@ class _InputScores:
             out.trajectory[step] = self.traj.clone()
 
 
-def train_many(run: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[int], record: list[int], classes: int,
-               canary: Canary | None = None, gradient: GradientCanaries | None = None,
-               members: torch.Tensor | None = None, on_step: Callable[[int], None] | None = None) -> Lockstep:
+def train_many(
+    run: RunSettings,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    seeds: list[int],
+    record: list[int],
+    classes: int,
+    canary: Canary | None = None,
+    gradient: GradientCanaries | None = None,
+    members: torch.Tensor | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> Lockstep:
     """Train ``len(seeds)`` runs of the resolved run ``run``; run r on data ``x[r], y[r]``
     (shape (R, n_real, ...), (R, n_real)) with seed ``seeds[r]``, for max(``record``) steps;
     ``classes``: the number of labels.  With ``canary`` (in the data's last slot) or with
     ``gradient`` canaries (k slots after the data; ``members`` (R, k) True where canary j of run
     r is in), the scores at every step of ``record``; ``on_step(step)`` after every step (progress)."""
     if gradient is not None and gradient.norm > run.clip:
-        raise DPLabError("canary_norm", f"a gradient canary must have norm <= clip ({run.clip}); got {gradient.norm}")
-    runs = StackedRuns(run, x, y, seeds, classes, slots=gradient.count if gradient is not None else 0)
-    scores = _GradientScores(runs, gradient, members) if gradient is not None else (
-        _InputScores(runs, canary) if canary is not None else None)
+        raise DPLabError(
+            "canary_norm",
+            f"a gradient canary must have norm <= clip ({run.clip}); got {gradient.norm}",
+        )
+    runs = StackedRuns(
+        run, x, y, seeds, classes, slots=gradient.count if gradient is not None else 0
+    )
+    scores = (
+        _GradientScores(runs, gradient, members)
+        if gradient is not None
+        else (_InputScores(runs, canary) if canary is not None else None)
+    )
     runs.extra = scores.add if scores is not None else None
     out = Lockstep(sorted(set(record)))
     out.projections += _count(runs.moved)

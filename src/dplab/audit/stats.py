@@ -45,8 +45,14 @@ def epsilon_from_rates(tpr, fpr, delta: float) -> np.ndarray:
     needs for an attack with these rates (inf where a denominator is 0 and the numerator > 0)."""
     tpr, fpr = np.broadcast_arrays(np.asarray(tpr, float), np.asarray(fpr, float))
     with np.errstate(divide="ignore", invalid="ignore"):
-        one = np.where(tpr - delta > 0, np.log(np.maximum(tpr - delta, 1e-300)) - np.log(fpr), -np.inf)
-        two = np.where(1 - fpr - delta > 0, np.log(np.maximum(1 - fpr - delta, 1e-300)) - np.log(1 - tpr), -np.inf)
+        one = np.where(
+            tpr - delta > 0, np.log(np.maximum(tpr - delta, 1e-300)) - np.log(fpr), -np.inf
+        )
+        two = np.where(
+            1 - fpr - delta > 0,
+            np.log(np.maximum(1 - fpr - delta, 1e-300)) - np.log(1 - tpr),
+            -np.inf,
+        )
     return np.maximum(np.maximum(one, two), 0.0)
 
 
@@ -78,7 +84,9 @@ class AuditBound:
     ci_high: float
 
 
-def counts_at(scores_in: np.ndarray, scores_out: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def counts_at(
+    scores_in: np.ndarray, scores_out: np.ndarray, thresholds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Positives (score ≥ threshold) among in-runs and out-runs, for every threshold."""
     s_in, s_out = np.sort(scores_in), np.sort(scores_out)
     tp = len(s_in) - np.searchsorted(s_in, thresholds, side="left")
@@ -116,7 +124,9 @@ def select_threshold(sel_in: np.ndarray, sel_out: np.ndarray, objective) -> floa
     return float((candidates[best] + candidates[best - 1]) / 2)
 
 
-def audit_bound(scores_in, scores_out, delta: float, confidence: float = 0.95, selection: float = 0.5) -> AuditBound:
+def audit_bound(
+    scores_in, scores_out, delta: float, confidence: float = 0.95, selection: float = 0.5
+) -> AuditBound:
     """ε lower bound of the threshold test "score ≥ τ ⇒ in": τ maximizes the Clopper–Pearson
     lower bound on the selection part of each score list (:func:`split_scores`); the bound
     reported is the one of the evaluation part at that τ (held out, so the selection does not
@@ -130,13 +140,29 @@ def audit_bound(scores_in, scores_out, delta: float, confidence: float = 0.95, s
 
     tau = select_threshold(sel_in, sel_out, objective)
     tp_e, fp_e = counts_at(ev_in, ev_out, np.array([tau]))
-    point_e, low_e, high_e = epsilon_interval(tp_e, len(ev_in), fp_e, len(ev_out), delta, confidence)
-    return AuditBound(tau, int(tp_e[0]), len(ev_in), int(fp_e[0]), len(ev_out),
-                      float(point_e[0]), float(low_e[0]), float(high_e[0]))
+    point_e, low_e, high_e = epsilon_interval(
+        tp_e, len(ev_in), fp_e, len(ev_out), delta, confidence
+    )
+    return AuditBound(
+        tau,
+        int(tp_e[0]),
+        len(ev_in),
+        int(fp_e[0]),
+        len(ev_out),
+        float(point_e[0]),
+        float(low_e[0]),
+        float(high_e[0]),
+    )
 
 
-def runs_to_certify(tpr: float, fpr: float, target: float, delta: float, confidence: float = 0.95,
-                    max_runs: int = 10**8) -> int | None:
+def runs_to_certify(
+    tpr: float,
+    fpr: float,
+    target: float,
+    delta: float,
+    confidence: float = 0.95,
+    max_runs: int = 10**8,
+) -> int | None:
     """Smallest number of evaluation runs per world whose Clopper–Pearson ε lower bound exceeds
     ``target`` when the attack's true rates are ``tpr``, ``fpr`` (expected counts, rounded);
     None if even ``max_runs`` does not (e.g. the rates themselves certify no more than target)."""

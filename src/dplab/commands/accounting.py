@@ -17,10 +17,18 @@ from dplab.errors import DPLabError
 
 #: (flag, type, help) of every Setting field, in canonical order (docs/units.md)
 SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
-    ("noise_multiplier", float, "σ: std of the Gaussian noise on the clipped SUM of gradients, divided by the clip norm C "
-     "(for gaussian_*: std/Δ)"),
+    (
+        "noise_multiplier",
+        float,
+        "σ: std of the Gaussian noise on the clipped SUM of gradients, divided by the clip norm C "
+        "(for gaussian_*: std/Δ)",
+    ),
     ("sampling_rate", float, "q = b/n: per-step inclusion probability, in (0, 1]"),
-    ("batch_size", int, "b: expected (Poisson) or fixed batch size; with --dataset-size gives q = b/n"),
+    (
+        "batch_size",
+        int,
+        "b: expected (Poisson) or fixed batch size; with --dataset-size gives q = b/n",
+    ),
     ("dataset_size", int, "n: number of training records"),
     ("steps", int, "T: number of noisy updates (K in 002)"),
     ("clip", float, "C: per-example L2 clipping norm"),
@@ -32,7 +40,11 @@ SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
     ("lipschitz", float, "L: Lipschitz constant of the loss"),
     ("dimension", int, "d: number of model parameters"),
     ("alpha", float, "α: Rényi order (> 1), where an accountant takes a fixed order"),
-    ("sensitivity", float, "Δ: L2 sensitivity of a single Gaussian release (gaussian_* accountants)"),
+    (
+        "sensitivity",
+        float,
+        "Δ: L2 sensitivity of a single Gaussian release (gaussian_* accountants)",
+    ),
 )
 
 
@@ -41,7 +53,9 @@ def _finite(kind: type, flag: str):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag}: expected {kind.__name__}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"{flag}: expected {kind.__name__}, got {text!r}"
+            ) from None
         if kind is float and not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{flag}: expected a finite number, got {text!r}")
         return value
@@ -51,19 +65,27 @@ def _finite(kind: type, flag: str):
 
 def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = None) -> None:
     """The setting flags, less the field the subcommand ``computed`` (so giving it is a usage error)."""
-    parser.add_argument("--accountant", required=True, help="accountant name (see `dplab accountants`)")
+    parser.add_argument(
+        "--accountant", required=True, help="accountant name (see `dplab accountants`)"
+    )
     for name, kind, help_text in SETTING_FLAGS:
         if name == computed:
             continue
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, dest=name, type=_finite(kind, flag), default=None, help=help_text)
-    parser.add_argument("--sampling", choices=SAMPLINGS, default="poisson", help="sampling scheme (default poisson)")
     parser.add_argument(
-        "--neighbouring", choices=NEIGHBOURINGS, default="add_remove",
+        "--sampling", choices=SAMPLINGS, default="poisson", help="sampling scheme (default poisson)"
+    )
+    parser.add_argument(
+        "--neighbouring",
+        choices=NEIGHBOURINGS,
+        default="add_remove",
         help="neighbouring relation: add_remove (sum sensitivity C) or replace_one (2C); default add_remove",
     )
     parser.add_argument(
-        "--reshuffle", action="store_true", default=None,
+        "--reshuffle",
+        action="store_true",
+        default=None,
         help="with --sampling shuffle: a new partition of the data every epoch (default: one fixed partition "
         "cycled in the same order, 000 Alg. 2)",
     )
@@ -74,17 +96,25 @@ def _setting(args: argparse.Namespace, accountant, also: tuple[str, ...] = ()) -
     one list per accountant: ``dplab accountants`` prints what each ``reads``), and the command
     does not read itself (``also``), is refused, since the answer would be the same without it."""
     if accountant.noise != "independent":
-        raise DPLabError("--accountant", f"{accountant.name!r} accounts the matrix mechanism's event "
-                                         "(MatrixFactorizationDpEvent), not a setting of these flags: "
-                                         "use `dplab mf` or a dp_mf run")
+        raise DPLabError(
+            "--accountant",
+            f"{accountant.name!r} accounts the matrix mechanism's event "
+            "(MatrixFactorizationDpEvent), not a setting of these flags: "
+            "use `dplab mf` or a dp_mf run",
+        )
     fields = {name: getattr(args, name, None) for name, _, _ in SETTING_FLAGS}
     fields = {k: v for k, v in fields.items() if v is not None}
     for name in accountant.unused:
         if name in fields and name not in also:
             readers = [n for n in accounting.names() if name not in accounting.get(n).unused]
-            raise DPLabError("--" + name.replace("_", "-"), f"accountant {accountant.name!r} does not read it (its "
-                             f"answer is the same without it); drop it, or use one that does: {', '.join(readers)}")
-    return Setting(sampling=args.sampling, neighbouring=args.neighbouring, reshuffle=args.reshuffle, **fields)
+            raise DPLabError(
+                "--" + name.replace("_", "-"),
+                f"accountant {accountant.name!r} does not read it (its "
+                f"answer is the same without it); drop it, or use one that does: {', '.join(readers)}",
+            )
+    return Setting(
+        sampling=args.sampling, neighbouring=args.neighbouring, reshuffle=args.reshuffle, **fields
+    )
 
 
 def _emit(result: dict) -> int:
@@ -122,22 +152,40 @@ def _phases(args: argparse.Namespace) -> list[Setting]:
     """The phases of --phases FILE; a setting flag beside it is refused (the file gives every phase)."""
     for name, _, _ in SETTING_FLAGS:
         if getattr(args, name, None) is not None:
-            raise DPLabError("--" + name.replace("_", "-"), "give each phase's values in the --phases file, not as flags")
-    for flag, value, default in (("--sampling", args.sampling, "poisson"), ("--neighbouring", args.neighbouring,
-                                                                            "add_remove")):
+            raise DPLabError(
+                "--" + name.replace("_", "-"),
+                "give each phase's values in the --phases file, not as flags",
+            )
+    for flag, value, default in (
+        ("--sampling", args.sampling, "poisson"),
+        ("--neighbouring", args.neighbouring, "add_remove"),
+    ):
         if value != default:
-            raise DPLabError(flag, "give it in the --phases file (its `sampling`/`neighbouring` keys), not as a flag")
+            raise DPLabError(
+                flag,
+                "give it in the --phases file (its `sampling`/`neighbouring` keys), not as a flag",
+            )
     for flag in ("risk", "tpr", "fpr", "advantage"):
         if getattr(args, flag, None):
-            raise DPLabError(f"--{flag}", "risk readings and targets are for one homogeneous setting, not --phases")
+            raise DPLabError(
+                f"--{flag}",
+                "risk readings and targets are for one homogeneous setting, not --phases",
+            )
     from dplab.accounting import phases
 
     return phases.from_file(args.phases)
 
 
 def _phases_out(name: str, steps: list[Setting], **values) -> dict:
-    return {**values, "accountant": name, "neighbouring": steps[0].neighbouring, "sampling": steps[0].sampling,
-            "release": accounting.get(name).release, "bound": "upper", "phases": [p.as_dict() for p in steps]}
+    return {
+        **values,
+        "accountant": name,
+        "neighbouring": steps[0].neighbouring,
+        "sampling": steps[0].sampling,
+        "release": accounting.get(name).release,
+        "bound": "upper",
+        "phases": [p.as_dict() for p in steps],
+    }
 
 
 def cmd_epsilon(args: argparse.Namespace) -> int:
@@ -162,7 +210,9 @@ def cmd_delta(args: argparse.Namespace) -> int:
     delta = _check_number("delta", acc.delta(setting, args.epsilon))
     out = _common(acc, setting, delta=delta, epsilon=args.epsilon)
     if delta <= DELTA_FLOOR:  # never 0: a Gaussian mechanism is never (ε, 0)-DP
-        out["delta_note"] = f"the exact δ is below {DELTA_FLOOR:g} (float64 underflow): {DELTA_FLOOR:g} bounds it"
+        out["delta_note"] = (
+            f"the exact δ is below {DELTA_FLOOR:g} (float64 underflow): {DELTA_FLOOR:g} bounds it"
+        )
     return _emit(out)
 
 
@@ -171,17 +221,28 @@ def _sigma_for_risk(args: argparse.Namespace, acc, setting: Setting) -> dict:
     from dplab.accounting import risk
 
     if args.epsilon is not None:
-        raise DPLabError("epsilon", "calibrate to either --epsilon or a risk target (--tpr/--fpr, --advantage), not both")
+        raise DPLabError(
+            "epsilon",
+            "calibrate to either --epsilon or a risk target (--tpr/--fpr, --advantage), not both",
+        )
     risk.check_target(args.tpr, args.fpr, args.advantage)
     why = risk.unavailable(acc.name, setting)
     if why:
         raise DPLabError("accountant", f"{why}; calibrate to a risk target with --accountant pld")
     sigma = risk.sigma_for_risk(setting, tpr=args.tpr, fpr=args.fpr, advantage=args.advantage)
-    target = {"advantage": args.advantage} if args.advantage is not None else {"tpr": args.tpr, "fpr": args.fpr}
+    target = (
+        {"advantage": args.advantage}
+        if args.advantage is not None
+        else {"tpr": args.tpr, "fpr": args.fpr}
+    )
     calibrated = setting.replace(noise_multiplier=sigma)
-    out = _common(acc, calibrated, noise_multiplier=sigma, target=target, risk=risk.risk(calibrated))
+    out = _common(
+        acc, calibrated, noise_multiplier=sigma, target=target, risk=risk.risk(calibrated)
+    )
     if args.delta is not None:  # the ε the calibrated σ implies
-        out.update(epsilon=_check_number("epsilon", acc.epsilon(calibrated, args.delta)), delta=args.delta)
+        out.update(
+            epsilon=_check_number("epsilon", acc.epsilon(calibrated, args.delta)), delta=args.delta
+        )
     return out
 
 
@@ -195,8 +256,16 @@ def cmd_sigma(args: argparse.Namespace) -> int:
                 raise DPLabError(key, f"--{key} is required with --phases")
         factor = phases.calibrate(args.accountant, steps, args.epsilon, args.delta)
         calibrated = phases.scaled(steps, factor)
-        return _emit(_phases_out(args.accountant, calibrated, scale=factor, epsilon=args.epsilon, delta=args.delta,
-                                 noise_multipliers=[p.noise_multiplier for p in calibrated]))
+        return _emit(
+            _phases_out(
+                args.accountant,
+                calibrated,
+                scale=factor,
+                epsilon=args.epsilon,
+                delta=args.delta,
+                noise_multipliers=[p.noise_multiplier for p in calibrated],
+            )
+        )
     acc = accounting.get(args.accountant)
     # the noise std printed: σ·Δ of one release (gaussian_*), else σ·C on the clipped sum
     setting = _setting(args, acc, also=() if "sensitivity" in acc.requires else ("clip",))
@@ -206,10 +275,17 @@ def cmd_sigma(args: argparse.Namespace) -> int:
     else:
         for key in ("epsilon", "delta"):
             if getattr(args, key) is None:
-                raise DPLabError(key, f"--{key} is required (or a risk target: --tpr with --fpr, or --advantage)")
+                raise DPLabError(
+                    key, f"--{key} is required (or a risk target: --tpr with --fpr, or --advantage)"
+                )
         sigma = _check_number("noise_multiplier", acc.sigma(setting, args.epsilon, args.delta))
-        out = _common(acc, setting.replace(noise_multiplier=sigma), noise_multiplier=sigma,
-                      epsilon=args.epsilon, delta=args.delta)
+        out = _common(
+            acc,
+            setting.replace(noise_multiplier=sigma),
+            noise_multiplier=sigma,
+            epsilon=args.epsilon,
+            delta=args.delta,
+        )
     if setting.sensitivity is not None:
         out["noise_std"] = units.gaussian_noise_std(sigma, setting.sensitivity)
     elif setting.clip is not None:
@@ -219,9 +295,21 @@ def cmd_sigma(args: argparse.Namespace) -> int:
 
 #: a setting whose other values every accountant accepts (σ ≥ 4, q = 0.01, convex constants with
 #: C ≥ L), to ask each accountant which sampling × neighbouring pairs it is proved for
-PROBE = {"noise_multiplier": 8.0, "steps": 10, "dataset_size": 1000, "batch_size": 10, "clip": 10.0, "lr": 0.01,
-         "diameter": 1.0, "regularization": 0.1, "strong_convexity": 0.1, "smoothness": 1.0, "lipschitz": 1.0,
-         "dimension": 10, "sensitivity": 1.0}
+PROBE = {
+    "noise_multiplier": 8.0,
+    "steps": 10,
+    "dataset_size": 1000,
+    "batch_size": 10,
+    "clip": 10.0,
+    "lr": 0.01,
+    "diameter": 1.0,
+    "regularization": 0.1,
+    "strong_convexity": 0.1,
+    "smoothness": 1.0,
+    "lipschitz": 1.0,
+    "dimension": 10,
+    "sensitivity": 1.0,
+}
 
 
 def proved_for(accountant) -> dict[str, list[str]]:
@@ -257,61 +345,93 @@ def cmd_accountants(args: argparse.Namespace) -> int:
         accountant = accounting.get(name)
         pairs = proved_for(accountant)
         cls = type(accountant)
-        listing.append({**accountant.describe(), "implemented_in": f"{cls.__module__}.{cls.__qualname__}",
-                        "samplings": list(pairs),
-                        "neighbourings": [n for n in NEIGHBOURINGS if any(n in v for v in pairs.values())],
-                        "proved_for": pairs})
+        listing.append(
+            {
+                **accountant.describe(),
+                "implemented_in": f"{cls.__module__}.{cls.__qualname__}",
+                "samplings": list(pairs),
+                "neighbourings": [n for n in NEIGHBOURINGS if any(n in v for v in pairs.values())],
+                "proved_for": pairs,
+            }
+        )
     print(json.dumps(listing, indent=2, ensure_ascii=False))
     return 0
 
 
-_COMMON = (" The setting is given with the canonical flags (docs/units.md) below; the JSON output repeats it and names the accountant, δ, neighbouring relation and sampling it assumed. A setting outside the accountant's assumptions exits with code 2 and one line saying which assumption fails.")
+_COMMON = " The setting is given with the canonical flags (docs/units.md) below; the JSON output repeats it and names the accountant, δ, neighbouring relation and sampling it assumed. A setting outside the accountant's assumptions exits with code 2 and one line saying which assumption fails."
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "epsilon", help="ε of a setting at a given δ",
-        description="Print {\"epsilon\": …} for a training (or one-release) setting at δ." + _COMMON,
+        "epsilon",
+        help="ε of a setting at a given δ",
+        description='Print {"epsilon": …} for a training (or one-release) setting at δ.' + _COMMON,
     )
     _add_setting_flags(p)
     p.add_argument("--delta", type=_finite(float, "--delta"), required=True, help="δ in (0, 1)")
-    p.add_argument("--phases", default=None, metavar="FILE",
-                   help="a YAML/JSON file of phases (steps, noise_multiplier, sampling_rate or batch_size each; "
-                   "sampling, neighbouring, dataset_size for all): the ε of their composition (rdp; pld full batch)")
-    p.add_argument("--risk", action="store_true",
-                   help="also print the attack's TPR at FPR 0.001, 0.01, 0.1 and its advantage (docs/risk.md; "
-                   "pld accountant, poisson or full_batch; others say why not)")
+    p.add_argument(
+        "--phases",
+        default=None,
+        metavar="FILE",
+        help="a YAML/JSON file of phases (steps, noise_multiplier, sampling_rate or batch_size each; "
+        "sampling, neighbouring, dataset_size for all): the ε of their composition (rdp; pld full batch)",
+    )
+    p.add_argument(
+        "--risk",
+        action="store_true",
+        help="also print the attack's TPR at FPR 0.001, 0.01, 0.1 and its advantage (docs/risk.md; "
+        "pld accountant, poisson or full_batch; others say why not)",
+    )
     p.set_defaults(func=cmd_epsilon)
 
     p = subparsers.add_parser(
-        "delta", help="δ of a setting at a given ε",
-        description="Print {\"delta\": …} for a training (or one-release) setting at ε." + _COMMON,
+        "delta",
+        help="δ of a setting at a given ε",
+        description='Print {"delta": …} for a training (or one-release) setting at ε.' + _COMMON,
     )
     _add_setting_flags(p)
     p.add_argument("--epsilon", type=_finite(float, "--epsilon"), required=True, help="ε > 0")
     p.set_defaults(func=cmd_delta)
 
     p = subparsers.add_parser(
-        "sigma", help="smallest noise multiplier σ meeting (ε, δ)",
-        description="Print {\"noise_multiplier\": …}: the smallest σ whose ε at δ is at most the target "
+        "sigma",
+        help="smallest noise multiplier σ meeting (ε, δ)",
+        description='Print {"noise_multiplier": …}: the smallest σ whose ε at δ is at most the target '
         "(relative precision 1e-5; with --sensitivity or --clip also the absolute noise std); or, with "
         "--tpr/--fpr or --advantage, the smallest σ keeping every attacker within that risk (pld accountant, "
         "docs/risk.md), with the ε it implies at --delta if given." + _COMMON,
     )
     _add_setting_flags(p, computed="noise_multiplier")
     p.add_argument("--epsilon", type=_finite(float, "--epsilon"), default=None, help="target ε > 0")
-    p.add_argument("--delta", type=_finite(float, "--delta"), default=None, help="target δ in (0, 1)")
-    p.add_argument("--tpr", type=_finite(float, "--tpr"), default=None,
-                   help="risk target: the attack's TPR at --fpr, in (--fpr, 1)")
-    p.add_argument("--fpr", type=_finite(float, "--fpr"), default=None, help="risk target: the FPR, in (0, 1)")
-    p.add_argument("--advantage", type=_finite(float, "--advantage"), default=None,
-                   help="risk target: the attack's advantage TPR − FPR, in (0, 1)")
-    p.add_argument("--phases", default=None, metavar="FILE",
-                   help="a phases file (see `dplab epsilon --help`): one factor on every phase's σ meeting (ε, δ)")
+    p.add_argument(
+        "--delta", type=_finite(float, "--delta"), default=None, help="target δ in (0, 1)"
+    )
+    p.add_argument(
+        "--tpr",
+        type=_finite(float, "--tpr"),
+        default=None,
+        help="risk target: the attack's TPR at --fpr, in (--fpr, 1)",
+    )
+    p.add_argument(
+        "--fpr", type=_finite(float, "--fpr"), default=None, help="risk target: the FPR, in (0, 1)"
+    )
+    p.add_argument(
+        "--advantage",
+        type=_finite(float, "--advantage"),
+        default=None,
+        help="risk target: the attack's advantage TPR − FPR, in (0, 1)",
+    )
+    p.add_argument(
+        "--phases",
+        default=None,
+        metavar="FILE",
+        help="a phases file (see `dplab epsilon --help`): one factor on every phase's σ meeting (ε, δ)",
+    )
     p.set_defaults(func=cmd_sigma)
 
     p = subparsers.add_parser(
-        "accountants", help="every registered accountant with its source and assumptions",
+        "accountants",
+        help="every registered accountant with its source and assumptions",
         description="Print, as JSON, every accountant: its source (paper and theorem), the class that implements it "
         "(implemented_in: module.Class; docs/references.md maps each citation to the code), whether it covers "
         "the whole trajectory or only the last iterate, its bound (upper: a guarantee; lower: the true ε is at "

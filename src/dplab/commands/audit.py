@@ -7,13 +7,22 @@ from dplab.validate import json_value
 
 
 def register(sub) -> None:
-    p = sub.add_parser("audit", help="canary audit of one threat model: empirical ε lower bounds per variant, estimator and T",
-                       description="Train many runs per variant through the engine, each canary in or out with "
-                       "probability 1/2, and turn the attack's scores into ε lower bounds (estimators clopper_pearson, "
-                       "gdp, one_run, one_run_gdp, one_run_independent); one row per variant, observation, estimator and T, with the upper bound of "
-                       "every accountant valid for the run and for what the attack observes.")
-    add_source(p, "--audit-json", "the audit entry as JSON", "pipeline config (with --audit)",
-               "--audit", "name of the entry of the config's `audits`")
+    p = sub.add_parser(
+        "audit",
+        help="canary audit of one threat model: empirical ε lower bounds per variant, estimator and T",
+        description="Train many runs per variant through the engine, each canary in or out with "
+        "probability 1/2, and turn the attack's scores into ε lower bounds (estimators clopper_pearson, "
+        "gdp, one_run, one_run_gdp, one_run_independent); one row per variant, observation, estimator and T, with the upper bound of "
+        "every accountant valid for the run and for what the attack observes.",
+    )
+    add_source(
+        p,
+        "--audit-json",
+        "the audit entry as JSON",
+        "pipeline config (with --audit)",
+        "--audit",
+        "name of the entry of the config's `audits`",
+    )
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
     p.add_argument("--out", required=True, help="CSV file to write")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -32,8 +41,15 @@ def _audit_entry(text: str) -> dict:
     entry = dict(entry)
     extra = {key: entry.pop(key) for key in ("seed", "name") if key in entry}
     schema = load_schema("config")["properties"]
-    extra = validate(extra, {"type": "object", "required": ["seed"], "properties": {
-        "seed": schema["seed"], "name": {"type": "string", "default": "audit"}}}, "--audit-json")
+    extra = validate(
+        extra,
+        {
+            "type": "object",
+            "required": ["seed"],
+            "properties": {"seed": schema["seed"], "name": {"type": "string", "default": "audit"}},
+        },
+        "--audit-json",
+    )
     return {**validate(entry, schema["audits"]["additionalProperties"], "--audit-json"), **extra}
 
 
@@ -62,7 +78,10 @@ def run(args) -> int:
         torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
     dataset = data.load(args.data)
     if dataset.info["name"] != entry["dataset"]:
-        raise DPLabError("dataset", f"the audit names {entry['dataset']!r} but {args.data} holds {dataset.info['name']!r}")
+        raise DPLabError(
+            "dataset",
+            f"the audit names {entry['dataset']!r} but {args.data} holds {dataset.info['name']!r}",
+        )
     table = run_audit(entry, dataset, entry["seed"])
     write_table(args.out, table)
     print(f"{len(table)} rows -> {args.out}")

@@ -13,8 +13,12 @@ def register(sub) -> None:
         "Prints the number of jobs' entries checked; a problem is one line naming the dotted key "
         "(a YAML syntax error: the file, line and column), exit code 2.",
     )
-    p.add_argument("files", nargs="*", default=["config/config.yaml"],
-                   help="config files, merged in order (default: config/config.yaml)")
+    p.add_argument(
+        "files",
+        nargs="*",
+        default=["config/config.yaml"],
+        help="config files, merged in order (default: config/config.yaml)",
+    )
     p.set_defaults(func=run)
 
 
@@ -23,7 +27,9 @@ def run(args) -> int:
     from dplab.config import read_config
 
     config = read_config(*args.files)
-    print(f"{' + '.join(args.files)}: ok ({len(jobs.plan(config).of('train'))} training runs, "
-          f"{len(config.get('audits', {}))} audits, {len(config.get('sweeps', {}))} sweeps, "
-          f"{len(config.get('figures', {}))} figures)")
+    print(
+        f"{' + '.join(args.files)}: ok ({len(jobs.plan(config).of('train'))} training runs, "
+        f"{len(config.get('audits', {}))} audits, {len(config.get('sweeps', {}))} sweeps, "
+        f"{len(config.get('figures', {}))} figures)"
+    )
     return 0

@@ -17,9 +17,14 @@ def register(subparsers) -> None:
         "input shape, classes and, where guaranteed, the loss constants. Give --config with --dataset, "
         "or --dataset-json.",
     )
-    add_source(p, "--dataset-json", "the dataset entry as a JSON object",
-               "pipeline config with a `datasets` section (with --dataset)",
-               "--dataset", "name of the entry in `datasets` (with --config)")
+    add_source(
+        p,
+        "--dataset-json",
+        "the dataset entry as a JSON object",
+        "pipeline config with a `datasets` section (with --dataset)",
+        "--dataset",
+        "name of the entry in `datasets` (with --config)",
+    )
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=run)
 
@@ -36,7 +41,9 @@ def run(args) -> int:
             raise DPLabError("--dataset", "is required with --config")
         if not isinstance(datasets, dict) or args.dataset not in datasets:
             valid = ", ".join(datasets) if isinstance(datasets, dict) else "none"
-            raise DPLabError("--dataset", f"no dataset {args.dataset!r} in {args.config}; valid: {valid}")
+            raise DPLabError(
+                "--dataset", f"no dataset {args.dataset!r} in {args.config}; valid: {valid}"
+            )
         name, raw = args.dataset, datasets[args.dataset]
     else:
         raw = json_value("--dataset-json", args.dataset_json)
@@ -45,5 +52,7 @@ def run(args) -> int:
     with folder_lock(args.out):
         train, test, info = data.prepare(cfg, name)
         data.write(args.out, train, test, info)
-    print(f"{name}: {info['train_size']} train / {info['test_size']} test, shape {info['input_shape']} -> {args.out}")
+    print(
+        f"{name}: {info['train_size']} train / {info['test_size']} test, shape {info['input_shape']} -> {args.out}"
+    )
     return 0

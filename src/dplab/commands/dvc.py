@@ -13,7 +13,11 @@ def register(sub) -> None:
         "adding or removing entries of the config; --check only compares (exit 2 when a file is not current).",
     )
     p.add_argument("--out", default="dvc.yaml", help="file to write (default: dvc.yaml)")
-    p.add_argument("--check", action="store_true", help="write nothing; fail if --out or a template differs from what it would be")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; fail if --out or a template differs from what it would be",
+    )
     p.set_defaults(func=run)
 
 
@@ -25,12 +29,20 @@ def run(args) -> int:
     from dplab.errors import DPLabError
     from dplab.io import check_output, write_text
 
-    written = files(read_config(CONFIG))  # dvc.yaml, then the templates (beside --out, as DVC looks them up)
-    texts = {args.out: written.pop("dvc.yaml"), **{str(Path(args.out).parent / name): text for name, text in written.items()}}
+    written = files(
+        read_config(CONFIG)
+    )  # dvc.yaml, then the templates (beside --out, as DVC looks them up)
+    texts = {
+        args.out: written.pop("dvc.yaml"),
+        **{str(Path(args.out).parent / name): text for name, text in written.items()},
+    }
     if args.check:
         for path, text in texts.items():
             if not Path(path).is_file() or Path(path).read_text() != text:
-                raise DPLabError("--out", f"{path} is not current for {CONFIG}: run `dplab dvc-yaml --out {args.out}`")
+                raise DPLabError(
+                    "--out",
+                    f"{path} is not current for {CONFIG}: run `dplab dvc-yaml --out {args.out}`",
+                )
         return 0
     for path in texts:  # every path checked before anything is written
         check_output(path, "--out")

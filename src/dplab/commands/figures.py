@@ -20,11 +20,20 @@ def register(sub) -> None:
         "result tables the figure needs.",
     )
     t.add_argument("figure", choices=FIGURES, help="figure id (README.md, Figures)")
-    t.add_argument("--config", help="pipeline config file: take the figure's parameters and inputs from it")
-    t.add_argument("--params-json", help="the figure's entry of config `figures`, as JSON (with --inputs)")
-    t.add_argument("--inputs", nargs="*", default=[], metavar="NAME=PATH",
-                   help="result files the table is made from, by the figure's input names (a name of a list of "
-                        "files once per file, in order), e.g. sweep=results/accounting/dp_sgd.csv")
+    t.add_argument(
+        "--config", help="pipeline config file: take the figure's parameters and inputs from it"
+    )
+    t.add_argument(
+        "--params-json", help="the figure's entry of config `figures`, as JSON (with --inputs)"
+    )
+    t.add_argument(
+        "--inputs",
+        nargs="*",
+        default=[],
+        metavar="NAME=PATH",
+        help="result files the table is made from, by the figure's input names (a name of a list of "
+        "files once per file, in order), e.g. sweep=results/accounting/dp_sgd.csv",
+    )
     t.add_argument("--out", required=True, help="CSV file to write")
     t.set_defaults(func=run_table)
 
@@ -45,8 +54,11 @@ def register(sub) -> None:
         description="List every figure and table found under the results folder, with titles and sources.",
     )
     i.add_argument("--results", default="results", help="the results folder")
-    i.add_argument("--config", help="pipeline config file: every result its DAG makes must exist (else the "
-                   "missing ones are named)")
+    i.add_argument(
+        "--config",
+        help="pipeline config file: every result its DAG makes must exist (else the "
+        "missing ones are named)",
+    )
     i.add_argument("--out", required=True, help="Markdown file to write")
     i.set_defaults(func=run_index)
 
@@ -73,8 +85,11 @@ def run_table(args) -> int:
         from dplab.schemas import load_schema, validate
 
         params = json_value("--params-json", args.params_json or "{}")
-        params = validate(params, load_schema("config")["properties"]["figures"]["properties"][args.figure],
-                          f"figures.{args.figure}")
+        params = validate(
+            params,
+            load_schema("config")["properties"]["figures"]["properties"][args.figure],
+            f"figures.{args.figure}",
+        )
         inputs = parse_input_args(args.figure, args.inputs)
     for path in input_files(inputs):
         if not Path(path).exists():
@@ -94,7 +109,10 @@ def run_draw(args) -> int:
 
     pdf, png = check_output(args.pdf, "--pdf"), check_output(args.png, "--png")
     if pdf.resolve() == png.resolve():
-        raise DPLabError("--png", f"is the same file as --pdf ({args.pdf}): one would overwrite the other; give two paths")
+        raise DPLabError(
+            "--png",
+            f"is the same file as --pdf ({args.pdf}): one would overwrite the other; give two paths",
+        )
     make = f"dplab figure-table {args.figure} … --out {args.table}"
     try:
         table = read_table(args.table, f"table of figure {args.figure}", make)
@@ -159,19 +177,29 @@ def _check_complete(results: Path, config_file: str | None) -> None:
             wanted += files
     if not results.is_dir():
         what = "is a file" if results.exists() else "does not exist"
-        raise DPLabError("--results", f"{results} {what}; give the results folder (default results)")
+        raise DPLabError(
+            "--results", f"{results} {what}; give the results folder (default results)"
+        )
     if not config_file and not any(p.is_file() for p in results.rglob("*")):
-        raise DPLabError("--results", f"{results} holds no result files; make them first (snakemake), or give --config "
-                                      "to name the missing ones")
+        raise DPLabError(
+            "--results",
+            f"{results} holds no result files; make them first (snakemake), or give --config "
+            "to name the missing ones",
+        )
     if config_file:
         from dplab import jobs
 
         wanted += under(jobs.load(config_file).results)
     missing = sorted({f for f in wanted if not (results / f).exists()})
     if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise DPLabError("--results", f"{len(missing)} result(s) missing under {results}: {shown}; make them first "
-                                      "(snakemake), the index lists complete results only")
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        raise DPLabError(
+            "--results",
+            f"{len(missing)} result(s) missing under {results}: {shown}; make them first "
+            "(snakemake), the index lists complete results only",
+        )
 
 
 def run_risks(results: Path) -> list[str]:
@@ -180,17 +208,26 @@ def run_risks(results: Path) -> list[str]:
     from dplab.figures.runs import risk_columns
     from dplab.training.summary import RunSummary
 
-    lines = ["", "## Runs: ε and the attack risk beside it", "",
-             "Risk: any membership attacker's TPR at FPR 0.01 and advantage TPR − FPR over the run's steps, from the "
-             "pld privacy-loss distribution (docs/risk.md).", "",
-             "| run | ε claimed (δ) | TPR at FPR 0.01 | advantage | |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "",
+        "## Runs: ε and the attack risk beside it",
+        "",
+        "Risk: any membership attacker's TPR at FPR 0.01 and advantage TPR − FPR over the run's steps, from the "
+        "pld privacy-loss distribution (docs/risk.md).",
+        "",
+        "| run | ε claimed (δ) | TPR at FPR 0.01 | advantage | |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for path in sorted(results.glob("runs/*/summary.json")):
         summary = RunSummary.read(path)
         eps = ", ".join(f"{k} {v:.4g}" for k, v in summary.epsilon.items()) or "none"
         delta = f" (δ = {summary.delta:g})" if summary.delta else ""
         risk = risk_columns(summary)
-        cells = (["—", "—", risk["risk_note"]] if math.isnan(risk["advantage"]) else
-                 [f"{risk['tpr_at_fpr_0.01']:.4g}", f"{risk['advantage']:.4g}", ""])
+        cells = (
+            ["—", "—", risk["risk_note"]]
+            if math.isnan(risk["advantage"])
+            else [f"{risk['tpr_at_fpr_0.01']:.4g}", f"{risk['advantage']:.4g}", ""]
+        )
         lines.append(f"| {path.parent.name} | {eps}{delta} | " + " | ".join(cells) + " |")
     return lines
 
@@ -204,17 +241,30 @@ def run_index(args) -> int:
     check_output(args.out, "--out")
     results = Path(args.results)
     _check_complete(results, args.config)
-    lines = ["# Results index", "", "Every figure is drawn only from its table; redraw one with "
-             "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.", ""]
+    lines = [
+        "# Results index",
+        "",
+        "Every figure is drawn only from its table; redraw one with "
+        "`dplab figure-draw ID --table results/tables/ID.csv --pdf … --png …`.",
+        "",
+    ]
     claims = results / "tables" / "claims.csv"
     if claims.exists():  # the claims table first (docs/claims.md)
         make = f"dplab figure-table claims --config CONFIG --out {claims}"
         table = read_table(claims, "claims table", make)
         if "verdict" not in table.columns:
-            raise damaged(claims, "claims table", "has no 'verdict' column (not the claims table)", make)
+            raise damaged(
+                claims, "claims table", "has no 'verdict' column (not the claims table)", make
+            )
         counts = table.verdict.value_counts()
-        lines += ["**Claims of the sources, checked** ([tables/claims.csv](tables/claims.csv), docs/claims.md): "
-                  + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "differs", "not checkable here")) + ".", ""]
+        lines += [
+            "**Claims of the sources, checked** ([tables/claims.csv](tables/claims.csv), docs/claims.md): "
+            + ", ".join(
+                f"{counts.get(v, 0)} {v}" for v in ("holds", "differs", "not checkable here")
+            )
+            + ".",
+            "",
+        ]
     lines += ["| figure | reproduces | figure files | table |", "| --- | --- | --- | --- |"]
     for figure_id in FIGURES:
         if not (results / "tables" / f"{figure_id}.csv").exists():

@@ -46,42 +46,94 @@ def register(subparsers) -> None:
         "squared error of the privatized prefix sums per unit noise, and the time it took; with --epsilon "
         "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
     )
-    p.add_argument("--strategy", help="identity, sqrt, optimal, banded, banded_toeplitz or blt (see docs/matrix_factorization.md)")
-    p.add_argument("--steps", type=int, help="T (dense strategies: at most 6688, their T×T matrices stay within "
-                   "MEMORY_MAX = 2 GiB; banded_toeplitz, blt: no T×T matrix)")
+    p.add_argument(
+        "--strategy",
+        help="identity, sqrt, optimal, banded, banded_toeplitz or blt (see docs/matrix_factorization.md)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        help="T (dense strategies: at most 6688, their T×T matrices stay within "
+        "MEMORY_MAX = 2 GiB; banded_toeplitz, blt: no T×T matrix)",
+    )
     p.add_argument("--participations", type=int, default=None, help="k (default ⌈T/b⌉)")
-    p.add_argument("--min-separation", type=int, default=None, help="b (default T: single participation)")
+    p.add_argument(
+        "--min-separation", type=int, default=None, help="b (default T: single participation)"
+    )
     p.add_argument("--bands", type=int, default=None, help="bands of C (banded strategy; <= b)")
-    p.add_argument("--buffers", type=int, default=None, help="buffers of the BLT (blt strategy; 1 to 15)")
-    p.add_argument("--objective", default=None, choices=("mean", "max"),
-                   help="what the optimizer minimizes: mean or max squared error (banded_toeplitz, blt: both; "
-                   "optimal, banded: mean; default mean)")
+    p.add_argument(
+        "--buffers", type=int, default=None, help="buffers of the BLT (blt strategy; 1 to 15)"
+    )
+    p.add_argument(
+        "--objective",
+        default=None,
+        choices=("mean", "max"),
+        help="what the optimizer minimizes: mean or max squared error (banded_toeplitz, blt: both; "
+        "optimal, banded: mean; default mean)",
+    )
     p.add_argument("--momentum", type=float, default=0.0, help="β folded into the workload")
-    p.add_argument("--noise-multiplier", type=float, default=None, help="σ: also print ε at --delta")
-    p.add_argument("--epsilon", type=float, default=None, help="target ε: also print the calibrated noise multiplier (with --delta)")
+    p.add_argument(
+        "--noise-multiplier", type=float, default=None, help="σ: also print ε at --delta"
+    )
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        default=None,
+        help="target ε: also print the calibrated noise multiplier (with --delta)",
+    )
     p.add_argument("--delta", type=float, default=None, help="target δ in (0, 1) (with --epsilon)")
-    p.add_argument("--neighbouring", default=None, choices=("add_remove", "replace_one"),
-                   help="neighbouring relation of the accounting (with --delta; default add_remove)")
-    p.add_argument("--sampling", default=None, choices=("min_separation", "cyclic_poisson"),
-                   help="participation scheme the accounting assumes, each record in one of b "
-                   "partitions drawn independently once per run: partition t mod b is batch t (k "
-                   "participations >= b steps apart, no amplification) or is Poisson-sampled at "
-                   "step t (cyclic_poisson: amplified; banded C); with --delta; default min_separation")
-    p.add_argument("--sampling-rate", type=float, default=None,
-                   help="q: amplified BandMF accounting, b = bands groups each Poisson-sampled with rate q once every "
-                   "b steps (banded strategies); assumes each record's group is fixed for the "
-                   "run and independent of the other records (drawn as dp_mf's cyclic_poisson "
-                   "does)")
-    p.add_argument("--dataset-size", type=int, default=None, help="n (cyclic_poisson: with --batch-size gives the sampling rate)")
-    p.add_argument("--batch-size", type=float, default=None, help="expected batch size per step (cyclic_poisson)")
-    p.add_argument("--out", default=None,
-                   help="also save the factorization to this .npz file (read by `dplab train --mf-cache DIR` "
-                   "as DIR/<key>.npz, key = <strategy>_T<steps>[_m<bands>][_k<buffers>][_<objective>][_s<b>])")
+    p.add_argument(
+        "--neighbouring",
+        default=None,
+        choices=("add_remove", "replace_one"),
+        help="neighbouring relation of the accounting (with --delta; default add_remove)",
+    )
+    p.add_argument(
+        "--sampling",
+        default=None,
+        choices=("min_separation", "cyclic_poisson"),
+        help="participation scheme the accounting assumes, each record in one of b "
+        "partitions drawn independently once per run: partition t mod b is batch t (k "
+        "participations >= b steps apart, no amplification) or is Poisson-sampled at "
+        "step t (cyclic_poisson: amplified; banded C); with --delta; default min_separation",
+    )
+    p.add_argument(
+        "--sampling-rate",
+        type=float,
+        default=None,
+        help="q: amplified BandMF accounting, b = bands groups each Poisson-sampled with rate q once every "
+        "b steps (banded strategies); assumes each record's group is fixed for the "
+        "run and independent of the other records (drawn as dp_mf's cyclic_poisson "
+        "does)",
+    )
+    p.add_argument(
+        "--dataset-size",
+        type=int,
+        default=None,
+        help="n (cyclic_poisson: with --batch-size gives the sampling rate)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=float,
+        default=None,
+        help="expected batch size per step (cyclic_poisson)",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="also save the factorization to this .npz file (read by `dplab train --mf-cache DIR` "
+        "as DIR/<key>.npz, key = <strategy>_T<steps>[_m<bands>][_k<buffers>][_<objective>][_s<b>])",
+    )
     p.set_defaults(func=run)
 
 
 #: the strategies each --objective is offered for (the others have nothing to optimize)
-OBJECTIVES = {"optimal": ("mean",), "banded": ("mean",), "banded_toeplitz": ("mean", "max"), "blt": ("mean", "max")}
+OBJECTIVES = {
+    "optimal": ("mean",),
+    "banded": ("mean",),
+    "banded_toeplitz": ("mean", "max"),
+    "blt": ("mean", "max"),
+}
 #: the strategies optimized in O(T·b) or O(T·k) without a T×T matrix (:mod:`dplab.mf.toeplitz`, :mod:`dplab.mf.blt`)
 TOEPLITZ = ("banded_toeplitz", "blt")
 #: the strategies amplified BandMF (--sampling-rate, --sampling cyclic_poisson) holds for: C with at most b bands
@@ -95,18 +147,25 @@ def _check_flags(args, steps: int) -> None:
 
     strategy = args.strategy
     if strategy not in (*factorizations.STRATEGIES, *TOEPLITZ):
-        raise DPLabError("strategy", f"must be one of {', '.join((*factorizations.STRATEGIES, *TOEPLITZ))}; "
-                                     f"got {strategy!r}")
+        raise DPLabError(
+            "strategy",
+            f"must be one of {', '.join((*factorizations.STRATEGIES, *TOEPLITZ))}; "
+            f"got {strategy!r}",
+        )
     if args.objective is not None and args.objective not in OBJECTIVES.get(strategy, ()):
         offered = ", ".join(OBJECTIVES.get(strategy, ())) or "none (nothing to optimize)"
-        raise DPLabError("objective", f"{strategy} supports objective {offered}; got {args.objective!r}")
+        raise DPLabError(
+            "objective", f"{strategy} supports objective {offered}; got {args.objective!r}"
+        )
     if args.buffers is not None and strategy != "blt":
         raise DPLabError("buffers", f"only applies to the blt strategy; got --strategy {strategy}")
     if strategy == "blt":
         if args.buffers is None:
             raise DPLabError("buffers", "is required for the blt strategy")
         if args.bands is not None:
-            raise DPLabError("bands", "does not apply to the blt strategy (a BLT has T bands; give --buffers)")
+            raise DPLabError(
+                "bands", "does not apply to the blt strategy (a BLT has T bands; give --buffers)"
+            )
         blt.check_buffers(args.buffers, steps)
     if strategy == "banded_toeplitz":
         if args.bands is None:
@@ -117,12 +176,19 @@ def _check_flags(args, steps: int) -> None:
             raise DPLabError("momentum", f"{strategy} factorizes the prefix sum only (momentum 0)")
     else:
         factorizations.check_strategy(strategy, args.bands)
-    if (args.sampling_rate is not None or args.sampling == "cyclic_poisson") and strategy not in AMPLIFIED:
-        raise DPLabError("sampling_rate", f"amplified BandMF holds for C with at most b bands ({', '.join(AMPLIFIED)}); "
-                                          f"{strategy} is accounted without amplification: drop --sampling-rate and "
-                                          "--sampling cyclic_poisson")
+    if (
+        args.sampling_rate is not None or args.sampling == "cyclic_poisson"
+    ) and strategy not in AMPLIFIED:
+        raise DPLabError(
+            "sampling_rate",
+            f"amplified BandMF holds for C with at most b bands ({', '.join(AMPLIFIED)}); "
+            f"{strategy} is accounted without amplification: drop --sampling-rate and "
+            "--sampling cyclic_poisson",
+        )
     if args.sampling_rate is not None and args.sampling == "cyclic_poisson":
-        raise DPLabError("sampling_rate", "give --sampling-rate or --sampling cyclic_poisson, not both")
+        raise DPLabError(
+            "sampling_rate", "give --sampling-rate or --sampling cyclic_poisson, not both"
+        )
     if args.sampling_rate is not None and not 0 < args.sampling_rate <= 1:
         raise DPLabError("sampling_rate", f"must lie in (0, 1]; got {args.sampling_rate}")
     if args.noise_multiplier is not None:
@@ -132,7 +198,10 @@ def _check_flags(args, steps: int) -> None:
     if args.epsilon is not None:
         check_epsilon(args.epsilon)
     if args.noise_multiplier is not None and args.epsilon is not None:
-        raise DPLabError("noise_multiplier", "give --noise-multiplier (to get ε) or --epsilon (to get σ), not both")
+        raise DPLabError(
+            "noise_multiplier",
+            "give --noise-multiplier (to get ε) or --epsilon (to get σ), not both",
+        )
     if (args.epsilon is not None or args.noise_multiplier is not None) and args.delta is None:
         raise DPLabError("delta", "--epsilon and --noise-multiplier need --delta")
     if args.delta is not None and args.epsilon is None and args.noise_multiplier is None:
@@ -140,15 +209,31 @@ def _check_flags(args, steps: int) -> None:
     if args.epsilon is not None:
         accounting.check_target(args.epsilon, args.delta)
     if args.delta is None:  # no accounting: its flags would be ignored
-        given = [flag for flag, value in (("--sampling-rate", args.sampling_rate), ("--sampling", args.sampling),
-                                          ("--neighbouring", args.neighbouring), ("--dataset-size", args.dataset_size),
-                                          ("--batch-size", args.batch_size)) if value is not None]
+        given = [
+            flag
+            for flag, value in (
+                ("--sampling-rate", args.sampling_rate),
+                ("--sampling", args.sampling),
+                ("--neighbouring", args.neighbouring),
+                ("--dataset-size", args.dataset_size),
+                ("--batch-size", args.batch_size),
+            )
+            if value is not None
+        ]
         if given:
-            raise DPLabError(given[0].lstrip("-").replace("-", "_"), f"{given[0]} sets the accounting, which runs only "
-                                                                     "with --delta (and --epsilon or --noise-multiplier)")
-    elif args.sampling != "cyclic_poisson" and (args.dataset_size is not None or args.batch_size is not None):
-        raise DPLabError("dataset_size", "--dataset-size and --batch-size set the cyclic_poisson sampler only; "
-                                         "give --sampling cyclic_poisson, or drop them")
+            raise DPLabError(
+                given[0].lstrip("-").replace("-", "_"),
+                f"{given[0]} sets the accounting, which runs only "
+                "with --delta (and --epsilon or --noise-multiplier)",
+            )
+    elif args.sampling != "cyclic_poisson" and (
+        args.dataset_size is not None or args.batch_size is not None
+    ):
+        raise DPLabError(
+            "dataset_size",
+            "--dataset-size and --batch-size set the cyclic_poisson sampler only; "
+            "give --sampling cyclic_poisson, or drop them",
+        )
 
 
 def _sampler(args, steps: int, b: int, k: int, out: dict):
@@ -162,16 +247,23 @@ def _sampler(args, steps: int, b: int, k: int, out: dict):
         return accounting.PoissonGroups(args.sampling_rate, groups, steps)
     if args.sampling == "cyclic_poisson":
         if args.dataset_size is None or args.batch_size is None:
-            raise DPLabError("dataset_size", "--sampling cyclic_poisson needs --dataset-size and --batch-size")
+            raise DPLabError(
+                "dataset_size", "--sampling cyclic_poisson needs --dataset-size and --batch-size"
+            )
         sampler = accounting.CyclicPoisson(args.dataset_size, args.batch_size, b, steps)
-        out.update(sampling=args.sampling, dataset_size=args.dataset_size, batch_size=args.batch_size,
-                   sampling_rate=sampler.sampling_rate)
+        out.update(
+            sampling=args.sampling,
+            dataset_size=args.dataset_size,
+            batch_size=args.batch_size,
+            sampling_rate=sampler.sampling_rate,
+        )
         return sampler
     sampler = accounting.MinSeparation(b, steps)
     if k != sampler.participations:
         raise DPLabError(
-            "participations", f"the min_separation sampler (b partitions cycled) gives "
-                              f"k = ceil(T/b) = {sampler.participations}; got {k}"
+            "participations",
+            f"the min_separation sampler (b partitions cycled) gives "
+            f"k = ceil(T/b) = {sampler.participations}; got {k}",
         )
     out.update(sampling="min_separation")
     return sampler
@@ -193,8 +285,11 @@ def run(args) -> int:
     b = steps if args.min_separation is None else args.min_separation
     integer("min_separation", b)
     most = -(-steps // b)  # ⌈T/b⌉: the most participations b apart in T steps
-    k = most if args.participations is None else integer("participations", args.participations, 1, most,
-                                                         "ceil(steps/min_separation)")
+    k = (
+        most
+        if args.participations is None
+        else integer("participations", args.participations, 1, most, "ceil(steps/min_separation)")
+    )
     _check_flags(args, steps)
     privacy: dict = {}
     sampler = _sampler(args, steps, b, k, privacy) if args.delta is not None else None
@@ -222,11 +317,19 @@ def run(args) -> int:
         neighbouring = args.neighbouring or "add_remove"
         out.update(privacy, delta=args.delta, neighbouring=neighbouring)
         if args.epsilon is not None:
-            out.update(epsilon=args.epsilon,
-                       noise_multiplier=accounting.calibrate(fact, sampler, args.epsilon, args.delta, neighbouring))
+            out.update(
+                epsilon=args.epsilon,
+                noise_multiplier=accounting.calibrate(
+                    fact, sampler, args.epsilon, args.delta, neighbouring
+                ),
+            )
         else:
-            out.update(noise_multiplier=args.noise_multiplier,
-                       epsilon=accounting.epsilon(fact, sampler, args.noise_multiplier, args.delta, neighbouring))
+            out.update(
+                noise_multiplier=args.noise_multiplier,
+                epsilon=accounting.epsilon(
+                    fact, sampler, args.noise_multiplier, args.delta, neighbouring
+                ),
+            )
     out["seconds"] = time.perf_counter() - start
     if args.out is not None:
         saved.save(fact, args.out, momentum=args.momentum)

@@ -19,8 +19,11 @@ def register(sub) -> None:
     )
     add_source(p, "--config-json", "the config as JSON", "pipeline config file (YAML)")
     p.add_argument("--out", required=True, help="JSON file to write")
-    p.add_argument("outputs", nargs="*",
-                   help="result files or directories to cover (default: every result the config's DAG makes)")
+    p.add_argument(
+        "outputs",
+        nargs="*",
+        help="result files or directories to cover (default: every result the config's DAG makes)",
+    )
     p.set_defaults(func=run)
 
 
@@ -42,7 +45,9 @@ def run(args) -> int:
         from dplab.config import read_config
 
         config = read_config(args.config)
-    if args.config is not None or not args.outputs:  # a config file is checked as the Snakefile checks it
+    if (
+        args.config is not None or not args.outputs
+    ):  # a config file is checked as the Snakefile checks it
         from dplab import jobs
 
         args.outputs = args.outputs or jobs.plan(config).results
@@ -50,13 +55,22 @@ def run(args) -> int:
     if missing:
         raise DPLabError("outputs", f"no such file or directory: {', '.join(missing)}")
     for name in args.outputs:  # a FIFO would block the hash, /dev/zero would never end it
-        files = [p for p in Path(name).rglob("*") if not p.is_dir()] if Path(name).is_dir() else [Path(name)]
+        files = (
+            [p for p in Path(name).rglob("*") if not p.is_dir()]
+            if Path(name).is_dir()
+            else [Path(name)]
+        )
         for file in files:
             input_file(file, "outputs", empty_ok=True)
         if not files:
-            raise DPLabError("outputs", f"{name} is a folder holding no file: nothing to record; make its results first")
+            raise DPLabError(
+                "outputs",
+                f"{name} is a folder holding no file: nothing to record; make its results first",
+            )
     inputs = []
-    for name in config.get("datasets", {}):  # the own datasets' files, each checked as the outputs are
+    for name in config.get(
+        "datasets", {}
+    ):  # the own datasets' files, each checked as the outputs are
         for path in data.source_files(entries.dataset_entry(config, name), name):
             inputs.append(str(input_file(path, f"datasets.{name}.path", empty_ok=True)))
     for path in entries.model_files(config):  # the model files its runs and audits build

@@ -7,8 +7,15 @@ from __future__ import annotations
 from dplab.errors import DPLabError
 
 
-def add_source(parser, json_flag: str, json_help: str, config_help: str,
-               name_flag: str | None = None, name_help: str | None = None, nargs: str | None = None) -> None:
+def add_source(
+    parser,
+    json_flag: str,
+    json_help: str,
+    config_help: str,
+    name_flag: str | None = None,
+    name_help: str | None = None,
+    nargs: str | None = None,
+) -> None:
     """``--config`` or ``json_flag`` (one of them, required), and the name flag that goes with
     ``--config`` (``nargs``: argparse's, for a command that takes several names)."""
     src = parser.add_mutually_exclusive_group(required=True)

@@ -22,8 +22,12 @@ def register(sub) -> None:
     p.add_argument("--sweep", metavar="NAME", help="name of the entry of the config's `sweeps`")
     p.add_argument("--summary", help="the run's summary.json (its setting and δ are used)")
     p.add_argument("--accountants", nargs="+", metavar="NAME", help="accountants to evaluate")
-    p.add_argument("--points", type=int, default=40,
-                   help="number of log-spaced T values from 1 to the run's steps (2 to POINTS_MAX = 10000)")
+    p.add_argument(
+        "--points",
+        type=int,
+        default=40,
+        help="number of log-spaced T values from 1 to the run's steps (2 to POINTS_MAX = 10000)",
+    )
     p.add_argument("--out", required=True, help="CSV file to write")
     p.set_defaults(func=run)
 
@@ -44,18 +48,27 @@ def run(args) -> int:
         if not (args.config and args.sweep):
             raise DPLabError("sweep", "--config and --sweep go together")
         if args.summary or args.accountants:
-            raise DPLabError("sweep", "give either --config/--sweep or --summary/--accountants, not both")
+            raise DPLabError(
+                "sweep", "give either --config/--sweep or --summary/--accountants, not both"
+            )
         config = read_config(args.config)
         job = named_entry(jobs.plan(config).of("sweep"), args.sweep, "sweep", "sweep")
         summary_path = job.inputs["summary"]
-        accountants, points = config["sweeps"][args.sweep]["accountants"], config["sweeps"][args.sweep]["points"]
+        accountants, points = (
+            config["sweeps"][args.sweep]["accountants"],
+            config["sweeps"][args.sweep]["points"],
+        )
     else:
         if not (args.summary and args.accountants):
-            raise DPLabError("summary", "give --summary and --accountants (or --config and --sweep)")
+            raise DPLabError(
+                "summary", "give --summary and --accountants (or --config and --sweep)"
+            )
         summary_path, accountants, points = args.summary, args.accountants, args.points
         integer("--points", points, 2, POINTS_MAX, "POINTS_MAX")  # before the summary is read
     summary = RunSummary.read(summary_path)
     setting, update = from_summary(summary)
-    table = sweep(setting, summary.delta, accountants, steps_grid(summary.settings.steps, points), update)
+    table = sweep(
+        setting, summary.delta, accountants, steps_grid(summary.settings.steps, points), update
+    )
     write_table(args.out, table)
     return 0

@@ -25,19 +25,35 @@ def register(subparsers) -> None:
         "--run-json with a list of runs) train one after another in this process, each into its --out "
         "DIR (one per run, in order), each exactly as it trains alone.",
     )
-    add_source(p, "--run-json", "the run as a JSON object, or a list of runs", "pipeline config (with --run) or "
-               "single-run YAML", "--run", "with a pipeline --config: the run's name in `runs`, or a grid run's "
-               "folder under results/ (grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>); several names: "
-               "those runs, one after another", nargs="+")
+    add_source(
+        p,
+        "--run-json",
+        "the run as a JSON object, or a list of runs",
+        "pipeline config (with --run) or single-run YAML",
+        "--run",
+        "with a pipeline --config: the run's name in `runs`, or a grid run's "
+        "folder under results/ (grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>); several names: "
+        "those runs, one after another",
+        nargs="+",
+    )
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
     p.add_argument("--out", required=True, nargs="+", help="output folder, one per run")
-    p.add_argument("--mf-cache", default=None,
-                   help="folder of saved factorizations: a dp_mf run loads DIR/<key>.npz (dplab.layout.cache_key), "
-                   "written by `dplab mf --strategy S --steps T [--bands m | --buffers k] ... --out FILE`")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--cuda-graph", choices=["on", "off"], default="on",
-                   help="on a CUDA device, replay each step as a CUDA graph where the run allows "
-                   "(dplab.training.graphed; default on)")
+    p.add_argument(
+        "--mf-cache",
+        default=None,
+        help="folder of saved factorizations: a dp_mf run loads DIR/<key>.npz (dplab.layout.cache_key), "
+        "written by `dplab mf --strategy S --steps T [--bands m | --buffers k] ... --out FILE`",
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
+    )
+    p.add_argument(
+        "--cuda-graph",
+        choices=["on", "off"],
+        default="on",
+        help="on a CUDA device, replay each step as a CUDA graph where the run allows "
+        "(dplab.training.graphed; default on)",
+    )
     p.set_defaults(func=run)
 
 
@@ -55,9 +71,15 @@ def run(args) -> int:
         raise DPLabError("--out", "names a folder twice; give one folder per run")
     if args.threads is not None:
         torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
-    cfgs = pipeline_runs(args.config, args.run) if args.run is not None else load_runs(args.config, args.run_json)
+    cfgs = (
+        pipeline_runs(args.config, args.run)
+        if args.run is not None
+        else load_runs(args.config, args.run_json)
+    )
     if len(cfgs) != len(args.out):
-        raise DPLabError("--out", f"give one folder per run: {len(cfgs)} run(s), {len(args.out)} folder(s)")
+        raise DPLabError(
+            "--out", f"give one folder per run: {len(cfgs)} run(s), {len(args.out)} folder(s)"
+        )
     _train(cfgs, args.data, args.out, args.mf_cache, args.cuda_graph == "on")
     return 0
 
@@ -82,14 +104,27 @@ def pipeline_runs(config_file: str | None, names: list[str]) -> list[dict]:
     for name, folder in zip(names, folders):
         if folder not in runs:
             kind = "grid run" if name.startswith("grids/") else "run"
-            raise DPLabError("--run", f"unknown {kind} {name!r} in {config_file}; defined: "
-                                      f"{', '.join(job.removeprefix('runs/') for job in runs)}")
-    return [resolve_run(runs[folder], f"runs.{name}" if folder.startswith("runs/")
-                        else f"grids.{folder.split('/')[1]}") for name, folder in zip(names, folders)]
+            raise DPLabError(
+                "--run",
+                f"unknown {kind} {name!r} in {config_file}; defined: "
+                f"{', '.join(job.removeprefix('runs/') for job in runs)}",
+            )
+    return [
+        resolve_run(
+            runs[folder],
+            f"runs.{name}" if folder.startswith("runs/") else f"grids.{folder.split('/')[1]}",
+        )
+        for name, folder in zip(names, folders)
+    ]
 
 
-def _train(cfgs: list[dict], data_dir: str, outs: list[str], mf_cache: str | None = None,
-           cuda_graph: bool = True) -> None:
+def _train(
+    cfgs: list[dict],
+    data_dir: str,
+    outs: list[str],
+    mf_cache: str | None = None,
+    cuda_graph: bool = True,
+) -> None:
     """Train each run of ``cfgs`` on the dataset ``data_dir`` (read once) into its folder of ``outs``,
     one after another; every run's dataset and factorization are checked before the first trains."""
     from dplab.accounting.eligibility import labelled
@@ -104,7 +139,10 @@ def _train(cfgs: list[dict], data_dir: str, outs: list[str], mf_cache: str | Non
     for cfg in cfgs:
         settings = RunSettings.of(cfg)
         if dataset.info["name"] != settings.dataset:
-            raise DPLabError("dataset", f"the run names {settings.dataset!r} but {data_dir} holds {dataset.info['name']!r}")
+            raise DPLabError(
+                "dataset",
+                f"the run names {settings.dataset!r} but {data_dir} holds {dataset.info['name']!r}",
+            )
         if mf_cache is not None and (key := run_factorization(cfg)) not in factorizations:
             factorizations[key] = METHODS[settings.method].load_factorization(settings, mf_cache)
     for cfg, out in zip(cfgs, outs):
@@ -113,15 +151,24 @@ def _train(cfgs: list[dict], data_dir: str, outs: list[str], mf_cache: str | Non
             _train_phases(cfg, dataset, out)
             continue
         factorization = factorizations.get(run_factorization(cfg)) if mf_cache is not None else None
-        with output_folder(out) as folder:  # on failure nothing of this attempt stays; summary.json lands last
-            summary = loop.train(settings, dataset, folder, factorization=factorization, cuda_graph=cuda_graph)
+        with output_folder(
+            out
+        ) as folder:  # on failure nothing of this attempt stays; summary.json lands last
+            summary = loop.train(
+                settings, dataset, folder, factorization=factorization, cuda_graph=cuda_graph
+            )
         eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
-        references = {**summary.epsilon_lower, **summary.epsilon_comparison}  # beside the claims: never the run's ε
+        references = {
+            **summary.epsilon_lower,
+            **summary.epsilon_comparison,
+        }  # beside the claims: never the run's ε
         for name, kind in summary.epsilon_bound.items():
             if kind != "upper":
                 eps += f"; {labelled(name, references[name])}"
         final = summary.final
-        print(f"test_accuracy={final.test_accuracy:.4f} test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}")
+        print(
+            f"test_accuracy={final.test_accuracy:.4f} test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}"
+        )
 
 
 def _train_phases(cfg: dict, dataset, out: str) -> None:

@@ -25,30 +25,33 @@ if TYPE_CHECKING:
 Inputs = dict[str, "str | list[str]"]
 
 #: figure id -> its module, in the order the index and the report list them
-FIGURES = Registry("figure", {
-    "claims": "dplab.figures.claims",
-    "gaussian_sigma": "dplab.figures.gaussian_sigma",
-    "grad_norms": "dplab.figures.grad_norms",
-    "nonprivate_training": "dplab.figures.nonprivate_training",
-    "sigma_vs_steps": "dplab.figures.sigma_vs_steps",
-    "dp_training_tries": "dplab.figures.dp_training_tries",
-    "techniques_table": "dplab.figures.techniques_table",
-    "asoodeh_projected": "dplab.figures.asoodeh_projected",
-    "asoodeh_regularized": "dplab.figures.asoodeh_regularized",
-    "langevin_rdp": "dplab.figures.langevin_rdp",
-    "langevin_tightness": "dplab.figures.langevin_tightness",
-    "accountants_vs_pld": "dplab.figures.accountants_vs_pld",
-    "hidden_state_gain": "dplab.figures.hidden_state_gain",
-    "privacy_utility": "dplab.figures.privacy_utility",
-    "mf_vs_dpsgd": "dplab.figures.mf_vs_dpsgd",
-    "mf_regime": "dplab.figures.mf_regime",
-    "mf_structure": "dplab.figures.mf_structure",
-    "mf_scale": "dplab.figures.mf_scale",
-    "tightness_audit": "dplab.figures.tightness_audit",
-    "sampling_gap": "dplab.figures.sampling_gap",
-    "individual_privacy": "dplab.figures.individual_privacy",
-    "risk_calibration": "dplab.figures.risk_calibration",
-})
+FIGURES = Registry(
+    "figure",
+    {
+        "claims": "dplab.figures.claims",
+        "gaussian_sigma": "dplab.figures.gaussian_sigma",
+        "grad_norms": "dplab.figures.grad_norms",
+        "nonprivate_training": "dplab.figures.nonprivate_training",
+        "sigma_vs_steps": "dplab.figures.sigma_vs_steps",
+        "dp_training_tries": "dplab.figures.dp_training_tries",
+        "techniques_table": "dplab.figures.techniques_table",
+        "asoodeh_projected": "dplab.figures.asoodeh_projected",
+        "asoodeh_regularized": "dplab.figures.asoodeh_regularized",
+        "langevin_rdp": "dplab.figures.langevin_rdp",
+        "langevin_tightness": "dplab.figures.langevin_tightness",
+        "accountants_vs_pld": "dplab.figures.accountants_vs_pld",
+        "hidden_state_gain": "dplab.figures.hidden_state_gain",
+        "privacy_utility": "dplab.figures.privacy_utility",
+        "mf_vs_dpsgd": "dplab.figures.mf_vs_dpsgd",
+        "mf_regime": "dplab.figures.mf_regime",
+        "mf_structure": "dplab.figures.mf_structure",
+        "mf_scale": "dplab.figures.mf_scale",
+        "tightness_audit": "dplab.figures.tightness_audit",
+        "sampling_gap": "dplab.figures.sampling_gap",
+        "individual_privacy": "dplab.figures.individual_privacy",
+        "risk_calibration": "dplab.figures.risk_calibration",
+    },
+)
 
 
 @runtime_checkable
@@ -83,7 +86,11 @@ def figure(figure_id: str) -> Figure:
 
 
 def _named_files(inputs: Inputs) -> list[tuple[str, str]]:
-    return [(name, path) for name, value in inputs.items() for path in ([value] if isinstance(value, str) else value)]
+    return [
+        (name, path)
+        for name, value in inputs.items()
+        for path in ([value] if isinstance(value, str) else value)
+    ]
 
 
 def input_files(inputs: Inputs) -> list[str]:
@@ -101,18 +108,24 @@ def parse_input_args(figure_id: str, args: list[str]) -> Inputs:
     """The inverse of :func:`input_args` for ``figure_id``; a :class:`DPLabError` on ``--inputs``
     for a malformed argument, an unknown name, or a one-file input given not exactly once."""
     kinds = figure(figure_id).INPUTS
-    takes = f"figure {figure_id} takes " + (", ".join(f"{n}=PATH" + (" …" if k is list else "")
-                                                       for n, k in kinds.items()) or "no inputs")
+    takes = f"figure {figure_id} takes " + (
+        ", ".join(f"{n}=PATH" + (" …" if k is list else "") for n, k in kinds.items())
+        or "no inputs"
+    )
     given: dict[str, list[str]] = {}
     for arg in args:
         name, sep, path = arg.partition("=")
         if not sep or not path or name not in kinds:
-            raise DPLabError("--inputs", f"{arg!r} is not NAME=PATH with a name of the figure; {takes}")
+            raise DPLabError(
+                "--inputs", f"{arg!r} is not NAME=PATH with a name of the figure; {takes}"
+            )
         given.setdefault(name, []).append(path)
     inputs: Inputs = {}
     for name, kind in kinds.items():
         paths = given.get(name, [])
         if kind is str and len(paths) != 1:
-            raise DPLabError("--inputs", f"{name}=PATH given {len(paths)} times, needs exactly one; {takes}")
+            raise DPLabError(
+                "--inputs", f"{name}=PATH given {len(paths)} times, needs exactly one; {takes}"
+            )
         inputs[name] = paths[0] if kind is str else paths
     return inputs

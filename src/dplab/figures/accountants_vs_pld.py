@@ -38,23 +38,35 @@ def check(config: dict, params: dict) -> None:
     if sweep not in config.get("sweeps", {}):
         raise DPLabError("figures.accountants_vs_pld.sweep", f"unknown sweep {sweep!r}")
     if "pld" not in config["sweeps"][sweep]["accountants"]:
-        raise DPLabError("figures.accountants_vs_pld.sweep", f"sweep {sweep!r} must include the pld accountant")
+        raise DPLabError(
+            "figures.accountants_vs_pld.sweep", f"sweep {sweep!r} must include the pld accountant"
+        )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
     """The sweep, and the summary.json of the run it was computed for."""
     run = config["sweeps"][params["sweep"]]["run"]
-    return {"sweep": layout.sweep_file(params["sweep"]), "summary": layout.run_files(run)["summary"]}
+    return {
+        "sweep": layout.sweep_file(params["sweep"]),
+        "summary": layout.run_files(run)["summary"],
+    }
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """The sweep's rows, with ``ratio_to_pld`` = ε / ε_pld at the same T (empty for refused rows);
     an accountant the run may not claim keeps one row with an empty ε and the reason."""
-    sweep = read_table(inputs["sweep"], "sweep table", f"dplab sweep --config CONFIG --sweep {params['sweep']} --out {inputs['sweep']}")
+    sweep = read_table(
+        inputs["sweep"],
+        "sweep table",
+        f"dplab sweep --config CONFIG --sweep {params['sweep']} --out {inputs['sweep']}",
+    )
     sweep = _claimed(sweep, RunSummary.read(inputs["summary"]))
     pld = sweep[sweep.accountant == "pld"].dropna(subset=["epsilon"]).set_index("steps")["epsilon"]
     if pld.empty:
-        raise DPLabError("figures.accountants_vs_pld.sweep", "the sweep has no pld values (pld refused the setting)")
+        raise DPLabError(
+            "figures.accountants_vs_pld.sweep",
+            "the sweep has no pld values (pld refused the setting)",
+        )
     sweep["ratio_to_pld"] = sweep["epsilon"].to_numpy() / pld.reindex(sweep["steps"]).to_numpy()
     sweep["reason"] = sweep["reason"].fillna("")
     return sweep.reset_index(drop=True)
@@ -67,8 +79,12 @@ def _claimed(sweep: pd.DataFrame, summary: RunSummary) -> pd.DataFrame:
     for name, rows in sweep.groupby("accountant", sort=False):
         why = refusal(name, setting, update) if rows.epsilon.notna().any() else None
         if why:
-            rows = rows.iloc[:1].assign(steps=float("nan"), epsilon=float("nan"), reason=why,
-                                        **{**risk.columns(name, None), "risk_note": "no risk: no ε (see reason)"})
+            rows = rows.iloc[:1].assign(
+                steps=float("nan"),
+                epsilon=float("nan"),
+                reason=why,
+                **{**risk.columns(name, None), "risk_note": "no risk: no ε (see reason)"},
+            )
         keep.append(rows)
     return pd.concat(keep, ignore_index=True)
 
@@ -79,7 +95,10 @@ def draw(table: pd.DataFrame):
     refused = table[table.epsilon.isna()]
     table = table.dropna(subset=["epsilon"])
     for name, rows in table.groupby("accountant", sort=False):
-        kwargs = {"color": style.colour(name), "label": f"{name} ({rows.release.iloc[0].replace('_', ' ')})"}
+        kwargs = {
+            "color": style.colour(name),
+            "label": f"{name} ({rows.release.iloc[0].replace('_', ' ')})",
+        }
         left.plot(rows.steps, rows.epsilon, **kwargs)
         right.plot(rows.steps, rows.ratio_to_pld, **kwargs)
     first = table.iloc[0]
@@ -87,15 +106,28 @@ def draw(table: pd.DataFrame):
         f"σ={first.noise_multiplier:.3g}, q={first.sampling_rate:.3g}, δ={first.delta:.0e}, "
         f"{first.sampling}, {first.neighbouring.replace('_', '/')}"
     )
-    left.set(xscale="log", yscale="log", xlabel="steps T", ylabel=f"ε at δ={first.delta:.0e}",
-             title=f"ε vs T ({setting})")
-    right.set(xscale="log", yscale="log", xlabel="steps T", ylabel="ε / ε_PLD", title="ratio to the tight PLD bound")
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="steps T",
+        ylabel=f"ε at δ={first.delta:.0e}",
+        title=f"ε vs T ({setting})",
+    )
+    right.set(
+        xscale="log",
+        yscale="log",
+        xlabel="steps T",
+        ylabel="ε / ε_PLD",
+        title="ratio to the tight PLD bound",
+    )
     right.axhline(1.0, color="grey", lw=0.8, ls="--")
     left.legend(title="accountant (release)")
     style.plain_log_ticks(left)
     style.plain_log_ticks(right)
     if len(refused):
-        note = "refused: " + "; ".join(f"{row.accountant} ({row.reason})" for row in refused.itertuples())
+        note = "refused: " + "; ".join(
+            f"{row.accountant} ({row.reason})" for row in refused.itertuples()
+        )
         fig.text(0.01, 0.005, note, fontsize=6.5, va="bottom", wrap=True)
         fig.subplots_adjust(bottom=0.2)
     return fig

@@ -43,16 +43,38 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     steps = np.arange(1, params["max_steps"] + 1)
     ends = np.array([1, params["max_steps"]])
     common = {key: params[key] for key in ("diameter", "clip", "lr", "sigma_a", "sampling_rate")}
-    common.update(accountant="asoodeh_projected", neighbouring="replace_one", release="last_iterate")
+    common.update(
+        accountant="asoodeh_projected", neighbouring="replace_one", release="last_iterate"
+    )
     parts = [
         ("delta_vs_steps", "bound", steps, eps, asoodeh.projected_delta(eps, steps, p, r)),
-        ("delta_vs_steps", "limit", ends, eps, np.full(2, asoodeh.projected_delta_limit(eps, p, r))),
+        (
+            "delta_vs_steps",
+            "limit",
+            ends,
+            eps,
+            np.full(2, asoodeh.projected_delta_limit(eps, p, r)),
+        ),
         ("epsilon_vs_steps", "bound", steps, asoodeh.projected_epsilon(delta, steps, p, r), delta),
-        ("epsilon_vs_steps", "eq22", ends, np.full(2, asoodeh.projected_epsilon_limit(delta, p, r)), delta),
-        ("epsilon_vs_steps", "eq23", ends, np.full(2, asoodeh.projected_epsilon_closed_form(delta, p, r)), delta),
+        (
+            "epsilon_vs_steps",
+            "eq22",
+            ends,
+            np.full(2, asoodeh.projected_epsilon_limit(delta, p, r)),
+            delta,
+        ),
+        (
+            "epsilon_vs_steps",
+            "eq23",
+            ends,
+            np.full(2, asoodeh.projected_epsilon_closed_form(delta, p, r)),
+            delta,
+        ),
     ]
     frames = [
-        pd.DataFrame({"panel": panel, "curve": curve, "steps": t, "epsilon": e, "delta": d, **common})
+        pd.DataFrame(
+            {"panel": panel, "curve": curve, "steps": t, "epsilon": e, "delta": d, **common}
+        )
         for panel, curve, t, e, d in parts
     ]
     return pd.concat(frames, ignore_index=True)
@@ -62,13 +84,22 @@ def draw(table: pd.DataFrame):
     fig, axes = style.new_figure(ncols=2)
     left, right = axes[0]
     first = table.iloc[0].to_dict()
-    setting = (f"D={first['diameter']:g}, C={first['clip']:g}, η={first['lr']:g}, σ_A={first['sigma_a']:g}, "
-               f"p={first['sampling_rate']:g}")
+    setting = (
+        f"D={first['diameter']:g}, C={first['clip']:g}, η={first['lr']:g}, σ_A={first['sigma_a']:g}, "
+        f"p={first['sampling_rate']:g}"
+    )
     colour = style.colour("asoodeh_projected")
 
     delta = table[table.panel == "delta_vs_steps"]
     bound = delta[delta.curve == "bound"]
-    left.plot(bound.steps, bound.delta, color=colour, marker="o", ms=3, label="Thm 1/2 bound (hidden state)")
+    left.plot(
+        bound.steps,
+        bound.delta,
+        color=colour,
+        marker="o",
+        ms=3,
+        label="Thm 1/2 bound (hidden state)",
+    )
     limit = delta[delta.curve == "limit"]
     left.plot(limit.steps, limit.delta, color="tab:red", ls="--", label="limit T→∞: pθ/(1−(1−p)θ)")
     left.set(xlabel="steps T", ylabel="δ", title=f"δ vs T at ε = {bound.epsilon.iloc[0]:g}")
@@ -76,8 +107,18 @@ def draw(table: pd.DataFrame):
 
     eps = table[table.panel == "epsilon_vs_steps"]
     bound = eps[eps.curve == "bound"]
-    right.plot(bound.steps, bound.epsilon, color=colour, marker="o", ms=3, label="Thm 1/2 bound (hidden state)")
-    for curve, ls, label in (("eq22", "--", "limit ε*_δ, eq. (22)"), ("eq23", ":", "closed-form limit, eq. (23)")):
+    right.plot(
+        bound.steps,
+        bound.epsilon,
+        color=colour,
+        marker="o",
+        ms=3,
+        label="Thm 1/2 bound (hidden state)",
+    )
+    for curve, ls, label in (
+        ("eq22", "--", "limit ε*_δ, eq. (22)"),
+        ("eq23", ":", "closed-form limit, eq. (23)"),
+    ):
         rows = eps[eps.curve == curve]
         right.plot(rows.steps, rows.epsilon, color="tab:red", ls=ls, label=label)
     right.set(xlabel="steps T", ylabel="ε", title=f"ε vs T at δ = {bound.delta.iloc[0]:g}")

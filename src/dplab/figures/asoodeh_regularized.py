@@ -44,14 +44,24 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     for lam in params["regularizations"]:
         for t in steps_grid(params["max_steps"], params["points"]):
             delta, kappa = asoodeh.regularized_delta_optimized(
-                params["epsilon"], int(t), params["sampling_rate"], params["lr"], params["clip"],
-                params["sigma_a"], lam, params["dimension"])
+                params["epsilon"],
+                int(t),
+                params["sampling_rate"],
+                params["lr"],
+                params["clip"],
+                params["sigma_a"],
+                lam,
+                params["dimension"],
+            )
             rows.append({"regularization": lam, "steps": int(t), "delta": delta, "kappa": kappa})
     frame = pd.DataFrame(rows)
     for key in ("epsilon", "clip", "lr", "sigma_a", "sampling_rate", "dimension"):
         frame[key] = params[key]
     frame["accountant"], frame["neighbouring"], frame["sampling"] = (
-        "asoodeh_regularized", "replace_one", "without_replacement")
+        "asoodeh_regularized",
+        "replace_one",
+        "without_replacement",
+    )
     return frame
 
 
@@ -59,12 +69,20 @@ def draw(table: pd.DataFrame):
     lams = list(dict.fromkeys(table.regularization))
     fig, axes = style.new_figure(ncols=len(lams))
     first = table.iloc[0].to_dict()
-    setting = (f"C={first['clip']:g}, η={first['lr']:g}, σ_A={first['sigma_a']:g}, ε={first['epsilon']:g}, "
-               f"p={first['sampling_rate']:g}, d={first['dimension']:g}")
+    setting = (
+        f"C={first['clip']:g}, η={first['lr']:g}, σ_A={first['sigma_a']:g}, ε={first['epsilon']:g}, "
+        f"p={first['sampling_rate']:g}, d={first['dimension']:g}"
+    )
     for ax, lam in zip(axes[0], lams):
         rows = table[table.regularization == lam]
-        ax.plot(rows.steps, rows.delta, color=style.colour("asoodeh_regularized"), marker="o", ms=3,
-                label="Thm 3, eq. (21), κ optimized")
+        ax.plot(
+            rows.steps,
+            rows.delta,
+            color=style.colour("asoodeh_regularized"),
+            marker="o",
+            ms=3,
+            label="Thm 3, eq. (21), κ optimized",
+        )
         ax.set(xlabel="steps T", ylabel="δ", title=f"λ = {lam:g}", ylim=(0, None))
         ax.legend(title=setting, loc="upper left")
     return fig

@@ -43,8 +43,14 @@ CAPTION = (
     "produce the result, with the reason). Every row names the result file its number is read from and the command "
     "that regenerates it. The figure shows the verdicts; docs/claims.md explains each row."
 )
-INPUTS: dict[str, type] = {"tables": list, "nonprivate": list, "try_summaries": list, "try_metrics": list,
-                           "sweeps": list, "benchmark": list}
+INPUTS: dict[str, type] = {
+    "tables": list,
+    "nonprivate": list,
+    "try_summaries": list,
+    "try_metrics": list,
+    "sweeps": list,
+    "benchmark": list,
+}
 
 HOLDS, DIFFERS, NOT_CHECKABLE = "holds", "differs", "not checkable here"
 #: the relations a row's ours may have to the source's value: (CSV text, test of ours − source against tol)
@@ -54,18 +60,34 @@ TESTS = {
     "≥": ("ours ≥ source − tolerance", lambda gap, tol: gap >= -tol),
 }
 #: figures whose tables the rows read (when the config draws them)
-TABLES = ("gaussian_sigma", "sigma_vs_steps", "techniques_table", "asoodeh_projected", "langevin_rdp",
-          "langevin_tightness", "mf_regime")
+TABLES = (
+    "gaussian_sigma",
+    "sigma_vs_steps",
+    "techniques_table",
+    "asoodeh_projected",
+    "langevin_rdp",
+    "langevin_tightness",
+    "mf_regime",
+)
 #: Tramèr & Boneh's Fashion-MNIST setting (§3, Table 1, end-to-end tanh CNN) and their published numbers
-TB = {"epsilon": 3.0, "delta": 1e-5, "batch_size": 2048, "dataset_size": 60000, "epochs": 40, "sigma": 2.15,
-      "accuracy": 0.860}
+TB = {
+    "epsilon": 3.0,
+    "delta": 1e-5,
+    "batch_size": 2048,
+    "dataset_size": 60000,
+    "epochs": 40,
+    "sigma": 2.15,
+    "accuracy": 0.860,
+}
 TB_SOURCE = "Tramèr & Boneh, ICLR 2021"
 #: the source documents as docs/references.md names them (the id first, so rows sort by document)
-SOURCES = {"000": "000 Boninsegna, The Privacy Analysis of DP-SGD (survey, 2023)",
-           "001": "001 Asoodeh & Diaz, Privacy Loss of Noisy SGD Might Converge (2023)",
-           "002": "002 Chourasia, Ye & Shokri, DP Dynamics of Langevin Diffusion (NeurIPS 2021)",
-           "003": "003 SGD vs DP-SGD: the noise σ needed (lecture note)",
-           "004": "004 Building Blocks of Differentially Private Training (ICLR 2025 blog)"}
+SOURCES = {
+    "000": "000 Boninsegna, The Privacy Analysis of DP-SGD (survey, 2023)",
+    "001": "001 Asoodeh & Diaz, Privacy Loss of Noisy SGD Might Converge (2023)",
+    "002": "002 Chourasia, Ye & Shokri, DP Dynamics of Langevin Diffusion (NeurIPS 2021)",
+    "003": "003 SGD vs DP-SGD: the noise σ needed (lecture note)",
+    "004": "004 Building Blocks of Differentially Private Training (ICLR 2025 blog)",
+}
 COLOURS = {HOLDS: "#d9f2d9", DIFFERS: "#f9d6d5", NOT_CHECKABLE: "#eeeeee"}
 
 
@@ -92,12 +114,23 @@ class Claim:
 C000, C001, C002, C003, C004 = (partial(Claim, source=SOURCES[doc]) for doc in sorted(SOURCES))
 
 
-def verdict(source_value: float | None, ours: float | None, test: str, tolerance: float, relative: bool = False,
-            why_not: str = "") -> str:
+def verdict(
+    source_value: float | None,
+    ours: float | None,
+    test: str,
+    tolerance: float,
+    relative: bool = False,
+    why_not: str = "",
+) -> str:
     """``holds`` if ``ours`` meets ``test`` (:data:`TESTS`) against ``source_value`` within ``tolerance``
     (a fraction of |source_value| where ``relative``), ``differs`` if not, ``not checkable here``
     where a reason is given or either number is missing."""
-    if why_not or source_value is None or ours is None or not (math.isfinite(source_value) and math.isfinite(ours)):
+    if (
+        why_not
+        or source_value is None
+        or ours is None
+        or not (math.isfinite(source_value) and math.isfinite(ours))
+    ):
         return NOT_CHECKABLE
     tol = tolerance * abs(source_value) if relative else tolerance
     return HOLDS if TESTS[test][1](ours - source_value, tol) else DIFFERS
@@ -107,13 +140,21 @@ def check(config: dict, params: dict) -> None:
     """The benchmark run, if named, is a private run of the config (a statement whose result the
     config lacks is reported not checkable)."""
     if params.get("benchmark_run"):
-        runs.check_runs(config, "figures.claims.benchmark_run", [params["benchmark_run"]], private=True)
+        runs.check_runs(
+            config, "figures.claims.benchmark_run", [params["benchmark_run"]], private=True
+        )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
     figures = config.get("figures", {})
-    out: Inputs = {"tables": [layout.table_file(f) for f in TABLES if f in figures], "nonprivate": [],
-                   "try_summaries": [], "try_metrics": [], "sweeps": [], "benchmark": []}
+    out: Inputs = {
+        "tables": [layout.table_file(f) for f in TABLES if f in figures],
+        "nonprivate": [],
+        "try_summaries": [],
+        "try_metrics": [],
+        "sweeps": [],
+        "benchmark": [],
+    }
     if "grad_norms" in figures:
         files = layout.run_files(figures["grad_norms"]["run"])
         out["nonprivate"] = [files["summary"], files["metrics"], files["grad_norms"]]
@@ -137,8 +178,11 @@ def sigma_command(accountant: str, setting: Setting, epsilon: float, delta: floa
     """The ``dplab sigma`` command line that calibrates ``setting`` (its σ, and the fields the
     accountant does not read, which the command refuses, left out)."""
     unused = get(accountant).unused
-    flags = [f"--{key.replace('_', '-')} {value!r}" for key, value in asdict(setting).items()
-             if value is not None and key != "noise_multiplier" and key not in unused]
+    flags = [
+        f"--{key.replace('_', '-')} {value!r}"
+        for key, value in asdict(setting).items()
+        if value is not None and key != "noise_multiplier" and key not in unused
+    ]
     return f"dplab sigma --accountant {accountant} {' '.join(flags)} --epsilon {epsilon:g} --delta {delta:g}"
 
 
@@ -163,14 +207,27 @@ class Results:
     """The result files of the inputs, by what they hold (None where the config lacks them)."""
 
     def __init__(self, inputs: Inputs):
-        self.tables = {Path(p).stem: (p, read_table(p, "figure table", regenerate(p))) for p in inputs["tables"]}
+        self.tables = {
+            Path(p).stem: (p, read_table(p, "figure table", regenerate(p)))
+            for p in inputs["tables"]
+        }
         files = dict(zip(("summary", "metrics", "grad_norms"), inputs["nonprivate"]))
         self.nonprivate = files or None
         summaries = [RunSummary.read(s) for s in inputs["try_summaries"]]
-        self.tries = [(s, summary, m, run_metrics(m, summary.settings.steps))
-                      for s, summary, m in zip(inputs["try_summaries"], summaries, inputs["try_metrics"], strict=True)]
-        self.sweep = ((inputs["sweeps"][0], read_table(inputs["sweeps"][0], "sweep table", regenerate(inputs["sweeps"][0])))
-                      if inputs["sweeps"] else None)
+        self.tries = [
+            (s, summary, m, run_metrics(m, summary.settings.steps))
+            for s, summary, m in zip(
+                inputs["try_summaries"], summaries, inputs["try_metrics"], strict=True
+            )
+        ]
+        self.sweep = (
+            (
+                inputs["sweeps"][0],
+                read_table(inputs["sweeps"][0], "sweep table", regenerate(inputs["sweeps"][0])),
+            )
+            if inputs["sweeps"]
+            else None
+        )
         self.benchmark = inputs["benchmark"] or None
 
     def table(self, figure: str) -> tuple[str, pd.DataFrame | None]:
@@ -189,19 +246,32 @@ def on_data(summary: RunSummary, wanted: str) -> str:
     names = f"{data.kind} {data.name}".lower()
     if wanted in names and "fashion" not in names:
         return ""
-    return (f"the run trains on {data.name} ({data.kind}, {data.train_size} training examples), "
-            f"not on {wanted.upper()}; ")
+    return (
+        f"the run trains on {data.name} ({data.kind}, {data.train_size} training examples), "
+        f"not on {wanted.upper()}; "
+    )
 
 
 # ---- 004: Building Blocks of Differentially Private Training ---------------------------------
 
+
 def claims_004_gaussian(res: Results) -> list[Claim]:
     """004 §2: σ (in dollars) for the salary mean at ε = 0.5, δ = 1e-6, per calibration."""
     path, table = res.table("gaussian_sigma")
-    quoted = [("gaussian_simple", 1051, "an error in the source: 1051 is Δ√(2 ln(1/δ))/ε, 004's simple formula "
-               "without its + 2ε term; the formula as 004 prints it, √(2 ln(1/δ) + 2ε)·Δ/ε, gives 'ours'"),
-              ("gaussian_pei", 1026, "Pei's refinement as implemented gives another value"),
-              ("gaussian_analytic", 806, "the analytic Gaussian mechanism as implemented gives another value")]
+    quoted = [
+        (
+            "gaussian_simple",
+            1051,
+            "an error in the source: 1051 is Δ√(2 ln(1/δ))/ε, 004's simple formula "
+            "without its + 2ε term; the formula as 004 prints it, √(2 ln(1/δ) + 2ε)·Δ/ε, gives 'ours'",
+        ),
+        ("gaussian_pei", 1026, "Pei's refinement as implemented gives another value"),
+        (
+            "gaussian_analytic",
+            806,
+            "the analytic Gaussian mechanism as implemented gives another value",
+        ),
+    ]
     rows = []
     for name, value, why in quoted:
         ours = None
@@ -535,23 +605,30 @@ def mf_regime_claims(res: Results) -> list[Claim]:
     best MF strategy's test accuracy minus DP-SGD's, each at the lr chosen on validation; ours is
     the smallest of these gaps (competitive everywhere: ≥ −5 points, as try 4's row)."""
     path, table = res.table("mf_regime")
-    statement = ("DP-MF is 'competitive with DP-SGD' in the multi-epoch setting of the works 004 "
-                 "cites (figure mf_regime, lr chosen on validation): best MF strategy − DP-SGD "
-                 "test accuracy, smallest over ε and epochs > 1, ≥ −5 points")
+    statement = (
+        "DP-MF is 'competitive with DP-SGD' in the multi-epoch setting of the works 004 "
+        "cites (figure mf_regime, lr chosen on validation): best MF strategy − DP-SGD "
+        "test accuracy, smallest over ε and epochs > 1, ≥ −5 points"
+    )
     gaps = pd.Series(dtype=float)
     if table is not None:
         mf = table[table.chosen & (table.epochs > 1) & (table.strategy != "dp_sgd")]
         mf = mf.dropna(subset=["test_gap_to_dp_sgd"])
         gaps = mf.groupby(["epochs", "target_epsilon"]).test_gap_to_dp_sgd.max()
-    why_not = missing("figure mf_regime") if table is None else (
-        "" if len(gaps) else "figure mf_regime has no DP-MF and DP-SGD point of > 1 epoch")
+    why_not = (
+        missing("figure mf_regime")
+        if table is None
+        else ("" if len(gaps) else "figure mf_regime has no DP-MF and DP-SGD point of > 1 epoch")
+    )
     ours, why = None, ""
     if len(gaps):
         ours = float(gaps.min())
         (epochs, eps), (best_epochs, best_eps) = gaps.idxmin(), gaps.idxmax()
-        why = (f"the best DP-MF strategy's test accuracy minus DP-SGD's is {ours:+.3f} at "
-               f"ε = {eps:g}, {epochs:g} epochs (and {gaps.max():+.3f} at ε = {best_eps:g}, "
-               f"{best_epochs:g} epochs)")
+        why = (
+            f"the best DP-MF strategy's test accuracy minus DP-SGD's is {ours:+.3f} at "
+            f"ε = {eps:g}, {epochs:g} epochs (and {gaps.max():+.3f} at ε = {best_eps:g}, "
+            f"{best_epochs:g} epochs)"
+        )
     return [
         C004(
             section="§4.3",

@@ -15,7 +15,9 @@ import pandas as pd
 from dplab.figures import Inputs, runs, style
 
 TITLE = "DP training tries of 004: test accuracy and loss vs step at matched (ε, δ)"
-SOURCE = "004 §3.2–3.4, §4.3 (advanced_comp_training, rdp_comp_training, subsample_training, MF try)"
+SOURCE = (
+    "004 §3.2–3.4, §4.3 (advanced_comp_training, rdp_comp_training, subsample_training, MF try)"
+)
 CAPTION = (
     "reproduces 004's training tries at (ε = 1, δ = 10⁻⁶) with the 2-layer MLP: try 1, DP-GD with σ from 004's "
     "advanced-composition split (accountant kairouz), T = 100; try 2, DP-GD with σ from RDP, T = 200; try 3, "
@@ -49,13 +51,25 @@ def inputs(config: dict, params: dict) -> Inputs:
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per (try, logged step), with the run's setting and calibrated σ."""
     rows = []
-    for number, (spec, (summary, metrics)) in enumerate(zip(params["tries"], runs.load_pairs(inputs)), start=1):
+    for number, (spec, (summary, metrics)) in enumerate(
+        zip(params["tries"], runs.load_pairs(inputs)), start=1
+    ):
         info = runs.describe(summary)
-        claimed = runs.claimed_epsilon(summary, info["accountant"], "figures.dp_training_tries.tries")
+        claimed = runs.claimed_epsilon(
+            summary, info["accountant"], "figures.dp_training_tries.tries"
+        )
         for row in metrics.itertuples():
-            rows.append({"try": number, "label": spec["label"], **info, "epsilon_claimed": claimed,
-                         "step": int(row.step), "test_loss": float(row.test_loss),
-                         "test_accuracy": float(row.test_accuracy)})
+            rows.append(
+                {
+                    "try": number,
+                    "label": spec["label"],
+                    **info,
+                    "epsilon_claimed": claimed,
+                    "step": int(row.step),
+                    "test_loss": float(row.test_loss),
+                    "test_accuracy": float(row.test_accuracy),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -71,8 +85,10 @@ def draw(table: pd.DataFrame):
     acc_ax, loss_ax = axes[0]
     for (number, label), rows in table.groupby(["try", "label"], sort=True):
         first = rows.iloc[0]
-        legend = (f"try {number}: {label}\n  σ={first.noise_multiplier:.3g} calibrated by {first.accountant}, "
-                  f"ε={first.epsilon_claimed:.3g}, C={first['clip']:g}, η={first.lr:g}\n  {risk_text(first)}")
+        legend = (
+            f"try {number}: {label}\n  σ={first.noise_multiplier:.3g} calibrated by {first.accountant}, "
+            f"ε={first.epsilon_claimed:.3g}, C={first['clip']:g}, η={first.lr:g}\n  {risk_text(first)}"
+        )
         colour = COLOURS[(number - 1) % len(COLOURS)]
         acc_ax.plot(rows.step, rows.test_accuracy, color=colour, label=legend)
         loss_ax.plot(rows.step, rows.test_loss, color=colour, label=legend)
@@ -81,15 +97,27 @@ def draw(table: pd.DataFrame):
     loss_ax.set(xlabel="step t", ylabel="test loss (mean cross-entropy)", yscale="log")
     style.plain_log_ticks(loss_ax, "y")
     last = table.groupby("try").step.max()
-    if last.max() > 10 * last.min():  # tries of very different T (paper.yaml: 200 and 10⁴ steps): log steps
+    if (
+        last.max() > 10 * last.min()
+    ):  # tries of very different T (paper.yaml: 200 and 10⁴ steps): log steps
         for ax in (acc_ax, loss_ax):
             ax.set_xscale("log")
     handles, labels = acc_ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False,
-               title="try: method, accountant, steps T  (σ = noise std / C on the clipped sum)", title_fontsize=8)
-    fig.suptitle(f"{first.model} on {first.dataset}, target (ε={first.target_epsilon:g}, δ={first.delta:g}), "
-                 f"{first.neighbouring.replace('_', '/')} neighbours; σ calibrated per try by the named accountant",
-                 fontsize=10)
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=2,
+        fontsize=8,
+        frameon=False,
+        title="try: method, accountant, steps T  (σ = noise std / C on the clipped sum)",
+        title_fontsize=8,
+    )
+    fig.suptitle(
+        f"{first.model} on {first.dataset}, target (ε={first.target_epsilon:g}, δ={first.delta:g}), "
+        f"{first.neighbouring.replace('_', '/')} neighbours; σ calibrated per try by the named accountant",
+        fontsize=10,
+    )
     rows = (len(labels) + 1) // 2
     fig.set_size_inches(12.8, 4.2 + 0.6 * rows)
     style.reserve_bottom(fig, (0.15 + 0.6 * rows) / (4.2 + 0.6 * rows))

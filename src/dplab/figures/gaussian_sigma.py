@@ -34,8 +34,12 @@ CALIBRATIONS = {
     "gaussian_pei": "Pei's refinement",
     "gaussian_analytic": "analytic (Balle & Wang, exact)",
 }
-COLOURS = {"gaussian_classic": "#8c564b", "gaussian_simple": "#ff7f0e", "gaussian_pei": "#1f77b4",
-           "gaussian_analytic": "#000000"}
+COLOURS = {
+    "gaussian_classic": "#8c564b",
+    "gaussian_simple": "#ff7f0e",
+    "gaussian_pei": "#1f77b4",
+    "gaussian_analytic": "#000000",
+}
 
 
 def check(config: dict, params: dict) -> None:
@@ -64,10 +68,20 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
                 sigma = accountant.sigma(setting, float(eps), params["delta"])
             except AssumptionError:
                 continue  # outside the calibration's theorem (classic: ε ≥ 1)
-            rows.append({"accountant": name, "epsilon": float(eps), "delta": params["delta"],
-                         "noise_multiplier": sigma, "noise_std": units.gaussian_noise_std(sigma, sensitivity),
-                         "sensitivity": sensitivity, "dataset_size": params["dataset_size"], "bound": params["bound"],
-                         "neighbouring": "replace_one", "marked": bool(np.isclose(eps, params["marked_epsilons"]).any())})
+            rows.append(
+                {
+                    "accountant": name,
+                    "epsilon": float(eps),
+                    "delta": params["delta"],
+                    "noise_multiplier": sigma,
+                    "noise_std": units.gaussian_noise_std(sigma, sensitivity),
+                    "sensitivity": sensitivity,
+                    "dataset_size": params["dataset_size"],
+                    "bound": params["bound"],
+                    "neighbouring": "replace_one",
+                    "marked": bool(np.isclose(eps, params["marked_epsilons"]).any()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -76,16 +90,35 @@ def draw(table: pd.DataFrame):
     ax = axes[0][0]
     first = table.iloc[0].to_dict()
     for name, rows in table.groupby("accountant", sort=False):
-        ax.plot(rows.epsilon, rows.noise_std, color=COLOURS.get(name, "grey"), label=CALIBRATIONS.get(name, name),
-                ls="--" if name == "gaussian_classic" else "-", zorder=3 if name == "gaussian_classic" else 2)
+        ax.plot(
+            rows.epsilon,
+            rows.noise_std,
+            color=COLOURS.get(name, "grey"),
+            label=CALIBRATIONS.get(name, name),
+            ls="--" if name == "gaussian_classic" else "-",
+            zorder=3 if name == "gaussian_classic" else 2,
+        )
     for _, row in table[table.marked].iterrows():
         ax.plot(row.epsilon, row.noise_std, "o", color=COLOURS.get(row.accountant, "grey"), ms=4)
         if row.accountant == "gaussian_analytic":
-            ax.annotate(f"{row.noise_std:.0f} at ε={row.epsilon:g}", (row.epsilon, row.noise_std),
-                        textcoords="offset points", xytext=(-10, -14), ha="right", fontsize=8)
-    ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="noise std on the mean (σ·Δ, $)",
-           title=(f"mean salary: n={first['dataset_size']:,.0f}, bound B={first['bound']:,.0f}, "
-                  f"Δ=B/n={first['sensitivity']:g}, δ={first['delta']:g}"))
+            ax.annotate(
+                f"{row.noise_std:.0f} at ε={row.epsilon:g}",
+                (row.epsilon, row.noise_std),
+                textcoords="offset points",
+                xytext=(-10, -14),
+                ha="right",
+                fontsize=8,
+            )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="ε",
+        ylabel="noise std on the mean (σ·Δ, $)",
+        title=(
+            f"mean salary: n={first['dataset_size']:,.0f}, bound B={first['bound']:,.0f}, "
+            f"Δ=B/n={first['sensitivity']:g}, δ={first['delta']:g}"
+        ),
+    )
     style.plain_log_ticks(ax)
     ax.legend(title="calibration (one release)")
     return fig

@@ -35,7 +35,9 @@ INPUTS: dict[str, type] = {"grad_norms": str, "summary": str}
 def check(config: dict, params: dict) -> None:
     runs.check_runs(config, "figures.grad_norms.run", [params["run"]], private=False)
     if not config["runs"][params["run"]].get("record_grad_norms"):
-        raise DPLabError("figures.grad_norms.run", f"run {params['run']!r} must set record_grad_norms: true")
+        raise DPLabError(
+            "figures.grad_norms.run", f"run {params['run']!r} must set record_grad_norms: true"
+        )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
@@ -46,20 +48,45 @@ def inputs(config: dict, params: dict) -> Inputs:
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """Rows of kind ``cdf`` (grad_norm, fraction ≤ it), ``histogram`` (bin edges, count) and
     ``quantile`` (the marked quantile of all recorded norms)."""
-    norms = read_csv(inputs["grad_norms"], "gradient norms", train_command(Path(inputs["grad_norms"]).parent))["grad_norm"].to_numpy()
+    norms = read_csv(
+        inputs["grad_norms"], "gradient norms", train_command(Path(inputs["grad_norms"]).parent)
+    )["grad_norm"].to_numpy()
     info = runs.describe(RunSummary.read(inputs["summary"]))
-    common = {"run": info["run"], "model": info["model"], "dataset": info["dataset"], "steps": info["steps"],
-              "lr": info["lr"], "sampling": info["sampling"], "recorded": len(norms)}
+    common = {
+        "run": info["run"],
+        "model": info["model"],
+        "dataset": info["dataset"],
+        "steps": info["steps"],
+        "lr": info["lr"],
+        "sampling": info["sampling"],
+        "recorded": len(norms),
+    }
     levels = np.linspace(0.0, 1.0, params["points"])
-    rows = [{"kind": "cdf", "grad_norm": float(v), "fraction": float(p), **common}
-            for p, v in zip(levels, np.quantile(norms, levels))]
+    rows = [
+        {"kind": "cdf", "grad_norm": float(v), "fraction": float(p), **common}
+        for p, v in zip(levels, np.quantile(norms, levels))
+    ]
     positive = norms[norms > 0]
     edges = np.geomspace(positive.min(), positive.max(), params["bins"] + 1)
     counts, _ = np.histogram(positive, edges)
-    rows += [{"kind": "histogram", "bin_left": float(lo), "bin_right": float(hi), "count": int(c), **common}
-             for lo, hi, c in zip(edges[:-1], edges[1:], counts)]
-    rows.append({"kind": "quantile", "grad_norm": float(np.quantile(norms, params["quantile"])),
-                 "fraction": params["quantile"], **common})
+    rows += [
+        {
+            "kind": "histogram",
+            "bin_left": float(lo),
+            "bin_right": float(hi),
+            "count": int(c),
+            **common,
+        }
+        for lo, hi, c in zip(edges[:-1], edges[1:], counts)
+    ]
+    rows.append(
+        {
+            "kind": "quantile",
+            "grad_norm": float(np.quantile(norms, params["quantile"])),
+            "fraction": params["quantile"],
+            **common,
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -69,19 +96,34 @@ def draw(table: pd.DataFrame):
     cdf, hist = table[table.kind == "cdf"], table[table.kind == "histogram"]
     q = table[table.kind == "quantile"].iloc[0]
     cdf_ax.plot(cdf.grad_norm.clip(lower=hist.bin_left.min()), cdf.fraction, color="#1f77b4")
-    hist_ax.bar(hist.bin_left, hist["count"], width=hist.bin_right - hist.bin_left, align="edge",
-                color="#1f77b4", alpha=0.7, edgecolor="white", linewidth=0.3)
+    hist_ax.bar(
+        hist.bin_left,
+        hist["count"],
+        width=hist.bin_right - hist.bin_left,
+        align="edge",
+        color="#1f77b4",
+        alpha=0.7,
+        edgecolor="white",
+        linewidth=0.3,
+    )
     label = f"{q.fraction:.0%} quantile = {q.grad_norm:.3g} (a natural clip norm C)"
     for ax in (cdf_ax, hist_ax):
         ax.axvline(q.grad_norm, color="#d62728", ls="--", lw=1.2, label=label)
         ax.set_xscale("log")
         ax.set_xlabel("per-example gradient norm ‖∇ℓ(θ; x_i)‖₂ (unclipped)")
     cdf_ax.axhline(q.fraction, color="grey", lw=0.6, ls=":")
-    cdf_ax.set(ylabel="fraction of examples with norm ≤ x (empirical CDF)", ylim=(0, 1.01), title="CDF")
-    hist_ax.set(yscale="log", ylabel="number of (example, step) pairs", title="histogram (log-spaced bins)")
+    cdf_ax.set(
+        ylabel="fraction of examples with norm ≤ x (empirical CDF)", ylim=(0, 1.01), title="CDF"
+    )
+    hist_ax.set(
+        yscale="log", ylabel="number of (example, step) pairs", title="histogram (log-spaced bins)"
+    )
     cdf_ax.legend(loc="upper left")
     style.plain_log_ticks(cdf_ax, "x")
     style.plain_log_ticks(hist_ax, "x")
-    fig.suptitle(f"run {q.run}: {q.model} on {q.dataset}, {q.sampling.replace('_', ' ')}, η={q.lr:g}, "
-                 f"{q.steps} steps; {int(q.recorded):,} norms at the logged steps", fontsize=10)
+    fig.suptitle(
+        f"run {q.run}: {q.model} on {q.dataset}, {q.sampling.replace('_', ' ')}, η={q.lr:g}, "
+        f"{q.steps} steps; {int(q.recorded):,} norms at the logged steps",
+        fontsize=10,
+    )
     return fig

@@ -49,26 +49,66 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     rows = []
     for summary, metrics in runs.load_pairs(inputs):
         info = runs.describe(summary)
-        claims = runs.claims(summary)  # decided anew: a curve the run may not claim becomes a refused row
-        references = runs.references(summary)  # lower bounds, comparisons: rows of their bound, never a claim
-        release = {k: ("trajectory" if v == "every iterate" else "last_iterate")
-                   for k, v in summary.epsilon_covers.items() if claims[k] is None}
+        claims = runs.claims(
+            summary
+        )  # decided anew: a curve the run may not claim becomes a refused row
+        references = runs.references(
+            summary
+        )  # lower bounds, comparisons: rows of their bound, never a claim
+        release = {
+            k: ("trajectory" if v == "every iterate" else "last_iterate")
+            for k, v in summary.epsilon_covers.items()
+            if claims[k] is None
+        }
         composition = [column(k) for k, r in release.items() if r == "trajectory"]
-        best = metrics[composition].min(axis=1).to_numpy() if composition else np.full(len(metrics), np.nan)
+        best = (
+            metrics[composition].min(axis=1).to_numpy()
+            if composition
+            else np.full(len(metrics), np.nan)
+        )
         for name in release:
             for i, row in metrics.iterrows():
                 eps = float(row[column(name)])
-                rows.append({**info, "accountant": name, "bound": "upper", "release": release[name],
-                             "step": int(row.step), "epsilon": eps, "best_composition": best[i], "gain": best[i] / eps,
-                             "reason": ""})
+                rows.append(
+                    {
+                        **info,
+                        "accountant": name,
+                        "bound": "upper",
+                        "release": release[name],
+                        "step": int(row.step),
+                        "epsilon": eps,
+                        "best_composition": best[i],
+                        "gain": best[i] / eps,
+                        "reason": "",
+                    }
+                )
         for name in (k for k, why in references.items() if why is None):
-            rows += [{**info, "accountant": name, "bound": bound(name), "release": get(name).release, "step": int(step),
-                      "epsilon": float(eps), "best_composition": np.nan, "gain": np.nan, "reason": ""}
-                     for step, eps in zip(metrics.step, metrics[column(name)])]
+            rows += [
+                {
+                    **info,
+                    "accountant": name,
+                    "bound": bound(name),
+                    "release": get(name).release,
+                    "step": int(step),
+                    "epsilon": float(eps),
+                    "best_composition": np.nan,
+                    "gain": np.nan,
+                    "reason": "",
+                }
+                for step, eps in zip(metrics.step, metrics[column(name)])
+            ]
         for name, reason in {**claims, **references}.items():
             if reason is not None and name not in params["skip"]:
-                rows.append({**info, "accountant": name, "bound": bound(name), "release": "", "epsilon": np.nan,
-                             "reason": reason})
+                rows.append(
+                    {
+                        **info,
+                        "accountant": name,
+                        "bound": bound(name),
+                        "release": "",
+                        "epsilon": np.nan,
+                        "reason": reason,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -82,33 +122,64 @@ def draw(table: pd.DataFrame):
             hidden = curve.release.iloc[0] == "last_iterate"
             kind = curve["bound"].iloc[0]
             if kind != "upper":  # a reference value: never drawn or labelled as a guarantee
-                ax.plot(curve.step, curve.epsilon, color=style.colour(accountant), ls=":", lw=1.2,
-                        label=f"{accountant} ({kind}{' bound' if kind == 'lower' else ''}, "
-                              f"{'final parameters' if hidden else 'every iterate'}: NOT a guarantee)")
+                ax.plot(
+                    curve.step,
+                    curve.epsilon,
+                    color=style.colour(accountant),
+                    ls=":",
+                    lw=1.2,
+                    label=f"{accountant} ({kind}{' bound' if kind == 'lower' else ''}, "
+                    f"{'final parameters' if hidden else 'every iterate'}: NOT a guarantee)",
+                )
                 continue
-            ax.plot(curve.step, curve.epsilon, color=style.colour(accountant), ls="--" if hidden else "-",
-                    lw=2.4 if hidden else 1.4,
-                    label=f"{accountant} ({'final parameters' if hidden else 'every iterate'})")
+            ax.plot(
+                curve.step,
+                curve.epsilon,
+                color=style.colour(accountant),
+                ls="--" if hidden else "-",
+                lw=2.4 if hidden else 1.4,
+                label=f"{accountant} ({'final parameters' if hidden else 'every iterate'})",
+            )
         first = rows.iloc[0]
-        ax.set(xscale="log", yscale="log", xlabel="steps T", ylabel=f"ε at δ={first.delta:g}",
-               title=(f"{runs.display_name(first.method)} ({first.sampling.replace('_', ' ')})\n"
-                      f"σ={first.noise_multiplier:.3g}, η={first.lr:g}, C={first['clip']:g}, b={int(first.batch_size)}, "
-                      f"{first.neighbouring.replace('_', '-')}"))
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="steps T",
+            ylabel=f"ε at δ={first.delta:g}",
+            title=(
+                f"{runs.display_name(first.method)} ({first.sampling.replace('_', ' ')})\n"
+                f"σ={first.noise_multiplier:.3g}, η={first.lr:g}, C={first['clip']:g}, b={int(first.batch_size)}, "
+                f"{first.neighbouring.replace('_', '-')}"
+            ),
+        )
         low, high = ax.get_ylim()
         ax.set_ylim(low, high * (high / low) ** 0.6)  # head room: the legend above the curves
         style.plain_log_ticks(ax)
-        ax.legend(fontsize=6.5, title="accountant (what ε covers)", title_fontsize=7, loc="upper left")
+        ax.legend(
+            fontsize=6.5, title="accountant (what ε covers)", title_fontsize=7, loc="upper left"
+        )
         hidden = valid[valid.release == "last_iterate"]
         if len(hidden):
             last = hidden[hidden.step == hidden.step.max()]
-            gains = ", ".join(f"{r.accountant} ×{r.gain:.3g}" for r in last.itertuples() if np.isfinite(r.gain))
+            gains = ", ".join(
+                f"{r.accountant} ×{r.gain:.3g}" for r in last.itertuples() if np.isfinite(r.gain)
+            )
             if gains:
-                ax.text(0.98, 0.02, f"best composition ε / hidden-state ε at T={int(last.step.iloc[0])}:\n{gains}",
-                        transform=ax.transAxes, fontsize=7, va="bottom", ha="right",
-                        bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})
+                ax.text(
+                    0.98,
+                    0.02,
+                    f"best composition ε / hidden-state ε at T={int(last.step.iloc[0])}:\n{gains}",
+                    transform=ax.transAxes,
+                    fontsize=7,
+                    va="bottom",
+                    ha="right",
+                    bbox={"facecolor": "white", "alpha": 0.8, "lw": 0},
+                )
         refused = rows[rows.epsilon.isna()]
         if len(refused):
-            note = "\n".join(textwrap.shorten(f"✗ {r.accountant}: {r.reason}", 80) for r in refused.itertuples())
+            note = "\n".join(
+                textwrap.shorten(f"✗ {r.accountant}: {r.reason}", 80) for r in refused.itertuples()
+            )
             ax.text(0.0, -0.16, "refused:\n" + note, transform=ax.transAxes, fontsize=6.5, va="top")
     fig.set_size_inches(5.2 * len(run_names), 6.4)
     return fig

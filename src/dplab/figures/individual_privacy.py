@@ -53,20 +53,42 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     summary = RunSummary.read(inputs["summary"])
     info = summary.individual_privacy
     if info is None:
-        raise DPLabError("figures.individual_privacy.run", f"{inputs['summary']} has no individual_privacy "
-                                                           "(the run did not set individual_epsilon: true)")
-    records = read_csv(inputs["individual"], "individual ε", train_command(Path(inputs["individual"]).parent))
+        raise DPLabError(
+            "figures.individual_privacy.run",
+            f"{inputs['summary']} has no individual_privacy "
+            "(the run did not set individual_epsilon: true)",
+        )
+    records = read_csv(
+        inputs["individual"], "individual ε", train_command(Path(inputs["individual"]).parent)
+    )
     if records.empty:
-        raise DPLabError("figures.individual_privacy.run", f"{inputs['individual']} holds no records")
-    common = {**runs.describe(summary), "worst_case_epsilon": info["worst_case_epsilon"],
-              "individual_method": info["method"], "individual_neighbouring": info["neighbouring"]}
+        raise DPLabError(
+            "figures.individual_privacy.run", f"{inputs['individual']} holds no records"
+        )
+    common = {
+        **runs.describe(summary),
+        "worst_case_epsilon": info["worst_case_epsilon"],
+        "individual_method": info["method"],
+        "individual_neighbouring": info["neighbouring"],
+    }
     rows = []
     for label, group in records.groupby("class"):
         eps = group.individual_epsilon.to_numpy()
         q05, q25, median, q75, q95 = np.quantile(eps, [0.05, 0.25, 0.5, 0.75, 0.95])
-        rows.append({"class": int(label), "records": len(eps), "q05": q05, "q25": q25, "median": median,
-                     "q75": q75, "q95": q95, "max": eps.max(),
-                     "test_accuracy": info["test_accuracy_per_class"].get(str(int(label)), np.nan), **common})
+        rows.append(
+            {
+                "class": int(label),
+                "records": len(eps),
+                "q05": q05,
+                "q25": q25,
+                "median": median,
+                "q75": q75,
+                "q95": q95,
+                "max": eps.max(),
+                "test_accuracy": info["test_accuracy_per_class"].get(str(int(label)), np.nan),
+                **common,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -74,17 +96,41 @@ def draw(table: pd.DataFrame):
     fig, axes = style.new_figure(ncols=2)
     left, right = axes[0]
     first = table.iloc[0]
-    stats = [{"label": str(r["class"]), "med": r["median"], "q1": r.q25, "q3": r.q75, "whislo": r.q05,
-              "whishi": r.q95, "fliers": []} for _, r in table.iterrows()]
+    stats = [
+        {
+            "label": str(r["class"]),
+            "med": r["median"],
+            "q1": r.q25,
+            "q3": r.q75,
+            "whislo": r.q05,
+            "whishi": r.q95,
+            "fliers": [],
+        }
+        for _, r in table.iterrows()
+    ]
     left.bxp(stats, showfliers=False)
-    left.plot(range(1, len(table) + 1), table["max"], "x", color="#d62728", label="largest in the class")
-    left.axhline(first.worst_case_epsilon, color="black", ls="--", lw=1.2,
-                 label=f"worst case (the run's rdp ε) = {first.worst_case_epsilon:.3g}")
-    left.set(xlabel="class", ylabel=f"individual ε at δ={first.delta:g}", ylim=(0, first.worst_case_epsilon * 1.1),
-             title="individual ε of the training records")
+    left.plot(
+        range(1, len(table) + 1), table["max"], "x", color="#d62728", label="largest in the class"
+    )
+    left.axhline(
+        first.worst_case_epsilon,
+        color="black",
+        ls="--",
+        lw=1.2,
+        label=f"worst case (the run's rdp ε) = {first.worst_case_epsilon:.3g}",
+    )
+    left.set(
+        xlabel="class",
+        ylabel=f"individual ε at δ={first.delta:g}",
+        ylim=(0, first.worst_case_epsilon * 1.1),
+        title="individual ε of the training records",
+    )
     left.legend(loc="lower right", fontsize=8)
     right.bar(table["class"].astype(str), table.test_accuracy, color="#1f77b4", alpha=0.8)
     right.set(xlabel="class", ylabel="test accuracy", ylim=(0, 1), title="test accuracy per class")
-    fig.suptitle(f"run {first.run}: {first.method} on {first.dataset}, σ={first.noise_multiplier:.3g}, "
-                 f"q={first.sampling_rate:.3g}, T={first.steps}; individual ε: add/remove of one record", fontsize=10)
+    fig.suptitle(
+        f"run {first.run}: {first.method} on {first.dataset}, σ={first.noise_multiplier:.3g}, "
+        f"q={first.sampling_rate:.3g}, T={first.steps}; individual ε: add/remove of one record",
+        fontsize=10,
+    )
     return fig

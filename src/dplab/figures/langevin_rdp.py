@@ -32,10 +32,14 @@ def check(config: dict, params: dict) -> None:
     """Cor. 1's assumptions: λ ≤ β and η < 1/β for every curve."""
     key = "figures.langevin_rdp"
     if not params["lr"] < 1.0 / params["smoothness"]:
-        raise DPLabError(f"{key}.lr", f"must be < 1/smoothness = {1.0 / params['smoothness']:g} (002 Cor. 1)")
+        raise DPLabError(
+            f"{key}.lr", f"must be < 1/smoothness = {1.0 / params['smoothness']:g} (002 Cor. 1)"
+        )
     for curve in params["curves"]:
         if curve["strong_convexity"] > params["smoothness"]:
-            raise DPLabError(f"{key}.curves", f"strong_convexity {curve['strong_convexity']} exceeds smoothness")
+            raise DPLabError(
+                f"{key}.curves", f"strong_convexity {curve['strong_convexity']} exceeds smoothness"
+            )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
@@ -46,16 +50,38 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per (bound, α, λ, K) for K = 0..max_steps; ``composition`` rows have no λ."""
     check({}, params)
     k = np.arange(0, params["max_steps"] + 1)
-    args = {"lr": params["lr"], "sigma": params["langevin_sigma"], "n": params["dataset_size"],
-            "sensitivity": params["sensitivity"]}
+    args = {
+        "lr": params["lr"],
+        "sigma": params["langevin_sigma"],
+        "n": params["dataset_size"],
+        "sensitivity": params["sensitivity"],
+    }
     frames = []
     for curve in params["curves"]:
         alpha, lam = curve["alpha"], curve["strong_convexity"]
-        frames.append(pd.DataFrame({"bound": "cor1", "alpha": alpha, "strong_convexity": lam, "steps": k,
-                                    "rdp_epsilon": langevin.cor1_rdp(alpha, k, strong_convexity=lam, **args)}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "bound": "cor1",
+                    "alpha": alpha,
+                    "strong_convexity": lam,
+                    "steps": k,
+                    "rdp_epsilon": langevin.cor1_rdp(alpha, k, strong_convexity=lam, **args),
+                }
+            )
+        )
     for alpha in dict.fromkeys(curve["alpha"] for curve in params["curves"]):
-        frames.append(pd.DataFrame({"bound": "composition", "alpha": alpha, "strong_convexity": np.nan, "steps": k,
-                                    "rdp_epsilon": langevin.composition_rdp(alpha, k, **args)}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "bound": "composition",
+                    "alpha": alpha,
+                    "strong_convexity": np.nan,
+                    "steps": k,
+                    "rdp_epsilon": langevin.composition_rdp(alpha, k, **args),
+                }
+            )
+        )
     frame = pd.concat(frames, ignore_index=True)
     for key in SHARED:
         frame[key] = params[key]
@@ -68,21 +94,46 @@ def draw(table: pd.DataFrame):
     first = table.iloc[0].to_dict()
     cor1 = table[table.bound == "cor1"]
     keys = list(dict.fromkeys(zip(cor1.alpha, cor1.strong_convexity)))
-    colours = dict(zip(keys, ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"]))
+    colours = dict(
+        zip(keys, ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"])
+    )
     alpha_colour = {}
     for (alpha, lam), colour in colours.items():
         rows = cor1[(cor1.alpha == alpha) & (cor1.strong_convexity == lam)]
-        ax.plot(rows.steps, rows.rdp_epsilon, color=colour, lw=2, label=f"Cor. 1: α={alpha:g}, λ={lam:g}")
+        ax.plot(
+            rows.steps,
+            rows.rdp_epsilon,
+            color=colour,
+            lw=2,
+            label=f"Cor. 1: α={alpha:g}, λ={lam:g}",
+        )
         alpha_colour.setdefault(alpha, colour)
     comp = table[table.bound == "composition"]
     for alpha, rows in comp.groupby("alpha", sort=False):
-        ax.plot(rows.steps, rows.rdp_epsilon, color=alpha_colour.get(alpha, "grey"), ls="--", lw=1.2,
-                label=f"composition (App. E): α={alpha:g}")
+        ax.plot(
+            rows.steps,
+            rows.rdp_epsilon,
+            color=alpha_colour.get(alpha, "grey"),
+            ls="--",
+            lw=1.2,
+            label=f"composition (App. E): α={alpha:g}",
+        )
     top = 1.25 * cor1.rdp_epsilon.max()
-    ax.set(xlabel="iterations K", ylabel="ε in (α, ε)-RDP", xlim=(0, table.steps.max()), ylim=(0, top),
-           title=(f"noisy GD, η={first['lr']:g}, σ={first['langevin_sigma']:g}, n={first['dataset_size']:g}, "
-                  f"S_g={first['sensitivity']:g}, β={first['smoothness']:g}"))
+    ax.set(
+        xlabel="iterations K",
+        ylabel="ε in (α, ε)-RDP",
+        xlim=(0, table.steps.max()),
+        ylim=(0, top),
+        title=(
+            f"noisy GD, η={first['lr']:g}, σ={first['langevin_sigma']:g}, n={first['dataset_size']:g}, "
+            f"S_g={first['sensitivity']:g}, β={first['smoothness']:g}"
+        ),
+    )
     style.sci_offset(ax)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="bold: hidden state (last iterate)\ndashed: composition")
+    ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        title="bold: hidden state (last iterate)\ndashed: composition",
+    )
     fig.set_size_inches(9.0, 4.2)
     return fig

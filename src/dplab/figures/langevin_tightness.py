@@ -37,7 +37,9 @@ BOUNDS = {
 def check(config: dict, params: dict) -> None:
     """Cor. 2 and Thm 3 need η < 1."""
     if not params["lr"] < 1.0:
-        raise DPLabError("figures.langevin_tightness.lr", f"must be < 1 (002 Cor. 2, Thm 3); got {params['lr']}")
+        raise DPLabError(
+            "figures.langevin_tightness.lr", f"must be < 1 (002 Cor. 2, Thm 3); got {params['lr']}"
+        )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
@@ -48,11 +50,18 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per (bound, α, K) for K = 0..max_steps."""
     check({}, params)
     k = np.arange(0, params["max_steps"] + 1)
-    args = {"lr": params["lr"], "sigma": params["langevin_sigma"], "n": params["dataset_size"],
-            "sensitivity": params["sensitivity"]}
+    args = {
+        "lr": params["lr"],
+        "sigma": params["langevin_sigma"],
+        "n": params["dataset_size"],
+        "sensitivity": params["sensitivity"],
+    }
     frames = [
-        pd.DataFrame({"bound": name, "alpha": alpha, "steps": k, "rdp_epsilon": func(alpha, k, **args)})
-        for alpha in params["alphas"] for name, (func, _, _) in BOUNDS.items()
+        pd.DataFrame(
+            {"bound": name, "alpha": alpha, "steps": k, "rdp_epsilon": func(alpha, k, **args)}
+        )
+        for alpha in params["alphas"]
+        for name, (func, _, _) in BOUNDS.items()
     ]
     frame = pd.concat(frames, ignore_index=True)
     for key in ("lr", "langevin_sigma", "dataset_size", "sensitivity"):
@@ -71,16 +80,35 @@ def draw(table: pd.DataFrame):
     for colour, (alpha, rows) in zip(colours, table.groupby("alpha", sort=False)):
         for name, (_, _, ls) in BOUNDS.items():
             curve = rows[rows.bound == name]
-            ax.plot(curve.steps, curve.rdp_epsilon, color=colour, ls=ls, lw=2.0 if name == "cor2" else 1.2)
+            ax.plot(
+                curve.steps,
+                curve.rdp_epsilon,
+                color=colour,
+                ls=ls,
+                lw=2.0 if name == "cor2" else 1.2,
+            )
         alpha_handles.append(Line2D([], [], color=colour, lw=2, label=f"α = {alpha:g}"))
-    bound_handles = [Line2D([], [], color="black", ls=ls, lw=2.0 if name == "cor2" else 1.2, label=label)
-                     for name, (_, label, ls) in BOUNDS.items()]
-    ax.add_artist(ax.legend(handles=alpha_handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="Rényi order"))
+    bound_handles = [
+        Line2D([], [], color="black", ls=ls, lw=2.0 if name == "cor2" else 1.2, label=label)
+        for name, (_, label, ls) in BOUNDS.items()
+    ]
+    ax.add_artist(
+        ax.legend(
+            handles=alpha_handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="Rényi order"
+        )
+    )
     ax.legend(handles=bound_handles, loc="upper left", bbox_to_anchor=(1.01, 0.62), title="bound")
     top = 1.25 * table[table.bound == "cor2"].rdp_epsilon.max()
-    ax.set(xlabel="iterations K", ylabel="ε in (α, ε)-RDP", xlim=(0, table.steps.max()), ylim=(0, top),
-           title=(f"ℓ2-squared loss, η={first['lr']:g}, σ={first['langevin_sigma']:g}, n={first['dataset_size']:g}, "
-                  f"S_g={first['sensitivity']:g}"))
+    ax.set(
+        xlabel="iterations K",
+        ylabel="ε in (α, ε)-RDP",
+        xlim=(0, table.steps.max()),
+        ylim=(0, top),
+        title=(
+            f"ℓ2-squared loss, η={first['lr']:g}, σ={first['langevin_sigma']:g}, n={first['dataset_size']:g}, "
+            f"S_g={first['sensitivity']:g}"
+        ),
+    )
     style.sci_offset(ax)
     fig.set_size_inches(9.5, 4.6)
     return fig

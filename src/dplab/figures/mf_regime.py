@@ -105,8 +105,12 @@ def label(summary: RunSummary) -> str:
         return f"DP-SGD, {summary.sampling} q = {summary.batch_size}/{summary.dataset_size}"
     sampler = summary.details["matrix_factorization"]["sampler"]
     if key("strategy") == "blt":
-        return f"DP-MF BLT ({key('buffers')} buffers), min_separation b = {sampler['min_separation']}"
-    return f"DP-MF banded Toeplitz ({key('bands')} bands), cyclic Poisson b = {sampler['partitions']}"
+        return (
+            f"DP-MF BLT ({key('buffers')} buffers), min_separation b = {sampler['min_separation']}"
+        )
+    return (
+        f"DP-MF banded Toeplitz ({key('bands')} bands), cyclic Poisson b = {sampler['partitions']}"
+    )
 
 
 def privacy(summary: RunSummary) -> dict:

@@ -46,11 +46,19 @@ def check(config: dict, params: dict) -> None:
     if len(set(steps)) != len(steps):
         raise DPLabError(f"{KEY}.steps", f"has repeated values: {steps}")
     if params["bands"] > min(steps):
-        raise DPLabError(f"{KEY}.bands", f"must be <= the smallest T = {min(steps)}; got {params['bands']}")
+        raise DPLabError(
+            f"{KEY}.bands", f"must be <= the smallest T = {min(steps)}; got {params['bands']}"
+        )
     if 2 * params["buffers"] > min(steps):
-        raise DPLabError(f"{KEY}.buffers", f"must be <= the smallest T/2 = {min(steps) // 2}; got {params['buffers']}")
+        raise DPLabError(
+            f"{KEY}.buffers",
+            f"must be <= the smallest T/2 = {min(steps) // 2}; got {params['buffers']}",
+        )
     if params["participations"] > min(steps):
-        raise DPLabError(f"{KEY}.participations", f"must be <= the smallest T = {min(steps)}; got {params['participations']}")
+        raise DPLabError(
+            f"{KEY}.participations",
+            f"must be <= the smallest T = {min(steps)}; got {params['participations']}",
+        )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
@@ -88,19 +96,36 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
                 fact, seconds = _factorization(strategy, steps, params, k, s)
                 errors = fact.errors(k, s)
                 if not errors["sensitivity_exact"]:
-                    raise DPLabError(KEY, f"{strategy} at T = {steps}, k = {k}, s = {s}: the sensitivity is only an "
-                                          f"upper bound ({errors['sensitivity_method']})")
-                rows.append({"participation": "single" if k == 1 else "multiple", "participations": k,
-                             "min_separation": s, "strategy": strategy, "steps": steps,
-                             "objective": "mean" if strategy == "optimal" else params["objective"],
-                             "bands": params["bands"] if strategy == "banded_toeplitz" else fact.bands,
-                             "buffers": params["buffers"] if strategy == "blt" else 0,
-                             "sensitivity": errors["sensitivity"], "mean_error": errors["mean_error"],
-                             "max_error": errors["max_error"], "optimization_seconds": seconds})
+                    raise DPLabError(
+                        KEY,
+                        f"{strategy} at T = {steps}, k = {k}, s = {s}: the sensitivity is only an "
+                        f"upper bound ({errors['sensitivity_method']})",
+                    )
+                rows.append(
+                    {
+                        "participation": "single" if k == 1 else "multiple",
+                        "participations": k,
+                        "min_separation": s,
+                        "strategy": strategy,
+                        "steps": steps,
+                        "objective": "mean" if strategy == "optimal" else params["objective"],
+                        "bands": params["bands"] if strategy == "banded_toeplitz" else fact.bands,
+                        "buffers": params["buffers"] if strategy == "blt" else 0,
+                        "sensitivity": errors["sensitivity"],
+                        "mean_error": errors["mean_error"],
+                        "max_error": errors["max_error"],
+                        "optimization_seconds": seconds,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
-COLOURS = {"identity": "#7f7f7f", "banded_toeplitz": "#1f77b4", "blt": "#d62728", "optimal": "#000000"}
+COLOURS = {
+    "identity": "#7f7f7f",
+    "banded_toeplitz": "#1f77b4",
+    "blt": "#d62728",
+    "optimal": "#000000",
+}
 
 
 def _label(row) -> str:
@@ -125,10 +150,20 @@ def draw(table: pd.DataFrame):
             if strategy != "identity":  # nothing to optimize
                 row_axes[1].plot(g.steps, g.optimization_seconds, **kw)
         who = "single participation" if k == 1 else f"k = {k} participations, ≥ ⌊T/k⌋ apart"
-        row_axes[0].set(xscale="log", yscale="log", xlabel="steps T",
-                        ylabel=f"{objective} squared error per unit σ", title=who)
-        row_axes[1].set(xscale="log", yscale="log", xlabel="steps T", ylabel="optimization seconds (wall clock)",
-                        title=who)
+        row_axes[0].set(
+            xscale="log",
+            yscale="log",
+            xlabel="steps T",
+            ylabel=f"{objective} squared error per unit σ",
+            title=who,
+        )
+        row_axes[1].set(
+            xscale="log",
+            yscale="log",
+            xlabel="steps T",
+            ylabel="optimization seconds (wall clock)",
+            title=who,
+        )
         for ax in row_axes:
             style.plain_log_ticks(ax)
         row_axes[0].legend()

@@ -50,16 +50,29 @@ def _main_spec(config: dict, params: dict) -> tuple[str, dict]:
             raise DPLabError(KEY, "give either `grid` or `strategy`/`steps`/`bands`, not both")
         grid = params["grid"]
         if grid not in config.get("grids", {}):
-            raise DPLabError(f"{KEY}.grid", f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
+            raise DPLabError(
+                f"{KEY}.grid",
+                f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}",
+            )
         # the dense factorizations (banded_toeplitz and blt are saved without their T×T matrices)
-        runs = [item["run"] for item in entries.grid_runs(config, grid).values() if run_factorization(item["run"])
-                and item["run"]["strategy"] not in layout.TOEPLITZ_STRATEGIES]
+        runs = [
+            item["run"]
+            for item in entries.grid_runs(config, grid).values()
+            if run_factorization(item["run"])
+            and item["run"]["strategy"] not in layout.TOEPLITZ_STRATEGIES
+        ]
         if not runs:
-            raise DPLabError(f"{KEY}.grid", f"grid {grid!r} has no dp_mf variant with a dense strategy "
-                                            "(identity, sqrt, optimal, banded)")
+            raise DPLabError(
+                f"{KEY}.grid",
+                f"grid {grid!r} has no dp_mf variant with a dense strategy "
+                "(identity, sqrt, optimal, banded)",
+            )
         keys = {run_factorization(r) for r in runs}
         if len(keys) > 1:
-            raise DPLabError(f"{KEY}.grid", f"grid {grid!r} trains with several factorizations ({', '.join(sorted(keys))})")
+            raise DPLabError(
+                f"{KEY}.grid",
+                f"grid {grid!r} trains with several factorizations ({', '.join(sorted(keys))})",
+            )
         run = runs[0]
         return layout.mf_spec(run["strategy"], run["steps"], run.get("bands"))
     if "strategy" not in params or "steps" not in params:
@@ -75,7 +88,9 @@ def factorizations(config: dict, params: dict) -> dict[str, dict]:
     specs = {key: spec}
     for strategy in params.get("compare", []):
         if strategy == "banded":
-            raise DPLabError(f"{KEY}.compare", "banded needs a number of bands: make it the main factorization")
+            raise DPLabError(
+                f"{KEY}.compare", "banded needs a number of bands: make it the main factorization"
+            )
         other, other_spec = layout.mf_spec(strategy, spec["steps"], None)
         specs.setdefault(other, other_spec)
     return specs
@@ -107,22 +122,64 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     main = facts[0]
     i, j = np.tril_indices(T)
     for name, M in (("B", main.decoder), ("C", main.encoder)):
-        rows.append(pd.DataFrame({"panel": "heatmap", "factorization": _label(main), "matrix": name,
-                                  "i": i, "j": j, "value": M[i, j]}))
-    inverses = {_label(f): np.linalg.inv(f.encoder)[i, j] for f in facts}  # C⁻¹ is lower-triangular too
+        rows.append(
+            pd.DataFrame(
+                {
+                    "panel": "heatmap",
+                    "factorization": _label(main),
+                    "matrix": name,
+                    "i": i,
+                    "j": j,
+                    "value": M[i, j],
+                }
+            )
+        )
+    inverses = {
+        _label(f): np.linalg.inv(f.encoder)[i, j] for f in facts
+    }  # C⁻¹ is lower-triangular too
     edges = np.histogram_bin_edges(np.concatenate(list(inverses.values())), bins=bins)
     for label, values in inverses.items():
         counts, _ = np.histogram(values, bins=edges)
-        rows.append(pd.DataFrame({"panel": "histogram", "factorization": label, "matrix": "C_inv",
-                                  "bin_low": edges[:-1], "bin_high": edges[1:], "count": counts}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "panel": "histogram",
+                    "factorization": label,
+                    "matrix": "C_inv",
+                    "bin_low": edges[:-1],
+                    "bin_high": edges[1:],
+                    "count": counts,
+                }
+            )
+        )
     steps = np.arange(T)
-    rows.append(pd.DataFrame({"panel": "row_norm", "factorization": "identity (DP-SGD)", "matrix": "A", "i": steps,
-                              "value": np.linalg.norm(main.workload, axis=1)}))
+    rows.append(
+        pd.DataFrame(
+            {
+                "panel": "row_norm",
+                "factorization": "identity (DP-SGD)",
+                "matrix": "A",
+                "i": steps,
+                "value": np.linalg.norm(main.workload, axis=1),
+            }
+        )
+    )
     for f in facts:
-        rows.append(pd.DataFrame({"panel": "row_norm", "factorization": _label(f), "matrix": "B", "i": steps,
-                                  "value": np.linalg.norm(f.decoder, axis=1)}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "panel": "row_norm",
+                    "factorization": _label(f),
+                    "matrix": "B",
+                    "i": steps,
+                    "value": np.linalg.norm(f.decoder, axis=1),
+                }
+            )
+        )
     out = pd.concat(rows, ignore_index=True)
-    return out[["panel", "factorization", "matrix", "i", "j", "value", "bin_low", "bin_high", "count"]]
+    return out[
+        ["panel", "factorization", "matrix", "i", "j", "value", "bin_low", "bin_high", "count"]
+    ]
 
 
 def _heatmap(ax, cells: pd.DataFrame, title: str, fig) -> None:
@@ -139,12 +196,20 @@ def _heatmap(ax, cells: pd.DataFrame, title: str, fig) -> None:
         norm, cmap, scale = LogNorm(nonzero.min(), nonzero.max()), "viridis", "log"
     else:  # signed entries: symmetric log scale around 0
         top = nonzero.max()
-        norm, cmap, scale = SymLogNorm(linthresh=max(np.quantile(nonzero, 0.05), top * 1e-4), vmin=-top, vmax=top), "RdBu_r", "symlog"
+        norm, cmap, scale = (
+            SymLogNorm(linthresh=max(np.quantile(nonzero, 0.05), top * 1e-4), vmin=-top, vmax=top),
+            "RdBu_r",
+            "symlog",
+        )
     image = ax.imshow(grid, norm=norm, cmap=cmap, interpolation="nearest")
     bar = fig.colorbar(image, ax=ax, shrink=0.85, label=f"entry ({scale} scale)")
     bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
-    ax.set(title=title, xlabel="column j (step whose gradient / noise enters)", ylabel="row i (step)")
+    bar.ax.yaxis.set_minor_formatter(
+        FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else "")
+    )
+    ax.set(
+        title=title, xlabel="column j (step whose gradient / noise enters)", ylabel="row i (step)"
+    )
     ax.grid(False)
 
 
@@ -158,18 +223,33 @@ def draw(table: pd.DataFrame):
     ax = axes[1][0]
     hist = table[table.panel == "histogram"]
     for label, g in hist.groupby("factorization", sort=False):
-        ax.stairs(g["count"].to_numpy(), np.append(g.bin_low.to_numpy(), g.bin_high.iloc[-1]), label=label,
-                  linewidth=1.4)
+        ax.stairs(
+            g["count"].to_numpy(),
+            np.append(g.bin_low.to_numpy(), g.bin_high.iloc[-1]),
+            label=label,
+            linewidth=1.4,
+        )
     ax.axvline(0, color="#999999", linewidth=0.8)
     ax.set_yscale("log")
-    ax.set(title="entries of C⁻¹ (lower triangle)", xlabel="value of C⁻¹[i, j]", ylabel="number of entries")
+    ax.set(
+        title="entries of C⁻¹ (lower triangle)",
+        xlabel="value of C⁻¹[i, j]",
+        ylabel="number of entries",
+    )
     ax.legend()
     ax = axes[1][1]
     norms = table[table.panel == "row_norm"]
     for (label, matrix), g in norms.groupby(["factorization", "matrix"], sort=False):
         dashed = matrix == "A"
-        ax.plot(g.i, g.value, "--" if dashed else "-", color="#7f7f7f" if dashed else None,
-                label=f"‖A[t,:]‖, {label}" if dashed else f"‖(A·C⁻¹)[t,:]‖, {label}")
-    ax.set(title="noise std on θ_t per unit σ (before calibration)", xlabel="step t", ylabel="row norm")
+        ax.plot(
+            g.i,
+            g.value,
+            "--" if dashed else "-",
+            color="#7f7f7f" if dashed else None,
+            label=f"‖A[t,:]‖, {label}" if dashed else f"‖(A·C⁻¹)[t,:]‖, {label}",
+        )
+    ax.set(
+        title="noise std on θ_t per unit σ (before calibration)", xlabel="step t", ylabel="row norm"
+    )
     ax.legend()
     return fig

@@ -35,7 +35,9 @@ KEY = "figures.mf_vs_dpsgd.grid"
 def check(config: dict, params: dict) -> None:
     grid = params["grid"]
     if grid not in config.get("grids", {}):
-        raise DPLabError(KEY, f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}")
+        raise DPLabError(
+            KEY, f"unknown grid {grid!r}; defined: {', '.join(sorted(config.get('grids', {})))}"
+        )
     from dplab.training.methods import METHODS  # torch: only where the config is checked
 
     runs = [item["run"] for item in entries.grid_runs(config, grid).values()]
@@ -67,24 +69,47 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
         accountant = "mf" if "mf" in s.epsilon else "pld"  # the run's tight accountant
         epsilon = claimed_epsilon(s, accountant, KEY)  # a DPLabError if the run may not claim it
         run = s.settings
-        rows.append({"variant": _label(run), "method": run.method, "seed": run.seed,
-                     "accountant": accountant, "epsilon": epsilon, "delta": s.delta,
-                     "noise_multiplier": s.noise_multiplier, "test_accuracy": s.final.test_accuracy,
-                     "test_loss": s.final.test_loss})
+        rows.append(
+            {
+                "variant": _label(run),
+                "method": run.method,
+                "seed": run.seed,
+                "accountant": accountant,
+                "epsilon": epsilon,
+                "delta": s.delta,
+                "noise_multiplier": s.noise_multiplier,
+                "test_accuracy": s.final.test_accuracy,
+                "test_loss": s.final.test_loss,
+            }
+        )
     runs = pd.DataFrame(rows)
     for col in ("epsilon", "delta"):
         lo, hi = runs[col].min(), runs[col].max()
         if hi > lo * 1.01:
-            raise DPLabError(KEY, f"{col} differs between runs ({lo:.4g} to {hi:.4g}): not a matched comparison")
+            raise DPLabError(
+                KEY, f"{col} differs between runs ({lo:.4g} to {hi:.4g}): not a matched comparison"
+            )
     out = []
     for variant, g in runs.groupby("variant", sort=False):
         n = len(g)
-        row = {"variant": variant, "method": g.method.iloc[0], "accountant": g.accountant.iloc[0],
-               "epsilon": g.epsilon.max(), "delta": g.delta.iloc[0], "noise_multiplier": g.noise_multiplier.iloc[0],
-               "seeds": n}
+        row = {
+            "variant": variant,
+            "method": g.method.iloc[0],
+            "accountant": g.accountant.iloc[0],
+            "epsilon": g.epsilon.max(),
+            "delta": g.delta.iloc[0],
+            "noise_multiplier": g.noise_multiplier.iloc[0],
+            "seeds": n,
+        }
         for metric in ("test_accuracy", "test_loss"):
             sd = float(g[metric].std(ddof=1)) if n > 1 else float("nan")
-            row.update({f"{metric}_mean": float(g[metric].mean()), f"{metric}_sd": sd, f"{metric}_se": sd / np.sqrt(n)})
+            row.update(
+                {
+                    f"{metric}_mean": float(g[metric].mean()),
+                    f"{metric}_sd": sd,
+                    f"{metric}_se": sd / np.sqrt(n),
+                }
+            )
         out.append(row)
     return pd.DataFrame(out)
 
@@ -93,12 +118,28 @@ def draw(table: pd.DataFrame):
     fig, axes = style.new_figure(ncols=2)
     x = np.arange(len(table))
     for ax, metric in zip(axes[0], ("test_accuracy", "test_loss")):
-        ax.bar(x, table[f"{metric}_mean"], yerr=table[f"{metric}_sd"], capsize=4,
-               color=["#1f77b4" if a == "mf" else "#7f7f7f" for a in table.accountant])
-        ax.set_xticks(x, [f"{v}\nε from {a}".replace(", ", "\n") for v, a in zip(table.variant, table.accountant)],
-                      fontsize=8)
-        ax.set(ylabel=f"final {metric.replace('_', ' ')} (mean ± sd, {int(table.seeds.min())} seeds)")
+        ax.bar(
+            x,
+            table[f"{metric}_mean"],
+            yerr=table[f"{metric}_sd"],
+            capsize=4,
+            color=["#1f77b4" if a == "mf" else "#7f7f7f" for a in table.accountant],
+        )
+        ax.set_xticks(
+            x,
+            [
+                f"{v}\nε from {a}".replace(", ", "\n")
+                for v, a in zip(table.variant, table.accountant)
+            ],
+            fontsize=8,
+        )
+        ax.set(
+            ylabel=f"final {metric.replace('_', ' ')} (mean ± sd, {int(table.seeds.min())} seeds)"
+        )
     first = table.iloc[0]
-    fig.suptitle(f"DP-MF vs DP-SGD at ε = {table.epsilon.max():.3g}, δ = {first.delta:.0e} "
-                 f"(each ε from the method's tight accountant: mf = PLD of the MF mechanism, pld)", fontsize=10)
+    fig.suptitle(
+        f"DP-MF vs DP-SGD at ε = {table.epsilon.max():.3g}, δ = {first.delta:.0e} "
+        f"(each ε from the method's tight accountant: mf = PLD of the MF mechanism, pld)",
+        fontsize=10,
+    )
     return fig

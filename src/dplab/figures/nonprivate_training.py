@@ -45,8 +45,27 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     for metric in METRICS:
         best = metrics[metric].idxmin() if metric == "test_loss" else metrics[metric].idxmax()
         for i, row in metrics.iterrows():
-            rows.append({"step": int(row.step), "metric": metric, "value": float(row[metric]), "best": i == best,
-                         **{k: info[k] for k in ("run", "method", "model", "dataset", "sampling", "batch_size", "lr", "steps")}})
+            rows.append(
+                {
+                    "step": int(row.step),
+                    "metric": metric,
+                    "value": float(row[metric]),
+                    "best": i == best,
+                    **{
+                        k: info[k]
+                        for k in (
+                            "run",
+                            "method",
+                            "model",
+                            "dataset",
+                            "sampling",
+                            "batch_size",
+                            "lr",
+                            "steps",
+                        )
+                    },
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -56,14 +75,23 @@ def draw(table: pd.DataFrame):
         rows = table[table.metric == metric]
         ax.plot(rows.step, rows.value, color="#1f77b4")
         best = rows[rows.best].iloc[0]
-        ax.plot(best.step, best.value, "*", color="#d62728", ms=13,
-                label=f"{'smallest' if metric == 'test_loss' else 'largest'}: {best.value:.3g} at step {best.step}")
+        ax.plot(
+            best.step,
+            best.value,
+            "*",
+            color="#d62728",
+            ms=13,
+            label=f"{'smallest' if metric == 'test_loss' else 'largest'}: {best.value:.3g} at step {best.step}",
+        )
         ax.set(xlabel="iteration t", ylabel=label)
         if metric == "test_loss":
             ax.set_yscale("log")
             style.plain_log_ticks(ax, "y")
         ax.legend()
     first = table.iloc[0]
-    fig.suptitle(f"no DP: {first.model} on {first.dataset}, {first.sampling.replace('_', ' ')} "
-                 f"(batch {first.batch_size}), η={first.lr:g}, {first.steps} iterations", fontsize=10)
+    fig.suptitle(
+        f"no DP: {first.model} on {first.dataset}, {first.sampling.replace('_', ' ')} "
+        f"(batch {first.batch_size}), η={first.lr:g}, {first.steps} iterations",
+        fontsize=10,
+    )
     return fig

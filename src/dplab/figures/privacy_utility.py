@@ -44,9 +44,18 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {"summaries": list}
 #: a grid run's name (:func:`dplab.entries.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
-NAME = re.compile(r"^[^/]+/[^/]+/(?P<variant>[A-Za-z0-9_]+)/(eps|sigma|nonprivate)[^/]*/seed(?P<seed>[0-9]+)$")
-COLOURS = {"dp_sgd": "#1f77b4", "dp_gd": "#ff7f0e", "noisy_gd": "#2ca02c", "dp_sgd_fixed_batches": "#9467bd",
-           "projected_dp_sgd": "#7f7f7f", "regularized_dp_sgd": "#393b79", "dp_mf": "#e377c2"}
+NAME = re.compile(
+    r"^[^/]+/[^/]+/(?P<variant>[A-Za-z0-9_]+)/(eps|sigma|nonprivate)[^/]*/seed(?P<seed>[0-9]+)$"
+)
+COLOURS = {
+    "dp_sgd": "#1f77b4",
+    "dp_gd": "#ff7f0e",
+    "noisy_gd": "#2ca02c",
+    "dp_sgd_fixed_batches": "#9467bd",
+    "projected_dp_sgd": "#7f7f7f",
+    "regularized_dp_sgd": "#393b79",
+    "dp_mf": "#e377c2",
+}
 
 
 def check(config: dict, params: dict) -> None:
@@ -56,7 +65,11 @@ def check(config: dict, params: dict) -> None:
 
 
 def inputs(config: dict, params: dict) -> Inputs:
-    return {"summaries": [path for grid in params["grids"] for path in entries.grid_summaries(config, grid)]}
+    return {
+        "summaries": [
+            path for grid in params["grids"] for path in entries.grid_summaries(config, grid)
+        ]
+    }
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
@@ -66,32 +79,70 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
         summaries.append(summary)
         match = NAME.match(summary.settings.name or "")
         if match is None:
-            raise DPLabError("figures.privacy_utility.grids", f"{path}: {summary.settings.name!r} is not a grid run's name")
+            raise DPLabError(
+                "figures.privacy_utility.grids",
+                f"{path}: {summary.settings.name!r} is not a grid run's name",
+            )
         info = runs.describe(summary)
-        records.append({"variant": match["variant"], "seed": int(match["seed"]), **info,
-                        "release": _release(summary, info["accountant"]),
-                        "epsilon_claimed": (runs.claimed_epsilon(summary, info["accountant"], "figures.privacy_utility.grids")
-                                            if info["accountant"] else None),
-                        "test_accuracy": summary.final.test_accuracy})
+        records.append(
+            {
+                "variant": match["variant"],
+                "seed": int(match["seed"]),
+                **info,
+                "release": _release(summary, info["accountant"]),
+                "epsilon_claimed": (
+                    runs.claimed_epsilon(
+                        summary, info["accountant"], "figures.privacy_utility.grids"
+                    )
+                    if info["accountant"]
+                    else None
+                ),
+                "test_accuracy": summary.final.test_accuracy,
+            }
+        )
     frame = pd.DataFrame(records)
     frame["summary"] = summaries
     frame["target_epsilon"] = frame["target_epsilon"].astype(float)
     rows = []
-    for (variant, eps), group in frame.groupby(["variant", "target_epsilon"], dropna=False, sort=True):
+    for (variant, eps), group in frame.groupby(
+        ["variant", "target_epsilon"], dropna=False, sort=True
+    ):
         acc = group["test_accuracy"].to_numpy(dtype=float)
         first = group.iloc[0]
-        rows.append({"variant": variant, "method": first.method, "accountant": first.accountant,
-                     "release": first.release, "neighbouring": first.neighbouring, "sampling": first.sampling,
-                     "epsilon": eps, "delta": first.delta,
-                     "epsilon_claimed_max": group["epsilon_claimed"].max(),
-                     "noise_multiplier": first.noise_multiplier, "steps": first.steps, "clip": first["clip"],
-                     "model": first.model, "dataset": first.dataset, "seeds": len(acc),
-                     "accuracy_mean": float(acc.mean()), "accuracy_sd": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
-                     "accuracy_min": float(acc.min()), "accuracy_max": float(acc.max()),
-                     "summary": first.summary})
+        rows.append(
+            {
+                "variant": variant,
+                "method": first.method,
+                "accountant": first.accountant,
+                "release": first.release,
+                "neighbouring": first.neighbouring,
+                "sampling": first.sampling,
+                "epsilon": eps,
+                "delta": first.delta,
+                "epsilon_claimed_max": group["epsilon_claimed"].max(),
+                "noise_multiplier": first.noise_multiplier,
+                "steps": first.steps,
+                "clip": first["clip"],
+                "model": first.model,
+                "dataset": first.dataset,
+                "seeds": len(acc),
+                "accuracy_mean": float(acc.mean()),
+                "accuracy_sd": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
+                "accuracy_min": float(acc.min()),
+                "accuracy_max": float(acc.max()),
+                "summary": first.summary,
+            }
+        )
     table = pd.DataFrame(rows)
-    picked = [_selection(cell, params) for _, cell in table.groupby(["epsilon", "neighbouring"], sort=False)]
-    table = table.join(pd.concat(picked)) if picked else table.assign(selection_epsilon=None, selection_note=None)
+    picked = [
+        _selection(cell, params)
+        for _, cell in table.groupby(["epsilon", "neighbouring"], sort=False)
+    ]
+    table = (
+        table.join(pd.concat(picked))
+        if picked
+        else table.assign(selection_epsilon=None, selection_note=None)
+    )
     return table.drop(columns="summary")
 
 
@@ -117,13 +168,23 @@ def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
             left.append(f"{row.variant} ({err})")
     mean = params.get("selection_mean") or max(len(curves), 1)
     shape = params.get("selection_shape", 1.0)
-    eps = selection.epsilon(curves, float(cell.delta.iloc[0]), mean, shape) if curves else float("nan")
-    law = "Poisson" if shape == selection.POISSON else f"truncated negative binomial, shape {shape:g}"
-    note = (f"best of {', '.join(names) or 'none'} released after K runs, K {law}, mean {mean:g}; "
-            f"the row's own ε does not cover picking the best run on test data")
+    eps = (
+        selection.epsilon(curves, float(cell.delta.iloc[0]), mean, shape)
+        if curves
+        else float("nan")
+    )
+    law = (
+        "Poisson" if shape == selection.POISSON else f"truncated negative binomial, shape {shape:g}"
+    )
+    note = (
+        f"best of {', '.join(names) or 'none'} released after K runs, K {law}, mean {mean:g}; "
+        f"the row's own ε does not cover picking the best run on test data"
+    )
     if left:
         note += "; not covered (no RDP curve): " + "; ".join(left)
-    covered = [eps if variant in names else float("nan") for variant in cell.variant]  # a left-out row: none
+    covered = [
+        eps if variant in names else float("nan") for variant in cell.variant
+    ]  # a left-out row: none
     return pd.DataFrame({"selection_epsilon": covered, "selection_note": note}, index=cell.index)
 
 
@@ -138,21 +199,52 @@ def draw(table: pd.DataFrame):
     variants = list(dict.fromkeys(private.variant))
     for i, (_, rows) in enumerate(private.groupby("variant", sort=False)):
         first = rows.iloc[0]
-        label = (f"{runs.display_name(first.method)} — {first.accountant}, "
-                 f"{first.neighbouring.replace('_', '/')}, covers {first.release}")
-        dodge = 1.04 ** (i - (len(variants) - 1) / 2)  # side by side at each ε, so no bar hides another
-        ax.errorbar(rows.epsilon * dodge, rows.accuracy_mean, yerr=rows.accuracy_sd, marker="o", ms=4, capsize=3,
-                    color=COLOURS.get(first.method, "#333333"), label=label)
+        label = (
+            f"{runs.display_name(first.method)} — {first.accountant}, "
+            f"{first.neighbouring.replace('_', '/')}, covers {first.release}"
+        )
+        dodge = 1.04 ** (
+            i - (len(variants) - 1) / 2
+        )  # side by side at each ε, so no bar hides another
+        ax.errorbar(
+            rows.epsilon * dodge,
+            rows.accuracy_mean,
+            yerr=rows.accuracy_sd,
+            marker="o",
+            ms=4,
+            capsize=3,
+            color=COLOURS.get(first.method, "#333333"),
+            label=label,
+        )
     for _, ref in table[table.epsilon.isna()].iterrows():
-        ax.axhline(ref.accuracy_mean, color="black", ls="--", lw=1,
-                   label=f"{runs.display_name(ref.method)}: {ref.accuracy_mean:.3f} (no privacy)")
-        ax.axhspan(ref.accuracy_mean - ref.accuracy_sd, ref.accuracy_mean + ref.accuracy_sd, color="black", alpha=0.08)
+        ax.axhline(
+            ref.accuracy_mean,
+            color="black",
+            ls="--",
+            lw=1,
+            label=f"{runs.display_name(ref.method)}: {ref.accuracy_mean:.3f} (no privacy)",
+        )
+        ax.axhspan(
+            ref.accuracy_mean - ref.accuracy_sd,
+            ref.accuracy_mean + ref.accuracy_sd,
+            color="black",
+            alpha=0.08,
+        )
     first = private.iloc[0]
-    ax.set(xscale="log", xlabel="target ε (each method's own accountant, see legend)",
-           ylabel=f"final test accuracy (mean ± sd over {int(first.seeds)} seeds)",
-           title=f"{first.model} on {first.dataset}, T={first.steps}, C={first['clip']:g}, δ={first.delta:g}")
+    ax.set(
+        xscale="log",
+        xlabel="target ε (each method's own accountant, see legend)",
+        ylabel=f"final test accuracy (mean ± sd over {int(first.seeds)} seeds)",
+        title=f"{first.model} on {first.dataset}, T={first.steps}, C={first['clip']:g}, δ={first.delta:g}",
+    )
     style.plain_log_ticks(ax, "x")
-    ax.legend(fontsize=7.5, title="method — accountant, neighbours, what ε covers (markers shifted apart in ε)",
-              title_fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+    ax.legend(
+        fontsize=7.5,
+        title="method — accountant, neighbours, what ε covers (markers shifted apart in ε)",
+        title_fontsize=7.5,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.16),
+        frameon=False,
+    )
     fig.set_size_inches(7.4, 4.6 + 0.2 * len(table))
     return fig

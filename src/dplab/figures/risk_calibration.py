@@ -50,13 +50,23 @@ def check(config: dict, params: dict) -> None:
     runs.check_runs(config, f"{key}.by_risk", [params["by_risk"]], private=True)
     by_eps, by_risk = config["runs"][params["by_epsilon"]], config["runs"][params["by_risk"]]
     if by_risk.get("target_tpr") is None:
-        raise DPLabError(f"{key}.by_risk", f"run {params['by_risk']!r} must set target_tpr and target_fpr")
+        raise DPLabError(
+            f"{key}.by_risk", f"run {params['by_risk']!r} must set target_tpr and target_fpr"
+        )
     if by_eps.get("target_epsilon") is None or by_eps.get("accountant") != "pld":
-        raise DPLabError(f"{key}.by_epsilon", f"run {params['by_epsilon']!r} must set target_epsilon and accountant: pld")
-    wanted = conversion_epsilon(by_risk["target_tpr"], by_risk["target_fpr"], by_eps.get("delta", 1e-5))
+        raise DPLabError(
+            f"{key}.by_epsilon",
+            f"run {params['by_epsilon']!r} must set target_epsilon and accountant: pld",
+        )
+    wanted = conversion_epsilon(
+        by_risk["target_tpr"], by_risk["target_fpr"], by_eps.get("delta", 1e-5)
+    )
     if not math.isclose(by_eps["target_epsilon"], wanted, rel_tol=1e-3):
-        raise DPLabError(f"{key}.by_epsilon", f"run {params['by_epsilon']!r} must set target_epsilon = ln((τ − δ)/α) "
-                                              f"= {wanted:.6g} for run {params['by_risk']!r}'s target; got {by_eps['target_epsilon']}")
+        raise DPLabError(
+            f"{key}.by_epsilon",
+            f"run {params['by_epsilon']!r} must set target_epsilon = ln((τ − δ)/α) "
+            f"= {wanted:.6g} for run {params['by_risk']!r}'s target; got {by_eps['target_epsilon']}",
+        )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
@@ -74,12 +84,27 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     for name, summary in summaries.items():
         setting, _ = from_summary(summary)
         reading = risk.risk(setting, fprs=fprs)
-        common = {"calibrated_by": name, **runs.describe(summary), "epsilon_pld": summary.epsilon.get("pld"),
-                  "target_tpr": tpr_target, "target_fpr": fpr_target}
+        common = {
+            "calibrated_by": name,
+            **runs.describe(summary),
+            "epsilon_pld": summary.epsilon.get("pld"),
+            "target_tpr": tpr_target,
+            "target_fpr": fpr_target,
+        }
         at_target = reading["tpr"][int(np.searchsorted(fprs, fpr_target))]
-        rows.append({"kind": "run", **common, "tpr_at_target_fpr": at_target, "advantage": reading["advantage"],
-                     "test_accuracy": summary.final.test_accuracy, "risk_method": reading["method"]})
-        rows += [{"kind": "curve", **common, "fpr": a, "tpr": t} for a, t in zip(fprs, reading["tpr"])]
+        rows.append(
+            {
+                "kind": "run",
+                **common,
+                "tpr_at_target_fpr": at_target,
+                "advantage": reading["advantage"],
+                "test_accuracy": summary.final.test_accuracy,
+                "risk_method": reading["method"],
+            }
+        )
+        rows += [
+            {"kind": "curve", **common, "fpr": a, "tpr": t} for a, t in zip(fprs, reading["tpr"])
+        ]
     return pd.DataFrame(rows)
 
 
@@ -93,19 +118,41 @@ def draw(table: pd.DataFrame):
     summary = table[table.kind == "run"].set_index("calibrated_by")
     for name, curve in table[table.kind == "curve"].groupby("calibrated_by", sort=False):
         row = summary.loc[name]
-        left.plot(curve.fpr, curve.tpr, color=COLOURS[name],
-                  label=f"{LABELS[name]}: σ={row.noise_multiplier:.3g}, ε_pld={row.epsilon_pld:.3g}, "
-                        f"TPR={row.tpr_at_target_fpr:.3g}")
+        left.plot(
+            curve.fpr,
+            curve.tpr,
+            color=COLOURS[name],
+            label=f"{LABELS[name]}: σ={row.noise_multiplier:.3g}, ε_pld={row.epsilon_pld:.3g}, "
+            f"TPR={row.tpr_at_target_fpr:.3g}",
+        )
     first = summary.iloc[0]
     left.plot([1e-4, 1], [1e-4, 1], color="grey", lw=0.8, ls=":", label="random guess")
-    left.plot([first.target_fpr], [first.target_tpr], "k*", ms=10, label=f"target: TPR ≤ {first.target_tpr:g} at FPR {first.target_fpr:g}")
-    left.set(xscale="log", yscale="log", xlabel="attacker's FPR α", ylabel="attacker's TPR (upper bound)",
-             title="membership attack trade-off of each run")
+    left.plot(
+        [first.target_fpr],
+        [first.target_tpr],
+        "k*",
+        ms=10,
+        label=f"target: TPR ≤ {first.target_tpr:g} at FPR {first.target_fpr:g}",
+    )
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="attacker's FPR α",
+        ylabel="attacker's TPR (upper bound)",
+        title="membership attack trade-off of each run",
+    )
     left.legend(loc="lower right", fontsize=7)
-    right.bar([LABELS[n] for n in summary.index], summary.test_accuracy, color=[COLOURS[n] for n in summary.index])
+    right.bar(
+        [LABELS[n] for n in summary.index],
+        summary.test_accuracy,
+        color=[COLOURS[n] for n in summary.index],
+    )
     for i, acc in enumerate(summary.test_accuracy):
         right.text(i, acc, f"{acc:.3f}", ha="center", va="bottom")
     right.set(ylabel="test accuracy", ylim=(0, 1), title="accuracy on the same data")
-    fig.suptitle(f"{first.method} on {first.dataset}, q={first.sampling_rate:.3g}, T={first.steps}, δ={first.delta:g}, "
-                 f"{first.neighbouring.replace('_', '/')}", fontsize=10)
+    fig.suptitle(
+        f"{first.method} on {first.dataset}, q={first.sampling_rate:.3g}, T={first.steps}, δ={first.delta:g}, "
+        f"{first.neighbouring.replace('_', '/')}",
+        fontsize=10,
+    )
     return fig

@@ -15,6 +15,7 @@ from dplab.errors import DPLabError
 from dplab.inputs import run_metrics
 from dplab.training.summary import RunSummary
 
+
 def display_name(method: str) -> str:
     """The name figures show for ``method``: its :attr:`~dplab.training.methods.base.Method.display`
     (the method itself if no module of :mod:`dplab.training.methods` holds it)."""
@@ -29,23 +30,33 @@ def check_runs(config: dict, key: str, names: list[str], private: bool | None = 
 
     for name in names:
         if name not in config["runs"]:
-            raise DPLabError(key, f"unknown run {name!r}; defined: {', '.join(sorted(config['runs']))}")
+            raise DPLabError(
+                key, f"unknown run {name!r}; defined: {', '.join(sorted(config['runs']))}"
+            )
         method = config["runs"][name]["method"]
         is_private = METHODS[method].private if method in METHODS else True
         if private is not None and is_private != private:
-            raise DPLabError(key, f"run {name!r} (method {method}) must be {'private' if private else 'non-private'}")
+            raise DPLabError(
+                key,
+                f"run {name!r} (method {method}) must be {'private' if private else 'non-private'}",
+            )
 
 
 def run_inputs(names: list[str]) -> dict[str, list[str]]:
     """The inputs ``summaries`` (summary.json) and ``metrics`` (metrics.csv) of the runs, in order."""
-    return {"summaries": [layout.run_files(name)["summary"] for name in names],
-            "metrics": [layout.run_files(name)["metrics"] for name in names]}
+    return {
+        "summaries": [layout.run_files(name)["summary"] for name in names],
+        "metrics": [layout.run_files(name)["metrics"] for name in names],
+    }
 
 
 def load_pairs(inputs: dict[str, list[str]]) -> list[tuple[RunSummary, pd.DataFrame]]:
     """(summary, metrics) per run from the inputs of :func:`run_inputs` (a ValueError if their numbers differ)."""
     summaries = [RunSummary.read(s) for s in inputs["summaries"]]
-    return [(s, run_metrics(m, s.settings.steps)) for s, m in zip(summaries, inputs["metrics"], strict=True)]
+    return [
+        (s, run_metrics(m, s.settings.steps))
+        for s, m in zip(summaries, inputs["metrics"], strict=True)
+    ]
 
 
 def describe(summary: RunSummary) -> dict:
@@ -77,10 +88,16 @@ def risk_columns(summary: RunSummary) -> dict:
     TPR at each FPR, advantage, ``risk_note``), or empty values and why there is none."""
     reading = summary.risk
     if "tpr" not in reading:
-        return {**{c: float("nan") for c in risk.COLUMNS[:-1]}, "risk_note": f"no risk: {reading['unavailable']}"}
+        return {
+            **{c: float("nan") for c in risk.COLUMNS[:-1]},
+            "risk_note": f"no risk: {reading['unavailable']}",
+        }
     tpr = dict(zip(reading["fpr"], reading["tpr"]))
-    return {**{f"tpr_at_fpr_{a:g}": tpr.get(a, float("nan")) for a in risk.FPRS}, "advantage": reading["advantage"],
-            "risk_note": f"{reading['neighbouring']}; {reading['method']}"}
+    return {
+        **{f"tpr_at_fpr_{a:g}": tpr.get(a, float("nan")) for a in risk.FPRS},
+        "advantage": reading["advantage"],
+        "risk_note": f"{reading['neighbouring']}; {reading['method']}",
+    }
 
 
 def claims(summary: RunSummary) -> dict[str, str | None]:
@@ -98,7 +115,9 @@ def claimed_epsilon(summary: RunSummary, accountant: str, key: str) -> float:
     """The run's final ε from ``accountant``; a DPLabError (``key``) if the run may not claim it."""
     why = claims(summary).get(accountant, f"the run reports no ε from {accountant!r}")
     if why:
-        raise DPLabError(key, f"run {summary.settings.name or ''!r} has no valid ε from {accountant!r}: {why}")
+        raise DPLabError(
+            key, f"run {summary.settings.name or ''!r} has no valid ε from {accountant!r}: {why}"
+        )
     return float(summary.epsilon[accountant])
 
 
@@ -109,8 +128,14 @@ def references(summary: RunSummary) -> dict[str, str | None]:
     refused), else why not.  A table labels these rows with their ``bound``: they are never a claim."""
     setting, update = from_summary(summary)
     out = {}
-    for kind, reported in (("lower", summary.epsilon_lower), ("comparison", summary.epsilon_comparison)):
+    for kind, reported in (
+        ("lower", summary.epsilon_lower),
+        ("comparison", summary.epsilon_comparison),
+    ):
         for name in reported:
-            out[name] = (exclusion(name, setting, update) if bound(name) == kind else
-                         f"reported under {KEYS[kind]!r}, but {name} is a {bound(name)} bound")
+            out[name] = (
+                exclusion(name, setting, update)
+                if bound(name) == kind
+                else f"reported under {KEYS[kind]!r}, but {name} is a {bound(name)} bound"
+            )
     return out

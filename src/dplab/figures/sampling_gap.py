@@ -53,8 +53,10 @@ RTOL = 2e-2
 
 def check(config: dict, params: dict) -> None:
     if params["batch_size"] > params["dataset_size"]:
-        raise DPLabError("figures.sampling_gap.batch_size",
-                         f"must be <= dataset_size ({params['dataset_size']}); got {params['batch_size']}")
+        raise DPLabError(
+            "figures.sampling_gap.batch_size",
+            f"must be <= dataset_size ({params['dataset_size']}); got {params['batch_size']}",
+        )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
@@ -62,8 +64,14 @@ def inputs(config: dict, params: dict) -> Inputs:
 
 
 def _setting(params: dict, sampling: str, sigma: float, steps: int) -> Setting:
-    return Setting(noise_multiplier=sigma, steps=steps, sampling=sampling, neighbouring=params["neighbouring"],
-                   dataset_size=params["dataset_size"], batch_size=params["batch_size"])
+    return Setting(
+        noise_multiplier=sigma,
+        steps=steps,
+        sampling=sampling,
+        neighbouring=params["neighbouring"],
+        dataset_size=params["dataset_size"],
+        batch_size=params["batch_size"],
+    )
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
@@ -78,44 +86,108 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     # the σ panel starts Poisson's searches from balls-in-bins' answers (close, and cheap to get)
     for name, sampling, label in sorted(CURVES, key=lambda c: c[0] != "balls_in_bins"):
         acc = get(name)
-        common = {"curve": name, "label": label, "accountant": name, "sampling": sampling, "bound": acc.bound,
-                  "neighbouring": params["neighbouring"], "delta": delta, "dataset_size": n, "batch_size": b,
-                  "steps_per_epoch": per_epoch}
+        common = {
+            "curve": name,
+            "label": label,
+            "accountant": name,
+            "sampling": sampling,
+            "bound": acc.bound,
+            "neighbouring": params["neighbouring"],
+            "delta": delta,
+            "dataset_size": n,
+            "batch_size": b,
+            "steps_per_epoch": per_epoch,
+        }
         try:
             for sigma in params["noise_multipliers"]:
-                eps = acc.epsilon_curve(_setting(params, sampling, sigma, int(steps.max())), delta, steps)
-                rows += [{**common, "panel": "epsilon", "noise_multiplier": sigma, "epochs": int(e), "steps": int(t),
-                          "epsilon": float(v), "reason": ""} for e, t, v in zip(epochs, steps, eps)]
-            sigmas = acc.noise_needed_curve(_setting(params, sampling, 1.0, int(steps.max())), params["epsilon"], delta,
-                                            steps, hint=hint if name == "pld" else None, rtol=RTOL)
+                eps = acc.epsilon_curve(
+                    _setting(params, sampling, sigma, int(steps.max())), delta, steps
+                )
+                rows += [
+                    {
+                        **common,
+                        "panel": "epsilon",
+                        "noise_multiplier": sigma,
+                        "epochs": int(e),
+                        "steps": int(t),
+                        "epsilon": float(v),
+                        "reason": "",
+                    }
+                    for e, t, v in zip(epochs, steps, eps)
+                ]
+            sigmas = acc.noise_needed_curve(
+                _setting(params, sampling, 1.0, int(steps.max())),
+                params["epsilon"],
+                delta,
+                steps,
+                hint=hint if name == "pld" else None,
+                rtol=RTOL,
+            )
             hint = sigmas if name == "balls_in_bins" else hint
             if acc.bound == "lower":
                 sigmas = sigmas * (1 - RTOL)
-            rows += [{**common, "panel": "sigma", "noise_multiplier": float(s), "epochs": int(e), "steps": int(t),
-                      "epsilon": params["epsilon"], "reason": ""} for e, t, s in zip(epochs, steps, sigmas)]
+            rows += [
+                {
+                    **common,
+                    "panel": "sigma",
+                    "noise_multiplier": float(s),
+                    "epochs": int(e),
+                    "steps": int(t),
+                    "epsilon": params["epsilon"],
+                    "reason": "",
+                }
+                for e, t, s in zip(epochs, steps, sigmas)
+            ]
         except AssumptionError as err:
             rows = [r for r in rows if r["curve"] != name]
-            rows += [{**common, "panel": panel, "noise_multiplier": np.nan, "epochs": np.nan, "steps": np.nan,
-                      "epsilon": np.nan, "reason": str(err)} for panel in ("epsilon", "sigma")]
+            rows += [
+                {
+                    **common,
+                    "panel": panel,
+                    "noise_multiplier": np.nan,
+                    "epochs": np.nan,
+                    "steps": np.nan,
+                    "epsilon": np.nan,
+                    "reason": str(err),
+                }
+                for panel in ("epsilon", "sigma")
+            ]
     order = {c[0]: i for i, c in enumerate(CURVES)}
     return pd.DataFrame(sorted(rows, key=lambda r: order[r["curve"]]))
 
 
 def _band(ax, rows: pd.DataFrame, y: str) -> None:
     """Shade where the true value of shuffled batches lies: between shuffle_lower and fixed_batches."""
-    low, high = (rows[rows.curve == name].sort_values("epochs") for name in ("shuffle_lower", "fixed_batches"))
+    low, high = (
+        rows[rows.curve == name].sort_values("epochs")
+        for name in ("shuffle_lower", "fixed_batches")
+    )
     if len(low) and len(low) == len(high):
-        ax.fill_between(low.epochs, low[y], high[y].to_numpy(), color=style.colour("shuffle_lower"), alpha=0.12, lw=0,
-                        label="shuffled batches: the true value lies here")
+        ax.fill_between(
+            low.epochs,
+            low[y],
+            high[y].to_numpy(),
+            color=style.colour("shuffle_lower"),
+            alpha=0.12,
+            lw=0,
+            label="shuffled batches: the true value lies here",
+        )
 
 
 def _curves(ax, rows: pd.DataFrame, y: str) -> None:
     _band(ax, rows, y)
     for name, curve in rows.groupby("curve", sort=False):
         lower = curve.bound.iloc[0] == "lower"
-        ax.plot(curve.epochs, curve[y], color=style.colour(name), marker="v" if lower else "o", ms=3.5,
-                lw=1.0 if lower else 1.8, ls="--" if lower else "-",
-                label=f"{curve.label.iloc[0]}, {name} ({'LOWER bound' if lower else 'upper bound'})")
+        ax.plot(
+            curve.epochs,
+            curve[y],
+            color=style.colour(name),
+            marker="v" if lower else "o",
+            ms=3.5,
+            lw=1.0 if lower else 1.8,
+            ls="--" if lower else "-",
+            label=f"{curve.label.iloc[0]}, {name} ({'LOWER bound' if lower else 'upper bound'})",
+        )
 
 
 def draw(table: pd.DataFrame):
@@ -126,22 +198,43 @@ def draw(table: pd.DataFrame):
     first = table.iloc[0]
     for ax, sigma in zip(axes[0], sigmas):
         _curves(ax, eps_rows[eps_rows.noise_multiplier == sigma], "epsilon")
-        ax.set(xscale="log", yscale="log", xlabel="epochs", ylabel=f"ε at δ={first.delta:g}", title=f"ε at σ = {sigma:g}")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="epochs",
+            ylabel=f"ε at δ={first.delta:g}",
+            title=f"ε at σ = {sigma:g}",
+        )
     right = axes[0][-1]
     _curves(right, sigma_rows, "noise_multiplier")
     target = sigma_rows.epsilon.iloc[0] if len(sigma_rows) else float("nan")
-    right.set(xscale="log", yscale="log", xlabel="epochs", ylabel="noise multiplier σ",
-              title=f"σ needed for ε = {target:g}, δ = {first.delta:g}\n(lower bound: any smaller σ misses it)")
+    right.set(
+        xscale="log",
+        yscale="log",
+        xlabel="epochs",
+        ylabel="noise multiplier σ",
+        title=f"σ needed for ε = {target:g}, δ = {first.delta:g}\n(lower bound: any smaller σ misses it)",
+    )
     for ax in axes[0]:
         style.plain_log_ticks(ax)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8,
-               title=f"sampler, accountant (bound) — n = {first.dataset_size}, b = {first.batch_size}, "
-                     f"t = {first.steps_per_epoch} steps per epoch, {first.neighbouring.replace('_', '/')} neighbours",
-               title_fontsize=8)
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=3,
+        fontsize=8,
+        title=f"sampler, accountant (bound) — n = {first.dataset_size}, b = {first.batch_size}, "
+        f"t = {first.steps_per_epoch} steps per epoch, {first.neighbouring.replace('_', '/')} neighbours",
+        title_fontsize=8,
+    )
     fig.set_size_inches(4.3 * (len(sigmas) + 1), 4.8)
     refused = table[table.epsilon.isna() | table.noise_multiplier.isna()].drop_duplicates("curve")
-    note = "refused: " + "; ".join(f"{r.curve} ({r.reason})" for r in refused.itertuples()) if len(refused) else ""
+    note = (
+        "refused: " + "; ".join(f"{r.curve} ({r.reason})" for r in refused.itertuples())
+        if len(refused)
+        else ""
+    )
     if note:
         fig.text(0.01, 0.005, note, fontsize=6.5, va="bottom", wrap=True)
     style.reserve_bottom(fig, 0.24 if note else 0.2)

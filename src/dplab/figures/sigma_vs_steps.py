@@ -62,27 +62,67 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     steps = np.array(sorted(params["steps"]))
     rows = []
     for sampling, q in panels(params):
-        setting = Setting(noise_multiplier=1.0, sampling=sampling, sampling_rate=q, neighbouring=neighbouring,
-                          steps=int(steps.max()))
-        common = {"sampling": sampling, "sampling_rate": q, "neighbouring": neighbouring, "epsilon": eps,
-                  "delta": delta}
+        setting = Setting(
+            noise_multiplier=1.0,
+            sampling=sampling,
+            sampling_rate=q,
+            neighbouring=neighbouring,
+            steps=int(steps.max()),
+        )
+        common = {
+            "sampling": sampling,
+            "sampling_rate": q,
+            "neighbouring": neighbouring,
+            "epsilon": eps,
+            "delta": delta,
+        }
         hint = None  # the smallest σ(T) found so far in this panel: the start of the next search
         for name in params["accountants"]:
             accountant = get(name)
             try:
                 sigmas = accountant.sigma_curve(setting, eps, delta, steps, hint=hint)
             except AssumptionError as err:
-                rows.append({**common, "curve": name, "kind": "accountant", "release": accountant.release,
-                             "steps": np.nan, "noise_multiplier": np.nan, "reason": str(err)})
+                rows.append(
+                    {
+                        **common,
+                        "curve": name,
+                        "kind": "accountant",
+                        "release": accountant.release,
+                        "steps": np.nan,
+                        "noise_multiplier": np.nan,
+                        "reason": str(err),
+                    }
+                )
                 continue
             hint = sigmas if hint is None else np.minimum(hint, sigmas)
-            for t, s in zip(steps, sigmas):  # each (σ, T) must be a setting the accountant may claim
+            for t, s in zip(
+                steps, sigmas
+            ):  # each (σ, T) must be a setting the accountant may claim
                 why = refusal(name, setting.replace(noise_multiplier=float(s), steps=int(t)))
-                rows.append({**common, "curve": name, "kind": "accountant", "release": accountant.release,
-                             "steps": int(t), "noise_multiplier": np.nan if why else s, "reason": why or ""})
+                rows.append(
+                    {
+                        **common,
+                        "curve": name,
+                        "kind": "accountant",
+                        "release": accountant.release,
+                        "steps": int(t),
+                        "noise_multiplier": np.nan if why else s,
+                        "reason": why or "",
+                    }
+                )
         for name, (func, _) in CLOSED_FORMS.items():
-            rows += [{**common, "curve": name, "kind": "closed_form", "release": "trajectory", "steps": int(t),
-                      "noise_multiplier": func(q, int(t), eps, delta), "reason": ""} for t in steps]
+            rows += [
+                {
+                    **common,
+                    "curve": name,
+                    "kind": "closed_form",
+                    "release": "trajectory",
+                    "steps": int(t),
+                    "noise_multiplier": func(q, int(t), eps, delta),
+                    "reason": "",
+                }
+                for t in steps
+            ]
     return pd.DataFrame(rows)
 
 
@@ -95,19 +135,47 @@ def draw(table: pd.DataFrame):
         for name, rows in panel[panel.kind == "accountant"].groupby("curve", sort=False):
             rows = rows.dropna(subset=["noise_multiplier"])
             if len(rows):
-                ax.plot(rows.steps, rows.noise_multiplier, color=style.colour(name), marker="o", ms=3,
-                        lw=2.2 if name == "pld" else 1.5, label=name + (" (tight reference)" if name == "pld" else ""))
+                ax.plot(
+                    rows.steps,
+                    rows.noise_multiplier,
+                    color=style.colour(name),
+                    marker="o",
+                    ms=3,
+                    lw=2.2 if name == "pld" else 1.5,
+                    label=name + (" (tight reference)" if name == "pld" else ""),
+                )
         for name, rows in panel[panel.kind == "closed_form"].groupby("curve", sort=False):
             colour = style.colour("naive" if name == "naive_003" else "advanced")
-            ax.plot(rows.steps, rows.noise_multiplier, color=colour, ls="--", lw=1.0, label=CLOSED_FORMS[name][1])
+            ax.plot(
+                rows.steps,
+                rows.noise_multiplier,
+                color=colour,
+                ls="--",
+                lw=1.0,
+                label=CLOSED_FORMS[name][1],
+            )
         refused = panel[panel.kind == "accountant"].groupby("curve").noise_multiplier.count()
         note = ", ".join(refused[refused == 0].index)
-        title = "full batch (DP-GD)" if sampling == "full_batch" else f"Poisson sampling, q = {q:g} (DP-SGD)"
-        ax.set(xscale="log", yscale="log", xlabel="steps T", ylabel="noise multiplier σ (noise std / C on the sum)",
-               title=title + (f"\nrefused: {note}" if note else ""))
+        title = (
+            "full batch (DP-GD)"
+            if sampling == "full_batch"
+            else f"Poisson sampling, q = {q:g} (DP-SGD)"
+        )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="steps T",
+            ylabel="noise multiplier σ (noise std / C on the sum)",
+            title=title + (f"\nrefused: {note}" if note else ""),
+        )
         style.plain_log_ticks(ax)
-    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), title_fontsize=8,
-                       title=f"accountant, for ε={first['epsilon']:g}, δ={first['delta']:g},\n"
-                             f"{first['neighbouring'].replace('_', '/')} neighbours")
+    axes[0][-1].legend(
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        title_fontsize=8,
+        title=f"accountant, for ε={first['epsilon']:g}, δ={first['delta']:g},\n"
+        f"{first['neighbouring'].replace('_', '/')} neighbours",
+    )
     fig.set_size_inches(6.4 * len(keys) + 3.2, 4.2)
     return fig

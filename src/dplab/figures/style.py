@@ -23,7 +23,6 @@ RC = {
 }
 
 
-
 def pyplot():
     """matplotlib's pyplot on the Agg backend (files only, no display)."""
     import matplotlib
@@ -68,18 +67,28 @@ def new_figure(ncols: int = 1, nrows: int = 1, **kwargs):
     plt = pyplot()
     with plt.rc_context(RC):
         width, height = RC["figure.figsize"]
-        return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
+        return plt.subplots(
+            nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs
+        )
 
 
-def table_figure(header: list[str], cells: list[list[str]], width: float, row_height: float, fontsize: float,
-                 fills: list[str] | None = None):
+def table_figure(
+    header: list[str],
+    cells: list[list[str]],
+    width: float,
+    row_height: float,
+    fontsize: float,
+    fills: list[str] | None = None,
+):
     """A figure that is one table: bold grey header, left-aligned cells, each body row filled with
     ``fills[i]`` (white where None); returns (figure, axes) for the caller's title."""
     fig, axes = new_figure()
     ax = axes[0][0]
     fig.set_size_inches(width, row_height * (len(cells) + 2))
     ax.axis("off")
-    grid = ax.table(cellText=cells, colLabels=header, bbox=[0, 0, 1, 1], cellLoc="left", colLoc="left")
+    grid = ax.table(
+        cellText=cells, colLabels=header, bbox=[0, 0, 1, 1], cellLoc="left", colLoc="left"
+    )
     grid.auto_set_font_size(False)
     grid.set_fontsize(fontsize)
     grid.auto_set_column_width(list(range(len(header))))
@@ -114,7 +123,9 @@ def save(fig, pdf: str, png: str) -> None:
             png_bytes = _render(fig, format="png")
     finally:
         plt.close(fig)
-    atomic_writes({pdf: lambda tmp: tmp.write_bytes(pdf_bytes), png: lambda tmp: tmp.write_bytes(png_bytes)})
+    atomic_writes(
+        {pdf: lambda tmp: tmp.write_bytes(pdf_bytes), png: lambda tmp: tmp.write_bytes(png_bytes)}
+    )
 
 
 def _render(fig, **kwargs) -> bytes:

@@ -47,15 +47,50 @@ TECHNIQUES = {
     "rdp": ("poisson", "add_remove", "[Mir17]", "Ω(√(T ln(1/δ))/(nε))", "none (clipping)"),
     "rdp_closed_form": ("poisson", "add_remove", "[Mir17]", "", "none (clipping); q ≤ 1/5, σ ≥ 4"),
     "pld": ("poisson", "add_remove", "", "", "none (clipping)"),
-    "pabi": ("shuffle", "replace_one", "[FMTT18]", "Ω(√(T ln(1/δ))/(nε))", "convex, L-Lipschitz, β-smooth"),
-    "langevin": ("full_batch", "replace_one", "[CYS21]", "Ω(√(ln(1/δ))/ε)", "λ-strongly convex, β-smooth"),
+    "pabi": (
+        "shuffle",
+        "replace_one",
+        "[FMTT18]",
+        "Ω(√(T ln(1/δ))/(nε))",
+        "convex, L-Lipschitz, β-smooth",
+    ),
+    "langevin": (
+        "full_batch",
+        "replace_one",
+        "[CYS21]",
+        "Ω(√(ln(1/δ))/ε)",
+        "λ-strongly convex, β-smooth",
+    ),
     "ye_shokri": ("without_replacement", "replace_one", "", "", "λ-strongly convex, β-smooth"),
-    "asoodeh_projected": ("poisson", "replace_one", "", "", "none; projection on a set of diameter D"),
-    "asoodeh_regularized": ("without_replacement", "replace_one", "", "", "none; weight decay λ_reg"),
+    "asoodeh_projected": (
+        "poisson",
+        "replace_one",
+        "",
+        "",
+        "none; projection on a set of diameter D",
+    ),
+    "asoodeh_regularized": (
+        "without_replacement",
+        "replace_one",
+        "",
+        "",
+        "none; weight decay λ_reg",
+    ),
 }
 
-SETTING_KEYS = ("dataset_size", "batch_size", "steps", "clip", "lr", "strong_convexity", "smoothness", "lipschitz",
-                "diameter", "regularization", "dimension")
+SETTING_KEYS = (
+    "dataset_size",
+    "batch_size",
+    "steps",
+    "clip",
+    "lr",
+    "strong_convexity",
+    "smoothness",
+    "lipschitz",
+    "diameter",
+    "regularization",
+    "dimension",
+)
 
 
 def check(config: dict, params: dict) -> None:
@@ -72,7 +107,9 @@ def technique_setting(name: str, values: dict, steps: int) -> Setting:
     it does not analyse (``Accountant.excludes``); σ = 1 until calibrated."""
     sampling, neighbouring = TECHNIQUES[name][:2]
     used = {k: values[k] for k in SETTING_KEYS if k not in get(name).excludes and k != "steps"}
-    return Setting(noise_multiplier=1.0, sampling=sampling, neighbouring=neighbouring, steps=steps, **used)
+    return Setting(
+        noise_multiplier=1.0, sampling=sampling, neighbouring=neighbouring, steps=steps, **used
+    )
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
@@ -88,10 +125,21 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
         if sampling == "full_batch":  # full-batch noisy GD: every step uses all n records
             values["batch_size"] = values["dataset_size"]
         setting = technique_setting(name, values, values["steps"])
-        row = {"accountant": name, "source": accountant.source, "release": accountant.release, "sampling": sampling,
-               "neighbouring": neighbouring, "table_i_article": article, "table_i_sigma": order,
-               "loss_assumption": loss, "epsilon": eps, "delta": delta, "noise_multiplier": np.nan,
-               "effective_noise_multiplier": np.nan, "reason": ""}
+        row = {
+            "accountant": name,
+            "source": accountant.source,
+            "release": accountant.release,
+            "sampling": sampling,
+            "neighbouring": neighbouring,
+            "table_i_article": article,
+            "table_i_sigma": order,
+            "loss_assumption": loss,
+            "epsilon": eps,
+            "delta": delta,
+            "noise_multiplier": np.nan,
+            "effective_noise_multiplier": np.nan,
+            "reason": "",
+        }
         start = time.perf_counter()
         try:
             sigma = float(accountant.sigma_curve(setting, eps, delta, [params["steps"]])[0])
@@ -99,15 +147,28 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
             row["reason"] = str(err)
         else:  # the setting at that σ must be one the technique may claim
             # (dplab.accounting.eligibility)
-            row["reason"] = refusal(name, setting.replace(noise_multiplier=sigma), analysed_update(accountant.release)) or ""
+            row["reason"] = (
+                refusal(
+                    name,
+                    setting.replace(noise_multiplier=sigma),
+                    analysed_update(accountant.release),
+                )
+                or ""
+            )
             if not row["reason"]:
-                row.update(noise_multiplier=sigma,
-                           effective_noise_multiplier=units.effective_noise_multiplier(sigma, neighbouring))
+                row.update(
+                    noise_multiplier=sigma,
+                    effective_noise_multiplier=units.effective_noise_multiplier(
+                        sigma, neighbouring
+                    ),
+                )
         row["seconds"] = round(time.perf_counter() - start, 2)
         if row["reason"]:
             row.update(risk.columns(name, None), risk_note="no risk: no σ (see reason)")
         else:  # the attack risk of that σ where the technique has a privacy-loss distribution
-            row.update(risk.columns(name, setting.replace(noise_multiplier=row["noise_multiplier"])))
+            row.update(
+                risk.columns(name, setting.replace(noise_multiplier=row["noise_multiplier"]))
+            )
         rows.append({**row, **values})
     return pd.DataFrame(rows)
 
@@ -115,23 +176,35 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
 def draw(table: pd.DataFrame):
     table = table.fillna({"table_i_article": "", "table_i_sigma": "", "reason": ""})
     first = table.iloc[0].to_dict()
-    header = ["technique", "000 Table I", "sampling, relation", "release", "loss assumption", "σ", "σ / (Δ/C)"]
+    header = [
+        "technique",
+        "000 Table I",
+        "sampling, relation",
+        "release",
+        "loss assumption",
+        "σ",
+        "σ / (Δ/C)",
+    ]
     cells = []
     for _, row in table.iterrows():
         found = not np.isnan(row.noise_multiplier)
-        cells.append([
-            row.accountant,
-            f"{row.table_i_article} {row.table_i_sigma}".strip(),
-            f"{row.sampling}, {row.neighbouring.replace('_', '/')}",
-            row.release.replace("_", " "),
-            row.loss_assumption,
-            f"{row.noise_multiplier:.4g}" if found else "none",
-            f"{row.effective_noise_multiplier:.4g}" if found else "—",
-        ])
+        cells.append(
+            [
+                row.accountant,
+                f"{row.table_i_article} {row.table_i_sigma}".strip(),
+                f"{row.sampling}, {row.neighbouring.replace('_', '/')}",
+                row.release.replace("_", " "),
+                row.loss_assumption,
+                f"{row.noise_multiplier:.4g}" if found else "none",
+                f"{row.effective_noise_multiplier:.4g}" if found else "—",
+            ]
+        )
     fig, ax = style.table_figure(header, cells, width=13.0, row_height=0.3, fontsize=8)
     ax.set_title(
         f"σ for (ε={first['epsilon']:g}, δ={first['delta']:g}): n={first['dataset_size']:g}, b={first['batch_size']:g}, "
         f"T={first['steps']:g}, C={first['clip']:g}, η={first['lr']:g}, λ={first['strong_convexity']:g}, "
         f"β={first['smoothness']:g}, L={first['lipschitz']:g}, D={first['diameter']:g}, "
-        f"λ_reg={first['regularization']:g}, d={first['dimension']:g}", fontsize=9)
+        f"λ_reg={first['regularization']:g}, d={first['dimension']:g}",
+        fontsize=9,
+    )
     return fig

@@ -40,16 +40,41 @@ CAPTION = (
     "other end (one-run: its point estimate). docs/findings.md states what each audit measured."
 )
 INPUTS: dict[str, type] = {"audits": list}
-FIRST = ["audit", "threat_model", "variant", "method", "model", "observation", "estimator", "steps", "delta",
-         "neighbouring", "sampling", "noise_multiplier", "sampling_rate", "confidence", "runs", "canaries"]
-MARKERS = {"clopper_pearson": "s", "gdp": "o", "one_run": "^", "one_run_gdp": "D", "one_run_independent": "*"}
+FIRST = [
+    "audit",
+    "threat_model",
+    "variant",
+    "method",
+    "model",
+    "observation",
+    "estimator",
+    "steps",
+    "delta",
+    "neighbouring",
+    "sampling",
+    "noise_multiplier",
+    "sampling_rate",
+    "confidence",
+    "runs",
+    "canaries",
+]
+MARKERS = {
+    "clopper_pearson": "s",
+    "gdp": "o",
+    "one_run": "^",
+    "one_run_gdp": "D",
+    "one_run_independent": "*",
+}
 
 
 def check(config: dict, params: dict) -> None:
     for audit in params["audits"]:
         if audit not in config.get("audits", {}):
-            raise DPLabError("figures.tightness_audit.audits", f"unknown audit {audit!r}; defined: "
-                             f"{', '.join(config.get('audits', {})) or 'none'}")
+            raise DPLabError(
+                "figures.tightness_audit.audits",
+                f"unknown audit {audit!r}; defined: "
+                f"{', '.join(config.get('audits', {})) or 'none'}",
+            )
 
 
 def inputs(config: dict, params: dict) -> Inputs:
@@ -57,8 +82,17 @@ def inputs(config: dict, params: dict) -> Inputs:
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
-    out = pd.concat([read_table(path, "audit table", f"dplab audit --config CONFIG --audit NAME --data DATA --out {path}")
-                     for path in inputs["audits"]], ignore_index=True)
+    out = pd.concat(
+        [
+            read_table(
+                path,
+                "audit table",
+                f"dplab audit --config CONFIG --audit NAME --data DATA --out {path}",
+            )
+            for path in inputs["audits"]
+        ],
+        ignore_index=True,
+    )
     first = [c for c in FIRST if c in out]
     bounds = ["epsilon_lower", "epsilon_estimate", "epsilon_upper", "exact_epsilon"]
     bounds += sorted(c for c in out if c.startswith("upper_"))
@@ -70,11 +104,20 @@ def _panel(ax, rows: pd.DataFrame) -> None:
     for col in [c for c in rows if c.startswith("upper_") and rows[c].notna().any()]:
         curve = rows.dropna(subset=[col]).groupby("steps")[col].first()
         name = col.removeprefix("upper_")
-        ax.plot(curve.index, curve.to_numpy(), color=style.colour(name), marker=".", lw=1.2, label=name)
+        ax.plot(
+            curve.index, curve.to_numpy(), color=style.colour(name), marker=".", lw=1.2, label=name
+        )
     exact = rows.dropna(subset=["exact_epsilon"]) if "exact_epsilon" in rows else rows.iloc[:0]
     for obs, part in exact.groupby("observation"):
         curve = part.groupby("steps").exact_epsilon.first()
-        ax.plot(curve.index, curve.to_numpy(), color="#d62728", ls="--", lw=2, label=f"exact ({obs.replace('_', ' ')})")
+        ax.plot(
+            curve.index,
+            curve.to_numpy(),
+            color="#d62728",
+            ls="--",
+            lw=2,
+            label=f"exact ({obs.replace('_', ' ')})",
+        )
     series = [(o, e) for o in ("last_iterate", "trajectory") for e in ESTIMATORS]
     shifts = {pair: 1.0 + 0.05 * (i - (len(series) - 1) / 2) for i, pair in enumerate(series)}
     for (obs, est), part in rows.groupby(["observation", "estimator"]):
@@ -82,16 +125,28 @@ def _panel(ax, rows: pd.DataFrame) -> None:
         low = part.epsilon_lower.to_numpy()
         top = part.epsilon_upper.where(part.epsilon_upper.notna(), part.epsilon_estimate).to_numpy()
         top = np.minimum(np.where(np.isfinite(top), top, low), 1e4)
-        ax.errorbar(part.steps.to_numpy() * shifts[(obs, est)], low, yerr=[np.zeros(len(low)), np.maximum(top - low, 0)],
-                    fmt=MARKERS[est], mfc="white" if obs == "last_iterate" else None, capsize=2,
-                    color="#444444" if obs == "last_iterate" else "#8c564b",
-                    label=f"{est.replace('_', ' ')} lower bound, {obs.replace('_', ' ')}")
+        ax.errorbar(
+            part.steps.to_numpy() * shifts[(obs, est)],
+            low,
+            yerr=[np.zeros(len(low)), np.maximum(top - low, 0)],
+            fmt=MARKERS[est],
+            mfc="white" if obs == "last_iterate" else None,
+            capsize=2,
+            color="#444444" if obs == "last_iterate" else "#8c564b",
+            label=f"{est.replace('_', ' ')} lower bound, {obs.replace('_', ' ')}",
+        )
 
 
 def draw(table: pd.DataFrame):
     threats = [t for t in THREAT_MODELS if t in set(table.threat_model)]
-    panels = {t: list(dict.fromkeys(zip(table.audit[table.threat_model == t], table.variant[table.threat_model == t])))
-              for t in threats}
+    panels = {
+        t: list(
+            dict.fromkeys(
+                zip(table.audit[table.threat_model == t], table.variant[table.threat_model == t])
+            )
+        )
+        for t in threats
+    }
     ncols = max(len(p) for p in panels.values())
     fig, axes = style.new_figure(ncols=ncols, nrows=len(threats))
     for i, threat in enumerate(threats):
@@ -104,11 +159,18 @@ def draw(table: pd.DataFrame):
             rows = table[(table.audit == audit) & (table.variant == variant)]
             _panel(ax, rows)
             first = rows.iloc[0]
-            ax.set(xscale="log", xlabel="steps T", ylabel="ε (linear below 1)",
-                   title=f"{threat.replace('_', ' ')}: {variant.replace('_', ' ')} ({first.model})")
+            ax.set(
+                xscale="log",
+                xlabel="steps T",
+                ylabel="ε (linear below 1)",
+                title=f"{threat.replace('_', ' ')}: {variant.replace('_', ' ')} ({first.model})",
+            )
             ax.set_yscale("symlog", linthresh=1.0)
             ax.set_ylim(bottom=0)
-            ax.legend(fontsize=6, title=f"δ={first.delta:.0e}, σ={first.noise_multiplier:.3g}, q={first.sampling_rate:.3g}, "
-                      f"{first.neighbouring.replace('_', ' ')}; bars: {first.confidence:.0%} interval",
-                      title_fontsize=6)
+            ax.legend(
+                fontsize=6,
+                title=f"δ={first.delta:.0e}, σ={first.noise_multiplier:.3g}, q={first.sampling_rate:.3g}, "
+                f"{first.neighbouring.replace('_', ' ')}; bars: {first.confidence:.0%} interval",
+                title_fontsize=6,
+            )
     return fig

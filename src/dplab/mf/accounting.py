@@ -83,14 +83,22 @@ class MinSeparation:
     def __post_init__(self):
         integer("steps", self.steps)
         integer("min_separation", self.min_separation)
-        if self.dataset_size is not None and integer("dataset_size", self.dataset_size) < self.min_separation:
-            raise DPLabError("min_separation", f"must be <= dataset_size={self.dataset_size}; got {self.min_separation}")
+        if (
+            self.dataset_size is not None
+            and integer("dataset_size", self.dataset_size) < self.min_separation
+        ):
+            raise DPLabError(
+                "min_separation",
+                f"must be <= dataset_size={self.dataset_size}; got {self.min_separation}",
+            )
 
     @classmethod
     def from_batch_size(cls, dataset_size: int, batch_size: int, steps: int) -> "MinSeparation":
         """b = ⌊n / batch_size⌋ partitions (expected size n/b ≥ batch_size)."""
         if not (1 <= batch_size <= dataset_size):
-            raise DPLabError("batch_size", f"must lie in [1, dataset_size={dataset_size}]; got {batch_size}")
+            raise DPLabError(
+                "batch_size", f"must lie in [1, dataset_size={dataset_size}]; got {batch_size}"
+            )
         return cls(dataset_size // batch_size, steps, dataset_size)
 
     @property
@@ -104,7 +112,9 @@ class MinSeparation:
             raise DPLabError("dataset_size", "is required to draw batches")
         return _partitions(self.dataset_size, self.min_separation, generator)
 
-    def batch(self, step: int, partitions: list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+    def batch(
+        self, step: int, partitions: list[torch.Tensor], generator: torch.Generator
+    ) -> torch.Tensor:
         return partitions[step % self.min_separation]
 
 
@@ -140,7 +150,9 @@ class CyclicPoisson:
     def partitions(self, generator: torch.Generator) -> list[torch.Tensor]:
         return _partitions(self.dataset_size, self.partitions_count, generator)
 
-    def batch(self, step: int, partitions: list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+    def batch(
+        self, step: int, partitions: list[torch.Tensor], generator: torch.Generator
+    ) -> torch.Tensor:
         part = partitions[step % self.partitions_count]
         keep = torch.rand(len(part), generator=generator) < self.sampling_rate
         return part[keep]
@@ -174,34 +186,56 @@ def _fail(key: str, message: str) -> AssumptionError:
     return AssumptionError(NAME, key, message)
 
 
-def event(factorization: Factorization, sampler, noise_multiplier: float,
-          neighbouring: str = "add_remove") -> MatrixFactorizationDpEvent:
+def event(
+    factorization: Factorization, sampler, noise_multiplier: float, neighbouring: str = "add_remove"
+) -> MatrixFactorizationDpEvent:
     """The :class:`MatrixFactorizationDpEvent` of the whole T-step release under ``sampler``
     (module docstring), refused where its conditions fail."""
     if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
         raise DPLabError("noise_multiplier", f"must be a finite number > 0; got {noise_multiplier}")
     if not isinstance(sampler, (MinSeparation, CyclicPoisson, PoissonGroups)):
-        raise _fail("sampler", f"must be MinSeparation, CyclicPoisson or PoissonGroups; got {type(sampler).__name__}")
+        raise _fail(
+            "sampler",
+            f"must be MinSeparation, CyclicPoisson or PoissonGroups; got {type(sampler).__name__}",
+        )
     if sampler.steps != factorization.steps:
-        raise _fail("steps", f"sampler has {sampler.steps} steps, factorization {factorization.steps}")
+        raise _fail(
+            "steps", f"sampler has {sampler.steps} steps, factorization {factorization.steps}"
+        )
     if not factorization.lower_triangular:
         raise _fail("encoder", "C must be lower-triangular (noise of step t may only use Z[0..t])")
-    common = {"strategy": factorization.strategy, "noise_multiplier": noise_multiplier,
-              "steps": sampler.steps, "neighbouring": neighbouring}
+    common = {
+        "strategy": factorization.strategy,
+        "noise_multiplier": noise_multiplier,
+        "steps": sampler.steps,
+        "neighbouring": neighbouring,
+    }
     if isinstance(sampler, MinSeparation):
         sens = factorization.sensitivity(sampler.participations, sampler.min_separation).value
-        return MatrixFactorizationDpEvent(**common, participations=sampler.participations,
-                                          separation=sampler.min_separation, sampler="min_separation",
-                                          scale=sens * sum_sensitivity(1.0, neighbouring))
+        return MatrixFactorizationDpEvent(
+            **common,
+            participations=sampler.participations,
+            separation=sampler.min_separation,
+            sampler="min_separation",
+            scale=sens * sum_sensitivity(1.0, neighbouring),
+        )
     # CyclicPoisson, PoissonGroups
     if neighbouring != "add_remove":
-        raise _fail("neighbouring", f"amplified banded MF is proved for add_remove only; got {neighbouring!r}")
+        raise _fail(
+            "neighbouring",
+            f"amplified banded MF is proved for add_remove only; got {neighbouring!r}",
+        )
     b = sampler.partitions_count
     if not factorization.within_bands(b):
         raise _fail("bands", f"cyclic Poisson over b={b} partitions needs a C with at most b bands")
-    return MatrixFactorizationDpEvent(**common, participations=sampler.compositions, separation=b,
-                                      sampler="cyclic_poisson", scale=factorization.max_column_norm,
-                                      sampling_rate=sampler.sampling_rate)
+    return MatrixFactorizationDpEvent(
+        **common,
+        participations=sampler.compositions,
+        separation=b,
+        sampler="cyclic_poisson",
+        scale=factorization.max_column_norm,
+        sampling_rate=sampler.sampling_rate,
+    )
 
 
 def _accountant() -> MatrixFactorizationAccountant:
@@ -212,20 +246,33 @@ def dp_event(
     factorization: Factorization, sampler, noise_multiplier: float, neighbouring: str = "add_remove"
 ) -> dp_accounting.DpEvent:
     """The dp_accounting ``DpEvent`` of the whole T-step release under ``sampler`` (module docstring)."""
-    return _accountant().dp_event(event(factorization, sampler, noise_multiplier, neighbouring), neighbouring)
+    return _accountant().dp_event(
+        event(factorization, sampler, noise_multiplier, neighbouring), neighbouring
+    )
 
 
-def epsilon(factorization, sampler, noise_multiplier: float, delta: float, neighbouring: str = "add_remove") -> float:
+def epsilon(
+    factorization, sampler, noise_multiplier: float, delta: float, neighbouring: str = "add_remove"
+) -> float:
     """ε(σ) at δ (the ``mf`` accountant on the run's :func:`event`)."""
     delta = check_delta(delta)
-    return _accountant().epsilon(event(factorization, sampler, noise_multiplier, neighbouring), delta, neighbouring)
+    return _accountant().epsilon(
+        event(factorization, sampler, noise_multiplier, neighbouring), delta, neighbouring
+    )
 
 
-def delta(factorization, sampler, noise_multiplier: float, epsilon_: float, neighbouring: str = "add_remove") -> float:
+def delta(
+    factorization,
+    sampler,
+    noise_multiplier: float,
+    epsilon_: float,
+    neighbouring: str = "add_remove",
+) -> float:
     """δ(σ) at ε, never below DELTA_FLOOR (the ``mf`` accountant on the run's :func:`event`)."""
     epsilon_ = check_epsilon(epsilon_)
-    return _accountant().event_delta(event(factorization, sampler, noise_multiplier, neighbouring), epsilon_,
-                                     neighbouring)
+    return _accountant().event_delta(
+        event(factorization, sampler, noise_multiplier, neighbouring), epsilon_, neighbouring
+    )
 
 
 def check_target(epsilon_: float, delta_: float) -> tuple[float, float]:
@@ -233,12 +280,18 @@ def check_target(epsilon_: float, delta_: float) -> tuple[float, float]:
     before it factorizes)."""
     epsilon_, delta_ = check_epsilon(epsilon_), check_delta(delta_)
     if not epsilon_ <= EPSILON_MAX:
-        raise ResolutionError(NAME, "epsilon", f"must be <= {EPSILON_MAX:g} (EPSILON_MAX); got {epsilon_:g}")
+        raise ResolutionError(
+            NAME, "epsilon", f"must be <= {EPSILON_MAX:g} (EPSILON_MAX); got {epsilon_:g}"
+        )
     return epsilon_, delta_
 
 
-def calibrate(factorization, sampler, epsilon_: float, delta_: float, neighbouring: str = "add_remove") -> float:
+def calibrate(
+    factorization, sampler, epsilon_: float, delta_: float, neighbouring: str = "add_remove"
+) -> float:
     """Smallest σ with ε(σ) ≤ ``epsilon_`` at ``delta_`` (the ``mf`` accountant's
     :meth:`~MatrixFactorizationAccountant.event_sigma`)."""
     epsilon_, delta_ = check_target(epsilon_, delta_)
-    return _accountant().event_sigma(event(factorization, sampler, 1.0, neighbouring), epsilon_, delta_, neighbouring)
+    return _accountant().event_sigma(
+        event(factorization, sampler, 1.0, neighbouring), epsilon_, delta_, neighbouring
+    )

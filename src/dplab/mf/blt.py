@@ -75,7 +75,9 @@ def inverse_sections(theta: np.ndarray, theta_hat: np.ndarray, scale: float = 1.
     in (0, 1), stable and well conditioned even when the decays crowd near 1 (the expanded
     polynomials are not: T = 10⁵ lost digits in them)."""
     first = ((np.array([1.0, -theta[0]]) / scale, np.array([1.0, -theta_hat[0]])),)
-    return first + tuple((np.array([1.0, -t]), np.array([1.0, -h])) for t, h in zip(theta[1:], theta_hat[1:]))
+    return first + tuple(
+        (np.array([1.0, -t]), np.array([1.0, -h])) for t, h in zip(theta[1:], theta_hat[1:])
+    )
 
 
 def _cascade(sections, u: np.ndarray) -> np.ndarray:
@@ -101,10 +103,16 @@ def objective_and_gradient(z, steps: int, objective: str, participations: int, m
     v = column_sum(c, steps, participations, min_separation)
     sens2 = float(v @ v)
     g_x = 2.0 * w * x / error  # d log(error)/dx
-    g_c = 2.0 * column_sum(v[::-1], steps, participations, min_separation)[::-1] / sens2  # d log(sens²)/dc
+    g_c = (
+        2.0 * column_sum(v[::-1], steps, participations, min_separation)[::-1] / sens2
+    )  # d log(sens²)/dc
     dx, dc = _delayed(x), _delayed(c)
-    g_theta = np.array([np.dot(g_c, _geometric(t, dc)) - np.dot(g_x, _geometric(t, dx)) for t in theta])
-    g_hat = np.array([np.dot(g_x, _geometric(h, dx)) - np.dot(g_c, _geometric(h, dc)) for h in theta_hat])
+    g_theta = np.array(
+        [np.dot(g_c, _geometric(t, dc)) - np.dot(g_x, _geometric(t, dx)) for t in theta]
+    )
+    g_hat = np.array(
+        [np.dot(g_x, _geometric(h, dx)) - np.dot(g_c, _geometric(h, dc)) for h in theta_hat]
+    )
     return float(np.log(sens2 * error)), _decays_adjoint(z, g_theta, g_hat)
 
 
@@ -153,12 +161,19 @@ def _start(steps: int, buffers: int) -> np.ndarray:
 def check_buffers(buffers: int, steps: int) -> int:
     """k as an int in [1, min(15, ⌊T/2⌋)]: at most :data:`MAX_BUFFERS`, and 2k distinct decays need 2k ≤ T."""
     if steps < 2:  # the range would read [1, …=0]
-        raise DPLabError("steps", f"must be >= 2 for the blt strategy (k >= 1 buffers need 2k <= steps); got {steps}")
+        raise DPLabError(
+            "steps",
+            f"must be >= 2 for the blt strategy (k >= 1 buffers need 2k <= steps); got {steps}",
+        )
     return integer("buffers", buffers, 1, min(MAX_BUFFERS, steps // 2), "min(15, steps/2)")
 
 
 def blt(
-    steps: int, buffers: int, objective: str = "mean", participations: int = 1, min_separation: int | None = None,
+    steps: int,
+    buffers: int,
+    objective: str = "mean",
+    participations: int = 1,
+    min_separation: int | None = None,
     max_iter: int = 1000,
 ) -> ToeplitzFactorization:
     """The BLT C with ``buffers`` buffers minimizing the ``objective`` under (k, s)-participation
@@ -167,7 +182,9 @@ def blt(
     steps = toeplitz.check_steps(steps)
     buffers = check_buffers(buffers, steps)
     if objective not in OBJECTIVES:
-        raise DPLabError("objective", f"must be one of {', '.join(OBJECTIVES)} for blt; got {objective!r}")
+        raise DPLabError(
+            "objective", f"must be one of {', '.join(OBJECTIVES)} for blt; got {objective!r}"
+        )
     s = steps if min_separation is None else integer("min_separation", min_separation)
     k = max_participations(steps, integer("participations", participations), s)
     progress = Progress(f"mf blt T={steps} buffers={buffers}", max_iter, unit="L-BFGS iteration")
@@ -180,13 +197,28 @@ def blt(
         return loss, grad
 
     def report(intermediate_result):
-        progress.update(progress.done + 1, f"{objective} squared error per unit noise {np.exp(intermediate_result.fun):.6g}")
+        progress.update(
+            progress.done + 1,
+            f"{objective} squared error per unit noise {np.exp(intermediate_result.fun):.6g}",
+        )
 
-    res = scipy.optimize.minimize(fun, _start(steps, buffers), jac=True, method="L-BFGS-B", callback=report,
-                                  options={"maxiter": max_iter, "gtol": 1e-12, "ftol": 1e-15})
+    res = scipy.optimize.minimize(
+        fun,
+        _start(steps, buffers),
+        jac=True,
+        method="L-BFGS-B",
+        callback=report,
+        options={"maxiter": max_iter, "gtol": 1e-12, "ftol": 1e-15},
+    )
     progress.close()
-    info = {"objective": objective, "participations": k, "min_separation": s, "iterations": int(res.nit),
-            "message": str(res.message), "loss": float(np.exp(res.fun))}
+    info = {
+        "objective": objective,
+        "participations": k,
+        "min_separation": s,
+        "iterations": int(res.nit),
+        "message": str(res.message),
+        "loss": float(np.exp(res.fun)),
+    }
     theta, theta_hat = _cancel(*decays(res.x))
     if len(theta) < buffers:
         info["buffers_cancelled"] = buffers - len(theta)
@@ -200,11 +232,23 @@ def from_decays(theta, theta_hat, steps: int, info: dict | None = None) -> Toepl
     p = np.empty(2 * len(theta))
     if len(theta) == len(theta_hat):
         p[0::2], p[1::2] = theta, theta_hat
-    if len(theta) != len(theta_hat) or not (len(p) and 1 >= p[0] and np.all(np.diff(p) < 0) and p[-1] >= 0):
-        raise DPLabError("buf_decay", "BLT decays must interlace, 1 >= θ_1 > θ̂_1 > θ_2 > … > θ̂_k >= 0; "
-                                      f"got θ = {theta.tolist()}, θ̂ = {theta_hat.tolist()}")
+    if len(theta) != len(theta_hat) or not (
+        len(p) and 1 >= p[0] and np.all(np.diff(p) < 0) and p[-1] >= 0
+    ):
+        raise DPLabError(
+            "buf_decay",
+            "BLT decays must interlace, 1 >= θ_1 > θ̂_1 > θ_2 > … > θ̂_k >= 0; "
+            f"got θ = {theta.tolist()}, θ̂ = {theta_hat.tolist()}",
+        )
     c = coefficients(theta, theta_hat, steps)
     scale = float(np.linalg.norm(c))
-    info = {**(info or {}), "buffers": len(theta), "buf_decay": theta.tolist(), "inverse_buf_decay": theta_hat.tolist(),
-            "output_scale": output_scales(theta, theta_hat).tolist()}
-    return ToeplitzFactorization("blt", c / scale, steps, info, sections=inverse_sections(theta, theta_hat, 1.0 / scale))
+    info = {
+        **(info or {}),
+        "buffers": len(theta),
+        "buf_decay": theta.tolist(),
+        "inverse_buf_decay": theta_hat.tolist(),
+        "output_scale": output_scales(theta, theta_hat).tolist(),
+    }
+    return ToeplitzFactorization(
+        "blt", c / scale, steps, info, sections=inverse_sections(theta, theta_hat, 1.0 / scale)
+    )

@@ -126,7 +126,9 @@ def sqrt(A: np.ndarray) -> Factorization:
     A = _check_lower(A)
     a = A[:, 0]
     if not np.allclose(A, _toeplitz_lower(a, len(a)), rtol=0, atol=1e-12):
-        raise DPLabError("workload", "the sqrt strategy needs a Toeplitz workload (constant learning rate)")
+        raise DPLabError(
+            "workload", "the sqrt strategy needs a Toeplitz workload (constant learning rate)"
+        )
     C = _toeplitz_lower(sqrt_coefficients(a), len(a))
     return Factorization("sqrt", A, C, bands=len(a), info={"coefficients": C[:, 0].copy()})
 
@@ -186,7 +188,9 @@ class _TridiagonalDual:
         return v_new, 2.0 * half.sum() - v.sum(), primal, U, half
 
 
-def optimal(A: np.ndarray, tol: float = 1e-8, max_iter: int = 1000, history: int = 5) -> Factorization:
+def optimal(
+    A: np.ndarray, tol: float = 1e-8, max_iter: int = 1000, history: int = 5
+) -> Factorization:
     """Minimum mean error for single participation (Denisov et al. 2022, Thm 3.1/Alg. 1 style).
 
     Problem: min_X tr(S·X⁻¹) s.t. diag(X) = 1, X ≻ 0, with S = AᵀA (sensitivity 1 ⇔ unit
@@ -215,7 +219,7 @@ def optimal(A: np.ndarray, tol: float = 1e-8, max_iter: int = 1000, history: int
         if gaps[-1] <= tol:
             break
         f = np.log(v_new) - x  # fixed-point residual in log v
-        xs, fs = (xs + [x])[-(history + 1):], (fs + [f])[-(history + 1):]
+        xs, fs = (xs + [x])[-(history + 1) :], (fs + [f])[-(history + 1) :]
         x = x + f
         if len(fs) > 1:  # Anderson (type II): the combination of past steps with the least residual
             dF, dX = np.diff(fs, axis=0).T, np.diff(xs, axis=0).T
@@ -224,14 +228,21 @@ def optimal(A: np.ndarray, tol: float = 1e-8, max_iter: int = 1000, history: int
             if np.all(np.isfinite(candidate)):
                 x = candidate
     else:
-        raise DPLabError("optimal", f"fixed point did not reach relative gap {tol} in {max_iter} iterations")
+        raise DPLabError(
+            "optimal", f"fixed point did not reach relative gap {tol} in {max_iter} iterations"
+        )
     progress.close()
     r = np.sqrt(v)
     X = (U * half) @ U.T / (r[:, None] * r[None, :])  # X(v) = V^(−½)·M^½·V^(−½)
     d = np.sqrt(np.diag(X))
     X = X / (d[:, None] * d[None, :])
-    info = {"iterations": it, "relative_gap": gaps[-1], "gap_history": gaps, "objective": primal,
-            "solver": "tridiagonal" if bidiagonal is not None else "dense"}
+    info = {
+        "iterations": it,
+        "relative_gap": gaps[-1],
+        "gap_history": gaps,
+        "objective": primal,
+        "solver": "tridiagonal" if bidiagonal is not None else "dense",
+    }
     return Factorization("optimal", A, _reverse_cholesky(X), bands=A.shape[0], info=info)
 
 
@@ -281,7 +292,9 @@ def _banded_loss(c: np.ndarray, A: np.ndarray):
     return loss, grad
 
 
-def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_iter: int = 500) -> Factorization:
+def banded(
+    A: np.ndarray, bands: int, min_separation: int | None = None, max_iter: int = 500
+) -> Factorization:
     """Banded Toeplitz C with unit columns, optimized by L-BFGS (Choquette-Choo et al. 2023, §4).
 
     C[i, j] = c_{i−j}/‖column j‖ for 0 ≤ i−j < ``bands`` (c_0 = 1 fixed: normalization removes
@@ -309,15 +322,26 @@ def banded(A: np.ndarray, bands: int, min_separation: int | None = None, max_ite
         progress = Progress(f"mf banded T={T} bands={bands}", max_iter, unit="L-BFGS iteration")
 
         def report(intermediate_result):
-            progress.update(progress.done + 1, f"mean squared error per unit noise {intermediate_result.fun:.6g}")
+            progress.update(
+                progress.done + 1,
+                f"mean squared error per unit noise {intermediate_result.fun:.6g}",
+            )
 
         res = scipy.optimize.minimize(
-            objective, start[1:], jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-9},
+            objective,
+            start[1:],
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iter, "gtol": 1e-9},
             callback=report,
         )
         progress.close()
         coeffs = np.concatenate([[1.0], res.x])
-        info = {"iterations": int(res.nit), "gradient_norm": float(np.linalg.norm(res.jac)), "message": str(res.message)}
+        info = {
+            "iterations": int(res.nit),
+            "gradient_norm": float(np.linalg.norm(res.jac)),
+            "message": str(res.message),
+        }
     info["coefficients"] = coeffs
     return Factorization("banded", A, banded_encoder(coeffs, T), bands=bands, info=info)
 
@@ -330,7 +354,9 @@ def check_strategy(strategy: str, bands: int | None) -> None:
         raise DPLabError("bands", "is required for the banded strategy")
 
 
-def factorize(strategy: str, A: np.ndarray, bands: int | None = None, min_separation: int | None = None) -> Factorization:
+def factorize(
+    strategy: str, A: np.ndarray, bands: int | None = None, min_separation: int | None = None
+) -> Factorization:
     """Dispatch on the strategy name (``STRATEGIES``)."""
     check_strategy(strategy, bands)
     if strategy == "identity":

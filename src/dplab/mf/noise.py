@@ -34,7 +34,9 @@ class _Stream:
 
     def __init__(self, steps: int, std: float):
         if not (np.isfinite(std) and std > 0):
-            raise DPLabError("noise_multiplier", f"noise std must be a finite number > 0; got {std}")
+            raise DPLabError(
+                "noise_multiplier", f"noise std must be a finite number > 0; got {std}"
+            )
         self.std = float(std)
         self.steps = steps
         self._next = 0
@@ -42,9 +44,14 @@ class _Stream:
     def _draw(self, step: int, like: torch.Tensor, generator) -> torch.Tensor:
         """z_step ~ N(0, std²·I) shaped like ``like``, after checking that steps come in order."""
         if step != self._next:
-            raise DPLabError("step", f"correlated noise must be drawn in order; expected step {self._next}, got {step}")
+            raise DPLabError(
+                "step",
+                f"correlated noise must be drawn in order; expected step {self._next}, got {step}",
+            )
         if step >= self.steps:
-            raise DPLabError("step", f"the factorization covers {self.steps} steps; got step {step}")
+            raise DPLabError(
+                "step", f"the factorization covers {self.steps} steps; got step {step}"
+            )
         self._next += 1
         return normal(like.shape, generator, like.dtype, like.device) * self.std
 
@@ -68,7 +75,9 @@ class CorrelatedNoise(_Stream):
         """How many past noise vectors are held now."""
         return len(self._past)
 
-    def sample(self, step: int, like: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def sample(
+        self, step: int, like: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         z = self._draw(step, like, generator)
         row = self.encoder[step]
         acc = z
@@ -105,7 +114,9 @@ class FilterNoise(_Stream):
             n = max(len(a), len(b))
             padded_b, padded_a = np.zeros(n), np.zeros(n)
             padded_b[: len(b)], padded_a[: len(a)] = b, a
-            self.sections.append(((padded_b / a[0]).tolist(), (padded_a / a[0]).tolist()))  # floats, not numpy scalars
+            self.sections.append(
+                ((padded_b / a[0]).tolist(), (padded_a / a[0]).tolist())
+            )  # floats, not numpy scalars
         self._state: list[list[torch.Tensor]] | None = None
 
     @property
@@ -113,18 +124,26 @@ class FilterNoise(_Stream):
         """How many state vectors are held: Σ over sections of their order (bands − 1, or the buffers)."""
         return sum(len(b) - 1 for b, _ in self.sections)
 
-    def sample(self, step: int, like: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def sample(
+        self, step: int, like: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         u = self._draw(step, like, generator)
         if self._state is None:
-            self._state = [[torch.zeros_like(u) for _ in range(len(b) - 1)] for b, _ in self.sections]
+            self._state = [
+                [torch.zeros_like(u) for _ in range(len(b) - 1)] for b, _ in self.sections
+            ]
         for (b, a), s in zip(self.sections, self._state):
             y = torch.add(s[0], u, alpha=b[0]) if s else u * b[0]
-            for i in range(len(s)):  # s_i ← s_{i+1} + b_{i+1}·u − a_{i+1}·y, with no op for a zero b_{i+1}
+            for i in range(
+                len(s)
+            ):  # s_i ← s_{i+1} + b_{i+1}·u − a_{i+1}·y, with no op for a zero b_{i+1}
                 last = i + 1 == len(s)
                 if b[i + 1] == 0:
                     s[i] = y * -a[i + 1] if last else torch.add(s[i + 1], y, alpha=-a[i + 1])
                 else:
-                    s[i] = (u * b[i + 1] if last else torch.add(s[i + 1], u, alpha=b[i + 1])).add_(y, alpha=-a[i + 1])
+                    s[i] = (u * b[i + 1] if last else torch.add(s[i + 1], u, alpha=b[i + 1])).add_(
+                        y, alpha=-a[i + 1]
+                    )
             u = y
         return u
 

@@ -234,7 +234,9 @@ def load_toeplitz(path, regenerate: str | None = None) -> ToeplitzFactorization:
         num.ndim == 2 and num.shape == den.shape and (len(num) == 0 or np.all(den[:, 0] != 0))
     )
     if not (f["info"].dtype.kind == "U" and f["info"].ndim == 0):
-        raise damaged(path, TOEPLITZ, "holds an `info` that is not a JSON object", regenerate or fallback)
+        raise damaged(
+            path, TOEPLITZ, "holds an `info` that is not a JSON object", regenerate or fallback
+        )
     info = json_member(path, str(f["info"]), TOEPLITZ, regenerate or fallback)
     if not (
         c.ndim == 1

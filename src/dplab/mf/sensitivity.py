@@ -61,7 +61,9 @@ def best_pattern_sum(weights: np.ndarray, participations: int, min_separation: i
     w = np.atleast_2d(np.asarray(weights, dtype=float))
     rows, T = w.shape
     k, b = participations, min_separation
-    f = np.zeros((b + 1, rows, k + 1))  # f[i % (b+1), :, j]: best with ≤ j picks among positions ≥ i
+    f = np.zeros(
+        (b + 1, rows, k + 1)
+    )  # f[i % (b+1), :, j]: best with ≤ j picks among positions ≥ i
     for i in range(T - 1, -1, -1):
         take = w[:, i, None] + f[(i + b) % (b + 1), :, :k]
         f[i % (b + 1), :, 1:] = np.maximum(f[(i + 1) % (b + 1), :, 1:], take)
@@ -72,7 +74,9 @@ def best_pattern_sum(weights: np.ndarray, participations: int, min_separation: i
 def _is_toeplitz_decreasing(C: np.ndarray) -> bool:
     c = C[:, 0]
     T = len(c)
-    toeplitz = np.allclose(C, np.tril(c[np.subtract.outer(np.arange(T), np.arange(T)) % T]), rtol=0, atol=1e-12)
+    toeplitz = np.allclose(
+        C, np.tril(c[np.subtract.outer(np.arange(T), np.arange(T)) % T]), rtol=0, atol=1e-12
+    )
     return toeplitz and bool(np.all(c >= 0)) and bool(np.all(np.diff(c) <= 1e-15))
 
 
@@ -91,11 +95,17 @@ def sensitivity(C: np.ndarray, participations: int = 1, min_separation: int = 1)
     scale = diag.max()
     if np.all(np.abs(X[lag >= b]) <= 1e-12 * scale):
         return Sensitivity(
-            math.sqrt(best_pattern_sum(diag, k, b)), True, "columns >= b apart orthogonal: DP over column norms"
+            math.sqrt(best_pattern_sum(diag, k, b)),
+            True,
+            "columns >= b apart orthogonal: DP over column norms",
         )
     if _is_toeplitz_decreasing(C):
         v = C[:, [m * b for m in range(k)]].sum(axis=1)
-        return Sensitivity(float(np.linalg.norm(v)), True, "Toeplitz non-increasing non-negative: pattern 0, b, 2b, ...")
+        return Sensitivity(
+            float(np.linalg.norm(v)),
+            True,
+            "Toeplitz non-increasing non-negative: pattern 0, b, 2b, ...",
+        )
     if np.all(X >= -1e-12 * scale):
         patterns = list(_patterns(T, k, b, ENUMERATION_LIMIT))
         if patterns is not None and len(patterns) <= ENUMERATION_LIMIT:
@@ -104,7 +114,9 @@ def sensitivity(C: np.ndarray, participations: int = 1, min_separation: int = 1)
     absX = np.abs(X)
     per_row = np.where(lag < b, -np.inf, absX)  # other positions of a pattern containing i
     u = np.diag(absX) + best_pattern_sum(per_row, k - 1, b) if k > 1 else np.diag(absX)
-    return Sensitivity(math.sqrt(best_pattern_sum(u, k, b)), False, "upper bound: DP over row bounds of |X|")
+    return Sensitivity(
+        math.sqrt(best_pattern_sum(u, k, b)), False, "upper bound: DP over row bounds of |X|"
+    )
 
 
 def _patterns(T: int, k: int, b: int, limit: int):
@@ -134,7 +146,9 @@ def brute_force(C: np.ndarray, participations: int, min_separation: int) -> floa
     return math.sqrt(best)
 
 
-def column_sum(coefficients: np.ndarray, steps: int, participations: int, min_separation: int) -> np.ndarray:
+def column_sum(
+    coefficients: np.ndarray, steps: int, participations: int, min_separation: int
+) -> np.ndarray:
     """v = Σ_{m<k} C[:, m·s] for the T×T lower-triangular Toeplitz C with first column ``coefficients``
     (zero-padded or cut to T): v_t = Σ_{m<k, m·s≤t} c_{t−m·s}, a cumulative sum over blocks of s, O(T)."""
     k, s = participations, min_separation
@@ -147,7 +161,9 @@ def column_sum(coefficients: np.ndarray, steps: int, participations: int, min_se
     return sums.ravel()[:steps]
 
 
-def toeplitz_sensitivity(coefficients, steps: int, participations: int = 1, min_separation: int = 1) -> Sensitivity:
+def toeplitz_sensitivity(
+    coefficients, steps: int, participations: int = 1, min_separation: int = 1
+) -> Sensitivity:
     """Sensitivity of the lower-triangular Toeplitz C with first column c = ``coefficients`` (b = len(c)
     bands) for (k, s)-participation, in O(T); which case applies is the ``method``:
 
@@ -166,17 +182,29 @@ def toeplitz_sensitivity(coefficients, steps: int, participations: int = 1, min_
     s = integer("min_separation", min_separation)
     k = max_participations(steps, integer("participations", participations), s)
     if k == 1:
-        return Sensitivity(float(np.linalg.norm(c)), True, "single participation: first column norm")
+        return Sensitivity(
+            float(np.linalg.norm(c)), True, "single participation: first column norm"
+        )
     if len(c) <= s:
         v = column_sum(c, steps, k, s)
-        return Sensitivity(float(np.linalg.norm(v)), True, "bands <= min_separation: disjoint columns 0, s, 2s, ...")
+        return Sensitivity(
+            float(np.linalg.norm(v)),
+            True,
+            "bands <= min_separation: disjoint columns 0, s, 2s, ...",
+        )
     if np.all(c >= 0) and np.all(np.diff(c) <= 0):
         v = column_sum(c, steps, k, s)
-        return Sensitivity(float(np.linalg.norm(v)), True, "Toeplitz non-increasing non-negative: pattern 0, s, 2s, ...")
+        return Sensitivity(
+            float(np.linalg.norm(v)),
+            True,
+            "Toeplitz non-increasing non-negative: pattern 0, s, 2s, ...",
+        )
     a = np.abs(c)
     r = scipy.signal.correlate(a, a, mode="full")[len(a) - 1 :]  # r[lag] = Σ_ℓ a_ℓ·a_{ℓ+lag}
     tail = np.maximum.accumulate(r[::-1])[::-1]  # tail[lag] = max_{lag' ≥ lag} r[lag']
     d = np.arange(1, k)
     R = np.where(d * s < len(r), tail[np.minimum(d * s, len(r) - 1)], 0.0)
     bound = k * r[0] + 2.0 * np.sum((k - d) * R)
-    return Sensitivity(math.sqrt(bound), False, "upper bound: |X_ij| <= autocorrelation of |c| at |i-j| >= (m'-m)s")
+    return Sensitivity(
+        math.sqrt(bound), False, "upper bound: |X_ij| <= autocorrelation of |c| at |i-j| >= (m'-m)s"
+    )

@@ -54,9 +54,12 @@ def check_bands(bands: int, steps: int) -> int:
     """b as an int in [1, T] with T·b at most :data:`MAX_WORK`."""
     bands = integer("bands", bands, 1, steps, "steps")
     if steps * bands > MAX_WORK:
-        raise DPLabError("bands", f"steps × bands = {steps * bands:.3g} is above {MAX_WORK:.0e} (dplab.mf.toeplitz."
-                                  f"MAX_WORK, the work of one optimizer step): at T = {steps}, bands must be <= "
-                                  f"{MAX_WORK // steps}")
+        raise DPLabError(
+            "bands",
+            f"steps × bands = {steps * bands:.3g} is above {MAX_WORK:.0e} (dplab.mf.toeplitz."
+            f"MAX_WORK, the work of one optimizer step): at T = {steps}, bands must be <= "
+            f"{MAX_WORK // steps}",
+        )
     return bands
 
 
@@ -130,7 +133,9 @@ class ToeplitzFactorization:
         }
 
 
-def objective_and_gradient(c: np.ndarray, steps: int, objective: str, participations: int, min_separation: int):
+def objective_and_gradient(
+    c: np.ndarray, steps: int, objective: str, participations: int, min_separation: int
+):
     """L(c) = ‖v‖²·Σ_s w_s·x_s² (v = Σ_{m<k} C[:, m·s], x = C⁻¹·1) and dL/dc, in O(T·b) (or O(T log T)).
 
     dE/dc_ℓ = −Σ_j y_{j+ℓ}·x_j with y = C⁻ᵀ·(2w∘x) (the adjoint solve, the same filter on the
@@ -166,7 +171,11 @@ def _ratios_adjoint(r: np.ndarray, c: np.ndarray, grad: np.ndarray) -> np.ndarra
 
 
 def banded_toeplitz(
-    steps: int, bands: int, objective: str = "mean", participations: int = 1, min_separation: int | None = None,
+    steps: int,
+    bands: int,
+    objective: str = "mean",
+    participations: int = 1,
+    min_separation: int | None = None,
     max_iter: int = 500,
 ) -> ToeplitzFactorization:
     """Optimal b-banded Toeplitz C for the prefix sum under (k, s)-participation (module docstring).
@@ -178,18 +187,27 @@ def banded_toeplitz(
     steps = check_steps(steps)
     bands = check_bands(bands, steps)
     if objective not in OBJECTIVES:
-        raise DPLabError("objective", f"must be one of {', '.join(OBJECTIVES)} for banded_toeplitz; got {objective!r}")
+        raise DPLabError(
+            "objective",
+            f"must be one of {', '.join(OBJECTIVES)} for banded_toeplitz; got {objective!r}",
+        )
     s = steps if min_separation is None else integer("min_separation", min_separation)
     k = max_participations(steps, integer("participations", participations), s)
     start = sqrt_coefficients(np.ones(bands))
     # b > s with k > 1: the objective's ‖v‖² is the sensitivity only for c >= 0 non-increasing, so the
     # search stays in that cone; c_0 = 1 fixed either way (the objective does not depend on scale)
     monotone = k > 1 and bands > s
-    info: dict = {"objective": objective, "participations": k, "min_separation": s,
-                  "parametrization": "c >= 0 non-increasing" if monotone else "c_0 = 1"}
+    info: dict = {
+        "objective": objective,
+        "participations": k,
+        "min_separation": s,
+        "parametrization": "c >= 0 non-increasing" if monotone else "c_0 = 1",
+    }
     coeffs = start
     if bands > 1:
-        progress = Progress(f"mf banded_toeplitz T={steps} bands={bands}", max_iter, unit="L-BFGS iteration")
+        progress = Progress(
+            f"mf banded_toeplitz T={steps} bands={bands}", max_iter, unit="L-BFGS iteration"
+        )
         to_c = _ratios_to_c if monotone else lambda z: np.concatenate([[1.0], z])
 
         def fun(z):
@@ -197,16 +215,27 @@ def banded_toeplitz(
             with np.errstate(over="ignore", invalid="ignore"):
                 loss, grad = objective_and_gradient(c, steps, objective, k, s)
             if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
-                return np.inf, np.zeros_like(z)  # an unstable filter (C⁻¹ growing): rejected by the line search
+                return np.inf, np.zeros_like(
+                    z
+                )  # an unstable filter (C⁻¹ growing): rejected by the line search
             return loss, (_ratios_adjoint(z, c, grad) if monotone else grad[1:])
 
         def report(intermediate_result):
-            progress.update(progress.done + 1, f"{objective} squared error per unit noise {intermediate_result.fun:.6g}")
+            progress.update(
+                progress.done + 1,
+                f"{objective} squared error per unit noise {intermediate_result.fun:.6g}",
+            )
 
         z0 = start[1:] / start[:-1] if monotone else start[1:]
-        res = scipy.optimize.minimize(fun, z0, jac=True, method="L-BFGS-B", callback=report,
-                                      bounds=[(0.0, 1.0)] * (bands - 1) if monotone else None,
-                                      options={"maxiter": max_iter, "gtol": 1e-10, "ftol": 1e-13})
+        res = scipy.optimize.minimize(
+            fun,
+            z0,
+            jac=True,
+            method="L-BFGS-B",
+            callback=report,
+            bounds=[(0.0, 1.0)] * (bands - 1) if monotone else None,
+            options={"maxiter": max_iter, "gtol": 1e-10, "ftol": 1e-13},
+        )
         progress.close()
         coeffs = to_c(res.x)
         info.update(iterations=int(res.nit), message=str(res.message), loss=float(res.fun))

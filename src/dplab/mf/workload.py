@@ -29,9 +29,12 @@ def check_steps(steps: int) -> int:
     need = MATRICES * 8 * int(steps) ** 2
     if need > MEMORY_MAX:
         most = math.isqrt(MEMORY_MAX // (8 * MATRICES))
-        raise DPLabError("steps", f"T = {steps} needs about {need / 2**30:.3g} GiB for its T×T matrices "
-                                  f"({MATRICES} of 8·T² bytes), above the {MEMORY_MAX / 2**30:g} GiB limit "
-                                  f"(dplab.mf.workload.MEMORY_MAX): T must be <= {most}")
+        raise DPLabError(
+            "steps",
+            f"T = {steps} needs about {need / 2**30:.3g} GiB for its T×T matrices "
+            f"({MATRICES} of 8·T² bytes), above the {MEMORY_MAX / 2**30:g} GiB limit "
+            f"(dplab.mf.workload.MEMORY_MAX): T must be <= {most}",
+        )
     return int(steps)
 
 

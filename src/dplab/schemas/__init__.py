@@ -28,7 +28,9 @@ SCHEMAS = ("config", "run", "dataset")
 @cache
 def load_schema(name: str) -> dict:
     """The schema ``dplab/schemas/<name>.schema.yaml``."""
-    return yaml.safe_load(resources.files("dplab.schemas").joinpath(f"{name}.schema.yaml").read_text())
+    return yaml.safe_load(
+        resources.files("dplab.schemas").joinpath(f"{name}.schema.yaml").read_text()
+    )
 
 
 @cache
@@ -86,7 +88,10 @@ def validate(instance, schema: str | dict = "config", where: str = ""):
     if not isinstance(instance, dict):
         raise DPLabError(where or "config", f"must be a mapping; got {type(instance).__name__}")
     _refuse_non_finite(instance, where)
-    errors = sorted(_validator(schema).iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(
+        _validator(schema).iter_errors(instance),
+        key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))),
+    )
     if errors:
         err = errors[0]
         path = ".".join(str(p) for p in err.absolute_path)
@@ -94,7 +99,10 @@ def validate(instance, schema: str | dict = "config", where: str = ""):
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(sub.get("properties", {})))
             valid = ", ".join(sorted(sub.get("properties", {}))) or "none"
-            raise DPLabError(_join(where, _join(path, extra[0]) if extra else path), f"unknown key; valid keys: {valid}")
+            raise DPLabError(
+                _join(where, _join(path, extra[0]) if extra else path),
+                f"unknown key; valid keys: {valid}",
+            )
         if err.validator == "required":
             raise DPLabError(_join(where, _join(path, err.message.split("'")[1])), "is required")
         hint = f" ({sub['description']})" if isinstance(sub.get("description"), str) else ""
@@ -132,8 +140,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         from dplab.inputs import DEPTH_MAX
 
         if self._depth >= DEPTH_MAX:
-            raise TooLargeError(None, None, f"nested more than {DEPTH_MAX} levels deep (DEPTH_MAX)",
-                                self.peek_event().start_mark)
+            raise TooLargeError(
+                None,
+                None,
+                f"nested more than {DEPTH_MAX} levels deep (DEPTH_MAX)",
+                self.peek_event().start_mark,
+            )
         self._depth += 1
         try:
             return super().compose_node(parent, index)
@@ -156,35 +168,62 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 line = key_node.start_mark.line + 1
                 if isinstance(key, (str, int, float, bool)) or key is None:
                     if key in seen:
-                        raise DuplicateKeyError(None, None, f"key {key!r} given twice, at line {seen[key]} and "
-                                                            f"line {line}; keep one", key_node.start_mark)
+                        raise DuplicateKeyError(
+                            None,
+                            None,
+                            f"key {key!r} given twice, at line {seen[key]} and "
+                            f"line {line}; keep one",
+                            key_node.start_mark,
+                        )
                     seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
 
-def _expanded(node: yaml.Node, level: int, known: dict[int, tuple[int, int]], open_: set[int]) -> tuple[int, int]:
+def _expanded(
+    node: yaml.Node, level: int, known: dict[int, tuple[int, int]], open_: set[int]
+) -> tuple[int, int]:
     """(nodes, depth) of ``node`` with every alias expanded, memoized by node (linear in the
     document's size); :class:`TooLargeError` past the limits or on an alias inside its own anchor."""
     from dplab.inputs import DEPTH_MAX
 
     key = id(node)
     if key in open_:
-        raise TooLargeError(None, None, "an alias refers to the node that holds it (a recursive structure)",
-                            node.start_mark)
+        raise TooLargeError(
+            None,
+            None,
+            "an alias refers to the node that holds it (a recursive structure)",
+            node.start_mark,
+        )
     if key not in known:
-        children = node.value if isinstance(node, yaml.SequenceNode) else (
-            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
+        children = (
+            node.value
+            if isinstance(node, yaml.SequenceNode)
+            else (
+                [n for pair in node.value for n in pair]
+                if isinstance(node, yaml.MappingNode)
+                else []
+            )
+        )
         open_.add(key)
         sizes = [_expanded(child, level + 1, known, open_) for child in children]
         open_.discard(key)
         known[key] = (1 + sum(n for n, _ in sizes), 1 + max((d for _, d in sizes), default=0))
     nodes, depth = known[key]
     if level - 1 + depth > DEPTH_MAX:
-        raise TooLargeError(None, None, f"nested more than {DEPTH_MAX} levels deep once its aliases are expanded "
-                                        "(DEPTH_MAX)", node.start_mark)
+        raise TooLargeError(
+            None,
+            None,
+            f"nested more than {DEPTH_MAX} levels deep once its aliases are expanded (DEPTH_MAX)",
+            node.start_mark,
+        )
     if nodes > YAML_NODES_MAX:
-        raise TooLargeError(None, None, f"expands to {nodes} nodes through its aliases (*anchor), more than "
-                                        f"{YAML_NODES_MAX} (YAML_NODES_MAX)", node.start_mark)
+        raise TooLargeError(
+            None,
+            None,
+            f"expands to {nodes} nodes through its aliases (*anchor), more than "
+            f"{YAML_NODES_MAX} (YAML_NODES_MAX)",
+            node.start_mark,
+        )
     return nodes, depth
 
 
@@ -198,7 +237,13 @@ def _refuse_non_finite(value, where: str) -> None:
     ``minimum``/``exclusiveMinimum`` let +inf through, and no key of any schema means it."""
     if isinstance(value, float) and not math.isfinite(value):
         raise DPLabError(where or "config", f"must be a finite number; got {value}")
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
     for key, item in items:
         _refuse_non_finite(item, _join(where, str(key)))
 
@@ -220,7 +265,9 @@ def load_yaml(path: str | Path) -> dict:
     except TooLargeError as err:
         raise DPLabError(str(path), f"{err.problem} (line {err.problem_mark.line + 1})") from None
     except UnicodeDecodeError as err:
-        raise DPLabError(str(path), f"not a UTF-8 text file ({err.reason} at byte {err.start})") from None
+        raise DPLabError(
+            str(path), f"not a UTF-8 text file ({err.reason} at byte {err.start})"
+        ) from None
     except yaml.YAMLError as err:
         raise DPLabError(str(path), f"not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(data, dict):

@@ -62,8 +62,10 @@ def read(path: Path) -> dict:
     head, newline, payload = path.read_bytes().partition(b"\n")
     if not newline or not head.startswith(HEADER):
         raise ValueError("no dplab checkpoint header")
-    if hashlib.sha256(payload).hexdigest().encode() != head[len(HEADER):]:
-        raise ValueError(f"its SHA-256 does not match: truncated or changed ({len(payload)} bytes after the header)")
+    if hashlib.sha256(payload).hexdigest().encode() != head[len(HEADER) :]:
+        raise ValueError(
+            f"its SHA-256 does not match: truncated or changed ({len(payload)} bytes after the header)"
+        )
     try:
         return torch.load(io.BytesIO(payload), weights_only=True)
     except Exception as err:  # any failure to unpickle the archive: the file cannot be resumed from
@@ -85,9 +87,17 @@ def resume(folder: Path, fingerprint: str, environment: dict) -> dict | None:
             continue
         if state.get("fingerprint") != fingerprint:
             changed = differences(state.get("environment"), environment)
-            notes.append(f"ignoring {path}: written " + (f"with {changed}" if changed else "for another run config or dataset"))
+            notes.append(
+                f"ignoring {path}: written "
+                + (f"with {changed}" if changed else "for another run config or dataset")
+            )
             continue
-        log.warning("dplab train: %sresuming from %s at step %d", "".join(n + "; " for n in notes), path, state["step"])
+        log.warning(
+            "dplab train: %sresuming from %s at step %d",
+            "".join(n + "; " for n in notes),
+            path,
+            state["step"],
+        )
         return state
     if notes:
         log.warning("dplab train: %s; restarting from step 0", "; ".join(notes))

@@ -48,15 +48,23 @@ def read(cfg: dict, key: str) -> Own:
     for name, values in cells.items():
         if "" in values:
             line = values.index("") + 2
-            raise DPLabError(where, f"{path} line {line}: column {name!r} is empty; missing values are refused "
-                                    "(fill or drop them first)")
+            raise DPLabError(
+                where,
+                f"{path} line {line}: column {name!r} is empty; missing values are refused "
+                "(fill or drop them first)",
+            )
     names = sorted(set(cells[cfg["label"]]), key=_class_order(cells[cfg["label"]]))
     if len(names) < 2:
-        raise DPLabError(f"{key}.label", f"column {cfg['label']!r} of {path} holds one class ({names[0]!r}); "
-                                         "a classifier needs at least 2")
+        raise DPLabError(
+            f"{key}.label",
+            f"column {cfg['label']!r} of {path} holds one class ({names[0]!r}); "
+            "a classifier needs at least 2",
+        )
     index = {name: k for k, name in enumerate(names)}
     y = np.array([index[v] for v in cells[cfg["label"]]], dtype=np.int64)
-    kinds = {name: _kind(name, cells[name], name in cfg["categorical"], path, where) for name in columns}
+    kinds = {
+        name: _kind(name, cells[name], name in cfg["categorical"], path, where) for name in columns
+    }
     train, test = split(np.arange(len(y)), y, cfg, key)
     encoded, encoding, feature_names = [], {}, []
     for name in columns:
@@ -73,10 +81,15 @@ def read(cfg: dict, key: str) -> Own:
             encoding[name] = {"categories": categories}
             feature_names += [f"{name}={c}" for c in categories]
     x = np.concatenate(encoded, axis=1).astype(np.float32)
-    return Own({"x": x[train["x"]], "y": train["y"]}, {"x": x[test["x"]], "y": test["y"]}, names,
-               f"the table {path}, label column {cfg['label']!r}",
-               "numeric columns standardised and categorical ones one-hot encoded, fitted on the training "
-               "split (docs/own_experiment.md)", {"features": feature_names, "encoding": encoding})
+    return Own(
+        {"x": x[train["x"]], "y": train["y"]},
+        {"x": x[test["x"]], "y": test["y"]},
+        names,
+        f"the table {path}, label column {cfg['label']!r}",
+        "numeric columns standardised and categorical ones one-hot encoded, fitted on the training "
+        "split (docs/own_experiment.md)",
+        {"features": feature_names, "encoding": encoding},
+    )
 
 
 def _table(path: Path, where: str) -> tuple[list[str], list[list[str]]]:
@@ -86,20 +99,27 @@ def _table(path: Path, where: str) -> tuple[list[str], list[list[str]]]:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             rows = [[cell.strip() for cell in row] for row in csv.reader(handle)]
     except (UnicodeDecodeError, csv.Error) as err:
-        raise DPLabError(where, f"{path} is not a UTF-8 CSV table ({type(err).__name__}: "
-                                f"{str(err).splitlines()[0][:100]})") from None
+        raise DPLabError(
+            where,
+            f"{path} is not a UTF-8 CSV table ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:100]})",
+        ) from None
     while rows and not rows[-1]:  # blank lines at the end
         rows.pop()
     header, rows = (rows[0], rows[1:]) if rows else ([], [])
     if "" in header or len(set(header)) < len(header):
         bad = "" if "" in header else next(h for h in header if header.count(h) > 1)
         problem = "a column with no name" if bad == "" else f"the column {bad!r} twice"
-        raise DPLabError(where, f"{path}'s header row has {problem}; every column needs its own name")
+        raise DPLabError(
+            where, f"{path}'s header row has {problem}; every column needs its own name"
+        )
     if not rows:
         raise DPLabError(where, f"{path} holds a header but no record")
     for line, row in enumerate(rows, start=2):
         if len(row) != len(header):
-            raise DPLabError(where, f"{path} line {line} has {len(row)} cells, the header {len(header)}")
+            raise DPLabError(
+                where, f"{path} line {line} has {len(row)} cells, the header {len(header)}"
+            )
     return header, rows
 
 
@@ -107,19 +127,25 @@ def _columns(cfg: dict, header: list[str], path: Path, key: str) -> list[str]:
     """The feature columns of the entry (``features``, else every column but the label), checked."""
     label = cfg["label"]
     if label not in header:
-        raise DPLabError(f"{key}.label", f"no column {label!r} in {path}; its columns: {', '.join(header)}")
+        raise DPLabError(
+            f"{key}.label", f"no column {label!r} in {path}; its columns: {', '.join(header)}"
+        )
     columns = cfg["features"] or [name for name in header if name != label]
     for name in columns:
         if name not in header:
-            raise DPLabError(f"{key}.features", f"no column {name!r} in {path}; its columns: {', '.join(header)}")
+            raise DPLabError(
+                f"{key}.features", f"no column {name!r} in {path}; its columns: {', '.join(header)}"
+            )
     if label in columns:
         raise DPLabError(f"{key}.features", f"holds the label column {label!r}")
     if not columns:
         raise DPLabError(f"{key}.path", f"{path} has no column besides the label {label!r}")
     for name in cfg["categorical"]:
         if name not in columns:
-            raise DPLabError(f"{key}.categorical", f"{name!r} is not a feature column; feature columns: "
-                                                   f"{', '.join(columns)}")
+            raise DPLabError(
+                f"{key}.categorical",
+                f"{name!r} is not a feature column; feature columns: {', '.join(columns)}",
+            )
     return columns
 
 
@@ -130,7 +156,9 @@ def _class_order(values: list[str]):
     return lambda v: v
 
 
-def _kind(name: str, values: list[str], categorical: bool, path: Path, where: str) -> np.ndarray | list[str]:
+def _kind(
+    name: str, values: list[str], categorical: bool, path: Path, where: str
+) -> np.ndarray | list[str]:
     """A numeric column's values (float64), or a categorical column's texts (module doc)."""
     if categorical:
         return values
@@ -140,14 +168,20 @@ def _kind(name: str, values: list[str], categorical: bool, path: Path, where: st
         out = np.array(numbers)
         bad = np.flatnonzero(~np.isfinite(out))
         if len(bad):
-            raise DPLabError(where, f"{path} line {bad[0] + 2}: column {name!r} holds {values[bad[0]]!r}; NaN and "
-                                    "inf are refused (remove or impute them)")
+            raise DPLabError(
+                where,
+                f"{path} line {bad[0] + 2}: column {name!r} holds {values[bad[0]]!r}; NaN and "
+                "inf are refused (remove or impute them)",
+            )
         return out
     if len(text) < len(values):
         number = next(i for i, n in enumerate(numbers) if n is not None)
-        raise DPLabError(where, f"column {name!r} of {path} mixes numbers (line {number + 2}: {values[number]!r}) "
-                                f"and text (line {text[0] + 2}: {values[text[0]]!r}); a missing-value marker? "
-                                "Missing values are refused; list the column under categorical to one-hot encode it")
+        raise DPLabError(
+            where,
+            f"column {name!r} of {path} mixes numbers (line {number + 2}: {values[number]!r}) "
+            f"and text (line {text[0] + 2}: {values[text[0]]!r}); a missing-value marker? "
+            "Missing values are refused; list the column under categorical to one-hot encode it",
+        )
     return values
 
 

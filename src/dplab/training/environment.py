@@ -29,8 +29,11 @@ def environment(device: torch.device) -> dict:
     env = {"torch": str(torch.__version__), "device": device.type}
     if device.type == "cuda":
         return {**env, "gpu": torch.cuda.get_device_name(device), "cuda": torch.version.cuda}
-    env.update(threads=torch.get_num_threads(), cpu=cpu_model(),
-               cpu_capability=torch.backends.cpu.get_cpu_capability())
+    env.update(
+        threads=torch.get_num_threads(),
+        cpu=cpu_model(),
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+    )
     env.update({k.lower(): os.environ[k] for k in KERNEL_VARIABLES if k in os.environ})
     return env
 
@@ -50,4 +53,8 @@ def differences(recorded: dict | None, current: dict) -> str:
     """``key=recorded`` for every entry in which ``recorded`` differs from ``current``."""
     recorded = recorded or {}
     keys = sorted(set(recorded) | set(current))
-    return ", ".join(f"{k}={recorded.get(k)} (now {current.get(k)})" for k in keys if recorded.get(k) != current.get(k))
+    return ", ".join(
+        f"{k}={recorded.get(k)} (now {current.get(k)})"
+        for k in keys
+        if recorded.get(k) != current.get(k)
+    )

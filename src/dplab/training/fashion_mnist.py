@@ -27,10 +27,16 @@ def installed_folder() -> Path | None:
     """The folder of the package's ``train-images-idx3-ubyte.gz`` per ``dpkg -L``; None where dpkg
     is absent or the package is not installed."""
     try:
-        listed = subprocess.run(["dpkg", "-L", PACKAGE], capture_output=True, text=True, check=False).stdout
+        listed = subprocess.run(
+            ["dpkg", "-L", PACKAGE], capture_output=True, text=True, check=False
+        ).stdout
     except OSError:
         return None
-    files = [Path(line) for line in listed.splitlines() if Path(line).name.startswith("train-images-idx3-ubyte")]
+    files = [
+        Path(line)
+        for line in listed.splitlines()
+        if Path(line).name.startswith("train-images-idx3-ubyte")
+    ]
     return files[0].parent if files else None
 
 
@@ -40,8 +46,15 @@ def load(path: str | None, key: str) -> dict[str, np.ndarray]:
     folder = Path(path) if path is not None else installed_folder()
     absent = list(mnist.FILES) if folder is None else mnist.missing(folder)
     if absent:
-        where = f"{folder} lacks {', '.join(absent)}" if folder is not None else f"Debian's package {PACKAGE} is not installed"
-        raise DPLabError(f"{key}.path", f"Fashion-MNIST's IDX files not found ({where}): install them with "
-                                        f"`apt-get install {PACKAGE}`, or set {key}.path to a folder holding "
-                                        f"{', '.join(mnist.FILES)} (.gz or raw)")
+        where = (
+            f"{folder} lacks {', '.join(absent)}"
+            if folder is not None
+            else f"Debian's package {PACKAGE} is not installed"
+        )
+        raise DPLabError(
+            f"{key}.path",
+            f"Fashion-MNIST's IDX files not found ({where}): install them with "
+            f"`apt-get install {PACKAGE}`, or set {key}.path to a folder holding "
+            f"{', '.join(mnist.FILES)} (.gz or raw)",
+        )
     return mnist.arrays(folder, verify=False, key=key)

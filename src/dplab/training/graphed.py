@@ -49,7 +49,9 @@ def capacity(b: int, n: int) -> int:
     return min(n, 8 * math.ceil((b + SPREAD * math.sqrt(b)) / 8))
 
 
-def refusal(settings, device: torch.device, noise_source: NoiseSource | None, *, individual: bool) -> str | None:
+def refusal(
+    settings, device: torch.device, noise_source: NoiseSource | None, *, individual: bool
+) -> str | None:
     """Why a run's steps are not graphed (None: they are), from its settings (module docstring)."""
     reasons = [
         (device.type != "cuda", "not on a CUDA device"),
@@ -59,8 +61,10 @@ def refusal(settings, device: torch.device, noise_source: NoiseSource | None, *,
         (settings.noise_rng != "device", f"noise_rng {settings.noise_rng}"),
         (noise_source is not None and type(noise_source) is not GaussianNoise, "correlated noise"),
         (individual, "individual ε counts"),
-        (not hasattr(torch.cuda.CUDAGraph, "register_generator_state"),
-         f"torch {torch.__version__} cannot register a generator with a graph"),
+        (
+            not hasattr(torch.cuda.CUDAGraph, "register_generator_state"),
+            f"torch {torch.__version__} cannot register a generator with a graph",
+        ),
     ]
     return next((why for cond, why in reasons if cond), None)
 
@@ -89,12 +93,24 @@ class GraphedStep:
         self.mask = torch.ones(self.capacity, dtype=self.x.dtype, device=device)
         self.graph = None
 
-    def _body(self, params: dict[str, torch.Tensor], generator) -> tuple[ClippedGrads, torch.Tensor | None]:
+    def _body(
+        self, params: dict[str, torch.Tensor], generator
+    ) -> tuple[ClippedGrads, torch.Tensor | None]:
         """The step on the static buffers, as :func:`dplab.training.loop.steps` takes it."""
         noise = None if self.noise is None else self.noise.sample(0, params, generator)
-        grads = clipped_grad_sum(self.loss, params, self.x[self.idx], self.y[self.idx], self.clip, mask=self.mask)
-        moved = apply(params, grads.grad_sum, noise, lr=self.lr, denom=self.b, b=self.b,
-                      regularization=self.regularization, diameter=self.diameter)
+        grads = clipped_grad_sum(
+            self.loss, params, self.x[self.idx], self.y[self.idx], self.clip, mask=self.mask
+        )
+        moved = apply(
+            params,
+            grads.grad_sum,
+            noise,
+            lr=self.lr,
+            denom=self.b,
+            b=self.b,
+            regularization=self.regularization,
+            diameter=self.diameter,
+        )
         return grads, moved
 
     def capture(self) -> None:
@@ -120,7 +136,7 @@ class GraphedStep:
     def stage(self, idx: torch.Tensor) -> None:
         """The batch ``idx`` into the static buffers: its indices first, the mask 1 on them.
         (Padding rows keep earlier indices: any record, weighted 0.)"""
-        self.idx[:len(idx)].copy_(idx)
+        self.idx[: len(idx)].copy_(idx)
         torch.lt(self.rows, len(idx), out=self.mask)
 
     def __call__(self, idx: torch.Tensor) -> tuple[ClippedGrads, torch.Tensor | None]:
@@ -131,4 +147,4 @@ class GraphedStep:
         self.stage(idx)
         self.graph.replay()
         grads, moved = self.out
-        return ClippedGrads(grads.grad_sum, grads.norms[:len(idx)], grads.loss_sum), moved
+        return ClippedGrads(grads.grad_sum, grads.norms[: len(idx)], grads.loss_sum), moved

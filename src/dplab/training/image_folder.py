@@ -37,8 +37,11 @@ def listing(cfg: dict, key: str) -> dict[str, list[tuple[str, Path]]]:
     root = data_folder(cfg, key)
     where = f"{key}.path"
     if not (root / "train").is_dir():
-        raise DPLabError(where, f"{root} holds no train/ folder; an image_folder dataset is "
-                                "path/train/<class>/<image> (and optionally path/test/<class>/<image>)")
+        raise DPLabError(
+            where,
+            f"{root} holds no train/ folder; an image_folder dataset is "
+            "path/train/<class>/<image> (and optionally path/test/<class>/<image>)",
+        )
     out = {}
     for part in SPLITS:
         folder = root / part
@@ -47,28 +50,44 @@ def listing(cfg: dict, key: str) -> dict[str, list[tuple[str, Path]]]:
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
         loose = [p for p in entries if not p.is_dir()]
         if loose:
-            raise DPLabError(where, f"{loose[0]} lies directly in {part}/; each image belongs in a class folder "
-                                    f"{part}/<class>/")
+            raise DPLabError(
+                where,
+                f"{loose[0]} lies directly in {part}/; each image belongs in a class folder "
+                f"{part}/<class>/",
+            )
         if not entries:
             raise DPLabError(where, f"{folder} holds no class folder")
         out[part] = []
         for folder in entries:
-            images = sorted(p for p in folder.rglob("*") if p.is_file()
-                            and not any(s.startswith(".") for s in p.relative_to(folder).parts))
+            images = sorted(
+                p
+                for p in folder.rglob("*")
+                if p.is_file() and not any(s.startswith(".") for s in p.relative_to(folder).parts)
+            )
             other = [p for p in images if p.suffix.lower() not in EXTENSIONS]
             if other:
-                raise DPLabError(where, f"{other[0]} is not an image file (extensions: {', '.join(EXTENSIONS)}); "
-                                        "move it out of the class folder")
+                raise DPLabError(
+                    where,
+                    f"{other[0]} is not an image file (extensions: {', '.join(EXTENSIONS)}); "
+                    "move it out of the class folder",
+                )
             if not images:
-                raise DPLabError(where, f"the class folder {folder} holds no image; remove it or add images")
+                raise DPLabError(
+                    where, f"the class folder {folder} holds no image; remove it or add images"
+                )
             out[part] += [(folder.name, p) for p in images]
     names = sorted({c for c, _ in out["train"]})
     if len(names) < 2:
-        raise DPLabError(where, f"{root / 'train'} holds one class ({names[0]!r}); a classifier needs at least 2")
+        raise DPLabError(
+            where, f"{root / 'train'} holds one class ({names[0]!r}); a classifier needs at least 2"
+        )
     unknown = sorted({c for c, _ in out.get("test", [])} - set(names))
     if unknown:
-        raise DPLabError(where, f"{root / 'test' / unknown[0]} is a test class with no training folder "
-                                f"{root / 'train' / unknown[0]}; the test classes must be training classes")
+        raise DPLabError(
+            where,
+            f"{root / 'test' / unknown[0]} is a test class with no training folder "
+            f"{root / 'train' / unknown[0]}; the test classes must be training classes",
+        )
     return out
 
 
@@ -99,7 +118,10 @@ def read(cfg: dict, key: str) -> Own:
     names = sorted({c for c, _ in found["train"]})
     arrays = {}
     for part, images in found.items():
-        x = np.stack([_image(path, cfg, key, decode=True) for _, path in images]).astype(np.float32) / 255.0
+        x = (
+            np.stack([_image(path, cfg, key, decode=True) for _, path in images]).astype(np.float32)
+            / 255.0
+        )
         arrays[part] = {"x": x, "y": np.array([names.index(c) for c, _ in images], dtype=np.int64)}
     if "test" in arrays:
         own_split(cfg, key)
@@ -107,11 +129,16 @@ def read(cfg: dict, key: str) -> Own:
     else:
         train, test = split(arrays["train"]["x"], arrays["train"]["y"], cfg, key)
     h, w = cfg["size"]
-    return Own(train, test, names, f"the images of {cfg['path']} (train/<class>/, test/<class>/)",
-               f"{MODES[cfg['channels']]} images of {h}×{w}"
-               + (", others resized (bilinear)" if cfg["resize"] else "")
-               + (", other modes converted" if cfg["convert"] else "")
-               + "; pixels 0..255 divided by 255 into [0, 1]")
+    return Own(
+        train,
+        test,
+        names,
+        f"the images of {cfg['path']} (train/<class>/, test/<class>/)",
+        f"{MODES[cfg['channels']]} images of {h}×{w}"
+        + (", others resized (bilinear)" if cfg["resize"] else "")
+        + (", other modes converted" if cfg["convert"] else "")
+        + "; pixels 0..255 divided by 255 into [0, 1]",
+    )
 
 
 def _image(path: Path, cfg: dict, key: str, decode: bool) -> np.ndarray | None:
@@ -125,17 +152,27 @@ def _image(path: Path, cfg: dict, key: str, decode: bool) -> np.ndarray | None:
     try:
         with Image.open(path) as image:
             if image.mode != mode and not cfg["convert"]:
-                problem = (f"is a {image.mode} image, but channels {cfg['channels']} reads {mode} images; "
-                           "convert the images or set convert: true")
+                problem = (
+                    f"is a {image.mode} image, but channels {cfg['channels']} reads {mode} images; "
+                    "convert the images or set convert: true"
+                )
             elif image.size != (w, h) and not cfg["resize"]:
-                problem = (f"is {image.size[1]}×{image.size[0]} (height×width), but size is [{h}, {w}]; resize "
-                           "the images or set resize: true")
+                problem = (
+                    f"is {image.size[1]}×{image.size[0]} (height×width), but size is [{h}, {w}]; resize "
+                    "the images or set resize: true"
+                )
             elif decode:
                 image = image.convert(mode) if image.mode != mode else image
-                image = image.resize((w, h), Image.Resampling.BILINEAR) if image.size != (w, h) else image
+                image = (
+                    image.resize((w, h), Image.Resampling.BILINEAR)
+                    if image.size != (w, h)
+                    else image
+                )
                 pixels = np.asarray(image, dtype=np.uint8)
     except (OSError, SyntaxError, Image.DecompressionBombError) as err:
-        problem = f"cannot be read as an image ({type(err).__name__}: {str(err).splitlines()[0][:100]})"
+        problem = (
+            f"cannot be read as an image ({type(err).__name__}: {str(err).splitlines()[0][:100]})"
+        )
     if problem:
         raise DPLabError(f"{key}.path", f"{path} {problem}")
     if pixels is None:

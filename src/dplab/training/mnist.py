@@ -49,7 +49,9 @@ def read_idx(data: bytes, name: str = "IDX", key: str = "datasets.mnist") -> np.
     dtype = np.dtype(_DTYPES[data[2]])
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(data) - header != expected:
-        raise DPLabError(key, f"{name}: header says {shape} but the file holds {len(data) - header} bytes")
+        raise DPLabError(
+            key, f"{name}: header says {shape} but the file holds {len(data) - header} bytes"
+        )
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
 
 
@@ -59,14 +61,20 @@ def _md5(path: Path) -> str:
 
 def missing(folder: Path) -> list[str]:
     """The stems of :data:`FILES` found in ``folder`` neither gzipped nor raw."""
-    return [stem for stem in FILES if not (folder / stem).exists() and not (folder / f"{stem}.gz").exists()]
+    return [
+        stem
+        for stem in FILES
+        if not (folder / stem).exists() and not (folder / f"{stem}.gz").exists()
+    ]
 
 
 def instructions(folder: Path, key: str) -> str:
     """Where to put which files (one line): what the error of a failed or forbidden download says."""
     files = ", ".join(f"{stem}.gz (MD5 {md5})" for stem, md5 in FILES.items())
-    return (f"put MNIST's four files, as published, into {folder.resolve()}: {files} (uncompressed files "
-            f"of the same names are read too, unchecked), or set {key}.path to the folder holding them")
+    return (
+        f"put MNIST's four files, as published, into {folder.resolve()}: {files} (uncompressed files "
+        f"of the same names are read too, unchecked), or set {key}.path to the folder holding them"
+    )
 
 
 def fetch(stem: str, folder: Path, mirror: str) -> None:
@@ -85,34 +93,49 @@ def read(stem: str, folder: Path, *, verify: bool, key: str) -> bytes:
     raw, gz = folder / stem, folder / f"{stem}.gz"
     if gz.exists():
         if verify and _md5(gz) != FILES[stem]:
-            raise DPLabError(f"{key}.verify_checksums", f"{gz}: MD5 {_md5(gz)} differs from the published {FILES[stem]}")
+            raise DPLabError(
+                f"{key}.verify_checksums",
+                f"{gz}: MD5 {_md5(gz)} differs from the published {FILES[stem]}",
+            )
         return gzip.decompress(gz.read_bytes())
     if verify:
-        log.warning("%s: uncompressed, so not checked against the published MD5 (only .gz files are)", raw)
+        log.warning(
+            "%s: uncompressed, so not checked against the published MD5 (only .gz files are)", raw
+        )
     return raw.read_bytes()
 
 
-def load(folder: str | Path, *, download: bool, mirror: str, verify: bool, key: str = "datasets.mnist") -> dict[str, np.ndarray]:
+def load(
+    folder: str | Path, *, download: bool, mirror: str, verify: bool, key: str = "datasets.mnist"
+) -> dict[str, np.ndarray]:
     """Train/test images (N, 28, 28) uint8 and labels (N,) of MNIST; ``key`` names the dataset
     entry in errors.  Missing files are downloaded first if ``download``."""
     folder = Path(folder)
     absent = missing(folder)
     if absent and not download:
-        raise DPLabError(f"{key}.path", f"{', '.join(absent)} missing from {folder} and {key}.download is false: "
-                                        f"{instructions(folder, key)}")
+        raise DPLabError(
+            f"{key}.path",
+            f"{', '.join(absent)} missing from {folder} and {key}.download is false: "
+            f"{instructions(folder, key)}",
+        )
     for stem in absent:
         try:
             fetch(stem, folder, mirror)
         except OSError as err:
-            raise DPLabError(f"{key}.path", f"{', '.join(absent)} missing from {folder}, and the download of {stem}.gz "
-                                            f"from {mirror} failed ({err}; no network?): {instructions(folder, key)}") from None
+            raise DPLabError(
+                f"{key}.path",
+                f"{', '.join(absent)} missing from {folder}, and the download of {stem}.gz "
+                f"from {mirror} failed ({err}; no network?): {instructions(folder, key)}",
+            ) from None
     return arrays(folder, verify=verify, key=key)
 
 
 def arrays(folder: Path, *, verify: bool, key: str) -> dict[str, np.ndarray]:
     """``x_train``, ``y_train``, ``x_test``, ``y_test`` of the four IDX files in ``folder`` (MNIST's
     file names, which Fashion-MNIST shares: :mod:`dplab.training.fashion_mnist`)."""
-    arrays = {stem: read_idx(read(stem, folder, verify=verify, key=key), stem, key) for stem in FILES}
+    arrays = {
+        stem: read_idx(read(stem, folder, verify=verify, key=key), stem, key) for stem in FILES
+    }
     out = {
         "x_train": arrays["train-images-idx3-ubyte"],
         "y_train": arrays["train-labels-idx1-ubyte"],
@@ -120,10 +143,19 @@ def arrays(folder: Path, *, verify: bool, key: str) -> dict[str, np.ndarray]:
         "y_test": arrays["t10k-labels-idx1-ubyte"],
     }
     for split in ("train", "test"):
-        if out[f"x_{split}"].ndim != 3 or out[f"y_{split}"].ndim != 1 or len(out[f"x_{split}"]) != len(out[f"y_{split}"]):
+        if (
+            out[f"x_{split}"].ndim != 3
+            or out[f"y_{split}"].ndim != 1
+            or len(out[f"x_{split}"]) != len(out[f"y_{split}"])
+        ):
             raise DPLabError(key, f"{split} images and labels do not match in shape")
         labels = out[f"y_{split}"]
-        if len(labels) and not 0 <= labels.min() <= labels.max() < CLASSES:  # else train refuses it only later
-            raise DPLabError(key, f"{split} labels hold {labels.min()}..{labels.max()}, outside the {CLASSES} classes "
-                                  f"0..{CLASSES - 1}: not an (Fashion-)MNIST label file")
+        if (
+            len(labels) and not 0 <= labels.min() <= labels.max() < CLASSES
+        ):  # else train refuses it only later
+            raise DPLabError(
+                key,
+                f"{split} labels hold {labels.min()}..{labels.max()}, outside the {CLASSES} classes "
+                f"0..{CLASSES - 1}: not an (Fashion-)MNIST label file",
+            )
     return out

@@ -17,7 +17,9 @@ from dplab.philox import normal
 class NoiseSource:
     """Interface: ``sample(step, like, generator)`` → noise shaped like each tensor of ``like``."""
 
-    def sample(self, step: int, like: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, torch.Tensor]:
+    def sample(
+        self, step: int, like: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
     def state_dict(self) -> dict:

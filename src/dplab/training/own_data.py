@@ -70,26 +70,39 @@ def data_folder(cfg: dict, key: str) -> Path:
 def features(x: np.ndarray, name: str, key: str) -> np.ndarray:
     """``x`` (N, *shape) as float32, refused unless numeric, with records and finite values."""
     if x.dtype.kind not in "biuf":
-        raise DPLabError(key, f"{name} has dtype {x.dtype}; it must be numeric (bool, integer or float)")
+        raise DPLabError(
+            key, f"{name} has dtype {x.dtype}; it must be numeric (bool, integer or float)"
+        )
     if x.ndim < 2 or 0 in x.shape:
-        raise DPLabError(key, f"{name} has shape {list(x.shape)}; it must be (records, *feature shape) with "
-                              "at least one record and feature, e.g. (N, d) or (N, c, h, w)")
+        raise DPLabError(
+            key,
+            f"{name} has shape {list(x.shape)}; it must be (records, *feature shape) with "
+            "at least one record and feature, e.g. (N, d) or (N, c, h, w)",
+        )
     with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: refused below
         out = x.astype(np.float32)
     bad = np.flatnonzero(~np.isfinite(out.reshape(len(out), -1)).all(axis=1))
     if len(bad):
-        raise DPLabError(key, f"{name} holds NaN or inf (as float32) in {len(bad)} record(s), the first at "
-                              f"index {bad[0]}; remove or impute them")
+        raise DPLabError(
+            key,
+            f"{name} holds NaN or inf (as float32) in {len(bad)} record(s), the first at "
+            f"index {bad[0]}; remove or impute them",
+        )
     return out
 
 
 def labels(y: np.ndarray, name: str, records: int, key: str) -> np.ndarray:
     """``y`` as int64 labels of ``records`` records, refused unless integer and one-dimensional."""
     if y.dtype.kind not in "iu":
-        raise DPLabError(key, f"{name} has dtype {y.dtype}; it must hold integer class labels 0..K-1")
+        raise DPLabError(
+            key, f"{name} has dtype {y.dtype}; it must hold integer class labels 0..K-1"
+        )
     if y.shape != (records,):
-        raise DPLabError(key, f"{name} has shape {list(y.shape)}; it must be ({records},), one label per record "
-                              "of the features")
+        raise DPLabError(
+            key,
+            f"{name} has shape {list(y.shape)}; it must be ({records},), one label per record "
+            "of the features",
+        )
     return y.astype(np.int64)
 
 
@@ -104,11 +117,17 @@ def classes(y_train: np.ndarray, y_test: np.ndarray | None, key: str) -> int:
         raise DPLabError(key, "y_train holds one class (label 0); a classifier needs at least 2")
     if len(present) < k:
         gap = sorted(set(range(k)) - set(present.tolist()))[0]
-        raise DPLabError(key, f"y_train has no record of class {gap} (labels 0..{k - 1}): the labels must be 0..K-1 "
-                              "with every class present; renumber them")
+        raise DPLabError(
+            key,
+            f"y_train has no record of class {gap} (labels 0..{k - 1}): the labels must be 0..K-1 "
+            "with every class present; renumber them",
+        )
     if y_test is not None and len(y_test) and not (0 <= y_test.min() and y_test.max() < k):
         bad = y_test.min() if y_test.min() < 0 else y_test.max()
-        raise DPLabError(key, f"y_test holds label {bad}, which no training record has (training labels 0..{k - 1})")
+        raise DPLabError(
+            key,
+            f"y_test holds label {bad}, which no training record has (training labels 0..{k - 1})",
+        )
     return k
 
 
@@ -119,17 +138,24 @@ def split(x: np.ndarray, y: np.ndarray, cfg: dict, key: str) -> tuple[dict, dict
 
     fraction = TEST_FRACTION if cfg["test_fraction"] is None else cfg["test_fraction"]
     try:
-        xtr, xte, ytr, yte = train_test_split(x, y, test_size=fraction, stratify=y, random_state=cfg["seed"])
+        xtr, xte, ytr, yte = train_test_split(
+            x, y, test_size=fraction, stratify=y, random_state=cfg["seed"]
+        )
     except ValueError as err:
-        raise DPLabError(f"{key}.test_fraction", f"a stratified split of {len(y)} records at {fraction} is "
-                                                 f"impossible: {str(err).splitlines()[0]}") from None
+        raise DPLabError(
+            f"{key}.test_fraction",
+            f"a stratified split of {len(y)} records at {fraction} is "
+            f"impossible: {str(err).splitlines()[0]}",
+        ) from None
     return {"x": xtr, "y": ytr}, {"x": xte, "y": yte}
 
 
 def own_split(cfg: dict, key: str) -> None:
     """Refuse ``test_fraction`` where the data hold their own test split."""
     if cfg["test_fraction"] is not None:
-        raise DPLabError(f"{key}.test_fraction", "the data hold their own test split; leave test_fraction out")
+        raise DPLabError(
+            f"{key}.test_fraction", "the data hold their own test split; leave test_fraction out"
+        )
 
 
 def read_arrays(cfg: dict, key: str) -> Own:
@@ -141,8 +167,11 @@ def read_arrays(cfg: dict, key: str) -> Own:
     absent = [name for name in NPZ_ARRAYS[:2] if name not in arrays]
     if unknown or absent:
         problem = f"holds no {absent[0]}" if absent else f"holds an unknown array {unknown[0]!r}"
-        raise DPLabError(where, f"{path} {problem}; an arrays dataset holds x_train, y_train and optionally "
-                                "x_test, y_test")
+        raise DPLabError(
+            where,
+            f"{path} {problem}; an arrays dataset holds x_train, y_train and optionally "
+            "x_test, y_test",
+        )
     if ("x_test" in arrays) != ("y_test" in arrays):
         raise DPLabError(where, f"{path} holds only one of x_test and y_test; give both or neither")
     x = features(arrays["x_train"], "x_train", where)
@@ -151,15 +180,24 @@ def read_arrays(cfg: dict, key: str) -> Own:
         own_split(cfg, key)
         x_test = features(arrays["x_test"], "x_test", where)
         if x_test.shape[1:] != x.shape[1:]:
-            raise DPLabError(where, f"x_test has feature shape {list(x_test.shape[1:])}, x_train "
-                                    f"{list(x.shape[1:])}; they must agree")
+            raise DPLabError(
+                where,
+                f"x_test has feature shape {list(x_test.shape[1:])}, x_train "
+                f"{list(x.shape[1:])}; they must agree",
+            )
         y_test = labels(arrays["y_test"], "y_test", len(x_test), where)
         k = classes(y, y_test, where)
         train, test = {"x": x, "y": y}, {"x": x_test, "y": y_test}
     else:
         k = classes(y, None, where)
         train, test = split(x, y, cfg, key)
-    return Own(train, test, [str(c) for c in range(k)], f"the arrays of {path}", "cast to float32; none else")
+    return Own(
+        train,
+        test,
+        [str(c) for c in range(k)],
+        f"the arrays of {path}",
+        "cast to float32; none else",
+    )
 
 
 def _npz(path: Path, where: str) -> dict[str, np.ndarray]:
@@ -167,19 +205,29 @@ def _npz(path: Path, where: str) -> dict[str, np.ndarray]:
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise DPLabError(where, f"{path} is not a readable .npz file ({type(err).__name__}: "
-                                f"{str(err).splitlines()[0][:100]})") from None
+        raise DPLabError(
+            where,
+            f"{path} is not a readable .npz file ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:100]})",
+        ) from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise DPLabError(where, f"{path} holds a single array (.npy), not the named arrays of a .npz "
-                                "(numpy.savez(path, x_train=…, y_train=…))")
+        raise DPLabError(
+            where,
+            f"{path} holds a single array (.npy), not the named arrays of a .npz "
+            "(numpy.savez(path, x_train=…, y_train=…))",
+        )
     out = {}
     with archive:
         for name in archive.files:
             try:
                 out[name] = archive[name]
             except ValueError:  # an object array: numpy would have to unpickle it
-                raise DPLabError(where, f"{name} in {path} is an object array (dtype object); save a numeric "
-                                        "array") from None
+                raise DPLabError(
+                    where,
+                    f"{name} in {path} is an object array (dtype object); save a numeric array",
+                ) from None
             except (OSError, EOFError, zipfile.BadZipFile) as err:
-                raise DPLabError(where, f"{name} in {path} is corrupt or truncated ({type(err).__name__})") from None
+                raise DPLabError(
+                    where, f"{name} in {path} is corrupt or truncated ({type(err).__name__})"
+                ) from None
     return out

@@ -53,8 +53,13 @@ class ClippedGrads:
 
 
 def clipped_grad_sum(
-    loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, clip: float | None,
-    ghost: bool = True, mask: torch.Tensor | None = None,
+    loss: Callable,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    clip: float | None,
+    ghost: bool = True,
+    mask: torch.Tensor | None = None,
 ) -> ClippedGrads:
     """Σ_i clip(∇ℓ(θ; x_i)) over the batch (``clip=None``: no clipping).  An empty batch gives zeros.
 
@@ -78,7 +83,11 @@ def clipped_grad_sum(
 def ghost_supported(model: nn.Module, params: dict[str, torch.Tensor]) -> bool:
     """Whether :func:`clipped_grad_sum` takes the ghost-clipping path for ``model``."""
     plan = _plan(model)
-    return plan.supported and len(params) == len(plan.parameters) and plan.parameters.issuperset(params)
+    return (
+        plan.supported
+        and len(params) == len(plan.parameters)
+        and plan.parameters.issuperset(params)
+    )
 
 
 @dataclass(frozen=True)
@@ -99,11 +108,17 @@ def _plan(model: nn.Module) -> _Plan:
     if plan is None:
         supported = all(
             not isinstance(m, nn.modules.batchnorm._NormBase)
-            and (not list(m.parameters(recurse=False))
-                 or (type(m) in GHOST_LAYERS and GHOST_LAYERS[type(m)].supports(m)))
-            for m in model.modules())
-        plan = _PLANS[model] = _Plan(supported, frozenset(k for k, _ in model.named_parameters()),
-                                     {m: name for name, m in model.named_modules() if type(m) in GHOST_LAYERS})
+            and (
+                not list(m.parameters(recurse=False))
+                or (type(m) in GHOST_LAYERS and GHOST_LAYERS[type(m)].supports(m))
+            )
+            for m in model.modules()
+        )
+        plan = _PLANS[model] = _Plan(
+            supported,
+            frozenset(k for k, _ in model.named_parameters()),
+            {m: name for name, m in model.named_modules() if type(m) in GHOST_LAYERS},
+        )
     return plan
 
 
@@ -144,12 +159,16 @@ class GhostLayer:
 GHOST_LAYERS: dict[type[nn.Module], GhostLayer] = {}
 
 
-def ghost_layer(layer_type: type[nn.Module], supports: Callable[[nn.Module], bool] = lambda m: True):
+def ghost_layer(
+    layer_type: type[nn.Module], supports: Callable[[nn.Module], bool] = lambda m: True
+):
     """Decorator: register ``norms`` (see :class:`GhostLayer`) for ``layer_type`` (exact type),
     for the modules where ``supports(module)`` holds."""
+
     def register(norms):
         GHOST_LAYERS[layer_type] = GhostLayer(supports, norms)
         return norms
+
     return register
 
 
@@ -168,7 +187,12 @@ def _linear_norms(m: nn.Linear, a: torch.Tensor, g: torch.Tensor, sq: torch.Tens
     return a, g, per
 
 
-@ghost_layer(nn.Conv2d, supports=lambda m: m.groups == 1 and m.padding_mode == "zeros" and not isinstance(m.padding, str))
+@ghost_layer(
+    nn.Conv2d,
+    supports=lambda m: (
+        m.groups == 1 and m.padding_mode == "zeros" and not isinstance(m.padding, str)
+    ),
+)
 def _conv2d_norms(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, sq: torch.Tensor) -> tuple:
     """Conv2d: per-example gradients by one grouped convolution where cheaper
     (:func:`_grouped_cheaper`), else the unfolded patches as a sequence (B, k, T)."""
@@ -200,10 +224,15 @@ def _ghost(model, l2, params, x, y, clip, mask=None) -> ClippedGrads | None:
             # x as a graph root makes every layer output a non-leaf; x's own gradient is never computed
             logits = functional_call(model, plain, (x.detach().requires_grad_(),))
             ce = nn.functional.cross_entropy(logits, y, reduction="none")
-            if any(len(r) > 1 or (r and (r[0][0]._version, r[0][1]._version) != r[0][2:]) for r in records.values()):
+            if any(
+                len(r) > 1 or (r and (r[0][0]._version, r[0][1]._version) != r[0][2:])
+                for r in records.values()
+            ):
                 return None  # a layer called twice, or its input/output changed in place later
             layers = [m for m in names if records[m]]
-            out_grads = torch.autograd.grad(ce.sum(), [records[m][0][1] for m in layers], allow_unused=True)
+            out_grads = torch.autograd.grad(
+                ce.sum(), [records[m][0][1] for m in layers], allow_unused=True
+            )
     finally:
         for h in handles:
             h.remove()
@@ -261,7 +290,12 @@ def _sq_norms(t: torch.Tensor) -> torch.Tensor:
 def _unfold(a: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
     """The (B, C·kh·kw, T) patches of ``conv``'s input (``F.unfold``'s layout, which matches
     ``weight.reshape(out, -1)``), by one strided copy (much faster than ``F.unfold`` on CPU)."""
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = conv.kernel_size, conv.dilation, conv.padding, conv.stride
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (
+        conv.kernel_size,
+        conv.dilation,
+        conv.padding,
+        conv.stride,
+    )
     a = nn.functional.pad(a, (pw, pw, ph, ph)) if ph or pw else a.contiguous()
     b, c, h, w = a.shape
     ho, wo = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
@@ -308,13 +342,24 @@ def _conv_per_example(a: torch.Tensor, g: torch.Tensor, conv: nn.Conv2d) -> torc
     b = len(a)
     weight = a.new_empty((b * conv.out_channels, conv.in_channels, *conv.kernel_size))  # shape only
     per = torch.ops.aten.convolution_backward(
-        g.reshape(1, b * conv.out_channels, *g.shape[2:]), a.reshape(1, b * conv.in_channels, *a.shape[2:]),
-        weight, None, list(conv.stride), list(conv.padding), list(conv.dilation), False, [0, 0], b,
-        [False, True, False])[1]
+        g.reshape(1, b * conv.out_channels, *g.shape[2:]),
+        a.reshape(1, b * conv.in_channels, *a.shape[2:]),
+        weight,
+        None,
+        list(conv.stride),
+        list(conv.padding),
+        list(conv.dilation),
+        False,
+        [0, 0],
+        b,
+        [False, True, False],
+    )[1]
     return per.reshape(b, conv.out_channels, -1)
 
 
-def _sequence_sq_norms(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _sequence_sq_norms(
+    a: torch.Tensor, g: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """||Σ_t g_t a_tᵀ||² per example for a (B, k, T), g (B, p, T): by the Gram trick when
     T·(k + p) < k·p (returns no per-example gradients), else from the materialized (B, p, k)."""
     k, t = a.shape[1:]

@@ -27,15 +27,20 @@ from dplab.training.resolve import phase_runs
 from dplab.training.settings import RunSettings
 from dplab.training.start import initial
 
+
 def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
     """(the phases' runs, σ calibrated where asked) and the run's privacy: its event, ε per
     accountant that supports it, and why the others do not (DPLabError if none does)."""
     top, runs = RunSettings.of(cfg), phase_runs(cfg)
     typed = [RunSettings.of(r) for r in runs]
     update = update_of(typed[0])
-    settings = [privacy.build_setting(s, n, s.b(n), dimension, s.noise_multiplier, {}) for s in typed]
+    settings = [
+        privacy.build_setting(s, n, s.b(n), dimension, s.noise_multiplier, {}) for s in typed
+    ]
     if top.target_epsilon is not None:
-        factor = accounting_phases.calibrate(top.accountant, settings, top.target_epsilon, top.delta)
+        factor = accounting_phases.calibrate(
+            top.accountant, settings, top.target_epsilon, top.delta
+        )
         settings = accounting_phases.scaled(settings, factor)
         runs = phase_runs(cfg, [s.noise_multiplier for s in settings])
     event = events.phases(settings)
@@ -48,10 +53,18 @@ def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
         else:
             excluded[name] = why
     if not epsilon and top.accountants != ():
-        raise DPLabError("phases", "no accountant the run reports composes its phases: "
-                                   + "; ".join(f"{k}: {v}" for k, v in list(excluded.items())[:3]))
-    return runs, {"delta": top.delta, "noise_multipliers": [s.noise_multiplier for s in settings],
-                  "event": str(event), "epsilon": epsilon, "excluded_accountants": excluded}
+        raise DPLabError(
+            "phases",
+            "no accountant the run reports composes its phases: "
+            + "; ".join(f"{k}: {v}" for k, v in list(excluded.items())[:3]),
+        )
+    return runs, {
+        "delta": top.delta,
+        "noise_multipliers": [s.noise_multiplier for s in settings],
+        "event": str(event),
+        "epsilon": epsilon,
+        "excluded_accountants": excluded,
+    }
 
 
 def train(cfg: dict, data: Dataset, out: str | Path) -> dict:
@@ -60,10 +73,15 @@ def train(cfg: dict, data: Dataset, out: str | Path) -> dict:
     out = Path(out)
     method = METHODS[RunSettings.of(cfg).method]
     if method.noise != "independent":
-        raise DPLabError("phases", f"method {method.name} has no independent-noise phases to compose (DP-SGD "
-                                   "methods only)")
+        raise DPLabError(
+            "phases",
+            f"method {method.name} has no independent-noise phases to compose (DP-SGD "
+            "methods only)",
+        )
     first = RunSettings.of(phase_runs(cfg)[0])
-    start = initial(first, len(data.y_train), data.info["input_shape"], data.info["classes"], first.seed)
+    start = initial(
+        first, len(data.y_train), data.info["input_shape"], data.info["classes"], first.seed
+    )
     dimension = sum(p.numel() for p in start.params.values())
     runs, record = plan(cfg, len(data.y_train), dimension)
     params, finals = None, []
@@ -72,8 +90,13 @@ def train(cfg: dict, data: Dataset, out: str | Path) -> dict:
         typed = RunSettings.of(run)
         summary = loop.train(typed, data, folder, start=params)
         params = torch.load(folder / "model.pt", weights_only=True)
-        finals.append({"steps": typed.steps, "noise_multiplier": typed.noise_multiplier,
-                       "final": asdict(summary.final)})
+        finals.append(
+            {
+                "steps": typed.steps,
+                "noise_multiplier": typed.noise_multiplier,
+                "final": asdict(summary.final),
+            }
+        )
     record["phases"] = finals
     atomic_writes({out / "phases.json": text_file(json_text(record))})
     return record

@@ -46,11 +46,17 @@ def check_run(run: RunSettings, dataset: dict) -> None:
         return  # no σ to calibrate (sgd), or a mechanism that checks its own claim (dp_mf)
     b = run.b(n)
     dimension = sum(p.numel() for p in model.parameters())
-    constants, _ = privacy.loss_constants(run, info, np.zeros((0, 1)))  # the data hold no record beyond R
+    constants, _ = privacy.loss_constants(
+        run, info, np.zeros((0, 1))
+    )  # the data hold no record beyond R
     setting = privacy.build_setting(run, n, b, dimension, 1.0, constants)
     epochs.check(run.accountant, setting)  # no upper bound holds where add_remove changes ⌊n/b⌋
-    if run.noise_multiplier is not None:  # σ given: some upper bound must accept it (no run without an ε)
-        privacy.check_claimable(run, setting.replace(noise_multiplier=float(run.noise_multiplier)), update)
+    if (
+        run.noise_multiplier is not None
+    ):  # σ given: some upper bound must accept it (no run without an ε)
+        privacy.check_claimable(
+            run, setting.replace(noise_multiplier=float(run.noise_multiplier)), update
+        )
     if run.target_epsilon is None and run.target_tpr is None:
         return
     privacy.check_calibration(run, setting, update)
@@ -65,6 +71,9 @@ def check_run(run: RunSettings, dataset: dict) -> None:
         except AssumptionError as err:
             floor, why = np.inf, err.message
         if not floor <= run.target_epsilon:
-            raise DPLabError("target_epsilon", f"{name!r} reaches no ε <= {run.target_epsilon} for this run with "
-                                               f"any σ <= {SIGMA_MAX:g} ({why}); raise target_epsilon or calibrate "
-                                               "with another accountant")
+            raise DPLabError(
+                "target_epsilon",
+                f"{name!r} reaches no ε <= {run.target_epsilon} for this run with "
+                f"any σ <= {SIGMA_MAX:g} ({why}); raise target_epsilon or calibrate "
+                "with another accountant",
+            )

@@ -32,11 +32,17 @@ class Plan:
     noise_multiplier: float | None
     sigma_source: str
     constants_note: str
-    curves: dict[str, np.ndarray] = field(default_factory=dict)  # claimed (upper-bound) accountant -> ε on the log grid
-    references: dict[str, np.ndarray] = field(default_factory=dict)  # lower bound / comparison -> ε: beside the claims
+    curves: dict[str, np.ndarray] = field(
+        default_factory=dict
+    )  # claimed (upper-bound) accountant -> ε on the log grid
+    references: dict[str, np.ndarray] = field(
+        default_factory=dict
+    )  # lower bound / comparison -> ε: beside the claims
     release: dict[str, str] = field(default_factory=dict)  # accountant -> trajectory|last_iterate
     excluded: dict[str, str] = field(default_factory=dict)  # accountant -> reason
-    details: dict = field(default_factory=dict)  # method-specific summary entries (dp_mf: the factorization)
+    details: dict = field(
+        default_factory=dict
+    )  # method-specific summary entries (dp_mf: the factorization)
     update: Update = Update()  # what the engine did that the Setting does not say (claims.refusal)
 
 
@@ -58,21 +64,29 @@ def loss_constants(run: RunSettings, info: dict, features) -> tuple[dict, str]:
         return {}, "the dataset records no feature-norm bound: no loss constants"
     largest = largest_norm(features)
     if largest > bound * (1 + 1e-6):
-        return {}, f"a record the run trains on has ||x|| = {largest:.6g} > R = {bound:g}: no loss constants"
+        return (
+            {},
+            f"a record the run trains on has ||x|| = {largest:.6g} > R = {bound:g}: no loss constants",
+        )
     base = logreg_constants(bound)
     l2, diameter = run.l2, run.diameter
     if l2 > 0 and diameter is None:
         return {}, "l2 > 0 without projection: the gradient is unbounded (no Lipschitz constant)"
     lipschitz = base["lipschitz"] + (l2 * diameter / 2.0 if l2 > 0 else 0.0)
     if run.clip is None or run.clip < lipschitz:
-        return {}, f"clip C={run.clip} < L={lipschitz:.6g}: clipping changes the gradient field, so the loss constants do not describe the update"
+        return (
+            {},
+            f"clip C={run.clip} < L={lipschitz:.6g}: clipping changes the gradient field, so the loss constants do not describe the update",
+        )
     out = {"smoothness": base["smoothness"] + l2, "lipschitz": lipschitz}
     if l2 > 0:
         out["strong_convexity"] = l2
     return out, f"logistic regression on data with ||x|| <= R = {bound:g} (docs/training.md)"
 
 
-def build_setting(run: RunSettings, n: int, b: int, dimension: int, sigma: float, constants: dict) -> Setting:
+def build_setting(
+    run: RunSettings, n: int, b: int, dimension: int, sigma: float, constants: dict
+) -> Setting:
     """The run's :class:`Setting`, canonical names (docs/units.md)."""
     return Setting(
         noise_multiplier=sigma,
@@ -108,9 +122,15 @@ def calibrate(run: RunSettings, setting: Setting, update: Update) -> tuple[float
     check_calibration(run, setting, update)
     if run.target_tpr is not None:
         sigma = risk.sigma_for_risk(setting, tpr=run.target_tpr, fpr=run.target_fpr)
-        return sigma, f"calibrated with pld to attack TPR <= {run.target_tpr} at FPR {run.target_fpr}"
+        return (
+            sigma,
+            f"calibrated with pld to attack TPR <= {run.target_tpr} at FPR {run.target_fpr}",
+        )
     sigma = accounting.get(run.accountant).sigma(setting, run.target_epsilon, run.delta)
-    return sigma, f"calibrated with {run.accountant} to epsilon={run.target_epsilon} at delta={run.delta}"
+    return (
+        sigma,
+        f"calibrated with {run.accountant} to epsilon={run.target_epsilon} at delta={run.delta}",
+    )
 
 
 def risk_reading(claim: Plan) -> dict:
@@ -120,10 +140,14 @@ def risk_reading(claim: Plan) -> dict:
     if claim.setting is None:
         if claim.noise_multiplier is None:
             return {"unavailable": "non-private run"}
-        return {"unavailable": f"{claim.update.noise} noise (the matrix mechanism): no privacy-loss distribution of "
-                               "its steps is computed here (risk for independent noise only, docs/risk.md)"}
+        return {
+            "unavailable": f"{claim.update.noise} noise (the matrix mechanism): no privacy-loss distribution of "
+            "its steps is computed here (risk for independent noise only, docs/risk.md)"
+        }
     if "pld" not in claim.curves:
-        return {"unavailable": f"pld: {claim.excluded.get('pld', 'not among the accountants the run reports')}"}
+        return {
+            "unavailable": f"pld: {claim.excluded.get('pld', 'not among the accountants the run reports')}"
+        }
     try:
         return risk.risk(claim.setting)
     except DPLabError as err:
@@ -143,8 +167,11 @@ def unclaimed(setting: Setting, update: Update, excluded: dict[str, str]) -> DPL
                 break
     reasons = "; ".join(f"{name}: {why}" for name, why in list(excluded.items())[:3])
     more = f"; and {len(excluded) - 3} more" if len(excluded) > 3 else ""
-    return DPLabError(key, f"no accountant the run reports bounds its ε, so it would train without a privacy "
-                           f"claim ({reasons}{more})")
+    return DPLabError(
+        key,
+        f"no accountant the run reports bounds its ε, so it would train without a privacy "
+        f"claim ({reasons}{more})",
+    )
 
 
 def check_claimable(run: RunSettings, setting: Setting, update: Update) -> None:
@@ -165,25 +192,46 @@ def requested_accountants(run: RunSettings) -> list[str]:
     return list(run.accountants) if run.accountants is not None else defaults()
 
 
-def plan(run: RunSettings, update: Update, n: int, b: int, dimension: int, info: dict, grid: list[int], features) -> Plan:
+def plan(
+    run: RunSettings,
+    update: Update,
+    n: int,
+    b: int,
+    dimension: int,
+    info: dict,
+    grid: list[int],
+    features,
+) -> Plan:
     """σ, the Setting and ε on ``grid`` (one ``epsilon_curve`` call per accountant the run
     reports: claims, and lower bounds and comparisons as references) of a run whose engine
     ``update`` has no or independent noise; ``features`` are the records the run trains on
     (:func:`loss_constants`)."""
     names = requested_accountants(run)
     if update.noise == "none":
-        return Plan(setting=None, noise_multiplier=None, sigma_source="none (non-private)",
-                    constants_note="", excluded={k: exclusion(k, None, update) for k in names})
+        return Plan(
+            setting=None,
+            noise_multiplier=None,
+            sigma_source="none (non-private)",
+            constants_note="",
+            excluded={k: exclusion(k, None, update) for k in names},
+        )
     constants, note = loss_constants(run, info, features)
-    epochs.check(run.accountant, build_setting(run, n, b, dimension, 1.0, constants))  # as preflight.check_run
+    epochs.check(
+        run.accountant, build_setting(run, n, b, dimension, 1.0, constants)
+    )  # as preflight.check_run
     if run.noise_multiplier is not None:
         sigma, source = float(run.noise_multiplier), "given"
     else:
         probe = build_setting(run, n, b, dimension, 1.0, constants)
         sigma, source = calibrate(run, probe, update)
     setting = build_setting(run, n, b, dimension, sigma, constants)
-    out = Plan(setting=setting, noise_multiplier=sigma, sigma_source=source, constants_note=note,
-               update=update)
+    out = Plan(
+        setting=setting,
+        noise_multiplier=sigma,
+        sigma_source=source,
+        constants_note=note,
+        update=update,
+    )
     for name in names:
         why = exclusion(name, setting, update)
         if why is None:

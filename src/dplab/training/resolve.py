@@ -51,10 +51,16 @@ def _check_risk_target(cfg: dict, method, err) -> None:
         message = bad.message.replace("--tpr", "target_tpr").replace("--fpr", "target_fpr")
         raise err(f"target_{bad.key}", message.replace("exceed fpr", "exceed target_fpr")) from None
     if method.noise != "independent" or cfg["sampling"] not in risk.RISK_SAMPLINGS:
-        raise err("target_tpr", f"a risk target is calibrated for sampling {' or '.join(risk.RISK_SAMPLINGS)} with "
-                                f"independent noise (pld); got method {method.name}, sampling {cfg['sampling']}")
+        raise err(
+            "target_tpr",
+            f"a risk target is calibrated for sampling {' or '.join(risk.RISK_SAMPLINGS)} with "
+            f"independent noise (pld); got method {method.name}, sampling {cfg['sampling']}",
+        )
     if cfg["accountant"] not in (None, *risk.PLD_ACCOUNTANTS):
-        raise err("accountant", f"a risk target is calibrated with pld (its privacy-loss distribution); got {cfg['accountant']!r}")
+        raise err(
+            "accountant",
+            f"a risk target is calibrated with pld (its privacy-loss distribution); got {cfg['accountant']!r}",
+        )
     cfg["accountant"] = "pld"
 
 
@@ -68,14 +74,19 @@ def _check_individual(cfg: dict, method, err) -> None:
     from dplab.accounting import individual
 
     if method.noise != "independent":
-        raise err("individual_epsilon", f"needs a private method with independent noise; got method {method.name}")
+        raise err(
+            "individual_epsilon",
+            f"needs a private method with independent noise; got method {method.name}",
+        )
     try:
         individual.check(cfg["sampling"], cfg["neighbouring"])
     except DPLabError as why:
         raise err("individual_epsilon", why.message) from None
     if cfg["individual_budget"] is not None:
         try:
-            individual.filter_budget(cfg["individual_budget"], cfg["individual_order"], cfg["delta"])
+            individual.filter_budget(
+                cfg["individual_budget"], cfg["individual_order"], cfg["delta"]
+            )
         except DPLabError as why:
             raise err(why.key, why.message) from None
 
@@ -84,8 +95,11 @@ def _check_method_keys(cfg: dict, method, err) -> None:
     """No key or accountant that belongs to another method (its ``keys``, its fixed ``accountants``),
     and only the method's own accountants where it names them."""
     if method.accountants and cfg["accountant"] not in method.accountants:
-        raise err("accountant", f"method {method.name} is accounted by {' or '.join(map(repr, method.accountants))} "
-                                f"only ({method.noise} noise); got {cfg['accountant']!r}")
+        raise err(
+            "accountant",
+            f"method {method.name} is accounted by {' or '.join(map(repr, method.accountants))} "
+            f"only ({method.noise} noise); got {cfg['accountant']!r}",
+        )
     for other in METHODS.values():
         if other is method:
             continue
@@ -93,14 +107,19 @@ def _check_method_keys(cfg: dict, method, err) -> None:
             if cfg.get(key) is not None and key not in method.keys:
                 raise err(key, f"only applies to method {other.name}")
         if other.accountants and cfg["accountant"] in other.accountants:
-            raise err("accountant", f"'{cfg['accountant']}' accounts method {other.name} only ({other.noise} noise)")
+            raise err(
+                "accountant",
+                f"'{cfg['accountant']}' accounts method {other.name} only ({other.noise} noise)",
+            )
 
 
 def _resolve_optimizer(cfg: dict, err) -> None:
     """Fill the chosen optimizer's and schedule's keys with their defaults in ``cfg`` (a run
     that names neither stays as written: plain SGD); refuse a key the choice does not read."""
-    choices = (("optimizer", optimizers.OPTIMIZER_KEYS, optimizers.SGD),
-               ("lr_schedule", optimizers.SCHEDULE_KEYS, optimizers.CONSTANT))
+    choices = (
+        ("optimizer", optimizers.OPTIMIZER_KEYS, optimizers.SGD),
+        ("lr_schedule", optimizers.SCHEDULE_KEYS, optimizers.CONSTANT),
+    )
     for choice_key, table, default in choices:
         choice = cfg.get(choice_key) or default
         reads = table[choice]
@@ -116,8 +135,10 @@ def _resolve_optimizer(cfg: dict, err) -> None:
                     raise err(key, f"is required for {choice_key} {choice}")
                 cfg[key] = value
     if cfg.get("lr_schedule") == "warmup_cosine" and not 0 < cfg["warmup_steps"] < cfg["steps"]:
-        raise err("warmup_steps", f"must be in 1..steps − 1 = {cfg['steps'] - 1}; "
-                                  f"got {cfg['warmup_steps']}")
+        raise err(
+            "warmup_steps",
+            f"must be in 1..steps − 1 = {cfg['steps'] - 1}; got {cfg['warmup_steps']}",
+        )
 
 
 def _check_model(cfg: dict, err) -> None:
@@ -126,8 +147,10 @@ def _check_model(cfg: dict, err) -> None:
     :func:`dplab.training.preflight.check_run`); ``model_args`` only with a model file."""
     if not model_file.names_file(cfg["model"]):
         if cfg.get("model_args") is not None:
-            raise err("model_args", "only applies to a model file (model: FILE.py:Class); "
-                                    f"got model {cfg['model']}")
+            raise err(
+                "model_args",
+                f"only applies to a model file (model: FILE.py:Class); got model {cfg['model']}",
+            )
         return
     try:
         model_file.arguments(cfg["model"], cfg.get("model_args"), None, None)
@@ -149,18 +172,27 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     if cfg["sampling"] is None:
         cfg["sampling"] = method.samplings[0]
     elif cfg["sampling"] not in method.samplings:
-        raise err("sampling", f"method {method.name} allows {', '.join(method.samplings)}; got {cfg['sampling']!r}")
+        raise err(
+            "sampling",
+            f"method {method.name} allows {', '.join(method.samplings)}; got {cfg['sampling']!r}",
+        )
     if cfg["normalize"] is None:
         cfg["normalize"] = method.normalize
     if cfg["reshuffle"] and cfg["sampling"] != "shuffle":
         raise err("reshuffle", "only applies to sampling: shuffle")
     if cfg["model"] != "logreg" and cfg["l2"] > 0:
-        raise err("l2", "the L2 penalty is defined for model logreg only (it makes that loss strongly convex)")
+        raise err(
+            "l2",
+            "the L2 penalty is defined for model logreg only (it makes that loss strongly convex)",
+        )
     _check_model(cfg, err)
     _resolve_optimizer(cfg, err)
 
     if method.projection == "required" and cfg["diameter"] is None:
-        raise err("diameter", f"is required for method {method.name} (projection onto a ball of diameter D)")
+        raise err(
+            "diameter",
+            f"is required for method {method.name} (projection onto a ball of diameter D)",
+        )
     if method.projection == "none" and cfg["diameter"] is not None:
         raise err("diameter", f"method {method.name} has no projection; remove the key")
     if method.regularized:
@@ -173,10 +205,15 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     if method.private:
         if cfg["clip"] is None:
             cfg["clip"] = 1.0
-        given = [k for k in ("noise_multiplier", "target_epsilon", "target_tpr") if cfg[k] is not None]
+        given = [
+            k for k in ("noise_multiplier", "target_epsilon", "target_tpr") if cfg[k] is not None
+        ]
         if len(given) != 1 and not (cfg.get("phases") and not given):  # phases may give each σ
-            raise err("noise_multiplier", f"method {method.name} needs exactly one of noise_multiplier, target_epsilon, "
-                                          f"target_tpr (with target_fpr)")
+            raise err(
+                "noise_multiplier",
+                f"method {method.name} needs exactly one of noise_multiplier, target_epsilon, "
+                f"target_tpr (with target_fpr)",
+            )
         if cfg["target_tpr"] is not None or cfg["target_fpr"] is not None:
             _check_risk_target(cfg, method, err)
         if cfg["accountant"] is None:
@@ -184,10 +221,15 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     else:
         for key in ("noise_multiplier", "target_epsilon", "target_tpr", "target_fpr", "accountant"):
             if cfg[key] is not None:
-                raise err(key, f"the non-private method {method.name} takes no noise and no accountant")
+                raise err(
+                    key, f"the non-private method {method.name} takes no noise and no accountant"
+                )
     if cfg["individual_budget"] is None and cfg["individual_order"] is not None:
-        raise err("individual_order", "is the order of the Rényi filter: it applies only with individual_budget "
-                                      "(and individual_epsilon: true)")
+        raise err(
+            "individual_order",
+            "is the order of the Rényi filter: it applies only with individual_budget "
+            "(and individual_epsilon: true)",
+        )
     if cfg["individual_budget"] is not None and cfg["individual_order"] is None:
         cfg["individual_order"] = FILTER_ORDER
     if cfg["individual_epsilon"]:
@@ -202,7 +244,6 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     return cfg
 
 
-
 def phase_runs(cfg: dict, sigmas: list[float] | None = None) -> list[dict]:
     """The resolved run of each phase of a run in phases (``phases``, :mod:`dplab.training.phased`):
     the run's keys with the phase's, seed + i (fresh batches and noise), no ε of its own
@@ -214,7 +255,9 @@ def phase_runs(cfg: dict, sigmas: list[float] | None = None) -> list[dict]:
         if sigmas is not None:
             run["noise_multiplier"] = sigmas[i]
         if run["noise_multiplier"] is None:
-            raise DPLabError(f"phases[{i}].noise_multiplier", "is required (with target_epsilon: the phases' "
-                                                              "relative σ, scaled by one factor)")
+            raise DPLabError(
+                f"phases[{i}].noise_multiplier",
+                "is required (with target_epsilon: the phases' relative σ, scaled by one factor)",
+            )
         runs.append(run)
     return runs

@@ -34,9 +34,12 @@ from dplab.training.start import initial
 from dplab.training.step import denominator, project
 
 
-def clipped_sums(loss, params: dict, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, clip: float) -> ClippedGrads:
+def clipped_sums(
+    loss, params: dict, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, clip: float
+) -> ClippedGrads:
     """Σ mask·clip(∇ℓ) of every run r (params[k][r], padded batch x[r], y[r], mask[r]) with the
     engine's :func:`clipped_grad_sum`, vmapped over the runs: sums (R, …), norms (R, W), losses (R,)."""
+
     def one_run(p, x, y, m):
         g = clipped_grad_sum(loss, p, x, y, clip, ghost=False, mask=m)
         return g.grad_sum, g.norms, g.loss_sum
@@ -63,12 +66,23 @@ class StackedRuns:
     stacked = True
     device = torch.device("cpu")
 
-    def __init__(self, settings: RunSettings, x: torch.Tensor, y: torch.Tensor, seeds: list[int], classes: int,
-                 slots: int = 0, extra: Callable[[StackedRuns, Padded, dict], None] | None = None):
+    def __init__(
+        self,
+        settings: RunSettings,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        seeds: list[int],
+        classes: int,
+        slots: int = 0,
+        extra: Callable[[StackedRuns, Padded, dict], None] | None = None,
+    ):
         method = METHODS[settings.method]
         if method.noise != "independent":
-            raise DPLabError("method", f"runs in lockstep need a private method with independent Gaussian noise; "
-                                       f"got {settings.method} ({method.noise} noise)")
+            raise DPLabError(
+                "method",
+                f"runs in lockstep need a private method with independent Gaussian noise; "
+                f"got {settings.method} ({method.noise} noise)",
+            )
         self.settings, self.x, self.y, self.extra = settings, x, y, extra
         self.n_data = x.shape[1]
         self.n = n = self.n_data + slots  # what the samplers draw from: q = b/n
@@ -76,7 +90,9 @@ class StackedRuns:
         self.params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
         self.b, self.loss = starts[0].b, starts[0].loss
         self.moved = project(self.params, settings.diameter, stacked=True)  # W₀ ∈ W (001 eq. 1)
-        self.generators = [streams(self.device, seed)[0] for seed in seeds]  # on the CPU: batches and noise
+        self.generators = [
+            streams(self.device, seed)[0] for seed in seeds
+        ]  # on the CPU: batches and noise
         self.samplers = [method.sampler(settings, n) for _ in seeds]
         self.noise_source = GaussianNoise(settings.noise_multiplier * settings.clip)
         self.rows = torch.arange(len(seeds))[:, None]
@@ -94,15 +110,23 @@ class StackedRuns:
             yield step, Padded(drawn, index, mask, torch.tensor([len(idx) for idx in drawn]))
 
     def noise(self, step: int) -> dict[str, torch.Tensor]:
-        draws = [self.noise_source.sample(step, {k: p[r] for k, p in self.params.items()}, g)
-                 for r, g in enumerate(self.generators)]
+        draws = [
+            self.noise_source.sample(step, {k: p[r] for k, p in self.params.items()}, g)
+            for r, g in enumerate(self.generators)
+        ]
         return {k: torch.stack([d[k] for d in draws]) for k in self.params}
 
     def gradients(self, step: int, batch: Padded) -> tuple[ClippedGrads, torch.Tensor]:
         """The clipped sums of every run's records, plus ``extra``'s part; m per run."""
         dtype = next(iter(self.params.values())).dtype
-        grads = clipped_sums(self.loss, self.params, self.x[self.rows, batch.index], self.y[self.rows, batch.index],
-                             batch.mask.to(dtype), self.settings.clip)
+        grads = clipped_sums(
+            self.loss,
+            self.params,
+            self.x[self.rows, batch.index],
+            self.y[self.rows, batch.index],
+            batch.mask.to(dtype),
+            self.settings.clip,
+        )
         if self.extra is not None:
             self.extra(self, batch, grads.grad_sum)
         return grads, denominator(self.settings.normalize, self.b, batch.sizes)

@@ -27,8 +27,14 @@ class Start:
     code: dict  # file -> SHA-256 of the run's own code (a model file), empty for a built-in model
 
 
-def initial(settings: RunSettings, n: int, input_shape: list[int], classes: int, seed: int,
-          device: torch.device | str = "cpu") -> Start:
+def initial(
+    settings: RunSettings,
+    n: int,
+    input_shape: list[int],
+    classes: int,
+    seed: int,
+    device: torch.device | str = "cpu",
+) -> Start:
     """The start of one run of ``settings`` on ``n`` examples: b (:meth:`RunSettings.b`, at most n), the model initialised with torch's global generator seeded with ``seed`` inside
     ``fork_rng`` (its output shape checked) and moved to ``device``, a copy of its parameters (W₀, not yet projected) and
     its per-example loss."""

@@ -36,15 +36,25 @@ def denominator(normalize: str, b: int, size):
     return size.clamp(min=1) if isinstance(size, torch.Tensor) else max(size, 1)
 
 
-def update(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor], noise: dict[str, torch.Tensor] | None,
-           *, lr: float, denom, b: int, regularization: float) -> None:
+def update(
+    params: dict[str, torch.Tensor],
+    grad_sum: dict[str, torch.Tensor],
+    noise: dict[str, torch.Tensor] | None,
+    *,
+    lr: float,
+    denom,
+    b: int,
+    regularization: float,
+) -> None:
     """In place, without parameter-sized temporaries: w ← (1 − λ)·w − η·g/m − η·Z/b (no Π).
 
     ``denom``: m as a number, or (stacked parameters) a tensor of one m per run."""
     for k, p in params.items():
         if regularization:
             p.mul_(1.0 - regularization)
-        if isinstance(denom, torch.Tensor):  # one m per run: each run's slice, the arithmetic of one run
+        if isinstance(
+            denom, torch.Tensor
+        ):  # one m per run: each run's slice, the arithmetic of one run
             for r, m in enumerate(denom.tolist()):
                 _add_scaled(p[r], grad_sum[k][r], -lr / m)
         else:
@@ -63,7 +73,9 @@ def _add_scaled(p: torch.Tensor, t: torch.Tensor, alpha: float) -> None:
         p.add_(t.double().mul(alpha).to(p.dtype))
 
 
-def project(params: dict[str, torch.Tensor], diameter: float | None, stacked: bool = False) -> torch.Tensor | None:
+def project(
+    params: dict[str, torch.Tensor], diameter: float | None, stacked: bool = False
+) -> torch.Tensor | None:
     """In place: Euclidean projection of the whole parameter vector (``stacked``: of each run's,
     along the leading axis) onto the ball of radius D/2; returns where the norm exceeded D/2 (a
     tensor, read without a host sync only when the caller asks), ``None`` without a diameter."""
@@ -71,15 +83,27 @@ def project(params: dict[str, torch.Tensor], diameter: float | None, stacked: bo
         return None
     start = 1 if stacked else 0
     norm = torch.sqrt(sum((p * p).flatten(start).sum(-1) for p in params.values()))
-    scale = (diameter / 2.0 / norm).clamp(max=1.0)  # 1 inside the ball (x·1 = x exactly); no host sync
+    scale = (diameter / 2.0 / norm).clamp(
+        max=1.0
+    )  # 1 inside the ball (x·1 = x exactly); no host sync
     for p in params.values():
         p.mul_(scale.view(scale.shape + (1,) * (p.dim() - scale.dim())))
     return norm > diameter / 2.0
 
 
-def optimize(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor],
-             noise: dict[str, torch.Tensor] | None, *, lr: float, denom, b: int, regularization: float,
-             optimizer: OptimizerOptions, state: dict, step: int) -> None:
+def optimize(
+    params: dict[str, torch.Tensor],
+    grad_sum: dict[str, torch.Tensor],
+    noise: dict[str, torch.Tensor] | None,
+    *,
+    lr: float,
+    denom,
+    b: int,
+    regularization: float,
+    optimizer: OptimizerOptions,
+    state: dict,
+    step: int,
+) -> None:
     """In place: w ← opt((1 − λ)·w, ĝ) with ĝ = g/m + Z/b (module docstring), at step t = ``step``
     (Adam's bias correction); ``state``: parameter name -> its moments, filled on first use."""
     o = optimizer
@@ -107,8 +131,8 @@ def optimize(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor],
                 second = moments["exp_avg_sq"] = torch.zeros_like(p)
             first.lerp_(grad, 1.0 - beta1)
             second.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-            scale = (second.sqrt() / math.sqrt(1.0 - beta2 ** step)).add_(o.eps)
-            p.addcdiv_(first, scale, value=-lr / (1.0 - beta1 ** step))
+            scale = (second.sqrt() / math.sqrt(1.0 - beta2**step)).add_(o.eps)
+            p.addcdiv_(first, scale, value=-lr / (1.0 - beta1**step))
 
 
 def _privatized(grad_sum: torch.Tensor, noise: torch.Tensor | None, denom, b: int) -> torch.Tensor:
@@ -119,10 +143,21 @@ def _privatized(grad_sum: torch.Tensor, noise: torch.Tensor | None, denom, b: in
     return grad if noise is None else grad.add_(noise, alpha=1.0 / b)
 
 
-def apply(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor], noise: dict[str, torch.Tensor] | None,
-          *, lr: float, denom, b: int, regularization: float = 0.0, diameter: float | None = None,
-          stacked: bool = False, optimizer: OptimizerOptions | None = None,
-          state: dict | None = None, step: int = 1) -> torch.Tensor | None:
+def apply(
+    params: dict[str, torch.Tensor],
+    grad_sum: dict[str, torch.Tensor],
+    noise: dict[str, torch.Tensor] | None,
+    *,
+    lr: float,
+    denom,
+    b: int,
+    regularization: float = 0.0,
+    diameter: float | None = None,
+    stacked: bool = False,
+    optimizer: OptimizerOptions | None = None,
+    state: dict | None = None,
+    step: int = 1,
+) -> torch.Tensor | None:
     """The step after the clipped sum at η = ``lr`` (the schedule's η_t): :func:`update` (plain
     SGD) or :func:`optimize` (``optimizer`` with its ``state``, at step ``step``), then
     :func:`project` (``stacked``: per run); returns where the projection moved the parameters
@@ -130,7 +165,16 @@ def apply(params: dict[str, torch.Tensor], grad_sum: dict[str, torch.Tensor], no
     if optimizer is None or optimizer.plain:
         update(params, grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization)
     else:
-        optimize(params, grad_sum, noise, lr=lr, denom=denom, b=b, regularization=regularization,
-                 optimizer=optimizer, state=state, step=step)
+        optimize(
+            params,
+            grad_sum,
+            noise,
+            lr=lr,
+            denom=denom,
+            b=b,
+            regularization=regularization,
+            optimizer=optimizer,
+            state=state,
+            step=step,
+        )
     return project(params, diameter, stacked=stacked)
-

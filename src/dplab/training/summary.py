@@ -56,10 +56,14 @@ class RunSummary:
     method_source: str  # the method's source (Method.source)
     dataset: DatasetInfo
     device: str
-    environment: dict  # dplab.training.environment: with the run and the data, what the bytes depend on
+    environment: (
+        dict  # dplab.training.environment: with the run and the data, what the bytes depend on
+    )
     dimension: int  # number of parameters d
     final: Final
-    setting: dict | None  # the accounting Setting (Setting.as_dict); None for a non-private or dp_mf run
+    setting: (
+        dict | None
+    )  # the accounting Setting (Setting.as_dict); None for a non-private or dp_mf run
     noise_multiplier: float | None  # σ; None for a non-private run
     noise_multiplier_source: str  # given, or how it was calibrated
     noise_std_on_sum: float | None  # σC
@@ -74,7 +78,9 @@ class RunSummary:
     epsilon_comparison: dict[str, float]  # comparisons beside the claims: never the run's ε
     epsilon_bound: dict[str, str]  # accountant -> upper | lower | comparison
     risk: dict  # dplab.accounting.risk.risk's reading, or {"unavailable": why}
-    epsilon_covers: dict[str, str]  # claimed accountant -> "every iterate" | "the final parameters only"
+    epsilon_covers: dict[
+        str, str
+    ]  # claimed accountant -> "every iterate" | "the final parameters only"
     excluded_accountants: dict[str, str]  # accountant -> why the run may not report it
     #: dplab.accounting.eligibility.Update.as_dict: with the setting, what refusal decides from
     update: dict
@@ -99,7 +105,9 @@ class RunSummary:
                 if value is not None:
                     out[f.name] = value
             else:
-                out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+                out[f.name] = (
+                    dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+                )
         return out
 
     def write(self, path: str | Path) -> None:
@@ -114,9 +122,12 @@ class RunSummary:
     def of(cls, data: dict) -> RunSummary:
         """The summary of the JSON object ``data``, which holds :data:`KEYS` (:meth:`read` checks that)."""
         keys = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in keys and k not in ("final", "dataset")},
-                   final=Final(**data["final"]), dataset=DatasetInfo(**data["dataset"]),
-                   details={k: v for k, v in data.items() if k not in keys})
+        return cls(
+            **{k: v for k, v in data.items() if k in keys and k not in ("final", "dataset")},
+            final=Final(**data["final"]),
+            dataset=DatasetInfo(**data["dataset"]),
+            details={k: v for k, v in data.items() if k not in keys},
+        )
 
     @classmethod
     def read(cls, path: str | Path) -> RunSummary:
@@ -128,10 +139,16 @@ class RunSummary:
             summary = cls.of(data)
             RunSettings.of(summary.run)  # the run holds every key the readers' RunSettings reads
         except TypeError as err:
-            raise damaged(path, "run summary", f"holds unexpected entries ({err})", regenerate) from None
+            raise damaged(
+                path, "run summary", f"holds unexpected entries ({err})", regenerate
+            ) from None
         except KeyError as err:
-            raise damaged(path, "run summary", f"records a run without key {err} (written by an older dplab?)",
-                          regenerate) from None
+            raise damaged(
+                path,
+                "run summary",
+                f"records a run without key {err} (written by an older dplab?)",
+                regenerate,
+            ) from None
         return summary
 
 

@@ -30,22 +30,27 @@ from dplab.training.methods.base import Method
 from dplab.training.settings import RunSettings
 
 #: name -> its :class:`~dplab.training.methods.base.Method`, the ``METHOD`` of its module
-METHODS = Registry("method", {
-    "dp_gd": "dplab.training.methods.dp_gd:METHOD",
-    "dp_mf": "dplab.training.methods.dp_mf:METHOD",
-    "dp_sgd": "dplab.training.methods.dp_sgd:METHOD",
-    "dp_sgd_fixed_batches": "dplab.training.methods.dp_sgd_fixed_batches:METHOD",
-    "noisy_gd": "dplab.training.methods.noisy_gd:METHOD",
-    "projected_dp_sgd": "dplab.training.methods.projected_dp_sgd:METHOD",
-    "regularized_dp_sgd": "dplab.training.methods.regularized_dp_sgd:METHOD",
-    "sgd": "dplab.training.methods.sgd:METHOD",
-})
+METHODS = Registry(
+    "method",
+    {
+        "dp_gd": "dplab.training.methods.dp_gd:METHOD",
+        "dp_mf": "dplab.training.methods.dp_mf:METHOD",
+        "dp_sgd": "dplab.training.methods.dp_sgd:METHOD",
+        "dp_sgd_fixed_batches": "dplab.training.methods.dp_sgd_fixed_batches:METHOD",
+        "noisy_gd": "dplab.training.methods.noisy_gd:METHOD",
+        "projected_dp_sgd": "dplab.training.methods.projected_dp_sgd:METHOD",
+        "regularized_dp_sgd": "dplab.training.methods.regularized_dp_sgd:METHOD",
+        "sgd": "dplab.training.methods.sgd:METHOD",
+    },
+)
 
 
 def get(name: str) -> Method:
     """The method called ``name`` (DPLabError naming the valid ones otherwise)."""
     if name not in METHODS:
-        raise DPLabError("method", f"must be one of {', '.join(METHODS)} (dplab.training.methods); got {name!r}")
+        raise DPLabError(
+            "method", f"must be one of {', '.join(METHODS)} (dplab.training.methods); got {name!r}"
+        )
     return METHODS[name]
 
 

@@ -48,7 +48,9 @@ class Method:
     projection: str = "none"  # "none", "optional" or "required" (ball of diameter D)
     regularized: bool = False  # uses `regularization` (001 eq. 17)
     accountant: str | None = "rdp"  # default accountant for calibrating σ from target_epsilon
-    accountants: tuple[str, ...] | None = None  # the only accountants that may account for it (None: claims decide)
+    accountants: tuple[str, ...] | None = (
+        None  # the only accountants that may account for it (None: claims decide)
+    )
     keys: tuple[str, ...] = ()  # run keys that only this method reads
 
     @property
@@ -91,15 +93,25 @@ class Method:
         """The batch sampler of a resolved run on ``n`` examples (:func:`dplab.training.samplers.build`)."""
         return samplers.build(run.sampling, n, run.b(n), run.reshuffle)
 
-    def mechanism(self, run: RunSettings, n: int, dimension: int, info: dict, grid: list[int], features,
-                  factorization=None) -> Mechanism:
+    def mechanism(
+        self,
+        run: RunSettings,
+        n: int,
+        dimension: int,
+        info: dict,
+        grid: list[int],
+        features,
+        factorization=None,
+    ) -> Mechanism:
         """Sampler, claim and noise of a run, decided before training: σ and ε from
         :func:`dplab.training.privacy.plan` (``features``: the records the run trains on), i.i.d.
         N(0, σ²C²) on the clipped sum (none for a non-private method)."""
         sampler = self.sampler(run, n)
         claim = privacy.plan(run, self.update(run), n, run.b(n), dimension, info, grid, features)
         asked = privacy.requested_accountants(run)  # `accountants: []`: the run asks for no ε
-        if self.private and claim.setting is not None and asked and not claim.curves:  # no run without an ε
+        if (
+            self.private and claim.setting is not None and asked and not claim.curves
+        ):  # no run without an ε
             raise privacy.unclaimed(claim.setting, claim.update, claim.excluded)
         noise = GaussianNoise(claim.noise_multiplier * run.clip) if self.private else NoNoise()
         return Mechanism(sampler=sampler, plan=claim, noise=noise)

@@ -3,6 +3,10 @@
 from dplab.training.methods.base import Method
 
 METHOD = Method(
-    name="dp_gd", display="DP-GD", source="004 §3.1–3.3", rule="w ← w − η·(g + σC·Z)/n, full batch",
-    samplings=("full_batch",), projection="optional",
+    name="dp_gd",
+    display="DP-GD",
+    source="004 §3.1–3.3",
+    rule="w ← w − η·(g + σC·Z)/n, full batch",
+    samplings=("full_batch",),
+    projection="optional",
 )

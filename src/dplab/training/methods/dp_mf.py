@@ -99,20 +99,34 @@ def resolve(run: RunSettings, err) -> dict:
     strategy = o.strategy
     filled = {}
     if strategy is None:
-        raise err("strategy", f"is required for method {NAME}: one of "
-                              f"{', '.join((*factorizations.STRATEGIES, *TOEPLITZ_STRATEGIES))}")
+        raise err(
+            "strategy",
+            f"is required for method {NAME}: one of "
+            f"{', '.join((*factorizations.STRATEGIES, *TOEPLITZ_STRATEGIES))}",
+        )
     if (strategy in BANDED_STRATEGIES) != (o.bands is not None):
-        raise err("bands", f"is required for strategies {' and '.join(BANDED_STRATEGIES)} and only applies to them")
+        raise err(
+            "bands",
+            f"is required for strategies {' and '.join(BANDED_STRATEGIES)} and only applies to them",
+        )
     if (strategy == "blt") != (o.buffers is not None):
-        raise err("buffers", "is required for strategy blt and only applies to it (a BLT has T bands)")
+        raise err(
+            "buffers", "is required for strategy blt and only applies to it (a BLT has T bands)"
+        )
     if strategy in TOEPLITZ_STRATEGIES:
         filled = _resolve_toeplitz(run, err)
     elif o.objective is not None:
-        raise err("objective", f"only applies to strategies {' and '.join(TOEPLITZ_STRATEGIES)} (what their optimizer "
-                               f"minimizes); strategy {strategy} has none to choose")
+        raise err(
+            "objective",
+            f"only applies to strategies {' and '.join(TOEPLITZ_STRATEGIES)} (what their optimizer "
+            f"minimizes); strategy {strategy} has none to choose",
+        )
     if run.normalize != "expected":
-        raise err("normalize", f"method {NAME} divides by the fixed batch_size (expected): the MF accounting "
-                               "releases the noisy sum C·G + Z divided by a constant")
+        raise err(
+            "normalize",
+            f"method {NAME} divides by the fixed batch_size (expected): the MF accounting "
+            "releases the noisy sum C·G + Z divided by a constant",
+        )
     return filled
 
 
@@ -129,12 +143,18 @@ def _resolve_toeplitz(run: RunSettings, err) -> dict:
     except DPLabError as bad:
         raise err(bad.key, bad.message) from None
     if o.strategy == "blt" and run.sampling == "cyclic_poisson":
-        raise err("sampling", "cyclic_poisson (amplified BandMF) needs a C with at most b bands; a BLT has T bands: "
-                              "use sampling min_separation, or strategy banded_toeplitz")
+        raise err(
+            "sampling",
+            "cyclic_poisson (amplified BandMF) needs a C with at most b bands; a BLT has T bands: "
+            "use sampling min_separation, or strategy banded_toeplitz",
+        )
     if run.sampling == "min_separation" and o.min_separation is None:
-        raise err("min_separation", f"is required for strategy {o.strategy} with the "
-                                    "min_separation sampler: its "
-                                    "optimizer minimizes the error of k = ceil(T/b) participations b apart")
+        raise err(
+            "min_separation",
+            f"is required for strategy {o.strategy} with the "
+            "min_separation sampler: its "
+            "optimizer minimizes the error of k = ceil(T/b) participations b apart",
+        )
     return {"objective": o.objective or "mean"}
 
 
@@ -156,15 +176,29 @@ def build_factorization(run: RunSettings) -> Factorization | ToeplitzFactorizati
         if o.strategy == "blt":
             return blt.blt(steps, o.buffers, o.objective, k, s)
         return toeplitz.banded_toeplitz(steps, o.bands, o.objective, k, s)
-    return factorizations.factorize(o.strategy, prefix_sum(run.steps), bands=o.bands,
-                                    min_separation=o.min_separation)
+    return factorizations.factorize(
+        o.strategy, prefix_sum(run.steps), bands=o.bands, min_separation=o.min_separation
+    )
 
 
-def _spec(strategy: str, steps: int, bands: int | None, buffers: int | None, objective: str | None,
-          sampling: str | None, min_separation: int | None) -> tuple[str, dict]:
+def _spec(
+    strategy: str,
+    steps: int,
+    bands: int | None,
+    buffers: int | None,
+    objective: str | None,
+    sampling: str | None,
+    min_separation: int | None,
+) -> tuple[str, dict]:
     """(cache key, spec) of the factorization of a run (:func:`dplab.layout.mf_spec`)."""
-    return mf_spec(strategy, steps, bands, buffers, objective,
-                   optimized_separation(sampling, min_separation) if strategy in TOEPLITZ_STRATEGIES else None)
+    return mf_spec(
+        strategy,
+        steps,
+        bands,
+        buffers,
+        objective,
+        optimized_separation(sampling, min_separation) if strategy in TOEPLITZ_STRATEGIES else None,
+    )
 
 
 def _load_toeplitz(path: Path, key: str, regenerate: str) -> ToeplitzFactorization:
@@ -172,30 +206,47 @@ def _load_toeplitz(path: Path, key: str, regenerate: str) -> ToeplitzFactorizati
     fact = saved.load_toeplitz(path, regenerate)
     info = fact.info
     requested = info.get("buffers", 0) + info.get("buffers_cancelled", 0)
-    found, _ = mf_spec(fact.strategy, fact.steps, fact.bands, requested, info.get("objective"),
-                       info.get("min_separation") if info.get("participations", 1) > 1 else None)
+    found, _ = mf_spec(
+        fact.strategy,
+        fact.steps,
+        fact.bands,
+        requested,
+        info.get("objective"),
+        info.get("min_separation") if info.get("participations", 1) > 1 else None,
+    )
     if found != key:
-        raise DPLabError("factorization", f"{path} holds the factorization {found}; the run needs {key}: write it "
-                                          f"with `{regenerate}`")
+        raise DPLabError(
+            "factorization",
+            f"{path} holds the factorization {found}; the run needs {key}: write it "
+            f"with `{regenerate}`",
+        )
     return fact
 
 
-def load_factorization(run: RunSettings, cache: str | Path) -> Factorization | ToeplitzFactorization:
+def load_factorization(
+    run: RunSettings, cache: str | Path
+) -> Factorization | ToeplitzFactorization:
     """The run's factorization from a cache folder; one that does not match the run is an error."""
     o = options(run)
-    key, spec = _spec(o.strategy, run.steps, o.bands, o.buffers, o.objective, run.sampling,
-                      o.min_separation)
+    key, spec = _spec(
+        o.strategy, run.steps, o.bands, o.buffers, o.objective, run.sampling, o.min_separation
+    )
     path = Path(cache) / f"{key}.npz"
     regenerate = f"dplab mf {mf_args(spec)} --out {path}"
     if not path.exists():
-        raise DPLabError("factorization", f"no saved factorization {path}; write it with `{regenerate}`")
+        raise DPLabError(
+            "factorization", f"no saved factorization {path}; write it with `{regenerate}`"
+        )
     if o.strategy in TOEPLITZ_STRATEGIES:
         return _load_toeplitz(path, key, regenerate)
     fact, momentum = saved.load(path, regenerate)
     want = (o.strategy, run.steps, o.bands if o.strategy == "banded" else fact.bands, 0.0)
     if (fact.strategy, fact.steps, fact.bands, momentum) != want:
-        raise DPLabError("factorization", f"{path} holds {fact.strategy} T={fact.steps} bands={fact.bands} "
-                                          f"momentum={momentum}; the run needs {want}")
+        raise DPLabError(
+            "factorization",
+            f"{path} holds {fact.strategy} T={fact.steps} bands={fact.bands} "
+            f"momentum={momentum}; the run needs {want}",
+        )
     return fact
 
 
@@ -209,7 +260,8 @@ def _parts_of_n(run: RunSettings, n: int, batch: int) -> int:
             f"null takes b = floor(n/batch_size) = {n // batch} from the dataset size, which one "
             f"record more or less changes (n mod batch_size = {n % batch}, add_remove needs it in "
             f"[1, batch_size - 2]): set min_separation = {max(1, n // batch)} (b then does not "
-            "depend on n) or neighbouring = replace_one")
+            "depend on n) or neighbouring = replace_one",
+        )
     return n // batch
 
 
@@ -222,23 +274,34 @@ def sampler_spec(run: RunSettings, n: int):
     parts = o.min_separation if o.min_separation is not None else _parts_of_n(run, n, batch)
     if run.sampling == "min_separation":
         if n // parts != batch:
-            raise DPLabError("batch_size", f"{parts} partitions of {n} examples hold {n / parts:g} "
-                                           f"each in expectation; set batch_size = {n // parts} or "
-                                           f"min_separation = {n // batch}")
+            raise DPLabError(
+                "batch_size",
+                f"{parts} partitions of {n} examples hold {n / parts:g} "
+                f"each in expectation; set batch_size = {n // parts} or "
+                f"min_separation = {n // batch}",
+            )
         spec = mf_accounting.MinSeparation(parts, run.steps, n)
         k = spec.participations
     elif run.sampling == "cyclic_poisson":
         spec = mf_accounting.CyclicPoisson(n, batch, parts, run.steps)
         k = spec.compositions
         if o.strategy == "banded_toeplitz" and o.bands > parts:
-            raise DPLabError("bands", f"amplified BandMF (cyclic_poisson over b = {parts} partitions) needs at most b "
-                                      f"bands; got {o.bands}: lower bands or raise min_separation")
+            raise DPLabError(
+                "bands",
+                f"amplified BandMF (cyclic_poisson over b = {parts} partitions) needs at most b "
+                f"bands; got {o.bands}: lower bands or raise min_separation",
+            )
     else:
-        raise DPLabError("sampling", f"method {NAME} allows {', '.join(METHOD.samplings)}; got {run.sampling!r}")
+        raise DPLabError(
+            "sampling", f"method {NAME} allows {', '.join(METHOD.samplings)}; got {run.sampling!r}"
+        )
     if o.participations is not None and o.participations != k:
-        raise DPLabError("participations", f"the {run.sampling} sampler with b = {parts} over T = {run.steps} "
-                                           f"steps gives k = ceil(T/b) = {k}; "
-                                           f"got {o.participations}")
+        raise DPLabError(
+            "participations",
+            f"the {run.sampling} sampler with b = {parts} over T = {run.steps} "
+            f"steps gives k = ceil(T/b) = {k}; "
+            f"got {o.participations}",
+        )
     return spec
 
 
@@ -253,7 +316,11 @@ class SpecSampler(Sampler):
         if not isinstance(spec, (mf_accounting.MinSeparation, mf_accounting.CyclicPoisson)):
             raise DPLabError("sampling", f"not an MF sampler spec: {type(spec).__name__}")
         n = spec.dataset_size
-        batch = n // spec.min_separation if isinstance(spec, mf_accounting.MinSeparation) else spec.batch_size
+        batch = (
+            n // spec.min_separation
+            if isinstance(spec, mf_accounting.MinSeparation)
+            else spec.batch_size
+        )
         super().__init__(n, max(1, int(batch)))
         self.spec, self.parts = spec, None
 
@@ -272,9 +339,12 @@ class SpecSampler(Sampler):
 
     def load_state_dict(self, state):
         if "partitions" not in state:
-            raise DPLabError("checkpoint", "holds dp_mf batches of the earlier permutation split, "
-                                           "which the MF ε does not cover under add_remove: delete "
-                                           "the run's checkpoint.pt and checkpoint.prev.pt")
+            raise DPLabError(
+                "checkpoint",
+                "holds dp_mf batches of the earlier permutation split, "
+                "which the MF ε does not cover under add_remove: delete "
+                "the run's checkpoint.pt and checkpoint.prev.pt",
+            )
         self.parts = state["partitions"]
 
 
@@ -288,7 +358,9 @@ class MFNoise(NoiseSource):
 
     def sample(self, step, like, generator):
         first = next(iter(like.values()))
-        flat = torch.empty(sum(p.numel() for p in like.values()), dtype=first.dtype, device=generator.device)
+        flat = torch.empty(
+            sum(p.numel() for p in like.values()), dtype=first.dtype, device=generator.device
+        )
         w = self.stream.sample(step - 1, flat, generator)  # the loop counts steps from 1
         out, start = {}, 0
         for k, p in like.items():
@@ -309,30 +381,47 @@ def truncate(fact: Factorization | ToeplitzFactorization, spec, steps: int):
     if isinstance(fact, ToeplitzFactorization):
         sub = dataclasses.replace(fact, coefficients=fact.coefficients[:steps], steps=steps)
     else:
-        sub = Factorization(fact.strategy, fact.workload[:steps, :steps], fact.encoder[:steps, :steps],
-                            min(fact.bands, steps), fact.info)
+        sub = Factorization(
+            fact.strategy,
+            fact.workload[:steps, :steps],
+            fact.encoder[:steps, :steps],
+            min(fact.bands, steps),
+            fact.info,
+        )
     return sub, dataclasses.replace(spec, steps=steps)
 
 
 def sampler_description(spec) -> dict:
     if isinstance(spec, mf_accounting.MinSeparation):
-        return {"name": "min_separation", "min_separation": spec.min_separation, "participations": spec.participations,
-                "description": "b partitions (each record's drawn uniformly and independently, "
-                               "once per run) used cyclically as the batches: k = ceil(T/b) "
-                               "participations, any two >= b steps apart; no amplification"}
-    return {"name": "cyclic_poisson", "partitions": spec.partitions_count, "sampling_rate": spec.sampling_rate,
-            "compositions": spec.compositions,
+        return {
+            "name": "min_separation",
+            "min_separation": spec.min_separation,
+            "participations": spec.participations,
             "description": "b partitions (each record's drawn uniformly and independently, "
-                           "once per run); step t uses partition t mod b, each member kept with "
-                           "probability p (amplified banded MF, Choquette-Choo et al. 2023, Thm 4)"}
+            "once per run) used cyclically as the batches: k = ceil(T/b) "
+            "participations, any two >= b steps apart; no amplification",
+        }
+    return {
+        "name": "cyclic_poisson",
+        "partitions": spec.partitions_count,
+        "sampling_rate": spec.sampling_rate,
+        "compositions": spec.compositions,
+        "description": "b partitions (each record's drawn uniformly and independently, "
+        "once per run); step t uses partition t mod b, each member kept with "
+        "probability p (amplified banded MF, Choquette-Choo et al. 2023, Thm 4)",
+    }
 
 
-def prepare(run: RunSettings, n: int, grid: list[int], factorization: Factorization | None = None) -> Mechanism:
+def prepare(
+    run: RunSettings, n: int, grid: list[int], factorization: Factorization | None = None
+) -> Mechanism:
     """Sampler, factorization, σ and the ε curve of a dp_mf run, decided before training."""
     o = options(run)
     names = requested_accountants(run)
     update = METHOD.update(run)
-    excluded = {name: exclusion(name, None, update) for name in names if name != ACCOUNTANT}  # claims decides
+    excluded = {
+        name: exclusion(name, None, update) for name in names if name != ACCOUNTANT
+    }  # claims decides
     sampler = METHOD.sampler(run, n)
     spec = sampler.spec
     fact = factorization if factorization is not None else build_factorization(run)
@@ -340,23 +429,39 @@ def prepare(run: RunSettings, n: int, grid: list[int], factorization: Factorizat
     # the accountant receives the spec the sampler draws from (sampler.spec), never a description of it
     if run.noise_multiplier is not None:
         sigma, source = float(run.noise_multiplier), "given"
-        mf_accounting.dp_event(fact, sampler.spec, sigma, neighbouring)  # refuses an unsupported spec
+        mf_accounting.dp_event(
+            fact, sampler.spec, sigma, neighbouring
+        )  # refuses an unsupported spec
     else:
         sigma = mf_accounting.calibrate(fact, sampler.spec, run.target_epsilon, delta, neighbouring)
         source = f"calibrated with {ACCOUNTANT} to epsilon={run.target_epsilon} at delta={delta}"
-    curve = np.array([mf_accounting.epsilon(*truncate(fact, sampler.spec, t), sigma, delta, neighbouring) for t in grid])
+    curve = np.array(
+        [
+            mf_accounting.epsilon(*truncate(fact, sampler.spec, t), sigma, delta, neighbouring)
+            for t in grid
+        ]
+    )
     if not np.all(np.isfinite(curve)):
-        raise DPLabError("noise_multiplier", f"the MF accountant returned a non-finite epsilon for sigma={sigma}")
+        raise DPLabError(
+            "noise_multiplier", f"the MF accountant returned a non-finite epsilon for sigma={sigma}"
+        )
     k = spec.participations if isinstance(spec, mf_accounting.MinSeparation) else 1
-    sep = spec.min_separation if isinstance(spec, mf_accounting.MinSeparation) else spec.partitions_count
+    sep = (
+        spec.min_separation
+        if isinstance(spec, mf_accounting.MinSeparation)
+        else spec.partitions_count
+    )
     errors = fact.errors(k, sep)
     details = {
         "matrix_factorization": {
             "strategy": fact.strategy,
             "steps": fact.steps,
             "bands": fact.bands,
-            **({"buffers": o.buffers, "objective": o.objective, "optimizer": fact.info}
-               if isinstance(fact, ToeplitzFactorization) else {}),
+            **(
+                {"buffers": o.buffers, "objective": o.objective, "optimizer": fact.info}
+                if isinstance(fact, ToeplitzFactorization)
+                else {}
+            ),
             "workload": "prefix_sum",
             "sampler": sampler_description(spec),
             "sensitivity": errors["sensitivity"],
@@ -367,13 +472,27 @@ def prepare(run: RunSettings, n: int, grid: list[int], factorization: Factorizat
             "max_column_norm": fact.max_column_norm,
             "dp_event": str(mf_accounting.dp_event(fact, sampler.spec, sigma, neighbouring)),
         },
-        "epsilon_accountant": {ACCOUNTANT: {"delta": delta, "neighbouring": neighbouring, "sampling": run.sampling,
-                                            "method": "exact Gaussian profile of the dp_event; PLD (dp_accounting) "
-                                                      "when Poisson-sampled"}},
+        "epsilon_accountant": {
+            ACCOUNTANT: {
+                "delta": delta,
+                "neighbouring": neighbouring,
+                "sampling": run.sampling,
+                "method": "exact Gaussian profile of the dp_event; PLD (dp_accounting) "
+                "when Poisson-sampled",
+            }
+        },
     }
-    plan = Plan(setting=None, noise_multiplier=sigma, sigma_source=source, constants_note="",
-                curves={ACCOUNTANT: curve}, release={ACCOUNTANT: "trajectory"}, excluded=excluded,
-                details=details, update=update)
+    plan = Plan(
+        setting=None,
+        noise_multiplier=sigma,
+        sigma_source=source,
+        constants_note="",
+        curves={ACCOUNTANT: curve},
+        release={ACCOUNTANT: "trajectory"},
+        excluded=excluded,
+        details=details,
+        update=update,
+    )
     return Mechanism(sampler=sampler, plan=plan, noise=MFNoise(fact, sigma * run.clip))
 
 
@@ -394,16 +513,28 @@ class MatrixFactorization(Method):
         return prepare(run, n, grid, factorization)
 
     def factorization(self, entry):
-        return _spec(entry["strategy"], entry["steps"], entry.get("bands"), entry.get("buffers"), entry.get("objective"),
-                     entry.get("sampling"), entry.get("min_separation"))
+        return _spec(
+            entry["strategy"],
+            entry["steps"],
+            entry.get("bands"),
+            entry.get("buffers"),
+            entry.get("objective"),
+            entry.get("sampling"),
+            entry.get("min_separation"),
+        )
 
     def load_factorization(self, run, cache):
         return load_factorization(run, cache)
 
 
 METHOD = MatrixFactorization(
-    name=NAME, display="DP-MF", source="004 §4.3; Choquette-Choo et al. 2023",
-    rule="w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers", samplings=("min_separation", "cyclic_poisson"),
-    noise="correlated", accountant=ACCOUNTANT, accountants=(ACCOUNTANT,),
+    name=NAME,
+    display="DP-MF",
+    source="004 §4.3; Choquette-Choo et al. 2023",
+    rule="w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers",
+    samplings=("min_separation", "cyclic_poisson"),
+    noise="correlated",
+    accountant=ACCOUNTANT,
+    accountants=(ACCOUNTANT,),
     keys=("strategy", "bands", "buffers", "objective", "min_separation", "participations"),
 )

@@ -4,6 +4,10 @@
 from dplab.training.methods.base import Method
 
 METHOD = Method(
-    name="noisy_gd", display="noisy GD", source="002 Alg. 1", rule="w ← Π(w − η·(g + σC·Z)/n); √(2η)σ₀₀₂ = ησC/n",
-    samplings=("full_batch",), projection="optional",
+    name="noisy_gd",
+    display="noisy GD",
+    source="002 Alg. 1",
+    rule="w ← Π(w − η·(g + σC·Z)/n); √(2η)σ₀₀₂ = ησC/n",
+    samplings=("full_batch",),
+    projection="optional",
 )

@@ -32,12 +32,15 @@ from dplab.training.models.base import Model
 from dplab.training.settings import RunSettings
 
 #: name -> its :class:`~dplab.training.models.base.Model`, the ``MODEL`` of its module
-MODELS = Registry("model", {
-    "cnn": "dplab.training.models.cnn:MODEL",
-    "logreg": "dplab.training.models.logreg:MODEL",
-    "mlp": "dplab.training.models.mlp:MODEL",
-    "tanh_cnn": "dplab.training.models.tanh_cnn:MODEL",
-})
+MODELS = Registry(
+    "model",
+    {
+        "cnn": "dplab.training.models.cnn:MODEL",
+        "logreg": "dplab.training.models.logreg:MODEL",
+        "mlp": "dplab.training.models.mlp:MODEL",
+        "tanh_cnn": "dplab.training.models.tanh_cnn:MODEL",
+    },
+)
 
 
 def get(name: str) -> Model:
