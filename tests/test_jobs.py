@@ -129,11 +129,13 @@ def _callers(function: str) -> set[str]:
 
 
 def test_a_run_is_resolved_in_one_place_for_each_source_of_runs():
-    """resolve_run is called by exactly three functions: the pipeline's runs (check_config, whose
-    resolved runs the jobs hold), a run given alone (--run-json, a single-run YAML) and an audit's
-    method variants; the rules, dvc.yaml and `dplab train --config --run` take the job's run."""
+    """resolve_run is called by exactly four functions: the pipeline's runs (check_config, whose
+    resolved runs the jobs hold), a run given alone (--run-json, a single-run YAML), an audit's
+    method variants, and `dplab train --config F --run NAME` (the DVC form), which resolves its
+    own entries alone rather than planning the config; the rules take the job's run."""
     assert _callers("resolve_run") == {
         "dplab.config:_check_run",
+        "dplab.commands.train:pipeline_runs",
         "dplab.training.resolve:load_runs",
         "dplab.audit.membership:method_config",
     }

@@ -96,6 +96,24 @@ def test_default_config_saves_each_factorization_once():
             "objective": "mean",
             "min_separation": None,
         },
+        # mf_regime's 5 epochs of 32 steps (3200 records, batch 100): banded Toeplitz (cyclic
+        # Poisson, amplified) and a BLT over 32 min-separated batches
+        "banded_toeplitz_T160_m4_mean": {
+            "strategy": "banded_toeplitz",
+            "steps": 160,
+            "bands": 4,
+            "buffers": None,
+            "objective": "mean",
+            "min_separation": None,
+        },
+        "blt_T160_k4_mean_s32": {
+            "strategy": "blt",
+            "steps": 160,
+            "bands": None,
+            "buffers": 4,
+            "objective": "mean",
+            "min_separation": 32,
+        },
     }
     assert mf_structure.inputs(config, config["figures"]["mf_structure"]) == {
         "factorizations": ["results/mf/banded_T200_m16.npz", "results/mf/optimal_T200.npz"]

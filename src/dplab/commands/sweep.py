@@ -35,6 +35,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from dplab.accounting.eligibility import from_summary
     from dplab.accounting.sweep import POINTS_MAX, steps_grid, sweep
+    from dplab.inputs import input_file
     from dplab.validate import integer
     from dplab.training.summary import RunSummary
     from dplab.io import check_output
@@ -65,6 +66,7 @@ def run(args) -> int:
             )
         summary_path, accountants, points = args.summary, args.accountants, args.points
         integer("--points", points, 2, POINTS_MAX, "POINTS_MAX")  # before the summary is read
+        input_file(summary_path, "--summary")  # the flag named where the file is missing or empty
     summary = RunSummary.read(summary_path)
     setting, update = from_summary(summary)
     table = sweep(
