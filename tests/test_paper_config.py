@@ -44,10 +44,10 @@ def test_paper_config_draws_every_figure_and_trains_nothing_else():
     }  # sweeps read runs
     drawn |= {
         path
-        for job in plan.of("train").values()
+        for job in plan.runs.values()
         for path in job.input_files
         if path.endswith(".npz")
-    }  # dp_mf's C
+    }  # dp_mf's C (every run: alone or in a grid cell's job)
     needless = [
         p
         for p in plan.results
