@@ -202,7 +202,7 @@ def test_paper_dag_at_smoke_scale_runs_end_to_end(paper_smoke):
         for path in (f"tables/{figure}.csv", f"figures/{figure}.pdf", f"figures/{figure}.png"):
             assert (results / path).stat().st_size > 0, path
     kinds = {json.loads(p.read_text())["kind"] for p in (results / "data").glob("*/info.json")}
-    assert kinds == {"digits", "mnist", "synthetic", "fashion_mnist"}
+    assert kinds == {"digits", "mnist", "mnist5000", "synthetic", "fashion_mnist"}  # + mf_regime's
     info = json.loads((results / "data" / "mnist" / "info.json").read_text())
     assert (info["train_size"], info["test_size"], info["input_shape"]) == (400, 100, [1, 28, 28])
     smoke = load("paper.yaml", "paper-smoke.yaml")
