@@ -43,10 +43,7 @@ def test_paper_config_draws_every_figure_and_trains_nothing_else():
         layout.run_files(entry["run"])["summary"] for entry in config["sweeps"].values()
     }  # sweeps read runs
     drawn |= {
-        path
-        for job in plan.runs.values()
-        for path in job.input_files
-        if path.endswith(".npz")
+        path for job in plan.runs.values() for path in job.input_files if path.endswith(".npz")
     }  # dp_mf's C (every run: alone or in a grid cell's job)
     needless = [
         p

@@ -337,8 +337,9 @@ def step_takers(root: Path) -> list[str]:
 
 
 def test_only_the_one_loop_takes_steps(tmp_path):
-    """#26 point 5: loop.train and the audit's lockstep runs both step through loop.steps."""
-    assert step_takers(Path(dplab.__file__).parent) == ["training/loop.py"]
+    """loop.train and the audit's lockstep runs both step through loop.steps; the CUDA graph of
+    that step (training/graphed.py, replayed by loop.steps) captures the same apply."""
+    assert step_takers(Path(dplab.__file__).parent) == ["training/graphed.py", "training/loop.py"]
     (tmp_path / "audit").mkdir()
     (tmp_path / "audit" / "runner.py").write_text(
         "from dplab.training.step import denominator, update\n"

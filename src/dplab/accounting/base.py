@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import ClassVar, Sequence
+from typing import TYPE_CHECKING, ClassVar, Sequence
 
 import numpy as np
 
-from dp_accounting import dp_event
+if TYPE_CHECKING:
+    from dp_accounting.dp_event import DpEvent
 
-from dplab.accounting import events
 from dplab.accounting.roots import bracket, safe_root
 from dplab.accounting.setting import SETTING_NUMBERS, Setting, check_delta, check_epsilon
 from dplab.errors import AssumptionError, DPLabError
@@ -262,16 +262,16 @@ class Accountant(ABC):
             ) from err
 
     def epsilon(
-        self, query: Setting | dp_event.DpEvent, delta: float, neighbouring: str = "add_remove"
+        self, query: Setting | DpEvent, delta: float, neighbouring: str = "add_remove"
     ) -> float:
         """ε at δ of the whole run (T = setting.steps), or of an event under ``neighbouring``
         (:meth:`event_epsilon`; a Setting carries its own relation)."""
-        if isinstance(query, dp_event.DpEvent):
+        if not isinstance(query, Setting):  # a dp_accounting event (imported only where used)
             return self.event_epsilon(query, delta, neighbouring)
         return float(self.epsilon_curve(query, delta, [self._steps(query)])[0])
 
     # ------------------------------------------------------------------- events
-    def supports(self, event: dp_event.DpEvent, neighbouring: str = "add_remove") -> str | None:
+    def supports(self, event: DpEvent, neighbouring: str = "add_remove") -> str | None:
         """None if this accountant bounds ``event`` under ``neighbouring``, else why not (one line:
         the declared assumption the event fails, as :meth:`check` words it)."""
         try:
@@ -280,17 +280,19 @@ class Accountant(ABC):
             return str(err)
         return None
 
-    def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
+    def parts(self, event: DpEvent, neighbouring: str) -> list[Setting]:
         """The checked settings this accountant accounts ``event`` as: one, the event's
         :func:`~dplab.accounting.events.view` (accountants that compose phases override)."""
         setting = self.setting_of(event, neighbouring)
         self.check(setting)
         return [setting]
 
-    def setting_of(self, event: dp_event.DpEvent, neighbouring: str) -> Setting:
+    def setting_of(self, event: DpEvent, neighbouring: str) -> Setting:
         """The event's view (:func:`~dplab.accounting.events.view`), refused as this accountant's
         :class:`AssumptionError` where it has none; a hidden-state bound (``release``
         "last_iterate") needs a :class:`~dplab.accounting.events.HiddenStateDpEvent`."""
+        from dplab.accounting import events  # dp_accounting's events: imported where used
+
         if self.release == "last_iterate" and not isinstance(event, events.HiddenStateDpEvent):
             raise self.fail(
                 "event",
@@ -303,7 +305,7 @@ class Accountant(ABC):
             raise self.fail(err.key, err.message) from None
 
     def event_epsilon(
-        self, event: dp_event.DpEvent, delta: float, neighbouring: str = "add_remove"
+        self, event: DpEvent, delta: float, neighbouring: str = "add_remove"
     ) -> float:
         """ε at δ of ``event``: the ε of its one setting (:meth:`parts`)."""
         (setting,) = self.parts(event, neighbouring)

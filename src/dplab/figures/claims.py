@@ -27,7 +27,7 @@ import pandas as pd
 
 from dplab import layout
 from dplab.accounting import Setting, get
-from dplab.figures import Inputs, runs, style
+from dplab.figures import Inputs, mf_regime, runs, style
 from dplab.figures.techniques_table import technique_setting
 from dplab.inputs import read_csv, run_metrics
 from dplab.training.summary import RunSummary
@@ -612,7 +612,7 @@ def mf_regime_claims(res: Results) -> list[Claim]:
     )
     gaps = pd.Series(dtype=float)
     if table is not None:
-        mf = table[table.chosen & (table.epochs > 1) & (table.strategy != "dp_sgd")]
+        mf = table[table.chosen & (table.epochs > 1) & (table.strategy != mf_regime.BASELINE)]
         mf = mf.dropna(subset=["test_gap_to_dp_sgd"])
         gaps = mf.groupby(["epochs", "target_epsilon"]).test_gap_to_dp_sgd.max()
     why_not = (

@@ -59,7 +59,10 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {"summaries": list}
 KEY = "figures.mf_regime.grid"
-COLOURS = {"dp_sgd": "#7f7f7f", "banded_toeplitz": "#1f77b4", "blt": "#d62728"}
+#: the two methods the figure compares: the baseline (independent noise) and matrix factorization;
+#: a row's ``strategy`` is the baseline's name or the MF run's strategy
+BASELINE, MF_METHOD = "dp_sgd", "dp_mf"
+COLOURS = {BASELINE: "#7f7f7f", "banded_toeplitz": "#1f77b4", "blt": "#d62728"}
 
 
 def check(config: dict, params: dict) -> None:
@@ -74,7 +77,7 @@ def check(config: dict, params: dict) -> None:
             KEY, f"grid {grid!r} needs lrs (the learning rates to choose from) and target_epsilon"
         )
     methods = {item["run"]["method"] for item in entries.grid_runs(config, grid).values()}
-    if not {"dp_sgd", "dp_mf"} <= methods:
+    if not {BASELINE, MF_METHOD} <= methods:
         raise DPLabError(
             KEY,
             f"grid {grid!r} must have dp_sgd and dp_mf variants; has {', '.join(sorted(methods))}",
@@ -267,7 +270,7 @@ def _gaps(table: pd.DataFrame) -> pd.Series:
     (the best of several DP-SGD variants there; empty for rows not chosen or without a DP-SGD
     point)."""
     chosen = table[table.chosen]
-    dp_sgd = chosen[chosen.strategy == "dp_sgd"]
+    dp_sgd = chosen[chosen.strategy == BASELINE]
     sgd = dp_sgd.groupby(["epochs", "target_epsilon"]).test_accuracy_mean.max()
     gaps = pd.Series(np.nan, index=table.index)
     for i, row in chosen.iterrows():
@@ -281,7 +284,7 @@ def crossings(chosen: pd.DataFrame) -> list[tuple[float, str, float, float]]:
     """(epochs, variant, ε below, ε above) wherever a chosen MF curve's gap to DP-SGD changes sign
     between two neighbouring ε of a panel."""
     out = []
-    for (epochs, variant), rows in chosen[chosen.strategy != "dp_sgd"].groupby(
+    for (epochs, variant), rows in chosen[chosen.strategy != BASELINE].groupby(
         ["epochs", "variant"], sort=False
     ):
         rows = rows.dropna(subset=["test_gap_to_dp_sgd"]).sort_values("target_epsilon")
