@@ -221,3 +221,24 @@ def test_the_figure_refuses_a_grid_it_cannot_choose_on_validation(change, messag
     change(config)
     with pytest.raises(DPLabError, match=f"figures.mf_regime.grid.*{message}"):
         mf_regime.check(config, config["figures"]["mf_regime"])
+
+
+def test_a_crossing_is_where_the_drawn_segments_meet_in_log_epsilon():
+    """The gap −0.135 at ε = 1 and +0.017 at ε = 8 (drawn on a log ε axis) meets zero at
+    ε = 8^(0.135/0.152) ≈ 6.33, not at the bracket's geometric middle √8 ≈ 2.83."""
+    from dplab.figures import mf_regime
+
+    rows = [
+        {"strategy": s, "variant": s, "epochs": 5.0, "target_epsilon": e, "test_gap_to_dp_sgd": g}
+        for s, e, g in [
+            ("dp_sgd", 1.0, 0.0),
+            ("dp_sgd", 8.0, 0.0),
+            ("blt", 1.0, -0.135),
+            ("blt", 8.0, 0.017),
+            ("banded", 1.0, 0.01),
+            ("banded", 8.0, 0.02),
+        ]
+    ]
+    ((epochs, variant, lo, hi, at),) = mf_regime.crossings(pd.DataFrame(rows))
+    assert (epochs, variant, lo, hi) == (5.0, "blt", 1.0, 8.0)
+    assert at == pytest.approx(8 ** (0.135 / 0.152), rel=1e-12)

@@ -280,20 +280,21 @@ def _gaps(table: pd.DataFrame) -> pd.Series:
     return gaps
 
 
-def crossings(chosen: pd.DataFrame) -> list[tuple[float, str, float, float]]:
-    """(epochs, variant, ε below, ε above) wherever a chosen MF curve's gap to DP-SGD changes sign
-    between two neighbouring ε of a panel."""
+def crossings(chosen: pd.DataFrame) -> list[tuple[float, str, float, float, float]]:
+    """(epochs, variant, ε below, ε above, ε at the crossing) wherever a chosen MF curve's gap to
+    DP-SGD changes sign between two neighbouring ε of a panel; the crossing is where the drawn
+    segments meet: the gap interpolated linearly in log ε."""
     out = []
     for (epochs, variant), rows in chosen[chosen.strategy != BASELINE].groupby(
         ["epochs", "variant"], sort=False
     ):
         rows = rows.dropna(subset=["test_gap_to_dp_sgd"]).sort_values("target_epsilon")
         gap, eps = rows.test_gap_to_dp_sgd.to_numpy(), rows.target_epsilon.to_numpy()
-        out += [
-            (epochs, variant, eps[i], eps[i + 1])
-            for i in range(len(gap) - 1)
-            if gap[i] * gap[i + 1] < 0
-        ]
+        for i in range(len(gap) - 1):
+            if gap[i] * gap[i + 1] < 0:
+                share = gap[i] / (gap[i] - gap[i + 1])
+                at = float(np.exp(np.log(eps[i]) + share * np.log(eps[i + 1] / eps[i])))
+                out.append((epochs, variant, eps[i], eps[i + 1], at))
     return out
 
 
@@ -325,15 +326,17 @@ def draw(table: pd.DataFrame):
             for xi, seeds in zip(x, rows.test_accuracy_seeds):
                 values = [float(v) for v in str(seeds).split()]
                 ax.plot([xi] * len(values), values, ".", color=colour, alpha=0.4, ms=3)
-        for e, variant, lo, hi in cross:
+        for e, variant, lo, hi, at in cross:
             if e == epochs:
-                ax.axvline(np.sqrt(lo * hi), color="black", ls=":", lw=1)
+                ax.axvline(at, color="black", ls=":", lw=1)
+                right = at > np.sqrt(lo * hi)  # the label on the side with more room
                 ax.text(
-                    np.sqrt(lo * hi),
+                    at,
                     ax.get_ylim()[0],
-                    f" {variant.split(',')[0]}\n crosses DP-SGD",
+                    f"{variant.split(',')[0]}\ncrosses DP-SGD\nbetween ε {lo:g} and {hi:g}",
                     fontsize=6.5,
                     va="bottom",
+                    ha="right" if right else "left",
                 )
         first = here.iloc[0]
         ax.set(
