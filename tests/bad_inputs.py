@@ -57,12 +57,6 @@ CONFIG = ROOT / "config" / "config.yaml"
 CLASSES = ("silent", "late", "hang", "exit_code", "half_written", "lines", "message")
 #: CPU seconds after which a refusal counts as late (a start, imports included, is ~3 s of CPU here)
 LATE = 10.0
-#: this process's PYTHONPATH made absolute (a test changes the working folder before a holder
-#: starts)
-PYTHONPATH = os.pathsep.join(
-    os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
-)
-
 RUN = {
     "method": "dp_sgd",
     "model": "logreg",
@@ -1791,25 +1785,6 @@ def resolve(
     return resolved
 
 
-def mount(folder: Path, size: str) -> bool:
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        return (
-            subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                capture_output=True,
-                timeout=10,
-            ).returncode
-            == 0
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-def umount(folder: Path) -> None:
-    subprocess.run(["umount", str(folder)], capture_output=True, timeout=30)
-
-
 def run_entry(
     entry: Entry,
     work: Path,
@@ -1823,10 +1798,10 @@ def run_entry(
     ``None`` where its full disk cannot be mounted."""
     out = work / f"out_{ENTRIES.index(entry)}"
     shutil.rmtree(out, ignore_errors=True)
-    if entry.mount and not mount(out, entry.mount):
+    if entry.mount and not probe.mount(out, entry.mount):
         return None
     holder = (
-        hold(resolve([entry.hold], out, data, table, paths)[0], entry.killed)
+        probe.hold(resolve([entry.hold], out, data, table, paths)[0], entry.killed)
         if entry.hold
         else None
     )
@@ -1839,41 +1814,8 @@ def run_entry(
         left = probe.written(out)
     finally:
         if entry.mount:
-            umount(out)
+            probe.umount(out)
     return Result(code, stderr, seconds, left)
-
-
-#: holds the folder argv[1] (dplab.io.folder_lock) until its stdin closes; says "held" once it does
-#: (a dplab without the lock, counted before it existed, holds nothing, as its commands did not)
-HOLDER = """import contextlib, sys
-import dplab.io
-folder_lock = getattr(dplab.io, "folder_lock", contextlib.nullcontext)
-with folder_lock(sys.argv[1]):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
-
-
-def hold(folder: str, killed: bool) -> subprocess.Popen | None:
-    """Another process holding ``folder`` as a command writing it does (None once ``killed``:
-    SIGKILL, as ``kill -9`` of a run, after it took the folder)."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, folder],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": PYTHONPATH},
-    )
-    if holder.stdout.readline().strip() != "held":
-        holder.kill()
-        raise SystemExit(f"setup failed: could not hold {folder}")
-    if killed:
-        holder.kill()
-        holder.wait()
-        holder.stdin.close()
-        holder.stdout.close()
-        return None
-    return holder
 
 
 #: `dplab ARGV` that then appends its CPU seconds to the file $BAD_INPUTS_CPU

@@ -1,6 +1,8 @@
 """Probing ``dplab`` with bad input: call it in this process as a fresh process would answer, and
 check the contract of a refusal (docs/reliability.md): exit code 2 (or 3 for a valid run that
-failed), one line on stderr naming the key, flag or file, nothing written under the output path.
+failed), one line on stderr naming the key, flag or file, nothing written under the output path;
+and the conditions a probe sets up: a nearly full disk (:func:`mount`), a folder another process
+is writing (:func:`hold`).
 
 Used by the probes of tests/test_refused_inputs.py, tests/test_fuzz_cli.py and the list of
 tests/bad_inputs.py (which also runs as a script against another checkout: nothing here imports
@@ -10,8 +12,11 @@ tests/bad_inputs.py (which also runs as a script against another checkout: nothi
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
+import subprocess
+import sys
 import time
 import warnings
 from contextlib import contextmanager
@@ -26,6 +31,11 @@ NAMES_SOMETHING = re.compile(
 )
 #: CPU seconds, and wall seconds, after which a call counts as hanging
 CPU_LIMIT, WALL_LIMIT = 60, 600
+#: this process's PYTHONPATH made absolute (a test changes the working folder before a holder
+#: starts)
+PYTHONPATH = os.pathsep.join(
+    os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+)
 
 
 class Hang(BaseException):
@@ -151,3 +161,57 @@ def check_refusal(answer: Answer, case: str, out: Path | None = None, codes=(2,)
 def refused(argv: list[str], capture, out: Path | None = None) -> str:
     """Assert ``dplab ARGV`` refuses (:func:`check_refusal`, exit code 2); return its line."""
     return check_refusal(call(argv, capture), f"dplab {' '.join(map(repr, argv))}", out)
+
+
+def mount(folder: Path, size: str) -> bool:
+    """Mount a tmpfs of ``size`` (a nearly full disk) at ``folder``; False where this process may
+    not mount one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return (
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                capture_output=True,
+                timeout=10,
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def umount(folder: Path) -> None:
+    subprocess.run(["umount", str(folder)], capture_output=True, timeout=30)
+
+
+#: holds the folder argv[1] (dplab.io.folder_lock) until its stdin closes; says "held" once it does
+#: (a dplab without the lock, counted before it existed, holds nothing, as its commands did not)
+HOLDER = """import contextlib, sys
+import dplab.io
+folder_lock = getattr(dplab.io, "folder_lock", contextlib.nullcontext)
+with folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def hold(folder: str, killed: bool) -> subprocess.Popen | None:
+    """Another process holding ``folder`` as a command writing it does (None once ``killed``:
+    SIGKILL, as ``kill -9`` of a run, after it took the folder)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, folder],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": PYTHONPATH},
+    )
+    if holder.stdout.readline().strip() != "held":
+        holder.kill()
+        raise SystemExit(f"setup failed: could not hold {folder}")
+    if killed:
+        holder.kill()
+        holder.wait()
+        holder.stdin.close()
+        holder.stdout.close()
+        return None
+    return holder
