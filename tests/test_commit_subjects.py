@@ -34,7 +34,7 @@ def git(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("message, length", MESSAGES)
+@pytest.mark.parametrize("message, length", MESSAGES, ids=["72", "73", "comment+72σ", "2 lines"])
 def test_the_hook_refuses_a_subject_over_72_characters_in_one_line(tmp_path, message, length):
     path = tmp_path / "COMMIT_EDITMSG"
     path.write_text(message, encoding="utf-8")
