@@ -3,6 +3,7 @@
 # make test  — set up .venv and run the test suite (.ci/run runs make lint, then this)
 # make lint  — ruff check, ruff format --check, snakefmt --check (Snakefile, workflow/rules), snakemake --lint
 # make pull  — fetch results from the DVC remote and mark them up to date for Snakemake
+# make hooks — have git check commit subjects (.githooks/commit-msg; the set-up runs it too)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -12,7 +13,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 INSTALL ?= $(STAMP)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run resume test report dag lint pull clean
+.PHONY: run resume test report dag lint pull clean hooks
 
 # exact versions from constraints.txt (the one lock); torch's CPU build first, so that no package
 # pulls a CUDA torch. Where no local CPU wheel is found: make TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -22,7 +23,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[pipeline,peers,dev,slurm]"
+	$(MAKE) --no-print-directory hooks
 	rm -f $(VENV)/.installed-* && touch $@
+
+# git runs .githooks/ (commit-msg: a subject of at most 72 characters) where this folder is the
+# top of a git checkout (a copy without .git, even inside another repository, sets up nothing)
+hooks:
+	if [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$$(pwd -P)" ]; then \
+		git config core.hooksPath .githooks; fi
 
 # --rerun-incomplete: outputs of jobs a crash interrupted are made again (README, Recovering from a crash)
 run: $(INSTALL)

@@ -14,7 +14,7 @@ The classes (an entry may fall in several):
 - ``silent``: exit 0 where the input must be refused or the run must fail (a silent wrong answer);
 - ``late``: refused (exit 2) only after :data:`LATE` CPU seconds of work (CPU time, not wall
   time: on a loaded machine a command waits for a core far longer than it works);
-- ``hang``: no answer within the timeout (:data:`CPU_LIMIT` CPU seconds, or ``--timeout`` s of
+- ``hang``: no answer within the timeout (:data:`probe.CPU_LIMIT` CPU seconds, or ``--timeout`` s of
   wall time for a command that waits without working, e.g. on a FIFO);
 - ``exit_code``: an exit code other than the one that says what happened (0 done, 2 bad input,
   3 a valid run that failed);
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import re
 import resource
@@ -43,29 +42,21 @@ import struct
 import subprocess
 import sys
 import tempfile
-import warnings
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 import yaml
+
+import probe
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config" / "config.yaml"
 CLASSES = ("silent", "late", "hang", "exit_code", "half_written", "lines", "message")
 #: CPU seconds after which a refusal counts as late (a start, imports included, is ~3 s of CPU here)
 LATE = 10.0
-#: CPU seconds after which a command counts as hanging; wall seconds (default of --timeout)
-CPU_LIMIT, TIMEOUT = 60, 600.0
-#: this process's PYTHONPATH made absolute (a test changes the working folder before a holder starts)
-PYTHONPATH = os.pathsep.join(
-    os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
-)
-LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
-
 RUN = {
     "method": "dp_sgd",
     "model": "logreg",
@@ -132,9 +123,9 @@ def _mf_run(run: dict, cache: str) -> list[str]:
 @dataclass
 class Entry:
     """One bad input: ``argv`` (placeholders: DATA a prepared dataset, TABLE a figure's table,
-    DIGITS prepared digits, OUT… paths under the output folder, FILE:<name> a file of :func:`files`), the exit code that
-    says what should happen, and what it exercises (``point``: the class of input,
-    docs/reliability.md)."""
+    DIGITS prepared digits, OUT… paths under the output folder, FILE:<name> a file of
+    :func:`files`), the exit code that says what should happen, and what it exercises
+    (``point``: the class of input, docs/reliability.md)."""
 
     name: str
     point: int
@@ -1503,7 +1494,9 @@ class Seven(Net):
 class Normed(nn.Module):
     def __init__(self, input_shape, classes):
         super().__init__()
-        self.layers = nn.Sequential(nn.Linear(input_shape[0], 4), nn.BatchNorm1d(4), nn.Linear(4, classes))
+        self.layers = nn.Sequential(
+            nn.Linear(input_shape[0], 4), nn.BatchNorm1d(4), nn.Linear(4, classes)
+        )
 
     def forward(self, x):
         return self.layers(x)
@@ -1736,68 +1729,6 @@ def _audit(**change) -> dict:
     return {**audit, "dataset": "synthetic", "steps": [2], "runs": 2, "seed": 0, **change}
 
 
-@contextmanager
-def fresh_stderr() -> Iterator[list[str]]:
-    """What a fresh ``dplab`` process would also print on stderr for the block, which an
-    in-process call under pytest does not show: the first line of each Python warning (under the
-    interpreter's default filters: pytest's own record every warning and print none) and each
-    library log record of level WARNING or above (which a fresh process prints through logging's
-    last-resort handler: under pytest the root logger has handlers that print nothing).  dplab's
-    own log lines are printed by its handler, and counted from stderr as they are."""
-    lines: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record):
-            if not record.name.startswith("dplab"):
-                lines.append(f"{record.levelname}:{record.name}:{record.getMessage()}")
-
-    root, handler = logging.getLogger(), Collect(logging.WARNING)
-    root.addHandler(handler)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.resetwarnings()
-            warnings.simplefilter("default")
-            for category in (
-                DeprecationWarning,
-                PendingDeprecationWarning,
-                ImportWarning,
-                ResourceWarning,
-            ):
-                warnings.simplefilter("ignore", category)
-            try:
-                yield lines
-            finally:
-                lines += [
-                    f"{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}" for w in caught
-                ]
-    finally:
-        root.removeHandler(handler)
-
-
-class Hang(BaseException):
-    """A call past its time limit (not an Exception: the CLI's handlers do not turn it into exit 1)."""
-
-
-@contextmanager
-def time_limit(cpu_seconds: float, wall_seconds: float) -> Iterator[None]:
-    """Raise :class:`Hang` in this process once it has used ``cpu_seconds`` of CPU (a busy loop,
-    however loaded the machine) or waited ``wall_seconds`` (a blocking read)."""
-
-    def stop(signum, frame):
-        raise Hang
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGPROF, signal.SIGALRM)}
-    signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
-    signal.setitimer(signal.ITIMER_REAL, wall_seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 @dataclass
 class Result:
     code: int | None  # None: timed out
@@ -1819,9 +1750,7 @@ def classify(entry: Entry, result: Result) -> list[str]:
         found.append("late")
     if result.code != 0 and result.left:
         found.append("half_written")
-    lines = [
-        line for line in result.stderr.splitlines() if line.strip() and not LOG_LINE.match(line)
-    ]
+    lines = probe.error_lines(result.stderr)
     if len(lines) > (0 if result.code == 0 else 1):
         found.append("lines")
     if entry.says and not (lines and re.search(entry.says, lines[-1])):
@@ -1856,25 +1785,6 @@ def resolve(
     return resolved
 
 
-def mount(folder: Path, size: str) -> bool:
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        return (
-            subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                capture_output=True,
-                timeout=10,
-            ).returncode
-            == 0
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-def umount(folder: Path) -> None:
-    subprocess.run(["umount", str(folder)], capture_output=True, timeout=30)
-
-
 def run_entry(
     entry: Entry,
     work: Path,
@@ -1888,10 +1798,10 @@ def run_entry(
     ``None`` where its full disk cannot be mounted."""
     out = work / f"out_{ENTRIES.index(entry)}"
     shutil.rmtree(out, ignore_errors=True)
-    if entry.mount and not mount(out, entry.mount):
+    if entry.mount and not probe.mount(out, entry.mount):
         return None
     holder = (
-        hold(resolve([entry.hold], out, data, table, paths)[0], entry.killed)
+        probe.hold(resolve([entry.hold], out, data, table, paths)[0], entry.killed)
         if entry.hold
         else None
     )
@@ -1901,66 +1811,31 @@ def run_entry(
         if holder is not None:
             holder.communicate()  # its stdin closed: it lets go of the folder and ends
     try:
-        left = sorted(str(p.relative_to(out)) for p in out.rglob("*")) if out.exists() else []
+        left = probe.written(out)
     finally:
         if entry.mount:
-            umount(out)
+            probe.umount(out)
     return Result(code, stderr, seconds, left)
-
-
-#: holds the folder argv[1] (dplab.io.folder_lock) until its stdin closes; says "held" once it does
-#: (a dplab without the lock, counted before it existed, holds nothing, as its commands did not)
-HOLDER = """import contextlib, sys
-import dplab.io
-folder_lock = getattr(dplab.io, "folder_lock", contextlib.nullcontext)
-with folder_lock(sys.argv[1]):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
-
-
-def hold(folder: str, killed: bool) -> subprocess.Popen | None:
-    """Another process holding ``folder`` as a command writing it does (None once ``killed``:
-    SIGKILL, as ``kill -9`` of a run, after it took the folder)."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, folder],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": PYTHONPATH},
-    )
-    if holder.stdout.readline().strip() != "held":
-        holder.kill()
-        raise SystemExit(f"setup failed: could not hold {folder}")
-    if killed:
-        holder.kill()
-        holder.wait()
-        holder.stdin.close()
-        holder.stdout.close()
-        return None
-    return holder
 
 
 #: `dplab ARGV` that then appends its CPU seconds to the file $BAD_INPUTS_CPU
 CHILD = """import os, resource, sys
 from dplab.cli import main
 try:
-    code = main(sys.argv[1:])
-except SystemExit as exit_:
-    code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
-usage = resource.getrusage(resource.RUSAGE_SELF)
-with open(os.environ["BAD_INPUTS_CPU"], "a") as out:
-    out.write(f"{usage.ru_utime + usage.ru_stime}\\n")
-sys.exit(code)
+    sys.exit(main(sys.argv[1:]))
+finally:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    with open(os.environ["BAD_INPUTS_CPU"], "a") as out:
+        out.write(f"{usage.ru_utime + usage.ru_stime}\\n")
 """
 
 
 def subprocess_call(argv: list[str], timeout: float) -> tuple[int | None, str, float]:
-    """``dplab ARGV`` in a child limited to :data:`CPU_LIMIT` CPU seconds and ``timeout`` wall
+    """``dplab ARGV`` in a child limited to :data:`probe.CPU_LIMIT` CPU seconds and ``timeout`` wall
     seconds: (exit code, or None where a limit stopped it; stderr; the child's CPU seconds)."""
 
     def limit_cpu():
-        resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT, CPU_LIMIT + 5))
+        resource.setrlimit(resource.RLIMIT_CPU, (probe.CPU_LIMIT, probe.CPU_LIMIT + 5))
 
     with tempfile.NamedTemporaryFile("r", suffix=".cpu") as cpu:
         try:
@@ -1979,8 +1854,8 @@ def subprocess_call(argv: list[str], timeout: float) -> tuple[int | None, str, f
                 if isinstance(err.stderr, bytes)
                 else (err.stderr or "")
             )
-            return None, stderr, float(CPU_LIMIT)
-        seconds = float(cpu.read().strip() or CPU_LIMIT)
+            return None, stderr, float(probe.CPU_LIMIT)
+        seconds = float(cpu.read().strip() or probe.CPU_LIMIT)
     if done.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return None, done.stderr, seconds
     return done.returncode, done.stderr, seconds
@@ -2017,7 +1892,10 @@ def prepare(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--timeout", type=float, default=TIMEOUT, help="seconds per input (default %(default)s)"
+        "--timeout",
+        type=float,
+        default=probe.WALL_LIMIT,
+        help="seconds per input (default %(default)s)",
     )
     parser.add_argument(
         "--only", nargs="*", default=None, help="run only entries whose name contains one of these"
@@ -2044,24 +1922,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         for entry, result in zip(entries, results):  # printed as they come, in order
             if result is None:
-                print(
-                    f"skip      round {entry.round} point {entry.point}  {entry.name} (cannot mount a tmpfs here)"
-                )
+                where = f"round {entry.round} point {entry.point}  {entry.name}"
+                print(f"skip      {where} (cannot mount a tmpfs here)")
                 continue
             found = classify(entry, result)
             for name in found:
                 counts[name] += 1
-            last = (
-                [
-                    line
-                    for line in result.stderr.splitlines()
-                    if line.strip() and not LOG_LINE.match(line)
-                ]
-                or [""]
-            )[-1][:110]
+            last = (probe.error_lines(result.stderr) or [""])[-1][:110]
             print(
-                f"{','.join(found) or 'ok':<12} round {entry.round} point {entry.point}  exit {result.code}  {result.seconds:5.1f} s CPU  "
-                f"{entry.name}  | {last}",
+                f"{','.join(found) or 'ok':<12} round {entry.round} point {entry.point}  "
+                f"exit {result.code}  {result.seconds:5.1f} s CPU  {entry.name}  | {last}",
                 flush=True,
             )
         pool.shutdown()

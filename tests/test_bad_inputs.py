@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import bad_inputs
+import probe
 import pytest
 
 from dplab.cli import main
@@ -30,25 +30,10 @@ def test_bad_input(entry, world, capfd, monkeypatch):
     monkeypatch.chdir(work)
 
     def call(argv, timeout):
-        capfd.readouterr()
-        start = time.process_time()
-        try:
-            with (
-                bad_inputs.time_limit(bad_inputs.CPU_LIMIT, timeout),
-                bad_inputs.fresh_stderr() as printed,
-            ):
-                code = main(argv)
-        except SystemExit as exit_:
-            code = exit_.code
-        except bad_inputs.Hang:
-            code = None
-        return (
-            code,
-            capfd.readouterr().err + "".join(line + "\n" for line in printed),
-            time.process_time() - start,
-        )
+        answer = probe.call(argv, capfd, probe.CPU_LIMIT, timeout)
+        return answer.code, answer.err, answer.seconds
 
-    result = bad_inputs.run_entry(entry, work, data, table, paths, call, bad_inputs.TIMEOUT)
+    result = bad_inputs.run_entry(entry, work, data, table, paths, call, probe.WALL_LIMIT)
     if result is None:
         pytest.skip("cannot mount a tmpfs here")
     assert bad_inputs.classify(entry, result) == [], result
@@ -82,14 +67,15 @@ def test_a_library_warning_does_not_print_every_later_line_twice(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    assert (
-        len(lines) == 1 and bad_inputs.LOG_LINE.match(lines[0]) and "did not converge" in lines[0]
-    ), lines
+    assert len(lines) == 1 and probe.LOG_LINE.match(lines[0]) and "did not converge" in lines[0], (
+        lines
+    )
 
 
 WARN = """import logging, warnings
 warnings.warn_explicit("a library's warning", RuntimeWarning, "somelib.py", 1, module="somelib")
-warnings.warn_explicit("hidden by Python's default filters", DeprecationWarning, "somelib.py", 2, module="somelib")
+warnings.warn_explicit("hidden by Python's default filters", DeprecationWarning, "somelib.py", 2,
+                       module="somelib")
 logging.getLogger("somelib").warning("a library's log warning")
 logging.getLogger("somelib").info("below WARNING")
 """
@@ -103,7 +89,7 @@ def test_fresh_stderr_shows_what_a_fresh_process_prints(tmp_path):
         [sys.executable, "-c", WARN], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     shown = [line for line in done.stderr.splitlines() if line.strip()]
-    with bad_inputs.fresh_stderr() as printed:
+    with probe.fresh_stderr() as printed:
         exec(WARN, {})  # noqa: S102 (the same code, in this process)
     assert len(shown) == len(printed) == 2, (shown, printed)
     assert any("RuntimeWarning: a library's warning" in line for line in printed)

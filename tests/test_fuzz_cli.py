@@ -6,11 +6,12 @@ three mutations: a flag set to an extreme or malformed value (0, -1, nan, inf, 1
 99999999999999999999999, text, ''), a required flag dropped, a flag repeated, an unknown flag, an
 unknown name, a path that is missing, a folder, a file under a file, a file of junk
 (JSON/CSV/YAML/npz/pt) or of random bytes; numbers include the ends of each flag's documented
-range (an accountant's LIMITS, the thread cap) and the values just past them.  Every case must end with exit code 0, 2 (bad input) or 3 (runtime
-failure) — never 1 (internal error), never an uncaught exception or a hang — and on failure one
-line on stderr naming a key, flag or file, no traceback, nothing written under the output path;
-on success no line on stderr but log lines (no warning from a library or from Python, which a fresh
-process prints: `bad_inputs.fresh_stderr`).
+range (an accountant's LIMITS, the thread cap) and the values just past them.  Every case must
+end with exit code 0, 2 (bad input) or 3 (runtime failure) — never 1 (internal error), never an
+uncaught exception or a hang — and on failure one line on stderr naming a key, flag or file, no
+traceback, nothing written under the output path (`probe.check_refusal`); on success no line on
+stderr but log lines (no warning from a library or from Python, which a fresh process prints:
+`probe.fresh_stderr`).
 
 Data folders given to ``train``/``audit`` are never a valid prepared dataset, so no case trains.
 ``pytest -s tests/test_fuzz_cli.py`` prints the counts (docs/reliability.md).
@@ -32,8 +33,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bad_inputs import Hang, fresh_stderr, time_limit
-from dplab.cli import build_parser, main
+import probe
+from dplab.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "config" / "config.yaml")
@@ -46,8 +47,8 @@ EXAMPLES = 30
 ACCOUNTANT_EXAMPLES = 15
 #: fewer for an accountant whose every ε takes seconds (a quadrature of up to ADD_POINTS_MAX points)
 FEWER_EXAMPLES = {"balls_in_bins": 8}
-#: accountants whose σ search is bounded but too slow for this test at extreme targets (a known limit,
-#: docs/reliability.md): their `sigma` is fuzzed at ε <= 10 only
+#: accountants whose σ search is bounded but too slow for this test at extreme targets (a known
+#: limit, docs/reliability.md): their `sigma` is fuzzed at ε <= 10 only
 SLOW_SIGMA = {"balls_in_bins"}
 
 NUMBERS = (
@@ -517,54 +518,33 @@ def _without(argv: list[str], flag: str, sub) -> list[str]:
 
 COUNTS: Counter = Counter()
 LAST_OUT = [""]  # the stdout of the last case, for checks of its answer
-LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
-#: what a one-line refusal names: "dplab CMD: error: KEY: …", a --flag, an argparse argument
-NAMES_SOMETHING = re.compile(
-    r"error: (argument |the following arguments|unrecognized arguments|[^\s:]+: )|--\w"
-)
-
-
-def call(argv: list[str], capfd) -> tuple[int, str, str]:
-    """``dplab ARGV`` in this process within :data:`CALL_LIMIT` CPU seconds: (exit code, stdout, stderr)."""
-    capfd.readouterr()
-    try:
-        with time_limit(CALL_LIMIT, WALL_LIMIT), fresh_stderr() as printed:
-            code = main(argv)
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
-        COUNTS["argparse"] += code != 0
-    except Hang:
-        pytest.fail(
-            f"dplab {' '.join(map(repr, argv))}: no answer within {CALL_LIMIT} s of CPU ({WALL_LIMIT} s wall)"
-        )
-    except Exception as err:  # noqa: BLE001 - the point: none may escape
-        pytest.fail(f"dplab {' '.join(map(repr, argv))}: uncaught {type(err).__name__}: {err}")
-    out, err = capfd.readouterr()
-    LAST_OUT[0] = out
-    return code, out, err + "".join(line + "\n" for line in printed)
 
 
 def check_case(argv: list[str], out_root: Path, capfd) -> int:
-    """Run one case, in ``out_root`` (empty: a relative or empty output path lands there too), and
-    assert the contract of the module docstring; return its exit code."""
+    """Run one case, in ``out_root`` (empty: a relative or empty output path lands there too),
+    within :data:`CALL_LIMIT` CPU seconds, and assert the contract of the module docstring;
+    return its exit code."""
     shutil.rmtree(out_root, ignore_errors=True)
     out_root.mkdir(parents=True)
     os.chdir(out_root)
-    code, out, err = call(argv, capfd)
     case = f"dplab {' '.join(map(repr, argv))}"
+    try:
+        answer = probe.call(argv, capfd, CALL_LIMIT, WALL_LIMIT)
+    except Exception as err:  # noqa: BLE001 - the point: none may escape
+        pytest.fail(f"{case}: uncaught {type(err).__name__}: {err}")
+    if answer.code is None:
+        pytest.fail(f"{case}: no answer within {CALL_LIMIT} s of CPU ({WALL_LIMIT} s wall)")
+    LAST_OUT[0] = answer.out
     COUNTS["cases"] += 1
-    COUNTS[f"exit {code}"] += 1
-    assert code in (0, 2, 3), f"{case}: exit code {code}\n{err}"
-    assert "Traceback" not in out + err, f"{case}: traceback\n{err}"
-    lines = [line for line in err.splitlines() if line.strip() and not LOG_LINE.match(line)]
-    if code == 0:  # no warning on a good run either (a library's, or Python's)
-        assert not lines, f"{case}: exit 0 with {len(lines)} lines on stderr, want none\n{err}"
+    COUNTS[f"exit {answer.code}"] += 1
+    COUNTS["argparse"] += answer.exited and answer.code != 0
+    if answer.code == 0:  # no warning on a good run either (a library's, or Python's)
+        lines = probe.error_lines(answer.err)
+        assert "Traceback" not in answer.out + answer.err, f"{case}: traceback\n{answer.err}"
+        assert not lines, f"{case}: exit 0 with {len(lines)} lines on stderr\n{answer.err}"
     else:
-        assert len(lines) == 1, f"{case}: {len(lines)} lines on stderr, want 1\n{err}"
-        assert NAMES_SOMETHING.search(lines[0]), f"{case}: names no key, flag or file: {lines[0]}"
-        left = [str(p.relative_to(out_root)) for p in out_root.rglob("*")]
-        assert not left, f"{case}: failed but wrote {left}"
-    return code
+        probe.check_refusal(answer, case, out_root, codes=(2, 3))
+    return answer.code
 
 
 def _resolve(argv: list[str], junk: dict[str, str], out_root: Path) -> list[str]:
@@ -770,8 +750,9 @@ def test_fuzz_regressions(argv, junk, tmp_path, capfd):
 def teardown_module():
     refused = COUNTS["exit 2"] + COUNTS["exit 3"]
     print(
-        f"\nfuzz: {COUNTS['cases']} cases, {refused} refused cleanly (exit 2: {COUNTS['exit 2']}, of which "
-        f"{COUNTS['argparse']} by argparse; exit 3: {COUNTS['exit 3']}), {COUNTS['exit 0']} answered (exit 0)"
+        f"\nfuzz: {COUNTS['cases']} cases, {refused} refused cleanly (exit 2: "
+        f"{COUNTS['exit 2']}, of which {COUNTS['argparse']} by argparse; exit 3: "
+        f"{COUNTS['exit 3']}), {COUNTS['exit 0']} answered (exit 0)"
     )
 
 

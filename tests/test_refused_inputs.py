@@ -11,21 +11,13 @@ import pytest
 import yaml
 
 from conftest import ROOT, run
+from probe import refused
 from dplab import accounting
 from dplab.accounting.eligibility import defaults
 from dplab.accounting.setting import Setting
 from dplab.cli import main
 from dplab.commands.accounting import PROBE, proved_for
 from dplab.errors import DPLabError
-
-
-def _refused(argv, capsys) -> str:
-    """The one line of error of ``dplab ARGV``, which must exit 2."""
-    capsys.readouterr()
-    code = main(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1, (argv, code, err)
-    return err[0]
 
 
 # ------------------------------------------------------------------ 1. duplicate YAML keys
@@ -45,7 +37,7 @@ runs:
 def test_a_run_entry_given_twice_names_the_key_and_both_lines(tmp_path, capsys):
     path = tmp_path / "config.yaml"
     path.write_text(DUPLICATE_RUN)
-    line = _refused(["check-config", str(path)], capsys)
+    line = refused(["check-config", str(path)], capsys)
     assert "key 'dp_sgd' given twice, at line 3 and line 6" in line and str(path) in line
 
 
@@ -53,7 +45,7 @@ def test_a_key_given_twice_inside_a_run_file_is_refused(tmp_path, capsys):
     """A single-run YAML of `dplab train`: refused before any data are read."""
     path = tmp_path / "run.yaml"
     path.write_text("method: dp_sgd\ndataset: digits\nlr: 0.5\nsteps: 10\nlr: 50\n")
-    line = _refused(
+    line = refused(
         [
             "train",
             "--config",
@@ -79,7 +71,8 @@ def test_a_merge_key_may_still_be_overridden(tmp_path):
 
 
 def test_snakemake_refuses_a_configfile_with_a_key_given_twice(project):
-    """Snakemake's own --configfile loader keeps the last key: the Snakefile reads the file again."""
+    """Snakemake's own --configfile loader keeps the last key: the Snakefile reads the file
+    again."""
     text = (project / "config" / "config.yaml").read_text()
     bad = project / "dup.yaml"
     bad.write_text(text.replace("\nruns:\n", "\nruns:\n  dp_sgd:\n    method: sgd\n", 1))
@@ -106,8 +99,8 @@ def test_snakemake_refuses_a_config_key_given_twice_on_its_command_line(project)
         "silently win; give it once"
     )
     assert not (project / "results").exists()
-    # a --configfile is not a --config: its entries are the file's own (Snakemake's overwrite_config holds
-    # both; only the --config pairs are checked against the files)
+    # a --configfile is not a --config: its entries are the file's own (Snakemake's
+    # overwrite_config holds both; only the --config pairs are checked against the files)
     proc = run(
         ["snakemake", "-n", "--quiet", "--configfile", "config/config.yaml"],
         cwd=project,
@@ -122,13 +115,14 @@ def test_snakemake_refuses_a_config_key_given_twice_on_its_command_line(project)
         (
             ["snakemake", "--config", "seed=1", "--config", "threads=1"],
             {"threads": 1},
-            "--config: given 2 times: Snakemake keeps only the last one's values, dropping seed=1; give them all after one "
-            "--config",
+            "--config: given 2 times: Snakemake keeps only the last one's values, dropping "
+            "seed=1; give them all after one --config",
         ),
         (
             ["snakemake", "-n", "--configfile", "a.yaml", "--configfile=b.yaml"],
             {},
-            "--configfile: given 2 times: Snakemake keeps only the last one's values, dropping a.yaml",
+            "--configfile: given 2 times: Snakemake keeps only the last one's values, dropping "
+            "a.yaml",
         ),
         (
             ["snakemake", "-C", "seed_map={'a': 1, 'a': 2}"],
@@ -138,7 +132,8 @@ def test_snakemake_refuses_a_config_key_given_twice_on_its_command_line(project)
         (
             ["snakemake", "--config", "runs={'dp_sgd': {'method': 'sgd'}}"],
             {"runs": {"dp_sgd": {"method": "sgd"}}},
-            "--config runs.dp_sgd: is an entry of the config file too: Snakemake would merge the two key by key",
+            "--config runs.dp_sgd: is an entry of the config file too: Snakemake would merge the "
+            "two key by key",
         ),
     ],
 )
@@ -263,7 +258,7 @@ def test_a_file_that_is_not_whole_is_refused_without_reading_it(tmp_path, capsys
     if kind == "an empty file" and command == "provenance output":
         pytest.skip("an empty result file is hashed: it is a file, read to its end")
     start = time.monotonic()
-    line = _refused(argv, capsys)
+    line = refused(argv, capsys)
     assert time.monotonic() - start < 30
     assert f"{path} {problem}" in line, line
     assert not list(tmp_path.glob("out*")) and not list(tmp_path.glob("a.p*"))
@@ -290,7 +285,7 @@ def test_a_figure_table_cut_mid_line_is_refused_not_drawn(langevin_table, tmp_pa
     cut.write_bytes(raw[: len(raw) * 6 // 10])
     assert not cut.read_bytes().endswith(b"\n")
     pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
-    line = _refused(
+    line = refused(
         ["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)],
         capsys,
     )
@@ -331,17 +326,17 @@ def test_a_figure_table_cut_at_a_line_boundary_is_refused_naming_the_rows(
     cut.write_bytes(langevin_table.read_bytes())
     written, left = _cut_rows(cut, 2)
     pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
-    line = _refused(
+    line = refused(
         ["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)],
         capsys,
     )
     assert (
-        f"{cut}: table of figure langevin_rdp truncated or altered: {left} rows where its writer wrote {written}"
-        in line
+        f"{cut}: table of figure langevin_rdp truncated or altered: {left} rows where its "
+        f"writer wrote {written}" in line
     )
     assert not pdf.exists() and not png.exists()
     _cut_rows(cut, left)  # the header alone
-    assert "has a header but no rows" in _refused(
+    assert "has a header but no rows" in refused(
         ["figure-draw", "langevin_rdp", "--table", str(cut), "--pdf", str(pdf), "--png", str(png)],
         capsys,
     )
@@ -358,7 +353,8 @@ def tiny_run(tmp_path_factory):
 
 
 def test_a_sweep_table_cut_at_a_line_boundary_is_refused(tiny_run, tmp_path, capsys):
-    """`dplab sweep` writes the row count; accountants_vs_pld's table refuses the sweep with rows missing."""
+    """`dplab sweep` writes the row count; accountants_vs_pld's table refuses the sweep with rows
+    missing."""
     _, summary = tiny_run
     sweep = tmp_path / "sweep.csv"
     assert (
@@ -380,7 +376,7 @@ def test_a_sweep_table_cut_at_a_line_boundary_is_refused(tiny_run, tmp_path, cap
     )
     written, left = _cut_rows(sweep, 1)
     out = tmp_path / "t.csv"
-    line = _refused(
+    line = refused(
         [
             "figure-table",
             "accountants_vs_pld",
@@ -402,7 +398,8 @@ def test_a_sweep_table_cut_at_a_line_boundary_is_refused(tiny_run, tmp_path, cap
 
 
 def test_an_audit_table_cut_at_a_line_boundary_is_refused(digits_dir, tmp_path, capsys):
-    """`dplab audit` writes the row count; tightness_audit's table refuses the audit with rows missing."""
+    """`dplab audit` writes the row count; tightness_audit's table refuses the audit with rows
+    missing."""
     entry = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"][
         "digits_last_iterate_convex"
     ]
@@ -425,7 +422,7 @@ def test_an_audit_table_cut_at_a_line_boundary_is_refused(digits_dir, tmp_path, 
     )
     written, left = _cut_rows(audit, 1)
     out = tmp_path / "t.csv"
-    line = _refused(
+    line = refused(
         [
             "figure-table",
             "tightness_audit",
@@ -466,9 +463,9 @@ def test_run_metrics_cut_at_a_line_boundary_are_refused(tmp_path):
 
 @pytest.mark.slow
 def test_pld_at_a_billion_steps_is_answered_in_bounded_time(capsys):
-    """σ = 20, q = 1e-4, T = 1e9 ran for ever (dp_accounting computed 3**T exactly), then was refused
-    (its composition would hold 1.34e7 bins); the certified read-off's window now holds ~1e5 bins
-    of the refined interval: answered in ~3 s of CPU, below rdp's ε."""
+    """σ = 20, q = 1e-4, T = 1e9 ran for ever (dp_accounting computed 3**T exactly), then was
+    refused (its composition would hold 1.34e7 bins); the certified read-off's window now holds
+    ~1e5 bins of the refined interval: answered in ~3 s of CPU, below rdp's ε."""
     from dplab import accounting
 
     accounting.get("pld")  # imports dp_accounting before the clock starts
@@ -491,11 +488,11 @@ def test_pld_at_a_billion_steps_is_answered_in_bounded_time(capsys):
 
 
 def test_pld_of_a_sparse_step_is_answered_without_dp_accountings_power():
-    """The one-step PMF of σ = 20, q = 1e-4 at dp_accounting's interval 1e-4 has 3 points: its sparse
-    self_compose first computes 3**T (T = 1e7: 31 s, T = 1e9: no end).  pld refines the interval (a
-    quarter of one step's loss std) and reads the composition off certified (pld_tilted): at T = 1e5
-    its ε is at most dp_accounting's 3-point value and at least the certified lower bound of the sum
-    of the outputs, and T = 1e6 is answered too."""
+    """The one-step PMF of σ = 20, q = 1e-4 at dp_accounting's interval 1e-4 has 3 points: its
+    sparse self_compose first computes 3**T (T = 1e7: 31 s, T = 1e9: no end).  pld refines the
+    interval (a quarter of one step's loss std) and reads the composition off certified
+    (pld_tilted): at T = 1e5 its ε is at most dp_accounting's 3-point value and at least the
+    certified lower bound of the sum of the outputs, and T = 1e6 is answered too."""
     from dp_accounting.pld import privacy_loss_distribution
 
     from dplab import accounting
@@ -507,7 +504,8 @@ def test_pld_of_a_sparse_step_is_answered_without_dp_accountings_power():
     coarse = privacy_loss_distribution.from_gaussian_mechanism(
         20.0, value_discretization_interval=1e-4, sampling_prob=1e-4
     )
-    assert coarse._pmf_remove.size == 3 and pld.one_step(setting)._pmf_remove.size > 3  # noqa: SLF001
+    assert coarse._pmf_remove.size == 3  # noqa: SLF001
+    assert pld.one_step(setting)._pmf_remove.size > 3  # noqa: SLF001
     identity = privacy_loss_distribution.identity(value_discretization_interval=1e-4)
     theirs = identity.compose(coarse.self_compose(100_000)).get_epsilon_for_delta(1e-5)
     ours = pld.epsilon(setting, 1e-5)
@@ -516,7 +514,7 @@ def test_pld_of_a_sparse_step_is_answered_without_dp_accountings_power():
 
 
 def test_sweep_points_are_bounded_before_the_summary_is_read(tmp_path, capsys):
-    line = _refused(
+    line = refused(
         [
             "sweep",
             "--summary",
@@ -535,7 +533,7 @@ def test_sweep_points_are_bounded_before_the_summary_is_read(tmp_path, capsys):
 
 def test_a_figure_step_count_is_bounded(tmp_path, capsys):
     """sigma_vs_steps calibrated σ at every T given, to 1e9."""
-    line = _refused(
+    line = refused(
         [
             "figure-table",
             "sigma_vs_steps",
@@ -574,7 +572,7 @@ def _audit_json(**keys) -> str:
     ],
 )
 def test_audit_runs_are_bounded_before_the_data_are_read(tmp_path, capsys, keys, expected):
-    line = _refused(
+    line = refused(
         [
             "audit",
             "--audit-json",
@@ -598,8 +596,8 @@ def test_mf_checks_every_flag_before_it_factorizes(tmp_path, capsys, monkeypatch
 
     monkeypatch.setattr(factorizations, "factorize", factorize)
     base = ["mf", "--strategy", "optimal", "--steps", "64"]
-    assert "delta" in _refused(base + ["--epsilon", "1", "--delta", "2"], capsys)
-    assert "epsilon" in _refused(base + ["--epsilon", "1e9", "--delta", "1e-6"], capsys)
+    assert "delta" in refused(base + ["--epsilon", "1", "--delta", "2"], capsys)
+    assert "epsilon" in refused(base + ["--epsilon", "1e9", "--delta", "1e-6"], capsys)
     banded = [
         "mf",
         "--strategy",
@@ -611,15 +609,15 @@ def test_mf_checks_every_flag_before_it_factorizes(tmp_path, capsys, monkeypatch
         "--min-separation",
         "8",
     ]
-    assert "--dataset-size" in _refused(
+    assert "--dataset-size" in refused(
         banded + ["--epsilon", "1", "--delta", "1e-6", "--sampling", "cyclic_poisson"], capsys
     )
-    assert "participations" in _refused(
+    assert "participations" in refused(
         base
         + ["--epsilon", "1", "--delta", "1e-6", "--min-separation", "8", "--participations", "3"],
         capsys,
     )
-    assert "strategy" in _refused(["mf", "--strategy", "nope", "--steps", "64"], capsys)
+    assert "strategy" in refused(["mf", "--strategy", "nope", "--steps", "64"], capsys)
 
 
 # ------------------------------------------------------------------ 5. every flag accepted is used
@@ -653,7 +651,7 @@ SETTING = [
 )
 def test_a_setting_flag_the_accountant_never_reads_is_refused(capsys, accountant, flag):
     """rdp with --sensitivity 3 (or --clip, --lr, --dimension …) printed the ε of rdp without it."""
-    line = _refused(["epsilon", "--accountant", accountant, *SETTING, flag, "3"], capsys)
+    line = refused(["epsilon", "--accountant", accountant, *SETTING, flag, "3"], capsys)
     assert f"{flag}: accountant '{accountant}' does not read it" in line
 
 
@@ -709,7 +707,7 @@ def test_a_field_an_accountant_does_not_read_leaves_its_answer_unchanged(name):
 
 
 def test_gaussian_calibrations_refuse_training_constants(capsys):
-    line = _refused(
+    line = refused(
         [
             "sigma",
             "--accountant",
@@ -729,7 +727,8 @@ def test_gaussian_calibrations_refuse_training_constants(capsys):
 
 
 def test_a_flag_an_accountant_reads_changes_its_answer(capsys):
-    """The counterpart: rdp_closed_form reads --alpha (its ε at α = 10 differs from the optimum over α)."""
+    """The counterpart: rdp_closed_form reads --alpha (its ε at α = 10 differs from the optimum
+    over α)."""
 
     def epsilon(*extra):
         capsys.readouterr()
@@ -759,7 +758,7 @@ def test_a_flag_an_accountant_reads_changes_its_answer(capsys):
 
 def test_figure_draw_refuses_one_path_for_both_outputs(tmp_path, capsys):
     same = tmp_path / "fig"
-    line = _refused(
+    line = refused(
         [
             "figure-draw",
             "gaussian_sigma",
@@ -780,7 +779,7 @@ def test_an_index_over_missing_results_names_them(tmp_path, capsys):
     result of the DAG must exist; an empty results folder was indexed as if complete."""
     results = tmp_path / "results"
     results.mkdir()
-    line = _refused(
+    line = refused(
         ["index", "--results", str(results), "--out", str(tmp_path / "index.md")], capsys
     )
     assert (
@@ -792,13 +791,13 @@ def test_an_index_over_missing_results_names_them(tmp_path, capsys):
     for name in ("tables/gaussian_sigma.csv", "figures/gaussian_sigma.pdf"):
         (results / name).write_text("x\n")
     out = tmp_path / "index.md"
-    line = _refused(["index", "--results", str(results), "--out", str(out)], capsys)
+    line = refused(["index", "--results", str(results), "--out", str(out)], capsys)
     assert (
         "1 result(s) missing" in line and "figures/gaussian_sigma.png" in line and not out.exists()
     )
     (results / "figures" / "gaussian_sigma.png").write_text("x\n")
     assert main(["index", "--results", str(results), "--out", str(out)]) == 0
-    line = _refused(
+    line = refused(
         [
             "index",
             "--results",
@@ -818,10 +817,10 @@ def test_an_index_over_missing_results_names_them(tmp_path, capsys):
 
 
 def test_pld_certified_read_off_never_builds_a_window_beyond_its_limit(capsys, monkeypatch):
-    """σ = 20, q = 1e-4, T = 3e8 once widened the certified read-off's (pld_tilted) window to the whole
-    composed support, 9e8 bins (200 s, ~14 GB) before refusing (that setting is now answered,
-    tests/test_accounting_limits.py); σ = 3, q = 0.01, T = 1e9 needs 2.4e7 bins: every FFT stays
-    within WINDOW_MAX bins and the setting is refused, naming the limit."""
+    """σ = 20, q = 1e-4, T = 3e8 once widened the certified read-off's (pld_tilted) window to the
+    whole composed support, 9e8 bins (200 s, ~14 GB) before refusing (that setting is now
+    answered, tests/test_accounting_limits.py); σ = 3, q = 0.01, T = 1e9 needs 2.4e7 bins: every
+    FFT stays within WINDOW_MAX bins and the setting is refused, naming the limit."""
     from dplab.accounting import pld_tilted
 
     sizes = []
@@ -829,7 +828,7 @@ def test_pld_certified_read_off_never_builds_a_window_beyond_its_limit(capsys, m
     monkeypatch.setattr(
         pld_tilted.fft, "rfft", lambda x, *a, **k: sizes.append(len(x)) or rfft(x, *a, **k)
     )
-    line = _refused(
+    line = refused(
         [
             "epsilon",
             "--accountant",
@@ -851,8 +850,9 @@ def test_pld_certified_read_off_never_builds_a_window_beyond_its_limit(capsys, m
 
 @pytest.mark.parametrize("key", ["lr", "clip"])
 def test_an_exclusion_names_only_keys_the_accountant_reads(key):
-    """A dp_sgd run at lr (or clip) = 1e-320 reported "epsilon: none": rdp's exclusion named the key,
-    which rdp does not read.  Every accountant's range checks now cover only the keys it reads."""
+    """A dp_sgd run at lr (or clip) = 1e-320 reported "epsilon: none": rdp's exclusion named the
+    key, which rdp does not read.  Every accountant's range checks now cover only the keys it
+    reads."""
     from dplab.accounting.eligibility import exclusion
 
     setting = Setting(

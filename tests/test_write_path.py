@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import errno
 import json
-import re
-import subprocess
 from pathlib import Path
 
+import probe
 import pytest
 
 from dplab import io as dplab_io
@@ -63,18 +62,10 @@ def table(tmp_path_factory) -> Path:
     return path
 
 
-#: a log line (progress, notes): "2026-01-01 12:00:00 …"
-LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
-
-
 def _one_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip() and not LOG_LINE.match(line)]
+    lines = probe.error_lines(err)
     assert len(lines) == 1, err
     return lines[0]
-
-
-def _left(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
 
 
 def test_help_states_the_exit_codes(capsys):
@@ -126,7 +117,7 @@ def test_a_diverging_run_exits_3_naming_the_step_and_leaves_nothing(
     line = _one_line(capsys.readouterr().err)
     assert code == RUN_FAILED, line
     assert line.startswith("dplab train: error: training diverged: ") and " at step " in line, line
-    assert _left(tmp_path) == []
+    assert probe.written(tmp_path) == []
 
 
 def _commands(synthetic: Path, table: Path, out: Path) -> dict[str, list[str]]:
@@ -203,37 +194,22 @@ def test_a_write_failing_at_any_file_exits_3_and_leaves_nothing(
     code = main(_commands(synthetic, table, out)[command])
     line = _one_line(capsys.readouterr().err)
     assert code == RUN_FAILED and "No space left on device" in line, line
-    assert _left(tmp_path) == []
-
-
-def _mount_small_disk(folder: Path, size: str) -> bool:
-    folder.mkdir()
-    try:
-        return (
-            subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                capture_output=True,
-                timeout=10,
-            ).returncode
-            == 0
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    assert probe.written(tmp_path) == []
 
 
 @pytest.mark.parametrize("command, size", [("train", "8k"), ("figure-draw", "24k")])
 def test_a_full_disk_exits_3_and_leaves_nothing(synthetic, table, tmp_path, capsys, command, size):
     """On a real nearly full file system (a tmpfs of ``size``; skipped where mount is not allowed)."""
     disk = tmp_path / "disk"
-    if not _mount_small_disk(disk, size):
+    if not probe.mount(disk, size):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
         code = main(_commands(synthetic, table, disk / "results")[command])
         line = _one_line(capsys.readouterr().err)
         assert code == RUN_FAILED and "No space left on device" in line, line
-        assert _left(disk) == []
+        assert probe.written(disk) == []
     finally:
-        subprocess.run(["umount", str(disk)], capture_output=True, timeout=30)
+        probe.umount(disk)
 
 
 def test_a_run_killed_after_a_checkpoint_leaves_only_the_checkpoint(
@@ -266,16 +242,8 @@ def test_a_run_killed_after_a_checkpoint_leaves_only_the_checkpoint(
         )
         == INTERRUPTED
     )
-    assert [name for name in _left(out) if not name.startswith("checkpoint")] == [], _left(out)
-    assert _left(out), "the checkpoint is kept, to resume from"
-
-
-HOLDER = """import sys
-from dplab.io import folder_lock
-with folder_lock(sys.argv[1]):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
+    left = probe.written(out)  # the checkpoint alone, kept to resume from
+    assert left and all(name.startswith("checkpoint") for name in left), left
 
 
 def test_a_folder_has_one_writer_and_a_killed_one_leaves_no_lock(synthetic, tmp_path, capsys):
@@ -283,23 +251,12 @@ def test_a_folder_has_one_writer_and_a_killed_one_leaves_no_lock(synthetic, tmp_
     train into it is refused in one line naming the folder and the holder's pid, and writes
     nothing; once the holder is killed with SIGKILL the kernel has released its lock, and the
     next train runs."""
-    import sys
-
     out = tmp_path / "runs" / "a"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(out)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = probe.hold(str(out), killed=False)
     try:
-        assert holder.stdout.readline().strip() == "held"
         argv = ["train", "--run-json", json.dumps(RUN), "--data", str(synthetic), "--out", str(out)]
-        capsys.readouterr()
-        assert main(argv) == 2
-        line = _one_line(capsys.readouterr().err)
+        line = probe.refused(argv, capsys, out)
         assert f"{out} is being written by another dplab command (pid {holder.pid})" in line, line
-        assert _left(out) == []
     finally:
         holder.kill()
         holder.wait()
