@@ -81,7 +81,19 @@ def test_calibration_scales_every_phase_by_one_factor():
     ("name", "steps", "key"),
     [
         ("naive", PHASES, "phases"),
-        ("pld", PHASES, "sampling"),
+        (
+            "pld",
+            [
+                PHASES[0],
+                PHASES[1].replace(
+                    sampling="without_replacement",
+                    dataset_size=2000,
+                    batch_size=100,
+                    sampling_rate=None,
+                ),
+            ],
+            "phases[1].sampling",
+        ),
         (
             "rdp",
             [PHASES[0], PHASES[1].replace(neighbouring="replace_one")],
