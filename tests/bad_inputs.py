@@ -911,7 +911,7 @@ ENTRIES: list[Entry] = [
             "--out",
             "OUTDIR",
         ],
-        says="phases.0.sampling",
+        says=r"phases\[0\]\.sampling",
     ),
     Entry(
         "phases of a non-private method",
@@ -927,6 +927,20 @@ ENTRIES: list[Entry] = [
         ],
         says="phases: method sgd",
     ),
+    *[
+        Entry(
+            f"a pipeline run's phase with {what}",
+            10,
+            ["check-config", f"FILE:phase_{key}.yaml"],
+            says=rf"runs\.a\.phases\[{j}\]\.{key}: .*{valid}",
+        )
+        for what, j, key, valid in [
+            ("steps: 0", 0, "steps", "minimum of 1"),
+            ("a batch larger than the data", 1, "batch_size", r"\[1, dataset_size=200\]"),
+            ("σ = -1", 0, "noise_multiplier", "minimum of 0"),
+            ("lr = 0", 1, "lr", "minimum of 0"),
+        ]
+    ],
     Entry(
         "lr_schedule step without lr_step_size",
         10,
@@ -1533,6 +1547,23 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
             "accountant: rdp", "accountant: pld"
         ),
         "sigma_tiny.yaml": MINI.replace("noise_multiplier: 1.0", "noise_multiplier: 1.0e-320"),
+        **{
+            f"phase_{key}.yaml": MINI.replace(
+                "    noise_multiplier: 1.0\n", f"    phases: {phases}\n"
+            )
+            for key, phases in [
+                ("steps", "[{steps: 0, noise_multiplier: 1.0}]"),
+                (
+                    "batch_size",
+                    "[{steps: 3, noise_multiplier: 1.0}, {steps: 3, batch_size: 500, noise_multiplier: 2.0}]",
+                ),
+                ("noise_multiplier", "[{steps: 3, noise_multiplier: -1.0}]"),
+                (
+                    "lr",
+                    "[{steps: 3, noise_multiplier: 1.0}, {steps: 2, lr: 0, noise_multiplier: 1.0}]",
+                ),
+            ]
+        },
         "pld_delta_calibrated.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300")
         .replace("accountant: rdp", "accountant: pld")
         .replace("noise_multiplier: 1.0", "target_epsilon: 1.0"),

@@ -177,6 +177,10 @@ def _train_phases(cfg: dict, dataset, out: str) -> None:
     from dplab.training import phased
 
     with output_folder(out) as folder:
-        record = phased.train(cfg, dataset, folder)
-    eps = ", ".join(f"{k}={v:.4g}" for k, v in record["epsilon"].items()) or "none"
-    print(f"phases: {len(record['phases'])} epsilon: {eps} -> {out}")
+        summary = phased.train(cfg, dataset, folder)
+    eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
+    final = summary.final
+    print(
+        f"phases: {len(summary.details['phases'])} test_accuracy={final.test_accuracy:.4f} "
+        f"test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}"
+    )
