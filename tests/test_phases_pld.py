@@ -106,3 +106,24 @@ def test_a_phase_whose_pld_is_beyond_reach_is_refused_naming_it():
     tiny = [PHASES[0], PHASES[1].replace(noise_multiplier=0.01)]
     with pytest.raises(DPLabError, match=re.escape("phases[1].noise_multiplier")):
         phases.epsilon("pld", tiny, DELTA)
+
+
+def test_a_full_batch_phase_among_poisson_phases_is_the_step_of_q_1():
+    """A ComposedDpEvent of a Gaussian phase (full batch, one symmetric PMF) and a Poisson one (a
+    pair): within 1e-8 of dp_accounting's PLDs of the two phases composed (its PLDAccountant
+    merges T Gaussian steps into one Gaussian of σ/√T before discretizing: 2e-6 below)."""
+    event = dp_accounting.ComposedDpEvent(
+        [
+            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(20.0), 10),
+            _event(PHASES[:1]),
+        ]
+    )
+    gaussian, poisson = (
+        privacy_loss_distribution.from_gaussian_mechanism(
+            sigma, sampling_prob=q, value_discretization_interval=DISC
+        ).self_compose(t)
+        for sigma, q, t in ((20.0, 1.0, 10), (6.0, 0.2, 300))
+    )
+    assert PLD.epsilon(event, DELTA) == pytest.approx(
+        gaussian.compose(poisson).get_epsilon_for_delta(DELTA), rel=1e-8
+    )

@@ -359,8 +359,8 @@ class PldAccountant(_DpAccountingAdapter):
         disc = self.shared_discretization(settings)
         pairs = [[_tilted(d) for d in _dense(self.one_step(s, disc))] for s in settings]
         eps = -math.inf
-        for direction in range(len(pairs[0])):
-            pmfs = [pair[direction] for pair in pairs]
+        for direction in range(max(len(pair) for pair in pairs)):
+            pmfs = [pair[min(direction, len(pair) - 1)] for pair in pairs]  # symmetric: one PMF
             composition = pld_tilted.Composition([(p, s.steps) for p, s in zip(pmfs, settings)])
             try:
                 if math.isfinite(eps) and composition.delta(eps) <= delta:
