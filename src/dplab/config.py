@@ -217,6 +217,12 @@ def check_config(config: dict) -> dict[str, dict]:
                 f"run {entry['run']!r} is a {kind} run (method "
                 f"{run.method}): every accountant of a sweep refuses it",
             )
+        if run.phases is not None:
+            raise DPLabError(
+                f"sweeps.{sweep}.run",
+                f"run {entry['run']!r} is a run in phases: a sweep varies T of one setting; "
+                "name a run of one phase (`dplab epsilon --phases` accounts phases)",
+            )
     for audit, entry in config.get("audits", {}).items():
         _check_audit(config, audit, entry)
     for figure, params in config.get("figures", {}).items():

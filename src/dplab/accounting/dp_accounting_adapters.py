@@ -251,7 +251,8 @@ def loss_std(setting: Setting) -> float:
 
 def _dense(pld) -> list:
     """The dense PMFs of a dp_accounting PLD: (remove, add), or remove alone where symmetric."""
-    pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001 (tests/test_dependencies.py)
+    # dp_accounting's own state (tests/test_dependencies.py)
+    pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001
     return [p.to_dense_pmf() for p in pmfs]
 
 
