@@ -158,6 +158,10 @@ runs:
 """
 
 
+#: a valid phase of :data:`MINI`'s run (the bad-phase probes put a bad one after it)
+PHASE = "{steps: 3, noise_multiplier: 1.0}"
+
+
 #: JSON with a key given twice (the last wins in Python: ε = 32830 with σ = 0.01)
 DUP_RUN = json.dumps(RUN)[:-1] + ', "noise_multiplier": 0.01}'
 DUP_NESTED = json.dumps({**RUN, "accountants": None})[:-1] + ', "grid": {"a": 1, "a": 2}}'
@@ -902,7 +906,7 @@ ENTRIES: list[Entry] = [
             "--out",
             "OUTDIR",
         ],
-        says="phases.0.sampling",
+        says=r"phases\[0\]\.sampling",
     ),
     Entry(
         "phases of a non-private method",
@@ -917,6 +921,26 @@ ENTRIES: list[Entry] = [
             "OUTDIR",
         ],
         says="phases: method sgd",
+    ),
+    *[
+        Entry(
+            f"a pipeline run's phase with {what}",
+            10,
+            ["check-config", f"FILE:phase_{key}.yaml"],
+            says=rf"runs\.a\.phases\[1\]\.{key}: .*{valid}",
+        )
+        for what, key, valid in [
+            ("steps: 0", "steps", "minimum of 1"),
+            ("a batch larger than the data", "batch_size", r"\[1, dataset_size=200\]"),
+            ("σ = -1", "noise_multiplier", "minimum of 0"),
+            ("lr = 0", "lr", "minimum of 0"),
+        ]
+    ],
+    Entry(
+        "a sweep of a run in phases",
+        10,
+        ["check-config", "FILE:phase_sweep.yaml"],
+        says=r"sweeps\.s\.run: run 'a' is a run in phases",
     ),
     Entry(
         "lr_schedule step without lr_step_size",
@@ -1526,6 +1550,19 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
             "accountant: rdp", "accountant: pld"
         ),
         "sigma_tiny.yaml": MINI.replace("noise_multiplier: 1.0", "noise_multiplier: 1.0e-320"),
+        **{
+            f"phase_{key}.yaml": MINI.replace(
+                "    noise_multiplier: 1.0\n", f"    phases: [{PHASE}, {{{phase}}}]\n"
+            )
+            for key, phase in [
+                ("steps", "steps: 0, noise_multiplier: 1.0"),
+                ("batch_size", "steps: 3, batch_size: 500, noise_multiplier: 2.0"),
+                ("noise_multiplier", "steps: 3, noise_multiplier: -1.0"),
+                ("lr", "steps: 2, lr: 0, noise_multiplier: 1.0"),
+            ]
+        },
+        "phase_sweep.yaml": MINI.replace("    noise_multiplier: 1.0\n", f"    phases: [{PHASE}]\n")
+        + "sweeps:\n  s: {run: a, accountants: [rdp], points: 3}\n",
         "pld_delta_calibrated.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300")
         .replace("accountant: rdp", "accountant: pld")
         .replace("noise_multiplier: 1.0", "target_epsilon: 1.0"),

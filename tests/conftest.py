@@ -110,6 +110,23 @@ SMALL_FIGURES = ("accountants_vs_pld", "gaussian_sigma", "claims", "individual_p
 SMALL_RUNS = ("nonprivate", "dp_sgd", "gd_nonprivate", "try3_dp_sgd")
 #: the datasets those runs, the grid and the audit read (MNIST-5000: the default DAG's real images)
 SMALL_DATASETS = ("digits", "mnist5000")
+#: a run in phases (dplab.training.phased): DP-SGD on digits, 20 steps at b = 64, σ = 1.2, then 10
+#: at b = 128, σ = 2, lr 0.3; its ε that of the phases composed (rdp and pld)
+SMALL_PHASED = {
+    "method": "dp_sgd",
+    "model": "logreg",
+    "dataset": "digits",
+    "batch_size": 64,
+    "lr": 0.5,
+    "clip": 1.0,
+    "delta": 1.0e-5,
+    "accountant": "rdp",
+    "accountants": ["rdp", "pld", "naive"],
+    "phases": [
+        {"steps": 20, "noise_multiplier": 1.2},
+        {"steps": 10, "batch_size": 128, "noise_multiplier": 2.0, "lr": 0.3},
+    ],
+}
 #: the grid they train: two variants (DP-MF, whose factorization is a job of its own, and DP-SGD)
 SMALL_GRID = "mf_vs_dpsgd"
 
@@ -122,6 +139,7 @@ def small_config() -> dict:
     config["runs"] = {name: config["runs"][name] for name in SMALL_RUNS}
     for entry in config["runs"].values():
         entry["steps"] = min(entry.get("steps", 40), 40)
+    config["runs"]["dp_sgd_phases"] = SMALL_PHASED
     grid = config["grids"][SMALL_GRID]
     grid["base"]["steps"] = min(grid["base"].get("steps", 20), 20)
     grid.update(

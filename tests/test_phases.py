@@ -26,6 +26,15 @@ PHASES = [
 ]
 
 
+#: the second phase sampled without replacement: rdp refuses that with add_remove, pld always
+WITHOUT_REPLACEMENT = [
+    PHASES[0],
+    PHASES[1].replace(
+        sampling="without_replacement", dataset_size=2000, batch_size=100, sampling_rate=None
+    ),
+]
+
+
 def _event(steps: list[Setting], scale: float = 1.0) -> dp_accounting.DpEvent:
     return dp_accounting.ComposedDpEvent(
         [
@@ -81,7 +90,11 @@ def test_calibration_scales_every_phase_by_one_factor():
     ("name", "steps", "key"),
     [
         ("naive", PHASES, "phases"),
-        ("pld", PHASES, "sampling"),
+        (
+            "pld",
+            WITHOUT_REPLACEMENT,
+            "phases[1].sampling",
+        ),
         (
             "rdp",
             [PHASES[0], PHASES[1].replace(neighbouring="replace_one")],
@@ -89,15 +102,7 @@ def test_calibration_scales_every_phase_by_one_factor():
         ),
         (
             "rdp",
-            [
-                PHASES[0],
-                PHASES[1].replace(
-                    sampling="without_replacement",
-                    dataset_size=2000,
-                    batch_size=100,
-                    sampling_rate=None,
-                ),
-            ],
+            WITHOUT_REPLACEMENT,
             "phases[1].sampling",
         ),
         (

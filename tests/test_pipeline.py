@@ -25,10 +25,12 @@ def test_whole_dag_runs_then_reruns_nothing(built):
         "figures/accountants_vs_pld.pdf",
         "figures/accountants_vs_pld.png",
         "runs/dp_sgd/summary.json",
+        "runs/dp_sgd_phases/summary.json",
         "index.md",
     ]:
         assert (results / path).stat().st_size > 0, path
-    assert "accountants_vs_pld" in (results / "index.md").read_text()
+    index = (results / "index.md").read_text()
+    assert "accountants_vs_pld" in index and "| dp_sgd_phases | pld " in index  # a run in phases
 
     assert (results / "report.html").stat().st_size > 10_000
     listed = {

@@ -6,14 +6,23 @@ from __future__ import annotations
 import json
 
 import dp_accounting
+import pandas as pd
 import pytest
 import torch
+import yaml
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from conftest import small_config
+from dplab import dvc_yaml, jobs, layout
 from dplab.cli import main
+from dplab.commands.figures import run_risks
+from dplab.commands.train import pipeline_runs
+from dplab.figures.runs import claims
 from dplab.errors import DPLabError
 from dplab.training import phased
 from dplab.training.resolve import load_runs, resolve_run
+from dplab.schemas import validate
+from dplab.training.summary import RunSummary
 
 RUN = {
     "method": "dp_sgd",
@@ -46,15 +55,31 @@ def _peer(phases: list[tuple[int, float, float]], delta: float) -> float:
 
 
 def test_a_two_phase_run_trains_each_phase_and_claims_the_composed_events_epsilon(synth, tmp_path):
-    record = phased.train(resolve_run(RUN), synth, tmp_path)
-    assert record["epsilon"]["rdp"] == pytest.approx(
+    summary = phased.train(resolve_run(RUN), synth, tmp_path)
+    assert summary.epsilon["rdp"] == pytest.approx(
         _peer([(6, 10 / 60, 4.0), (4, 20 / 60, 8.0)], 1e-5), rel=1e-9
     )
+    assert summary.epsilon["pld"] <= summary.epsilon["rdp"]
+    assert "phases" in summary.excluded_accountants["naive"]
+    assert json.loads((tmp_path / "phases.json").read_text())["epsilon"] == summary.epsilon
+    written = RunSummary.read(tmp_path / "summary.json")
+    assert written == summary and written.final.step == 10 and written.settings.steps == 10
+    assert [p["batch_size"] for p in written.details["phases"]] == [10, 20]
+    steps = pd.read_csv(tmp_path / "metrics.csv")["step"].tolist()
     assert (
-        "phases" in record["excluded_accountants"]["naive"]
-        and "pld" in record["excluded_accountants"]
+        steps == [5, 6, 10]
+        and (tmp_path / "model.pt").read_bytes() == (tmp_path / "phase1" / "model.pt").read_bytes()
     )
-    assert json.loads((tmp_path / "phases.json").read_text())["epsilon"] == record["epsilon"]
+    assert claims(written) == {
+        "rdp": None,
+        "pld": None,
+        "naive": written.excluded_accountants["naive"],
+    }
+    runs_dir = tmp_path / "results" / "runs" / "p"
+    runs_dir.mkdir(parents=True)
+    (runs_dir / "summary.json").write_text(written.text())
+    (line,) = [r for r in run_risks(tmp_path / "results") if r.startswith("| p |")]
+    assert f"pld {summary.epsilon['pld']:.4g}, rdp {summary.epsilon['rdp']:.4g}" in line
     first = torch.load(tmp_path / "phase0" / "model.pt", weights_only=True)
     second = json.loads((tmp_path / "phase1" / "summary.json").read_text())
     assert second["setting"]["batch_size"] == 20 and second["setting"]["noise_multiplier"] == 8.0
@@ -71,9 +96,7 @@ def test_calibration_scales_the_phases_sigma_by_one_factor(synth):
     assert _peer([(6, 10 / 6000, low), (4, 20 / 6000, high)], 1e-5) == pytest.approx(2.0, rel=1e-4)
 
 
-def test_a_phase_with_an_unknown_key_is_refused_by_the_schema_and_the_pipeline_refuses_phases(
-    tmp_path,
-):
+def test_a_phase_with_an_unknown_key_is_refused_by_the_schema():
     with pytest.raises(DPLabError, match="sampling"):
         resolve_run({**RUN, "phases": [{"steps": 3, "sampling": "shuffle"}]})
     assert load_runs(str(_example()), None)[0]["phases"][1]["batch_size"] == 256
@@ -119,3 +142,29 @@ def test_cli_trains_a_run_in_phases(digits_dir, tmp_path, capsys):
     assert record["epsilon"]["rdp"] == pytest.approx(
         _peer([(2, 128 / n, 1.0), (1, 256 / n, 2.0)], 1e-5), rel=1e-9
     )
+
+
+def test_a_pipeline_run_in_phases_is_a_training_job_and_a_dvc_stage(tmp_path):
+    """The small config's run in phases (alone here) is planned as a training job (rule train, the
+    files every training job writes, its phases in the run it passes), and as a dvc.yaml stage
+    whose `dplab train --config … --run` resolves the same run; its plot is test accuracy (its
+    metrics.csv has no ε column)."""
+    small = small_config()
+    config = {
+        **{k: v for k, v in small.items() if k not in ("grids", "audits", "sweeps", "figures")},
+        "runs": {"dp_sgd_phases": small["runs"]["dp_sgd_phases"]},
+    }
+    plan = jobs.plan(validate(config))
+    job = plan.runs["runs/dp_sgd_phases"]
+    assert job.rule == "train" and job.outputs == layout.training_files("runs/dp_sgd_phases")
+    assert job.run["steps"] == 30 and [p["batch_size"] for p in job.run["phases"][1:]] == [128]
+    stage = dvc_yaml.stages(plan)[dvc_yaml.stage_name("train", "dp_sgd_phases")]
+    assert (
+        "--run dp_sgd_phases --data results/data/digits --out results/runs/dp_sgd_phases"
+        in (stage["cmd"])
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert pipeline_runs(str(path), ["dp_sgd_phases"]) == [job.run]
+    (plot,) = stage["plots"]
+    assert plot[job.outputs["metrics"]]["y"] == "test_accuracy"

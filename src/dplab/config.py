@@ -20,7 +20,7 @@ from dplab.errors import DPLabError
 from dplab.figures import FIGURES, figure as figure_module
 from dplab.entries import dataset_entry, grid_runs, run_entry
 from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa: F401  (the commands' config API)
-from dplab.training.resolve import resolve_run
+from dplab.training.resolve import phase_runs, resolve_run
 from dplab.training.data import expected_info, resolve_dataset
 from dplab.training.preflight import check_run
 from dplab.training.methods import update_of
@@ -217,6 +217,12 @@ def check_config(config: dict) -> dict[str, dict]:
                 f"run {entry['run']!r} is a {kind} run (method "
                 f"{run.method}): every accountant of a sweep refuses it",
             )
+        if run.phases is not None:
+            raise DPLabError(
+                f"sweeps.{sweep}.run",
+                f"run {entry['run']!r} is a run in phases: a sweep varies T of one setting; "
+                "name a run of one phase (`dplab epsilon --phases` accounts phases)",
+            )
     for audit, entry in config.get("audits", {}).items():
         _check_audit(config, audit, entry)
     for figure, params in config.get("figures", {}).items():
@@ -242,17 +248,26 @@ def _check_run(config: dict, raw: dict, layers: list, default: str, note: str = 
     try:
         cfg = resolve_run(raw)
         settings = RunSettings.of(cfg)
-        if settings.phases is not None:
-            raise DPLabError(
-                "phases",
-                "a run in phases trains with `dplab train --config FILE` (a single-run "
-                "config); the pipeline's runs have one phase",
-            )
         _check_dataset(config, settings.dataset)
-        check_run(settings, dataset_entry(config, settings.dataset))
+        dataset = dataset_entry(config, settings.dataset)
+        check_run(settings, dataset)
+        if settings.phases is not None:
+            _check_phases(cfg, dataset)
     except DPLabError as err:
         raise _rekey(err, layers, default, note) from None
     return cfg
+
+
+def _check_phases(cfg: dict, dataset: dict) -> None:
+    """Each phase of a run in phases (:func:`phase_runs`) as a run of its own on the dataset; an
+    error about a key the phase sets is keyed ``phases[j].<key>``."""
+    for j, (entry, run) in enumerate(zip(cfg["phases"], phase_runs(cfg))):
+        try:
+            check_run(RunSettings.of(run), dataset)
+        except DPLabError as err:
+            top = err.key.split(".")[0]
+            key = f"phases[{j}].{err.key}" if top in entry else err.key
+            raise DPLabError(key, err.message) from None
 
 
 def _check_audit(config: dict, audit: str, entry: dict) -> None:

@@ -209,12 +209,14 @@ def _privacy(run: RunSettings) -> str:
 def run_plot(name: str, run: RunSettings) -> dict:
     """The DVC plot of run ``name``'s metrics.csv: ε vs step per accountant (:data:`RUN_TEMPLATE`,
     which draws every ε column the file has: no ``y``), or test accuracy vs step for a non-private
-    run (no ε column); ``run`` resolved."""
-    if update_of(run).noise == "none":
+    run or a run in phases (no ε column: the phases' composed ε is in its summary.json); ``run``
+    resolved."""
+    if update_of(run).noise == "none" or run.phases is not None:
+        why = "non-private: no ε" if run.phases is None else "in phases: ε in summary.json"
         return {
             "x": "step",
             "y": "test_accuracy",
-            "title": f"{name}: test accuracy vs step (non-private: no ε)",
+            "title": f"{name}: test accuracy vs step ({why})",
         }
     return {
         "x": "step",

@@ -22,14 +22,17 @@ Both also account a run in phases, a ``ComposedDpEvent`` of unequal phases (:met
   Differential Privacy", Prop. 1): the run is (α, Σᵢ ρᵢ(α))-RDP, ρᵢ phase i's RDP, converted as
   one setting's is; equal to dp_accounting's ``RdpAccountant`` on the same event.
 - pld, full batch: Tᵢ Gaussian steps of μᵢ = 1/σᵢ (effective, per relation) compose to one
-  Gaussian mechanism of μ = √(Σᵢ Tᵢ μᵢ²) (Dong, Roth & Su 2022, Cor. 3.3): exact.  Poisson
-  phases are refused: the certified read-off (:mod:`pld_tilted`) tilts one self-composed PMF,
-  and dp_accounting's FFT read-off of a product of unequal PMFs is no certified bound.
+  Gaussian mechanism of μ = √(Σᵢ Tᵢ μᵢ²) (Dong, Roth & Su 2022, Cor. 3.3): exact.
+- pld, Poisson phases (a full-batch phase among them: q = 1): each phase's one-step PMF pair
+  discretized pessimistically at one shared interval, the phases' PMFs composed by one tilted FFT
+  per direction and ε read off with certified error bounds (:class:`pld_tilted.Composition`, the
+  one-phase read-off generalized): an upper bound on the exact ε, as for one phase.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 
@@ -222,14 +225,20 @@ PLD_DISC_MAX = 2e-4
 PLD_BINS = 2**22
 
 
+@functools.cache
+def _hermite() -> tuple[np.ndarray, np.ndarray]:
+    """The 200 Gauss–Hermite nodes and weights (normalized) of :func:`loss_std`, computed once."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(200)
+    return nodes, weights / weights.sum()
+
+
 def loss_std(setting: Setting) -> float:
     """The standard deviation of one Poisson step's privacy loss L = log(p/q)(x), x ~ p, in the
     "remove" direction (record at +1 against at 0; replace_one: at +1 against at −1), σ = std/C:
     Gauss–Hermite quadrature of each mixture component, 200 nodes."""
     sigma, q = setting.noise_multiplier, setting.sampling_rate
     other = -1.0 if setting.neighbouring == "replace_one" else None
-    nodes, weights = np.polynomial.hermite_e.hermegauss(200)
-    weights = weights / weights.sum()
+    nodes, weights = _hermite()
     moments = np.zeros(2)
     for weight, mean in ((1 - q, 0.0), (q, 1.0)):
         x = mean + sigma * nodes
@@ -238,6 +247,29 @@ def loss_std(setting: Setting) -> float:
         loss = up - down
         moments += weight * np.array([weights @ loss, weights @ loss**2])
     return math.sqrt(max(moments[1] - moments[0] ** 2, 0.0))
+
+
+def _dense(pld) -> list:
+    """The dense PMFs of a dp_accounting PLD: (remove, add), or remove alone where symmetric."""
+    # dp_accounting's own state (tests/test_dependencies.py)
+    pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001
+    return [p.to_dense_pmf() for p in pmfs]
+
+
+def _tilted(dense) -> pld_tilted.TiltedPmf:
+    """:class:`pld_tilted.TiltedPmf` of a dp_accounting ``DensePLDPmf``."""
+    return pld_tilted.TiltedPmf(
+        dense._probs, dense._lower_loss, dense._infinity_mass, dense._discretization
+    )  # noqa: SLF001
+
+
+def _variance(pmf: pld_tilted.TiltedPmf) -> float:
+    """The variance of one step's finite privacy loss (its mass at infinity left out)."""
+    losses = (pmf.lower + pmf.index) * pmf.disc
+    weights = np.exp(pmf.log_p - pmf.log_p.max())
+    weights = weights / weights.sum()
+    mean = float(weights @ losses)
+    return float(weights @ (losses - mean) ** 2)
 
 
 class GaussianGuess:
@@ -306,25 +338,64 @@ class PldAccountant(_DpAccountingAdapter):
             return gaussian, relation
         return dp_accounting.PoissonSampledDpEvent(setting.sampling_rate, gaussian), relation
 
-    def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
-        """As rdp's; phases only of full-batch steps (module docstring)."""
-        settings = super().parts(event, neighbouring)
-        if len(settings) > 1 and any(s.sampling != "full_batch" for s in settings):
-            raise self.fail(
-                "sampling",
-                "pld composes phases of full_batch steps only (its certified read-off "
-                "tilts one self-composed PMF; dp_accounting's FFT read-off of unequal "
-                "PMFs is no certified bound); rdp composes Poisson phases",
-            )
-        return settings
-
     def event_epsilon(self, event, delta, neighbouring="add_remove"):
-        """One setting's ε, or of full-batch phases the exact ε of one Gaussian mechanism (module docstring)."""
+        """One setting's ε; of phases of full-batch steps the exact ε of one Gaussian mechanism,
+        of other phases :meth:`phases_epsilon` (module docstring)."""
         settings = self.parts(event, neighbouring)
         if len(settings) == 1:
             return self.epsilon(settings[0], delta)
-        mu = math.sqrt(sum(float(self.full_batch_mu(s, [s.steps])[0]) ** 2 for s in settings))
-        return float(gaussian_epsilon(check_delta(delta), np.array([mu]))[0])
+        if all(s.sampling == "full_batch" for s in settings):
+            mu = math.sqrt(sum(float(self.full_batch_mu(s, [s.steps])[0]) ** 2 for s in settings))
+            return float(gaussian_epsilon(check_delta(delta), np.array([mu]))[0])
+        return self.phases_epsilon(settings, delta)
+
+    def phases_epsilon(self, settings: list[Setting], delta: float) -> float:
+        """The certified ε at δ of the phases composed: each phase's one-step PMF pair discretized
+        pessimistically at one shared interval (:meth:`shared_discretization`), the phases' PMFs
+        composed in one tilted FFT per direction (:class:`pld_tilted.Composition`) and ε read off
+        with its error bounds; the larger of the pair (the add direction read only where its δ at
+        the remove direction's ε exceeds δ).  The tilt's first guess is the Gaussian mechanism of
+        the composition's loss variance, Σ T_i Var[L_i] = μ² (Dong, Roth & Su 2022, Thm 3.5)."""
+        delta = check_delta(delta)
+        disc = self.shared_discretization(settings)
+        pairs = [[_tilted(d) for d in _dense(self.one_step(s, disc))] for s in settings]
+        eps = -math.inf
+        for direction in range(max(len(pair) for pair in pairs)):
+            pmfs = [pair[min(direction, len(pair) - 1)] for pair in pairs]  # symmetric: one PMF
+            composition = pld_tilted.Composition([(p, s.steps) for p, s in zip(pmfs, settings)])
+            try:
+                if math.isfinite(eps) and composition.delta(eps) <= delta:
+                    continue
+                variance = sum(s.steps * _variance(p) for p, s in zip(pmfs, settings))
+                guess = float(gaussian_epsilon(delta, np.array([math.sqrt(variance)]))[0])
+                eps = max(eps, composition.epsilon(delta, guess))
+            except pld_tilted.TooWide as err:
+                raise self.too_far(
+                    "steps",
+                    f"the certified read-off of the phases composed needs a window of "
+                    f"{err.bins:.3g} bins (limit WINDOW_MAX = {pld_tilted.WINDOW_MAX}): beyond "
+                    f"what pld resolves; rdp composes phases",
+                ) from None
+        return eps
+
+    def shared_discretization(self, settings: list[Setting]) -> float:
+        """One interval for the phases' PMFs (a convolution needs one): the finest any phase asks
+        for (:meth:`discretization`), coarsened where a phase's one-step PMF would exceed
+        :data:`PLD_STEP_BINS` bins; one phase's own interval for phases equal apart from T.
+        Refused beyond :data:`PLD_DISC_MAX`, naming the phase."""
+        fine = min(min(self.value_discretization_interval, loss_std(s) / 4) for s in settings)
+        widths = [self.step_width(s) / (PLD_STEP_BINS - 2) for s in settings]
+        disc = max(fine, *widths)
+        if disc > self.coarsest():
+            i = int(np.argmax(widths))
+            raise self.too_far(
+                f"phases[{i}].noise_multiplier",
+                f"the PLD of one step at σ = {settings[i].noise_multiplier:g}, q = "
+                f"{settings[i].sampling_rate:g} would need an interval of {disc:.3g} to fit "
+                f"PLD_STEP_BINS = {PLD_STEP_BINS} bins (limit PLD_DISC_MAX = {self.coarsest():g}): "
+                f"σ this small is beyond what pld resolves; rdp composes phases",
+            )
+        return disc
 
     @staticmethod
     def full_batch_mu(setting: Setting, steps) -> np.ndarray:
@@ -396,13 +467,14 @@ class PldAccountant(_DpAccountingAdapter):
         )
         return math.exp(hi)
 
-    def one_step(self, setting: Setting):
-        """dp_accounting's discretized PLD of one Poisson step at :meth:`discretization`."""
+    def one_step(self, setting: Setting, disc: float | None = None):
+        """dp_accounting's discretized PLD of one Poisson step (a full-batch step: q = 1) at interval
+        ``disc``, by default :meth:`discretization`."""
         event, relation = self.step(setting)
         return privacy_loss_distribution.from_gaussian_mechanism(
-            standard_deviation=event.event.noise_multiplier,
-            value_discretization_interval=self.discretization(setting),
-            sampling_prob=event.sampling_probability,
+            standard_deviation=setting.noise_multiplier,
+            value_discretization_interval=self.discretization(setting) if disc is None else disc,
+            sampling_prob=setting.sampling_rate,
             neighboring_relation=relation,
         )
 
@@ -411,20 +483,14 @@ class PldAccountant(_DpAccountingAdapter):
         is dp_accounting's FFT read-off (:class:`pld_curve.ComposedPmf`) where its window over
         max(steps) fits :data:`PLD_BINS`, else :class:`GaussianGuess`; either is only where the
         certified read-off tilts, not a value reported."""
-        pld = self.one_step(setting)
-        pmfs = [pld._pmf_remove] + ([] if pld._symmetric else [pld._pmf_add])  # noqa: SLF001 (tests/test_dependencies.py)
-        dense = [p.to_dense_pmf() for p in pmfs]
+        dense = _dense(self.one_step(setting))
         t = int(np.max(steps))
         guesses = []
         for d in dense:
             c = pld_curve.ComposedPmf(d)
             lo, hi = pld_curve._chernoff_window(len(c.probs), t, c.log_mgfs, c.orders)  # noqa: SLF001
             guesses.append(c if hi - lo + 1 <= PLD_BINS else GaussianGuess(c))
-        tilted = [
-            pld_tilted.TiltedPmf(d._probs, d._lower_loss, d._infinity_mass, d._discretization)  # noqa: SLF001
-            for d in dense
-        ]
-        return guesses, tilted
+        return guesses, [_tilted(d) for d in dense]
 
     def elsewhere(self, setting: Setting, query: tuple[str, float] | None = None) -> str:
         """Where to turn when pld cannot answer ``setting``: rdp where its assumptions hold, with its

@@ -104,8 +104,18 @@ def from_summary(summary) -> tuple[Setting | None, Update]:
         ) from None
     if not summary.setting:
         return None, update
+    return _setting(summary.setting), update
+
+
+def phases_of(summary) -> list[Setting] | None:
+    """Each phase's setting of a run in phases (summary.json's ``phases``), None for another run."""
+    phases = summary.details.get("phases")
+    return None if phases is None else [_setting(phase) for phase in phases]
+
+
+def _setting(data: dict) -> Setting:
     fields = {f.name for f in dataclasses.fields(Setting)}
-    return Setting(**{k: v for k, v in summary.setting.items() if k in fields}), update
+    return Setting(**{k: v for k, v in data.items() if k in fields})
 
 
 def bound(name: str) -> str:
@@ -135,10 +145,29 @@ def refusal(
     """Why a run with ``setting`` and ``update`` may not claim accountant ``name`` (None: it may):
     :func:`exclusion`, and only an upper bound is a claim.  ``any_sigma``: σ is still to be
     calibrated, so the accountant's range of σ is no objection (the σ search keeps to it)."""
-    why = exclusion(name, setting, update, any_sigma)
+    return _claimable(name, exclusion(name, setting, update, any_sigma))
+
+
+def phases_refusal(name: str, settings: list[Setting], update: Update = Update()) -> str | None:
+    """:func:`refusal` of a run in phases: :func:`phases_exclusion`, and only an upper bound is a
+    claim."""
+    return _claimable(name, phases_exclusion(name, settings, update))
+
+
+def _claimable(name: str, why: str | None) -> str | None:
     if why is None and bound(name) != "upper":
         return f"{name} gives {BOUND_WORDS[bound(name)]}, not a guarantee: a run claims upper bounds only (docs/sampling.md)"
     return why
+
+
+def phases_exclusion(name: str, settings: list[Setting], update: Update = Update()) -> str | None:
+    """Why a run in phases (one :class:`Setting` each, one relation) reports no ε from ``name``:
+    the first phase's :func:`exclusion`, else the accountant's refusal of the phases' composed
+    event (:meth:`~dplab.accounting.base.Accountant.supports`)."""
+    from dplab.accounting import events  # dp_accounting's events: imported where used
+
+    why = next(filter(None, (exclusion(name, s, update) for s in settings)), None)
+    return why or get(name).supports(events.phases(settings), settings[0].neighbouring)
 
 
 def exclusion(

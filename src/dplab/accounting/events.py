@@ -207,7 +207,7 @@ def _composed(event: dp_event.ComposedDpEvent) -> dict:
     if any(r != rest[0] for r in rest[1:]) or rest[0]["sampling"] in ("shuffle", "balls_in_bins"):
         raise _none(
             "a composition of unequal phases (or of epoch samplers) has no single (σ, q, T): "
-            "rdp composes heterogeneous phases (pld those of full-batch steps)",
+            "rdp and pld compose heterogeneous phases",
             "phases",
         )
     return {**rest[0], "steps": sum(p["steps"] for p in parts)}

@@ -2,7 +2,7 @@
 
 The run's event is the ``ComposedDpEvent`` of its phases' events
 (:func:`dplab.accounting.events.phases`); every accountant accounts it or says why not
-(``Accountant.supports``): rdp composes any phases, pld those of full-batch steps
+(``Accountant.supports``): rdp and pld compose any phases of the steps they support
 (:mod:`dplab.accounting.dp_accounting_adapters`), the others only phases equal apart from T.
 
 σ calibration for a target ε scales every phase's σ by one factor c (ε falls as c grows):

@@ -49,15 +49,28 @@ So ‖computed − y‖₂ ≤ (1 + γ + u)(e₁ + e₂) + (γ + u)‖w‖₂ �
 absolute error of order T·log₂N·u·‖w‖₂ (tests/test_pld_rounding.py compares it with the error
 observed against an exactly composed PMF).
 
+**Phases** (:class:`Composition`): T₁ steps of PMF 1, then T₂ of PMF 2, … on one discretization
+interval.  Every PMF is tilted by the same λ (Σᵢ Tᵢ times its tilted mean at ε), the tilted
+spectra multiply, Π_i (F w_i)^{T_i} = exp(Σᵢ Tᵢ log F w_i), and the untilting factor is
+Π_i M_i(λ)^{T_i} e^{-λk}; Chernoff, infinity mass (1 − Πᵢ(1 − mᵢ)^{Tᵢ}) and relative rounding
+(Σᵢ Tᵢ ρᵢ) are summed over the phases.  The rounding bound holds with T = Σᵢ Tᵢ and ‖w‖₂ the
+largest of the PMFs' norms: a product of T factors of modulus ≤ 1, each perturbed by ≤ a, moves
+by at most (1 + a)^{T−1} times the sum of the perturbations (step 2), the product's 2-norm is at
+most any factor's (step 3), and the n − 1 additions of the phases' exponents add n − 1 ulps to
+POW_C.  One PMF composed T times is the composition of one phase (:meth:`TiltedPmf.composed`).
+
 The one-step PMF is dp_accounting's pessimistic (connect-the-dots) discretization: the T-fold
 composition of a pessimistic PMF bounds the composed mechanism from above (Doroshenko, Ghazi,
 Kamath, Kumar & Manurangsi 2022, "Connect the Dots", Thm 3.2 with composition, §2), so the values
-here are upper bounds on the true δ(ε) and ε(δ).
+here are upper bounds on the true δ(ε) and ε(δ); of phases likewise, each phase's pessimistic PMF
+dominating its step and composition preserving the dominance (ibid., §2).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 
 import numpy as np
 from scipy import fft, optimize
@@ -100,7 +113,7 @@ class TiltedPmf:
         self.log_p = np.log(probs[keep])
         self.lower, self.inf, self.disc = int(lower), float(infinity_mass), float(disc)
         self.top = int(self.index[-1])
-        self._tilts: dict[float, float] = {}
+        self._compositions: dict[int, Composition] = {}
         self._moment_cache: dict[float, tuple[float, float, np.ndarray]] = {}
 
     def log_mgf(self, lam: float) -> float:
@@ -134,8 +147,60 @@ class TiltedPmf:
             )
         return self._moment_cache[lam]
 
+    def composed(self, t: int) -> Composition:
+        """The T-fold self-composition (memoized)."""
+        if t not in self._compositions:
+            self._compositions[t] = Composition([(self, t)])
+        return self._compositions[t]
+
+    def delta(self, t: int, epsilon: float) -> float:
+        """:meth:`Composition.delta` of the T-fold self-composition."""
+        return self.composed(t).delta(epsilon)
+
+    def epsilon(self, t: int, delta: float, guess: float) -> float:
+        """:meth:`Composition.epsilon` of the T-fold self-composition."""
+        return self.composed(t).epsilon(delta, guess)
+
+
+class Composition:
+    """The composition of T₁ steps of one-step PMF 1, T₂ of PMF 2, … (one discretization interval;
+    the phases of a run, or one PMF self-composed), read off with certified error bounds (module
+    docstring): every PMF is tilted by the same λ, the tilted PMFs compose to the tilted composition,
+    p^{*}_k = Π_i M_i(λ)^{T_i} e^{-λk} (w_1^{*T_1} * w_2^{*T_2} * …)_k, and what is left out or
+    rounded is bounded as for one PMF, summed over the phases."""
+
+    def __init__(self, parts: list[tuple[TiltedPmf, int]]):
+        if len({p.disc for p, _ in parts}) != 1:
+            raise ValueError("the PMFs of a composition share one discretization interval")
+        self.parts = [(p, int(t)) for p, t in parts]
+        self.t = sum(t for _, t in self.parts)
+        self.disc = self.parts[0][0].disc
+        self.lower = sum(t * p.lower for p, t in self.parts)  # loss index of the first bin
+        self.top = sum(t * p.top for p, t in self.parts)  # last finite bin, from the first
+        self.weights = [t / self.t for _, t in self.parts]  # each PMF's share of the steps
+        self._tilts: dict[float, float] = {}
+
+    def _mean(self, lam: float) -> tuple[float, float]:
+        """(mean, variance) per step of the composition tilted by λ (its T-th part)."""
+        moments = [p._moments(lam) for p, _ in self.parts]
+        return (
+            _sum(w * m[0] for w, m in zip(self.weights, moments)),
+            _sum(w * m[1] for w, m in zip(self.weights, moments)),
+        )
+
+    def _total(self, lam: float) -> tuple[float, float, float, float, float]:
+        """(mean, variance, log Π M_i^{T_i}, Σ T_i|log M_i|, Σ T_i ρ_i) of the composition tilted by λ."""
+        moments = [(t, p._moments(lam)) for p, t in self.parts]
+        return (
+            _sum(t * m[0] for t, m in moments),
+            _sum(t * m[1] for t, m in moments),
+            _sum(t * m[3] for t, m in moments),
+            _sum(t * abs(m[3]) for t, m in moments),
+            _sum(t * m[4] for t, m in moments),
+        )
+
     def tilt(self, target: float) -> float:
-        """λ ≥ 0 whose tilted one-step mean is ``target`` (a bin index); 0 below the untilted mean,
+        """λ ≥ 0 whose tilted mean per step is ``target`` (a bin index); 0 below the untilted mean,
         and the mean just below the top bin above it (Newton's method on the mean, whose derivative
         in λ is the tilted variance, safeguarded by a bracket); memoized."""
         if target not in self._tilts:
@@ -143,10 +208,10 @@ class TiltedPmf:
         return self._tilts[target]
 
     def _solve_tilt(self, target: float) -> float:
-        mean, var = self._moments(0.0)[:2]
+        mean, var = self._mean(0.0)
         if mean >= target:
             return 0.0
-        target = min(target, self.top - 1e-3)
+        target = min(target, _sum(w * p.top for w, (p, _) in zip(self.weights, self.parts)) - 1e-3)
         lo, hi, lam = 0.0, math.inf, 0.0
         for _ in range(200):
             if mean < target:
@@ -159,45 +224,49 @@ class TiltedPmf:
                 break
             step = lam + (target - mean) / max(var, 1e-300)
             lam = step if lo < step < hi else (lo + hi) / 2 if math.isfinite(hi) else 2 * lo + 1e-6
-            mean, var = self._moments(lam)[:2]
+            mean, var = self._mean(lam)
         return lam
 
-    def composed_infinity(self, t: int) -> float:
-        """The infinity mass of the T-fold composition, 1 − (1 − m)^T."""
-        return -math.expm1(t * math.log1p(-self.inf)) if self.inf < 1 else 1.0
+    def infinity(self) -> float:
+        """The infinity mass of the composition, 1 − Π_i (1 − m_i)^{T_i}."""
+        if any(p.inf >= 1 for p, _ in self.parts):
+            return 1.0
+        return -math.expm1(_sum(t * math.log1p(-p.inf) for p, t in self.parts))
 
-    def window(self, t: int, loss: float, below: float | None = None):
-        """The T-fold composition near ``loss``: (first bin's loss index, untilted PMF on the
-        window, extra mass at infinity, rounding allowance ``r(ε)``), with the window reaching
-        down to ``below`` (a loss) when given."""
-        target = (loss / self.disc - t * self.lower) / t
-        lam = self.tilt(target)
-        mean, var, w, lm, rho = self._moments(lam)
-        center, spread = t * mean, math.sqrt(t * var) + 1.0
-        scale = t * lm - lam * center  # log of the untilted PMF's scale at the tilted mean
-        last = t * self.top
+    def window(self, loss: float, below: float | None = None):
+        """The composition near ``loss``: (first bin's loss index, untilted PMF on the window, extra
+        mass at infinity, rounding allowance ``r(ε)``), with the window reaching down to ``below`` (a
+        loss) when given."""
+        t = self.t
+        lam = self.tilt((loss / self.disc - self.lower) / t)
+        center, var, lm, labs, rho = self._total(lam)
+        spread = math.sqrt(var) + 1.0
+        scale = lm - lam * center  # log of the untilted PMF's scale at the tilted mean
+        last = self.top
         hi = min(last, math.ceil(center + 8 * spread))
-        above = (
-            self._above(t, lam, hi) if hi < last else -math.inf
-        )  # log of the mass above the window
+        above = self._above(lam, hi) if hi < last else -math.inf  # log of the mass above the window
         while above > scale + ABOVE_LOG:
             hi = min(last, math.ceil(hi + 8 * spread))
-            above = self._above(t, lam, hi) if hi < last else -math.inf
+            above = self._above(lam, hi) if hi < last else -math.inf
         lo = max(0, math.floor(center - WIDTH_BELOW * spread))
         if below == -math.inf:
             lo = 0
         elif below is not None:
-            lo = max(0, min(lo, math.floor(below / self.disc - t * self.lower) - 1))
+            lo = max(0, min(lo, math.floor(below / self.disc - self.lower) - 1))
         if hi - lo + 1 > WINDOW_MAX:
             raise TooWide(hi - lo + 1)
         size = fft.next_fast_len(hi - lo + 1, real=True)
-        folded = np.bincount(self.index.astype(np.int64) % size, weights=w, minlength=size)
-        composed, error = fft_compose(folded, t)
+        folded = [
+            np.bincount(p.index.astype(np.int64) % size, weights=p._moments(lam)[2], minlength=size)
+            for p, _ in self.parts
+        ]
+        composed, error = fft_compose(folded, [t for _, t in self.parts])
         k = np.arange(lo, hi + 1)
         tilted = np.maximum(composed[k % size], 0.0)
-        exponent = t * lm - lam * k  # log of the untilting factor M^T e^{-λk}
-        # relative rounding of the tilted bins (≤ T·ρ) and of the untilting factor's exponent and exp
-        grow = t * rho + 2 * U * (2 + abs(t * lm) + lam * hi)
+        exponent = lm - lam * k  # log of the untilting factor Π M_i^{T_i} e^{-λk}
+        # relative rounding of the tilted bins (≤ Σ T_i ρ_i) and of the untilting factor's exponent
+        # (a sum over the phases) and exp
+        grow = rho + max(2, len(self.parts)) * U * (2 + labs + lam * hi)
         with np.errstate(under="ignore"):
             probs = np.exp(np.minimum(exponent + grow, 700.0)) * tilted
         # a probability is ≤ 1: rounding noise far below the mean, amplified by e^{-λk}, is capped there
@@ -205,30 +274,31 @@ class TiltedPmf:
         extra = math.exp(above) + size * np.finfo(float).tiny
 
         def rounding(epsilon: float) -> float:
-            """‖error‖₂·‖(M^T e^{-λk})_{k_ε < k ≤ hi}‖₂ (Cauchy–Schwarz): what rounding may hide in the
-            bins above ``epsilon``."""
-            first = max(lo, math.floor(epsilon / self.disc - t * self.lower) + 1)
+            """‖error‖₂·‖(Π M_i^{T_i} e^{-λk})_{k_ε < k ≤ hi}‖₂ (Cauchy–Schwarz): what rounding may
+            hide in the bins above ``epsilon``."""
+            first = max(lo, math.floor(epsilon / self.disc - self.lower) + 1)
             count = hi - first + 1
             if count <= 0 or error == 0:
                 return 0.0
             if lam == 0:
-                return error * math.exp(t * lm + grow + 0.5 * math.log(count))
+                return error * math.exp(lm + grow + 0.5 * math.log(count))
             return error * math.exp(
-                t * lm
+                lm
                 + grow
                 - lam * first
                 + 0.5 * (math.log1p(-math.exp(-2 * lam * count)) - math.log(-math.expm1(-2 * lam)))
             )
 
-        return t * self.lower + lo, probs, extra, rounding
+        return self.lower + lo, probs, extra, rounding
 
-    def _above(self, t: int, lam: float, edge: int) -> float:
-        """log of the Chernoff bound M(η)^T e^{-η·edge} on the composed mass above bin ``edge``, at
-        the η > λ that minimizes it (any η gives a bound; the exponent is unimodal in log(η − λ))."""
+    def _above(self, lam: float, edge: int) -> float:
+        """log of the Chernoff bound Π_i M_i(η)^{T_i} e^{-η·edge} on the composed mass above bin
+        ``edge``, at the η > λ that minimizes it (any η gives a bound; the exponent is unimodal in
+        log(η − λ))."""
 
         def bound(x: float) -> float:
             eta = lam + math.exp(x)
-            return t * self.log_mgf(eta) - eta * edge
+            return _sum(t * p.log_mgf(eta) for p, t in self.parts) - eta * edge
 
         best = optimize.minimize_scalar(
             bound,
@@ -238,28 +308,28 @@ class TiltedPmf:
         )
         return float(min(best.fun, bound(math.log(50.0))))
 
-    def delta(self, t: int, epsilon: float) -> float:
-        """An upper bound on δ(ε) of the T-fold composition (:class:`TooWide` where its window would be)."""
-        inf_t = self.composed_infinity(t)
-        if epsilon / self.disc >= t * (self.lower + self.top):
+    def delta(self, epsilon: float) -> float:
+        """An upper bound on δ(ε) of the composition (:class:`TooWide` where its window would be)."""
+        inf_t = self.infinity()
+        if epsilon / self.disc >= self.lower + self.top:
             return inf_t
-        first, probs, extra, rounding = self.window(t, epsilon, below=epsilon)
+        first, probs, extra, rounding = self.window(epsilon, below=epsilon)
         return min(
             1.0, _delta_at(inf_t + extra, first, probs, self.disc, epsilon) + rounding(epsilon)
         )
 
-    def epsilon(self, t: int, delta: float, guess: float) -> float:
-        """An upper bound on ε(δ) of the T-fold composition, tilted at ``guess`` (an estimate of ε:
+    def epsilon(self, delta: float, guess: float) -> float:
+        """An upper bound on ε(δ) of the composition, tilted at ``guess`` (an estimate of ε:
         re-tilted at the answer while the answer leaves the window's accurate part); :class:`TooWide`
         where a window would exceed :data:`WINDOW_MAX`."""
-        inf_t = self.composed_infinity(t)
+        inf_t = self.infinity()
         if inf_t >= delta:
             return math.inf
         loss, below = guess, None
         for attempt in range(6):
             if attempt == 5:  # the whole composed support below the window: always inside
                 below = -math.inf
-            first, probs, extra, rounding = self.window(t, loss, below)
+            first, probs, extra, rounding = self.window(loss, below)
             eps = epsilon_for_delta(inf_t + extra, first, probs, self.disc, delta)
             if math.isfinite(
                 eps
@@ -267,24 +337,32 @@ class TiltedPmf:
                 eps = epsilon_for_delta(
                     inf_t + extra + rounding(eps), first, probs, self.disc, delta
                 )
-            inside = first == t * self.lower or eps >= (first + 1) * self.disc
-            if inside and (below is not None or abs(eps - loss) <= 4 * self._spread(t, loss)):
+            inside = first == self.lower or eps >= (first + 1) * self.disc
+            if inside and (below is not None or abs(eps - loss) <= 4 * self._spread(loss)):
                 return eps
             if not inside:
-                below = min(eps, loss) - 16 * self._spread(t, loss)
+                below = min(eps, loss) - 16 * self._spread(loss)
             loss = eps if math.isfinite(eps) else loss
         return eps
 
-    def _spread(self, t: int, loss: float) -> float:
+    def _spread(self, loss: float) -> float:
         """Standard deviation (in loss) of the composition tilted to its mean at ``loss``."""
-        lam = self.tilt((loss / self.disc - t * self.lower) / t)
-        return math.sqrt(t * self._moments(lam)[1]) * self.disc
+        lam = self.tilt((loss / self.disc - self.lower) / self.t)
+        return math.sqrt(self._total(lam)[1]) * self.disc
 
 
-def rounding_bound(size: int, t: int, norm: float) -> float:
-    """A bound on ‖computed − exact‖₂ of :func:`fft_compose` for a PMF of 2-norm ``norm`` folded to
-    ``size`` bins and composed ``t`` times (module docstring, steps 1–4); ∞ where (1 + a)^{T−1}
-    is not close to 1 (the bound is then useless)."""
+def _sum(values) -> float:
+    """The sum of ``values`` from the first (one value is itself, bit for bit: no 0 + x)."""
+    return functools.reduce(operator.add, values)
+
+
+def rounding_bound(size: int, counts: list[int], norms: list[float]) -> float:
+    """A bound on ‖computed − exact‖₂ of :func:`fft_compose` for PMFs of 2-norms ``norms`` folded to
+    ``size`` bins and composed ``counts`` times each (module docstring, steps 1–4, with T = Σ counts
+    and ‖w‖₂ the largest norm: a product of T spectra of modulus ≤ 1 moves by ≤ (1 + a)^{T−1} times
+    the sum of the T factors' errors, and each of the n − 1 sums of the phases' exponents adds ≤ u
+    of its magnitude, counted in POW_C + n − 1); ∞ where (1 + a)^{T−1} is not close to 1."""
+    t, norm = sum(counts), max(norms)
     if t == 1:
         return 0.0
     gamma = FFT_C * math.ceil(math.log2(size)) * U
@@ -292,15 +370,19 @@ def rounding_bound(size: int, t: int, norm: float) -> float:
     if (t - 1) * a > 1:
         return math.inf
     e1 = t * math.exp((t - 1) * math.log1p(a)) * gamma * norm
-    e2 = POW_C * U * (math.pi * t * (norm + e1) + 1)
+    e2 = (POW_C + len(counts) - 1) * U * (math.pi * t * (norm + e1) + 1)
     return (1 + gamma + U) * (e1 + e2) + (gamma + U) * norm
 
 
-def fft_compose(w: np.ndarray, t: int) -> tuple[np.ndarray, float]:
-    """The T-fold circular self-convolution of ``w`` (≥ 0, Σw = 1, len(w) bins) as
-    irfft(exp(T·log rfft(w))), and :func:`rounding_bound` on its 2-norm error."""
-    if t == 1:
-        return w.copy(), 0.0
-    size = len(w)
-    out = fft.irfft(np.exp(t * np.log(fft.rfft(w).astype(complex))), size)
-    return out, rounding_bound(size, t, math.sqrt(float(np.sum(w * w))))
+def fft_compose(ws: list[np.ndarray], counts: list[int]) -> tuple[np.ndarray, float]:
+    """The circular convolution of each ``ws[i]`` (≥ 0, Σ = 1, one length) composed ``counts[i]``
+    times, as irfft(exp(Σ_i T_i·log rfft(w_i))), and :func:`rounding_bound` on its 2-norm error."""
+    if sum(counts) == 1:
+        return ws[0].copy(), 0.0
+    size = len(ws[0])
+    exponent = counts[0] * np.log(fft.rfft(ws[0]).astype(complex))
+    for w, t in zip(ws[1:], counts[1:]):
+        exponent = exponent + t * np.log(fft.rfft(w).astype(complex))
+    out = fft.irfft(np.exp(exponent), size)
+    norms = [math.sqrt(float(np.sum(w * w))) for w in ws]
+    return out, rounding_bound(size, counts, norms)

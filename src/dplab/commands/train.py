@@ -23,7 +23,9 @@ def register(subparsers) -> None:
         "DIR/individual_epsilon.csv (each record's individual ε with individual_epsilon, else only its header); resumes from "
         "DIR/checkpoint.pt if a previous attempt was interrupted. Several runs (--run NAME NAME …, or "
         "--run-json with a list of runs) train one after another in this process, each into its --out "
-        "DIR (one per run, in order), each exactly as it trains alone.",
+        "DIR (one per run, in order), each exactly as it trains alone. A run with `phases` trains "
+        "them into DIR/phase<i> and writes the same files into DIR, its ε that of the phases "
+        "composed (docs/training.md, Runs in phases).",
     )
     add_source(
         p,
@@ -177,6 +179,10 @@ def _train_phases(cfg: dict, dataset, out: str) -> None:
     from dplab.training import phased
 
     with output_folder(out) as folder:
-        record = phased.train(cfg, dataset, folder)
-    eps = ", ".join(f"{k}={v:.4g}" for k, v in record["epsilon"].items()) or "none"
-    print(f"phases: {len(record['phases'])} epsilon: {eps} -> {out}")
+        summary = phased.train(cfg, dataset, folder)
+    eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
+    final = summary.final
+    print(
+        f"phases: {len(summary.details['phases'])} test_accuracy={final.test_accuracy:.4f} "
+        f"test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}"
+    )

@@ -10,7 +10,15 @@ import pandas as pd
 
 from dplab import layout
 from dplab.accounting import risk
-from dplab.accounting.eligibility import KEYS, bound, exclusion, from_summary, refusal
+from dplab.accounting.eligibility import (
+    KEYS,
+    bound,
+    exclusion,
+    from_summary,
+    phases_of,
+    phases_refusal,
+    refusal,
+)
 from dplab.errors import DPLabError
 from dplab.inputs import run_metrics
 from dplab.training.summary import RunSummary
@@ -104,9 +112,13 @@ def claims(summary: RunSummary) -> dict[str, str | None]:
     """Every accountant a run's summary.json reports or excludes → None if the run may claim its ε,
     else why not.  Reported ones are decided anew from the summary's setting and update
     (:func:`dplab.accounting.eligibility.refusal`), so an ε that the function does not grant never
-    reaches a table, whatever the file says; excluded ones keep the run's reason."""
+    reaches a table, whatever the file says (a run in phases: from each phase's setting and their
+    composed event); excluded ones keep the run's reason."""
     setting, update = from_summary(summary)
-    out = {name: refusal(name, setting, update) for name in summary.epsilon}
+    if (settings := phases_of(summary)) is not None:  # a run in phases: its composed event
+        out = {name: phases_refusal(name, settings, update) for name in summary.epsilon}
+    else:
+        out = {name: refusal(name, setting, update) for name in summary.epsilon}
     out.update({name: why for name, why in summary.excluded_accountants.items() if name not in out})
     return out
 

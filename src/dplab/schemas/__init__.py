@@ -94,7 +94,9 @@ def validate(instance, schema: str | dict = "config", where: str = ""):
     )
     if errors:
         err = errors[0]
-        path = ".".join(str(p) for p in err.absolute_path)
+        path = "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path
+        ).removeprefix(".")  # a list's item as key[j]
         sub = _resolve(err.schema) if isinstance(err.schema, dict) else {}
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(sub.get("properties", {})))

@@ -3,13 +3,25 @@
 into DIR/phase<i>, started from the previous phase's final parameters, with its own seed
 (seed + i: fresh batches and noise).  A phase reports no ε of its own: the run's privacy is the
 composition of the phases' events (:func:`dplab.accounting.events.phases`), accounted by every
-accountant the run reports that supports it (rdp; pld for full-batch phases; the others say why
-not) and written to DIR/phases.json.  With ``target_epsilon`` the phases' σ are scaled by one
-factor (:func:`dplab.accounting.phases.calibrate`, with the run's ``accountant``).
+accountant the run reports that supports it (rdp and pld; the others say why not,
+:func:`dplab.accounting.eligibility.phases_exclusion`).  With ``target_epsilon`` the phases' σ
+are scaled by one factor (:func:`dplab.accounting.phases.calibrate`, with the run's
+``accountant``).
+
+DIR then holds what every training job writes (:func:`dplab.layout.training_files`), so a run in
+phases is a run of the pipeline like any other: model.pt (the last phase's parameters),
+metrics.csv and grad_norms.csv (the phases' rows, steps and epochs counted from the run's start),
+an empty individual_epsilon.csv, metrics.json, and summary.json: the last phase's, with the run,
+its final step, the phases' ε per accountant and why the others do not apply; ``setting`` and σ
+are null (no one setting) and ``phases`` lists each phase's setting.  DIR/phases.json keeps the
+plan (:func:`plan`) and each phase's final metrics.
 """
 
 from __future__ import annotations
 
+import csv
+import dataclasses
+import io
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,20 +29,27 @@ import torch
 
 from dplab.accounting import events, get
 from dplab.accounting import phases as accounting_phases
-from dplab.accounting.eligibility import exclusion
+from dplab.accounting.eligibility import phases_exclusion
 from dplab.errors import DPLabError
 from dplab.io import atomic_writes, json_text, text_file
 from dplab.training import loop, privacy
 from dplab.training.data import Dataset
+from dplab.training.loop import INDIVIDUAL_COLUMNS
 from dplab.training.methods import METHODS, update_of
 from dplab.training.resolve import phase_runs
+from dplab.training.run_metrics import metrics
 from dplab.training.settings import RunSettings
 from dplab.training.start import initial
+from dplab.training.summary import RunSummary
+
+#: summary.json's ``risk`` of a run in phases
+NO_RISK = {"unavailable": "a run in phases: the attack risk of a composition is not read here"}
 
 
 def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
     """(the phases' runs, σ calibrated where asked) and the run's privacy: its event, ε per
-    accountant that supports it, and why the others do not (DPLabError if none does)."""
+    accountant that supports it, why the others do not (DPLabError if none does), and each phase's
+    setting."""
     top, runs = RunSettings.of(cfg), phase_runs(cfg)
     typed = [RunSettings.of(r) for r in runs]
     update = update_of(typed[0])
@@ -46,8 +65,7 @@ def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
     event = events.phases(settings)
     epsilon, excluded = {}, {}
     for name in privacy.requested_accountants(top):
-        why = next(filter(None, (exclusion(name, s, update) for s in settings)), None)
-        why = why or get(name).supports(event, top.neighbouring)
+        why = phases_exclusion(name, settings, update)
         if why is None:
             epsilon[name] = get(name).epsilon(event, top.delta, top.neighbouring)
         else:
@@ -64,14 +82,16 @@ def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
         "event": str(event),
         "epsilon": epsilon,
         "excluded_accountants": excluded,
+        "settings": [s.as_dict() for s in settings],
     }
 
 
-def train(cfg: dict, data: Dataset, out: str | Path) -> dict:
-    """Train the phases in sequence into ``out``/phase<i> and write ``out``/phases.json (the run's
-    privacy, :func:`plan`, and each phase's final metrics); return what phases.json holds."""
+def train(cfg: dict, data: Dataset, out: str | Path) -> RunSummary:
+    """Train the phases in sequence into ``out``/phase<i>, then write the run's own files into
+    ``out`` (module docstring), summary.json last; return the run's summary."""
     out = Path(out)
-    method = METHODS[RunSettings.of(cfg).method]
+    top = RunSettings.of(cfg)
+    method = METHODS[top.method]
     if method.noise != "independent":
         raise DPLabError(
             "phases",
@@ -84,19 +104,83 @@ def train(cfg: dict, data: Dataset, out: str | Path) -> dict:
     )
     dimension = sum(p.numel() for p in start.params.values())
     runs, record = plan(cfg, len(data.y_train), dimension)
-    params, finals = None, []
+    params, summaries = None, []
     for i, run in enumerate(runs):
         folder = out / f"phase{i}"
-        typed = RunSettings.of(run)
-        summary = loop.train(typed, data, folder, start=params)
+        summaries.append(loop.train(RunSettings.of(run), data, folder, start=params))
         params = torch.load(folder / "model.pt", weights_only=True)
-        finals.append(
-            {
-                "steps": typed.steps,
-                "noise_multiplier": typed.noise_multiplier,
-                "final": asdict(summary.final),
-            }
-        )
-    record["phases"] = finals
-    atomic_writes({out / "phases.json": text_file(json_text(record))})
-    return record
+    record["phases"] = [
+        {
+            "steps": s.settings.steps,
+            "noise_multiplier": s.noise_multiplier,
+            "final": asdict(s.final),
+        }
+        for s in summaries
+    ]
+    folders = [out / f"phase{i}" for i in range(len(runs))]
+    rows, epochs = _joined(folders, "metrics.csv", summaries)
+    summary = _summary(top, summaries, record, epochs)
+    atomic_writes(
+        {
+            out / "phases.json": text_file(json_text(record)),
+            out / "model.pt": lambda tmp: tmp.write_bytes((folders[-1] / "model.pt").read_bytes()),
+            out / "metrics.csv": text_file(rows),
+            out / "grad_norms.csv": text_file(_joined(folders, "grad_norms.csv", summaries)[0]),
+            out / "individual_epsilon.csv": text_file(",".join(INDIVIDUAL_COLUMNS) + "\n"),
+            out / "metrics.json": text_file(json_text(metrics(summary))),
+            out / "summary.json": text_file(summary.text()),
+        }
+    )
+    return summary
+
+
+def _joined(folders: list[Path], name: str, summaries: list[RunSummary]) -> tuple[str, float]:
+    """The CSV ``name`` of every phase, one header, its ``step`` (and ``epoch``) columns counted
+    from the run's start; and the run's last epoch."""
+    out, steps, epochs = None, 0, 0.0
+    for folder, summary in zip(folders, summaries):
+        reader = csv.DictReader(io.StringIO((folder / name).read_text()))
+        if out is None:
+            text = io.StringIO()
+            out = csv.DictWriter(text, reader.fieldnames, lineterminator="\n")
+            out.writeheader()
+        for row in reader:
+            row["step"] = str(int(row["step"]) + steps)
+            if "epoch" in row:
+                row["epoch"] = repr(float(row["epoch"]) + epochs)
+            out.writerow(row)
+        steps += summary.settings.steps
+        epochs += summary.final.epoch
+    return text.getvalue(), epochs
+
+
+def _summary(
+    top: RunSettings, summaries: list[RunSummary], record: dict, epochs: float
+) -> RunSummary:
+    """The run's summary.json: the last phase's, with the run's privacy (module docstring)."""
+    last = summaries[-1]
+    calibrated = top.target_epsilon is not None
+    return dataclasses.replace(
+        last,
+        run=dict(top.record),
+        final=dataclasses.replace(
+            last.final, step=sum(s.settings.steps for s in summaries), epoch=epochs
+        ),
+        setting=None,
+        noise_multiplier=None,
+        noise_multiplier_source=(
+            f"each phase's σ scaled by one factor to ε = {top.target_epsilon:g} ({top.accountant})"
+            if calibrated
+            else "given per phase"
+        ),
+        noise_std_on_sum=None,
+        epsilon=record["epsilon"],
+        epsilon_lower={},
+        epsilon_comparison={},
+        epsilon_bound={k: "upper" for k in record["epsilon"]},
+        risk=NO_RISK,
+        epsilon_covers={k: "every iterate" for k in record["epsilon"]},
+        excluded_accountants=record["excluded_accountants"],
+        details={"phases": record["settings"], "event": record["event"]},
+        individual_privacy=None,
+    )

@@ -165,6 +165,11 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     def err(key: str, msg: str) -> DPLabError:
         return DPLabError(f"{where}.{key}" if where else key, msg)
 
+    if cfg.get("phases"):  # a run in phases: T is the phases' (dplab.training.phased)
+        cfg["steps"] = sum(phase["steps"] for phase in cfg["phases"])
+        if cfg["individual_epsilon"]:
+            raise err("individual_epsilon", "is per run of one setting; a run in phases has none")
+
     try:
         method = get(cfg["method"])
     except DPLabError as bad:

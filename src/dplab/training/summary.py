@@ -3,7 +3,8 @@
 (:meth:`RunSummary.read`); the string keys of the file live here only.
 
 One field per key of the file, one meaning each (``dplab train --help`` lists them); the
-method's own entries (dp_mf: ``matrix_factorization``, ``epsilon_accountant``) are
+method's own entries (dp_mf: ``matrix_factorization``, ``epsilon_accountant``) and a run in
+phases' ``phases`` (each phase's setting) and ``event`` (:mod:`dplab.training.phased`) are
 :attr:`RunSummary.details`, and ``individual_privacy`` is present only for a run with
 ``individual_epsilon``, ``validation`` (the final parameters' loss and accuracy on the
 dataset's validation split) only for a run on a dataset with one.  :meth:`RunSummary.write`
