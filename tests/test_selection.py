@@ -75,3 +75,43 @@ def test_candidates_are_covered_by_their_worst_curve():
 def test_bad_selection_parameters_are_refused(mean, shape, key):
     with pytest.raises(DPLabError, match=key):
         selection.check(mean, shape)
+
+
+def _selected(mean: float, shape: float, inner=None) -> dp_event.DpEvent:
+    step = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1))
+    inner = inner or dp_accounting.SelfComposedDpEvent(step, 1000)
+    return dp_event.RepeatAndSelectDpEvent(inner, mean, shape)
+
+
+@pytest.mark.parametrize(("mean", "shape"), [(1.0, 1.0), (4.0, 0.0), (30.0, math.inf)])
+def test_rdp_accounts_the_selection_event_as_the_selection_module_and_the_peer(mean, shape):
+    """The event path (``supports``/``epsilon``) gives the module's number, and dp_accounting's."""
+    rdp = get("rdp")
+    assert rdp.supports(_selected(mean, shape)) is None
+    ours = rdp.epsilon(_selected(mean, shape), DELTA)
+    curve = selection.candidate_curve(rdp, SETTING)
+    assert ours == selection.epsilon([curve], DELTA, mean, shape)
+    assert ours == pytest.approx(_peer(mean, shape), rel=1e-6)
+
+
+def test_a_selection_over_phases_costs_more_than_the_phases():
+    rdp = get("rdp")
+    one = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1))
+    two = dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.GaussianDpEvent(2.0))
+    phases = dp_event.ComposedDpEvent(
+        [dp_accounting.SelfComposedDpEvent(one, 300), dp_accounting.SelfComposedDpEvent(two, 100)]
+    )
+    chosen = rdp.epsilon(_selected(5.0, 1.0, phases), DELTA)
+    peer = rdp_privacy_accountant.RdpAccountant().compose(_selected(5.0, 1.0, phases))
+    assert chosen > rdp.epsilon(phases, DELTA)
+    assert chosen == pytest.approx(peer.get_epsilon(DELTA), rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["pld", "naive", "moments"])
+def test_accountants_without_an_rdp_curve_refuse_the_selection_event(name):
+    reason = get(name).supports(_selected(4.0, 1.0))
+    assert reason is not None and "rdp accounts it" in reason
+
+
+def test_bad_selection_parameters_in_the_event_are_refused_naming_the_key():
+    assert "selection_mean" in get("rdp").supports(_selected(0.5, 1.0))

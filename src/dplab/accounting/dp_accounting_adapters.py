@@ -43,13 +43,13 @@ from dp_accounting.pld import privacy_loss_distribution, privacy_loss_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab import units
-from dplab.accounting import pld_curve, pld_tilted, rdp_conversion
+from dplab.accounting import pld_curve, pld_tilted, rdp_conversion, selection
 from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
 from dplab.accounting.base import SIGMA_MAX, Accountant
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
 from dplab.accounting.roots import bisect
 from dplab.accounting.setting import Setting, check_delta
-from dplab.errors import AssumptionError
+from dplab.errors import AssumptionError, DPLabError
 
 _ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 _REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
@@ -199,16 +199,31 @@ class RdpAccountant(_DpAccountingAdapter):
         orders, rdp = self.one_step_rdp(setting)
         return rdp_conversion.epsilon_from_rdp(np.outer(steps, rdp), orders, delta)
 
+    def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
+        """As for any event; a ``RepeatAndSelectDpEvent`` (private selection) is its repeated
+        event's parts, with K's mean and shape checked (:func:`selection.check`)."""
+        if isinstance(event, dp_event.RepeatAndSelectDpEvent):
+            try:
+                selection.check(event.mean, event.shape)
+            except DPLabError as err:
+                raise self.fail(err.key, err.message) from None
+            return self.parts(event.event, neighbouring)
+        return super().parts(event, neighbouring)
+
     def event_epsilon(self, event, delta, neighbouring="add_remove"):
-        """One setting's ε, or of phases the sum of their RDP curves converted (module docstring)."""
+        """One setting's ε; of phases the sum of their RDP curves converted (module docstring); of
+        a ``RepeatAndSelectDpEvent`` the repeated event's RDP curve through Papernot & Steinke's
+        bound (:func:`selection.repeat_and_select`), converted."""
         settings = self.parts(event, neighbouring)
-        if len(settings) == 1:
+        chosen = isinstance(event, dp_event.RepeatAndSelectDpEvent)
+        if len(settings) == 1 and not chosen:
             return self.epsilon(settings[0], delta)
         curves = [self.rdp_curve(s) for s in settings]
-        total = np.sum([values for _, values in curves], axis=0)
-        return float(
-            rdp_conversion.epsilon_from_rdp(total[None, :], curves[0][0], check_delta(delta))[0]
-        )
+        orders, total = curves[0][0], np.sum([values for _, values in curves], axis=0)
+        if chosen:
+            total = selection.repeat_and_select(orders, total, event.mean, event.shape)
+            orders, total = orders[np.isfinite(total)], total[np.isfinite(total)]
+        return float(rdp_conversion.epsilon_from_rdp(total[None, :], orders, check_delta(delta))[0])
 
     def _delta_curve(self, setting, epsilon, steps):
         orders, rdp = self.one_step_rdp(setting)

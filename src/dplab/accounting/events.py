@@ -187,6 +187,11 @@ def _fields(event: dp_event.DpEvent) -> dict:
         return {**inner, "steps": inner["steps"] * event.count}
     if isinstance(event, dp_event.ComposedDpEvent):
         return _composed(event)
+    if isinstance(event, dp_event.RepeatAndSelectDpEvent):
+        raise _none(
+            "a RepeatAndSelectDpEvent (releasing the best of K runs) is bounded from its runs' RDP "
+            "curve (Papernot & Steinke 2022): rdp accounts it"
+        )
     raise _none(
         f"{type(event).__name__} has no setting of one (σ, q, T) that the accountants here read"
     )
