@@ -65,6 +65,7 @@ from dplab.training.resolve import resolve_run
 from dplab.training.data import Dataset
 from dplab.training.methods import METHODS, update_of
 from dplab.training.settings import RunSettings
+from dplab.schemes import Neighbouring, Sampling
 
 #: threat model -> (canary kind, observations, default neighbouring relation)
 THREAT_MODELS = {
@@ -120,7 +121,7 @@ def independent_canaries(run: RunSettings) -> bool:
     by its own canary, its own noise and its own sampling draw only (Poisson or full batch, update
     ÷ b, no projection, no l2 term coupling it to the others' clip factors)."""
     return (
-        run.sampling in ("poisson", "full_batch")
+        run.sampling in (Sampling.POISSON, Sampling.FULL_BATCH)
         and run.normalize == "expected"
         and run.diameter is None
         and not run.l2
@@ -133,9 +134,9 @@ def gdp_applies(run: RunSettings, kind: str, projections: int) -> bool:
     Poisson sampling with add/remove neighbours."""
     if kind != "gradient":
         return False
-    if run.sampling == "full_batch":
+    if run.sampling == Sampling.FULL_BATCH:
         return projections == 0
-    return run.sampling == "poisson" and run.neighbouring == "add_remove"
+    return run.sampling == Sampling.POISSON and run.neighbouring == Neighbouring.ADD_REMOVE
 
 
 def canary_norm(entry: dict, run: RunSettings, info: dict, features) -> float:
@@ -364,22 +365,28 @@ def _exact(
       is the composition pld computes, where it applies), nan at a T whose ε its grid does not
       resolve (:data:`dplab.audit.exact.EPSILON_SEARCH_MAX`).
     """
-    fixed_batch = run.sampling in ("full_batch", "without_replacement", "shuffle")
-    if projections or (run.l2 and (gradient.neighbouring == "add_remove" or not fixed_batch)):
+    fixed_batch = run.sampling in (
+        Sampling.FULL_BATCH,
+        Sampling.WITHOUT_REPLACEMENT,
+        Sampling.SHUFFLE,
+    )
+    if projections or (
+        run.l2 and (gradient.neighbouring == Neighbouring.ADD_REMOVE or not fixed_batch)
+    ):
         return {}
-    if run.normalize == "realized" and run.sampling == "poisson":
+    if run.normalize == "realized" and run.sampling == Sampling.POISSON:
         return {}
     shift = gradient.norm / (run.noise_multiplier * run.clip)
     c = (1.0 - run.shrink) * (1.0 - run.lr * run.l2)
-    if run.sampling == "full_batch":
-        mu_step = shift * (2.0 if gradient.neighbouring == "replace_one" else 1.0)
+    if run.sampling == Sampling.FULL_BATCH:
+        mu_step = shift * (2.0 if gradient.neighbouring == Neighbouring.REPLACE_ONE else 1.0)
         return {
             "trajectory": gaussian_epsilon(run.delta, contracted_mu(mu_step, 1.0, steps)),
             "last_iterate": gaussian_epsilon(run.delta, contracted_mu(mu_step, c, steps)),
         }
     if "last_iterate" not in observations:
         return {}
-    if run.sampling == "shuffle":
+    if run.sampling == Sampling.SHUFFLE:
         if n % run.batch_size or run.reshuffle:
             return {}
         law = {"period": n // run.batch_size}

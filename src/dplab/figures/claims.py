@@ -32,6 +32,7 @@ from dplab.figures.techniques_table import technique_setting
 from dplab.inputs import read_csv, run_metrics
 from dplab.training.summary import RunSummary
 from dplab.tables import read_table
+from dplab.schemes import Sampling
 
 TITLE = "Claims of the source papers and of Tramèr & Boneh, checked against this run's results"
 SOURCE = "000 Table I; 001 Figs. 1, 3; 002 Figs. 1–2; 003 §3–4; 004 §2–4.3; Tramèr & Boneh (ICLR 2021) §3"
@@ -456,9 +457,9 @@ def clip_claims(res: Results, q95: float | None) -> list[Claim]:
 
 #: 004's tries: (number, section, the σ curve of sigma_vs_steps at 004's setting, T, what 004 says of it)
 TRIES = (
-    (1, "§3.2", "full_batch", "kairouz", 100),
-    (2, "§3.3", "full_batch", "rdp", 200),
-    (3, "§3.4", "poisson", "rdp", 200),
+    (1, "§3.2", Sampling.FULL_BATCH, "kairouz", 100),
+    (2, "§3.3", Sampling.FULL_BATCH, "rdp", 200),
+    (3, "§3.4", Sampling.POISSON, "rdp", 200),
     (4, "§4.3", None, "mf", 200),
 )
 
@@ -521,7 +522,7 @@ def tries_claims(res: Results) -> list[Claim]:
                     if len(hit)
                     else (None, f"figure sigma_vs_steps has no {accountant} σ at T = {steps}")
                 )
-            rate = " at q = 0.05" if sampling == "poisson" else ""
+            rate = " at q = 0.05" if sampling == Sampling.POISSON else ""
             rows.append(
                 C004(
                     section=section,
@@ -718,12 +719,15 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def sigma_ratio_claims(path: str, table: pd.DataFrame) -> list[Claim]:
     """004 §3.3–3.4 on sigma_vs_steps: RDP needs 'way smaller' noise; subsampling gives 'basically the
     same noise levels' (noise on the averaged gradient, σ/q for DP-SGD against σ for DP-GD)."""
-    q = last(table[table.sampling == "poisson"].sampling_rate) or math.nan
+    q = last(table[table.sampling == Sampling.POISSON].sampling_rate) or math.nan
     rdp_vs_adv = ratio(
-        sigma_at(table, "full_batch", "rdp", 100), sigma_at(table, "full_batch", "kairouz", 100)
+        sigma_at(table, Sampling.FULL_BATCH, "rdp", 100),
+        sigma_at(table, Sampling.FULL_BATCH, "kairouz", 100),
     )
-    sgd = sigma_at(table, "poisson", "rdp", 200)
-    sgd_vs_gd = ratio(None if sgd is None else sgd / q, sigma_at(table, "full_batch", "rdp", 200))
+    sgd = sigma_at(table, Sampling.POISSON, "rdp", 200)
+    sgd_vs_gd = ratio(
+        None if sgd is None else sgd / q, sigma_at(table, Sampling.FULL_BATCH, "rdp", 200)
+    )
     command = regenerate(path)
     return [
         C004(
@@ -778,7 +782,7 @@ def claims_003(res: Results) -> list[Claim]:
                 why_not=missing("figure sigma_vs_steps"),
             )
         ]
-    poisson = table[table.sampling == "poisson"].dropna(subset=["noise_multiplier"])
+    poisson = table[table.sampling == Sampling.POISSON].dropna(subset=["noise_multiplier"])
     if poisson.empty:
         return [
             C003(
@@ -804,8 +808,8 @@ def claims_003(res: Results) -> list[Claim]:
         return rows_.steps.to_numpy(), rows_.noise_multiplier.to_numpy()
 
     naive_formula, naive = (
-        sigma_at(table, "poisson", "naive_003", 200),
-        sigma_at(table, "poisson", "naive", 200),
+        sigma_at(table, Sampling.POISSON, "naive_003", 200),
+        sigma_at(table, Sampling.POISSON, "naive", 200),
     )
     rows.append(
         C003(
@@ -832,7 +836,7 @@ def claims_003(res: Results) -> list[Claim]:
                 statement=f"{bound}: the σ dplab's {name} accountant needs at q = {q:g}, T = 200, ε = 1,"
                 " δ = 1e-6",
                 source_value=None,
-                ours=sigma_at(table, "poisson", name, 200),
+                ours=sigma_at(table, Sampling.POISSON, name, 200),
                 test="≈",
                 tolerance=0.0,
                 relative=False,
@@ -880,8 +884,8 @@ def claims_003(res: Results) -> list[Claim]:
             "T = 200",
             source_value=1.0,
             ours=ratio(
-                sigma_at(table, "poisson", "moments", 200),
-                sigma_at(table, "poisson", "advanced", 200),
+                sigma_at(table, Sampling.POISSON, "moments", 200),
+                sigma_at(table, Sampling.POISSON, "advanced", 200),
             ),
             test="≤",
             tolerance=0.0,
@@ -1255,7 +1259,7 @@ def claims_tramer_boneh(res: Results, params: dict) -> list[Claim]:
     T counts ⌊n/b⌋ = 29 steps per epoch, as their code (Handcrafted-DP, ``dp_utils.get_noise_mul``) does."""
     steps = TB["dataset_size"] // TB["batch_size"] * TB["epochs"]
     setting = Setting(
-        sampling_rate=TB["batch_size"] / TB["dataset_size"], steps=steps, sampling="poisson"
+        sampling_rate=TB["batch_size"] / TB["dataset_size"], steps=steps, sampling=Sampling.POISSON
     )
     ours = sigma("moments", setting, TB["epsilon"], TB["delta"])
     command = sigma_command("moments", setting, TB["epsilon"], TB["delta"])

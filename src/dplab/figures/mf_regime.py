@@ -38,6 +38,7 @@ from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
 from dplab.training.summary import RunSummary
 from dplab.units import sum_sensitivity
+from dplab.schemes import Sampling
 
 TITLE = "DP-MF vs DP-SGD over epochs and ε, each method's learning rate chosen on validation data"
 SOURCE = (
@@ -131,7 +132,7 @@ def privacy(summary: RunSummary) -> dict:
         }
     mf = summary.details["matrix_factorization"]
     sampler = mf["sampler"]
-    if sampler["name"] == "cyclic_poisson":
+    if sampler["name"] == Sampling.CYCLIC_POISSON:
         scale = mf["max_column_norm"]  # ζ
         setting = Setting(
             noise_multiplier=summary.noise_multiplier / scale,

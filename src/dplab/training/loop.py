@@ -69,7 +69,7 @@ from dplab.training.graphed import GraphedStep
 from dplab.training.per_example import ClippedGrads, clipped_grad_sum
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, risk_reading
-from dplab.training.samplers import Sampler
+from dplab.schemes import Sampler
 from dplab.training.run_metrics import metrics
 from dplab.training.settings import RunSettings
 from dplab.training.summary import DatasetInfo, Final, RunSummary

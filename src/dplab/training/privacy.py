@@ -22,6 +22,7 @@ from dplab.accounting.eligibility import Update, bound, defaults, exclusion, ref
 from dplab.errors import DPLabError
 from dplab.training.data import largest_norm, logreg_constants
 from dplab.training.settings import RunSettings
+from dplab.schemes import Sampling
 
 
 @dataclass(kw_only=True)
@@ -100,7 +101,7 @@ def build_setting(
         diameter=run.diameter,
         regularization=run.regularization,
         dimension=dimension,
-        reshuffle=run.reshuffle if run.sampling == "shuffle" else None,
+        reshuffle=run.reshuffle if run.sampling == Sampling.SHUFFLE else None,
         **constants,
     )
 

@@ -1,12 +1,13 @@
 """Method ``dp_gd``: full-batch DP gradient descent (004 §3.1–3.3), optionally projected."""
 
 from dplab.training.methods.base import Method
+from dplab.schemes import Sampling
 
 METHOD = Method(
     name="dp_gd",
     display="DP-GD",
     source="004 §3.1–3.3",
     rule="w ← w − η·(g + σC·Z)/n, full batch",
-    samplings=("full_batch",),
+    samplings=(Sampling.FULL_BATCH,),
     projection="optional",
 )

@@ -2,11 +2,17 @@
 al.): clip, sum, add N(0, σ²C²), divide by the expected batch size b."""
 
 from dplab.training.methods.base import Method
+from dplab.schemes import Sampling
 
 METHOD = Method(
     name="dp_sgd",
     display="DP-SGD",
     source="003 Alg. 2; 000 Alg. 1",
     rule="w ← w − η·(g + σC·Z)/b, Poisson batches",
-    samplings=("poisson", "without_replacement", "shuffle", "balls_in_bins"),
+    samplings=(
+        Sampling.POISSON,
+        Sampling.WITHOUT_REPLACEMENT,
+        Sampling.SHUFFLE,
+        Sampling.BALLS_IN_BINS,
+    ),
 )

@@ -2,12 +2,13 @@
 accounted by privacy amplification by iteration (pabi) by default."""
 
 from dplab.training.methods.base import Method
+from dplab.schemes import Sampling
 
 METHOD = Method(
     name="dp_sgd_fixed_batches",
     display="DP-SGD, fixed batches",
     source="000 Alg. 2",
     rule="w ← w − η·(g + σC·Z)/b, fixed batches cycled",
-    samplings=("shuffle",),
+    samplings=(Sampling.SHUFFLE,),
     accountant="pabi",
 )

@@ -2,12 +2,13 @@
 √(2η)·σ₀₀₂ is the engine's ησC/n (:func:`dplab.units.langevin_sigma`)."""
 
 from dplab.training.methods.base import Method
+from dplab.schemes import Sampling
 
 METHOD = Method(
     name="noisy_gd",
     display="noisy GD",
     source="002 Alg. 1",
     rule="w ← Π(w − η·(g + σC·Z)/n); √(2η)σ₀₀₂ = ησC/n",
-    samplings=("full_batch",),
+    samplings=(Sampling.FULL_BATCH,),
     projection="optional",
 )

@@ -2,13 +2,14 @@
 batch size |B|, project onto the ball of diameter D; noise σ_A = ησC/b (:func:`dplab.units.asoodeh_sigma`)."""
 
 from dplab.training.methods.base import Method
+from dplab.schemes import Sampling
 
 METHOD = Method(
     name="projected_dp_sgd",
     display="projected DP-SGD",
     source="001 eq. (1), (12)",
     rule="w ← Π_D(w − η·g/|B| + σ_A·Z), σ_A = ησC/b",
-    samplings=("poisson", "without_replacement"),
+    samplings=(Sampling.POISSON, Sampling.WITHOUT_REPLACEMENT),
     normalize="realized",
     projection="required",
     accountant="asoodeh_projected",

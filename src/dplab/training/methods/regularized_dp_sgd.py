@@ -2,13 +2,14 @@
 by (1 − λ) each step; divide by the realized batch size |B|."""
 
 from dplab.training.methods.base import Method
+from dplab.schemes import Sampling
 
 METHOD = Method(
     name="regularized_dp_sgd",
     display="regularized DP-SGD",
     source="001 eq. (16)-(17)",
     rule="w ← (1−λ)w − η·g/|B| + σ_A·Z",
-    samplings=("without_replacement", "poisson"),
+    samplings=(Sampling.WITHOUT_REPLACEMENT, Sampling.POISSON),
     normalize="realized",
     regularized=True,
     accountant="asoodeh_regularized",
