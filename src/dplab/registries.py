@@ -69,7 +69,8 @@ def _row(kind: str, registry: Registry, name: str, entry) -> list[str]:
         return [entry.display, entry.source]
     if kind == "figures":
         return [entry.TITLE, entry.SOURCE]
-    return [", ".join(need for need, yes in entry.items() if yes) or "-"]
+    needs = ", ".join(need for need, yes in entry.items() if yes is True) or "-"
+    return [needs, f"`{entry['marker']}`"]
 
 
 COLUMNS = {
@@ -77,7 +78,7 @@ COLUMNS = {
     "methods": ["display", "source"],
     "models": ["display", "source"],
     "figures": ["title", "source"],
-    "estimators": ["needs"],
+    "estimators": ["needs", "marker"],
     "samplings": ["display", "sampler", "fixed batch size", "epochs", "amplified under", "Setting"],
     "neighbourings": ["display", "sensitivity of the clipped sum"],
 }

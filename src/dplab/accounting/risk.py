@@ -44,7 +44,7 @@ FPRS = (0.001, 0.01, 0.1)
 #: the accountants whose ε comes from the privacy-loss distribution the risk is read from
 PLD_ACCOUNTANTS = ("pld",)
 #: the samplings the risk is computed for
-RISK_SAMPLINGS = ("poisson", "full_batch")
+RISK_SAMPLINGS = (Sampling.POISSON, Sampling.FULL_BATCH)
 
 
 def gaussian_tpr(fpr, mu):

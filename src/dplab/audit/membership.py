@@ -69,9 +69,9 @@ from dplab.schemes import Neighbouring, Sampling
 
 #: threat model -> (canary kind, observations, default neighbouring relation)
 THREAT_MODELS = {
-    "white_box": ("gradient", ("trajectory",), "add_remove"),
-    "last_iterate": ("gradient", ("last_iterate",), "replace_one"),
-    "input_canary": ("input", ("last_iterate", "trajectory"), "replace_one"),
+    "white_box": ("gradient", ("trajectory",), Neighbouring.ADD_REMOVE),
+    "last_iterate": ("gradient", ("last_iterate",), Neighbouring.REPLACE_ONE),
+    "input_canary": ("input", ("last_iterate", "trajectory"), Neighbouring.REPLACE_ONE),
 }
 #: methods the lockstep runner reproduces (i.i.d. Gaussian noise, per-example clipping)
 AUDITABLE = tuple(name for name, method in METHODS.items() if method.noise == "independent")

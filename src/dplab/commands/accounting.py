@@ -83,7 +83,7 @@ def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = N
     parser.add_argument(
         "--neighbouring",
         choices=NEIGHBOURINGS,
-        default="add_remove",
+        default=Neighbouring.ADD_REMOVE,
         help="neighbouring relation: add_remove (sum sensitivity C) or replace_one (2C); default add_remove",
     )
     parser.add_argument(

@@ -86,13 +86,13 @@ def register(subparsers) -> None:
     p.add_argument(
         "--neighbouring",
         default=None,
-        choices=("add_remove", "replace_one"),
+        choices=tuple(Neighbouring),
         help="neighbouring relation of the accounting (with --delta; default add_remove)",
     )
     p.add_argument(
         "--sampling",
         default=None,
-        choices=("min_separation", "cyclic_poisson"),
+        choices=(Sampling.MIN_SEPARATION, Sampling.CYCLIC_POISSON),
         help="participation scheme the accounting assumes, each record in one of b "
         "partitions drawn independently once per run: partition t mod b is batch t (k "
         "participations >= b steps apart, no amplification) or is Poisson-sampled at "

@@ -394,7 +394,7 @@ def truncate(fact: Factorization | ToeplitzFactorization, spec, steps: int):
 def sampler_description(spec) -> dict:
     if isinstance(spec, mf_accounting.MinSeparation):
         return {
-            "name": "min_separation",
+            "name": Sampling.MIN_SEPARATION,
             "min_separation": spec.min_separation,
             "participations": spec.participations,
             "description": "b partitions (each record's drawn uniformly and independently, "
@@ -402,7 +402,7 @@ def sampler_description(spec) -> dict:
             "participations, any two >= b steps apart; no amplification",
         }
     return {
-        "name": "cyclic_poisson",
+        "name": Sampling.CYCLIC_POISSON,
         "partitions": spec.partitions_count,
         "sampling_rate": spec.sampling_rate,
         "compositions": spec.compositions,
