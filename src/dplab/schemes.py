@@ -205,24 +205,32 @@ class Sampling(_Named):
 
     POISSON = (
         "poisson",
-        Scheme("Poisson sampling", PoissonSampler, False, amplified=Neighbouring.ADD_REMOVE),
+        Scheme(
+            "Poisson sampling", PoissonSampler, fixed_size=False, amplified=Neighbouring.ADD_REMOVE
+        ),
     )
     WITHOUT_REPLACEMENT = (
         "without_replacement",
         Scheme(
             "sampling without replacement",
             WithoutReplacementSampler,
-            True,
+            fixed_size=True,
             amplified=Neighbouring.REPLACE_ONE,
         ),
     )
-    SHUFFLE = "shuffle", Scheme("shuffled batches", ShuffleSampler, True, epochs=True)
-    FULL_BATCH = "full_batch", Scheme("full batch", FullBatchSampler, True)
-    BALLS_IN_BINS = "balls_in_bins", Scheme("balls-in-bins", BallsInBinsSampler, False, True)
-    MIN_SEPARATION = "min_separation", Scheme("fixed partitions", None, True, accounted=False)
+    SHUFFLE = "shuffle", Scheme("shuffled batches", ShuffleSampler, fixed_size=True, epochs=True)
+    FULL_BATCH = "full_batch", Scheme("full batch", FullBatchSampler, fixed_size=True)
+    BALLS_IN_BINS = (
+        "balls_in_bins",
+        Scheme("balls-in-bins", BallsInBinsSampler, fixed_size=False, epochs=True),
+    )
+    MIN_SEPARATION = (
+        "min_separation",
+        Scheme("fixed partitions", None, fixed_size=True, accounted=False),
+    )
     CYCLIC_POISSON = (
         "cyclic_poisson",
-        Scheme("cyclic Poisson partitions", None, False, accounted=False),
+        Scheme("cyclic Poisson partitions", None, fixed_size=False, accounted=False),
     )
 
     @property

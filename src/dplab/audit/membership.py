@@ -365,11 +365,7 @@ def _exact(
       is the composition pld computes, where it applies), nan at a T whose ε its grid does not
       resolve (:data:`dplab.audit.exact.EPSILON_SEARCH_MAX`).
     """
-    fixed_batch = run.sampling in (
-        Sampling.FULL_BATCH,
-        Sampling.WITHOUT_REPLACEMENT,
-        Sampling.SHUFFLE,
-    )
+    fixed_batch = Sampling(run.sampling).fixed_size  # |B| = b at every step
     if projections or (
         run.l2 and (gradient.neighbouring == Neighbouring.ADD_REMOVE or not fixed_batch)
     ):
