@@ -10,16 +10,16 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import model_settings
+
 from dplab.errors import Diverged
 from dplab.mf import accounting as mf_accounting
+from dplab.schemes import Sampling
 from dplab.training import checkpoint, loop, per_example
 from dplab.training.methods import dp_mf
-from dplab.training.resolve import resolve_run
 from dplab.training.noise import GaussianNoise
+from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
-from dplab.schemes import Sampling
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 FILES = ("summary.json", "metrics.csv", "model.pt")

@@ -10,11 +10,11 @@ import torch
 from torch import nn
 
 import dplab
-from dplab.training.settings import RunSettings
-from dplab.training import data, loop, models
-from dplab.training.resolve import resolve_run
-from dplab.training.per_example import CLIP_EPS
 from dplab.schemes import Sampling
+from dplab.training import data, loop, models
+from dplab.training.per_example import CLIP_EPS
+from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
 
 
 # ------------------------------------------------------------------------------ samplers

@@ -13,17 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from dplab import accounting
 from dplab.errors import DPLabError
-from dplab.schemas import load_schema
-from dplab.training.resolve import resolve_run
 from dplab.figures import runs
+from dplab.schemas import load_schema
+from dplab.schemes import Sampling
 from dplab.training.methods import METHODS
 from dplab.training.methods.base import Method
+from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
-from dplab.schemes import Sampling
 
 PACKAGE = ROOT / "src" / "dplab"
 METHODS_DIR = PACKAGE / "training" / "methods"

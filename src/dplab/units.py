@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 
 from dplab.errors import DPLabError
-from dplab.validate import positive
 from dplab.schemes import Neighbouring
+from dplab.validate import positive
 
 
 def sampling_rate(batch_size: int, dataset_size: int) -> float:

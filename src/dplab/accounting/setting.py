@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 
 from dplab.errors import DPLabError
-from dplab.validate import integer, positive
 from dplab.schemes import Neighbouring, Sampling
+from dplab.validate import integer, positive
 
 #: the samplings a Setting takes (dp_mf's samplers are accounted by their own event)
 SAMPLINGS = tuple(s for s in Sampling if s.accounted)

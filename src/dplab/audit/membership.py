@@ -60,12 +60,12 @@ from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
 from dplab.progress import Progress
+from dplab.schemes import Neighbouring, Sampling
 from dplab.training import models, privacy
-from dplab.training.resolve import resolve_run
 from dplab.training.data import Dataset
 from dplab.training.methods import METHODS, update_of
+from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
-from dplab.schemes import Neighbouring, Sampling
 
 #: threat model -> (canary kind, observations, default neighbouring relation)
 THREAT_MODELS = {

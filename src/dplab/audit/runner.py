@@ -41,10 +41,10 @@ import torch
 
 from dplab.audit.canary import Canary, GradientCanaries, block
 from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring
 from dplab.training.loop import steps
 from dplab.training.settings import RunSettings
 from dplab.training.stacked import StackedRuns, clipped_sums
-from dplab.schemes import Neighbouring
 
 
 @dataclass

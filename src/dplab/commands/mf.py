@@ -34,8 +34,8 @@ import json
 import time
 
 from dplab.errors import DPLabError
-from dplab.validate import integer, positive
 from dplab.schemes import Neighbouring, Sampling
+from dplab.validate import integer, positive
 
 
 def register(subparsers) -> None:

@@ -30,9 +30,9 @@ from dplab.accounting import Setting, get
 from dplab.figures import Inputs, mf_regime, runs, style
 from dplab.figures.techniques_table import technique_setting
 from dplab.inputs import read_csv, run_metrics
-from dplab.training.summary import RunSummary
-from dplab.tables import read_table
 from dplab.schemes import Sampling
+from dplab.tables import read_table
+from dplab.training.summary import RunSummary
 
 TITLE = "Claims of the source papers and of Tramèr & Boneh, checked against this run's results"
 SOURCE = "000 Table I; 001 Figs. 1, 3; 002 Figs. 1–2; 003 §3–4; 004 §2–4.3; Tramèr & Boneh (ICLR 2021) §3"

@@ -36,9 +36,9 @@ from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
+from dplab.schemes import Sampling
 from dplab.training.summary import RunSummary
 from dplab.units import sum_sensitivity
-from dplab.schemes import Sampling
 
 TITLE = "DP-MF vs DP-SGD over epochs and ε, each method's learning rate chosen on validation data"
 SOURCE = (

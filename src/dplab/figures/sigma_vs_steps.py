@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from dplab.accounting import Setting, get
-from dplab.accounting.eligibility import refusal
 from dplab.accounting.composition import sigma_naive_note, sigma_strong_note
+from dplab.accounting.eligibility import refusal
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import Inputs, style
 from dplab.schemes import Sampling

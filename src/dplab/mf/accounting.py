@@ -51,9 +51,9 @@ from dplab.accounting.setting import check_delta, check_epsilon
 from dplab.errors import AssumptionError, DPLabError
 from dplab.mf.factorizations import Factorization
 from dplab.mf.sensitivity import max_participations
+from dplab.schemes import Neighbouring, Sampling
 from dplab.units import sum_sensitivity
 from dplab.validate import integer
-from dplab.schemes import Neighbouring, Sampling
 
 NAME = "mf"
 

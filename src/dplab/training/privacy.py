@@ -20,9 +20,9 @@ from dplab import accounting
 from dplab.accounting import Setting, epochs, risk
 from dplab.accounting.eligibility import Update, bound, defaults, exclusion, refusal
 from dplab.errors import DPLabError
+from dplab.schemes import Sampling
 from dplab.training.data import largest_norm, logreg_constants
 from dplab.training.settings import RunSettings
-from dplab.schemes import Sampling
 
 
 @dataclass(kw_only=True)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from dplab.accounting.eligibility import check_accountants
 from dplab.errors import DPLabError
+from dplab.schemas import load_schema, load_yaml, validate
+from dplab.schemes import Sampling
 from dplab.training import model_file, optimizers
 from dplab.training.methods import METHODS, get
-from dplab.schemas import load_schema, load_yaml, validate
 from dplab.training.settings import RunSettings
 from dplab.validate import json_value
-from dplab.schemes import Sampling
 
 
 def load_runs(path: str | Path | None = None, run_json: str | None = None) -> list[dict]:

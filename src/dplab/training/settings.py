@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from dplab.training.optimizers import CONSTANT, SGD, OptimizerOptions
 from dplab.schemes import Sampling
+from dplab.training.optimizers import CONSTANT, SGD, OptimizerOptions
 
 
 @dataclass(frozen=True, kw_only=True)

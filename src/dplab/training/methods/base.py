@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dplab.accounting.eligibility import Update
+from dplab.schemes import Neighbouring, Sampler, Sampling
 from dplab.training import privacy
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.settings import RunSettings
-from dplab.schemes import Neighbouring, Sampler, Sampling
 
 
 @dataclass(kw_only=True)

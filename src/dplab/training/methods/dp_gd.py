@@ -1,7 +1,7 @@
 """Method ``dp_gd``: full-batch DP gradient descent (004 §3.1–3.3), optionally projected."""
 
-from dplab.training.methods.base import Method
 from dplab.schemes import Sampling
+from dplab.training.methods.base import Method
 
 METHOD = Method(
     name="dp_gd",

@@ -58,11 +58,11 @@ from dplab.mf.factorizations import Factorization
 from dplab.mf.noise import stream
 from dplab.mf.toeplitz import ToeplitzFactorization
 from dplab.mf.workload import prefix_sum
+from dplab.schemes import Neighbouring, Sampler, Sampling
 from dplab.training.methods.base import Mechanism, Method
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, requested_accountants
 from dplab.training.settings import RunSettings
-from dplab.schemes import Neighbouring, Sampler, Sampling
 
 NAME = "dp_mf"
 ACCOUNTANT = mf_accounting.NAME  # "mf"

@@ -1,8 +1,8 @@
 """Method ``dp_sgd``: DP-SGD with Poisson batches by default (003 Alg. 2; 000 Alg. 1, Abadi et
 al.): clip, sum, add N(0, σ²C²), divide by the expected batch size b."""
 
-from dplab.training.methods.base import Method
 from dplab.schemes import Sampling
+from dplab.training.methods.base import Method
 
 METHOD = Method(
     name="dp_sgd",

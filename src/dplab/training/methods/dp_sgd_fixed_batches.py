@@ -1,8 +1,8 @@
 """Method ``dp_sgd_fixed_batches``: DP-SGD over disjoint fixed batches cycled (000 Alg. 2),
 accounted by privacy amplification by iteration (pabi) by default."""
 
-from dplab.training.methods.base import Method
 from dplab.schemes import Sampling
+from dplab.training.methods.base import Method
 
 METHOD = Method(
     name="dp_sgd_fixed_batches",

@@ -1,8 +1,8 @@
 """Method ``regularized_dp_sgd``: regularized noisy SGD of 001 eq. (16)–(17): the weights shrink
 by (1 − λ) each step; divide by the realized batch size |B|."""
 
-from dplab.training.methods.base import Method
 from dplab.schemes import Sampling
+from dplab.training.methods.base import Method
 
 METHOD = Method(
     name="regularized_dp_sgd",

@@ -1,7 +1,7 @@
 """Method ``sgd``: non-private minibatch SGD (003 Alg. 1): no clipping, no noise, no accountant."""
 
-from dplab.training.methods.base import Method
 from dplab.schemes import Sampling
+from dplab.training.methods.base import Method
 
 METHOD = Method(
     name="sgd",
