@@ -78,3 +78,15 @@ def test_amplification_is_proved_for_the_relation_the_scheme_names():
         get("naive").check(Setting(sampling=scheme, neighbouring=scheme.amplified, **base))
         with pytest.raises(AssumptionError):
             get("naive").check(Setting(sampling=scheme, neighbouring=other, **base))
+
+
+def test_a_scheme_no_event_models_is_refused_not_taken_for_full_batch():
+    """A new scheme a Setting takes before events.run_event maps it gets no event at all."""
+    from dplab.accounting import events
+
+    setting = Setting(noise_multiplier=1.0, steps=2, dataset_size=10, batch_size=2)
+    object.__setattr__(setting, "sampling", "planted")  # past the Setting's own check
+    with pytest.raises(DPLabError, match="no event models planted sampling"):
+        events.run_event(setting)
+    full = events.run_event(Setting(noise_multiplier=1.0, steps=2, sampling=Sampling.FULL_BATCH))
+    assert events.view(full).sampling == Sampling.FULL_BATCH

@@ -132,6 +132,8 @@ def run_event(setting: Setting) -> dp_event.DpEvent:
             step = dp_event.PoissonSampledDpEvent(setting.sampling_rate, step)
         elif setting.sampling == Sampling.WITHOUT_REPLACEMENT:
             step = dp_event.SampledWithoutReplacementDpEvent(n, b, step)
+        elif setting.sampling != Sampling.FULL_BATCH:  # a scheme no event models: never full batch
+            raise _none(f"no event models {setting.sampling} sampling", "sampling")
         event = step if setting.steps is None else dp_event.SelfComposedDpEvent(step, steps)
     carried = _fields(event)
     hidden = {
