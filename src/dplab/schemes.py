@@ -188,9 +188,11 @@ class Scheme:
     """A sampling scheme's facts.  ``sampler``: its batch sampler class (None: the method builds
     its own, dp_mf from its factorization); ``fixed_size``: every batch has exactly b examples;
     ``epochs``: an epoch sampler, every example in at most one step of each epoch of ⌊n/b⌋
-    steps (balls-in-bins: exactly one); ``amplified``: the relation under which amplification by subsampling is proved for
-    it (Balle, Barthe & Gaboardi 2018: Poisson with add/remove, without replacement with
-    replace-one; None: none); ``accounted``: a :class:`dplab.accounting.Setting` takes it."""
+    steps (balls-in-bins: exactly one); ``amplified``: the relation under which amplification
+    by subsampling is proved for it (Balle, Barthe & Gaboardi 2018, "Privacy Amplification by
+    Subsampling: Tight Analyses via Couplings and Divergences": Poisson with add/remove, without
+    replacement with replace-one; None: none); ``accounted``: a
+    :class:`dplab.accounting.Setting` takes it."""
 
     display: str
     sampler: type[Sampler] | None

@@ -94,7 +94,7 @@ class Method:
         return {}
 
     def sampler(self, run: RunSettings, n: int) -> Sampler:
-        """The batch sampler of a resolved run on ``n`` examples (its scheme's, :mod:`dplab.schemes`)."""
+        """The batch sampler of a resolved run on ``n`` examples (its scheme's: dplab.schemes)."""
         return Sampling(run.sampling).sampler(n, run.b(n), run.reshuffle)
 
     def mechanism(
