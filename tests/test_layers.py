@@ -34,6 +34,7 @@ LAYERS = (
             "dplab.citations",
             "dplab.imports",
             "dplab.registry",
+            "dplab.schemes",
         ),
     ),
     ("layout", ("dplab.layout",)),

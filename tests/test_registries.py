@@ -16,6 +16,8 @@ from dplab.accounting.base import Accountant
 from dplab.accounting.registry import ACCOUNTANTS, get
 from dplab.figures import FIGURES, Figure
 from dplab.registry import Registry
+from dplab.schemas import load_schema
+from dplab.schemes import Neighbouring, Sampling
 from dplab.training.methods.base import Method
 from dplab.training.models.base import Model
 
@@ -27,14 +29,36 @@ def test_the_schemas_generated_lists_are_the_registries_names():
     for path in sorted((PACKAGE / "schemas").glob("*.schema.yaml")):
         text = path.read_text()
         assert registries.schema_text(text, found) == text, path.name  # python -m dplab.registries
-    run_schema = (PACKAGE / "schemas/run.schema.yaml").read_text()
-    assert registries.MARK.search(run_schema)["kind"] == "models"
+    marked = {
+        path.stem.split(".")[0]: {m["kind"] for m in registries.MARK.finditer(path.read_text())}
+        for path in (PACKAGE / "schemas").glob("*.schema.yaml")
+    }
+    assert marked["run"] == {"methods", "models", "samplings", "neighbourings", "accountants"}
+    assert marked["config"] == {"estimators", "neighbourings", "accountants"}
+
+
+def test_the_schemas_lists_are_the_types_members():
+    run = load_schema("run")["properties"]
+    assert run["sampling"]["enum"] == [*Sampling, None]
+    assert run["neighbouring"]["enum"] == list(Neighbouring)
+    assert run["accountant"]["examples"] == list(ACCOUNTANTS)
+    assert "enum" not in run["accountant"] and "enum" not in run["method"]  # resolve_run checks
+
+
+def test_the_config_schemas_figures_are_the_registered_figures():
+    figures = load_schema("config")["properties"]["figures"]["properties"]
+    assert set(figures) == set(FIGURES)
 
 
 def test_a_marked_schema_line_takes_its_registrys_names():
     table = {"models": Registry("model", {"b": "x:B", "a": "x:A"})}
     line = "      - {enum: [old, names]}  # generated: models\n"
     assert registries.schema_text(line, table) == "      - {enum: [b, a]}  # generated: models\n"
+    line = "  x: {enum: [old, null], default: null}  # generated: neighbourings\n"
+    new = (
+        "  x: {enum: [add_remove, replace_one, null], default: null}  # generated: neighbourings\n"
+    )
+    assert registries.schema_text(line, table) == new
 
 
 def test_the_docs_tables_are_the_registries():

@@ -10,14 +10,15 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import model_settings
+
 from dplab.errors import Diverged
 from dplab.mf import accounting as mf_accounting
-from dplab.training import checkpoint, loop, per_example, samplers
+from dplab.schemes import Sampling
+from dplab.training import checkpoint, loop, per_example
 from dplab.training.methods import dp_mf
-from dplab.training.resolve import resolve_run
 from dplab.training.noise import GaussianNoise
+from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -40,7 +41,7 @@ def accelerator_streams(monkeypatch):
 def _sampler(kind: str):
     if kind == "mf":
         return dp_mf.SpecSampler(mf_accounting.CyclicPoisson(60, 5.0, 4, 30))
-    return samplers.build(kind, 60, 5, reshuffle=kind == "shuffle")
+    return Sampling(kind).sampler(60, 5, reshuffle=kind == "shuffle")
 
 
 @pytest.mark.parametrize("kind", ["poisson", "without_replacement", "shuffle", "full_batch", "mf"])

@@ -10,16 +10,17 @@ import torch
 from torch import nn
 
 import dplab
-from dplab.training.settings import RunSettings
-from dplab.training import data, loop, models, samplers
-from dplab.training.resolve import resolve_run
+from dplab.schemes import Sampling
+from dplab.training import data, loop, models
 from dplab.training.per_example import CLIP_EPS
+from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
 
 
 # ------------------------------------------------------------------------------ samplers
 def test_poisson_batch_sizes_are_binomial_and_include_empty():
     n, b, draws = 100, 3, 4000
-    sampler, g = samplers.build("poisson", n, b), torch.Generator().manual_seed(1)
+    sampler, g = Sampling("poisson").sampler(n, b), torch.Generator().manual_seed(1)
     sizes = torch.tensor(
         [len(sampler.sample(t, g)) for t in range(1, draws + 1)], dtype=torch.float64
     )
@@ -32,7 +33,7 @@ def test_poisson_batch_sizes_are_binomial_and_include_empty():
 
 
 def test_without_replacement_fresh_fixed_size_batches():
-    sampler, g = samplers.build("without_replacement", 50, 7), torch.Generator().manual_seed(0)
+    sampler, g = Sampling("without_replacement").sampler(50, 7), torch.Generator().manual_seed(0)
     batches = [sampler.sample(t, g) for t in range(1, 30)]
     assert all(len(bt) == 7 and len(set(bt.tolist())) == 7 for bt in batches)
     assert len({tuple(bt.tolist()) for bt in batches}) == len(batches)
@@ -41,7 +42,7 @@ def test_without_replacement_fresh_fixed_size_batches():
 @pytest.mark.parametrize("reshuffle", [False, True])
 def test_shuffle_disjoint_batches_per_epoch(reshuffle):
     n, b = 23, 5  # Q = 4 batches, 3 examples never used
-    sampler, g = samplers.build("shuffle", n, b, reshuffle), torch.Generator().manual_seed(0)
+    sampler, g = Sampling("shuffle").sampler(n, b, reshuffle), torch.Generator().manual_seed(0)
     epochs = [[sampler.sample(4 * e + i + 1, g).tolist() for i in range(4)] for e in range(3)]
     for batches in epochs:
         flat = [i for bt in batches for i in bt]
@@ -52,7 +53,7 @@ def test_shuffle_disjoint_batches_per_epoch(reshuffle):
 
 def test_balls_in_bins_every_example_once_per_epoch_at_a_uniform_step():
     n, b, epochs = 30, 6, 3000  # t = 5 steps per epoch
-    sampler, g = samplers.build("balls_in_bins", n, b), torch.Generator().manual_seed(0)
+    sampler, g = Sampling("balls_in_bins").sampler(n, b), torch.Generator().manual_seed(0)
     counts = torch.zeros(5, n)  # counts[j, i]: epochs in which example i was in step j
     together = 0
     for e in range(epochs):
@@ -77,12 +78,12 @@ def test_balls_in_bins_every_example_once_per_epoch_at_a_uniform_step():
 
 def test_balls_in_bins_resumes_mid_epoch_from_its_state():
     n, b = 41, 4  # t = 10
-    sampler, g = samplers.build("balls_in_bins", n, b), torch.Generator().manual_seed(3)
+    sampler, g = Sampling("balls_in_bins").sampler(n, b), torch.Generator().manual_seed(3)
     for step in range(1, 8):
         sampler.sample(step, g)
     state, g_state = sampler.state_dict(), g.get_state()
     rest = [sampler.sample(step, g).tolist() for step in range(8, 25)]
-    again, g2 = samplers.build("balls_in_bins", n, b), torch.Generator()
+    again, g2 = Sampling("balls_in_bins").sampler(n, b), torch.Generator()
     again.load_state_dict(state)
     g2.set_state(g_state)
     assert [again.sample(step, g2).tolist() for step in range(8, 25)] == rest

@@ -13,16 +13,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from dplab import accounting
 from dplab.errors import DPLabError
-from dplab.schemas import load_schema
-from dplab.training import samplers
-from dplab.training.resolve import resolve_run
 from dplab.figures import runs
+from dplab.schemas import load_schema
+from dplab.schemes import Sampling
 from dplab.training.methods import METHODS
 from dplab.training.methods.base import Method
+from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
 
 PACKAGE = ROOT / "src" / "dplab"
@@ -131,7 +131,7 @@ def test_a_method_without_own_keys_resolves_and_samples_as_declared(name):
     assert cfg["accountant"] == method.default_accountant(cfg["sampling"], cfg["neighbouring"])
     assert method.update(RunSettings.of(cfg)).noise == method.noise
     sampler = method.sampler(RunSettings.of(cfg), 20)
-    assert type(sampler) is type(samplers.build(cfg["sampling"], 20, RunSettings.of(cfg).b(20)))
+    assert type(sampler) is type(Sampling(cfg["sampling"]).sampler(20, RunSettings.of(cfg).b(20)))
 
 
 def test_keys_and_accountants_of_one_method_are_refused_on_the_others():

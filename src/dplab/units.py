@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring
 from dplab.validate import positive
 
 
@@ -29,10 +30,8 @@ def sampling_rate(batch_size: int, dataset_size: int) -> float:
 def sum_sensitivity(clip: float, neighbouring: str) -> float:
     """L2 sensitivity of the clipped gradient sum: C (add_remove) or 2C (replace_one)."""
     clip = positive("clip", clip)
-    if neighbouring == "add_remove":
-        return clip
-    if neighbouring == "replace_one":
-        return 2.0 * clip
+    if neighbouring in tuple(Neighbouring):
+        return Neighbouring(neighbouring).sensitivity * clip
     raise DPLabError("neighbouring", f"must be add_remove or replace_one; got {neighbouring!r}")
 
 

@@ -23,14 +23,12 @@ from dplab import units
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError
+from dplab.schemes import Sampling
 
 #: the smallest log-moment (α − 1)·ρ(α), per unit of α, taken from a numerical Rényi divergence of a
 #: sampled Gaussian step (rdp, moments): their sums of about α terms of size ≈ 1 carry float64 rounding of
 #: ~1e-16 each, 1000 times below this
 LOG_MOMENT_FLOOR = 1e-10
-
-#: sampling → the one neighbouring relation its amplification theorem is proved for
-AMPLIFIED = {"poisson": "add_remove", "without_replacement": "replace_one"}
 
 SHUFFLE_REFUSAL = (
     "shuffle (fixed disjoint batches) is refused: no amplification by shuffling is proved; use "
@@ -41,9 +39,9 @@ SHUFFLE_REFUSAL = (
 
 def refuse_unamplified(accountant: str, setting: Setting) -> None:
     """Refuse shuffle, and a sampling paired with a relation its amplification theorem lacks."""
-    if setting.sampling == "shuffle":
+    if setting.sampling == Sampling.SHUFFLE:
         raise AssumptionError(accountant, "sampling", SHUFFLE_REFUSAL)
-    wanted = AMPLIFIED.get(setting.sampling)
+    wanted = Sampling(setting.sampling).amplified  # the one relation its theorem is proved for
     if wanted is not None and setting.neighbouring != wanted:
         raise AssumptionError(
             accountant,
@@ -60,7 +58,7 @@ def step_mu(setting: Setting) -> float:
 
 def step_rate(setting: Setting) -> float:
     """The amplification rate q (1 for full_batch)."""
-    return 1.0 if setting.sampling == "full_batch" else float(setting.sampling_rate)
+    return 1.0 if setting.sampling == Sampling.FULL_BATCH else float(setting.sampling_rate)
 
 
 def step_epsilon(setting: Setting, step_delta):

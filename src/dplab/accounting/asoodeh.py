@@ -20,6 +20,7 @@ from dplab import units
 from dplab.accounting.base import Accountant
 from dplab.accounting.roots import expand, safe_root
 from dplab.accounting.setting import Setting
+from dplab.schemes import Neighbouring, Sampling
 
 #: the largest ε the root searches of Thms 1–3 look for: θ_ε(r) is evaluated in log space, so ε this
 #: large (r ≈ 10⁶) still resolves; a bound that needs more is refused (a huge diameter, a tiny σ)
@@ -195,7 +196,7 @@ def regularized_delta_optimized(
 # ---------------------------------------------------------------------- accountants
 class _AsoodehBase(Accountant):
     release = "last_iterate"
-    neighbourings = ("replace_one",)
+    neighbourings = (Neighbouring.REPLACE_ONE,)
 
     @staticmethod
     def sigma_a(setting: Setting) -> float:
@@ -211,7 +212,7 @@ class AsoodehProjectedAccountant(_AsoodehBase):
 
     name = "asoodeh_projected"
     source = "001 Thm 1 (poisson), Thm 2 (without_replacement), Prop. 1; limits eq. (22), (23)"
-    samplings = ("poisson", "without_replacement")
+    samplings = (Sampling.POISSON, Sampling.WITHOUT_REPLACEMENT)
     requires = ("noise_multiplier", "steps", "batch_size", "dataset_size", "clip", "lr", "diameter")
     assumptions = (
         "only the last iterate is released (hidden state)",
@@ -247,7 +248,7 @@ class AsoodehRegularizedAccountant(_AsoodehBase):
 
     name = "asoodeh_regularized"
     source = "001 Thm 3, eq. (20)–(21) (κ optimized numerically)"
-    samplings = ("without_replacement",)
+    samplings = (Sampling.WITHOUT_REPLACEMENT,)
     requires = (
         "noise_multiplier",
         "steps",

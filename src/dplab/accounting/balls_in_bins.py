@@ -40,6 +40,7 @@ from dplab.accounting.fixed_batches import FixedBatches
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
+from dplab.schemes import Neighbouring, Sampling
 
 #: Rényi orders (integers, for the exact remove direction)
 ORDERS = np.concatenate([np.arange(2, 65), [80, 96, 128, 160, 192, 256]]).astype(float)
@@ -182,8 +183,8 @@ class BallsInBins(Accountant):
         "Chua et al. 2025 'Balls-and-Bins Sampling for DP-SGD'; dominating pair: Choquette-Choo et al. 2024, "
         "Lemma 3.2; exact epoch RDP (cf. Feldman & Shenfeld 2025 'Privacy amplification by random allocation', Thm 4.8)"
     )
-    samplings = ("balls_in_bins",)
-    neighbourings = ("add_remove",)
+    samplings = (Sampling.BALLS_IN_BINS,)
+    neighbourings = (Neighbouring.ADD_REMOVE,)
     requires = ("noise_multiplier", "steps", "batch_size", "dataset_size")
     assumptions = (
         "every intermediate iterate may be released (composition)",
@@ -229,4 +230,4 @@ class BallsInBins(Accountant):
 
     def _sigma_start(self, setting, epsilon, delta):
         """The rdp σ of Poisson sampling at q = b/n (close: random allocation ≈ Poisson)."""
-        return get("rdp").sigma(setting.replace(sampling="poisson"), epsilon, delta)
+        return get("rdp").sigma(setting.replace(sampling=Sampling.POISSON), epsilon, delta)

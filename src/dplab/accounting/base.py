@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 from dplab.accounting.roots import bracket, safe_root
 from dplab.accounting.setting import SETTING_NUMBERS, Setting, check_delta, check_epsilon
 from dplab.errors import AssumptionError, DPLabError
+from dplab.schemes import Neighbouring, Sampling
 
 #: Relative tolerance of every calibrated σ: the returned σ meets the target and
 #: σ·(1 − SIGMA_RTOL) does not (up to the accountant's own numerical precision).
@@ -105,8 +106,8 @@ class Accountant(ABC):
     #: (the matrix mechanism); a run reports the accountants of its own noise (eligibility.exclusion)
     noise: ClassVar[str] = "independent"
     #: sampling schemes and neighbouring relations the bound is proved for
-    samplings: ClassVar[tuple[str, ...]] = ("poisson",)
-    neighbourings: ClassVar[tuple[str, ...]] = ("add_remove", "replace_one")
+    samplings: ClassVar[tuple[str, ...]] = (Sampling.POISSON,)
+    neighbourings: ClassVar[tuple[str, ...]] = tuple(Neighbouring)
     #: Setting fields that must be given
     requires: ClassVar[tuple[str, ...]] = ("noise_multiplier", "sampling_rate", "steps")
     #: Setting fields that must be unset (or 0): update terms the bound's theorem does not have
@@ -262,7 +263,7 @@ class Accountant(ABC):
             ) from err
 
     def epsilon(
-        self, query: Setting | DpEvent, delta: float, neighbouring: str = "add_remove"
+        self, query: Setting | DpEvent, delta: float, neighbouring: str = Neighbouring.ADD_REMOVE
     ) -> float:
         """ε at δ of the whole run (T = setting.steps), or of an event under ``neighbouring``
         (:meth:`event_epsilon`; a Setting carries its own relation)."""
@@ -271,7 +272,7 @@ class Accountant(ABC):
         return float(self.epsilon_curve(query, delta, [self._steps(query)])[0])
 
     # ------------------------------------------------------------------- events
-    def supports(self, event: DpEvent, neighbouring: str = "add_remove") -> str | None:
+    def supports(self, event: DpEvent, neighbouring: str = Neighbouring.ADD_REMOVE) -> str | None:
         """None if this accountant bounds ``event`` under ``neighbouring``, else why not (one line:
         the declared assumption the event fails, as :meth:`check` words it)."""
         try:
@@ -305,7 +306,7 @@ class Accountant(ABC):
             raise self.fail(err.key, err.message) from None
 
     def event_epsilon(
-        self, event: DpEvent, delta: float, neighbouring: str = "add_remove"
+        self, event: DpEvent, delta: float, neighbouring: str = Neighbouring.ADD_REMOVE
     ) -> float:
         """ε at δ of ``event``: the ε of its one setting (:meth:`parts`)."""
         (setting,) = self.parts(event, neighbouring)

@@ -24,6 +24,7 @@ from dplab.accounting.amplification import (
 )
 from dplab.accounting.base import Accountant
 from dplab.accounting.roots import bisect, expand
+from dplab.schemes import Neighbouring, Sampling
 
 #: log-spaced fractions in (0, 1) scanned by the numerical optimizations, then refined
 _COARSE = np.concatenate([np.geomspace(1e-12, 0.5, 120), 1 - np.geomspace(0.5, 1e-12, 120)[1:]])
@@ -43,8 +44,13 @@ def _refined_min(objective, lo: float = 0.0, hi: float = 1.0) -> np.ndarray:
 
 
 class _Composition(Accountant):
-    samplings = ("poisson", "without_replacement", "full_batch", "shuffle")
-    neighbourings = ("add_remove", "replace_one")
+    samplings = (
+        Sampling.POISSON,
+        Sampling.WITHOUT_REPLACEMENT,
+        Sampling.FULL_BATCH,
+        Sampling.SHUFFLE,
+    )
+    neighbourings = (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE_ONE)
     assumptions = (
         "every intermediate iterate may be released (composition)",
         "poisson requires add_remove; without_replacement requires replace_one (q = b/n)",

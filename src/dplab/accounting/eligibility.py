@@ -32,6 +32,7 @@ from dplab.accounting.base import BOUND_WORDS, BOUNDS
 from dplab.accounting.registry import ACCOUNTANTS, get, names
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
+from dplab.schemes import Sampling
 
 NOISES = ("independent", "correlated", "none")
 #: :attr:`Update.optimizer` of plain SGD at a constant learning rate
@@ -205,7 +206,9 @@ def _update_refusal(setting: Setting, update: Update, release: str) -> str | Non
             "hidden-state bounds analyse the plain SGD step at a constant learning rate "
             f"(001 eq. 12, 17; 002 Alg. 1); the run updates with {update.optimizer}"
         )
-    if setting.sampling != "poisson":  # fixed-size batches: |B| = b, the two normalizations agree
+    if (
+        setting.sampling != Sampling.POISSON
+    ):  # fixed-size batches: |B| = b, the two normalizations agree
         return None
     if update.normalize == "realized" and release == "trajectory":
         return (

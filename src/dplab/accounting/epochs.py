@@ -1,7 +1,7 @@
 """Epochs of the samplers that use each example about once per pass: ``shuffle`` and ``balls_in_bins``.
 
 Both cut training into epochs of t = ⌊n/b⌋ steps (docs/sampling.md; the samplers of
-:mod:`dplab.training.samplers`):
+:mod:`dplab.schemes`):
 
 - ``shuffle``: a permutation of the n examples cut into t disjoint batches of b, one partition
   cycled or a new one per epoch; the n − t·b examples left over are not used in that epoch, so a
@@ -40,9 +40,10 @@ import numpy as np
 
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError
+from dplab.schemes import Neighbouring, Sampling
 
 #: samplers whose epochs this module describes
-SAMPLINGS = ("shuffle", "balls_in_bins")
+SAMPLINGS = tuple(s for s in Sampling if s.epochs)
 
 
 def steps_per_epoch(setting: Setting) -> int:
@@ -57,14 +58,17 @@ def participations(setting: Setting, steps) -> np.ndarray:
 
 def participation_rate(setting: Setting) -> float:
     """w: the probability that a given example is used in an epoch (t·b/n for shuffle, 1 otherwise)."""
-    if setting.sampling == "shuffle":
+    if setting.sampling == Sampling.SHUFFLE:
         return steps_per_epoch(setting) * setting.batch_size / setting.dataset_size
     return 1.0
 
 
 def shift(setting: Setting) -> float:
     """How far one participation can move the step's clipped sum, in units of C (see above)."""
-    if setting.neighbouring == "add_remove" and setting.sampling == "balls_in_bins":
+    if (
+        setting.neighbouring == Neighbouring.ADD_REMOVE
+        and setting.sampling == Sampling.BALLS_IN_BINS
+    ):
         return 1.0
     return 2.0
 
@@ -72,7 +76,7 @@ def shift(setting: Setting) -> float:
 def check(accountant: str, setting: Setting) -> None:
     """Refuse add_remove where adding or removing a record changes t = ⌊n/b⌋ (module docstring):
     the upper bounds' one-record coupling needs n mod b in [1, b − 2]."""
-    if setting.sampling in SAMPLINGS and setting.neighbouring == "add_remove":
+    if setting.sampling in SAMPLINGS and setting.neighbouring == Neighbouring.ADD_REMOVE:
         n, b = setting.dataset_size, setting.batch_size
         if n % b in (0, b - 1):
             raise AssumptionError(
@@ -86,7 +90,10 @@ def check(accountant: str, setting: Setting) -> None:
 
 def check_lower(accountant: str, setting: Setting) -> None:
     """The lower bounds' add_remove pair removes a record from n: the sampler must accept n − 1 ≥ b."""
-    if setting.neighbouring == "add_remove" and setting.dataset_size <= setting.batch_size:
+    if (
+        setting.neighbouring == Neighbouring.ADD_REMOVE
+        and setting.dataset_size <= setting.batch_size
+    ):
         raise AssumptionError(
             accountant,
             "dataset_size",

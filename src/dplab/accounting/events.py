@@ -31,6 +31,7 @@ from dp_accounting import dp_event
 
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring, Sampling
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ class MatrixFactorizationDpEvent(dp_event.DpEvent):
     sampler: str
     scale: float
     sampling_rate: float | None = None
-    neighbouring: str = "add_remove"
+    neighbouring: str = Neighbouring.ADD_REMOVE
 
 
 def run_event(setting: Setting) -> dp_event.DpEvent:
@@ -122,15 +123,17 @@ def run_event(setting: Setting) -> dp_event.DpEvent:
     steps = setting.steps if setting.steps is not None else 1
     step = dp_event.GaussianDpEvent(setting.noise_multiplier)
     n, b = setting.dataset_size, setting.batch_size
-    if setting.sampling == "shuffle":
+    if setting.sampling == Sampling.SHUFFLE:
         event = ShuffledDpEvent(n, b, steps, step, bool(setting.reshuffle))
-    elif setting.sampling == "balls_in_bins":
+    elif setting.sampling == Sampling.BALLS_IN_BINS:
         event = BallsInBinsDpEvent(n, b, steps, step)
     else:
-        if setting.sampling == "poisson":
+        if setting.sampling == Sampling.POISSON:
             step = dp_event.PoissonSampledDpEvent(setting.sampling_rate, step)
-        elif setting.sampling == "without_replacement":
+        elif setting.sampling == Sampling.WITHOUT_REPLACEMENT:
             step = dp_event.SampledWithoutReplacementDpEvent(n, b, step)
+        elif setting.sampling != Sampling.FULL_BATCH:  # a scheme no event models: never full batch
+            raise _none(f"no event models {setting.sampling} sampling", "sampling")
         event = step if setting.steps is None else dp_event.SelfComposedDpEvent(step, steps)
     carried = _fields(event)
     hidden = {
@@ -141,7 +144,7 @@ def run_event(setting: Setting) -> dp_event.DpEvent:
     return HiddenStateDpEvent(event, **hidden) if hidden else event
 
 
-def view(event: dp_event.DpEvent, neighbouring: str = "add_remove") -> Setting:
+def view(event: dp_event.DpEvent, neighbouring: str = Neighbouring.ADD_REMOVE) -> Setting:
     """The :class:`Setting` of one homogeneous (σ, q, T) that ``event`` is (the inverse of
     :func:`run_event`); an :class:`AssumptionError` (key ``event``) for an event that has none: a
     composition of unequal events, a matrix-factorization event, an event this project does not model."""
@@ -156,19 +159,19 @@ def _fields(event: dp_event.DpEvent) -> dict:
         return {
             "noise_multiplier": event.noise_multiplier,
             "sensitivity": 1.0,
-            "sampling": "full_batch",
+            "sampling": Sampling.FULL_BATCH,
             "steps": 1,
         }
     if isinstance(event, dp_event.PoissonSampledDpEvent):
         return {
             **_gaussian(event.event),
-            "sampling": "poisson",
+            "sampling": Sampling.POISSON,
             "sampling_rate": event.sampling_probability,
         }
     if isinstance(event, dp_event.SampledWithoutReplacementDpEvent):
         return {
             **_gaussian(event.event),
-            "sampling": "without_replacement",
+            "sampling": Sampling.WITHOUT_REPLACEMENT,
             "dataset_size": event.source_dataset_size,
             "batch_size": event.sample_size,
         }
@@ -176,7 +179,7 @@ def _fields(event: dp_event.DpEvent) -> dict:
         shuffle = isinstance(event, ShuffledDpEvent)
         return {
             **_gaussian(event.event),
-            "sampling": "shuffle" if shuffle else "balls_in_bins",
+            "sampling": Sampling.SHUFFLE if shuffle else Sampling.BALLS_IN_BINS,
             "dataset_size": event.dataset_size,
             "batch_size": event.batch_size,
             "steps": event.steps,
@@ -209,7 +212,7 @@ def _composed(event: dp_event.ComposedDpEvent) -> dict:
     if not parts:
         raise _none("an empty composition")
     rest = [{k: v for k, v in p.items() if k != "steps"} for p in parts]
-    if any(r != rest[0] for r in rest[1:]) or rest[0]["sampling"] in ("shuffle", "balls_in_bins"):
+    if any(r != rest[0] for r in rest[1:]) or Sampling(rest[0]["sampling"]).epochs:
         raise _none(
             "a composition of unequal phases (or of epoch samplers) has no single (σ, q, T): "
             "rdp and pld compose heterogeneous phases",

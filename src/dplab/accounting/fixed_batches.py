@@ -31,6 +31,7 @@ from dplab.accounting.base import Accountant
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
+from dplab.schemes import Sampling
 
 _REQUIRES = ("noise_multiplier", "steps", "batch_size", "dataset_size")
 
@@ -93,7 +94,7 @@ class AsIfPoisson(Accountant):
 
     @staticmethod
     def poisson(setting: Setting) -> Setting:
-        return setting.replace(sampling="poisson")
+        return setting.replace(sampling=Sampling.POISSON)
 
     def _epsilon_curve(self, setting, delta, steps):
         return get("pld").epsilon_curve(self.poisson(setting), delta, steps)

@@ -26,6 +26,7 @@ from scipy.special import erfcx, ndtr
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, Accountant
 from dplab.accounting.roots import bisect, expand, safe_root
 from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
+from dplab.schemes import Neighbouring
 
 _BISECTION_STEPS = 200
 #: the smallest ε a calibration is inverted at (ε of a σ below it is reported as this bound)
@@ -233,7 +234,7 @@ class GaussianCalibration(Accountant):
 
     release = "trajectory"
     samplings = SAMPLINGS
-    neighbourings = ("add_remove", "replace_one")
+    neighbourings = (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE_ONE)
     requires = ("noise_multiplier", "sensitivity")
     #: one release: no training constants (steps and sampling_rate are read, and must be 1)
     reads = ("steps", *Accountant.reads)

@@ -37,11 +37,15 @@ from dplab.accounting.dp_accounting_adapters import RdpAccountant
 from dplab.accounting.rdp_conversion import epsilon_from_rdp
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring, Sampling
 
 #: sensitivities are rounded up to a multiple of 1/LEVELS (level k: s = k/LEVELS; one rdp call a level, ~50 ms)
 LEVELS = 64
 #: the (sampling, neighbouring) pairs individual accounting is implemented for (``rdp``'s Gaussian ones)
-SUPPORTED = (("poisson", "add_remove"), ("full_batch", "add_remove"))
+SUPPORTED = (
+    (Sampling.POISSON, Neighbouring.ADD_REMOVE),
+    (Sampling.FULL_BATCH, Neighbouring.ADD_REMOVE),
+)
 NEIGHBOURING = "add/remove of the record, every other record fixed"
 METHOD = (
     "individual RDP (Feldman & Zrnic 2021): per step the rdp accountant's RDP at σ·C/min(‖g_i,t‖, C), "

@@ -16,6 +16,7 @@ from scipy.special import lambertw
 from dplab import units
 from dplab.accounting import rdp_conversion
 from dplab.accounting.setting import Setting
+from dplab.schemes import Neighbouring, Sampling
 
 #: y > 0 solving y/2 = 1 − e^(−y), i.e. y = 2 + W₀(−2e⁻²) ≈ 1.5936: where a Thm 2 bound
 #: (α S_g²/(2cσ⁴n²))(1 − e^(−uηK)), u = σ²c, meets the App. E baseline α S_g² ηK/(4σ²n²).
@@ -112,8 +113,8 @@ class LangevinAccountant(rdp_conversion.RdpBound):
         "002 Cor. 1 / Thm 2 (000 Thm VII.1); add_remove: Cor. 1 with λ(n−1)/n, β(n+1)/n (docstring)"
     )
     release = "last_iterate"
-    samplings = ("full_batch",)
-    neighbourings = ("add_remove", "replace_one")
+    samplings = (Sampling.FULL_BATCH,)
+    neighbourings = (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE_ONE)
     requires = (
         "noise_multiplier",
         "steps",
@@ -140,7 +141,7 @@ class LangevinAccountant(rdp_conversion.RdpBound):
         """(λ', β'): the extreme Hessian eigenvalues of the averaged loss of any dataset the bound
         compares — (λ, β) under replace_one, (λ(n−1)/n, β(n+1)/n) under add_remove (class doc)."""
         lam, beta, n = setting.strong_convexity, setting.smoothness, setting.dataset_size
-        if setting.neighbouring == "add_remove":
+        if setting.neighbouring == Neighbouring.ADD_REMOVE:
             return lam * (n - 1) / n, beta * (n + 1) / n
         return lam, beta
 
@@ -150,7 +151,7 @@ class LangevinAccountant(rdp_conversion.RdpBound):
                 "strong_convexity",
                 f"must be <= smoothness ({setting.smoothness}); got {setting.strong_convexity}",
             )
-        if setting.neighbouring == "add_remove" and setting.dataset_size < 2:
+        if setting.neighbouring == Neighbouring.ADD_REMOVE and setting.dataset_size < 2:
             raise self.fail(
                 "dataset_size",
                 f"must be >= 2 under add_remove (the neighbour of one record is empty); "
@@ -160,7 +161,7 @@ class LangevinAccountant(rdp_conversion.RdpBound):
         if not setting.lr < 1.0 / beta:
             which = (
                 "smoothness"
-                if setting.neighbouring == "replace_one"
+                if setting.neighbouring == Neighbouring.REPLACE_ONE
                 else "smoothness·(n+1)/n (add_remove)"
             )
             raise self.fail(

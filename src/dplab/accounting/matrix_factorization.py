@@ -33,9 +33,13 @@ from dplab.accounting.events import MatrixFactorizationDpEvent
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting, check_delta, check_epsilon
+from dplab.schemes import Neighbouring, Sampling
 
 #: the samplers an MF event may name, and the relations each is proved for
-SAMPLERS = {"min_separation": ("add_remove", "replace_one"), "cyclic_poisson": ("add_remove",)}
+SAMPLERS = {
+    Sampling.MIN_SEPARATION: (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE_ONE),
+    Sampling.CYCLIC_POISSON: (Neighbouring.ADD_REMOVE,),
+}
 
 
 class MatrixFactorizationAccountant(Accountant):
@@ -46,7 +50,7 @@ class MatrixFactorizationAccountant(Accountant):
     noise = "correlated"
     samplings = tuple(SAMPLERS)
     samplers = SAMPLERS
-    neighbourings = ("add_remove", "replace_one")
+    neighbourings = (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE_ONE)
     requires = ()
     reads = ()
     assumptions = (
@@ -71,7 +75,7 @@ class MatrixFactorizationAccountant(Accountant):
         return []
 
     def dp_event(
-        self, event: dp_event.DpEvent, neighbouring: str = "add_remove"
+        self, event: dp_event.DpEvent, neighbouring: str = Neighbouring.ADD_REMOVE
     ) -> dp_event.DpEvent:
         """The dp_accounting event ``event`` is (module docstring); refused unless an MF event of a
         known sampler under its own relation (cyclic_poisson: add_remove)."""
@@ -89,9 +93,9 @@ class MatrixFactorizationAccountant(Accountant):
                 f"the event's Δ₁ is for {event.neighbouring}; asked for {neighbouring}",
             )
         gaussian = dp_accounting.GaussianDpEvent(event.noise_multiplier / event.scale)
-        if event.sampler == "min_separation":
+        if event.sampler == Sampling.MIN_SEPARATION:
             return gaussian
-        if neighbouring != "add_remove":
+        if neighbouring != Neighbouring.ADD_REMOVE:
             raise self.fail(
                 "neighbouring",
                 f"amplified banded MF is proved for add_remove only; got {neighbouring!r}",
@@ -100,7 +104,7 @@ class MatrixFactorizationAccountant(Accountant):
         step = gaussian if rate == 1 else dp_accounting.PoissonSampledDpEvent(rate, gaussian)
         return dp_accounting.SelfComposedDpEvent(step, event.participations)
 
-    def event_epsilon(self, event, delta, neighbouring="add_remove") -> float:
+    def event_epsilon(self, event, delta, neighbouring=Neighbouring.ADD_REMOVE) -> float:
         """ε at δ: exact for a Gaussian event (k Gaussians of μ compose to one of μ√k, Dong, Roth &
         Su 2022, Cor. 3.3; :func:`gaussian_epsilon`), ``pld`` for a Poisson-sampled one."""
         delta = check_delta(delta)
@@ -109,7 +113,9 @@ class MatrixFactorizationAccountant(Accountant):
             return float(gaussian_epsilon(delta, math.sqrt(count) / sigma))
         return self._as_mf(lambda: get("pld").epsilon(_poisson(sigma, rate, count), delta))
 
-    def event_delta(self, event, epsilon: float, neighbouring: str = "add_remove") -> float:
+    def event_delta(
+        self, event, epsilon: float, neighbouring: str = Neighbouring.ADD_REMOVE
+    ) -> float:
         """δ at ε (as :meth:`event_epsilon`), never below :data:`DELTA_FLOOR`."""
         epsilon = check_epsilon(epsilon)
         sigma, rate, count = _parts(self.dp_event(event, neighbouring))
@@ -118,7 +124,7 @@ class MatrixFactorizationAccountant(Accountant):
         return self._as_mf(lambda: get("pld").delta(_poisson(sigma, rate, count), epsilon))
 
     def event_sigma(
-        self, event, epsilon: float, delta: float, neighbouring: str = "add_remove"
+        self, event, epsilon: float, delta: float, neighbouring: str = Neighbouring.ADD_REMOVE
     ) -> float:
         """The smallest σ (the event's own ignored) with ε ≤ ``epsilon`` at ``delta``: the event's
         noise multiplier is σ/s; a Gaussian event needs √k·σ₁, σ₁ the exact one-release calibration

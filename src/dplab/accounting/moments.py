@@ -26,6 +26,7 @@ from scipy.special import gammaln, logsumexp
 from dplab import units
 from dplab.accounting.amplification import SHUFFLE_REFUSAL, safe_log_moments
 from dplab.accounting.base import Accountant
+from dplab.schemes import Neighbouring, Sampling
 
 #: the moment orders λ of Abadi et al. (their implementation: λ ≤ 32)
 LAMBDAS = np.arange(1, 33)
@@ -84,8 +85,8 @@ class MomentsAccountant(Accountant):
 
     name = "moments"
     source = "000 §IV, eq. (5) and Thm IV.1 (Abadi et al. 2016): log-moments λ = 1..32, tail bound"
-    samplings = ("poisson", "full_batch", "shuffle")
-    neighbourings = ("add_remove", "replace_one")
+    samplings = (Sampling.POISSON, Sampling.FULL_BATCH, Sampling.SHUFFLE)
+    neighbourings = (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE_ONE)
     assumptions = (
         "every intermediate iterate may be released (composition)",
         "poisson sampling with add_remove (the sampled Gaussian of Abadi et al.); "
@@ -94,9 +95,9 @@ class MomentsAccountant(Accountant):
     )
 
     def check_setting(self, setting):
-        if setting.sampling == "shuffle":
+        if setting.sampling == Sampling.SHUFFLE:
             raise self.fail("sampling", SHUFFLE_REFUSAL)
-        if setting.sampling == "poisson" and setting.neighbouring != "add_remove":
+        if setting.sampling == Sampling.POISSON and setting.neighbouring != Neighbouring.ADD_REMOVE:
             raise self.fail(
                 "neighbouring", "the sampled-Gaussian moments are derived for add_remove only"
             )
@@ -104,7 +105,7 @@ class MomentsAccountant(Accountant):
     def alphas(self, setting) -> np.ndarray:
         """α(λ) of one step, λ in :data:`LAMBDAS` (the log-moment of order λ + 1; sampled steps made
         float-safe by :func:`amplification.safe_log_moments`)."""
-        q = 1.0 if setting.sampling == "full_batch" else float(setting.sampling_rate)
+        q = 1.0 if setting.sampling == Sampling.FULL_BATCH else float(setting.sampling_rate)
         sigma = units.effective_noise_multiplier(setting.noise_multiplier, setting.neighbouring)
         alphas = np.array(log_moments(q, float(sigma)))
         return alphas if q == 1.0 else safe_log_moments(alphas, LAMBDAS + 1, setting)

@@ -8,6 +8,7 @@ import numpy as np
 from dplab import units
 from dplab.accounting import rdp_conversion
 from dplab.accounting.setting import Setting
+from dplab.schemes import Neighbouring, Sampling
 
 
 def worst_shift_cost(steps, batches: int, reshuffle: bool = False) -> np.ndarray:
@@ -65,8 +66,8 @@ class PabiAccountant(rdp_conversion.RdpBound):
     name = "pabi"
     source = "000 §VI.A, Alg. 2, Thm VI.1 (Feldman et al. 2018)"
     release = "last_iterate"
-    samplings = ("shuffle",)
-    neighbourings = ("replace_one",)
+    samplings = (Sampling.SHUFFLE,)
+    neighbourings = (Neighbouring.REPLACE_ONE,)
     requires = (
         "noise_multiplier",
         "steps",

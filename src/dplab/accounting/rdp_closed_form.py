@@ -26,6 +26,7 @@ import numpy as np
 from dplab.accounting.amplification import SHUFFLE_REFUSAL
 from dplab.accounting.base import Accountant
 from dplab.accounting.roots import bisect
+from dplab.schemes import Neighbouring, Sampling
 
 _GRID = 1.0 + np.geomspace(1e-4, 1e7, 4000)
 
@@ -88,8 +89,8 @@ class RdpClosedForm(Accountant):
 
     name = "rdp_closed_form"
     source = "000 Thm A.1 (Mironov, Talwar & Zhang 2019): 2q²α/σ², with 000 Prop. V.1–V.2"
-    samplings = ("poisson", "shuffle")
-    neighbourings = ("add_remove",)
+    samplings = (Sampling.POISSON, Sampling.SHUFFLE)
+    neighbourings = (Neighbouring.ADD_REMOVE,)
     reads = (*Accountant.reads, "alpha")  # a fixed order instead of the search over orders
     assumptions = (
         "every intermediate iterate may be released (composition)",
@@ -99,7 +100,7 @@ class RdpClosedForm(Accountant):
     )
 
     def check_setting(self, setting):
-        if setting.sampling == "shuffle":
+        if setting.sampling == Sampling.SHUFFLE:
             raise self.fail("sampling", SHUFFLE_REFUSAL)
         q, sigma = setting.sampling_rate, setting.noise_multiplier
         if q > 0.2:

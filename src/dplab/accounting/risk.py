@@ -37,13 +37,14 @@ from dplab.accounting.dp_accounting_adapters import PldAccountant
 from dplab.accounting.roots import bisect, bracket, expand
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
+from dplab.schemes import Sampling
 
 #: the false-positive rates at which every risk reading gives the attacker's TPR
 FPRS = (0.001, 0.01, 0.1)
 #: the accountants whose ε comes from the privacy-loss distribution the risk is read from
 PLD_ACCOUNTANTS = ("pld",)
 #: the samplings the risk is computed for
-RISK_SAMPLINGS = ("poisson", "full_batch")
+RISK_SAMPLINGS = (Sampling.POISSON, Sampling.FULL_BATCH)
 
 
 def gaussian_tpr(fpr, mu):
@@ -132,7 +133,7 @@ def risk(setting: Setting, fprs=FPRS) -> dict:
     if setting.sampling not in RISK_SAMPLINGS:
         raise DPLabError("sampling", unavailable("pld", setting))
     fprs = np.asarray(fprs, float)
-    if setting.sampling == "full_batch":
+    if setting.sampling == Sampling.FULL_BATCH:
         PldAccountant().check(setting)
         mu = float(PldAccountant.full_batch_mu(setting, setting.steps))
         tpr, advantage = gaussian_tpr(fprs, mu), float(gaussian_advantage(mu))
@@ -209,7 +210,7 @@ def level(setting: Setting, fpr: float | None, advantage: float | None) -> float
 
 def advantage_of(setting: Setting) -> float:
     """The advantage alone of :func:`risk` (one δ(0), no trade-off curve)."""
-    if setting.sampling == "poisson":
+    if setting.sampling == Sampling.POISSON:
         return min(max(float(composed_pld(setting).get_delta_for_epsilon(0.0)), 0.0), 1.0)
     return risk(setting, fprs=(0.5,))["advantage"]
 
@@ -237,7 +238,7 @@ def sigma_for_risk(
             levels[sigma] = level(setting.replace(noise_multiplier=sigma), fpr, advantage)
         return levels[sigma] <= target
 
-    if setting.sampling == "full_batch":
+    if setting.sampling == Sampling.FULL_BATCH:
         mu = 2 * ndtri((1 + advantage) / 2) if advantage is not None else ndtri(tpr) - ndtri(fpr)
         sigma = (
             math.sqrt(setting.steps) / float(mu) * units.sum_sensitivity(1.0, setting.neighbouring)

@@ -12,10 +12,12 @@ import math
 from dataclasses import dataclass
 
 from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring, Sampling
 from dplab.validate import integer, positive
 
-SAMPLINGS = ("poisson", "without_replacement", "shuffle", "full_batch", "balls_in_bins")
-NEIGHBOURINGS = ("add_remove", "replace_one")
+#: the samplings a Setting takes (dp_mf's samplers are accounted by their own event)
+SAMPLINGS = tuple(s for s in Sampling if s.accounted)
+NEIGHBOURINGS = tuple(Neighbouring)
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,8 @@ class Setting:
     noise_multiplier: float | None = None  # σ: noise std on the clipped *sum* / C
     sampling_rate: float | None = None  # q = b / n
     steps: int | None = None  # T
-    sampling: str = "poisson"
-    neighbouring: str = "add_remove"
+    sampling: str = Sampling.POISSON
+    neighbouring: str = Neighbouring.ADD_REMOVE
     dataset_size: int | None = None  # n
     batch_size: int | None = None  # b
     clip: float | None = None  # C
@@ -71,7 +73,7 @@ class Setting:
             raise DPLabError("regularization", f"must lie in [0, 1); got {self.regularization}")
         if self.reshuffle not in (None, False, True):
             raise DPLabError("reshuffle", f"must be true or false; got {self.reshuffle!r}")
-        if self.reshuffle and self.sampling != "shuffle":
+        if self.reshuffle and self.sampling != Sampling.SHUFFLE:
             raise DPLabError(
                 "reshuffle", f"only applies to sampling shuffle; got sampling {self.sampling!r}"
             )
@@ -91,7 +93,7 @@ class Setting:
                     "sampling_rate",
                     f"{self.sampling_rate} contradicts batch_size/dataset_size = {q}",
                 )
-        if self.sampling == "full_batch":
+        if self.sampling == Sampling.FULL_BATCH:
             if self.sampling_rate is None:
                 object.__setattr__(self, "sampling_rate", 1.0)
             elif self.sampling_rate != 1.0:

@@ -4,7 +4,7 @@ The construction of Chua, Ghazi, Kamath, Kumar, Manurangsi, Sinha & Zhang, "How 
 DP-SGD Implementations?" (ICML 2024), extended to many epochs as in their "Scalable DP-SGD:
 Shuffling vs. Poisson Subsampling" (NeurIPS 2024, Thms 3.5 and 3.8: persistent and dynamic
 shuffling).  Linear queries in one dimension; each pair below exists under the stated relation
-for the sampler as :mod:`dplab.training.samplers` runs it, with the layout as random as the
+for the sampler as :mod:`dplab.schemes` runs it, with the layout as random as the
 sampler makes it:
 
 - shuffle, either relation: D has n − 1 records at −C and x at +C; D' has x removed (add_remove)
@@ -57,6 +57,7 @@ from scipy.special import log_ndtr, ndtri
 from dplab.accounting import epochs
 from dplab.accounting.base import Accountant
 from dplab.accounting.setting import Setting
+from dplab.schemes import Neighbouring, Sampling
 
 #: cut points of the binned per-epoch maximum
 BINS = 250
@@ -300,7 +301,7 @@ class ShuffleLower(_HiddenStepLower):
         "LOWER bound: Chua et al. 2024, 'How Private are DP-SGD Implementations?' (ICML); multi-epoch: "
         "Chua et al. 2024, 'Scalable DP-SGD: Shuffling vs. Poisson Subsampling' (NeurIPS), Thms 3.5, 3.8"
     )
-    samplings = ("shuffle",)
+    samplings = (Sampling.SHUFFLE,)
     persistent = True
     assumptions = (
         "a LOWER bound on ε (not a guarantee): the true ε of a shuffled run is at least this",
@@ -318,7 +319,7 @@ class BallsInBinsLower(_HiddenStepLower):
         "LOWER bound: the construction of Chua et al. 2024 (ICML) applied to balls-in-bins "
         "(Chua et al. 2025, 'Balls-and-Bins Sampling for DP-SGD')"
     )
-    samplings = ("balls_in_bins",)
+    samplings = (Sampling.BALLS_IN_BINS,)
     assumptions = (
         "a LOWER bound on ε (not a guarantee): the true ε of a balls-in-bins run is at least this",
         "pair: the others' gradients 0; one record at +C removed (add_remove), or set to 0 or to −C in its same "
@@ -330,4 +331,6 @@ class BallsInBinsLower(_HiddenStepLower):
         """N(e_j) against N(0) (x removed, or under replace_one set to 0); under replace_one also
         N(e_j) against N(−e_j), the same j (x set to −C)."""
         mu = 1.0 / setting.noise_multiplier
-        return [(mu, False)] + ([(mu, True)] if setting.neighbouring == "replace_one" else [])
+        return [(mu, False)] + (
+            [(mu, True)] if setting.neighbouring == Neighbouring.REPLACE_ONE else []
+        )

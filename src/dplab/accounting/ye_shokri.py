@@ -9,6 +9,7 @@ from dplab import units
 from dplab.accounting import rdp_conversion
 from dplab.accounting.base import EPSILON_MAX
 from dplab.accounting.setting import Setting
+from dplab.schemes import Neighbouring, Sampling
 
 #: the most steps of the recursion that are run (about 5 µs each: 5 s); a longer T needs its fixed point
 RECURSION_MAX = 10**6
@@ -64,8 +65,8 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
     name = "ye_shokri"
     source = "000 Thm VII.2 (Ye & Shokri 2022)"
     release = "last_iterate"
-    samplings = ("without_replacement",)
-    neighbourings = ("replace_one",)
+    samplings = (Sampling.WITHOUT_REPLACEMENT,)
+    neighbourings = (Neighbouring.REPLACE_ONE,)
     requires = (
         "noise_multiplier",
         "steps",

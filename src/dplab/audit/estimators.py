@@ -102,7 +102,7 @@ from dplab.registry import Registry
 #: canaries of a single run (>= 2; its bound takes that run's scores and membership bits; the
 #: others take the pooled scores of the members and of the non-members); ``gaussian``, gdp's
 #: Gaussian extrapolation conservative (:func:`dplab.audit.membership.gdp_applies`);
-#: ``independent``, a run's canaries independent
+#: ``independent``, a run's canaries independent; and its ``marker`` in the figures (matplotlib's)
 ESTIMATORS = Registry(
     "estimator",
     {
@@ -113,11 +113,21 @@ ESTIMATORS = Registry(
         "one_run_independent": "dplab.audit.estimators:one_run_independent_bound",
     },
     meta={
-        "clopper_pearson": {"one_run": False, "gaussian": False, "independent": False},
-        "gdp": {"one_run": False, "gaussian": True, "independent": False},
-        "one_run": {"one_run": True, "gaussian": False, "independent": False},
-        "one_run_gdp": {"one_run": True, "gaussian": True, "independent": False},
-        "one_run_independent": {"one_run": True, "gaussian": True, "independent": True},
+        "clopper_pearson": {
+            "one_run": False,
+            "gaussian": False,
+            "independent": False,
+            "marker": "s",
+        },
+        "gdp": {"one_run": False, "gaussian": True, "independent": False, "marker": "o"},
+        "one_run": {"one_run": True, "gaussian": False, "independent": False, "marker": "^"},
+        "one_run_gdp": {"one_run": True, "gaussian": True, "independent": False, "marker": "D"},
+        "one_run_independent": {
+            "one_run": True,
+            "gaussian": True,
+            "independent": True,
+            "marker": "*",
+        },
     },
 )
 #: the estimators that use the canaries of a single run

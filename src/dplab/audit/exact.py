@@ -37,6 +37,7 @@ from dplab import units
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.roots import bisect, doubling
 from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring
 
 #: where the ε search of :func:`canary_last_iterate_epsilon` stops (e^ε overflows near 709): there
 #: the laws' far tails have sunk below the convolution's rounding and no ε is resolved.  Against
@@ -80,11 +81,11 @@ def last_iterate_mu(
     lr: float,
     steps,
     loss: str,
-    neighbouring: str = "replace_one",
+    neighbouring: str = Neighbouring.REPLACE_ONE,
     clip: float = 1.0,
 ) -> np.ndarray:
     """μ_T = mean distance / std of the last iterates on the worst neighbouring pair, every T."""
-    if neighbouring != "replace_one":
+    if neighbouring != Neighbouring.REPLACE_ONE:
         raise DPLabError(
             "neighbouring",
             "the exact last-iterate value is derived for replace_one only (002 Thm 3's pair)",
@@ -141,7 +142,7 @@ def canary_last_iterate_epsilon(
     from scipy.signal import fftconvolve
     from scipy.stats import binom, norm
 
-    if neighbouring not in ("add_remove", "replace_one"):
+    if neighbouring not in (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE_ONE):
         raise DPLabError("neighbouring", f"must be add_remove or replace_one; got {neighbouring!r}")
     out = []
     for t in np.asarray(steps, dtype=int):
@@ -176,7 +177,7 @@ def canary_last_iterate_epsilon(
         p_in = np.clip(
             fftconvolve(np.concatenate([np.zeros(len(cells) - 1), cells]), kernel), 0, None
         )
-        if neighbouring == "add_remove":
+        if neighbouring == Neighbouring.ADD_REMOVE:
             p_out = np.zeros_like(p_in)
             p_out[len(cells) - 1 : len(cells) - 1 + len(kernel)] = kernel
         else:

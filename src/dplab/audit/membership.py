@@ -60,17 +60,18 @@ from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
 from dplab.progress import Progress
+from dplab.schemes import Neighbouring, Sampling
 from dplab.training import models, privacy
-from dplab.training.resolve import resolve_run
 from dplab.training.data import Dataset
 from dplab.training.methods import METHODS, update_of
+from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
 
 #: threat model -> (canary kind, observations, default neighbouring relation)
 THREAT_MODELS = {
-    "white_box": ("gradient", ("trajectory",), "add_remove"),
-    "last_iterate": ("gradient", ("last_iterate",), "replace_one"),
-    "input_canary": ("input", ("last_iterate", "trajectory"), "replace_one"),
+    "white_box": ("gradient", ("trajectory",), Neighbouring.ADD_REMOVE),
+    "last_iterate": ("gradient", ("last_iterate",), Neighbouring.REPLACE_ONE),
+    "input_canary": ("input", ("last_iterate", "trajectory"), Neighbouring.REPLACE_ONE),
 }
 #: methods the lockstep runner reproduces (i.i.d. Gaussian noise, per-example clipping)
 AUDITABLE = tuple(name for name, method in METHODS.items() if method.noise == "independent")
@@ -120,7 +121,7 @@ def independent_canaries(run: RunSettings) -> bool:
     by its own canary, its own noise and its own sampling draw only (Poisson or full batch, update
     ÷ b, no projection, no l2 term coupling it to the others' clip factors)."""
     return (
-        run.sampling in ("poisson", "full_batch")
+        run.sampling in (Sampling.POISSON, Sampling.FULL_BATCH)
         and run.normalize == "expected"
         and run.diameter is None
         and not run.l2
@@ -133,9 +134,9 @@ def gdp_applies(run: RunSettings, kind: str, projections: int) -> bool:
     Poisson sampling with add/remove neighbours."""
     if kind != "gradient":
         return False
-    if run.sampling == "full_batch":
+    if run.sampling == Sampling.FULL_BATCH:
         return projections == 0
-    return run.sampling == "poisson" and run.neighbouring == "add_remove"
+    return run.sampling == Sampling.POISSON and run.neighbouring == Neighbouring.ADD_REMOVE
 
 
 def canary_norm(entry: dict, run: RunSettings, info: dict, features) -> float:
@@ -364,22 +365,24 @@ def _exact(
       is the composition pld computes, where it applies), nan at a T whose ε its grid does not
       resolve (:data:`dplab.audit.exact.EPSILON_SEARCH_MAX`).
     """
-    fixed_batch = run.sampling in ("full_batch", "without_replacement", "shuffle")
-    if projections or (run.l2 and (gradient.neighbouring == "add_remove" or not fixed_batch)):
+    fixed_batch = Sampling(run.sampling).fixed_size  # |B| = b at every step
+    if projections or (
+        run.l2 and (gradient.neighbouring == Neighbouring.ADD_REMOVE or not fixed_batch)
+    ):
         return {}
-    if run.normalize == "realized" and run.sampling == "poisson":
+    if run.normalize == "realized" and run.sampling == Sampling.POISSON:
         return {}
     shift = gradient.norm / (run.noise_multiplier * run.clip)
     c = (1.0 - run.shrink) * (1.0 - run.lr * run.l2)
-    if run.sampling == "full_batch":
-        mu_step = shift * (2.0 if gradient.neighbouring == "replace_one" else 1.0)
+    if run.sampling == Sampling.FULL_BATCH:
+        mu_step = shift * (2.0 if gradient.neighbouring == Neighbouring.REPLACE_ONE else 1.0)
         return {
             "trajectory": gaussian_epsilon(run.delta, contracted_mu(mu_step, 1.0, steps)),
             "last_iterate": gaussian_epsilon(run.delta, contracted_mu(mu_step, c, steps)),
         }
     if "last_iterate" not in observations:
         return {}
-    if run.sampling == "shuffle":
+    if run.sampling == Sampling.SHUFFLE:
         if n % run.batch_size or run.reshuffle:
             return {}
         law = {"period": n // run.batch_size}

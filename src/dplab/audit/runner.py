@@ -41,6 +41,7 @@ import torch
 
 from dplab.audit.canary import Canary, GradientCanaries, block
 from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring
 from dplab.training.loop import steps
 from dplab.training.settings import RunSettings
 from dplab.training.stacked import StackedRuns, clipped_sums
@@ -115,7 +116,7 @@ class _GradientScores:
         dtype = next(iter(runs.params.values())).dtype
         self.present = (
             members.to(dtype)
-            if canaries.neighbouring == "add_remove"
+            if canaries.neighbouring == Neighbouring.ADD_REMOVE
             else members.to(dtype) * 2 - 1
         )
         self.v0 = self.coordinates()
@@ -123,7 +124,9 @@ class _GradientScores:
             (len(members), canaries.count, 1), -s.lr * canaries.norm / runs.b, dtype=torch.float64
         )
         self.mu_out = (
-            -self.mu_in if canaries.neighbouring == "replace_one" else torch.zeros_like(self.mu_in)
+            -self.mu_in
+            if canaries.neighbouring == Neighbouring.REPLACE_ONE
+            else torch.zeros_like(self.mu_in)
         )
         self.traj = torch.zeros(len(members), canaries.count, dtype=torch.float64)
 

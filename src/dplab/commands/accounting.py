@@ -14,6 +14,7 @@ from dplab import accounting, units
 from dplab.accounting.base import DELTA_FLOOR
 from dplab.accounting.setting import NEIGHBOURINGS, SAMPLINGS, Setting
 from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring, Sampling
 
 #: (flag, type, help) of every Setting field, in canonical order (docs/units.md)
 SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
@@ -74,12 +75,15 @@ def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = N
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, dest=name, type=_finite(kind, flag), default=None, help=help_text)
     parser.add_argument(
-        "--sampling", choices=SAMPLINGS, default="poisson", help="sampling scheme (default poisson)"
+        "--sampling",
+        choices=SAMPLINGS,
+        default=Sampling.POISSON,
+        help="sampling scheme (default poisson)",
     )
     parser.add_argument(
         "--neighbouring",
         choices=NEIGHBOURINGS,
-        default="add_remove",
+        default=Neighbouring.ADD_REMOVE,
         help="neighbouring relation: add_remove (sum sensitivity C) or replace_one (2C); default add_remove",
     )
     parser.add_argument(
@@ -157,8 +161,8 @@ def _phases(args: argparse.Namespace) -> list[Setting]:
                 "give each phase's values in the --phases file, not as flags",
             )
     for flag, value, default in (
-        ("--sampling", args.sampling, "poisson"),
-        ("--neighbouring", args.neighbouring, "add_remove"),
+        ("--sampling", args.sampling, Sampling.POISSON),
+        ("--neighbouring", args.neighbouring, Neighbouring.ADD_REMOVE),
     ):
         if value != default:
             raise DPLabError(
@@ -327,7 +331,7 @@ def proved_for(accountant) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for sampling in SAMPLINGS:
         fields = {key: PROBE[key] for key in keys if key in PROBE}
-        if sampling == "full_batch" and "batch_size" in fields:
+        if sampling == Sampling.FULL_BATCH and "batch_size" in fields:
             fields["batch_size"] = fields["dataset_size"]
         for neighbouring in NEIGHBOURINGS:
             try:

@@ -34,6 +34,7 @@ import json
 import time
 
 from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring, Sampling
 from dplab.validate import integer, positive
 
 
@@ -85,13 +86,13 @@ def register(subparsers) -> None:
     p.add_argument(
         "--neighbouring",
         default=None,
-        choices=("add_remove", "replace_one"),
+        choices=tuple(Neighbouring),
         help="neighbouring relation of the accounting (with --delta; default add_remove)",
     )
     p.add_argument(
         "--sampling",
         default=None,
-        choices=("min_separation", "cyclic_poisson"),
+        choices=(Sampling.MIN_SEPARATION, Sampling.CYCLIC_POISSON),
         help="participation scheme the accounting assumes, each record in one of b "
         "partitions drawn independently once per run: partition t mod b is batch t (k "
         "participations >= b steps apart, no amplification) or is Poisson-sampled at "
@@ -177,7 +178,7 @@ def _check_flags(args, steps: int) -> None:
     else:
         factorizations.check_strategy(strategy, args.bands)
     if (
-        args.sampling_rate is not None or args.sampling == "cyclic_poisson"
+        args.sampling_rate is not None or args.sampling == Sampling.CYCLIC_POISSON
     ) and strategy not in AMPLIFIED:
         raise DPLabError(
             "sampling_rate",
@@ -185,7 +186,7 @@ def _check_flags(args, steps: int) -> None:
             f"{strategy} is accounted without amplification: drop --sampling-rate and "
             "--sampling cyclic_poisson",
         )
-    if args.sampling_rate is not None and args.sampling == "cyclic_poisson":
+    if args.sampling_rate is not None and args.sampling == Sampling.CYCLIC_POISSON:
         raise DPLabError(
             "sampling_rate", "give --sampling-rate or --sampling cyclic_poisson, not both"
         )
@@ -226,7 +227,7 @@ def _check_flags(args, steps: int) -> None:
                 f"{given[0]} sets the accounting, which runs only "
                 "with --delta (and --epsilon or --noise-multiplier)",
             )
-    elif args.sampling != "cyclic_poisson" and (
+    elif args.sampling != Sampling.CYCLIC_POISSON and (
         args.dataset_size is not None or args.batch_size is not None
     ):
         raise DPLabError(
@@ -245,7 +246,7 @@ def _sampler(args, steps: int, b: int, k: int, out: dict):
         groups = 1 if args.strategy == "identity" else args.bands
         out.update(sampling="amplified_bandmf", sampling_rate=args.sampling_rate, groups=groups)
         return accounting.PoissonGroups(args.sampling_rate, groups, steps)
-    if args.sampling == "cyclic_poisson":
+    if args.sampling == Sampling.CYCLIC_POISSON:
         if args.dataset_size is None or args.batch_size is None:
             raise DPLabError(
                 "dataset_size", "--sampling cyclic_poisson needs --dataset-size and --batch-size"
@@ -265,7 +266,7 @@ def _sampler(args, steps: int, b: int, k: int, out: dict):
             f"the min_separation sampler (b partitions cycled) gives "
             f"k = ceil(T/b) = {sampler.participations}; got {k}",
         )
-    out.update(sampling="min_separation")
+    out.update(sampling=Sampling.MIN_SEPARATION)
     return sampler
 
 
@@ -314,7 +315,7 @@ def run(args) -> int:
         "optimization_seconds": optimized,
     }
     if sampler is not None:
-        neighbouring = args.neighbouring or "add_remove"
+        neighbouring = args.neighbouring or Neighbouring.ADD_REMOVE
         out.update(privacy, delta=args.delta, neighbouring=neighbouring)
         if args.epsilon is not None:
             out.update(

@@ -14,6 +14,7 @@ import pandas as pd
 
 from dplab.accounting import asoodeh
 from dplab.figures import Inputs, style
+from dplab.schemes import Neighbouring
 
 TITLE = "Projected DP-SGD: δ vs T at fixed ε and ε vs T at fixed δ (001 Thms 1–2)"
 SOURCE = "001 Fig. 1 and Fig. 3"
@@ -44,7 +45,9 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     ends = np.array([1, params["max_steps"]])
     common = {key: params[key] for key in ("diameter", "clip", "lr", "sigma_a", "sampling_rate")}
     common.update(
-        accountant="asoodeh_projected", neighbouring="replace_one", release="last_iterate"
+        accountant="asoodeh_projected",
+        neighbouring=Neighbouring.REPLACE_ONE,
+        release="last_iterate",
     )
     parts = [
         ("delta_vs_steps", "bound", steps, eps, asoodeh.projected_delta(eps, steps, p, r)),

@@ -12,6 +12,7 @@ import pandas as pd
 
 from dplab.accounting import asoodeh
 from dplab.figures import Inputs, style
+from dplab.schemes import Neighbouring, Sampling
 
 TITLE = "Regularized DP-SGD: δ vs T at fixed ε (001 Thm 3)"
 SOURCE = "001 Fig. 2"
@@ -59,8 +60,8 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
         frame[key] = params[key]
     frame["accountant"], frame["neighbouring"], frame["sampling"] = (
         "asoodeh_regularized",
-        "replace_one",
-        "without_replacement",
+        Neighbouring.REPLACE_ONE,
+        Sampling.WITHOUT_REPLACEMENT,
     )
     return frame
 

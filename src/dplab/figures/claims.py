@@ -36,6 +36,7 @@ from dplab.accounting import Setting, get
 from dplab.figures import Inputs, mf_regime, runs, style
 from dplab.figures.techniques_table import technique_setting
 from dplab.inputs import read_csv, run_metrics
+from dplab.schemes import Sampling
 from dplab.training.summary import RunSummary
 from dplab.tables import read_table
 
@@ -423,9 +424,9 @@ def clip_claims(res: Results, q95: float | None) -> list[Claim]:
 
 #: 004's tries: (number, section, the sampling and σ curve of sigma_vs_steps at 004's setting, T)
 TRIES = (
-    (1, "§3.2", "full_batch", "kairouz", 100),
-    (2, "§3.3", "full_batch", "rdp", 200),
-    (3, "§3.4", "poisson", "rdp", 200),
+    (1, "§3.2", Sampling.FULL_BATCH, "kairouz", 100),
+    (2, "§3.3", Sampling.FULL_BATCH, "rdp", 200),
+    (3, "§3.4", Sampling.POISSON, "rdp", 200),
     (4, "§4.3", None, "mf", 200),
 )
 
@@ -500,7 +501,7 @@ def try_sigma(try_, summary_path: str, summary: RunSummary, path: str, sigmas) -
             "" if expected is not None
             else f"figure sigma_vs_steps has no {accountant} σ at T = {steps}"
         )  # fmt: skip
-    rate = " at q = 0.05" if sampling == "poisson" else ""
+    rate = " at q = 0.05" if sampling == Sampling.POISSON else ""
     return C004(
         section, f"try {number} ({accountant}, T = {steps}{rate}, ε = 1, δ = 1e-6) runs at the σ "
         "004's setting needs (source value: that σ, as 004 gives it only in a figure)", "≈ 2 %",
@@ -604,12 +605,15 @@ def sigma_at(
 def sigma_ratio_claims(path: str, table: pd.DataFrame) -> list[Claim]:
     """004 §3.3–3.4 on sigma_vs_steps: RDP needs 'way smaller' noise; subsampling gives 'basically
     the same noise levels' (noise on the averaged gradient, σ/q for DP-SGD against σ for DP-GD)."""
-    q = last(table[table.sampling == "poisson"].sampling_rate) or math.nan
+    q = last(table[table.sampling == Sampling.POISSON].sampling_rate) or math.nan
     rdp_vs_adv = ratio(
-        sigma_at(table, "full_batch", "rdp", 100), sigma_at(table, "full_batch", "kairouz", 100)
+        sigma_at(table, Sampling.FULL_BATCH, "rdp", 100),
+        sigma_at(table, Sampling.FULL_BATCH, "kairouz", 100),
     )
-    sgd = sigma_at(table, "poisson", "rdp", 200)
-    sgd_vs_gd = ratio(None if sgd is None else sgd / q, sigma_at(table, "full_batch", "rdp", 200))
+    sgd = sigma_at(table, Sampling.POISSON, "rdp", 200)
+    sgd_vs_gd = ratio(
+        None if sgd is None else sgd / q, sigma_at(table, Sampling.FULL_BATCH, "rdp", 200)
+    )
     return [
         C004("§3.3", "RDP needs 'way smaller' noise than advanced composition: σ_RDP / "
              "σ_advanced at T = 100 (read: at most one half)", "≤ 0", source_value=0.5,
@@ -632,7 +636,7 @@ def claims_003(res: Results) -> list[Claim]:
     path, table = res.table("sigma_vs_steps")
     poisson = (
         None if table is None
-        else table[table.sampling == "poisson"].dropna(subset=["noise_multiplier"])
+        else table[table.sampling == Sampling.POISSON].dropna(subset=["noise_multiplier"])
     )  # fmt: skip
     if poisson is None or poisson.empty:
         why = (
@@ -651,7 +655,7 @@ def claims_003(res: Results) -> list[Claim]:
         return rows_.steps.to_numpy(), rows_.noise_multiplier.to_numpy()
 
     def at_200(name):
-        return sigma_at(table, "poisson", name, 200)
+        return sigma_at(table, Sampling.POISSON, name, 200)
 
     setting = f"q = {q:g}, T = 200, ε = 1, δ = 1e-6"
     rows = [
@@ -887,7 +891,7 @@ def claims_tramer_boneh(res: Results, params: dict) -> list[Claim]:
     ``dp_utils.get_noise_mul``) does."""
     steps = TB["dataset_size"] // TB["batch_size"] * TB["epochs"]
     setting = Setting(
-        sampling_rate=TB["batch_size"] / TB["dataset_size"], steps=steps, sampling="poisson"
+        sampling_rate=TB["batch_size"] / TB["dataset_size"], steps=steps, sampling=Sampling.POISSON
     )
     ours = sigma("moments", setting, TB["epsilon"], TB["delta"])
     command = sigma_command("moments", setting, TB["epsilon"], TB["delta"])

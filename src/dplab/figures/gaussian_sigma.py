@@ -15,6 +15,7 @@ from dplab import units
 from dplab.accounting import Setting, get
 from dplab.errors import AssumptionError
 from dplab.figures import Inputs, style
+from dplab.schemes import Neighbouring
 
 TITLE = "Gaussian mechanism: noise std vs ε for the salary mean, per calibration (004 §2)"
 SOURCE = "004 §2 (salary example, three_sigma figure)"
@@ -59,7 +60,7 @@ def epsilon_grid(params: dict) -> np.ndarray:
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     """One row per (calibration, ε) where the calibration is valid."""
     sensitivity = params["bound"] / params["dataset_size"]
-    setting = Setting(sensitivity=sensitivity, neighbouring="replace_one")
+    setting = Setting(sensitivity=sensitivity, neighbouring=Neighbouring.REPLACE_ONE)
     rows = []
     for name in CALIBRATIONS:
         accountant = get(name)
@@ -78,7 +79,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
                     "sensitivity": sensitivity,
                     "dataset_size": params["dataset_size"],
                     "bound": params["bound"],
-                    "neighbouring": "replace_one",
+                    "neighbouring": Neighbouring.REPLACE_ONE,
                     "marked": bool(np.isclose(eps, params["marked_epsilons"]).any()),
                 }
             )

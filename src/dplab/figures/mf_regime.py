@@ -36,6 +36,7 @@ from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
+from dplab.schemes import Sampling
 from dplab.training.summary import RunSummary
 from dplab.units import sum_sensitivity
 
@@ -131,7 +132,7 @@ def privacy(summary: RunSummary) -> dict:
         }
     mf = summary.details["matrix_factorization"]
     sampler = mf["sampler"]
-    if sampler["name"] == "cyclic_poisson":
+    if sampler["name"] == Sampling.CYCLIC_POISSON:
         scale = mf["max_column_norm"]  # ζ
         setting = Setting(
             noise_multiplier=summary.noise_multiplier / scale,

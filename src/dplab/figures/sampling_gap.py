@@ -17,6 +17,7 @@ import pandas as pd
 from dplab.accounting import Setting, get
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import Inputs, style
+from dplab.schemes import Sampling
 
 TITLE = "ε and σ of Poisson, balls-in-bins, shuffled and fixed batches at one setting"
 SOURCE = "new"
@@ -40,11 +41,11 @@ INPUTS: dict[str, type] = {}
 
 #: (accountant, sampling, legend label) of every curve
 CURVES = (
-    ("pld", "poisson", "Poisson sampling (pld)"),
-    ("balls_in_bins", "balls_in_bins", "balls-in-bins"),
-    ("balls_in_bins_lower", "balls_in_bins", "balls-in-bins"),
-    ("shuffle_lower", "shuffle", "shuffled batches"),
-    ("fixed_batches", "shuffle", "fixed batches, no amplification"),
+    ("pld", Sampling.POISSON, f"{Sampling.POISSON.display} (pld)"),
+    ("balls_in_bins", Sampling.BALLS_IN_BINS, Sampling.BALLS_IN_BINS.display),
+    ("balls_in_bins_lower", Sampling.BALLS_IN_BINS, Sampling.BALLS_IN_BINS.display),
+    ("shuffle_lower", Sampling.SHUFFLE, Sampling.SHUFFLE.display),
+    ("fixed_batches", Sampling.SHUFFLE, "fixed batches, no amplification"),
 )
 #: relative precision of the σ panel: an upper bound's σ meets the target; a lower bound's value
 #: σ_found·(1 − RTOL) certainly misses it (so does every smaller σ)

@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 
 from dplab.accounting import Setting, get
-from dplab.accounting.eligibility import refusal
 from dplab.accounting.composition import sigma_naive_note, sigma_strong_note
+from dplab.accounting.eligibility import refusal
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import Inputs, style
+from dplab.schemes import Sampling
 
 TITLE = "Noise multiplier σ needed for (ε, δ) vs steps T, per accountant"
 SOURCE = "004 §3.2–3.4 (σ vs T figures); 003 §3"
@@ -52,7 +53,7 @@ def inputs(config: dict, params: dict) -> Inputs:
 
 def panels(params: dict) -> list[tuple[str, float]]:
     """(sampling, q) of each panel: full batch, then Poisson at each configured rate."""
-    return [("full_batch", 1.0)] + [("poisson", q) for q in params["sampling_rates"]]
+    return [(Sampling.FULL_BATCH, 1.0)] + [(Sampling.POISSON, q) for q in params["sampling_rates"]]
 
 
 def table(inputs: Inputs, params: dict) -> pd.DataFrame:
@@ -158,7 +159,7 @@ def draw(table: pd.DataFrame):
         note = ", ".join(refused[refused == 0].index)
         title = (
             "full batch (DP-GD)"
-            if sampling == "full_batch"
+            if sampling == Sampling.FULL_BATCH
             else f"Poisson sampling, q = {q:g} (DP-SGD)"
         )
         ax.set(

@@ -24,6 +24,7 @@ from dplab.accounting import Setting, get, risk
 from dplab.accounting.eligibility import analysed_update, refusal
 from dplab.errors import AssumptionError
 from dplab.figures import Inputs, style
+from dplab.schemes import Neighbouring, Sampling
 
 TITLE = "σ needed for one (ε, δ) by each analysis technique, with its assumptions (000 Table I)"
 SOURCE = "000 Table I"
@@ -40,38 +41,62 @@ INPUTS: dict[str, type] = {}
 
 #: accountant → (sampling, neighbouring, 000 Table I article, its σ order, loss assumption)
 TECHNIQUES = {
-    "naive": ("poisson", "add_remove", "", "", "none (clipping)"),
-    "advanced": ("poisson", "add_remove", "", "", "none (clipping)"),
-    "kairouz": ("poisson", "add_remove", "", "", "none (clipping)"),
-    "moments": ("poisson", "add_remove", "[ACG+16]", "Ω(√(T ln(1/δ))/(nε))", "none (clipping)"),
-    "rdp": ("poisson", "add_remove", "[Mir17]", "Ω(√(T ln(1/δ))/(nε))", "none (clipping)"),
-    "rdp_closed_form": ("poisson", "add_remove", "[Mir17]", "", "none (clipping); q ≤ 1/5, σ ≥ 4"),
-    "pld": ("poisson", "add_remove", "", "", "none (clipping)"),
+    "naive": (Sampling.POISSON, Neighbouring.ADD_REMOVE, "", "", "none (clipping)"),
+    "advanced": (Sampling.POISSON, Neighbouring.ADD_REMOVE, "", "", "none (clipping)"),
+    "kairouz": (Sampling.POISSON, Neighbouring.ADD_REMOVE, "", "", "none (clipping)"),
+    "moments": (
+        Sampling.POISSON,
+        Neighbouring.ADD_REMOVE,
+        "[ACG+16]",
+        "Ω(√(T ln(1/δ))/(nε))",
+        "none (clipping)",
+    ),
+    "rdp": (
+        Sampling.POISSON,
+        Neighbouring.ADD_REMOVE,
+        "[Mir17]",
+        "Ω(√(T ln(1/δ))/(nε))",
+        "none (clipping)",
+    ),
+    "rdp_closed_form": (
+        Sampling.POISSON,
+        Neighbouring.ADD_REMOVE,
+        "[Mir17]",
+        "",
+        "none (clipping); q ≤ 1/5, σ ≥ 4",
+    ),
+    "pld": (Sampling.POISSON, Neighbouring.ADD_REMOVE, "", "", "none (clipping)"),
     "pabi": (
-        "shuffle",
-        "replace_one",
+        Sampling.SHUFFLE,
+        Neighbouring.REPLACE_ONE,
         "[FMTT18]",
         "Ω(√(T ln(1/δ))/(nε))",
         "convex, L-Lipschitz, β-smooth",
     ),
     "langevin": (
-        "full_batch",
-        "replace_one",
+        Sampling.FULL_BATCH,
+        Neighbouring.REPLACE_ONE,
         "[CYS21]",
         "Ω(√(ln(1/δ))/ε)",
         "λ-strongly convex, β-smooth",
     ),
-    "ye_shokri": ("without_replacement", "replace_one", "", "", "λ-strongly convex, β-smooth"),
+    "ye_shokri": (
+        Sampling.WITHOUT_REPLACEMENT,
+        Neighbouring.REPLACE_ONE,
+        "",
+        "",
+        "λ-strongly convex, β-smooth",
+    ),
     "asoodeh_projected": (
-        "poisson",
-        "replace_one",
+        Sampling.POISSON,
+        Neighbouring.REPLACE_ONE,
         "",
         "",
         "none; projection on a set of diameter D",
     ),
     "asoodeh_regularized": (
-        "without_replacement",
-        "replace_one",
+        Sampling.WITHOUT_REPLACEMENT,
+        Neighbouring.REPLACE_ONE,
         "",
         "",
         "none; weight decay λ_reg",
@@ -122,7 +147,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
         sampling, neighbouring, article, order, loss = TECHNIQUES[name]
         accountant = get(name)
         values = {key: params[key] for key in SETTING_KEYS}
-        if sampling == "full_batch":  # full-batch noisy GD: every step uses all n records
+        if sampling == Sampling.FULL_BATCH:  # full-batch noisy GD: every step uses all n records
             values["batch_size"] = values["dataset_size"]
         setting = technique_setting(name, values, values["steps"])
         row = {

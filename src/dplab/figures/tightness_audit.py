@@ -58,13 +58,6 @@ FIRST = [
     "runs",
     "canaries",
 ]
-MARKERS = {
-    "clopper_pearson": "s",
-    "gdp": "o",
-    "one_run": "^",
-    "one_run_gdp": "D",
-    "one_run_independent": "*",
-}
 
 
 def check(config: dict, params: dict) -> None:
@@ -129,7 +122,7 @@ def _panel(ax, rows: pd.DataFrame) -> None:
             part.steps.to_numpy() * shifts[(obs, est)],
             low,
             yerr=[np.zeros(len(low)), np.maximum(top - low, 0)],
-            fmt=MARKERS[est],
+            fmt=ESTIMATORS.meta[est]["marker"],
             mfc="white" if obs == "last_iterate" else None,
             capsize=2,
             color="#444444" if obs == "last_iterate" else "#8c564b",

@@ -51,6 +51,7 @@ from dplab.accounting.setting import check_delta, check_epsilon
 from dplab.errors import AssumptionError, DPLabError
 from dplab.mf.factorizations import Factorization
 from dplab.mf.sensitivity import max_participations
+from dplab.schemes import Neighbouring, Sampling
 from dplab.units import sum_sensitivity
 from dplab.validate import integer
 
@@ -187,7 +188,10 @@ def _fail(key: str, message: str) -> AssumptionError:
 
 
 def event(
-    factorization: Factorization, sampler, noise_multiplier: float, neighbouring: str = "add_remove"
+    factorization: Factorization,
+    sampler,
+    noise_multiplier: float,
+    neighbouring: str = Neighbouring.ADD_REMOVE,
 ) -> MatrixFactorizationDpEvent:
     """The :class:`MatrixFactorizationDpEvent` of the whole T-step release under ``sampler``
     (module docstring), refused where its conditions fail."""
@@ -216,11 +220,11 @@ def event(
             **common,
             participations=sampler.participations,
             separation=sampler.min_separation,
-            sampler="min_separation",
+            sampler=Sampling.MIN_SEPARATION,
             scale=sens * sum_sensitivity(1.0, neighbouring),
         )
     # CyclicPoisson, PoissonGroups
-    if neighbouring != "add_remove":
+    if neighbouring != Neighbouring.ADD_REMOVE:
         raise _fail(
             "neighbouring",
             f"amplified banded MF is proved for add_remove only; got {neighbouring!r}",
@@ -232,7 +236,7 @@ def event(
         **common,
         participations=sampler.compositions,
         separation=b,
-        sampler="cyclic_poisson",
+        sampler=Sampling.CYCLIC_POISSON,
         scale=factorization.max_column_norm,
         sampling_rate=sampler.sampling_rate,
     )
@@ -243,7 +247,10 @@ def _accountant() -> MatrixFactorizationAccountant:
 
 
 def dp_event(
-    factorization: Factorization, sampler, noise_multiplier: float, neighbouring: str = "add_remove"
+    factorization: Factorization,
+    sampler,
+    noise_multiplier: float,
+    neighbouring: str = Neighbouring.ADD_REMOVE,
 ) -> dp_accounting.DpEvent:
     """The dp_accounting ``DpEvent`` of the whole T-step release under ``sampler`` (module docstring)."""
     return _accountant().dp_event(
@@ -252,7 +259,11 @@ def dp_event(
 
 
 def epsilon(
-    factorization, sampler, noise_multiplier: float, delta: float, neighbouring: str = "add_remove"
+    factorization,
+    sampler,
+    noise_multiplier: float,
+    delta: float,
+    neighbouring: str = Neighbouring.ADD_REMOVE,
 ) -> float:
     """ε(σ) at δ (the ``mf`` accountant on the run's :func:`event`)."""
     delta = check_delta(delta)
@@ -266,7 +277,7 @@ def delta(
     sampler,
     noise_multiplier: float,
     epsilon_: float,
-    neighbouring: str = "add_remove",
+    neighbouring: str = Neighbouring.ADD_REMOVE,
 ) -> float:
     """δ(σ) at ε, never below DELTA_FLOOR (the ``mf`` accountant on the run's :func:`event`)."""
     epsilon_ = check_epsilon(epsilon_)
@@ -287,7 +298,11 @@ def check_target(epsilon_: float, delta_: float) -> tuple[float, float]:
 
 
 def calibrate(
-    factorization, sampler, epsilon_: float, delta_: float, neighbouring: str = "add_remove"
+    factorization,
+    sampler,
+    epsilon_: float,
+    delta_: float,
+    neighbouring: str = Neighbouring.ADD_REMOVE,
 ) -> float:
     """Smallest σ with ε(σ) ≤ ``epsilon_`` at ``delta_`` (the ``mf`` accountant's
     :meth:`~MatrixFactorizationAccountant.event_sigma`)."""

@@ -58,23 +58,23 @@ from dplab import __version__
 from dplab.accounting import individual
 from dplab.accounting.eligibility import REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import Diverged, DPLabError
-from dplab.training import checkpoint, graphed
-from dplab.training.data import Dataset
-from dplab.training.environment import environment
 from dplab.io import atomic_writes, json_text, text_file
 from dplab.philox import PortableGenerator
 from dplab.progress import Progress
-from dplab.training.methods import METHODS, Method
+from dplab.schemes import Sampler
+from dplab.training import checkpoint, graphed
+from dplab.training.data import Dataset
+from dplab.training.environment import environment
 from dplab.training.graphed import GraphedStep
-from dplab.training.per_example import ClippedGrads, clipped_grad_sum
+from dplab.training.methods import METHODS, Method
 from dplab.training.noise import NoiseSource
+from dplab.training.per_example import ClippedGrads, clipped_grad_sum
 from dplab.training.privacy import Plan, risk_reading
-from dplab.training.samplers import Sampler
 from dplab.training.run_metrics import metrics
 from dplab.training.settings import RunSettings
-from dplab.training.summary import DatasetInfo, Final, RunSummary
 from dplab.training.start import initial
 from dplab.training.step import apply, denominator, project
+from dplab.training.summary import DatasetInfo, Final, RunSummary
 
 METRIC_COLUMNS = ("step", "epoch", "train_loss", "test_loss", "test_accuracy")
 #: columns of DIR/grad_norms.csv (``record_grad_norms``): one row per example of a logged

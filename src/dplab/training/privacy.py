@@ -20,6 +20,7 @@ from dplab import accounting
 from dplab.accounting import Setting, epochs, risk
 from dplab.accounting.eligibility import Update, bound, defaults, exclusion, refusal
 from dplab.errors import DPLabError
+from dplab.schemes import Sampling
 from dplab.training.data import largest_norm, logreg_constants
 from dplab.training.settings import RunSettings
 
@@ -100,7 +101,7 @@ def build_setting(
         diameter=run.diameter,
         regularization=run.regularization,
         dimension=dimension,
-        reshuffle=run.reshuffle if run.sampling == "shuffle" else None,
+        reshuffle=run.reshuffle if run.sampling == Sampling.SHUFFLE else None,
         **constants,
     )
 

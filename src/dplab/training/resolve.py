@@ -12,9 +12,10 @@ from pathlib import Path
 
 from dplab.accounting.eligibility import check_accountants
 from dplab.errors import DPLabError
+from dplab.schemas import load_schema, load_yaml, validate
+from dplab.schemes import Sampling
 from dplab.training import model_file, optimizers
 from dplab.training.methods import METHODS, get
-from dplab.schemas import load_schema, load_yaml, validate
 from dplab.training.settings import RunSettings
 from dplab.validate import json_value
 
@@ -175,7 +176,7 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     except DPLabError as bad:
         raise err(bad.key, bad.message) from None
     if cfg["sampling"] is None:
-        cfg["sampling"] = method.samplings[0]
+        cfg["sampling"] = str(method.samplings[0])  # the config's name, as a run file holds it
     elif cfg["sampling"] not in method.samplings:
         raise err(
             "sampling",
@@ -183,7 +184,7 @@ def resolve_run(raw: dict, where: str = "") -> dict:
         )
     if cfg["normalize"] is None:
         cfg["normalize"] = method.normalize
-    if cfg["reshuffle"] and cfg["sampling"] != "shuffle":
+    if cfg["reshuffle"] and cfg["sampling"] != Sampling.SHUFFLE:
         raise err("reshuffle", "only applies to sampling: shuffle")
     if cfg["model"] != "logreg" and cfg["l2"] > 0:
         raise err(
@@ -244,7 +245,7 @@ def resolve_run(raw: dict, where: str = "") -> dict:
     check_accountants(cfg, err)
     _check_method_keys(cfg, method, err)
     cfg.update(method.resolve(RunSettings.of(cfg), err))
-    if cfg["sampling"] == "full_batch":
+    if cfg["sampling"] == Sampling.FULL_BATCH:
         cfg["batch_size"] = None  # b = n, set from the data
     return cfg
 

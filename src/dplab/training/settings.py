@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from dplab.schemes import Sampling
 from dplab.training.optimizers import CONSTANT, SGD, OptimizerOptions
 
 
@@ -105,7 +106,7 @@ class RunSettings:
 
     def b(self, n: int) -> int:
         """The batch size b on ``n`` examples: n under full_batch, else ``batch_size``."""
-        return n if self.sampling == "full_batch" else self.batch_size
+        return n if self.sampling == Sampling.FULL_BATCH else self.batch_size
 
 
 #: the fields :meth:`RunSettings.of` does not read as their key's value (absent keys, tuples,

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dplab.accounting.eligibility import Update
-from dplab.training import privacy, samplers
+from dplab.schemes import Neighbouring, Sampler, Sampling
+from dplab.training import privacy
 from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
-from dplab.training.samplers import Sampler
 from dplab.training.settings import RunSettings
 
 
@@ -64,11 +64,15 @@ class Method:
         natural = self.accountant
         if natural is None:
             return None
-        if natural == "rdp" and neighbouring == "replace_one":
+        if natural == "rdp" and neighbouring == Neighbouring.REPLACE_ONE:
             natural = "pld"  # dp_accounting's RDP of the sampled Gaussian is add/remove only
-        if sampling == "balls_in_bins":  # its amplification is proved for add_remove only
-            natural = "balls_in_bins" if neighbouring == "add_remove" else "fixed_batches"
-        if sampling == "shuffle" and natural != "pabi":  # no amplification by shuffling is proved
+        if sampling == Sampling.BALLS_IN_BINS:  # its amplification is proved for add_remove only
+            natural = (
+                "balls_in_bins" if neighbouring == Neighbouring.ADD_REMOVE else "fixed_batches"
+            )
+        if (
+            sampling == Sampling.SHUFFLE and natural != "pabi"
+        ):  # no amplification by shuffling is proved
             natural = "fixed_batches"
         return natural
 
@@ -90,8 +94,8 @@ class Method:
         return {}
 
     def sampler(self, run: RunSettings, n: int) -> Sampler:
-        """The batch sampler of a resolved run on ``n`` examples (:func:`dplab.training.samplers.build`)."""
-        return samplers.build(run.sampling, n, run.b(n), run.reshuffle)
+        """The batch sampler of a resolved run on ``n`` examples (its scheme's: dplab.schemes)."""
+        return Sampling(run.sampling).sampler(n, run.b(n), run.reshuffle)
 
     def mechanism(
         self,

@@ -1,5 +1,6 @@
 """Method ``dp_gd``: full-batch DP gradient descent (004 §3.1–3.3), optionally projected."""
 
+from dplab.schemes import Sampling
 from dplab.training.methods.base import Method
 
 METHOD = Method(
@@ -7,6 +8,6 @@ METHOD = Method(
     display="DP-GD",
     source="004 §3.1–3.3",
     rule="w ← w − η·(g + σC·Z)/n, full batch",
-    samplings=("full_batch",),
+    samplings=(Sampling.FULL_BATCH,),
     projection="optional",
 )

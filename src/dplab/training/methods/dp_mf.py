@@ -58,10 +58,10 @@ from dplab.mf.factorizations import Factorization
 from dplab.mf.noise import stream
 from dplab.mf.toeplitz import ToeplitzFactorization
 from dplab.mf.workload import prefix_sum
+from dplab.schemes import Neighbouring, Sampler, Sampling
 from dplab.training.methods.base import Mechanism, Method
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, requested_accountants
-from dplab.training.samplers import Sampler
 from dplab.training.settings import RunSettings
 
 NAME = "dp_mf"
@@ -142,13 +142,13 @@ def _resolve_toeplitz(run: RunSettings, err) -> dict:
             toeplitz.check_bands(o.bands, steps)
     except DPLabError as bad:
         raise err(bad.key, bad.message) from None
-    if o.strategy == "blt" and run.sampling == "cyclic_poisson":
+    if o.strategy == "blt" and run.sampling == Sampling.CYCLIC_POISSON:
         raise err(
             "sampling",
             "cyclic_poisson (amplified BandMF) needs a C with at most b bands; a BLT has T bands: "
             "use sampling min_separation, or strategy banded_toeplitz",
         )
-    if run.sampling == "min_separation" and o.min_separation is None:
+    if run.sampling == Sampling.MIN_SEPARATION and o.min_separation is None:
         raise err(
             "min_separation",
             f"is required for strategy {o.strategy} with the "
@@ -163,7 +163,7 @@ def optimized_separation(sampling: str | None, min_separation: int | None) -> in
     min_separation sampler's, k = ⌈T/b⌉); None: single participation (cyclic_poisson, whose amplified
     ε depends on ζ = ‖c‖ only, so the single-participation error is the one to minimize)."""
     sampling = sampling or METHOD.samplings[0]
-    return min_separation if sampling == "min_separation" else None
+    return min_separation if sampling == Sampling.MIN_SEPARATION else None
 
 
 def build_factorization(run: RunSettings) -> Factorization | ToeplitzFactorization:
@@ -254,7 +254,7 @@ def _parts_of_n(run: RunSettings, n: int, batch: int) -> int:
     """b = ⌊n/batch_size⌋ taken from the dataset's size; under add_remove only where the
     neighbour's n ± 1 gives the same b (else every partition would be drawn anew:
     docs/matrix_factorization.md)."""
-    if run.neighbouring == "add_remove" and not 1 <= n % batch <= batch - 2:
+    if run.neighbouring == Neighbouring.ADD_REMOVE and not 1 <= n % batch <= batch - 2:
         raise DPLabError(
             "min_separation",
             f"null takes b = floor(n/batch_size) = {n // batch} from the dataset size, which one "
@@ -272,7 +272,7 @@ def sampler_spec(run: RunSettings, n: int):
     if not 1 <= batch <= n:
         raise DPLabError("batch_size", f"must lie in [1, dataset_size={n}]; got {batch}")
     parts = o.min_separation if o.min_separation is not None else _parts_of_n(run, n, batch)
-    if run.sampling == "min_separation":
+    if run.sampling == Sampling.MIN_SEPARATION:
         if n // parts != batch:
             raise DPLabError(
                 "batch_size",
@@ -282,7 +282,7 @@ def sampler_spec(run: RunSettings, n: int):
             )
         spec = mf_accounting.MinSeparation(parts, run.steps, n)
         k = spec.participations
-    elif run.sampling == "cyclic_poisson":
+    elif run.sampling == Sampling.CYCLIC_POISSON:
         spec = mf_accounting.CyclicPoisson(n, batch, parts, run.steps)
         k = spec.compositions
         if o.strategy == "banded_toeplitz" and o.bands > parts:
@@ -394,7 +394,7 @@ def truncate(fact: Factorization | ToeplitzFactorization, spec, steps: int):
 def sampler_description(spec) -> dict:
     if isinstance(spec, mf_accounting.MinSeparation):
         return {
-            "name": "min_separation",
+            "name": Sampling.MIN_SEPARATION,
             "min_separation": spec.min_separation,
             "participations": spec.participations,
             "description": "b partitions (each record's drawn uniformly and independently, "
@@ -402,7 +402,7 @@ def sampler_description(spec) -> dict:
             "participations, any two >= b steps apart; no amplification",
         }
     return {
-        "name": "cyclic_poisson",
+        "name": Sampling.CYCLIC_POISSON,
         "partitions": spec.partitions_count,
         "sampling_rate": spec.sampling_rate,
         "compositions": spec.compositions,
@@ -532,7 +532,7 @@ METHOD = MatrixFactorization(
     display="DP-MF",
     source="004 §4.3; Choquette-Choo et al. 2023",
     rule="w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers",
-    samplings=("min_separation", "cyclic_poisson"),
+    samplings=(Sampling.MIN_SEPARATION, Sampling.CYCLIC_POISSON),
     noise="correlated",
     accountant=ACCOUNTANT,
     accountants=(ACCOUNTANT,),

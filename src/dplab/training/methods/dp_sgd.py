@@ -1,6 +1,7 @@
 """Method ``dp_sgd``: DP-SGD with Poisson batches by default (003 Alg. 2; 000 Alg. 1, Abadi et
 al.): clip, sum, add N(0, σ²C²), divide by the expected batch size b."""
 
+from dplab.schemes import Sampling
 from dplab.training.methods.base import Method
 
 METHOD = Method(
@@ -8,5 +9,10 @@ METHOD = Method(
     display="DP-SGD",
     source="003 Alg. 2; 000 Alg. 1",
     rule="w ← w − η·(g + σC·Z)/b, Poisson batches",
-    samplings=("poisson", "without_replacement", "shuffle", "balls_in_bins"),
+    samplings=(
+        Sampling.POISSON,
+        Sampling.WITHOUT_REPLACEMENT,
+        Sampling.SHUFFLE,
+        Sampling.BALLS_IN_BINS,
+    ),
 )

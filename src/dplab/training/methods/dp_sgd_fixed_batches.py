@@ -1,6 +1,7 @@
 """Method ``dp_sgd_fixed_batches``: DP-SGD over disjoint fixed batches cycled (000 Alg. 2),
 accounted by privacy amplification by iteration (pabi) by default."""
 
+from dplab.schemes import Sampling
 from dplab.training.methods.base import Method
 
 METHOD = Method(
@@ -8,6 +9,6 @@ METHOD = Method(
     display="DP-SGD, fixed batches",
     source="000 Alg. 2",
     rule="w ← w − η·(g + σC·Z)/b, fixed batches cycled",
-    samplings=("shuffle",),
+    samplings=(Sampling.SHUFFLE,),
     accountant="pabi",
 )

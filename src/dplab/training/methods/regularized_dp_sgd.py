@@ -1,6 +1,7 @@
 """Method ``regularized_dp_sgd``: regularized noisy SGD of 001 eq. (16)–(17): the weights shrink
 by (1 − λ) each step; divide by the realized batch size |B|."""
 
+from dplab.schemes import Sampling
 from dplab.training.methods.base import Method
 
 METHOD = Method(
@@ -8,7 +9,7 @@ METHOD = Method(
     display="regularized DP-SGD",
     source="001 eq. (16)-(17)",
     rule="w ← (1−λ)w − η·g/|B| + σ_A·Z",
-    samplings=("without_replacement", "poisson"),
+    samplings=(Sampling.WITHOUT_REPLACEMENT, Sampling.POISSON),
     normalize="realized",
     regularized=True,
     accountant="asoodeh_regularized",

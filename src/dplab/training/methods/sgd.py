@@ -1,5 +1,6 @@
 """Method ``sgd``: non-private minibatch SGD (003 Alg. 1): no clipping, no noise, no accountant."""
 
+from dplab.schemes import Sampling
 from dplab.training.methods.base import Method
 
 METHOD = Method(
@@ -7,7 +8,13 @@ METHOD = Method(
     display="SGD (non-private)",
     source="003 Alg. 1",
     rule="w ← w − η·mean(∇ℓ_i)  (no clip, no noise)",
-    samplings=("shuffle", "without_replacement", "poisson", "full_batch", "balls_in_bins"),
+    samplings=(
+        Sampling.SHUFFLE,
+        Sampling.WITHOUT_REPLACEMENT,
+        Sampling.POISSON,
+        Sampling.FULL_BATCH,
+        Sampling.BALLS_IN_BINS,
+    ),
     noise="none",
     accountant=None,
 )
