@@ -50,6 +50,7 @@ from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_an
 from dplab.accounting.roots import bisect
 from dplab.accounting.setting import Setting, check_delta
 from dplab.errors import AssumptionError, DPLabError
+from dplab.schemes import Neighbouring, Sampling
 
 _ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 _REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
@@ -92,11 +93,16 @@ def absl_warnings():
 class _DpAccountingAdapter(Accountant):
     #: (sampling, neighbouring) pairs dp_accounting supports for this accountant
     supported: tuple[tuple[str, str], ...] = ()
-    samplings = ("poisson", "without_replacement", "full_batch", "shuffle")
-    neighbourings = ("add_remove", "replace_one")
+    samplings = (
+        Sampling.POISSON,
+        Sampling.WITHOUT_REPLACEMENT,
+        Sampling.FULL_BATCH,
+        Sampling.SHUFFLE,
+    )
+    neighbourings = (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE_ONE)
 
     def check_setting(self, setting: Setting) -> None:
-        if setting.sampling == "shuffle":
+        if setting.sampling == Sampling.SHUFFLE:
             raise self.fail("sampling", SHUFFLE_REFUSAL)
         if (setting.sampling, setting.neighbouring) not in self.supported:
             pairs = ", ".join(f"{s}+{n}" for s, n in self.supported)
@@ -104,7 +110,7 @@ class _DpAccountingAdapter(Accountant):
                 "sampling",
                 f"{setting.sampling} with {setting.neighbouring} is not supported (supported: {pairs})",
             )
-        if setting.sampling == "without_replacement" and (
+        if setting.sampling == Sampling.WITHOUT_REPLACEMENT and (
             setting.dataset_size is None or setting.batch_size is None
         ):
             raise self.fail(
@@ -137,10 +143,10 @@ class RdpAccountant(_DpAccountingAdapter):
     name = "rdp"
     source = "000 §V (Mironov et al. numerical RDP of the sampled Gaussian), via dp_accounting"
     supported = (
-        ("poisson", "add_remove"),
-        ("full_batch", "add_remove"),
-        ("full_batch", "replace_one"),
-        ("without_replacement", "replace_one"),
+        (Sampling.POISSON, Neighbouring.ADD_REMOVE),
+        (Sampling.FULL_BATCH, Neighbouring.ADD_REMOVE),
+        (Sampling.FULL_BATCH, Neighbouring.REPLACE_ONE),
+        (Sampling.WITHOUT_REPLACEMENT, Neighbouring.REPLACE_ONE),
     )
     assumptions = (
         "every intermediate iterate may be released (composition)",
@@ -153,9 +159,9 @@ class RdpAccountant(_DpAccountingAdapter):
         """One step's ``DpEvent`` and the relation to give ``RdpAccountant``."""
         sigma_eff = units.effective_noise_multiplier(setting.noise_multiplier, setting.neighbouring)
         gaussian = dp_accounting.GaussianDpEvent(sigma_eff)
-        if setting.sampling == "full_batch":
+        if setting.sampling == Sampling.FULL_BATCH:
             return gaussian, _ADD_REMOVE
-        if setting.sampling == "without_replacement":
+        if setting.sampling == Sampling.WITHOUT_REPLACEMENT:
             event = dp_accounting.SampledWithoutReplacementDpEvent(
                 source_dataset_size=setting.dataset_size,
                 sample_size=setting.batch_size,
@@ -179,7 +185,7 @@ class RdpAccountant(_DpAccountingAdapter):
             rdp_privacy_accountant.DEFAULT_RDP_ORDERS
         )  # the accountant's orders (none given)
         rdp = np.asarray(acc._rdp, dtype=float)  # noqa: SLF001 (no public getter; tests/test_dependencies.py)
-        if setting.sampling == "full_batch":
+        if setting.sampling == Sampling.FULL_BATCH:
             return orders, rdp
         rdp = safe_log_moments((orders - 1) * rdp, orders, setting) / (orders - 1)
         if warned:
@@ -210,7 +216,7 @@ class RdpAccountant(_DpAccountingAdapter):
             return self.parts(event.event, neighbouring)
         return super().parts(event, neighbouring)
 
-    def event_epsilon(self, event, delta, neighbouring="add_remove"):
+    def event_epsilon(self, event, delta, neighbouring=Neighbouring.ADD_REMOVE):
         """One setting's ε; of phases the sum of their RDP curves converted (module docstring); of
         a ``RepeatAndSelectDpEvent`` the repeated event's RDP curve through Papernot & Steinke's
         bound (:func:`selection.repeat_and_select`), converted."""
@@ -252,7 +258,7 @@ def loss_std(setting: Setting) -> float:
     "remove" direction (record at +1 against at 0; replace_one: at +1 against at −1), σ = std/C:
     Gauss–Hermite quadrature of each mixture component, 200 nodes."""
     sigma, q = setting.noise_multiplier, setting.sampling_rate
-    other = -1.0 if setting.neighbouring == "replace_one" else None
+    other = -1.0 if setting.neighbouring == Neighbouring.REPLACE_ONE else None
     nodes, weights = _hermite()
     moments = np.zeros(2)
     for weight, mean in ((1 - q, 0.0), (q, 1.0)):
@@ -318,10 +324,10 @@ class PldAccountant(_DpAccountingAdapter):
     name = "pld"
     source = "004 §3.3 footnote (PLD accounting of dp_accounting, Doroshenko et al. 2022)"
     supported = (
-        ("poisson", "add_remove"),
-        ("poisson", "replace_one"),
-        ("full_batch", "add_remove"),
-        ("full_batch", "replace_one"),
+        (Sampling.POISSON, Neighbouring.ADD_REMOVE),
+        (Sampling.POISSON, Neighbouring.REPLACE_ONE),
+        (Sampling.FULL_BATCH, Neighbouring.ADD_REMOVE),
+        (Sampling.FULL_BATCH, Neighbouring.REPLACE_ONE),
     )
     assumptions = (
         "every intermediate iterate may be released (composition)",
@@ -347,19 +353,19 @@ class PldAccountant(_DpAccountingAdapter):
     @staticmethod
     def step(setting: Setting) -> tuple[dp_accounting.DpEvent, dp_accounting.NeighboringRelation]:
         """One step's ``DpEvent`` (σ = std/C; dp_accounting doubles the shift for REPLACE_ONE)."""
-        relation = _ADD_REMOVE if setting.neighbouring == "add_remove" else _REPLACE_ONE
+        relation = _ADD_REMOVE if setting.neighbouring == Neighbouring.ADD_REMOVE else _REPLACE_ONE
         gaussian = dp_accounting.GaussianDpEvent(setting.noise_multiplier)
-        if setting.sampling == "full_batch":
+        if setting.sampling == Sampling.FULL_BATCH:
             return gaussian, relation
         return dp_accounting.PoissonSampledDpEvent(setting.sampling_rate, gaussian), relation
 
-    def event_epsilon(self, event, delta, neighbouring="add_remove"):
+    def event_epsilon(self, event, delta, neighbouring=Neighbouring.ADD_REMOVE):
         """One setting's ε; of phases of full-batch steps the exact ε of one Gaussian mechanism,
         of other phases :meth:`phases_epsilon` (module docstring)."""
         settings = self.parts(event, neighbouring)
         if len(settings) == 1:
             return self.epsilon(settings[0], delta)
-        if all(s.sampling == "full_batch" for s in settings):
+        if all(s.sampling == Sampling.FULL_BATCH for s in settings):
             mu = math.sqrt(sum(float(self.full_batch_mu(s, [s.steps])[0]) ** 2 for s in settings))
             return float(gaussian_epsilon(check_delta(delta), np.array([mu]))[0])
         return self.phases_epsilon(settings, delta)
@@ -425,7 +431,7 @@ class PldAccountant(_DpAccountingAdapter):
         adjacency = privacy_loss_mechanism.AdjacencyType
         pairs = (
             (adjacency.REMOVE, adjacency.ADD)
-            if setting.neighbouring == "add_remove"
+            if setting.neighbouring == Neighbouring.ADD_REMOVE
             else (adjacency.REPLACE,)
         )
         widths = []
@@ -468,7 +474,7 @@ class PldAccountant(_DpAccountingAdapter):
         floor = super().sigma_floor(setting)
         widest = self.coarsest() * (PLD_STEP_BINS - 2)
         if (
-            setting.sampling == "full_batch"
+            setting.sampling == Sampling.FULL_BATCH
             or self.step_width(setting.replace(noise_multiplier=floor)) <= widest
         ):
             return floor
@@ -549,7 +555,7 @@ class PldAccountant(_DpAccountingAdapter):
         (σ = 2, q = 0.5, T = 1000, δ = 1e-12: 91.056 against a true ε ≥ 91.09).  Grids of ≤ 64
         steps are evaluated at every step; on longer grids an upper bound within
         :data:`pld_curve.EXCESS` (1%) of the certified value at every T (:func:`pld_curve.monotone_curve`)."""
-        if setting.sampling == "full_batch":
+        if setting.sampling == Sampling.FULL_BATCH:
             return gaussian_epsilon(delta, self.full_batch_mu(setting, steps))
         composed, tilted = self.composed(setting, steps)
 
@@ -578,7 +584,7 @@ class PldAccountant(_DpAccountingAdapter):
 
     def _delta_curve(self, setting, epsilon, steps):
         """full_batch: exact.  Poisson: the certified δ(ε) of :mod:`pld_tilted` at each T (max over the pair)."""
-        if setting.sampling == "full_batch":
+        if setting.sampling == Sampling.FULL_BATCH:
             return gaussian_delta(epsilon, self.full_batch_mu(setting, steps))
         _, tilted = self.composed(setting, steps)
         try:
@@ -593,10 +599,10 @@ class PldAccountant(_DpAccountingAdapter):
         :meth:`sigma_floor`: any σ pld could return is larger than this valid upper bound's, and the
         search would only find, one ~5 s PLD at a time, that the σ reaching the target lies among
         those pld does not resolve (σ = 0.1006 < 0.1255 at q = 0.01, T = 100, ε = 1000: 114 s before)."""
-        if setting.sampling == "full_batch":
+        if setting.sampling == Sampling.FULL_BATCH:
             one = math.sqrt(setting.steps) * sigma_analytic(epsilon, delta)
             return one * units.sum_sensitivity(1.0, setting.neighbouring)
-        if setting.neighbouring == "replace_one":
+        if setting.neighbouring == Neighbouring.REPLACE_ONE:
             return 1.0  # no rdp for this pair
         sigma, floor = RdpAccountant().sigma(setting, epsilon, delta), self.sigma_floor(setting)
         if sigma < floor:
