@@ -27,6 +27,7 @@ def test_kept_answers_are_computed_once_the_same_bits_and_only_inside(monkeypatc
         sigma = rdp.sigma(SETTING, 2.0, 1e-5)  # a root search: one ε per σ it tries
         searched = len(calls)
         assert rdp.sigma(SETTING, 2.0, 1e-5) == sigma == sigma_alone
+        assert type(rdp)().sigma(SETTING, 2.0, 1e-5) == sigma  # a new instance: the same answers
         assert len(calls) == searched > 2  # the same search again: every ε was kept
     assert again.tobytes() == alone.tobytes()
     rdp.epsilon_curve(SETTING, 1e-5, [10, 100])

@@ -222,7 +222,9 @@ class Accountant(ABC):
         self.check_limit("delta", delta)
         grid = self._grid(setting, steps)
         self.check(setting.replace(steps=int(grid.max())))
-        question = ("epsilon_curve", self, repr(setting), repr(delta), grid.tobytes())
+        # the accountant by its class and its own fields: a new instance asks the same question
+        who = (type(self), repr(vars(self)))
+        question = ("epsilon_curve", who, repr(setting), repr(delta), grid.tobytes())
         return memo.answer(question, lambda: self._finite_curve(setting, delta, grid))
 
     def _finite_curve(self, setting: Setting, delta: float, grid: np.ndarray) -> np.ndarray:
