@@ -11,6 +11,9 @@ where they were made, e.g. by ``snakemake results/data/digits/train.npz results/
 
     PYTHONPATH=src python benchmarks/group_runs.py --inputs results --rounds 2
 
+With ``--baseline-src OTHER/src`` the grouped job is timed against the same grouped job run with
+another commit's ``src`` (interleaved), every run's folder compared byte for byte between them.
+
 The DAG's estimate: each grid's runs cost, alone, the sampled mean per run of that grid; grouped,
 the sampled mean per job of that grid times its number of jobs.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import os
 import resource
 import shutil
 import subprocess
@@ -37,10 +41,12 @@ SAMPLES = (
 )
 
 
-def cpu(argv: list[str]) -> float:
-    """The CPU seconds (user + system) of running ``argv`` to its end."""
+def cpu(argv: list[str], src: Path | None = None) -> float:
+    """The CPU seconds (user + system) of running ``argv`` to its end (with ``src`` first on
+    PYTHONPATH: another commit's ``dplab``)."""
+    env = None if src is None else {**os.environ, "PYTHONPATH": str(src.resolve())}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
@@ -75,10 +81,17 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--samples", nargs="+", default=SAMPLES, help="names of grouped jobs")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="instead of the runs alone: the same grouped job with this src/ (another commit's)",
+    )
     args = parser.parse_args()
     plan = jobs.load(args.config)
     groups = plan.of("train_runs")
     rows = {}
+    other = "alone" if args.baseline_src is None else "baseline"
     scratch = Path(tempfile.mkdtemp(prefix="group_runs_"))
     try:
         for name in args.samples:
@@ -87,12 +100,13 @@ def main() -> int:
             for r in range(args.rounds):
                 outs = [str(scratch / f"grouped{r}" / run.name) for run in job.runs]
                 grouped.append(cpu(command(job, args.inputs, outs)))
-                alone.append(
-                    sum(
-                        cpu(command(run, args.inputs, [str(scratch / f"alone{r}" / run.name)]))
-                        for run in job.runs
+                others = [str(scratch / f"alone{r}" / run.name) for run in job.runs]
+                if args.baseline_src is not None:
+                    alone.append(cpu(command(job, args.inputs, others), args.baseline_src))
+                else:
+                    alone.append(
+                        sum(cpu(command(run, args.inputs, [o])) for run, o in zip(job.runs, others))
                     )
-                )
                 for run, out in zip(job.runs, outs):
                     match, differ, errors = filecmp.cmpfiles(
                         out,
@@ -102,35 +116,46 @@ def main() -> int:
                     )
                     if differ or errors:
                         raise SystemExit(
-                            f"{run.name}: {differ + errors} differ between grouped and alone"
+                            f"{run.name}: {differ + errors} differ between grouped and {other}"
                         )
             rows[name] = (len(job.runs), min(alone), min(grouped))
             print(
-                f"{name}: {len(job.runs)} runs, alone {min(alone):.2f} s, grouped {min(grouped):.2f} s",
+                f"{name}: {len(job.runs)} runs, {other} {min(alone):.2f} s, "
+                f"grouped {min(grouped):.2f} s",
                 flush=True,
             )
     finally:
         shutil.rmtree(scratch)
-    print(
-        "\n| grouped job | runs | CPU s, one job per run | CPU s, one job | saved per run after the first |"
-    )
-    print("|---|---:|---:|---:|---:|")
-    for name, (k, alone, grouped) in rows.items():
+    if args.baseline_src is not None:
+        print("\n| grouped job | runs | CPU s, baseline | CPU s, this branch | saved |")
+        print("|---|---:|---:|---:|---:|")
+        for name, (k, alone, grouped) in rows.items():
+            print(f"| `{name}` | {k} | {alone:.2f} | {grouped:.2f} | {alone - grouped:.2f} |")
+    else:
         print(
-            f"| `{name}` | {k} | {alone:.2f} | {grouped:.2f} | {(alone - grouped) / (k - 1):.2f} |"
+            "\n| grouped job | runs | CPU s, one job per run | CPU s, one job "
+            "| saved per run after the first |"
         )
+        print("|---|---:|---:|---:|---:|")
+        for name, (k, alone, grouped) in rows.items():
+            print(
+                f"| `{name}` | {k} | {alone:.2f} | {grouped:.2f} | {(alone - grouped) / (k - 1):.2f} |"
+            )
     by_grid: dict[str, list] = {}
     for name, (k, alone, grouped) in rows.items():
         by_grid.setdefault(name.split("/")[1], []).append((k, alone, grouped))
     before = after = 0.0
     for grid, samples in by_grid.items():
-        per_run = sum(a for _, a, _ in samples) / sum(k for k, _, _ in samples)
-        per_job = sum(g for _, _, g in samples) / len(samples)
         count = [job for job in groups.values() if job.name.split("/")[1] == grid]
         runs = sum(len(job.runs) for job in count)
-        before, after = before + per_run * runs, after + per_job * len(count)
+        if args.baseline_src is not None:  # the baseline's grouped jobs
+            cost = sum(a for _, a, _ in samples) / len(samples) * len(count)
+        else:  # each run its own job
+            cost = sum(a for _, a, _ in samples) / sum(k for k, _, _ in samples) * runs
+        per_job = sum(g for _, _, g in samples) / len(samples)
+        before, after = before + cost, after + per_job * len(count)
         print(
-            f"grid {grid}: {runs} runs in {len(count)} jobs: ≈ {per_run * runs:.0f} s alone, "
+            f"grid {grid}: {runs} runs in {len(count)} jobs: ≈ {cost:.0f} s {other}, "
             f"≈ {per_job * len(count):.0f} s grouped"
         )
     print(f"grids sampled: ≈ {before:.0f} s → ≈ {after:.0f} s of CPU ({after / before - 1:+.0%})")

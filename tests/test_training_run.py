@@ -76,8 +76,9 @@ def test_train_writes_metrics_and_summary(digits_dir, tmp_path):
 
 def test_runs_trained_in_one_process_are_each_the_run_trained_alone(digits_dir, tmp_path, capsys):
     """`dplab train --run-json [r, r'] --out A B` (a job of grouped grid runs, config group_runs):
-    each folder byte for byte what the run writes alone, the second run of the process included;
-    folders that do not match the runs, or a bad run anywhere in the list: exit 2, nothing written."""
+    each folder byte for byte what the run writes alone, the second run of the process included
+    (its ε curve the first run's, kept: dplab.accounting.memo); folders that do not match the
+    runs, or a bad run anywhere in the list: exit 2, nothing written."""
     runs = [
         {
             "method": "dp_sgd",

@@ -22,6 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     from dp_accounting.dp_event import DpEvent
 
+from dplab.accounting import memo
 from dplab.accounting.roots import bracket, safe_root
 from dplab.accounting.setting import SETTING_NUMBERS, Setting, check_delta, check_epsilon
 from dplab.errors import AssumptionError, DPLabError
@@ -222,6 +223,13 @@ class Accountant(ABC):
         self.check_limit("delta", delta)
         grid = self._grid(setting, steps)
         self.check(setting.replace(steps=int(grid.max())))
+        # the accountant by its class and its own fields: a new instance asks the same question
+        who = (type(self), repr(vars(self)))
+        question = ("epsilon_curve", who, repr(setting), repr(delta), grid.tobytes())
+        return memo.answer(question, lambda: self._finite_curve(setting, delta, grid))
+
+    def _finite_curve(self, setting: Setting, delta: float, grid: np.ndarray) -> np.ndarray:
+        """:meth:`_epsilon_curve` of a checked setting, refused unless every ε is finite and ≥ 0."""
         eps = self._answer(lambda: self._epsilon_curve(setting, delta, grid), setting)
         if not np.all(np.isfinite(eps) & (eps >= 0)):
             raise self.too_far(

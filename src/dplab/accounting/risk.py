@@ -32,6 +32,7 @@ from dp_accounting.pld import privacy_loss_distribution
 from scipy.special import ndtr, ndtri
 
 from dplab import units
+from dplab.accounting import memo
 from dplab.accounting.base import SIGMA_MAX, SIGMA_MIN
 from dplab.accounting.dp_accounting_adapters import PldAccountant
 from dplab.accounting.roots import bisect, bracket, expand
@@ -133,6 +134,11 @@ def risk(setting: Setting, fprs=FPRS) -> dict:
     if setting.sampling not in RISK_SAMPLINGS:
         raise DPLabError("sampling", unavailable("pld", setting))
     fprs = np.asarray(fprs, float)
+    return memo.answer(("risk", repr(setting), fprs.tobytes()), lambda: _risk(setting, fprs))
+
+
+def _risk(setting: Setting, fprs: np.ndarray) -> dict:
+    """:func:`risk` of a setting it accepts, at the FPRs ``fprs``."""
     if setting.sampling == Sampling.FULL_BATCH:
         PldAccountant().check(setting)
         mu = float(PldAccountant.full_batch_mu(setting, setting.steps))

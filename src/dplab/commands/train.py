@@ -128,8 +128,10 @@ def _train(
     cuda_graph: bool = True,
 ) -> None:
     """Train each run of ``cfgs`` on the dataset ``data_dir`` (read once) into its folder of ``outs``,
-    one after another; every run's dataset and factorization are checked before the first trains."""
-    from dplab.accounting.eligibility import labelled
+    one after another; every run's dataset and factorization are checked before the first trains.
+    The accountants' answers are kept for the job (:mod:`dplab.accounting.memo`): runs asking the
+    same — a grid cell's seeds — compute them once."""
+    from dplab.accounting.memo import kept_answers
     from dplab.errors import DPLabError
     from dplab.io import output_folder
     from dplab.training import data, loop
@@ -137,9 +139,9 @@ def _train(
     from dplab.training.settings import RunSettings
 
     dataset = data.load(data_dir)
+    runs = [RunSettings.of(cfg) for cfg in cfgs]
     factorizations = {}  # by cache key: the runs of one job share theirs
-    for cfg in cfgs:
-        settings = RunSettings.of(cfg)
+    for cfg, settings in zip(cfgs, runs):
         if dataset.info["name"] != settings.dataset:
             raise DPLabError(
                 "dataset",
@@ -147,30 +149,38 @@ def _train(
             )
         if mf_cache is not None and (key := run_factorization(cfg)) not in factorizations:
             factorizations[key] = METHODS[settings.method].load_factorization(settings, mf_cache)
-    for cfg, out in zip(cfgs, outs):
-        settings = RunSettings.of(cfg)
-        if settings.phases is not None:
-            _train_phases(cfg, dataset, out)
-            continue
-        factorization = factorizations.get(run_factorization(cfg)) if mf_cache is not None else None
-        with output_folder(
-            out
-        ) as folder:  # on failure nothing of this attempt stays; summary.json lands last
-            summary = loop.train(
-                settings, dataset, folder, factorization=factorization, cuda_graph=cuda_graph
+    with kept_answers():
+        for cfg, settings, out in zip(cfgs, runs, outs):
+            if settings.phases is not None:
+                _train_phases(cfg, dataset, out)
+                continue
+            factorization = (
+                factorizations.get(run_factorization(cfg)) if mf_cache is not None else None
             )
-        eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
-        references = {
-            **summary.epsilon_lower,
-            **summary.epsilon_comparison,
-        }  # beside the claims: never the run's ε
-        for name, kind in summary.epsilon_bound.items():
-            if kind != "upper":
-                eps += f"; {labelled(name, references[name])}"
-        final = summary.final
-        print(
-            f"test_accuracy={final.test_accuracy:.4f} test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}"
-        )
+            # on failure nothing of this attempt stays; summary.json lands last
+            with output_folder(out) as folder:
+                summary = loop.train(
+                    settings, dataset, folder, factorization=factorization, cuda_graph=cuda_graph
+                )
+            _report(summary, out)
+
+
+def _report(summary, out: str) -> None:
+    """The line a trained run prints: test accuracy and loss, its ε and the references beside."""
+    from dplab.accounting.eligibility import labelled
+
+    eps = ", ".join(f"{k}={v:.4g}" for k, v in summary.epsilon.items()) or "none"
+    references = {
+        **summary.epsilon_lower,
+        **summary.epsilon_comparison,
+    }  # beside the claims: never the run's ε
+    for name, kind in summary.epsilon_bound.items():
+        if kind != "upper":
+            eps += f"; {labelled(name, references[name])}"
+    final = summary.final
+    print(
+        f"test_accuracy={final.test_accuracy:.4f} test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}"
+    )
 
 
 def _train_phases(cfg: dict, dataset, out: str) -> None:
