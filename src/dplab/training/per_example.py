@@ -6,7 +6,9 @@ gradient's norm never exceeds C.  The result is the exact DP-SGD clipped sum; tw
 
 **Ghost clipping with book-keeping** (models whose parameters all sit in layers of the
 :data:`GHOST_LAYERS` registry, today ``nn.Linear`` and ``nn.Conv2d``, the loss of :func:`dplab.training.models.example_loss`): one batched forward
-pass records each layer's input a and output z, one backward pass gives the output gradients
+pass records each layer's input a and output z (forward hooks; an ``nn.Sequential`` of Linear
+layers and activations runs its layers itself, :func:`_stack_forward`, the same operations
+without hooks or ``functional_call``), one backward pass gives the output gradients
 g = ∂(Σ_i ℓ_i)/∂z (row i depends on example i only: no batch-coupled layers), and then, per layer,
 without materializing per-example gradients where that is cheaper:
 
