@@ -56,7 +56,7 @@ from dplab.training import loop, models
 from dplab.training.noise import GaussianNoise
 from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
-from dplab.training.graphed import GraphedStep
+from dplab.training.graphed import GraphedStep, capture
 from dplab.training.per_example import clipped_grad_sum
 from dplab.training.step import apply
 
@@ -186,15 +186,7 @@ class Steps:
             nn.functional.cross_entropy(model(self.x), self.y).backward()
             opt.step()
 
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                body()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            body()
+        graph, _ = capture(lambda: [body() for _ in range(3)], body)
         return graph.replay
 
     def _engine_portable(self, model):

@@ -150,6 +150,11 @@ def test_gaussian_noise_is_drawn_on_the_generator_device():
     g = torch.Generator().manual_seed(5)
     assert torch.equal(got["w"], torch.randn(3, 4, generator=g) * 2.0)
     assert torch.equal(got["b"], torch.randn(4, generator=g) * 2.0)
+    mixed = {**like, "d": torch.zeros(2, dtype=torch.float64)}  # a draw per tensor, in order
+    got = GaussianNoise(2.0).sample(1, mixed, torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(5)
+    for k, p in mixed.items():
+        assert torch.equal(got[k], torch.randn(p.shape, generator=g, dtype=p.dtype) * 2.0), k
 
 
 def test_grouped_conv_route_by_device(monkeypatch):

@@ -235,3 +235,64 @@ def test_tanh_cnn_is_tramer_and_boneh_s_network():
     ).shape == (2, 10)
     with pytest.raises(Exception, match="28×28"):
         models.build(model_settings("tanh_cnn"), [1, 8, 8], 10)
+
+
+class _Hooked(nn.Sequential):
+    """An nn.Sequential subclass: ghost clipping's general path (hooks, ``functional_call``)."""
+
+
+@pytest.mark.parametrize(
+    "acts,l2",
+    [
+        ((nn.ReLU(),), 0.0),
+        ((nn.Tanh(), nn.Sigmoid()), 0.2),
+        ((nn.GELU(), nn.SiLU()), 0.0),
+        ((nn.LeakyReLU(0.1), nn.ELU()), 0.2),
+    ],
+)
+def test_linear_stack_path_is_the_hooked_path_bit_for_bit(acts, l2):
+    """A Sequential of Linear layers and activations runs without hooks: the same clipped sum,
+    norms and loss as the general path to the bit, exact against the naive loop, and no graph
+    kept (the sum needs no gradient: the loop's in-place update would otherwise chain steps)."""
+    torch.manual_seed(3)
+    layers = [nn.Flatten(), nn.Linear(12, 9), acts[0], nn.Linear(9, 7)]
+    layers += [acts[-1], nn.Linear(7, 10, bias=False)]
+    stack, hooked = nn.Sequential(*layers).double(), _Hooked(*layers).double()
+    assert per_example._plan(stack).stack is not None and per_example._plan(hooked).stack is None
+    x, y = torch.randn(11, 3, 4, dtype=torch.float64), torch.randint(0, 10, (11,))
+    params = {k: v.detach().clone().requires_grad_() for k, v in stack.named_parameters()}
+    mask = (torch.arange(11) % 3 != 0).double()
+    loss = models.example_loss(stack, l2)
+    clip = float(clipped_grad_sum(loss, params, x, y, None).norms.median())
+    for m in (None, mask):
+        got = clipped_grad_sum(loss, params, x, y, clip, mask=m)
+        ref = clipped_grad_sum(models.example_loss(hooked, l2), params, x, y, clip, mask=m)
+        assert torch.equal(got.norms, ref.norms) and torch.equal(got.loss_sum, ref.loss_sum)
+        assert list(got.grad_sum) == list(params)
+        assert all(torch.equal(got.grad_sum[k], ref.grad_sum[k]) for k in params)
+        assert not any(g.requires_grad for g in got.grad_sum.values())
+    want, norms = _naive(stack, params, x, y, clip, l2)
+    got = clipped_grad_sum(loss, params, x, y, clip)
+    assert (norms > clip * 1.001).any() and (norms < clip * 0.999).any()  # clipping acts on some
+    torch.testing.assert_close(got.norms, norms, atol=1e-9, rtol=1e-9)
+    for k in params:
+        torch.testing.assert_close(got.grad_sum[k], want[k], atol=1e-9, rtol=0)
+
+
+def test_which_sequentials_take_the_linear_stack_path():
+    """Distinct hook-free Linear layers and out-of-place per-example modules only; anything
+    else (a shared layer, an in-place activation, a convolution, Flatten over the batch, a hook)
+    keeps the general path, which detects a layer run twice or changed in place."""
+    lin = nn.Linear(4, 4)
+    hooked = nn.Linear(4, 4)
+    hooked.register_forward_hook(lambda m, i, o: o * 2)
+    cases = {
+        "mlp": (nn.Sequential(nn.Flatten(), nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)), True),
+        "shared": (nn.Sequential(lin, nn.Tanh(), lin), False),
+        "inplace": (nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 2)), False),
+        "conv": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(8, 2)), False),
+        "flatten0": (nn.Sequential(nn.Flatten(0), nn.Linear(4, 2)), False),
+        "hook": (nn.Sequential(hooked, nn.Linear(4, 2)), False),
+    }
+    for name, (model, stack) in cases.items():
+        assert (per_example._plan(model).stack is not None) == stack, name

@@ -251,3 +251,23 @@ def test_stacked_runs_take_each_runs_own_optimizer_step(name):
             )
     for r, params in enumerate(runs):
         torch.testing.assert_close(stacked["w"][r], params["w"], rtol=1e-6, atol=1e-7)
+
+
+def test_plain_update_is_each_tensor_s_arithmetic_and_overflow_diverges():
+    """The SGD update over all parameters at once is, to the bit, each tensor's own
+    (1 − λ)·w, then + (−η/m)·g, then + (−η/b)·Z; an η/m past float32 makes w inf/NaN (the
+    divergence the loop reports), not an error."""
+    from dplab.training.step import update
+
+    gen = torch.Generator().manual_seed(4)
+    params = {k: torch.randn(*s, generator=gen) for k, s in (("w", (5, 3)), ("b", (5,)))}
+    grads = {k: torch.randn(p.shape, generator=gen) for k, p in params.items()}
+    noise = {k: torch.randn(p.shape, generator=gen) for k, p in params.items()}
+    want = {
+        k: p.clone().mul_(0.9).add_(grads[k], alpha=-0.3 / 7).add_(noise[k], alpha=-0.3 / 8)
+        for k, p in params.items()
+    }
+    update(params, grads, noise, lr=0.3, denom=7, b=8, regularization=0.1)
+    assert all(torch.equal(params[k], want[k]) for k in params)
+    update(params, grads, None, lr=1e250, denom=7, b=8, regularization=0.0)
+    assert all(not torch.isfinite(p).all() for p in params.values())

@@ -96,14 +96,24 @@ class PortableGenerator:
 
 
 def normal(
-    shape, generator, dtype: torch.dtype, device: torch.device | None = None
+    shape,
+    generator,
+    dtype: torch.dtype,
+    device: torch.device | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Standard normal numbers of ``shape`` and ``dtype`` from a :class:`PortableGenerator` or a
     ``torch.Generator`` (None: torch's default one), on ``device`` (default: the generator's):
-    the one draw every noise source makes."""
+    the one draw every noise source makes.  ``out``: a contiguous tensor of that shape and
+    dtype on the generator's device, filled with the same numbers (``torch.randn`` is
+    ``normal_`` on a new tensor) and returned."""
     if isinstance(generator, PortableGenerator):
         z = generator.normal(tuple(shape), dtype)
+        if out is not None:
+            return out.copy_(z)
         return z if device is None else z.to(device)
+    if out is not None:
+        return out.normal_(generator=generator)
     if device is None and generator is not None:
         device = generator.device
     return torch.randn(tuple(shape), generator=generator, dtype=dtype, device=device)

@@ -69,6 +69,26 @@ def refusal(
     return next((why for cond, why in reasons if cond), None)
 
 
+def capture(
+    warm_up: Callable[[], object], body: Callable[[], object], generator=None
+) -> tuple[torch.cuda.CUDAGraph, object]:
+    """PyTorch's capture recipe (``torch.cuda.graphs``): ``warm_up()`` once on a side stream,
+    the device synchronized, then ``body()`` captured as a CUDA graph with ``generator`` (if any)
+    registered with it, so that each replay draws its next numbers: (the graph, body's outputs)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        warm_up()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    if generator is not None:
+        graph.register_generator_state(generator)
+    with torch.cuda.graph(graph):
+        out = body()
+    return graph, out
+
+
 @dataclass
 class GraphedStep:
     """The captured step of one run (module docstring); :meth:`__call__` takes one step."""
@@ -115,20 +135,18 @@ class GraphedStep:
 
     def capture(self) -> None:
         """Warm up on copies (the run's parameters and generator untouched), then capture."""
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+
+        def warm_up():
             scratch = torch.Generator(device=self.x.device).manual_seed(0)
             copies = {k: p.clone() for k, p in self.params.items()}
             for _ in range(WARMUP):
                 self._body(copies, scratch)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        if self.generator is not None and self.noise is not None:
-            self.graph.register_generator_state(self.generator)
-        with torch.cuda.graph(self.graph):
-            self.out = self._body(self.params, self.generator)
+
+        self.graph, self.out = capture(
+            warm_up,
+            lambda: self._body(self.params, self.generator),
+            self.generator if self.noise is not None else None,
+        )
 
     def fits(self, idx: torch.Tensor) -> bool:
         return len(idx) <= self.capacity

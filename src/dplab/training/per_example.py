@@ -6,7 +6,9 @@ gradient's norm never exceeds C.  The result is the exact DP-SGD clipped sum; tw
 
 **Ghost clipping with book-keeping** (models whose parameters all sit in layers of the
 :data:`GHOST_LAYERS` registry, today ``nn.Linear`` and ``nn.Conv2d``, the loss of :func:`dplab.training.models.example_loss`): one batched forward
-pass records each layer's input a and output z, one backward pass gives the output gradients
+pass records each layer's input a and output z (forward hooks; an ``nn.Sequential`` of Linear
+layers and activations runs its layers itself, :func:`_stack_forward`, the same operations
+without hooks or ``functional_call``), one backward pass gives the output gradients
 g = ∂(Σ_i ℓ_i)/∂z (row i depends on example i only: no batch-coupled layers), and then, per layer,
 without materializing per-example gradients where that is cheaper:
 
@@ -97,7 +99,15 @@ class _Plan:
     supported: bool  # every parameter in a supported layer, no batch-norm layer
     parameters: frozenset[str]  # the model's parameter names
     layers: dict[nn.Module, str]  # each layer of a :data:`GHOST_LAYERS` type → its name
+    keys: dict[nn.Module, tuple[str, str | None]]  # each layer → its weight's and bias's names
+    #: an ``nn.Sequential`` of distinct Linear layers and :data:`STACK_MODULES`: its children,
+    #: run without hooks (:func:`_stack_forward`); None for any other model
+    stack: tuple[nn.Module, ...] | None
 
+
+#: parameter-free modules that a :attr:`_Plan.stack` may hold between its Linear layers: each
+#: acts on every example alone (activations elementwise, ``Flatten`` from dimension 1)
+STACK_MODULES = (nn.ReLU, nn.Tanh, nn.Sigmoid, nn.GELU, nn.SiLU, nn.LeakyReLU, nn.ELU, nn.Identity)
 
 _PLANS: "weakref.WeakKeyDictionary[nn.Module, _Plan]" = weakref.WeakKeyDictionary()
 
@@ -114,12 +124,36 @@ def _plan(model: nn.Module) -> _Plan:
             )
             for m in model.modules()
         )
+        layers = {m: name for name, m in model.named_modules() if type(m) in GHOST_LAYERS}
+        prefix = {m: f"{name}." if name else "" for m, name in layers.items()}
         plan = _PLANS[model] = _Plan(
             supported,
             frozenset(k for k, _ in model.named_parameters()),
-            {m: name for name, m in model.named_modules() if type(m) in GHOST_LAYERS},
+            layers,
+            {
+                m: (prefix[m] + "weight", None if m.bias is None else prefix[m] + "bias")
+                for m in layers
+            },
+            tuple(model) if supported and _is_stack(model) else None,
         )
     return plan
+
+
+def _is_stack(model: nn.Module) -> bool:
+    """Whether ``model`` is an ``nn.Sequential`` of distinct hook-free Linear layers and
+    :data:`STACK_MODULES` (not in place)."""
+    if type(model) is not nn.Sequential:
+        return False
+    linear = [m for m in model if type(m) is nn.Linear]
+    return len(set(map(id, linear))) == len(linear) and all(
+        (
+            type(m) is nn.Linear
+            and not (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks)
+        )
+        or (type(m) is nn.Flatten and m.start_dim == 1)
+        or (type(m) in STACK_MODULES and not getattr(m, "inplace", False))
+        for m in model
+    )
 
 
 def _factors(norms: torch.Tensor, clip: float | None) -> torch.Tensor:
@@ -145,10 +179,10 @@ class GhostLayer:
     """How ghost clipping treats one layer type (Opacus's per-layer norm-sampler registry).
 
     ``norms(module, a, g, sq)``, from the layer's input a and output gradient g (batch first),
-    adds each example's squared weight-gradient norm to ``sq`` in place and returns the layer's
-    book-keeping part (a, g, per): a (B, k) with g (B, p), or a (B, k, T) with g (B, p, T), and
-    the materialized per-example weight gradients ``per`` (B, p, k) or ``None`` (then a is
-    ``None`` only where ``per`` is set).  The bias and the clipped sum are shared by all layers."""
+    adds each example's squared gradient norm (weight, then bias) to ``sq`` in place and returns
+    the layer's book-keeping part (a, g, per): a (B, k) with g (B, p), or a (B, k, T) with g
+    (B, p, T), and the materialized per-example weight gradients ``per`` (B, p, k) or ``None``
+    (then a is ``None`` only where ``per`` is set).  The clipped sum is shared by all layers."""
 
     supports: Callable[[nn.Module], bool]
     norms: Callable[[nn.Module, torch.Tensor, torch.Tensor, torch.Tensor], tuple]
@@ -180,10 +214,14 @@ def _linear_norms(m: nn.Linear, a: torch.Tensor, g: torch.Tensor, sq: torch.Tens
         a = a.reshape(batch, -1, a.shape[-1]).transpose(1, 2)
         g = g.reshape(batch, -1, g.shape[-1]).transpose(1, 2)
     if a.dim() == 2:
-        sq += _sq_norms(a) * _sq_norms(g)
+        g_sq = _sq_norms(g)
+        sq += _sq_norms(a) * g_sq
+        if m.bias is not None:
+            sq += g_sq
         return a, g, None
     w_sq, per = _sequence_sq_norms(a, g)
     sq += w_sq
+    _add_bias_sq(m, g, sq)
     return a, g, per
 
 
@@ -199,11 +237,19 @@ def _conv2d_norms(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, sq: torch.Tens
     if _grouped_cheaper(a, g, m):
         per = _conv_per_example(a, g, m)
         sq += _sq_norms(per)
+        _add_bias_sq(m, g.flatten(2), sq)
         return None, g.flatten(2), per
     a, g = _unfold(a, m), g.flatten(2)
     w_sq, per = _sequence_sq_norms(a, g)
     sq += w_sq
+    _add_bias_sq(m, g, sq)
     return a, g, per
+
+
+def _add_bias_sq(m: nn.Module, g: torch.Tensor, sq: torch.Tensor) -> None:
+    """sq += ||∇_b ℓ_i||² = ||Σ_t g_{i,t}||² for a layer with a bias, g of shape (B, p, T)."""
+    if m.bias is not None:
+        sq += _sq_norms(g.sum(2))
 
 
 def _ghost(model, l2, params, x, y, clip, mask=None) -> ClippedGrads | None:
@@ -211,46 +257,30 @@ def _ghost(model, l2, params, x, y, clip, mask=None) -> ClippedGrads | None:
     ``None`` when a layer ran more than once."""
     if not x.is_floating_point():
         return None
-    names = _plan(model).layers
-    records: dict[nn.Module, list] = {m: [] for m in names}
-
-    def hook(module, inputs, output):
-        records[module].append((inputs[0].detach(), output, inputs[0]._version, output._version))
-
+    plan = _plan(model)
     plain = {k: v.detach() for k, v in params.items()}
-    handles = [m.register_forward_hook(hook) for m in names]
-    try:
-        with torch.enable_grad():
-            # x as a graph root makes every layer output a non-leaf; x's own gradient is never computed
-            logits = functional_call(model, plain, (x.detach().requires_grad_(),))
-            ce = nn.functional.cross_entropy(logits, y, reduction="none")
-            if any(
-                len(r) > 1 or (r and (r[0][0]._version, r[0][1]._version) != r[0][2:])
-                for r in records.values()
-            ):
-                return None  # a layer called twice, or its input/output changed in place later
-            layers = [m for m in names if records[m]]
-            out_grads = torch.autograd.grad(
-                ce.sum(), [records[m][0][1] for m in layers], allow_unused=True
-            )
-    finally:
-        for h in handles:
-            h.remove()
+    with torch.enable_grad():
+        forward = (plan.stack is not None and _stack_forward(plan, plain, x, y)) or _hooked_forward(
+            model, plan, plain, x, y
+        )
+        if forward is None:
+            return None  # a layer called twice, or its input/output changed in place later
+        ce, recorded = forward
+        out_grads = torch.autograd.grad(ce.sum(), [z for _, _, z in recorded], allow_unused=True)
 
     batch = len(x)
     sq = torch.zeros(batch, dtype=ce.dtype, device=ce.device)
-    cross = torch.zeros_like(sq)  # ⟨θ, g_i^CE⟩, needed only with an L2 term
-    parts = {}  # module → (a, g, per-example weight grads or None); a, g: (B, d) or (B, ·, T)
-    for m, g in zip(layers, out_grads):
-        a, z = records.pop(m)[0][:2]  # (popped: each layer output is freed once used)
+    cross = torch.zeros_like(sq) if l2 else None  # ⟨θ, g_i^CE⟩, needed only with an L2 term
+    parts = []  # (module, a, g, per-example weight grads or None); a, g: (B, d) or (B, ·, T)
+    out_grads = list(out_grads)
+    while recorded:  # (popped: each layer output is freed once used)
+        (m, a, z), g = recorded.pop(0), out_grads.pop(0)
         if g is None:
             g = torch.zeros_like(z)
         if l2:
             cross += (g * z.detach()).reshape(batch, -1).sum(1)
         a, g, per = GHOST_LAYERS[type(m)].norms(m, a, g, sq)
-        if m.bias is not None:
-            sq += _sq_norms(g if g.dim() == 2 else g.sum(2))
-        parts[m] = (a, g, per)
+        parts.append((m, a, g, per))
 
     theta_sq = sum((p * p).sum() for p in plain.values()) if l2 else 0.0
     if l2:
@@ -261,25 +291,71 @@ def _ghost(model, l2, params, x, y, clip, mask=None) -> ClippedGrads | None:
         factor, ce = factor * mask, ce * mask
 
     grad_sum = {}
-    for m in list(parts):
-        a, g, per = parts.pop(m)  # (popped: each layer's a, g are freed once summed)
-        prefix = f"{names[m]}." if names[m] else ""
+    while parts:
+        m, a, g, per = parts.pop(0)  # each layer's a, g are freed once summed
+        weight, bias = plan.keys[m]
         if per is not None:
             w = torch.einsum("b,bpk->pk", factor, per)
         elif a.dim() == 2:
             w = (g * factor[:, None]).t().mm(a)
         else:
             w = torch.einsum("bpt,bkt->pk", g * factor[:, None, None], a)
-        grad_sum[prefix + "weight"] = w.reshape(m.weight.shape)
-        if m.bias is not None:
-            grad_sum[prefix + "bias"] = factor @ (g if g.dim() == 2 else g.sum(2))
+        grad_sum[weight] = w.reshape(m.weight.shape)
+        if bias is not None:
+            grad_sum[bias] = factor @ (g if g.dim() == 2 else g.sum(2))
     if l2:
         total = factor.sum()
         grad_sum = {k: v + l2 * total * plain[k] for k, v in grad_sum.items()}
     grad_sum = {k: grad_sum[k] for k in params}
-    rows = batch if mask is None else mask.sum()
-    loss_sum = ce.detach().sum() + (0.5 * l2 * theta_sq * rows if l2 else 0.0)
+    loss_sum = ce.detach().sum()
+    if l2:
+        loss_sum = loss_sum + 0.5 * l2 * theta_sq * (batch if mask is None else mask.sum())
     return ClippedGrads(grad_sum, norms.detach(), loss_sum)
+
+
+def _stack_forward(plan: _Plan, plain, x, y) -> tuple | None:
+    """The forward pass of a :attr:`_Plan.stack` model without hooks or ``functional_call``:
+    (per-example losses, [(layer, input a, output z)]); ``None`` where a Linear's input is not
+    (B, d) (the general path then takes the step).  The same operations as the model's forward."""
+    h, recorded = x, []
+    for m in plan.stack:
+        if type(m) is not nn.Linear:
+            h = m(h)
+            continue
+        if h.dim() != 2:
+            return None
+        weight, bias = plan.keys[m]
+        z = nn.functional.linear(h, plain[weight], None if bias is None else plain[bias])
+        if not z.requires_grad:
+            z.requires_grad_()  # the first layer's output: the root of the graph
+        recorded.append((m, h.detach(), z))
+        h = z
+    return nn.functional.cross_entropy(h, y, reduction="none"), recorded
+
+
+def _hooked_forward(model, plan: _Plan, plain, x, y) -> tuple | None:
+    """The forward pass through ``functional_call`` with a hook on each layer of the plan:
+    (per-example losses, [(layer, input a, output z)] in call order); ``None`` when a layer ran
+    more than once or its input or output was changed in place afterwards."""
+    records: dict[nn.Module, list] = {m: [] for m in plan.layers}
+
+    def hook(module, inputs, output):
+        records[module].append((inputs[0].detach(), output, inputs[0]._version, output._version))
+
+    handles = [m.register_forward_hook(hook) for m in plan.layers]
+    try:
+        # x as a graph root makes every layer output a non-leaf; x's own gradient is never computed
+        logits = functional_call(model, plain, (x.detach().requires_grad_(),))
+    finally:
+        for h in handles:
+            h.remove()
+    ce = nn.functional.cross_entropy(logits, y, reduction="none")
+    if any(
+        len(r) > 1 or (r and (r[0][0]._version, r[0][1]._version) != r[0][2:])
+        for r in records.values()
+    ):
+        return None
+    return ce, [(m, r[0][0], r[0][1]) for m, r in records.items() if r]
 
 
 def _sq_norms(t: torch.Tensor) -> torch.Tensor:

@@ -48,19 +48,33 @@ def update(
 ) -> None:
     """In place, without parameter-sized temporaries: w ← (1 − λ)·w − η·g/m − η·Z/b (no Π).
 
-    ``denom``: m as a number, or (stacked parameters) a tensor of one m per run."""
+    ``denom``: m as a number, or (stacked parameters) a tensor of one m per run.  With one m,
+    each term is one ``torch._foreach_*`` call over all parameters (the same per-tensor
+    arithmetic, in fewer calls)."""
+    if not isinstance(denom, torch.Tensor):
+        tensors = list(params.values())
+        if regularization:
+            torch._foreach_mul_(tensors, 1.0 - regularization)
+        _add_all(tensors, [grad_sum[k] for k in params], -lr / denom)
+        if noise is not None:
+            _add_all(tensors, [noise[k] for k in params], -lr / b)
+        return
     for k, p in params.items():
         if regularization:
             p.mul_(1.0 - regularization)
-        if isinstance(
-            denom, torch.Tensor
-        ):  # one m per run: each run's slice, the arithmetic of one run
-            for r, m in enumerate(denom.tolist()):
-                _add_scaled(p[r], grad_sum[k][r], -lr / m)
-        else:
-            _add_scaled(p, grad_sum[k], -lr / denom)
+        for r, m in enumerate(denom.tolist()):  # one m per run: the arithmetic of one run
+            _add_scaled(p[r], grad_sum[k][r], -lr / m)
         if noise is not None:
             _add_scaled(p, noise[k], -lr / b)
+
+
+def _add_all(tensors: list[torch.Tensor], terms: list[torch.Tensor], alpha: float) -> None:
+    """:func:`_add_scaled` of each pair: one ``_foreach_add_`` where ``alpha`` fits every dtype."""
+    if all(abs(alpha) <= torch.finfo(p.dtype).max for p in tensors):
+        torch._foreach_add_(tensors, terms, alpha=alpha)
+    else:
+        for p, t in zip(tensors, terms):
+            _add_scaled(p, t, alpha)
 
 
 def _add_scaled(p: torch.Tensor, t: torch.Tensor, alpha: float) -> None:
