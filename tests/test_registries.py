@@ -35,6 +35,11 @@ def test_the_schemas_generated_lists_are_the_registries_names():
     }
     assert marked["run"] == {"methods", "models", "samplings", "neighbourings", "accountants"}
     assert marked["config"] == {"estimators", "neighbourings", "accountants"}
+    # the figures' entries: a generated block of the modules' PARAMS (same lists, from the types)
+    figures = load_schema("config")["properties"]["figures"]["properties"]
+    assert figures["sampling_gap"]["properties"]["neighbouring"]["enum"] == list(Neighbouring)
+    accountants = figures["sigma_vs_steps"]["properties"]["accountants"]["items"]["examples"]
+    assert accountants == list(ACCOUNTANTS)
 
 
 def test_the_schemas_lists_are_the_types_members():
@@ -47,7 +52,8 @@ def test_the_schemas_lists_are_the_types_members():
 
 def test_the_config_schemas_figures_are_the_registered_figures():
     figures = load_schema("config")["properties"]["figures"]["properties"]
-    assert set(figures) == set(FIGURES)
+    assert list(figures) == list(FIGURES)
+    assert all(figures[name] == FIGURES[name].PARAMS for name in FIGURES), "their own PARAMS"
 
 
 def test_a_marked_schema_line_takes_its_registrys_names():

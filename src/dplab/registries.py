@@ -6,7 +6,7 @@
 ``… end generated: NAME …`` (the table :data:`TABLES` names, Markdown in a ``.md`` file, a reST
 simple table in a docstring): docs/registries.md (a table per kind: each name, what the entry
 says of itself, its module), the methods' and models' tables of docs/training.md and of their
-packages' docstrings.  tests/test_registries.py fails when any drifts from the tables:
+packages' docstrings, and the config schema's ``figures`` entries (each figure's ``PARAMS``).  tests/test_registries.py fails when any drifts from the tables:
 :data:`dplab.accounting.registry.ACCOUNTANTS`, :data:`dplab.training.methods.METHODS`,
 :data:`dplab.training.models.MODELS`, :data:`dplab.figures.FIGURES`,
 :data:`dplab.audit.estimators.ESTIMATORS`, and the types :class:`dplab.schemes.Sampling` and
@@ -18,6 +18,7 @@ registries (naming the valid ones), are listed as ``examples``, which validate n
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 from dplab.registry import Registry
@@ -178,12 +179,24 @@ def models() -> list[list[str]]:
     return [["model", "network"], *([m.name, m.network] for m in MODELS.values())]
 
 
-#: the tables of the generated blocks, by name
+def figure_params() -> str:
+    """The config schema's ``figures`` entries: each figure's ``PARAMS`` (its module), as YAML."""
+    import yaml
+
+    from dplab.figures import FIGURES
+
+    params = {name: FIGURES[name].PARAMS for name in FIGURES}
+    text = yaml.safe_dump(params, sort_keys=False, allow_unicode=True, width=80)
+    return textwrap.indent(text, " " * 6)
+
+
+#: the generated blocks, by name: a table (rows, the header first) or the text itself
 TABLES = {
     "registries": doc_table,
     "method_rules": method_rules,
     "method_defaults": method_defaults,
     "models": models,
+    "figure_params": figure_params,
 }
 #: the files holding generated blocks
 BLOCKS = (
@@ -191,6 +204,7 @@ BLOCKS = (
     "docs/training.md",
     "src/dplab/training/methods/__init__.py",
     "src/dplab/training/models/__init__.py",
+    "src/dplab/schemas/config.schema.yaml",
 )
 
 
