@@ -6,7 +6,8 @@
 ``… end generated: NAME …`` (the table :data:`TABLES` names, Markdown in a ``.md`` file, a reST
 simple table in a docstring): docs/registries.md (a table per kind: each name, what the entry
 says of itself, its module), the methods' and models' tables of docs/training.md and of their
-packages' docstrings, and the config schema's ``figures`` entries (each figure's ``PARAMS``).  tests/test_registries.py fails when any drifts from the tables:
+packages' docstrings, and the config schema's ``figures`` entries (each figure's ``PARAMS``).
+tests/test_registries.py fails when any drifts from the tables:
 :data:`dplab.accounting.registry.ACCOUNTANTS`, :data:`dplab.training.methods.METHODS`,
 :data:`dplab.training.models.MODELS`, :data:`dplab.figures.FIGURES`,
 :data:`dplab.audit.estimators.ESTIMATORS`, and the types :class:`dplab.schemes.Sampling` and
