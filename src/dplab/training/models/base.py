@@ -15,7 +15,8 @@ from dplab.training.settings import RunSettings
 class Model:
     """One built-in model: its name (the run's ``model``), the name figures and tables show, its
     source, its network in a line (the docs' tables of models), and ``build(run, input_shape,
-    classes)``, the network for inputs of ``input_shape`` (no batch dimension), initialised from torch's global generator (seeded by the caller)."""
+    classes)``, the network for inputs of ``input_shape`` (no batch dimension), initialised from
+    torch's global generator (seeded by the caller)."""
 
     name: str
     display: str
