@@ -47,7 +47,7 @@ def test_a_module_without_a_caption_is_not_a_figure():
         pass
 
     stripped = Stripped()
-    for name in ("TITLE", "SOURCE", "INPUTS", *SIGNATURES):
+    for name in ("TITLE", "SOURCE", "INPUTS", "PARAMS", *SIGNATURES):
         setattr(stripped, name, getattr(gaussian_sigma, name))
     assert not isinstance(stripped, Figure)
     stripped.CAPTION = gaussian_sigma.CAPTION

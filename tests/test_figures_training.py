@@ -9,15 +9,17 @@ import pandas as pd
 import pytest
 
 from conftest import synthetic_data
-from conftest import summary_json
+from conftest import SMALL_PHASED, summary_json
 from dplab import jobs, layout
 from dplab.accounting import selection
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
-from dplab.figures import figure
+from dplab.figures import figure, runs
 from dplab.training import loop
+from dplab.training.methods import update_of
 from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
+from dplab.training.summary import RunSummary
 
 
 @pytest.fixture(scope="module")
@@ -222,3 +224,51 @@ def test_figure_inputs_name_the_pipeline_files():
         "summary": "results/runs/a/summary.json",
     }
     assert layout.run_files("a")["grad_norms"] in plan.targets
+
+
+def _phased_summary() -> RunSummary:
+    """The tests' small config's run in phases as its summary.json reads (dplab.training.phased),
+    its phases' settings built as the run builds them, on 1437 records, without training."""
+    from dplab.training.phased import NO_RISK
+    from dplab.training.privacy import build_setting
+    from dplab.training.resolve import phase_runs
+
+    phases = [RunSettings.of(r) for r in phase_runs(resolve_run(SMALL_PHASED))]
+    settings = [build_setting(p, 1437, p.b(1437), 650, p.noise_multiplier, {}) for p in phases]
+    data = summary_json(
+        SMALL_PHASED,
+        sampling="poisson",
+        neighbouring="add_remove",
+        batch_size=128,
+        delta=1e-5,
+        epsilon={"rdp": 1.615, "pld": 1.297},
+        excluded_accountants={"naive": "not a composition of phases"},
+        risk=NO_RISK,
+        phases=[s.as_dict() for s in settings],
+        update=update_of(phases[0]).as_dict(),
+    )
+    return RunSummary.of(data)
+
+
+def test_a_run_in_phases_is_described_by_each_phases_values():
+    info = runs.describe(_phased_summary())
+    rates = " → ".join(f"{b / 1437:.4g}" for b in (64, 128))
+    assert info["noise_multiplier"] == "1.2 → 2" and info["sampling_rate"] == rates
+    assert info["batch_size"] == "64 → 128" and info["lr"] == "0.5 → 0.3"
+    assert info["clip"] == 1.0 and info["steps"] == 30  # one value: the phases share it
+    sgd = RunSettings.of(resolve_run({"method": "sgd"}))
+    plain = summary_json({"method": "sgd"}, batch_size=64, update=update_of(sgd).as_dict())
+    assert runs.describe(RunSummary.of(plain))["batch_size"] == 64  # a run of one setting
+
+
+def test_the_index_row_of_a_run_in_phases_names_its_epsilon_and_why_no_risk(tmp_path):
+    from dplab.commands.figures import run_risks
+
+    folder = tmp_path / "runs" / "dp_sgd_phases"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps(_phased_summary().as_dict()))
+    row = run_risks(tmp_path)[-1]
+    assert row == (
+        "| dp_sgd_phases | rdp 1.615, pld 1.297 (δ = 1e-05) | — | — | no risk: a run in phases: "
+        "the attack risk of a composition is not read here |"
+    )

@@ -35,6 +35,11 @@ def test_the_schemas_generated_lists_are_the_registries_names():
     }
     assert marked["run"] == {"methods", "models", "samplings", "neighbourings", "accountants"}
     assert marked["config"] == {"estimators", "neighbourings", "accountants"}
+    # the figures' entries: a generated block of the modules' PARAMS (same lists, from the types)
+    figures = load_schema("config")["properties"]["figures"]["properties"]
+    assert figures["sampling_gap"]["properties"]["neighbouring"]["enum"] == list(Neighbouring)
+    accountants = figures["sigma_vs_steps"]["properties"]["accountants"]["items"]["examples"]
+    assert accountants == list(ACCOUNTANTS)
 
 
 def test_the_schemas_lists_are_the_types_members():
@@ -47,7 +52,8 @@ def test_the_schemas_lists_are_the_types_members():
 
 def test_the_config_schemas_figures_are_the_registered_figures():
     figures = load_schema("config")["properties"]["figures"]["properties"]
-    assert set(figures) == set(FIGURES)
+    assert list(figures) == list(FIGURES)
+    assert all(figures[name] == FIGURES[name].PARAMS for name in FIGURES), "their own PARAMS"
 
 
 def test_a_marked_schema_line_takes_its_registrys_names():
@@ -61,10 +67,46 @@ def test_a_marked_schema_line_takes_its_registrys_names():
     assert registries.schema_text(line, table) == new
 
 
-def test_the_docs_tables_are_the_registries():
-    doc = (ROOT / "docs/registries.md").read_text()
-    table = doc.split(registries.BEGIN)[1].split(registries.END)[0]
-    assert table == registries.doc_table(), "docs/registries.md: run python -m dplab.registries"
+def test_every_generated_block_is_its_table():
+    """docs/registries.md, the methods' and models' tables of docs/training.md and of their
+    packages' docstrings: each block is what its registry makes of it now."""
+    for name in registries.BLOCKS:
+        path = ROOT / name
+        text = path.read_text()
+        assert registries.BLOCK.search(text), f"{name} holds no generated block"
+        made = registries.blocks_text(text, path.suffix == ".md")
+        assert made == text, f"{name}: run python -m dplab.registries"
+
+
+BLOCK = "a\n{0} generated: models (python -m dplab.registries)\nold\n{0} end generated: models\nb\n"
+
+
+def test_a_block_is_written_as_a_markdown_or_rest_table():
+    from dplab.training.models import MODELS
+
+    md = registries.blocks_text(BLOCK.format("<!--"), markdown_file=True).splitlines()
+    assert md[:2] == ["a", "<!-- generated: models (python -m dplab.registries)"]
+    assert md[2:4] == ["| model | network |", "| --- | --- |"]
+    assert md[4:-2] == [f"| {m.name} | {m.network} |" for m in MODELS.values()]
+    assert md[-2:] == ["<!-- end generated: models", "b"]
+    rest = registries.blocks_text(BLOCK.format(".."), markdown_file=False).splitlines()[2:-2]
+    rule = rest[0]
+    assert rest[2] == rest[-1] == rule and set(rule) == {"=", " "}
+    start = rule.index("  =") + 2  # a simple table's second column starts under its rule
+    for line, model in zip(rest[3:-1], MODELS.values()):
+        assert line[:start].rstrip() == model.name and line[start:] == model.network
+
+
+def test_a_methods_row_overrides_only_what_its_fields_do_not_say():
+    from dplab.training.methods import METHODS
+
+    rows = {row[0].split(" (")[0]: row for row in registries.method_defaults()[1:]}
+    sgd, dp_gd = METHODS["sgd"], METHODS["dp_gd"]
+    assert rows["sgd"] == [f"sgd ({sgd.source})", ", ".join(sgd.samplings), "expected", "–", "–"], (
+        "no Row: every cell from the fields"
+    )
+    assert rows["dp_gd"][0] == f"dp_gd ({dp_gd.row.cited})" != f"dp_gd ({dp_gd.source})"
+    assert rows["dp_gd"][3:] == ["optional", "rdp"]
 
 
 def test_every_entry_loads_an_object_of_its_kind_under_its_name():

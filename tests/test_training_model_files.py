@@ -7,7 +7,6 @@ not take and an output of the wrong size are refused naming the key."""
 from __future__ import annotations
 
 import hashlib
-import re
 
 import pytest
 import yaml
@@ -187,18 +186,6 @@ def test_the_checkpoint_fingerprint_covers_the_model_file(project):
         != before
         == {"models/net.py": hashlib.sha256(NET.encode()).hexdigest()}
     )
-
-
-def test_the_docs_tables_name_exactly_the_registered_models():
-    """The table of training/models/__init__.py's docstring and docs/training.md's Models list."""
-    from conftest import ROOT
-
-    lines = models.__doc__.splitlines()
-    rules = [i for i, line in enumerate(lines) if line.startswith("=====")]
-    rows = [line.split()[0] for line in lines[rules[1] + 1 : rules[2]]]
-    assert rows == sorted(models.MODELS)
-    section = (ROOT / "docs/training.md").read_text().split("## Models", 1)[1].split("\n\n", 2)[1]
-    assert sorted(set(re.findall(r"`(\w+)` \(", section))) == sorted(models.MODELS)
 
 
 @pytest.mark.parametrize(

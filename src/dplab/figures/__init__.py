@@ -3,9 +3,10 @@ when first needed; a new figure is its module and a line there.
 
 Every figure module implements :class:`Figure` (the module itself is the implementation, checked
 by tests/test_figure_protocol.py): its title, source and caption (the one description of the
-figure: the report shows it), its named inputs, the tidy table it computes from them and the
-drawing it makes from that table alone (so a figure can be redrawn without recomputing
-anything).  A figure drawn from factorizations of the MF mechanism also defines
+figure: the report shows it), the schema of its config entry (``PARAMS``, which
+``python -m dplab.registries`` writes into config.schema.yaml), its named inputs, the tidy table
+it computes from them and the drawing it makes from that table alone (so a figure can be redrawn
+without recomputing anything).  A figure drawn from factorizations of the MF mechanism also defines
 ``factorizations(config, params)`` (cache key -> spec; the pipeline computes each once, see
 :func:`dplab.jobs.factorizations`).
 """
@@ -66,6 +67,7 @@ class Figure(Protocol):
     SOURCE: str  #: the source paper's figure it reproduces, or "new"
     CAPTION: str  #: reST read after the id ("**id** CAPTION" in the report): what is drawn, how to read it
     INPUTS: dict[str, type]
+    PARAMS: dict  #: the JSON schema of its ``figures.<id>`` entry (config.schema.yaml's, generated)
 
     def check(self, config: dict, params: dict) -> None:
         """Cross-references of the figure's config entry ``params`` (raise DPLabError)."""

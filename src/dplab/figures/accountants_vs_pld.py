@@ -32,6 +32,20 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {"sweep": str, "summary": str}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["sweep"],
+    "properties": {
+        "sweep": {
+            "type": "string",
+            "description": "name of the sweep (key of `sweeps`) to plot; must include pld",
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     sweep = params["sweep"]

@@ -27,6 +27,61 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "001 Figs. 1 and 3 (projected DP-SGD, Thms 1–2); defaults are the figures' parameters"
+    ),
+    "properties": {
+        "diameter": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 3.0,
+            "description": "D",
+            "diameter of the projection set": None,
+        },
+        "clip": {"type": "number", "exclusiveMinimum": 0, "default": 2.0, "description": "C"},
+        "lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.01, "description": "η"},
+        "sigma_a": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 1.0,
+            "description": "001's σ: parameter-space noise std (units.asoodeh_sigma = η·σ·C/b)",
+        },
+        "sampling_rate": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 0.001,
+            "description": "p = b/n",
+        },
+        "epsilon": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 3.0,
+            "description": "ε of the δ-vs-T panel (Fig. 1 left)",
+        },
+        "delta": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 0.001,
+            "description": "δ of the ε-vs-T panel (Fig. 1 right",
+            "Fig. 3)": None,
+        },
+        "max_steps": {
+            "type": "integer",
+            "minimum": 2,
+            "maximum": 100000,
+            "default": 30,
+            "description": "T = 1..max_steps",
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     """Nothing to cross-check: the figure needs no other result."""

@@ -25,6 +25,62 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "001 Fig. 2 (regularized DP-SGD, Thm 3); defaults are the figure's parameters except "
+        "`dimension`"
+    ),
+    "properties": {
+        "clip": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "C"},
+        "lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.1, "description": "η"},
+        "sigma_a": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 5.0,
+            "description": "001's σ: parameter-space noise std",
+        },
+        "sampling_rate": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 0.001,
+            "description": "p = b/n",
+        },
+        "epsilon": {"type": "number", "exclusiveMinimum": 0, "default": 5.0, "description": "ε"},
+        "regularizations": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+            "default": [0.65, 0.01],
+            "description": "λ of 001 eq. (17), one panel each",
+        },
+        "dimension": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 10,
+            "description": "d, model dimension in P(χ²_d ≤ κ²) of eq. (21); 001 does not state it",
+        },
+        "max_steps": {
+            "type": "integer",
+            "minimum": 2,
+            "maximum": 100000,
+            "default": 1000,
+            "description": "largest T",
+        },
+        "points": {
+            "type": "integer",
+            "minimum": 2,
+            "maximum": 2000,
+            "default": 50,
+            "description": "number of evenly spaced T values",
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     """Nothing to cross-check: the figure needs no other result."""

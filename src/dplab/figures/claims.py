@@ -63,6 +63,28 @@ INPUTS: dict[str, type] = {
     "benchmark": list,
 }
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "the claims table: every checkable statement of 000–004 and of Tramèr & Boneh, checked "
+        "against the results of the other figures and runs (docs/claims.md)"
+    ),
+    "properties": {
+        "benchmark_run": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": (
+                "the run (key of `runs`) of Tramèr & Boneh's Fashion-MNIST CNN whose test "
+                "accuracy is checked against their 86.0 %; null: not checkable"
+            ),
+        },
+    },
+}
+
+
 HOLDS, DIFFERS, NOT_CHECKABLE = "holds", "differs", "not checkable here"
 #: the relations a row's ours may have to the source's value: (CSV text, test of ours − source
 #: against tol)

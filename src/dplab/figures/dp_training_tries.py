@@ -35,6 +35,33 @@ CAPTION = (
 INPUTS: dict[str, type] = {"summaries": list, "metrics": list}
 COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["tries"],
+    "description": "004 tries 1–4 (DP-GD advanced composition, DP-GD RDP, DP-SGD q = 0.05, DP-MF)",
+    "properties": {
+        "tries": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["run", "label"],
+                "properties": {
+                    "run": {"type": "string", "description": "a private run (key of `runs`)"},
+                    "label": {
+                        "type": "string",
+                        "description": "legend label (e.g. the 004 try it reproduces)",
+                    },
+                },
+            },
+        },
+    },
+}
+
 
 def names(params: dict) -> list[str]:
     return [t["run"] for t in params["tries"]]

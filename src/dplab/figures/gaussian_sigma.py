@@ -29,6 +29,58 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "004 §2 salary example (σ vs ε per Gaussian calibration); defaults are 004's values"
+    ),
+    "properties": {
+        "dataset_size": {"type": "integer", "minimum": 1, "default": 10000, "description": "n"},
+        "bound": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 1000000,
+            "description": "B, the salary bound (sensitivity of the mean Δ = B/n)",
+        },
+        "delta": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 1e-06,
+            "description": "δ",
+        },
+        "epsilon_min": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 0.05,
+            "description": "smallest ε",
+        },
+        "epsilon_max": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 10.0,
+            "description": "largest ε",
+        },
+        "points": {
+            "type": "integer",
+            "minimum": 2,
+            "maximum": 2000,
+            "default": 60,
+            "description": "number of log-spaced ε values",
+        },
+        "marked_epsilons": {
+            "type": "array",
+            "items": {"type": "number", "exclusiveMinimum": 0},
+            "default": [0.5],
+            "description": "ε values marked on the curves (004 quotes σ at ε = 0.5)",
+        },
+    },
+}
+
+
 CALIBRATIONS = {
     "gaussian_classic": "classic √(2 ln(1.25/δ))/ε (ε < 1 only)",
     "gaussian_simple": "simple √(2 ln(1/δ) + 2ε)/ε",

@@ -31,6 +31,44 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {"grad_norms": str, "summary": str}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["run"],
+    "description": (
+        "004 §3.2 per-example gradient norms of a non-private run (CDF, histogram, marked quantile)"
+    ),
+    "properties": {
+        "run": {
+            "type": "string",
+            "description": "a non-private run (key of `runs`) with record_grad_norms: true",
+        },
+        "quantile": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 0.95,
+            "description": "quantile marked (004: the 95% quantile ≈ 32 on MNIST, hence C = 30)",
+        },
+        "points": {
+            "type": "integer",
+            "minimum": 2,
+            "maximum": 10000,
+            "default": 200,
+            "description": "number of CDF levels in the table",
+        },
+        "bins": {
+            "type": "integer",
+            "minimum": 2,
+            "maximum": 1000,
+            "default": 40,
+            "description": "number of log-spaced histogram bins",
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     runs.check_runs(config, "figures.grad_norms.run", [params["run"]], private=False)

@@ -19,6 +19,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
+from dplab.accounting.registry import ACCOUNTANTS
 from dplab.accounting.eligibility import bound, column
 from dplab.accounting.registry import get
 from dplab.figures import Inputs, runs, style
@@ -35,6 +36,35 @@ CAPTION = (
     "missing convexity, or a bound that gives no finite ε)."
 )
 INPUTS: dict[str, type] = {"summaries": list, "metrics": list}
+
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["runs"],
+    "description": (
+        "composition vs hidden-state ε(T) of the same runs, with the accountants each run "
+        "excludes and why"
+    ),
+    "properties": {
+        "runs": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string"},
+            "description": "private runs (keys of `runs`), one panel each",
+        },
+        "skip": {
+            "type": "array",
+            "items": {"type": "string", "examples": list(ACCOUNTANTS)},
+            "default": ["gaussian_classic", "gaussian_simple", "gaussian_pei", "gaussian_analytic"],
+            "description": (
+                "accountants not listed as excluded (single-release calibrations, not training "
+                "accountants)"
+            ),
+        },
+    },
+}
 
 
 def check(config: dict, params: dict) -> None:

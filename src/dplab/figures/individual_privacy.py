@@ -34,6 +34,24 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {"individual": str, "summary": str}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["run"],
+    "description": (
+        "individual ε per class of a DP-SGD run beside its worst case and the test accuracy per "
+        "class"
+    ),
+    "properties": {
+        "run": {
+            "type": "string",
+            "description": "a private run (key of `runs`) with individual_epsilon: true",
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     key = "figures.individual_privacy.run"

@@ -24,6 +24,72 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "002 Fig. 1 (noisy GD, Cor. 1 vs composition), in 002's units; defaults are the figure's "
+        "parameters"
+    ),
+    "properties": {
+        "curves": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["alpha", "strong_convexity"],
+                "properties": {
+                    "alpha": {
+                        "type": "number",
+                        "exclusiveMinimum": 1,
+                        "description": "Rényi order α",
+                    },
+                    "strong_convexity": {
+                        "type": "number",
+                        "exclusiveMinimum": 0,
+                        "description": "λ",
+                    },
+                },
+            },
+            "default": [
+                {"alpha": 30, "strong_convexity": 1},
+                {"alpha": 20, "strong_convexity": 1},
+                {"alpha": 10, "strong_convexity": 1},
+                {"alpha": 10, "strong_convexity": 2},
+                {"alpha": 10, "strong_convexity": 4},
+            ],
+            "description": "the (α, λ) pairs of Fig. 1's legend",
+        },
+        "smoothness": {"type": "number", "exclusiveMinimum": 0, "default": 4.0, "description": "β"},
+        "sensitivity": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 4.0,
+            "description": "S_g",
+            "L2 sensitivity of the total gradient": None,
+        },
+        "dataset_size": {"type": "integer", "minimum": 1, "default": 5000, "description": "n"},
+        "lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.02, "description": "η"},
+        "langevin_sigma": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 0.02,
+            "description": "002's σ (Alg. 1 noise √(2η)·N(0, σ²); units.langevin_sigma)",
+        },
+        "max_steps": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000,
+            "default": 500,
+            "description": "K = 0..max_steps",
+        },
+    },
+}
+
+
 #: the 002 Alg. 1 parameters every curve shares
 SHARED = ("lr", "langevin_sigma", "dataset_size", "sensitivity", "smoothness")
 

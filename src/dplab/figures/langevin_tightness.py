@@ -25,6 +25,54 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "002 Fig. 2 (ℓ2-squared loss, Cor. 2 vs Thm 3), in 002's units; defaults are the "
+        "figure's parameters"
+    ),
+    "properties": {
+        "alphas": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "number", "exclusiveMinimum": 1},
+            "default": [10, 20, 30],
+            "description": "Rényi orders α",
+        },
+        "sensitivity": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 4.0,
+            "description": "S_g",
+        },
+        "dataset_size": {"type": "integer", "minimum": 1, "default": 5000, "description": "n"},
+        "lr": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 0.02,
+            "description": "η",
+        },
+        "langevin_sigma": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 0.02,
+            "description": "002's σ",
+        },
+        "max_steps": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000,
+            "default": 300,
+            "description": "K = 0..max_steps",
+        },
+    },
+}
+
+
 #: bound name → (function of dplab.accounting.langevin, legend label, line style)
 BOUNDS = {
     "cor2": (langevin.cor2_rdp, "upper bound, Cor. 2", "-"),

@@ -65,6 +65,43 @@ KEY = "figures.mf_regime.grid"
 BASELINE, MF_METHOD = "dp_sgd", "dp_mf"
 COLOURS = {BASELINE: "#7f7f7f", "banded_toeplitz": "#1f77b4", "blt": "#d62728"}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["grid"],
+    "description": (
+        "004 §4.3 in the multi-epoch regime: test accuracy vs ε per number of epochs, DP-SGD and "
+        "DP-MF, each method's lr chosen on the dataset's validation split\n"
+    ),
+    "properties": {
+        "grid": {
+            "type": "string",
+            "description": (
+                "the grid (key of `grids`) with lrs, dp_sgd and dp_mf variants (one per method "
+                "and number of epochs) on a dataset with validation_fraction\n"
+            ),
+        },
+        "selection_mean": {
+            "type": "number",
+            "minimum": 1,
+            "description": (
+                "private selection (Papernot & Steinke 2022): mean number of runs K; default the "
+                "number of lrs\n"
+            ),
+        },
+        "selection_shape": {
+            "type": "number",
+            "minimum": 0,
+            "description": (
+                "shape η of K's truncated negative binomial (0 logarithmic, 1 geometric, .inf "
+                "Poisson)\n"
+            ),
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     grid = params["grid"]

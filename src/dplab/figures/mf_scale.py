@@ -40,6 +40,63 @@ INPUTS: dict[str, type] = {}
 KEY = "figures.mf_scale"
 STRATEGIES = ("identity", "banded_toeplitz", "blt", "optimal")
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "error and optimization time of identity, banded Toeplitz, BLT and the dense optimum vs "
+        "T; defaults keep the default run to seconds"
+    ),
+    "properties": {
+        "steps": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "integer", "minimum": 2, "maximum": 100000},
+            "default": [100, 300, 1000, 3000, 10000],
+            "description": (
+                "the T grid (banded Toeplitz and BLT cost O(T·b) and O(T·k) per L-BFGS step)"
+            ),
+        },
+        "bands": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1024,
+            "default": 16,
+            "description": "b, bands of the banded Toeplitz C (<= the smallest T)",
+        },
+        "buffers": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 15,
+            "default": 4,
+            "description": "k, buffers of the BLT (<= the smallest T/2)",
+        },
+        "objective": {
+            "enum": ["mean", "max"],
+            "default": "max",
+            "description": (
+                "what banded Toeplitz and BLT minimize (the dense optimum minimizes the mean)"
+            ),
+        },
+        "participations": {
+            "type": "integer",
+            "minimum": 2,
+            "maximum": 1000,
+            "default": 4,
+            "description": "k of the multiple-participation panels, at least ⌊T/k⌋ steps apart",
+        },
+        "dense_max_steps": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 6688,
+            "default": 300,
+            "description": "largest T of the dense optimum (O(T²) memory, O(T³)-ish time; 0: none)",
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     steps = params["steps"]

@@ -41,6 +41,49 @@ CAPTION = (
 INPUTS: dict[str, type] = {"factorizations": list}
 KEY = "figures.mf_structure"
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "004 §4.3 structure of B and C; the factorization of a grid's dp_mf variant (grid) or "
+        "one given (strategy, steps, bands)"
+    ),
+    "properties": {
+        "grid": {
+            "type": "string",
+            "description": "take strategy, steps and bands from this grid's dp_mf variant",
+        },
+        "strategy": {
+            "enum": ["identity", "sqrt", "optimal", "banded"],
+            "description": "the factorization to draw (without grid)",
+        },
+        "steps": {"type": "integer", "minimum": 2, "description": "T (without grid)"},
+        "bands": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "bands of C (strategy banded",
+            "without grid)": None,
+        },
+        "compare": {
+            "type": "array",
+            "items": {"enum": ["identity", "sqrt", "optimal"]},
+            "default": ["optimal"],
+            "description": (
+                "strategies at the same T whose C⁻¹ entries and per-step noise are drawn for "
+                "comparison"
+            ),
+        },
+        "bins": {
+            "type": "integer",
+            "minimum": 5,
+            "default": 60,
+            "description": "histogram bins of the C⁻¹ entries",
+        },
+    },
+}
+
 
 def _main_spec(config: dict, params: dict) -> tuple[str, dict]:
     if "grid" in params:

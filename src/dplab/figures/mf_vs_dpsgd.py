@@ -31,6 +31,23 @@ CAPTION = (
 INPUTS: dict[str, type] = {"summaries": list}
 KEY = "figures.mf_vs_dpsgd.grid"
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["grid"],
+    "properties": {
+        "grid": {
+            "type": "string",
+            "description": (
+                "the grid (key of `grids`) whose variants (methods, one of them dp_mf) are "
+                "compared over seeds at matched ε"
+            ),
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     grid = params["grid"]

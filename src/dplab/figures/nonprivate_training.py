@@ -26,6 +26,16 @@ CAPTION = (
 INPUTS: dict[str, type] = {"summary": str, "metrics": str}
 METRICS = {"test_loss": "test loss (mean cross-entropy)", "test_accuracy": "test accuracy"}
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["run"],
+    "description": "004 §3.2 test loss and accuracy vs iteration without DP",
+    "properties": {"run": {"type": "string", "description": "a non-private run (key of `runs`)"}},
+}
+
 
 def check(config: dict, params: dict) -> None:
     runs.check_runs(config, "figures.nonprivate_training.run", [params["run"]], private=False)

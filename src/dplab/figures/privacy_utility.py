@@ -57,6 +57,44 @@ COLOURS = {
     "dp_mf": "#e377c2",
 }
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["grids"],
+    "description": (
+        "test accuracy vs target ε per training method (grid variants), mean ± sd over seeds"
+    ),
+    "properties": {
+        "grids": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string"},
+            "description": (
+                "keys of `grids`: methods × target ε × seeds, and a non-private reference grid "
+                "without target ε"
+            ),
+        },
+        "selection_mean": {
+            "type": "number",
+            "minimum": 1,
+            "description": (
+                "private selection (Papernot & Steinke 2022): mean number of runs K; default the "
+                "candidates"
+            ),
+        },
+        "selection_shape": {
+            "type": "number",
+            "minimum": 0,
+            "description": (
+                "shape η of K's truncated negative binomial (0 logarithmic, 1 geometric, .inf "
+                "Poisson)"
+            ),
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     for grid in params["grids"]:

@@ -38,6 +38,31 @@ INPUTS: dict[str, type] = {"by_epsilon": str, "by_risk": str}
 #: FPRs of each trade-off curve (log-spaced, 1e-4 to 1)
 CURVE_POINTS = 40
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["by_epsilon", "by_risk"],
+    "description": (
+        "attack TPR at fixed FPR and accuracy, σ from an ε target vs σ calibrated to the risk "
+        "(Kulynych et al. 2024)"
+    ),
+    "properties": {
+        "by_epsilon": {
+            "type": "string",
+            "description": (
+                "a private run (key of `runs`) with accountant pld and target_epsilon = ln((τ − "
+                "δ)/α) of by_risk's target"
+            ),
+        },
+        "by_risk": {
+            "type": "string",
+            "description": "a private run (key of `runs`) with target_tpr τ and target_fpr α",
+        },
+    },
+}
+
 
 def conversion_epsilon(tpr: float, fpr: float, delta: float) -> float:
     """The ε whose bound e^ε·α + δ equals the target τ: ln((τ − δ)/α)."""

@@ -68,7 +68,8 @@ def load_pairs(inputs: dict[str, list[str]]) -> list[tuple[RunSummary, pd.DataFr
 
 
 def describe(summary: RunSummary) -> dict:
-    """The columns every run-based table repeats: what was run and what ε it claims."""
+    """The columns every run-based table repeats: what was run and what ε it claims (a run in
+    phases: each value its phases differ in, "1.2 → 2", from :func:`phased_values`)."""
     run = summary.settings
     setting, _ = from_summary(summary)
     return {
@@ -87,8 +88,27 @@ def describe(summary: RunSummary) -> dict:
         "target_epsilon": run.target_epsilon,
         "delta": summary.delta,
         "neighbouring": summary.neighbouring,
+        **phased_values(summary),
         **risk_columns(summary),
     }
+
+
+#: the columns of :func:`describe` a run's phases may set each on their own
+PHASED = ("sampling_rate", "batch_size", "lr", "clip", "noise_multiplier")
+
+
+def phased_values(summary: RunSummary) -> dict:
+    """A run in phases: each column of :data:`PHASED`, its phases' values in order ("64 → 128")
+    where they differ, else their one value; {} for another run."""
+    settings = phases_of(summary)
+    if settings is None:
+        return {}
+    out = {}
+    for column in PHASED:
+        values = [getattr(s, column) for s in settings]
+        same = all(v == values[0] for v in values)
+        out[column] = values[0] if same else " → ".join(f"{v:.4g}" for v in values)
+    return out
 
 
 def risk_columns(summary: RunSummary) -> dict:

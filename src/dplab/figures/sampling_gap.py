@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dplab.schemes import Neighbouring
 from dplab.accounting import Setting, get
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import Inputs, style
@@ -38,6 +39,60 @@ CAPTION = (
     "epoch structure. Lower bounds are labelled in the table (column bound) and are never a guarantee."
 )
 INPUTS: dict[str, type] = {}
+
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "ε and the σ needed under Poisson, balls-in-bins, shuffled (lower bound) and fixed "
+        "batches (upper bound) at one setting; defaults are the default data (digits, 1437 "
+        "training examples) and run dp_sgd (b = 64, δ = 1e-5)"
+    ),
+    "properties": {
+        "dataset_size": {"type": "integer", "minimum": 2, "default": 1437, "description": "n"},
+        "batch_size": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 64,
+            "description": "b (an epoch is t = ⌊n/b⌋ steps)",
+        },
+        "delta": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 1e-05,
+            "description": "δ",
+        },
+        "neighbouring": {
+            "enum": [str(n) for n in Neighbouring],
+            "default": "add_remove",
+            "description": "neighbouring relation",
+        },
+        "noise_multipliers": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "number", "exclusiveMinimum": 0},
+            "default": [0.8, 1.5, 3.0],
+            "description": "σ values of the ε panels (one panel each)",
+        },
+        "epochs": {
+            "type": "array",
+            "minItems": 2,
+            "items": {"type": "integer", "minimum": 1, "maximum": 1000000},
+            "default": [1, 3, 10, 30],
+            "description": "numbers of epochs (T = epochs·t)",
+        },
+        "epsilon": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 1.0,
+            "description": "target ε of the σ panel",
+        },
+    },
+}
+
 
 #: (accountant, sampling, legend label) of every curve
 CURVES = (

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dplab.schemes import Neighbouring
+from dplab.accounting.registry import ACCOUNTANTS
 from dplab.accounting import Setting, get
 from dplab.accounting.composition import sigma_naive_note, sigma_strong_note
 from dplab.accounting.eligibility import refusal
@@ -29,6 +31,53 @@ CAPTION = (
     "first-order approximations drawn for their slope in T, not valid bounds."
 )
 INPUTS: dict[str, type] = {}
+
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "004 §3.2–3.4 / 003 §3 (σ needed for (ε, δ) vs T per composition accountant); defaults "
+        "are 004's values"
+    ),
+    "properties": {
+        "epsilon": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "ε"},
+        "delta": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 1e-06,
+            "description": "δ",
+        },
+        "neighbouring": {
+            "enum": [str(n) for n in Neighbouring],
+            "default": "add_remove",
+            "description": "neighbouring relation",
+        },
+        "sampling_rates": {
+            "type": "array",
+            "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+            "default": [0.05],
+            "description": "Poisson rates q, one panel each (a full-batch panel is always drawn)",
+        },
+        "steps": {
+            "type": "array",
+            "minItems": 2,
+            "items": {"type": "integer", "minimum": 1, "maximum": 100000000},
+            "default": [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000],
+            "description": "the T grid",
+        },
+        "accountants": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string", "examples": list(ACCOUNTANTS)},
+            "default": ["naive", "advanced", "kairouz", "rdp", "moments", "pld"],
+            "description": "composition accountants to calibrate (must include pld)",
+        },
+    },
+}
+
 
 #: 003's closed forms: name → (function, legend label)
 CLOSED_FORMS = {

@@ -39,6 +39,7 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {}
 
+
 #: accountant → (sampling, neighbouring, 000 Table I article, its σ order, loss assumption)
 TECHNIQUES = {
     "naive": (Sampling.POISSON, Neighbouring.ADD_REMOVE, "", "", "none (clipping)"),
@@ -101,6 +102,87 @@ TECHNIQUES = {
         "",
         "none; weight decay λ_reg",
     ),
+}
+
+
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": (
+        "000 Table I (σ for one (ε, δ) per technique); 000 states no common setting, these "
+        "defaults are ours"
+    ),
+    "properties": {
+        "epsilon": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "ε"},
+        "delta": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 1e-05,
+            "description": "δ",
+        },
+        "dataset_size": {"type": "integer", "minimum": 2, "default": 1000, "description": "n"},
+        "batch_size": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 10,
+            "description": "b (divides n",
+            "for pabi's fixed batches)": None,
+        },
+        "steps": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 100000000,
+            "default": 1000,
+            "description": "T",
+        },
+        "clip": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "C"},
+        "lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.1, "description": "η"},
+        "strong_convexity": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 0.1,
+            "description": "λ (langevin",
+            "ye_shokri)": None,
+        },
+        "smoothness": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "β"},
+        "lipschitz": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 1.0,
+            "description": "L (≤ clip)",
+        },
+        "diameter": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 1.0,
+            "description": "D (asoodeh_projected)",
+        },
+        "regularization": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 0.5,
+            "description": "weight decay λ_reg (asoodeh_regularized)",
+        },
+        "dimension": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 10,
+            "description": "d (asoodeh_regularized)",
+        },
+        "accountants": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "enum": list(TECHNIQUES),
+            },
+            "default": list(TECHNIQUES),
+            "description": "techniques (accountants) to calibrate, one row each",
+        },
+    },
 }
 
 SETTING_KEYS = (

@@ -59,6 +59,25 @@ FIRST = [
     "canaries",
 ]
 
+#: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
+#: generated from it by ``python -m dplab.registries``)
+PARAMS: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["audits"],
+    "properties": {
+        "audits": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string"},
+            "description": (
+                "names of the audits (keys of `audits`) whose lower bounds are plotted, one row "
+                "of panels per threat model"
+            ),
+        },
+    },
+}
+
 
 def check(config: dict, params: dict) -> None:
     for audit in params["audits"]:

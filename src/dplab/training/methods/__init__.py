@@ -7,18 +7,20 @@ loop, the preflight checks, the run resolution, the audit and the pipeline ask t
 (:data:`METHODS`, a lazy :class:`~dplab.registry.Registry`) instead of testing its name; a new
 method is a new module here and a line in :data:`METHODS`.
 
-=====================  =====================================  ==========================================
-method                 source                                 update (g = Σ clip(∇ℓ_i) over the batch B)
-=====================  =====================================  ==========================================
-sgd                    003 Alg. 1                             w ← w − η·mean(∇ℓ_i)  (no clip, no noise)
-dp_sgd                 003 Alg. 2; 000 Alg. 1 (Abadi et al.)  w ← w − η·(g + σC·Z)/b, Poisson batches
-dp_gd                  004 §3.1–3.3                           w ← w − η·(g + σC·Z)/n, full batch
-noisy_gd               002 Alg. 1                             w ← Π(w − η·(g + σC·Z)/n); √(2η)σ₀₀₂ = ησC/n
-dp_sgd_fixed_batches   000 Alg. 2                             w ← w − η·(g + σC·Z)/b, fixed batches cycled
-projected_dp_sgd       001 eq. (1), (12)                      w ← Π_D(w − η·g/|B| + σ_A·Z), σ_A = ησC/b
-regularized_dp_sgd     001 eq. (16)-(17)                      w ← (1−λ)w − η·g/|B| + σ_A·Z
-dp_mf                  004 §4.3; Choquette-Choo et al. 2023   w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers
-=====================  =====================================  ==========================================
+.. generated: method_rules (python -m dplab.registries)
+====================  =====================================  ============================================
+method                source                                 update (g = Σ clip(∇ℓ_i) over the batch B)
+====================  =====================================  ============================================
+sgd                   003 Alg. 1                             w ← w − η·mean(∇ℓ_i)  (no clip, no noise)
+dp_sgd                003 Alg. 2; 000 Alg. 1 (Abadi et al.)  w ← w − η·(g + σC·Z)/b, Poisson batches
+dp_gd                 004 §3.1–3.3                           w ← w − η·(g + σC·Z)/n, full batch
+noisy_gd              002 Alg. 1                             w ← Π(w − η·(g + σC·Z)/n); √(2η)σ₀₀₂ = ησC/n
+dp_sgd_fixed_batches  000 Alg. 2                             w ← w − η·(g + σC·Z)/b, fixed batches cycled
+projected_dp_sgd      001 eq. (1), (12)                      w ← Π_D(w − η·g/|B| + σ_A·Z), σ_A = ησC/b
+regularized_dp_sgd    001 eq. (16)-(17)                      w ← (1−λ)w − η·g/|B| + σ_A·Z
+dp_mf                 004 §4.3; Choquette-Choo et al. 2023   w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers
+====================  =====================================  ============================================
+.. end generated: method_rules
 """
 
 from __future__ import annotations
@@ -29,18 +31,19 @@ from dplab.registry import Registry
 from dplab.training.methods.base import Method
 from dplab.training.settings import RunSettings
 
-#: name -> its :class:`~dplab.training.methods.base.Method`, the ``METHOD`` of its module
+#: name -> its :class:`~dplab.training.methods.base.Method`, the ``METHOD`` of its module, in the
+#: order the docs' tables list them (non-private first)
 METHODS = Registry(
     "method",
     {
-        "dp_gd": "dplab.training.methods.dp_gd:METHOD",
-        "dp_mf": "dplab.training.methods.dp_mf:METHOD",
+        "sgd": "dplab.training.methods.sgd:METHOD",
         "dp_sgd": "dplab.training.methods.dp_sgd:METHOD",
-        "dp_sgd_fixed_batches": "dplab.training.methods.dp_sgd_fixed_batches:METHOD",
+        "dp_gd": "dplab.training.methods.dp_gd:METHOD",
         "noisy_gd": "dplab.training.methods.noisy_gd:METHOD",
+        "dp_sgd_fixed_batches": "dplab.training.methods.dp_sgd_fixed_batches:METHOD",
         "projected_dp_sgd": "dplab.training.methods.projected_dp_sgd:METHOD",
         "regularized_dp_sgd": "dplab.training.methods.regularized_dp_sgd:METHOD",
-        "sgd": "dplab.training.methods.sgd:METHOD",
+        "dp_mf": "dplab.training.methods.dp_mf:METHOD",
     },
 )
 

@@ -59,7 +59,7 @@ from dplab.mf.noise import stream
 from dplab.mf.toeplitz import ToeplitzFactorization
 from dplab.mf.workload import prefix_sum
 from dplab.schemes import Neighbouring, Sampler, Sampling
-from dplab.training.methods.base import Mechanism, Method
+from dplab.training.methods.base import Mechanism, Method, Row
 from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, requested_accountants
 from dplab.training.settings import RunSettings
@@ -537,4 +537,5 @@ METHOD = MatrixFactorization(
     accountant=ACCOUNTANT,
     accountants=(ACCOUNTANT,),
     keys=("strategy", "bands", "buffers", "objective", "min_separation", "participations"),
+    row=Row(cited="004 §4.3; `training/methods/dp_mf.py`", accountant="mf (the MF accountant)"),
 )

@@ -2,7 +2,7 @@
 accounted by privacy amplification by iteration (pabi) by default."""
 
 from dplab.schemes import Sampling
-from dplab.training.methods.base import Method
+from dplab.training.methods.base import Method, Row
 
 METHOD = Method(
     name="dp_sgd_fixed_batches",
@@ -11,4 +11,7 @@ METHOD = Method(
     rule="w ← w − η·(g + σC·Z)/b, fixed batches cycled",
     samplings=(Sampling.SHUFFLE,),
     accountant="pabi",
+    row=Row(
+        samplings="shuffle (one fixed partition, cycled; `reshuffle: true` redraws it per epoch)"
+    ),
 )

@@ -2,7 +2,7 @@
 batch size |B|, project onto the ball of diameter D; noise σ_A = ησC/b (:func:`dplab.units.asoodeh_sigma`)."""
 
 from dplab.schemes import Sampling
-from dplab.training.methods.base import Method
+from dplab.training.methods.base import Method, Row
 
 METHOD = Method(
     name="projected_dp_sgd",
@@ -13,4 +13,5 @@ METHOD = Method(
     normalize="realized",
     projection="required",
     accountant="asoodeh_projected",
+    row=Row(cited="001 eq. 1"),
 )

@@ -2,7 +2,7 @@
 by (1 − λ) each step; divide by the realized batch size |B|."""
 
 from dplab.schemes import Sampling
-from dplab.training.methods.base import Method
+from dplab.training.methods.base import Method, Row
 
 METHOD = Method(
     name="regularized_dp_sgd",
@@ -13,4 +13,5 @@ METHOD = Method(
     normalize="realized",
     regularized=True,
     accountant="asoodeh_regularized",
+    row=Row(cited="001 eq. 16–17"),
 )

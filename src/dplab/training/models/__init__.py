@@ -6,14 +6,16 @@ its ``MODEL`` (:class:`~dplab.training.models.base.Model`: name, display name, s
 ``build``), named in :data:`MODELS` as the training methods are; a new built-in is a new module
 and a line in :data:`MODELS`.
 
-=========  =====================================================================================
-model      network
-=========  =====================================================================================
-cnn        two 3×3 Conv2d (``channels``, 2·``channels``), ReLU, pooling, Linear
-logreg     Flatten, Linear; θ₀ = 0 (001 eq. 16)
-mlp        Flatten, Linear(d, hidden), ReLU, Linear(hidden, classes) (004 §3.2)
-tanh_cnn   Tramèr & Boneh (ICLR 2021): Conv2d 8×8/2, tanh, pool, Conv2d 4×4/2, tanh, pool, 2 Linear
-=========  =====================================================================================
+.. generated: models (python -m dplab.registries)
+========  ========================================================================================
+model     network
+========  ========================================================================================
+cnn       two 3×3 Conv2d (``channels``, 2·``channels``), ReLU, pooling, Linear
+logreg    Flatten, Linear; θ₀ = 0 (001 eq. 16)
+mlp       Flatten, Linear(d, hidden), ReLU, Linear(hidden, classes) (004 §3.2)
+tanh_cnn  Tramèr & Boneh (ICLR 2021): Conv2d 8×8/2, tanh, pool, Conv2d 4×4/2, tanh, pool, 2 Linear
+========  ========================================================================================
+.. end generated: models
 
 Every model is checked where it is built (:func:`build`): no layer that mixes the examples of a
 batch (batch norm: per-example gradients are undefined), and one example's output is a vector

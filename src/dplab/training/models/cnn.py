@@ -26,4 +26,10 @@ def build(run, input_shape: list[int], classes: int) -> nn.Module:
     )
 
 
-MODEL = Model(name="cnn", display="CNN", source="dplab", build=build)
+MODEL = Model(
+    name="cnn",
+    display="CNN",
+    source="dplab",
+    network="two 3×3 Conv2d (``channels``, 2·``channels``), ReLU, pooling, Linear",
+    build=build,
+)

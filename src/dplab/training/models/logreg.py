@@ -15,4 +15,10 @@ def build(run, input_shape: list[int], classes: int) -> nn.Module:
     return model
 
 
-MODEL = Model(name="logreg", display="logistic regression", source="001 eq. 16", build=build)
+MODEL = Model(
+    name="logreg",
+    display="logistic regression",
+    source="001 eq. 16",
+    network="Flatten, Linear; θ₀ = 0 (001 eq. 16)",
+    build=build,
+)

@@ -15,4 +15,10 @@ def build(run, input_shape: list[int], classes: int) -> nn.Module:
     )
 
 
-MODEL = Model(name="mlp", display="MLP", source="004 §3.2", build=build)
+MODEL = Model(
+    name="mlp",
+    display="MLP",
+    source="004 §3.2",
+    network="Flatten, Linear(d, hidden), ReLU, Linear(hidden, classes) (004 §3.2)",
+    build=build,
+)

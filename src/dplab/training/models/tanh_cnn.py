@@ -32,5 +32,11 @@ def build(run, input_shape: list[int], classes: int) -> nn.Module:
 
 
 MODEL = Model(
-    name="tanh_cnn", display="tanh CNN (Tramèr & Boneh)", source="Tramèr & Boneh 2021", build=build
+    name="tanh_cnn",
+    display="tanh CNN (Tramèr & Boneh)",
+    source="Tramèr & Boneh 2021",
+    network=(
+        "Tramèr & Boneh (ICLR 2021): Conv2d 8×8/2, tanh, pool, Conv2d 4×4/2, tanh, pool, 2 Linear"
+    ),
+    build=build,
 )
