@@ -545,7 +545,7 @@ def test_a_figure_step_count_is_bounded(tmp_path, capsys):
         capsys,
     )
     assert (
-        "figures.sigma_vs_steps.steps.1: 1000000000 is greater than the maximum of 100000000"
+        "figures.sigma_vs_steps.steps[1]: 1000000000 is greater than the maximum of 100000000"
         in line
     )
 

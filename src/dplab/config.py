@@ -252,16 +252,16 @@ def _check_run(config: dict, raw: dict, layers: list, default: str, note: str = 
         dataset = dataset_entry(config, settings.dataset)
         check_run(settings, dataset)
         if settings.phases is not None:
-            _check_phases(cfg, dataset)
+            _check_phases(cfg, settings.phases, dataset)
     except DPLabError as err:
         raise _rekey(err, layers, default, note) from None
     return cfg
 
 
-def _check_phases(cfg: dict, dataset: dict) -> None:
+def _check_phases(cfg: dict, phases: tuple[dict, ...], dataset: dict) -> None:
     """Each phase of a run in phases (:func:`phase_runs`) as a run of its own on the dataset; an
-    error about a key the phase sets is keyed ``phases[j].<key>``."""
-    for j, (entry, run) in enumerate(zip(cfg["phases"], phase_runs(cfg))):
+    error about a key the phase sets (an entry of ``phases``) is keyed ``phases[j].<key>``."""
+    for j, (entry, run) in enumerate(zip(phases, phase_runs(cfg))):
         try:
             check_run(RunSettings.of(run), dataset)
         except DPLabError as err:
