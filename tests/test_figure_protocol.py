@@ -148,3 +148,38 @@ def test_the_report_shows_each_figure_s_caption_from_its_module(built):
     for figure_id in SMALL_FIGURES:
         words = " ".join(re.sub(r"[`*]", "", figure(figure_id).CAPTION).split())
         assert sum(f"{figure_id} {words}" in " ".join(c.split()) for c in captions) == 1, figure_id
+
+
+#: the JSON-schema keywords a figure's parameter schema uses; anything else is a typo or a
+#: description split in two (a comma in unquoted YAML once made "D" a description and
+#: "diameter of the projection set" a key)
+SCHEMA_WORDS = {
+    "type", "description", "default", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "enum", "items", "minItems", "maxItems", "uniqueItems", "examples",
+    "additionalProperties", "properties", "required", "anyOf", "oneOf", "const", "pattern",
+    "minLength", "not", "allOf", "propertyNames", "$ref",
+}  # fmt: skip
+
+
+def _schema_keys(node, path="PARAMS"):
+    """(path, key) of every key of a schema node (recursing into sub-schemas) that is no
+    JSON-schema keyword."""
+    if isinstance(node, list):
+        return [k for i, n in enumerate(node) for k in _schema_keys(n, f"{path}[{i}]")]
+    if not isinstance(node, dict):
+        return []
+    out = [(path, key) for key in node if key not in SCHEMA_WORDS]
+    for key, value in node.items():
+        if key == "properties":
+            for name, sub in value.items():
+                out += _schema_keys(sub, f"{path}.{name}")
+        elif key in ("items", "additionalProperties", "not", "propertyNames"):
+            out += _schema_keys(value, f"{path}.{key}")
+        elif key in ("anyOf", "oneOf", "allOf"):
+            out += _schema_keys(value, f"{path}.{key}")
+    return out
+
+
+@pytest.mark.parametrize("figure_id", sorted(FIGURES))
+def test_a_figure_s_parameter_schema_uses_only_schema_keywords(figure_id):
+    assert _schema_keys(figure(figure_id).PARAMS) == []

@@ -63,8 +63,7 @@ PARAMS: dict = {
         "bands": {
             "type": "integer",
             "minimum": 1,
-            "description": "bands of C (strategy banded",
-            "without grid)": None,
+            "description": "bands of C (strategy banded, without grid)",
         },
         "compare": {
             "type": "array",

@@ -128,8 +128,7 @@ PARAMS: dict = {
             "type": "integer",
             "minimum": 1,
             "default": 10,
-            "description": "b (divides n",
-            "for pabi's fixed batches)": None,
+            "description": "b (divides n, for pabi's fixed batches)",
         },
         "steps": {
             "type": "integer",
@@ -144,8 +143,7 @@ PARAMS: dict = {
             "type": "number",
             "exclusiveMinimum": 0,
             "default": 0.1,
-            "description": "λ (langevin",
-            "ye_shokri)": None,
+            "description": "λ (langevin, ye_shokri)",
         },
         "smoothness": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "β"},
         "lipschitz": {
