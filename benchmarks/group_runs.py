@@ -46,7 +46,8 @@ def cpu(argv: list[str]) -> float:
 
 
 def command(job, inputs: Path, outs: list[str]) -> list[str]:
-    """``dplab train`` of ``job`` (a run's or a group's params, as its rule passes them) into ``outs``."""
+    """``dplab train`` of ``job`` (a run's or a group's params, as its rule
+    passes them) into ``outs``."""
 
     def moved(path: str) -> str:
         return str(inputs / Path(path).relative_to(layout.RESULTS))
@@ -106,13 +107,15 @@ def main() -> int:
                         )
             rows[name] = (len(job.runs), min(alone), min(grouped))
             print(
-                f"{name}: {len(job.runs)} runs, alone {min(alone):.2f} s, grouped {min(grouped):.2f} s",
+                f"{name}: {len(job.runs)} runs, alone {min(alone):.2f} s, grouped"
+                f" {min(grouped):.2f} s",
                 flush=True,
             )
     finally:
         shutil.rmtree(scratch)
     print(
-        "\n| grouped job | runs | CPU s, one job per run | CPU s, one job | saved per run after the first |"
+        "\n| grouped job | runs | CPU s, one job per run | CPU s, one job | saved per run after the"
+        " first |"
     )
     print("|---|---:|---:|---:|---:|")
     for name, (k, alone, grouped) in rows.items():
