@@ -18,8 +18,9 @@ accurate to u relative to its peak.  What is left out is accounted for, pessimis
   counted at infinite loss;
 - mass outside the window wraps around the circular FFT onto the window: it only adds mass, so
   δ can only grow;
-- the FFT's rounding is bounded in the 2-norm (:func:`rounding_bound`, derived below) and enters δ(ε)
-  by Cauchy–Schwarz: untilted, the bins above ε carry at most ‖error‖₂·‖(M^T e^{-λk})_{k>k_ε}‖₂;
+- the FFT's rounding is bounded in the 2-norm (:func:`rounding_bound`, derived below)
+  and enters δ(ε) by Cauchy–Schwarz: untilted, the bins above ε carry at most
+  ‖error‖₂·‖(M^T e^{-λk})_{k>k_ε}‖₂;
 - the rounding of the tilted one-step PMF and of the untilting factor (relative, a few u per
   entry; positive convolution turns it into at most T times that per composed bin) scales the
   window's probabilities up by e^{T·ρ};
@@ -43,7 +44,8 @@ accurate to 3 ulp (POW_C = 4 below).  Then, with ‖w‖₂ ≤ 1:
    exponent by ≤ POW_C·u·T·|log|z||, with |z|^T·T·|log|z|| ≤ 1/e; per frequency
    ≤ POW_C·u·(πT|z|^T + 1), in the 2-norm ≤ √N·e₂ with e₂ = POW_C·u·(πT(‖w‖₂ + e₁) + 1)
    (‖(Fw)^T‖₂ = √N‖y‖₂ ≤ √N‖w‖₂ by Young's inequality);
-4. the inverse transform maps these to ≤ e₁ + e₂ and adds (γ + u)(‖w‖₂ + e₁ + e₂) (the 1/N scaling: u).
+4. the inverse transform maps these to ≤ e₁ + e₂ and adds (γ + u)(‖w‖₂ +
+   e₁ + e₂) (the 1/N scaling: u).
 
 So ‖computed − y‖₂ ≤ (1 + γ + u)(e₁ + e₂) + (γ + u)‖w‖₂ ≈ (T + 1)·γ·‖w‖₂ + POW_C·u·πT‖w‖₂: an
 absolute error of order T·log₂N·u·‖w‖₂ (tests/test_pld_rounding.py compares it with the error
@@ -76,8 +78,9 @@ WIDTH_BELOW = 14.0
 #: the window extends above the tilted mean until the Chernoff bound on the mass beyond it is below
 #: e^ABOVE_LOG times the composed PMF's scale at the mean
 ABOVE_LOG = -60.0
-#: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the accountant
-#: reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1, T = 1e4, δ = 1e-12: 4.7e6)
+#: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the
+#: accountant reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1,
+#: T = 1e4, δ = 1e-12: 4.7e6)
 WINDOW_MAX = 2**23
 
 
@@ -196,17 +199,19 @@ class TiltedPmf:
         k = np.arange(lo, hi + 1)
         tilted = np.maximum(composed[k % size], 0.0)
         exponent = t * lm - lam * k  # log of the untilting factor M^T e^{-λk}
-        # relative rounding of the tilted bins (≤ T·ρ) and of the untilting factor's exponent and exp
+        # relative rounding of the tilted bins (≤ T·ρ) and of the untilting
+        # factor's exponent and exp
         grow = t * rho + 2 * U * (2 + abs(t * lm) + lam * hi)
         with np.errstate(under="ignore"):
             probs = np.exp(np.minimum(exponent + grow, 700.0)) * tilted
-        # a probability is ≤ 1: rounding noise far below the mean, amplified by e^{-λk}, is capped there
+        # a probability is ≤ 1: rounding noise far below the mean, amplified by
+        # e^{-λk}, is capped there
         probs = np.where((exponent > 700.0) & (tilted > 0), 1.0, np.minimum(probs, 1.0))
         extra = math.exp(above) + size * np.finfo(float).tiny
 
         def rounding(epsilon: float) -> float:
-            """‖error‖₂·‖(M^T e^{-λk})_{k_ε < k ≤ hi}‖₂ (Cauchy–Schwarz): what rounding may hide in the
-            bins above ``epsilon``."""
+            """‖error‖₂·‖(M^T e^{-λk})_{k_ε < k ≤ hi}‖₂ (Cauchy–Schwarz): what rounding may hide in
+            the bins above ``epsilon``."""
             first = max(lo, math.floor(epsilon / self.disc - t * self.lower) + 1)
             count = hi - first + 1
             if count <= 0 or error == 0:
@@ -224,7 +229,8 @@ class TiltedPmf:
 
     def _above(self, t: int, lam: float, edge: int) -> float:
         """log of the Chernoff bound M(η)^T e^{-η·edge} on the composed mass above bin ``edge``, at
-        the η > λ that minimizes it (any η gives a bound; the exponent is unimodal in log(η − λ))."""
+        the η > λ that minimizes it (any η gives a bound; the exponent is
+        unimodal in log(η − λ))."""
 
         def bound(x: float) -> float:
             eta = lam + math.exp(x)
@@ -239,7 +245,8 @@ class TiltedPmf:
         return float(min(best.fun, bound(math.log(50.0))))
 
     def delta(self, t: int, epsilon: float) -> float:
-        """An upper bound on δ(ε) of the T-fold composition (:class:`TooWide` where its window would be)."""
+        """An upper bound on δ(ε) of the T-fold composition (:class:`TooWide` where
+        its window would be)."""
         inf_t = self.composed_infinity(t)
         if epsilon / self.disc >= t * (self.lower + self.top):
             return inf_t
@@ -250,8 +257,8 @@ class TiltedPmf:
 
     def epsilon(self, t: int, delta: float, guess: float) -> float:
         """An upper bound on ε(δ) of the T-fold composition, tilted at ``guess`` (an estimate of ε:
-        re-tilted at the answer while the answer leaves the window's accurate part); :class:`TooWide`
-        where a window would exceed :data:`WINDOW_MAX`."""
+        re-tilted at the answer while the answer leaves the window's accurate part);
+        :class:`TooWide` where a window would exceed :data:`WINDOW_MAX`."""
         inf_t = self.composed_infinity(t)
         if inf_t >= delta:
             return math.inf

@@ -134,7 +134,8 @@ class CyclicPoisson:
         if not (0 < self.batch_size and self.sampling_rate <= 1):
             raise DPLabError(
                 "batch_size",
-                f"must lie in (0, dataset_size/partitions = {self.dataset_size / self.partitions_count}]; got {self.batch_size}",
+                "must lie in (0, dataset_size/partitions ="
+                f" {self.dataset_size / self.partitions_count}]; got {self.batch_size}",
             )
 
     @property
@@ -245,7 +246,8 @@ def _accountant() -> MatrixFactorizationAccountant:
 def dp_event(
     factorization: Factorization, sampler, noise_multiplier: float, neighbouring: str = "add_remove"
 ) -> dp_accounting.DpEvent:
-    """The dp_accounting ``DpEvent`` of the whole T-step release under ``sampler`` (module docstring)."""
+    """The dp_accounting ``DpEvent`` of the whole T-step release under
+    ``sampler`` (module docstring)."""
     return _accountant().dp_event(
         event(factorization, sampler, noise_multiplier, neighbouring), neighbouring
     )

@@ -2,7 +2,8 @@
 
 Every draw comes from the run's CPU ``torch.Generator`` (:func:`dplab.training.loop.streams`;
 on the CPU it also draws the noise, on an accelerator it draws batches only, ahead of the steps
-that use them).  ``state_dict``/``load_state_dict`` carry what a checkpoint needs beyond the generator.
+that use them).  ``state_dict``/``load_state_dict`` carry what a checkpoint
+needs beyond the generator.
 """
 
 from __future__ import annotations

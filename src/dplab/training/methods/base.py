@@ -36,7 +36,8 @@ class Mechanism:
 
 @dataclass(frozen=True)
 class Method:
-    """One training method: its declared parts (fields) and the engine's default plug-ins (methods)."""
+    """One training method: its declared parts (fields) and the engine's
+    default plug-ins (methods)."""
 
     name: str
     display: str  # the name figures and tables show (docs/training.md)
@@ -90,7 +91,8 @@ class Method:
         return {}
 
     def sampler(self, run: RunSettings, n: int) -> Sampler:
-        """The batch sampler of a resolved run on ``n`` examples (:func:`dplab.training.samplers.build`)."""
+        """The batch sampler of a resolved run on ``n`` examples
+        (:func:`dplab.training.samplers.build`)."""
         return samplers.build(run.sampling, n, run.b(n), run.reshuffle)
 
     def mechanism(
