@@ -89,7 +89,9 @@ def test_a_library_warning_does_not_print_every_later_line_twice(tmp_path):
 
 WARN = """import logging, warnings
 warnings.warn_explicit("a library's warning", RuntimeWarning, "somelib.py", 1, module="somelib")
-warnings.warn_explicit("hidden by Python's default filters", DeprecationWarning, "somelib.py", 2, module="somelib")
+warnings.warn_explicit(
+    "hidden by Python's default filters", DeprecationWarning, "somelib.py", 2, module="somelib"
+)
 logging.getLogger("somelib").warning("a library's log warning")
 logging.getLogger("somelib").info("below WARNING")
 """

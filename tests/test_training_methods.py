@@ -166,7 +166,8 @@ def test_the_docs_list_every_method():
 
 def method_name_comparisons(root: Path, names: set[str]) -> list[str]:
     """``file:line`` of every comparison (==, !=, in, not in, is) of a module below ``root`` outside
-    training/methods/ with a string literal (or a literal tuple/list/set of them) naming a method."""
+    training/methods/ with a string literal (or a literal tuple/list/set of
+    them) naming a method."""
 
     def named(node: ast.expr) -> bool:
         if isinstance(node, ast.Constant):

@@ -171,7 +171,8 @@ def _commands(synthetic: Path, table: Path, out: Path) -> dict[str, list[str]]:
 
 
 #: (command, the file that fails): train writes grad_norms.csv's header, then model.pt, metrics.csv,
-#: metrics.json, summary.json; figure-draw the PDF, then the PNG; prepare-data train.npz, test.npz, info.json
+#: metrics.json, summary.json; figure-draw the PDF, then the PNG; prepare-data
+#: train.npz, test.npz, info.json
 @pytest.mark.parametrize(
     "command, fail_at",
     [
@@ -223,7 +224,8 @@ def _mount_small_disk(folder: Path, size: str) -> bool:
 
 @pytest.mark.parametrize("command, size", [("train", "8k"), ("figure-draw", "24k")])
 def test_a_full_disk_exits_3_and_leaves_nothing(synthetic, table, tmp_path, capsys, command, size):
-    """On a real nearly full file system (a tmpfs of ``size``; skipped where mount is not allowed)."""
+    """On a real nearly full file system (a tmpfs of ``size``; skipped where
+    mount is not allowed)."""
     disk = tmp_path / "disk"
     if not _mount_small_disk(disk, size):
         pytest.skip("cannot mount a tmpfs here (needs root)")
