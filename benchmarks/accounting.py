@@ -1,6 +1,7 @@
-"""Cost of a whole PLD ε curve (every T in 1..T_max in one call) vs one dp_accounting evaluation.
+r"""Cost of a whole PLD ε curve (every T in 1..T_max in one call) vs one dp_accounting evaluation.
 
-    PYTHONPATH=src python benchmarks/accounting.py [--steps 10000] [--q 0.01] [--sigma 1.0] [--delta 1e-5]
+    PYTHONPATH=src python benchmarks/accounting.py [--steps 10000] [--q 0.01] [--sigma 1.0] \
+        [--delta 1e-5]
 
 Prints one JSON object: the wall time of ``pld.epsilon_curve`` on T = 1..steps (one call), of one
 ``dp_accounting`` PLDAccountant evaluation at T = steps (same discretization 1e-4), their ratio,

@@ -74,7 +74,8 @@ def table(dry: dict[str, dict], run: dict[str, dict]) -> str:
         grand += 0.0 if total != total else total
         mark = "" if len(done) == counts[name] else "*"
         lines.append(
-            f"| {name} | {counts[name]} | {len(done)} | {mean:.1f} | {sum(done):.0f} | {total:.0f}{mark} |"
+            f"| {name} | {counts[name]} | {len(done)} | {mean:.1f} | {sum(done):.0f} |"
+            f" {total:.0f}{mark} |"
         )
     lines.append(
         f"| all | {sum(counts.values())} | {sum(map(len, times.values()))} | | | {grand:.0f} |"

@@ -3,8 +3,8 @@
     PYTHONPATH=src python benchmarks/dp_step.py [--threads 2] [--batch 256] [--memory-batch 1024]
 
 Prints one JSON object per model (logistic regression 784→10, the MLP 784-128-10 of seed 004,
-the CNN of ``models.build`` with 16 channels on 1×28×28, Tramèr & Boneh's tanh CNN, a wide MLP 784-3072-2560-10 with
-~10.3M parameters):
+the CNN of ``models.build`` with 16 channels on 1×28×28, Tramèr & Boneh's tanh CNN, a wide MLP
+784-3072-2560-10 with ~10.3M parameters):
 
 - ``median_ms``: median wall time of one step of each method, the methods measured interleaved
   (round-robin, one step each per round) in this process, after warm-up steps;
@@ -27,9 +27,10 @@ of ``dplab train`` does in :func:`dplab.training.loop.steps`: the clipped sum
 (:func:`dplab.training.per_example.clipped_grad_sum`), i.i.d. Gaussian noise from the run's noise
 generator (:func:`dplab.training.loop.streams`: on the device itself on a GPU), the update
 (:func:`dplab.training.step.apply`));
-``engine_portable`` (the same with ``noise_rng: portable``: the noise from :mod:`dplab.philox`); ``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample
-gradients, clip, noise, ``optimizer.step()``); ``opacus_ghost`` (``grad_sample_mode="ghost"``,
-Opacus's fast gradient clipping with a double backward).
+``engine_portable`` (the same with ``noise_rng: portable``: the noise from :mod:`dplab.philox`);
+``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample gradients, clip, noise,
+``optimizer.step()``); ``opacus_ghost`` (``grad_sample_mode="ghost"``, Opacus's fast gradient
+clipping with a double backward).
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ def main(cpu_dir: str, gpu_dir: str) -> None:
     for key in ("train_loss", "test_loss", "test_accuracy"):
         a, b = (np.array([float(r[key]) for r in rows[d]]) for d in ("cpu", "gpu"))
         print(
-            f"{key}: max |cpu − gpu| {np.abs(a - b).max():.3g}, max relative {(np.abs(a - b) / np.abs(a)).max():.3g}; "
-            f"final {a[-1]!r} vs {b[-1]!r}"
+            f"{key}: max |cpu − gpu| {np.abs(a - b).max():.3g}, max relative"
+            f" {(np.abs(a - b) / np.abs(a)).max():.3g}; final {a[-1]!r} vs {b[-1]!r}"
         )
     weights = {
         d: torch.load(p / "model.pt", map_location="cpu", weights_only=True)
@@ -44,7 +44,8 @@ def main(cpu_dir: str, gpu_dir: str) -> None:
         gap = max(float((v - weights["gpu"][k]).abs().max()) for k, v in tensors.items())
         scale = max(float(v.abs().max()) for v in tensors.values())
         print(
-            f"final parameters: max |Δw| {gap:.3g} (largest |w| {scale:.3g}) over {len(tensors)} tensors"
+            f"final parameters: max |Δw| {gap:.3g} (largest |w| {scale:.3g}) over {len(tensors)}"
+            " tensors"
         )
 
 

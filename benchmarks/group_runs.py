@@ -52,7 +52,8 @@ def cpu(argv: list[str], src: Path | None = None) -> float:
 
 
 def command(job, inputs: Path, outs: list[str]) -> list[str]:
-    """``dplab train`` of ``job`` (a run's or a group's params, as its rule passes them) into ``outs``."""
+    """``dplab train`` of ``job`` (a run's or a group's params, as its rule
+    passes them) into ``outs``."""
 
     def moved(path: str) -> str:
         return str(inputs / Path(path).relative_to(layout.RESULTS))
@@ -139,7 +140,8 @@ def main() -> int:
         print("|---|---:|---:|---:|---:|")
         for name, (k, alone, grouped) in rows.items():
             print(
-                f"| `{name}` | {k} | {alone:.2f} | {grouped:.2f} | {(alone - grouped) / (k - 1):.2f} |"
+                f"| `{name}` | {k} | {alone:.2f} | {grouped:.2f} |"
+                f" {(alone - grouped) / (k - 1):.2f} |"
             )
     by_grid: dict[str, list] = {}
     for name, (k, alone, grouped) in rows.items():

@@ -47,7 +47,8 @@ COLUMNS = ("imports", "planning", "accounting", "writing", "work")
 
 
 def dry_run() -> list[dict]:
-    """Every job of the default DAG as ``{"rule", "inputs", "command"}`` (``snakemake -n -p --forceall``)."""
+    """Every job of the default DAG as ``{"rule", "inputs", "command"}``
+    (``snakemake -n -p --forceall``)."""
     text = subprocess.run(
         ["snakemake", "-n", "-p", "--forceall"], check=True, capture_output=True, text=True
     ).stdout
@@ -124,7 +125,8 @@ def main() -> int:
         mean = {c: sum(r[c] for r in results) / len(results) for c in ("cpu_s", *COLUMNS)}
         rows.append((name, counts[name], mean))
     print(
-        "\n| class | jobs in DAG | CPU s/job | imports | planning | accounting | writing | work | start-up |"
+        "\n| class | jobs in DAG | CPU s/job | imports | planning | accounting | writing | work |"
+        " start-up |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, count, m in rows:

@@ -65,7 +65,8 @@ INTERVAL = 0.005
 
 
 def category(frame) -> str:
-    """The category of the stack that ends in ``frame`` (the outermost matching test of any frame)."""
+    """The category of the stack that ends in ``frame`` (the outermost
+    matching test of any frame)."""
     files = []
     while frame is not None:
         files.append((frame.f_code.co_filename, frame.f_code.co_name))

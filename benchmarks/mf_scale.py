@@ -1,4 +1,4 @@
-"""Banded Toeplitz and BLT at large T: dplab against jax_privacy.
+r"""Banded Toeplitz and BLT at large T: dplab against jax_privacy.
 
 For each T, optimizes the strategy with dplab (``dplab.mf.toeplitz.banded_toeplitz`` or
 ``dplab.mf.blt.blt``) and with jax_privacy (``toeplitz.optimize_banded_toeplitz``, its default 250
@@ -9,8 +9,10 @@ that one optimization's, imports included; jax's time includes its compilation),
 peak MB, the error each reached (sens²·mean or max of the per-row squared error, single
 participation) and the ratios dplab / jax_privacy::
 
-    PYTHONPATH=src python benchmarks/mf_scale.py --steps 1000 10000 100000 --bands 32 --objective mean
-    PYTHONPATH=src python benchmarks/mf_scale.py --strategy blt --buffers 5 --objective max --steps 1000 100000
+    PYTHONPATH=src python benchmarks/mf_scale.py --steps 1000 10000 100000 --bands 32 \
+        --objective mean
+    PYTHONPATH=src python benchmarks/mf_scale.py --strategy blt --buffers 5 --objective max \
+        --steps 1000 100000
 
 ``--noise-steps N --dim d`` (BLT) also times the per-step noise generation of the BLT dplab found
 (draw z_t, return w_t of C⁻¹Z): dplab's ``FilterNoise`` (torch, float64) against jax_privacy's
@@ -29,11 +31,17 @@ import sys
 
 CHILD = r"""
 import json, resource, sys, time
-strategy, T, size, objective, who = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+strategy, T, size, objective, who = (
+    sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+)
 if who == "dplab":
     from dplab.mf import blt, toeplitz
     start = time.perf_counter()
-    fact = toeplitz.banded_toeplitz(T, size, objective) if strategy == "banded_toeplitz" else blt.blt(T, size, objective)
+    fact = (
+        toeplitz.banded_toeplitz(T, size, objective)
+        if strategy == "banded_toeplitz"
+        else blt.blt(T, size, objective)
+    )
     seconds = time.perf_counter() - start
     error = fact.errors()[objective + "_error"]
 else:
@@ -47,10 +55,15 @@ else:
         coef = toeplitz.optimize_banded_toeplitz(T, size, reduction_fn=reduction)
         coef.block_until_ready()
         seconds = time.perf_counter() - start
-        error = float(toeplitz.sensitivity_squared(coef, T)) * float(reduction(toeplitz.per_query_error(strategy_coef=coef, n=T)))
+        per_query = toeplitz.per_query_error(strategy_coef=coef, n=T)
+        error = float(toeplitz.sensitivity_squared(coef, T)) * float(reduction(per_query))
     else:
-        loss_fn = (buffered_toeplitz.LossFn.build_closed_form_single_participation(n=T) if objective == "max" else
-                   buffered_toeplitz.LossFn.build_min_sep(n=T, error=objective, min_sep=T, max_participations=1))
+        LossFn = buffered_toeplitz.LossFn
+        loss_fn = (
+            LossFn.build_closed_form_single_participation(n=T)
+            if objective == "max"
+            else LossFn.build_min_sep(n=T, error=objective, min_sep=T, max_participations=1)
+        )
         _, loss = buffered_toeplitz.optimize_loss(loss_fn, num_buffers=size)
         error = float(loss)
         seconds = time.perf_counter() - start
@@ -60,15 +73,17 @@ print(json.dumps({"seconds": seconds, "peak_mb": peak, "error": error}))
 
 NOISE_CHILD = r"""
 import json, sys, time
-T, buffers, objective, steps, dim, who = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]),
-                                         int(sys.argv[5]), sys.argv[6])
+T, buffers, objective = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+steps, dim, who = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 from dplab.mf import blt
 fact = blt.blt(T, buffers, objective)
 if who == "dplab":
     import torch
     from dplab.mf.noise import FilterNoise
-    torch.set_num_threads(1)  # as a training run with --threads 1; more threads only contend on a loaded machine
-    noise, like, g = FilterNoise(fact, 1.0), torch.zeros(dim, dtype=torch.float64), torch.Generator().manual_seed(0)
+    # as a training run with --threads 1; more threads only contend on a loaded machine
+    torch.set_num_threads(1)
+    noise, like = FilterNoise(fact, 1.0), torch.zeros(dim, dtype=torch.float64)
+    g = torch.Generator().manual_seed(0)
     for t in range(10):
         w = noise.sample(t, like, g)
     start = time.perf_counter()
@@ -80,7 +95,9 @@ else:
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     from jax_privacy.matrix_factorization import buffered_toeplitz
-    peer = buffered_toeplitz.BufferedToeplitz.build(buf_decay=fact.info["buf_decay"], output_scale=fact.info["output_scale"])
+    peer = buffered_toeplitz.BufferedToeplitz.build(
+        buf_decay=fact.info["buf_decay"], output_scale=fact.info["output_scale"]
+    )
     M = peer.inverse_as_streaming_matrix()
     state = M.init_multiply(jnp.zeros(dim))
 
@@ -124,8 +141,8 @@ def main() -> None:
     size = args.bands if args.strategy == "banded_toeplitz" else args.buffers
     name = "bands" if args.strategy == "banded_toeplitz" else "buffers"
     print(
-        f"| strategy | T | {name} | objective | dplab s | jax_privacy s | time ratio | dplab MB | jax_privacy MB "
-        "| memory ratio | dplab error | jax_privacy error | error ratio |"
+        f"| strategy | T | {name} | objective | dplab s | jax_privacy s | time ratio | dplab MB |"
+        " jax_privacy MB | memory ratio | dplab error | jax_privacy error | error ratio |"
     )
     print("| --- " * 13 + "|")
     for steps in args.steps:
@@ -134,10 +151,11 @@ def main() -> None:
             for who in ("dplab", "jax_privacy")
         )
         print(
-            f"| {args.strategy} | {steps} | {size} | {args.objective} | {ours['seconds']:.2f} | {theirs['seconds']:.2f} "
-            f"| {ours['seconds'] / theirs['seconds']:.3f} | {ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} "
-            f"| {ours['peak_mb'] / theirs['peak_mb']:.3f} | {ours['error']:.10g} | {theirs['error']:.10g} "
-            f"| {ours['error'] / theirs['error']:.12f} |",
+            f"| {args.strategy} | {steps} | {size} | {args.objective} | {ours['seconds']:.2f} |"
+            f" {theirs['seconds']:.2f} | {ours['seconds'] / theirs['seconds']:.3f} |"
+            f" {ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} |"
+            f" {ours['peak_mb'] / theirs['peak_mb']:.3f} | {ours['error']:.10g} |"
+            f" {theirs['error']:.10g} | {ours['error'] / theirs['error']:.12f} |",
             flush=True,
         )
     if args.noise_steps and args.strategy == "blt":
@@ -152,8 +170,9 @@ def main() -> None:
                 for who in ("dplab", "jax_privacy")
             )
             print(
-                f"| {steps} | {size} | {args.dim} | {args.noise_steps} | {ours['seconds_per_step']:.3g} "
-                f"| {theirs['seconds_per_step']:.3g} | {ours['seconds_per_step'] / theirs['seconds_per_step']:.3f} |",
+                f"| {steps} | {size} | {args.dim} | {args.noise_steps} |"
+                f" {ours['seconds_per_step']:.3g} | {theirs['seconds_per_step']:.3g} |"
+                f" {ours['seconds_per_step'] / theirs['seconds_per_step']:.3f} |",
                 flush=True,
             )
 

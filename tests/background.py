@@ -23,7 +23,8 @@ import pytest
 
 #: the niceness of a background build's processes
 NICE = 10
-#: what a build may raise: an error, or pytest's skip or failure (reported by the tests that need it)
+#: what a build may raise: an error, or pytest's skip or failure (reported
+#: by the tests that need it)
 OUTCOMES = (Exception, pytest.skip.Exception, pytest.fail.Exception)
 
 

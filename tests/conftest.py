@@ -105,8 +105,8 @@ def tracked_files() -> list[str]:
 
 #: the figures the pipeline tests build (each figure's table is tested on its own elsewhere)
 SMALL_FIGURES = ("accountants_vs_pld", "gaussian_sigma", "claims", "individual_privacy")
-#: the runs they train: DP-SGD and its baseline on digits, and on MNIST-5000 the run that records gradient norms
-#: and 004's third try (the sweep's run)
+#: the runs they train: DP-SGD and its baseline on digits, and on MNIST-5000 the run that records
+#: gradient norms and 004's third try (the sweep's run)
 SMALL_RUNS = ("nonprivate", "dp_sgd", "gd_nonprivate", "try3_dp_sgd")
 #: the datasets those runs, the grid and the audit read (MNIST-5000: the default DAG's real images)
 SMALL_DATASETS = ("digits", "mnist5000")
@@ -321,7 +321,8 @@ _hypothesis_settings.load_profile("dplab")
 
 
 def model_settings(model: str, **keys):
-    """The settings of a non-private run of ``model`` (what :func:`dplab.training.models.build` reads)."""
+    """The settings of a non-private run of ``model`` (what
+    :func:`dplab.training.models.build` reads)."""
     from dplab.training.resolve import resolve_run
     from dplab.training.settings import RunSettings
 
@@ -329,8 +330,8 @@ def model_settings(model: str, **keys):
 
 
 def summary_json(raw_run: dict, final: dict | None = None, **fields) -> dict:
-    """A complete summary.json object (every key :class:`dplab.training.summary.RunSummary` reads) of
-    the run ``raw_run`` (resolved here), neutral values but for ``final`` and ``fields``."""
+    """A complete summary.json object (every key :class:`dplab.training.summary.RunSummary` reads)
+    of the run ``raw_run`` (resolved here), neutral values but for ``final`` and ``fields``."""
     import dataclasses
 
     from dplab.training.resolve import resolve_run

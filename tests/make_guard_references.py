@@ -1,7 +1,7 @@
 """Writes tests/guard_references.json: certified lower bounds on the exact ε(δ) and δ(ε) of
 settings at the edges of the composition accountants (q near 1, n = 2), too slow to compute in
-CI (2 to 35 s each).  Run from the repository root: ``PYTHONPATH=src python tests/make_guard_references.py``
-(about 3 minutes on 2 cores, dp_accounting 0.6.0).
+CI (2 to 35 s each).  Run from the repository root: ``PYTHONPATH=src python
+tests/make_guard_references.py`` (about 3 minutes on 2 cores, dp_accounting 0.6.0).
 
 Each value is dp_accounting's PLD with the *optimistic* discretization (a lower bound on the exact
 ε and δ) of T compositions of one step's pair, the reference of tests/test_accounting_guard.py:

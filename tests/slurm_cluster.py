@@ -3,8 +3,9 @@
 ``install()`` installs the packages with apt-get (root only); ``SlurmCluster(base)`` writes a
 slurm.conf under ``base`` (state, spool, logs and PID files there too; in /etc only a link
 /etc/slurm/slurm.conf -> that file, which srun inside jobs needs and ``stop()`` removes), starts
-munged (unless one already answers), slurmctld and slurmd, and ``stop()`` ends exactly the daemons it started, by their PID files, and deletes those files.  Clients find the
-cluster through ``SLURM_CONF`` (see :meth:`SlurmCluster.env`).
+munged (unless one already answers), slurmctld and slurmd, and ``stop()`` ends exactly the daemons
+it started, by their PID files, and deletes those files.  Clients find the cluster through
+``SLURM_CONF`` (see :meth:`SlurmCluster.env`).
 
 The node offers two fake GPUs (a count-only GRES: no device files, no autodetection) in
 partition ``gpu`` next to the default partition ``cpu``, with the names of
@@ -41,7 +42,8 @@ def _run(cmd: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProce
 
 
 def install() -> None:
-    """Install Debian's SLURM and munge packages unless present; raise :class:`Unavailable` if impossible."""
+    """Install Debian's SLURM and munge packages unless present; raise
+    :class:`Unavailable` if impossible."""
     if all(shutil.which(name) or Path("/usr/sbin", name).exists() for name in DAEMONS):
         return
     if os.geteuid() != 0:
@@ -56,7 +58,8 @@ def install() -> None:
         proc = _run(cmd, timeout=300, env=env)
     if proc.returncode != 0:
         raise Unavailable(
-            f"apt-get install {' '.join(PACKAGES)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+            f"apt-get install {' '.join(PACKAGES)}"
+            f" failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
         )
 
 
@@ -154,7 +157,8 @@ PartitionName=cpu Nodes={host} Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes={host} MaxTime=INFINITE State=UP
 """
         )
-        # fake GPUs: granted by the scheduler like real ones, a null device (as /dev/null) behind each
+        # fake GPUs: granted by the scheduler like real ones, a null device
+        # (as /dev/null) behind each
         for i in range(GPUS):
             os.mknod(self.base / f"fake_gpu{i}", stat.S_IFCHR | 0o666, os.makedev(1, 3))
         (self.base / "gres.conf").write_text(
@@ -201,7 +205,8 @@ PartitionName=gpu Nodes={host} MaxTime=INFINITE State=UP
         return path.read_text()[-3000:] if path.exists() else ""
 
     def stop(self) -> None:
-        """Cancel this cluster's jobs, then stop the daemons it started (newest first) by their PID files."""
+        """Cancel this cluster's jobs, then stop the daemons it started (newest
+        first) by their PID files."""
         if self.conf.exists() and shutil.which("scancel"):
             _run(["scancel", "--user", str(os.geteuid())], timeout=10, env=self._env())
         while self.pidfiles:

@@ -112,9 +112,10 @@ def test_pei_is_valid_at_large_epsilon(eps, delta, smallest):
 
 
 def test_pei_first_two_expressions_only_where_derived():
-    """Expressions 1–2 are s = t₀/ε + 2ε^{-3/2} (t₀ = √(2 log(1/δ)), resp. 1 ∨ √(2 log(1/δ) − log 2π)):
-    as printed while εs − 1/(2s) ≥ t₀, i.e. up to the edge ε_e² = 8 + 4t₀√ε_e (≥ 2√2); beyond it
-    held at their value at the edge, where εs − 1/(2s) = t₀ exactly (the tail bound's condition)."""
+    """Expressions 1–2 are s = t₀/ε + 2ε^{-3/2} (t₀ = √(2 log(1/δ)), resp. 1 ∨ √(2
+    log(1/δ) − log 2π)): as printed while εs − 1/(2s) ≥ t₀, i.e. up to the edge ε_e² = 8 +
+    4t₀√ε_e (≥ 2√2); beyond it held at their value at the edge, where εs − 1/(2s) = t₀ exactly
+    (the tail bound's condition)."""
     delta = 1e-6
     chernoff = math.sqrt(2 * math.log(1 / delta))
     mills = max(1.0, math.sqrt(2 * math.log(1 / delta) - math.log(2 * math.pi)))

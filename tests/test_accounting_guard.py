@@ -326,8 +326,9 @@ def test_mf_never_below_the_exact_gaussian_at_rate_one(strategy):
 # ---------------------------------------------------------------------- the edges
 def log_gaussian_delta(epsilon, mu):
     """log δ(ε) of the Gaussian mechanism with μ = Δ/std (Balle & Wang 2018, Thm 8), written
-    independently of dplab in log space: log Φ(a) + log(1 − e^{ε + log Φ(b) − log Φ(a)}), a = μ/2 − ε/μ,
-    b = −μ/2 − ε/μ; no cancellation, so it stays exact down to δ = 1e-300 and below (−inf: δ = 0)."""
+    independently of dplab in log space: log Φ(a) + log(1 − e^{ε + log Φ(b) − log Φ(a)}),
+    a = μ/2 − ε/μ, b = −μ/2 − ε/μ; no cancellation, so it stays exact down to δ = 1e-300
+    and below (−inf: δ = 0)."""
     a, b = mu / 2 - epsilon / mu, -mu / 2 - epsilon / mu
     la, lb = log_ndtr(a), log_ndtr(b)
     with np.errstate(divide="ignore"):
@@ -509,10 +510,10 @@ HIDDEN_EDGES = [
     (1.0, 20, 5, 5),
     (0.7, 100, 50, 6),
 ]
-#: each accountant's setting on the reference's loss: ye_shokri on 002 Thm 3's λ = β = 1 quadratic loss
-#: (contraction 1 − η); the Asoodeh bounds on a linear loss (a constant clipped gradient), asoodeh_regularized
-#: with weight decay λ_reg (contraction 1 − λ_reg), asoodeh_projected (T = 1 only) onto an interval of
-#: diameter D = 20 noise stds ησC/b centred at θ₀ = 0
+#: each accountant's setting on the reference's loss: ye_shokri on 002 Thm 3's λ = β = 1 quadratic
+#: loss (contraction 1 − η); the Asoodeh bounds on a linear loss (a constant clipped gradient),
+#: asoodeh_regularized with weight decay λ_reg (contraction 1 − λ_reg), asoodeh_projected (T = 1
+#: only) onto an interval of diameter D = 20 noise stds ησC/b centred at θ₀ = 0
 HIDDEN = {
     "ye_shokri": dict(lr=0.5, strong_convexity=1.0, smoothness=1.0, lipschitz=1.0),
     "asoodeh_regularized": dict(lr=0.5, regularization=0.5, dimension=1),
@@ -530,12 +531,12 @@ def test_hidden_state_never_below_an_exact_pair(name):
     the composition value that no hidden-state bound may undercut.  ye_shokri's quadratic loss
     ½‖θ − x‖² has gradient θ − x, Lipschitz only on a bounded set: the reference ignores that
     projection (as 002 Thm 3's does for langevin).  asoodeh_projected (T = 1, d = 1; also Poisson,
-    with the update divided by the realized |B|: :func:`realized_mean_law`) projects onto an interval
-    centred at θ₀ of half-width 10 noise stds (1 where b = 1, so that r = (D + 2ηC)/σ_A is small
-    and the bound tight enough to test): a threshold below the half-width is the same event before
-    and after the projection, so those thresholds bound the projected iterate's δ.  The
-    printed ε at δ down to 1e-12: the lower bound on the exact δ there is at most δ; δ at ε up to 1e4:
-    at least that lower bound."""
+    with the update divided by the realized |B|: :func:`realized_mean_law`) projects onto an
+    interval centred at θ₀ of half-width 10 noise stds (1 where b = 1, so that r = (D + 2ηC)/σ_A is
+    small and the bound tight enough to test): a threshold below the half-width is the same event
+    before and after the projection, so those thresholds bound the projected iterate's δ.  The
+    printed ε at δ down to 1e-12: the lower bound on the exact δ there is at most δ; δ at ε up to
+    1e4: at least that lower bound."""
     acc, checked = get(name), 0
     c = 1.0 if name == "asoodeh_projected" else 0.5
     samplings = (
@@ -550,7 +551,8 @@ def test_hidden_state_never_below_an_exact_pair(name):
         edges = [(0.8, 1000, 10, 1), (2.0, 5, 1, 1), (1.0, 2, 1, 1), (1.0, 20, 5, 5)]
     for (sigma, n, b, t), sampling in itertools.product(edges, samplings):
         if name == "asoodeh_projected" and (t > 1 or sampling == "poisson" and n > 100):
-            continue  # a projection between steps changes the dynamics; n + 1 mixture components cost time
+            # a projection between steps changes the dynamics; n + 1 mixture components cost time
+            continue
         half = (
             1.0 if b == 1 else 10.0
         )  # asoodeh_projected: the set's half-width, in noise stds ησC/b
@@ -626,7 +628,8 @@ def test_langevin_at_the_edges_never_below_the_quadratic_last_iterate():
     assert checked == 4 * 3 * (len(EDGE_DELTAS) + len(EDGE_EPS))
 
 
-#: certified lower bounds at q near 1 and n = 2, stored by tests/make_guard_references.py (too slow for CI)
+#: certified lower bounds at q near 1 and n = 2, stored by
+#: tests/make_guard_references.py (too slow for CI)
 STORED = json.loads((pathlib.Path(__file__).parent / "guard_references.json").read_text())
 
 
@@ -634,9 +637,9 @@ STORED = json.loads((pathlib.Path(__file__).parent / "guard_references.json").re
     "name", ["naive", "advanced", "kairouz", "moments"]
 )  # rdp, pld: tests/test_pld_curve.py
 def test_composition_at_rate_near_one_never_below_the_stored_optimistic_pld(name):
-    """q = 0.99 (Poisson add_remove, without_replacement replace_one, T = 1 and 100) and n = 2, b = 1
-    (without replacement, T = 1 and 50): ε at δ is at least the stored optimistic-PLD ε, and δ at
-    that ε at least its δ."""
+    """q = 0.99 (Poisson add_remove, without_replacement replace_one, T = 1 and 100) and n = 2,
+    b = 1 (without replacement, T = 1 and 50): ε at δ is at least the stored optimistic-PLD ε, and δ
+    at that ε at least its δ."""
     acc, checked = get(name), 0
     for row in STORED:
         s = Setting(

@@ -91,7 +91,8 @@ def test_rdp_at_extreme_sigma_refuses_naming_the_range(sigma, capfd):
 
 
 def test_rdp_at_the_edges_of_its_sigma_range_answers_a_valid_bound(capfd):
-    """Inside the range, at both ends and between: a finite, non-negative ε that grows as σ falls."""
+    """Inside the range, at both ends and between: a finite, non-negative ε
+    that grows as σ falls."""
     low, high, _ = LIMITS["noise_multiplier"]
     eps = []
     for sigma in (high, 1.0, low):
@@ -292,9 +293,10 @@ def test_pld_sigma_floor_is_where_the_one_step_pld_fits():
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
 def test_pld_at_a_billion_steps_refuses_naming_steps_and_who_answers(neighbouring, capfd):
-    """σ = 3, q = 0.01, T = 1e9: the certified window would hold ~2e7 bins.  The refusal points to an
-    accountant that answers the setting, with its answer (rdp's ε, checked here), or says that none
-    here does (replace_one with Poisson sampling: every other accountant refuses it, checked here)."""
+    """σ = 3, q = 0.01, T = 1e9: the certified window would hold ~2e7 bins.  The refusal
+    points to an accountant that answers the setting, with its answer (rdp's ε, checked here),
+    or says that none here does (replace_one with Poisson sampling: every other accountant
+    refuses it, checked here)."""
     setting = [
         "--noise-multiplier",
         "3",
@@ -362,8 +364,8 @@ def test_pld_answers_at_large_sigma_small_q_long_runs_between_a_lower_bound_and_
 
 @pytest.mark.slow
 def test_pld_sigma_at_three_hundred_million_steps_lies_between_a_lower_bound_and_rdp(capfd):
-    """`dplab sigma --accountant pld --sampling-rate 1e-4 --steps 3e8 --epsilon 1 --delta 1e-5` said no
-    σ ≤ 1e7 reaches ε = 1 (rdp: 7.04); now σ = 6.598 (~10 ε evaluations of ~5 s each), whose sum
+    """`dplab sigma --accountant pld --sampling-rate 1e-4 --steps 3e8 --epsilon 1 --delta 1e-5` said
+    no σ ≤ 1e7 reaches ε = 1 (rdp: 7.04); now σ = 6.598 (~10 ε evaluations of ~5 s each), whose sum
     of outputs meets (1, 1e-5) exactly and which is below rdp's σ."""
     argv = ["--sampling-rate", "1e-4", "--steps", "300000000", "--epsilon", "1", "--delta", "1e-5"]
     code, out, err = dplab(["sigma", "--accountant", "pld", *argv], capfd, seconds=600)
@@ -378,7 +380,8 @@ def test_pld_sigma_at_three_hundred_million_steps_lies_between_a_lower_bound_and
 @pytest.mark.parametrize("neighbouring, shift", [("add_remove", 1.0), ("replace_one", 2.0)])
 @pytest.mark.parametrize("steps", [1, 1000, 10**9])
 def test_pld_full_batch_is_the_exact_gaussian_of_mu_sqrt_t(neighbouring, shift, steps, capfd):
-    """Full batch: T Gaussian steps are one Gaussian mechanism of μ = shift·√T/σ, at any T, at once."""
+    """Full batch: T Gaussian steps are one Gaussian mechanism of
+    μ = shift·√T/σ, at any T, at once."""
     sigma = 1000.0
     code, out, _ = dplab(
         [
@@ -405,7 +408,8 @@ def test_pld_full_batch_is_the_exact_gaussian_of_mu_sqrt_t(neighbouring, shift, 
 
 
 def test_pld_full_batch_exact_value_is_below_dp_accountings_discretized_pld():
-    """dp_accounting's pessimistic PLD of the same T Gaussian steps bounds the exact value from above."""
+    """dp_accounting's pessimistic PLD of the same T Gaussian steps bounds the
+    exact value from above."""
     sigma, steps = 2.0, 50
     exact = get("pld").epsilon(
         Setting(noise_multiplier=sigma, sampling="full_batch", steps=steps), 1e-5
@@ -427,8 +431,8 @@ def test_pld_full_batch_exact_value_is_below_dp_accountings_discretized_pld():
     ],
 )
 def test_run_with_target_epsilon_1e6_is_refused_before_planning(section, key, tmp_path, capfd):
-    """Above EPSILON_MAX: `dplab check-config` (what Snakemake runs before planning) and `dplab train`
-    both refuse, naming the key (the schema's maximum is EPSILON_MAX)."""
+    """Above EPSILON_MAX: `dplab check-config` (what Snakemake runs before planning) and
+    `dplab train` both refuse, naming the key (the schema's maximum is EPSILON_MAX)."""
     config = tmp_path / "huge.yaml"
     config.write_text(section)
     refused(["check-config", "config/config.yaml", str(config)], key, capfd, f"{EPSILON_MAX:g}")

@@ -45,8 +45,8 @@ def test_pld_matches_dp_accounting(sigma, q, t, delta):
     ours = get("pld").epsilon(_setting(sigma, q, t), delta)
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
     acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), t)
-    # dp_accounting's read-off of its FFT composition, which pld only tilts at: pld's certified value
-    # adds a rounding allowance (pld_tilted), ≤ 1e-4 relative at these δ
+    # dp_accounting's read-off of its FFT composition, which pld only tilts at: pld's certified
+    # value adds a rounding allowance (pld_tilted), ≤ 1e-4 relative at these δ
     assert acc.get_epsilon(delta) * (1 - 1e-9) <= ours <= acc.get_epsilon(delta) * (1 + 1e-4)
     assert ours <= get("rdp").epsilon(_setting(sigma, q, t), delta) * (1 + 1e-9)
 

@@ -38,7 +38,8 @@ def _setting(sampling="shuffle", neighbouring="add_remove", sigma=1.0, steps=T_E
 
 
 def _pld_epsilon(event, relation, delta, count=1):
-    """dp_accounting's pessimistic PLD ε (discretization 1e-3: an upper bound on the exact value)."""
+    """dp_accounting's pessimistic PLD ε (discretization 1e-3: an upper
+    bound on the exact value)."""
     acc = pld_privacy_accountant.PLDAccountant(
         neighboring_relation=relation, value_discretization_interval=1e-3
     )
@@ -108,7 +109,8 @@ def test_partial_epoch_counts_whole():
 
 def test_add_remove_with_epochs_needs_a_stable_number_of_batches():
     """n mod b = 0 or b − 1: adding/removing one record changes ⌊n/b⌋, so no upper bound holds
-    (tests/test_certified_samplers.py finds the pairs); replace_one keeps n; lower bounds keep their pair."""
+    (tests/test_certified_samplers.py finds the pairs); replace_one keeps n; lower
+    bounds keep their pair."""
     for n in (230, 239):
         for sampling, names in (
             ("shuffle", ("fixed_batches",)),
@@ -348,7 +350,8 @@ def test_balls_in_bins_add_direction_for_two_steps_against_a_2d_grid():
 
 
 def _two_lognormal_negative_moment(mu, betas):
-    """E[(W₁ + W₂)^{−β}] by a 2-D tensor grid (an independent check of the Laplace-transform route)."""
+    """E[(W₁ + W₂)^{−β}] by a 2-D tensor grid (an independent check of the
+    Laplace-transform route)."""
     y = np.linspace(
         -(mu**2) / 2 - 30 * mu, -(mu**2) / 2 + 12 * mu, 3001
     )  # far into the lower tail: β = 9 lives there
@@ -359,7 +362,8 @@ def _two_lognormal_negative_moment(mu, betas):
 
 @pytest.mark.parametrize("t", [2, 23, 300])
 def test_balls_in_bins_remove_moments_in_closed_form(t):
-    """E[S²] = t e^{μ²} + t(t−1); E[S³] = t e^{3μ²} + 3t(t−1) e^{μ²} + t(t−1)(t−2) (E[W^i] = e^{μ²i(i−1)/2})."""
+    """E[S²] = t e^{μ²} + t(t−1); E[S³] = t e^{3μ²} + 3t(t−1) e^{μ²} + t(t−1)(t−2)
+    (E[W^i] = e^{μ²i(i−1)/2})."""
     for mu in (0.3, 1.0, 2.5):
         got = np.exp(bnb.log_sum_moments(mu, t, 3))
         assert got[1] == pytest.approx(t, rel=1e-12)

@@ -276,7 +276,8 @@ def test_records_beyond_the_bound_void_the_loss_constants(prepared):
 
 
 def test_asoodeh_regularized_refuses_a_projection():
-    """001 Thm 3 analyses the unprojected update (eq. 16); its Π_t (eq. 19) is a device of the proof."""
+    """001 Thm 3 analyses the unprojected update (eq. 16); its Π_t (eq. 19) is
+    a device of the proof."""
     s = Setting(
         noise_multiplier=500.0,
         steps=10,

@@ -203,7 +203,8 @@ def test_dead_feature_canary_is_the_only_gradient_on_its_block(digits):
     rest = clipped_grad_sum(loss, params, digits.x_train[:200], digits.y_train[:200], 1.0).grad_sum
     assert float(canary.block(c, stack(rest)).abs().max()) == 0.0  # no real record reaches W[:, P]
     # θ = 0: p uniform, ∇ = (p − e_y)⊗(x, 1), ‖·‖ = √0.9·√(s² + 1) > C: clipped to C, the share
-    # s/√(s² + 1) of it on v = W[:, P]·x̂, along p − e_y for the canary and the opposite for its mirror
+    # s/√(s² + 1) of it on v = W[:, P]·x̂, along p − e_y for the canary and
+    # the opposite for its mirror
     for x, sign in ((c.x_in, 1.0), (c.x_out, -1.0)):
         g = clipped_grad_sum(loss, params, x[None], c.label[None], 1.0).grad_sum
         v = canary.block(c, stack(g))[0]
@@ -632,7 +633,8 @@ def test_gdp_extrapolation_is_conservative_exactly_where_the_audit_reports_it():
 
 # ------------------------------------------------------------------------- gradient canaries
 def test_canary_gradient_is_the_clipped_gradient_of_its_loss(digits):
-    """With l2 > 0 the canary's loss is ⟨s·e_j, θ⟩ + (l2/2)‖θ‖²: its clipped gradient, by autograd."""
+    """With l2 > 0 the canary's loss is ⟨s·e_j, θ⟩ + (l2/2)‖θ‖²: its clipped
+    gradient, by autograd."""
     from dplab.audit import canary
     from dplab.audit.runner import add_canary_gradients
     from dplab.training import models
@@ -734,7 +736,8 @@ def bound_violations(table) -> list[str]:
         for col in [c for c in table if c.startswith("upper_") or c == "exact_epsilon"]:
             if np.isfinite(row[col]) and row.epsilon_lower > row[col] * (1 + 1e-6):
                 out.append(
-                    f"{row.variant} {row.estimator} T={row.steps} {row.observation}: {row.epsilon_lower} > {col}={row[col]}"
+                    f"{row.variant} {row.estimator} T={row.steps} {row.observation}:"
+                    f" {row.epsilon_lower} > {col}={row[col]}"
                 )
     return out
 
@@ -875,7 +878,8 @@ def test_audit_refuses_bad_entries(digits):
 
 def test_exact_last_iterate_epsilon_is_refused_beyond_what_its_grid_resolves():
     # q = 1, no contraction: the last iterate is the Gaussian mechanism with μ = 2a√T (replace_one),
-    # matched to 1e-4 at ε ≈ 20; at μ = 5 (ε ≈ 33) the grid's tails sink below rounding (it overflowed)
+    # matched to 1e-4 at ε ≈ 20; at μ = 5 (ε ≈ 33) the grid's tails sink below
+    # rounding (it overflowed)
     ok = exact.canary_last_iterate_epsilon(1e-5, 3.4 / 4, [4], "replace_one", q=1.0)[0]
     assert ok == pytest.approx(gaussian_epsilon(1e-5, 3.4), rel=1e-4)
     with pytest.raises(DPLabError, match=r"^steps: .* beyond what its grid resolves"):

@@ -1,4 +1,5 @@
-"""The benchmarks run (their smallest setting): benchmarks/README.md's commands must not rot unseen."""
+"""The benchmarks run (their smallest setting): benchmarks/README.md's
+commands must not rot unseen."""
 
 import json
 import runpy
@@ -53,7 +54,8 @@ def test_dp_step_times_every_model_it_builds(monkeypatch, capsys):
 
 def test_job_profile_charges_every_cpu_second_of_a_job_to_one_category(tmp_path):
     """benchmarks/job_profile.py on a small job (`dplab index` of one table): the categories add up
-    to the process's CPU time (nothing lost, nothing counted twice) and the job's output is written."""
+    to the process's CPU time (nothing lost, nothing counted twice) and the
+    job's output is written."""
     import subprocess
 
     (tmp_path / "results" / "accounting").mkdir(parents=True)

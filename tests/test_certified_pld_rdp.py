@@ -38,7 +38,8 @@ def _log_mix(x, parts, sigma, upper):
 
 def exact_one_step_delta(sigma, q, neighbouring, epsilon):
     """The exact δ(ε) of one Poisson-subsampled Gaussian step (σ = std/C on the clipped sum; the
-    record adds 0 or C, replace_one moves it between +C and −C): max over the relation's directions."""
+    record adds 0 or C, replace_one moves it between +C and −C): max over the
+    relation's directions."""
     mix_up, mix_down, zero = [(1 - q, 0.0), (q, 1.0)], [(1 - q, 0.0), (q, -1.0)], [(1.0, 0.0)]
     pairs = (
         [(mix_up, zero), (zero, mix_up)] if neighbouring == "add_remove" else [(mix_up, mix_down)]
@@ -75,7 +76,8 @@ def exact_one_step_delta(sigma, q, neighbouring, epsilon):
 
 
 def exact_gaussian_delta(mu, epsilon):
-    """δ(ε) of the Gaussian mechanism of sensitivity/std μ (Balle & Wang 2018, Thm 8), in log space."""
+    """δ(ε) of the Gaussian mechanism of sensitivity/std μ (Balle & Wang 2018,
+    Thm 8), in log space."""
     a = special.log_ndtr(-epsilon / mu + mu / 2)
     b = special.log_ndtr(-epsilon / mu - mu / 2)
     return math.exp(a) * -math.expm1(epsilon + b - a)
@@ -156,7 +158,8 @@ def test_pld_large_epsilon_is_answered_not_refused():
     """Large ε: σ = 0.3, q = 0.3, replace_one, T = 1 reaches ε = 16 at δ = 4.96e-5
     (dp_accounting's own test: GaussianPrivacyLoss.from_privacy_guarantee answers σ = 0.3).  Its
     one-step PLD needs 6.3e5 bins of 1e-4 (over PLD_STEP_BINS): it was refused; now the interval
-    is coarsened (≤ PLD_DISC_MAX) and the ε printed is certified and within 1e-3 of the exact one."""
+    is coarsened (≤ PLD_DISC_MAX) and the ε printed is certified and within
+    1e-3 of the exact one."""
     setting = _poisson(0.3, 0.3, 1, "replace_one")
     assert (
         get("pld").step_width(setting) / 1e-4 > PLD_STEP_BINS
@@ -170,7 +173,8 @@ def test_pld_large_epsilon_is_answered_not_refused():
 
 @pytest.mark.slow
 def test_pld_sigma_at_large_epsilon_matches_dp_accounting():
-    """The CLI command of point 4: σ within 0.2 % of dp_accounting's 0.3, never below the exact σ."""
+    """The CLI command of point 4: σ within 0.2 % of dp_accounting's 0.3,
+    never below the exact σ."""
     setting = _poisson(1.0, 0.3, 1, "replace_one")
     sigma = get("pld").sigma(setting, 16.0, 4.96e-5, start=0.31)
     exact = optimize.brentq(
@@ -198,7 +202,8 @@ def test_rdp_sigma_at_large_epsilon_is_answered_and_valid(sigma, q, delta, epsil
     [(1.0, 0.3, 1e-300), (2.0, 0.999, 1e-12), (0.5, 0.01, 1e-100), (30.0, 0.5, 0.5)],
 )
 def test_rdp_one_step_never_below_the_exact_epsilon(sigma, q, delta, neighbouring):
-    """T = 1: rdp's δ floor (1e-300), q near 1, σ large: the exact δ at the printed ε is at most δ."""
+    """T = 1: rdp's δ floor (1e-300), q near 1, σ large: the exact δ at the
+    printed ε is at most δ."""
     eps = get("rdp").epsilon(_poisson(sigma, q, 1, neighbouring), delta)
     assert exact_one_step_delta(sigma, q, neighbouring, eps) <= delta * (1 + 1e-9)
 

@@ -57,7 +57,8 @@ def _allocations(m: int, t: int) -> np.ndarray:
 
 
 def _epoch(values: tuple, b: int, sampling: str) -> tuple[np.ndarray, np.ndarray]:
-    """(step sums of one epoch, one row per layout; their probabilities) as the sampler draws them."""
+    """(step sums of one epoch, one row per layout; their probabilities) as
+    the sampler draws them."""
     v = np.asarray(values)
     m, t = len(v), len(v) // b
     if sampling == "shuffle":  # t batches of b from a uniform permutation, the rest unused
@@ -115,7 +116,8 @@ class Pairs:
 
 
 def neighbours(n: int, relation: str, b: int):
-    """Every pair (D, D') with |D| = n and D' a neighbour the sampler accepts (|D'| ≥ b), up to order."""
+    """Every pair (D, D') with |D| = n and D' a neighbour the sampler accepts
+    (|D'| ≥ b), up to order."""
     for d in itertools.combinations_with_replacement(VALUES, n):
         if relation == "replace_one":
             near = {d[:i] + (v,) + d[i + 1 :] for i in range(n) for v in VALUES}
@@ -173,8 +175,8 @@ def test_printed_upper_bounds_hold_for_every_pair_of_small_datasets(
         ), name
 
 
-#: (sampling, n, b, reshuffle): n mod b = 0 (the neighbour without a record has t − 1 steps per epoch)
-#: or b − 1 (the one with a record more has t + 1)
+#: (sampling, n, b, reshuffle): n mod b = 0 (the neighbour without a record has t − 1 steps per
+#: epoch) or b − 1 (the one with a record more has t + 1)
 REFUSED = [
     ("balls_in_bins", 6, 3, False),
     ("balls_in_bins", 5, 3, False),
@@ -226,10 +228,11 @@ OWN_PAIRS = [
 
 @pytest.mark.parametrize("sampling,relation,n,b,reshuffle,d,d2", OWN_PAIRS)
 def test_lower_bounds_are_realised_by_their_pair(sampling, relation, n, b, reshuffle, d, d2):
-    """δ_pair(ε printed) ≥ δ: the printed ε is at most the pair's true ε.  Before, balls_in_bins_lower
-    under replace_one used the pair MoG(2) vs N(0), which no balls-in-bins pair realises: at
-    n = 6, b = 3, σ = 0.5, T = 2, δ = 1e-3 it printed 18.91, where this pair's ε is 12.07 and so is
-    the worst of all replace-one pairs of {−C, 0, C}⁶ (measured here); it prints 10.67 now."""
+    """δ_pair(ε printed) ≥ δ: the printed ε is at most the pair's true ε.  Before,
+    balls_in_bins_lower under replace_one used the pair MoG(2) vs N(0), which no balls-in-bins
+    pair realises: at n = 6, b = 3, σ = 0.5, T = 2, δ = 1e-3 it printed 18.91, where this
+    pair's ε is 12.07 and so is the worst of all replace-one pairs of {−C, 0, C}⁶ (measured
+    here); it prints 10.67 now."""
     delta, sigma = 1e-3, 0.5
     epsilon = get(LOWER[sampling]).epsilon(_setting(sampling, relation, n, b, sigma), delta)
     assert epsilon > 0.5
@@ -276,7 +279,8 @@ EDGES_DELTA = (1e-300, 1e-12, 0.5)  # the floor every accountant reports; a smal
 
 
 def _mu(setting: Setting, shift: float) -> float:
-    """s·√k/σ with k = ⌈T/t⌉ participations: the Gaussian mechanism with the record's steps known."""
+    """s·√k/σ with k = ⌈T/t⌉ participations: the Gaussian mechanism with the
+    record's steps known."""
     k = -(-setting.steps // (setting.dataset_size // setting.batch_size))
     return shift * math.sqrt(k) / setting.noise_multiplier
 

@@ -67,7 +67,8 @@ def number(value) -> float | None:
 
 
 def recomputed(row) -> str:
-    """The verdict of a claims.csv row from its own columns (source_value, ours, tolerance, test)."""
+    """The verdict of a claims.csv row from its own columns (source_value,
+    ours, tolerance, test)."""
     test = {text: key for key, (text, _) in claims.TESTS.items()}[row.test]
     relative = row.tolerance.endswith("%")
     tol = float(row.tolerance.rstrip(" %")) / (100 if relative else 1)
@@ -101,7 +102,8 @@ def sigma_printed(command: str, capsys) -> float:
 
 def test_without_results_every_row_is_not_checkable_but_tramer_boneh_s_sigma(tmp_path, capsys):
     """No figure or run in the config: each statement says which result is missing; the σ of
-    Tramèr & Boneh (computed here) is what `dplab sigma --accountant moments` prints: 2.152 ≈ 2.15."""
+    Tramèr & Boneh (computed here) is what `dplab sigma --accountant moments`
+    prints: 2.152 ≈ 2.15."""
     table = claims.table(EMPTY, {"benchmark_run": None})
     path = tmp_path / "claims.csv"
     table.to_csv(path, index=False)
@@ -140,7 +142,8 @@ def test_table_i_exponents_are_from_the_sigma_dplab_prints(tmp_path, capsys):
 
 
 def test_default_config_checks_004_on_its_own_runs():
-    """The rows read the runs the default config's figures name (004's experiment, whatever its data)."""
+    """The rows read the runs the default config's figures name (004's
+    experiment, whatever its data)."""
     config = load_config(ROOT / "config" / "config.yaml")
     inputs = claims.inputs(config, config["figures"]["claims"])
     figures = config["figures"]

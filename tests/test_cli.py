@@ -141,7 +141,8 @@ def test_a_flag_given_twice_is_refused(capsys, argv):
 
 def test_the_cli_uses_argparse_through_its_public_api_only():
     """No private name of argparse (``argparse._HelpAction``, ``_add_action``, ``_actions``,
-    ``_name_parser_map``, ``_registry_get``…) is used, overridden or read anywhere in the package."""
+    ``_name_parser_map``, ``_registry_get``…) is used, overridden or read
+    anywhere in the package."""
     import ast
 
     from dplab import imports

@@ -202,7 +202,8 @@ def test_accountants_lists_only_what_it_accepts(capsys):
             for k in keys - {"sampling_rate", "batch_size", "dataset_size"}
         ]
         for sampling in entry["samplings"]:
-            # n divisible by b (pabi's equal batches) and not (fixed batches under add_remove keep ⌊n/b⌋)
+            # n divisible by b (pabi's equal batches) and not (fixed batches under
+            # add_remove keep ⌊n/b⌋)
             sizes = (
                 [
                     [f"--dataset-size={n}", f"--batch-size={n if sampling == 'full_batch' else 10}"]

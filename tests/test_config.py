@@ -126,7 +126,8 @@ def _small(mutate) -> dict:
 
 
 SYNTHETIC = {"kind": "synthetic", "train_size": 1000, "test_size": 100, "dim": 10}
-#: a regularized run calibrated with 001 Thm 3, which gives it no ε at any σ (config.yaml's privacy_utility note)
+#: a regularized run calibrated with 001 Thm 3, which gives it no ε at any σ
+#: (config.yaml's privacy_utility note)
 REGULARIZED = {
     "method": "regularized_dp_sgd",
     "model": "logreg",
@@ -144,7 +145,8 @@ REGULARIZED = {
 MF = ("grids", "mf_vs_dpsgd")
 
 #: (mistake, key named): each passed `snakemake -n` and failed only inside a job before planning ran
-#: the checks of `dplab train` (resolve_run, dp_mf.resolve, the claims), of the data and of the calibration
+#: the checks of `dplab train` (resolve_run, dp_mf.resolve, the claims), of the
+#: data and of the calibration
 LATE_MISTAKES = [
     (lambda c: c["runs"]["dp_sgd"].update(diameter=1.0), "runs.dp_sgd.diameter"),
     (lambda c: c["runs"]["dp_sgd"].update(sampling="full_batch"), "runs.dp_sgd.sampling"),
@@ -162,7 +164,8 @@ LATE_MISTAKES = [
         lambda c: c["runs"]["dp_sgd"].update(batch_size=1438),
         "runs.dp_sgd.batch_size",
     ),  # digits: 1437 records
-    # add_remove where one record more or less changes ⌊n/b⌋ (1437 = 3·479 = 2·719 − 1): no upper bound holds
+    # add_remove where one record more or less changes ⌊n/b⌋ (1437 = 3·479 =
+    # 2·719 − 1): no upper bound holds
     (
         lambda c: c["runs"]["dp_sgd"].update(
             sampling="balls_in_bins", batch_size=479, accountant="balls_in_bins"
@@ -351,7 +354,8 @@ def test_a_target_epsilon_above_the_accountants_floor_passes():
 
 
 def test_the_shipped_configs_pass_every_check():
-    """config.yaml, paper.yaml (`--configfile` replaces config.yaml) and paper-smoke.yaml merged over it."""
+    """config.yaml, paper.yaml (`--configfile` replaces config.yaml) and
+    paper-smoke.yaml merged over it."""
     assert load_config(ROOT / "config" / "config.yaml")["runs"]
     assert "mnist_gd_nonprivate" in load_config(ROOT / "config" / "paper.yaml")["runs"]
     assert (

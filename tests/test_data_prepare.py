@@ -1,6 +1,6 @@
-"""Dataset preparation: digits, synthetic, MNIST from tiny IDX files (no network; offline, download),
-MNIST-5000 (its split; the real images: tests/test_pipeline.py), Fashion-MNIST (tiny IDX files, and the
-Debian package's files where installed)."""
+"""Dataset preparation: digits, synthetic, MNIST from tiny IDX files (no network; offline,
+download), MNIST-5000 (its split; the real images: tests/test_pipeline.py), Fashion-MNIST (tiny IDX
+files, and the Debian package's files where installed)."""
 
 import json
 import urllib.error
@@ -180,7 +180,8 @@ def test_mnist_files_present_work_offline(tmp_path, monkeypatch):
 
 
 def test_mnist_download_is_checked_against_the_published_md5(tmp_path, monkeypatch):
-    """The download path (a file:// mirror: no network): downloaded files are verified like local ones."""
+    """The download path (a file:// mirror: no network): downloaded files are
+    verified like local ones."""
     arrays, sums = write_mnist(tmp_path / "mirror")
     cfg = data.resolve_dataset(
         {
@@ -374,7 +375,8 @@ def test_fashion_mnist_absent_stops_naming_the_key_and_the_package(tmp_path, mon
     reason="Debian's dataset-fashion-mnist is not installed",
 )
 def test_the_installed_fashion_mnist_has_the_published_sizes_and_class_balance():
-    """Fashion-MNIST's README: 60000 training and 10000 test 28×28 grey images, ten classes, balanced."""
+    """Fashion-MNIST's README: 60000 training and 10000 test 28×28 grey images,
+    ten classes, balanced."""
     raw = fashion_mnist.load(None, "datasets.f")
     assert raw["x_train"].shape == (60000, 28, 28) and raw["x_test"].shape == (10000, 28, 28)
     assert (

@@ -24,10 +24,12 @@ RANGES = {Requirement(r).name: Requirement(r).specifier for r in PROJECT["depend
 
 #: package -> the private names read (where: the code that reads them)
 INTERNALS = {
-    "dp-accounting": "RdpAccountant._rdp (dp_accounting_adapters.RdpAccountant.one_step_rdp); "
-    "PrivacyLossDistribution._pmf_remove/_pmf_add/_symmetric (PldAccountant.composed, "
-    "risk.privacy_profile); "
-    "DensePLDPmf._probs/_lower_loss/_infinity_mass/_discretization (pld_curve.ComposedPmf, risk.privacy_profile)",
+    "dp-accounting": (
+        "RdpAccountant._rdp (dp_accounting_adapters.RdpAccountant.one_step_rdp);"
+        " PrivacyLossDistribution._pmf_remove/_pmf_add/_symmetric (PldAccountant.composed,"
+        " risk.privacy_profile); DensePLDPmf._probs/_lower_loss/_infinity_mass/_discretization"
+        " (pld_curve.ComposedPmf, risk.privacy_profile)"
+    ),
     "torch": "torch._C._set_deterministic_algorithms (training.loop.train)",
 }
 
@@ -36,8 +38,9 @@ INTERNALS = {
 def test_installed_version_lies_in_the_range_the_internals_were_checked_for(package):
     installed = Version(importlib.metadata.version(package))
     assert RANGES[package].contains(installed, prereleases=True), (
-        f"{package} {installed} is outside pyproject.toml's {package}{RANGES[package]}, the versions whose "
-        f"private internals dplab reads: {INTERNALS[package]}; check them on this version, then widen the range"
+        f"{package} {installed} is outside pyproject.toml's {package}{RANGES[package]}, the"
+        f" versions whose private internals dplab reads: {INTERNALS[package]}; check them on this"
+        " version, then widen the range"
     )
 
 
@@ -117,7 +120,8 @@ def test_exact_pins_live_in_constraints_only():
 
 
 def test_this_environment_was_installed_from_the_constraints():
-    """Every direct dependency that is installed has constraints.txt's version (`make` installs with -c)."""
+    """Every direct dependency that is installed has constraints.txt's version
+    (`make` installs with -c)."""
     pins = {k.lower().replace("_", "-"): v for k, v in _pins().items()}
     direct = [Requirement(r).name for r in PROJECT["dependencies"]]
     direct += [

@@ -243,7 +243,8 @@ def template_columns(spec: dict) -> dict[str, dict]:
 def test_dvc_plots_show_each_runs_epsilon_per_accountant(built, plots):
     """A private run's plot holds the ε vs step of every accountant its summary.json reports, the
     values of its metrics.csv, each column folded into a line named after its accountant; its title
-    names δ, the neighbouring relation and the sampling.  A non-private run's plot is its accuracy."""
+    names δ, the neighbouring relation and the sampling.  A non-private run's
+    plot is its accuracy."""
     from dplab.accounting.eligibility import column
 
     summary = json.loads((built / RUN).with_name("summary.json").read_text())
@@ -295,7 +296,8 @@ def test_dvc_plots_show_one_line_per_accountant_of_a_sweep(built, plots):
 
 def drawn_lines(specs: dict[str, dict]) -> dict[str, dict[str, dict]]:
     """The lines Vega draws for each spec (tests/vega_lines.js in node, with the Vega and Vega-Lite
-    that Snakemake ships for its report): id -> accountant -> {meaning, dash, points [(x, ε)], placed}."""
+    that Snakemake ships for its report): id -> accountant -> {meaning, dash,
+    points [(x, ε)], placed}."""
     import snakemake
 
     node = shutil.which("node") or pytest.skip(

@@ -164,5 +164,6 @@ def dvc_remote(tmp_path_factory):
 
 
 def test_repro_push_pull_clone_then_experiment(dvc_remote):
-    """`dvc repro` gives Snakemake's bytes; push, pull, a clone, an experiment (the module's text)."""
+    """`dvc repro` gives Snakemake's bytes; push, pull, a clone, an
+    experiment (the module's text)."""
     dvc_remote()

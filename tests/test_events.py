@@ -158,8 +158,8 @@ def test_unequal_phases_have_no_setting_and_are_composed_by_rdp_and_pld_only():
 
 
 def test_mf_is_a_registered_accountant_of_its_own_event_only(capsys):
-    """``mf`` on an MF event is the exact Gaussian of σ/scale; it refuses a DP-SGD setting and event,
-    and every DP-SGD accountant refuses its event, each with its reason."""
+    """``mf`` on an MF event is the exact Gaussian of σ/scale; it refuses a DP-SGD setting and
+    event, and every DP-SGD accountant refuses its event, each with its reason."""
     from dplab.accounting.events import MatrixFactorizationDpEvent
     from dplab.accounting.gaussian import gaussian_epsilon
     from dplab.cli import main

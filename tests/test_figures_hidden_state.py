@@ -1,4 +1,5 @@
-"""Figures of 001 (Figs. 1–3) and 002 (Figs. 1–2): their tables against the source papers' formulas."""
+"""Figures of 001 (Figs. 1–3) and 002 (Figs. 1–2): their tables against the
+source papers' formulas."""
 
 from __future__ import annotations
 

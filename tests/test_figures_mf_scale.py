@@ -32,7 +32,8 @@ def test_defaults_stay_small():
 
 
 def test_rows_and_identity_closed_form(scale_table):
-    """Identity (DP-SGD): sens² = k, row t's error (t+1)·k, so mean k·(T+1)/2 and max k·T; every row present."""
+    """Identity (DP-SGD): sens² = k, row t's error (t+1)·k, so mean k·(T+1)/2 and max
+    k·T; every row present."""
     ident = scale_table[scale_table.strategy == "identity"]
     np.testing.assert_allclose(
         ident.mean_error, ident.participations * (ident.steps + 1) / 2, rtol=1e-12
@@ -55,8 +56,9 @@ def test_rows_and_identity_closed_form(scale_table):
 def test_optimized_strategies_beat_identity_and_the_dense_optimum_beats_them_on_the_mean(
     scale_table,
 ):
-    """Banded Toeplitz and BLT minimize the max error: below identity's (it is a feasible C for both); the
-    dense optimum of the mean error has the least mean error of all at single participation."""
+    """Banded Toeplitz and BLT minimize the max error: below identity's (it is a feasible C
+    for both); the dense optimum of the mean error has the least mean error of all at
+    single participation."""
     for _, g in scale_table.groupby(["participation", "steps"]):
         g = g.set_index("strategy")
         for strategy in ("banded_toeplitz", "blt"):

@@ -87,8 +87,9 @@ def test_individual_privacy_table_is_the_runs_records(runs):
 
 
 def test_risk_calibration_meets_the_target_with_less_noise(runs):
-    """Both runs keep the attacker's TPR at α within τ (the conversion is valid); the risk-calibrated
-    one needs less σ and sits at the target; each curve is riskcal's μ-GDP curve, μ = √T/σ."""
+    """Both runs keep the attacker's TPR at α within τ (the conversion is valid); the
+    risk-calibrated one needs less σ and sits at the target; each curve is riskcal's
+    μ-GDP curve, μ = √T/σ."""
     runs, _ = runs
     inputs = {name: str(runs / name / "summary.json") for name in ("by_epsilon", "by_risk")}
     table = figure("risk_calibration").table(inputs, {})
@@ -115,7 +116,8 @@ def test_risk_calibration_checks_the_practitioners_epsilon():
 
 def test_claims_read_004s_epsilon_as_a_risk(runs, tmp_path):
     """The claims rows of 004's (ε = 1, δ = 1e-6) read as a risk: ours is the run's PLD reading at
-    FPR 0.01, the bound e·0.01 + 1e-6; the verdict follows the run (a σ far too small for ε = 1 differs)."""
+    FPR 0.01, the bound e·0.01 + 1e-6; the verdict follows the run (a σ far too
+    small for ε = 1 differs)."""
     from dplab.figures import claims
 
     runs, synth = runs

@@ -151,7 +151,8 @@ def test_privacy_utility_mean_and_sd_over_seeds(tmp_path):
         assert row.seeds == 3 and row.accountant == "rdp" and row.release == "every iterate"
     ref = table[table.variant == "sgd"].iloc[0]
     assert np.isnan(ref.epsilon) and ref.accuracy_mean == pytest.approx(0.94)
-    # picking the better of the two methods at each ε: Papernot & Steinke's protocol, K geometric with mean 2
+    # picking the better of the two methods at each ε: Papernot & Steinke's
+    # protocol, K geometric with mean 2
     curve = get("rdp").rdp_curve(
         Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=10, sampling="poisson")
     )

@@ -36,7 +36,8 @@ def counts_of(steps_at_level: dict[int, int]) -> np.ndarray:
 
 
 def test_sensitivity_one_everywhere_is_the_runs_rdp_epsilon_and_zero_is_zero():
-    """A record at s = 1 at every step has exactly rdp's ε; one at s = 0 has 0; one in between less."""
+    """A record at s = 1 at every step has exactly rdp's ε; one at s = 0 has
+    0; one in between less."""
     worst = float(get("rdp").epsilon_curve(POISSON, 1e-5, [50])[0])
     eps = individual.epsilons(
         POISSON,
@@ -50,8 +51,8 @@ def test_sensitivity_one_everywhere_is_the_runs_rdp_epsilon_and_zero_is_zero():
 
 @pytest.mark.parametrize("s", [0.3, 0.77])
 def test_rounding_up_the_sensitivity_bounds_the_exact_one_from_above(s):
-    """s off the grid: the level's ε is at least the ε of the exact per-step σ/s (RDP decreases in σ),
-    and within the next level's."""
+    """s off the grid: the level's ε is at least the ε of the exact per-step σ/s (RDP decreases in
+    σ), and within the next level's."""
     level = int(np.ceil(s * L))
     exact = float(
         get("rdp").epsilon_curve(POISSON.replace(noise_multiplier=1.1 / s), 1e-5, [50])[0]
@@ -97,7 +98,8 @@ def run(synth, tmp_path, hook=None, **changes) -> tuple[pd.DataFrame, dict]:
 
 
 def test_a_runs_individual_epsilons_never_exceed_its_worst_case(synth, tmp_path):
-    """Every record of a DP-SGD run: individual ε ≤ the run's rdp ε, one row per record with its class."""
+    """Every record of a DP-SGD run: individual ε ≤ the run's rdp ε, one row per
+    record with its class."""
     table, summary = run(synth, tmp_path)
     assert list(table.columns) == list(loop.INDIVIDUAL_COLUMNS)
     assert table["index"].tolist() == list(range(200))
@@ -115,8 +117,9 @@ def test_records_clipped_at_every_step_get_the_worst_case(synth, tmp_path):
 
 
 def test_one_full_batch_step_matches_the_closed_form_norms(synth, tmp_path):
-    """DP-GD, T = 1 from θ = 0 (logreg): record i's norm is √((1 − 1/K)² + (K − 1)/K²)·√(‖x_i‖² + 1),
-    so its ε is that of one Gaussian step at σ/s_i, s_i = min(norm, C)/C rounded up to the grid."""
+    """DP-GD, T = 1 from θ = 0 (logreg): record i's norm is √((1 − 1/K)² +
+    (K − 1)/K²)·√(‖x_i‖² + 1), so its ε is that of one Gaussian step at σ/s_i, s_i = min(norm,
+    C)/C rounded up to the grid."""
     table, summary = run(
         synth, tmp_path, method="dp_gd", steps=1, log_every=1, clip=2.0, batch_size=None
     )
@@ -186,7 +189,8 @@ def test_a_resumed_run_writes_the_same_individual_epsilons(synth, tmp_path):
 def test_the_renyi_filter_keeps_every_record_within_its_budget(synth, tmp_path):
     """individual_budget ε_B at order α: no record's individual ε exceeds ε_B (its RDP at α stays
     within ε_B − ln(1/δ)/(α − 1)), where the unfiltered run's records go past it; a budget no record
-    reaches changes nothing (same bytes).  One σ for the three runs: the level RDPs are computed once."""
+    reaches changes nothing (same bytes).  One σ for the three runs: the level
+    RDPs are computed once."""
     plain, _ = run(synth, tmp_path / "plain", noise_multiplier=0.8)
     budget = float(np.quantile(plain.individual_epsilon, 0.5))
     filtered, summary = run(

@@ -1,6 +1,7 @@
 """Atomic writes (dplab.io): a process killed while writing a file leaves the previous version
 whole; this is what lets a training job that SLURM stops (SIGTERM, then SIGKILL after KillWait)
-resume from its last checkpoint.  Written files respect the umask; output paths are checked first."""
+resume from its last checkpoint.  Written files respect the umask; output
+paths are checked first."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def test_a_kill_in_the_middle_of_a_write_leaves_the_previous_file(tmp_path, sig)
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_written_files_get_the_mode_the_umask_gives(tmp_path, umask, mode):
-    """As open(path, "w") would: 0666 less the umask (mkstemp alone gives 0600 whatever the umask)."""
+    """As open(path, "w") would: 0666 less the umask (mkstemp alone gives
+    0600 whatever the umask)."""
     from dplab.io import write_text
 
     old = os.umask(umask)

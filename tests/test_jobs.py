@@ -59,8 +59,9 @@ def planned_by_snakemake() -> list[dict]:
 
 def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
     """One Snakemake job per job of the plan (the same rule, outputs and inputs, its name the rule's
-    wildcard; a job of grouped runs its own rule), no output made by two; the shell command carries each of the job's params as the
-    rule passes them, and training and audit jobs ask for the job's resources."""
+    wildcard; a job of grouped runs its own rule), no output made by two; the shell command
+    carries each of the job's params as the rule passes them, and training and audit jobs ask
+    for the job's resources."""
     planned = planned_by_snakemake()
     by_outputs = {frozenset(job["outputs"]): job for job in planned}
     assert len(by_outputs) == len(planned) == len(plan.jobs)
@@ -91,8 +92,8 @@ def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
 
 
 def test_dvc_yaml_holds_exactly_the_jobs(plan):
-    """The committed dvc.yaml: one stage per job, whose outputs (outs, metrics, plots) are the job's,
-    whose deps are the job's inputs and the code under src/, and whose params are the config
+    """The committed dvc.yaml: one stage per job, whose outputs (outs, metrics, plots) are the
+    job's, whose deps are the job's inputs and the code under src/, and whose params are the config
     entries the job reads."""
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     made = {}

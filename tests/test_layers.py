@@ -102,7 +102,8 @@ def test_layout_imports_nothing_from_dplab():
 
 
 def test_no_import_cycle():
-    """Plug-ins left out: a registry loads them by name when first asked, after both are imported."""
+    """Plug-ins left out: a registry loads them by name when first asked,
+    after both are imported."""
     cycle = find_cycle(STATIC)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
@@ -178,7 +179,10 @@ PLANTS = {
         "dplab.cli",
     ),
     "plug-in list": (
-        "import importlib\nNAMES = ('dplab.cli',)\nfor _name in NAMES:\n    importlib.import_module(_name)",
+        (
+            "import importlib\nNAMES = ('dplab.cli',)\n"
+            "for _name in NAMES:\n    importlib.import_module(_name)"
+        ),
         "dplab.cli",
     ),
     "registry table line": (TABLE_LINE, "dplab.cli"),
@@ -209,7 +213,8 @@ def package(tmp_path) -> Path:
 
 
 def plant(package: Path, module: str, code: str) -> dict[str, set[str]]:
-    """:data:`GRAPH` with ``code`` appended to ``module`` in ``package`` (only that module read again)."""
+    """:data:`GRAPH` with ``code`` appended to ``module`` in ``package`` (only
+    that module read again)."""
     path = imports.modules(package)[module]
     path.write_text(path.read_text() + "\n" + code + "\n")
     return {**GRAPH, module: imports.module_imports(module, path, set(GRAPH))}

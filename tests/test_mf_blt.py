@@ -1,6 +1,7 @@
 """BLT factorizations (dplab.mf.blt): the O(T·k) objective and its gradient, the closed-form
 coefficients and their monotonicity, the optimum against jax_privacy's BLT optimizer where it is
-installed (the stored peer values: tests/test_mf_toeplitz.py), and the CLI's refusals before any optimization."""
+installed (the stored peer values: tests/test_mf_toeplitz.py), and the CLI's refusals
+before any optimization."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def test_gradient_matches_finite_differences(objective, steps, buffers, k, s):
 
 
 def test_coefficients_are_the_rational_generating_function_and_decrease():
-    """c from ω, θ (closed form) = the impulse response of Π(1 − θ̂x)/Π(1 − θx); positive and decreasing;
-    C⁻¹ from the sections inverts C."""
+    """c from ω, θ (closed form) = the impulse response of Π(1 − θ̂x)/Π(1 − θx); positive and
+    decreasing; C⁻¹ from the sections inverts C."""
     theta, theta_hat = np.array([0.99, 0.8, 0.3]), np.array([0.95, 0.5, 0.1])
     T = 300
     impulse = np.zeros(T)
@@ -68,7 +69,8 @@ def test_coefficients_are_the_rational_generating_function_and_decrease():
     ],
 )
 def test_from_decays_refuses_what_does_not_interlace(theta, theta_hat):
-    """Decays out of [0, 1], out of order or of unequal numbers are refused (ω would not all be > 0)."""
+    """Decays out of [0, 1], out of order or of unequal numbers are refused (ω
+    would not all be > 0)."""
     with pytest.raises(DPLabError, match="interlace"):
         blt.from_decays(theta, theta_hat, 10)
 
@@ -100,9 +102,9 @@ def test_cli_blt_prints_errors_and_unamplified_sigma(capsys):
 
 
 def test_an_optimum_needing_fewer_buffers_cancels_pole_zero_pairs():
-    """T = 100, 8 buffers, 4 participations 25 apart: the optimum collapses decays (a pole meets its zero,
-    θ_1 reaches 1 in floating point), which used to be refused; now the equal pairs cancel, C is valid and
-    its error and exact sensitivity equal the dense path's."""
+    """T = 100, 8 buffers, 4 participations 25 apart: the optimum collapses decays (a pole meets its
+    zero, θ_1 reaches 1 in floating point), which used to be refused; now the equal pairs cancel, C
+    is valid and its error and exact sensitivity equal the dense path's."""
     from dplab.mf.factorizations import Factorization
 
     fact = blt.blt(100, 8, "max", 4, 25)

@@ -117,8 +117,8 @@ def test_tridiagonal_dual_step_equals_dense(A):
 
 
 def test_optimal_accelerated_equals_plain_fixed_point():
-    """Anderson acceleration and the plain iteration reach the same certified optimum, in fewer steps;
-    momentum (A⁻¹ not bidiagonal) takes the dense path and is certified the same way."""
+    """Anderson acceleration and the plain iteration reach the same certified optimum, in fewer
+    steps; momentum (A⁻¹ not bidiagonal) takes the dense path and is certified the same way."""
     A = W.prefix_sum(128)
     fast, plain = F.optimal(A, tol=1e-10), F.optimal(A, tol=1e-10, history=0)
     assert (
@@ -135,7 +135,8 @@ def test_optimal_accelerated_equals_plain_fixed_point():
 
 
 def test_banded_loss_gradient_and_value():
-    """The O(T²·m) loss equals ‖A·C⁻¹‖_F²/T of the dense encoder; its gradient matches central differences."""
+    """The O(T²·m) loss equals ‖A·C⁻¹‖_F²/T of the dense encoder; its gradient
+    matches central differences."""
     A = W.momentum_workload(30, 0.5, lr_factors=np.linspace(1, 0.4, 30))
     c = np.array([1.0, 0.6, -0.2, 0.3])
     loss, grad = F._banded_loss(c, A)

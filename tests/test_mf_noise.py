@@ -63,7 +63,8 @@ def _toeplitz_stream(strategy, steps):
 
 @pytest.mark.parametrize("strategy", ["banded_toeplitz", "blt"])
 def test_filter_stream_equals_dense_inverse(strategy):
-    """FilterNoise's w_t = the dense C⁻¹Z (C materialized from its first column) for the same Z, to 1e-10."""
+    """FilterNoise's w_t = the dense C⁻¹Z (C materialized from its first column) for
+    the same Z, to 1e-10."""
     import scipy.linalg
 
     from dplab.mf.factorizations import _toeplitz_lower
@@ -106,8 +107,8 @@ def test_filter_stream_resumes_from_its_state():
 
 
 def test_filter_stream_memory_does_not_grow_with_steps():
-    """T = 20 000 steps of d = 1000 with a 2-buffer BLT: the process's peak memory grows by less than a
-    tenth of the 160 MB a stored T×d noise matrix (or any T-long history) would take."""
+    """T = 20 000 steps of d = 1000 with a 2-buffer BLT: the process's peak memory grows by less
+    than a tenth of the 160 MB a stored T×d noise matrix (or any T-long history) would take."""
     import resource
 
     from dplab.mf import blt

@@ -61,7 +61,8 @@ def test_table_values(saved):
         norms[(norms.matrix == "B") & (norms.factorization == "identity")].value, sqrt_t, rtol=1e-12
     )
     banded = norms[(norms.matrix == "B") & (norms.factorization == "banded-4")].value.to_numpy()
-    # mean squared row norm = mean_error (sensitivity 1), below DP-SGD's (T+1)/2: the noise partly cancels
+    # mean squared row norm = mean_error (sensitivity 1), below DP-SGD's (T+1)/2:
+    # the noise partly cancels
     assert np.mean(banded**2) == pytest.approx(
         factorizations.banded(prefix_sum(T), 4).errors()["mean_error"], rel=1e-9
     )

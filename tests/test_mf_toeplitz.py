@@ -1,7 +1,8 @@
-"""Banded Toeplitz factorizations (dplab.mf.toeplitz; BLT's optimum too): the O(T·b) objective against dense matrices and
-finite differences, the O(T) sensitivity against the dense module and brute force, the optimum and the
-amplified-BandMF ε against jax_privacy (stored values, tests/peer_values/make_jax_privacy_mf.py; a live
-run where jax_privacy is installed), and the CLI's refusals before any optimization."""
+"""Banded Toeplitz factorizations (dplab.mf.toeplitz; BLT's optimum too): the O(T·b) objective
+against dense matrices and finite differences, the O(T) sensitivity against the dense module and
+brute force, the optimum and the amplified-BandMF ε against jax_privacy (stored values,
+tests/peer_values/make_jax_privacy_mf.py; a live run where jax_privacy is installed), and the CLI's
+refusals before any optimization."""
 
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ def test_gradient_matches_finite_differences(objective, steps, bands, k, s):
 @pytest.mark.parametrize("strategy", ["banded_toeplitz", "blt"])
 @pytest.mark.parametrize("k,s", [(1, 40), (4, 10), (3, 5)])
 def test_errors_equal_the_dense_factorization(strategy, k, s):
-    """mean/max error and sensitivity of the O(T·b) path (banded: 8 bands, > s = 5 too) and the O(T·k) path
-    (BLT, 2 buffers) = the dense T×T path on the same C; both exact."""
+    """mean/max error and sensitivity of the O(T·b) path (banded: 8 bands, > s = 5 too) and the
+    O(T·k) path (BLT, 2 buffers) = the dense T×T path on the same C; both exact."""
     from dplab.mf import blt
 
     fact = (
@@ -137,8 +138,8 @@ PEER_OPTIMA = [("banded_toeplitz", r) for r in PEER["errors"]] + [
     ),
 )
 def test_reaches_jax_privacys_error(strategy, row):
-    """Same strategy (bands or buffers), T, participation and objective: our optimum's error <= jax_privacy's
-    (rel 1e-9), with an exact sensitivity."""
+    """Same strategy (bands or buffers), T, participation and objective: our optimum's error <=
+    jax_privacy's (rel 1e-9), with an exact sensitivity."""
     from dplab.mf import blt
 
     k, s = row["participations"], row["min_separation"]
@@ -160,8 +161,9 @@ def test_amplified_bandmf_epsilon_equals_jax_privacy(row):
     )
     sampler = accounting.PoissonGroups(row["sampling_rate"], row["bands"], row["T"])
     eps = accounting.epsilon(fact, sampler, row["noise_multiplier"], row["delta"])
-    # both upper bounds: pld's certified read-off (pld_tilted) of a pessimistic PLD that may be finer than
-    # dp_accounting's default grid (a quarter of one step's loss std), and the FFT value jax_privacy reads
+    # both upper bounds: pld's certified read-off (pld_tilted) of a pessimistic PLD that may
+    # be finer than dp_accounting's default grid (a quarter of one step's loss std), and the
+    # FFT value jax_privacy reads
     assert row["epsilon"] * (1 - 1e-6) <= eps <= row["epsilon"] * (1 + 1e-4)
 
 
@@ -174,7 +176,8 @@ def test_amplification_refuses_a_C_with_more_bands_than_groups():
 
 
 def test_live_jax_privacy_optimum():
-    """Where jax_privacy is installed: its optimum on T = 200, 6 bands, max objective, against ours."""
+    """Where jax_privacy is installed: its optimum on T = 200, 6 bands, max
+    objective, against ours."""
     pytest.importorskip("jax_privacy")
     import jax.numpy as jnp
     from jax_privacy.matrix_factorization import toeplitz as peer
@@ -332,7 +335,8 @@ def test_bad_flags_refused_before_optimizing(capsys, monkeypatch, args, key):
 
 
 def test_cli_unamplified_calibration_scales_the_gaussian_by_the_sensitivity(capsys):
-    """Without --sampling-rate: one Gaussian of sensitivity √k (bands 4 <= s = 10), σ = sens·σ_analytic(ε, δ)."""
+    """Without --sampling-rate: one Gaussian of sensitivity √k (bands 4 <= s = 10), σ =
+    sens·σ_analytic(ε, δ)."""
     from dplab.accounting.gaussian import sigma_analytic
 
     rc, out = _cli(
@@ -363,8 +367,8 @@ def test_cli_unamplified_calibration_scales_the_gaussian_by_the_sensitivity(caps
 
 @pytest.mark.parametrize("strategy", ["banded_toeplitz", "blt"])
 def test_saved_factorization_reads_back_exactly_and_a_damaged_file_is_refused(tmp_path, strategy):
-    """save → load keeps C's first column, the inverse filters (the streamed noise is the same to the bit) and
-    info; a file cut short is an error naming the command that writes it again."""
+    """save → load keeps C's first column, the inverse filters (the streamed noise is the same to
+    the bit) and info; a file cut short is an error naming the command that writes it again."""
     import torch
 
     from dplab.errors import DPLabError

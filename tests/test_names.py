@@ -1,5 +1,6 @@
 """One meaning per name (docs/architecture.md "One meaning per name"): rule files named for their
-rules, no private argparse API in the CLI, no module named like the pipeline's config below training."""
+rules, no private argparse API in the CLI, no module named like the pipeline's
+config below training."""
 
 from __future__ import annotations
 

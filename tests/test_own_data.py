@@ -69,7 +69,8 @@ def test_arrays_with_a_test_split_keep_the_records_and_any_feature_shape(tmp_pat
 
 def test_planning_reads_the_file_again_once_it_changed_and_load_refuses_a_claimed_bound(tmp_path):
     """expected_info reads a source once per content stamp (size, mtime): a changed file is read
-    again. An arrays dataset guarantees no feature-norm bound: an info.json claiming one is refused."""
+    again. An arrays dataset guarantees no feature-norm bound: an info.json
+    claiming one is refused."""
     path = _npz(tmp_path / "d.npz", x_train=np.eye(10), y_train=np.arange(10) % 2)
     cfg = data.resolve_dataset({"kind": "arrays", "path": path}, "own")
     assert data.expected_info(cfg, "own")["train_size"] == 8

@@ -18,12 +18,14 @@ from dplab.schemas import load_schema, validate
 from dplab.figures import FIGURES, input_files
 
 SMOKE = ["--configfile", "config/paper.yaml", "config/paper-smoke.yaml"]
-#: runs no figure draws: Tramèr & Boneh's Fashion-MNIST benchmark, whose summary the claims table reads
+#: runs no figure draws: Tramèr & Boneh's Fashion-MNIST benchmark, whose
+#: summary the claims table reads
 BENCHMARKS = ("fmnist_tanh_cnn",)
 
 
 def load(*names: str) -> dict:
-    """The config Snakemake builds from ``--configfile`` files (merged in order, key by key), validated."""
+    """The config Snakemake builds from ``--configfile`` files (merged in order,
+    key by key), validated."""
     from snakemake.utils import update_config
 
     config: dict = {}
@@ -62,7 +64,8 @@ def test_paper_config_draws_every_figure_and_trains_nothing_else():
     for grid in config["grids"]:
         needless += [s for s in entries.grid_summaries(config, grid) if s not in drawn]
     assert needless == []
-    # the source papers' settings: 004's 5000 MNIST images, its tries at (ε = 1, δ = 1e-6), C = 30, MLP 128
+    # the source papers' settings: 004's 5000 MNIST images, its tries at (ε = 1,
+    # δ = 1e-6), C = 30, MLP 128
     assert config["datasets"]["mnist"]["train_size"] == 5000
     for name in (
         "mnist_try1_dp_gd_advanced",
@@ -86,9 +89,9 @@ def test_paper_config_draws_every_figure_and_trains_nothing_else():
 
 
 def test_paper_config_holds_tramer_and_boneh_s_fashion_mnist_benchmark(capsys):
-    """Their end-to-end tanh CNN on all of Fashion-MNIST at (ε = 3, δ = 1e-5), batch 2048, 40 epochs of
-    ⌊60000/2048⌋ steps, C = 0.1; σ calibrated by the moments accountant is their 2.15, and the tighter
-    rdp and pld accountants need less noise for the same ε (docs/training.md)."""
+    """Their end-to-end tanh CNN on all of Fashion-MNIST at (ε = 3, δ = 1e-5), batch 2048, 40 epochs
+    of ⌊60000/2048⌋ steps, C = 0.1; σ calibrated by the moments accountant is their 2.15, and the
+    tighter rdp and pld accountants need less noise for the same ε (docs/training.md)."""
     from dplab.cli import main
 
     config = load("paper.yaml")

@@ -84,7 +84,8 @@ def test_unequal_phases_lie_between_a_lower_pld_and_rdp_beside_dp_accounting(ste
     (add_remove), and within 1e-8 relative of dp_accounting's PLDAccountant on the same
     ComposedDpEvent: both compose the same pessimistic PMFs (one interval here, no phase's loss std
     asking for a finer one), so only the read-offs differ, ours with certified error terms, theirs
-    an FFT with absolute rounding; at δ = 1e-5 both are far above it (measured ≤ 2.3e-11 at 1e-4)."""
+    an FFT with absolute rounding; at δ = 1e-5 both are far above it
+    (measured ≤ 2.3e-11 at 1e-4)."""
     ours = phases.epsilon("pld", steps, DELTA)
     relation = _RELATION[steps[0].neighbouring]
     peer = pld_privacy_accountant.PLDAccountant(relation, DISC).compose(_event(steps))

@@ -108,7 +108,8 @@ def test_portable_run_is_its_own_stream_and_resumes_bit_for_bit(synth, tmp_path)
 @cuda
 def test_cuda_portable_noise_equals_the_cpu_noise():
     """The same seed draws the same noise on both devices: float64 equal to 1e-15 relative, float32
-    within one ulp (log, cos and sin of the two devices' math libraries may differ in the last bit)."""
+    within one ulp (log, cos and sin of the two devices' math libraries may
+    differ in the last bit)."""
     like = {"w": torch.zeros(1_000_003)}
     cpu = GaussianNoise(2.0).sample(1, like, PortableGenerator(5, "cpu"))["w"]
     gpu = (
@@ -128,7 +129,8 @@ def test_cuda_portable_noise_equals_the_cpu_noise():
 @cuda
 def test_cuda_portable_run_matches_the_cpu_run(synth, tmp_path):
     """Same seed on CPU and GPU: the same ε and σ (computed on the CPU either way), the same
-    batches and noise, so the metrics agree up to the devices' float arithmetic (docs/training.md)."""
+    batches and noise, so the metrics agree up to the devices' float
+    arithmetic (docs/training.md)."""
     cpu, cpu_rows = _run(synth, tmp_path / "cpu", "cpu")
     gpu, gpu_rows = _run(synth, tmp_path / "gpu", "cuda")
     assert gpu["epsilon"] == cpu["epsilon"] and gpu["noise_multiplier"] == cpu["noise_multiplier"]

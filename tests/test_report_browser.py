@@ -39,17 +39,30 @@ FLAGS = [
 HOOKS = """<script>
 window.__probe = {errors: [], shown: {}, rows: []};
 window.addEventListener('error', function (e) { __probe.errors.push('uncaught: ' + e.message); });
-window.addEventListener('unhandledrejection', function (e) { __probe.errors.push('unhandled rejection: ' + e.reason); });
-(function () { var orig = console.error; console.error = function () {
-  __probe.errors.push('console.error: ' + Array.from(arguments).join(' ')); orig.apply(console, arguments); }; })();
+window.addEventListener('unhandledrejection', function (e) {
+  __probe.errors.push('unhandled rejection: ' + e.reason);
+});
+(function () {
+  var orig = console.error;
+  console.error = function () {
+    __probe.errors.push('console.error: ' + Array.from(arguments).join(' '));
+    orig.apply(console, arguments);
+  };
+})();
 </script>"""
 
 DRIVER = """<script>
 (function () {
-  function link(text) { return Array.from(document.querySelectorAll('#app a')).find(function (a) { return a.innerText.trim() === text; }); }
+  function link(text) {
+    return Array.from(document.querySelectorAll('#app a')).find(function (a) {
+      return a.innerText.trim() === text;
+    });
+  }
   function rows() { return Array.from(document.querySelectorAll('#app nav table tbody tr')); }
   function finish() {
-    var out = document.createElement('pre'); out.id = 'probe-result'; out.textContent = JSON.stringify(__probe);
+    var out = document.createElement('pre');
+    out.id = 'probe-result';
+    out.textContent = JSON.stringify(__probe);
     document.body.appendChild(out);
   }
   function show(i) {
@@ -59,8 +72,10 @@ DRIVER = """<script>
     __probe.rows.push(name);
     all[i].querySelector('a[iconname=eye]').click();
     setTimeout(function () {
-      __probe.shown[name] = Array.from(document.querySelectorAll('#app img')).filter(function (im) {
-        return im.src.indexOf('data:image/png') === 0 && im.naturalWidth > 100 && im.naturalHeight > 100;
+      var images = Array.from(document.querySelectorAll('#app img'));
+      __probe.shown[name] = images.filter(function (im) {
+        return im.src.indexOf('data:image/png') === 0
+          && im.naturalWidth > 100 && im.naturalHeight > 100;
       }).map(function (im) { return [im.naturalWidth, im.naturalHeight]; });
       show(i + 1);
     }, 500);

@@ -20,8 +20,9 @@ GRID = [(1.0, 0.01, 100), (2.0, 0.1, 50), (0.8, 0.05, 20)]
 
 @pytest.mark.parametrize("sigma,q,steps", GRID)
 def test_poisson_risk_equals_riskcal_and_bounds_it(sigma, q, steps):
-    """TPR at each FPR within 0.5 % of riskcal's Algorithm 1 on the same (Poisson, add/remove) DP-SGD PLD,
-    never below it (ours is the symmetrised curve's bound); advantage equal to riskcal's."""
+    """TPR at each FPR within 0.5 % of riskcal's Algorithm 1 on the same (Poisson,
+    add/remove) DP-SGD PLD, never below it (ours is the symmetrised curve's bound);
+    advantage equal to riskcal's."""
     ours = risk(Setting(noise_multiplier=sigma, sampling_rate=q, steps=steps))
     theirs = 1 - np.asarray(get_beta_for_dpsgd(sigma, q, steps, alpha=np.array(FPRS)))
     assert np.asarray(ours["tpr"]) == pytest.approx(theirs, rel=5e-3)
@@ -44,7 +45,8 @@ def test_pld_tpr_upper_bounds_the_exact_gaussian_curve():
 
 @pytest.mark.parametrize("neighbouring,factor", [("add_remove", 1.0), ("replace_one", 2.0)])
 def test_full_batch_closed_form(neighbouring, factor):
-    """full_batch: exactly riskcal's GDP curve and advantage at μ = √T/σ_eff (σ_eff = σ/2 for replace_one)."""
+    """full_batch: exactly riskcal's GDP curve and advantage at μ = √T/σ_eff
+    (σ_eff = σ/2 for replace_one)."""
     out = risk(
         Setting(noise_multiplier=3.0, sampling="full_batch", steps=16, neighbouring=neighbouring)
     )
@@ -64,8 +66,9 @@ def test_sigma_for_risk_full_batch_meets_target_exactly():
 
 @pytest.mark.parametrize("target", [{"advantage": 0.1}, {"tpr": 0.05, "fpr": 0.01}])
 def test_sigma_for_risk_poisson_is_riskcals_smallest(target):
-    """Poisson: the σ returned meets the target on riskcal's own reading of the DP-SGD PLD, and 0.5 % less
-    σ misses it there: riskcal's calibration (its bisection to the same target) lands within 0.5 %."""
+    """Poisson: the σ returned meets the target on riskcal's own reading of the DP-SGD PLD,
+    and 0.5 % less σ misses it there: riskcal's calibration (its bisection to the same
+    target) lands within 0.5 %."""
     q, steps = 0.1, 10
     sigma = sigma_for_risk(Setting(sampling_rate=q, steps=steps), **target)
 
@@ -158,8 +161,8 @@ def test_cli_sigma_bad_risk_target(capsys, flags, key):
 
 
 def test_poisson_replace_one_equals_riskcal_on_the_same_pld():
-    """replace_one: riskcal's Algorithm 1 on the very PLD we read (dp_accounting's REPLACE_ONE sampled
-    Gaussian) agrees within 0.5 %, never above ours; the advantage is the PLD's δ(0)."""
+    """replace_one: riskcal's Algorithm 1 on the very PLD we read (dp_accounting's REPLACE_ONE
+    sampled Gaussian) agrees within 0.5 %, never above ours; the advantage is the PLD's δ(0)."""
     from riskcal.analysis import get_beta_from_pld
 
     from dplab.accounting.risk import composed_pld

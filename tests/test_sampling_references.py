@@ -95,9 +95,9 @@ def test_fixed_batches_calibration_is_the_authors(epsilon, delta, epochs, theirs
 
 
 # ------------------------------------------------------------------ as_if_poisson (comparison)
-#: PoissonPLDAccountant(pessimistic_estimate=True).get_epsilons(σ, [δ], t, E, 1e-4) (dpsgd_bounds.py):
-#: dp_accounting's pessimistic PLD of tE Poisson-subsampled Gaussians at q = 1/t, add/remove,
-#: discretization 1e-4 (ours too).  Rows: (σ, t, E, δ, their ε).
+#: PoissonPLDAccountant(pessimistic_estimate=True).get_epsilons(σ, [δ], t, E, 1e-4)
+#: (dpsgd_bounds.py): dp_accounting's pessimistic PLD of tE Poisson-subsampled Gaussians at q = 1/t,
+#: add/remove, discretization 1e-4 (ours too).  Rows: (σ, t, E, δ, their ε).
 POISSON = [
     (1.0, 20, 5, 1e-5, 3.5021485410489386),
     (0.8, 50, 2, 1e-6, 3.237348607832846),
@@ -114,12 +114,12 @@ def test_as_if_poisson_is_the_authors_poisson_accountant(sigma, t, epochs, delta
 
 
 # ------------------------------------------------- shuffle_lower, balls_in_bins_lower (lower)
-#: ShuffleAccountant(mean_upper=s, mean_lower=0)._get_multi_epoch_pld(σ, t, E).get_epsilon_for_delta(δ)
-#: and the same with (mean_upper=0, mean_lower=s) (dpsgd_bounds.py; get_epsilons(σ, [δ], t, E,
-#: reshuffle=True) is the first for E ≥ 2): the PLD of the per-epoch maximum of the pair
-#: MoG(s) vs N(0), epochs redrawn, binned every 1e-3·σ² and its losses rounded down to 1e-3.  The
-#: first is also what BnBAccountant().get_deltas_lower_bound inverts (balls_and_bins.py, s = 1).
-#: Rows: (σ, t, E, δ, s, their ε for P‖Q, their ε for Q‖P).
+#: ShuffleAccountant(mean_upper=s, mean_lower=0)._get_multi_epoch_pld(σ, t,
+#: E).get_epsilon_for_delta(δ) and the same with (mean_upper=0, mean_lower=s) (dpsgd_bounds.py;
+#: get_epsilons(σ, [δ], t, E, reshuffle=True) is the first for E ≥ 2): the PLD of the per-epoch
+#: maximum of the pair MoG(s) vs N(0), epochs redrawn, binned every 1e-3·σ² and its losses rounded
+#: down to 1e-3.  The first is also what BnBAccountant().get_deltas_lower_bound inverts
+#: (balls_and_bins.py, s = 1). Rows: (σ, t, E, δ, s, their ε for P‖Q, their ε for Q‖P).
 PAIRS = [
     (1.0, 20, 1, 1e-5, 1.0, 1.5949746414558503, 0.82359272801458),
     (1.0, 20, 1, 1e-5, 2.0, 7.001947559114845, 2.4729544651427626),

@@ -27,7 +27,8 @@ from dplab.training.settings import RunSettings
 #: n = 200, b = 30: t = 6 steps per epoch, n mod b = 20 (add_remove with shuffle is valid); 5 epochs
 RUN = {"dataset": "synthetic", "method": "dp_sgd", "batch_size": 30, "steps": 30, "log_every": 10}
 SPECS = {
-    # every registered accountant asked (accountants: null); σ calibrated by the natural accountant for shuffle
+    # every registered accountant asked (accountants: null); σ calibrated by the
+    # natural accountant for shuffle
     "shuffled": {"sampling": "shuffle", "target_epsilon": 4.0},
     "balls_in_bins": {
         "sampling": "balls_in_bins",

@@ -54,8 +54,8 @@ def test_truncated_negative_binomial_mean_inverts():
 
 
 def test_candidates_are_covered_by_their_worst_curve():
-    """Two candidates: the selection ε is that of the noisier-free one's curve at least, and equal to
-    the single-candidate answer when the other candidate is dominated."""
+    """Two candidates: the selection ε is that of the noisier-free one's curve at least, and equal
+    to the single-candidate answer when the other candidate is dominated."""
     strong = selection.candidate_curve(get("rdp"), SETTING)
     weak = selection.candidate_curve(get("rdp"), SETTING.replace(noise_multiplier=3.0))
     both = selection.epsilon([strong, weak], DELTA, 2.0, 1.0)

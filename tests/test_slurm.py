@@ -41,7 +41,8 @@ LIMIT_S = 360
 def slurm_runs(factory) -> dict:
     """Both runs on one live cluster, started for them and stopped after them: what each test
     asserts on (:func:`dag_on_slurm`, :func:`cancelled_on_slurm`), or the error it raised.  The
-    runs mostly wait for SLURM's status: the session makes them in the background (background.py)."""
+    runs mostly wait for SLURM's status: the session makes them in the
+    background (background.py)."""
     try:
         install()
         if os.geteuid() != 0:
@@ -95,7 +96,8 @@ def edit_config(project, edit) -> dict:
 
 
 def start_slurm_run(cwd, slurm: SlurmCluster, *args: str) -> subprocess.Popen:
-    """snakemake with the SLURM profile, in a process group that the session kills if it ends first."""
+    """snakemake with the SLURM profile, in a process group that the session
+    kills if it ends first."""
     cmd = ["snakemake", "--profile", "workflow/profiles/slurm", *FAST, *args]
     proc = subprocess.Popen(
         cmd,
@@ -166,7 +168,8 @@ def result_files(root) -> dict[str, bytes]:
 TARGETS = [
     "results/data/digits/train.npz",  # prepare_data
     "results/mf/banded_T20_m16.npz",  # factorization
-    "results/runs/gd_nonprivate/grad_norms.csv",  # train (a run of `runs`, record_grad_norms; on MNIST-5000: a 2nd prepare_data)
+    # train (a run of `runs`, record_grad_norms; on MNIST-5000: a 2nd prepare_data)
+    "results/runs/gd_nonprivate/grad_norms.csv",
     "results/grids/mf_vs_dpsgd/digits/mlp/dp_mf/eps1/seed0/summary.json",  # train (a grid's run)
     "results/tables/gaussian_sigma.csv",  # figure_table
     "results/figures/gaussian_sigma.png",  # figure
@@ -265,7 +268,8 @@ def cancelled_on_slurm(cluster: SlurmCluster, built, project) -> dict:
     """A long training job on the cluster, in ``project`` (a copy of the built project ``built``
     with its data), scancelled (what SLURM does to a job at its time limit or on preemption:
     SIGTERM, then SIGKILL) once it has checkpointed twice, beside the same run uninterrupted
-    (locally): what snakemake and the two runs left, the checkpoint steps seen, the step at scancel."""
+    (locally): what snakemake and the two runs left, the checkpoint steps
+    seen, the step at scancel."""
     shutil.copytree(built / "results" / "data", project / "results" / "data")
     edit_config(project, lambda c: c["runs"].update(long=LONG_RUN))
     proc = start_slurm_run(project, cluster, "results/runs/long/summary.json")

@@ -35,9 +35,10 @@ print(json.dumps(seen))
 
 
 def test_the_parser_and_figure_tables_import_no_library_they_do_not_use():
-    """``dplab``'s parser (every subcommand registered), :mod:`dplab.accounting` (the Setting and the
-    registry) and the figure style import none of :data:`HEAVY`; the modules of figures whose tables
-    are computed from accountants import no matplotlib (drawing is another job) and no torch."""
+    """``dplab``'s parser (every subcommand registered), :mod:`dplab.accounting` (the Setting
+    and the registry) and the figure style import none of :data:`HEAVY`; the modules of
+    figures whose tables are computed from accountants import no matplotlib (drawing is
+    another job) and no torch."""
     out = subprocess.run(
         [sys.executable, "-c", PROBE],
         cwd=ROOT,

@@ -27,7 +27,8 @@ FILES = ("summary.json", "metrics.csv", "model.pt")
 
 @pytest.fixture
 def accelerator_streams(monkeypatch):
-    """The CPU run takes the accelerator's streams: batches drawn ahead, noise from a second generator."""
+    """The CPU run takes the accelerator's streams: batches drawn ahead, noise
+    from a second generator."""
 
     def split(device, seed, noise_rng="device"):
         return torch.Generator().manual_seed(seed), torch.Generator().manual_seed(
@@ -47,7 +48,8 @@ def _sampler(kind: str):
 @pytest.mark.parametrize("kind", ["poisson", "without_replacement", "shuffle", "full_batch", "mf"])
 def test_batches_drawn_ahead_are_the_step_by_step_batches(kind):
     """Blocks of 5 steps, cut at every checkpoint (7, 14): the same indices as drawing step by
-    step, and at a checkpoint the generator and sampler are where step-by-step drawing leaves them."""
+    step, and at a checkpoint the generator and sampler are where
+    step-by-step drawing leaves them."""
     ahead, g_ahead = _sampler(kind), torch.Generator().manual_seed(3)
     step_by_step, g_ref = _sampler(kind), torch.Generator().manual_seed(3)
     for step, idx in loop.batches(

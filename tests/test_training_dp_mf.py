@@ -215,8 +215,9 @@ def test_config_rules(raw, key):
 
 
 def killed_and_resumed(cfg, data, tmp_path) -> dict:
-    """Train ``cfg`` through (``full``) and again killed after step 12, then rerun (``resumed``); assert
-    both end with the same metrics.csv, summary.json and parameters; the killed run's checkpoint."""
+    """Train ``cfg`` through (``full``) and again killed after step 12, then rerun
+    (``resumed``); assert both end with the same metrics.csv, summary.json and parameters; the
+    killed run's checkpoint."""
     loop.train(RunSettings.of(cfg), data, tmp_path / "full")
 
     def crash(step):
@@ -351,9 +352,10 @@ def _dplab_mf(capsys, *argv) -> dict:
 def test_toeplitz_run_streams_filter_noise_and_its_epsilon_is_dplab_mf_s(
     synth, tmp_path, capsys, monkeypatch, strategy
 ):
-    """The run's ε at T is the one `dplab mf` prints for the same strategy, T, b, σ, δ; its noise is the
-    FilterNoise stream and no T×T matrix is built (the prefix-sum matrix and a dense Factorization are
-    refused while it trains); its summary's errors are those of the Toeplitz factorization."""
+    """The run's ε at T is the one `dplab mf` prints for the same strategy, T, b, σ, δ; its
+    noise is the FilterNoise stream and no T×T matrix is built (the prefix-sum matrix and a
+    dense Factorization are refused while it trains); its summary's errors are those of the
+    Toeplitz factorization."""
     from dplab.mf.noise import FilterNoise
 
     def dense(*args, **kwargs):
@@ -395,8 +397,9 @@ def test_toeplitz_run_streams_filter_noise_and_its_epsilon_is_dplab_mf_s(
 
 
 def test_truncated_toeplitz_factorization_is_the_leading_block_of_the_dense_c():
-    """C[:t, :t] of a lower-triangular Toeplitz C is the Toeplitz C of its first t coefficients: the truncated
-    factorization's dense C, sensitivity and ε equal those of the dense leading block (the ε curve's rows)."""
+    """C[:t, :t] of a lower-triangular Toeplitz C is the Toeplitz C of its first t coefficients:
+    the truncated factorization's dense C, sensitivity and ε equal those of the dense leading block
+    (the ε curve's rows)."""
     import scipy.linalg
 
     from dplab.mf import blt
@@ -422,8 +425,8 @@ def test_truncated_toeplitz_factorization_is_the_leading_block_of_the_dense_c():
 
 
 def test_toeplitz_killed_run_resumes_byte_identical(synth, tmp_path):
-    """The FilterNoise state (the filters' state vectors) is checkpointed: a run killed and resumed ends with
-    the same parameters, metrics and summary as one run through."""
+    """The FilterNoise state (the filters' state vectors) is checkpointed: a run killed and resumed
+    ends with the same parameters, metrics and summary as one run through."""
     cfg = _toeplitz_cfg(steps=20, min_separation=4, batch_size=15, checkpoint_every=7)
     state = killed_and_resumed(cfg, synth, tmp_path)
     assert (
@@ -432,8 +435,8 @@ def test_toeplitz_killed_run_resumes_byte_identical(synth, tmp_path):
 
 
 def test_amplified_banded_toeplitz_run_is_the_cyclic_poisson_event(synth):
-    """banded_toeplitz with bands <= partitions under cyclic_poisson: ε of ⌈T/b⌉ Poisson-sampled Gaussians of
-    σ/ζ (ζ = ‖c‖ = 1), the PLD of the pld accountant on that setting."""
+    """banded_toeplitz with bands <= partitions under cyclic_poisson: ε of ⌈T/b⌉ Poisson-sampled
+    Gaussians of σ/ζ (ζ = ‖c‖ = 1), the PLD of the pld accountant on that setting."""
     cfg = _toeplitz_cfg(
         strategy="banded_toeplitz",
         buffers=None,
@@ -500,9 +503,9 @@ def test_amplified_banded_toeplitz_with_more_bands_than_partitions_is_refused_be
 def test_saved_toeplitz_factorization_is_what_the_pipeline_plans_and_train_loads(
     synth, tmp_path, capsys
 ):
-    """The factorization job's `dplab mf ... --out` writes the file the run loads (key: strategy, T, buffers,
-    objective, b); training with it gives the summary of training without; a file optimized for another
-    objective is refused with the command that writes the right one."""
+    """The factorization job's `dplab mf ... --out` writes the file the run loads (key: strategy, T,
+    buffers, objective, b); training with it gives the summary of training without; a file optimized
+    for another objective is refused with the command that writes the right one."""
     from dplab import jobs
     from dplab.schemas import validate
 

@@ -225,7 +225,8 @@ def test_plain_function_loss_uses_torch_func():
 
 def test_tanh_cnn_is_tramer_and_boneh_s_network():
     """Their end-to-end Fashion-MNIST CNN: conv 16@8×8/2 (pad 2), pool 2/1, conv 32@4×4/2, pool 2/1,
-    dense 32, dense 10, tanh after each hidden layer: 1040 + 8224 + 16416 + 330 = 26010 parameters."""
+    dense 32, dense 10, tanh after each hidden layer: 1040 + 8224 +
+    16416 + 330 = 26010 parameters."""
     model = models.build(model_settings("tanh_cnn"), [1, 28, 28], 10)
     assert [
         sum(p.numel() for p in m.parameters()) for m in model if any(True for _ in m.parameters())

@@ -268,7 +268,8 @@ def test_noise_source_is_pluggable(synth, tmp_path):
     "normalize,diameter,regularization", [("expected", None, 0.0), ("realized", 0.5, 0.1)]
 )
 def test_stacked_step_is_each_runs_own_step_exactly(normalize, diameter, regularization):
-    """The audit's lockstep runs (leading run axis) take the very step of loop.train, bit for bit."""
+    """The audit's lockstep runs (leading run axis) take the very step of
+    loop.train, bit for bit."""
     from dplab.training.step import denominator, project, update
 
     gen = torch.Generator().manual_seed(3)
@@ -317,7 +318,8 @@ UPDATES = {"apply", "update", "optimize"}  # what dplab.training.step offers to 
 
 def step_takers(root: Path) -> list[str]:
     """Modules under ``root`` (a package tree) that import a parameter update of dplab.training.step
-    (or the module itself), but step.py: where training steps could be taken outside the one loop."""
+    (or the module itself), but step.py: where training steps could be taken
+    outside the one loop."""
     found = []
     for path in sorted(root.rglob("*.py")):
         if path.relative_to(root).as_posix() == "training/step.py":

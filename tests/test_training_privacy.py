@@ -252,8 +252,8 @@ def test_risk_reading_from_the_runs_pld_or_a_reason(synth):
 
 
 def test_run_calibrated_to_a_risk_target(synth):
-    """target_tpr/target_fpr: σ from dplab.accounting.risk.sigma_for_risk with pld; the plan claims pld's ε
-    at that σ and the risk reading meets the target."""
+    """target_tpr/target_fpr: σ from dplab.accounting.risk.sigma_for_risk with pld; the plan claims
+    pld's ε at that σ and the risk reading meets the target."""
     from dplab.accounting.risk import sigma_for_risk
     from dplab.training.privacy import risk_reading
 

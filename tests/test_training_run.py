@@ -148,8 +148,8 @@ def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):
 
 
 def test_a_run_of_a_pipeline_config_is_named_by_its_job(tmp_path):
-    """`dplab train --config FILE --run NAME`: an unknown name is refused naming --run and the defined
-    runs; --run with a single-run YAML, or without --config, is refused."""
+    """`dplab train --config FILE --run NAME`: an unknown name is refused naming --run and the
+    defined runs; --run with a single-run YAML, or without --config, is refused."""
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, "dataset": "digits", **FAST}
     with pytest.raises(DPLabError, match=r"^--run: unknown run 'b' .*defined: a$"):
         pipeline_runs(str(_config(tmp_path, {"a": run})), ["b"])
@@ -350,8 +350,8 @@ def test_progress_lines_in_the_log_when_not_on_a_terminal(
     assert line.split(" | ")[0].endswith("dplab train dp: step 15/30 (50.0%)")
     assert f"train_loss={float(eps[10]['train_loss']):.4g} " in line
     assert (
-        f"ε at step 10 (δ=1e-05, add_remove, poisson sampling): rdp={float(eps[10]['epsilon_rdp']):.4g}"
-        in line
+        "ε at step 10 (δ=1e-05, add_remove, poisson sampling):"
+        f" rdp={float(eps[10]['epsilon_rdp']):.4g}" in line
     )
     assert re.search(r"\| elapsed \d:\d\d:\d\d, left ~\d:\d\d:\d\d$", line)
     monkeypatch.delenv("DPLAB_PROGRESS_SECONDS")

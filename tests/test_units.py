@@ -28,7 +28,8 @@ def test_noise_std_on_sum():
 
 
 def test_asoodeh_fig1():
-    """001 Fig. 1: σ_A = 1, η = 0.01, C = 2, p = 0.001; with n = 10⁴ (b = 10): σ = 10/(0.01·2) = 500."""
+    """001 Fig. 1: σ_A = 1, η = 0.01, C = 2, p = 0.001; with n = 10⁴ (b = 10):
+    σ = 10/(0.01·2) = 500."""
     b = units.sampling_rate(10, 10_000) * 10_000
     assert units.noise_multiplier_from_asoodeh(1.0, 0.01, 2.0, b) == pytest.approx(500.0)
     assert units.asoodeh_sigma(500.0, 0.01, 2.0, b) == pytest.approx(1.0)
@@ -45,7 +46,8 @@ def test_langevin_fig1():
 
 
 def test_boninsegna():
-    """000 Alg. 1 adds N(0, 4σ₀₀₀²C²): σ₀₀₀ = 1 is our σ = 2, and effective σ/2 = σ₀₀₀ (replace-one)."""
+    """000 Alg. 1 adds N(0, 4σ₀₀₀²C²): σ₀₀₀ = 1 is our σ = 2, and effective
+    σ/2 = σ₀₀₀ (replace-one)."""
     assert units.noise_multiplier_from_boninsegna(1.0) == 2.0
     assert units.boninsegna_sigma(2.0) == 1.0
     assert (

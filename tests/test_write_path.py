@@ -162,7 +162,8 @@ def _commands(synthetic: Path, table: Path, out: Path) -> dict[str, list[str]]:
 
 
 #: (command, the file that fails): train writes grad_norms.csv's header, then model.pt, metrics.csv,
-#: metrics.json, summary.json; figure-draw the PDF, then the PNG; prepare-data train.npz, test.npz, info.json
+#: metrics.json, summary.json; figure-draw the PDF, then the PNG; prepare-data
+#: train.npz, test.npz, info.json
 @pytest.mark.parametrize(
     "command, fail_at",
     [
@@ -199,7 +200,8 @@ def test_a_write_failing_at_any_file_exits_3_and_leaves_nothing(
 
 @pytest.mark.parametrize("command, size", [("train", "8k"), ("figure-draw", "24k")])
 def test_a_full_disk_exits_3_and_leaves_nothing(synthetic, table, tmp_path, capsys, command, size):
-    """On a real nearly full file system (a tmpfs of ``size``; skipped where mount is not allowed)."""
+    """On a real nearly full file system (a tmpfs of ``size``; skipped where
+    mount is not allowed)."""
     disk = tmp_path / "disk"
     if not probe.mount(disk, size):
         pytest.skip("cannot mount a tmpfs here (needs root)")

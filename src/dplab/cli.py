@@ -48,8 +48,10 @@ BAD_INPUT, RUN_FAILED, INTERNAL_ERROR, INTERRUPTED = 2, 3, 1, 130
 #: what each exit code means, as `dplab --help` prints it
 EXIT_CODES = f"""exit codes:
   0    done: every output written whole
-  {BAD_INPUT}    bad input (usage, a flag, a config key, an input file, an output path): one line names it
-  {RUN_FAILED}    valid input, but the run failed: training diverged to NaN/inf, a write failed (full disk), out of memory
+  {BAD_INPUT}    bad input (usage, a flag, a config key, an input file, an output path): \
+one line names it
+  {RUN_FAILED}    valid input, but the run failed: training diverged to NaN/inf, a write failed \
+(full disk), out of memory
   {INTERNAL_ERROR}    internal error (a bug): `dplab --debug COMMAND ...` shows where
   {INTERRUPTED}  interrupted (Ctrl-C)
 every failure prints one line on stderr and leaves no output behind (docs/reliability.md)"""

@@ -118,8 +118,8 @@ def check_command_line(argv: list[str], overrides: dict, files: dict) -> None:
                 dropped = " ".join(given[0]) or "(nothing)"
                 raise DPLabError(
                     flag,
-                    f"given {len(given)} times: Snakemake keeps only the last one's values, dropping "
-                    f"{dropped}; give them all after one {flag}",
+                    f"given {len(given)} times: Snakemake keeps only the last one's values,"
+                    f" dropping {dropped}; give them all after one {flag}",
                 )
         seen: dict[str, str] = {}
         for pair in _flag_values(argv).get("--config", [[]])[0]:
@@ -167,11 +167,11 @@ def merge(config: dict, override: dict) -> None:
 def check_config(config: dict) -> dict[str, dict]:
     """Raise :class:`DPLabError` naming the dotted key of the first problem any job of the DAG
     would meet, before one is planned (``config`` validated, defaults filled): every dataset
-    entry as ``prepare-data`` resolves it; references to entries that do not exist; every training job's run resolved as ``dplab train`` resolves it
-    (:func:`dplab.training.resolve.resolve_run`) and checked against its dataset
-    (:func:`dplab.training.preflight.check_run`); every audited method's run; sweeps; figures;
-    devices against ``training_resources``.  A grid run's problem is keyed where its key was set
-    (the variant, else ``base``) and names the run.
+    entry as ``prepare-data`` resolves it; references to entries that do not exist; every training
+    job's run resolved as ``dplab train`` resolves it (:func:`dplab.training.resolve.resolve_run`)
+    and checked against its dataset (:func:`dplab.training.preflight.check_run`); every audited
+    method's run; sweeps; figures; devices against ``training_resources``.  A grid run's problem is
+    keyed where its key was set (the variant, else ``base``) and names the run.
 
     Returns every training job's resolved run by its folder under results/ (the keys of
     :func:`dplab.entries.training_runs`): the one place a pipeline's runs are resolved, which
@@ -339,12 +339,13 @@ def _check_devices(config: dict) -> None:
         if device == "cuda" and gpus == 0:
             raise DPLabError(
                 key,
-                "is cuda but training_resources.gpus is 0, so the job would get no GPU on a cluster; "
-                "set training_resources.gpus >= 1 (every training job then asks for GPUs) or device: auto",
+                "is cuda but training_resources.gpus is 0, so the job would get no GPU on a"
+                " cluster; set training_resources.gpus >= 1 (every training job then asks for GPUs)"
+                " or device: auto",
             )
         if device == "cpu" and gpus > 0:
             raise DPLabError(
                 key,
-                f"is cpu but training_resources.gpus is {gpus}, so the job would hold GPUs it never "
-                "uses; set device: auto (or cuda), or training_resources.gpus: 0",
+                f"is cpu but training_resources.gpus is {gpus}, so the job would hold GPUs it never"
+                " uses; set device: auto (or cuda), or training_resources.gpus: 0",
             )

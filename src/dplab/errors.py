@@ -24,7 +24,8 @@ class AssumptionError(DPLabError):
 
 
 class RunFailed(RuntimeError):
-    """A valid run that failed (exit code 3): nothing about the input to fix, the run itself went wrong."""
+    """A valid run that failed (exit code 3): nothing about the input to fix, the
+    run itself went wrong."""
 
 
 class Diverged(RunFailed):

@@ -9,7 +9,8 @@ a function, under ``if TYPE_CHECKING:``):
   name, renamed with ``as``, or an attribute of any object), with ``NAME``
 
   - a string literal (relative with ``package=``: a literal, ``__package__`` or ``__name__``),
-  - a literal prefix (``f"dplab.figures.{figure_id}"``, ``"dplab.x." + name``): every module under it,
+  - a literal prefix (``f"dplab.figures.{figure_id}"``,
+    ``"dplab.x." + name``): every module under it,
   - anything else (a loop over names): every module that a string literal of the importing
     module names.
 
@@ -26,7 +27,8 @@ at its top (:mod:`dplab.training.model_file`) may load a file by ``importlib.uti
 the user's own model files, outside the package, of which each job depends directly
 (:func:`dplab.jobs.plan`).  ``runs`` narrows a module's imports to those its import runs (outside
 functions) and those of the functions it names.  tests/test_layers.py checks the layers on this
-graph; :mod:`dplab.dvc_yaml` makes each DVC stage depend on the closure of the code its command runs.
+graph; :mod:`dplab.dvc_yaml` makes each DVC stage depend on the closure of
+the code its command runs.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ OPAQUE_CALLS = {
     "exec_module",
     "load_module",
 }
-#: the loaders a module declaring ``LOADS_PROJECT_FILES = True`` may call (files outside the package)
+#: the loaders a module declaring ``LOADS_PROJECT_FILES = True`` may call
+#: (files outside the package)
 PROJECT_LOADERS = {"spec_from_file_location", "module_from_spec", "exec_module"}
 
 
@@ -80,7 +83,8 @@ def _call_name(func: ast.expr) -> str | None:
 
 
 def _relative(name: str, level: int, package: str) -> str:
-    """``name`` imported ``level`` dots up from ``package`` (``from ..x import y``: level 2, name x)."""
+    """``name`` imported ``level`` dots up from ``package``
+    (``from ..x import y``: level 2, name x)."""
     parts = package.split(".")
     base = parts[: len(parts) - level + 1]
     return ".".join(base + ([name] if name else []))
@@ -108,7 +112,8 @@ class _Reader:
         self.name, self.path, self.known = name, path, known
         self.package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         self.tree = ast.parse(path.read_text(), str(path))
-        #: the names this module calls import_module/__import__ by (``from importlib import import_module as load``)
+        #: the names this module calls import_module/__import__ by
+        #: (``from importlib import import_module as load``)
         self.import_calls = IMPORT_CALLS | {
             alias.asname
             for node in ast.walk(self.tree)
@@ -173,11 +178,13 @@ class _Reader:
         }
 
     def _member(self, base: str, member: str) -> str:
-        """``from base import member``: the module ``base.member`` if there is one, else ``base``."""
+        """``from base import member``: the module ``base.member`` if there
+        is one, else ``base``."""
         return f"{base}.{member}" if f"{base}.{member}" in self.known else base
 
     def _dynamic(self, call: ast.Call) -> tuple[set[str], set[str]]:
-        """The modules an ``import_module``/``__import__`` call can load: (by a literal name, as plug-ins)."""
+        """The modules an ``import_module``/``__import__`` call can load: (by a
+        literal name, as plug-ins)."""
         if not call.args:
             raise self.fail(call, "an import call without a positional module name")
         if self.loads_registered:

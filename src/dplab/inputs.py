@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # numpy and pandas are imported where a file is read: `dplab`
 
 
 def damaged(path: str | Path, what: str, problem: str, regenerate: str) -> DPLabError:
-    """The error for a file (holding ``what``, e.g. "prepared dataset") that exists but cannot be used."""
+    """The error for a file (holding ``what``, e.g. "prepared dataset") that
+    exists but cannot be used."""
     return DPLabError(
         str(path),
         f"{what} {problem}; delete it and rerun the pipeline, or write it again with "
@@ -69,7 +70,8 @@ def input_file(path: str | Path, key: str, empty_ok: bool = False) -> Path:
         )
         raise DPLabError(
             key,
-            f"{path} is {kind}, not a regular file; give a file (reading it could block or never end)",
+            f"{path} is {kind}, not a regular file; give a file (reading it could block or never"
+            " end)",
         )
     if not empty_ok and path.stat().st_size == 0:
         raise DPLabError(key, f"{path} is empty")
@@ -97,7 +99,8 @@ def loads(text: str) -> object:
 
 
 def _json_depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` in ``text`` outside strings (an upper bound for invalid JSON)."""
+    """The deepest nesting of ``[``/``{`` in ``text`` outside strings (an upper
+    bound for invalid JSON)."""
     import re
 
     depth = deepest = 0
@@ -188,8 +191,8 @@ def read_npz(
 
 
 def read_csv(path: str | Path, what: str, regenerate: str) -> pd.DataFrame:
-    """The CSV table in ``path`` (written by :func:`dplab.tables.write_table` or the training loop, both
-    of which end every line, the last included, with a newline): refused when missing, not a
+    """The CSV table in ``path`` (written by :func:`dplab.tables.write_table` or the training loop,
+    both of which end every line, the last included, with a newline): refused when missing, not a
     regular file, empty, cut inside its last line (no final newline) or not CSV."""
     import pandas as pd
 

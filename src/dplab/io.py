@@ -72,9 +72,10 @@ def folder_lock(path: str | Path, flag: str = "--out") -> Iterator[Path]:
     """Hold ``path``, a folder a command writes, for the block: a second command writing it
     meanwhile is refused (one line naming ``flag``, the folder and the holder's pid) rather than
     both printing results of which the folder holds one.  The lock is ``flock`` on the file
-    ``.dplab-lock.NAME`` (:data:`LOCK_PREFIX`) beside the folder, which holds the holder's pid and is removed when the block
-    ends; the kernel releases a ``flock`` when its process dies, so a killed command (``kill -9``)
-    leaves at most a stale lock file that the next command takes over."""
+    ``.dplab-lock.NAME`` (:data:`LOCK_PREFIX`) beside the folder, which holds the holder's
+    pid and is removed when the block ends; the kernel releases a ``flock`` when its
+    process dies, so a killed command (``kill -9``) leaves at most a stale lock file that
+    the next command takes over."""
     path = Path(path)
     made = _make_folder(path.parent)
     lock = path.parent / f"{LOCK_PREFIX}{path.name}"
@@ -95,7 +96,8 @@ def folder_lock(path: str | Path, flag: str = "--out") -> Iterator[Path]:
                 ) from None
             try:
                 if os.stat(lock).st_ino == os.fstat(fd).st_ino:
-                    break  # else the holder removed the file between our open and flock: take the new one
+                    # else the holder removed the file between our open and flock: take the new one
+                    break
             except FileNotFoundError:
                 pass
             os.close(fd)
@@ -161,9 +163,9 @@ def _umask() -> int:
 def check_output(path: str | Path, flag: str, folder: bool = False) -> Path:
     """``path`` as a :class:`Path` if a command can write it (a file, or a ``folder``); else a
     :class:`DPLabError` naming ``flag``: the path is a folder where a file is wanted (or a file
-    where a folder is; a file path ending in ``/``), lies under a file, or the nearest folder that exists is not writable.
-    Every command calls this for each output before it computes anything, so a bad ``--out``
-    is refused at once, not after the work, at the final write."""
+    where a folder is; a file path ending in ``/``), lies under a file, or the nearest folder that
+    exists is not writable. Every command calls this for each output before it computes anything, so
+    a bad ``--out`` is refused at once, not after the work, at the final write."""
     if not str(path).strip():  # Path("") is ".": the command would write into the working folder
         raise DPLabError(flag, "is empty; give the path to write")
     if not folder and str(path).endswith(("/", os.sep)):  # Path("dir/") is "dir": a file named dir
@@ -172,7 +174,8 @@ def check_output(path: str | Path, flag: str, folder: bool = False) -> Path:
     if path.exists() and path.is_dir() != folder:
         raise DPLabError(
             flag,
-            f"{path} is a {'file' if folder else 'folder'}; give the {'folder' if folder else 'file'} to write",
+            f"{path} is a {'file' if folder else 'folder'}; give the"
+            f" {'folder' if folder else 'file'} to write",
         )
     parent = path if folder else path.parent
     while not parent.exists():
@@ -194,7 +197,8 @@ def text_file(text: str) -> Callable[[Path], None]:
 
 
 def npz_file(arrays: dict) -> Callable[[Path], None]:
-    """A writer of ``arrays`` as one .npz (``numpy.savez``) for :func:`atomic_write`/:func:`atomic_writes`."""
+    """A writer of ``arrays`` as one .npz (``numpy.savez``) for
+    :func:`atomic_write`/:func:`atomic_writes`."""
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as handle:

@@ -77,12 +77,15 @@ class FactorizationJob(Job):
     rule, wildcard = "factorization", "factorization"
     spec: dict = field(
         default_factory=dict
-    )  #: {strategy, steps, bands, buffers, objective, min_separation} (:func:`dplab.layout.mf_spec`)
+        #: {strategy, steps, bands, buffers, objective, min_separation}
+        #: (:func:`dplab.layout.mf_spec`)
+    )
 
 
 @dataclass(frozen=True)
 class RunJob(Job):
-    """A training job: ``name`` is its folder under results/ (``runs/<run>`` or ``grids/<grid>/<run>``)."""
+    """A training job: ``name`` is its folder under results/ (``runs/<run>`` or
+    ``grids/<grid>/<run>``)."""
 
     rule, wildcard = "train", "run_dir"
     entry: dict = field(default_factory=dict)  #: the entry as ``dplab train --run-json`` gets it
@@ -127,7 +130,8 @@ class FigureJob(Job):
     """A figure drawn from its table alone (``name``: the figure id)."""
 
     rule, wildcard = "figure", "figure"
-    category: str = "Figures"  #: its category in the report: the claims table first ("Claims" sorts before "Figures")
+    #: its category in the report: the claims table first ("Claims" sorts before "Figures")
+    category: str = "Figures"
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,8 @@ class JobList:
         }
 
     def pattern(self, rule: str) -> str:
-        """The Snakefile's wildcard constraint of ``rule``: exactly its jobs' names (never matches if none)."""
+        """The Snakefile's wildcard constraint of ``rule``: exactly its jobs' names
+        (never matches if none)."""
         names = sorted(self.of(rule))
         return "|".join(map(re.escape, names)) if names else "(?!x)x"
 
@@ -376,5 +381,6 @@ def plan(config: dict) -> JobList:
 
 
 def load(*paths) -> JobList:
-    """The jobs of the pipeline config ``paths`` (merged as :func:`dplab.config.read_config` merges them)."""
+    """The jobs of the pipeline config ``paths`` (merged as
+    :func:`dplab.config.read_config` merges them)."""
     return plan(read_config(*paths))

@@ -18,10 +18,10 @@ MF_DIR = f"{RESULTS}/mf"
 
 
 def training_files(folder: str) -> dict[str, str]:
-    """What a training job writes into results/<folder> (a key of :func:`dplab.entries.training_runs`).
-    grad_norms.csv holds the recorded norms of a run with ``record_grad_norms: true`` and only
-    its header otherwise, so that every training job has the same outputs (one rule); likewise
-    individual_epsilon.csv with ``individual_epsilon: true``."""
+    """What a training job writes into results/<folder> (a key of
+    :func:`dplab.entries.training_runs`). grad_norms.csv holds the recorded norms of a run with
+    ``record_grad_norms: true`` and only its header otherwise, so that every training job has the
+    same outputs (one rule); likewise individual_epsilon.csv with ``individual_epsilon: true``."""
     base = training_dir(folder)
     return {
         "metrics": f"{base}/metrics.csv",
@@ -94,8 +94,9 @@ def figure_files(figure: str) -> list[str]:
     return [table_file(figure), *drawing_files(figure).values()]
 
 
-#: the strategies optimized from a generating function, without a T×T matrix (dplab.mf.toeplitz, dplab.mf.blt):
-#: their files also name the objective and, when the optimizer used it, the min-separation s
+#: the strategies optimized from a generating function, without a T×T matrix
+#: (dplab.mf.toeplitz, dplab.mf.blt): their files also name the objective and, when the
+#: optimizer used it, the min-separation s
 TOEPLITZ_STRATEGIES = ("banded_toeplitz", "blt")
 #: the strategies with a number of bands (run key ``bands``, ``dplab mf --bands``)
 BANDED_STRATEGIES = ("banded", "banded_toeplitz")
@@ -111,8 +112,8 @@ def cache_key(
 ) -> str:
     """File stem of a saved factorization (``dplab mf --out``, pipeline rule ``factorization``):
     ``<strategy>_T<steps>[_m<bands>][_k<buffers>][_<objective>][_s<min_separation>]``, the parts of
-    :func:`mf_spec` that are not None (bands of banded and banded_toeplitz, buffers of blt, objective
-    and s of the two strategies of :data:`TOEPLITZ_STRATEGIES`)."""
+    :func:`mf_spec` that are not None (bands of banded and banded_toeplitz, buffers of blt,
+    objective and s of the two strategies of :data:`TOEPLITZ_STRATEGIES`)."""
     key = f"{strategy}_T{steps}" + (f"_m{bands}" if strategy in BANDED_STRATEGIES else "")
     return key + "".join(
         f"_{part}"
@@ -138,11 +139,11 @@ def mf_spec(
     objective: str | None = None,
     min_separation: int | None = None,
 ) -> tuple[str, dict]:
-    """(cache key, {strategy, steps, bands, buffers, objective, min_separation}) of one factorization of
-    the prefix-sum workload, each part None where the strategy does not take it: bands (banded,
-    banded_toeplitz), buffers (blt), objective (default mean) and the min-separation s the optimizer
-    minimizes the error for (k = ⌈T/s⌉ participations; None: single participation, k = 1) for
-    :data:`TOEPLITZ_STRATEGIES`."""
+    """(cache key, {strategy, steps, bands, buffers, objective, min_separation}) of one
+    factorization of the prefix-sum workload, each part None where the strategy does not take it:
+    bands (banded, banded_toeplitz), buffers (blt), objective (default mean) and the min-separation
+    s the optimizer minimizes the error for (k = ⌈T/s⌉ participations; None: single participation,
+    k = 1) for :data:`TOEPLITZ_STRATEGIES`."""
     toeplitz = strategy in TOEPLITZ_STRATEGIES
     spec = {
         "strategy": strategy,
@@ -158,7 +159,8 @@ def mf_spec(
 
 
 def mf_args(spec: dict) -> str:
-    """The `dplab mf` flags that compute the factorization of ``spec`` (:func:`mf_spec`; rule ``factorization``)."""
+    """The `dplab mf` flags that compute the factorization of ``spec`` (:func:`mf_spec`;
+    rule ``factorization``)."""
     flags = {
         "bands": "--bands",
         "buffers": "--buffers",

@@ -6,9 +6,10 @@ file): one line on the ``dplab`` logger when the job starts, then whenever
 since the last line, and one when it ends, so that ``tail -f logs/runs/<run>.log`` shows a run
 moving.  A line names the job, the count done, the job's own status (training: the last
 logged losses and ε with their accountant, δ, neighbouring relation and sampling), the elapsed
-time and the time left at the rate so far:
+time and the time left at the rate so far (one line, wrapped here):
 
-    2026-11-23 12:00:00 dplab train mnist_try3_dp_sgd: step 120/200 (60.0%) | train_loss=0.4123 … | elapsed 0:01:02, left ~0:00:41
+    2026-11-23 12:00:00 dplab train mnist_try3_dp_sgd: step 120/200 (60.0%) | train_loss=0.4123 …
+      | elapsed 0:01:02, left ~0:00:41
 
 The interval is by wall time only, so a job with fast steps writes no more than one line per
 interval and a slow one at most one per step.  Lines are flushed as they are written.  For an
@@ -99,7 +100,8 @@ class Progress:
             log.info("dplab %s: starting at %s %d/%d", what, unit, done, total)
 
     def due(self, done: int) -> bool:
-        """Whether ``update(done)`` will write a log line (callers compute costly status only then)."""
+        """Whether ``update(done)`` will write a log line (callers compute
+        costly status only then)."""
         return self.bar is None and (
             done >= self.total or time.monotonic() - self.last >= self.interval
         )

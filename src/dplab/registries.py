@@ -203,15 +203,14 @@ TABLES = {
 BLOCKS = (
     "docs/registries.md",
     "docs/training.md",
-    "src/dplab/training/methods/__init__.py",
     "src/dplab/training/models/__init__.py",
     "src/dplab/schemas/config.schema.yaml",
 )
 
 
 def markdown(rows: list[list[str]]) -> str:
-    """``rows`` (the header first) as a Markdown table."""
-    lines = [f"| {' | '.join(row)} |" for row in rows]
+    """``rows`` (the header first) as a Markdown table (a ``|`` in a cell escaped)."""
+    lines = [f"| {' | '.join(cell.replace('|', chr(92) + '|') for cell in row)} |" for row in rows]
     return "\n".join([lines[0], "|" + " --- |" * len(rows[0]), *lines[1:]])
 
 

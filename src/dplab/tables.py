@@ -1,4 +1,5 @@
-"""Result tables (a sweep, an audit, a figure's table): written with their row count, read back whole.
+"""Result tables (a sweep, an audit, a figure's table): written with their
+row count, read back whole.
 
 A CSV cut inside a line is caught by its missing final newline (:func:`dplab.inputs.read_csv`);
 one cut exactly at a line boundary (whole rows missing) is still valid CSV.  Every table these
@@ -25,7 +26,8 @@ ROWS = "table_rows"
 
 
 def write_table(path: str | Path, frame: pd.DataFrame) -> None:
-    """``frame`` as CSV at ``path`` (atomically), with its row count in the last column :data:`ROWS`."""
+    """``frame`` as CSV at ``path`` (atomically), with its row count in the
+    last column :data:`ROWS`."""
     if ROWS in frame.columns:
         raise ValueError(f"a result table may not have its own {ROWS!r} column")
     whole = frame.assign(**{ROWS: len(frame)})

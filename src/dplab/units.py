@@ -1,4 +1,5 @@
-"""Every conversion between the canonical parameters (docs/units.md) and the source papers' notations.
+"""Every conversion between the canonical parameters (docs/units.md) and the
+source papers' notations.
 
 Canonical: the noise multiplier σ is the std of the Gaussian noise added to the **sum** of
 clipped per-example gradients, divided by the clipping norm C.  The neighbouring relation

@@ -4,15 +4,15 @@ settings of our choosing, the peer values tests/test_mf_toeplitz.py checks dplab
     pip install -c constraints.txt 'dplab[mfpeer]'   # jax_privacy (CPU jax)
     python tests/peer_values/make_jax_privacy_mf.py
 
-Banded Toeplitz errors: ``optimize_banded_toeplitz(T, bands, reduction_fn=jnp.mean | jnp.max)`` (its default 250
-L-BFGS steps), evaluated as sens²·mean or max of ``per_query_error`` with
-sens² = ``minsep_sensitivity_squared`` (k participations at least s apart; jax_privacy refuses
-coefficients that are not non-negative non-increasing, then the value is left out).
-BLT errors: ``buffered_toeplitz.optimize_loss(LossFn.build_min_sep(T, objective, s, k), num_buffers)``
-(its default L-BFGS, 600 steps, from its rational approximation of 1/√(1−x)), the loss it reports,
-sens²·mean or max of the per-query error, for C with c_0 = 1.
-ε: dp_accounting's PLD of ``accounting.amplified_bandmf_event`` (add/remove, its default
-discretization 1e-4 as dplab's ``pld``).
+Banded Toeplitz errors: ``optimize_banded_toeplitz(T, bands, reduction_fn=jnp.mean |
+jnp.max)`` (its default 250 L-BFGS steps), evaluated as sens²·mean or max of
+``per_query_error`` with sens² = ``minsep_sensitivity_squared`` (k participations at least s
+apart; jax_privacy refuses coefficients that are not non-negative non-increasing, then the
+value is left out). BLT errors: ``buffered_toeplitz.optimize_loss(LossFn.build_min_sep(T,
+objective, s, k), num_buffers)`` (its default L-BFGS, 600 steps, from its rational
+approximation of 1/√(1−x)), the loss it reports, sens²·mean or max of the per-query error, for
+C with c_0 = 1. ε: dp_accounting's PLD of ``accounting.amplified_bandmf_event`` (add/remove,
+its default discretization 1e-4 as dplab's ``pld``).
 """
 
 from __future__ import annotations

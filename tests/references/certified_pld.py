@@ -4,8 +4,9 @@ tests/test_certified_pld_rdp.py.  Independent of dplab and of dp_accounting: num
 Usage: python tests/references/certified_pld.py [ROW ...] > tests/references/certified_pld.json
 (ROW: indices into SETTINGS, default all; the guesses of ε are pld's values)
 (2026-11-25, on 2 cores shared with other jobs: rows 0–1 ran 248 s and 219 s with the grid's x range
-±(40σ + 4), rows 2–5 114 s, 29 s, 123 s and 354 s with ±(15σ + 2), row 6 199 s: the cells beyond the range reach ±∞
-either way, so the range only moves the truncation, not the validity; each row's time is stored.)
+±(40σ + 4), rows 2–5 114 s, 29 s, 123 s and 354 s with ±(15σ + 2), row 6 199 s: the cells
+beyond the range reach ±∞ either way, so the range only moves the truncation, not the validity;
+each row's time is stored.)
 
 One step's privacy-loss pair (σ = std/C of the clipped sum, Gaussian of mean 0 or ±1):
 - add_remove, "remove": P = (1−q)N(0,σ²) + qN(1,σ²) against Q = N(0,σ²); "add": P and Q swapped;
@@ -18,12 +19,12 @@ i.e. put at −∞) at most: a coupling of each step's loss with its rounded val
 So ε_up (from δ_up) ≥ true ε ≥ ε_low.  δ of add_remove is the larger of its two directions.
 
 The T-fold composition of each PMF is computed by an FFT of the exponentially tilted PMF
-w_k ∝ p_k e^{λk} with λ ≥ 0 putting the tilted mean at ε (p^{*T}_k = M(λ)^T e^{−λk} w^{*T}_k): the FFT's
-rounding is then relative to the composed PMF near ε.  Its size covers ±WIDTH tilted standard
-deviations; the composed mass above the window is bounded by Chernoff (added to δ_up); mass
-wrapping around the circular FFT only adds to the window (δ_up) and is bounded by Chernoff on
-both sides for δ_low (subtracted); the FFT rounding is bounded per bin by 8(T+2)·log₂N·u·√N·‖w‖₂
-(Higham 2002, Thm 24.2, with a margin) and added to δ_up, subtracted from δ_low.
+w_k ∝ p_k e^{λk} with λ ≥ 0 putting the tilted mean at ε (p^{*T}_k = M(λ)^T e^{−λk} w^{*T}_k): the
+FFT's rounding is then relative to the composed PMF near ε.  Its size covers ±WIDTH tilted standard
+deviations; the composed mass above the window is bounded by Chernoff (added to δ_up); mass wrapping
+around the circular FFT only adds to the window (δ_up) and is bounded by Chernoff on both sides for
+δ_low (subtracted); the FFT rounding is bounded per bin by 8(T+2)·log₂N·u·√N·‖w‖₂ (Higham 2002, Thm
+24.2, with a margin) and added to δ_up, subtracted from δ_low.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def one_step(sigma: float, q: float, direction: str, disc: float, up: bool):
         else np.concatenate(([np.inf], cuts, [-np.inf]))
     )
     left, right = np.minimum(edges[:-1], edges[1:]), np.maximum(edges[:-1], edges[1:])
-    # cell j holds the losses between grid[j-1] and grid[j] (cell 0: below grid[0], last: above grid[-1])
+    # cell j holds the losses between grid[j-1] and grid[j] (cell 0: below
+    # grid[0], last: above grid[-1])
     mass = np.zeros(len(edges) - 1)
     for w, m in parts:
         mass += w * np.exp(log_mass(left, right, m, sigma))
@@ -111,7 +113,8 @@ def composed_delta(
     first: int, probs: np.ndarray, inf: float, disc: float, t: int, epsilons: np.ndarray, up: bool
 ):
     """δ(ε) of the T-fold composition at each ε (sorted, close together): an upper bound when ``up``
-    (the PMF rounded up), a lower bound otherwise, each with the error terms of the module docstring."""
+    (the PMF rounded up), a lower bound otherwise, each with the error terms of
+    the module docstring."""
     keep = probs > 0
     idx = np.flatnonzero(keep).astype(float)
     lp = np.log(probs[keep])
@@ -154,7 +157,8 @@ def composed_delta(
     k = np.arange(lo, hi + 1)
     tilted = conv[k % size]
     eta = 8 * (t + 2) * math.ceil(math.log2(size)) * U * max(1.0, math.sqrt(size * (w @ w)))
-    # mass wrapped onto the window, in tilted units (for the lower bound): Chernoff of the tilted tails
+    # mass wrapped onto the window, in tilted units (for the lower bound):
+    # Chernoff of the tilted tails
     wrapped = (
         math.exp(above - t * lm + lam * hi) + math.exp(below - t * lm + lam * lo)
         if lam >= 0

@@ -1,13 +1,14 @@
 """The rounding error of dplab's Gaussian privacy profile against 60-digit mpmath, which sets
 :data:`dplab.accounting.gaussian.PROFILE_PAD`.
 
-Usage: PYTHONPATH=src python tests/references/gaussian_profile_error.py [LOG10_MU_LO LOG10_MU_HI EPS_MAX N SEED]
-(defaults -3 3 1e4 20000 1: μ log-uniform in [1e-3, 1e3], c = ε/μ − μ/2 uniform in [−μ/2, 38] or,
-for a fifth of the points, near 0; a twentieth at ε = 0; only ε ≤ EPS_MAX and exact δ ≥ 1e-300 kept).
-Prints, over the kept points, the largest error of the unpadded difference Φ(−c) − e^ε Φ(−c − μ)
-(:func:`dplab.accounting.gaussian.profile_terms`) relative to the exact δ and in units of
-ulp of the error scale (the pad's unit), the largest (exact − padded)/exact, which must be < 0, and the largest overshoot at δ ≤ ½.
-For comparison, the same relative error of the former ndtr difference ndtr(−c) − e^{ε + log_ndtr(−c − μ)}.
+Usage: PYTHONPATH=src python tests/references/gaussian_profile_error.py [LOG10_MU_LO LOG10_MU_HI
+EPS_MAX N SEED] (defaults -3 3 1e4 20000 1: μ log-uniform in [1e-3, 1e3], c = ε/μ − μ/2 uniform in
+[−μ/2, 38] or, for a fifth of the points, near 0; a twentieth at ε = 0; only ε ≤ EPS_MAX and exact
+δ ≥ 1e-300 kept). Prints, over the kept points, the largest error of the unpadded difference
+Φ(−c) − e^ε Φ(−c − μ) (:func:`dplab.accounting.gaussian.profile_terms`) relative to the exact δ and
+in units of ulp of the error scale (the pad's unit), the largest (exact − padded)/exact, which must
+be < 0, and the largest overshoot at δ ≤ ½. For comparison, the same relative error of the former
+ndtr difference ndtr(−c) − e^{ε + log_ndtr(−c − μ)}.
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def main(lo=-3.0, hi=3.0, eps_max=1e4, n=20000, seed=1) -> None:
         f"max (exact - unpadded)/scale = {units.max():.2f} ulp"
     )
     print(
-        f"padded: max (exact - padded)/exact = {mpmath.nstr(max(below), 3)} (must be < 0: never below; "
-        f"{ones} points left out where the exact delta is 1 to 60 digits and ours is clipped at 1)"
+        f"padded: max (exact - padded)/exact = {mpmath.nstr(max(below), 3)} (must be < 0: never"
+        f" below; {ones} points left out where the exact delta is 1 to 60 digits and ours is"
+        " clipped at 1)"
     )
     print(f"padded: largest relative overshoot where delta <= 1/2: {float(over):.3g}")
     print(f"former ndtr difference: max relative error below exact {former:.3g}")

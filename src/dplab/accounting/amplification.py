@@ -26,8 +26,8 @@ from dplab.errors import AssumptionError
 from dplab.schemes import Sampling
 
 #: the smallest log-moment (α − 1)·ρ(α), per unit of α, taken from a numerical Rényi divergence of a
-#: sampled Gaussian step (rdp, moments): their sums of about α terms of size ≈ 1 carry float64 rounding of
-#: ~1e-16 each, 1000 times below this
+#: sampled Gaussian step (rdp, moments): their sums of about α terms of size ≈ 1 carry float64
+#: rounding of ~1e-16 each, 1000 times below this
 LOG_MOMENT_FLOOR = 1e-10
 
 SHUFFLE_REFUSAL = (
@@ -80,11 +80,11 @@ def step_delta(setting: Setting, step_eps):
 
 def safe_log_moments(log_moments, orders, setting: Setting) -> np.ndarray:
     """Log-moments (α − 1)·ρ(α) of one sampled Gaussian step, computed numerically, made float-safe
-    while staying upper bounds: a value below :data:`LOG_MOMENT_FLOOR`·α (where rounding may dominate
-    it; a negative one is the symptom, which dp_accounting turns into ε = 0) is raised to
+    while staying upper bounds: a value below :data:`LOG_MOMENT_FLOOR`·α (where rounding may
+    dominate it; a negative one is the symptom, which dp_accounting turns into ε = 0) is raised to
     2·LOG_MOMENT_FLOOR·α; every value is capped by (α − 1)α/(2σ_eff²), the same step without
-    amplification (subsampling never increases a Rényi divergence: the sampled pair is a mixture, and
-    e^{(α−1)D_α} is jointly convex), which also replaces +∞ (a series that did not converge)."""
+    amplification (subsampling never increases a Rényi divergence: the sampled pair is a mixture,
+    and e^{(α−1)D_α} is jointly convex), which also replaces +∞ (a series that did not converge)."""
     orders, log_moments = np.asarray(orders, dtype=float), np.asarray(log_moments, dtype=float)
     raised = np.where(
         log_moments < LOG_MOMENT_FLOOR * orders, 2 * LOG_MOMENT_FLOOR * orders, log_moments

@@ -217,7 +217,10 @@ class AsoodehProjectedAccountant(_AsoodehBase):
     assumptions = (
         "only the last iterate is released (hidden state)",
         "every iterate is projected onto a convex set of diameter `diameter` (001 eq. (1))",
-        "per-example gradients clipped to `clip`; the update averages over the realized batch (001 eq. (12))",
+        (
+            "per-example gradients clipped to `clip`; the update averages over the realized batch"
+            " (001 eq. (12))"
+        ),
         "replace-one neighbours (001 Props. 2–3)",
     )
 
@@ -262,8 +265,11 @@ class AsoodehRegularizedAccountant(_AsoodehBase):
     excludes = ("diameter",)  # 001 eq. (16): unprojected (Π_t of eq. (19) is a device of the proof)
     assumptions = (
         "only the last iterate is released (hidden state)",
-        "update (1−λ)w − η·mean(clip(g)) + σ_A·Z with λ = regularization in (0, 1), no projection (diameter "
-        "unset), W₀ data-independent (001 eq. (16)–(17): W₀ = 0, 'immaterial'; docs/hidden_state.md)",
+        (
+            "update (1−λ)w − η·mean(clip(g)) + σ_A·Z with λ = regularization in (0, 1), no"
+            " projection (diameter unset), W₀ data-independent (001 eq. (16)–(17): W₀ = 0,"
+            " 'immaterial'; docs/hidden_state.md)"
+        ),
         "sampling without replacement (Thm 3 is proved for it only)",
         "replace-one neighbours (001 Prop. 5)",
         "batch_size < dataset_size (the factor b/(n−b) of eq. (21))",

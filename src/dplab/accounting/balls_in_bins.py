@@ -23,7 +23,8 @@ of a whole one) by adding Rényi divergences, each order of the pair separately;
 to (ε, δ) by dp_accounting's conversion (``rdp_conversion``) and the larger ε is kept.  The bound
 is also never worse than ``fixed_batches`` (no amplification), which is valid too: the smaller of
 the two is returned.  replace_one is refused (no amplification proved here): use ``fixed_batches``.
-So is n mod b ∈ {0, b − 1}, where adding or removing a record changes t (:func:`dplab.accounting.epochs.check`).
+So is n mod b ∈ {0, b − 1}, where adding or removing a record changes t
+(:func:`dplab.accounting.epochs.check`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ ADD_POINTS_MAX = 3e8
 
 
 def log_sum_moments(mu: float, t: int, top: int) -> np.ndarray:
-    """log E[(W_1 + … + W_t)^k] for k = 0..top (exact, by powers of the moment generating series)."""
+    """log E[(W_1 + … + W_t)^k] for k = 0..top (exact, by powers of the
+    moment generating series)."""
     i = np.arange(top + 1)
     series = mu**2 * i * (i - 1) / 2 - gammaln(i + 1)  # log E[W^i]/i!
 
@@ -114,7 +116,8 @@ def add_work(
 def log_negative_moments(
     mu: float, t: int, betas: np.ndarray, density: int = _POINTS_PER_WIDTH
 ) -> np.ndarray:
-    """log E[S^{−β}], S = W_1 + … + W_t, for every β > 0 (module docstring; ``density`` sets the grids).
+    """log E[S^{−β}], S = W_1 + … + W_t, for every β > 0 (module docstring;
+    ``density`` sets the grids).
 
     The outer integral in s = log u runs over the window where some β's integrand lies within 40
     nats of its maximum on a coarse scan (0.05 apart), in steps of w/``density`` with w the
@@ -180,18 +183,24 @@ class BallsInBins(Accountant):
 
     name = "balls_in_bins"
     source = (
-        "Chua et al. 2025 'Balls-and-Bins Sampling for DP-SGD'; dominating pair: Choquette-Choo et al. 2024, "
-        "Lemma 3.2; exact epoch RDP (cf. Feldman & Shenfeld 2025 'Privacy amplification by random allocation', Thm 4.8)"
+        "Chua et al. 2025 'Balls-and-Bins Sampling for DP-SGD'; dominating pair: Choquette-Choo et"
+        " al. 2024, Lemma 3.2; exact epoch RDP (cf. Feldman & Shenfeld 2025 'Privacy amplification"
+        " by random allocation', Thm 4.8)"
     )
     samplings = (Sampling.BALLS_IN_BINS,)
     neighbourings = (Neighbouring.ADD_REMOVE,)
     requires = ("noise_multiplier", "steps", "batch_size", "dataset_size")
     assumptions = (
         "every intermediate iterate may be released (composition)",
-        "each example in one uniformly random step of every epoch of t = ⌊dataset_size/batch_size⌋ steps, "
-        "independently of the others and of the other epochs",
+        (
+            "each example in one uniformly random step of every epoch of t ="
+            " ⌊dataset_size/batch_size⌋ steps, independently of the others and of the other epochs"
+        ),
         "add_remove only (replace_one: use fixed_batches); a partial epoch counts whole",
-        "dataset_size mod batch_size in [1, batch_size − 2]: adding or removing a record keeps t = ⌊n/b⌋",
+        (
+            "dataset_size mod batch_size in [1, batch_size − 2]: adding or removing a record keeps"
+            " t = ⌊n/b⌋"
+        ),
         "add direction by numerical quadrature (error < 1e-8 relative, enlarged by 1e-6)",
     )
 
@@ -201,10 +210,10 @@ class BallsInBins(Accountant):
         if work > ADD_POINTS_MAX:
             raise self.too_far(
                 "noise_multiplier",
-                f"the add direction's quadrature at σ = {setting.noise_multiplier:g} with t = ⌊n/b⌋ = "
-                f"{epochs.steps_per_epoch(setting)} steps per epoch needs {work:.3g} integrand points (limit "
-                f"ADD_POINTS_MAX = {ADD_POINTS_MAX:g}, about 10 s): beyond what balls_in_bins resolves; "
-                f"fixed_batches gives a valid bound without amplification",
+                f"the add direction's quadrature at σ = {setting.noise_multiplier:g} with t = ⌊n/b⌋"
+                f" = {epochs.steps_per_epoch(setting)} steps per epoch needs {work:.3g} integrand"
+                f" points (limit ADD_POINTS_MAX = {ADD_POINTS_MAX:g}, about 10 s): beyond what"
+                " balls_in_bins resolves; fixed_batches gives a valid bound without amplification",
             )
 
     def _rdp(self, setting: Setting, steps) -> list[np.ndarray]:

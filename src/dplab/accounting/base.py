@@ -35,16 +35,19 @@ SIGMA_RTOL = 1e-5
 SIGMA_MIN, SIGMA_MAX = 1e-6, 1e7
 #: what a Setting field adds to the update, for :attr:`Accountant.excludes`
 UPDATE_TERMS = {"regularization": "weight decay (001 eq. 17)", "diameter": "projection"}
-#: the smallest δ an accountant reports: δ = 0 (pure DP, which no Gaussian noise gives) is never claimed
+#: the smallest δ an accountant reports: δ = 0 (pure DP, which no Gaussian
+#: noise gives) is never claimed
 DELTA_FLOOR = 1e-300
-#: the largest ε asked of any accountant (a target to calibrate σ to, or the ε of a δ query): far above any
-#: ε worth reporting, and below where e^ε overflows the bounds' own arithmetic
+#: the largest ε asked of any accountant (a target to calibrate σ to, or the ε of a δ query): far
+#: above any ε worth reporting, and below where e^ε overflows the bounds' own arithmetic
 EPSILON_MAX = 1e4
-#: the largest count (steps, dataset_size, batch_size, dimension): float64 holds every integer to 2^53 ≈ 9.0e15
+#: the largest count (steps, dataset_size, batch_size, dimension): float64 holds
+#: every integer to 2^53 ≈ 9.0e15
 COUNT_MAX = 10**15
-#: the ranges every accountant resolves, key → (lowest, highest, why): a Setting field, or the ``epsilon``
-#: and ``delta`` of a query.  An accountant's :attr:`Accountant.limits` narrows them (docs/reliability.md);
-#: outside, it refuses at once with a :class:`ResolutionError` naming the key, the range and the reason.
+#: the ranges every accountant resolves, key → (lowest, highest, why): a Setting field, or the
+#: ``epsilon`` and ``delta`` of a query.  An accountant's :attr:`Accountant.limits` narrows them
+#: (docs/reliability.md); outside, it refuses at once with a :class:`ResolutionError` naming the
+#: key, the range and the reason.
 LIMITS: dict[str, tuple[float, float, str]] = {
     "noise_multiplier": (SIGMA_MIN, SIGMA_MAX, "the range σ is calibrated in"),
     "steps": (1, COUNT_MAX, "float64 counts exactly only to 2^53"),
@@ -77,8 +80,11 @@ LIMITS: dict[str, tuple[float, float, str]] = {
 }
 #: why a required Setting field is needed, where "is required" alone does not say (key → clause)
 REQUIRED_WHY = {
-    "lipschitz": "the bound analyses the loss's own gradient step, which the clipped update is only when clipping "
-    "never acts: give the loss's Lipschitz constant L <= clip (--lipschitz on the CLI)",
+    "lipschitz": (
+        "the bound analyses the loss's own gradient step, which the clipped update is only when"
+        " clipping never acts: give the loss's Lipschitz constant L <= clip (--lipschitz on the"
+        " CLI)"
+    ),
 }
 #: what an accountant's ε is: a guarantee ("upper"), a certified "lower" bound on the true ε, or
 #: a "comparison" (a claim the setting does not earn, printed next to the guarantee only)
@@ -104,7 +110,8 @@ class Accountant(ABC):
     #: "trajectory" (every iterate may be released) or "last_iterate" (hidden state)
     release: ClassVar[str] = "trajectory"
     #: the noise of the mechanism it analyses: "independent" in every step (DP-SGD) or "correlated"
-    #: (the matrix mechanism); a run reports the accountants of its own noise (eligibility.exclusion)
+    #: (the matrix mechanism); a run reports the accountants of its own
+    #: noise (eligibility.exclusion)
     noise: ClassVar[str] = "independent"
     #: sampling schemes and neighbouring relations the bound is proved for
     samplings: ClassVar[tuple[str, ...]] = (Sampling.POISSON,)
@@ -125,9 +132,9 @@ class Accountant(ABC):
 
     @property
     def unused(self) -> tuple[str, ...]:
-        """The Setting fields this bound never reads (none of ``requires``, ``excludes``, ``reads``):
-        ``dplab epsilon|delta|sigma`` refuses them, since the answer would be the same without them
-        (docs/reliability.md)."""
+        """The Setting fields this bound never reads (none of ``requires``, ``excludes``,
+        ``reads``): ``dplab epsilon|delta|sigma`` refuses them, since the answer would be the same
+        without them (docs/reliability.md)."""
         read = {*self.requires, *self.excludes, *self.reads}
         return tuple(name for name in SETTING_NUMBERS if name not in read)
 
@@ -146,7 +153,8 @@ class Accountant(ABC):
             raise AssumptionError(
                 self.name,
                 "sampling",
-                f"must be one of {', '.join(self.samplings)} for this bound; got {setting.sampling!r}",
+                f"must be one of {', '.join(self.samplings)} for this bound; got"
+                f" {setting.sampling!r}",
             )
         for key in self.excludes:
             if getattr(setting, key):
@@ -160,7 +168,8 @@ class Accountant(ABC):
             raise AssumptionError(
                 self.name,
                 "neighbouring",
-                f"must be one of {', '.join(self.neighbourings)} for this bound; got {setting.neighbouring!r}",
+                f"must be one of {', '.join(self.neighbourings)} for this bound; got"
+                f" {setting.neighbouring!r}",
             )
         for key in {**LIMITS, **self.limits}.keys() - {
             "epsilon",
@@ -175,7 +184,8 @@ class Accountant(ABC):
         return self.limits.get(key, LIMITS.get(key, (-math.inf, math.inf, "")))
 
     def check_limit(self, key: str, value) -> None:
-        """Raise :class:`ResolutionError` if ``value`` (not None) lies outside :meth:`resolved` (key)."""
+        """Raise :class:`ResolutionError` if ``value`` (not None) lies outside
+        :meth:`resolved` (key)."""
         lo, hi, why = self.resolved(key)
         if value is not None and not lo <= value <= hi:
             raise self.too_far(
@@ -242,8 +252,9 @@ class Accountant(ABC):
     def delta_curve(
         self, setting: Setting, epsilon: float, steps: Sequence[int] | None = None
     ) -> np.ndarray:
-        """δ for every T in ``steps`` (default 1..setting.steps) at fixed ε, in one call; never below
-        :data:`DELTA_FLOOR` (an exact δ under 1e-300 is reported as that bound, never as 0)."""
+        """δ for every T in ``steps`` (default 1..setting.steps) at fixed ε, in one
+        call; never below :data:`DELTA_FLOOR` (an exact δ under 1e-300 is reported as
+        that bound, never as 0)."""
         epsilon = check_epsilon(epsilon)
         self.check_limit("epsilon", epsilon)
         grid = self._grid(setting, steps)
@@ -258,8 +269,9 @@ class Accountant(ABC):
         return np.clip(delta, DELTA_FLOOR, 1.0)
 
     def _answer(self, compute, setting: Setting) -> np.ndarray:
-        """``compute()`` as a float array; float64 overflow or division by zero (a setting at the edge of
-        every range) becomes a :class:`ResolutionError` naming the setting, not a traceback."""
+        """``compute()`` as a float array; float64 overflow or division by zero (a
+        setting at the edge of every range) becomes a :class:`ResolutionError` naming the
+        setting, not a traceback."""
         try:
             with np.errstate(over="ignore", divide="ignore", under="ignore"):
                 return np.asarray(compute(), dtype=float)
@@ -328,7 +340,8 @@ class Accountant(ABC):
         self, setting: Setting, epsilon: float, delta: float, start: float | None = None
     ) -> float:
         """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta`` (T = setting.steps),
-        found by :meth:`noise_needed`; upper bounds only (a lower bound or a comparison is refused)."""
+        found by :meth:`noise_needed`; upper bounds only (a lower bound or a
+        comparison is refused)."""
         self._require_upper()
         return self.noise_needed(setting, epsilon, delta, start)
 
@@ -336,8 +349,8 @@ class Accountant(ABC):
         if self.bound != "upper":
             raise self.fail(
                 "accountant",
-                f"gives {BOUND_WORDS[self.bound]}, not a guarantee: σ can only be calibrated with an upper bound "
-                f"(`dplab accountants` lists each accountant's bound)",
+                f"gives {BOUND_WORDS[self.bound]}, not a guarantee: σ can only be calibrated with"
+                " an upper bound (`dplab accountants` lists each accountant's bound)",
             )
 
     def noise_needed(
@@ -353,9 +366,9 @@ class Accountant(ABC):
         For an upper bound it is the calibrated σ (:meth:`sigma`); for a lower bound every smaller σ
         certainly misses the target; for a comparison it is what the comparison's claim would need.
         From ``start`` (default :meth:`_sigma_start`), step outward in log σ by 2 %, widening
-        ×4, until the target is bracketed (:func:`~dplab.accounting.roots.bracket`); then (unless the
-        bracket is already narrower than ``rtol``) Brent's method in log σ to relative tolerance ``rtol`` (default
-        :data:`SIGMA_RTOL`), returning the side that meets the target.  Every ε
+        ×4, until the target is bracketed (:func:`~dplab.accounting.roots.bracket`); then (unless
+        the bracket is already narrower than ``rtol``) Brent's method in log σ to relative tolerance
+        ``rtol`` (default :data:`SIGMA_RTOL`), returning the side that meets the target.  Every ε
         evaluation is memoized; a σ outside the bound's validity counts as not meeting the target.
         The search starts no lower than :meth:`sigma_floor`; a σ refused only because the accountant
         cannot resolve it (:class:`ResolutionError`) also counts as not meeting it, but when the
@@ -387,9 +400,10 @@ class Accountant(ABC):
             return cache[log_sigma]
 
         def answer(sigma: float) -> float:
-            """``sigma``, unless the σ just below it was only refused for resolution (then the smallest
-            σ meeting the target may lie there: refuse rather than return a σ that is not the smallest).
-            Resolution refusals hit small σ: with none met in the search, every σ above it resolves."""
+            """``sigma``, unless the σ just below it was only refused for resolution (then the
+            smallest σ meeting the target may lie there: refuse rather than return a σ that is
+            not the smallest). Resolution refusals hit small σ: with none met in the search,
+            every σ above it resolves."""
             if not unresolved:
                 return sigma
             below = math.log(sigma) - rtol
@@ -460,8 +474,8 @@ class Accountant(ABC):
         steps: Sequence[int],
         hint: Sequence[float] | None = None,
     ) -> np.ndarray:
-        """:meth:`sigma` for every T of the increasing grid ``steps`` (see :meth:`noise_needed_curve`);
-        upper bounds only."""
+        """:meth:`sigma` for every T of the increasing grid ``steps`` (see
+        :meth:`noise_needed_curve`); upper bounds only."""
         self._require_upper()
         return self.noise_needed_curve(setting, epsilon, delta, steps, hint)
 
@@ -495,7 +509,8 @@ class Accountant(ABC):
         return np.array(out)
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
-        """Where the σ search starts; override with a cheap estimate where evaluations are costly."""
+        """Where the σ search starts; override with a cheap estimate where
+        evaluations are costly."""
         return 1.0
 
     # ------------------------------------------------------------------ helpers
@@ -526,7 +541,8 @@ class Accountant(ABC):
                     - epsilon
                 )
             except AssumptionError:
-                # the bound cannot certify any ε at this δ (it refuses large ε): treat as above target
+                # the bound cannot certify any ε at this δ (it refuses large ε):
+                # treat as above target
                 return 1e12
 
         lo, hi = math.log(DELTA_FLOOR), math.log(1 - 1e-12)

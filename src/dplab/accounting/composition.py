@@ -198,8 +198,9 @@ class KairouzComposition(_Composition):
             bad = int(np.argmax(general > hi))
             raise self.fail(
                 "epsilon",
-                f"the 004 §3.2 split is not certified at T = {int(t[bad])}: Kairouz et al. Thm 3.4 "
-                f"gives {general[bad]:.4g} > ε = {hi[bad]:.4g} (per-step ε₀ = {e0[bad]:.3g} too large)",
+                f"the 004 §3.2 split is not certified at T = {int(t[bad])}: Kairouz et al. Thm 3.4"
+                f" gives {general[bad]:.4g} > ε = {hi[bad]:.4g} (per-step ε₀ = {e0[bad]:.3g} too"
+                " large)",
             )
         return hi
 
@@ -208,9 +209,9 @@ class KairouzComposition(_Composition):
 def sigma_naive_note(sampling_rate: float, steps: int, epsilon: float, delta: float) -> float:
     """003 §3.1: σ_naive = qT√(2 ln(1.25 qT/δ))/ε (ε' = ε/T, δ' = δ/(qT), Dwork–Roth σ).
 
-    A formula of the source papers, not an accountant: 003 amplifies to first order (ε_step ≈ qε₀), which is
-    not a valid upper bound in general (the exact amplification is log(1 + q(e^ε₀ − 1)) ≥ qε₀),
-    and Dwork–Roth's σ needs ε' < 1.  Expose it for the ``sigma_vs_steps`` figure only.
+    A formula of the source papers, not an accountant: 003 amplifies to first order (ε_step ≈ qε₀),
+    which is not a valid upper bound in general (the exact amplification is log(1 + q(e^ε₀ −
+    1)) ≥ qε₀), and Dwork–Roth's σ needs ε' < 1.  Expose it for the ``sigma_vs_steps`` figure only.
     """
     q, t = sampling_rate, steps
     return q * t * math.sqrt(2 * math.log(1.25 * q * t / delta)) / epsilon

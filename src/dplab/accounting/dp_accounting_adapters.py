@@ -108,7 +108,8 @@ class _DpAccountingAdapter(Accountant):
             pairs = ", ".join(f"{s}+{n}" for s, n in self.supported)
             raise self.fail(
                 "sampling",
-                f"{setting.sampling} with {setting.neighbouring} is not supported (supported: {pairs})",
+                f"{setting.sampling} with {setting.neighbouring} is not supported (supported:"
+                f" {pairs})",
             )
         if setting.sampling == Sampling.WITHOUT_REPLACEMENT and (
             setting.dataset_size is None or setting.batch_size is None
@@ -118,8 +119,8 @@ class _DpAccountingAdapter(Accountant):
             )
 
     def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
-        """One setting, or for a ``ComposedDpEvent`` of unequal phases each phase's, checked (a refusal
-        names ``phases[i].<key>``)."""
+        """One setting, or for a ``ComposedDpEvent`` of unequal phases each phase's, checked (a
+        refusal names ``phases[i].<key>``)."""
         try:
             return super().parts(event, neighbouring)
         except AssumptionError as err:
@@ -174,8 +175,8 @@ class RdpAccountant(_DpAccountingAdapter):
         """dp_accounting's default orders and the RDP ρ(α) of one step at each.
 
         A sampled Gaussian's ρ is made float-safe, staying an upper bound
-        (:func:`amplification.safe_log_moments`): dp_accounting's negative values (it turns them into
-        ε = 0) and its +∞ where a series did not converge (its warnings become one line on the
+        (:func:`amplification.safe_log_moments`): dp_accounting's negative values (it turns them
+        into ε = 0) and its +∞ where a series did not converge (its warnings become one line on the
         ``dplab`` logger) are replaced."""
         event, relation = self.step(setting)
         acc = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
@@ -190,14 +191,15 @@ class RdpAccountant(_DpAccountingAdapter):
         rdp = safe_log_moments((orders - 1) * rdp, orders, setting) / (orders - 1)
         if warned:
             _report_once(
-                f"rdp: dp_accounting's series did not converge at {len(warned)} of {len(orders)} orders "
-                f"(σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g}); they use the "
-                f"unamplified bound α/(2σ_eff²)"
+                f"rdp: dp_accounting's series did not converge at {len(warned)} of {len(orders)}"
+                f" orders (σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g}); they"
+                " use the unamplified bound α/(2σ_eff²)"
             )
         return orders, rdp
 
     def rdp_curve(self, setting: Setting) -> tuple[np.ndarray, np.ndarray]:
-        """(orders, RDP of the whole run): T times one step's (:mod:`dplab.accounting.selection`)."""
+        """(orders, RDP of the whole run): T times one step's
+        (:mod:`dplab.accounting.selection`)."""
         orders, rdp = self.one_step_rdp(setting)
         return orders, self._steps(setting) * rdp
 
@@ -236,13 +238,15 @@ class RdpAccountant(_DpAccountingAdapter):
         return rdp_conversion.delta_from_rdp(np.outer(steps, rdp), orders, epsilon)
 
 
-#: the most bins the discretized PLD of one Poisson step may hold: dp_accounting builds it at ~7 µs a bin
-#: (2^19: about 4 s, reached near σ = 0.2); σ = 0.03, q = 0.01 would need 8.8e6 bins (92 s)
+#: the most bins the discretized PLD of one Poisson step may hold: dp_accounting builds it at ~7 µs
+#: a bin (2^19: about 4 s, reached near σ = 0.2); σ = 0.03, q = 0.01 would need 8.8e6 bins (92 s)
 PLD_STEP_BINS = 2**19
-#: the coarsest discretization interval pld uses (2 × dp_accounting's default: σ = 0.3, q = 0.3, replace_one needs 1.2e-4)
+#: the coarsest discretization interval pld uses (2 × dp_accounting's default: σ = 0.3, q = 0.3,
+#: replace_one needs 1.2e-4)
 PLD_DISC_MAX = 2e-4
-#: the most bins of dp_accounting's FFT composition (:class:`pld_curve.ComposedPmf`) computed for a guess of ε;
-#: beyond, :class:`GaussianGuess` (FFT buffers of 16 bytes a bin; 2^22: about 0.3 GB at peak)
+#: the most bins of dp_accounting's FFT composition (:class:`pld_curve.ComposedPmf`)
+#: computed for a guess of ε; beyond, :class:`GaussianGuess` (FFT buffers of 16 bytes a bin;
+#: 2^22: about 0.3 GB at peak)
 PLD_BINS = 2**22
 
 
@@ -294,8 +298,8 @@ def _variance(pmf: pld_tilted.TiltedPmf) -> float:
 
 
 class GaussianGuess:
-    """A guess of ε(δ) of T steps where dp_accounting's FFT window would exceed :data:`PLD_BINS`: the
-    Gaussian mechanism whose privacy loss has the composed PMF's variance, T·Var[L] = μ² (the
+    """A guess of ε(δ) of T steps where dp_accounting's FFT window would exceed :data:`PLD_BINS`:
+    the Gaussian mechanism whose privacy loss has the composed PMF's variance, T·Var[L] = μ² (the
     central limit of the composition; Dong, Roth & Su 2022, Thm 3.5).  Only a tilt point."""
 
     def __init__(self, composed: pld_curve.ComposedPmf):
@@ -319,7 +323,8 @@ class PldAccountant(_DpAccountingAdapter):
     so), whose exact profile (:func:`gaussian_delta`, 000 §II) the discretized PLD only approximates
     from above: it is used directly, exact and in constant time (the PLD of σ = 0.6, T = 1000 takes
     dp_accounting minutes).  Poisson: the discretized PLD, refused where it would exceed
-    :data:`PLD_STEP_BINS` (one step) or its certified read-off :data:`pld_tilted.WINDOW_MAX` (T steps)."""
+    :data:`PLD_STEP_BINS` (one step) or its certified read-off
+    :data:`pld_tilted.WINDOW_MAX` (T steps)."""
 
     name = "pld"
     source = "004 §3.3 footnote (PLD accounting of dp_accounting, Doroshenko et al. 2022)"
@@ -331,12 +336,17 @@ class PldAccountant(_DpAccountingAdapter):
     )
     assumptions = (
         "every intermediate iterate may be released (composition)",
-        "supported: poisson and full_batch with either relation; without_replacement refused "
-        "(no such event in dp_accounting's PLD); shuffle refused (no amplification proved)",
-        "poisson: pessimistic discretization (interval 1e-4, refined to a quarter of one step's loss std where "
-        f"smaller, coarsened up to PLD_DISC_MAX where one step would exceed {PLD_STEP_BINS} bins), read off with "
-        "certified error bounds (pld_tilted): an upper bound on the exact ε; refused beyond PLD_DISC_MAX or where "
-        f"the read-off's window would exceed {pld_tilted.WINDOW_MAX} bins (small σ, huge T)",
+        (
+            "supported: poisson and full_batch with either relation; without_replacement refused "
+            "(no such event in dp_accounting's PLD); shuffle refused (no amplification proved)"
+        ),
+        (
+            "poisson: pessimistic discretization (interval 1e-4, refined to a quarter of one"
+            " step's loss std where smaller, coarsened up to PLD_DISC_MAX where one step would"
+            f" exceed {PLD_STEP_BINS} bins), read off with certified error bounds (pld_tilted): an"
+            " upper bound on the exact ε; refused beyond PLD_DISC_MAX or where the read-off's"
+            f" window would exceed {pld_tilted.WINDOW_MAX} bins (small σ, huge T)"
+        ),
         "full_batch: the exact ε of one Gaussian mechanism of μ√T (T Gaussian steps composed)",
     )
     limits = {
@@ -445,15 +455,15 @@ class PldAccountant(_DpAccountingAdapter):
         return max(widths)
 
     def coarsest(self) -> float:
-        """The coarsest discretization interval used: :data:`PLD_DISC_MAX`, or the class's own interval
-        if coarser."""
+        """The coarsest discretization interval used: :data:`PLD_DISC_MAX`, or the class's own
+        interval if coarser."""
         return max(PLD_DISC_MAX, self.value_discretization_interval)
 
     def discretization(self, setting: Setting) -> float:
         """The PLD's discretization interval: :attr:`value_discretization_interval`, refined to a
-        quarter of one step's privacy-loss standard deviation (:func:`loss_std`) where that is smaller
-        (large σ, small q: at σ = 20, q = 1e-4 one step's loss has std 5e-6, and three bins of 1e-4
-        inflate it 4-fold, and ε with it), and coarsened where the one-step PLD would exceed
+        quarter of one step's privacy-loss standard deviation (:func:`loss_std`) where that is
+        smaller (large σ, small q: at σ = 20, q = 1e-4 one step's loss has std 5e-6, and three bins
+        of 1e-4 inflate it 4-fold, and ε with it), and coarsened where the one-step PLD would exceed
         :data:`PLD_STEP_BINS` bins (small σ) so that it fits.  Any interval gives an upper bound
         (pessimistic discretization); connecting the dots adds at most disc²/4 to each step's
         variance.  Refused beyond :data:`PLD_DISC_MAX`."""
@@ -462,15 +472,16 @@ class PldAccountant(_DpAccountingAdapter):
         if disc > self.coarsest():
             raise self.too_far(
                 "noise_multiplier",
-                f"the PLD of one step at σ = {setting.noise_multiplier:g}, q = {setting.sampling_rate:g} would need "
-                f"an interval of {disc:.3g} to fit PLD_STEP_BINS = {PLD_STEP_BINS} bins (limit PLD_DISC_MAX = "
-                f"{self.coarsest():g}): σ this small is beyond what pld resolves; {self.elsewhere(setting)}",
+                f"the PLD of one step at σ = {setting.noise_multiplier:g}, q ="
+                f" {setting.sampling_rate:g} would need an interval of {disc:.3g} to fit"
+                f" PLD_STEP_BINS = {PLD_STEP_BINS} bins (limit PLD_DISC_MAX = {self.coarsest():g}):"
+                f" σ this small is beyond what pld resolves; {self.elsewhere(setting)}",
             )
         return disc
 
     def sigma_floor(self, setting: Setting) -> float:
-        """Poisson: the smallest σ whose one-step PLD fits :data:`PLD_STEP_BINS` at an interval of at
-        most :data:`PLD_DISC_MAX` (the width falls with σ; bisection in log σ to 1e-6)."""
+        """Poisson: the smallest σ whose one-step PLD fits :data:`PLD_STEP_BINS` at an interval of
+        at most :data:`PLD_DISC_MAX` (the width falls with σ; bisection in log σ to 1e-6)."""
         floor = super().sigma_floor(setting)
         widest = self.coarsest() * (PLD_STEP_BINS - 2)
         if (
@@ -489,8 +500,8 @@ class PldAccountant(_DpAccountingAdapter):
         return math.exp(hi)
 
     def one_step(self, setting: Setting, disc: float | None = None):
-        """dp_accounting's discretized PLD of one Poisson step (a full-batch step: q = 1) at interval
-        ``disc``, by default :meth:`discretization`."""
+        """dp_accounting's discretized PLD of one Poisson step (a full-batch step: q = 1) at
+        interval ``disc``, by default :meth:`discretization`."""
         event, relation = self.step(setting)
         return privacy_loss_distribution.from_gaussian_mechanism(
             standard_deviation=setting.noise_multiplier,
@@ -514,16 +525,16 @@ class PldAccountant(_DpAccountingAdapter):
         return guesses, [_tilted(d) for d in dense]
 
     def elsewhere(self, setting: Setting, query: tuple[str, float] | None = None) -> str:
-        """Where to turn when pld cannot answer ``setting``: rdp where its assumptions hold, with its
-        answer to ``query`` (("epsilon", δ) or ("delta", ε)) when given, or that no accountant here
-        covers it (Poisson sampling with replace_one: only pld)."""
+        """Where to turn when pld cannot answer ``setting``: rdp where its assumptions hold, with
+        its answer to ``query`` (("epsilon", δ) or ("delta", ε)) when given, or that no accountant
+        here covers it (Poisson sampling with replace_one: only pld)."""
         rdp = RdpAccountant()
         try:
             rdp.check(setting)
         except AssumptionError:
             return (
-                f"no other accountant here covers {setting.sampling} sampling with {setting.neighbouring} "
-                f"(rdp, moments and the compositions assume add_remove)"
+                f"no other accountant here covers {setting.sampling} sampling with"
+                f" {setting.neighbouring} (rdp, moments and the compositions assume add_remove)"
             )
         if query is None:
             return "rdp gives an upper bound"
@@ -537,7 +548,8 @@ class PldAccountant(_DpAccountingAdapter):
     def _too_wide(
         self, setting: Setting, t: int, err: pld_tilted.TooWide, query: tuple[str, float]
     ):
-        """The refusal of a certified read-off whose window exceeds :data:`pld_tilted.WINDOW_MAX`."""
+        """The refusal of a certified read-off whose window exceeds
+        :data:`pld_tilted.WINDOW_MAX`."""
         setting = setting.replace(steps=t)
         return self.too_far(
             "steps",
@@ -554,14 +566,16 @@ class PldAccountant(_DpAccountingAdapter):
         is reported: the FFT's absolute rounding put dp_accounting's ε below the truth at small δ
         (σ = 2, q = 0.5, T = 1000, δ = 1e-12: 91.056 against a true ε ≥ 91.09).  Grids of ≤ 64
         steps are evaluated at every step; on longer grids an upper bound within
-        :data:`pld_curve.EXCESS` (1%) of the certified value at every T (:func:`pld_curve.monotone_curve`)."""
+        :data:`pld_curve.EXCESS` (1%) of the certified value at every T
+        (:func:`pld_curve.monotone_curve`)."""
         if setting.sampling == Sampling.FULL_BATCH:
             return gaussian_epsilon(delta, self.full_batch_mu(setting, steps))
         composed, tilted = self.composed(setting, steps)
 
         def certified(ts):
             """The pair's ε: the first PMF's (remove, usually the larger); the other's only at the T
-            where its certified δ at that ε exceeds δ (elsewhere it is certified to be no larger)."""
+            where its certified δ at that ε exceeds δ (elsewhere it is
+            certified to be no larger)."""
             eps = np.array(
                 [
                     tilted[0].epsilon(int(t), delta, g)
@@ -583,7 +597,8 @@ class PldAccountant(_DpAccountingAdapter):
             raise self._too_wide(setting, int(np.max(steps)), err, ("epsilon", delta)) from None
 
     def _delta_curve(self, setting, epsilon, steps):
-        """full_batch: exact.  Poisson: the certified δ(ε) of :mod:`pld_tilted` at each T (max over the pair)."""
+        """full_batch: exact.  Poisson: the certified δ(ε) of :mod:`pld_tilted` at each T
+        (max over the pair)."""
         if setting.sampling == Sampling.FULL_BATCH:
             return gaussian_delta(epsilon, self.full_batch_mu(setting, steps))
         _, tilted = self.composed(setting, steps)
@@ -598,7 +613,8 @@ class PldAccountant(_DpAccountingAdapter):
         that never asks for the huge PLDs of tiny σ.  Refused at once where rdp's σ lies below
         :meth:`sigma_floor`: any σ pld could return is larger than this valid upper bound's, and the
         search would only find, one ~5 s PLD at a time, that the σ reaching the target lies among
-        those pld does not resolve (σ = 0.1006 < 0.1255 at q = 0.01, T = 100, ε = 1000: 114 s before)."""
+        those pld does not resolve (σ = 0.1006 < 0.1255 at q = 0.01, T = 100,
+        ε = 1000: 114 s before)."""
         if setting.sampling == Sampling.FULL_BATCH:
             one = math.sqrt(setting.steps) * sigma_analytic(epsilon, delta)
             return one * units.sum_sensitivity(1.0, setting.neighbouring)

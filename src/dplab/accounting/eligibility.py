@@ -39,7 +39,8 @@ NOISES = ("independent", "correlated", "none")
 PLAIN_SGD = "sgd"
 NORMALIZES = ("expected", "realized")
 
-#: where a run reports an ε of each bound: its claims (upper bounds) and, beside them, reference values
+#: where a run reports an ε of each bound: its claims (upper bounds) and,
+#: beside them, reference values
 KEYS = {kind: "epsilon" if kind == "upper" else f"epsilon_{kind}" for kind in BOUNDS}
 #: the bounds of reference values, reported beside the claims
 REFERENCE_BOUNDS = tuple(kind for kind in BOUNDS if kind != "upper")
@@ -47,9 +48,13 @@ REFERENCE_BOUNDS = tuple(kind for kind in BOUNDS if kind != "upper")
 NON_PRIVATE = "non-private run: no noise, no privacy claim"
 #: why an accountant of each ``Accountant.noise`` does not account a run of the other noise
 OTHER_NOISE = {
-    "independent": "correlated noise: the DP-SGD accountants assume independent Gaussian noise in every step; "
-    "dp_mf is accounted by the matrix-factorization accountant 'mf' (004 §4.3)",
-    "correlated": "the matrix-factorization accountant covers correlated-noise runs (method dp_mf) only",
+    "independent": (
+        "correlated noise: the DP-SGD accountants assume independent Gaussian noise in every step; "
+        "dp_mf is accounted by the matrix-factorization accountant 'mf' (004 §4.3)"
+    ),
+    "correlated": (
+        "the matrix-factorization accountant covers correlated-noise runs (method dp_mf) only"
+    ),
 }
 
 
@@ -63,7 +68,8 @@ class Update:
     normalize: str = (
         "expected"  # clipped sum ÷ fixed b (expected) or ÷ realized |B| (realized, 001 eq. 12)
     )
-    #: what the noisy gradient updates: "sgd" (plain SGD, constant η), else the optimizer and schedule
+    #: what the noisy gradient updates: "sgd" (plain SGD, constant η), else
+    #: the optimizer and schedule
     optimizer: str = PLAIN_SGD
 
     def __post_init__(self) -> None:
@@ -157,7 +163,10 @@ def phases_refusal(name: str, settings: list[Setting], update: Update = Update()
 
 def _claimable(name: str, why: str | None) -> str | None:
     if why is None and bound(name) != "upper":
-        return f"{name} gives {BOUND_WORDS[bound(name)]}, not a guarantee: a run claims upper bounds only (docs/sampling.md)"
+        return (
+            f"{name} gives {BOUND_WORDS[bound(name)]}, not a guarantee: a run claims upper bounds"
+            " only (docs/sampling.md)"
+        )
     return why
 
 
@@ -217,8 +226,9 @@ def _update_refusal(setting: Setting, update: Update, release: str) -> str | Non
         )
     if update.normalize == "expected" and release == "last_iterate":
         return (
-            "the update divides the clipped sum by the expected b, so a step can exceed ηC when |B| > b; "
-            "hidden-state bounds under Poisson sampling (001 eq. 12, Lemma 2) need the realized mean"
+            "the update divides the clipped sum by the expected b, so a step can exceed ηC when |B|"
+            " > b; hidden-state bounds under Poisson sampling (001 eq. 12, Lemma 2) need the"
+            " realized mean"
         )
     return None
 

@@ -1,4 +1,5 @@
-"""Epochs of the samplers that use each example about once per pass: ``shuffle`` and ``balls_in_bins``.
+"""Epochs of the samplers that use each example about once per pass:
+``shuffle`` and ``balls_in_bins``.
 
 Both cut training into epochs of t = ⌊n/b⌋ steps (docs/sampling.md; the samplers of
 :mod:`dplab.schemes`):
@@ -57,7 +58,8 @@ def participations(setting: Setting, steps) -> np.ndarray:
 
 
 def participation_rate(setting: Setting) -> float:
-    """w: the probability that a given example is used in an epoch (t·b/n for shuffle, 1 otherwise)."""
+    """w: the probability that a given example is used in an epoch (t·b/n for
+    shuffle, 1 otherwise)."""
     if setting.sampling == Sampling.SHUFFLE:
         return steps_per_epoch(setting) * setting.batch_size / setting.dataset_size
     return 1.0
@@ -82,14 +84,16 @@ def check(accountant: str, setting: Setting) -> None:
             raise AssumptionError(
                 accountant,
                 "batch_size",
-                f"add_remove with {setting.sampling} needs ⌊(n±1)/b⌋ = ⌊n/b⌋, i.e. dataset_size mod batch_size in "
-                f"[1, batch_size − 2]: adding or removing one record must not change the number of steps per "
-                f"epoch (got n = {n}, b = {b}, n mod b = {n % b}); use neighbouring = replace_one or another batch_size",
+                f"add_remove with {setting.sampling} needs ⌊(n±1)/b⌋ = ⌊n/b⌋, i.e. dataset_size mod"
+                " batch_size in [1, batch_size − 2]: adding or removing one record must not change"
+                f" the number of steps per epoch (got n = {n}, b = {b}, n mod b = {n % b}); use"
+                " neighbouring = replace_one or another batch_size",
             )
 
 
 def check_lower(accountant: str, setting: Setting) -> None:
-    """The lower bounds' add_remove pair removes a record from n: the sampler must accept n − 1 ≥ b."""
+    """The lower bounds' add_remove pair removes a record from n: the sampler
+    must accept n − 1 ≥ b."""
     if (
         setting.neighbouring == Neighbouring.ADD_REMOVE
         and setting.dataset_size <= setting.batch_size
@@ -97,6 +101,6 @@ def check_lower(accountant: str, setting: Setting) -> None:
         raise AssumptionError(
             accountant,
             "dataset_size",
-            f"must exceed batch_size ({setting.batch_size}) under add_remove: the neighbour without the record "
-            f"must still fill a batch; got {setting.dataset_size}",
+            f"must exceed batch_size ({setting.batch_size}) under add_remove: the neighbour without"
+            f" the record must still fill a batch; got {setting.dataset_size}",
         )

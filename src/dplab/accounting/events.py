@@ -97,9 +97,9 @@ class HiddenStateDpEvent(dp_event.DpEvent):
 
 @dataclass(frozen=True)
 class MatrixFactorizationDpEvent(dp_event.DpEvent):
-    """The matrix mechanism A·G + B·Z = B(C·G + Z) over ``steps`` steps (004 §4.3): ``strategy`` names
-    C; a record participates at most ``participations`` times, ``separation`` steps apart; Z has
-    std σ·C (``noise_multiplier``).  ``sampler``: ``min_separation`` (fixed partitions, no
+    """The matrix mechanism A·G + B·Z = B(C·G + Z) over ``steps`` steps (004 §4.3): ``strategy``
+    names C; a record participates at most ``participations`` times, ``separation`` steps apart; Z
+    has std σ·C (``noise_multiplier``).  ``sampler``: ``min_separation`` (fixed partitions, no
     amplification; ``scale`` = sens(C; k, b)·Δ₁) or ``cyclic_poisson`` (each partition's members
     kept with probability ``sampling_rate``; ``scale`` = ζ, C's largest column norm, Choquette-Choo
     et al. 2023, "(Amplified) Banded Matrix Factorization", Thm 4).  Δ₁ folds the relation into
@@ -117,9 +117,10 @@ class MatrixFactorizationDpEvent(dp_event.DpEvent):
 
 
 def run_event(setting: Setting) -> dp_event.DpEvent:
-    """The event of a run with one homogeneous ``setting`` (its relation is ``setting.neighbouring``):
-    T steps of the Gaussian step σ under the run's sampler, wrapped in :class:`HiddenStateDpEvent`
-    when the setting gives any constant a hidden-state analysis reads."""
+    """The event of a run with one homogeneous ``setting`` (its relation is
+    ``setting.neighbouring``): T steps of the Gaussian step σ under the run's sampler,
+    wrapped in :class:`HiddenStateDpEvent` when the setting gives any constant a
+    hidden-state analysis reads."""
     steps = setting.steps if setting.steps is not None else 1
     step = dp_event.GaussianDpEvent(setting.noise_multiplier)
     n, b = setting.dataset_size, setting.batch_size
@@ -147,7 +148,8 @@ def run_event(setting: Setting) -> dp_event.DpEvent:
 def view(event: dp_event.DpEvent, neighbouring: str = Neighbouring.ADD_REMOVE) -> Setting:
     """The :class:`Setting` of one homogeneous (σ, q, T) that ``event`` is (the inverse of
     :func:`run_event`); an :class:`AssumptionError` (key ``event``) for an event that has none: a
-    composition of unequal events, a matrix-factorization event, an event this project does not model."""
+    composition of unequal events, a matrix-factorization event, an event this
+    project does not model."""
     return Setting(neighbouring=neighbouring, **_fields(event))
 
 

@@ -8,7 +8,7 @@ mechanism whose mean moves by at most s·C (s = :func:`dplab.accounting.epochs.s
 std σC, adaptively.  k adaptive Gaussian mechanisms of μ = s/σ compose to exactly one Gaussian
 mechanism of μ√k (Dong, Roth & Su 2022, "Gaussian Differential Privacy", Cor. 3.3), so
 
-    δ(ε) = gaussian_delta(ε, s√k/σ)                                (000 §II; Balle & Wang 2018, Thm 8)
+    δ(ε) = gaussian_delta(ε, s√k/σ)                        (000 §II; Balle & Wang 2018, Thm 8)
 
 is the exact worst case when the order of the batches is known, and an upper bound for shuffled
 or balls-in-bins batches, whose hidden order can only help.  Under add_remove it needs the
@@ -49,10 +49,18 @@ class FixedBatches(Accountant):
     requires = _REQUIRES
     assumptions = (
         "every intermediate iterate may be released (composition); no amplification is claimed",
-        "epochs of t = ⌊dataset_size/batch_size⌋ steps; T steps = ⌈T/t⌉ participations (a partial epoch counts whole)",
-        "shift per participation: 2C (replace_one; add_remove with shuffle: an added record displaces another), "
-        "C (add_remove with balls_in_bins)",
-        "add_remove: dataset_size mod batch_size in [1, batch_size − 2] (adding or removing a record keeps t = ⌊n/b⌋)",
+        (
+            "epochs of t = ⌊dataset_size/batch_size⌋ steps; T steps = ⌈T/t⌉ participations (a"
+            " partial epoch counts whole)"
+        ),
+        (
+            "shift per participation: 2C (replace_one; add_remove with shuffle: an added record"
+            " displaces another), C (add_remove with balls_in_bins)"
+        ),
+        (
+            "add_remove: dataset_size mod batch_size in [1, batch_size − 2] (adding or removing a"
+            " record keeps t = ⌊n/b⌋)"
+        ),
     )
 
     def check_setting(self, setting: Setting) -> None:
@@ -80,15 +88,22 @@ class FixedBatches(Accountant):
 
 
 class AsIfPoisson(Accountant):
-    """``pld`` at q = b/n as if the batches had been Poisson samples: a comparison, not a guarantee."""
+    """``pld`` at q = b/n as if the batches had been Poisson samples: a
+    comparison, not a guarantee."""
 
     name = "as_if_poisson"
-    source = "pld (dp_accounting) of Poisson sampling at q = b/n: the claim a shuffled or balls-in-bins run does not earn"
+    source = (
+        "pld (dp_accounting) of Poisson sampling at q = b/n: the claim a shuffled or balls-in-bins"
+        " run does not earn"
+    )
     bound = "comparison"
     samplings = epochs.SAMPLINGS
     requires = _REQUIRES
     assumptions = (
-        "NOT a guarantee for this sampling: the ε Poisson sampling at the same σ, q = b/n and T would get",
+        (
+            "NOT a guarantee for this sampling: the ε Poisson sampling at the same σ, q = b/n and T"
+            " would get"
+        ),
         "printed next to the valid bound for comparison; refused for calibration",
     )
 

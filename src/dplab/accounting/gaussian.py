@@ -31,8 +31,9 @@ from dplab.schemes import Neighbouring
 _BISECTION_STEPS = 200
 #: the smallest ε a calibration is inverted at (ε of a σ below it is reported as this bound)
 EPSILON_MIN = 1e-12
-#: rounding pad of :func:`gaussian_delta` in units of its error scale (:func:`profile_terms`): 32 ulp (ulp = 2^-52),
-#: 4.8× the largest error measured against 60-digit mpmath, 6.7 ulp (tests/references/gaussian_profile_error.py)
+#: rounding pad of :func:`gaussian_delta` in units of its error scale (:func:`profile_terms`): 32
+#: ulp (ulp = 2^-52), 4.8× the largest error measured against 60-digit mpmath, 6.7 ulp
+#: (tests/references/gaussian_profile_error.py)
 PROFILE_PAD = 32 * np.finfo(float).eps
 _SQRT_HALF = math.sqrt(0.5)
 
@@ -65,7 +66,8 @@ def profile_terms(epsilon, mu):
     the evaluation of erfcx or ndtr and their difference (a few ulp of ``first``); e^{−c²/2},
     whose rounding scales both terms (≈ c² ulp of δ); and c, rounded by ≈ ulp·(ε/μ + μ/2),
     which moves δ by ∂δ/∂c = −μ·second times that.  At 60 digits the error is at most 6.7 ulp
-    of this scale over μ ∈ [1e-6, 1e4], ε ∈ [0, 1e7], δ ≥ 1e-300 (tests/references/gaussian_profile_error.py).
+    of this scale over μ ∈ [1e-6, 1e4], ε ∈ [0, 1e7], δ ≥ 1e-300
+    (tests/references/gaussian_profile_error.py).
     """
     epsilon, mu = np.broadcast_arrays(np.asarray(epsilon, float), np.asarray(mu, float))
     c = epsilon / mu - mu / 2
@@ -275,7 +277,8 @@ class GaussianCalibration(Accountant):
         if setting.sampling_rate is not None and setting.sampling_rate != 1.0:
             raise self.fail(
                 "sampling_rate",
-                f"no amplification by subsampling is claimed: leave it unset or 1; got {setting.sampling_rate}",
+                "no amplification by subsampling is claimed: leave it unset or 1; got"
+                f" {setting.sampling_rate}",
             )
 
     def _steps(self, setting: Setting) -> int:

@@ -39,17 +39,20 @@ from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
 from dplab.schemes import Neighbouring, Sampling
 
-#: sensitivities are rounded up to a multiple of 1/LEVELS (level k: s = k/LEVELS; one rdp call a level, ~50 ms)
+#: sensitivities are rounded up to a multiple of 1/LEVELS (level k: s = k/LEVELS; one
+#: rdp call a level, ~50 ms)
 LEVELS = 64
-#: the (sampling, neighbouring) pairs individual accounting is implemented for (``rdp``'s Gaussian ones)
+#: the (sampling, neighbouring) pairs individual accounting is implemented for
+#: (``rdp``'s Gaussian ones)
 SUPPORTED = (
     (Sampling.POISSON, Neighbouring.ADD_REMOVE),
     (Sampling.FULL_BATCH, Neighbouring.ADD_REMOVE),
 )
 NEIGHBOURING = "add/remove of the record, every other record fixed"
 METHOD = (
-    "individual RDP (Feldman & Zrnic 2021): per step the rdp accountant's RDP at σ·C/min(‖g_i,t‖, C), "
-    f"sensitivities rounded up to multiples of 1/{LEVELS}, summed over the T steps, converted like rdp"
+    "individual RDP (Feldman & Zrnic 2021): per step the rdp accountant's RDP at σ·C/min(‖g_i,t‖,"
+    f" C), sensitivities rounded up to multiples of 1/{LEVELS}, summed over the T steps, converted"
+    " like rdp"
 )
 
 
@@ -116,7 +119,8 @@ def order_rdp(setting: Setting, order: float) -> np.ndarray:
 
 
 def epsilons(setting: Setting, counts: np.ndarray, delta: float) -> np.ndarray:
-    """Individual ε at δ of every record; ``counts[i, k]``: the steps at which record i had level k."""
+    """Individual ε at δ of every record; ``counts[i, k]``: the steps at which
+    record i had level k."""
     check(setting.sampling, setting.neighbouring)
     counts = np.asarray(counts, dtype=float)
     orders, table = one_step_rdp(setting, np.flatnonzero(counts.sum(axis=0)))

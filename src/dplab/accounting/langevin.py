@@ -129,11 +129,23 @@ class LangevinAccountant(rdp_conversion.RdpBound):
     assumptions = (
         "only the last iterate is released (hidden state)",
         "full-batch noisy GD (002 Alg. 1), update normalized by the public n",
-        "loss λ-strongly convex and β-smooth on a closed convex set, λ ≤ β, for every neighbouring dataset",
-        "loss L-Lipschitz with L = lipschitz <= clip, so clipping is inactive; no weight decay (regularization unset)",
-        "lr < 1/smoothness (002 Cor. 1); add_remove: lr < n/((n+1)·smoothness), λ(n−1)/n in the bound, n >= 2",
-        "θ₀ data-independent and λ/(2σ₀₀₂²)-LSI (002 Lemma 5 base step): 002's Π_C(N(0, 2σ₀₀₂²/λ·I)), "
-        "or a fixed point such as dplab's logreg start θ₀ = 0 (docs/hidden_state.md)",
+        (
+            "loss λ-strongly convex and β-smooth on a closed convex set, λ ≤ β, for every"
+            " neighbouring dataset"
+        ),
+        (
+            "loss L-Lipschitz with L = lipschitz <= clip, so clipping is inactive; no weight decay"
+            " (regularization unset)"
+        ),
+        (
+            "lr < 1/smoothness (002 Cor. 1); add_remove: lr < n/((n+1)·smoothness), λ(n−1)/n in the"
+            " bound, n >= 2"
+        ),
+        (
+            "θ₀ data-independent and λ/(2σ₀₀₂²)-LSI (002 Lemma 5 base step): 002's Π_C(N(0,"
+            " 2σ₀₀₂²/λ·I)), or a fixed point such as dplab's logreg start θ₀ = 0"
+            " (docs/hidden_state.md)"
+        ),
     )
 
     @staticmethod

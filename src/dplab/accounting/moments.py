@@ -47,9 +47,9 @@ def log_e2(q: float, sigma: float, lam: int) -> float:
 
 def log_e1(q: float, sigma: float, lam: int) -> float:
     """log E₁ = log E_{z∼μ₀}[(μ₀/μ)^λ] by numerical integration over u = z/σ ∈ [−40, 40] (μ₀'s mass
-    beyond is below e⁻⁸⁰⁰ and the integrand is at most (1 − q)^{−λ}), in log space, breaking at u = 0
-    and where μ/μ₀ turns from 1 − q to its exponential part; never above the bound −λ·log(1 − q)
-    (μ ≥ (1 − q)μ₀ pointwise)."""
+    beyond is below e⁻⁸⁰⁰ and the integrand is at most (1 − q)^{−λ}), in log space, breaking at
+    u = 0 and where μ/μ₀ turns from 1 − q to its exponential part; never above the bound
+    −λ·log(1 − q) (μ ≥ (1 − q)μ₀ pointwise)."""
     if q == 1.0:
         return lam * (lam + 1) / (2 * sigma**2)  # μ = μ₁: the two directions coincide
     bound = -lam * math.log1p(-q)

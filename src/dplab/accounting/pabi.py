@@ -44,11 +44,11 @@ def pabi_rdp(alpha, steps, batches: int, sigma: float, reshuffle: bool = False) 
 
     Thm VI.1 with s_t = 2ηL/B at the visits of the batch holding the differing record (0
     elsewhere) and noise std 2σηL/B gives ε_α = α/(2σ²)·:func:`worst_shift_cost`.  With the
-    source paper's a_t schedule for a fixed order (2ηL/(BQ) from the first visit to the last one, the
-    last visit's 2ηL/B spread over the K − t_last + 1 steps left) this is
-    α/(2σ²)·[(m − 1)/Q + 1/(K − t_last + 1)], worst κ: α/(2σ²)·[1 + (⌈K/Q⌉ − 1)/Q]; at K = QT,
-    α/(2σ²)·[(T − 1)/Q + 1].  (000 prints 1/Q² also on the last term and ends with
-    αK/(2σ²Q²), which is below its own a_t sum; see docs/hidden_state.md.)
+    source paper's a_t schedule for a fixed order (2ηL/(BQ) from the first visit to the last one,
+    the last visit's 2ηL/B spread over the K − t_last + 1 steps left) this is α/(2σ²)·[(m − 1)/Q +
+    1/(K − t_last + 1)], worst κ: α/(2σ²)·[1 + (⌈K/Q⌉ − 1)/Q]; at K = QT, α/(2σ²)·[(T − 1)/Q + 1].
+    (000 prints 1/Q² also on the last term and ends with αK/(2σ²Q²), which is below its own a_t sum;
+    see docs/hidden_state.md.)
     """
     return alpha / (2 * sigma**2) * worst_shift_cost(steps, batches, reshuffle)
 
@@ -81,11 +81,15 @@ class PabiAccountant(rdp_conversion.RdpBound):
     excludes = ("regularization",)
     assumptions = (
         "only the last iterate is released (hidden state)",
-        "loss convex, β-smooth and L-Lipschitz; clip >= lipschitz so clipping is inactive (000 §VI.A); "
-        "no weight decay (regularization unset)",
+        (
+            "loss convex, β-smooth and L-Lipschitz; clip >= lipschitz so clipping is inactive (000"
+            " §VI.A); no weight decay (regularization unset)"
+        ),
         "lr <= 2/smoothness: each gradient step is a contraction (000 §VI.A)",
-        "disjoint batches of size batch_size: one order cycled (000 Alg. 2), or redrawn every epoch "
-        "(reshuffle: bound of the worst visit pattern, docs/hidden_state.md)",
+        (
+            "disjoint batches of size batch_size: one order cycled (000 Alg. 2), or redrawn every"
+            " epoch (reshuffle: bound of the worst visit pattern, docs/hidden_state.md)"
+        ),
         "dataset_size divisible by batch_size; replace-one neighbours",
     )
 

@@ -97,7 +97,8 @@ def scaled(phases: list[Setting], factor: float) -> list[Setting]:
 
 
 def calibrate(name: str, phases: list[Setting], target: float, delta: float) -> float:
-    """The smallest factor c (to a relative SIGMA_RTOL) with ε(phases, σᵢ·c) ≤ ``target`` at ``delta``."""
+    """The smallest factor c (to a relative SIGMA_RTOL) with ε(phases,
+    σᵢ·c) ≤ ``target`` at ``delta``."""
     target = check_epsilon(target)
     _check(name, phases)
 

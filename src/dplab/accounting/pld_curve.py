@@ -169,15 +169,17 @@ def _band_epsilon(
 
     def delta_at(first: int, step: int, count: int):
         """Tail starts s = first + j·step (j < count, all ≤ length) and (A(s), E(s)) there:
-        A = Re Σ_k c_k (z^s − z^L)/(1 − z) (+ c_0·(L − s)), E = Re Σ_k c_k (z^s − e^{-disc(L−s)} z^L)/(1 − e^{-disc} z);
-        z^s = z^first·(z^step)^j by running products (K exponentials per call, not K·count)."""
+        A = Re Σ_k c_k (z^s − z^L)/(1 − z) (+ c_0·(L − s)), E = Re Σ_k c_k
+        (z^s − e^{-disc(L−s)} z^L)/(1 − e^{-disc} z); z^s = z^first·(z^step)^j by running
+        products (K exponentials per call, not K·count)."""
         s = first + step * np.arange(count)
         powers = np.empty((len(freqs), count), dtype=complex)
         powers[:, 0] = np.exp(2j * np.pi * ((freqs * first) % size) / size)
         powers[:, 1:] = np.exp(2j * np.pi * ((freqs * step) % size) / size)[:, None]
         zs = np.cumprod(powers, axis=1)
         # einsum, not BLAS's threaded product: K × count is small, and OpenBLAS's threads made each
-        # product ~7 ms of CPU on the loaded 2-core machine (5 µs in one thread), with bits depending on their number
+        # product ~7 ms of CPU on the loaded 2-core machine (5 µs in one thread), with bits
+        # depending on their number
         tail_a = np.einsum("k,kj->j", plain, zs).real - plain_end + dc * (length - s)
         tail_e = np.einsum("k,kj->j", damped, zs).real - np.exp(-disc * (length - s)) * damped_end
         return s, tail_a, tail_e

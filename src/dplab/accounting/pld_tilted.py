@@ -18,8 +18,9 @@ accurate to u relative to its peak.  What is left out is accounted for, pessimis
   counted at infinite loss;
 - mass outside the window wraps around the circular FFT onto the window: it only adds mass, so
   δ can only grow;
-- the FFT's rounding is bounded in the 2-norm (:func:`rounding_bound`, derived below) and enters δ(ε)
-  by Cauchy–Schwarz: untilted, the bins above ε carry at most ‖error‖₂·‖(M^T e^{-λk})_{k>k_ε}‖₂;
+- the FFT's rounding is bounded in the 2-norm (:func:`rounding_bound`, derived below)
+  and enters δ(ε) by Cauchy–Schwarz: untilted, the bins above ε carry at most
+  ‖error‖₂·‖(M^T e^{-λk})_{k>k_ε}‖₂;
 - the rounding of the tilted one-step PMF and of the untilting factor (relative, a few u per
   entry; positive convolution turns it into at most T times that per composed bin) scales the
   window's probabilities up by e^{T·ρ};
@@ -43,7 +44,8 @@ accurate to 3 ulp (POW_C = 4 below).  Then, with ‖w‖₂ ≤ 1:
    exponent by ≤ POW_C·u·T·|log|z||, with |z|^T·T·|log|z|| ≤ 1/e; per frequency
    ≤ POW_C·u·(πT|z|^T + 1), in the 2-norm ≤ √N·e₂ with e₂ = POW_C·u·(πT(‖w‖₂ + e₁) + 1)
    (‖(Fw)^T‖₂ = √N‖y‖₂ ≤ √N‖w‖₂ by Young's inequality);
-4. the inverse transform maps these to ≤ e₁ + e₂ and adds (γ + u)(‖w‖₂ + e₁ + e₂) (the 1/N scaling: u).
+4. the inverse transform maps these to ≤ e₁ + e₂ and adds (γ + u)(‖w‖₂ +
+   e₁ + e₂) (the 1/N scaling: u).
 
 So ‖computed − y‖₂ ≤ (1 + γ + u)(e₁ + e₂) + (γ + u)‖w‖₂ ≈ (T + 1)·γ·‖w‖₂ + POW_C·u·πT‖w‖₂: an
 absolute error of order T·log₂N·u·‖w‖₂ (tests/test_pld_rounding.py compares it with the error
@@ -89,8 +91,9 @@ WIDTH_BELOW = 14.0
 #: the window extends above the tilted mean until the Chernoff bound on the mass beyond it is below
 #: e^ABOVE_LOG times the composed PMF's scale at the mean
 ABOVE_LOG = -60.0
-#: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the accountant
-#: reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1, T = 1e4, δ = 1e-12: 4.7e6)
+#: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the
+#: accountant reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1,
+#: T = 1e4, δ = 1e-12: 4.7e6)
 WINDOW_MAX = 2**23
 
 
@@ -165,9 +168,9 @@ class TiltedPmf:
 class Composition:
     """The composition of T₁ steps of one-step PMF 1, T₂ of PMF 2, … (one discretization interval;
     the phases of a run, or one PMF self-composed), read off with certified error bounds (module
-    docstring): every PMF is tilted by the same λ, the tilted PMFs compose to the tilted composition,
-    p^{*}_k = Π_i M_i(λ)^{T_i} e^{-λk} (w_1^{*T_1} * w_2^{*T_2} * …)_k, and what is left out or
-    rounded is bounded as for one PMF, summed over the phases."""
+    docstring): every PMF is tilted by the same λ, the tilted PMFs compose to the tilted
+    composition, p^{*}_k = Π_i M_i(λ)^{T_i} e^{-λk} (w_1^{*T_1} * w_2^{*T_2} * …)_k, and what is
+    left out or rounded is bounded as for one PMF, summed over the phases."""
 
     def __init__(self, parts: list[tuple[TiltedPmf, int]]):
         if len({p.disc for p, _ in parts}) != 1:
@@ -189,7 +192,8 @@ class Composition:
         )
 
     def _total(self, lam: float) -> tuple[float, float, float, float, float]:
-        """(mean, variance, log Π M_i^{T_i}, Σ T_i|log M_i|, Σ T_i ρ_i) of the composition tilted by λ."""
+        """(mean, variance, log Π M_i^{T_i}, Σ T_i|log M_i|, Σ T_i ρ_i) of the
+        composition tilted by λ."""
         moments = [(t, p._moments(lam)) for p, t in self.parts]
         return (
             _sum(t * m[0] for t, m in moments),
@@ -235,8 +239,8 @@ class Composition:
 
     def window(self, loss: float, below: float | None = None):
         """The composition near ``loss``: (first bin's loss index, untilted PMF on the window, extra
-        mass at infinity, rounding allowance ``r(ε)``), with the window reaching down to ``below`` (a
-        loss) when given."""
+        mass at infinity, rounding allowance ``r(ε)``), with the window reaching down to ``below``
+        (a loss) when given."""
         t = self.t
         lam = self.tilt((loss / self.disc - self.lower) / t)
         center, var, lm, labs, rho = self._total(lam)
@@ -269,7 +273,8 @@ class Composition:
         grow = rho + max(2, len(self.parts)) * U * (2 + labs + lam * hi)
         with np.errstate(under="ignore"):
             probs = np.exp(np.minimum(exponent + grow, 700.0)) * tilted
-        # a probability is ≤ 1: rounding noise far below the mean, amplified by e^{-λk}, is capped there
+        # a probability is ≤ 1: rounding noise far below the mean, amplified by
+        # e^{-λk}, is capped there
         probs = np.where((exponent > 700.0) & (tilted > 0), 1.0, np.minimum(probs, 1.0))
         extra = math.exp(above) + size * np.finfo(float).tiny
 
@@ -309,7 +314,8 @@ class Composition:
         return float(min(best.fun, bound(math.log(50.0))))
 
     def delta(self, epsilon: float) -> float:
-        """An upper bound on δ(ε) of the composition (:class:`TooWide` where its window would be)."""
+        """An upper bound on δ(ε) of the composition (:class:`TooWide` where
+        its window would be)."""
         inf_t = self.infinity()
         if epsilon / self.disc >= self.lower + self.top:
             return inf_t
@@ -320,8 +326,8 @@ class Composition:
 
     def epsilon(self, delta: float, guess: float) -> float:
         """An upper bound on ε(δ) of the composition, tilted at ``guess`` (an estimate of ε:
-        re-tilted at the answer while the answer leaves the window's accurate part); :class:`TooWide`
-        where a window would exceed :data:`WINDOW_MAX`."""
+        re-tilted at the answer while the answer leaves the window's accurate part);
+        :class:`TooWide` where a window would exceed :data:`WINDOW_MAX`."""
         inf_t = self.infinity()
         if inf_t >= delta:
             return math.inf

@@ -110,8 +110,8 @@ class RdpClosedForm(Accountant):
         if setting.alpha is not None and not valid_orders(q, sigma, setting.alpha):
             raise self.fail(
                 "alpha",
-                f"α = {setting.alpha} is outside the validity region of Thm A.1 at q = {q}, σ = {sigma} "
-                f"(valid orders here: 1 < α <= {self.max_valid_order(q, sigma):.6g})",
+                f"α = {setting.alpha} is outside the validity region of Thm A.1 at q = {q}, σ ="
+                f" {sigma} (valid orders here: 1 < α <= {self.max_valid_order(q, sigma):.6g})",
             )
         if setting.alpha is None and not valid_orders(q, sigma, _GRID).any():
             raise self.fail("alpha", f"no order α satisfies Thm A.1 at q = {q}, σ = {sigma}")

@@ -52,7 +52,8 @@ def delta_from_rdp(rdp: np.ndarray, orders: np.ndarray, epsilon: float) -> np.nd
 
 
 def rdp_table(curve: Callable[[float], np.ndarray], orders: np.ndarray) -> np.ndarray:
-    """Stack ``curve(α)`` (ε_α for every T of a grid) over ``orders``: shape (len(T), len(orders))."""
+    """Stack ``curve(α)`` (ε_α for every T of a grid) over ``orders``: shape
+    (len(T), len(orders))."""
     return np.stack([np.asarray(curve(float(a)), dtype=float) for a in orders], axis=1)
 
 

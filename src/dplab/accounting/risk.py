@@ -67,7 +67,10 @@ def unavailable(accountant: str, setting: Setting) -> str | None:
             f"(risk comes from: {', '.join(PLD_ACCOUNTANTS)})"
         )
     if setting.sampling not in RISK_SAMPLINGS:
-        return f"no privacy-loss distribution for {setting.sampling} sampling (risk for: {', '.join(RISK_SAMPLINGS)})"
+        return (
+            f"no privacy-loss distribution for {setting.sampling} sampling (risk for:"
+            f" {', '.join(RISK_SAMPLINGS)})"
+        )
     return None
 
 
@@ -76,7 +79,8 @@ PROFILE_POINTS, FINE_POINTS = 129, 2049
 
 
 def _tpr_bounds(epsilons: np.ndarray, deltas: np.ndarray, fprs: np.ndarray) -> np.ndarray:
-    """TPR bounds at each FPR (rows) from each (ε, δ) pair (columns): min(e^ε α + δ, 1 − e^{−ε}(1 − δ − α))."""
+    """TPR bounds at each FPR (rows) from each (ε, δ) pair (columns): min(e^ε α + δ,
+    1 − e^{−ε}(1 − δ − α))."""
     a = fprs[:, None]
     return np.minimum(np.exp(epsilons) * a + deltas, 1 - np.exp(-epsilons) * (1 - deltas - a))
 
@@ -108,9 +112,9 @@ def privacy_profile(pld: privacy_loss_distribution.PrivacyLossDistribution):
 
 def profile_tpr(delta_of, fprs: np.ndarray, epsilon_max: float = 50.0) -> np.ndarray:
     """Upper bound on the TPR at each FPR of a mechanism with privacy profile ``delta_of`` (an upper
-    bound on δ(ε), vectorized, ε ≥ 0): the minimum of :func:`_tpr_bounds` over :data:`PROFILE_POINTS`
-    ε in [0, ``epsilon_max``], refined with :data:`FINE_POINTS` around each minimum.  Any grid gives a
-    valid bound; refining only lowers it towards the trade-off curve."""
+    bound on δ(ε), vectorized, ε ≥ 0): the minimum of :func:`_tpr_bounds` over
+    :data:`PROFILE_POINTS` ε in [0, ``epsilon_max``], refined with :data:`FINE_POINTS` around each
+    minimum.  Any grid gives a valid bound; refining only lowers it towards the trade-off curve."""
     coarse = np.linspace(0.0, epsilon_max, PROFILE_POINTS)
     bounds = _tpr_bounds(coarse, delta_of(coarse), fprs)
     best = bounds.min(axis=1)
@@ -163,8 +167,8 @@ def _risk(setting: Setting, fprs: np.ndarray) -> dict:
     }
 
 
-#: the risk columns of a tidy table (sweeps, figure tables): the TPR at each FPR of :data:`FPRS`, the
-#: advantage, and ``risk_note`` (the method, or why a row has no risk)
+#: the risk columns of a tidy table (sweeps, figure tables): the TPR at each FPR of :data:`FPRS`,
+#: the advantage, and ``risk_note`` (the method, or why a row has no risk)
 COLUMNS = [*(f"tpr_at_fpr_{a:g}" for a in FPRS), "advantage", "risk_note"]
 
 
@@ -202,7 +206,8 @@ def check_target(tpr: float | None, fpr: float | None, advantage: float | None) 
     if not tpr > fpr:
         raise DPLabError(
             "tpr",
-            f"must exceed fpr ({fpr}): a TPR at most the FPR is met by guessing, by any σ; got {tpr}",
+            f"must exceed fpr ({fpr}): a TPR at most the FPR is met by guessing, by any σ; got"
+            f" {tpr}",
         )
 
 
@@ -269,9 +274,10 @@ def sigma_for_risk(
         reached = max(levels.values())  # at the floor: the level falls as σ grows
         raise DPLabError(
             "advantage" if advantage is not None else "tpr",
-            f"σ = {floor:.6g}, the smallest σ pld resolves here, already meets the target (its "
-            f"{'advantage' if advantage is not None else 'TPR'} is {reached:.4g}): the smallest σ "
-            f"meeting it lies below, beyond what pld resolves (a target below {reached:.4g} is calibrated)",
+            f"σ = {floor:.6g}, the smallest σ pld resolves here, already meets the target (its"
+            f" {'advantage' if advantage is not None else 'TPR'} is {reached:.4g}): the smallest σ"
+            f" meeting it lies below, beyond what pld resolves (a target below {reached:.4g} is"
+            " calibrated)",
         )
     if hi is None:
         raise DPLabError(

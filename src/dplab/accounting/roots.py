@@ -8,9 +8,10 @@ the answer towards the meeting side until it meets the target, so a returned σ,
 on the side that misses it (conservative for an upper bound); :func:`bracket` steps outward
 from a start, in widening steps, to a bracket of the target (the σ searches, whose start is a
 good guess); :func:`doubling` brackets a target met from some x > 0 on by doubling from a
-start (the ε searches whose scale is unknown); :func:`bisect` halves brackets of a monotone predicate, element-wise on arrays (the
-vectorized ε(δ) inversions, validity edges); :func:`multisection` searches an integer lattice a
-batch of points at a time (the PLD's tail cell, whose evaluations share work along a lattice).
+start (the ε searches whose scale is unknown); :func:`bisect` halves brackets of a monotone
+predicate, element-wise on arrays (the vectorized ε(δ) inversions, validity edges);
+:func:`multisection` searches an integer lattice a batch of points at a time (the PLD's tail cell,
+whose evaluations share work along a lattice).
 """
 
 from __future__ import annotations

@@ -110,7 +110,8 @@ class Setting:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
-#: the numeric fields of a Setting, in canonical order (docs/units.md): what an accountant reads or not
+#: the numeric fields of a Setting, in canonical order (docs/units.md): what
+#: an accountant reads or not
 SETTING_NUMBERS = tuple(
     f.name
     for f in dataclasses.fields(Setting)

@@ -18,8 +18,8 @@ sampler makes it:
   releases N(e_j, σ²I) and D' releases N(−e_j, σ²I) with the SAME uniform j: a mixture against a
   mixture ("symmetric"), not against N(0, σ²I) (that pair, the shuffle one with shift 2, does not
   exist for balls-in-bins: it printed 4.59 at σ = 1, t = T = 20, δ = 1e-3, where this pair's ε is
-  about 1.3 by Monte Carlo (4·10⁵ draws) and its binned maximum certifies 0.79).  x set to 0 instead is the
-  add_remove pair, also a replace-one pair; the larger of the two bounds is reported.
+  about 1.3 by Monte Carlo (4·10⁵ draws) and its binned maximum certifies 0.79).  x set to 0 instead
+  is the add_remove pair, also a replace-one pair; the larger of the two bounds is reported.
 
 Under add_remove the neighbour D' holds n − 1 records all alike (−C, resp. 0), so it releases
 N(0, σ²I) whatever its layout, even where its ⌊(n − 1)/b⌋ differs from t; the pair exists for
@@ -33,9 +33,9 @@ mass is the difference of two numbers near 1; under the symmetric pair each mixt
 law).  Privacy losses are rounded DOWN to multiples of :data:`DISCRETIZATION`, and outcomes
 whose loss falls below :data:`LOSS_FLOOR` or whose mass is below :data:`TINY` at either end are
 dropped, each of which can only lower the computed δ(ε) = E_P[(1 − e^{ε − L})_+]; composition
-over epochs is an exact convolution of non-negative masses (no FFT).  Refining to 400 cuts and a 1e-3 grid moves ε by < 0.1% (measured at
-n = 1437, b = 64, σ = 1, 20 epochs: 29.109 → 29.125).  Both orders of the pair are bounded and the
-larger value is kept.
+over epochs is an exact convolution of non-negative masses (no FFT).  Refining to 400 cuts and a
+1e-3 grid moves ε by < 0.1% (measured at n = 1437, b = 64, σ = 1, 20 epochs: 29.109 → 29.125).  Both
+orders of the pair are bounded and the larger value is kept.
 
 Epochs: T steps are ⌊T/t⌋ whole epochs and a partial one of r = T mod t observed steps (the
 record lands among them with probability w·r/t).  Shuffled batches may be redrawn every epoch
@@ -74,8 +74,8 @@ PMF_BINS_MAX = 2**24
 
 
 class Unresolved(Exception):
-    """Work or memory beyond :data:`CONVOLUTION_MAX` or :data:`PMF_BINS_MAX`, or a pair float64 cannot
-    resolve: the accountant refuses with this message and ``key``."""
+    """Work or memory beyond :data:`CONVOLUTION_MAX` or :data:`PMF_BINS_MAX`, or a pair float64
+    cannot resolve: the accountant refuses with this message and ``key``."""
 
     def __init__(self, key: str, message: str):
         self.key = key
@@ -89,7 +89,8 @@ def _log_cdf_max(
     probability ``rate``, one (uniformly chosen) is shifted by ``shift``.  Each is a mixture of
     positive terms, so both are accurate to rounding relative to themselves, even where the other
     is within 1e-16 of 1 (a mixture's log CDF near 0 is not: it set the top bins' masses to
-    rounding noise, 1e-17 where 1e-40 is true, and a lower bound of 38.7 where 1.4 is the pair's)."""
+    rounding noise, 1e-17 where 1e-40 is true, and a lower bound of 38.7
+    where 1.4 is the pair's)."""
     rest = steps * log_ndtr(z)
     hit = log_ndtr(z - shift) + (steps - 1) * log_ndtr(z)
     with np.errstate(divide="ignore"):
@@ -298,14 +299,18 @@ class ShuffleLower(_HiddenStepLower):
 
     name = "shuffle_lower"
     source = (
-        "LOWER bound: Chua et al. 2024, 'How Private are DP-SGD Implementations?' (ICML); multi-epoch: "
-        "Chua et al. 2024, 'Scalable DP-SGD: Shuffling vs. Poisson Subsampling' (NeurIPS), Thms 3.5, 3.8"
+        "LOWER bound: Chua et al. 2024, 'How Private are DP-SGD Implementations?' (ICML);"
+        " multi-epoch: Chua et al. 2024, 'Scalable DP-SGD: Shuffling vs. Poisson Subsampling'"
+        " (NeurIPS), Thms 3.5, 3.8"
     )
     samplings = (Sampling.SHUFFLE,)
     persistent = True
     assumptions = (
         "a LOWER bound on ε (not a guarantee): the true ε of a shuffled run is at least this",
-        "valid whether the partition is cycled or redrawn every epoch (the smaller of both is reported)",
+        (
+            "valid whether the partition is cycled or redrawn every epoch (the smaller of both is"
+            " reported)"
+        ),
         "pair: n − 1 records at −C, one at +C removed (add_remove) or set to −C (replace_one)",
         "add_remove: dataset_size > batch_size (the neighbour without the record fills a batch)",
     )
@@ -322,8 +327,11 @@ class BallsInBinsLower(_HiddenStepLower):
     samplings = (Sampling.BALLS_IN_BINS,)
     assumptions = (
         "a LOWER bound on ε (not a guarantee): the true ε of a balls-in-bins run is at least this",
-        "pair: the others' gradients 0; one record at +C removed (add_remove), or set to 0 or to −C in its same "
-        "random step (replace_one; −C: a mixture against a mixture), the larger bound reported",
+        (
+            "pair: the others' gradients 0; one record at +C removed (add_remove), or set to 0 or"
+            " to −C in its same random step (replace_one; −C: a mixture against a mixture), the"
+            " larger bound reported"
+        ),
         "add_remove: dataset_size > batch_size (the neighbour without the record fills a batch)",
     )
 

@@ -40,8 +40,8 @@ COLUMNS = [
 ]
 
 
-#: the most T values of a sweep (``dplab sweep --points``, config ``sweeps.*.points``): each is one ε
-#: per accountant; np.geomspace would allocate 8 bytes a point before the grid is deduplicated
+#: the most T values of a sweep (``dplab sweep --points``, config ``sweeps.*.points``): each is one
+#: ε per accountant; np.geomspace would allocate 8 bytes a point before the grid is deduplicated
 POINTS_MAX = 10_000
 
 
@@ -113,7 +113,8 @@ def sweep(
         ]
         progress.update(
             done,
-            f"{name}: ε at T={int(steps[-1])} = {float(eps[-1]):.4g} ({accountant.bound} bound, {where})",
+            f"{name}: ε at T={int(steps[-1])} = {float(eps[-1]):.4g} ({accountant.bound} bound,"
+            f" {where})",
         )
     progress.close()
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -11,7 +11,8 @@ from dplab.accounting.base import EPSILON_MAX
 from dplab.accounting.setting import Setting
 from dplab.schemes import Neighbouring, Sampling
 
-#: the most steps of the recursion that are run (about 5 µs each: 5 s); a longer T needs its fixed point
+#: the most steps of the recursion that are run (about 5 µs each: 5 s); a
+#: longer T needs its fixed point
 RECURSION_MAX = 10**6
 
 
@@ -26,10 +27,10 @@ def recursion_rdp(
     returns shape (len(steps), len(orders)).  K epochs of n/b steps are the theorem's S_K^0;
     stopping mid-epoch is the same per-step recursion stopped earlier.
 
-    Bounded work: at most :data:`RECURSION_MAX` steps are run.  A longer T is answered only if by then
-    every order has reached its fixed point (one step left its log S unchanged in float64: every later
-    step gives the same value) or is hopeless (ε_α above :data:`EPSILON_MAX`: S only grows, so ε from
-    that order would be above it too; +∞); otherwise None (the caller refuses).
+    Bounded work: at most :data:`RECURSION_MAX` steps are run.  A longer T is answered only if by
+    then every order has reached its fixed point (one step left its log S unchanged in float64:
+    every later step gives the same value) or is hopeless (ε_α above :data:`EPSILON_MAX`: S only
+    grows, so ε from that order would be above it too; +∞); otherwise None (the caller refuses).
     """
     orders = np.asarray(orders, dtype=float)
     steps = np.asarray(steps, dtype=int)
@@ -81,8 +82,10 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
     excludes = ("regularization",)
     assumptions = (
         "only the last iterate is released (hidden state)",
-        "loss λ-strongly convex, β-smooth and L-Lipschitz, λ ≤ β, L = lipschitz <= clip so that clipping is "
-        "inactive; no weight decay (regularization unset)",
+        (
+            "loss λ-strongly convex, β-smooth and L-Lipschitz, λ ≤ β, L = lipschitz <= clip so that"
+            " clipping is inactive; no weight decay (regularization unset)"
+        ),
         "lr < 2/(strong_convexity + smoothness) (000 Thm VII.2)",
         "fixed-size batches sampled without replacement, replace-one neighbours",
     )
@@ -97,7 +100,8 @@ class YeShokriAccountant(rdp_conversion.RdpBound):
         if not setting.lr < bound:
             raise self.fail(
                 "lr",
-                f"must lie in (0, 2/(strong_convexity+smoothness)) = (0, {bound:g}); got {setting.lr}",
+                f"must lie in (0, 2/(strong_convexity+smoothness)) = (0, {bound:g}); got"
+                f" {setting.lr}",
             )
         self.check_clipping_inactive(setting)
 

@@ -57,7 +57,8 @@ def build(
     if len(pixels) == 0:
         raise DPLabError(
             "dataset",
-            "the dead-feature canary needs an input feature that is 0 in every training record; none is",
+            "the dead-feature canary needs an input feature that is 0 in every training record;"
+            " none is",
         )
     d = x_train[0].numel()
     weight = first_layer(params, d)

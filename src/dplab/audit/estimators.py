@@ -53,14 +53,14 @@
   Run?") identify as what one-run auditing needs to be tight.  Hypothesis: every canary's channel
   is μ-GDP.  A μ-GDP channel is a post-processing of the Gaussian pair N(0, 1) vs N(μ, 1)
   (Blackwell's theorem for two-point experiments, as Dong, Roth & Su 2022 use it for f-DP), so
-  the m canaries are a post-processing of m independent pairs.  There, given the outputs x, the bits are independent and the guess
-  "in iff x_j > μ/2" errs with probability γ_j = 1/(1 + e^{μ|x_j − μ/2|}); any r guesses err
-  with probabilities at least the r smallest γ_j, so the number of mistakes is stochastically
-  at least that of the r most confident MAP guesses (coupling).  For those, the cut (the
-  (m − r)-th smallest confidence) sits at quantile W ~ Beta(m − r, r + 1), the r above it are
-  i.i.d. above it, and, with s = |x − μ/2| (density φ(s − μ/2) + φ(s + μ/2), γ(s)·density =
-  φ(s + μ/2)), each errs with probability γ̄(t) = Φ̄(t + μ/2) / (Φ̄(t − μ/2) + Φ̄(t + μ/2)) at
-  cut confidence t:
+  the m canaries are a post-processing of m independent pairs.  There, given the outputs x, the bits
+  are independent and the guess "in iff x_j > μ/2" errs with probability γ_j = 1/(1 +
+  e^{μ|x_j − μ/2|}); any r guesses err with probabilities at least the r smallest γ_j, so the number
+  of mistakes is stochastically at least that of the r most confident MAP guesses (coupling).  For
+  those, the cut (the (m − r)-th smallest confidence) sits at quantile W ~ Beta(m − r, r + 1), the r
+  above it are i.i.d. above it, and, with s = |x − μ/2| (density φ(s − μ/2) + φ(s + μ/2),
+  γ(s)·density = φ(s + μ/2)), each errs with probability γ̄(t) = Φ̄(t + μ/2) / (Φ̄(t − μ/2) +
+  Φ̄(t + μ/2)) at cut confidence t:
 
       P[mistakes ≤ u] = E_W[BinCDF(u; r, γ̄(t(W)))]    (r = m: BinCDF(u; m, Φ(−μ/2)))
 

@@ -63,7 +63,8 @@ def contraction(loss: str, lr: float) -> float:
 
 def contracted_mu(mu_step: float, c: float, steps) -> np.ndarray:
     """μ_T of the last iterate of v_t = c·v_{t−1} + shift + noise (same shift every step, i.i.d.
-    Gaussian noise): μ_step·Σ_{i<T} cⁱ / (Σ_{i<T} c²ⁱ)^{1/2}, every T of ``steps``; μ_step√T at c = 1."""
+    Gaussian noise): μ_step·Σ_{i<T} cⁱ / (Σ_{i<T} c²ⁱ)^{1/2}, every T of
+    ``steps``; μ_step√T at c = 1."""
     t = np.asarray(steps, dtype=float)
     if np.any(t < 1):
         raise DPLabError("steps", "must be >= 1")
@@ -100,7 +101,8 @@ def last_iterate_mu(
 def exact_rdp(
     alpha: float, noise_multiplier: float, lr: float, steps, loss: str, **kw
 ) -> np.ndarray:
-    """Exact Rényi divergence α μ_T²/2 of the two last iterates (002 Thm 3 for the quadratic loss)."""
+    """Exact Rényi divergence α μ_T²/2 of the two last iterates (002 Thm 3
+    for the quadratic loss)."""
     return alpha * last_iterate_mu(noise_multiplier, lr, steps, loss, **kw) ** 2 / 2
 
 
@@ -135,9 +137,9 @@ def canary_last_iterate_epsilon(
     replacement), or (``period`` Q: fixed batches cycled) the steps t ≡ j (mod Q) of the canary's
     batch j, uniform over the Q batches.  The neighbour is N(0, ·) (add_remove: absent) or −a·W′
     + N(0, ·) (replace_one: the mirror).  δ(ε) is the hockey-stick divergence of the two laws
-    (larger of both orders): W's law (c < 1: on a grid of step (x-grid)/(4T)), its atoms split linearly
-    between x-grid cells of step std/400, convolved with the Gaussian; ε by bisection.  Checked
-    against the binomial pair that pld composes and the Gaussian closed form (to ~1e-3).
+    (larger of both orders): W's law (c < 1: on a grid of step (x-grid)/(4T)), its atoms split
+    linearly between x-grid cells of step std/400, convolved with the Gaussian; ε by bisection.
+    Checked against the binomial pair that pld composes and the Gaussian closed form (to ~1e-3).
     """
     from scipy.signal import fftconvolve
     from scipy.stats import binom, norm
@@ -203,9 +205,9 @@ def canary_last_iterate_epsilon(
         if found is None:  # the laws' far tails sink below the convolution's rounding
             raise DPLabError(
                 "steps",
-                f"the exact last-iterate ε at T = {t} (canary shift {shift:g}, {neighbouring}) "
-                f"is beyond what its grid resolves (no ε ≤ {EPSILON_SEARCH_MAX:g} meets δ = {delta:g}): "
-                f"audit fewer steps or a smaller canary",
+                f"the exact last-iterate ε at T = {t} (canary shift {shift:g}, {neighbouring}) is"
+                f" beyond what its grid resolves (no ε ≤ {EPSILON_SEARCH_MAX:g} meets δ ="
+                f" {delta:g}): audit fewer steps or a smaller canary",
             )
         _, hi = bisect(
             lambda e: excess(e) > 0, *found, steps=200, done=lambda lo, hi: hi - lo <= 1e-6 * hi

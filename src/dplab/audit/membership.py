@@ -6,13 +6,13 @@ accountant valid for the run *and for what the attacker observes*.
 
 Threat models (``threat_model`` of the entry; docs/findings.md):
 
-============== ============================ ============= ============== ==========================
-threat model   canary                       observation   neighbouring*  upper bounds it tests
-============== ============================ ============= ============== ==========================
-white_box      gradient (Dirac, dead coord) every iterate add_remove     composition (trajectory)
-last_iterate   gradient (Dirac, dead coord) last iterate  replace_one    composition and hidden-state
-input_canary   input (dead-feature block)   either        replace_one    by observation, as above
-============== ============================ ============= ============== ==========================
+============ ============================ ============= ============= ============================
+threat model canary                       observation   neighbouring* upper bounds it tests
+============ ============================ ============= ============= ============================
+white_box    gradient (Dirac, dead coord) every iterate add_remove    composition (trajectory)
+last_iterate gradient (Dirac, dead coord) last iterate  replace_one   composition and hidden-state
+input_canary input (dead-feature block)   either        replace_one   by observation, as above
+============ ============================ ============= ============= ============================
 
 (* the default; the entry's ``neighbouring`` overrides it.)
 
@@ -27,12 +27,13 @@ hidden-state bounds apply to it.
 
 Estimators: clopper_pearson and one_run hold for every mechanism.  gdp, one_run_gdp and
 one_run_independent extrapolate a trade-off curve to δ with a Gaussian shape
-(:mod:`dplab.audit.estimators`), which is conservative only where the audited pair's privacy loss has tails at least as heavy as a Gaussian's
-(:func:`gdp_applies`): a gradient canary's coordinate under full-batch noise without projection
-(exactly Gaussian), or Poisson subsampling with add/remove neighbours (the mixture's tail is the
-unsubsampled shift's, heavier than the fit of its centre).  Under replace-one subsampling both
-worlds are mixtures and the tails are lighter: gdp would overstate ε (for one step at q = 0.75,
-σ = 6 its point estimate was 1.03 against the pair's exact 0.916), so it is not reported there.
+(:mod:`dplab.audit.estimators`), which is conservative only where the audited pair's privacy loss
+has tails at least as heavy as a Gaussian's (:func:`gdp_applies`): a gradient canary's coordinate
+under full-batch noise without projection (exactly Gaussian), or Poisson subsampling with add/remove
+neighbours (the mixture's tail is the unsubsampled shift's, heavier than the fit of its centre).
+Under replace-one subsampling both worlds are mixtures and the tails are lighter: gdp would
+overstate ε (for one step at q = 0.75, σ = 6 its point estimate was 1.03 against the pair's exact
+0.916), so it is not reported there.
 
 Samples: the clopper_pearson and gdp estimators need independent scores.  The canaries of one
 run are independent when their coordinates evolve independently (:func:`independent_canaries`);
@@ -149,9 +150,10 @@ def canary_norm(entry: dict, run: RunSettings, info: dict, features) -> float:
     if norm is None:
         return float(limit)
     if norm > limit:
+        lipschitz = ", and the loss Lipschitz constant the hidden-state bounds assume"
         raise DPLabError(
             "canary_norm",
-            f"must be <= {limit:.6g} (clip{', and the loss Lipschitz constant the hidden-state bounds assume' if constants else ''}); got {norm}",
+            f"must be <= {limit:.6g} (clip{lipschitz if constants else ''}); got {norm}",
         )
     return float(norm)
 
@@ -159,10 +161,11 @@ def canary_norm(entry: dict, run: RunSettings, info: dict, features) -> float:
 def upper_bounds(
     run: RunSettings, n: int, b: int, dimension: int, info: dict, steps: list[int], features
 ):
-    """ε(T) of every accountant the engine reports for this run (:func:`dplab.training.privacy.plan`,
-    one accountant at a time so that one failing bound does not hide the others; ``features``:
-    every record either world trains on), their release kinds, and the run's Setting as a dict.
-    A bound whose ε overflows a float (ε > ~700, vacuous) is left out."""
+    """ε(T) of every accountant the engine reports for this run
+    (:func:`dplab.training.privacy.plan`, one accountant at a time so that one failing bound
+    does not hide the others; ``features``: every record either world trains on), their release
+    kinds, and the run's Setting as a dict. A bound whose ε overflows a float (ε > ~700,
+    vacuous) is left out."""
     curves, release, setting = {}, {}, None
     for name in defaults():
         try:
@@ -414,16 +417,16 @@ def check_size(entry: dict) -> None:
     if work > AUDIT_WORK_MAX:
         raise DPLabError(
             "runs",
-            f"runs × largest step × dataset_size = {entry['runs']} × {max(entry['steps'])} × "
-            f"{entry['dataset_size']} = {work:.3g} record-steps per variant, above AUDIT_WORK_MAX = "
-            f"{AUDIT_WORK_MAX:.0e} (days of training); lower one of them",
+            f"runs × largest step × dataset_size = {entry['runs']} × {max(entry['steps'])} ×"
+            f" {entry['dataset_size']} = {work:.3g} record-steps per variant, above AUDIT_WORK_MAX"
+            f" = {AUDIT_WORK_MAX:.0e} (days of training); lower one of them",
         )
 
 
 def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
-    """One tidy table: a row per (variant (sorted by name), observation, estimator, T) with the estimator's ε lower
-    bound and point estimate and the upper bound of every accountant valid for the run and the
-    observation (``upper_<accountant>``; the others have no value)."""
+    """One tidy table: a row per (variant (sorted by name), observation, estimator, T) with the
+    estimator's ε lower bound and point estimate and the upper bound of every accountant valid for
+    the run and the observation (``upper_<accountant>``; the others have no value)."""
     if entry["threat_model"] not in THREAT_MODELS:
         raise DPLabError(
             "threat_model",

@@ -59,7 +59,8 @@ class Lockstep:
 
 
 def _canary_grads(loss, params, canary: Canary, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """clip(∇ℓ) of the canary and of its mirror at every run's θ, restricted to v: (R, rows) each."""
+    """clip(∇ℓ) of the canary and of its mirror at every run's θ, restricted
+    to v: (R, rows) each."""
     runs = next(iter(params.values())).shape[0]
     one = torch.ones(runs, 1)
     y = canary.label.reshape(1, 1).expand(runs, 1)
@@ -203,7 +204,8 @@ def train_many(
     (shape (R, n_real, ...), (R, n_real)) with seed ``seeds[r]``, for max(``record``) steps;
     ``classes``: the number of labels.  With ``canary`` (in the data's last slot) or with
     ``gradient`` canaries (k slots after the data; ``members`` (R, k) True where canary j of run
-    r is in), the scores at every step of ``record``; ``on_step(step)`` after every step (progress)."""
+    r is in), the scores at every step of ``record``; ``on_step(step)`` after
+    every step (progress)."""
     if gradient is not None and gradient.norm > run.clip:
         raise DPLabError(
             "canary_norm",

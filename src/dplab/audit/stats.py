@@ -96,7 +96,8 @@ def counts_at(
 
 def split_scores(scores, selection: float) -> tuple[np.ndarray, np.ndarray]:
     """(selection part, evaluation part) of one score list: its first ⌊selection·n⌋ entries (at
-    least 1, at most n − 1) and the rest.  Scores come in run order, so the parts are independent."""
+    least 1, at most n − 1) and the rest.  Scores come in run order, so the
+    parts are independent."""
     scores = np.asarray(scores, float)
     if len(scores) < 2:
         raise DPLabError("runs", "need at least 2 scores per world to split selection/evaluation")

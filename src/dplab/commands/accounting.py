@@ -65,7 +65,8 @@ def _finite(kind: type, flag: str):
 
 
 def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = None) -> None:
-    """The setting flags, less the field the subcommand ``computed`` (so giving it is a usage error)."""
+    """The setting flags, less the field the subcommand ``computed`` (so giving
+    it is a usage error)."""
     parser.add_argument(
         "--accountant", required=True, help="accountant name (see `dplab accountants`)"
     )
@@ -84,14 +85,19 @@ def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = N
         "--neighbouring",
         choices=NEIGHBOURINGS,
         default=Neighbouring.ADD_REMOVE,
-        help="neighbouring relation: add_remove (sum sensitivity C) or replace_one (2C); default add_remove",
+        help=(
+            "neighbouring relation: add_remove (sum sensitivity C) or replace_one (2C); default"
+            " add_remove"
+        ),
     )
     parser.add_argument(
         "--reshuffle",
         action="store_true",
         default=None,
-        help="with --sampling shuffle: a new partition of the data every epoch (default: one fixed partition "
-        "cycled in the same order, 000 Alg. 2)",
+        help=(
+            "with --sampling shuffle: a new partition of the data every epoch (default: one fixed"
+            " partition cycled in the same order, 000 Alg. 2)"
+        ),
     )
 
 
@@ -113,8 +119,8 @@ def _setting(args: argparse.Namespace, accountant, also: tuple[str, ...] = ()) -
             readers = [n for n in accounting.names() if name not in accounting.get(n).unused]
             raise DPLabError(
                 "--" + name.replace("_", "-"),
-                f"accountant {accountant.name!r} does not read it (its "
-                f"answer is the same without it); drop it, or use one that does: {', '.join(readers)}",
+                f"accountant {accountant.name!r} does not read it (its answer is the same without"
+                f" it); drop it, or use one that does: {', '.join(readers)}",
             )
     return Setting(
         sampling=args.sampling, neighbouring=args.neighbouring, reshuffle=args.reshuffle, **fields
@@ -145,7 +151,8 @@ def _check_number(name: str, value: float) -> float:
 
 
 def _risk(name: str, setting: Setting) -> dict:
-    """The attack-risk reading of ``setting`` (:func:`dplab.accounting.risk.risk`), or the reason none is given."""
+    """The attack-risk reading of ``setting`` (:func:`dplab.accounting.risk.risk`), or the
+    reason none is given."""
     from dplab.accounting import risk
 
     why = risk.unavailable(name, setting)
@@ -153,7 +160,8 @@ def _risk(name: str, setting: Setting) -> dict:
 
 
 def _phases(args: argparse.Namespace) -> list[Setting]:
-    """The phases of --phases FILE; a setting flag beside it is refused (the file gives every phase)."""
+    """The phases of --phases FILE; a setting flag beside it is refused (the
+    file gives every phase)."""
     for name, _, _ in SETTING_FLAGS:
         if getattr(args, name, None) is not None:
             raise DPLabError(
@@ -319,10 +327,11 @@ PROBE = {
 def proved_for(accountant) -> dict[str, list[str]]:
     """sampling -> the neighbouring relations ``accountant.check`` accepts with it, on :data:`PROBE`
     (its required keys only; a refusal naming another key, e.g. a batch size that must divide n,
-    does not count against the pair); samplings it refuses with every relation are left out.  The class
-    attributes ``samplings``/``neighbourings`` alone overstate this: a theorem may hold for a
-    sampling with one relation only (amplification), or refuse a listed sampling in its checks.
-    An accountant of correlated noise (``mf``) takes no setting: its event's samplers (``samplers``)."""
+    does not count against the pair); samplings it refuses with every relation are left out.
+    The class attributes ``samplings``/``neighbourings`` alone overstate this: a theorem may
+    hold for a sampling with one relation only (amplification), or refuse a listed sampling in
+    its checks. An accountant of correlated noise (``mf``) takes no setting: its event's
+    samplers (``samplers``)."""
     if accountant.noise != "independent":
         return {sampler: list(relations) for sampler, relations in accountant.samplers.items()}
     keys = set(accountant.requires)
@@ -362,7 +371,12 @@ def cmd_accountants(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMON = " The setting is given with the canonical flags (docs/units.md) below; the JSON output repeats it and names the accountant, δ, neighbouring relation and sampling it assumed. A setting outside the accountant's assumptions exits with code 2 and one line saying which assumption fails."
+_COMMON = (
+    " The setting is given with the canonical flags (docs/units.md) below; the JSON output repeats"
+    " it and names the accountant, δ, neighbouring relation and sampling it assumed. A setting"
+    " outside the accountant's assumptions exits with code 2 and one line saying which assumption"
+    " fails."
+)
 
 
 def register(subparsers) -> None:
@@ -377,8 +391,11 @@ def register(subparsers) -> None:
         "--phases",
         default=None,
         metavar="FILE",
-        help="a YAML/JSON file of phases (steps, noise_multiplier, sampling_rate or batch_size each; "
-        "sampling, neighbouring, dataset_size for all): the ε of their composition (rdp; pld full batch)",
+        help=(
+            "a YAML/JSON file of phases (steps, noise_multiplier, sampling_rate or batch_size each;"
+            " sampling, neighbouring, dataset_size for all): the ε of their composition (rdp; pld"
+            " full batch)"
+        ),
     )
     p.add_argument(
         "--risk",
@@ -400,10 +417,13 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sigma",
         help="smallest noise multiplier σ meeting (ε, δ)",
-        description='Print {"noise_multiplier": …}: the smallest σ whose ε at δ is at most the target '
-        "(relative precision 1e-5; with --sensitivity or --clip also the absolute noise std); or, with "
-        "--tpr/--fpr or --advantage, the smallest σ keeping every attacker within that risk (pld accountant, "
-        "docs/risk.md), with the ε it implies at --delta if given." + _COMMON,
+        description=(
+            'Print {"noise_multiplier": …}: the smallest σ whose ε at δ is at most the target'
+            " (relative precision 1e-5; with --sensitivity or --clip also the absolute noise std);"
+            " or, with --tpr/--fpr or --advantage, the smallest σ keeping every attacker within"
+            " that risk (pld accountant, docs/risk.md), with the ε it implies at --delta if given."
+        )
+        + _COMMON,
     )
     _add_setting_flags(p, computed="noise_multiplier")
     p.add_argument("--epsilon", type=_finite(float, "--epsilon"), default=None, help="target ε > 0")
@@ -429,18 +449,24 @@ def register(subparsers) -> None:
         "--phases",
         default=None,
         metavar="FILE",
-        help="a phases file (see `dplab epsilon --help`): one factor on every phase's σ meeting (ε, δ)",
+        help=(
+            "a phases file (see `dplab epsilon --help`): one factor on every phase's σ meeting"
+            " (ε, δ)"
+        ),
     )
     p.set_defaults(func=cmd_sigma)
 
     p = subparsers.add_parser(
         "accountants",
         help="every registered accountant with its source and assumptions",
-        description="Print, as JSON, every accountant: its source (paper and theorem), the class that implements it "
-        "(implemented_in: module.Class; docs/references.md maps each citation to the code), whether it covers "
-        "the whole trajectory or only the last iterate, its bound (upper: a guarantee; lower: the true ε is at "
-        "least this; comparison: a claim the setting does not earn), the sampling schemes and neighbouring "
-        "relations it is proved for (proved_for: sampling -> the relations it accepts with that sampling, as its "
-        "own checks answer), the setting keys it requires, and its other assumptions.",
+        description=(
+            "Print, as JSON, every accountant: its source (paper and theorem), the class that"
+            " implements it (implemented_in: module.Class; docs/references.md maps each citation to"
+            " the code), whether it covers the whole trajectory or only the last iterate, its bound"
+            " (upper: a guarantee; lower: the true ε is at least this; comparison: a claim the"
+            " setting does not earn), the sampling schemes and neighbouring relations it is proved"
+            " for (proved_for: sampling -> the relations it accepts with that sampling, as its own"
+            " checks answer), the setting keys it requires, and its other assumptions."
+        ),
     )
     p.set_defaults(func=cmd_accountants)

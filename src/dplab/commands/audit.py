@@ -9,11 +9,17 @@ from dplab.validate import json_value
 def register(sub) -> None:
     p = sub.add_parser(
         "audit",
-        help="canary audit of one threat model: empirical ε lower bounds per variant, estimator and T",
-        description="Train many runs per variant through the engine, each canary in or out with "
-        "probability 1/2, and turn the attack's scores into ε lower bounds (estimators clopper_pearson, "
-        "gdp, one_run, one_run_gdp, one_run_independent); one row per variant, observation, estimator and T, with the upper bound of "
-        "every accountant valid for the run and for what the attack observes.",
+        help=(
+            "canary audit of one threat model: empirical ε lower bounds per variant, estimator"
+            " and T"
+        ),
+        description=(
+            "Train many runs per variant through the engine, each canary in or out with probability"
+            " 1/2, and turn the attack's scores into ε lower bounds (estimators clopper_pearson,"
+            " gdp, one_run, one_run_gdp, one_run_independent); one row per variant, observation,"
+            " estimator and T, with the upper bound of every accountant valid for the run and for"
+            " what the attack observes."
+        ),
     )
     add_source(
         p,

@@ -7,11 +7,14 @@ def register(sub) -> None:
     p = sub.add_parser(
         "check-config",
         help="check a pipeline config as Snakemake does before planning (schema and cross-checks)",
-        description="Merge the given config files in order (each over the previous ones, as Snakemake "
-        "merges the --configfile files it is given, which replace config/config.yaml), validate them against the schema and run "
-        "every cross-check the Snakefile runs before planning a job (dplab.config.check_config). "
-        "Prints the number of jobs' entries checked; a problem is one line naming the dotted key "
-        "(a YAML syntax error: the file, line and column), exit code 2.",
+        description=(
+            "Merge the given config files in order (each over the previous ones, as Snakemake"
+            " merges the --configfile files it is given, which replace config/config.yaml),"
+            " validate them against the schema and run every cross-check the Snakefile runs before"
+            " planning a job (dplab.config.check_config). Prints the number of jobs' entries"
+            " checked; a problem is one line naming the dotted key (a YAML syntax error: the file,"
+            " line and column), exit code 2."
+        ),
     )
     p.add_argument(
         "files",

@@ -1,4 +1,5 @@
-"""``dplab prepare-data``: one dataset of the pipeline config → DIR/train.npz, test.npz, info.json."""
+"""``dplab prepare-data``: one dataset of the pipeline config →
+DIR/train.npz, test.npz, info.json."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "prepare-data",
         help="prepare one dataset of the config (train/test npz + info.json)",
-        description="Prepare one entry of the config's `datasets` (a built-in kind, or your own data: "
-        "arrays, csv, image_folder, read and checked here; docs/own_experiment.md): a seeded "
-        "train/test split written as DIR/train.npz and DIR/test.npz, and DIR/info.json with sizes, "
-        "input shape, classes and, where guaranteed, the loss constants. Give --config with --dataset, "
-        "or --dataset-json.",
+        description=(
+            "Prepare one entry of the config's `datasets` (a built-in kind, or your own data:"
+            " arrays, csv, image_folder, read and checked here; docs/own_experiment.md): a seeded"
+            " train/test split written as DIR/train.npz and DIR/test.npz, and DIR/info.json with"
+            " sizes, input shape, classes and, where guaranteed, the loss constants. Give --config"
+            " with --dataset, or --dataset-json."
+        ),
     )
     add_source(
         p,
@@ -53,6 +56,7 @@ def run(args) -> int:
         train, test, info = data.prepare(cfg, name)
         data.write(args.out, train, test, info)
     print(
-        f"{name}: {info['train_size']} train / {info['test_size']} test, shape {info['input_shape']} -> {args.out}"
+        f"{name}: {info['train_size']} train / {info['test_size']} test, shape"
+        f" {info['input_shape']} -> {args.out}"
     )
     return 0

@@ -1,4 +1,5 @@
-"""``dplab dvc-yaml``: write dvc.yaml from the config and the Snakefile's job list (:mod:`dplab.dvc_yaml`)."""
+"""``dplab dvc-yaml``: write dvc.yaml from the config and the Snakefile's job list
+(:mod:`dplab.dvc_yaml`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ def register(sub) -> None:
     p = sub.add_parser(
         "dvc-yaml",
         help="write dvc.yaml: one DVC stage per job of the Snakemake DAG",
-        description="Write dvc.yaml from config/config.yaml: one stage per job of the Snakemake DAG (the same "
-        "command, inputs and outputs), each run's metrics.json as a DVC metric and its metrics.csv and each "
-        "sweep's CSV as DVC plots, with the plot templates they name (.dvc/plots/ beside --out). Rerun it after "
-        "adding or removing entries of the config; --check only compares (exit 2 when a file is not current).",
+        description=(
+            "Write dvc.yaml from config/config.yaml: one stage per job of the Snakemake DAG (the"
+            " same command, inputs and outputs), each run's metrics.json as a DVC metric and its"
+            " metrics.csv and each sweep's CSV as DVC plots, with the plot templates they name"
+            " (.dvc/plots/ beside --out). Rerun it after adding or removing entries of the config;"
+            " --check only compares (exit 2 when a file is not current)."
+        ),
     )
     p.add_argument("--out", default="dvc.yaml", help="file to write (default: dvc.yaml)")
     p.add_argument(

@@ -31,8 +31,10 @@ def register(sub) -> None:
         nargs="*",
         default=[],
         metavar="NAME=PATH",
-        help="result files the table is made from, by the figure's input names (a name of a list of "
-        "files once per file, in order), e.g. sweep=results/accounting/dp_sgd.csv",
+        help=(
+            "result files the table is made from, by the figure's input names (a name of a list of "
+            "files once per file, in order), e.g. sweep=results/accounting/dp_sgd.csv"
+        ),
     )
     t.add_argument("--out", required=True, help="CSV file to write")
     t.set_defaults(func=run_table)
@@ -40,7 +42,9 @@ def register(sub) -> None:
     d = sub.add_parser(
         "figure-draw",
         help="draw a figure from its table alone",
-        description="Draw a figure as PDF and PNG from its tidy table, without recomputing anything.",
+        description=(
+            "Draw a figure as PDF and PNG from its tidy table, without recomputing anything."
+        ),
     )
     d.add_argument("figure", choices=FIGURES, help="figure id (README.md, Figures)")
     d.add_argument("--table", required=True, help="the figure's CSV table")
@@ -51,7 +55,9 @@ def register(sub) -> None:
     i = sub.add_parser(
         "index",
         help="write results/index.md listing every figure and table",
-        description="List every figure and table found under the results folder, with titles and sources.",
+        description=(
+            "List every figure and table found under the results folder, with titles and sources."
+        ),
     )
     i.add_argument("--results", default="results", help="the results folder")
     i.add_argument(
@@ -95,7 +101,10 @@ def run_table(args) -> int:
         if not Path(path).exists():
             raise DPLabError("--inputs", f"no such file: {path}" + _maker(path))
         input_file(path, "--inputs")
-    what = f"the inputs ({' '.join(input_args(inputs))}) are not the result files figure {args.figure} is made from"
+    what = (
+        f"the inputs ({' '.join(input_args(inputs))}) are not the result files figure {args.figure}"
+        " is made from"
+    )
     with _bad_input("--inputs", what):
         table = figure(args.figure).table(inputs, params)
     write_table(args.out, table)
@@ -111,14 +120,18 @@ def run_draw(args) -> int:
     if pdf.resolve() == png.resolve():
         raise DPLabError(
             "--png",
-            f"is the same file as --pdf ({args.pdf}): one would overwrite the other; give two paths",
+            f"is the same file as --pdf ({args.pdf}): one would overwrite the other; give two"
+            " paths",
         )
     make = f"dplab figure-table {args.figure} … --out {args.table}"
     try:
         table = read_table(args.table, f"table of figure {args.figure}", make)
     except DPLabError as err:
         raise DPLabError("--table", str(err)) from None
-    what = f"{args.table} is not the table of figure {args.figure} (another figure's? `{make}` makes it)"
+    what = (
+        f"{args.table} is not the table of figure {args.figure} (another figure's? `{make}`"
+        " makes it)"
+    )
     with _bad_input("--table", what):
         drawing = figure(args.figure).draw(table)
     style.save(drawing, args.pdf, args.png)
@@ -132,7 +145,10 @@ def _maker(path: str) -> str:
 
     if Path(path).parts[:1] == (RESULTS,):
         return f" (the pipeline makes it: snakemake {path})"
-    return f" (the pipeline writes result files under {RESULTS}/: give one of them, or a file that exists)"
+    return (
+        f" (the pipeline writes result files under {RESULTS}/: give one of them, or a file that"
+        " exists)"
+    )
 
 
 @contextlib.contextmanager
@@ -212,8 +228,10 @@ def run_risks(results: Path) -> list[str]:
         "",
         "## Runs: ε and the attack risk beside it",
         "",
-        "Risk: any membership attacker's TPR at FPR 0.01 and advantage TPR − FPR over the run's steps, from the "
-        "pld privacy-loss distribution (docs/risk.md).",
+        (
+            "Risk: any membership attacker's TPR at FPR 0.01 and advantage TPR − FPR over the run's"
+            " steps, from the pld privacy-loss distribution (docs/risk.md)."
+        ),
         "",
         "| run | ε claimed (δ) | TPR at FPR 0.01 | advantage | |",
         "| --- | --- | --- | --- | --- |",
@@ -258,7 +276,8 @@ def run_index(args) -> int:
             )
         counts = table.verdict.value_counts()
         lines += [
-            "**Claims of the sources, checked** ([tables/claims.csv](tables/claims.csv), docs/claims.md): "
+            "**Claims of the sources, checked** ([tables/claims.csv](tables/claims.csv),"
+            " docs/claims.md): "
             + ", ".join(
                 f"{counts.get(v, 0)} {v}" for v in ("holds", "differs", "not checkable here")
             )

@@ -19,8 +19,9 @@ optimizes a banded Toeplitz C in O(T·b) per step (:mod:`dplab.mf.toeplitz`, no 
 groups, each Poisson-sampled once every b steps, ⌈T/b⌉ sampled Gaussians, add/remove, PLD; it
 assumes each record's group is its own, fixed for the run, independent of the others;
 ``--epsilon`` instead calibrates σ; σ is relative to ζ = the max column norm, 1 here, whatever
-``--participations``/``--min-separation`` say about the printed errors).  Without ``--sampling-rate`` the accounting is the
-unamplified one (k participations ≥ s apart: one Gaussian of the stated sensitivity).
+``--participations``/``--min-separation`` say about the printed errors).  Without
+``--sampling-rate`` the accounting is the unamplified one (k participations ≥ s apart: one Gaussian
+of the stated sensitivity).
 
     dplab mf --strategy blt --steps 100000 --buffers 5 --objective max
 optimizes a buffered linear Toeplitz C with k = ``--buffers`` buffers (:mod:`dplab.mf.blt`, O(T·k)
@@ -42,14 +43,20 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "mf",
         help="matrix-factorization mechanism: sensitivity, error, σ",
-        description="Factorize the T×T prefix-sum workload A = B·C with a strategy (identity, sqrt, optimal, "
-        "banded, banded_toeplitz, blt) and print JSON with its sensitivity under the participation pattern, the max and mean "
-        "squared error of the privatized prefix sums per unit noise, and the time it took; with --epsilon "
-        "and --delta also the calibrated noise multiplier (004 §4; Choquette-Choo et al. 2023/2024).",
+        description=(
+            "Factorize the T×T prefix-sum workload A = B·C with a strategy (identity, sqrt,"
+            " optimal, banded, banded_toeplitz, blt) and print JSON with its sensitivity under the"
+            " participation pattern, the max and mean squared error of the privatized prefix sums"
+            " per unit noise, and the time it took; with --epsilon and --delta also the calibrated"
+            " noise multiplier (004 §4; Choquette-Choo et al. 2023/2024)."
+        ),
     )
     p.add_argument(
         "--strategy",
-        help="identity, sqrt, optimal, banded, banded_toeplitz or blt (see docs/matrix_factorization.md)",
+        help=(
+            "identity, sqrt, optimal, banded, banded_toeplitz or blt (see"
+            " docs/matrix_factorization.md)"
+        ),
     )
     p.add_argument(
         "--steps",
@@ -102,10 +109,11 @@ def register(subparsers) -> None:
         "--sampling-rate",
         type=float,
         default=None,
-        help="q: amplified BandMF accounting, b = bands groups each Poisson-sampled with rate q once every "
-        "b steps (banded strategies); assumes each record's group is fixed for the "
-        "run and independent of the other records (drawn as dp_mf's cyclic_poisson "
-        "does)",
+        help=(
+            "q: amplified BandMF accounting, b = bands groups each Poisson-sampled with rate q once"
+            " every b steps (banded strategies); assumes each record's group is fixed for the run"
+            " and independent of the other records (drawn as dp_mf's cyclic_poisson does)"
+        ),
     )
     p.add_argument(
         "--dataset-size",
@@ -135,9 +143,11 @@ OBJECTIVES = {
     "banded_toeplitz": ("mean", "max"),
     "blt": ("mean", "max"),
 }
-#: the strategies optimized in O(T·b) or O(T·k) without a T×T matrix (:mod:`dplab.mf.toeplitz`, :mod:`dplab.mf.blt`)
+#: the strategies optimized in O(T·b) or O(T·k) without a T×T matrix
+#: (:mod:`dplab.mf.toeplitz`, :mod:`dplab.mf.blt`)
 TOEPLITZ = ("banded_toeplitz", "blt")
-#: the strategies amplified BandMF (--sampling-rate, --sampling cyclic_poisson) holds for: C with at most b bands
+#: the strategies amplified BandMF (--sampling-rate, --sampling cyclic_poisson) holds
+#: for: C with at most b bands
 AMPLIFIED = ("identity", "banded", "banded_toeplitz")
 
 

@@ -11,11 +11,14 @@ def register(sub) -> None:
     p = sub.add_parser(
         "provenance",
         help="record the git commit, config hash and package versions behind result files",
-        description="Write one JSON with the git commit (and whether tracked files had uncommitted "
-        "changes), the SHA-256 of the config (canonical JSON), the config, the versions of dplab, "
-        "torch, numpy, scipy, dp_accounting, opacus, snakemake, dvc and Python, and the SHA-256 of "
-        "every given output (directories: every file below them), and of every data file the config's "
-        "own datasets read (kinds arrays, csv, image_folder) and model file its runs build (model: FILE.py:Class).",
+        description=(
+            "Write one JSON with the git commit (and whether tracked files had uncommitted"
+            " changes), the SHA-256 of the config (canonical JSON), the config, the versions of"
+            " dplab, torch, numpy, scipy, dp_accounting, opacus, snakemake, dvc and Python, and the"
+            " SHA-256 of every given output (directories: every file below them), and of every data"
+            " file the config's own datasets read (kinds arrays, csv, image_folder) and model file"
+            " its runs build (model: FILE.py:Class)."
+        ),
     )
     add_source(p, "--config-json", "the config as JSON", "pipeline config file (YAML)")
     p.add_argument("--out", required=True, help="JSON file to write")

@@ -10,13 +10,16 @@ def register(sub) -> None:
     p = sub.add_parser(
         "sweep",
         help="ε vs T of a training run's setting for several accountants",
-        description="Evaluate each accountant's ε(T) on a log-spaced T grid for the setting "
-        "(σ, q, sampling, neighbouring, δ, …) recorded in a run's summary.json; write a tidy CSV "
-        "with one row per (accountant, T) and its `bound`: upper (a claim), lower (the true ε is at least "
-        "this) or comparison (the Poisson claim the run does not earn). Accountants whose assumptions "
-        "the setting violates, or whose update is not the one the run made (the run's own exclusions), get "
-        "one row with an empty ε and the reason. Give either --config and --sweep (an entry of the "
-        "config's `sweeps`) or --summary, --accountants and --points.",
+        description=(
+            "Evaluate each accountant's ε(T) on a log-spaced T grid for the setting (σ, q,"
+            " sampling, neighbouring, δ, …) recorded in a run's summary.json; write a tidy CSV with"
+            " one row per (accountant, T) and its `bound`: upper (a claim), lower (the true ε is at"
+            " least this) or comparison (the Poisson claim the run does not earn). Accountants"
+            " whose assumptions the setting violates, or whose update is not the one the run made"
+            " (the run's own exclusions), get one row with an empty ε and the reason. Give either"
+            " --config and --sweep (an entry of the config's `sweeps`) or --summary, --accountants"
+            " and --points."
+        ),
     )
     p.add_argument("--config", help="pipeline config file (with --sweep)")
     p.add_argument("--sweep", metavar="NAME", help="name of the entry of the config's `sweeps`")

@@ -1,6 +1,7 @@
 """``dplab train``: one run (pipeline config + --run, a single-run YAML, or --run-json) on a
 prepared dataset → DIR/metrics.csv and DIR/summary.json; or several runs on one dataset, one after
-another in one process, each into its own DIR (a job of grouped grid runs: config ``group_runs``)."""
+another in one process, each into its own DIR (a job of grouped grid runs:
+config ``group_runs``)."""
 
 from __future__ import annotations
 
@@ -11,21 +12,25 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "train",
         help="train one run (or several, one after another); write metrics.csv and summary.json",
-        description="Train one run (a pipeline config with --run, a single-run YAML, or --run-json) on a "
-        "dataset prepared by `dplab prepare-data`. Writes DIR/metrics.csv (one row per logged step, with "
-        "ε from every upper-bound accountant valid for the run, and epsilon_lower_*/epsilon_comparison_* "
-        "columns for lower bounds and the Poisson comparison, which are not guarantees), DIR/summary.json "
-        "(final metrics, the setting in canonical names, σ, δ, ε per valid accountant: `epsilon` the claims, "
-        "`epsilon_lower`/`epsilon_comparison` beside them, `epsilon_bound` each one's label; excluded "
-        "accountants and why), DIR/metrics.json (final test accuracy, test and train loss, δ and ε per claimed "
-        "accountant: what `dvc metrics show` lists), DIR/model.pt and "
-        "DIR/grad_norms.csv (the recorded norms with record_grad_norms, else only its header), "
-        "DIR/individual_epsilon.csv (each record's individual ε with individual_epsilon, else only its header); resumes from "
-        "DIR/checkpoint.pt if a previous attempt was interrupted. Several runs (--run NAME NAME …, or "
-        "--run-json with a list of runs) train one after another in this process, each into its --out "
-        "DIR (one per run, in order), each exactly as it trains alone. A run with `phases` trains "
-        "them into DIR/phase<i> and writes the same files into DIR, its ε that of the phases "
-        "composed (docs/training.md, Runs in phases).",
+        description=(
+            "Train one run (a pipeline config with --run, a single-run YAML, or --run-json) on a"
+            " dataset prepared by `dplab prepare-data`. Writes DIR/metrics.csv (one row per logged"
+            " step, with ε from every upper-bound accountant valid for the run, and"
+            " epsilon_lower_*/epsilon_comparison_* columns for lower bounds and the Poisson"
+            " comparison, which are not guarantees), DIR/summary.json (final metrics, the setting"
+            " in canonical names, σ, δ, ε per valid accountant: `epsilon` the claims,"
+            " `epsilon_lower`/`epsilon_comparison` beside them, `epsilon_bound` each one's label;"
+            " excluded accountants and why), DIR/metrics.json (final test accuracy, test and train"
+            " loss, δ and ε per claimed accountant: what `dvc metrics show` lists), DIR/model.pt"
+            " and DIR/grad_norms.csv (the recorded norms with record_grad_norms, else only its"
+            " header), DIR/individual_epsilon.csv (each record's individual ε with"
+            " individual_epsilon, else only its header); resumes from DIR/checkpoint.pt if a"
+            " previous attempt was interrupted. Several runs (--run NAME NAME …, or --run-json with"
+            " a list of runs) train one after another in this process, each into its --out DIR (one"
+            " per run, in order), each exactly as it trains alone. A run with `phases` trains them"
+            " into DIR/phase<i> and writes the same files into DIR, its ε that of the phases"
+            " composed (docs/training.md, Runs in phases)."
+        ),
     )
     add_source(
         p,
@@ -33,9 +38,9 @@ def register(subparsers) -> None:
         "the run as a JSON object, or a list of runs",
         "pipeline config (with --run) or single-run YAML",
         "--run",
-        "with a pipeline --config: the run's name in `runs`, or a grid run's "
-        "folder under results/ (grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>); several names: "
-        "those runs, one after another",
+        "with a pipeline --config: the run's name in `runs`, or a grid run's folder under results/"
+        " (grids/<grid>/<dataset>/<model>/<variant>/<eps…>/seed<s>); several names: those runs, one"
+        " after another",
         nargs="+",
     )
     p.add_argument("--data", required=True, help="folder written by dplab prepare-data")
@@ -43,8 +48,11 @@ def register(subparsers) -> None:
     p.add_argument(
         "--mf-cache",
         default=None,
-        help="folder of saved factorizations: a dp_mf run loads DIR/<key>.npz (dplab.layout.cache_key), "
-        "written by `dplab mf --strategy S --steps T [--bands m | --buffers k] ... --out FILE`",
+        help=(
+            "folder of saved factorizations: a dp_mf run loads DIR/<key>.npz"
+            " (dplab.layout.cache_key), written by `dplab mf --strategy S --steps T [--bands m |"
+            " --buffers k] ... --out FILE`"
+        ),
     )
     p.add_argument(
         "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
@@ -127,10 +135,10 @@ def _train(
     mf_cache: str | None = None,
     cuda_graph: bool = True,
 ) -> None:
-    """Train each run of ``cfgs`` on the dataset ``data_dir`` (read once) into its folder of ``outs``,
-    one after another; every run's dataset and factorization are checked before the first trains.
-    The accountants' answers are kept for the job (:mod:`dplab.accounting.memo`): runs asking the
-    same — a grid cell's seeds — compute them once."""
+    """Train each run of ``cfgs`` on the dataset ``data_dir`` (read once) into its folder of
+    ``outs``, one after another; every run's dataset and factorization are checked before the first
+    trains. The accountants' answers are kept for the job (:mod:`dplab.accounting.memo`): runs
+    asking the same — a grid cell's seeds — compute them once."""
     from dplab.accounting.memo import kept_answers
     from dplab.errors import DPLabError
     from dplab.io import output_folder
@@ -179,7 +187,8 @@ def _report(summary, out: str) -> None:
             eps += f"; {labelled(name, references[name])}"
     final = summary.final
     print(
-        f"test_accuracy={final.test_accuracy:.4f} test_loss={final.test_loss:.4f} epsilon: {eps} -> {out}"
+        f"test_accuracy={final.test_accuracy:.4f} test_loss={final.test_loss:.4f} epsilon: {eps} ->"
+        f" {out}"
     )
 
 

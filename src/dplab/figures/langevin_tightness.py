@@ -18,10 +18,11 @@ from dplab.figures import Inputs, style
 TITLE = "Noisy GD on the ℓ2-squared loss: Cor. 2 upper bound, Thm 3 lower bound, composition (002)"
 SOURCE = "002 Fig. 2"
 CAPTION = (
-    "reproduces 002 Fig. 2 on the ℓ2-squared loss: per Rényi order α ∈ {10, 20, 30}, 002 Cor. 2's upper bound "
-    "(solid), Thm 3's lower bound eq. (17) (dashed), the exact Rényi divergence of the worst pair from Thm 3's "
-    "proof (dotted, not in the source paper's figure) and the App. E composition baseline (dash-dot), with η = 0.02, σ = "
-    "0.02, n = 5000, S_g = 4 (002's units). The upper bound is about twice the lower bound, as 002 states."
+    "reproduces 002 Fig. 2 on the ℓ2-squared loss: per Rényi order α ∈ {10, 20, 30}, 002 Cor. 2's"
+    " upper bound (solid), Thm 3's lower bound eq. (17) (dashed), the exact Rényi divergence of the"
+    " worst pair from Thm 3's proof (dotted, not in the source paper's figure) and the App. E"
+    " composition baseline (dash-dot), with η = 0.02, σ = 0.02, n = 5000, S_g = 4 (002's units)."
+    " The upper bound is about twice the lower bound, as 002 states."
 )
 INPUTS: dict[str, type] = {}
 
@@ -153,8 +154,8 @@ def draw(table: pd.DataFrame):
         xlim=(0, table.steps.max()),
         ylim=(0, top),
         title=(
-            f"ℓ2-squared loss, η={first['lr']:g}, σ={first['langevin_sigma']:g}, n={first['dataset_size']:g}, "
-            f"S_g={first['sensitivity']:g}"
+            f"ℓ2-squared loss, η={first['lr']:g}, σ={first['langevin_sigma']:g},"
+            f" n={first['dataset_size']:g}, S_g={first['sensitivity']:g}"
         ),
     )
     style.sci_offset(ax)

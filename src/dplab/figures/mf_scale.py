@@ -1,4 +1,5 @@
-"""mf_scale: error and optimization time of the MF strategies production uses, vs the number of steps T.
+"""mf_scale: error and optimization time of the MF strategies production uses,
+vs the number of steps T.
 
 For each T and participation pattern (single; k = ``participations`` at least s = ⌊T/k⌋ apart) the
 table holds, per strategy, the squared error of the privatized prefix sums per unit noise
@@ -25,16 +26,20 @@ import pandas as pd
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 
-TITLE = "MF at scale: error and optimization time of identity, banded Toeplitz, BLT and the dense optimum vs T"
+TITLE = (
+    "MF at scale: error and optimization time of identity, banded Toeplitz, BLT and the dense"
+    " optimum vs T"
+)
 SOURCE = "new (Choquette-Choo et al. 2023 banded MF, Dvijotham et al. 2024 BLT)"
 CAPTION = (
-    "the squared error of the privatized prefix sums per unit noise multiplier (the optimized objective, mean or "
-    "max over the T steps; noise calibrated to the exact sensitivity of C) of DP-SGD (identity, C = I), a banded "
-    "Toeplitz C, a BLT C (buffered linear Toeplitz) and the dense optimum of the mean error (single participation, "
-    "only up to the configured T: T×T matrices), for T from 10² up, under single participation (top) and k "
-    "participations at least ⌊T/k⌋ steps apart (bottom); right: the wall-clock seconds each optimization took on "
-    "the machine that computed the table (load-dependent; identity has nothing to optimize and is not drawn there; "
-    "benchmarks/mf_scale.py compares with jax_privacy)."
+    "the squared error of the privatized prefix sums per unit noise multiplier (the optimized"
+    " objective, mean or max over the T steps; noise calibrated to the exact sensitivity of C) of"
+    " DP-SGD (identity, C = I), a banded Toeplitz C, a BLT C (buffered linear Toeplitz) and the"
+    " dense optimum of the mean error (single participation, only up to the configured T: T×T"
+    " matrices), for T from 10² up, under single participation (top) and k participations at least"
+    " ⌊T/k⌋ steps apart (bottom); right: the wall-clock seconds each optimization took on the"
+    " machine that computed the table (load-dependent; identity has nothing to optimize and is not"
+    " drawn there; benchmarks/mf_scale.py compares with jax_privacy)."
 )
 INPUTS: dict[str, type] = {}
 KEY = "figures.mf_scale"

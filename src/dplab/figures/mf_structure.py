@@ -10,11 +10,12 @@ strategies of ``compare`` at the same T.  Four panels, as 004's three figures:
   negative cluster, the correlation that makes noise cancel;
 - the per-step noise: θ_t = θ₀ − η·A[t,:](G + C⁻¹Z), so the noise on θ_t has std σ·‖(A·C⁻¹)[t,:]‖
   per unit of noise std on the clipped sum: ‖A[t,:]‖ = √(t+1) for DP-SGD (C = I), ‖B[t,:]‖ for MF.
-  Per unit σ, before calibration (every C here has unit columns: single-participation sensitivity 1).
+  Per unit σ, before calibration (every C here has unit columns:
+  single-participation sensitivity 1).
 
-Tidy table, one row per plotted point: ``panel`` ∈ {heatmap, histogram, row_norm}, ``factorization``,
-``matrix`` (B, C, C_inv, A), ``i``, ``j``, ``value`` (heatmap cell; row_norm: i = step t, value = norm),
-``bin_low``, ``bin_high``, ``count`` (histogram).
+Tidy table, one row per plotted point: ``panel`` ∈ {heatmap, histogram, row_norm},
+``factorization``, ``matrix`` (B, C, C_inv, A), ``i``, ``j``, ``value`` (heatmap cell; row_norm:
+i = step t, value = norm), ``bin_low``, ``bin_high``, ``count`` (histogram).
 """
 
 from __future__ import annotations
@@ -26,17 +27,21 @@ from dplab import entries, layout
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 
-TITLE = "Structure of the matrix factorization A = B·C: B, C, the entries of C⁻¹, per-step noise of A vs A·C⁻¹"
+TITLE = (
+    "Structure of the matrix factorization A = B·C: B, C, the entries of C⁻¹, per-step noise of A"
+    " vs A·C⁻¹"
+)
 SOURCE = "004 §4.3 (Structure of B and C: matrix_structure, distribution_c_inv, noise_acc)"
 CAPTION = (
-    "reproduces 004 §4.3's three figures on the structure of the matrix factorization A = B·C of the T-step "
-    "prefix-sum workload, for the factorization the dp_mf runs train with (the grid's banded C with 16 bands, T ="
-    " 200; columns of unit norm) and the optimal single-participation factorization: top, heatmaps of the decoder"
-    " B = A·C⁻¹ and the encoder C (log colour scale, lower triangle; blank = 0); bottom left, the distribution of"
-    " the entries of C⁻¹ (the noise correlation: a negative cluster makes noise cancel across steps); bottom "
-    "right, the standard deviation of the noise on θ_t per unit noise multiplier, ‖A[t,:]‖ = √(t+1) for DP-SGD "
-    "against ‖(A·C⁻¹)[t,:]‖ for each factorization (before σ is calibrated; amplification lowers the banded σ "
-    "further, see mf_vs_dpsgd)."
+    "reproduces 004 §4.3's three figures on the structure of the matrix factorization A = B·C of"
+    " the T-step prefix-sum workload, for the factorization the dp_mf runs train with (the grid's"
+    " banded C with 16 bands, T = 200; columns of unit norm) and the optimal single-participation"
+    " factorization: top, heatmaps of the decoder B = A·C⁻¹ and the encoder C (log colour scale,"
+    " lower triangle; blank = 0); bottom left, the distribution of the entries of C⁻¹ (the noise"
+    " correlation: a negative cluster makes noise cancel across steps); bottom right, the standard"
+    " deviation of the noise on θ_t per unit noise multiplier, ‖A[t,:]‖ = √(t+1) for DP-SGD against"
+    " ‖(A·C⁻¹)[t,:]‖ for each factorization (before σ is calibrated; amplification lowers the"
+    " banded σ further, see mf_vs_dpsgd)."
 )
 INPUTS: dict[str, type] = {"factorizations": list}
 KEY = "figures.mf_structure"

@@ -1,9 +1,9 @@
 """mf_vs_dpsgd (004 §4.3, "competitive with DP-SGD"): DP-MF vs DP-SGD at matched ε over seeds.
 
-Input: the summaries of every run of one grid (variants = methods, several seeds each).  Each run's ε is the tight
-one of its method: ``mf`` (PLD of the MF mechanism) for dp_mf, ``pld`` for the others; the table
-refuses runs whose ε or δ differ by more than 1 % (not a matched comparison).  One row per
-method variant: mean, standard deviation and standard error over seeds of the final test
+Input: the summaries of every run of one grid (variants = methods, several seeds each).  Each run's
+ε is the tight one of its method: ``mf`` (PLD of the MF mechanism) for dp_mf, ``pld`` for the
+others; the table refuses runs whose ε or δ differ by more than 1 % (not a matched comparison).  One
+row per method variant: mean, standard deviation and standard error over seeds of the final test
 accuracy and loss (diagnostics on the test split, not privatised).
 """
 
@@ -22,11 +22,12 @@ from dplab.training.summary import RunSummary
 TITLE = "DP-MF vs DP-SGD at matched ε: final test accuracy and loss over seeds"
 SOURCE = "004 §4.3 (fourth try: matrix factorization, compared with DP-SGD)"
 CAPTION = (
-    "(004 §4.3, fourth try): final test accuracy and loss, mean ± standard deviation over seeds, of the "
-    "matrix-factorization mechanism (dp_mf, correlated noise C⁻¹Z, ε from the MF accountant) and of DP-SGD "
-    "(Poisson sampling, ε from PLD) at the same ε and δ on the same data. The table refuses runs whose ε differ "
-    "by more than 1%. The default config runs this grid (2 methods × 5 seeds) on scikit-learn's 8×8 digits, in "
-    "004's proportions (batch 7 of 1437, T = 200) and with C = 1 (config/paper.yaml: MNIST, C = 30)."
+    "(004 §4.3, fourth try): final test accuracy and loss, mean ± standard deviation over seeds, of"
+    " the matrix-factorization mechanism (dp_mf, correlated noise C⁻¹Z, ε from the MF accountant)"
+    " and of DP-SGD (Poisson sampling, ε from PLD) at the same ε and δ on the same data. The table"
+    " refuses runs whose ε differ by more than 1%. The default config runs this grid (2 methods × 5"
+    " seeds) on scikit-learn's 8×8 digits, in 004's proportions (batch 7 of 1437, T = 200) and with"
+    " C = 1 (config/paper.yaml: MNIST, C = 30)."
 )
 INPUTS: dict[str, type] = {"summaries": list}
 KEY = "figures.mf_vs_dpsgd.grid"

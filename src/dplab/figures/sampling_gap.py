@@ -23,20 +23,23 @@ from dplab.schemes import Sampling
 TITLE = "ε and σ of Poisson, balls-in-bins, shuffled and fixed batches at one setting"
 SOURCE = "new"
 CAPTION = (
-    "(new figure): what the batch sampler costs in ε at one setting (default: scikit-learn's digits' n = 1437, "
-    "run dp_sgd's b = 64, so t = ⌊n/b⌋ = 22 steps per epoch; δ = 10⁻⁵, add/remove neighbours). The first panels give "
-    "ε after 1–30 epochs at each σ, the last the σ each sampler needs for ε = 1. Poisson sampling (pld, black) "
-    "and balls-in-bins (each example in one uniformly random step per epoch; balls_in_bins, an upper bound by "
-    "exact Rényi divergences, green solid) are within a few percent of each other; balls_in_bins_lower (green "
-    "dashed) is a certified lower bound on balls-in-bins. Shuffled fixed-size batches have no known tight bound: "
-    "their true ε lies in the shaded band between shuffle_lower (orange dashed: a certified LOWER bound, Chua et "
-    "al. 2024) and fixed_batches (dark red: the valid upper bound without amplification, each example in ⌈T/t⌉ "
-    "steps, each moving the sum by up to 2C because a fixed batch size makes an added record displace another). "
-    "What to conclude: a run that shuffles and reports the Poisson ε claims a guarantee it does not have; already"
-    " the lower bound is about 3× the Poisson ε after 30 epochs at σ = 1.5 (11.95 vs 3.86) and needs σ ≥ 5.2 "
-    "where Poisson needs 4.4 for ε = 1; the only ε a shuffled run can claim today is the fixed-batch one (57 at σ"
-    " = 1.5, σ = 40.9 for ε = 1 after 30 epochs), while balls-in-bins costs as little as Poisson and keeps the "
-    "epoch structure. Lower bounds are labelled in the table (column bound) and are never a guarantee."
+    "(new figure): what the batch sampler costs in ε at one setting (default: scikit-learn's"
+    " digits' n = 1437, run dp_sgd's b = 64, so t = ⌊n/b⌋ = 22 steps per epoch; δ = 10⁻⁵,"
+    " add/remove neighbours). The first panels give ε after 1–30 epochs at each σ, the last the σ"
+    " each sampler needs for ε = 1. Poisson sampling (pld, black) and balls-in-bins (each example"
+    " in one uniformly random step per epoch; balls_in_bins, an upper bound by exact Rényi"
+    " divergences, green solid) are within a few percent of each other; balls_in_bins_lower (green"
+    " dashed) is a certified lower bound on balls-in-bins. Shuffled fixed-size batches have no"
+    " known tight bound: their true ε lies in the shaded band between shuffle_lower (orange dashed:"
+    " a certified LOWER bound, Chua et al. 2024) and fixed_batches (dark red: the valid upper bound"
+    " without amplification, each example in ⌈T/t⌉ steps, each moving the sum by up to 2C because a"
+    " fixed batch size makes an added record displace another). What to conclude: a run that"
+    " shuffles and reports the Poisson ε claims a guarantee it does not have; already the lower"
+    " bound is about 3× the Poisson ε after 30 epochs at σ = 1.5 (11.95 vs 3.86) and needs σ ≥ 5.2"
+    " where Poisson needs 4.4 for ε = 1; the only ε a shuffled run can claim today is the"
+    " fixed-batch one (57 at σ = 1.5, σ = 40.9 for ε = 1 after 30 epochs), while balls-in-bins"
+    " costs as little as Poisson and keeps the epoch structure. Lower bounds are labelled in the"
+    " table (column bound) and are never a guarantee."
 )
 INPUTS: dict[str, type] = {}
 
@@ -213,7 +216,8 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
 
 
 def _band(ax, rows: pd.DataFrame, y: str) -> None:
-    """Shade where the true value of shuffled batches lies: between shuffle_lower and fixed_batches."""
+    """Shade where the true value of shuffled batches lies: between
+    shuffle_lower and fixed_batches."""
     low, high = (
         rows[rows.curve == name].sort_values("epochs")
         for name in ("shuffle_lower", "fixed_batches")
@@ -269,7 +273,10 @@ def draw(table: pd.DataFrame):
         yscale="log",
         xlabel="epochs",
         ylabel="noise multiplier σ",
-        title=f"σ needed for ε = {target:g}, δ = {first.delta:g}\n(lower bound: any smaller σ misses it)",
+        title=(
+            f"σ needed for ε = {target:g}, δ = {first.delta:g}\n(lower bound: any smaller σ"
+            " misses it)"
+        ),
     )
     for ax in axes[0]:
         style.plain_log_ticks(ax)
@@ -280,8 +287,11 @@ def draw(table: pd.DataFrame):
         loc="lower center",
         ncol=3,
         fontsize=8,
-        title=f"sampler, accountant (bound) — n = {first.dataset_size}, b = {first.batch_size}, "
-        f"t = {first.steps_per_epoch} steps per epoch, {first.neighbouring.replace('_', '/')} neighbours",
+        title=(
+            f"sampler, accountant (bound) — n = {first.dataset_size}, b = {first.batch_size}, t ="
+            f" {first.steps_per_epoch} steps per epoch, {first.neighbouring.replace('_', '/')}"
+            " neighbours"
+        ),
         title_fontsize=8,
     )
     fig.set_size_inches(4.3 * (len(sigmas) + 1), 4.8)

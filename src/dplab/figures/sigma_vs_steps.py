@@ -1,9 +1,10 @@
 """sigma_vs_steps (004 §3.2–3.4; 003 §3): the noise multiplier σ needed for (ε, δ) vs T.
 
 One panel per sampling scheme (full batch, as 004's DP-GD; Poisson with rate q, as 004's
-DP-SGD), one curve per composition accountant, calibrated by :meth:`dplab.accounting.Accountant.sigma_curve`.
-003's closed forms σ_naive (§3.1) and σ_strong (§3.2, constant 1) are drawn dashed for their
-slope in T; they are first-order approximations, not valid bounds.
+DP-SGD), one curve per composition accountant, calibrated by
+:meth:`dplab.accounting.Accountant.sigma_curve`. 003's closed forms σ_naive (§3.1) and
+σ_strong (§3.2, constant 1) are drawn dashed for their slope in T; they are first-order
+approximations, not valid bounds.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from dplab.schemes import Sampling
 TITLE = "Noise multiplier σ needed for (ε, δ) vs steps T, per accountant"
 SOURCE = "004 §3.2–3.4 (σ vs T figures); 003 §3"
 CAPTION = (
-    "reproduces 004 §3.2–3.4's σ-vs-T figures and 003 §3's comparison: the smallest noise multiplier σ (noise std"
-    " on the clipped sum divided by C; add/remove, where it equals 004's σ for DP-GD) that meets (ε = 1, δ = "
-    "10⁻⁶) after T steps, per composition accountant (naive, advanced, kairouz, moments, rdp, pld), for "
-    "full-batch DP-GD (left) and Poisson-sampled DP-SGD with q = 0.05 (right). Each σ is calibrated to a relative"
-    " tolerance of 10⁻⁴. Dashed: 003's closed forms σ_naive (§3.1) and σ_strong (§3.2, constant taken as 1), "
-    "first-order approximations drawn for their slope in T, not valid bounds."
+    "reproduces 004 §3.2–3.4's σ-vs-T figures and 003 §3's comparison: the smallest noise"
+    " multiplier σ (noise std on the clipped sum divided by C; add/remove, where it equals 004's σ"
+    " for DP-GD) that meets (ε = 1, δ = 10⁻⁶) after T steps, per composition accountant (naive,"
+    " advanced, kairouz, moments, rdp, pld), for full-batch DP-GD (left) and Poisson-sampled DP-SGD"
+    " with q = 0.05 (right). Each σ is calibrated to a relative tolerance of 10⁻⁴. Dashed: 003's"
+    " closed forms σ_naive (§3.1) and σ_strong (§3.2, constant taken as 1), first-order"
+    " approximations drawn for their slope in T, not valid bounds."
 )
 INPUTS: dict[str, type] = {}
 

@@ -58,7 +58,8 @@ def plain_log_ticks(ax, axis: str = "both") -> None:
 
 
 def sci_offset(ax, axis: str = "y") -> None:
-    """Linear axis with small values: ticks as 0, 1, 2 with a ×10⁻² offset (like the source papers)."""
+    """Linear axis with small values: ticks as 0, 1, 2 with a ×10⁻² offset
+    (like the source papers)."""
     (ax.yaxis if axis == "y" else ax.xaxis).get_major_formatter().set_powerlimits((-2, 3))
 
 

@@ -29,13 +29,14 @@ from dplab.schemes import Neighbouring, Sampling
 TITLE = "σ needed for one (ε, δ) by each analysis technique, with its assumptions (000 Table I)"
 SOURCE = "000 Table I"
 CAPTION = (
-    "extends 000 Table I: the noise multiplier σ that each analysis technique (accountant) needs for one common "
-    "(ε = 1, δ = 10⁻⁵) target on one common setting (n = 1000, b = 10, T = 1000, C = 1, η = 0.1, loss constants λ"
-    " = 0.1, β = 1, L = 1, D = 1, weight decay 0.5, d = 10; 000 states no setting, these are ours), each under "
-    "the sampling scheme and neighbouring relation its theorem is proved for, with its release model and loss "
-    "assumption and, where 000 Table I lists it, the article and σ order printed there. σ/(Δ/C) divides by the "
-    "sensitivity of the clipped sum (C add/remove, 2C replace-one) so rows under different relations compare. "
-    "'none': no σ meets the target (the reason is in the table)."
+    "extends 000 Table I: the noise multiplier σ that each analysis technique (accountant) needs"
+    " for one common (ε = 1, δ = 10⁻⁵) target on one common setting (n = 1000, b = 10, T = 1000, C"
+    " = 1, η = 0.1, loss constants λ = 0.1, β = 1, L = 1, D = 1, weight decay 0.5, d = 10; 000"
+    " states no setting, these are ours), each under the sampling scheme and neighbouring relation"
+    " its theorem is proved for, with its release model and loss assumption and, where 000 Table I"
+    " lists it, the article and σ order printed there. σ/(Δ/C) divides by the sensitivity of the"
+    " clipped sum (C add/remove, 2C replace-one) so rows under different relations compare. 'none':"
+    " no σ meets the target (the reason is in the table)."
 )
 INPUTS: dict[str, type] = {}
 
@@ -306,10 +307,10 @@ def draw(table: pd.DataFrame):
         )
     fig, ax = style.table_figure(header, cells, width=13.0, row_height=0.3, fontsize=8)
     ax.set_title(
-        f"σ for (ε={first['epsilon']:g}, δ={first['delta']:g}): n={first['dataset_size']:g}, b={first['batch_size']:g}, "
-        f"T={first['steps']:g}, C={first['clip']:g}, η={first['lr']:g}, λ={first['strong_convexity']:g}, "
-        f"β={first['smoothness']:g}, L={first['lipschitz']:g}, D={first['diameter']:g}, "
-        f"λ_reg={first['regularization']:g}, d={first['dimension']:g}",
+        f"σ for (ε={first['epsilon']:g}, δ={first['delta']:g}): n={first['dataset_size']:g},"
+        f" b={first['batch_size']:g}, T={first['steps']:g}, C={first['clip']:g}, η={first['lr']:g},"
+        f" λ={first['strong_convexity']:g}, β={first['smoothness']:g}, L={first['lipschitz']:g},"
+        f" D={first['diameter']:g}, λ_reg={first['regularization']:g}, d={first['dimension']:g}",
         fontsize=9,
     )
     return fig

@@ -26,18 +26,21 @@ from dplab.tables import read_table
 TITLE = "Measured ε lower bounds per threat model next to every upper bound of the same release"
 SOURCE = "new"
 CAPTION = (
-    "(new figure; thousands of short runs, so on scikit-learn's 8×8 digits, not MNIST): one row of panels per threat model (white box: Dirac gradient canaries, every iterate "
-    "observed; last iterate: gradient canaries, only the final model; input canary: the dead-feature input "
-    "canary), one panel per audited variant. Lines: the ε upper bound of every accountant valid for the run and "
-    "for what the attack observes (a trajectory observation is tested against composition bounds only), at the "
-    "run's δ and neighbouring relation; dashed: the exact ε of the canary's coordinate where it is known. "
-    "Markers: ε lower bounds of the audit on the engine's runs by estimator (square: Clopper–Pearson, "
-    "distribution-free; circle: f-DP/GDP, Nasr et al. 2023, valid where the trade-off curve is at least as "
-    "heavy-tailed as a Gaussian; triangle: one-run, Steinke et al. 2023, (ε, δ) analysis on a single run; "
-    "diamond: one-run, Mahloujifar, Melis & Chaudhuri 2024, f-DP (GDP) analysis of the same run, under gdp's "
-    "assumption; star: one-run with independent canaries, GDP hypothesis, order-statistics test of the same "
-    "guesses, under gdp's assumption), at the marker the bound certified at the stated confidence, the bar up to the interval's "
-    "other end (one-run: its point estimate). docs/findings.md states what each audit measured."
+    "(new figure; thousands of short runs, so on scikit-learn's 8×8 digits, not MNIST): one row of"
+    " panels per threat model (white box: Dirac gradient canaries, every iterate observed; last"
+    " iterate: gradient canaries, only the final model; input canary: the dead-feature input"
+    " canary), one panel per audited variant. Lines: the ε upper bound of every accountant valid"
+    " for the run and for what the attack observes (a trajectory observation is tested against"
+    " composition bounds only), at the run's δ and neighbouring relation; dashed: the exact ε of"
+    " the canary's coordinate where it is known. Markers: ε lower bounds of the audit on the"
+    " engine's runs by estimator (square: Clopper–Pearson, distribution-free; circle: f-DP/GDP,"
+    " Nasr et al. 2023, valid where the trade-off curve is at least as heavy-tailed as a Gaussian;"
+    " triangle: one-run, Steinke et al. 2023, (ε, δ) analysis on a single run; diamond: one-run,"
+    " Mahloujifar, Melis & Chaudhuri 2024, f-DP (GDP) analysis of the same run, under gdp's"
+    " assumption; star: one-run with independent canaries, GDP hypothesis, order-statistics test of"
+    " the same guesses, under gdp's assumption), at the marker the bound certified at the stated"
+    " confidence, the bar up to the interval's other end (one-run: its point estimate)."
+    " docs/findings.md states what each audit measured."
 )
 INPUTS: dict[str, type] = {"audits": list}
 FIRST = [
@@ -181,8 +184,11 @@ def draw(table: pd.DataFrame):
             ax.set_ylim(bottom=0)
             ax.legend(
                 fontsize=6,
-                title=f"δ={first.delta:.0e}, σ={first.noise_multiplier:.3g}, q={first.sampling_rate:.3g}, "
-                f"{first.neighbouring.replace('_', ' ')}; bars: {first.confidence:.0%} interval",
+                title=(
+                    f"δ={first.delta:.0e}, σ={first.noise_multiplier:.3g},"
+                    f" q={first.sampling_rate:.3g}, {first.neighbouring.replace('_', ' ')}; bars:"
+                    f" {first.confidence:.0%} interval"
+                ),
                 title_fontsize=6,
             )
     return fig

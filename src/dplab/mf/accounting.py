@@ -135,7 +135,8 @@ class CyclicPoisson:
         if not (0 < self.batch_size and self.sampling_rate <= 1):
             raise DPLabError(
                 "batch_size",
-                f"must lie in (0, dataset_size/partitions = {self.dataset_size / self.partitions_count}]; got {self.batch_size}",
+                "must lie in (0, dataset_size/partitions ="
+                f" {self.dataset_size / self.partitions_count}]; got {self.batch_size}",
             )
 
     @property
@@ -252,7 +253,8 @@ def dp_event(
     noise_multiplier: float,
     neighbouring: str = Neighbouring.ADD_REMOVE,
 ) -> dp_accounting.DpEvent:
-    """The dp_accounting ``DpEvent`` of the whole T-step release under ``sampler`` (module docstring)."""
+    """The dp_accounting ``DpEvent`` of the whole T-step release under
+    ``sampler`` (module docstring)."""
     return _accountant().dp_event(
         event(factorization, sampler, noise_multiplier, neighbouring), neighbouring
     )

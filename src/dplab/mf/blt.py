@@ -44,7 +44,8 @@ MAX_BUFFERS = 15
 
 
 def decays(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(θ, θ̂) from the 2k + 1 free parameters z: p = 1 − cumsum(softmax(z))[:2k], θ = p[0::2], θ̂ = p[1::2]."""
+    """(θ, θ̂) from the 2k + 1 free parameters z: p = 1 − cumsum(softmax(z))[:2k],
+    θ = p[0::2], θ̂ = p[1::2]."""
     s = np.exp(z - z.max())
     p = 1.0 - np.cumsum(s / s.sum())[:-1]
     return p[0::2], p[1::2]
@@ -87,7 +88,8 @@ def _cascade(sections, u: np.ndarray) -> np.ndarray:
 
 
 def objective_and_gradient(z, steps: int, objective: str, participations: int, min_separation: int):
-    """log L(z) with L = ‖v‖²·Σ_s w_s·x_s² (v = Σ_{m<k} C[:, m·s], x = C⁻¹·1) and its gradient, O(T·k).
+    """log L(z) with L = ‖v‖²·Σ_s w_s·x_s² (v = Σ_{m<k} C[:, m·s], x = C⁻¹·1)
+    and its gradient, O(T·k).
 
     With F_i = (1 − θ_i·D)/(1 − θ̂_i·D) (commuting), x = Π F_i·1 and c = Π F_i⁻¹·e_0, so
     dx/dθ_i = −D(1 − θ_i·D)⁻¹·x, dx/dθ̂_i = D(1 − θ̂_i·D)⁻¹·x, dc/dθ_i = D(1 − θ_i·D)⁻¹·c,
@@ -117,7 +119,8 @@ def objective_and_gradient(z, steps: int, objective: str, participations: int, m
 
 
 def output_scales(theta: np.ndarray, theta_hat: np.ndarray) -> np.ndarray:
-    """ω_i = Π_j (θ_i − θ̂_j) / Π_{l≠i} (θ_i − θ_l): C(x) = 1 + Σ ω_i·x/(1 − θ_i·x) (module docstring)."""
+    """ω_i = Π_j (θ_i − θ̂_j) / Π_{l≠i} (θ_i − θ_l): C(x) = 1 + Σ
+    ω_i·x/(1 − θ_i·x) (module docstring)."""
     gaps = theta[:, None] - theta
     np.fill_diagonal(gaps, 1.0)
     return np.prod(theta[:, None] - theta_hat, axis=1) / np.prod(gaps, axis=1)
@@ -151,7 +154,8 @@ def _cancel(theta: np.ndarray, theta_hat: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _start(steps: int, buffers: int) -> np.ndarray:
-    """z of decays log-spaced between 1 − 1/T and 1 − T^(−1/(2k)) (time scales from T down to T^(1/(2k)))."""
+    """z of decays log-spaced between 1 − 1/T and 1 − T^(−1/(2k)) (time scales from
+    T down to T^(1/(2k)))."""
     gaps_from_one = steps ** -np.linspace(1.0, 1.0 / (2 * buffers), 2 * buffers)
     p = 1.0 - gaps_from_one
     s = -np.diff(np.concatenate([[1.0], p, [0.0]]))
@@ -159,7 +163,8 @@ def _start(steps: int, buffers: int) -> np.ndarray:
 
 
 def check_buffers(buffers: int, steps: int) -> int:
-    """k as an int in [1, min(15, ⌊T/2⌋)]: at most :data:`MAX_BUFFERS`, and 2k distinct decays need 2k ≤ T."""
+    """k as an int in [1, min(15, ⌊T/2⌋)]: at most :data:`MAX_BUFFERS`, and 2k
+    distinct decays need 2k ≤ T."""
     if steps < 2:  # the range would read [1, …=0]
         raise DPLabError(
             "steps",
@@ -177,8 +182,8 @@ def blt(
     max_iter: int = 1000,
 ) -> ToeplitzFactorization:
     """The BLT C with ``buffers`` buffers minimizing the ``objective`` under (k, s)-participation
-    (module docstring), scaled to ‖C[:, 0]‖ = 1.  ``info``: θ, θ̂, ω (of C with c_0 = 1), the (k, s) and
-    objective it was minimized for, L-BFGS iterations, message, loss."""
+    (module docstring), scaled to ‖C[:, 0]‖ = 1.  ``info``: θ, θ̂, ω (of C with c_0 = 1), the (k, s)
+    and objective it was minimized for, L-BFGS iterations, message, loss."""
     steps = toeplitz.check_steps(steps)
     buffers = check_buffers(buffers, steps)
     if objective not in OBJECTIVES:
@@ -226,8 +231,8 @@ def blt(
 
 
 def from_decays(theta, theta_hat, steps: int, info: dict | None = None) -> ToeplitzFactorization:
-    """The BLT of buffer decays θ (C) and θ̂ (C⁻¹), which must interlace (module docstring), scaled to
-    ‖C[:, 0]‖ = 1; ``info`` gains θ, θ̂ and ω (of C with c_0 = 1)."""
+    """The BLT of buffer decays θ (C) and θ̂ (C⁻¹), which must interlace (module docstring), scaled
+    to ‖C[:, 0]‖ = 1; ``info`` gains θ, θ̂ and ω (of C with c_0 = 1)."""
     theta, theta_hat = np.asarray(theta, dtype=float), np.asarray(theta_hat, dtype=float)
     p = np.empty(2 * len(theta))
     if len(theta) == len(theta_hat):

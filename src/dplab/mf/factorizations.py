@@ -38,7 +38,8 @@ STRATEGIES = ("identity", "sqrt", "optimal", "banded")
 
 @dataclass(frozen=True)
 class Factorization:
-    """A = B·C with C lower-triangular; ``bands`` = number of non-zero diagonals of C (T if dense)."""
+    """A = B·C with C lower-triangular; ``bands`` = number of non-zero
+    diagonals of C (T if dense)."""
 
     strategy: str
     workload: np.ndarray
@@ -107,7 +108,8 @@ def identity(A: np.ndarray) -> Factorization:
 
 
 def sqrt_coefficients(a: np.ndarray) -> np.ndarray:
-    """Coefficients of the power series √(Σ a_j x^j): c_0 = √a_0, c_n = (a_n − Σ_{i=1}^{n−1} c_i c_{n−i}) / (2c_0).
+    """Coefficients of the power series √(Σ a_j x^j): c_0 = √a_0, c_n = (a_n −
+    Σ_{i=1}^{n−1} c_i c_{n−i}) / (2c_0).
 
     For the prefix sum (a ≡ 1, series (1−x)⁻¹) this gives (1−x)^(−1/2): c_j = binom(2j, j)/4^j.
     """
@@ -247,7 +249,8 @@ def optimal(
 
 
 def banded_encoder(coeffs: np.ndarray, steps: int) -> np.ndarray:
-    """Toeplitz lower-triangular C with diagonals ``coeffs`` (c_0..c_{m−1}), columns scaled to norm 1."""
+    """Toeplitz lower-triangular C with diagonals ``coeffs`` (c_0..c_{m−1}),
+    columns scaled to norm 1."""
     return _band_to_dense(_banded_columns(np.asarray(coeffs, dtype=float), steps)[0])
 
 
@@ -286,7 +289,8 @@ def _banded_loss(c: np.ndarray, A: np.ndarray):
     G = np.zeros((m, T))  # G[ℓ, j] = dL/dC[j+ℓ, j]
     for lag in range(m):
         G[lag, : T - lag] = -(2.0 / T) * np.sum(Bt[lag:, :] * Kt[: T - lag, :], axis=1)
-    # C[j+ℓ, j] = c_ℓ/n_j, dn_j/dc_ℓ = c_ℓ/n_j (inside): dL/dc_ℓ = Σ_j G[ℓ,j]/n_j − c_ℓ·Σ_j inside·s_j/n_j³
+    # C[j+ℓ, j] = c_ℓ/n_j, dn_j/dc_ℓ = c_ℓ/n_j (inside): dL/dc_ℓ = Σ_j
+    # G[ℓ,j]/n_j − c_ℓ·Σ_j inside·s_j/n_j³
     s = np.sum(G * np.where(inside, c[:, None], 0.0), axis=0)  # Σ_ℓ G[ℓ,j]·c_ℓ
     grad = (G / norms).sum(axis=1) - c * (inside * (s / norms**3)).sum(axis=1)
     return loss, grad

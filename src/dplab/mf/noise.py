@@ -57,7 +57,8 @@ class _Stream:
 
 
 class CorrelatedNoise(_Stream):
-    """``sample(step, like, generator)`` → w_step, shaped like ``like``; steps must come in order 0, 1, ….
+    """``sample(step, like, generator)`` → w_step, shaped like ``like``; steps
+    must come in order 0, 1, ….
 
     Drop-in for the i.i.d. Gaussian noise of the training engine: ``std`` is the absolute
     std of z_t (σ·clip, noise on the sum of clipped gradients).
@@ -92,7 +93,8 @@ class CorrelatedNoise(_Stream):
         return w
 
     def state_dict(self) -> dict:
-        """What a checkpoint needs to continue the stream exactly: the next step and the held outputs."""
+        """What a checkpoint needs to continue the stream exactly: the next step
+        and the held outputs."""
         return {"next": self._next, "past": list(self._past)}
 
     def load_state_dict(self, state: dict) -> None:
@@ -121,7 +123,8 @@ class FilterNoise(_Stream):
 
     @property
     def memory_vectors(self) -> int:
-        """How many state vectors are held: Σ over sections of their order (bands − 1, or the buffers)."""
+        """How many state vectors are held: Σ over sections of their order
+        (bands − 1, or the buffers)."""
         return sum(len(b) - 1 for b, _ in self.sections)
 
     def sample(

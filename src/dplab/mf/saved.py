@@ -31,9 +31,10 @@ is above that and far below any change that moves ε or the noise: a ×0.01 scal
 perturbed sections and an edited entry are refused.  The ``loss`` is recomputed along another
 path (the stored sections or 1/c(x) on T ones, then a weighted sum of 2T positive terms), whose
 relative error is ≤ 4·γ_T·κ with κ = Σ|h|/|Σh| ≥ 1 (h: the inverse filter's impulse response);
-:data:`LOSS_RTOL` = 10⁻⁶ allows κ up to 2000 at T = 10⁶ (measured: 4·10⁻¹⁴ at T = 10⁵).  Every check is O(T·b) or O(T·k) for the
-Toeplitz files and O(T²) for dense ones (sqrt: O(T²) too), far below the factorization's cost.
-A file that fails is refused with one line naming the command that writes it again.
+:data:`LOSS_RTOL` = 10⁻⁶ allows κ up to 2000 at T = 10⁶ (measured: 4·10⁻¹⁴ at T = 10⁵).  Every
+check is O(T·b) or O(T·k) for the Toeplitz files and O(T²) for dense ones (sqrt: O(T²) too),
+far below the factorization's cost. A file that fails is refused with one line naming the
+command that writes it again.
 """
 
 from __future__ import annotations

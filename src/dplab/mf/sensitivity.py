@@ -149,8 +149,9 @@ def brute_force(C: np.ndarray, participations: int, min_separation: int) -> floa
 def column_sum(
     coefficients: np.ndarray, steps: int, participations: int, min_separation: int
 ) -> np.ndarray:
-    """v = Σ_{m<k} C[:, m·s] for the T×T lower-triangular Toeplitz C with first column ``coefficients``
-    (zero-padded or cut to T): v_t = Σ_{m<k, m·s≤t} c_{t−m·s}, a cumulative sum over blocks of s, O(T)."""
+    """v = Σ_{m<k} C[:, m·s] for the T×T lower-triangular Toeplitz C with first column
+    ``coefficients`` (zero-padded or cut to T): v_t = Σ_{m<k, m·s≤t} c_{t−m·s}, a cumulative sum
+    over blocks of s, O(T)."""
     k, s = participations, min_separation
     rows = -(-steps // s)
     u = np.zeros(rows * s)
@@ -164,8 +165,8 @@ def column_sum(
 def toeplitz_sensitivity(
     coefficients, steps: int, participations: int = 1, min_separation: int = 1
 ) -> Sensitivity:
-    """Sensitivity of the lower-triangular Toeplitz C with first column c = ``coefficients`` (b = len(c)
-    bands) for (k, s)-participation, in O(T); which case applies is the ``method``:
+    """Sensitivity of the lower-triangular Toeplitz C with first column c = ``coefficients``
+    (b = len(c) bands) for (k, s)-participation, in O(T); which case applies is the ``method``:
 
     - k = 1: ‖c‖, the first (longest) column (exact);
     - b ≤ s: columns ≥ s apart have disjoint supports and column norms do not increase, so the

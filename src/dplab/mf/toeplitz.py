@@ -34,9 +34,10 @@ from dplab.progress import Progress
 from dplab.validate import integer
 
 OBJECTIVES = ("mean", "max")
-#: the largest T of the O(T) strategies (banded Toeplitz, BLT): each L-BFGS step filters a few dozen T-long
-#: float64 vectors (8·T bytes each); larger T is refused up front, not left to run (before this limit,
-#: ``dplab mf --strategy banded_toeplitz --steps 1000000000 --bands 2`` had not finished in 60 s)
+#: the largest T of the O(T) strategies (banded Toeplitz, BLT): each L-BFGS step filters a few
+#: dozen T-long float64 vectors (8·T bytes each); larger T is refused up front, not left to
+#: run (before this limit, ``dplab mf --strategy banded_toeplitz --steps 1000000000 --bands
+#: 2`` had not finished in 60 s)
 MAX_STEPS = 10**6
 
 
@@ -64,7 +65,8 @@ def check_bands(bands: int, steps: int) -> int:
 
 
 def inverse_apply(coefficients: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """C⁻¹·rhs for the lower-triangular Toeplitz C of ``coefficients`` (forward substitution as a filter)."""
+    """C⁻¹·rhs for the lower-triangular Toeplitz C of ``coefficients`` (forward
+    substitution as a filter)."""
     return scipy.signal.lfilter([1.0], coefficients, rhs)
 
 
@@ -90,13 +92,15 @@ class ToeplitzFactorization:
 
     @property
     def inverse_sections(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-        """The filters (b, a) whose cascade is C⁻¹: C⁻¹·z = lfilter(b_k, a_k, … lfilter(b_1, a_1, z))."""
+        """The filters (b, a) whose cascade is C⁻¹: C⁻¹·z = lfilter(b_k, a_k, …
+        lfilter(b_1, a_1, z))."""
         if self.sections is None:
             return ((np.ones(1), np.asarray(self.coefficients, dtype=float)),)
         return self.sections
 
     def inverse(self, rhs: np.ndarray) -> np.ndarray:
-        """C⁻¹·rhs (``rhs`` with T rows), without forming C: O(T·bands) or O(T·buffers) per column."""
+        """C⁻¹·rhs (``rhs`` with T rows), without forming C: O(T·bands) or
+        O(T·buffers) per column."""
         out = np.asarray(rhs, dtype=float)
         for b, a in self.inverse_sections:
             out = scipy.signal.lfilter(b, a, out, axis=0)
@@ -121,7 +125,8 @@ class ToeplitzFactorization:
         return toeplitz_sensitivity(self.coefficients, self.steps, participations, min_separation)
 
     def errors(self, participations: int = 1, min_separation: int = 1) -> dict:
-        """The same keys as :meth:`dplab.mf.factorizations.Factorization.errors` (module docstring)."""
+        """The same keys as :meth:`dplab.mf.factorizations.Factorization.errors`
+        (module docstring)."""
         sens = self.sensitivity(participations, min_separation)
         x2 = self.inverse(np.ones(self.steps)) ** 2
         return {
@@ -136,7 +141,8 @@ class ToeplitzFactorization:
 def objective_and_gradient(
     c: np.ndarray, steps: int, objective: str, participations: int, min_separation: int
 ):
-    """L(c) = ‖v‖²·Σ_s w_s·x_s² (v = Σ_{m<k} C[:, m·s], x = C⁻¹·1) and dL/dc, in O(T·b) (or O(T log T)).
+    """L(c) = ‖v‖²·Σ_s w_s·x_s² (v = Σ_{m<k} C[:, m·s], x = C⁻¹·1) and dL/dc,
+    in O(T·b) (or O(T log T)).
 
     dE/dc_ℓ = −Σ_j y_{j+ℓ}·x_j with y = C⁻ᵀ·(2w∘x) (the adjoint solve, the same filter on the
     reversed vector), since d(C⁻¹)·1 = −C⁻¹·dC·x and dC/dc_ℓ is the ℓ-th subdiagonal;
@@ -181,8 +187,8 @@ def banded_toeplitz(
     """Optimal b-banded Toeplitz C for the prefix sum under (k, s)-participation (module docstring).
 
     Start: the square-root series truncated to b terms (Fichtenberger, Henzinger & Upadhyay 2023),
-    as jax_privacy's ``optimize_banded_toeplitz``.  ``info``: L-BFGS iterations, message, objective and
-    the (k, s) it was minimized for.
+    as jax_privacy's ``optimize_banded_toeplitz``.  ``info``: L-BFGS iterations, message, objective
+    and the (k, s) it was minimized for.
     """
     steps = check_steps(steps)
     bands = check_bands(bands, steps)
@@ -194,8 +200,9 @@ def banded_toeplitz(
     s = steps if min_separation is None else integer("min_separation", min_separation)
     k = max_participations(steps, integer("participations", participations), s)
     start = sqrt_coefficients(np.ones(bands))
-    # b > s with k > 1: the objective's ‖v‖² is the sensitivity only for c >= 0 non-increasing, so the
-    # search stays in that cone; c_0 = 1 fixed either way (the objective does not depend on scale)
+    # b > s with k > 1: the objective's ‖v‖² is the sensitivity only for c >= 0
+    # non-increasing, so the search stays in that cone; c_0 = 1 fixed either way (the
+    # objective does not depend on scale)
     monotone = k > 1 and bands > s
     info: dict = {
         "objective": objective,

@@ -17,8 +17,8 @@ from dplab.validate import integer
 
 
 #: the memory the T×T matrices of one factorization may take: the workload, encoder, decoder and the
-#: solvers' temporaries, about :data:`MATRICES` of 8·T² bytes (measured: `dplab mf --strategy identity
-#: --steps 6000` peaks at 1.5 GB): T ≤ 6688
+#: solvers' temporaries, about :data:`MATRICES` of 8·T² bytes (measured:
+#: `dplab mf --strategy identity --steps 6000` peaks at 1.5 GB): T ≤ 6688
 MEMORY_MAX = 2 * 2**30
 MATRICES = 6
 

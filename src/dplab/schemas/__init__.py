@@ -83,7 +83,8 @@ def _join(where: str, key: str) -> str:
 
 def validate(instance, schema: str | dict = "config", where: str = ""):
     """A copy of ``instance`` with defaults filled, validated against ``schema`` (a name in
-    ``dplab/schemas`` or a schema dict); a :class:`DPLabError` naming the first bad key otherwise."""
+    ``dplab/schemas`` or a schema dict); a :class:`DPLabError` naming the
+    first bad key otherwise."""
     schema = load_schema(schema) if isinstance(schema, str) else schema
     if not isinstance(instance, dict):
         raise DPLabError(where or "config", f"must be a mapping; got {type(instance).__name__}")
@@ -185,7 +186,8 @@ def _expanded(
     node: yaml.Node, level: int, known: dict[int, tuple[int, int]], open_: set[int]
 ) -> tuple[int, int]:
     """(nodes, depth) of ``node`` with every alias expanded, memoized by node (linear in the
-    document's size); :class:`TooLargeError` past the limits or on an alias inside its own anchor."""
+    document's size); :class:`TooLargeError` past the limits or on an alias
+    inside its own anchor."""
     from dplab.inputs import DEPTH_MAX
 
     key = id(node)
@@ -230,7 +232,8 @@ def _expanded(
 
 
 def parse_yaml(text: str):
-    """The YAML value of ``text``, read by the one loader dplab reads YAML with (:class:`_UniqueKeyLoader`)."""
+    """The YAML value of ``text``, read by the one loader dplab reads YAML with
+    (:class:`_UniqueKeyLoader`)."""
     return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
 
 
@@ -283,5 +286,8 @@ def yaml_problem(err: yaml.YAMLError) -> str:
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
     problem = getattr(err, "problem", None) or str(err).splitlines()[0]
     if context and getattr(err, "context_mark", None):
-        problem += f" ({context} started at line {err.context_mark.line + 1}, column {err.context_mark.column + 1})"
+        problem += (
+            f" ({context} started at line {err.context_mark.line + 1}, column"
+            f" {err.context_mark.column + 1})"
+        )
     return where + problem

@@ -48,7 +48,8 @@ def fingerprint(cfg: dict, info: dict, environment: dict, code: dict | None = No
 
 
 def save(folder: Path, state: dict) -> None:
-    """Write ``state`` as ``folder``/checkpoint.pt, keeping the previous one as checkpoint.prev.pt."""
+    """Write ``state`` as ``folder``/checkpoint.pt, keeping the previous one
+    as checkpoint.prev.pt."""
     payload = torch_bytes(state)
     blob = HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     current, previous = (folder / name for name in NAMES)
@@ -64,7 +65,8 @@ def read(path: Path) -> dict:
         raise ValueError("no dplab checkpoint header")
     if hashlib.sha256(payload).hexdigest().encode() != head[len(HEADER) :]:
         raise ValueError(
-            f"its SHA-256 does not match: truncated or changed ({len(payload)} bytes after the header)"
+            f"its SHA-256 does not match: truncated or changed ({len(payload)} bytes after the"
+            " header)"
         )
     try:
         return torch.load(io.BytesIO(payload), weights_only=True)

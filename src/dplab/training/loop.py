@@ -199,10 +199,10 @@ def steps(
     """The one step loop of every training run (module docstring): for steps ``first``..``last``,
     the batch, the noise, the clipped sum, :func:`dplab.training.step.apply` (update, projection);
     yields each step taken.  ``graph``: the same step captured as a CUDA graph
-    (:mod:`dplab.training.graphed`), replayed for every batch that fits it.  The NaN/inf guard (losses and parameters) accumulates on the device
-    and is read at the steps where ``sync(step)`` holds (every step by default), so a run on an
-    accelerator waits for the device only there; :class:`~dplab.errors.Diverged` names the step,
-    or the steps since the last read."""
+    (:mod:`dplab.training.graphed`), replayed for every batch that fits it.  The NaN/inf guard
+    (losses and parameters) accumulates on the device and is read at the steps where ``sync(step)``
+    holds (every step by default), so a run on an accelerator waits for the device only there;
+    :class:`~dplab.errors.Diverged` names the step, or the steps since the last read."""
     s = runs.settings
     finite, checked = torch.ones((), dtype=torch.bool, device=runs.device), first - 1
     for step, batch in runs.batches(first, last):

@@ -69,11 +69,13 @@ def missing(folder: Path) -> list[str]:
 
 
 def instructions(folder: Path, key: str) -> str:
-    """Where to put which files (one line): what the error of a failed or forbidden download says."""
+    """Where to put which files (one line): what the error of a failed or
+    forbidden download says."""
     files = ", ".join(f"{stem}.gz (MD5 {md5})" for stem, md5 in FILES.items())
     return (
-        f"put MNIST's four files, as published, into {folder.resolve()}: {files} (uncompressed files "
-        f"of the same names are read too, unchecked), or set {key}.path to the folder holding them"
+        f"put MNIST's four files, as published, into {folder.resolve()}: {files} (uncompressed"
+        f" files of the same names are read too, unchecked), or set {key}.path to the folder"
+        " holding them"
     )
 
 
@@ -89,7 +91,8 @@ def fetch(stem: str, folder: Path, mirror: str) -> None:
 
 
 def read(stem: str, folder: Path, *, verify: bool, key: str) -> bytes:
-    """The bytes of IDX file ``stem`` from ``folder`` (the .gz, checked, if present; else the raw file)."""
+    """The bytes of IDX file ``stem`` from ``folder`` (the .gz, checked, if
+    present; else the raw file)."""
     raw, gz = folder / stem, folder / f"{stem}.gz"
     if gz.exists():
         if verify and _md5(gz) != FILES[stem]:
@@ -155,7 +158,7 @@ def arrays(folder: Path, *, verify: bool, key: str) -> dict[str, np.ndarray]:
         ):  # else train refuses it only later
             raise DPLabError(
                 key,
-                f"{split} labels hold {labels.min()}..{labels.max()}, outside the {CLASSES} classes "
-                f"0..{CLASSES - 1}: not an (Fashion-)MNIST label file",
+                f"{split} labels hold {labels.min()}..{labels.max()}, outside the {CLASSES} classes"
+                f" 0..{CLASSES - 1}: not an (Fashion-)MNIST label file",
             )
     return out

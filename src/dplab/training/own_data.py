@@ -201,7 +201,8 @@ def read_arrays(cfg: dict, key: str) -> Own:
 
 
 def _npz(path: Path, where: str) -> dict[str, np.ndarray]:
-    """Every array of the .npz file ``path`` (read whole: each member's CRC checked), nothing unpickled."""
+    """Every array of the .npz file ``path`` (read whole: each member's CRC
+    checked), nothing unpickled."""
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:

@@ -5,12 +5,13 @@ loss.  Clipping factor c_i = min(1, C / (||g_i|| + 1e-6)), Opacus's formula, so 
 gradient's norm never exceeds C.  The result is the exact DP-SGD clipped sum; two ways compute it:
 
 **Ghost clipping with book-keeping** (models whose parameters all sit in layers of the
-:data:`GHOST_LAYERS` registry, today ``nn.Linear`` and ``nn.Conv2d``, the loss of :func:`dplab.training.models.example_loss`): one batched forward
-pass records each layer's input a and output z (forward hooks; an ``nn.Sequential`` of Linear
-layers and activations runs its layers itself, :func:`_stack_forward`, the same operations
-without hooks or ``functional_call``), one backward pass gives the output gradients
-g = ∂(Σ_i ℓ_i)/∂z (row i depends on example i only: no batch-coupled layers), and then, per layer,
-without materializing per-example gradients where that is cheaper:
+:data:`GHOST_LAYERS` registry, today ``nn.Linear`` and ``nn.Conv2d``, the loss of
+:func:`dplab.training.models.example_loss`): one batched forward pass records each layer's input
+a and output z (forward hooks; an ``nn.Sequential`` of Linear layers and activations runs its
+layers itself, :func:`_stack_forward`, the same operations without hooks or
+``functional_call``), one backward pass gives the output gradients g = ∂(Σ_i ℓ_i)/∂z (row i
+depends on example i only: no batch-coupled layers), and then, per layer, without materializing
+per-example gradients where that is cheaper:
 
 - Linear on a (B, d) input: ||∇_W ℓ_i||² = ||a_i||²·||g_i||², ||∇_b ℓ_i||² = ||g_i||²
   (Goodfellow 2015; Lee & Kifer 2021 "ghost norm");
@@ -21,16 +22,18 @@ without materializing per-example gradients where that is cheaper:
   (B, p, k) is computed without unfolding, as the weight gradient of one convolution with the
   batch as groups, where that is faster (:func:`grouped_wins`: CPU with 8–32 input channels,
   CUDA from Volta on);
-- the clipped sum by book-keeping (Bu et al. 2023): Σ_i c_i ∇_W ℓ_i = Σ_{i,t} (c_i g_{i,t}) a_{i,t}ᵀ,
-  one matrix product of the stored a and the rescaled g (or Σ_i c_i G_i when G was materialized).
+- the clipped sum by book-keeping (Bu et al. 2023): Σ_i c_i ∇_W ℓ_i = Σ_{i,t} (c_i
+  g_{i,t}) a_{i,t}ᵀ, one matrix product of the stored a and the rescaled g (or Σ_i c_i G_i
+  when G was materialized).
 - The L2 term (l2/2)·||θ||² of every example adds l2·θ to g_i:
-  ||g_i||² = ||g_i^CE||² + 2·l2·⟨θ, g_i^CE⟩ + l2²·||θ||², where ⟨θ, g_i^CE⟩ = Σ_layers Σ_t g_{i,t}·z_{i,t}
-  (z = W a + b), and Σ_i c_i l2·θ = l2·θ·Σ_i c_i.
+  ||g_i||² = ||g_i^CE||² + 2·l2·⟨θ, g_i^CE⟩ + l2²·||θ||², where ⟨θ, g_i^CE⟩ = Σ_layers Σ_t
+  g_{i,t}·z_{i,t} (z = W a + b), and Σ_i c_i l2·θ = l2·θ·Σ_i c_i.
 
 **torch.func** (``grad`` of the one-example loss, ``vmap`` over the batch) for everything else:
 any parameter outside a Linear/Conv2d layer (e.g. LayerNorm, Embedding), grouped or non-zero-
 padded convolutions, string paddings, a layer called twice in one forward pass or whose input or
-output is changed in place afterwards, batch-norm layers, or a loss without the ``model``/``l2`` attributes that :func:`models.example_loss` sets.
+output is changed in place afterwards, batch-norm layers, or a loss without the ``model``/``l2``
+attributes that :func:`models.example_loss` sets.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ def clipped_grad_sum(
     ghost: bool = True,
     mask: torch.Tensor | None = None,
 ) -> ClippedGrads:
-    """Σ_i clip(∇ℓ(θ; x_i)) over the batch (``clip=None``: no clipping).  An empty batch gives zeros.
+    """Σ_i clip(∇ℓ(θ; x_i)) over the batch (``clip=None``: no clipping).  An
+    empty batch gives zeros.
 
     ``ghost=False`` forces the torch.func path, which (unlike ghost clipping's autograd hooks)
     can itself be transformed, e.g. ``vmap``-ed over many runs.  ``mask``: (B,) 0/1 weights,

@@ -4,16 +4,17 @@ Snakemake plans one, so a mistake is refused at once rather than in a job after 
 
 Every check is the engine's own code run on the sizes the dataset will have
 (:func:`dplab.training.data.expected_info`): the method's sampler (batch_size ≤ n; dp_mf's
-sampler spec), the model (a cnn needs images; no batch norm; one logit per class for one example), add_remove with an epoch sampler only where adding or removing a
-record keeps ⌊n/b⌋ (:func:`dplab.accounting.epochs.check`: no upper bound holds otherwise), and —
-for σ calibrated from ``target_epsilon`` — the calibrating accountant's assumptions on the run's
-Setting (:func:`dplab.training.privacy.check_calibration`, what :func:`dplab.training.privacy.calibrate`
+sampler spec), the model (a cnn needs images; no batch norm; one logit per class for one example),
+add_remove with an epoch sampler only where adding or removing a record keeps ⌊n/b⌋
+(:func:`dplab.accounting.epochs.check`: no upper bound holds otherwise), and — for σ calibrated from
+``target_epsilon`` — the calibrating accountant's assumptions on the run's Setting
+(:func:`dplab.training.privacy.check_calibration`, what :func:`dplab.training.privacy.calibrate`
 asks first); for a given σ, that one upper-bound accountant the run reports accepts it
-(:func:`dplab.training.privacy.check_claimable`: σ = 1e-320 passed and trained with "epsilon: none").  For a hidden-state accountant also whether
-any σ reaches the target: those bounds keep a floor as σ grows (e.g. 001 Thm 3's), while a
-composition bound's ε goes to 0, so one evaluation at the search's largest σ settles it.  The σ
-search itself is left to the job: it costs seconds per run and Snakemake reads the config at every
-start (on a cluster, once per job).
+(:func:`dplab.training.privacy.check_claimable`: σ = 1e-320 passed and trained with "epsilon:
+none").  For a hidden-state accountant also whether any σ reaches the target: those bounds keep a
+floor as σ grows (e.g. 001 Thm 3's), while a composition bound's ε goes to 0, so one evaluation at
+the search's largest σ settles it.  The σ search itself is left to the job: it costs seconds per run
+and Snakemake reads the config at every start (on a cluster, once per job).
 """
 
 from __future__ import annotations

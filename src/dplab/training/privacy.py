@@ -5,9 +5,9 @@ setting admits (reference values, never the run's ε).
 Which ones it reports is decided by :func:`dplab.accounting.eligibility.exclusion` from the Setting
 and the run's :class:`~dplab.accounting.eligibility.Update`
 (:meth:`dplab.training.methods.base.Method.update`), both written to
-summary.json so that sweeps and figures decide the same way; only upper bounds are claims.  Loss constants (λ, β, L) enter the
-Setting only when the model and the data guarantee them (:func:`loss_constants`), so hidden-state
-bounds for convex losses never run on an MLP/CNN.
+summary.json so that sweeps and figures decide the same way; only upper bounds are claims.  Loss
+constants (λ, β, L) enter the Setting only when the model and the data guarantee them
+(:func:`loss_constants`), so hidden-state bounds for convex losses never run on an MLP/CNN.
 """
 
 from __future__ import annotations
@@ -67,7 +67,10 @@ def loss_constants(run: RunSettings, info: dict, features) -> tuple[dict, str]:
     if largest > bound * (1 + 1e-6):
         return (
             {},
-            f"a record the run trains on has ||x|| = {largest:.6g} > R = {bound:g}: no loss constants",
+            (
+                f"a record the run trains on has ||x|| = {largest:.6g} > R = {bound:g}: no loss"
+                " constants"
+            ),
         )
     base = logreg_constants(bound)
     l2, diameter = run.l2, run.diameter
@@ -77,7 +80,10 @@ def loss_constants(run: RunSettings, info: dict, features) -> tuple[dict, str]:
     if run.clip is None or run.clip < lipschitz:
         return (
             {},
-            f"clip C={run.clip} < L={lipschitz:.6g}: clipping changes the gradient field, so the loss constants do not describe the update",
+            (
+                f"clip C={run.clip} < L={lipschitz:.6g}: clipping changes the gradient field, so"
+                " the loss constants do not describe the update"
+            ),
         )
     out = {"smoothness": base["smoothness"] + l2, "lipschitz": lipschitz}
     if l2 > 0:
@@ -135,19 +141,23 @@ def calibrate(run: RunSettings, setting: Setting, update: Update) -> tuple[float
 
 
 def risk_reading(claim: Plan) -> dict:
-    """The attack risk of the run's T steps (:func:`dplab.accounting.risk.risk`: TPR at FPR 0.001, 0.01,
-    0.1 and the advantage, docs/risk.md), read from pld's PLD when pld is among the run's claims;
-    otherwise {"unavailable": the reason}."""
+    """The attack risk of the run's T steps (:func:`dplab.accounting.risk.risk`: TPR at FPR 0.001,
+    0.01, 0.1 and the advantage, docs/risk.md), read from pld's PLD when pld is among the run's
+    claims; otherwise {"unavailable": the reason}."""
     if claim.setting is None:
         if claim.noise_multiplier is None:
             return {"unavailable": "non-private run"}
         return {
-            "unavailable": f"{claim.update.noise} noise (the matrix mechanism): no privacy-loss distribution of "
-            "its steps is computed here (risk for independent noise only, docs/risk.md)"
+            "unavailable": (
+                f"{claim.update.noise} noise (the matrix mechanism): no privacy-loss distribution"
+                " of its steps is computed here (risk for independent noise only, docs/risk.md)"
+            )
         }
     if "pld" not in claim.curves:
         return {
-            "unavailable": f"pld: {claim.excluded.get('pld', 'not among the accountants the run reports')}"
+            "unavailable": (
+                f"pld: {claim.excluded.get('pld', 'not among the accountants the run reports')}"
+            )
         }
     try:
         return risk.risk(claim.setting)
@@ -157,7 +167,8 @@ def risk_reading(claim: Plan) -> dict:
 
 def unclaimed(setting: Setting, update: Update, excluded: dict[str, str]) -> DPLabError:
     """The refusal of a private run none of whose accountants bounds its ε (``excluded``: name → why
-    not), keyed by what the first upper bound's assumptions object to (``accountants`` if none do)."""
+    not), keyed by what the first upper bound's assumptions object to
+    (``accountants`` if none do)."""
     key = "accountants"
     for name in excluded:
         if bound(name) == "upper":

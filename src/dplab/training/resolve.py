@@ -43,7 +43,8 @@ def load_runs(path: str | Path | None = None, run_json: str | None = None) -> li
 
 
 def _check_risk_target(cfg: dict, method, err) -> None:
-    """target_tpr with target_fpr, TPR above FPR, calibrated with pld (docs/risk.md); sets the accountant."""
+    """target_tpr with target_fpr, TPR above FPR, calibrated with pld
+    (docs/risk.md); sets the accountant."""
     from dplab.accounting import risk
 
     try:
@@ -60,7 +61,8 @@ def _check_risk_target(cfg: dict, method, err) -> None:
     if cfg["accountant"] not in (None, *risk.PLD_ACCOUNTANTS):
         raise err(
             "accountant",
-            f"a risk target is calibrated with pld (its privacy-loss distribution); got {cfg['accountant']!r}",
+            "a risk target is calibrated with pld (its privacy-loss distribution); got"
+            f" {cfg['accountant']!r}",
         )
     cfg["accountant"] = "pld"
 
@@ -93,8 +95,8 @@ def _check_individual(cfg: dict, method, err) -> None:
 
 
 def _check_method_keys(cfg: dict, method, err) -> None:
-    """No key or accountant that belongs to another method (its ``keys``, its fixed ``accountants``),
-    and only the method's own accountants where it names them."""
+    """No key or accountant that belongs to another method (its ``keys``, its fixed
+    ``accountants``), and only the method's own accountants where it names them."""
     if method.accountants and cfg["accountant"] not in method.accountants:
         raise err(
             "accountant",
@@ -160,7 +162,8 @@ def _check_model(cfg: dict, err) -> None:
 
 
 def resolve_run(raw: dict, where: str = "") -> dict:
-    """Validate ``raw`` against the run schema and fill every default (method-dependent ones too)."""
+    """Validate ``raw`` against the run schema and fill every default
+    (method-dependent ones too)."""
     cfg = validate(raw, load_schema("run"), where)
 
     def err(key: str, msg: str) -> DPLabError:

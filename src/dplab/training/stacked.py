@@ -1,4 +1,5 @@
-"""R runs of one resolved run stepped together by the one step loop (:func:`dplab.training.loop.steps`).
+"""R runs of one resolved run stepped together by the one step loop
+(:func:`dplab.training.loop.steps`).
 
 Run r is the run :func:`dplab.training.loop.train` makes with seed ``seeds[r]`` on the CPU, on
 its own data ``x[r], y[r]``: it starts as every run does (:func:`dplab.training.start.initial`,
@@ -38,7 +39,8 @@ def clipped_sums(
     loss, params: dict, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, clip: float
 ) -> ClippedGrads:
     """Σ mask·clip(∇ℓ) of every run r (params[k][r], padded batch x[r], y[r], mask[r]) with the
-    engine's :func:`clipped_grad_sum`, vmapped over the runs: sums (R, …), norms (R, W), losses (R,)."""
+    engine's :func:`clipped_grad_sum`, vmapped over the runs: sums (R, …),
+    norms (R, W), losses (R,)."""
 
     def one_run(p, x, y, m):
         g = clipped_grad_sum(loss, p, x, y, clip, ghost=False, mask=m)

@@ -1,6 +1,6 @@
 """What every run of a config starts from, the same for :func:`dplab.training.loop.train` and
-the runs stepped in lockstep (:class:`dplab.training.stacked.StackedRuns`): b, the initialised model, W₀
-and the per-example loss."""
+the runs stepped in lockstep (:class:`dplab.training.stacked.StackedRuns`): b, the initialised
+model, W₀ and the per-example loss."""
 
 from __future__ import annotations
 
@@ -35,9 +35,10 @@ def initial(
     seed: int,
     device: torch.device | str = "cpu",
 ) -> Start:
-    """The start of one run of ``settings`` on ``n`` examples: b (:meth:`RunSettings.b`, at most n), the model initialised with torch's global generator seeded with ``seed`` inside
-    ``fork_rng`` (its output shape checked) and moved to ``device``, a copy of its parameters (W₀, not yet projected) and
-    its per-example loss."""
+    """The start of one run of ``settings`` on ``n`` examples: b (:meth:`RunSettings.b`, at most n),
+    the model initialised with torch's global generator seeded with ``seed`` inside ``fork_rng``
+    (its output shape checked) and moved to ``device``, a copy of its parameters (W₀, not yet
+    projected) and its per-example loss."""
     b = settings.b(n)
     if b > n:
         raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")

@@ -4,11 +4,12 @@ one run, or R runs in lockstep with parameters stacked along a leading run axis,
 
     w ← Π( (1 − λ)·w − η·( g / m + Z / b ) )
 
-g the clipped sum of the batch's per-example gradients (:func:`dplab.training.per_example.clipped_grad_sum`),
-Z the noise draw (i.i.d. or dp_mf's correlated one, :mod:`dplab.training.noise`), m the
-normalizer (:func:`denominator`), λ the ``regularization`` (001 eq. 17), Π the projection onto
-the centred ball of diameter D (001 eq. 1; the identity without one).  The module docstring of
-:mod:`dplab.training.loop` states the conventions.
+g the clipped sum of the batch's per-example gradients
+(:func:`dplab.training.per_example.clipped_grad_sum`), Z the noise draw (i.i.d. or
+dp_mf's correlated one, :mod:`dplab.training.noise`), m the normalizer
+(:func:`denominator`), λ the ``regularization`` (001 eq. 17), Π the projection onto the
+centred ball of diameter D (001 eq. 1; the identity without one).  The module docstring
+of :mod:`dplab.training.loop` states the conventions.
 
 With another optimizer than plain SGD (:class:`~dplab.training.optimizers.OptimizerOptions`),
 the same privatized gradient ĝ = g/m + Z/b is what the optimizer reads (torch.optim's

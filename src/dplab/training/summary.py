@@ -52,7 +52,8 @@ OPTIONAL = ("individual_privacy", "validation")
 
 @dataclass(frozen=True)
 class RunSummary:
-    run: dict  # the resolved run (dplab.training.resolve.resolve_run), as the checkpoint fingerprint hashes it
+    # the resolved run (dplab.training.resolve.resolve_run), as the checkpoint fingerprint hashes it
+    run: dict
     dplab_version: str
     method_source: str  # the method's source (Method.source)
     dataset: DatasetInfo
@@ -121,7 +122,8 @@ class RunSummary:
 
     @classmethod
     def of(cls, data: dict) -> RunSummary:
-        """The summary of the JSON object ``data``, which holds :data:`KEYS` (:meth:`read` checks that)."""
+        """The summary of the JSON object ``data``, which holds :data:`KEYS`
+        (:meth:`read` checks that)."""
         keys = {f.name for f in dataclasses.fields(cls)}
         return cls(
             **{k: v for k, v in data.items() if k in keys and k not in ("final", "dataset")},
@@ -133,7 +135,8 @@ class RunSummary:
     @classmethod
     def read(cls, path: str | Path) -> RunSummary:
         """The run summary in ``path`` (written by ``dplab train``); a DPLabError naming the file
-        if it is missing, damaged or lacks a key of :data:`KEYS` (e.g. written by an older dplab)."""
+        if it is missing, damaged or lacks a key of :data:`KEYS` (e.g.
+        written by an older dplab)."""
         regenerate = train_command(Path(path).parent)
         data = read_json(path, "run summary", regenerate, KEYS)
         try:

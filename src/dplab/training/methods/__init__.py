@@ -1,4 +1,5 @@
-"""The training methods of docs/training.md as plug-ins of the one loop of :mod:`dplab.training.loop`.
+"""The training methods of docs/training.md as plug-ins of the one loop of
+:mod:`dplab.training.loop`.
 
 Each module of this package (but :mod:`~dplab.training.methods.base`) holds one method, its
 ``METHOD``: a :class:`~dplab.training.methods.base.Method` declaring its sampler, noise,
@@ -7,20 +8,8 @@ loop, the preflight checks, the run resolution, the audit and the pipeline ask t
 (:data:`METHODS`, a lazy :class:`~dplab.registry.Registry`) instead of testing its name; a new
 method is a new module here and a line in :data:`METHODS`.
 
-.. generated: method_rules (python -m dplab.registries)
-====================  =====================================  ============================================
-method                source                                 update (g = Σ clip(∇ℓ_i) over the batch B)
-====================  =====================================  ============================================
-sgd                   003 Alg. 1                             w ← w − η·mean(∇ℓ_i)  (no clip, no noise)
-dp_sgd                003 Alg. 2; 000 Alg. 1 (Abadi et al.)  w ← w − η·(g + σC·Z)/b, Poisson batches
-dp_gd                 004 §3.1–3.3                           w ← w − η·(g + σC·Z)/n, full batch
-noisy_gd              002 Alg. 1                             w ← Π(w − η·(g + σC·Z)/n); √(2η)σ₀₀₂ = ησC/n
-dp_sgd_fixed_batches  000 Alg. 2                             w ← w − η·(g + σC·Z)/b, fixed batches cycled
-projected_dp_sgd      001 eq. (1), (12)                      w ← Π_D(w − η·g/|B| + σ_A·Z), σ_A = ησC/b
-regularized_dp_sgd    001 eq. (16)-(17)                      w ← (1−λ)w − η·g/|B| + σ_A·Z
-dp_mf                 004 §4.3; Choquette-Choo et al. 2023   w ← w − η·(g + (C⁻¹Z)_t)/b, MF samplers
-====================  =====================================  ============================================
-.. end generated: method_rules
+Each method's source and update rule: docs/training.md's first table (generated from
+:data:`METHODS` by ``python -m dplab.registries``).
 """
 
 from __future__ import annotations
@@ -58,7 +47,8 @@ def get(name: str) -> Method:
 
 
 def run_factorization(entry: dict) -> str | None:
-    """The cache key of the factorization a run entry trains with (:meth:`Method.factorization`), or None."""
+    """The cache key of the factorization a run entry trains with
+    (:meth:`Method.factorization`), or None."""
     spec = get(entry["method"]).factorization(entry)
     return spec[0] if spec else None
 

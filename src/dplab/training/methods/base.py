@@ -47,7 +47,8 @@ class Row:
 
 @dataclass(frozen=True)
 class Method:
-    """One training method: its declared parts (fields) and the engine's default plug-ins (methods)."""
+    """One training method: its declared parts (fields) and the engine's
+    default plug-ins (methods)."""
 
     name: str
     display: str  # the name figures and tables show (docs/training.md)

@@ -1,4 +1,5 @@
-"""Method ``dp_mf`` (:data:`METHOD`): DP training with the matrix-factorization mechanism (004 §4.3).
+"""Method ``dp_mf`` (:data:`METHOD`): DP training with the
+matrix-factorization mechanism (004 §4.3).
 
 The loop is the one of :mod:`dplab.training.loop`; this module supplies its three parts:
 
@@ -13,8 +14,9 @@ The loop is the one of :mod:`dplab.training.loop`; this module supplies its thre
 - the **noise**: :class:`MFNoise`, the streaming C⁻¹Z of :func:`dplab.mf.noise.stream` on the
   clipped-gradient sum, so step t adds w_t with (w_t) ~ N(0, σ²C²·(CᵀC)⁻¹) across steps:
   :class:`~dplab.mf.noise.FilterNoise` for banded_toeplitz and blt (C⁻¹ as IIR filters, memory
-  O(bands·d) or O(buffers·d), no T×T matrix anywhere in the run), :class:`~dplab.mf.noise.CorrelatedNoise`
-  for the dense strategies (O(bands·d) for banded C); its state is checkpointed;
+  O(bands·d) or O(buffers·d), no T×T matrix anywhere in the run),
+  :class:`~dplab.mf.noise.CorrelatedNoise` for the dense strategies (O(bands·d) for banded C);
+  its state is checkpointed;
 - the **claim**: σ calibrated from ``target_epsilon`` with :func:`dplab.mf.accounting.calibrate`,
   ε on the logged steps from the MF accountant (the first t rows of C·G + Z, i.e. C[:t, :t] and
   the spec cut to t steps), and every DP-SGD accountant listed as excluded
@@ -93,8 +95,8 @@ def options(run: RunSettings) -> MFOptions:
 
 def resolve(run: RunSettings, err) -> dict:
     """Cross-key rules of the MF keys (:meth:`MatrixFactorization.resolve`); the generic rules of
-    :func:`dplab.training.resolve.resolve_run` refuse them on other methods, and any accountant but mf.
-    Returns the defaults it fills (banded_toeplitz, blt: ``objective``)."""
+    :func:`dplab.training.resolve.resolve_run` refuse them on other methods, and any accountant but
+    mf. Returns the defaults it fills (banded_toeplitz, blt: ``objective``)."""
     o = options(run)
     strategy = o.strategy
     filled = {}
@@ -107,7 +109,8 @@ def resolve(run: RunSettings, err) -> dict:
     if (strategy in BANDED_STRATEGIES) != (o.bands is not None):
         raise err(
             "bands",
-            f"is required for strategies {' and '.join(BANDED_STRATEGIES)} and only applies to them",
+            f"is required for strategies {' and '.join(BANDED_STRATEGIES)} and only applies to"
+            " them",
         )
     if (strategy == "blt") != (o.buffers is not None):
         raise err(
@@ -131,8 +134,8 @@ def resolve(run: RunSettings, err) -> dict:
 
 
 def _resolve_toeplitz(run: RunSettings, err) -> dict:
-    """banded_toeplitz, blt: bands or buffers within T, the sampler the analysis holds for; returns the
-    objective (default mean)."""
+    """banded_toeplitz, blt: bands or buffers within T, the sampler the analysis holds for; returns
+    the objective (default mean)."""
     o = options(run)
     try:
         steps = toeplitz.check_steps(run.steps)
@@ -160,8 +163,9 @@ def _resolve_toeplitz(run: RunSettings, err) -> dict:
 
 def optimized_separation(sampling: str | None, min_separation: int | None) -> int | None:
     """The min-separation b a banded_toeplitz or blt run's optimizer minimizes the error for (the
-    min_separation sampler's, k = ⌈T/b⌉); None: single participation (cyclic_poisson, whose amplified
-    ε depends on ζ = ‖c‖ only, so the single-participation error is the one to minimize)."""
+    min_separation sampler's, k = ⌈T/b⌉); None: single participation (cyclic_poisson,
+    whose amplified ε depends on ζ = ‖c‖ only, so the single-participation error is
+    the one to minimize)."""
     sampling = sampling or METHOD.samplings[0]
     return min_separation if sampling == Sampling.MIN_SEPARATION else None
 
@@ -202,7 +206,8 @@ def _spec(
 
 
 def _load_toeplitz(path: Path, key: str, regenerate: str) -> ToeplitzFactorization:
-    """A saved banded_toeplitz or blt factorization, refused unless it was optimized for the run's key."""
+    """A saved banded_toeplitz or blt factorization, refused unless it was
+    optimized for the run's key."""
     fact = saved.load_toeplitz(path, regenerate)
     info = fact.info
     requested = info.get("buffers", 0) + info.get("buffers_cancelled", 0)
@@ -376,8 +381,9 @@ class MFNoise(NoiseSource):
 
 
 def truncate(fact: Factorization | ToeplitzFactorization, spec, steps: int):
-    """The first ``steps`` rows of the release C·G + Z: C[:t, :t] (C is lower-triangular) and the spec cut to t.
-    A lower-triangular Toeplitz C cut to t steps is the Toeplitz C of its first t coefficients (same filters)."""
+    """The first ``steps`` rows of the release C·G + Z: C[:t, :t] (C is lower-triangular) and the
+    spec cut to t. A lower-triangular Toeplitz C cut to t steps is the Toeplitz C of its first t
+    coefficients (same filters)."""
     if isinstance(fact, ToeplitzFactorization):
         sub = dataclasses.replace(fact, coefficients=fact.coefficients[:steps], steps=steps)
     else:
@@ -426,7 +432,8 @@ def prepare(
     spec = sampler.spec
     fact = factorization if factorization is not None else build_factorization(run)
     delta, neighbouring = run.delta, run.neighbouring
-    # the accountant receives the spec the sampler draws from (sampler.spec), never a description of it
+    # the accountant receives the spec the sampler draws from (sampler.spec),
+    # never a description of it
     if run.noise_multiplier is not None:
         sigma, source = float(run.noise_multiplier), "given"
         mf_accounting.dp_event(

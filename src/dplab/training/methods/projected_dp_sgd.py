@@ -1,5 +1,6 @@
 """Method ``projected_dp_sgd``: projected noisy SGD of 001 eq. (1), (12): divide by the realized
-batch size |B|, project onto the ball of diameter D; noise σ_A = ησC/b (:func:`dplab.units.asoodeh_sigma`)."""
+batch size |B|, project onto the ball of diameter D; noise σ_A = ησC/b
+(:func:`dplab.units.asoodeh_sigma`)."""
 
 from dplab.schemes import Sampling
 from dplab.training.methods.base import Method, Row
