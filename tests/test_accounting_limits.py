@@ -426,7 +426,7 @@ def test_pld_full_batch_exact_value_is_below_dp_accountings_discretized_pld():
         ("runs:\n  dp_sgd:\n    target_epsilon: 1000000.0\n", "runs.dp_sgd.target_epsilon"),
         (
             "grids:\n  privacy_utility:\n    target_epsilon: [1000000.0]\n",
-            "grids.privacy_utility.target_epsilon.0",
+            "grids.privacy_utility.target_epsilon[0]",
         ),
     ],
 )
