@@ -1,0 +1,30 @@
+#!/bin/bash
+# The default DAG's CPU time at a base commit and at this checkout's HEAD, the same DAG content
+# (HEAD's mf_regime grid, figure and dataset removed: the base has none), built side by side with
+# one core each in scratch clones, so both meet the same load.
+#   benchmarks/dag_pair.sh [BASE (default fbd79dc)] [SCRATCH (default /tmp/dag_pair)]
+set -u
+repo=$(git rev-parse --show-toplevel)
+base=${1:-fbd79dc}
+scratch=${2:-/tmp/dag_pair}
+venv=$repo/.venv
+mkdir -p "$scratch" && cd "$scratch" && rm -rf before after
+git clone -q "$repo" before && git -C before checkout -q "$base"
+git clone -q "$repo" after
+"$venv/bin/python" - "$scratch/after/config/config.yaml" <<'PY'
+import sys
+
+import yaml
+
+p = sys.argv[1]
+c = yaml.safe_load(open(p))
+c["grids"].pop("mf_regime"); c["figures"].pop("mf_regime"); c["datasets"].pop("mnist5000_val")
+yaml.safe_dump(c, open(p, "w"), sort_keys=False)
+PY
+export PATH=$venv/bin:$PATH
+for d in before after; do
+  ( cd "$scratch/$d" && export PYTHONPATH="$scratch/$d/src" &&
+    /usr/bin/time -f "$d user %U sys %S wall %e" snakemake --cores 1 > ../$d.log 2>&1 ) &
+done
+wait
+tail -n1 "$scratch/before.log" "$scratch/after.log"
