@@ -22,7 +22,8 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab.accounting import get
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, LIMITS
-from dplab.accounting.dp_accounting_adapters import PLD_DISC_MAX, PLD_STEP_BINS, absl_warnings
+from dplab.accounting.dp_accounting_adapters import absl_warnings
+from dplab.accounting.pld_accountant import PLD_DISC_MAX, PLD_STEP_BINS
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.setting import Setting
 from dplab.cli import main

@@ -18,7 +18,7 @@ import pytest
 from scipy import optimize, special
 
 from dplab.accounting import Setting, get
-from dplab.accounting.dp_accounting_adapters import PLD_DISC_MAX, PLD_STEP_BINS
+from dplab.accounting.pld_accountant import PLD_DISC_MAX, PLD_STEP_BINS
 from dplab.errors import AssumptionError
 
 ROWS = json.loads((Path(__file__).parent / "references" / "certified_pld.json").read_text())["rows"]

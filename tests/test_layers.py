@@ -35,6 +35,7 @@ LAYERS = (
             "dplab.imports",
             "dplab.registry",
             "dplab.schemes",
+            "dplab.dp_accounting_parts",
         ),
     ),
     ("layout", ("dplab.layout",)),
@@ -274,6 +275,23 @@ def test_only_a_module_declaring_it_loads_project_files_by_path(package):
     )
     with pytest.raises(imports.UnreadableImport, match=r"exec\(\) runs code"):
         plant(package, "dplab.io", "LOADS_PROJECT_FILES = True\nexec('import dplab.cli')")
+
+
+def test_only_a_module_declaring_it_runs_an_installed_package_s_init(package):
+    """dp_accounting_parts runs dp_accounting's ``__init__`` from its spec: its declaration allows
+    ``module_from_spec`` and ``exec_module``, never a file loaded by path."""
+    init = (
+        "import importlib.util\nspec = importlib.util.find_spec('dp_accounting')\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))"
+    )
+    with pytest.raises(
+        imports.UnreadableImport, match=r"(exec_module|module_from_spec)\(\) runs code"
+    ):
+        plant(package, "dplab.errors", init)
+    declared = "LOADS_INSTALLED_PACKAGE = True\n"
+    assert plant(package, "dplab.units", declared + init)["dplab.units"] == GRAPH["dplab.units"]
+    with pytest.raises(imports.UnreadableImport, match=r"spec_from_file_location\(\) runs code"):
+        plant(package, "dplab.io", declared + LOADER)
 
 
 def test_a_planted_cycle_is_caught(package):

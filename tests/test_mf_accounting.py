@@ -5,7 +5,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from dplab.accounting.dp_accounting_adapters import PldAccountant
+from dplab.accounting.pld_accountant import PldAccountant
 from dplab.accounting.setting import Setting
 from dplab.errors import AssumptionError, DPLabError
 from dplab.mf import accounting as Acc

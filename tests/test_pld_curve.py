@@ -6,7 +6,7 @@ import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
 from dplab.accounting import pld_curve
-from dplab.accounting.dp_accounting_adapters import PldAccountant
+from dplab.accounting.pld_accountant import PldAccountant
 from dplab.accounting.setting import Setting
 
 _REL = {

@@ -25,10 +25,13 @@ or a dynamic import whose names this cannot tell, is an :class:`UnreadableImport
 either complete or refused.  One exception: a module that declares ``LOADS_PROJECT_FILES = True``
 at its top (:mod:`dplab.training.model_file`) may load a file by ``importlib.util``'s loaders —
 the user's own model files, outside the package, of which each job depends directly
-(:func:`dplab.jobs.plan`).  ``runs`` narrows a module's imports to those its import runs (outside
-functions) and those of the functions it names.  tests/test_layers.py checks the layers on this
-graph; :mod:`dplab.dvc_yaml` makes each DVC stage depend on the closure of
-the code its command runs.
+(:func:`dplab.jobs.plan`).  A module that declares ``LOADS_INSTALLED_PACKAGE = True``
+(:mod:`dplab.dp_accounting_parts`) may run an installed package's ``__init__`` from its spec
+(``module_from_spec``, ``exec_module``): code outside the package, whose version
+:mod:`dplab.provenance` records.  ``runs`` narrows a module's imports to those its import runs
+(outside functions) and those of the functions it names.  tests/test_layers.py checks the
+layers on this graph; :mod:`dplab.dvc_yaml` makes each DVC stage depend on the closure of the
+code its command runs.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ OPAQUE_CALLS = {
 #: the loaders a module declaring ``LOADS_PROJECT_FILES = True`` may call
 #: (files outside the package)
 PROJECT_LOADERS = {"spec_from_file_location", "module_from_spec", "exec_module"}
+#: the loaders a module declaring ``LOADS_INSTALLED_PACKAGE = True`` may call (an installed
+#: package's spec, found by name)
+PACKAGE_LOADERS = {"module_from_spec", "exec_module"}
 
 
 class UnreadableImport(ValueError):
@@ -121,7 +127,9 @@ class _Reader:
             for alias in node.names
             if alias.name in IMPORT_CALLS and alias.asname
         }
-        self.project_loaders = PROJECT_LOADERS if self._declares("LOADS_PROJECT_FILES") else set()
+        self.project_loaders = (
+            PROJECT_LOADERS if self._declares("LOADS_PROJECT_FILES") else set()
+        ) | (PACKAGE_LOADERS if self._declares("LOADS_INSTALLED_PACKAGE") else set())
         self.loads_registered = self._declares("LOADS_REGISTERED")
 
     def _declares(self, flag: str) -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import dp_accounting
 from dp_accounting import dp_event
 
 from dplab.accounting.base import (
@@ -92,7 +91,7 @@ class MatrixFactorizationAccountant(Accountant):
                 "neighbouring",
                 f"the event's Δ₁ is for {event.neighbouring}; asked for {neighbouring}",
             )
-        gaussian = dp_accounting.GaussianDpEvent(event.noise_multiplier / event.scale)
+        gaussian = dp_event.GaussianDpEvent(event.noise_multiplier / event.scale)
         if event.sampler == Sampling.MIN_SEPARATION:
             return gaussian
         if neighbouring != Neighbouring.ADD_REMOVE:
@@ -101,8 +100,8 @@ class MatrixFactorizationAccountant(Accountant):
                 f"amplified banded MF is proved for add_remove only; got {neighbouring!r}",
             )
         rate = event.sampling_rate
-        step = gaussian if rate == 1 else dp_accounting.PoissonSampledDpEvent(rate, gaussian)
-        return dp_accounting.SelfComposedDpEvent(step, event.participations)
+        step = gaussian if rate == 1 else dp_event.PoissonSampledDpEvent(rate, gaussian)
+        return dp_event.SelfComposedDpEvent(step, event.participations)
 
     def event_epsilon(self, event, delta, neighbouring=Neighbouring.ADD_REMOVE) -> float:
         """ε at δ: exact for a Gaussian event (k Gaussians of μ compose to one of μ√k, Dong, Roth &
@@ -165,9 +164,9 @@ class MatrixFactorizationAccountant(Accountant):
 def _parts(event: dp_event.DpEvent) -> tuple[float, float | None, int]:
     """(noise multiplier of one Gaussian, Poisson rate or None, compositions) of an MF dp_event."""
     count = 1
-    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+    if isinstance(event, dp_event.SelfComposedDpEvent):
         event, count = event.event, event.count
-    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
         return event.event.noise_multiplier, event.sampling_probability, count
     return event.noise_multiplier, None, count
 

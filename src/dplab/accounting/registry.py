@@ -21,7 +21,7 @@ ACCOUNTANTS = Registry(
         "kairouz": "dplab.accounting.composition:KairouzComposition",
         "moments": "dplab.accounting.moments:MomentsAccountant",
         "rdp": "dplab.accounting.dp_accounting_adapters:RdpAccountant",
-        "pld": "dplab.accounting.dp_accounting_adapters:PldAccountant",
+        "pld": "dplab.accounting.pld_accountant:PldAccountant",
         "rdp_closed_form": "dplab.accounting.rdp_closed_form:RdpClosedForm",
         "pabi": "dplab.accounting.pabi:PabiAccountant",
         "langevin": "dplab.accounting.langevin:LangevinAccountant",

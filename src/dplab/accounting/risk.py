@@ -34,7 +34,7 @@ from scipy.special import ndtr, ndtri
 from dplab import units
 from dplab.accounting import memo
 from dplab.accounting.base import SIGMA_MAX, SIGMA_MIN
-from dplab.accounting.dp_accounting_adapters import PldAccountant
+from dplab.accounting.pld_accountant import PldAccountant
 from dplab.accounting.roots import bisect, bracket, expand
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError

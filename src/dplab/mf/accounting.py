@@ -40,8 +40,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import dp_accounting
 import torch
+import dp_accounting.dp_event
 
 from dplab.accounting.base import EPSILON_MAX, ResolutionError
 from dplab.accounting.events import MatrixFactorizationDpEvent
@@ -252,7 +252,7 @@ def dp_event(
     sampler,
     noise_multiplier: float,
     neighbouring: str = Neighbouring.ADD_REMOVE,
-) -> dp_accounting.DpEvent:
+) -> dp_accounting.dp_event.DpEvent:
     """The dp_accounting ``DpEvent`` of the whole T-step release under
     ``sampler`` (module docstring)."""
     return _accountant().dp_event(

@@ -29,8 +29,6 @@ evaluation, then the chain rule through the softmax.
 from __future__ import annotations
 
 import numpy as np
-import scipy.optimize
-import scipy.signal
 
 from dplab.errors import DPLabError
 from dplab.mf.sensitivity import column_sum, max_participations
@@ -63,6 +61,8 @@ def _decays_adjoint(z: np.ndarray, g_theta: np.ndarray, g_hat: np.ndarray) -> np
 
 def _geometric(decay: float, u: np.ndarray) -> np.ndarray:
     """(1 − decay·D)⁻¹·u: y_t = u_t + decay·y_{t−1} (D: the one-step delay)."""
+    import scipy.signal
+
     return scipy.signal.lfilter([1.0], [1.0, -decay], u)
 
 
@@ -82,6 +82,8 @@ def inverse_sections(theta: np.ndarray, theta_hat: np.ndarray, scale: float = 1.
 
 
 def _cascade(sections, u: np.ndarray) -> np.ndarray:
+    import scipy.signal
+
     for b, a in sections:
         u = scipy.signal.lfilter(b, a, u)
     return u
@@ -184,6 +186,8 @@ def blt(
     """The BLT C with ``buffers`` buffers minimizing the ``objective`` under (k, s)-participation
     (module docstring), scaled to ‖C[:, 0]‖ = 1.  ``info``: θ, θ̂, ω (of C with c_0 = 1), the (k, s)
     and objective it was minimized for, L-BFGS iterations, message, loss."""
+    import scipy.optimize
+
     steps = toeplitz.check_steps(steps)
     buffers = check_buffers(buffers, steps)
     if objective not in OBJECTIVES:

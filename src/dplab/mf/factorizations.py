@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 
 from dplab.errors import DPLabError
 from dplab.progress import Progress
@@ -309,6 +308,8 @@ def banded(
     the column-normalized sqrt).  Loss and gradient by banded solves, O(T²·bands) per step
     (:func:`_banded_loss`).  ``info`` records L-BFGS iterations and the final gradient.
     """
+    import scipy.optimize
+
     A = _check_lower(A)
     T = A.shape[0]
     bands = integer("bands", bands, 1, T, "steps")

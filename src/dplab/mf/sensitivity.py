@@ -31,7 +31,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.signal
 
 from dplab.errors import DPLabError
 from dplab.validate import integer
@@ -177,6 +176,8 @@ def toeplitz_sensitivity(
       positions of a pattern are ≥ |m − m'|·s apart, so sens² ≤ k·r_0 + 2·Σ_{d=1}^{k−1} (k − d)·R_d
       with R_d = max_{lag ≥ d·s} r_lag.
     """
+    import scipy.signal
+
     c = np.asarray(coefficients, dtype=float)[: integer("steps", steps)]
     if c.ndim != 1 or len(c) == 0 or not np.all(np.isfinite(c)) or c[0] == 0:
         raise DPLabError("coefficients", "must be finite numbers with c_0 != 0")

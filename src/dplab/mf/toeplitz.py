@@ -24,8 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.optimize
-import scipy.signal
 
 from dplab.errors import DPLabError
 from dplab.mf.factorizations import sqrt_coefficients
@@ -67,6 +65,8 @@ def check_bands(bands: int, steps: int) -> int:
 def inverse_apply(coefficients: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """C⁻¹·rhs for the lower-triangular Toeplitz C of ``coefficients`` (forward
     substitution as a filter)."""
+    import scipy.signal
+
     return scipy.signal.lfilter([1.0], coefficients, rhs)
 
 
@@ -101,6 +101,8 @@ class ToeplitzFactorization:
     def inverse(self, rhs: np.ndarray) -> np.ndarray:
         """C⁻¹·rhs (``rhs`` with T rows), without forming C: O(T·bands) or
         O(T·buffers) per column."""
+        import scipy.signal
+
         out = np.asarray(rhs, dtype=float)
         for b, a in self.inverse_sections:
             out = scipy.signal.lfilter(b, a, out, axis=0)
@@ -148,6 +150,8 @@ def objective_and_gradient(
     reversed vector), since d(C⁻¹)·1 = −C⁻¹·dC·x and dC/dc_ℓ is the ℓ-th subdiagonal;
     d‖v‖²/dc_ℓ = 2·Σ_{m<k} v_{ℓ+m·s} (the adjoint of the column sum).
     """
+    import scipy.signal
+
     b = len(c)
     x = inverse_apply(c, np.ones(steps))
     w = row_weights(steps, objective)
@@ -190,6 +194,8 @@ def banded_toeplitz(
     as jax_privacy's ``optimize_banded_toeplitz``.  ``info``: L-BFGS iterations, message, objective
     and the (k, s) it was minimized for.
     """
+    import scipy.optimize
+
     steps = check_steps(steps)
     bands = check_bands(bands, steps)
     if objective not in OBJECTIVES:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dplab import accounting
-from dplab.accounting import Setting, epochs, risk
+from dplab.accounting import Setting, epochs
 from dplab.accounting.eligibility import Update, bound, defaults, exclusion, refusal
 from dplab.errors import DPLabError
 from dplab.schemes import Sampling
@@ -128,6 +128,8 @@ def calibrate(run: RunSettings, setting: Setting, update: Update) -> tuple[float
     how it was obtained (DPLabError if invalid)."""
     check_calibration(run, setting, update)
     if run.target_tpr is not None:
+        from dplab.accounting import risk  # pld's package: imported where a run reads risk
+
         sigma = risk.sigma_for_risk(setting, tpr=run.target_tpr, fpr=run.target_fpr)
         return (
             sigma,
@@ -159,6 +161,8 @@ def risk_reading(claim: Plan) -> dict:
                 f"pld: {claim.excluded.get('pld', 'not among the accountants the run reports')}"
             )
         }
+    from dplab.accounting import risk  # pld's package: imported where a run reads risk
+
     try:
         return risk.risk(claim.setting)
     except DPLabError as err:
