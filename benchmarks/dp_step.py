@@ -30,7 +30,8 @@ generator (:func:`dplab.training.loop.streams`: on the device itself on a GPU), 
 ``engine_portable`` (the same with ``noise_rng: portable``: the noise from :mod:`dplab.philox`);
 ``opacus`` (``PrivacyEngine.make_private`` with default hooks: per-sample gradients, clip, noise,
 ``optimizer.step()``); ``opacus_ghost`` (``grad_sample_mode="ghost"``, Opacus's fast gradient
-clipping with a double backward).
+clipping with a double backward); ``noise_draw`` (not a step: the DP step's noise draw alone,
+so that its ratio is the share of the non-private step that the noise adds).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ METHODS = (
     "opacus_ghost",
     "engine_graph",
     "non_private_graph",
+    "noise_draw",
 )
 CUDA_ONLY = ("engine_graph", "non_private_graph")
 SIGMA, CLIP, LR = 1.0, 1.0, 0.05
@@ -155,6 +157,14 @@ class Steps:
             )
 
         return step
+
+    def _noise_draw(self, model):
+        """The DP step's noise draw alone (``engine_dp``'s :class:`GaussianNoise` on the run's
+        generator): a part of the DP step that no change of the clipped sum removes."""
+        params = {k: v.detach() for k, v in model.named_parameters()}
+        noise_source = GaussianNoise(SIGMA * CLIP)
+        generator = loop.streams(self.x.device, 0)[1]
+        return lambda: noise_source.sample(0, params, generator)
 
     def _engine_graph(self, model):
         """The engine's DP step captured as a CUDA graph (:mod:`dplab.training.graphed`), as
