@@ -5,11 +5,12 @@ of the 2-core CI machine idle while the rest of the suite runs on the other one.
 registered here (:func:`register`, by the name of the fixture that returns it) starts as soon as
 collection shows that a selected test needs that fixture (conftest's ``pytest_collection_finish``
 calls :func:`start`): in a background thread, one build after another in the order the tests
-need them (a build that mostly waits, for SLURM, in a thread of its own), its processes at a
-lower priority (nice 10: the tests that run meanwhile keep their core). The fixture calls
-:func:`get`, which waits for the build, or makes it in the calling thread when the background has
-not reached it yet. What a build makes and what the tests assert do not change, only when the
-build runs."""
+need them (a build that mostly waits, for SLURM, and the longest build, the paper DAG, each in a
+thread of its own), its processes at a lower priority (nice 10: the tests that run meanwhile keep
+their core). The tests that need a build run after all the others (:func:`last`), so that the
+session waits for a build only when nothing else is left to run. The fixture calls :func:`get`,
+which waits for the build, or makes it in the calling thread when the background has not reached
+it yet. What a build makes and what the tests assert do not change, only when the build runs."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ import pytest
 
 #: the niceness of a background build's processes
 NICE = 10
+#: the wall seconds a build's command may take before it is killed: a guard against a hang, not a
+#: budget (builds run at nice 10 beside the tests and beside each other, on 2 slow cores)
+LIMIT_S = 2400
 #: what a build may raise: an error, or pytest's skip or failure (reported
 #: by the tests that need it)
 OUTCOMES = (Exception, pytest.skip.Exception, pytest.fail.Exception)
@@ -69,13 +73,27 @@ def register(name: str, make: Callable[..., object], lane: str = "cpu") -> None:
     """Make ``make(factory)`` the build of the fixture ``name``, which returns :func:`get` of it
     (``factory``: pytest's tmp_path_factory, for its folder and the builds it starts from).
     Builds of one ``lane`` run one after another; a build that mostly waits (for SLURM) takes a
-    lane of its own, beside the builds that keep the CPU busy."""
+    lane of its own, beside the builds that keep the CPU busy, and so does the longest build (the
+    paper DAG), so that it runs from the start beside the shorter ones."""
     BUILDS[name] = Build(name, make, lane)
 
 
 def get(name: str, factory):
     """What the build ``name`` made (``factory``: pytest's tmp_path_factory)."""
     return BUILDS[name].get(factory)
+
+
+def needs_build(item) -> bool:
+    """Whether the test ``item`` uses a registered build."""
+    return any(name in BUILDS for name in getattr(item, "fixturenames", ()))
+
+
+def last(items: list) -> None:
+    """Reorder ``items`` in place: the tests that need a build after all the others (each group
+    in its own order), so that the builds have the whole session to run in the background."""
+    items[:] = [item for item in items if not needs_build(item)] + [
+        item for item in items if needs_build(item)
+    ]
 
 
 def start(items, factory) -> None:

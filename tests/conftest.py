@@ -72,6 +72,11 @@ def kill(proc: subprocess.Popen) -> None:
         pass
 
 
+def pytest_collection_modifyitems(items):
+    """The tests that need a background build run last (background.py)."""
+    background.last(items)
+
+
 def pytest_collection_finish(session):
     """Start the DAG builds the selected tests need (background.py) while the others run."""
     if not session.config.option.collectonly:
@@ -248,7 +253,7 @@ def project(tmp_path) -> Path:
 def build_small(factory) -> Path:
     """A copy of the project whose whole small DAG Snakemake has run locally (then the report)."""
     path = copy_project(factory.mktemp("built") / "project", dvc=True)
-    run(["snakemake", "--cores", "2"], cwd=path)
+    run(["snakemake", "--cores", "2"], cwd=path, timeout=background.LIMIT_S)
     run(["snakemake", "--report", "results/report.html"], cwd=path)
     return path
 

@@ -71,3 +71,20 @@ def test_a_failed_build_fails_every_test_that_needs_it(builds, tmp_path_factory)
         with pytest.raises(RuntimeError, match="snakemake failed"):
             background.get("probe_broken", tmp_path_factory)
     assert builds.ran == ["probe_broken"]
+
+
+def test_the_tests_that_need_a_build_run_after_all_the_others(builds):
+    """The session runs every test it can before it waits for a build (conftest's
+    pytest_collection_modifyitems), each group in its collected order."""
+    builds.register("probe_built", lambda factory: None)
+    items = [
+        SimpleNamespace(name=name, fixturenames=names)
+        for name, names in (
+            ("a", ["probe_built"]),
+            ("b", ["tmp_path"]),
+            ("c", ["tmp_path", "probe_built"]),
+            ("d", []),
+        )
+    ]
+    background.last(items)
+    assert [item.name for item in items] == ["b", "d", "a", "c"]

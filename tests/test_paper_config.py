@@ -180,11 +180,12 @@ def build_smoke(factory):
     write_mnist(
         project / "data" / "fashion-mnist", 500, 120
     )  # where paper-smoke.yaml's fashion_mnist.path points
-    run(["snakemake", "--cores", "2", *SMOKE], cwd=project, timeout=1200)
+    run(["snakemake", "--cores", "2", *SMOKE], cwd=project, timeout=background.LIMIT_S)
     return project
 
 
-background.register("paper_smoke", build_smoke)
+#: the longest build of the suite (98 jobs): a lane of its own, from the start of the session
+background.register("paper_smoke", build_smoke, lane="paper")
 
 
 @pytest.fixture(scope="module")
