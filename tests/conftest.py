@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -242,6 +244,39 @@ def copy_project(dest: Path, dvc: bool = False) -> Path:
         check=True,
     )
     return dest
+
+
+@functools.cache
+def planned_by_snakemake(cwd: Path = ROOT) -> tuple[dict, ...]:
+    """Every job of `snakemake --dry-run --forceall --printshellcmds` in ``cwd`` (the repository:
+    one Snakemake start-up for the tests of the job model and of DVC) but rule ``all``: rule,
+    inputs, outputs, resources and shell command."""
+    proc = run(
+        ["snakemake", "--dry-run", "--forceall", "--printshellcmds", "--cores", "1"], cwd=cwd
+    )
+    found = []
+    for rule, body, shell in re.findall(
+        r"^(?:local)?rule (\w+):\n((?: {4}.*\n)+)Shell command: (.*)$",
+        proc.stdout + proc.stderr,
+        re.MULTILINE,
+    ):
+        if rule == "all":
+            continue
+        fields = dict(line.strip().split(": ", 1) for line in body.splitlines())
+        resources = dict(
+            item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item
+        )
+        found.append(
+            {
+                "rule": rule,
+                "inputs": set(fields.get("input", "").split(", ")) - {""},
+                "wildcards": fields.get("wildcards"),
+                "outputs": set(fields["output"].split(", ")),
+                "resources": resources,
+                "shell": shell,
+            }
+        )
+    return tuple(found)
 
 
 @pytest.fixture

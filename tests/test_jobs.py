@@ -12,7 +12,7 @@ import types
 import pytest
 import yaml
 
-from conftest import ROOT, run
+from conftest import ROOT, planned_by_snakemake
 from dplab import jobs
 from dplab.config import read_config
 from dplab.dvc_yaml import CONFIG
@@ -24,37 +24,6 @@ REPORT_PARAMS = {"caption"}
 @pytest.fixture(scope="module")
 def plan() -> jobs.JobList:
     return jobs.load(ROOT / CONFIG)
-
-
-def planned_by_snakemake() -> list[dict]:
-    """Every job of `snakemake --dry-run --forceall --printshellcmds` in the repository but rule
-    ``all``: rule, inputs, outputs, resources and shell command."""
-    proc = run(
-        ["snakemake", "--dry-run", "--forceall", "--printshellcmds", "--cores", "1"], cwd=ROOT
-    )
-    found = []
-    for rule, body, shell in re.findall(
-        r"^(?:local)?rule (\w+):\n((?: {4}.*\n)+)Shell command: (.*)$",
-        proc.stdout + proc.stderr,
-        re.MULTILINE,
-    ):
-        if rule == "all":
-            continue
-        fields = dict(line.strip().split(": ", 1) for line in body.splitlines())
-        resources = dict(
-            item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item
-        )
-        found.append(
-            {
-                "rule": rule,
-                "inputs": set(fields.get("input", "").split(", ")) - {""},
-                "wildcards": fields.get("wildcards"),
-                "outputs": set(fields["output"].split(", ")),
-                "resources": resources,
-                "shell": shell,
-            }
-        )
-    return found
 
 
 def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
