@@ -4,6 +4,8 @@ nothing trained that no figure draws; and its whole DAG end to end at reduced sc
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 
@@ -25,7 +27,13 @@ BENCHMARKS = ("fmnist_tanh_cnn",)
 
 def load(*names: str) -> dict:
     """The config Snakemake builds from ``--configfile`` files (merged in order,
-    key by key), validated."""
+    key by key), validated (a copy of :func:`_load`'s: each test may change its own)."""
+    return copy.deepcopy(_load(*names))
+
+
+@functools.cache
+def _load(*names: str) -> dict:
+    """:func:`load`, validated and checked once per session (a few seconds each)."""
     from snakemake.utils import update_config
 
     config: dict = {}
