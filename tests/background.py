@@ -8,9 +8,10 @@ calls :func:`start`): in a background thread, one build after another in the ord
 need them (a build that mostly waits, for SLURM, and the longest build, the paper DAG, each in a
 thread of its own), its processes at a lower priority (nice 10: the tests that run meanwhile keep
 their core). The tests that need a build run after all the others (:func:`last`), so that the
-session waits for a build only when nothing else is left to run. The fixture calls :func:`get`,
-which waits for the build, or makes it in the calling thread when the background has not reached
-it yet. What a build makes and what the tests assert do not change, only when the build runs."""
+session waits for a build only when nothing else is left to run, and then takes a lane's later
+builds from its other end. The fixture calls :func:`get`, which waits for the build, or makes it
+in the calling thread when the background has not reached it yet. What a build makes and what
+the tests assert do not change, only when the build runs."""
 
 from __future__ import annotations
 
@@ -83,26 +84,39 @@ def get(name: str, factory):
     return BUILDS[name].get(factory)
 
 
-def needs_build(item) -> bool:
-    """Whether the test ``item`` uses a registered build."""
-    return any(name in BUILDS for name in getattr(item, "fixturenames", ()))
+def builds_of(item) -> list[Build]:
+    """The registered builds that the test ``item`` uses."""
+    return [BUILDS[name] for name in getattr(item, "fixturenames", ()) if name in BUILDS]
 
 
-def last(items: list) -> None:
-    """Reorder ``items`` in place: the tests that need a build after all the others (each group
-    in its own order), so that the builds have the whole session to run in the background."""
-    items[:] = [item for item in items if not needs_build(item)] + [
-        item for item in items if needs_build(item)
-    ]
+def queue(items) -> list[Build]:
+    """The builds that ``items`` use, in the order the tests first need them."""
+    return list(dict.fromkeys(build for item in items for build in builds_of(item)))
 
 
-def start(items, factory) -> None:
-    """Start, in the background, the builds of the fixtures that the collected ``items`` use."""
-    queue = []
-    for item in items:
-        for name in getattr(item, "fixturenames", ()):
-            if name in BUILDS and BUILDS[name] not in queue:
-                queue.append(BUILDS[name])
+def last(items: list, builds: list[Build]) -> None:
+    """Reorder ``items`` in place: the tests that need no build first, in their order, so that the
+    builds (``builds``: :func:`queue` of ``items``) have the whole session to run in the
+    background; then those that need one, those needing a later build of a lane first: the
+    session makes a build that its lane has not begun itself (:func:`get`), from the other end of
+    the lane, while the background makes the earlier ones (of two tests at the same place in
+    their lanes, the one needing a build later in ``builds`` last)."""
+    place = {}
+    for build in builds:
+        place[build] = sum(other.lane == build.lane for other in place)
+
+    def key(item) -> tuple[int, int]:
+        needed = builds_of(item)
+        return -max(place[b] for b in needed), max(builds.index(b) for b in needed)
+
+    items[:] = [item for item in items if not builds_of(item)] + sorted(
+        (item for item in items if builds_of(item)), key=key
+    )
+
+
+def start(queue: list[Build], factory) -> None:
+    """Start, in the background, the builds ``queue`` (:func:`queue` of the collected tests), one
+    thread per lane, each lane's builds in their order."""
     for lane in dict.fromkeys(build.lane for build in queue):
         builds = [build for build in queue if build.lane == lane]
         threading.Thread(

@@ -74,15 +74,20 @@ def kill(proc: subprocess.Popen) -> None:
         pass
 
 
+#: the background builds, in the order the collected tests first need them
+QUEUE: list[background.Build] = []
+
+
 def pytest_collection_modifyitems(items):
     """The tests that need a background build run last (background.py)."""
-    background.last(items)
+    QUEUE[:] = background.queue(items)
+    background.last(items, QUEUE)
 
 
 def pytest_collection_finish(session):
     """Start the DAG builds the selected tests need (background.py) while the others run."""
     if not session.config.option.collectonly:
-        background.start(session.items, session.config._tmp_path_factory)
+        background.start(QUEUE, session.config._tmp_path_factory)
 
 
 def pytest_terminal_summary(terminalreporter):
