@@ -252,7 +252,7 @@ def copy_project(dest: Path, dvc: bool = False) -> Path:
 
 
 @functools.cache
-def planned_by_snakemake(cwd: Path = ROOT) -> tuple[dict, ...]:
+def planned_by_snakemake(cwd: Path) -> tuple[dict, ...]:
     """Every job of `snakemake --dry-run --forceall --printshellcmds` in ``cwd`` (the repository:
     one Snakemake start-up for the tests of the job model and of DVC) but rule ``all``: rule,
     inputs, outputs, resources and shell command."""

@@ -31,7 +31,7 @@ def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
     wildcard; a job of grouped runs its own rule), no output made by two; the shell command
     carries each of the job's params as the rule passes them, and training and audit jobs ask
     for the job's resources."""
-    planned = planned_by_snakemake()
+    planned = planned_by_snakemake(ROOT)
     by_outputs = {frozenset(job["outputs"]): job for job in planned}
     assert len(by_outputs) == len(planned) == len(plan.jobs)
     outputs = [path for job in planned for path in job["outputs"]]
