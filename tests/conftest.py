@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -72,10 +74,20 @@ def kill(proc: subprocess.Popen) -> None:
         pass
 
 
+#: the background builds, in the order the collected tests first need them
+QUEUE: list[background.Build] = []
+
+
+def pytest_collection_modifyitems(items):
+    """The tests that need a background build run last (background.py)."""
+    QUEUE[:] = background.queue(items)
+    background.last(items, QUEUE)
+
+
 def pytest_collection_finish(session):
     """Start the DAG builds the selected tests need (background.py) while the others run."""
     if not session.config.option.collectonly:
-        background.start(session.items, session.config._tmp_path_factory)
+        background.start(QUEUE, session.config._tmp_path_factory)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -239,6 +251,39 @@ def copy_project(dest: Path, dvc: bool = False) -> Path:
     return dest
 
 
+@functools.cache
+def planned_by_snakemake(cwd: Path) -> tuple[dict, ...]:
+    """Every job of `snakemake --dry-run --forceall --printshellcmds` in ``cwd`` (the repository:
+    one Snakemake start-up for the tests of the job model and of DVC) but rule ``all``: rule,
+    inputs, outputs, resources and shell command."""
+    proc = run(
+        ["snakemake", "--dry-run", "--forceall", "--printshellcmds", "--cores", "1"], cwd=cwd
+    )
+    found = []
+    for rule, body, shell in re.findall(
+        r"^(?:local)?rule (\w+):\n((?: {4}.*\n)+)Shell command: (.*)$",
+        proc.stdout + proc.stderr,
+        re.MULTILINE,
+    ):
+        if rule == "all":
+            continue
+        fields = dict(line.strip().split(": ", 1) for line in body.splitlines())
+        resources = dict(
+            item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item
+        )
+        found.append(
+            {
+                "rule": rule,
+                "inputs": set(fields.get("input", "").split(", ")) - {""},
+                "wildcards": fields.get("wildcards"),
+                "outputs": set(fields["output"].split(", ")),
+                "resources": resources,
+                "shell": shell,
+            }
+        )
+    return tuple(found)
+
+
 @pytest.fixture
 def project(tmp_path) -> Path:
     """A fresh copy of the project (small config, nothing built), for a test to change."""
@@ -248,7 +293,7 @@ def project(tmp_path) -> Path:
 def build_small(factory) -> Path:
     """A copy of the project whose whole small DAG Snakemake has run locally (then the report)."""
     path = copy_project(factory.mktemp("built") / "project", dvc=True)
-    run(["snakemake", "--cores", "2"], cwd=path)
+    run(["snakemake", "--cores", "2"], cwd=path, timeout=background.LIMIT_S)
     run(["snakemake", "--report", "results/report.html"], cwd=path)
     return path
 

@@ -613,16 +613,39 @@ def test_a_full_batch_risk_target_needing_sigma_beyond_its_range_is_refused(capf
     )
 
 
+@pytest.fixture(scope="module")
+def plds() -> dict:
+    """The T-fold PLDs that :func:`kept_plds` composed, by setting, for the module's tests."""
+    return {}
+
+
+@pytest.fixture
+def kept_plds(plds, monkeypatch):
+    """risk.composed_pld keeping each PLD it composes (in ``plds``) during the test: the tests below
+    search the same σ (the same T-fold PLDs, ~3 s each) for two targets, and check the level at
+    the floor that the search composed; a PLD is a function of its setting."""
+    from dplab.accounting import risk
+
+    compose = risk.composed_pld
+
+    def composed_pld(setting):
+        if repr(setting) not in plds:
+            plds[repr(setting)] = compose(setting)
+        return plds[repr(setting)]
+
+    monkeypatch.setattr(risk, "composed_pld", composed_pld)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "target, key",
     [(["--advantage", "0.999999999"], "advantage"), (["--tpr", "0.9999", "--fpr", "0.01"], "tpr")],
 )
-def test_a_risk_target_met_at_pld_s_sigma_floor_is_refused(target, key, capfd):
+def test_a_risk_target_met_at_pld_s_sigma_floor_is_refused(target, key, capfd, kept_plds):
     """q = 0.01, T = 100: σ = 0.1255, the smallest σ pld resolves, already has advantage 0.634
     (TPR 0.644 at FPR 0.01), below the targets: the floor was returned as the calibrated σ, though
     the smallest σ meeting them lies below.  Refused, naming the floor and the level it reaches
-    (checked against the risk reading there); ~8 s of PLDs."""
+    (checked against the risk reading there); ~8 s of PLDs, shared by both targets (kept_plds)."""
     from dplab.accounting import risk
 
     floor = get("pld").sigma_floor(Setting(noise_multiplier=1.0, sampling_rate=0.01, steps=100))

@@ -44,7 +44,7 @@ def test_a_build_is_made_once_in_the_order_the_tests_need_it_and_waited_for(
         SimpleNamespace(fixturenames=names)
         for names in (["tmp_path"], ["probe_after", "probe_slow"], ["probe_slow"])
     ]
-    background.start(items, tmp_path_factory)
+    background.start(background.queue(items), tmp_path_factory)
     deadline = time.monotonic() + 5
     while builds.ran != ["probe_after", "probe_slow"] and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -71,3 +71,28 @@ def test_a_failed_build_fails_every_test_that_needs_it(builds, tmp_path_factory)
         with pytest.raises(RuntimeError, match="snakemake failed"):
             background.get("probe_broken", tmp_path_factory)
     assert builds.ran == ["probe_broken"]
+
+
+def test_the_tests_that_need_a_build_run_last_those_of_a_lane_s_later_builds_first(builds):
+    """The session runs every test it can before it waits for a build (conftest's
+    pytest_collection_modifyitems); then the tests of a lane's later builds, so that it makes
+    those itself while the background makes the earlier ones."""
+    for name in ("probe_first", "probe_then", "probe_alone"):
+        builds.register(name, lambda factory: None)
+    background.BUILDS["probe_alone"].lane = "probe lane"
+    items = [
+        SimpleNamespace(name=name, fixturenames=names)
+        for name, names in (
+            ("a", ["probe_first"]),
+            ("b", ["tmp_path"]),
+            ("c", ["tmp_path", "probe_then"]),
+            ("d", ["probe_alone"]),
+            ("e", ["probe_first", "probe_then"]),
+            ("f", []),
+            ("g", ["probe_first"]),
+        )
+    ]
+    queue = background.queue(items)
+    assert [build.name for build in queue] == ["probe_first", "probe_then", "probe_alone"]
+    background.last(items, queue)
+    assert [item.name for item in items] == ["b", "f", "c", "e", "a", "g", "d"]

@@ -12,16 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run, small_config
+from conftest import ROOT, planned_by_snakemake, run, small_config
 
 #: a run of the small DAG with several claimed accountants, and its sweep
 RUN, SWEEP = "results/runs/dp_sgd/metrics.csv", "results/accounting/dp_sgd.csv"
 
 
 def snakemake_outputs(cwd) -> set[str]:
-    proc = run(["snakemake", "--summary"], cwd=cwd)
-    lines = [line.split("\t") for line in proc.stdout.splitlines()]
-    return {cols[0] for cols in lines[1:] if cols and cols[0].startswith("results/")}
+    """What the jobs of the Snakemake DAG in ``cwd`` write."""
+    return {path for job in planned_by_snakemake(cwd) for path in job["outputs"]}
 
 
 def dvc_outputs(cwd) -> set[str]:

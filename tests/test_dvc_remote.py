@@ -97,7 +97,7 @@ def repro_push_pull_clone_then_experiment(factory):
     built, tmp_path = background.get("built", factory), factory.mktemp("dvc_remote")
     project = fresh_copy(built, tmp_path / "project")
     commit = run(["git", "rev-parse", "HEAD"], cwd=project).stdout.strip()
-    run(["dvc", "repro", "--quiet"], cwd=project)
+    run(["dvc", "repro", "--quiet"], cwd=project, timeout=background.LIMIT_S)
     outs, _ = dvc_graph(project)
     before = digests(project, outs)
     assert before == digests(built, outs)  # DVC's stages give Snakemake's results, byte for byte
@@ -146,7 +146,11 @@ def repro_push_pull_clone_then_experiment(factory):
     # an experiment with another learning rate for one run reruns only what depends on it
     # (-S needs the params file: without it DVC looks for params.yaml)
     _, downstream = dvc_graph(project)
-    proc = run(["dvc", "exp", "run", "-S", "config/config.yaml:runs.dp_sgd.lr=0.25"], cwd=project)
+    proc = run(
+        ["dvc", "exp", "run", "-S", "config/config.yaml:runs.dp_sgd.lr=0.25"],
+        cwd=project,
+        timeout=background.LIMIT_S,
+    )
     ran, skipped = ran_stages(proc.stdout + proc.stderr)
     assert "train-dp_sgd" in ran
     # everything that ran is train-dp_sgd or downstream of it; the rest was skipped as unchanged

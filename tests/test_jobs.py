@@ -12,7 +12,7 @@ import types
 import pytest
 import yaml
 
-from conftest import ROOT, run
+from conftest import ROOT, planned_by_snakemake
 from dplab import jobs
 from dplab.config import read_config
 from dplab.dvc_yaml import CONFIG
@@ -26,43 +26,12 @@ def plan() -> jobs.JobList:
     return jobs.load(ROOT / CONFIG)
 
 
-def planned_by_snakemake() -> list[dict]:
-    """Every job of `snakemake --dry-run --forceall --printshellcmds` in the repository but rule
-    ``all``: rule, inputs, outputs, resources and shell command."""
-    proc = run(
-        ["snakemake", "--dry-run", "--forceall", "--printshellcmds", "--cores", "1"], cwd=ROOT
-    )
-    found = []
-    for rule, body, shell in re.findall(
-        r"^(?:local)?rule (\w+):\n((?: {4}.*\n)+)Shell command: (.*)$",
-        proc.stdout + proc.stderr,
-        re.MULTILINE,
-    ):
-        if rule == "all":
-            continue
-        fields = dict(line.strip().split(": ", 1) for line in body.splitlines())
-        resources = dict(
-            item.split("=", 1) for item in fields.get("resources", "").split(", ") if "=" in item
-        )
-        found.append(
-            {
-                "rule": rule,
-                "inputs": set(fields.get("input", "").split(", ")) - {""},
-                "wildcards": fields.get("wildcards"),
-                "outputs": set(fields["output"].split(", ")),
-                "resources": resources,
-                "shell": shell,
-            }
-        )
-    return found
-
-
 def test_the_snakemake_rules_plan_exactly_the_jobs(plan):
     """One Snakemake job per job of the plan (the same rule, outputs and inputs, its name the rule's
     wildcard; a job of grouped runs its own rule), no output made by two; the shell command
     carries each of the job's params as the rule passes them, and training and audit jobs ask
     for the job's resources."""
-    planned = planned_by_snakemake()
+    planned = planned_by_snakemake(ROOT)
     by_outputs = {frozenset(job["outputs"]): job for job in planned}
     assert len(by_outputs) == len(planned) == len(plan.jobs)
     outputs = [path for job in planned for path in job["outputs"]]

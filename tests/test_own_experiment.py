@@ -21,7 +21,11 @@ CNN = "config/examples/models/cnn.py:SmallCNN"
 
 
 def _snakemake(project, configfile: str) -> None:
-    run(["snakemake", "--cores", "2", "--configfile", configfile], cwd=project, timeout=1800)
+    run(
+        ["snakemake", "--cores", "2", "--configfile", configfile],
+        cwd=project,
+        timeout=background.LIMIT_S,
+    )
 
 
 def build_example(factory):

@@ -4,6 +4,8 @@ nothing trained that no figure draws; and its whole DAG end to end at reduced sc
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 
@@ -25,7 +27,13 @@ BENCHMARKS = ("fmnist_tanh_cnn",)
 
 def load(*names: str) -> dict:
     """The config Snakemake builds from ``--configfile`` files (merged in order,
-    key by key), validated."""
+    key by key), validated (a copy of :func:`_load`'s: each test may change its own)."""
+    return copy.deepcopy(_load(*names))
+
+
+@functools.cache
+def _load(*names: str) -> dict:
+    """:func:`load`, validated and checked once per session (a few seconds each)."""
     from snakemake.utils import update_config
 
     config: dict = {}
@@ -180,11 +188,12 @@ def build_smoke(factory):
     write_mnist(
         project / "data" / "fashion-mnist", 500, 120
     )  # where paper-smoke.yaml's fashion_mnist.path points
-    run(["snakemake", "--cores", "2", *SMOKE], cwd=project, timeout=1200)
+    run(["snakemake", "--cores", "2", *SMOKE], cwd=project, timeout=background.LIMIT_S)
     return project
 
 
-background.register("paper_smoke", build_smoke)
+#: the longest build of the suite (98 jobs): a lane of its own, from the start of the session
+background.register("paper_smoke", build_smoke, lane="paper")
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,8 @@ FAST = [
     "5",
 ]
 #: every snakemake run is bounded: the plugin can wait forever on a status command that fails
-LIMIT_S = 360
+#: (a guard against a hang: the runs share 2 cores with the tests and the other builds)
+LIMIT_S = 900
 
 
 def slurm_runs(factory) -> dict:
