@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from dplab.accounting import names as accountant_names
-from dplab.audit.membership import THREAT_MODELS, check_size, method_config
+from dplab.audit.entries import THREAT_MODELS, check_size, method_config
 from dplab.errors import DPLabError
 from dplab.figures import FIGURES, figure as figure_module
 from dplab.entries import dataset_entry, grid_runs, run_entry

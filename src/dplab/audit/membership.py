@@ -57,6 +57,7 @@ from dplab.accounting.eligibility import defaults
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.audit import canary as canaries_mod
 from dplab.audit.estimators import ESTIMATORS, ONE_RUN
+from dplab.audit.entries import THREAT_MODELS, method_config
 from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
@@ -64,18 +65,9 @@ from dplab.progress import Progress
 from dplab.schemes import Neighbouring, Sampling
 from dplab.training import models, privacy
 from dplab.training.data import Dataset
-from dplab.training.methods import METHODS, update_of
-from dplab.training.resolve import resolve_run
+from dplab.training.methods import update_of
 from dplab.training.settings import RunSettings
 
-#: threat model -> (canary kind, observations, default neighbouring relation)
-THREAT_MODELS = {
-    "white_box": ("gradient", ("trajectory",), Neighbouring.ADD_REMOVE),
-    "last_iterate": ("gradient", ("last_iterate",), Neighbouring.REPLACE_ONE),
-    "input_canary": ("input", ("last_iterate", "trajectory"), Neighbouring.REPLACE_ONE),
-}
-#: methods the lockstep runner reproduces (i.i.d. Gaussian noise, per-example clipping)
-AUDITABLE = tuple(name for name, method in METHODS.items() if method.noise == "independent")
 SETTING_COLUMNS = (
     "noise_multiplier",
     "sampling_rate",
@@ -91,30 +83,6 @@ SETTING_COLUMNS = (
     "dimension",
 )
 INPUT_CANARY_NORM = 16.0
-
-
-def method_config(entry: dict, variant: str) -> RunSettings:
-    """The resolved run of ``variant`` in audit ``entry`` (run schema and defaults); its
-    method is the variant's ``method`` key, else the variant's name."""
-    keys = {**entry["run"], **(entry["methods"][variant] or {})}
-    method = keys.pop("method", variant)
-    where = f"audits.{entry.get('name', '?')}.methods.{variant}"
-    if method not in AUDITABLE:
-        raise DPLabError(
-            f"{where}.method",
-            f"must be one of {', '.join(AUDITABLE)} (the runner's methods); got {method!r}",
-        )
-    neighbouring = entry.get("neighbouring") or THREAT_MODELS[entry["threat_model"]][2]
-    raw = {
-        **keys,
-        "method": method,
-        "steps": max(entry["steps"]),
-        "neighbouring": neighbouring,
-        "accountants": None,
-        "device": "cpu",
-        "checkpoint_every": 0,
-    }
-    return RunSettings.of(resolve_run(raw, where=where))
 
 
 def independent_canaries(run: RunSettings) -> bool:
@@ -403,24 +371,6 @@ def _exact(
             return np.nan
 
     return {"last_iterate": np.array([at(t) for t in steps])}
-
-
-#: the most training an audit may ask per variant, in record-steps: runs × largest T × dataset_size
-#: (config/paper.yaml's largest: 16384 × 256 × 128 ≈ 5.4e8)
-AUDIT_WORK_MAX = 10**10
-
-
-def check_size(entry: dict) -> None:
-    """Refuse an audit whose training per variant exceeds :data:`AUDIT_WORK_MAX` (before any data
-    are read: the config check and ``dplab audit`` ask first)."""
-    work = entry["runs"] * max(entry["steps"]) * entry["dataset_size"]
-    if work > AUDIT_WORK_MAX:
-        raise DPLabError(
-            "runs",
-            f"runs × largest step × dataset_size = {entry['runs']} × {max(entry['steps'])} ×"
-            f" {entry['dataset_size']} = {work:.3g} record-steps per variant, above AUDIT_WORK_MAX"
-            f" = {AUDIT_WORK_MAX:.0e} (days of training); lower one of them",
-        )
 
 
 def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:

@@ -62,7 +62,8 @@ def _audit_entry(text: str) -> dict:
 def run(args) -> int:
     import torch
 
-    from dplab.audit.membership import check_size, run_audit
+    from dplab.audit.entries import check_size
+    from dplab.audit.membership import run_audit
     from dplab.errors import DPLabError
     from dplab.io import check_output
     from dplab.tables import write_table

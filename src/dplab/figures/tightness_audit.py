@@ -18,7 +18,7 @@ import pandas as pd
 
 from dplab import layout
 from dplab.audit.estimators import ESTIMATORS
-from dplab.audit.membership import THREAT_MODELS
+from dplab.audit.entries import THREAT_MODELS
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 from dplab.tables import read_table

@@ -1,0 +1,70 @@
+"""What an ``audits`` entry declares and may ask, checked before any data are read (by the
+config check and by ``dplab audit``): its threat model, its size, each variant's run.  The audit
+itself is :mod:`dplab.audit.membership`; this module imports none of its statistics or training
+(a config check, and the figures that name the threat models, import no torch for it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dplab.errors import DPLabError
+from dplab.schemes import Neighbouring
+
+if TYPE_CHECKING:
+    from dplab.training.settings import RunSettings
+
+#: threat model -> (canary kind, observations, default neighbouring relation)
+THREAT_MODELS = {
+    "white_box": ("gradient", ("trajectory",), Neighbouring.ADD_REMOVE),
+    "last_iterate": ("gradient", ("last_iterate",), Neighbouring.REPLACE_ONE),
+    "input_canary": ("input", ("last_iterate", "trajectory"), Neighbouring.REPLACE_ONE),
+}
+
+
+#: the most training an audit may ask per variant, in record-steps: runs × largest T × dataset_size
+#: (config/paper.yaml's largest: 16384 × 256 × 128 ≈ 5.4e8)
+AUDIT_WORK_MAX = 10**10
+
+
+def check_size(entry: dict) -> None:
+    """Refuse an audit whose training per variant exceeds :data:`AUDIT_WORK_MAX` (before any data
+    are read: the config check and ``dplab audit`` ask first)."""
+    work = entry["runs"] * max(entry["steps"]) * entry["dataset_size"]
+    if work > AUDIT_WORK_MAX:
+        raise DPLabError(
+            "runs",
+            f"runs × largest step × dataset_size = {entry['runs']} × {max(entry['steps'])} ×"
+            f" {entry['dataset_size']} = {work:.3g} record-steps per variant, above AUDIT_WORK_MAX"
+            f" = {AUDIT_WORK_MAX:.0e} (days of training); lower one of them",
+        )
+
+
+def method_config(entry: dict, variant: str) -> RunSettings:
+    """The resolved run of ``variant`` in audit ``entry`` (run schema and defaults); its
+    method is the variant's ``method`` key, else the variant's name."""
+    keys = {**entry["run"], **(entry["methods"][variant] or {})}
+    method = keys.pop("method", variant)
+    where = f"audits.{entry.get('name', '?')}.methods.{variant}"
+    from dplab.training.methods import METHODS  # the training stack: imported where used
+    from dplab.training.resolve import resolve_run
+    from dplab.training.settings import RunSettings
+
+    # the methods the lockstep runner reproduces (i.i.d. Gaussian noise, per-example clipping)
+    auditable = [name for name, m in METHODS.items() if m.noise == "independent"]
+    if method not in auditable:
+        raise DPLabError(
+            f"{where}.method",
+            f"must be one of {', '.join(auditable)} (the runner's methods); got {method!r}",
+        )
+    neighbouring = entry.get("neighbouring") or THREAT_MODELS[entry["threat_model"]][2]
+    raw = {
+        **keys,
+        "method": method,
+        "steps": max(entry["steps"]),
+        "neighbouring": neighbouring,
+        "accountants": None,
+        "device": "cpu",
+        "checkpoint_every": 0,
+    }
+    return RunSettings.of(resolve_run(raw, where=where))
