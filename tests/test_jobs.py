@@ -107,19 +107,20 @@ def test_a_run_is_resolved_in_one_place_for_each_source_of_runs():
         "dplab.config:_check_run",
         "dplab.commands.train:pipeline_runs",
         "dplab.training.resolve:load_runs",
-        "dplab.audit.membership:method_config",
+        "dplab.audit.entries:method_config",
     }
 
 
 def test_planning_and_writing_dvc_yaml_resolve_each_run_once(monkeypatch):
     """`dplab dvc-yaml` (plan and stages) resolves each training job's run once, and each audited
     method once: the stages read the runs the jobs hold."""
-    import dplab.audit.membership
     import dplab.config
+    import dplab.training.resolve
     from dplab import dvc_yaml, entries
 
     calls = []
-    for module in (dplab.config, dplab.audit.membership):
+    # the config's own name, and the module's, which the audit's method_config imports when called
+    for module in (dplab.config, dplab.training.resolve):
         real = module.resolve_run
         monkeypatch.setattr(
             module,
