@@ -87,6 +87,11 @@ def pytest_collection_modifyitems(items):
 def pytest_collection_finish(session):
     """Start the DAG builds the selected tests need (background.py) while the others run."""
     if not session.config.option.collectonly:
+        # DVC binds its log handlers to sys.stdout/sys.stderr when first imported (dvc.logger.setup
+        # in dvc/__init__): imported by a background build (test_dvc_remote) while a test held
+        # capsys or capfd, they would write to that test's closed streams ever after
+        import dvc  # noqa: F401
+
         background.start(QUEUE, session.config._tmp_path_factory)
 
 
