@@ -53,20 +53,25 @@ print(json.dumps({"parts": parts, "whole": whole, "rdp": rdp,
 """
 
 
-def test_the_parser_and_figure_tables_import_no_library_they_do_not_use():
-    """``dplab``'s parser (every subcommand registered), :mod:`dplab.accounting` (the Setting
-    and the registry) and the figure style import none of :data:`HEAVY`; the modules of
-    figures whose tables are computed from accountants import no matplotlib (drawing is
-    another job) and no torch."""
+def probe(code: str) -> dict:
+    """What ``code`` prints as JSON, run in a fresh interpreter on the repository's ``src``."""
     out = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
         check=True,
     )
-    seen = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def test_the_parser_and_figure_tables_import_no_library_they_do_not_use():
+    """``dplab``'s parser (every subcommand registered), :mod:`dplab.accounting` (the Setting
+    and the registry) and the figure style import none of :data:`HEAVY`; the modules of
+    figures whose tables are computed from accountants import no matplotlib (drawing is
+    another job) and no torch."""
+    seen = probe(PROBE)
     assert seen["parser"] == []
     assert "matplotlib" not in seen["tables"] and "torch" not in seen["tables"]
     assert "pandas" in seen["tables"]  # the probe does import what the tables use
@@ -75,15 +80,7 @@ def test_the_parser_and_figure_tables_import_no_library_they_do_not_use():
 def test_an_rdp_epsilon_imports_no_pld_and_the_whole_package_still_answers():
     """dp_accounting is imported by its parts (src/dplab/dp_accounting_parts.py): rdp's ε imports
     neither its pld package nor scipy.stats, and a name of the whole package still resolves."""
-    out = subprocess.run(
-        [sys.executable, "-c", RDP_PROBE],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
-        check=True,
-    ).stdout
-    found = json.loads(out)
+    found = probe(RDP_PROBE)
     assert found["parts"] == []  # neither dp_accounting.pld nor scipy.stats
     assert found["whole"]  # the package's __init__ ran on the first name it defines
     # dp_accounting's own RdpAccountant, reached through the package, agrees with our rdp

@@ -30,7 +30,6 @@ def install() -> None:
         return
     spec = importlib.util.find_spec(PACKAGE)
     package = importlib.util.module_from_spec(spec)
-    running = []
 
     def __getattr__(name: str):
         if not name.startswith("__"):
@@ -39,12 +38,10 @@ def install() -> None:
             except ModuleNotFoundError as err:
                 if err.name != f"{PACKAGE}.{name}":
                     raise
-        if not running:  # any other name: run the package's __init__ once
-            running.append(True)
-            spec.loader.exec_module(package)
-            if name in package.__dict__:
-                return package.__dict__[name]
-        raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}")
+        # any other name: this hook goes and the package's own __init__ runs, once
+        del package.__getattr__
+        spec.loader.exec_module(package)
+        return getattr(package, name)
 
     package.__getattr__ = __getattr__
     sys.modules[PACKAGE] = package
