@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import signal
 import subprocess
@@ -22,7 +23,6 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from dplab.accounting import get
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, LIMITS
-from dplab.accounting.dp_accounting_adapters import absl_warnings
 from dplab.accounting.pld_accountant import PLD_DISC_MAX, PLD_STEP_BINS
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.setting import Setting
@@ -499,6 +499,23 @@ def test_delta_at_large_epsilon_is_never_zero(argv, capfd):
     assert code == 0 and out["delta"] == DELTA_FLOOR > 0 and "delta_note" in out
     if "gaussian_analytic" in argv:  # where the exact value is known: it is indeed below the floor
         assert gaussian_delta(1000.0, 1.0) <= DELTA_FLOOR
+
+
+@contextlib.contextmanager
+def absl_warnings():
+    """The messages of the warnings dp_accounting logs through absl inside the block (kept off
+    stderr)."""
+    caught: list[str] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        caught.append(record.getMessage())
+        return False
+
+    logging.getLogger("absl").addFilter(keep)
+    try:
+        yield caught
+    finally:
+        logging.getLogger("absl").removeFilter(keep)
 
 
 def test_tiny_sampling_rate_gives_at_most_one_line_of_warnings():

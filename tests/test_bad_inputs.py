@@ -39,10 +39,10 @@ def test_bad_input(entry, world, capfd, monkeypatch):
     assert bad_inputs.classify(entry, result) == [], result
 
 
-def test_a_library_warning_does_not_print_every_later_line_twice(tmp_path):
-    """dp_accounting's first absl warning gave the root logger a stderr handler: every later
-    ``dplab`` log line came out twice, the second as ``INFO:dplab:…`` (a new process: under
-    pytest the root logger already has handlers, so only a fresh one shows it)."""
+def test_a_series_that_does_not_converge_is_one_line_in_a_fresh_process(tmp_path):
+    """rdp's series that do not converge at some orders are one ``dplab`` line, once (a new
+    process: under pytest the root logger already has handlers; dp_accounting's own absl warning
+    for them gave it a stderr handler, and every later line came out twice)."""
     done = subprocess.run(
         [
             sys.executable,
