@@ -2,24 +2,17 @@
 
 A noise source returns, for step t, one tensor per parameter that the loop adds to
 Σ clip(g_i) before dividing by the batch size.  The loop only calls :meth:`sample`, so a
-correlated, streaming source (:class:`MFNoise`, the matrix-factorization mechanism, 004 §4.3,
-whose noise at step t mixes the Z's of earlier steps) replaces :class:`GaussianNoise` without
-touching the loop; it keeps whatever it must remember in ``state_dict`` so checkpoints resume
-it exactly.
+correlated, streaming source (the matrix-factorization mechanism, 004 §4.3, whose noise at step
+t mixes the Z's of earlier steps: :class:`dplab.training.mf_noise.MFNoise`) replaces
+:class:`GaussianNoise` without touching the loop; it keeps whatever it must remember in
+``state_dict`` so checkpoints resume it exactly.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from dplab.mf.noise import stream
 from dplab.philox import normal
-
-if TYPE_CHECKING:
-    from dplab.mf.factorizations import Factorization
-    from dplab.mf.toeplitz import ToeplitzFactorization
 
 
 class NoiseSource:
@@ -68,30 +61,3 @@ class NoNoise(NoiseSource):
 
     def sample(self, step, like, generator):
         return {k: torch.zeros_like(p) for k, p in like.items()}
-
-
-class MFNoise(NoiseSource):
-    """dp_mf's correlated noise C⁻¹Z over the flattened parameter vector (drawn and mixed on the
-    generator's device, as :class:`GaussianNoise`, then moved to the
-    parameters' device if that differs), streamed by :func:`dplab.mf.noise.stream`."""
-
-    def __init__(self, factorization: Factorization | ToeplitzFactorization, std: float):
-        self.stream = stream(factorization, std)
-
-    def sample(self, step, like, generator):
-        first = next(iter(like.values()))
-        flat = torch.empty(
-            sum(p.numel() for p in like.values()), dtype=first.dtype, device=generator.device
-        )
-        w = self.stream.sample(step - 1, flat, generator)  # the loop counts steps from 1
-        out, start = {}, 0
-        for k, p in like.items():
-            out[k] = w[start : start + p.numel()].view(p.shape).to(p.device)
-            start += p.numel()
-        return out
-
-    def state_dict(self):
-        return self.stream.state_dict()
-
-    def load_state_dict(self, state):
-        self.stream.load_state_dict(state)

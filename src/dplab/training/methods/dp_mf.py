@@ -11,7 +11,7 @@ The loop is the one of :mod:`dplab.training.loop`; this module supplies its thre
   the very same spec object is what the MF accountant checks and calibrates σ with, so the
   sampler the privacy analysis assumes is the one training uses (004 §4.3 "be careful how you
   sample"); a spec the factorization does not support is an error, never assumed;
-- the **noise**: :class:`~dplab.training.noise.MFNoise`, the streaming C⁻¹Z of
+- the **noise**: :class:`~dplab.training.mf_noise.MFNoise`, the streaming C⁻¹Z of
   :func:`dplab.mf.noise.stream` on the clipped-gradient sum, so step t adds w_t with
   (w_t) ~ N(0, σ²C²·(CᵀC)⁻¹) across steps:
   :class:`~dplab.mf.noise.FilterNoise` for banded_toeplitz and blt (C⁻¹ as IIR filters, memory
@@ -393,7 +393,7 @@ def prepare(
     run: RunSettings, n: int, grid: list[int], factorization: Factorization | None = None
 ) -> Mechanism:
     """Sampler, factorization, σ and the ε curve of a dp_mf run, decided before training."""
-    from dplab.training.noise import MFNoise  # torch: training's, not planning's
+    from dplab.training.mf_noise import MFNoise  # torch: training's, not planning's
 
     o = options(run)
     names = requested_accountants(run)
