@@ -32,6 +32,10 @@ from dplab.figures import figure
 for name in ("gaussian_sigma", "sigma_vs_steps", "techniques_table"):
     figure(name)
 seen["tables"] = loaded()
+from dplab import jobs, layout  # the Snakefile's plan, at every start of Snakemake
+from dplab.config import load_yaml, validate
+seen["runs"] = len(jobs.plan(validate(load_yaml("config/config.yaml"))).runs)
+seen["plan"] = loaded()
 print(json.dumps(seen))
 """
 
@@ -66,15 +70,19 @@ def probe(code: str) -> dict:
     return json.loads(out.stdout)
 
 
-def test_the_parser_and_figure_tables_import_no_library_they_do_not_use():
+def test_the_parser_figure_tables_and_plan_import_no_library_they_do_not_use():
     """``dplab``'s parser (every subcommand registered), :mod:`dplab.accounting` (the Setting
     and the registry) and the figure style import none of :data:`HEAVY`; the modules of
     figures whose tables are computed from accountants import no matplotlib (drawing is
-    another job) and no torch."""
+    another job) and no torch; planning config/config.yaml's jobs as the Snakefile does
+    (validated, every run checked against its dataset) imports no torch (no network is built:
+    a built-in model's parameters are counted, :func:`dplab.training.models.parameters`)."""
     seen = probe(PROBE)
     assert seen["parser"] == []
     assert "matplotlib" not in seen["tables"] and "torch" not in seen["tables"]
     assert "pandas" in seen["tables"]  # the probe does import what the tables use
+    assert seen["runs"] > 0  # the probe does plan (and check) the default DAG's training runs
+    assert "torch" not in seen["plan"]
 
 
 def test_an_rdp_epsilon_imports_no_pld_and_the_whole_package_still_answers():

@@ -70,6 +70,33 @@ def test_the_schema_names_exactly_the_registered_built_in_models():
     assert all(isinstance(m, Model) and m.display and m.source for m in models.MODELS.values())
 
 
+@pytest.mark.parametrize(
+    "model,keys,shape,classes",
+    [
+        ("logreg", {}, [1, 8, 8], 10),
+        ("logreg", {}, [7], 3),
+        ("mlp", {"hidden": 5}, [2, 3, 4], 7),
+        ("cnn", {"channels": 3}, [2, 9, 5], 4),
+        ("tanh_cnn", {}, [3, 28, 28], 6),
+        ("cnn", {}, [1, 3, 8], 2),  # refused: H < 4
+        ("tanh_cnn", {}, [1, 8, 8], 10),  # refused: not 28×28
+    ],
+)
+def test_a_built_in_models_parameters_are_counted_without_building_it(model, keys, shape, classes):
+    """A plan counts a built-in network's parameters by its model's formula (no torch): the count
+    of the network ``build`` makes, and the same refusal where ``build`` refuses the shape."""
+    settings = _run(model=model, **keys)
+    try:
+        built = models.build(settings, shape, classes)
+    except DPLabError as refused:
+        with pytest.raises(DPLabError) as counted:
+            models.parameters(settings, shape, classes)
+        assert str(counted.value) == str(refused)
+        return
+    models.check_output(built, shape, classes)  # what the plan takes to hold by construction
+    assert models.parameters(settings, shape, classes) == sum(p.numel() for p in built.parameters())
+
+
 def test_a_model_file_is_built_with_its_arguments_and_the_datas_shape(project):
     model = models.build(_run(model="models/net.py:Net", model_args={"width": 6}), [1, 8, 8], 10)
     assert [tuple(p.shape) for p in model.parameters()] == [

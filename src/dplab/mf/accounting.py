@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
 import dp_accounting.dp_event
 
 from dplab.accounting.base import EPSILON_MAX, ResolutionError
@@ -55,12 +55,17 @@ from dplab.schemes import Neighbouring, Sampling
 from dplab.units import sum_sensitivity
 from dplab.validate import integer
 
+if TYPE_CHECKING:  # torch draws the batches (training): the specs and their checks need none
+    import torch
+
 NAME = "mf"
 
 
 def assignment(dataset_size: int, parts: int, generator: torch.Generator) -> torch.Tensor:
     """Each record's partition in 0..parts−1, drawn independently and uniformly (record i's is the
     i-th draw: with one seed, a dataset of n + 1 records assigns its first n as one of n does)."""
+    import torch
+
     return torch.randint(parts, (dataset_size,), generator=generator)
 
 
@@ -68,8 +73,8 @@ def _partitions(dataset_size: int, parts: int, generator: torch.Generator) -> li
     """The records of each partition of :func:`assignment`, in increasing order (sizes vary:
     Binomial(n, 1/parts), empty ones included)."""
     where = assignment(dataset_size, parts, generator)
-    order = torch.argsort(where, stable=True)
-    return list(order.split(torch.bincount(where, minlength=parts).tolist()))
+    order = where.argsort(stable=True)
+    return list(order.split(where.bincount(minlength=parts).tolist()))
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,8 @@ class CyclicPoisson:
     def batch(
         self, step: int, partitions: list[torch.Tensor], generator: torch.Generator
     ) -> torch.Tensor:
+        import torch
+
         part = partitions[step % self.partitions_count]
         keep = torch.rand(len(part), generator=generator) < self.sampling_rate
         return part[keep]

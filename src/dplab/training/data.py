@@ -48,15 +48,18 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from dplab.errors import DPLabError
 from dplab.inputs import damaged, read_json, read_npz
 from dplab.training import csv_table, fashion_mnist, image_folder, mnist, own_data
 from dplab.io import atomic_writes, json_text, npz_file, text_file
 from dplab.schemas import validate
+
+if TYPE_CHECKING:  # torch is imported by load(): planning a config (its sizes) imports no torch
+    import torch
 
 
 def resolve_dataset(raw: dict, name: str) -> dict:
@@ -459,6 +462,8 @@ def load(folder: str | Path) -> Dataset:
         arrays["validation"] = {"x": train.pop("x_validation"), "y": train.pop("y_validation")}
     _check_arrays(info, arrays, folder, regenerate)
     check_info(info, arrays["train"]["x"], str(folder / "info.json"))
+    import torch
+
     tensors = {
         split: (torch.from_numpy(a["x"]), torch.from_numpy(a["y"])) for split, a in arrays.items()
     }

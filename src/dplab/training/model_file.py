@@ -12,11 +12,13 @@ import importlib.util
 import inspect
 import sys
 from pathlib import Path
-
-from torch import nn
+from typing import TYPE_CHECKING
 
 from dplab.errors import DPLabError
 from dplab.layout import MODEL_FILE, model_path
+
+if TYPE_CHECKING:  # torch is imported with the user's file: a config of built-in models needs none
+    from torch import nn
 
 #: this module loads the user's files, outside the package (:mod:`dplab.imports` follows none)
 LOADS_PROJECT_FILES = True
@@ -37,6 +39,8 @@ def sha256(model: str) -> str:
 def model_class(model: str) -> type[nn.Module]:
     """The class ``model`` names; a DPLabError on ``model`` when the file is missing, does not
     import, or defines no such ``nn.Module`` subclass."""
+    from torch import nn
+
     file, name = MODEL_FILE.match(model).group("path", "name")
     source = Path(file)
     if not source.is_file():

@@ -3,8 +3,9 @@
 A noise source returns, for step t, one tensor per parameter that the loop adds to
 Σ clip(g_i) before dividing by the batch size.  The loop only calls :meth:`sample`, so a
 correlated, streaming source (the matrix-factorization mechanism, 004 §4.3, whose noise at step
-t mixes the Z's of earlier steps) replaces :class:`GaussianNoise` without touching the loop; it
-keeps whatever it must remember in ``state_dict`` so checkpoints resume it exactly.
+t mixes the Z's of earlier steps: :class:`dplab.training.mf_noise.MFNoise`) replaces
+:class:`GaussianNoise` without touching the loop; it keeps whatever it must remember in
+``state_dict`` so checkpoints resume it exactly.
 """
 
 from __future__ import annotations

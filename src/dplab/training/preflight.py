@@ -4,8 +4,9 @@ Snakemake plans one, so a mistake is refused at once rather than in a job after 
 
 Every check is the engine's own code run on the sizes the dataset will have
 (:func:`dplab.training.data.expected_info`): the method's sampler (batch_size ≤ n; dp_mf's
-sampler spec), the model (a cnn needs images; no batch norm; one logit per class for one example),
-add_remove with an epoch sampler only where adding or removing a record keeps ⌊n/b⌋
+sampler spec), the model (a cnn needs images; no batch norm; one logit per class for one example:
+:func:`dplab.training.models.parameters`, which imports torch for a model file only), add_remove
+with an epoch sampler only where adding or removing a record keeps ⌊n/b⌋
 (:func:`dplab.accounting.epochs.check`: no upper bound holds otherwise), and — for σ calibrated from
 ``target_epsilon`` — the calibrating accountant's assumptions on the run's Setting
 (:func:`dplab.training.privacy.check_calibration`, what :func:`dplab.training.privacy.calibrate`
@@ -20,7 +21,6 @@ and Snakemake reads the config at every start (on a cluster, once per job).
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from dplab import accounting
 from dplab.accounting import epochs
@@ -37,16 +37,14 @@ def check_run(run: RunSettings, dataset: dict) -> None:
     entry ``dataset`` (resolved) before its first step."""
     info = data.expected_info(dataset)
     n = info["train_size"]
-    with torch.device("meta"):  # shapes only: no memory, no draw from torch's generator
-        model = models.build(run, info["input_shape"], info["classes"])
-        models.check_output(model, info["input_shape"], info["classes"])  # one example's logits
+    # the model's shapes and one example's logits; torch only for a model file (the user's)
+    dimension = models.parameters(run, info["input_shape"], info["classes"])
     method = METHODS[run.method]
     method.sampler(run, n)  # batch_size <= n; dp_mf's sampler spec
     update = method.update(run)
     if update.noise != "independent":
         return  # no σ to calibrate (sgd), or a mechanism that checks its own claim (dp_mf)
     b = run.b(n)
-    dimension = sum(p.numel() for p in model.parameters())
     constants, _ = privacy.loss_constants(
         run, info, np.zeros((0, 1))
     )  # the data hold no record beyond R

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dplab.accounting.eligibility import Update
 from dplab.schemes import Neighbouring, Sampler, Sampling
 from dplab.training import privacy
-from dplab.training.noise import GaussianNoise, NoiseSource, NoNoise
 from dplab.training.settings import RunSettings
+
+if TYPE_CHECKING:  # the noise sources are torch's, imported by mechanism(): planning needs none
+    from dplab.training.noise import NoiseSource
 
 
 @dataclass(kw_only=True)
@@ -123,6 +126,8 @@ class Method:
         """Sampler, claim and noise of a run, decided before training: σ and ε from
         :func:`dplab.training.privacy.plan` (``features``: the records the run trains on), i.i.d.
         N(0, σ²C²) on the clipped sum (none for a non-private method)."""
+        from dplab.training.noise import GaussianNoise, NoNoise
+
         sampler = self.sampler(run, n)
         claim = privacy.plan(run, self.update(run), n, run.b(n), dimension, info, grid, features)
         asked = privacy.requested_accountants(run)  # `accountants: []`: the run asks for no ε

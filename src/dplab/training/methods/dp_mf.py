@@ -11,8 +11,9 @@ The loop is the one of :mod:`dplab.training.loop`; this module supplies its thre
   the very same spec object is what the MF accountant checks and calibrates σ with, so the
   sampler the privacy analysis assumes is the one training uses (004 §4.3 "be careful how you
   sample"); a spec the factorization does not support is an error, never assumed;
-- the **noise**: :class:`MFNoise`, the streaming C⁻¹Z of :func:`dplab.mf.noise.stream` on the
-  clipped-gradient sum, so step t adds w_t with (w_t) ~ N(0, σ²C²·(CᵀC)⁻¹) across steps:
+- the **noise**: :class:`~dplab.training.mf_noise.MFNoise`, the streaming C⁻¹Z of
+  :func:`dplab.mf.noise.stream` on the clipped-gradient sum, so step t adds w_t with
+  (w_t) ~ N(0, σ²C²·(CᵀC)⁻¹) across steps:
   :class:`~dplab.mf.noise.FilterNoise` for banded_toeplitz and blt (C⁻¹ as IIR filters, memory
   O(bands·d) or O(buffers·d), no T×T matrix anywhere in the run),
   :class:`~dplab.mf.noise.CorrelatedNoise` for the dense strategies (O(bands·d) for banded C);
@@ -49,7 +50,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from dplab.accounting.eligibility import exclusion
 from dplab.errors import DPLabError
@@ -57,12 +57,10 @@ from dplab.layout import BANDED_STRATEGIES, TOEPLITZ_STRATEGIES, mf_args, mf_spe
 from dplab.mf import accounting as mf_accounting
 from dplab.mf import blt, factorizations, saved, toeplitz
 from dplab.mf.factorizations import Factorization
-from dplab.mf.noise import stream
 from dplab.mf.toeplitz import ToeplitzFactorization
 from dplab.mf.workload import prefix_sum
 from dplab.schemes import Neighbouring, Sampler, Sampling
 from dplab.training.methods.base import Mechanism, Method, Row
-from dplab.training.noise import NoiseSource
 from dplab.training.privacy import Plan, requested_accountants
 from dplab.training.settings import RunSettings
 
@@ -353,33 +351,6 @@ class SpecSampler(Sampler):
         self.parts = state["partitions"]
 
 
-class MFNoise(NoiseSource):
-    """The correlated noise C⁻¹Z over the flattened parameter vector (drawn and mixed on the
-    generator's device, as :class:`~dplab.training.noise.GaussianNoise`, then moved to the
-    parameters' device if that differs), streamed by :func:`dplab.mf.noise.stream`."""
-
-    def __init__(self, factorization: Factorization | ToeplitzFactorization, std: float):
-        self.stream = stream(factorization, std)
-
-    def sample(self, step, like, generator):
-        first = next(iter(like.values()))
-        flat = torch.empty(
-            sum(p.numel() for p in like.values()), dtype=first.dtype, device=generator.device
-        )
-        w = self.stream.sample(step - 1, flat, generator)  # the loop counts steps from 1
-        out, start = {}, 0
-        for k, p in like.items():
-            out[k] = w[start : start + p.numel()].view(p.shape).to(p.device)
-            start += p.numel()
-        return out
-
-    def state_dict(self):
-        return self.stream.state_dict()
-
-    def load_state_dict(self, state):
-        self.stream.load_state_dict(state)
-
-
 def truncate(fact: Factorization | ToeplitzFactorization, spec, steps: int):
     """The first ``steps`` rows of the release C·G + Z: C[:t, :t] (C is lower-triangular) and the
     spec cut to t. A lower-triangular Toeplitz C cut to t steps is the Toeplitz C of its first t
@@ -422,6 +393,8 @@ def prepare(
     run: RunSettings, n: int, grid: list[int], factorization: Factorization | None = None
 ) -> Mechanism:
     """Sampler, factorization, σ and the ε curve of a dp_mf run, decided before training."""
+    from dplab.training.mf_noise import MFNoise  # torch: training's, not planning's
+
     o = options(run)
     names = requested_accountants(run)
     update = METHOD.update(run)

@@ -24,14 +24,17 @@ of one logit per class (:func:`check_output`).
 
 from __future__ import annotations
 
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from dplab.errors import DPLabError
 from dplab.registry import Registry
 from dplab.training import model_file
 from dplab.training.models.base import Model
 from dplab.training.settings import RunSettings
+
+if TYPE_CHECKING:  # torch is imported where a network is built or run: a plan needs none
+    import torch
+    from torch import nn
 
 #: name -> its :class:`~dplab.training.models.base.Model`, the ``MODEL`` of its module
 MODELS = Registry(
@@ -67,19 +70,32 @@ def build(run: RunSettings, input_shape: list[int], classes: int) -> nn.Module:
     return model
 
 
-#: layers whose output for one example depends on the others of its batch (batch statistics)
-BATCH_DEPENDENT = (nn.modules.batchnorm._BatchNorm,)
+def parameters(run: RunSettings, input_shape: list[int], classes: int) -> int:
+    """The number of parameters of the run's network for inputs of ``input_shape``, checked as
+    :func:`build` and :func:`check_output` check it: a built-in model's counted without torch
+    (its ``parameters``; its layers and output hold by construction), a model file's built on
+    torch's ``meta`` device (shapes only: no memory, no draw from torch's generator)."""
+    if not model_file.names_file(run.model):
+        return get(run.model).parameters(run, input_shape, classes)
+    import torch
+
+    with torch.device("meta"):
+        model = build(run, input_shape, classes)
+        check_output(model, input_shape, classes)
+    return sum(p.numel() for p in model.parameters())
 
 
 def check_layers(model: nn.Module) -> None:
-    """No batch-dependent layer (:data:`BATCH_DEPENDENT`; an instance norm that tracks running
-    statistics averages them over the batch): DP-SGD's clipping bounds each example's gradient,
-    which such a layer does not define."""
+    """No batch-dependent layer (batch norm; an instance norm that tracks running statistics
+    averages them over the batch): DP-SGD's clipping bounds each example's gradient, which such
+    a layer does not define."""
+    from torch import nn
+
     for name, module in model.named_modules():
         tracked = (
             isinstance(module, nn.modules.instancenorm._InstanceNorm) and module.track_running_stats
         )
-        if isinstance(module, BATCH_DEPENDENT) or tracked:
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) or tracked:
             raise DPLabError(
                 "model",
                 f"layer {name!r} ({type(module).__name__}) mixes the examples of a batch, so "
@@ -90,6 +106,8 @@ def check_layers(model: nn.Module) -> None:
 def check_output(model: nn.Module, input_shape: list[int], classes: int) -> None:
     """One example of ``input_shape`` through ``model`` (on its device: ``meta`` costs nothing)
     gives logits of shape (1, ``classes``); a DPLabError on ``model`` otherwise."""
+    import torch
+
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     try:
         with torch.no_grad():
@@ -113,6 +131,8 @@ def example_loss(model: nn.Module, l2: float):
     """ℓ(θ; x, y) for ONE example: cross-entropy + (l2/2)·||θ||² (the penalty is part of every
     example's loss, so its gradient is clipped with the rest).  ``loss.model`` and ``loss.l2``
     let :func:`dplab.training.per_example.clipped_grad_sum` take its ghost-clipping path."""
+    import torch
+    from torch import nn
 
     def loss(params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         logits = torch.func.functional_call(model, params, (x.unsqueeze(0),))
