@@ -5,8 +5,9 @@
 dp_accounting's ``pld`` package, nor scipy.stats with it
 (:mod:`dplab.dp_accounting_parts`).
 
-We do not re-implement what ``dp_accounting`` does: these classes only translate a
-:class:`Setting` into a ``DpEvent`` and ask the library's accountants.
+These classes translate a :class:`Setting` into a ``DpEvent`` and ask the library's accountants,
+with one exception for speed: the Poisson-sampled Gaussian's one-step RDP is
+:mod:`dplab.accounting.sampled_gaussian_rdp`, the library's own arithmetic, bit for bit.
 
 Units.  Our σ is std/C on the clipped sum (sensitivity C for add_remove, 2C for replace_one).
 - dp_accounting's RDP treats a ``GaussianDpEvent`` and the subsampled Gaussian of
