@@ -19,7 +19,7 @@ from dplab.accounting import Setting
 from dplab.accounting.gaussian import gaussian_delta
 from dplab.accounting.langevin import cor2_rdp, thm3_exact_rdp
 from dplab import units
-from dplab.audit import exact, stats
+from dplab.audit import entries, exact, stats
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
 from dplab.training import data, loop
@@ -523,15 +523,15 @@ def test_one_run_independent_is_reported_only_for_independent_canaries():
     rng = np.random.default_rng(5)
     members = rng.random((4, 64)) < 0.5
     scores = rng.normal(0, 1, (4, 64)) + members
-    entry = {"estimators": list(estimators.ESTIMATORS), "confidence": 0.95}
+    entry = {"estimators": list(entries.ESTIMATORS), "confidence": 0.95}
     names = {
         independent: {
             name for name, _ in _estimates(entry, scores, members, independent, True, 1e-5)
         }
         for independent in (True, False)
     }
-    assert names[True] == set(estimators.ESTIMATORS)
-    assert names[False] == set(estimators.ESTIMATORS) - {"one_run_independent"}
+    assert names[True] == set(entries.ESTIMATORS)
+    assert names[False] == set(entries.ESTIMATORS) - {"one_run_independent"}
     assert "one_run_independent" not in {
         name for name, _ in _estimates(entry, scores, members, True, False, 1e-5)
     }
@@ -759,7 +759,7 @@ def test_white_box_audit_certifies_most_of_the_pld_bound(digits):
     from dplab.audit.membership import run_audit
 
     table = run_audit(_entry("config", "digits_white_box", runs=8, chunk=8, steps=[64]), digits, 0)
-    assert set(table.estimator) == set(estimators.ESTIMATORS) and set(table.observation) == {
+    assert set(table.estimator) == set(entries.ESTIMATORS) and set(table.observation) == {
         "trajectory"
     }
     assert "upper_pld" in table and not any(
@@ -768,7 +768,7 @@ def test_white_box_audit_certifies_most_of_the_pld_bound(digits):
     gdp = table[table.estimator == "gdp"].iloc[0]
     assert gdp.samples_in + gdp.samples_out > 7_000 and gdp.epsilon_lower >= 0.8 * gdp.upper_pld
     assert bound_violations(table) == []
-    assert (table[table.estimator.isin(estimators.ONE_RUN)].runs == 1).all()
+    assert (table[table.estimator.isin(entries.ONE_RUN)].runs == 1).all()
 
 
 @pytest.mark.slow

@@ -28,14 +28,15 @@ from dplab.cli import build_parser
 build_parser()
 import dplab.accounting, dplab.figures.style
 seen["parser"] = loaded()
-from dplab.figures import figure
-for name in ("gaussian_sigma", "sigma_vs_steps", "techniques_table"):
-    figure(name)
-seen["tables"] = loaded()
 from dplab import jobs, layout  # the Snakefile's plan, at every start of Snakemake
 from dplab.config import load_yaml, validate
 seen["runs"] = len(jobs.plan(validate(load_yaml("config/config.yaml"))).runs)
 seen["plan"] = loaded()
+seen["pld"] = [m for m in sys.modules if m.startswith("dp_accounting.pld")]
+from dplab.figures import figure
+for name in ("gaussian_sigma", "sigma_vs_steps", "techniques_table"):
+    figure(name)
+seen["tables"] = loaded()
 print(json.dumps(seen))
 """
 
@@ -76,13 +77,16 @@ def test_the_parser_figure_tables_and_plan_import_no_library_they_do_not_use():
     figures whose tables are computed from accountants import no matplotlib (drawing is
     another job) and no torch; planning config/config.yaml's jobs as the Snakefile does
     (validated, every run checked against its dataset) imports no torch (no network is built:
-    a built-in model's parameters are counted, :func:`dplab.training.models.parameters`)."""
+    a built-in model's parameters are counted, :func:`dplab.training.models.parameters`), no
+    scipy.stats and no dp_accounting ``pld`` (each accountant's class is asked whether it applies;
+    those libraries are imported where a bound is computed)."""
     seen = probe(PROBE)
     assert seen["parser"] == []
     assert "matplotlib" not in seen["tables"] and "torch" not in seen["tables"]
     assert "pandas" in seen["tables"]  # the probe does import what the tables use
     assert seen["runs"] > 0  # the probe does plan (and check) the default DAG's training runs
-    assert "torch" not in seen["plan"]
+    assert "torch" not in seen["plan"] and "scipy.stats" not in seen["plan"]
+    assert seen["pld"] == []
 
 
 def test_an_rdp_epsilon_imports_no_pld_and_the_whole_package_still_answers():

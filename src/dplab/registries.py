@@ -10,7 +10,7 @@ packages' docstrings, and the config schema's ``figures`` entries (each figure's
 tests/test_registries.py fails when any drifts from the tables:
 :data:`dplab.accounting.registry.ACCOUNTANTS`, :data:`dplab.training.methods.METHODS`,
 :data:`dplab.training.models.MODELS`, :data:`dplab.figures.FIGURES`,
-:data:`dplab.audit.estimators.ESTIMATORS`, and the types :class:`dplab.schemes.Sampling` and
+:data:`dplab.audit.entries.ESTIMATORS`, and the types :class:`dplab.schemes.Sampling` and
 :class:`dplab.schemes.Neighbouring`.  A list a schema validates with is an ``enum``; the
 accountants and methods, which :func:`dplab.training.resolve.resolve_run` checks against their
 registries (naming the valid ones), are listed as ``examples``, which validate nothing.
@@ -45,7 +45,7 @@ BLOCK = re.compile(
 def registries() -> dict[str, Registry]:
     """Kind -> its registry (importing the tables, not their entries)."""
     from dplab.accounting.registry import ACCOUNTANTS
-    from dplab.audit.estimators import ESTIMATORS
+    from dplab.audit.entries import ESTIMATORS
     from dplab.figures import FIGURES
     from dplab.training.methods import METHODS
     from dplab.training.models import MODELS

@@ -14,7 +14,6 @@ import math
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, ndtri
-from scipy.stats import chi2
 
 from dplab import units
 from dplab.accounting.base import Accountant
@@ -141,6 +140,8 @@ def regularized_delta(
     suffix = np.cumsum(log_theta[:, ::-1], axis=1)[:, ::-1]
     terms = np.exp((steps - s) * math.log1p(-p) + suffix)
     second = p / (1 - p) * terms.sum(axis=1)
+    from scipy.stats import chi2  # scipy.stats where a bound is computed, not when planning
+
     log_cdf = np.log1p(-chi2.sf(kappa[:, 0] ** 2, dimension))
     with np.errstate(divide="ignore"):  # (1+e^ε)·tail in log space: no overflow at large ε
         log_first = np.logaddexp(0.0, epsilon) + np.log(-np.expm1(steps * log_cdf))
@@ -161,6 +162,8 @@ def regularized_delta_optimized(
     """(δ, κ*): eq. (21) minimized over κ > 0 — a grid of 161 κ with χ² tail P(χ²_d > κ²) from
     10⁰ to 10⁻⁴⁰⁰·… (κ = √(χ²_d quantile)), then bounded Brent in log κ between the grid
     neighbours of the best point.  Every κ gives a valid bound; the search only tightens it."""
+    from scipy.stats import chi2
+
     tails = np.logspace(-0.01, -300, 161)
     grid = np.sqrt(chi2.isf(tails, dimension))
     grid = grid[np.isfinite(grid) & (grid > 0)]

@@ -20,7 +20,6 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy import integrate
 from scipy.special import gammaln, logsumexp
 
 from dplab import units
@@ -62,6 +61,8 @@ def log_e1(q: float, sigma: float, lam: int) -> float:
 
     turn = min(max((1 + 2 * sigma**2 * math.log((1 - q) / q)) / (2 * sigma), -39.0), 39.0)
     shift = float(np.max(log_integrand(np.linspace(-40, 40, 20001))))
+    from scipy import integrate  # where a moment is integrated, not when planning
+
     value, _ = integrate.quad(
         lambda u: math.exp(log_integrand(u) - shift),
         -40,

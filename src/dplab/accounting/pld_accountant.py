@@ -3,7 +3,8 @@
 The units, the settings it supports and its phases are the adapters'
 (:mod:`dplab.accounting.dp_accounting_adapters`): dp_accounting's PLD with ``REPLACE_ONE`` shifts
 a record's contribution from +C to −C itself (``privacy_loss_mechanism``: mu(x ± sensitivity)),
-so it gets σ unchanged.
+so it gets σ unchanged. dp_accounting's ``pld`` package (with scipy.stats) is imported where a PLD
+is built: planning a config reads this class (its bound, the settings it supports) without it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import math
 
 import numpy as np
 from dp_accounting import dp_event, privacy_accountant
-from dp_accounting.pld import privacy_loss_distribution, privacy_loss_mechanism
 
 from dplab import units
 from dplab.accounting import pld_curve, pld_tilted
@@ -230,6 +230,8 @@ class PldAccountant(DpAccountingAdapter):
     def step_width(self, setting: Setting) -> float:
         """The widest privacy-loss range of the one-step PLD over the pair, from dp_accounting's own
         truncation bounds, without building it."""
+        from dp_accounting.pld import privacy_loss_mechanism
+
         adjacency = privacy_loss_mechanism.AdjacencyType
         pairs = (
             (adjacency.REMOVE, adjacency.ADD)
@@ -294,6 +296,8 @@ class PldAccountant(DpAccountingAdapter):
     def one_step(self, setting: Setting, disc: float | None = None):
         """dp_accounting's discretized PLD of one Poisson step (a full-batch step: q = 1) at
         interval ``disc``, by default :meth:`discretization`."""
+        from dp_accounting.pld import privacy_loss_distribution
+
         event, relation = self.step(setting)
         return privacy_loss_distribution.from_gaussian_mechanism(
             standard_deviation=setting.noise_multiplier,

@@ -29,13 +29,15 @@ reported value over the exact ε(T) by ``excess`` (default 1%).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-from dp_accounting.pld import pld_pmf
 from scipy import fft, special
 
 from dplab.accounting.roots import multisection
+
+if TYPE_CHECKING:
+    from dp_accounting.pld import pld_pmf
 
 #: dp_accounting's default tail-mass truncation of self_compose and compose
 TAIL = 1e-15

@@ -75,7 +75,7 @@ import math
 import operator
 
 import numpy as np
-from scipy import fft, optimize
+from scipy import fft
 
 from dplab.accounting.pld_curve import _delta_at, epsilon_for_delta
 
@@ -304,6 +304,8 @@ class Composition:
         def bound(x: float) -> float:
             eta = lam + math.exp(x)
             return _sum(t * p.log_mgf(eta) for p, t in self.parts) - eta * edge
+
+        from scipy import optimize  # where a bound is read: planning imports this module
 
         best = optimize.minimize_scalar(
             bound,

@@ -26,9 +26,9 @@ risk: :func:`unavailable` names the reason.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-from dp_accounting.pld import privacy_loss_distribution
 from scipy.special import ndtr, ndtri
 
 from dplab import units
@@ -39,6 +39,9 @@ from dplab.accounting.roots import bisect, bracket, expand
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
 from dplab.schemes import Sampling
+
+if TYPE_CHECKING:
+    from dp_accounting.pld import privacy_loss_distribution
 
 #: the false-positive rates at which every risk reading gives the attacker's TPR
 FPRS = (0.001, 0.01, 0.1)

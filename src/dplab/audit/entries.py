@@ -1,7 +1,9 @@
 """What an ``audits`` entry declares and may ask, checked before any data are read (by the
-config check and by ``dplab audit``): its threat model, its size, each variant's run.  The audit
-itself is :mod:`dplab.audit.membership`; this module imports none of its statistics or training
-(a config check, and the figures that name the threat models, import no torch for it).
+config check and by ``dplab audit``): its threat model, its estimators, its size, each variant's
+run.  The audit itself is :mod:`dplab.audit.membership`, the estimators'
+bounds :mod:`dplab.audit.estimators`; this module imports none of their statistics or training (a
+config check, and the figures that name the threat models and estimators, import no torch and no
+scipy.stats for it).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dplab.errors import DPLabError
+from dplab.registry import Registry
 from dplab.schemes import Neighbouring
 
 if TYPE_CHECKING:
@@ -20,6 +23,42 @@ THREAT_MODELS = {
     "last_iterate": ("gradient", ("last_iterate",), Neighbouring.REPLACE_ONE),
     "input_canary": ("input", ("last_iterate", "trajectory"), Neighbouring.REPLACE_ONE),
 }
+
+
+#: name -> its bound, in the order the audit lists them, with what it needs: ``one_run``, the
+#: canaries of a single run (>= 2; its bound takes that run's scores and membership bits; the
+#: others take the pooled scores of the members and of the non-members); ``gaussian``, gdp's
+#: Gaussian extrapolation conservative (:func:`dplab.audit.membership.gdp_applies`);
+#: ``independent``, a run's canaries independent; and its ``marker`` in the figures (matplotlib's)
+ESTIMATORS = Registry(
+    "estimator",
+    {
+        "clopper_pearson": "dplab.audit.estimators:clopper_pearson_bound",
+        "gdp": "dplab.audit.estimators:gdp_bound",
+        "one_run": "dplab.audit.estimators:one_run_bound",
+        "one_run_gdp": "dplab.audit.estimators:one_run_gdp_bound",
+        "one_run_independent": "dplab.audit.estimators:one_run_independent_bound",
+    },
+    meta={
+        "clopper_pearson": {
+            "one_run": False,
+            "gaussian": False,
+            "independent": False,
+            "marker": "s",
+        },
+        "gdp": {"one_run": False, "gaussian": True, "independent": False, "marker": "o"},
+        "one_run": {"one_run": True, "gaussian": False, "independent": False, "marker": "^"},
+        "one_run_gdp": {"one_run": True, "gaussian": True, "independent": False, "marker": "D"},
+        "one_run_independent": {
+            "one_run": True,
+            "gaussian": True,
+            "independent": True,
+            "marker": "*",
+        },
+    },
+)
+#: the estimators that use the canaries of a single run
+ONE_RUN = tuple(name for name in ESTIMATORS if ESTIMATORS.meta[name]["one_run"])
 
 
 #: the most training an audit may ask per variant, in record-steps: runs × largest T × dataset_size

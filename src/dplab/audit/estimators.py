@@ -96,42 +96,7 @@ from dplab.audit.stats import (
     split_scores,
 )
 from dplab.errors import DPLabError
-from dplab.registry import Registry
 
-#: name -> its bound, in the order the audit lists them, with what it needs: ``one_run``, the
-#: canaries of a single run (>= 2; its bound takes that run's scores and membership bits; the
-#: others take the pooled scores of the members and of the non-members); ``gaussian``, gdp's
-#: Gaussian extrapolation conservative (:func:`dplab.audit.membership.gdp_applies`);
-#: ``independent``, a run's canaries independent; and its ``marker`` in the figures (matplotlib's)
-ESTIMATORS = Registry(
-    "estimator",
-    {
-        "clopper_pearson": "dplab.audit.estimators:clopper_pearson_bound",
-        "gdp": "dplab.audit.estimators:gdp_bound",
-        "one_run": "dplab.audit.estimators:one_run_bound",
-        "one_run_gdp": "dplab.audit.estimators:one_run_gdp_bound",
-        "one_run_independent": "dplab.audit.estimators:one_run_independent_bound",
-    },
-    meta={
-        "clopper_pearson": {
-            "one_run": False,
-            "gaussian": False,
-            "independent": False,
-            "marker": "s",
-        },
-        "gdp": {"one_run": False, "gaussian": True, "independent": False, "marker": "o"},
-        "one_run": {"one_run": True, "gaussian": False, "independent": False, "marker": "^"},
-        "one_run_gdp": {"one_run": True, "gaussian": True, "independent": False, "marker": "D"},
-        "one_run_independent": {
-            "one_run": True,
-            "gaussian": True,
-            "independent": True,
-            "marker": "*",
-        },
-    },
-)
-#: the estimators that use the canaries of a single run
-ONE_RUN = tuple(name for name in ESTIMATORS if ESTIMATORS.meta[name]["one_run"])
 #: share of each score list that chooses the threshold: the Clopper–Pearson optimum sits in a tail
 #: and needs many selection scores; gdp only needs the equal-error point
 SELECTION = {"clopper_pearson": 1 / 2, "gdp": 1 / 10}

@@ -56,7 +56,7 @@ import torch
 from dplab.accounting.eligibility import defaults
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.audit import canary as canaries_mod
-from dplab.audit.estimators import ESTIMATORS, ONE_RUN
+from dplab.audit.entries import ESTIMATORS, ONE_RUN
 from dplab.audit.entries import THREAT_MODELS, method_config
 from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many

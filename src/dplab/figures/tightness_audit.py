@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dplab import layout
-from dplab.audit.estimators import ESTIMATORS
-from dplab.audit.entries import THREAT_MODELS
+from dplab.audit.entries import ESTIMATORS, THREAT_MODELS
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
 from dplab.tables import read_table
