@@ -92,7 +92,11 @@ def pytest_collection_finish(session):
         # capsys or capfd, they would write to that test's closed streams ever after
         import dvc  # noqa: F401
 
-        background.start(QUEUE, session.config._tmp_path_factory)
+        # pytest makes its base temporary folder on the first call, unlocked: a build's thread and
+        # a test making it at once would each make one (mktemp then refuses its own path)
+        factory = session.config._tmp_path_factory
+        factory.getbasetemp()
+        background.start(QUEUE, factory)
 
 
 def pytest_terminal_summary(terminalreporter):
