@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, ndtri
 
 from dplab import units
@@ -162,6 +161,7 @@ def regularized_delta_optimized(
     """(δ, κ*): eq. (21) minimized over κ > 0 — a grid of 161 κ with χ² tail P(χ²_d > κ²) from
     10⁰ to 10⁻⁴⁰⁰·… (κ = √(χ²_d quantile)), then bounded Brent in log κ between the grid
     neighbours of the best point.  Every κ gives a valid bound; the search only tightens it."""
+    from scipy.optimize import minimize_scalar
     from scipy.stats import chi2
 
     tails = np.logspace(-0.01, -300, 161)
