@@ -4,6 +4,7 @@ import math
 
 from dplab.accounting.gaussian import gaussian_delta, sigma_analytic
 import numpy as np
+import pytest
 
 from dplab.accounting.roots import bracket, doubling, expand, multisection, safe_root
 
@@ -54,3 +55,56 @@ def test_multisection_finds_the_last_lattice_point_where_the_predicate_holds():
     assert multisection(over_at, 3, 1000, 8) == (376, (3760,))
     assert sum(calls) < 60  # rounds of ≤ 9 points, not a scan of 997
     assert multisection(lambda f, st, c: (np.zeros(c, bool), (np.zeros(c),)), 3, 1000, 8) is None
+
+
+def _calls(solver, f, a, b, **tol):
+    """(root, every x ``solver`` evaluated ``f`` at) as raw bytes, or the exception's type."""
+    xs = []
+
+    def g(x):
+        xs.append(float(x).hex())
+        return f(x)
+
+    try:
+        return float(solver(g, a, b, **tol)).hex(), xs
+    except (ValueError, RuntimeError) as e:
+        return type(e), xs
+
+
+def test_brent_takes_scipy_brentqs_steps_bit_for_bit():
+    from scipy.optimize import brentq
+
+    from dplab.accounting.gaussian import gaussian_delta
+    from dplab.accounting.roots import brent
+
+    cases = [  # (f, a, b): smooth, steep, flat, kinked, a root at an end, the Gaussian's δ
+        (lambda x: x**3 - 2 * x - 5, 2.0, 3.0),
+        (lambda x: math.exp(x) - 10.0, -5.0, 10.0),
+        (lambda x: math.atan(50 * (x - 0.3)), -1.0, 1.0),
+        (lambda x: (x - 0.7) ** 9, 0.0, 1.0),
+        (lambda x: abs(x - 0.123) ** 0.5 * (1 if x > 0.123 else -1), 0.0, 1.0),
+        (lambda x: x - 1.0, 1.0, 3.0),
+        (lambda x: (x**3 - 2 * x - 5) * 1e-300, 2.0, 3.0),  # products underflow
+        (lambda x: math.log(gaussian_delta(1.0, 1 / x)) - math.log(1e-5), 0.5, 20.0),
+        (lambda x: 1.0 / (x - 0.5) if x != 0.5 else math.inf, 0.0, 1.0),  # a pole: no root
+    ]
+    tolerances = [{}, {"xtol": 1e-3, "rtol": 1e-3}, {"xtol": 1e-15, "rtol": 1e-15}]
+    for f, a, b in cases:
+        for tol in tolerances:
+            for lo, hi in ((a, b), (b, a)):
+                assert _calls(brent, f, lo, hi, **tol) == _calls(brentq, f, lo, hi, **tol)
+
+
+def test_brent_refuses_what_brentq_refuses():
+    from dplab.accounting.roots import brent
+
+    with pytest.raises(ValueError, match="different signs"):
+        brent(lambda x: x * x + 1, -1.0, 1.0)
+    with pytest.raises(ValueError, match="xtol"):
+        brent(lambda x: x, -1.0, 1.0, xtol=0.0)
+    with pytest.raises(ValueError, match="rtol"):
+        brent(lambda x: x, -1.0, 1.0, rtol=1e-17)
+    with pytest.raises(ValueError, match="NaN"):
+        brent(lambda x: math.nan if x > 0 else -1.0, -1.0, 1.0)
+    with pytest.raises(RuntimeError, match="converge"):
+        brent(lambda x: x**3 - 2 * x - 5, 2.0, 3.0, xtol=1e-15, maxiter=3)

@@ -46,14 +46,17 @@ import dplab
 from dplab.accounting import Setting, get
 setting = Setting(noise_multiplier=1.1, sampling_rate=0.01, steps=1000)
 rdp = get("rdp").epsilon(setting, 1e-5)
-parts = sorted(m for m in sys.modules if m.startswith(("dp_accounting.pld", "scipy.stats")))
+sigma = get("rdp").sigma(setting, 2.0, 1e-5)  # a calibration: Brent's method, no scipy.optimize
+parts = sorted(
+    m for m in sys.modules if m.startswith(("dp_accounting.pld", "scipy.stats", "scipy.optimize"))
+)
 import dp_accounting
 whole = dp_accounting.NeighboringRelation is dp_accounting.privacy_accountant.NeighboringRelation
 whole = whole and "dp_accounting.pld" in sys.modules
 accountant = dp_accounting.rdp.RdpAccountant()
 event = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1))
 accountant.compose(event, 1000)
-print(json.dumps({"parts": parts, "whole": whole, "rdp": rdp,
+print(json.dumps({"parts": parts, "whole": whole, "rdp": rdp, "sigma": sigma,
                   "library": accountant.get_epsilon(1e-5)}))
 """
 
@@ -90,10 +93,12 @@ def test_the_parser_figure_tables_and_plan_import_no_library_they_do_not_use():
 
 
 def test_an_rdp_epsilon_imports_no_pld_and_the_whole_package_still_answers():
-    """dp_accounting is imported by its parts (src/dplab/dp_accounting_parts.py): rdp's ε imports
-    neither its pld package nor scipy.stats, and a name of the whole package still resolves."""
+    """dp_accounting is imported by its parts (src/dplab/dp_accounting_parts.py): rdp's ε and σ
+    import neither its pld package nor scipy.stats, nor scipy.optimize (the root search is
+    :func:`dplab.accounting.roots.brent`), and a name of the whole package still resolves."""
     found = probe(RDP_PROBE)
-    assert found["parts"] == []  # neither dp_accounting.pld nor scipy.stats
+    assert found["parts"] == []  # no dp_accounting.pld, scipy.stats or scipy.optimize
+    assert 1.0 < found["sigma"] < 1.1  # ε(1.1) < 2 at q = 0.01, T = 1000: the σ for ε = 2 is less
     assert found["whole"]  # the package's __init__ ran on the first name it defines
     # dp_accounting's own RdpAccountant, reached through the package, agrees with our rdp
     assert abs(found["rdp"] - found["library"]) < 1e-9

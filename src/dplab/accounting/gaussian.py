@@ -24,7 +24,7 @@ import numpy as np
 from scipy.special import erfcx, ndtr
 
 from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, Accountant
-from dplab.accounting.roots import bisect, expand, safe_root
+from dplab.accounting.roots import bisect, brent, expand, safe_root
 from dplab.accounting.setting import SAMPLINGS, Setting, check_delta, check_epsilon
 from dplab.schemes import Neighbouring
 
@@ -124,10 +124,8 @@ def _pei_edge(t0: float) -> float:
     With u = √ε this is the positive root of u⁴ − 4t₀u − 8 (convex in u, −8 at u = 0); the
     root is shrunk by 1e-12 so that rounding cannot put the edge outside the region.
     """
-    from scipy.optimize import brentq
-
     hi = 2.0 + (4 * t0 + 4) ** (1 / 3)  # u ≥ 2 and u³ ≥ 4t₀ + 4 make u⁴ − 4t₀u − 8 ≥ 0
-    u = brentq(lambda u: u**4 - 4 * t0 * u - 8, 0.0, hi, xtol=1e-15, rtol=1e-15)
+    u = brent(lambda u: u**4 - 4 * t0 * u - 8, 0.0, hi, xtol=1e-15, rtol=1e-15)
     return u * u * (1 - 1e-12)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from dplab.accounting import events
 from dplab.accounting.base import SIGMA_MAX, SIGMA_MIN, SIGMA_RTOL
 from dplab.accounting.registry import get
+from dplab.accounting.roots import brent
 from dplab.accounting.setting import Setting, check_delta, check_epsilon
 from dplab.errors import DPLabError
 
@@ -128,9 +129,7 @@ def calibrate(name: str, phases: list[Setting], target: float, delta: float) -> 
         if lo <= bottom:
             return lowest
         lo, hi = max(lo - math.log(2), bottom), lo
-    from scipy.optimize import brentq  # scipy only where a calibration needs it
-
-    root = brentq(
+    root = brent(
         lambda x: epsilon(name, scaled(phases, factor(x)), delta) - target,
         lo,
         hi,

@@ -3,20 +3,22 @@
 Every calibration here solves ``gap(x) = 0`` for a monotone ``gap`` where ``gap(x) <= 0`` means
 x meets the target (e.g. ε(σ) ≤ ε) and ``gap(x) > 0`` that it misses it.  :func:`expand` walks
 from a start (x ← 2x, x + 2, …) to the first x that meets the target, or reports the cap;
-:func:`safe_root` runs Brent's method (``scipy.optimize.brentq``) on a bracket and then steps
-the answer towards the meeting side until it meets the target, so a returned σ, ε or δ is never
-on the side that misses it (conservative for an upper bound); :func:`bracket` steps outward
-from a start, in widening steps, to a bracket of the target (the σ searches, whose start is a
-good guess); :func:`doubling` brackets a target met from some x > 0 on by doubling from a
-start (the ε searches whose scale is unknown); :func:`bisect` halves brackets of a monotone
-predicate, element-wise on arrays (the vectorized ε(δ) inversions, validity edges);
-:func:`multisection` searches an integer lattice a batch of points at a time (the PLD's tail cell,
-whose evaluations share work along a lattice).
+:func:`brent` is Brent's method, step for step as SciPy's ``brentq`` takes it (without importing
+scipy.optimize: 0.1 s of every calibrating job's start-up); :func:`safe_root` runs it on a
+bracket and then steps the answer towards the meeting side until it meets the target, so a
+returned σ, ε or δ is never on the side that misses it (conservative for an upper bound);
+:func:`bracket` steps outward from a start, in widening steps, to a bracket of the target (the σ
+searches, whose start is a good guess); :func:`doubling` brackets a target met from some x > 0 on
+by doubling from a start (the ε searches whose scale is unknown); :func:`bisect` halves brackets
+of a monotone predicate, element-wise on arrays (the vectorized ε(δ) inversions, validity
+edges); :func:`multisection` searches an integer lattice a batch of points at a time (the PLD's
+tail cell, whose evaluations share work along a lattice).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Callable
 
 import numpy as np
@@ -71,6 +73,83 @@ def bracket(
         x, width = y, grow * width
 
 
+#: the least relative tolerance Brent's method accepts (SciPy's ``brentq``: 4 × machine ε)
+RTOL_MIN = 4 * sys.float_info.epsilon
+
+
+def brent(
+    f: Callable[[float], float],
+    a: float,
+    b: float,
+    *,
+    xtol: float = 2e-12,
+    rtol: float = RTOL_MIN,
+    maxiter: int = 100,
+) -> float:
+    """A root of ``f`` in [a, b] (f(a), f(b) of opposite signs) by Brent's method (R. P. Brent,
+    *Algorithms for Minimization without Derivatives*, 1973, ch. 4), in the form of SciPy's
+    ``brentq``: inverse quadratic extrapolation or secant steps while they shrink fast enough,
+    bisection otherwise, until half the bracket is below (xtol + rtol·|x|)/2.
+
+    Every step is the same IEEE double operation in the same order as ``brentq``, so the iterates,
+    and the root, are ``brentq``'s bit for bit (tests/test_accounting_roots.py compares them).
+    ValueError on a bad tolerance, no sign change or a NaN value; RuntimeError after ``maxiter``
+    steps without convergence, as ``brentq``."""
+    if not xtol > 0:
+        raise ValueError(f"xtol too small ({xtol:g} <= 0)")
+    if not rtol >= RTOL_MIN:
+        raise ValueError(f"rtol too small ({rtol:g} < {RTOL_MIN:g})")
+
+    def value(x: float) -> float:
+        y = float(f(x))
+        if math.isnan(y):
+            raise ValueError(f"the function value at x={x} is NaN; solver cannot continue")
+        return y
+
+    xpre, xcur = float(a), float(b)  # the previous and the current iterate
+    fpre, fcur = value(xpre), value(xcur)
+    if fpre == 0:
+        return xpre
+    if fcur == 0:
+        return xcur
+    if math.copysign(1.0, fpre) == math.copysign(1.0, fcur):
+        raise ValueError("f(a) and f(b) must have different signs")
+    xblk = fblk = spre = scur = 0.0  # the contrapoint (the bracket's other end), the last steps
+    for _ in range(maxiter):
+        if fpre != 0 and fcur != 0 and math.copysign(1.0, fpre) != math.copysign(1.0, fcur):
+            xblk, fblk = xpre, fpre
+            spre = scur = xcur - xpre
+        if abs(fblk) < abs(fcur):  # the current iterate is the end with the smaller |f|
+            xpre, xcur, xblk = xcur, xblk, xcur
+            fpre, fcur, fblk = fcur, fblk, fcur
+        delta = (xtol + rtol * abs(xcur)) / 2
+        sbis = (xblk - xcur) / 2
+        if fcur == 0 or abs(sbis) < delta:
+            return xcur
+        bisect_step = True
+        if abs(spre) > delta and abs(fcur) < abs(fpre):
+            try:
+                if xpre == xblk:  # secant through the bracket's ends
+                    stry = -fcur * (xcur - xpre) / (fcur - fpre)
+                else:  # inverse quadratic through the three points
+                    dpre = (fpre - fcur) / (xpre - xcur)
+                    dblk = (fblk - fcur) / (xblk - xcur)
+                    stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+            except ZeroDivisionError:  # C's ±inf or NaN (an underflow): no short step, bisect
+                stry = math.inf
+            if 2 * abs(stry) < min(abs(spre), 3 * abs(sbis) - delta):
+                spre, scur, bisect_step = scur, stry, False
+        if bisect_step:
+            spre = scur = sbis
+        xpre, fpre = xcur, fcur
+        if abs(scur) > delta:
+            xcur += scur
+        else:
+            xcur += delta if sbis > 0 else -delta
+        fcur = value(xcur)
+    raise RuntimeError(f"Brent's method did not converge in {maxiter} steps, value is {xcur}")
+
+
 def safe_root(
     gap: Callable[[float], float],
     lo: float,
@@ -82,13 +161,12 @@ def safe_root(
     answer: Callable[[float], float] = lambda x: x,
     misses: Callable[[float], bool] | None = None,
 ) -> float:
-    """Brent's method on ``gap`` over the bracket [lo, hi] (``gap`` of opposite signs at the
-    ends) to ``xtol``/``rtol``; the root mapped by ``answer`` (e.g. ``math.exp`` of a log σ), then
-    ``nudge``-d while ``misses(answer)`` (default ``gap(answer) > 0``): the side meeting the target.
-    ``nudge=None``: Brent's answer as it is (either side, within the tolerance)."""
-    from scipy.optimize import brentq
-
-    value = answer(brentq(gap, lo, hi, xtol=xtol, rtol=rtol))
+    """Brent's method (:func:`brent`) on ``gap`` over the bracket [lo, hi] (``gap`` of opposite
+    signs at the ends) to ``xtol``/``rtol``; the root mapped by ``answer`` (e.g. ``math.exp`` of a
+    log σ), then ``nudge``-d while ``misses(answer)`` (default ``gap(answer) > 0``): the side
+    meeting the target. ``nudge=None``: Brent's answer as it is (either side, within the
+    tolerance)."""
+    value = answer(brent(gap, lo, hi, xtol=xtol, rtol=rtol))
     if nudge is None:
         return value
     misses = misses or (lambda v: gap(v) > 0)

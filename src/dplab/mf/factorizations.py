@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg
 
 from dplab.errors import DPLabError
 from dplab.progress import Progress
@@ -53,6 +52,8 @@ class Factorization:
     @property
     def decoder(self) -> np.ndarray:
         """B = A·C⁻¹ (triangular solve, Cᵀ·Bᵀ = Aᵀ)."""
+        import scipy.linalg  # where a factorization is solved: a run's key check loads this module
+
         return scipy.linalg.solve_triangular(self.encoder.T, self.workload.T, lower=False).T
 
     @property
@@ -95,6 +96,8 @@ def _check_lower(A: np.ndarray) -> np.ndarray:
 
 
 def _toeplitz_lower(coeffs: np.ndarray, steps: int) -> np.ndarray:
+    import scipy.linalg
+
     col = np.zeros(steps)
     col[: min(steps, len(coeffs))] = coeffs[:steps]
     return scipy.linalg.toeplitz(col, np.zeros(steps))
@@ -157,6 +160,8 @@ class _DenseDual:
         self.S = A.T @ A
 
     def __call__(self, v: np.ndarray):
+        import scipy.linalg
+
         r = np.sqrt(v)
         lam, U = scipy.linalg.eigh(r[:, None] * self.S * r[None, :], driver="evd")
         half = np.sqrt(np.clip(lam, 1e-300, None))  # eigenvalues of M^½
@@ -180,6 +185,8 @@ class _TridiagonalDual:
         self.banded = np.vstack([d, np.append(e, 0.0)])  # A⁻¹ in solve_banded's (1, 0) layout
 
     def __call__(self, v: np.ndarray):
+        import scipy.linalg
+
         mu, U = scipy.linalg.eigh_tridiagonal(self.diag / v, self.off / np.sqrt(v[1:] * v[:-1]))
         mu = np.clip(mu, 1e-300, None)
         half = mu**-0.5  # eigenvalues of M^½
@@ -278,6 +285,8 @@ def _banded_loss(c: np.ndarray, A: np.ndarray):
     dL/dC = −(2/T)·Bᵀ·B·C⁻ᵀ = −(2/T)·Bᵀ·K with Kᵀ = C⁻¹·Bᵀ (a second banded solve), needed only
     on the band; then the chain rule through C[j+ℓ, j] = c_ℓ/n_j.
     """
+    import scipy.linalg
+
     T, m = A.shape[0], len(c)
     band, inside, norms = _banded_columns(c, T)  # LAPACK's lower band layout of C
     Bt, info_t = scipy.linalg.lapack.dtbtrs(band, A.T, uplo="L", trans="T")  # Cᵀ·Bᵀ = Aᵀ
