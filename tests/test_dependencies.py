@@ -28,7 +28,9 @@ INTERNALS = {
         "RdpAccountant._rdp (dp_accounting_adapters.RdpAccountant.one_step_rdp);"
         " PrivacyLossDistribution._pmf_remove/_pmf_add/_symmetric (PldAccountant.composed,"
         " risk.privacy_profile); DensePLDPmf._probs/_lower_loss/_infinity_mass/_discretization"
-        " (pld_curve.ComposedPmf, risk.privacy_profile)"
+        " (pld_curve.ComposedPmf, risk.privacy_profile);"
+        " privacy_loss_distribution._create_pld_pmf_from_monotone_privacy_loss,"
+        " GaussianPrivacyLoss._standard_deviation (pld_gaussian.gaussian_pld)"
     ),
     "torch": "torch._C._set_deterministic_algorithms (training.loop.train)",
 }
@@ -77,6 +79,23 @@ def test_pld_internals_hold_the_pmfs():
     assert probs.sum() + _internal(dense, "_infinity_mass", "dp-accounting") == pytest.approx(
         1.0, abs=1e-9
     )
+
+
+def test_pld_construction_internals_build_the_gaussian_pld():
+    """The PMF builder pld_gaussian calls, on the Gaussian privacy loss whose σ it reads, gives
+    the PMF of dp_accounting's own public constructor."""
+    from dp_accounting.pld import privacy_loss_mechanism
+
+    build = _internal(
+        privacy_loss_distribution, "_create_pld_pmf_from_monotone_privacy_loss", "dp-accounting"
+    )
+    loss = privacy_loss_mechanism.GaussianPrivacyLoss(2.0)
+    assert _internal(loss, "_standard_deviation", "dp-accounting") == 2.0
+    pmf = build(loss, value_discretization_interval=1e-2, use_connect_dots=True)
+    public = privacy_loss_distribution.from_gaussian_mechanism(
+        2.0, value_discretization_interval=1e-2
+    )
+    assert pmf.get_delta_for_epsilon(0.5) == public.get_delta_for_epsilon(0.5)
 
 
 def test_torch_deterministic_switch_is_what_the_public_api_sets():

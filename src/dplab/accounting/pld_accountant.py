@@ -295,15 +295,16 @@ class PldAccountant(DpAccountingAdapter):
 
     def one_step(self, setting: Setting, disc: float | None = None):
         """dp_accounting's discretized PLD of one Poisson step (a full-batch step: q = 1) at
-        interval ``disc``, by default :meth:`discretization`."""
-        from dp_accounting.pld import privacy_loss_distribution
+        interval ``disc``, by default :meth:`discretization` (its ``from_gaussian_mechanism``, bit
+        for bit, with the inverse privacy loss on arrays: :mod:`dplab.accounting.pld_gaussian`)."""
+        from dplab.accounting.pld_gaussian import gaussian_pld
 
         event, relation = self.step(setting)
-        return privacy_loss_distribution.from_gaussian_mechanism(
-            standard_deviation=setting.noise_multiplier,
-            value_discretization_interval=self.discretization(setting) if disc is None else disc,
-            sampling_prob=setting.sampling_rate,
-            neighboring_relation=relation,
+        return gaussian_pld(
+            setting.noise_multiplier,
+            self.discretization(setting) if disc is None else disc,
+            setting.sampling_rate,
+            relation,
         )
 
     def composed(self, setting: Setting, steps: np.ndarray):
