@@ -68,7 +68,7 @@ from dplab.training.environment import environment
 from dplab.training.graphed import GraphedStep
 from dplab.training.methods import METHODS, Method
 from dplab.training.noise import NoiseSource
-from dplab.training.per_example import ClippedGrads, clipped_grad_sum
+from dplab.training.per_example import ClippedGrads, clipped_grad_sum, example_norms
 from dplab.training.privacy import Plan, risk_reading
 from dplab.training.run_metrics import metrics
 from dplab.training.settings import RunSettings
@@ -566,13 +566,12 @@ def _count_levels(run: _Run, idx: torch.Tensor) -> torch.Tensor:
     levels = torch.cat(
         [
             individual.levels(
-                clipped_grad_sum(
+                example_norms(
                     c.loss,
                     st.params,
                     c.x_train[start : start + NORM_CHUNK],
                     c.y_train[start : start + NORM_CHUNK],
-                    clip,
-                ).norms,
+                ),
                 clip,
             )
             for start in range(0, c.n, NORM_CHUNK)

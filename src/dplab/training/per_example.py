@@ -86,6 +86,22 @@ def clipped_grad_sum(
     return _materialized(loss, params, x, y, clip, mask)
 
 
+def example_norms(
+    loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
+    """The unclipped per-example gradient norms ||∇ℓ(θ; x_i)|| alone: :func:`clipped_grad_sum`'s
+    ``norms``, the same operations, without the clipped sum (the individual accounting reads
+    every record's norm at every step)."""
+    if len(x) == 0:
+        return torch.zeros(0, device=x.device)
+    model = getattr(loss, "model", None)
+    if model is not None and ghost_supported(model, params):
+        out = _ghost(model, float(loss.l2), params, x, y, None, summed=False)
+        if out is not None:
+            return out.norms
+    return _materialized(loss, params, x, y, None, summed=False).norms
+
+
 def ghost_supported(model: nn.Module, params: dict[str, torch.Tensor]) -> bool:
     """Whether :func:`clipped_grad_sum` takes the ghost-clipping path for ``model``."""
     plan = _plan(model)
@@ -166,11 +182,14 @@ def _factors(norms: torch.Tensor, clip: float | None) -> torch.Tensor:
     return (clip / (norms + CLIP_EPS)).clamp(max=1.0)
 
 
-def _materialized(loss, params, x, y, clip, mask=None) -> ClippedGrads:
-    """Per-example gradients with torch.func, then clip and sum (weighted by ``mask``)."""
+def _materialized(loss, params, x, y, clip, mask=None, summed=True) -> ClippedGrads:
+    """Per-example gradients with torch.func, then clip and sum (weighted by ``mask``);
+    ``summed=False``: the norms only (no sum, no loss)."""
     grads, losses = vmap(grad_and_value(loss), in_dims=(None, 0, 0))(params, x, y)
     flat = torch.cat([g.reshape(len(x), -1) for g in grads.values()], dim=1)
     norms = flat.norm(dim=1)
+    if not summed:
+        return ClippedGrads({}, norms, losses.sum())
     factor = _factors(norms, clip)
     if mask is not None:
         factor, losses = factor * mask, losses * mask
@@ -256,9 +275,10 @@ def _add_bias_sq(m: nn.Module, g: torch.Tensor, sq: torch.Tensor) -> None:
         sq += _sq_norms(g.sum(2))
 
 
-def _ghost(model, l2, params, x, y, clip, mask=None) -> ClippedGrads | None:
+def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrads | None:
     """The ghost-clipping path (module docstring), each factor c_i times ``mask_i`` if given;
-    ``None`` when a layer ran more than once."""
+    ``None`` when a layer ran more than once; ``summed=False``: the norms only (no clipped sum,
+    no loss)."""
     if not x.is_floating_point():
         return None
     plan = _plan(model)
@@ -290,6 +310,8 @@ def _ghost(model, l2, params, x, y, clip, mask=None) -> ClippedGrads | None:
     if l2:
         sq = sq + 2.0 * l2 * cross + l2 * l2 * theta_sq
     norms = sq.clamp(min=0.0).sqrt()
+    if not summed:
+        return ClippedGrads({}, norms.detach(), ce.detach().sum())
     factor = _factors(norms, clip).to(sq.dtype)
     if mask is not None:
         factor, ce = factor * mask, ce * mask
