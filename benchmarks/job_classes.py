@@ -12,6 +12,12 @@ class's job count in the DAG and its sampled jobs' mean::
 
 A job's sample is chosen by its rule and a part of its command line (:data:`SAMPLES`); a grid
 cell's runs are one job (config ``group_runs``) unless the config says ``group_runs: none``.
+
+``--all`` profiles every job of the DAG instead, in the dry run's order (each job's inputs are
+made by the jobs before it: run it in a fresh clone), one JSON line per job, then each class's
+total CPU seconds and the DAG's::
+
+    PYTHONPATH=src python benchmarks/job_classes.py --all
 """
 
 from __future__ import annotations
@@ -84,12 +90,12 @@ def argv_of(command: str) -> list[str]:
     return words[: words.index(">")] if ">" in words else words
 
 
-def profile(job: dict) -> dict:
+def profile(job: dict, make_inputs: bool = True) -> dict:
     argv = argv_of(job["command"])
     if job["rule"] == "provenance":
         start = argv.index("--out") + 2
         argv = argv[:start] + [name for name in argv[start:] if Path(name).exists()]
-    if job["inputs"] and job["rule"] not in ("index", "provenance"):
+    if make_inputs and job["inputs"] and job["rule"] not in ("index", "provenance"):
         subprocess.run(
             ["snakemake", "--cores", str(os.cpu_count()), *job["inputs"]],
             check=True,
@@ -110,9 +116,14 @@ def main() -> int:
     parser.add_argument(
         "--only", nargs="+", choices=sorted(SAMPLES), default=None, help="these classes only"
     )
+    parser.add_argument(
+        "--all", action="store_true", help="every job of the DAG, in order (a fresh clone)"
+    )
     args = parser.parse_args()
     jobs = dry_run()
     counts = Counter(class_of(j) for j in jobs)
+    if args.all:
+        return profile_all(jobs)
     rows = []
     for name, picks in SAMPLES.items():
         if args.only and name not in args.only:
@@ -124,18 +135,32 @@ def main() -> int:
             print(json.dumps({"class": name, **results[-1]}), flush=True)
         mean = {c: sum(r[c] for r in results) / len(results) for c in ("cpu_s", *COLUMNS)}
         rows.append((name, counts[name], mean))
-    print(
-        "\n| class | jobs in DAG | CPU s/job | imports | planning | accounting | writing | work |"
-        " start-up |"
-    )
+    table(("jobs in DAG", "CPU s/job"), rows, digits=2)
+    return 0
+
+
+def table(heads: tuple[str, str], rows: list[tuple[str, int, dict]], digits: int) -> None:
+    """A Markdown table of ``rows`` (class, jobs, CPU seconds per column) + the start-up share."""
+    print(f"\n| class | {' | '.join(heads)} | {' | '.join(COLUMNS)} | start-up |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, count, m in rows:
         share = (m["imports"] + m["planning"]) / m["cpu_s"]
-        print(
-            f"| {name} | {count} | {m['cpu_s']:.2f} | "
-            + " | ".join(f"{m[c]:.2f}" for c in COLUMNS)
-            + f" | {share:.0%} |"
+        cells = " | ".join(f"{m[c]:.{digits}f}" for c in ("cpu_s", *COLUMNS))
+        print(f"| {name} | {count} | {cells} | {share:.0%} |")
+
+
+def profile_all(jobs: list[dict]) -> int:
+    """Every job in the dry run's order; each class's totals and the DAG's, as a Markdown table."""
+    totals: dict[str, Counter] = {}
+    for job in jobs:
+        result = profile(job, make_inputs=False)
+        name = class_of(job)
+        print(json.dumps({"class": name, "rule": job["rule"], **result}), flush=True)
+        totals.setdefault(name, Counter()).update(
+            {"jobs": 1, **{c: result[c] for c in ("cpu_s", *COLUMNS)}}
         )
+    totals["DAG"] = sum(totals.values(), Counter())
+    table(("jobs", "CPU s"), [(name, t["jobs"], t) for name, t in totals.items()], digits=1)
     return 0
 
 
