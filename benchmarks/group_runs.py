@@ -34,10 +34,10 @@ from dplab import jobs, layout
 
 #: one grouped job of each grid of config/config.yaml (its name: the folder above the runs)
 SAMPLES = (
-    "grids/privacy_utility/synthetic/logreg/dp_sgd/eps2",
-    "grids/mf_vs_dpsgd/digits/mlp/dp_sgd/eps1",
-    "grids/mf_vs_dpsgd/digits/mlp/dp_mf/eps1",
-    "grids/privacy_utility_sgd/synthetic/logreg/sgd/nonprivate",
+    "grids/privacy_utility/synthetic/logreg/dp_sgd",
+    "grids/mf_vs_dpsgd/digits/mlp/dp_sgd",
+    "grids/mf_vs_dpsgd/digits/mlp/dp_mf",
+    "grids/privacy_utility_sgd/synthetic/logreg/sgd",
 )
 
 

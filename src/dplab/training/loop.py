@@ -61,7 +61,7 @@ from dplab.errors import Diverged, DPLabError
 from dplab.io import atomic_writes, json_text, text_file
 from dplab.philox import PortableGenerator
 from dplab.progress import Progress
-from dplab.schemes import Sampler
+from dplab.schemes import Sampler, Sampling
 from dplab.training import checkpoint, graphed
 from dplab.training.data import Dataset
 from dplab.training.environment import environment
@@ -398,9 +398,11 @@ class _Run:
         c = self.context
         if self.state.counts is not None:
             idx = _count_levels(self, idx)
-        grads = clipped_grad_sum(
-            c.loss, self.params, c.x_train[idx], c.y_train[idx], c.settings.clip
-        )
+        if c.settings.sampling == Sampling.FULL_BATCH and len(idx) == c.n:
+            x, y = c.x_train, c.y_train  # every example in order: no copy of the data each step
+        else:
+            x, y = c.x_train[idx], c.y_train[idx]
+        grads = clipped_grad_sum(c.loss, self.params, x, y, c.settings.clip)
         return grads, denominator(c.settings.normalize, c.b, len(idx))
 
 
@@ -606,7 +608,7 @@ def _log(run: _Run, grads) -> str:
         }
     )
     if c.settings.record_grad_norms:
-        st.norms += [(step, float(v)) for v in grads.norms.cpu()]
+        st.norms += [(step, v) for v in grads.norms.cpu().tolist()]
     return _status(run, st.rows[-1])
 
 
@@ -721,7 +723,7 @@ def _grad_norms_csv(norms: list[tuple[int, float]]) -> str:
 def _individual_csv(eps, labels: torch.Tensor) -> str:
     """One row per training record: its index in the training set, its class, its individual ε."""
     lines = [",".join(INDIVIDUAL_COLUMNS)] + [
-        f"{i},{int(c)},{e!r}" for i, (c, e) in enumerate(zip(labels, eps.tolist()))
+        f"{i},{c},{e!r}" for i, (c, e) in enumerate(zip(labels.tolist(), eps.tolist()))
     ]
     return "\n".join(lines) + "\n"
 
