@@ -202,14 +202,14 @@ def dag_on_slurm(cluster: SlurmCluster, local, project) -> dict:
 def test_slurm_run_equals_local_run_and_training_jobs_get_a_gpu(slurm_results, built):
     """With config/paper.yaml's training_resources (device stays auto: the node's GPUs are fake,
     so training runs on its CPU), every training job goes to partition gpu with --gpus=1 and
-    every other job to partition cpu; the grid's two seeds are one job (group_runs: seed) with
-    twice a run's time limit; the results are the local run's, byte for byte (the second seed,
-    which the local run lacks, aside)."""
+    every other job to partition cpu; the grid's two seeds are one job (group_runs: epsilon, the
+    variant's runs) with twice a run's time limit; the results are the local run's, byte for
+    byte (the second seed, which the local run lacks, aside)."""
     record = outcome(slurm_results, "dag")
     project, local, jobs = record["project"], built, record["jobs"]
     assert record["training_resources"]["gpus"] == 1
     assert record["rc"] == 0, record["out"][-5000:]
-    cell = "train_runs__grids_mf_vs_dpsgd_digits_mlp_dp_mf_eps1"
+    cell = "train_runs__grids_mf_vs_dpsgd_digits_mlp_dp_mf"
     assert sorted(job["rule"] for job in jobs) == sorted(
         ["prepare_data", "prepare_data", "factorization", "train", cell, "figure_table", "figure"]
     ), jobs
