@@ -15,7 +15,6 @@ from dplab.training.per_example import (
     CLIP_EPS,
     _materialized,
     clipped_grad_sum,
-    example_norms,
     ghost_supported,
 )
 
@@ -145,7 +144,8 @@ def test_ghost_equals_materialized_and_naive(kind, l2, monkeypatch):
     assert (norms > clip * 1.001).any() and (norms < clip * 0.999).any()  # clipping acts on some
     torch.testing.assert_close(got.norms, norms, atol=1e-9, rtol=1e-9)
     torch.testing.assert_close(got.norms, func.norms, atol=1e-9, rtol=1e-9)
-    assert torch.equal(example_norms(loss, params, x, y), got.norms)  # the norms alone, bit for bit
+    alone = clipped_grad_sum(loss, params, x, y, clip, summed=False)
+    assert torch.equal(alone.norms, got.norms) and alone.grad_sum == {}  # no sum, same bits
     torch.testing.assert_close(got.loss_sum, func.loss_sum, atol=1e-9, rtol=1e-9)
     assert list(got.grad_sum) == list(params)
     for k in params:
@@ -212,8 +212,8 @@ def test_unsupported_layers_fall_back_to_torch_func(name):
     got = clipped_grad_sum(loss, params, x, y, clip)
     want, norms = _naive(model, params, x, y, clip, 0.0)
     torch.testing.assert_close(got.norms, norms, atol=1e-9, rtol=1e-9)
-    assert torch.equal(example_norms(loss, params, x, y), got.norms)
-    assert example_norms(loss, params, x[:0], y[:0]).shape == (0,)
+    assert torch.equal(clipped_grad_sum(loss, params, x, y, clip, summed=False).norms, got.norms)
+    assert clipped_grad_sum(loss, params, x[:0], y[:0], clip, summed=False).norms.shape == (0,)
     for k in params:
         torch.testing.assert_close(got.grad_sum[k], want[k], atol=1e-6, rtol=0)
 

@@ -45,7 +45,7 @@ class ArrayGaussianPrivacyLoss(privacy_loss_mechanism.GaussianPrivacyLoss):
         """dp_accounting's ``MonotonePrivacyLoss.get_delta_for_epsilon`` (the hockey-stick
         divergence μ_upper_cdf(x) − e^ε·μ_lower_cdf(x) at x = the inverse privacy loss of ε; 0 or
         1 − e^ε where the subsampled loss never reaches ε), step for step, with the inverses of
-        :meth:`inverse_privacy_losses`; REPLACE: dp_accounting's method itself."""
+        :meth:`_inverse_losses`; REPLACE: dp_accounting's method itself."""
         if self.adjacency_type not in (AdjacencyType.ADD, AdjacencyType.REMOVE):
             return super().get_delta_for_epsilon(epsilon)
         is_scalar = isinstance(epsilon, numbers.Number)
@@ -60,21 +60,20 @@ class ArrayGaussianPrivacyLoss(privacy_loss_mechanism.GaussianPrivacyLoss):
             inverse = epsilons > math.log1p(-q)
             deltas[~inverse] = -np.expm1(epsilons[~inverse])
         wanted = epsilons[inverse]
-        x, done = self.inverse_privacy_losses(np.asarray(wanted, dtype=float))
+        x, done = self._inverse_losses(np.asarray(wanted, dtype=float))
         for i in np.flatnonzero(~done):  # the scalar code's other branches (and refusals)
             x[i] = self.inverse_privacy_loss(wanted[i])
         deltas[inverse] = self.mu_upper_cdf(x) - np.exp(wanted + self.mu_lower_log_cdf(x))
         deltas = np.clip(deltas, 0, 1)
         return float(deltas[0]) if is_scalar else deltas
 
-    def inverse_privacy_losses(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(x(ε), done): the inverse privacy loss at each ε where the scalar code's main branch
-        applies (``done``), the scalar code's operations on arrays; elsewhere undefined."""
+    def _inverse_losses(self, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(x(ε), done) for ADD or REMOVE: the inverse privacy loss at each ε where the scalar
+        code's main branch applies (``done``), the scalar code's operations on arrays; elsewhere
+        undefined."""
         s, var = self.sensitivity, self._standard_deviation**2
         q = self.sampling_prob
         add = self.adjacency_type == AdjacencyType.ADD
-        if self.adjacency_type not in (AdjacencyType.ADD, AdjacencyType.REMOVE):
-            return np.zeros_like(epsilons), np.zeros(len(epsilons), dtype=bool)
         with np.errstate(all="ignore"):
             if q == 1.0:
                 loss, done = epsilons, np.ones(len(epsilons), dtype=bool)

@@ -68,7 +68,7 @@ from dplab.training.environment import environment
 from dplab.training.graphed import GraphedStep
 from dplab.training.methods import METHODS, Method
 from dplab.training.noise import NoiseSource
-from dplab.training.per_example import ClippedGrads, clipped_grad_sum, example_norms
+from dplab.training.per_example import ClippedGrads, clipped_grad_sum
 from dplab.training.privacy import Plan, risk_reading
 from dplab.training.run_metrics import metrics
 from dplab.training.settings import RunSettings
@@ -568,12 +568,14 @@ def _count_levels(run: _Run, idx: torch.Tensor) -> torch.Tensor:
     levels = torch.cat(
         [
             individual.levels(
-                example_norms(
+                clipped_grad_sum(
                     c.loss,
                     st.params,
                     c.x_train[start : start + NORM_CHUNK],
                     c.y_train[start : start + NORM_CHUNK],
-                ),
+                    clip,
+                    summed=False,
+                ).norms,
                 clip,
             )
             for start in range(0, c.n, NORM_CHUNK)

@@ -65,9 +65,12 @@ def clipped_grad_sum(
     clip: float | None,
     ghost: bool = True,
     mask: torch.Tensor | None = None,
+    summed: bool = True,
 ) -> ClippedGrads:
     """Σ_i clip(∇ℓ(θ; x_i)) over the batch (``clip=None``: no clipping).  An
-    empty batch gives zeros.
+    empty batch gives zeros.  ``summed=False``: the norms and the loss only, by the same
+    operations, without the clipped sum (``grad_sum`` empty; the individual accounting reads every
+    record's norm at every step).
 
     ``ghost=False`` forces the torch.func path, which (unlike ghost clipping's autograd hooks)
     can itself be transformed, e.g. ``vmap``-ed over many runs.  ``mask``: (B,) 0/1 weights,
@@ -80,26 +83,10 @@ def clipped_grad_sum(
         return ClippedGrads(zeros, empty, torch.zeros((), device=x.device))
     model = getattr(loss, "model", None)
     if ghost and model is not None and ghost_supported(model, params):
-        out = _ghost(model, float(loss.l2), params, x, y, clip, mask)
+        out = _ghost(model, float(loss.l2), params, x, y, clip, mask, summed)
         if out is not None:
             return out
-    return _materialized(loss, params, x, y, clip, mask)
-
-
-def example_norms(
-    loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
-) -> torch.Tensor:
-    """The unclipped per-example gradient norms ||∇ℓ(θ; x_i)|| alone: :func:`clipped_grad_sum`'s
-    ``norms``, the same operations, without the clipped sum (the individual accounting reads
-    every record's norm at every step)."""
-    if len(x) == 0:
-        return torch.zeros(0, device=x.device)
-    model = getattr(loss, "model", None)
-    if model is not None and ghost_supported(model, params):
-        out = _ghost(model, float(loss.l2), params, x, y, None, summed=False)
-        if out is not None:
-            return out.norms
-    return _materialized(loss, params, x, y, None, summed=False).norms
+    return _materialized(loss, params, x, y, clip, mask, summed)
 
 
 def ghost_supported(model: nn.Module, params: dict[str, torch.Tensor]) -> bool:
@@ -184,7 +171,7 @@ def _factors(norms: torch.Tensor, clip: float | None) -> torch.Tensor:
 
 def _materialized(loss, params, x, y, clip, mask=None, summed=True) -> ClippedGrads:
     """Per-example gradients with torch.func, then clip and sum (weighted by ``mask``);
-    ``summed=False``: the norms only (no sum, no loss)."""
+    ``summed=False``: the norms and the loss only (no clip, no sum)."""
     grads, losses = vmap(grad_and_value(loss), in_dims=(None, 0, 0))(params, x, y)
     flat = torch.cat([g.reshape(len(x), -1) for g in grads.values()], dim=1)
     norms = flat.norm(dim=1)
@@ -277,8 +264,8 @@ def _add_bias_sq(m: nn.Module, g: torch.Tensor, sq: torch.Tensor) -> None:
 
 def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrads | None:
     """The ghost-clipping path (module docstring), each factor c_i times ``mask_i`` if given;
-    ``None`` when a layer ran more than once; ``summed=False``: the norms only (no clipped sum,
-    no loss)."""
+    ``None`` when a layer ran more than once; ``summed=False``: the norms and the loss only (no
+    clipped sum)."""
     if not x.is_floating_point():
         return None
     plan = _plan(model)
