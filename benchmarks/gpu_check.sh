@@ -13,7 +13,10 @@
 #   Fashion-MNIST benchmark at full size, then mnist_try3_dp_sgd with noise_rng: portable on the CPU
 #   and on the GPU, compared;  4. the paper-smoke DAG end to end, beside dp_step.py's memory probes;
 #   5. the whole config/paper.yaml DAG (MNIST-5000 for MNIST, as in 3) under a time limit (DAG_LIMIT
-#   seconds, default 270), its job times by class (benchmarks/dag_times.py) in dag.txt.
+#   seconds, default 270), its job times by class (benchmarks/dag_times.py) in dag.txt;
+#   6. paper.yaml's seven audits on one chunk of runs each on the GPU and on 64 runs each on the CPU,
+#   all at once, extrapolated to their full runs (benchmarks/audit_share.py), in audits.txt; a
+#   twelfth of the mf_regime grid (every variant at lr 1, ε 1 and 8) timed by class in mf_regime.txt.
 # PHASES="1 3 4" runs only those phases (default: 1 to 4).
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/gpu-check}}
@@ -47,7 +50,7 @@ if phase 1; then
 stamp "1. CUDA tests" | tee -a "$OUT/env.txt"
 timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_training_device.py tests/test_training_ghost.py \
   tests/test_training_graphed.py tests/test_training_per_example.py tests/test_training_run.py tests/test_philox.py \
-  >"$OUT/pytest.txt" 2>&1
+  tests/test_audit.py::test_lockstep_runs_on_a_gpu_draw_the_cpu_runs_numbers >"$OUT/pytest.txt" 2>&1
 echo "pytest exit $?" >>"$OUT/pytest.txt"
 fi
 
@@ -66,7 +69,7 @@ fi
 
 FULL=/tmp/full
 SMOKE=/tmp/smoke
-if phase 3 || phase 5; then
+if phase 3 || phase 5 || phase 6; then
 copy_project $FULL
 python3 - "$ROOT" >>"$OUT/env.txt" 2>&1 <<'PY'
 import sys, yaml
@@ -78,7 +81,9 @@ def fit(node):                                          # dp_mf's n/b fixed batc
         for key, value in node.items():
             node[key] = value * 4 // 5 if key == "min_separation" and value else fit(value)
     return node
+regime = c["grids"].pop("mf_regime")                   # mnist5000_val: 3200 trained on, as written
 fit(c)
+c["grids"]["mf_regime"] = regime
 c["datasets"]["fashion_mnist"]["path"] = f"{root}/.devdata/fashion-mnist"
 c["threads"] = 2                                        # six training jobs at once on 16 cores
 yaml.safe_dump(c, open("/tmp/full/config/paper-gpu.yaml", "w"), sort_keys=False)
@@ -136,6 +141,23 @@ pkill -9 -f "dplab|snakemake" 2>/dev/null  # jobs Snakemake left running when it
 python3 benchmarks/dag_times.py /tmp/dry.txt /tmp/dag.log >"$OUT/dag.txt" 2>&1
 tail -n 5 /tmp/dag.log >>"$OUT/dag.txt"
 grep -B2 -A8 "^Error in rule" /tmp/dag.log | head -n 60 >>"$OUT/dag.txt"
+fi
+if phase 6; then
+stamp "6. audits on a share, a twelfth of mf_regime" | tee -a "$OUT/env.txt"
+C="--configfile config/paper-gpu.yaml"
+(cd $FULL && dplab prepare-data --config config/paper-gpu.yaml --dataset digits --out results/data/digits
+ timeout 200 python3 benchmarks/audit_share.py --config config/paper-gpu.yaml --device cuda
+ timeout 90 python3 benchmarks/audit_share.py --config config/paper-gpu.yaml --device cpu --runs 64) \
+  >"$OUT/audits.txt" 2>&1
+echo "audits exit $?" >>"$OUT/env.txt"
+T=$(for v in dp_sgd banded blt; do for e in 1ep 5ep 20ep; do for eps in eps1 eps8; do
+  echo results/grids/mf_regime/mnist5000_val/mlp/${v}_$e/$eps/lr1/seed0/summary.json; done; done; done)
+(cd $FULL && snakemake -n $T $C >/tmp/mf-dry.txt 2>&1
+ time timeout -k 5 150 snakemake --cores 16 --scheduler greedy $T $C) >/tmp/mf.log 2>&1
+echo "mf_regime exit $?" >>"$OUT/env.txt"
+python3 benchmarks/dag_times.py /tmp/mf-dry.txt /tmp/mf.log >"$OUT/mf_regime.txt" 2>&1
+tail -n 5 /tmp/mf.log >>"$OUT/mf_regime.txt"
+grep -B2 -A8 "^Error in rule" /tmp/mf.log | head -n 40 >>"$OUT/mf_regime.txt"
 fi
 tar czf "$OUT/runs.tgz" --exclude='*.pt' -C / tmp/full/results/runs tmp/full/logs tmp/cmp-cpu tmp/cmp-cuda tmp/smoke/results/tables \
   tmp/smoke/logs 2>/dev/null

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import functools
 import os
 import re
@@ -89,8 +91,10 @@ def pytest_collection_finish(session):
     if not session.config.option.collectonly:
         # DVC binds its log handlers to sys.stdout/sys.stderr when first imported (dvc.logger.setup
         # in dvc/__init__): imported by a background build (test_dvc_remote) while a test held
-        # capsys or capfd, they would write to that test's closed streams ever after
-        import dvc  # noqa: F401
+        # capsys or capfd, they would write to that test's closed streams ever after (a machine
+        # without DVC, such as benchmarks/gpu_check.sh's, runs no test that needs it)
+        with contextlib.suppress(ImportError):
+            import dvc  # noqa: F401
 
         # pytest makes its base temporary folder on the first call, unlocked: a build's thread and
         # a test making it at once would each make one (mktemp then refuses its own path)

@@ -172,6 +172,64 @@ def test_lockstep_runs_are_the_engines_runs(digits, tmp_path, method, extra):
     assert not torch.allclose(res.params["1.weight"][0], ref["1.weight"])
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["gradient", "input"])
+def test_lockstep_runs_on_a_gpu_draw_the_cpu_runs_numbers(digits, kind):
+    """device cuda: the stacked runs draw their batches and noise on the CPU, as the CPU stack
+    does, and compute on the GPU; parameters and every canary score equal the CPU stack's up to
+    float32 rounding (Poisson batches, gradient canaries with add/remove; projected runs with the
+    input canary on an MLP)."""
+    from dplab.audit import canary
+    from dplab.training import models
+
+    n_real, runs, steps = 40, 6, 6
+    keys = {"method": "dp_sgd", "model": "logreg", "neighbouring": "add_remove"}
+    if kind == "input":
+        keys = {"method": "projected_dp_sgd", "model": "mlp", "hidden": 8, "diameter": 2.0}
+    results = []
+    for device in ("cpu", "cuda"):
+        cfg = RunSettings.of(
+            resolve_run(
+                {
+                    **keys,
+                    "steps": steps,
+                    "batch_size": 10,
+                    "lr": 0.5,
+                    "noise_multiplier": 1.0,
+                    "device": device,
+                }
+            )
+        )
+        x, y = digits.x_train[:n_real], digits.y_train[:n_real]
+        params = dict(models.build(cfg, [1, 8, 8], 10).named_parameters())
+        members = torch.arange(runs)[:, None] % 2 == 0
+        extra = (
+            {"gradient": canary.gradient_canaries(x, params, 4, 1.0, "add_remove")}
+            if kind == "gradient"
+            else {"canary": canary.build(x, 16.0, 0, params)}
+        )
+        if kind == "gradient":
+            members = torch.rand(runs, 4, generator=torch.Generator().manual_seed(1)) < 0.5
+            extra["members"] = members
+        else:
+            x = torch.cat(
+                [x.expand(runs, *x.shape), extra["canary"].x_in.expand(runs, 1, 1, 8, 8)], 1
+            )
+            y = torch.cat([y.expand(runs, -1), torch.zeros(runs, 1, dtype=torch.long)], 1)
+        xs, ys = (x, y) if kind == "input" else (x.expand(runs, *x.shape), y.expand(runs, -1))
+        results.append(train_many(cfg, xs, ys, list(range(runs)), [2, steps], 10, **extra))
+    cpu, gpu = results
+    assert next(iter(gpu.params.values())).device.type == "cuda"
+    assert gpu.projections == cpu.projections
+    for k in cpu.params:
+        torch.testing.assert_close(gpu.params[k].cpu(), cpu.params[k], rtol=1e-4, atol=1e-5)
+    for t in (2, steps):
+        for scores in ("last_iterate", "trajectory"):
+            torch.testing.assert_close(
+                getattr(gpu, scores)[t].cpu(), getattr(cpu, scores)[t], rtol=1e-4, atol=1e-6
+            )
+
+
 def test_dead_feature_canary_is_the_only_gradient_on_its_block(digits):
     from dplab.audit import canary
     from dplab.training import models

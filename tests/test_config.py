@@ -80,11 +80,14 @@ def test_dangling_references_name_the_key(tmp_path, mutate, key):
         (1, "cpu", ("runs", "dp_sgd")),
         (0, "cuda", ("grids", "mf_vs_dpsgd", "variants", "dp_mf")),
         (1, "cpu", ("grids", "mf_vs_dpsgd", "base")),
+        (0, "cuda", ("audits", "digits_white_box", "run")),
+        (1, "cpu", ("audits", "digits_last_iterate_convex", "methods", "dp_sgd_fixed_batches")),
     ],
 )
 def test_a_run_device_must_agree_with_the_gpus_training_jobs_ask_for(tmp_path, gpus, device, where):
-    """training_resources.gpus decides for every training job: device cuda needs it >= 1 (or the
-    job gets no GPU on a cluster), device cpu needs 0 (or the job holds GPUs it never uses)."""
+    """training_resources.gpus decides for every training job, an audit's lockstep runs too:
+    device cuda needs it >= 1 (or the job gets no GPU on a cluster), device cpu needs 0 (or the
+    job holds GPUs it never uses)."""
     import yaml
 
     config = copy.deepcopy(DEFAULT)

@@ -32,7 +32,7 @@ INTERNALS = {
         " privacy_loss_distribution._create_pld_pmf_from_monotone_privacy_loss,"
         " GaussianPrivacyLoss._standard_deviation (pld_gaussian.gaussian_pld)"
     ),
-    "torch": "torch._C._set_deterministic_algorithms (training.loop.train)",
+    "torch": "torch._C._set_deterministic_algorithms (training.loop.deterministic)",
 }
 
 

@@ -325,8 +325,8 @@ def _check_dataset(config: dict, name: str) -> None:
 
 
 def _check_devices(config: dict) -> None:
-    """Every training run's ``device`` must agree with what its job asks the scheduler for
-    (training_resources.gpus, the one place that decides; docs/cluster.md)."""
+    """Every training run's ``device`` (an audit's runs' too) must agree with what its job asks
+    the scheduler for (training_resources.gpus, the one place that decides; docs/cluster.md)."""
     gpus = config["training_resources"]["gpus"]
     devices = {
         f"runs.{run}.device": entry.get("device", "auto") for run, entry in config["runs"].items()
@@ -335,6 +335,13 @@ def _check_devices(config: dict) -> None:
         for variant, keys in spec["variants"].items():
             where = f"grids.{grid}.variants.{variant}" if "device" in keys else f"grids.{grid}.base"
             devices[f"{where}.device"] = keys.get("device", spec["base"].get("device", "auto"))
+    for audit, spec in config.get("audits", {}).items():
+        for variant, keys in spec["methods"].items():
+            keys = keys or {}
+            where = (
+                f"audits.{audit}.methods.{variant}" if "device" in keys else f"audits.{audit}.run"
+            )
+            devices[f"{where}.device"] = keys.get("device", spec["run"].get("device", "auto"))
     for key, device in devices.items():
         if device == "cuda" and gpus == 0:
             raise DPLabError(

@@ -334,7 +334,9 @@ def plan(config: dict) -> JobList:
                 "data": layout.data_dir(entry["dataset"]),
             },
             reads=("seed", f"audits.{name}"),
-            resources=Resources(config["threads"], mem_mb=4000, runtime=30),
+            resources=Resources(
+                config["threads"], config["training_resources"]["gpus"], mem_mb=4000, runtime=30
+            ),
         )
         for name, entry in config.get("audits", {}).items()
     ]

@@ -10,6 +10,7 @@ rule audit:
         "../envs/dplab.yaml"
     threads: job_resource("audit", "threads")
     resources:
+        gpu=job_resource("audit", "gpu"),
         mem_mb=job_resource("audit", "mem_mb"),
         runtime=job_resource("audit", "runtime"),
     params:

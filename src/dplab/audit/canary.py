@@ -26,7 +26,7 @@ one-dimensional audit of its canary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -41,6 +41,11 @@ class Canary:
     pixels: torch.Tensor  # P: flat indices of the dead features
     direction: torch.Tensor  # x̂ restricted to P (|P|,)
     weight: str  # name of the first layer's weight (rows × input features)
+
+    def to(self, device: torch.device) -> Canary:
+        """The canary with its tensors on ``device``."""
+        moved = {k: v.to(device) for k, v in vars(self).items() if isinstance(v, torch.Tensor)}
+        return replace(self, **moved)
 
 
 def dead_features(x: torch.Tensor) -> torch.Tensor:
@@ -83,6 +88,10 @@ class GradientCanaries:
     @property
     def count(self) -> int:
         return len(self.coords)
+
+    def to(self, device: torch.device) -> GradientCanaries:
+        """The canaries with their coordinates on ``device``."""
+        return replace(self, coords=self.coords.to(device))
 
 
 def first_layer(params: dict[str, torch.Tensor], features: int) -> str:

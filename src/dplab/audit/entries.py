@@ -103,7 +103,6 @@ def method_config(entry: dict, variant: str) -> RunSettings:
         "steps": max(entry["steps"]),
         "neighbouring": neighbouring,
         "accountants": None,
-        "device": "cpu",
         "checkpoint_every": 0,
     }
     return RunSettings.of(resolve_run(raw, where=where))

@@ -264,7 +264,7 @@ def run_variant(
         projections += res.projections
         for t in steps:
             for obs in observations:
-                scores[(obs, t)].append(getattr(res, obs)[t].numpy())
+                scores[(obs, t)].append(getattr(res, obs)[t].cpu().numpy())
     seconds = time.perf_counter() - started
     if progress is not None:
         progress.update(

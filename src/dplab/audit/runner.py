@@ -61,12 +61,12 @@ class Lockstep:
 def _canary_grads(loss, params, canary: Canary, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
     """clip(∇ℓ) of the canary and of its mirror at every run's θ, restricted
     to v: (R, rows) each."""
-    runs = next(iter(params.values())).shape[0]
-    one = torch.ones(runs, 1)
-    y = canary.label.reshape(1, 1).expand(runs, 1)
+    first = next(iter(params.values()))
+    one = torch.ones(first.shape[0], 1, device=first.device)
+    y = canary.label.reshape(1, 1).expand(first.shape[0], 1)
     out = []
     for xc in (canary.x_in, canary.x_out):
-        g = clipped_sums(loss, params, xc[None, None].expand(runs, 1, *xc.shape), y, one, clip)
+        g = clipped_sums(loss, params, xc[None, None].expand(len(one), 1, *xc.shape), y, one, clip)
         out.append(block(canary, g.grad_sum))
     return out[0], out[1]
 
@@ -112,37 +112,39 @@ class _GradientScores:
     the clipped sums (:meth:`add`, the runs' ``extra`` hook) and their scores (:meth:`score`)."""
 
     def __init__(self, runs: StackedRuns, canaries: GradientCanaries, members: torch.Tensor):
-        self.canaries, self.runs = canaries, runs
+        self.canaries, self.runs = canaries.to(runs.device), runs
         s = runs.settings
         dtype = next(iter(runs.params.values())).dtype
+        members = members.to(runs.device, dtype)
         self.present = (
-            members.to(dtype)
-            if canaries.neighbouring == Neighbouring.ADD_REMOVE
-            else members.to(dtype) * 2 - 1
+            members if canaries.neighbouring == Neighbouring.ADD_REMOVE else members * 2 - 1
         )
         self.v0 = self.coordinates()
         self.mu_in = torch.full(
-            (len(members), canaries.count, 1), -s.lr * canaries.norm / runs.b, dtype=torch.float64
+            (len(members), canaries.count, 1),
+            -s.lr * canaries.norm / runs.b,
+            dtype=torch.float64,
+            device=runs.device,
         )
         self.mu_out = (
             -self.mu_in
             if canaries.neighbouring == Neighbouring.REPLACE_ONE
             else torch.zeros_like(self.mu_in)
         )
-        self.traj = torch.zeros(len(members), canaries.count, dtype=torch.float64)
+        self.traj = torch.zeros_like(self.mu_in[..., 0])
 
     def coordinates(self) -> torch.Tensor:
         return self.runs.params[self.canaries.weight].flatten(1)[:, self.canaries.coords]
 
     def add(self, runs: StackedRuns, batch, grad_sum: dict) -> None:
-        drawn = torch.zeros_like(self.present)
+        drawn = torch.zeros(self.present.shape, dtype=self.present.dtype)  # on the CPU, as drawn
         for r, idx in enumerate(batch.drawn):
             drawn[r, idx[idx >= runs.n_data] - runs.n_data] = 1.0
         add_canary_gradients(
             grad_sum,
             runs.params,
             self.canaries,
-            drawn * self.present,
+            drawn.to(runs.device) * self.present,
             runs.settings.clip,
             runs.settings.l2,
         )
@@ -163,9 +165,9 @@ class _InputScores:
     from its clipped gradient and its mirror's, read before each update (:meth:`add`)."""
 
     def __init__(self, runs: StackedRuns, canary: Canary):
-        self.canary, self.runs = canary, runs
-        self.v0 = block(canary, runs.params)
-        self.traj = torch.zeros(len(runs.generators), 1, dtype=torch.float64)
+        self.canary, self.runs = canary.to(runs.device), runs
+        self.v0 = block(self.canary, runs.params)
+        self.traj = torch.zeros(len(runs.generators), 1, dtype=torch.float64, device=runs.device)
 
     def add(self, runs: StackedRuns, batch, grad_sum: dict) -> None:
         self.g_in, self.g_out = _canary_grads(

@@ -99,6 +99,18 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def deterministic(device: torch.device) -> None:
+    """Runs on ``device`` made reproducible (PyTorch's reproducibility notes), before cuBLAS's
+    first use: its fixed workspace on CUDA, and torch's deterministic algorithms (warn only)."""
+    if device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    # = torch.use_deterministic_algorithms(True, warn_only=True) minus its import of
+    # torch._inductor.config (≈ 2–3 s of every job's start-up): that module's flag only affects
+    # torch.compile, never used here.  A private call, fenced by tests/test_dependencies.py and
+    # the torch range in pyproject.toml.
+    torch._C._set_deterministic_algorithms(True, warn_only=True)
+
+
 def streams(
     device: torch.device, seed: int, noise_rng: str = "device"
 ) -> tuple[torch.Generator, torch.Generator | PortableGenerator]:
@@ -419,11 +431,7 @@ def _setup(
     and the data on the device."""
     method = METHODS[settings.method]
     device = resolve_device(settings.device)
-    # = torch.use_deterministic_algorithms(True, warn_only=True) minus its import of
-    # torch._inductor.config (≈ 2–3 s of every job's start-up): that module's flag only affects
-    # torch.compile, never used here.  A private call, fenced by tests/test_dependencies.py and
-    # the torch range in pyproject.toml.
-    torch._C._set_deterministic_algorithms(True, warn_only=True)
+    deterministic(device)
     n = len(data.y_train)
     info = data.info
     first = initial(settings, n, info["input_shape"], info["classes"], settings.seed, device)

@@ -5,11 +5,16 @@ Run r is the run :func:`dplab.training.loop.train` makes with seed ``seeds[r]`` 
 its own data ``x[r], y[r]``: it starts as every run does (:func:`dplab.training.start.initial`,
 W₀ projected), keeps its own generator (:func:`dplab.training.loop.streams`), its own sampler
 (the method's, :meth:`dplab.training.methods.base.Method.sampler`) and draws its noise
-(:class:`~dplab.training.noise.GaussianNoise`, N(0, σ²C²)) in the same order, batch then noise.
-What differs is only how the R clipped sums are computed: the engine's
+(the numbers of :class:`~dplab.training.noise.GaussianNoise`, N(0, σ²C²)) in the same order,
+batch then noise.  What differs is only how the R clipped sums are computed: the engine's
 :func:`~dplab.training.per_example.clipped_grad_sum` on its torch.func path, ``torch.func.vmap``-ed
 over parameters stacked along a leading run axis, each run's batch padded to the largest one with
 mask 0.  The update and projection are :func:`dplab.training.step.apply`'s on the stacked tensors.
+
+On a GPU (the run's ``device``: ``auto`` or ``cuda``) the parameters, data and arithmetic are on
+the device, while every run's generator, sampler and noise draws stay on the CPU: a GPU stack
+draws the CPU runs' random numbers (one host→device copy of the R noise draws per step), so its
+runs differ from the CPU's only by floating-point rounding.
 
 A batch may draw ``slots`` indices beyond the data (n = n_data + slots): the sampler treats them
 as records, they count in |B|, and ``extra`` adds whatever they contribute to the clipped sums
@@ -24,11 +29,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from dplab.errors import DPLabError
-from dplab.training.loop import streams
+from dplab.training.loop import deterministic, resolve_device, streams
 from dplab.training.methods import METHODS
-from dplab.training.noise import GaussianNoise
+from dplab.training.noise import fill
 from dplab.training.per_example import ClippedGrads, clipped_grad_sum
 from dplab.training.settings import RunSettings
 from dplab.training.start import initial
@@ -66,7 +72,6 @@ class StackedRuns:
     :class:`dplab.training.loop.Runs`; ``moved`` is where W₀'s projection moved a run (or None)."""
 
     stacked = True
-    device = torch.device("cpu")
 
     def __init__(
         self,
@@ -85,48 +90,64 @@ class StackedRuns:
                 f"runs in lockstep need a private method with independent Gaussian noise; "
                 f"got {settings.method} ({method.noise} noise)",
             )
-        self.settings, self.x, self.y, self.extra = settings, x, y, extra
+        self.device = resolve_device(settings.device)
+        deterministic(self.device)
+        self.settings, self.extra = settings, extra
+        self.x, self.y = x.to(self.device), y.to(self.device)
         self.n_data = x.shape[1]
         self.n = n = self.n_data + slots  # what the samplers draw from: q = b/n
         starts = [initial(settings, n, list(x.shape[2:]), classes, seed) for seed in seeds]
-        self.params = {k: torch.stack([s.params[k] for s in starts]) for k in starts[0].params}
+        self.params = {
+            k: torch.stack([s.params[k] for s in starts]).to(self.device) for k in starts[0].params
+        }
+        if len({p.dtype for p in self.params.values()}) > 1:
+            raise DPLabError("model", "runs in lockstep need parameters of one dtype")
         self.b, self.loss = starts[0].b, starts[0].loss
         self.moved = project(self.params, settings.diameter, stacked=True)  # W₀ ∈ W (001 eq. 1)
-        self.generators = [
-            streams(self.device, seed)[0] for seed in seeds
-        ]  # on the CPU: batches and noise
+        cpu = torch.device("cpu")
+        self.generators = [streams(cpu, seed)[0] for seed in seeds]  # batches and noise
         self.samplers = [method.sampler(settings, n) for _ in seeds]
-        self.noise_source = GaussianNoise(settings.noise_multiplier * settings.clip)
-        self.rows = torch.arange(len(seeds))[:, None]
+        self.std = settings.noise_multiplier * settings.clip
+        self.rows = torch.arange(len(seeds), device=self.device)[:, None]
         self.optimizer_state: dict = {}  # the optimizer's moments, stacked like the parameters
 
     def batches(self, first: int, last: int) -> Iterator[tuple[int, Padded]]:
         for step in range(first, last + 1):
             drawn = [sampler.sample(step, g) for sampler, g in zip(self.samplers, self.generators)]
-            real = [idx[idx < self.n_data] for idx in drawn]
+            real = drawn if self.n == self.n_data else [idx[idx < self.n_data] for idx in drawn]
             lengths = torch.tensor([len(idx) for idx in real])
-            index = torch.zeros(len(drawn), max(int(lengths.max()), 1), dtype=torch.long)
-            for r, idx in enumerate(real):
-                index[r, : len(idx)] = idx
+            index = pad_sequence([idx.long() for idx in real], batch_first=True)  # 0 beyond |B|
+            if index.shape[1] == 0:  # every batch empty: one masked slot
+                index = torch.zeros(len(drawn), 1, dtype=torch.long)
             mask = torch.arange(index.shape[1])[None, :] < lengths[:, None]
-            yield step, Padded(drawn, index, mask, torch.tensor([len(idx) for idx in drawn]))
+            sizes = torch.tensor([len(idx) for idx in drawn])
+            yield step, Padded(drawn, *(t.to(self.device) for t in (index, mask, sizes)))
 
     def noise(self, step: int) -> dict[str, torch.Tensor]:
-        draws = [
-            self.noise_source.sample(step, {k: p[r] for k, p in self.params.items()}, g)
-            for r, g in enumerate(self.generators)
-        ]
-        return {k: torch.stack([d[k] for d in draws]) for k in self.params}
+        """Run r's draw in row r of one (R, P) buffer on the CPU, scaled by σC, then on the
+        device."""
+        sizes = [p[0].numel() for p in self.params.values()]
+        flat = torch.empty(len(self.generators), sum(sizes), dtype=self.dtype)
+        for row, g in zip(flat, self.generators):
+            fill(row, sizes, g)
+        flat = flat.mul_(self.std).to(self.device)
+        return {
+            k: z.unflatten(1, p.shape[1:])
+            for (k, p), z in zip(self.params.items(), flat.split(sizes, 1))
+        }
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(iter(self.params.values())).dtype
 
     def gradients(self, step: int, batch: Padded) -> tuple[ClippedGrads, torch.Tensor]:
         """The clipped sums of every run's records, plus ``extra``'s part; m per run."""
-        dtype = next(iter(self.params.values())).dtype
         grads = clipped_sums(
             self.loss,
             self.params,
             self.x[self.rows, batch.index],
             self.y[self.rows, batch.index],
-            batch.mask.to(dtype),
+            batch.mask.to(self.dtype),
             self.settings.clip,
         )
         if self.extra is not None:
