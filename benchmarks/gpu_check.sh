@@ -14,9 +14,9 @@
 #   and on the GPU, compared;  4. the paper-smoke DAG end to end, beside dp_step.py's memory probes;
 #   5. the whole config/paper.yaml DAG (MNIST-5000 for MNIST, as in 3) under a time limit (DAG_LIMIT
 #   seconds, default 270), its job times by class (benchmarks/dag_times.py) in dag.txt;
-#   6. paper.yaml's seven audits on one chunk of runs each on the GPU and on 64 runs each on the CPU,
-#   all at once, extrapolated to their full runs (benchmarks/audit_share.py), in audits.txt; a
-#   twelfth of the mf_regime grid (every variant at lr 1, ε 1 and 8) timed by class in mf_regime.txt.
+#   6. paper.yaml's seven audits on one chunk of runs each on the GPU, all at once, then the longest
+#   (digits_input_canary_mlp) alone, extrapolated to their full runs (benchmarks/audit_share.py), in
+#   audits.txt; a twelfth of the mf_regime grid (every variant at lr 1, ε 1 and 8) in mf_regime.txt.
 # PHASES="1 3 4" runs only those phases (default: 1 to 4).
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/gpu-check}}
@@ -147,8 +147,8 @@ stamp "6. audits on a share, a twelfth of mf_regime" | tee -a "$OUT/env.txt"
 C="--configfile config/paper-gpu.yaml"
 (cd $FULL && dplab prepare-data --config config/paper-gpu.yaml --dataset digits --out results/data/digits
  timeout 200 python3 benchmarks/audit_share.py --config config/paper-gpu.yaml --device cuda
- timeout 90 python3 benchmarks/audit_share.py --config config/paper-gpu.yaml --device cpu --runs 64) \
-  >"$OUT/audits.txt" 2>&1
+ timeout 200 python3 benchmarks/audit_share.py --config config/paper-gpu.yaml --device cuda \
+   --only digits_input_canary_mlp) >"$OUT/audits.txt" 2>&1  # all seven at once, then the longest alone
 echo "audits exit $?" >>"$OUT/env.txt"
 T=$(for v in dp_sgd banded blt; do for e in 1ep 5ep 20ep; do for eps in eps1 eps8; do
   echo results/grids/mf_regime/mnist5000_val/mlp/${v}_$e/$eps/lr1/seed0/summary.json; done; done; done)

@@ -83,3 +83,36 @@ def test_job_profile_charges_every_cpu_second_of_a_job_to_one_category(tmp_path)
     assert row["startup_share"] == pytest.approx(
         (row["imports"] + row["planning"]) / row["cpu_s"], abs=2e-3
     )
+
+
+def test_audit_share_times_an_audit_and_extrapolates_from_every_variant(built, tmp_path):
+    """audit_share.py on the built DAG's audit with two variants, 4 of its runs: every variant's
+    training seconds are read (each "done:" line is logged, not only those the progress throttle
+    lets through), and the full time adds them × (runs / share − 1) to the share's wall time."""
+    import re
+    import subprocess
+
+    import yaml
+
+    config = yaml.safe_load((built / "config" / "config.yaml").read_text())
+    name, entry = next(iter(config["audits"].items()))
+    entry["methods"] = {"dp_sgd": {}, "dp_sgd_again": {"method": "dp_sgd"}}
+    config["audits"] = {name: entry}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "audit_share.py"), "--config", str(tmp_path / "c.yaml")]
+        + ["--data", str(built / "results" / "data"), "--runs", "4", "--device", "cpu"]
+        + ["--threads", "1", "--logs", str(tmp_path / "logs")],
+        cwd=built,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    row = [line for line in out.splitlines() if line.startswith(name)]
+    _, runs, share, wall, training, full, rc = (c.strip() for c in row[0].split("|"))
+    assert (int(runs), int(share), rc) == (entry["runs"], 4, "0")
+    done = re.findall(r" done: [^|]*?, ([\d.]+) s", (tmp_path / "logs" / f"{name}.log").read_text())
+    assert len(done) == 2 and float(training) == pytest.approx(sum(map(float, done)), abs=0.06)
+    assert 0 < float(training) < float(wall)
+    expected = float(wall) + float(training) * (entry["runs"] / 4 - 1)
+    assert float(full) == pytest.approx(expected, abs=1)

@@ -75,12 +75,12 @@ def test_default_dag_prepares_mnist5000(built):
     )  # no image twice
 
 
-def test_paper_config_asks_one_gpu_for_every_training_job_and_none_for_other_jobs():
+def test_paper_config_asks_one_gpu_for_every_training_and_audit_job_and_none_for_others():
     """`snakemake -n --configfile config/paper.yaml` (self-contained: it replaces
     config/config.yaml): one training job — rule train, or a rule train_runs__<cell> of a
     grid cell's runs (``group_runs``) — writes each run of `runs` and of every grid, each
-    job with resource gpu=1 (the SLURM plugin's --gpus=1, see test_slurm.py), and no other
-    job with a gpu resource."""
+    job with resource gpu=1 (the SLURM plugin's --gpus=1, see test_slurm.py), every audit job
+    too (its lockstep runs train on the GPU), and no other job with a gpu resource."""
     from dplab import entries
     from dplab.schemas import load_yaml, validate
 
@@ -99,6 +99,10 @@ def test_paper_config_asks_one_gpu_for_every_training_job_and_none_for_other_job
     )
     config = validate(load_yaml(ROOT / "config" / "paper.yaml"))
     assert sorted(written) == sorted(entries.training_runs(config)) and len(training) < len(written)
-    assert all(re.search(r"resources: .*\bgpu=1\b", body) for body in training)
+    audits = [body for rule, body in planned if rule == "audit"]  # lockstep runs: on the GPU too
+    assert len(audits) == len(config["audits"])
+    assert all(re.search(r"resources: .*\bgpu=1\b", body) for body in training + audits)
     assert {"prepare_data", "figure", "audit"} <= others
-    assert not any(re.search(r"\bgpu=", body) for rule, body in planned if rule in others)
+    assert not any(
+        re.search(r"\bgpu=", body) for rule, body in planned if rule in others - {"audit"}
+    )
