@@ -242,6 +242,16 @@ def write_mnist(
     return arrays, sums
 
 
+def dvc_repo(root: Path | str = "."):
+    """DVC's ``Repo`` of the project at ``root`` with its site cache pinned there: the repo's
+    config names a relative ``.dvc/site_cache``, which DVC resolves against the process's working
+    directory, and tests change that directory while background builds use DVC in other threads."""
+    from dvc.repo import Repo
+
+    root = Path(root).resolve()
+    return Repo(str(root), config={"core": {"site_cache_dir": str(root / ".dvc" / "site_cache")}})
+
+
 def copy_project(dest: Path, dvc: bool = False) -> Path:
     """A copy of the project's tracked files at ``dest`` (a git repo of its own, one commit)
     with the small config (and, with ``dvc``, the dvc.yaml `dplab dvc-yaml` writes for it)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, planned_by_snakemake, run, small_config
+from conftest import ROOT, dvc_repo, planned_by_snakemake, run, small_config
 
 #: a run of the small DAG with several claimed accountants, and its sweep
 RUN, SWEEP = "results/runs/dp_sgd/metrics.csv", "results/accounting/dp_sgd.csv"
@@ -24,9 +24,7 @@ def snakemake_outputs(cwd) -> set[str]:
 
 
 def dvc_outputs(cwd) -> set[str]:
-    from dvc.repo import Repo
-
-    with Repo(str(cwd)) as repo:
+    with dvc_repo(cwd) as repo:
         return {out.def_path for stage in repo.index.stages for out in stage.outs}
 
 
@@ -184,9 +182,7 @@ def test_the_code_deps_hold_every_module_a_command_loads(tmp_path, argv):
 def dvc_status() -> dict[str, list]:
     """What `dvc status` reports in the current folder (DVC's Python API, as `--json`): each changed
     stage -> what changed."""
-    from dvc.repo import Repo
-
-    with Repo() as repo:
+    with dvc_repo() as repo:
         return repo.status()
 
 
@@ -195,11 +191,9 @@ def test_a_change_to_imported_code_makes_its_stages_stale(built, tmp_path, monke
     """After `dvc commit` of the built DAG, a change to the MF noise code (which `dplab train`
     imports, `dplab mf` does not) makes the training stages stale in `dvc status`, the
     factorizations not."""
-    from dvc.repo import Repo
-
     project = shutil.copytree(built, tmp_path / "project", symlinks=True)
     monkeypatch.chdir(project)
-    with Repo() as repo:
+    with dvc_repo() as repo:
         repo.commit(None, force=True)
     assert dvc_status() == {}
     noise = project / "src" / "dplab" / "mf" / "noise.py"

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 import background
-from conftest import fresh_copy, run
+from conftest import dvc_repo, fresh_copy, run
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
 
@@ -32,9 +32,7 @@ def digests(root, paths) -> dict[str, str]:
 
 def dvc_graph(cwd):
     """DVC's stages (addressing names) and, for each, the stages downstream of it."""
-    from dvc.repo import Repo
-
-    with Repo(str(cwd)) as repo:
+    with dvc_repo(cwd) as repo:
         graph = repo.index.graph  # edges point from a stage to the stages it depends on
         names = {stage: stage.name for stage in graph.nodes}
         outs = sorted(out.def_path for stage in graph.nodes for out in stage.outs)
