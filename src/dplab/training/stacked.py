@@ -132,8 +132,7 @@ class StackedRuns:
             fill(row, sizes, g)
         flat = flat.mul_(self.std).to(self.device)
         return {
-            k: z.unflatten(1, p.shape[1:])
-            for (k, p), z in zip(self.params.items(), flat.split(sizes, 1))
+            k: z.reshape(p.shape) for (k, p), z in zip(self.params.items(), flat.split(sizes, 1))
         }
 
     @property
