@@ -324,6 +324,17 @@ def _check_dataset(config: dict, name: str) -> None:
         )
 
 
+def _variant_devices(prefix: str, spec: dict, variants: str, base: str) -> dict[str, str]:
+    """key -> device of each variant of ``spec[variants]``: its own ``device``, else that of
+    ``spec[base]`` (default ``auto``), named by the key that sets it."""
+    devices = {}
+    for variant, keys in spec[variants].items():
+        keys = keys or {}
+        where = f"{prefix}.{variants}.{variant}" if "device" in keys else f"{prefix}.{base}"
+        devices[f"{where}.device"] = keys.get("device", spec[base].get("device", "auto"))
+    return devices
+
+
 def _check_devices(config: dict) -> None:
     """Every training run's ``device`` (an audit's runs' too) must agree with what its job asks
     the scheduler for (training_resources.gpus, the one place that decides; docs/cluster.md)."""
@@ -332,16 +343,9 @@ def _check_devices(config: dict) -> None:
         f"runs.{run}.device": entry.get("device", "auto") for run, entry in config["runs"].items()
     }
     for grid, spec in config.get("grids", {}).items():
-        for variant, keys in spec["variants"].items():
-            where = f"grids.{grid}.variants.{variant}" if "device" in keys else f"grids.{grid}.base"
-            devices[f"{where}.device"] = keys.get("device", spec["base"].get("device", "auto"))
+        devices.update(_variant_devices(f"grids.{grid}", spec, "variants", "base"))
     for audit, spec in config.get("audits", {}).items():
-        for variant, keys in spec["methods"].items():
-            keys = keys or {}
-            where = (
-                f"audits.{audit}.methods.{variant}" if "device" in keys else f"audits.{audit}.run"
-            )
-            devices[f"{where}.device"] = keys.get("device", spec["run"].get("device", "auto"))
+        devices.update(_variant_devices(f"audits.{audit}", spec, "methods", "run"))
     for key, device in devices.items():
         if device == "cuda" and gpus == 0:
             raise DPLabError(

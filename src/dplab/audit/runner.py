@@ -62,11 +62,12 @@ def _canary_grads(loss, params, canary: Canary, clip: float) -> tuple[torch.Tens
     """clip(∇ℓ) of the canary and of its mirror at every run's θ, restricted
     to v: (R, rows) each."""
     first = next(iter(params.values()))
-    one = torch.ones(first.shape[0], 1, device=first.device)
-    y = canary.label.reshape(1, 1).expand(first.shape[0], 1)
+    runs = first.shape[0]
+    one = torch.ones(runs, 1, device=first.device)
+    y = canary.label.reshape(1, 1).expand(runs, 1)
     out = []
     for xc in (canary.x_in, canary.x_out):
-        g = clipped_sums(loss, params, xc[None, None].expand(len(one), 1, *xc.shape), y, one, clip)
+        g = clipped_sums(loss, params, xc[None, None].expand(runs, 1, *xc.shape), y, one, clip)
         out.append(block(canary, g.grad_sum))
     return out[0], out[1]
 
@@ -114,8 +115,7 @@ class _GradientScores:
     def __init__(self, runs: StackedRuns, canaries: GradientCanaries, members: torch.Tensor):
         self.canaries, self.runs = canaries.to(runs.device), runs
         s = runs.settings
-        dtype = next(iter(runs.params.values())).dtype
-        members = members.to(runs.device, dtype)
+        members = members.to(runs.device, runs.dtype)
         self.present = (
             members if canaries.neighbouring == Neighbouring.ADD_REMOVE else members * 2 - 1
         )
