@@ -3,9 +3,9 @@ pays before its work.
 
 Prepares the synthetic dataset of config/config.yaml in a temporary folder, then runs, ``--rounds``
 times interleaved, ``python -c "import torch"``, ``python -c "import torch, dplab,
-dp_accounting.rdp, scipy.optimize"`` (what a job that calibrates σ with rdp cannot avoid
-importing: dp_accounting's rdp part, :mod:`dplab.dp_accounting_parts`, and the root finder), the
-same with the whole ``dp_accounting`` package (what a job imported before it) and ``dplab
+dp_accounting.rdp"`` (what a job that calibrates σ with rdp cannot avoid importing:
+dp_accounting's rdp part, by :mod:`dplab.package_parts`), the same with the whole
+``dp_accounting`` package and scipy.optimize (what a job imported before it) and ``dplab
 train`` of the default DAG's grid run ``privacy_utility/synthetic/logreg/dp_sgd/eps2/seed0`` cut
 to one step (``--run-json`` as the rule hands it). Prints each command's least wall time and
 least CPU time (user + system, a measure less disturbed by other processes) over the rounds, and
@@ -16,7 +16,7 @@ their ratios to ``import torch``::
 ``--baseline-src DIR`` adds the same 1-step train run with ``PYTHONPATH=DIR`` (another commit's
 ``src``, e.g. from ``git archive``), interleaved with the others: before and after under one load.
 It also splits the 1-step train's CPU time in one process (least of the rounds, each part on its
-own): the floor (``import torch, dplab, dp_accounting.rdp, scipy.optimize``), the imports of
+own): the floor (``import torch, dplab, dp_accounting.rdp``), the imports of
 ``dplab`` beyond it, and the run itself (σ calibrated for the target ε, one step, ε, the files
 written).
 """
@@ -66,7 +66,7 @@ DPLAB = [sys.executable, "-m", "dplab.cli"]
 SPLIT = """
 import json, sys, time
 t0 = time.process_time()
-import torch, dplab, dp_accounting.rdp, scipy.optimize
+import torch, dplab, dp_accounting.rdp
 t1 = time.process_time()
 import dplab.cli, dplab.commands.train, dplab.training.loop, dplab.training.resolve
 from dplab.accounting.registry import get
@@ -119,10 +119,10 @@ def main() -> int:
         out = Path(tmp, "run")
         commands = {
             "import torch": [sys.executable, "-c", "import torch"],
-            "import torch, dplab, dp_accounting.rdp, scipy.optimize": [
+            "import torch, dplab, dp_accounting.rdp": [
                 sys.executable,
                 "-c",
-                "import torch, dplab, dp_accounting.rdp, scipy.optimize",
+                "import torch, dplab, dp_accounting.rdp",
             ],
             "import torch, dp_accounting, scipy.optimize": [
                 sys.executable,

@@ -35,7 +35,8 @@ LAYERS = (
             "dplab.imports",
             "dplab.registry",
             "dplab.schemes",
-            "dplab.dp_accounting_parts",
+            "dplab.package_parts",
+            "dplab.startup",
         ),
     ),
     ("layout", ("dplab.layout",)),
@@ -278,7 +279,7 @@ def test_only_a_module_declaring_it_loads_project_files_by_path(package):
 
 
 def test_only_a_module_declaring_it_runs_an_installed_package_s_init(package):
-    """dp_accounting_parts runs dp_accounting's ``__init__`` from its spec: its declaration allows
+    """package_parts runs dp_accounting's ``__init__`` from its spec: its declaration allows
     ``module_from_spec`` and ``exec_module``, never a file loaded by path."""
     init = (
         "import importlib.util\nspec = importlib.util.find_spec('dp_accounting')\n"

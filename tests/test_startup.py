@@ -50,6 +50,12 @@ sigma = get("rdp").sigma(setting, 2.0, 1e-5)  # a calibration: Brent's method, n
 parts = sorted(
     m for m in sys.modules if m.startswith(("dp_accounting.pld", "scipy.stats", "scipy.optimize"))
 )
+special_init = "scipy.special._basic" in sys.modules or "scipy._lib._array_api" in sys.modules
+from scipy import special
+early = {name: getattr(special, name) for name in dplab.package_parts.SPECIAL_UFUNCS}
+special.logsumexp  # a name only scipy.special's __init__ defines: it runs now
+same = all(getattr(special, name) is early[name] for name in early)
+same = same and "scipy.special._basic" in sys.modules
 import dp_accounting
 whole = dp_accounting.NeighboringRelation is dp_accounting.privacy_accountant.NeighboringRelation
 whole = whole and "dp_accounting.pld" in sys.modules
@@ -57,7 +63,8 @@ accountant = dp_accounting.rdp.RdpAccountant()
 event = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1))
 accountant.compose(event, 1000)
 print(json.dumps({"parts": parts, "whole": whole, "rdp": rdp, "sigma": sigma,
-                  "library": accountant.get_epsilon(1e-5)}))
+                  "library": accountant.get_epsilon(1e-5), "special_init": special_init,
+                  "special_same": same}))
 """
 
 
@@ -93,11 +100,15 @@ def test_the_parser_figure_tables_and_plan_import_no_library_they_do_not_use():
 
 
 def test_an_rdp_epsilon_imports_no_pld_and_the_whole_package_still_answers():
-    """dp_accounting is imported by its parts (src/dplab/dp_accounting_parts.py): rdp's ε and σ
-    import neither its pld package nor scipy.stats, nor scipy.optimize (the root search is
-    :func:`dplab.accounting.roots.brent`), and a name of the whole package still resolves."""
+    """dp_accounting and scipy.special are imported by their parts (src/dplab/package_parts.py):
+    rdp's ε and σ import neither dp_accounting's pld package nor scipy.stats, nor scipy.optimize
+    (the root search is :func:`dplab.accounting.roots.brent`), nor run scipy.special's
+    ``__init__`` (its array-API layer); a name of either whole package still resolves, and the
+    ufuncs served before scipy.special's ``__init__`` are the very objects it exports."""
     found = probe(RDP_PROBE)
     assert found["parts"] == []  # no dp_accounting.pld, scipy.stats or scipy.optimize
+    assert found["special_init"] is False
+    assert found["special_same"] is True
     assert 1.0 < found["sigma"] < 1.1  # ε(1.1) < 2 at q = 0.01, T = 1000: the σ for ε = 2 is less
     assert found["whole"]  # the package's __init__ ran on the first name it defines
     # dp_accounting's own RdpAccountant, reached through the package, agrees with our rdp

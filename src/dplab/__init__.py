@@ -1,7 +1,7 @@
 """dplab: reproducible privacy analysis of DP-SGD (training, accountants, figures)."""
 
-from dplab import dp_accounting_parts
+from dplab import package_parts
 
 __version__ = "0.1.0"
 
-dp_accounting_parts.install()  # dp_accounting imported by the parts a job uses
+package_parts.install()  # dp_accounting and scipy.special imported by the parts a job uses

@@ -26,7 +26,7 @@ either complete or refused.  One exception: a module that declares ``LOADS_PROJE
 at its top (:mod:`dplab.training.model_file`) may load a file by ``importlib.util``'s loaders —
 the user's own model files, outside the package, of which each job depends directly
 (:func:`dplab.jobs.plan`).  A module that declares ``LOADS_INSTALLED_PACKAGE = True``
-(:mod:`dplab.dp_accounting_parts`) may run an installed package's ``__init__`` from its spec
+(:mod:`dplab.package_parts`) may run an installed package's ``__init__`` from its spec
 (``module_from_spec``, ``exec_module``): code outside the package, whose version
 :mod:`dplab.provenance` records.  ``runs`` narrows a module's imports to those its import runs
 (outside functions) and those of the functions it names.  tests/test_layers.py checks the

@@ -3,7 +3,7 @@
 ``rdp`` and the adapters' common checks live here, ``pld`` in
 :mod:`dplab.accounting.pld_accountant`: a run accounted by ``rdp`` alone does not import
 dp_accounting's ``pld`` package, nor scipy.stats with it
-(:mod:`dplab.dp_accounting_parts`).
+(:mod:`dplab.package_parts`).
 
 These classes translate a :class:`Setting` into a ``DpEvent`` and ask the library's accountants,
 with one exception for speed: the Poisson-sampled Gaussian's one-step RDP is

@@ -60,15 +60,18 @@ def _audit_entry(text: str) -> dict:
 
 
 def run(args) -> int:
-    import torch
+    from dplab.startup import settled_imports
 
-    from dplab.audit.entries import check_size
-    from dplab.audit.membership import run_audit
-    from dplab.errors import DPLabError
-    from dplab.io import check_output
-    from dplab.tables import write_table
-    from dplab.training import data
-    from dplab.validate import MAX_THREADS, integer
+    with settled_imports():
+        import torch
+
+        from dplab.audit.entries import check_size
+        from dplab.audit.membership import run_audit
+        from dplab.errors import DPLabError
+        from dplab.io import check_output
+        from dplab.tables import write_table
+        from dplab.training import data
+        from dplab.validate import MAX_THREADS, integer
 
     check_output(args.out, "--out")
     if args.audit_json is not None:

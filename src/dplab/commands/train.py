@@ -68,12 +68,15 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import torch
+    from dplab.startup import settled_imports
 
-    from dplab.errors import DPLabError
-    from dplab.io import check_output
-    from dplab.training.resolve import load_runs
-    from dplab.validate import MAX_THREADS, integer
+    with settled_imports():
+        import torch
+
+        from dplab.errors import DPLabError
+        from dplab.io import check_output
+        from dplab.training.resolve import load_runs
+        from dplab.validate import MAX_THREADS, integer
 
     for out in args.out:
         check_output(out, "--out", folder=True)
