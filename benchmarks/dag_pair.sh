@@ -1,7 +1,7 @@
 #!/bin/bash
 # The default DAG's CPU time at a base commit and at this checkout's HEAD, the same DAG content
-# (HEAD's mf_regime grid, figure and dataset removed: the base has none), built side by side with
-# one core each in scratch clones, so both meet the same load.
+# (the mf_regime grid, figure and dataset removed from both configs: fbd79dc, the default base,
+# has none), built side by side with one core each in scratch clones, so both meet the same load.
 #   benchmarks/dag_pair.sh [BASE (default fbd79dc)] [SCRATCH (default /tmp/dag_pair)]
 set -u
 repo=$(git rev-parse --show-toplevel)
@@ -11,15 +11,17 @@ venv=$repo/.venv
 mkdir -p "$scratch" && cd "$scratch" && rm -rf before after
 git clone -q "$repo" before && git -C before checkout -q "$base"
 git clone -q "$repo" after
-"$venv/bin/python" - "$scratch/after/config/config.yaml" <<'PY'
+"$venv/bin/python" - "$scratch"/{before,after}/config/config.yaml <<'PY'
 import sys
 
 import yaml
 
-p = sys.argv[1]
-c = yaml.safe_load(open(p))
-c["grids"].pop("mf_regime"); c["figures"].pop("mf_regime"); c["datasets"].pop("mnist5000_val")
-yaml.safe_dump(c, open(p, "w"), sort_keys=False)
+for p in sys.argv[1:]:
+    c = yaml.safe_load(open(p))
+    if "mf_regime" in c["grids"]:
+        c["grids"].pop("mf_regime"); c["figures"].pop("mf_regime")
+        c["datasets"].pop("mnist5000_val")
+        yaml.safe_dump(c, open(p, "w"), sort_keys=False)
 PY
 export PATH=$venv/bin:$PATH
 for d in before after; do

@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from conftest import ROOT
@@ -107,6 +108,30 @@ def test_an_audit_on_a_damaged_dataset_names_the_file(prepared, tmp_path, capsys
         == 2
     )
     assert f"{folder / 'test.npz'}: prepared dataset corrupt or truncated" in _one_line(capsys)
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+@pytest.mark.parametrize("on_variant", [False, True], ids=["run", "variant"])
+def test_an_audit_asking_for_a_missing_gpu_names_the_key_that_asks(
+    on_variant, prepared, tmp_path, capsys
+):
+    """``device: cuda`` without CUDA is refused before any run, naming the audit's key that
+    set it: the variant's own, else the audit's ``run``."""
+    entry = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["audits"][
+        "digits_last_iterate_convex"
+    ]
+    variant = sorted(entry["methods"])[0]
+    if on_variant:
+        entry["methods"][variant] = {**(entry["methods"][variant] or {}), "device": "cuda"}
+    else:
+        entry["run"] = {**entry["run"], "device": "cuda"}
+    entry = {**entry, "dataset": "s", "seed": 0, "name": "convex"}
+    out = tmp_path / "audit.csv"
+    argv = ["audit", "--audit-json", json.dumps(entry), "--data", str(prepared), "--out", str(out)]
+    assert main(argv) == 2
+    key = f"audits.convex.methods.{variant}.device" if on_variant else "audits.convex.run.device"
+    assert f"error: {key}: cuda requested but torch sees no CUDA device" in _one_line(capsys)
     assert not out.exists()
 
 

@@ -113,3 +113,38 @@ def test_an_rdp_epsilon_imports_no_pld_and_the_whole_package_still_answers():
     assert found["whole"]  # the package's __init__ ran on the first name it defines
     # dp_accounting's own RdpAccountant, reached through the package, agrees with our rdp
     assert abs(found["rdp"] - found["library"]) < 1e-9
+
+
+SETTLED_PROBE = """
+import gc, json
+from dplab.startup import settled_imports
+seen = {"before": gc.isenabled(), "frozen_before": gc.get_freeze_count()}
+with settled_imports():
+    seen["inside"] = gc.isenabled()
+    import fractions  # noqa: F401 (an import whose objects are then frozen)
+seen["after"] = gc.isenabled()
+seen["frozen"] = gc.get_freeze_count()
+try:
+    with settled_imports():
+        garbage = [[]]  # allocated after the first freeze: not frozen by the second use
+        raise KeyError
+except KeyError:
+    pass
+seen["after_error"] = gc.isenabled()
+seen["frozen_again"] = gc.get_freeze_count()
+gc.disable()
+with settled_imports():
+    pass
+seen["kept_disabled"] = not gc.isenabled()
+print(json.dumps(seen))
+"""
+
+
+def test_a_command_s_imports_run_without_collections_and_are_frozen_once():
+    """:func:`dplab.startup.settled_imports` pauses the cyclic collector for the block, freezes
+    what exists the first time only, and leaves the collector as it found it, an error
+    included."""
+    seen = probe(SETTLED_PROBE)
+    assert seen["before"] and not seen["inside"] and seen["after"] and seen["after_error"]
+    assert seen["frozen_before"] == 0 < seen["frozen"] == seen["frozen_again"]
+    assert seen["kept_disabled"]

@@ -6,7 +6,9 @@ never garbage; CPython's cyclic collector scans them anyway, and its full collec
 the younger generations; ``gc.callbacks``, benchmarks/README.md).  Inside :func:`settled_imports`
 the collector is paused; on leaving, everything allocated so far is frozen (``gc.freeze``: moved
 to a generation the collector never scans) and the collector resumes for the job's own work.
-Reference counting frees everything else as before; the results do not depend on it.
+The freeze happens once per process: a caller that runs several commands in one process (the
+tests) keeps no more than what existed at its first.  Reference counting frees everything else
+as before; the results do not depend on it.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from contextlib import contextmanager
 @contextmanager
 def settled_imports() -> Iterator[None]:
     """Run the block (a command's imports) with the cyclic garbage collector paused, then freeze
-    what exists and resume the collector as it was."""
+    what exists (the first time in this process) and resume the collector as it was."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
+        if not gc.get_freeze_count():
+            gc.freeze()
         if enabled:
             gc.enable()

@@ -90,12 +90,12 @@ BATCH_BLOCK = 256
 NOISE_SEED_OFFSET = 1 << 32
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto``: CUDA when present, else CPU."""
+def resolve_device(name: str, key: str = "device") -> torch.device:
+    """``auto``: CUDA when present, else CPU; ``cuda`` without CUDA is an error naming ``key``."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise DPLabError("device", "cuda requested but torch sees no CUDA device (use auto or cpu)")
+        raise DPLabError(key, "cuda requested but torch sees no CUDA device (use auto or cpu)")
     return torch.device(name)
 
 
