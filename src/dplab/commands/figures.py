@@ -70,10 +70,15 @@ def register(sub) -> None:
 
 
 def run_table(args) -> int:
-    from dplab.figures import figure, input_args, input_files, parse_input_args
-    from dplab.inputs import input_file
-    from dplab.io import check_output
-    from dplab.tables import write_table
+    from dplab.startup import settled_imports
+
+    with settled_imports():  # the figure's module (pandas, its accountants' modules)
+        from dplab.figures import figure, input_args, input_files, parse_input_args
+        from dplab.inputs import input_file
+        from dplab.io import check_output
+        from dplab.tables import write_table
+
+        figure(args.figure)
 
     check_output(args.out, "--out")
     if args.config:
@@ -112,9 +117,14 @@ def run_table(args) -> int:
 
 
 def run_draw(args) -> int:
-    from dplab.figures import figure, style
-    from dplab.io import check_output
-    from dplab.tables import read_table
+    from dplab.startup import settled_imports
+
+    with settled_imports():  # the figure's module (pandas) and matplotlib
+        from dplab.figures import figure, style
+        from dplab.io import check_output
+        from dplab.tables import read_table
+
+        figure(args.figure), style.pyplot()
 
     pdf, png = check_output(args.pdf, "--pdf"), check_output(args.png, "--png")
     if pdf.resolve() == png.resolve():
