@@ -79,9 +79,13 @@ def check_size(entry: dict) -> None:
         )
 
 
-def variant_key(entry: dict, variant: str) -> str:
-    """The config key of ``variant`` in audit ``entry``, which errors about its run name."""
-    return f"audits.{entry.get('name', '?')}.methods.{variant}"
+def setting_key(entry: dict, variant: str, key: str) -> str:
+    """The config key that sets ``key`` of ``variant``'s run in audit ``entry``: the variant's
+    own, else the audit's ``run``."""
+    own = key in (entry["methods"][variant] or {})
+    return f"audits.{entry.get('name', '?')}." + (
+        f"methods.{variant}.{key}" if own else f"run.{key}"
+    )
 
 
 def method_config(entry: dict, variant: str) -> RunSettings:
@@ -89,7 +93,7 @@ def method_config(entry: dict, variant: str) -> RunSettings:
     method is the variant's ``method`` key, else the variant's name."""
     keys = {**entry["run"], **(entry["methods"][variant] or {})}
     method = keys.pop("method", variant)
-    where = variant_key(entry, variant)
+    where = f"audits.{entry.get('name', '?')}.methods.{variant}"
     from dplab.training.methods import METHODS  # the training stack: imported where used
     from dplab.training.resolve import resolve_run
     from dplab.training.settings import RunSettings

@@ -57,7 +57,7 @@ from dplab.accounting.eligibility import defaults
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.audit import canary as canaries_mod
 from dplab.audit.entries import ESTIMATORS, ONE_RUN
-from dplab.audit.entries import THREAT_MODELS, method_config, variant_key
+from dplab.audit.entries import THREAT_MODELS, method_config, setting_key
 from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.errors import DPLabError
@@ -384,9 +384,7 @@ def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
             f"must be one of {', '.join(THREAT_MODELS)}; got {entry['threat_model']!r}",
         )
     for variant in entry["methods"]:  # a device this machine lacks: refused before any run
-        own = "device" in (entry["methods"][variant] or {})  # the variant's key, else the run's
-        where = variant_key(entry, variant) if own else f"audits.{entry.get('name', '?')}.run"
-        resolve_device(method_config(entry, variant).device, f"{where}.device")
+        resolve_device(method_config(entry, variant).device, setting_key(entry, variant, "device"))
     per_variant = entry["runs"] * max(entry["steps"])
     progress = Progress(
         f"audit {entry.get('name', '')}".rstrip(),
