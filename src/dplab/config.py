@@ -18,7 +18,7 @@ from dplab.accounting import names as accountant_names
 from dplab.audit.entries import THREAT_MODELS, check_size, method_config
 from dplab.errors import DPLabError
 from dplab.figures import FIGURES, figure as figure_module
-from dplab.entries import dataset_entry, grid_runs, run_entry
+from dplab.entries import dataset_entry, grid_runs, run_entry, variant_key
 from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa: F401  (the commands' config API)
 from dplab.training.resolve import phase_runs, resolve_run
 from dplab.training.data import expected_info, resolve_dataset
@@ -327,12 +327,12 @@ def _check_dataset(config: dict, name: str) -> None:
 def _variant_devices(prefix: str, spec: dict, variants: str, base: str) -> dict[str, str]:
     """key -> device of each variant of ``spec[variants]``: its own ``device``, else that of
     ``spec[base]`` (default ``auto``), named by the key that sets it."""
-    devices = {}
-    for variant, keys in spec[variants].items():
-        keys = keys or {}
-        where = f"{prefix}.{variants}.{variant}" if "device" in keys else f"{prefix}.{base}"
-        devices[f"{where}.device"] = keys.get("device", spec[base].get("device", "auto"))
-    return devices
+    return {
+        variant_key(prefix, spec, variants, base, variant, "device"): (keys or {}).get(
+            "device", spec[base].get("device", "auto")
+        )
+        for variant, keys in spec[variants].items()
+    }
 
 
 def _check_devices(config: dict) -> None:

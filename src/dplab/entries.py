@@ -29,6 +29,14 @@ def audit_entry(config: dict, name: str) -> dict:
     return {"seed": config["seed"], **config["audits"][name], "name": name}
 
 
+def variant_key(prefix: str, spec: dict, variants: str, base: str, variant: str, key: str) -> str:
+    """The config key that sets ``key`` of ``variant`` in ``spec`` (a grid or an audit at
+    ``prefix``): ``<prefix>.<variants>.<variant>.<key>`` where the variant sets it, else
+    ``<prefix>.<base>.<key>``."""
+    own = key in (spec[variants][variant] or {})
+    return f"{prefix}.{variants}.{variant}.{key}" if own else f"{prefix}.{base}.{key}"
+
+
 def grid_runs(config: dict, grid: str) -> dict[str, dict]:
     """Every run of ``grid``: name -> {"variant": …, "epsilon": …, "lr": …, "seed": …, "run": the
     run entry (keys of base, then of the variant, then target_epsilon, lr and seed)}.

@@ -79,15 +79,6 @@ def check_size(entry: dict) -> None:
         )
 
 
-def setting_key(entry: dict, variant: str, key: str) -> str:
-    """The config key that sets ``key`` of ``variant``'s run in audit ``entry``: the variant's
-    own, else the audit's ``run``."""
-    own = key in (entry["methods"][variant] or {})
-    return f"audits.{entry.get('name', '?')}." + (
-        f"methods.{variant}.{key}" if own else f"run.{key}"
-    )
-
-
 def method_config(entry: dict, variant: str) -> RunSettings:
     """The resolved run of ``variant`` in audit ``entry`` (run schema and defaults); its
     method is the variant's ``method`` key, else the variant's name."""

@@ -124,7 +124,8 @@ def run_draw(args) -> int:
         from dplab.io import check_output
         from dplab.tables import read_table
 
-        figure(args.figure), style.pyplot()
+        figure(args.figure)
+        style.pyplot()
 
     pdf, png = check_output(args.pdf, "--pdf"), check_output(args.png, "--png")
     if pdf.resolve() == png.resolve():
