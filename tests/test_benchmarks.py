@@ -52,6 +52,24 @@ def test_dp_step_times_every_model_it_builds(monkeypatch, capsys):
         )
 
 
+def test_noise_floor_times_each_draw_of_a_models_size(monkeypatch, capsys):
+    """benchmarks/noise_floor.py, one round: one draw of each way per model, of the model's
+    parameter count, each ratio over the non-private step of the same run."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it builds its models with dp_step's
+    monkeypatch.setattr(
+        sys, "argv", ["noise_floor.py", "--batch", "4", "--rounds", "1", "--models", "logreg"]
+    )
+    runpy.run_path(str(BENCHMARKS / "noise_floor.py"), run_name="__main__")
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["model"] == "logreg" and row["numbers"] == 7850
+    ms = row["median_ms"]
+    assert set(ms) == {"non_private", *row["ratio"]} and len(row["ratio"]) == 6
+    for way, ratio in row["ratio"].items():
+        assert ratio == pytest.approx(ms[way] / ms["non_private"], rel=1e-2, abs=2e-3)
+    gaussian = ("torch_normal", "numpy_normal", "bits_box_muller", "two_threads")
+    assert row["cheapest_gaussian"] in gaussian
+
+
 def test_job_profile_charges_every_cpu_second_of_a_job_to_one_category(tmp_path):
     """benchmarks/job_profile.py on a small job (`dplab index` of one table): the categories add up
     to the process's CPU time (nothing lost, nothing counted twice) and the
