@@ -120,6 +120,29 @@ def test_regularized_eq21_by_hand():
     assert got == pytest.approx(first + second, rel=1e-9)
 
 
+@pytest.mark.parametrize("lam", [0.65, 0.5, 0.01, 1e-4])
+def test_regularized_delta_equals_eq21_taken_at_every_step_bit_for_bit(lam):
+    """θ is evaluated once per distinct radius (they stop changing once (1−λ)^s underflows
+    against 1), and χ²'s tail by scipy.special: the same numbers as eq. (21) evaluated at every
+    s with scipy.stats's χ², to the bit, on the κ grid and steps around the point where the
+    radii stop changing."""
+    from scipy.stats import chi2
+
+    kappa = np.sqrt(chi2.isf(np.logspace(-0.01, -300, 161), 10))[:, None]
+    for t in (1, 37, 1000):
+        s = np.arange(1, t + 1, dtype=float)[None, :]
+        radius = (0.1 + kappa * 5.0) * -np.expm1(s * math.log1p(-lam)) / lam - 5.0 * kappa
+        with np.errstate(divide="ignore"):
+            log_theta = np.log(A.theta(5.0, 2 * np.maximum(radius, 0.0) / 5.0))
+        terms = np.exp((t - s) * math.log1p(-0.001) + np.cumsum(log_theta[:, ::-1], 1)[:, ::-1])
+        second = 0.001 / (1 - 0.001) * terms.sum(axis=1)
+        tail = np.log1p(-chi2.sf(kappa[:, 0] ** 2, 10))
+        with np.errstate(divide="ignore"):
+            first = np.exp(np.minimum(np.logaddexp(0.0, 5.0) + np.log(-np.expm1(t * tail)), 1.0))
+        got = A.regularized_delta(5.0, t, 0.001, 0.1, 1.0, 5.0, lam, 10, kappa[:, 0])
+        assert np.array_equal(got, first + second)
+
+
 @pytest.mark.parametrize("lam", [0.65, 0.01])
 def test_regularized_kappa_optimum(lam):
     d, k = A.regularized_delta_optimized(5.0, 200, REG["p"], 0.1, 1.0, 5.0, lam, 10)
