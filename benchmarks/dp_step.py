@@ -1,13 +1,17 @@
 """Time and memory of one training step: non-private vs the engine's DP-SGD step vs Opacus 1.6.
 
     PYTHONPATH=src python benchmarks/dp_step.py [--threads 2] [--batch 256] [--memory-batch 1024]
+        [--consecutive 1]
 
 Prints one JSON object per model (logistic regression 784→10, the MLP 784-128-10 of seed 004,
 the CNN of ``models.build`` with 16 channels on 1×28×28, Tramèr & Boneh's tanh CNN, a wide MLP
 784-3072-2560-10 with ~10.3M parameters):
 
 - ``median_ms``: median wall time of one step of each method, the methods measured interleaved
-  (round-robin, one step each per round) in this process, after warm-up steps;
+  (round-robin, one step each per round) in this process, after warm-up steps; with
+  ``--consecutive K`` each method takes K steps in a row per round, the methods in a shuffled
+  order, and only steps that follow a step of the same method count: the steady state of a
+  training run, where a step never follows another method's;
 - ``ratio``: each DP step's median / the non-private step's median;
 - ``peak_mb`` (batch ``--memory-batch``, each method in its own subprocess, after one step that
   creates lazy state): the peak of the memory held by tensors during one step, resident ones
@@ -15,6 +19,10 @@ the CNN of ``models.build`` with 16 channels on 1×28×28, Tramèr & Boneh's tan
   CPU the maximum of torch.profiler's memory timeline (``export_memory_timeline``; allocator
   caches, library buffers and Python objects are not counted, as on CUDA).  Opacus with hooks
   is not probed where its per-sample gradients alone would take over half the memory.
+
+``--count-ops`` adds ``ops_per_step``: the ATen operations one step of each method dispatches
+(counted below autograd by a ``TorchDispatchMode``; CPU only), each a few µs of per-step overhead
+on a CPU.
 
 Each row also gives ``vs_opacus`` (the engine's median over each Opacus mode's), the device's
 name, torch's version and the date.
@@ -41,6 +49,7 @@ import copy
 import datetime
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -53,6 +62,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from dplab.training import loop, models
 from dplab.training.noise import GaussianNoise
@@ -246,18 +256,44 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def time_steps(name, methods, batch, device, rounds, warmup) -> dict:
+class _OpCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def ops_per_step(name, methods, batch) -> dict:
+    """The ATen operations one step of each method dispatches, on the CPU (module docstring)."""
+    bench = Steps(name, methods, batch, torch.device("cpu"))
+    counts = {}
+    for m, step in bench.fns.items():
+        step()  # lazy state made
+        with _OpCounter() as counter:
+            step()
+        counts[m] = counter.count
+    return counts
+
+
+def time_steps(name, methods, batch, device, rounds, warmup, consecutive=1) -> dict:
     bench = Steps(name, methods, batch, device)
     methods = [m for m in methods if m in bench.fns]
     times = {m: [] for m in methods}
+    order = random.Random(0)
     for r in range(warmup + rounds):
-        for m in methods:  # interleaved: one step of each method per round
-            sync(device)
-            t0 = time.perf_counter()
-            bench.fns[m]()
-            sync(device)
-            if r >= warmup:
-                times[m].append(time.perf_counter() - t0)
+        if consecutive > 1:
+            order.shuffle(methods)
+        for m in methods:  # interleaved: one step (or one block of steps) of each method a round
+            for k in range(consecutive):
+                sync(device)
+                t0 = time.perf_counter()
+                bench.fns[m]()
+                sync(device)
+                if r >= warmup and (k > 0 or consecutive == 1):
+                    times[m].append(time.perf_counter() - t0)
     return {m: 1e3 * statistics.median(v) for m, v in times.items()}, bench.errors
 
 
@@ -324,15 +360,21 @@ def main(argv=None) -> None:
     ap.add_argument("--memory-batch", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument(
+        "--consecutive", type=int, default=1, help="steps of a method in a row per round"
+    )
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--count-ops", action="store_true", help="ATen operations per step (CPU)")
     ap.add_argument(
         "--probe-jobs", type=int, default=1, help="memory probes run at once (GPU: several fit)"
     )
     ap.add_argument("--probe", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.consecutive < 1:
+        ap.error(f"--consecutive must be at least 1, got {args.consecutive}")
     torch.set_num_threads(args.threads)
     device = torch.device(
         "cuda"
@@ -351,7 +393,9 @@ def main(argv=None) -> None:
         ],
     ]
     for name in args.models:
-        med, errors = time_steps(name, methods, args.batch, device, args.rounds, args.warmup)
+        med, errors = time_steps(
+            name, methods, args.batch, device, args.rounds, args.warmup, args.consecutive
+        )
         n_params = sum(p.numel() for p in build_model(name).parameters())
         row = {
             "model": name,
@@ -363,10 +407,13 @@ def main(argv=None) -> None:
             "threads": args.threads,
             "batch": args.batch,
             "rounds": args.rounds,
+            "consecutive": args.consecutive,
             "median_ms": {m: round(v, 3) for m, v in med.items()},
             "ratio": {m: round(med[m] / med["non_private"], 3) for m in med if m != "non_private"},
             **({"errors": errors} if errors else {}),
         }
+        if args.count_ops:
+            row["ops_per_step"] = ops_per_step(name, methods, args.batch)
         if "engine_dp" in med:
             row["vs_opacus"] = {
                 m: round(med["engine_dp"] / med[m], 3)

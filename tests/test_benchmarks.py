@@ -13,7 +13,8 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 def test_dp_step_times_every_model_it_builds(monkeypatch, capsys):
     """One round of the engine's DP step beside the non-private step, on the CPU, for the models
-    built through the run settings (as `dplab train` builds them)."""
+    built through the run settings (as `dplab train` builds them): two steps of each in a row,
+    the second timed, and the operations one step dispatches."""
     monkeypatch.setattr(
         sys,
         "argv",
@@ -36,6 +37,9 @@ def test_dp_step_times_every_model_it_builds(monkeypatch, capsys):
             "--methods",
             "non_private",
             "engine_dp",
+            "--count-ops",
+            "--consecutive",
+            "2",
         ],
     )
     runpy.run_path(str(BENCHMARKS / "dp_step.py"), run_name="__main__")
@@ -50,6 +54,8 @@ def test_dp_step_times_every_model_it_builds(monkeypatch, capsys):
         assert r["ratio"]["engine_dp"] == pytest.approx(
             ms["engine_dp"] / ms["non_private"], rel=1e-2, abs=2e-3
         )
+        assert r["consecutive"] == 2 and set(r["ops_per_step"]) == {"non_private", "engine_dp"}
+        assert min(r["ops_per_step"].values()) > 0
 
 
 def test_noise_floor_times_each_draw_of_a_models_size(monkeypatch, capsys):
