@@ -56,7 +56,6 @@ def draws(n: int, pool: ThreadPoolExecutor) -> dict:
     ziggurat = np.random.Generator(np.random.PCG64(0))
     out = np.empty(n, dtype=np.float32)
     bits = np.random.SFC64(0)
-
     half = (n + 1) // 2
     angle = torch.empty(half)
 
@@ -77,7 +76,7 @@ def draws(n: int, pool: ThreadPoolExecutor) -> dict:
         "torch_normal": lambda: buffer.normal_(generator=generators[0]),
         "torch_uniform": lambda: buffer.uniform_(generator=generators[0]),
         "numpy_normal": lambda: ziggurat.standard_normal(out=out, dtype=np.float32),
-        "numpy_bits": lambda: bits.random_raw((n + 1) // 2),
+        "numpy_bits": lambda: bits.random_raw(half),
         "bits_box_muller": bits_box_muller,
         "two_threads": two_threads,
     }
