@@ -281,6 +281,12 @@ def test_linear_stack_path_is_the_hooked_path_bit_for_bit(acts, l2):
         assert list(got.grad_sum) == list(params)
         assert all(torch.equal(got.grad_sum[k], ref.grad_sum[k]) for k in params)
         assert not any(g.requires_grad for g in got.grad_sum.values())
+    for model in (stack, hooked):  # nor for norms and loss, even from an input that has a graph
+        got = clipped_grad_sum(
+            models.example_loss(model, l2), params, x * params["1.bias"][0], y, 1
+        )
+        assert not got.norms.requires_grad and not got.loss_sum.requires_grad
+        assert not any(g.requires_grad for g in got.grad_sum.values())
     want, norms = _naive(stack, params, x, y, clip, l2)
     got = clipped_grad_sum(loss, params, x, y, clip)
     assert (norms > clip * 1.001).any() and (norms < clip * 0.999).any()  # clipping acts on some

@@ -49,17 +49,18 @@ class GaussianNoise(NoiseSource):
             }
         sizes = [p.numel() for p in like.values()]
         flat = torch.empty(sum(sizes), dtype=dtype, device=getattr(generator, "device", None))
-        fill(flat, sizes, generator)
+        parts = fill(flat, sizes, generator)
         flat.mul_(self.std)
-        parts = flat.split(sizes)
         return {k: z.view(p.shape).to(p.device) for (k, p), z in zip(like.items(), parts)}
 
 
-def fill(flat: torch.Tensor, sizes: list[int], generator) -> None:
+def fill(flat: torch.Tensor, sizes: list[int], generator) -> tuple[torch.Tensor, ...]:
     """Fill the 1-D ``flat`` with one N(0, 1) draw per tensor of ``sizes`` numbers, in order, into
-    consecutive slices: the unscaled numbers of :meth:`GaussianNoise.sample`."""
-    for part in flat.split(sizes):
+    consecutive slices: the unscaled numbers of :meth:`GaussianNoise.sample`; returns the slices."""
+    parts = flat.split(sizes)
+    for part in parts:
         normal(part.shape, generator, flat.dtype, out=part)
+    return parts
 
 
 class NoNoise(NoiseSource):

@@ -269,7 +269,7 @@ def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrad
     if not x.is_floating_point():
         return None
     plan = _plan(model)
-    plain = {k: v.detach() for k, v in params.items()}
+    plain = {k: _detached(v) for k, v in params.items()}
     with torch.enable_grad():
         forward = (plan.stack is not None and _stack_forward(plan, plain, x, y)) or _hooked_forward(
             model, plan, plain, x, y
@@ -277,7 +277,9 @@ def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrad
         if forward is None:
             return None  # a layer called twice, or its input/output changed in place later
         ce, recorded = forward
-        out_grads = torch.autograd.grad(ce.sum(), [z for _, _, z in recorded], allow_unused=True)
+        out_grads = torch.autograd.grad(  # ∂(Σ_i ℓ_i)/∂z: the sum's gradient, ones, given directly
+            ce, [z for _, _, z in recorded], torch.ones_like(ce), allow_unused=True
+        )
 
     batch = len(x)
     sq = torch.zeros(batch, dtype=ce.dtype, device=ce.device)
@@ -298,8 +300,8 @@ def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrad
         sq = sq + 2.0 * l2 * cross + l2 * l2 * theta_sq
     norms = sq.clamp(min=0.0).sqrt()
     if not summed:
-        return ClippedGrads({}, norms.detach(), ce.detach().sum())
-    factor = _factors(norms, clip).to(sq.dtype)
+        return ClippedGrads({}, norms, ce.detach().sum())
+    factor = _factors(norms, clip)
     if mask is not None:
         factor, ce = factor * mask, ce * mask
 
@@ -313,7 +315,7 @@ def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrad
             w = (g * factor[:, None]).t().mm(a)
         else:
             w = torch.einsum("bpt,bkt->pk", g * factor[:, None, None], a)
-        grad_sum[weight] = w.reshape(m.weight.shape)
+        grad_sum[weight] = w if w.shape == m.weight.shape else w.reshape(m.weight.shape)
         if bias is not None:
             grad_sum[bias] = factor @ (g if g.dim() == 2 else g.sum(2))
     if l2:
@@ -323,7 +325,12 @@ def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrad
     loss_sum = ce.detach().sum()
     if l2:
         loss_sum = loss_sum + 0.5 * l2 * theta_sq * (batch if mask is None else mask.sum())
-    return ClippedGrads(grad_sum, norms.detach(), loss_sum)
+    return ClippedGrads(grad_sum, norms, loss_sum)  # norms: of graph-free tensors, no history
+
+
+def _detached(t: torch.Tensor) -> torch.Tensor:
+    """``t`` without autograd history: itself where it has none (no operation dispatched)."""
+    return t.detach() if t.requires_grad else t
 
 
 def _stack_forward(plan: _Plan, plain, x, y) -> tuple | None:
@@ -341,7 +348,7 @@ def _stack_forward(plan: _Plan, plain, x, y) -> tuple | None:
         z = nn.functional.linear(h, plain[weight], None if bias is None else plain[bias])
         if not z.requires_grad:
             z.requires_grad_()  # the first layer's output: the root of the graph
-        recorded.append((m, h.detach(), z))
+        recorded.append((m, _detached(h), z))
         h = z
     return nn.functional.cross_entropy(h, y, reduction="none"), recorded
 
