@@ -79,8 +79,10 @@ def kill(proc: subprocess.Popen) -> None:
 QUEUE: list[background.Build] = []
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    """The tests that need a background build run last (background.py)."""
+    """The tests that need a background build run last (background.py); after ``-k`` and ``-m``
+    have deselected theirs, so that only the builds of the tests that run are started."""
     QUEUE[:] = background.queue(items)
     background.last(items, QUEUE)
 
