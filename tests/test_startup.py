@@ -148,3 +148,31 @@ def test_a_command_s_imports_run_without_collections_and_are_frozen_once():
     assert seen["before"] and not seen["inside"] and seen["after"] and seen["after_error"]
     assert seen["frozen_before"] == 0 < seen["frozen"] == seen["frozen_again"]
     assert seen["kept_disabled"]
+
+
+STEP_PROBE = """
+import json, sys
+import torch
+from torch import nn
+from dplab.training import models
+from dplab.training.per_example import clipped_grad_sum
+torch.manual_seed(0)
+SHAPES = ("sympy", "torch.fx.experimental.symbolic_shapes")
+seen = {"torch": [m for m in SHAPES if m in sys.modules]}
+stack = nn.Sequential(nn.Flatten(), nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 3))
+conv = nn.Sequential(nn.Conv2d(1, 2, 2), nn.Flatten(), nn.Linear(2, 3))
+for model in (stack, conv):  # the Linear-stack path and the hooked path of ghost clipping
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    x, y = torch.randn(5, 1, 2, 2), torch.randint(0, 3, (5,))
+    clipped_grad_sum(models.example_loss(model, 0.1), params, x, y, 1.0)
+seen["step"] = [m for m in SHAPES if m in sys.modules]
+print(json.dumps(seen))
+"""
+
+
+def test_a_dp_step_s_clipped_sum_imports_no_symbolic_shapes():
+    """The clipped sum's backward pass asks autograd for the gradient of the summed losses:
+    handed its gradient (``grad_outputs``) instead, autograd imports torch.fx's symbolic shapes
+    and sympy (0.28 s of every training job's start-up on the 2-core machine)."""
+    seen = probe(STEP_PROBE)
+    assert seen == {"torch": [], "step": []}
