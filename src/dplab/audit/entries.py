@@ -79,12 +79,17 @@ def check_size(entry: dict) -> None:
         )
 
 
+def audit_key(entry: dict) -> str:
+    """The config key of audit ``entry``, which its errors name: ``audits.<name>``."""
+    return f"audits.{entry.get('name', '?')}"
+
+
 def method_config(entry: dict, variant: str) -> RunSettings:
     """The resolved run of ``variant`` in audit ``entry`` (run schema and defaults); its
     method is the variant's ``method`` key, else the variant's name."""
     keys = {**entry["run"], **(entry["methods"][variant] or {})}
     method = keys.pop("method", variant)
-    where = f"audits.{entry.get('name', '?')}.methods.{variant}"
+    where = f"{audit_key(entry)}.methods.{variant}"
     from dplab.training.methods import METHODS  # the training stack: imported where used
     from dplab.training.resolve import resolve_run
     from dplab.training.settings import RunSettings

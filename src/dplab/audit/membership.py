@@ -57,7 +57,7 @@ from dplab.accounting.eligibility import defaults
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.audit import canary as canaries_mod
 from dplab.audit.entries import ESTIMATORS, ONE_RUN
-from dplab.audit.entries import THREAT_MODELS, method_config
+from dplab.audit.entries import THREAT_MODELS, audit_key, method_config
 from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.entries import variant_key
@@ -385,9 +385,7 @@ def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
             f"must be one of {', '.join(THREAT_MODELS)}; got {entry['threat_model']!r}",
         )
     for variant in entry["methods"]:  # a device this machine lacks: refused before any run
-        key = variant_key(
-            f"audits.{entry.get('name', '?')}", entry, "methods", "run", variant, "device"
-        )
+        key = variant_key(audit_key(entry), entry, "methods", "run", variant, "device")
         resolve_device(method_config(entry, variant).device, key)
     per_variant = entry["runs"] * max(entry["steps"])
     progress = Progress(

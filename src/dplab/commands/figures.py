@@ -78,7 +78,7 @@ def run_table(args) -> int:
         from dplab.io import check_output
         from dplab.tables import write_table
 
-        figure(args.figure)
+        module = figure(args.figure)
 
     check_output(args.out, "--out")
     if args.config:
@@ -111,7 +111,7 @@ def run_table(args) -> int:
         " is made from"
     )
     with _bad_input("--inputs", what):
-        table = figure(args.figure).table(inputs, params)
+        table = module.table(inputs, params)
     write_table(args.out, table)
     return 0
 
@@ -124,7 +124,7 @@ def run_draw(args) -> int:
         from dplab.io import check_output
         from dplab.tables import read_table
 
-        figure(args.figure)
+        module = figure(args.figure)
         style.pyplot()
 
     pdf, png = check_output(args.pdf, "--pdf"), check_output(args.png, "--png")
@@ -144,7 +144,7 @@ def run_draw(args) -> int:
         " makes it)"
     )
     with _bad_input("--table", what):
-        drawing = figure(args.figure).draw(table)
+        drawing = module.draw(table)
     style.save(drawing, args.pdf, args.png)
     return 0
 
