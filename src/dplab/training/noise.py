@@ -34,24 +34,16 @@ class GaussianNoise(NoiseSource):
     """i.i.d. N(0, (σC)²) per coordinate, drawn on the generator's device (the loop passes one
     on the parameters' device, :func:`dplab.training.loop.streams`: no copy; a torch.Generator
     or a :class:`~dplab.philox.PortableGenerator`) and moved to the parameters' device if that
-    differs.  The tensors' draws fill consecutive slices of one flat buffer, in ``like``'s order
-    (the numbers of one draw per tensor), scaled by σC in one operation."""
+    differs.  One draw per tensor, in ``like``'s order (the numbers :func:`fill` puts in
+    consecutive slices of one flat buffer), all scaled by σC in one ``_foreach_mul_``."""
 
     def __init__(self, std: float):
         self.std = float(std)
 
     def sample(self, step, like, generator):
-        dtype = next(iter(like.values())).dtype
-        if any(p.dtype != dtype for p in like.values()):  # mixed dtypes: a buffer per tensor
-            return {
-                k: normal(p.shape, generator, p.dtype).mul_(self.std).to(p.device)
-                for k, p in like.items()
-            }
-        sizes = [p.numel() for p in like.values()]
-        flat = torch.empty(sum(sizes), dtype=dtype, device=getattr(generator, "device", None))
-        parts = fill(flat, sizes, generator)
-        flat.mul_(self.std)
-        return {k: z.view(p.shape).to(p.device) for (k, p), z in zip(like.items(), parts)}
+        noise = [normal(p.shape, generator, p.dtype) for p in like.values()]
+        torch._foreach_mul_(noise, self.std)
+        return {k: z.to(p.device) for (k, p), z in zip(like.items(), noise)}
 
 
 def fill(flat: torch.Tensor, sizes: list[int], generator) -> tuple[torch.Tensor, ...]:
