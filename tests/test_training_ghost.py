@@ -261,9 +261,10 @@ class _Hooked(nn.Sequential):
     ],
 )
 def test_linear_stack_path_is_the_hooked_path_bit_for_bit(acts, l2):
-    """A Sequential of Linear layers and activations runs without hooks: the same clipped sum,
-    norms and loss as the general path to the bit, exact against the naive loop, and no graph
-    kept (the sum needs no gradient: the loop's in-place update would otherwise chain steps)."""
+    """A Sequential of Linear layers and activations runs without hooks or autograd: the same
+    clipped sum, norms and loss as the general path to the bit, exact against the naive loop, and
+    no graph kept (the sum needs no gradient: the loop's in-place update would otherwise chain
+    steps)."""
     torch.manual_seed(3)
     layers = [nn.Flatten(), nn.Linear(12, 9), acts[0], nn.Linear(9, 7)]
     layers += [acts[-1], nn.Linear(7, 10, bias=False)]
@@ -295,6 +296,28 @@ def test_linear_stack_path_is_the_hooked_path_bit_for_bit(acts, l2):
         torch.testing.assert_close(got.grad_sum[k], want[k], atol=1e-9, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("batch,width", [(1, 1), (6, 1), (5, 4)])
+def test_linear_stack_path_needs_no_autograd(dtype, batch, width):
+    """The stack path's own backward pass runs autograd's operations without autograd: the hooked
+    path's clipped sum, norms and loss to the bit, in float32 too, with GELU's tanh form, Flatten
+    and Identity between layers and a hidden layer of width 1 (at batch 1 its (1, 1) input counts
+    as column-major, for which autograd transposes the product), under ``torch.inference_mode``,
+    where autograd cannot run."""
+    torch.manual_seed(batch + width)
+    layers = [nn.Flatten(), nn.Linear(6, width), nn.GELU("tanh"), nn.Flatten()]
+    layers += [nn.Linear(width, 5), nn.Identity(), nn.Tanh(), nn.Linear(5, 4)]
+    stack, hooked = nn.Sequential(*layers).to(dtype), _Hooked(*layers).to(dtype)
+    assert per_example._plan(stack).stack is not None
+    params = {k: v.detach().clone() for k, v in stack.named_parameters()}
+    x, y = torch.randn(batch, 2, 3, dtype=dtype), torch.randint(0, 4, (batch,))
+    ref = clipped_grad_sum(models.example_loss(hooked, 0.1), params, x, y, 0.5)
+    with torch.inference_mode():
+        got = clipped_grad_sum(models.example_loss(stack, 0.1), params, x, y, 0.5)
+    assert torch.equal(got.norms, ref.norms) and torch.equal(got.loss_sum, ref.loss_sum)
+    assert all(torch.equal(got.grad_sum[k], ref.grad_sum[k]) for k in params)
+
+
 def test_which_sequentials_take_the_linear_stack_path():
     """Distinct hook-free Linear layers and out-of-place per-example modules only; anything
     else (a shared layer, an in-place activation, a convolution, Flatten over the batch, a hook)
@@ -302,6 +325,10 @@ def test_which_sequentials_take_the_linear_stack_path():
     lin = nn.Linear(4, 4)
     hooked = nn.Linear(4, 4)
     hooked.register_forward_hook(lambda m, i, o: o * 2)
+    doubled = (
+        nn.Tanh()
+    )  # a hook that changes an activation's output: the stack's backward would not
+    doubled.register_forward_hook(lambda m, i, o: o * 2)
     cases = {
         "mlp": (nn.Sequential(nn.Flatten(), nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)), True),
         "shared": (nn.Sequential(lin, nn.Tanh(), lin), False),
@@ -309,6 +336,7 @@ def test_which_sequentials_take_the_linear_stack_path():
         "conv": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(8, 2)), False),
         "flatten0": (nn.Sequential(nn.Flatten(0), nn.Linear(4, 2)), False),
         "hook": (nn.Sequential(hooked, nn.Linear(4, 2)), False),
+        "activation hook": (nn.Sequential(nn.Linear(4, 4), doubled, nn.Linear(4, 2)), False),
     }
     for name, (model, stack) in cases.items():
         assert (per_example._plan(model).stack is not None) == stack, name

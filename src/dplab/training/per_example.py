@@ -7,11 +7,12 @@ gradient's norm never exceeds C.  The result is the exact DP-SGD clipped sum; tw
 **Ghost clipping with book-keeping** (models whose parameters all sit in layers of the
 :data:`GHOST_LAYERS` registry, today ``nn.Linear`` and ``nn.Conv2d``, the loss of
 :func:`dplab.training.models.example_loss`): one batched forward pass records each layer's input
-a and output z (forward hooks; an ``nn.Sequential`` of Linear layers and activations runs its
-layers itself, :func:`_stack_forward`, the same operations without hooks or
-``functional_call``), one backward pass gives the output gradients g = ∂(Σ_i ℓ_i)/∂z (row i
-depends on example i only: no batch-coupled layers), and then, per layer, without materializing
-per-example gradients where that is cheaper:
+a and output z (forward hooks), one backward pass gives the output gradients g = ∂(Σ_i ℓ_i)/∂z
+(row i depends on example i only: no batch-coupled layers).  An ``nn.Sequential`` of Linear layers
+and activations runs both passes itself, :func:`_stack_pass`: the same ATen operations as the
+model's forward pass and autograd's backward pass, without hooks, ``functional_call`` or the cost
+of autograd's graph (benchmarks/README.md).  Then, per layer, without materializing per-example
+gradients where that is cheaper:
 
 - Linear on a (B, d) input: ||∇_W ℓ_i||² = ||a_i||²·||g_i||², ||∇_b ℓ_i||² = ||g_i||²
   (Goodfellow 2015; Lee & Kifer 2021 "ghost norm");
@@ -108,13 +109,27 @@ class _Plan:
     layers: dict[nn.Module, str]  # each layer of a :data:`GHOST_LAYERS` type → its name
     keys: dict[nn.Module, tuple[str, str | None]]  # each layer → its weight's and bias's names
     #: an ``nn.Sequential`` of distinct Linear layers and :data:`STACK_MODULES`: its children,
-    #: run without hooks (:func:`_stack_forward`); None for any other model
+    #: run without hooks or autograd (:func:`_stack_pass`); None for any other model
     stack: tuple[nn.Module, ...] | None
 
 
-#: parameter-free modules that a :attr:`_Plan.stack` may hold between its Linear layers: each
-#: acts on every example alone (activations elementwise, ``Flatten`` from dimension 1)
-STACK_MODULES = (nn.ReLU, nn.Tanh, nn.Sigmoid, nn.GELU, nn.SiLU, nn.LeakyReLU, nn.ELU, nn.Identity)
+_ATEN = torch.ops.aten
+
+#: the parameter-free modules besides ``Flatten`` (from dimension 1) that a :attr:`_Plan.stack` may
+#: hold between its Linear layers (each acts on every example alone, elementwise), each with its
+#: backward ``(module, g, input, output) -> ∂/∂input``: the ATen operation that autograd's own
+#: derivative formula runs for it (PyTorch's ``tools/autograd/derivatives.yaml``), so that
+#: :func:`_stack_pass` gives autograd's output gradients bit for bit without autograd
+STACK_MODULES: dict[type[nn.Module], Callable] = {
+    nn.ReLU: lambda m, g, h, out: _ATEN.threshold_backward(g, out, 0),
+    nn.Tanh: lambda m, g, h, out: _ATEN.tanh_backward(g, out),
+    nn.Sigmoid: lambda m, g, h, out: _ATEN.sigmoid_backward(g, out),
+    nn.GELU: lambda m, g, h, out: _ATEN.gelu_backward(g, h, approximate=m.approximate),
+    nn.SiLU: lambda m, g, h, out: _ATEN.silu_backward(g, h),
+    nn.LeakyReLU: lambda m, g, h, out: _ATEN.leaky_relu_backward(g, h, m.negative_slope, False),
+    nn.ELU: lambda m, g, h, out: _ATEN.elu_backward(g, m.alpha, 1, 1, False, h),
+    nn.Identity: lambda m, g, h, out: g,
+}
 
 _PLANS: "weakref.WeakKeyDictionary[nn.Module, _Plan]" = weakref.WeakKeyDictionary()
 
@@ -147,18 +162,18 @@ def _plan(model: nn.Module) -> _Plan:
 
 
 def _is_stack(model: nn.Module) -> bool:
-    """Whether ``model`` is an ``nn.Sequential`` of distinct hook-free Linear layers and
-    :data:`STACK_MODULES` (not in place)."""
+    """Whether ``model`` is an ``nn.Sequential`` of distinct Linear layers, ``Flatten`` from
+    dimension 1 and :data:`STACK_MODULES` (not in place), none with a hook."""
     if type(model) is not nn.Sequential:
         return False
     linear = [m for m in model if type(m) is nn.Linear]
     return len(set(map(id, linear))) == len(linear) and all(
-        (
+        not (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks)
+        and (
             type(m) is nn.Linear
-            and not (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks)
+            or (type(m) is nn.Flatten and m.start_dim == 1)
+            or (type(m) in STACK_MODULES and not getattr(m, "inplace", False))
         )
-        or (type(m) is nn.Flatten and m.start_dim == 1)
-        or (type(m) in STACK_MODULES and not getattr(m, "inplace", False))
         for m in model
     )
 
@@ -270,16 +285,19 @@ def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrad
         return None
     plan = _plan(model)
     plain = {k: _detached(v) for k, v in params.items()}
-    with torch.enable_grad():
-        forward = (plan.stack is not None and _stack_forward(plan, plain, x, y)) or _hooked_forward(
-            model, plan, plain, x, y
-        )
-        if forward is None:
-            return None  # a layer called twice, or its input/output changed in place later
-        ce, recorded = forward
-        # the summed losses' gradient: handing autograd the ones as grad_outputs instead saves two
-        # operations but makes it import torch.fx's symbolic shapes and sympy (0.28 s a job)
-        out_grads = torch.autograd.grad(ce.sum(), [z for _, _, z in recorded], allow_unused=True)
+    passed = plan.stack is not None and _stack_pass(plan, plain, _detached(x), y)
+    if passed:
+        ce, ce_sum, recorded, out_grads = passed
+    else:
+        with torch.enable_grad():
+            forward = _hooked_forward(model, plan, plain, x, y)
+            if forward is None:
+                return None  # a layer called twice, or its input/output changed in place later
+            ce, recorded = forward
+            # the summed losses' gradient: handing autograd the ones as grad_outputs instead saves
+            # two operations but makes it import torch.fx's symbolic shapes and sympy (0.28 s a job)
+            ce_sum = ce.sum()
+            out_grads = torch.autograd.grad(ce_sum, [z for _, _, z in recorded], allow_unused=True)
 
     batch = len(x)
     sq = torch.zeros(batch, dtype=ce.dtype, device=ce.device)
@@ -296,14 +314,15 @@ def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrad
         parts.append((m, a, g, per))
 
     theta_sq = sum((p * p).sum() for p in plain.values()) if l2 else 0.0
-    if l2:
-        sq = sq + 2.0 * l2 * cross + l2 * l2 * theta_sq
-    norms = sq.clamp(min=0.0).sqrt()
+    if l2:  # the cross term can make the sum negative by rounding; without it, sq ≥ 0 already
+        sq = (sq + 2.0 * l2 * cross + l2 * l2 * theta_sq).clamp(min=0.0)
+    norms = sq.sqrt()
+    ce_sum = ce_sum.detach()  # Σ_i ℓ_i^CE, the sum the output gradients came from
     if not summed:
-        return ClippedGrads({}, norms, ce.detach().sum())
+        return ClippedGrads({}, norms, ce_sum)
     factor = _factors(norms, clip)
     if mask is not None:
-        factor, ce = factor * mask, ce * mask
+        factor, ce_sum = factor * mask, (ce * mask).detach().sum()
 
     grad_sum = {}
     while parts:
@@ -322,7 +341,7 @@ def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrad
         total = factor.sum()
         grad_sum = {k: v + l2 * total * plain[k] for k, v in grad_sum.items()}
     grad_sum = {k: grad_sum[k] for k in params}
-    loss_sum = ce.detach().sum()
+    loss_sum = ce_sum
     if l2:
         loss_sum = loss_sum + 0.5 * l2 * theta_sq * (batch if mask is None else mask.sum())
     return ClippedGrads(grad_sum, norms, loss_sum)  # norms: of graph-free tensors, no history
@@ -333,24 +352,51 @@ def _detached(t: torch.Tensor) -> torch.Tensor:
     return t.detach() if t.requires_grad else t
 
 
-def _stack_forward(plan: _Plan, plain, x, y) -> tuple | None:
-    """The forward pass of a :attr:`_Plan.stack` model without hooks or ``functional_call``:
-    (per-example losses, [(layer, input a, output z)]); ``None`` where a Linear's input is not
-    (B, d) (the general path then takes the step).  The same operations as the model's forward."""
-    h, recorded = x, []
+def _stack_pass(plan: _Plan, plain, x, y) -> tuple | None:
+    """Forward and backward pass of a :attr:`_Plan.stack` model without autograd, hooks or
+    ``functional_call``: (per-example losses ℓ_i, Σ_i ℓ_i, [(layer, input a, output z)],
+    [∂(Σ_i ℓ_i)/∂z per layer]), by the ATen operations that the model's forward pass and autograd's
+    backward pass of Σ_i ℓ_i run (the same bits; :data:`STACK_MODULES`).  ``None`` where a Linear's
+    input is not (B, d) or the targets are not (B,) class indices (the general path then takes the
+    step).  ``x`` and the parameters ``plain`` carry no autograd history."""
+    if y.dtype != torch.int64 or y.dim() != 1:
+        return None
+    h, tape = x, []  # tape: (module, input, output) from the first Linear layer on
     for m in plan.stack:
+        if type(m) is nn.Linear:
+            if h.dim() != 2:
+                return None
+            weight, bias = plan.keys[m]
+            out = nn.functional.linear(h, plain[weight], None if bias is None else plain[bias])
+        else:
+            out = m.forward(h)  # as the Linear layers: no hooks (the stack has none)
+            if not tape:
+                h = out  # before the first Linear layer: no gradient needed
+                continue
+        tape.append((m, h, out))
+        h = out
+    # F.cross_entropy(h, y, reduction="none"), then the backward of its sum as autograd runs it
+    log_p = torch.log_softmax(h, 1)
+    ce, total_weight = _ATEN.nll_loss_forward(log_p, y, None, 0, -100)
+    ce_sum = ce.sum()
+    ones = torch.ones_like(ce_sum).expand(len(h))
+    g = _ATEN.nll_loss_backward(ones, log_p, y, None, 0, -100, total_weight)
+    g = _ATEN._log_softmax_backward_data(g, log_p, 1, h.dtype)
+    recorded, out_grads = [], []
+    for i in range(len(tape) - 1, -1, -1):
+        m, a, out = tape[i]
+        if type(m) is nn.Flatten:
+            continue  # from dimension 1 of a (B, d) tensor: the tensor itself
         if type(m) is not nn.Linear:
-            h = m(h)
+            g = STACK_MODULES[type(m)](m, g, a, out)
             continue
-        if h.dim() != 2:
-            return None
-        weight, bias = plan.keys[m]
-        z = nn.functional.linear(h, plain[weight], None if bias is None else plain[bias])
-        if not z.requires_grad:
-            z.requires_grad_()  # the first layer's output: the root of the graph
-        recorded.append((m, _detached(h), z))
-        h = z
-    return nn.functional.cross_entropy(h, y, reduction="none"), recorded
+        recorded.append((m, a, out))
+        out_grads.append(g)
+        if i:  # ∂/∂a of a·Wᵀ as autograd's mm_mat1_backward: column-major a gets a column-major g
+            w = plain[plan.keys[m][0]]
+            column_major = a.stride(0) == 1 and a.stride(1) == a.shape[0]
+            g = w.t().mm(g.t()).t() if column_major else g.mm(w)
+    return ce, ce_sum, recorded[::-1], out_grads[::-1]
 
 
 def _hooked_forward(model, plan: _Plan, plain, x, y) -> tuple | None:
