@@ -230,7 +230,6 @@ def test_figure_inputs_name_the_pipeline_files():
 def _phased_summary() -> RunSummary:
     """The tests' small config's run in phases as its summary.json reads (dplab.training.phased),
     its phases' settings built as the run builds them, on 1437 records, without training."""
-    from dplab.training.phased import NO_RISK
     from dplab.training.privacy import build_setting
     from dplab.training.resolve import phase_runs
 
@@ -244,7 +243,7 @@ def _phased_summary() -> RunSummary:
         delta=1e-5,
         epsilon={"rdp": 1.615, "pld": 1.297},
         excluded_accountants={"naive": "not a composition of phases"},
-        risk=NO_RISK,
+        risk={"unavailable": "pld: too few bins"},
         phases=[s.as_dict() for s in settings],
         update=update_of(phases[0]).as_dict(),
     )
@@ -270,6 +269,5 @@ def test_the_index_row_of_a_run_in_phases_names_its_epsilon_and_why_no_risk(tmp_
     (folder / "summary.json").write_text(json.dumps(_phased_summary().as_dict()))
     row = run_risks(tmp_path)[-1]
     assert row == (
-        "| dp_sgd_phases | rdp 1.615, pld 1.297 (δ = 1e-05) | — | — | no risk: a run in phases: "
-        "the attack risk of a composition is not read here |"
+        "| dp_sgd_phases | rdp 1.615, pld 1.297 (δ = 1e-05) | — | — | no risk: pld: too few bins |"
     )

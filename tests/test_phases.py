@@ -189,3 +189,27 @@ def test_cli_phases(tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip()
     assert "--steps" in err and len(err.splitlines()) == 1
+
+
+def test_cli_reads_the_risk_of_phases(tmp_path, capsys):
+    """``epsilon --phases FILE --risk``: pld's reading of the phases composed
+    (:func:`dplab.accounting.risk.phases_risk`); rdp says why it has none; a risk target beside
+    --phases is refused, naming its flag."""
+    from dplab.accounting.risk import phases_risk
+
+    path = tmp_path / "phases.yaml"
+    path.write_text(
+        "phases:\n  - {steps: 6, sampling_rate: 0.05, noise_multiplier: 1.2}\n"
+        "  - {steps: 4, sampling_rate: 0.1, noise_multiplier: 2.0}\n"
+    )
+    base = ["epsilon", "--phases", str(path), "--delta", "1e-5", "--risk", "--accountant"]
+    assert main([*base, "pld"]) == 0
+    printed = json.loads(capsys.readouterr().out)["risk"]
+    want = phases_risk(phases.from_file(path))
+    assert printed["tpr"] == want["tpr"] and printed["advantage"] == want["advantage"]
+    assert main([*base, "rdp"]) == 0
+    assert "privacy-loss distribution" in json.loads(capsys.readouterr().out)["risk"]["unavailable"]
+    sigma = ["sigma", "--accountant", "pld", "--phases", str(path), "--delta", "1e-5"]
+    assert main([*sigma, "--tpr", "0.1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--tpr" in err and len(err.splitlines()) == 1

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from conftest import ROOT, run
+from dplab.accounting.risk import phases_risk
+from dplab.accounting.setting import Setting
 
 pytestmark = pytest.mark.pipeline
 
@@ -31,6 +34,10 @@ def test_whole_dag_runs_then_reruns_nothing(built):
         assert (results / path).stat().st_size > 0, path
     index = (results / "index.md").read_text()
     assert "accountants_vs_pld" in index and "| dp_sgd_phases | pld " in index  # a run in phases
+    phased = json.loads((results / "runs/dp_sgd_phases/summary.json").read_text())
+    composed = phases_risk([Setting(**p) for p in phased["details"]["phases"]])
+    assert phased["risk"]["tpr"] == composed["tpr"]  # pld's risk of the phases composed
+    assert f"| {composed['tpr'][1]:.4g} | {composed['advantage']:.4g} |" in index
 
     assert (results / "report.html").stat().st_size > 10_000
     listed = {

@@ -6,12 +6,17 @@ import json
 import numpy as np
 import pytest
 
-from dplab.accounting.risk import FPRS, gaussian_tpr, risk, sigma_for_risk
+from dplab.accounting.risk import FPRS, gaussian_tpr, phases_risk, risk, sigma_for_risk
 from dplab.accounting.setting import Setting
 from dplab.cli import main
 
 pytest.importorskip("riskcal")  # the `peers` extra
-from riskcal.analysis import get_advantage_from_gdp, get_beta_from_gdp  # noqa: E402
+from riskcal.analysis import (  # noqa: E402
+    get_advantage_from_gdp,
+    get_advantage_from_pld,
+    get_beta_from_gdp,
+    get_beta_from_pld,
+)
 from riskcal.calibration.dpsgd import get_advantage_for_dpsgd, get_beta_for_dpsgd  # noqa: E402
 
 #: (σ, q, T) of the grid checked against riskcal (each ≤ 1 s here)
@@ -199,3 +204,60 @@ def test_sweep_rows_carry_riskcals_risk_where_a_pld_exists():
     rdp = table[table.accountant == "rdp"]
     assert rdp[[*tprs, "advantage"]].isna().all().all()
     assert rdp.risk_note.str.contains("rdp has no privacy-loss distribution").all()
+
+
+def test_full_batch_phases_are_one_gaussian_mechanism():
+    """Full-batch phases compose to one Gaussian mechanism of μ = √(Σᵢ Tᵢ/σᵢ_eff²) (Dong, Roth &
+    Su 2022, Cor. 3.3): riskcal's GDP curve and advantage at that μ, in both relations."""
+    for neighbouring, factor in (("add_remove", 1.0), ("replace_one", 2.0)):
+        phases = [
+            Setting(noise_multiplier=s, sampling="full_batch", steps=t, neighbouring=neighbouring)
+            for s, t in ((1.2, 20), (2.0, 10))
+        ]
+        mu = factor * np.sqrt(20 / 1.2**2 + 10 / 2.0**2)
+        out = phases_risk(phases)
+        assert out["tpr"] == pytest.approx(1 - get_beta_from_gdp(mu, np.array(FPRS)), rel=1e-12)
+        assert out["advantage"] == pytest.approx(get_advantage_from_gdp(mu), rel=1e-12)
+        assert out["neighbouring"] == neighbouring
+
+
+#: Poisson phases, a full-batch one among them (q = 1)
+PHASES = [
+    Setting(noise_multiplier=1.2, sampling_rate=0.05, steps=6),
+    Setting(noise_multiplier=2.0, sampling_rate=0.1, steps=4),
+    Setting(noise_multiplier=8.0, sampling="full_batch", steps=2),
+]
+
+
+def test_poisson_phases_read_dp_accounting_s_composition():
+    """Within 0.01 % of riskcal's reading of dp_accounting's own composition of the phases' PLDs
+    (built here at one interval, 1e-3)."""
+    from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
+
+    composed = None
+    for p in PHASES:
+        part = from_gaussian_mechanism(
+            p.noise_multiplier,
+            sampling_prob=p.sampling_rate,
+            value_discretization_interval=1e-3,
+            pessimistic_estimate=True,
+        ).self_compose(p.steps)
+        composed = part if composed is None else composed.compose(part)
+    out = phases_risk(PHASES)
+    theirs = 1 - np.asarray(get_beta_from_pld(composed, alpha=np.array(FPRS)))
+    assert np.asarray(out["tpr"]) == pytest.approx(theirs, rel=1e-4)
+    assert out["advantage"] == pytest.approx(get_advantage_from_pld(composed), rel=1e-4)
+
+
+def test_phases_risk_grows_with_each_phase_and_splits_exactly():
+    """The phases' risk exceeds each phase's own, and phases equal apart from T read as the one
+    setting of ΣTᵢ steps."""
+    out = phases_risk(PHASES)
+    for p in PHASES:
+        alone = risk(p)
+        assert np.all(np.asarray(out["tpr"]) > np.asarray(alone["tpr"]))
+        assert out["advantage"] > alone["advantage"]
+    one = PHASES[0].replace(steps=10)
+    split = phases_risk([one.replace(steps=6), one.replace(steps=4)])
+    assert split["tpr"] == pytest.approx(risk(one)["tpr"], rel=1e-9)
+    assert split["advantage"] == pytest.approx(risk(one)["advantage"], rel=1e-9)

@@ -15,6 +15,8 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from conftest import small_config
 from dplab import dvc_yaml, jobs, layout
 from dplab.cli import main
+from dplab.accounting.risk import phases_risk
+from dplab.accounting.setting import Setting
 from dplab.commands.figures import run_risks
 from dplab.commands.train import pipeline_runs
 from dplab.figures.runs import claims
@@ -80,6 +82,15 @@ def test_a_two_phase_run_trains_each_phase_and_claims_the_composed_events_epsilo
     (runs_dir / "summary.json").write_text(written.text())
     (line,) = [r for r in run_risks(tmp_path / "results") if r.startswith("| p |")]
     assert f"pld {summary.epsilon['pld']:.4g}, rdp {summary.epsilon['rdp']:.4g}" in line
+    composed = phases_risk(  # the attack risk of the composition: pld's PLDs of both phases
+        [
+            Setting(noise_multiplier=4.0, sampling_rate=10 / 60, steps=6),
+            Setting(noise_multiplier=8.0, sampling_rate=20 / 60, steps=4),
+        ]
+    )
+    assert written.risk["tpr"] == pytest.approx(composed["tpr"], rel=1e-12)
+    assert written.risk["advantage"] == pytest.approx(composed["advantage"], rel=1e-12)
+    assert f"| {composed['tpr'][1]:.4g} | {composed['advantage']:.4g} |" in line
     first = torch.load(tmp_path / "phase0" / "model.pt", weights_only=True)
     second = json.loads((tmp_path / "phase1" / "summary.json").read_text())
     assert second["setting"]["batch_size"] == 20 and second["setting"]["noise_multiplier"] == 8.0

@@ -18,6 +18,11 @@ TPR − FPR at most the total variation, which is δ(0) of the privacy profile (
   Differential Privacy", NeurIPS 2024, Algorithm 1) to ~1e-6, from above: riskcal's Algorithm 1 on
   the discretized PLD can fall ~1e-6 below the exact curve (tests/test_risk.py shows it at q = 1).
 
+A run in phases (T₁ steps of one setting, then T₂ of another, …: :func:`phases_risk`) is read
+the same way from its composition: full-batch phases are one Gaussian mechanism of
+μ = √(Σᵢ μᵢ²) (Dong, Roth & Su 2022, Cor. 3.3), other phases the composition of the phases'
+pessimistic PLDs (the ``pld`` accountant's, at one shared interval).
+
 The neighbouring relation is the setting's (add/remove: one record in or out; replace_one: one
 record swapped).  Other samplings, and accountants without a privacy-loss distribution, get no
 risk: :func:`unavailable` names the reason.
@@ -149,23 +154,74 @@ def _risk(setting: Setting, fprs: np.ndarray) -> dict:
     if setting.sampling == Sampling.FULL_BATCH:
         PldAccountant().check(setting)
         mu = float(PldAccountant.full_batch_mu(setting, setting.steps))
-        tpr, advantage = gaussian_tpr(fprs, mu), float(gaussian_advantage(mu))
-        method = f"closed form: μ-GDP with μ = √T/σ_eff = {mu:.6g} (Dong, Roth & Su 2022)"
-    else:
-        delta_of = privacy_profile(composed_pld(setting))
-        tpr = profile_tpr(delta_of, fprs)
-        advantage = float(
-            delta_of(0.0)
-        )  # numpy's sums: the same bits whatever BLAS's threads (DVC = Snakemake)
-        method = (
-            "privacy profile of dp_accounting's pessimistic PLD (pld accountant), both directions"
-        )
-    tpr = np.clip(np.maximum(tpr, fprs), 0.0, 1.0)  # no test does worse than guessing
+        return _gaussian_reading(mu, fprs, setting.neighbouring, "μ = √T/σ_eff")
+    return _profile_reading(composed_pld(setting), fprs, setting.neighbouring)
+
+
+def phases_risk(settings: list[Setting], fprs=FPRS) -> dict:
+    """:func:`risk` of a run in phases: T₁ steps of ``settings[0]``, then T₂ of ``settings[1]``, …
+    (one neighbouring relation; module docstring).  Full-batch phases compose to one Gaussian
+    mechanism of μ = √(Σᵢ μᵢ²), each μᵢ = √Tᵢ/σᵢ_eff (Dong, Roth & Su 2022, Cor. 3.3): closed form.
+    Other phases (a full-batch one among them: q = 1): the ``pld`` accountant's pessimistic
+    one-step PLDs at the phases' one interval (:meth:`PldAccountant.shared_discretization`),
+    each composed Tᵢ times and then with the others by dp_accounting, read as one setting's."""
+    if len(settings) == 1:
+        return risk(settings[0], fprs)
+    for i, setting in enumerate(settings):
+        if setting.sampling not in RISK_SAMPLINGS:
+            raise DPLabError(f"phases[{i}].sampling", unavailable("pld", setting))
+    fprs = np.asarray(fprs, float)
+    key = ("phases_risk", tuple(repr(s) for s in settings), fprs.tobytes())
+    return memo.answer(key, lambda: _phases_risk(settings, fprs))
+
+
+def _phases_risk(settings: list[Setting], fprs: np.ndarray) -> dict:
+    """:func:`phases_risk` of phases it accepts, at the FPRs ``fprs``."""
+    accountant = PldAccountant()
+    for setting in settings:
+        accountant.check(setting)
+    if all(s.sampling == Sampling.FULL_BATCH for s in settings):
+        mu = math.sqrt(sum(float(accountant.full_batch_mu(s, s.steps)) ** 2 for s in settings))
+        return _gaussian_reading(mu, fprs, settings[0].neighbouring, "μ = √(Σᵢ Tᵢ/σᵢ_eff²)")
+    disc = accountant.shared_discretization(settings)
+    composed = None
+    for setting in settings:
+        part = accountant.one_step(setting, disc).self_compose(int(setting.steps))
+        composed = part if composed is None else composed.compose(part)
+    return _profile_reading(composed, fprs, settings[0].neighbouring)
+
+
+def _gaussian_reading(mu: float, fprs: np.ndarray, neighbouring: str, formula: str) -> dict:
+    """The reading of one Gaussian mechanism of ``mu``: its trade-off curve, closed form."""
+    return _reading(
+        gaussian_tpr(fprs, mu),
+        float(gaussian_advantage(mu)),
+        fprs,
+        neighbouring,
+        f"closed form: μ-GDP with {formula} = {mu:.6g} (Dong, Roth & Su 2022)",
+    )
+
+
+def _profile_reading(pld, fprs: np.ndarray, neighbouring: str) -> dict:
+    """The reading of a pessimistic PLD's privacy profile, both directions."""
+    delta_of = privacy_profile(pld)
+    return _reading(
+        profile_tpr(delta_of, fprs),
+        float(delta_of(0.0)),  # numpy's sums: the same bits whatever BLAS's threads
+        fprs,
+        neighbouring,
+        "privacy profile of dp_accounting's pessimistic PLD (pld accountant), both directions",
+    )
+
+
+def _reading(tpr, advantage: float, fprs: np.ndarray, neighbouring: str, method: str) -> dict:
+    """The dict of :func:`risk`; no TPR below the FPR (no test does worse than guessing)."""
+    tpr = np.clip(np.maximum(tpr, fprs), 0.0, 1.0)
     return {
         "fpr": [float(a) for a in fprs],
         "tpr": [float(t) for t in tpr],
         "advantage": min(max(advantage, 0.0), 1.0),
-        "neighbouring": setting.neighbouring,
+        "neighbouring": neighbouring,
         "method": method,
     }
 

@@ -150,13 +150,13 @@ def _check_number(name: str, value: float) -> float:
     return float(value)
 
 
-def _risk(name: str, setting: Setting) -> dict:
-    """The attack-risk reading of ``setting`` (:func:`dplab.accounting.risk.risk`), or the
-    reason none is given."""
+def _risk(name: str, settings: list[Setting]) -> dict:
+    """The attack-risk reading of the steps of ``settings`` in turn (one setting, or --phases:
+    :func:`dplab.accounting.risk.phases_risk`), or the reason none is given."""
     from dplab.accounting import risk
 
-    why = risk.unavailable(name, setting)
-    return {"unavailable": why} if why else risk.risk(setting)
+    why = next(filter(None, (risk.unavailable(name, s) for s in settings)), None)
+    return {"unavailable": why} if why else risk.phases_risk(settings)
 
 
 def _phases(args: argparse.Namespace) -> list[Setting]:
@@ -177,11 +177,12 @@ def _phases(args: argparse.Namespace) -> list[Setting]:
                 flag,
                 "give it in the --phases file (its `sampling`/`neighbouring` keys), not as a flag",
             )
-    for flag in ("risk", "tpr", "fpr", "advantage"):
+    for flag in ("tpr", "fpr", "advantage"):
         if getattr(args, flag, None):
             raise DPLabError(
                 f"--{flag}",
-                "risk readings and targets are for one homogeneous setting, not --phases",
+                "risk targets are for one homogeneous setting, not --phases (epsilon --risk reads"
+                " the risk of phases)",
             )
     from dplab.accounting import phases
 
@@ -206,13 +207,16 @@ def cmd_epsilon(args: argparse.Namespace) -> int:
 
         steps = _phases(args)
         eps = _check_number("epsilon", phases.epsilon(args.accountant, steps, args.delta))
-        return _emit(_phases_out(args.accountant, steps, epsilon=eps, delta=args.delta))
+        out = _phases_out(args.accountant, steps, epsilon=eps, delta=args.delta)
+        if args.risk:
+            out["risk"] = _risk(args.accountant, steps)
+        return _emit(out)
     acc = accounting.get(args.accountant)
     setting = _setting(args, acc)
     eps = _check_number("epsilon", acc.epsilon(setting, args.delta))
     out = _common(acc, setting, epsilon=eps, delta=args.delta)
     if args.risk:
-        out["risk"] = _risk(acc.name, setting)
+        out["risk"] = _risk(acc.name, [setting])
     return _emit(out)
 
 
@@ -393,15 +397,15 @@ def register(subparsers) -> None:
         metavar="FILE",
         help=(
             "a YAML/JSON file of phases (steps, noise_multiplier, sampling_rate or batch_size each;"
-            " sampling, neighbouring, dataset_size for all): the ε of their composition (rdp; pld"
-            " full batch)"
+            " sampling, neighbouring, dataset_size for all): the ε of their composition (rdp, pld;"
+            " with --risk, pld's risk of it)"
         ),
     )
     p.add_argument(
         "--risk",
         action="store_true",
         help="also print the attack's TPR at FPR 0.001, 0.01, 0.1 and its advantage (docs/risk.md; "
-        "pld accountant, poisson or full_batch; others say why not)",
+        "pld accountant, poisson or full_batch, one setting or --phases; others say why not)",
     )
     p.set_defaults(func=cmd_epsilon)
 

@@ -12,9 +12,10 @@ DIR then holds what every training job writes (:func:`dplab.layout.training_file
 phases is a run of the pipeline like any other: model.pt (the last phase's parameters),
 metrics.csv and grad_norms.csv (the phases' rows, steps and epochs counted from the run's start),
 an empty individual_epsilon.csv, metrics.json, and summary.json: the last phase's, with the run,
-its final step, the phases' ε per accountant and why the others do not apply; ``setting`` and σ
-are null (no one setting) and ``phases`` lists each phase's setting.  DIR/phases.json keeps the
-plan (:func:`plan`) and each phase's final metrics.
+its final step, the phases' ε per accountant and why the others do not apply, and the attack
+risk of the composition where pld accounts it (:func:`dplab.accounting.risk.phases_risk`);
+``setting`` and σ are null (no one setting) and ``phases`` lists each phase's setting.
+DIR/phases.json keeps the plan (:func:`plan`) and each phase's final metrics.
 """
 
 from __future__ import annotations
@@ -42,13 +43,11 @@ from dplab.training.settings import RunSettings
 from dplab.training.start import initial
 from dplab.training.summary import RunSummary
 
-#: summary.json's ``risk`` of a run in phases
-NO_RISK = {"unavailable": "a run in phases: the attack risk of a composition is not read here"}
-
 
 def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
     """(the phases' runs, σ calibrated where asked) and the run's privacy: its event, ε per
-    accountant that supports it, why the others do not (DPLabError if none does), and each phase's
+    accountant that supports it, why the others do not (DPLabError if none does), the attack risk
+    of the composition (pld's, :func:`dplab.accounting.risk.phases_risk`) and each phase's
     setting."""
     top, runs = RunSettings.of(cfg), phase_runs(cfg)
     typed = [RunSettings.of(r) for r in runs]
@@ -82,6 +81,7 @@ def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
         "event": str(event),
         "epsilon": epsilon,
         "excluded_accountants": excluded,
+        "risk": privacy.pld_risk(settings, epsilon, excluded),
         "settings": [s.as_dict() for s in settings],
     }
 
@@ -178,7 +178,7 @@ def _summary(
         epsilon_lower={},
         epsilon_comparison={},
         epsilon_bound={k: "upper" for k in record["epsilon"]},
-        risk=NO_RISK,
+        risk=record["risk"],
         epsilon_covers={k: "every iterate" for k in record["epsilon"]},
         excluded_accountants=record["excluded_accountants"],
         details={"phases": record["settings"], "event": record["event"]},

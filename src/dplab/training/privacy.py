@@ -155,16 +155,21 @@ def risk_reading(claim: Plan) -> dict:
                 " of its steps is computed here (risk for independent noise only, docs/risk.md)"
             )
         }
-    if "pld" not in claim.curves:
-        return {
-            "unavailable": (
-                f"pld: {claim.excluded.get('pld', 'not among the accountants the run reports')}"
-            )
-        }
+    return pld_risk([claim.setting], claim.curves, claim.excluded)
+
+
+def pld_risk(settings: list[Setting], accountants, excluded: dict[str, str]) -> dict:
+    """The attack risk of the steps of ``settings`` in turn (one setting, or a run's phases:
+    :func:`dplab.accounting.risk.phases_risk`) where pld is among ``accountants``, the run's; else,
+    or where pld cannot read it, {"unavailable": the reason} (``excluded``: why an accountant is
+    not among them)."""
+    if "pld" not in accountants:
+        why = excluded.get("pld", "not among the accountants the run reports")
+        return {"unavailable": f"pld: {why}"}
     from dplab.accounting import risk  # pld's package: imported where a run reads risk
 
     try:
-        return risk.risk(claim.setting)
+        return risk.phases_risk(settings)
     except DPLabError as err:
         return {"unavailable": str(err)}
 
