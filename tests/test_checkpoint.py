@@ -217,3 +217,27 @@ def test_cli_records_the_threads_torch_used(digits_dir, tmp_path, threads):
     ]
     assert main([*args, "--threads", "3"]) == 0
     assert json.loads((out / "summary.json").read_text())["environment"]["threads"] == 3
+
+
+def test_a_later_phase_resumes_only_a_checkpoint_from_the_same_start(digits_dir, tmp_path, caplog):
+    """A later phase's config does not name the phases before it, so its checkpoint records the
+    parameters it began from: killed after step 16, it resumes from the same start (and ends as an
+    uninterrupted run from it) but restarts from step 0 from any other, e.g. after an earlier
+    phase was changed and trained again: a resumed run would release parameters that the phases
+    now claimed (and accounted) did not produce."""
+    settings, digits = RunSettings.of(resolve_run(RUN)), data.load(digits_dir)
+    loop.train(settings, digits, tmp_path / "phase0")
+    base = torch.load(tmp_path / "phase0" / "model.pt", weights_only=True)
+    other = {k: v + 0.01 for k, v in base.items()}
+    for begin, first_step in ((base, 15), (other, 1)):
+        out = tmp_path / f"resumed{first_step}"
+        with pytest.raises(KeyboardInterrupt):
+            loop.train(settings, digits, out, hook=_crash_after(16), start=base)
+        resumed = []
+        with caplog.at_level(logging.WARNING, logger="dplab"):
+            loop.train(settings, digits, out, hook=resumed.append, start=begin)
+        assert resumed[0] == first_step
+        clean = tmp_path / f"clean{first_step}"
+        loop.train(settings, digits, clean, start=begin)
+        assert all((clean / f).read_bytes() == (out / f).read_bytes() for f in FILES)
+    assert "for another run config, dataset or start; restarting from step 0" in caplog.text

@@ -36,15 +36,35 @@ NAMES = ("checkpoint.pt", "checkpoint.prev.pt")
 HEADER = b"dplab-checkpoint sha256="
 
 
-def fingerprint(cfg: dict, info: dict, environment: dict, code: dict | None = None) -> str:
+def fingerprint(
+    cfg: dict,
+    info: dict,
+    environment: dict,
+    code: dict | None = None,
+    start: dict[str, torch.Tensor] | None = None,
+) -> str:
     """What a checkpoint must have been written for to be resumed: the run config, the dataset's
-    info.json, dplab's version, the environment the bytes depend on and the SHA-256 of the
-    run's own code (``code``: a model file's, :mod:`dplab.training.model_file`)."""
+    info.json, dplab's version, the environment the bytes depend on, the SHA-256 of the
+    run's own code (``code``: a model file's, :mod:`dplab.training.model_file`) and of the
+    parameters it began from where they are not W₀ (``start``: a later phase's, whose config
+    does not name the phases before it, :mod:`dplab.training.phased`)."""
     record = {"run": cfg, "data": info, "version": __version__, "environment": environment}
     if code:
         record["code"] = code
+    if start is not None:
+        record["start"] = tensors_digest(start)
     blob = json.dumps(record, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 of named tensors: each name, dtype, shape and the bytes of its values."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def save(folder: Path, state: dict) -> None:
@@ -91,7 +111,7 @@ def resume(folder: Path, fingerprint: str, environment: dict) -> dict | None:
             changed = differences(state.get("environment"), environment)
             notes.append(
                 f"ignoring {path}: written "
-                + (f"with {changed}" if changed else "for another run config or dataset")
+                + (f"with {changed}" if changed else "for another run config, dataset or start")
             )
             continue
         log.warning(

@@ -293,10 +293,7 @@ def train(
     """
     settings.check_record()
     out = Path(out)
-    run = _setup(settings, data, noise_source, factorization, cuda_graph)
-    if start is not None:
-        run.state.params = {k: v.detach().clone().to(run.device) for k, v in start.items()}
-        project(run.params, run.settings.diameter)
+    run = _setup(settings, data, noise_source, factorization, cuda_graph, start)
     progress = _resume(run, out)
     _step_loop(run, out, progress, hook)
     return _write(run, out)
@@ -424,11 +421,12 @@ def _setup(
     noise_source: NoiseSource | None,
     factorization,
     cuda_graph: bool = True,
+    start: dict[str, torch.Tensor] | None = None,
 ) -> _Run:
     """Resolve the device, build the model (:func:`dplab.training.start.initial`), the method's
     sampler, privacy plan (σ and ε fixed before training: a refusal writes nothing) and noise
-    source (:meth:`dplab.training.methods.base.Method.mechanism`), W₀ projected, the generators
-    and the data on the device."""
+    source (:meth:`dplab.training.methods.base.Method.mechanism`), W₀ (or ``start``) projected,
+    the generators and the data on the device."""
     method = METHODS[settings.method]
     device = resolve_device(settings.device)
     deterministic(device)
@@ -439,6 +437,8 @@ def _setup(
     dimension = sum(p.numel() for p in params.values())
     grid = log_grid(settings.steps, settings.log_every)
     mechanism = method.mechanism(settings, n, dimension, info, grid, data.x_train, factorization)
+    if start is not None:  # a later phase: where the one before ended
+        params = {k: v.detach().clone().to(device) for k, v in start.items()}
     project(params, settings.diameter)  # W₀ ∈ W (001 eq. 1)
 
     generator, noise_generator = streams(device, settings.seed, settings.noise_rng)
@@ -478,7 +478,7 @@ def _setup(
         x_test=data.x_test.to(device),
         y_test=data.y_test.to(device),
         env=env,
-        fingerprint=checkpoint.fingerprint(dict(settings.record), info, env, first.code),
+        fingerprint=checkpoint.fingerprint(dict(settings.record), info, env, first.code, start),
         level_rdp=level_rdp,
         validation=None
         if data.x_validation is None
