@@ -35,7 +35,7 @@ def test_whole_dag_runs_then_reruns_nothing(built):
     index = (results / "index.md").read_text()
     assert "accountants_vs_pld" in index and "| dp_sgd_phases | pld " in index  # a run in phases
     phased = json.loads((results / "runs/dp_sgd_phases/summary.json").read_text())
-    composed = phases_risk([Setting(**p) for p in phased["details"]["phases"]])
+    composed = phases_risk([Setting(**p) for p in phased["phases"]])
     assert phased["risk"]["tpr"] == composed["tpr"]  # pld's risk of the phases composed
     assert f"| {composed['tpr'][1]:.4g} | {composed['advantage']:.4g} |" in index
 
