@@ -24,6 +24,10 @@ the CNN of ``models.build`` with 16 channels on 1×28×28, Tramèr & Boneh's tan
 (counted below autograd by a ``TorchDispatchMode``; CPU only), each a few µs of per-step overhead
 on a CPU.
 
+Every step runs with malloc keeping freed memory, as in ``dplab train``
+(:func:`dplab.startup.keep_freed_memory`; ``--default-malloc``: glibc's own thresholds, under which
+a convolution model's steps fault in fresh pages for their large temporaries every step).
+
 Each row also gives ``vs_opacus`` (the engine's median over each Opacus mode's), the device's
 name, torch's version and the date.
 
@@ -64,6 +68,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from dplab.startup import keep_freed_memory
 from dplab.training import loop, models
 from dplab.training.noise import GaussianNoise
 from dplab.training.resolve import resolve_run
@@ -371,10 +376,17 @@ def main(argv=None) -> None:
     ap.add_argument(
         "--probe-jobs", type=int, default=1, help="memory probes run at once (GPU: several fit)"
     )
+    ap.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help="leave malloc's thresholds as they are (dplab's commands keep freed memory)",
+    )
     ap.add_argument("--probe", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.consecutive < 1:
         ap.error(f"--consecutive must be at least 1, got {args.consecutive}")
+    if not args.default_malloc:
+        keep_freed_memory()  # as in dplab train (dplab.startup): the steps of both kinds
     torch.set_num_threads(args.threads)
     device = torch.device(
         "cuda"
