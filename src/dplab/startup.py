@@ -51,9 +51,9 @@ def keep_freed_memory() -> bool:
     (:data:`MMAP_THRESHOLD`, :data:`TRIM_THRESHOLD`) rather than map and fault fresh pages each
     step; where malloc has no ``mallopt`` (not glibc), nothing changes.  Where memory lies does
     not change any number.  Returns whether both settings took."""
-    try:
+    try:  # where ctypes opens no C library by None (Windows), or it has no mallopt: nothing
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
