@@ -168,7 +168,7 @@ class PldAccountant(DpAccountingAdapter):
         if len(settings) == 1:
             return self.epsilon(settings[0], delta)
         if all(s.sampling == Sampling.FULL_BATCH for s in settings):
-            mu = math.sqrt(sum(float(self.full_batch_mu(s, [s.steps])[0]) ** 2 for s in settings))
+            mu = self.full_batch_phases_mu(settings)
             return float(gaussian_epsilon(check_delta(delta), np.array([mu]))[0])
         return self.phases_epsilon(settings, delta)
 
@@ -226,6 +226,12 @@ class PldAccountant(DpAccountingAdapter):
         return np.sqrt(np.asarray(steps, dtype=float)) / units.effective_noise_multiplier(
             setting.noise_multiplier, setting.neighbouring
         )
+
+    @classmethod
+    def full_batch_phases_mu(cls, settings: list[Setting]) -> float:
+        """μ = √(Σᵢ μᵢ²) of full-batch phases, μᵢ their :meth:`full_batch_mu`: one Gaussian
+        mechanism (Dong, Roth & Su 2022, Cor. 3.3)."""
+        return math.sqrt(sum(float(cls.full_batch_mu(s, [s.steps])[0]) ** 2 for s in settings))
 
     def step_width(self, setting: Setting) -> float:
         """The widest privacy-loss range of the one-step PLD over the pair, from dp_accounting's own

@@ -181,7 +181,7 @@ def _phases_risk(settings: list[Setting], fprs: np.ndarray) -> dict:
     for setting in settings:
         accountant.check(setting)
     if all(s.sampling == Sampling.FULL_BATCH for s in settings):
-        mu = math.sqrt(sum(float(accountant.full_batch_mu(s, s.steps)) ** 2 for s in settings))
+        mu = accountant.full_batch_phases_mu(settings)
         return _gaussian_reading(mu, fprs, settings[0].neighbouring, "μ = √(Σᵢ Tᵢ/σᵢ_eff²)")
     disc = accountant.shared_discretization(settings)
     composed = None
