@@ -317,12 +317,12 @@ def _ghost(model, l2, params, x, y, clip, mask=None, summed=True) -> ClippedGrad
     if l2:  # the cross term can make the sum negative by rounding; without it, sq ≥ 0 already
         sq = (sq + 2.0 * l2 * cross + l2 * l2 * theta_sq).clamp(min=0.0)
     norms = sq.sqrt()
-    ce_sum = ce_sum.detach()  # Σ_i ℓ_i^CE, the sum the output gradients came from
+    ce_sum = _detached(ce_sum)  # Σ_i ℓ_i^CE, the sum the output gradients came from
     if not summed:
         return ClippedGrads({}, norms, ce_sum)
     factor = _factors(norms, clip)
     if mask is not None:
-        factor, ce_sum = factor * mask, (ce * mask).detach().sum()
+        factor, ce_sum = factor * mask, _detached(ce * mask).sum()
 
     grad_sum = {}
     while parts:
