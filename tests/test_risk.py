@@ -251,7 +251,7 @@ def test_poisson_phases_read_dp_accounting_s_composition():
 
 def test_phases_risk_grows_with_each_phase_and_splits_exactly():
     """The phases' risk exceeds each phase's own, and phases equal apart from T read as the one
-    setting of ΣTᵢ steps."""
+    setting of ΣTᵢ steps, also under replace_one and with a phase of one step."""
     out = phases_risk(PHASES)
     for p in PHASES:
         alone = risk(p)
@@ -259,5 +259,10 @@ def test_phases_risk_grows_with_each_phase_and_splits_exactly():
         assert out["advantage"] > alone["advantage"]
     one = PHASES[0].replace(steps=10)
     split = phases_risk([one.replace(steps=6), one.replace(steps=4)])
+    assert split["tpr"] == pytest.approx(risk(one)["tpr"], rel=1e-9)
+    assert split["advantage"] == pytest.approx(risk(one)["advantage"], rel=1e-9)
+    one = PHASES[0].replace(steps=3, neighbouring="replace_one")
+    split = phases_risk([one.replace(steps=1), one.replace(steps=2)])
+    assert split["neighbouring"] == "replace_one"
     assert split["tpr"] == pytest.approx(risk(one)["tpr"], rel=1e-9)
     assert split["advantage"] == pytest.approx(risk(one)["advantage"], rel=1e-9)
