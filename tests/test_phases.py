@@ -66,6 +66,25 @@ def test_one_phase_is_the_accountants_own_answer_and_splitting_a_phase_changes_n
     assert phases.epsilon("rdp", PHASES, DELTA) > phases.epsilon("rdp", PHASES[:2], DELTA)
 
 
+def test_epsilon_curve_is_the_composition_of_the_steps_so_far():
+    """ε after s steps: dp_accounting's RdpAccountant on the phases before s and the one s falls in
+    cut short; it grows with s and ends at the run's ε."""
+    steps = [1, 300, 301, 400, 437, 450]
+    curve = phases.epsilon_curve("rdp", PHASES, DELTA, steps)
+    cut = [[PHASES[0].replace(steps=1)], PHASES[:1], [PHASES[0], PHASES[1].replace(steps=1)]]
+    cut += [PHASES[:2], [*PHASES[:2], PHASES[2].replace(steps=37)], PHASES]
+    for value, prefix in zip(curve, cut, strict=True):
+        peer = rdp_privacy_accountant.RdpAccountant().compose(_event(prefix)).get_epsilon(DELTA)
+        assert value == pytest.approx(peer, rel=1e-9)
+    assert all(a < b for a, b in zip(curve, curve[1:]))
+    assert curve[-1] == phases.epsilon("rdp", PHASES, DELTA)
+    (pld,) = phases.epsilon_curve("pld", PHASES, DELTA, [450])
+    assert pld == phases.epsilon("pld", PHASES, DELTA)
+    for bad in (0, 451):
+        with pytest.raises(DPLabError, match=r"steps: must be in \[1, 450\]"):
+            phases.prefix(PHASES, bad)
+
+
 def test_full_batch_phases_compose_to_one_gaussian():
     steps = [
         Setting(steps=40, noise_multiplier=3.0, sampling="full_batch"),

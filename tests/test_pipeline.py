@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 
@@ -38,6 +39,8 @@ def test_whole_dag_runs_then_reruns_nothing(built):
     composed = phases_risk([Setting(**p) for p in phased["phases"]])
     assert phased["risk"]["tpr"] == composed["tpr"]  # pld's risk of the phases composed
     assert f"| {composed['tpr'][1]:.4g} | {composed['advantage']:.4g} |" in index
+    rows = list(csv.DictReader((results / "runs/dp_sgd_phases/metrics.csv").open()))
+    assert float(rows[-1]["epsilon_pld"]) == phased["epsilon"]["pld"]  # its ε curve ends there
 
     assert (results / "report.html").stat().st_size > 10_000
     listed = {

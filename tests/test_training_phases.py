@@ -67,7 +67,20 @@ def test_a_two_phase_run_trains_each_phase_and_claims_the_composed_events_epsilo
     written = RunSummary.read(tmp_path / "summary.json")
     assert written == summary and written.final.step == 10 and written.settings.steps == 10
     assert [p["batch_size"] for p in written.details["phases"]] == [10, 20]
-    steps = pd.read_csv(tmp_path / "metrics.csv")["step"].tolist()
+    table = pd.read_csv(tmp_path / "metrics.csv")
+    steps = table["step"].tolist()
+    # ε at each logged step: phase 0 alone at steps 5 and 6, then both phases, the run's ε last
+    assert [c for c in table.columns if c.startswith("epsilon")] == ["epsilon_rdp", "epsilon_pld"]
+    assert table["epsilon_rdp"].tolist() == pytest.approx(
+        [
+            _peer([(5, 10 / 60, 4.0)], 1e-5),
+            _peer([(6, 10 / 60, 4.0)], 1e-5),
+            summary.epsilon["rdp"],
+        ],
+        rel=1e-9,
+    )
+    assert table["epsilon_pld"].iloc[-1] == summary.epsilon["pld"]
+    assert table["epsilon_pld"].is_monotonic_increasing
     assert (
         steps == [5, 6, 10]
         and (tmp_path / "model.pt").read_bytes() == (tmp_path / "phase1" / "model.pt").read_bytes()
@@ -98,11 +111,12 @@ def test_a_two_phase_run_trains_each_phase_and_claims_the_composed_events_epsilo
 
 
 def test_calibration_scales_the_phases_sigma_by_one_factor(synth):
-    runs, record = phased.plan(
+    runs, record, settings = phased.plan(
         resolve_run({**RUN, "target_epsilon": 2.0, "accountant": "rdp"}), 6000, 6
     )
     low, high = record["noise_multipliers"]
     assert high / low == pytest.approx(2.0) and [r["noise_multiplier"] for r in runs] == [low, high]
+    assert [s.noise_multiplier for s in settings] == [low, high]
     assert record["epsilon"]["rdp"] <= 2.0
     assert _peer([(6, 10 / 6000, low), (4, 20 / 6000, high)], 1e-5) == pytest.approx(2.0, rel=1e-4)
 
@@ -147,9 +161,9 @@ def test_cli_trains_a_run_in_phases(digits_dir, tmp_path, capsys):
     n = json.loads((tmp_path / "o" / "phase1" / "summary.json").read_text())["setting"][
         "dataset_size"
     ]
-    assert "epsilon: rdp=" in capsys.readouterr().out and [
-        p["steps"] for p in record["phases"]
-    ] == [2, 1]
+    printed = capsys.readouterr()
+    assert "none asked for (accountants: [])" in printed.err  # a phase's progress: no ε of its own
+    assert "epsilon: rdp=" in printed.out and [p["steps"] for p in record["phases"]] == [2, 1]
     assert record["epsilon"]["rdp"] == pytest.approx(
         _peer([(2, 128 / n, 1.0), (1, 256 / n, 2.0)], 1e-5), rel=1e-9
     )
@@ -178,4 +192,5 @@ def test_a_pipeline_run_in_phases_is_a_training_job_and_a_dvc_stage(tmp_path):
     path.write_text(yaml.safe_dump(config))
     assert pipeline_runs(str(path), ["dp_sgd_phases"]) == [job.run]
     (plot,) = stage["plots"]
-    assert plot[job.outputs["metrics"]]["y"] == "test_accuracy"
+    drawn = plot[job.outputs["metrics"]]  # ε vs step of the phases so far, as any DP run's
+    assert drawn["template"] == dvc_yaml.RUN_TEMPLATE and "composed phases" in drawn["title"]

@@ -216,20 +216,19 @@ def _privacy(run: RunSettings) -> str:
 
 def run_plot(name: str, run: RunSettings) -> dict:
     """The DVC plot of run ``name``'s metrics.csv: ε vs step per accountant (:data:`RUN_TEMPLATE`,
-    which draws every ε column the file has: no ``y``), or test accuracy vs step for a non-private
-    run or a run in phases (no ε column: the phases' composed ε is in its summary.json); ``run``
-    resolved."""
-    if update_of(run).noise == "none" or run.phases is not None:
-        why = "non-private: no ε" if run.phases is None else "in phases: ε in summary.json"
+    which draws every ε column the file has: no ``y``; a run in phases: ε of the phases up to each
+    step), or test accuracy vs step for a non-private run; ``run`` resolved."""
+    if update_of(run).noise == "none":
         return {
             "x": "step",
             "y": "test_accuracy",
-            "title": f"{name}: test accuracy vs step ({why})",
+            "title": f"{name}: test accuracy vs step (non-private: no ε)",
         }
+    phases = ", composed phases" if run.phases is not None else ""
     return {
         "x": "step",
         "template": RUN_TEMPLATE,
-        "title": f"{name}: ε vs step per accountant ({_privacy(run)})",
+        "title": f"{name}: ε vs step per accountant ({_privacy(run)}{phases})",
     }
 
 

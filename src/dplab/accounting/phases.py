@@ -92,6 +92,28 @@ def epsilon(name: str, phases: list[Setting], delta: float) -> float:
     return get(name).epsilon(events.phases(phases), check_delta(delta), _relation(phases))
 
 
+def prefix(phases: list[Setting], steps: int) -> list[Setting]:
+    """The phases of a run's first ``steps`` steps (1 ≤ steps ≤ ΣTᵢ): the phases before the step,
+    then the one it falls in, cut short at it."""
+    total = sum(p.steps for p in phases)
+    if not 1 <= steps <= total:
+        raise DPLabError("steps", f"must be in [1, {total}] (the phases' steps); got {steps!r}")
+    out, left = [], steps
+    for phase in phases:
+        if left <= 0:
+            break
+        out.append(phase if phase.steps <= left else phase.replace(steps=left))
+        left -= phase.steps
+    return out
+
+
+def epsilon_curve(name: str, phases: list[Setting], delta: float, steps: list[int]) -> list[float]:
+    """ε at δ after each count of ``steps`` (counted from the run's start): the composition of
+    the phases' :func:`prefix` there, by accountant ``name``: a run in phases' ε(T) curve, whose
+    value at ΣTᵢ is :func:`epsilon`."""
+    return [epsilon(name, prefix(phases, s), delta) for s in steps]
+
+
 def scaled(phases: list[Setting], factor: float) -> list[Setting]:
     """Every phase's σ multiplied by ``factor``."""
     return [p.replace(noise_multiplier=p.noise_multiplier * factor) for p in phases]

@@ -694,7 +694,9 @@ def _status(run: _Run, row: dict) -> str:
         return text + " | non-private: no ε"
     pos = c.grid.index(row["step"])
     eps = ", ".join(f"{name}={float(curve[pos]):.4g}" for name, curve in claim.curves.items())
-    if not eps:
+    if not eps and s.accountants == ():  # a phase of a run in phases: the run composes them
+        eps = "none asked for (accountants: [])"
+    elif not eps:
         eps = "none (every upper bound asked for is excluded: summary.json says why)"
     eps += "".join(
         f"; {labelled(name, float(curve[pos]))}" for name, curve in claim.references.items()

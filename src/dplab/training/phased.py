@@ -10,7 +10,8 @@ are scaled by one factor (:func:`dplab.accounting.phases.calibrate`, with the ru
 
 DIR then holds what every training job writes (:func:`dplab.layout.training_files`), so a run in
 phases is a run of the pipeline like any other: model.pt (the last phase's parameters),
-metrics.csv and grad_norms.csv (the phases' rows, steps and epochs counted from the run's start),
+metrics.csv and grad_norms.csv (the phases' rows, steps and epochs counted from the run's start;
+metrics.csv with ε at each logged step, of the phases up to it, per accountant that composes them),
 an empty individual_epsilon.csv, metrics.json, and summary.json: the last phase's, with the run,
 its final step, the phases' ε per accountant and why the others do not apply, and the attack
 risk of the composition where pld accounts it (:func:`dplab.accounting.risk.phases_risk`);
@@ -28,9 +29,10 @@ from pathlib import Path
 
 import torch
 
-from dplab.accounting import events, get
+from dplab.accounting import events
 from dplab.accounting import phases as accounting_phases
-from dplab.accounting.eligibility import phases_exclusion
+from dplab.accounting.eligibility import column, phases_exclusion
+from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
 from dplab.io import atomic_writes, json_text, text_file
 from dplab.training import loop, privacy
@@ -44,11 +46,11 @@ from dplab.training.start import initial
 from dplab.training.summary import RunSummary
 
 
-def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
-    """(the phases' runs, σ calibrated where asked) and the run's privacy: its event, ε per
+def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict, list[Setting]]:
+    """(the phases' runs, σ calibrated where asked), the run's privacy: its event, ε per
     accountant that supports it, why the others do not (DPLabError if none does), the attack risk
     of the composition (pld's, :func:`dplab.accounting.risk.phases_risk`) and each phase's
-    setting."""
+    setting; and those settings."""
     top, runs = RunSettings.of(cfg), phase_runs(cfg)
     typed = [RunSettings.of(r) for r in runs]
     update = update_of(typed[0])
@@ -66,7 +68,7 @@ def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
     for name in privacy.requested_accountants(top):
         why = phases_exclusion(name, settings, update)
         if why is None:
-            epsilon[name] = get(name).epsilon(event, top.delta, top.neighbouring)
+            epsilon[name] = accounting_phases.epsilon(name, settings, top.delta)
         else:
             excluded[name] = why
     if not epsilon and top.accountants != ():
@@ -75,15 +77,19 @@ def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict]:
             "no accountant the run reports composes its phases: "
             + "; ".join(f"{k}: {v}" for k, v in list(excluded.items())[:3]),
         )
-    return runs, {
-        "delta": top.delta,
-        "noise_multipliers": [s.noise_multiplier for s in settings],
-        "event": str(event),
-        "epsilon": epsilon,
-        "excluded_accountants": excluded,
-        "risk": privacy.pld_risk(settings, epsilon, excluded),
-        "settings": [s.as_dict() for s in settings],
-    }
+    return (
+        runs,
+        {
+            "delta": top.delta,
+            "noise_multipliers": [s.noise_multiplier for s in settings],
+            "event": str(event),
+            "epsilon": epsilon,
+            "excluded_accountants": excluded,
+            "risk": privacy.pld_risk(settings, epsilon, excluded),
+            "settings": [s.as_dict() for s in settings],
+        },
+        settings,
+    )
 
 
 def train(cfg: dict, data: Dataset, out: str | Path) -> RunSummary:
@@ -103,7 +109,7 @@ def train(cfg: dict, data: Dataset, out: str | Path) -> RunSummary:
         first, len(data.y_train), data.info["input_shape"], data.info["classes"], first.seed
     )
     dimension = sum(p.numel() for p in start.params.values())
-    runs, record = plan(cfg, len(data.y_train), dimension)
+    runs, record, settings = plan(cfg, len(data.y_train), dimension)
     params, summaries = None, []
     for i, run in enumerate(runs):
         folder = out / f"phase{i}"
@@ -119,6 +125,7 @@ def train(cfg: dict, data: Dataset, out: str | Path) -> RunSummary:
     ]
     folders = [out / f"phase{i}" for i in range(len(runs))]
     rows, epochs = _joined(folders, "metrics.csv", summaries)
+    rows = _with_epsilon(rows, settings, record["epsilon"], top.delta)
     summary = _summary(top, summaries, record, epochs)
     atomic_writes(
         {
@@ -152,6 +159,21 @@ def _joined(folders: list[Path], name: str, summaries: list[RunSummary]) -> tupl
         steps += summary.settings.steps
         epochs += summary.final.epoch
     return text.getvalue(), epochs
+
+
+def _with_epsilon(table: str, settings: list[Setting], epsilon: dict, delta: float) -> str:
+    """The joined metrics.csv with an ``epsilon_<name>`` column per accountant that composes the
+    phases (as a run of one setting has): ε at each logged step, of the phases up to it
+    (:func:`dplab.accounting.phases.epsilon_curve`; the last row's is the run's)."""
+    rows = list(csv.reader(io.StringIO(table)))
+    steps = [int(row[rows[0].index("step")]) for row in rows[1:]]
+    curves = [accounting_phases.epsilon_curve(n, settings, delta, steps) for n in epsilon]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow([*rows[0], *(column(name) for name in epsilon)])
+    for i, row in enumerate(rows[1:]):
+        writer.writerow([*row, *(repr(float(curve[i])) for curve in curves)])
+    return text.getvalue()
 
 
 def _summary(
