@@ -392,3 +392,24 @@ def test_snakemake_names_the_key_of_a_job_level_mistake_in_one_line(project):
             expected
         ), proc.stderr
     assert not (project / "results").exists()
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"target_epsilon": None, "noise_multiplier": 1.0}, "run 'try3_dp_sgd' sets no target_eps"),
+        ({"target_epsilon": 2.0}, "try3_dp_sgd: ε=2, δ=1e-06"),
+        ({"delta": 1e-5}, "try3_dp_sgd: ε=1, δ=1e-05"),
+    ],
+)
+def test_the_training_tries_are_compared_at_one_target(change, says):
+    """dp_training_tries draws its tries at one calibrated (ε, δ) (its title names it): a try whose
+    σ is given, or calibrated to another target, is refused where the config is checked."""
+    from dplab.config import check_config
+
+    raw = load_yaml(ROOT / "config" / "config.yaml")
+    check_config(validate(copy.deepcopy(raw)))  # the default config's tries share (1, 1e-6)
+    raw["runs"]["try3_dp_sgd"].update(change)
+    with pytest.raises(DPLabError) as err:
+        check_config(validate(raw))
+    assert err.value.key == "figures.dp_training_tries.tries" and says in err.value.message

@@ -19,6 +19,7 @@ from dplab.accounting.risk import phases_risk
 from dplab.accounting.setting import Setting
 from dplab.commands.figures import run_risks
 from dplab.commands.train import pipeline_runs
+from dplab.figures import figure
 from dplab.figures.runs import claims
 from dplab.errors import DPLabError
 from dplab.training import phased
@@ -194,3 +195,28 @@ def test_a_pipeline_run_in_phases_is_a_training_job_and_a_dvc_stage(tmp_path):
     (plot,) = stage["plots"]
     drawn = plot[job.outputs["metrics"]]  # ε vs step of the phases so far, as any DP run's
     assert drawn["template"] == dvc_yaml.RUN_TEMPLATE and "composed phases" in drawn["title"]
+
+
+def test_the_run_based_figures_draw_a_run_in_phases(synth, tmp_path):
+    """dp_training_tries and hidden_state_gain read a run in phases as any DP run: its ε curve
+    (the phases so far), and captions giving each value its phases differ in, "4 → 8"."""
+    phased.train(resolve_run({**RUN, "target_epsilon": 2.0, "accountant": "rdp"}), synth, tmp_path)
+    sigmas = json.loads((tmp_path / "phases.json").read_text())["noise_multipliers"]
+    sigma = " → ".join(f"{v:.4g}" for v in sigmas)
+    inputs = {
+        "summaries": [str(tmp_path / "summary.json")],
+        "metrics": [str(tmp_path / "metrics.csv")],
+    }
+    tries = figure("dp_training_tries")
+    table = tries.table(inputs, {"tries": [{"run": "p", "label": "two phases"}]})
+    assert set(table.noise_multiplier) == {sigma} and set(table.batch_size) == {"10 → 20"}
+    legend = tries.draw(table).legends[0].get_texts()[0].get_text()
+    assert f"σ={sigma} calibrated by rdp, ε=" in legend and "η=0.5 → 0.1" in legend
+    gain = figure("hidden_state_gain")
+    table = gain.table(inputs, {"runs": ["p"], "skip": []})
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    for name in ("rdp", "pld"):
+        rows = table[table.accountant == name]
+        assert rows.epsilon.tolist() == metrics[f"epsilon_{name}"].tolist()
+    (ax,) = gain.draw(table).axes
+    assert f"σ={sigma}, η=0.5 → 0.1, C=1, b=10 → 20" in ax.get_title()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
 
 TITLE = "DP training tries of 004: test accuracy and loss vs step at matched (ε, δ)"
@@ -50,7 +51,13 @@ PARAMS: dict = {
                 "additionalProperties": False,
                 "required": ["run", "label"],
                 "properties": {
-                    "run": {"type": "string", "description": "a private run (key of `runs`)"},
+                    "run": {
+                        "type": "string",
+                        "description": (
+                            "a private run (key of `runs`) with σ calibrated to target_epsilon,"
+                            " the same (ε, δ) for every try"
+                        ),
+                    },
                     "label": {
                         "type": "string",
                         "description": "legend label (e.g. the 004 try it reproduces)",
@@ -67,7 +74,23 @@ def names(params: dict) -> list[str]:
 
 
 def check(config: dict, params: dict) -> None:
-    runs.check_runs(config, "figures.dp_training_tries.tries", names(params), private=True)
+    """Every try is a private run whose σ is calibrated to one target (ε, δ) shared by all: the
+    tries are compared at matched privacy (their legend names each try's calibrating accountant)."""
+    key = "figures.dp_training_tries.tries"
+    runs.check_runs(config, key, names(params), private=True)
+    targets = {}
+    for name in names(params):
+        run = config["runs"][name]
+        if run.get("target_epsilon") is None:
+            raise DPLabError(
+                key,
+                f"run {name!r} sets no target_epsilon: the tries are compared at one target "
+                "(ε, δ), each σ calibrated to it",
+            )
+        targets[name] = (run["target_epsilon"], run.get("delta"))
+    if len(set(targets.values())) > 1:
+        shown = ", ".join(f"{n}: ε={e:g}, δ={d:g}" for n, (e, d) in targets.items())
+        raise DPLabError(key, f"the tries must share one target (ε, δ); got {shown}")
 
 
 def inputs(config: dict, params: dict) -> Inputs:
@@ -116,9 +139,9 @@ def draw(table: pd.DataFrame):
     for (number, label), rows in table.groupby(["try", "label"], sort=True):
         first = rows.iloc[0]
         legend = (
-            f"try {number}: {label}\n  σ={first.noise_multiplier:.3g} calibrated by"
-            f" {first.accountant}, ε={first.epsilon_claimed:.3g}, C={first['clip']:g},"
-            f" η={first.lr:g}\n  {risk_text(first)}"
+            f"try {number}: {label}\n  σ={runs.shown(first.noise_multiplier, '.3g')} calibrated"
+            f" by {first.accountant}, ε={first.epsilon_claimed:.3g},"
+            f" C={runs.shown(first['clip'])}, η={runs.shown(first.lr)}\n  {risk_text(first)}"
         )
         colour = COLOURS[(number - 1) % len(COLOURS)]
         acc_ax.plot(rows.step, rows.test_accuracy, color=colour, label=legend)

@@ -179,8 +179,9 @@ def draw(table: pd.DataFrame):
             ylabel=f"ε at δ={first.delta:g}",
             title=(
                 f"{runs.display_name(first.method)}"
-                f" ({first.sampling.replace('_', ' ')})\nσ={first.noise_multiplier:.3g},"
-                f" η={first.lr:g}, C={first['clip']:g}, b={int(first.batch_size)},"
+                f" ({first.sampling.replace('_', ' ')})"
+                f"\nσ={runs.shown(first.noise_multiplier, '.3g')}, η={runs.shown(first.lr)},"
+                f" C={runs.shown(first['clip'])}, b={runs.shown(first.batch_size, '.0f')},"
                 f" {first.neighbouring.replace('_', '-')}"
             ),
         )

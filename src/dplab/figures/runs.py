@@ -113,6 +113,12 @@ def phased_values(summary: RunSummary) -> dict:
     return out
 
 
+def shown(value, spec: str = "g") -> str:
+    """A :func:`describe` value in a caption: a number formatted by ``spec``; a run in phases'
+    values ("1.2 → 2", :func:`phased_values`) as they are."""
+    return value if isinstance(value, str) else format(value, spec)
+
+
 def risk_columns(summary: RunSummary) -> dict:
     """The attack risk the run's summary.json records beside its ε
     (:data:`dplab.accounting.risk.COLUMNS`: TPR at each FPR, advantage, ``risk_note``), or empty
