@@ -13,6 +13,10 @@ never deleted) and the next one is tried; one written for another run, dataset o
 :mod:`environment <dplab.training.environment>` (its fingerprint differs) is ignored.  One log
 line says what was found and whether the run resumes (from which file, at which step) or
 restarts from step 0.
+
+A run that keeps its record (a phase of a run in phases, :mod:`dplab.training.phased`) also writes
+its fingerprint to DIR/run.fingerprint with its results; :func:`completed` then tells a rerun that
+DIR already holds this run, finished, so the run in phases goes on from its first unfinished phase.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from dplab.training.environment import differences
 
 #: the current checkpoint and the one before it, in the order :func:`resume` tries them
 NAMES = ("checkpoint.pt", "checkpoint.prev.pt")
+#: a completed run's fingerprint, beside its summary.json (:func:`completed`)
+COMPLETED = "run.fingerprint"
 HEADER = b"dplab-checkpoint sha256="
 
 
@@ -124,6 +130,18 @@ def resume(folder: Path, fingerprint: str, environment: dict) -> dict | None:
     if notes:
         log.warning("dplab train: %s; restarting from step 0", "; ".join(notes))
     return None
+
+
+def completed(folder: Path, fingerprint: str) -> bool:
+    """Whether ``folder`` holds a completed run (its summary.json) whose :data:`COMPLETED` record
+    is ``fingerprint``; logs one line when it does."""
+    record = folder / COMPLETED
+    if not (folder / "summary.json").exists() or not record.exists():
+        return False
+    if record.read_text().strip() != fingerprint:
+        return False
+    log.warning("dplab train: %s holds this run, completed: not trained again", folder)
+    return True
 
 
 def set_aside(path: Path) -> Path:

@@ -278,6 +278,7 @@ def train(
     factorization=None,
     cuda_graph: bool = True,
     start: dict[str, torch.Tensor] | None = None,
+    keep_record: bool = False,
 ) -> RunSummary:
     """Run the resolved run ``settings`` (:meth:`RunSettings.of`) on ``data``; write
     ``out``/model.pt (final parameters, the release), metrics.csv and summary.json (last, so its
@@ -289,14 +290,18 @@ def train(
     ``cuda_graph``: on a CUDA device, replay the step as a CUDA graph where
     :func:`dplab.training.graphed.refusal` allows (the summary's ``environment.cuda_graph`` says
     whether it did, and why not); ``start``: parameters to begin from instead of W₀ (a later
-    phase, :mod:`dplab.training.phased`).
+    phase, :mod:`dplab.training.phased`); ``keep_record``: write the run's fingerprint beside its
+    results, and return the summary of ``out`` without training where ``out`` already holds this
+    run, completed (:func:`dplab.training.checkpoint.completed`; a phase).
     """
     settings.check_record()
     out = Path(out)
     run = _setup(settings, data, noise_source, factorization, cuda_graph, start)
+    if keep_record and checkpoint.completed(out, run.context.fingerprint):
+        return RunSummary.read(out / "summary.json")
     progress = _resume(run, out)
     _step_loop(run, out, progress, hook)
-    return _write(run, out)
+    return _write(run, out, keep_record)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -648,11 +653,12 @@ def _save(run: _Run, out: Path) -> None:
     checkpoint.save(out, state)
 
 
-def _write(run: _Run, out: Path) -> RunSummary:
+def _write(run: _Run, out: Path, keep_record: bool = False) -> RunSummary:
     """model.pt, metrics.csv, grad_norms.csv and individual_epsilon.csv (header only without
-    ``record_grad_norms``, ``individual_epsilon``), metrics.json and summary.json, landing
-    together (:func:`dplab.io.atomic_writes`; summary.json renamed last: its presence means the
-    run completed); the checkpoint is discarded; returns the summary."""
+    ``record_grad_norms``, ``individual_epsilon``), metrics.json (``keep_record``: and
+    run.fingerprint) and summary.json, landing together (:func:`dplab.io.atomic_writes`;
+    summary.json renamed last: its presence means the run completed); the checkpoint is
+    discarded; returns the summary."""
     c, st = run.context, run.state
     summary = _summary(run)
     final_params = {k: v.detach().cpu() for k, v in st.params.items()}
@@ -674,6 +680,8 @@ def _write(run: _Run, out: Path) -> RunSummary:
             summary, validation={"loss": loss, "accuracy": accuracy, "size": len(c.validation[1])}
         )
     files[out / "metrics.json"] = text_file(json_text(metrics(summary)))
+    if keep_record:
+        files[out / checkpoint.COMPLETED] = text_file(c.fingerprint + "\n")
     files[out / "summary.json"] = text_file(summary.text())
     atomic_writes(files)
     checkpoint.discard(out)

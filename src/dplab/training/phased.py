@@ -1,10 +1,12 @@
 """A run in phases (the run's ``phases:``): T₁ steps at (b₁, σ₁, C₁, η₁), then T₂ steps at
 (b₂, σ₂, C₂, η₂), …  Each phase is one call of the training loop (:func:`dplab.training.loop.train`)
 into DIR/phase<i>, started from the previous phase's final parameters, with its own seed
-(seed + i: fresh batches and noise).  A phase reports no ε of its own: the run's privacy is the
-composition of the phases' events (:func:`dplab.accounting.events.phases`), accounted by every
-accountant the run reports that supports it (rdp and pld; the others say why not,
-:func:`dplab.accounting.eligibility.phases_exclusion`).  With ``target_epsilon`` the phases' σ
+(seed + i: fresh batches and noise).  A rerun goes on from the first phase not completed for
+this run (its run config, data and start: :func:`dplab.training.checkpoint.completed`), resuming
+that phase from its checkpoint where it has one.  A phase reports no ε of its own: the run's
+privacy is the composition of the phases' events (:func:`dplab.accounting.events.phases`),
+accounted by every accountant the run reports that supports it (rdp and pld; the others say why
+not, :func:`dplab.accounting.eligibility.phases_exclusion`).  With ``target_epsilon`` the phases' σ
 are scaled by one factor (:func:`dplab.accounting.phases.calibrate`, with the run's
 ``accountant``).
 
@@ -113,7 +115,9 @@ def train(cfg: dict, data: Dataset, out: str | Path) -> RunSummary:
     params, summaries = None, []
     for i, run in enumerate(runs):
         folder = out / f"phase{i}"
-        summaries.append(loop.train(RunSettings.of(run), data, folder, start=params))
+        summaries.append(
+            loop.train(RunSettings.of(run), data, folder, start=params, keep_record=True)
+        )
         params = torch.load(folder / "model.pt", weights_only=True)
     record["phases"] = [
         {
