@@ -207,6 +207,8 @@ def test_hidden_state_gain_reads_every_valid_curve_and_every_exclusion(synth, tm
     assert (
         len(refused) == 1 and refused.epsilon.isna().all() and "shuffle" in refused.reason.iloc[0]
     )
+    (ax,) = figure("hidden_state_gain").draw(table).axes  # one setting: its values on one line
+    assert ax.get_title().endswith("\nσ=20, η=0.5, C=3, b=300, replace-one")
 
 
 def test_figure_inputs_name_the_pipeline_files():

@@ -219,7 +219,7 @@ def test_the_run_based_figures_draw_a_run_in_phases(synth, tmp_path):
         rows = table[table.accountant == name]
         assert rows.epsilon.tolist() == metrics[f"epsilon_{name}"].tolist()
     (ax,) = gain.draw(table).axes
-    assert f"σ={sigma}, η=0.5 → 0.1, C=1, b=10 → 20" in ax.get_title()
+    assert f"\nσ={sigma}, η=0.5 → 0.1, C=1\nb=10 → 20, add-remove" in ax.get_title()
 
 
 def test_a_rerun_goes_on_from_the_first_phase_not_completed(synth, tmp_path, monkeypatch):

@@ -38,6 +38,8 @@ CAPTION = (
 )
 INPUTS: dict[str, type] = {"summaries": list, "metrics": list}
 
+#: the characters of σ, η, C, b and the relation that fit one title line of a panel
+TITLE_LINE = 44
 #: the JSON schema of the figure's config entry (``figures.<id>``; config.schema.yaml's is
 #: generated from it by ``python -m dplab.registries``)
 PARAMS: dict = {
@@ -172,17 +174,21 @@ def draw(table: pd.DataFrame):
                 label=f"{accountant} ({'final parameters' if hidden else 'every iterate'})",
             )
         first = rows.iloc[0]
+        update = (
+            f"σ={runs.shown(first.noise_multiplier, '.3g')}, η={runs.shown(first.lr)},"
+            f" C={runs.shown(first['clip'])}"
+        )
+        batch = f"b={runs.shown(first.batch_size, '.0f')}, {first.neighbouring.replace('_', '-')}"
         ax.set(
             xscale="log",
             yscale="log",
             xlabel="steps T",
             ylabel=f"ε at δ={first.delta:g}",
             title=(
-                f"{runs.display_name(first.method)}"
-                f" ({first.sampling.replace('_', ' ')})"
-                f"\nσ={runs.shown(first.noise_multiplier, '.3g')}, η={runs.shown(first.lr)},"
-                f" C={runs.shown(first['clip'])}, b={runs.shown(first.batch_size, '.0f')},"
-                f" {first.neighbouring.replace('_', '-')}"
+                f"{runs.display_name(first.method)} ({first.sampling.replace('_', ' ')})\n{update}"
+                # a run in phases' values ("4.88 → 8.133") take a line more within the panel
+                + (", " if len(update) + len(batch) <= TITLE_LINE else "\n")
+                + batch
             ),
         )
         low, high = ax.get_ylim()
