@@ -241,3 +241,47 @@ def test_a_later_phase_resumes_only_a_checkpoint_from_the_same_start(digits_dir,
         loop.train(settings, digits, clean, start=begin)
         assert all((clean / f).read_bytes() == (out / f).read_bytes() for f in FILES)
     assert "for another run config, dataset or start; restarting from step 0" in caplog.text
+
+
+def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
+    digits_dir, reference, tmp_path, monkeypatch, threads
+):
+    """A job of a grid cell's runs (`group_runs`) killed in its second run, retried after
+    Snakemake deleted both runs' results: the first run's results are written again from its
+    final state, with no step trained, the second resumes from its checkpoint, both end byte for
+    byte as uninterrupted runs, and the job leaves no checkpoint."""
+    from dplab.commands.train import _train
+
+    torch.set_num_threads(1)
+    trained, step_loop, crash = [], loop._step_loop, [True]
+
+    def recorded(run, out, progress, hook):
+        steps = []
+
+        def seen(step):
+            steps.append(step)
+            if crash[0] and out.name == "b" and step == 16:
+                raise KeyboardInterrupt
+
+        try:
+            return step_loop(run, out, progress, seen)
+        finally:
+            trained.append((out.name, steps[:1], len(steps)))
+
+    monkeypatch.setattr(loop, "_step_loop", recorded)
+    cfgs = [resolve_run(RUN), resolve_run({**RUN, "seed": 7})]
+    outs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    with pytest.raises(KeyboardInterrupt):
+        _train(cfgs, str(digits_dir), outs)
+    assert checkpoint.read(tmp_path / "a" / "checkpoint.pt")["step"] == RUN["steps"]
+    for name in ("a", "b"):  # what Snakemake removes of a failed job: its outputs
+        for f in FILES:
+            (tmp_path / name / f).unlink(missing_ok=True)
+    crash[0] = False
+    _train(cfgs, str(digits_dir), outs)
+    assert trained == [("a", [1], 20), ("b", [1], 16), ("a", [], 0), ("b", [15], 6)]
+    assert all((reference / f).read_bytes() == (tmp_path / "a" / f).read_bytes() for f in FILES)
+    clean = tmp_path / "clean"
+    loop.train(RunSettings.of(cfgs[1]), data.load(digits_dir), clean)
+    assert all((clean / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in FILES)
+    assert not list(tmp_path.glob("*/checkpoint*"))

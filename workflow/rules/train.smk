@@ -30,7 +30,8 @@ rule train:
 
 # The runs of a grid that config `group_runs` trains in one job (dplab.jobs.RunsJob): one rule
 # each, its outputs every run's files (a rule's outputs are fixed in number), one after another in
-# one `dplab train` process. Each run's folder is byte for byte what rule train would write.
+# one `dplab train` process. Each run's folder is byte for byte what rule train would write. A
+# retry writes the runs that had finished again from their final checkpoints, without training.
 for runs_job in PLAN.of("train_runs").values():
 
     rule:

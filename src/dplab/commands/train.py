@@ -141,11 +141,15 @@ def _train(
     """Train each run of ``cfgs`` on the dataset ``data_dir`` (read once) into its folder of
     ``outs``, one after another; every run's dataset and factorization are checked before the first
     trains. The accountants' answers are kept for the job (:mod:`dplab.accounting.memo`): runs
-    asking the same — a grid cell's seeds — compute them once."""
+    asking the same — a grid cell's seeds — compute them once. With several runs, each finished
+    run's final state stays as its checkpoint until the last run is done: a retry of the job, whose
+    results Snakemake deleted, writes those runs' results again without training them."""
+    from pathlib import Path
+
     from dplab.accounting.memo import kept_answers
     from dplab.errors import DPLabError
     from dplab.io import output_folder
-    from dplab.training import data, loop
+    from dplab.training import checkpoint, data, loop
     from dplab.training.methods import METHODS, run_factorization
     from dplab.training.settings import RunSettings
 
@@ -171,9 +175,16 @@ def _train(
             # on failure nothing of this attempt stays; summary.json lands last
             with output_folder(out) as folder:
                 summary = loop.train(
-                    settings, dataset, folder, factorization=factorization, cuda_graph=cuda_graph
+                    settings,
+                    dataset,
+                    folder,
+                    factorization=factorization,
+                    cuda_graph=cuda_graph,
+                    keep_final=len(cfgs) > 1,
                 )
             _report(summary, out)
+    for out in outs:
+        checkpoint.discard(Path(out))
 
 
 def _report(summary, out: str) -> None:

@@ -279,6 +279,7 @@ def train(
     cuda_graph: bool = True,
     start: dict[str, torch.Tensor] | None = None,
     keep_record: bool = False,
+    keep_final: bool = False,
 ) -> RunSummary:
     """Run the resolved run ``settings`` (:meth:`RunSettings.of`) on ``data``; write
     ``out``/model.pt (final parameters, the release), metrics.csv and summary.json (last, so its
@@ -292,7 +293,10 @@ def train(
     whether it did, and why not); ``start``: parameters to begin from instead of W₀ (a later
     phase, :mod:`dplab.training.phased`); ``keep_record``: write the run's fingerprint beside its
     results, and return the summary of ``out`` without training where ``out`` already holds this
-    run, completed (:func:`dplab.training.checkpoint.completed`; a phase).
+    run, completed (:func:`dplab.training.checkpoint.completed`; a phase); ``keep_final``: keep
+    the final state as ``out``/checkpoint.pt rather than discard it, so that a rerun writes the
+    results from it without training (a job of several runs, whose failure makes Snakemake delete
+    every run's results: ``dplab train`` discards it once all its runs are done).
     """
     settings.check_record()
     out = Path(out)
@@ -301,7 +305,7 @@ def train(
         return RunSummary.read(out / "summary.json")
     progress = _resume(run, out)
     _step_loop(run, out, progress, hook)
-    return _write(run, out, keep_record)
+    return _write(run, out, keep_record, keep_final)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -653,12 +657,12 @@ def _save(run: _Run, out: Path) -> None:
     checkpoint.save(out, state)
 
 
-def _write(run: _Run, out: Path, keep_record: bool = False) -> RunSummary:
+def _write(run: _Run, out: Path, keep_record: bool, keep_final: bool) -> RunSummary:
     """model.pt, metrics.csv, grad_norms.csv and individual_epsilon.csv (header only without
     ``record_grad_norms``, ``individual_epsilon``), metrics.json (``keep_record``: and
     run.fingerprint) and summary.json, landing together (:func:`dplab.io.atomic_writes`;
     summary.json renamed last: its presence means the run completed); the checkpoint is
-    discarded; returns the summary."""
+    discarded (``keep_final``: replaced by one of the final state, first); returns the summary."""
     c, st = run.context, run.state
     summary = _summary(run)
     final_params = {k: v.detach().cpu() for k, v in st.params.items()}
@@ -683,8 +687,11 @@ def _write(run: _Run, out: Path, keep_record: bool = False) -> RunSummary:
     if keep_record:
         files[out / checkpoint.COMPLETED] = text_file(c.fingerprint + "\n")
     files[out / "summary.json"] = text_file(summary.text())
+    if keep_final:
+        _save(run, out)
     atomic_writes(files)
-    checkpoint.discard(out)
+    if not keep_final:
+        checkpoint.discard(out)
     return summary
 
 
