@@ -346,6 +346,34 @@ def fresh_copy(built_path: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture
+def step_loops(monkeypatch):
+    """What the training loop is asked to step while a test runs: ``.calls``, one (run folder's
+    name, first step, number of steps) per run or phase that reaches its step loop; setting
+    ``.crash = (folder name, step)`` raises KeyboardInterrupt after that step (a killed job)."""
+    from types import SimpleNamespace
+
+    from dplab.training import loop
+
+    record, step_loop = SimpleNamespace(calls=[], crash=None), loop._step_loop
+
+    def recorded(run, out, progress, hook):
+        steps = []
+
+        def seen(step):
+            steps.append(step)
+            if record.crash == (out.name, step):
+                raise KeyboardInterrupt
+
+        try:
+            return step_loop(run, out, progress, seen)
+        finally:
+            record.calls.append((out.name, steps[0] if steps else None, len(steps)))
+
+    monkeypatch.setattr(loop, "_step_loop", recorded)
+    return record
+
+
 # Property tests draw the same examples on every run (CI must not be flaky).
 @pytest.fixture(scope="module")
 def synth():

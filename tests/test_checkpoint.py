@@ -244,7 +244,7 @@ def test_a_later_phase_resumes_only_a_checkpoint_from_the_same_start(digits_dir,
 
 
 def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
-    digits_dir, reference, tmp_path, monkeypatch, threads
+    digits_dir, reference, tmp_path, step_loops, threads
 ):
     """A job of a grid cell's runs (`group_runs`) killed in its second run, retried after
     Snakemake deleted both runs' results: the first run's results are written again from its
@@ -253,22 +253,7 @@ def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
     from dplab.commands.train import _train
 
     torch.set_num_threads(1)
-    trained, step_loop, crash = [], loop._step_loop, [True]
-
-    def recorded(run, out, progress, hook):
-        steps = []
-
-        def seen(step):
-            steps.append(step)
-            if crash[0] and out.name == "b" and step == 16:
-                raise KeyboardInterrupt
-
-        try:
-            return step_loop(run, out, progress, seen)
-        finally:
-            trained.append((out.name, steps[:1], len(steps)))
-
-    monkeypatch.setattr(loop, "_step_loop", recorded)
+    step_loops.crash = ("b", 16)
     cfgs = [resolve_run(RUN), resolve_run({**RUN, "seed": 7})]
     outs = [str(tmp_path / "a"), str(tmp_path / "b")]
     with pytest.raises(KeyboardInterrupt):
@@ -277,9 +262,9 @@ def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
     for name in ("a", "b"):  # what Snakemake removes of a failed job: its outputs
         for f in FILES:
             (tmp_path / name / f).unlink(missing_ok=True)
-    crash[0] = False
+    step_loops.crash = None
     _train(cfgs, str(digits_dir), outs)
-    assert trained == [("a", [1], 20), ("b", [1], 16), ("a", [], 0), ("b", [15], 6)]
+    assert step_loops.calls == [("a", 1, 20), ("b", 1, 16), ("a", None, 0), ("b", 15, 6)]
     assert all((reference / f).read_bytes() == (tmp_path / "a" / f).read_bytes() for f in FILES)
     clean = tmp_path / "clean"
     loop.train(RunSettings.of(cfgs[1]), data.load(digits_dir), clean)

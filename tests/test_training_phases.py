@@ -22,7 +22,7 @@ from dplab.commands.train import pipeline_runs
 from dplab.figures import figure
 from dplab.figures.runs import claims
 from dplab.errors import DPLabError
-from dplab.training import loop, phased
+from dplab.training import phased
 from dplab.training.resolve import load_runs, resolve_run
 from dplab.schemas import validate
 from dplab.training.summary import RunSummary
@@ -222,35 +222,21 @@ def test_the_run_based_figures_draw_a_run_in_phases(synth, tmp_path):
     assert f"\nσ={sigma}, η=0.5 → 0.1, C=1\nb=10 → 20, add-remove" in ax.get_title()
 
 
-def test_a_rerun_goes_on_from_the_first_phase_not_completed(synth, tmp_path, monkeypatch):
+def test_a_rerun_goes_on_from_the_first_phase_not_completed(synth, tmp_path, step_loops):
     """A job killed in phase 1 (a scheduler's time limit) is retried: phase 0, completed for this
     run, is not trained again, phase 1 resumes from its checkpoint, and the run ends byte for byte
     as an uninterrupted one. A phase whose config, or whose start, changed is trained again."""
-    trained, step_loop, crash = [], loop._step_loop, [True]
-
-    def recorded(run, out, progress, hook):
-        first = []
-
-        def seen(step):
-            first.append(step)
-            if crash[0] and out.name == "phase1" and step == 2:
-                raise KeyboardInterrupt
-
-        try:
-            return step_loop(run, out, progress, seen)
-        finally:
-            trained.append((out.name, first[0] if first else None))
-
-    monkeypatch.setattr(loop, "_step_loop", recorded)
+    step_loops.crash = ("phase1", 2)
     quick = {**RUN, "checkpoint_every": 1, "accountants": ["rdp"]}  # the phases, not their ε
     run = resolve_run(quick)
     with pytest.raises(KeyboardInterrupt):
         phased.train(run, synth, tmp_path / "o")
-    assert trained == [("phase0", 1), ("phase1", 1)]
-    crash[0] = False
+    trained = step_loops.calls
+    assert trained == [("phase0", 1, 6), ("phase1", 1, 2)]
+    step_loops.crash = None
     phased.train(run, synth, tmp_path / "o")  # phase 0 kept, phase 1 resumed after its step 2
     phased.train(run, synth, tmp_path / "o")  # both completed: nothing trained
-    assert trained[2:] == [("phase1", 3)]
+    assert trained[2:] == [("phase1", 3, 2)]
     clean = tmp_path / "clean"
     phased.train(run, synth, clean)
     files = ("model.pt", "metrics.csv", "summary.json", "phase0/model.pt", "phase1/metrics.csv")
@@ -261,4 +247,4 @@ def test_a_rerun_goes_on_from_the_first_phase_not_completed(synth, tmp_path, mon
     phased.train(resolve_run(changed), synth, tmp_path / "o")  # phase 1's config changed
     start = {**changed, "phases": [{**RUN["phases"][0], "noise_multiplier": 5.0}, second]}
     phased.train(resolve_run(start), synth, tmp_path / "o")  # phase 1's start changed
-    assert trained == [("phase1", 1), ("phase0", 1), ("phase1", 1)]
+    assert trained == [("phase1", 1, 4), ("phase0", 1, 6), ("phase1", 1, 4)]
