@@ -14,6 +14,7 @@ import pandas as pd
 
 from dplab.accounting import asoodeh
 from dplab.figures import Inputs, style
+from dplab.figures.params import in_unit_interval, positive
 from dplab.schemes import Neighbouring
 
 TITLE = "Projected DP-SGD: δ vs T at fixed ε and ε vs T at fixed δ (001 Thms 1–2)"
@@ -37,40 +38,15 @@ PARAMS: dict = {
         "001 Figs. 1 and 3 (projected DP-SGD, Thms 1–2); defaults are the figures' parameters"
     ),
     "properties": {
-        "diameter": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 3.0,
-            "description": "D, diameter of the projection set",
-        },
-        "clip": {"type": "number", "exclusiveMinimum": 0, "default": 2.0, "description": "C"},
-        "lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.01, "description": "η"},
-        "sigma_a": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 1.0,
-            "description": "001's σ: parameter-space noise std (units.asoodeh_sigma = η·σ·C/b)",
-        },
-        "sampling_rate": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 0.001,
-            "description": "p = b/n",
-        },
-        "epsilon": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 3.0,
-            "description": "ε of the δ-vs-T panel (Fig. 1 left)",
-        },
-        "delta": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 0.001,
-            "description": "δ of the ε-vs-T panel (Fig. 1 right, Fig. 3)",
-        },
+        "diameter": positive(3.0, "D, diameter of the projection set"),
+        "clip": positive(2.0, "C"),
+        "lr": positive(0.01, "η"),
+        "sigma_a": positive(
+            1.0, "001's σ: parameter-space noise std (units.asoodeh_sigma = η·σ·C/b)"
+        ),
+        "sampling_rate": in_unit_interval(0.001, "p = b/n"),
+        "epsilon": positive(3.0, "ε of the δ-vs-T panel (Fig. 1 left)"),
+        "delta": in_unit_interval(0.001, "δ of the ε-vs-T panel (Fig. 1 right, Fig. 3)"),
         "max_steps": {
             "type": "integer",
             "minimum": 2,

@@ -13,6 +13,7 @@ import pandas as pd
 
 from dplab.accounting import asoodeh
 from dplab.figures import Inputs, style
+from dplab.figures.params import in_unit_interval, positive
 from dplab.schemes import Neighbouring, Sampling
 
 TITLE = "Regularized DP-SGD: δ vs T at fixed ε (001 Thm 3)"
@@ -37,22 +38,11 @@ PARAMS: dict = {
         "`dimension`"
     ),
     "properties": {
-        "clip": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "C"},
-        "lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.1, "description": "η"},
-        "sigma_a": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 5.0,
-            "description": "001's σ: parameter-space noise std",
-        },
-        "sampling_rate": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 0.001,
-            "description": "p = b/n",
-        },
-        "epsilon": {"type": "number", "exclusiveMinimum": 0, "default": 5.0, "description": "ε"},
+        "clip": positive(1.0, "C"),
+        "lr": positive(0.1, "η"),
+        "sigma_a": positive(5.0, "001's σ: parameter-space noise std"),
+        "sampling_rate": in_unit_interval(0.001, "p = b/n"),
+        "epsilon": positive(5.0, "ε"),
         "regularizations": {
             "type": "array",
             "minItems": 1,

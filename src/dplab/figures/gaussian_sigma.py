@@ -15,6 +15,7 @@ from dplab import units
 from dplab.accounting import Setting, get
 from dplab.errors import AssumptionError
 from dplab.figures import Inputs, style
+from dplab.figures.params import in_unit_interval, positive
 from dplab.schemes import Neighbouring
 
 TITLE = "Gaussian mechanism: noise std vs ε for the salary mean, per calibration (004 §2)"
@@ -39,31 +40,10 @@ PARAMS: dict = {
     ),
     "properties": {
         "dataset_size": {"type": "integer", "minimum": 1, "default": 10000, "description": "n"},
-        "bound": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 1000000,
-            "description": "B, the salary bound (sensitivity of the mean Δ = B/n)",
-        },
-        "delta": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 1e-06,
-            "description": "δ",
-        },
-        "epsilon_min": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 0.05,
-            "description": "smallest ε",
-        },
-        "epsilon_max": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 10.0,
-            "description": "largest ε",
-        },
+        "bound": positive(1000000, "B, the salary bound (sensitivity of the mean Δ = B/n)"),
+        "delta": in_unit_interval(1e-06, "δ"),
+        "epsilon_min": positive(0.05, "smallest ε"),
+        "epsilon_max": positive(10.0, "largest ε"),
         "points": {
             "type": "integer",
             "minimum": 2,

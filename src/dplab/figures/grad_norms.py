@@ -16,6 +16,7 @@ import pandas as pd
 from dplab import layout
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, runs, style
+from dplab.figures.params import in_unit_interval
 from dplab.inputs import read_csv, train_command
 from dplab.training.summary import RunSummary
 
@@ -46,13 +47,9 @@ PARAMS: dict = {
             "type": "string",
             "description": "a non-private run (key of `runs`) with record_grad_norms: true",
         },
-        "quantile": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 0.95,
-            "description": "quantile marked (004: the 95% quantile ≈ 32 on MNIST, hence C = 30)",
-        },
+        "quantile": in_unit_interval(
+            0.95, "quantile marked (004: the 95% quantile ≈ 32 on MNIST, hence C = 30)"
+        ),
         "points": {
             "type": "integer",
             "minimum": 2,

@@ -13,6 +13,7 @@ import pandas as pd
 from dplab.accounting import langevin
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
+from dplab.figures.params import positive
 
 TITLE = "Noisy GD: Rényi ε vs K, Cor. 1 (hidden state) vs composition (002)"
 SOURCE = "002 Fig. 1"
@@ -64,21 +65,13 @@ PARAMS: dict = {
             ],
             "description": "the (α, λ) pairs of Fig. 1's legend",
         },
-        "smoothness": {"type": "number", "exclusiveMinimum": 0, "default": 4.0, "description": "β"},
-        "sensitivity": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 4.0,
-            "description": "S_g, L2 sensitivity of the total gradient",
-        },
+        "smoothness": positive(4.0, "β"),
+        "sensitivity": positive(4.0, "S_g, L2 sensitivity of the total gradient"),
         "dataset_size": {"type": "integer", "minimum": 1, "default": 5000, "description": "n"},
-        "lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.02, "description": "η"},
-        "langevin_sigma": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 0.02,
-            "description": "002's σ (Alg. 1 noise √(2η)·N(0, σ²); units.langevin_sigma)",
-        },
+        "lr": positive(0.02, "η"),
+        "langevin_sigma": positive(
+            0.02, "002's σ (Alg. 1 noise √(2η)·N(0, σ²); units.langevin_sigma)"
+        ),
         "max_steps": {
             "type": "integer",
             "minimum": 1,

@@ -14,6 +14,7 @@ import pandas as pd
 from dplab.accounting import langevin
 from dplab.errors import DPLabError
 from dplab.figures import Inputs, style
+from dplab.figures.params import in_unit_interval, positive
 
 TITLE = "Noisy GD on the ℓ2-squared loss: Cor. 2 upper bound, Thm 3 lower bound, composition (002)"
 SOURCE = "002 Fig. 2"
@@ -43,26 +44,10 @@ PARAMS: dict = {
             "default": [10, 20, 30],
             "description": "Rényi orders α",
         },
-        "sensitivity": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 4.0,
-            "description": "S_g",
-        },
+        "sensitivity": positive(4.0, "S_g"),
         "dataset_size": {"type": "integer", "minimum": 1, "default": 5000, "description": "n"},
-        "lr": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 0.02,
-            "description": "η",
-        },
-        "langevin_sigma": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 0.02,
-            "description": "002's σ",
-        },
+        "lr": in_unit_interval(0.02, "η"),
+        "langevin_sigma": positive(0.02, "002's σ"),
         "max_steps": {
             "type": "integer",
             "minimum": 1,

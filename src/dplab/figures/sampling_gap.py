@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab.schemes import Neighbouring
 from dplab.accounting import Setting, get
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import Inputs, style
-from dplab.schemes import Sampling
+from dplab.figures.params import in_unit_interval, positive
+from dplab.schemes import Neighbouring, Sampling
 
 TITLE = "ε and σ of Poisson, balls-in-bins, shuffled and fixed batches at one setting"
 SOURCE = "new"
@@ -61,13 +61,7 @@ PARAMS: dict = {
             "default": 64,
             "description": "b (an epoch is t = ⌊n/b⌋ steps)",
         },
-        "delta": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 1e-05,
-            "description": "δ",
-        },
+        "delta": in_unit_interval(1e-05, "δ"),
         "neighbouring": {
             "enum": [str(n) for n in Neighbouring],
             "default": "add_remove",
@@ -87,12 +81,7 @@ PARAMS: dict = {
             "default": [1, 3, 10, 30],
             "description": "numbers of epochs (T = epochs·t)",
         },
-        "epsilon": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 1.0,
-            "description": "target ε of the σ panel",
-        },
+        "epsilon": positive(1.0, "target ε of the σ panel"),
     },
 }
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dplab.schemes import Neighbouring
-from dplab.accounting.registry import ACCOUNTANTS
 from dplab.accounting import Setting, get
+from dplab.accounting.registry import ACCOUNTANTS
 from dplab.accounting.composition import sigma_naive_note, sigma_strong_note
 from dplab.accounting.eligibility import refusal
 from dplab.errors import AssumptionError, DPLabError
 from dplab.figures import Inputs, style
-from dplab.schemes import Sampling
+from dplab.figures.params import in_unit_interval, positive
+from dplab.schemes import Neighbouring, Sampling
 
 TITLE = "Noise multiplier σ needed for (ε, δ) vs steps T, per accountant"
 SOURCE = "004 §3.2–3.4 (σ vs T figures); 003 §3"
@@ -44,14 +44,8 @@ PARAMS: dict = {
         "are 004's values"
     ),
     "properties": {
-        "epsilon": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "ε"},
-        "delta": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 1e-06,
-            "description": "δ",
-        },
+        "epsilon": positive(1.0, "ε"),
+        "delta": in_unit_interval(1e-06, "δ"),
         "neighbouring": {
             "enum": [str(n) for n in Neighbouring],
             "default": "add_remove",

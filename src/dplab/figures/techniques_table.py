@@ -24,6 +24,7 @@ from dplab.accounting import Setting, get, risk
 from dplab.accounting.eligibility import analysed_update, refusal
 from dplab.errors import AssumptionError
 from dplab.figures import Inputs, style
+from dplab.figures.params import in_unit_interval, positive
 from dplab.schemes import Neighbouring, Sampling
 
 TITLE = "σ needed for one (ε, δ) by each analysis technique, with its assumptions (000 Table I)"
@@ -116,14 +117,8 @@ PARAMS: dict = {
         "defaults are ours"
     ),
     "properties": {
-        "epsilon": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "ε"},
-        "delta": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 1e-05,
-            "description": "δ",
-        },
+        "epsilon": positive(1.0, "ε"),
+        "delta": in_unit_interval(1e-05, "δ"),
         "dataset_size": {"type": "integer", "minimum": 2, "default": 1000, "description": "n"},
         "batch_size": {
             "type": "integer",
@@ -138,34 +133,13 @@ PARAMS: dict = {
             "default": 1000,
             "description": "T",
         },
-        "clip": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "C"},
-        "lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.1, "description": "η"},
-        "strong_convexity": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 0.1,
-            "description": "λ (langevin, ye_shokri)",
-        },
-        "smoothness": {"type": "number", "exclusiveMinimum": 0, "default": 1.0, "description": "β"},
-        "lipschitz": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 1.0,
-            "description": "L (≤ clip)",
-        },
-        "diameter": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "default": 1.0,
-            "description": "D (asoodeh_projected)",
-        },
-        "regularization": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 0.5,
-            "description": "weight decay λ_reg (asoodeh_regularized)",
-        },
+        "clip": positive(1.0, "C"),
+        "lr": positive(0.1, "η"),
+        "strong_convexity": positive(0.1, "λ (langevin, ye_shokri)"),
+        "smoothness": positive(1.0, "β"),
+        "lipschitz": positive(1.0, "L (≤ clip)"),
+        "diameter": positive(1.0, "D (asoodeh_projected)"),
+        "regularization": in_unit_interval(0.5, "weight decay λ_reg (asoodeh_regularized)"),
         "dimension": {
             "type": "integer",
             "minimum": 1,
