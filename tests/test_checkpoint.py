@@ -244,7 +244,7 @@ def test_a_later_phase_resumes_only_a_checkpoint_from_the_same_start(digits_dir,
 
 
 def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
-    digits_dir, reference, tmp_path, step_loops, threads
+    digits_dir, reference, tmp_path, step_loops, threads, caplog
 ):
     """A job of a grid cell's runs (`group_runs`) killed in its second run, retried after
     Snakemake deleted both runs' results: the first run's results are written again from its
@@ -263,7 +263,10 @@ def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
         for f in FILES:
             (tmp_path / name / f).unlink(missing_ok=True)
     step_loops.crash = None
-    _train(cfgs, str(digits_dir), outs)
+    with caplog.at_level(logging.WARNING, logger="dplab"):
+        _train(cfgs, str(digits_dir), outs)
+    resumed = [r.getMessage() for r in caplog.records if "resuming" in r.getMessage()]
+    assert [m.endswith("no step trained") for m in resumed] == [True, False], resumed
     assert step_loops.calls == [("a", 1, 20), ("b", 1, 16), ("a", None, 0), ("b", 15, 6)]
     assert all((reference / f).read_bytes() == (tmp_path / "a" / f).read_bytes() for f in FILES)
     clean = tmp_path / "clean"

@@ -100,9 +100,10 @@ def read(path: Path) -> dict:
         raise ValueError(f"torch.load fails: {str(err).splitlines()[0][:120]}") from None
 
 
-def resume(folder: Path, fingerprint: str, environment: dict) -> dict | None:
+def resume(folder: Path, fingerprint: str, environment: dict, steps: int) -> dict | None:
     """The state of the last whole checkpoint in ``folder`` written for ``fingerprint``, or None
-    (start from step 0); logs one line when a checkpoint was found (module docstring)."""
+    (start from step 0); logs one line when a checkpoint was found (module docstring), saying so
+    where it holds the run's last step (of ``steps``: a finished run of a job of several)."""
     notes = []
     for name in NAMES:
         path = folder / name
@@ -121,10 +122,13 @@ def resume(folder: Path, fingerprint: str, environment: dict) -> dict | None:
             )
             continue
         log.warning(
-            "dplab train: %sresuming from %s at step %d",
+            "dplab train: %sresuming from %s at step %d%s",
             "".join(n + "; " for n in notes),
             path,
             state["step"],
+            ", the run's last: its results are written, no step trained"
+            if state["step"] == steps
+            else "",
         )
         return state
     if notes:

@@ -503,7 +503,7 @@ def _resume(run: _Run, out: Path) -> Progress:
     """Continue from ``out``'s last whole checkpoint of this run, data and environment (step,
     metrics, parameters, generator, sampler and noise states), if any; the progress display."""
     c, st = run.context, run.state
-    state = checkpoint.resume(out, c.fingerprint, c.env)
+    state = checkpoint.resume(out, c.fingerprint, c.env, c.settings.steps)
     if state is not None:
         st.step, st.rows, st.norms = state["step"], state["rows"], state["norms"]
         if st.counts is not None:
