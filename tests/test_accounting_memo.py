@@ -42,3 +42,20 @@ def test_kept_risk_is_the_risk_computed_alone(monkeypatch):
     with kept_answers():
         assert risk.risk(SETTING) == alone == risk.risk(SETTING)
     assert len(calls) == 1
+
+
+def test_the_phases_epsilon_is_kept_for_the_job(monkeypatch):
+    """A run in phases asks its composed ε in its calibration, its plan and the last row of its
+    ε curve: inside the block it is computed once, the same bits as alone."""
+    from dplab.accounting import phases
+
+    run = [SETTING, SETTING.replace(noise_multiplier=2.0, steps=50)]
+    alone = phases.epsilon("rdp", run, 1e-5)
+    calls, get = [], phases.get
+    monkeypatch.setattr(phases, "get", lambda name: calls.append(name) or get(name))
+    with kept_answers():
+        assert phases.epsilon("rdp", run, 1e-5) == alone
+        assert phases.epsilon_curve("rdp", run, 1e-5, [100, 150])[1] == alone
+        assert calls == ["rdp", "rdp"]  # the prefix at step 100, and the whole run once
+    phases.epsilon("rdp", run, 1e-5)
+    assert len(calls) == 3  # outside the block nothing is kept

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from dplab.accounting import events
+from dplab.accounting import events, memo
 from dplab.accounting.base import SIGMA_MAX, SIGMA_MIN, SIGMA_RTOL
 from dplab.accounting.registry import get
 from dplab.accounting.roots import brent
@@ -88,8 +88,13 @@ def _relation(phases: list[Setting]) -> str:
 
 
 def epsilon(name: str, phases: list[Setting], delta: float) -> float:
-    """ε at δ of the phases composed, by accountant ``name`` (module docstring)."""
-    return get(name).epsilon(events.phases(phases), check_delta(delta), _relation(phases))
+    """ε at δ of the phases composed, by accountant ``name`` (module docstring); kept for the
+    job (:mod:`dplab.accounting.memo`): its calibration, its plan and its curve ask it again."""
+    delta = check_delta(delta)
+    question = ("phases_epsilon", name, repr(phases), repr(delta))
+    return memo.answer(
+        question, lambda: get(name).epsilon(events.phases(phases), delta, _relation(phases))
+    )
 
 
 def prefix(phases: list[Setting], steps: int) -> list[Setting]:
