@@ -164,6 +164,7 @@ def _train(
             )
         if mf_cache is not None and (key := run_factorization(cfg)) not in factorizations:
             factorizations[key] = METHODS[settings.method].load_factorization(settings, mf_cache)
+    keep_final = len(cfgs) > 1  # each run's final state, until the last run is done
     with kept_answers():
         for cfg, settings, out in zip(cfgs, runs, outs):
             if settings.phases is not None:
@@ -180,10 +181,10 @@ def _train(
                     folder,
                     factorization=factorization,
                     cuda_graph=cuda_graph,
-                    keep_final=len(cfgs) > 1,
+                    keep_final=keep_final,
                 )
             _report(summary, out)
-    for out in outs:
+    for out in outs if keep_final else ():
         checkpoint.discard(Path(out))
 
 
