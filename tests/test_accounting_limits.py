@@ -645,10 +645,10 @@ def kept_plds(plds, monkeypatch):
 
     compose = risk.composed_pld
 
-    def composed_pld(setting):
-        if repr(setting) not in plds:
-            plds[repr(setting)] = compose(setting)
-        return plds[repr(setting)]
+    def composed_pld(settings):
+        if repr(settings) not in plds:
+            plds[repr(settings)] = compose(settings)
+        return plds[repr(settings)]
 
     monkeypatch.setattr(risk, "composed_pld", composed_pld)
 

@@ -128,3 +128,19 @@ def test_a_full_batch_phase_among_poisson_phases_is_the_step_of_q_1():
     assert PLD.epsilon(event, DELTA) == pytest.approx(
         gaussian.compose(poisson).get_epsilon_for_delta(DELTA), rel=1e-8
     )
+
+
+def test_the_curve_builds_each_one_step_pld_once_and_each_row_is_its_prefix_s_epsilon(
+    monkeypatch,
+):
+    """The ε curve of a run in phases: its rows in the first phase are that phase's own curve, the
+    others the composition of their prefix; each row equals its prefix's ε asked alone, and no
+    one-step PLD (σ, interval, q) is built twice (they were, once per row and phase)."""
+    from dplab.accounting import pld_gaussian
+
+    steps = [100, 200, 300, 350, 400]
+    alone = [phases.epsilon("pld", phases.prefix(PHASES, s), DELTA) for s in steps]
+    built, build = [], pld_gaussian.gaussian_pld
+    monkeypatch.setattr(pld_gaussian, "gaussian_pld", lambda *a: built.append(a[:3]) or build(*a))
+    assert phases.epsilon_curve("pld", PHASES, DELTA, steps) == alone
+    assert len(built) == len(set(built)) and {a[0] for a in built} == {6.0, 10.0}

@@ -176,7 +176,7 @@ def test_poisson_replace_one_equals_riskcal_on_the_same_pld():
         noise_multiplier=1.5, sampling_rate=0.05, steps=30, neighbouring="replace_one"
     )
     ours = risk(setting)
-    pld = composed_pld(setting)
+    pld = composed_pld([setting])
     theirs = 1 - np.asarray(get_beta_from_pld(pld, alpha=np.array(FPRS)))
     assert np.asarray(ours["tpr"]) == pytest.approx(theirs, rel=5e-3)
     assert np.all(np.asarray(ours["tpr"]) >= theirs - 1e-12)

@@ -115,8 +115,18 @@ def prefix(phases: list[Setting], steps: int) -> list[Setting]:
 def epsilon_curve(name: str, phases: list[Setting], delta: float, steps: list[int]) -> list[float]:
     """ε at δ after each count of ``steps`` (counted from the run's start): the composition of
     the phases' :func:`prefix` there, by accountant ``name``: a run in phases' ε(T) curve, whose
-    value at ΣTᵢ is :func:`epsilon`."""
-    return [epsilon(name, prefix(phases, s), delta) for s in steps]
+    value at ΣTᵢ is :func:`epsilon`.  The rows within the first phase are that phase's own ε
+    curve, in one call (:meth:`~dplab.accounting.base.Accountant.epsilon_curve`, as a run of one
+    setting's); the others share what they compute alike (each phase's one-step PLD:
+    :func:`dplab.accounting.memo.kept_answers`), as in a job."""
+    _check(name, phases)
+    with memo.kept_answers():
+        head = [s for s in steps if 1 <= s <= phases[0].steps]
+        first = dict(zip(head, get(name).epsilon_curve(phases[0], delta, head))) if head else {}
+        return [
+            float(first[s]) if s in first else epsilon(name, prefix(phases, s), delta)
+            for s in steps
+        ]
 
 
 def scaled(phases: list[Setting], factor: float) -> list[Setting]:

@@ -16,7 +16,7 @@ import numpy as np
 from dp_accounting import dp_event, privacy_accountant
 
 from dplab import units
-from dplab.accounting import pld_curve, pld_tilted
+from dplab.accounting import memo, pld_curve, pld_tilted
 from dplab.accounting.base import SIGMA_MAX
 from dplab.accounting.dp_accounting_adapters import (
     ADD_REMOVE,
@@ -204,8 +204,11 @@ class PldAccountant(DpAccountingAdapter):
     def shared_discretization(self, settings: list[Setting]) -> float:
         """One interval for the phases' PMFs (a convolution needs one): the finest any phase asks
         for (:meth:`discretization`), coarsened where a phase's one-step PMF would exceed
-        :data:`PLD_STEP_BINS` bins; one phase's own interval for phases equal apart from T.
-        Refused beyond :data:`PLD_DISC_MAX`, naming the phase."""
+        :data:`PLD_STEP_BINS` bins; one phase's own interval for phases equal apart from T, and
+        for one setting its :meth:`discretization`.  Refused beyond :data:`PLD_DISC_MAX`, naming
+        the phase."""
+        if len(settings) == 1:
+            return self.discretization(settings[0])
         fine = min(min(self.value_discretization_interval, loss_std(s) / 4) for s in settings)
         widths = [self.step_width(s) / (PLD_STEP_BINS - 2) for s in settings]
         disc = max(fine, *widths)
@@ -302,16 +305,15 @@ class PldAccountant(DpAccountingAdapter):
     def one_step(self, setting: Setting, disc: float | None = None):
         """dp_accounting's discretized PLD of one Poisson step (a full-batch step: q = 1) at
         interval ``disc``, by default :meth:`discretization` (its ``from_gaussian_mechanism``, bit
-        for bit, with the inverse privacy loss on arrays: :mod:`dplab.accounting.pld_gaussian`)."""
+        for bit, with the inverse privacy loss on arrays: :mod:`dplab.accounting.pld_gaussian`).
+        Kept for the job (:mod:`dplab.accounting.memo`): the rows of a run in phases' ε curve, its
+        calibration and its risk ask for the same steps' PLDs again."""
         from dplab.accounting.pld_gaussian import gaussian_pld
 
-        event, relation = self.step(setting)
-        return gaussian_pld(
-            setting.noise_multiplier,
-            self.discretization(setting) if disc is None else disc,
-            setting.sampling_rate,
-            relation,
-        )
+        relation = self.step(setting)[1]
+        disc = self.discretization(setting) if disc is None else disc
+        args = (setting.noise_multiplier, disc, setting.sampling_rate, relation)
+        return memo.answer(("pld_one_step", *args), lambda: gaussian_pld(*args))
 
     def composed(self, setting: Setting, steps: np.ndarray):
         """(the ε guesses, :class:`pld_tilted.TiltedPmf`) of each PMF of the one-step pair: a guess

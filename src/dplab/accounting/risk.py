@@ -133,11 +133,20 @@ def profile_tpr(delta_of, fprs: np.ndarray, epsilon_max: float = 50.0) -> np.nda
     return best
 
 
-def composed_pld(setting: Setting) -> privacy_loss_distribution.PrivacyLossDistribution:
-    """The ``pld`` accountant's pessimistic PLD of T Poisson steps (its limits apply)."""
+def composed_pld(settings: list[Setting]) -> privacy_loss_distribution.PrivacyLossDistribution:
+    """The ``pld`` accountant's pessimistic PLD of T₁ steps of ``settings[0]``, then T₂ of
+    ``settings[1]``, …: each one-step PLD at the phases' one interval
+    (:meth:`PldAccountant.shared_discretization`), composed Tᵢ times, then with the others by
+    dp_accounting (its limits apply)."""
     accountant = PldAccountant()
-    accountant.check(setting)
-    return accountant.one_step(setting).self_compose(int(setting.steps))
+    for setting in settings:
+        accountant.check(setting)
+    disc = accountant.shared_discretization(settings)
+    composed = None
+    for setting in settings:
+        part = accountant.one_step(setting, disc).self_compose(int(setting.steps))
+        composed = part if composed is None else composed.compose(part)
+    return composed
 
 
 def risk(setting: Setting, fprs=FPRS) -> dict:
@@ -155,7 +164,7 @@ def _risk(setting: Setting, fprs: np.ndarray) -> dict:
         PldAccountant().check(setting)
         mu = float(PldAccountant.full_batch_mu(setting, setting.steps))
         return _gaussian_reading(mu, fprs, setting.neighbouring, "μ = √T/σ_eff")
-    return _profile_reading(composed_pld(setting), fprs, setting.neighbouring)
+    return _profile_reading(composed_pld([setting]), fprs, setting.neighbouring)
 
 
 def phases_risk(settings: list[Setting], fprs=FPRS) -> dict:
@@ -177,18 +186,13 @@ def phases_risk(settings: list[Setting], fprs=FPRS) -> dict:
 
 def _phases_risk(settings: list[Setting], fprs: np.ndarray) -> dict:
     """:func:`phases_risk` of phases it accepts, at the FPRs ``fprs``."""
-    accountant = PldAccountant()
-    for setting in settings:
-        accountant.check(setting)
     if all(s.sampling == Sampling.FULL_BATCH for s in settings):
+        accountant = PldAccountant()
+        for setting in settings:
+            accountant.check(setting)
         mu = accountant.full_batch_phases_mu(settings)
         return _gaussian_reading(mu, fprs, settings[0].neighbouring, "μ = √(Σᵢ Tᵢ/σᵢ_eff²)")
-    disc = accountant.shared_discretization(settings)
-    composed = None
-    for setting in settings:
-        part = accountant.one_step(setting, disc).self_compose(int(setting.steps))
-        composed = part if composed is None else composed.compose(part)
-    return _profile_reading(composed, fprs, settings[0].neighbouring)
+    return _profile_reading(composed_pld(settings), fprs, settings[0].neighbouring)
 
 
 def _gaussian_reading(mu: float, fprs: np.ndarray, neighbouring: str, formula: str) -> dict:
@@ -281,7 +285,7 @@ def level(setting: Setting, fpr: float | None, advantage: float | None) -> float
 def advantage_of(setting: Setting) -> float:
     """The advantage alone of :func:`risk` (one δ(0), no trade-off curve)."""
     if setting.sampling == Sampling.POISSON:
-        return min(max(float(composed_pld(setting).get_delta_for_epsilon(0.0)), 0.0), 1.0)
+        return min(max(float(composed_pld([setting]).get_delta_for_epsilon(0.0)), 0.0), 1.0)
     return risk(setting, fprs=(0.5,))["advantage"]
 
 
