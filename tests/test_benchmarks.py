@@ -76,6 +76,22 @@ def test_noise_floor_times_each_draw_of_a_models_size(monkeypatch, capsys):
     assert row["cheapest_gaussian"] in gaussian
 
 
+def test_phases_curve_times_our_curve_beside_dp_accounting_row_by_row(monkeypatch, capsys):
+    """benchmarks/phases_curve.py on two phases of 10 steps, two rows: rdp's values are
+    dp_accounting's, pld's certified ones lie at or just above them, each ratio is ours over
+    theirs."""
+    monkeypatch.setattr(sys, "argv", ["phases_curve.py", "--steps", "10", "--log-every", "10"])
+    runpy.run_path(str(BENCHMARKS / "phases_curve.py"), run_name="__main__")
+    row = json.loads(capsys.readouterr().out)
+    assert row["rows"] == 2 and set(row) >= {"pld", "rdp"}
+    assert row["rdp"]["relative_difference"] == pytest.approx([0.0, 0.0], abs=1e-9)
+    low, high = row["pld"]["relative_difference"]
+    assert -1e-6 <= low <= high < 0.02
+    for name in ("pld", "rdp"):
+        r = row[name]
+        assert r["ratio"] == pytest.approx(r["ours_s"] / r["dp_accounting_s"], rel=1e-2, abs=2e-3)
+
+
 def test_job_profile_charges_every_cpu_second_of_a_job_to_one_category(tmp_path):
     """benchmarks/job_profile.py on a small job (`dplab index` of one table): the categories add up
     to the process's CPU time (nothing lost, nothing counted twice) and the
