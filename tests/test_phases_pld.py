@@ -134,11 +134,12 @@ def test_the_curve_builds_each_one_step_pld_once_and_each_row_is_its_prefix_s_ep
     monkeypatch,
 ):
     """The ε curve of a run in phases: its rows in the first phase are that phase's own curve, the
-    others the composition of their prefix; each row equals its prefix's ε asked alone, and no
-    one-step PLD (σ, interval, q) is built twice (they were, once per row and phase)."""
+    others the composition of their prefix; each row, in the order asked, equals its prefix's ε
+    asked alone, and no one-step PLD (σ, interval, q) is built twice (they were, once per row and
+    phase)."""
     from dplab.accounting import pld_gaussian
 
-    steps = [100, 200, 300, 350, 400]
+    steps = [350, 100, 200, 300, 100, 400]  # any order, a row twice
     alone = [phases.epsilon("pld", phases.prefix(PHASES, s), DELTA) for s in steps]
     built, build = [], pld_gaussian.gaussian_pld
     monkeypatch.setattr(pld_gaussian, "gaussian_pld", lambda *a: built.append(a[:3]) or build(*a))

@@ -121,7 +121,7 @@ def epsilon_curve(name: str, phases: list[Setting], delta: float, steps: list[in
     :func:`dplab.accounting.memo.kept_answers`), as in a job."""
     _check(name, phases)
     with memo.kept_answers():
-        head = [s for s in steps if 1 <= s <= phases[0].steps]
+        head = sorted({s for s in steps if 1 <= s <= phases[0].steps})
         first = dict(zip(head, get(name).epsilon_curve(phases[0], delta, head))) if head else {}
         return [
             float(first[s]) if s in first else epsilon(name, prefix(phases, s), delta)
