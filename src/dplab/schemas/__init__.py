@@ -19,6 +19,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from dplab.errors import DPLabError
 
@@ -39,13 +40,33 @@ def load_schema(name: str) -> dict:
 
 @cache
 def _registry() -> Registry:
+    """The schemas by file name, for ``$ref``.  Without their ``$schema``: jsonschema validates a
+    referenced schema that names its dialect with that dialect's own class, which would drop
+    :data:`_Validator`'s ``integer`` inside ``runs`` and ``datasets``."""
     return Registry().with_resources(
-        (f"{name}.schema.yaml", Resource.from_contents(load_schema(name))) for name in SCHEMAS
+        (
+            f"{name}.schema.yaml",
+            Resource(
+                {k: v for k, v in load_schema(name).items() if k != "$schema"},
+                specification=DRAFT202012,
+            ),
+        )
+        for name in SCHEMAS
     )
 
 
+#: Draft 2020-12 with ``integer`` meaning a Python int: the standard counts 3.0 as an integer, but a
+#: count read as 3.0 would reach the code as a float (``nn.Linear(784, 3.0)`` fails mid-run)
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+
+
 def _validator(schema: dict) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(schema, registry=_registry())
+    return _Validator(schema, registry=_registry())
 
 
 def _resolve(schema: dict) -> dict:
