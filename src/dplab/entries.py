@@ -57,13 +57,13 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
                 entry.update(target_epsilon=epsilon, noise_multiplier=None)
                 privacy = f"eps{epsilon:g}"
             elif entry.get("noise_multiplier") is not None:
-                privacy = f"sigma{entry['noise_multiplier']:g}"
+                privacy = f"sigma{_label(entry['noise_multiplier'])}"
             else:
                 privacy = "nonprivate"
             dataset = entry.get("dataset", defaults["dataset"]["default"])
             model = entry.get("model", defaults["model"]["default"])
             tried = f"/lr{lr:g}" if lr is not None else ""
-            name = f"{dataset}/{model_folder(model)}/{variant}/{privacy}{tried}/seed{seed}"
+            name = f"{dataset}/{model_folder(str(model))}/{variant}/{privacy}{tried}/seed{seed}"
             entry["name"] = name
             runs[name] = {
                 "variant": variant,
@@ -73,6 +73,20 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
                 "run": entry,
             }
     return runs
+
+
+def resolved_grid_runs(config: dict, grid: str) -> list[dict]:
+    """Every run of ``grid`` as ``dplab train`` resolves it (the run schema's defaults filled: a
+    grid may leave ``steps`` or ``dataset`` to them), in :func:`grid_runs`' order."""
+    from dplab.training.resolve import resolve_run  # the training stack: only where it is read
+
+    return [resolve_run(item["run"]) for item in grid_runs(config, grid).values()]
+
+
+def _label(value) -> str:
+    """A value as a grid run's folder name shows it: a number by ``:g``, anything else as text (the
+    name is made before the run is checked, which refuses a wrong type with its key)."""
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
 
 
 def grid_summaries(config: dict, grid: str) -> list[str]:

@@ -114,14 +114,15 @@ def check(config: dict, params: dict) -> None:
         raise DPLabError(
             KEY, f"grid {grid!r} needs lrs (the learning rates to choose from) and target_epsilon"
         )
-    methods = {item["run"]["method"] for item in entries.grid_runs(config, grid).values()}
+    runs = entries.resolved_grid_runs(config, grid)
+    methods = {run["method"] for run in runs}
     if not {BASELINE, MF_METHOD} <= methods:
         raise DPLabError(
             KEY,
             f"grid {grid!r} must have dp_sgd and dp_mf variants; has {', '.join(sorted(methods))}",
         )
-    for item in entries.grid_runs(config, grid).values():
-        dataset = item["run"].get("dataset")
+    for run in runs:
+        dataset = run["dataset"]
         if not config["datasets"].get(dataset, {}).get("validation_fraction"):
             raise DPLabError(
                 KEY,

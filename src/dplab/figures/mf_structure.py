@@ -103,10 +103,9 @@ def _main_spec(config: dict, params: dict) -> tuple[str, dict]:
             )
         # the dense factorizations (banded_toeplitz and blt are saved without their T×T matrices)
         runs = [
-            item["run"]
-            for item in entries.grid_runs(config, grid).values()
-            if run_factorization(item["run"])
-            and item["run"]["strategy"] not in layout.TOEPLITZ_STRATEGIES
+            run
+            for run in entries.resolved_grid_runs(config, grid)
+            if run_factorization(run) and run["strategy"] not in layout.TOEPLITZ_STRATEGIES
         ]
         if not runs:
             raise DPLabError(

@@ -85,9 +85,15 @@ def check(config: dict, params: dict) -> None:
             f"{key}.by_epsilon",
             f"run {params['by_epsilon']!r} must set target_epsilon and accountant: pld",
         )
-    wanted = conversion_epsilon(
-        by_risk["target_tpr"], by_risk["target_fpr"], by_eps.get("delta", 1e-5)
-    )
+    tpr, fpr, delta = by_risk["target_tpr"], by_risk["target_fpr"], by_eps.get("delta", 1e-5)
+    if tpr - delta <= fpr:
+        raise DPLabError(
+            f"{key}.by_epsilon",
+            f"delta {delta:g} of run {params['by_epsilon']!r} leaves no ε > 0 with e^ε·α + δ = τ"
+            f" for the target of run {params['by_risk']!r} (τ = {tpr:g}, α = {fpr:g}): needs"
+            " δ < τ − α",
+        )
+    wanted = conversion_epsilon(tpr, fpr, delta)
     if not math.isclose(by_eps["target_epsilon"], wanted, rel_tol=1e-3):
         raise DPLabError(
             f"{key}.by_epsilon",
