@@ -126,8 +126,8 @@ def optimize(
         if regularization:
             p.mul_(1.0 - regularization)
         grad = _privatized(grad_sum[k], None if noise is None else noise[k], denom, b)
-        if o.weight_decay and o.name != "adamw":
-            grad = grad.add(p, alpha=o.weight_decay)  # coupled: the decay is part of the gradient
+        if o.weight_decay and o.name != "adamw":  # coupled: the decay is part of the gradient
+            _add_scaled(grad, p, o.weight_decay)  # grad is a new tensor (:func:`_privatized`)
         if o.weight_decay and o.name == "adamw":
             p.mul_(1.0 - lr * o.weight_decay)  # decoupled (Loshchilov & Hutter, Alg. 2 line 12)
         moments = state.setdefault(k, {})
@@ -147,7 +147,11 @@ def optimize(
             first.lerp_(grad, 1.0 - beta1)
             second.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
             scale = (second.sqrt() / math.sqrt(1.0 - beta2**step)).add_(o.eps)
-            p.addcdiv_(first, scale, value=-lr / (1.0 - beta1**step))
+            value = -lr / (1.0 - beta1**step)
+            if abs(value) <= torch.finfo(p.dtype).max:
+                p.addcdiv_(first, scale, value=value)
+            else:  # addcdiv_ refuses it, as add_ does: inf/NaN, reported as divergence
+                _add_scaled(p, first / scale, value)
 
 
 def _privatized(grad_sum: torch.Tensor, noise: torch.Tensor | None, denom, b: int) -> torch.Tensor:
