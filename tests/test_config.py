@@ -39,6 +39,9 @@ def test_default_config_is_valid_and_defaults_are_filled():
         (lambda c: c["training_resources"].update(gpus=-1), "training_resources.gpus"),
         (lambda c: c["training_resources"].update(runtime=0), "training_resources.runtime"),
         (lambda c: c["training_resources"].update(gpu=1), "training_resources.gpu"),
+        # 3.0 is an integer to JSON Schema, but a count must reach the code as an int
+        (lambda c: c["runs"]["try3_dp_sgd"].update(hidden=128.0), "runs.try3_dp_sgd.hidden"),
+        (lambda c: c["grids"]["mf_vs_dpsgd"].update(seeds=[0, 1.0]), "grids.mf_vs_dpsgd.seeds[1]"),
     ],
 )
 def test_schema_errors_name_the_key(mutate, key):
@@ -284,6 +287,31 @@ LATE_MISTAKES = [
     (
         lambda c: c["audits"]["digits_white_box"].update(runs=10**6, steps=[1, 100_000]),
         "audits.digits_white_box.runs",
+    ),
+    # found by mutating the shipped config at random: an internal error (a grid's run named
+    # before its keys were checked), a σ the grid dropped unsaid, an audit's batch larger than
+    # its records (refused only by the job), ln of a negative number
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(model=1.5),
+        "grids.mf_vs_dpsgd.base.model",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(noise_multiplier=2.0),
+        "grids.mf_vs_dpsgd.variants.dp_sgd.noise_multiplier",
+    ),
+    (
+        lambda c: c["audits"]["digits_white_box"]["run"].update(batch_size=1041),
+        "audits.digits_white_box.run.batch_size",
+    ),
+    (
+        lambda c: (
+            c["runs"].update(
+                risk_by_epsilon={**DEFAULT["runs"]["risk_by_epsilon"], "delta": 0.045},
+                risk_by_risk=DEFAULT["runs"]["risk_by_risk"],
+            ),
+            c["figures"].update(risk_calibration=DEFAULT["figures"]["risk_calibration"]),
+        ),
+        "figures.risk_calibration.by_epsilon",
     ),
 ]
 

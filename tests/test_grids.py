@@ -110,3 +110,14 @@ def test_grid_outputs_are_in_the_dag_and_dvc(project):
     assert "results/grids/mini/digits/logreg/dp_gd/eps0.5/seed3/summary.json" in dvc_outputs(
         project
     )
+
+
+def test_a_grid_may_leave_a_key_to_the_run_schema_default():
+    """The figures read a grid's runs as resolved: without ``steps`` in its base, mf_vs_dpsgd's
+    runs train T = 200 (the run schema's default), and the checks of the figures on that grid
+    (mf_structure, mf_vs_dpsgd) plan them, where they raised KeyError: 'steps' before."""
+    config = validate(load_yaml(ROOT / "config" / "config.yaml"))
+    del config["grids"]["mf_vs_dpsgd"]["base"]["steps"]
+    runs = check_config(config)
+    steps = {run["steps"] for name, run in runs.items() if name.startswith("grids/mf_vs_dpsgd/")}
+    assert steps == {200}

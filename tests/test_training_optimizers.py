@@ -271,3 +271,24 @@ def test_plain_update_is_each_tensor_s_arithmetic_and_overflow_diverges():
     assert all(torch.equal(params[k], want[k]) for k in params)
     update(params, grads, None, lr=1e250, denom=7, b=8, regularization=0.0)
     assert all(not torch.isfinite(p).all() for p in params.values())
+
+
+@pytest.mark.parametrize(
+    "options, lr",
+    [
+        (OptimizerOptions("sgd", weight_decay=1e300), 0.1),
+        (OptimizerOptions("momentum", momentum=0.9, weight_decay=1e300), 0.1),
+        (OptimizerOptions("adam", weight_decay=1e300), 0.1),
+        (OptimizerOptions("adam"), 1e300),
+        (OptimizerOptions("adamw"), 1e300),
+    ],
+)
+def test_a_weight_decay_or_lr_past_float32_diverges_with_every_optimizer(options, lr):
+    """As plain SGD's η past float32 (above): the optimizer's step makes w inf/NaN, the divergence
+    the loop reports (exit 3), where torch's add_/addcdiv_ refuse the factor with a RuntimeError
+    (an internal error, exit 1, before)."""
+    gen = torch.Generator().manual_seed(5)
+    params = {"w": torch.randn(4, 3, generator=gen)}
+    grads = {"w": torch.randn(4, 3, generator=gen)}
+    _apply(params, grads, None, options, {}, 1, lr, 8)
+    assert not torch.isfinite(params["w"]).all()
