@@ -295,9 +295,10 @@ def _check_audit(config: dict, audit: str, entry: dict) -> None:
         _check_dataset(config, entry["dataset"])
     except DPLabError as err:
         raise _rekey(err, [], where) from None
+    settings = {}
     for method, keys in entry["methods"].items():
         try:
-            method_config({**entry, "name": audit}, method)
+            settings[method] = method_config({**entry, "name": audit}, method)
         except DPLabError as err:
             err.key = err.key.removeprefix(
                 f"{where}.methods.{method}."
@@ -326,8 +327,8 @@ def _check_audit(config: dict, audit: str, entry: dict) -> None:
             f"{slots} canary slot(s) and 1 to {info['train_size']} training "
             f"records of dataset {entry['dataset']!r}",
         )
-    for method in entry["methods"]:  # the runner's own check (dplab.training.start.initial)
-        b = method_config({**entry, "name": audit}, method).b(entry["dataset_size"])
+    for method, run in settings.items():  # the runner's own check (dplab.training.start.initial)
+        b = run.b(entry["dataset_size"])
         if b > entry["dataset_size"]:
             raise DPLabError(
                 variant_key(where, entry, "methods", "run", method, "batch_size"),

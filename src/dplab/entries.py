@@ -11,7 +11,7 @@ from __future__ import annotations
 from itertools import product
 
 from dplab.layout import model_folder, model_path, training_files
-from dplab.schemas import load_schema
+from dplab.schemas import load_schema, with_defaults
 
 
 def dataset_entry(config: dict, name: str) -> dict:
@@ -75,12 +75,11 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
     return runs
 
 
-def resolved_grid_runs(config: dict, grid: str) -> list[dict]:
-    """Every run of ``grid`` as ``dplab train`` resolves it (the run schema's defaults filled: a
-    grid may leave ``steps`` or ``dataset`` to them), in :func:`grid_runs`' order."""
-    from dplab.training.resolve import resolve_run  # the training stack: only where it is read
-
-    return [resolve_run(item["run"]) for item in grid_runs(config, grid).values()]
+def grid_run_entries(config: dict, grid: str) -> list[dict]:
+    """Every run entry of ``grid`` (:func:`grid_runs`' order) with the run schema's defaults filled,
+    what a figure's check reads of a grid's runs (a grid may leave ``steps`` or ``dataset`` to the
+    defaults); the runs themselves are resolved once, by :func:`dplab.config.check_config`."""
+    return [with_defaults(item["run"], "run") for item in grid_runs(config, grid).values()]
 
 
 def _label(value) -> str:

@@ -114,7 +114,7 @@ def check(config: dict, params: dict) -> None:
         raise DPLabError(
             KEY, f"grid {grid!r} needs lrs (the learning rates to choose from) and target_epsilon"
         )
-    runs = entries.resolved_grid_runs(config, grid)
+    runs = entries.grid_run_entries(config, grid)
     methods = {run["method"] for run in runs}
     if not {BASELINE, MF_METHOD} <= methods:
         raise DPLabError(

@@ -104,7 +104,7 @@ def _main_spec(config: dict, params: dict) -> tuple[str, dict]:
         # the dense factorizations (banded_toeplitz and blt are saved without their T×T matrices)
         runs = [
             run
-            for run in entries.resolved_grid_runs(config, grid)
+            for run in entries.grid_run_entries(config, grid)
             if run_factorization(run) and run["strategy"] not in layout.TOEPLITZ_STRATEGIES
         ]
         if not runs:

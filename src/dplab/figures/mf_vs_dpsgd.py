@@ -58,7 +58,7 @@ def check(config: dict, params: dict) -> None:
         )
     from dplab.training.methods import METHODS  # torch: only where the config is checked
 
-    runs = entries.resolved_grid_runs(config, grid)
+    runs = entries.grid_run_entries(config, grid)
     public = [r["method"] for r in runs if not METHODS[r["method"]].private]
     if public:
         raise DPLabError(KEY, f"grid {grid!r} has a non-private ({public[0]}) variant")

@@ -135,8 +135,15 @@ def validate(instance, schema: str | dict = "config", where: str = ""):
             raise DPLabError(_join(where, _join(path, err.message.split("'")[1])), "is required")
         hint = f" ({sub['description']})" if isinstance(sub.get("description"), str) else ""
         raise DPLabError(_join(where, path), f"{err.message}{hint}")
+    return with_defaults(instance, schema)
+
+
+def with_defaults(instance: dict, schema: str | dict) -> dict:
+    """A copy of ``instance`` with the ``default`` values of ``schema`` (a name in
+    ``dplab/schemas`` or a schema dict) filled as :func:`validate` fills them, without validating
+    it: for an entry validated elsewhere."""
     out = copy.deepcopy(instance)
-    _fill_defaults(out, schema)
+    _fill_defaults(out, load_schema(schema) if isinstance(schema, str) else schema)
     return out
 
 
