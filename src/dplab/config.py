@@ -23,7 +23,7 @@ from dplab.schemas import load_schema, load_yaml, validate, yaml_problem  # noqa
 from dplab.training.resolve import phase_runs, resolve_run
 from dplab.training.data import expected_info, resolve_dataset
 from dplab.training.preflight import check_run
-from dplab.training.methods import update_of
+from dplab.training.methods import METHODS, update_of
 from dplab.training.settings import RunSettings
 
 
@@ -185,7 +185,6 @@ def check_config(config: dict) -> dict[str, dict]:
         for run in config["runs"]
     }
     for grid, spec in config.get("grids", {}).items():
-        _check_grid_sigma(grid, spec)
         for name, item in grid_runs(config, grid).items():
             where = f"grids.{grid}.variants.{item['variant']}"
             layers = [
@@ -241,21 +240,6 @@ def _rekey(err: DPLabError, layers: list, default: str, note: str = "") -> DPLab
     top = err.key.split(".")[0]
     where = next((prefix for prefix, keys in layers if top in keys), default)
     return DPLabError(f"{where}.{err.key}", err.message + note)
-
-
-def _check_grid_sigma(grid: str, spec: dict) -> None:
-    """A grid with ``target_epsilon`` calibrates σ of every run, so neither ``base`` nor a variant
-    may set ``noise_multiplier`` (a run refuses both; the grid would drop the σ unsaid)."""
-    if not spec.get("target_epsilon"):
-        return
-    layers = {"base": spec["base"], **{f"variants.{v}": k for v, k in spec["variants"].items()}}
-    for where, keys in layers.items():
-        if keys.get("noise_multiplier") is not None:
-            raise DPLabError(
-                f"grids.{grid}.{where}.noise_multiplier",
-                "the grid's target_epsilon calibrates σ of every run; drop noise_multiplier, or"
-                " drop target_epsilon to train every run at this σ",
-            )
 
 
 def _check_run(config: dict, raw: dict, layers: list, default: str, note: str = "") -> dict:
@@ -327,13 +311,12 @@ def _check_audit(config: dict, audit: str, entry: dict) -> None:
             f"{slots} canary slot(s) and 1 to {info['train_size']} training "
             f"records of dataset {entry['dataset']!r}",
         )
-    for method, run in settings.items():  # the runner's own check (dplab.training.start.initial)
-        b = run.b(entry["dataset_size"])
-        if b > entry["dataset_size"]:
-            raise DPLabError(
-                variant_key(where, entry, "methods", "run", method, "batch_size"),
-                f"must be <= the audit's dataset_size {entry['dataset_size']}; got {b}",
-            )
+    for method, run in settings.items():  # each sampler on the audit's records (as preflight)
+        try:
+            METHODS[run.method].sampler(run, entry["dataset_size"])
+        except DPLabError as err:
+            key = variant_key(where, entry, "methods", "run", method, err.key)
+            raise DPLabError(key, err.message) from None
     if entry["canary_label"] >= info["classes"]:
         raise DPLabError(
             f"{where}.canary_label",

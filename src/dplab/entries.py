@@ -54,7 +54,8 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
         for epsilon, lr, seed in product(*axes):
             entry = {**spec["base"], **keys, **({"lr": lr} if lr is not None else {}), "seed": seed}
             if epsilon is not None:
-                entry.update(target_epsilon=epsilon, noise_multiplier=None)
+                entry["target_epsilon"] = epsilon  # a σ of base or variant: the run refuses both
+                entry.setdefault("noise_multiplier", None)
                 privacy = f"eps{epsilon:g}"
             elif entry.get("noise_multiplier") is not None:
                 privacy = f"sigma{_label(entry['noise_multiplier'])}"
