@@ -8,8 +8,10 @@ non-private step (what a training step's draw follows), the ways interleaved rou
 One JSON line per model: the medians in ms, their ratio to the non-private step's median, and ns
 per number.
 
-- ``torch_normal``: ``normal_`` on the run's CPU ``torch.Generator`` (MT19937, Box–Muller), the
-  engine's draw;
+- ``dplab_philox``: :class:`dplab.philox.CpuGenerator`, the engine's draw since dplab 0.2.0
+  (Philox4x32-10 and float32 Box–Muller in one vectorized C pass);
+- ``torch_normal``: ``normal_`` on a CPU ``torch.Generator`` (MT19937, Box–Muller), the engine's
+  draw until dplab 0.1.0;
 - ``torch_uniform``: ``uniform_`` on it: the MT19937 stream alone, no Gaussian yet;
 - ``numpy_normal``: numpy's ziggurat (``Generator(PCG64).standard_normal``, float32);
 - ``numpy_bits``: ``SFC64.random_raw``, 32 random bits a number: no Gaussian yet;
@@ -36,7 +38,10 @@ import torch
 
 from dp_step import Steps, build_model
 
+from dplab.philox import CpuGenerator
+
 WAYS = (
+    "dplab_philox",
     "torch_normal",
     "torch_uniform",
     "numpy_normal",
@@ -45,7 +50,7 @@ WAYS = (
     "two_threads",
 )
 #: the ways that draw Gaussian numbers
-GAUSSIAN = ("torch_normal", "numpy_normal", "bits_box_muller", "two_threads")
+GAUSSIAN = ("dplab_philox", "torch_normal", "numpy_normal", "bits_box_muller", "two_threads")
 
 
 def draws(n: int, pool: ThreadPoolExecutor) -> dict:
@@ -72,7 +77,9 @@ def draws(n: int, pool: ThreadPoolExecutor) -> dict:
         halves[0].normal_(generator=generators[0])
         later.result()
 
+    philox = CpuGenerator(0)
     return {
+        "dplab_philox": lambda: philox.normal(buffer.shape, out=buffer),
         "torch_normal": lambda: buffer.normal_(generator=generators[0]),
         "torch_uniform": lambda: buffer.uniform_(generator=generators[0]),
         "numpy_normal": lambda: ziggurat.standard_normal(out=out, dtype=np.float32),

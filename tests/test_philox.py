@@ -1,17 +1,33 @@
-"""``noise_rng: portable`` (dplab.philox): Philox4x32-10 against Random123's known-answer vectors,
-the Gaussian it draws, its state, and a run drawing the same noise on every device (the CUDA
-checks run where torch sees a GPU)."""
+"""dplab.philox: Philox4x32-10 against Random123's known-answer vectors; ``noise_rng: portable``'s
+Gaussian, its state, and a run drawing the same noise on every device; the CPU's default stream
+(CpuGenerator): its C kernel bit for bit against its definition in torch operations, on every
+instruction set, against float64 Box–Muller, as a standard normal (the CUDA checks run where
+torch sees a GPU)."""
 
 from __future__ import annotations
 
 import json
+import math
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
 import torch
 
-from dplab.philox import PortableGenerator, normal, philox4x32_10
+from dplab import philox
+from dplab.philox import (
+    MASK32,
+    CpuGenerator,
+    PortableGenerator,
+    normal,
+    philox4x32_10,
+    philox_normal_reference,
+)
 from dplab.training import loop
 from dplab.training.resolve import resolve_run
 from dplab.training.noise import GaussianNoise
@@ -57,6 +73,116 @@ def test_portable_normal_is_standard_normal_and_resumes_from_its_state():
 def test_normal_dispatches_to_torch_generators_unchanged():
     a = normal((5, 4), torch.Generator().manual_seed(3), torch.float32)
     assert torch.equal(a, torch.randn(5, 4, generator=torch.Generator().manual_seed(3)))
+
+
+#: (seed, counter, n): partial and whole chunks, a counter whose low word carries, a large seed
+DRAWS = [(0, 0, 1), (11, 5, 257), (3, 2**32 - 70, 1000), (2**63 + 12345, 2**40 - 3, 100_001)]
+
+
+def _generator(seed: int, counter: int) -> CpuGenerator:
+    g = CpuGenerator(seed)
+    g.counter = counter
+    return g
+
+
+def test_the_cpu_kernel_is_built():
+    """``make`` builds src/dplab/_philox_normal.c (setup.py): without it the noise is drawn by
+    philox_normal_reference, the same numbers several times slower."""
+    assert philox._compiled_fill is not None
+
+
+@pytest.mark.parametrize("seed,counter,n", DRAWS)
+def test_cpu_kernel_equals_its_definition_bit_for_bit(seed, counter, n):
+    g = _generator(seed, counter)
+    got = g.normal((n,))
+    want = philox_normal_reference(n, g.key, counter)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    assert g.counter == counter + 64 * -(-n // 256)  # whole chunks of 64 blocks
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_cpu_kernel_bits_do_not_depend_on_the_instruction_set(tmp_path):
+    """The kernel compiled for the baseline instruction set, without the per-set clones, draws the
+    same bits as the installed one (on x86-64 its AVX-512 or AVX2 clone)."""
+    source = Path(philox.__file__).with_name("_philox_normal.c")
+    out = tmp_path / ("_philox_normal" + sysconfig.get_config_var("EXT_SUFFIX"))
+    flags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-DDPLAB_NO_CLONES"]
+    include = sysconfig.get_paths()["include"]
+    subprocess.run(
+        ["cc", *flags, "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(out)],
+        check=True,
+    )
+    script = (
+        "import sys, torch; sys.path.insert(0, sys.argv[1]); import _philox_normal as k; "
+        "z = torch.empty(100_001); k.fill(z.data_ptr(), 100_001, 7, 9, 2**32 - 5); "
+        "sys.stdout.buffer.write(z.numpy().tobytes())"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True)
+    baseline = np.frombuffer(run.stdout, dtype=np.float32)
+    g = CpuGenerator((9 << 32) | 7)
+    g.counter = 2**32 - 5
+    assert np.array_equal(baseline.view(np.int32), g.normal((100_001,)).numpy().view(np.int32))
+
+
+def test_cpu_normal_is_box_muller_to_two_ulp():
+    """Against float64 Box–Muller (√(−2 ln u₁)·cos/sin 2πu₂) on the same 24-bit uniforms: Cephes's
+    float32 ln, sin and cos leave at most 2 float32 ulps (5e-7 absolute)."""
+    n = 1 << 18
+    g = CpuGenerator(3)
+    z = g.normal((n,)).double()
+    index = torch.arange(n // 4)
+    x = philox4x32_10((index & MASK32, index >> 32, index * 0, index * 0), g.key)
+
+    def pair(a, b):
+        u = ((a >> 8).double() + 1) * 2.0**-24
+        theta = 2 * math.pi * (b >> 8).double() * 2.0**-24
+        r = torch.sqrt(-2 * torch.log(u))
+        return r * torch.cos(theta), r * torch.sin(theta)
+
+    want = torch.stack((*pair(x[0], x[1]), *pair(x[2], x[3]))).view(4, -1, 64)
+    want = want.transpose(0, 1).reshape(-1)
+    error = (z - want).abs()
+    assert error.max() < 6e-7
+    big = want.abs() > 0.01
+    assert (error[big] / want[big].abs()).max() < 2 * torch.finfo(torch.float32).eps
+
+
+def test_cpu_normal_is_standard_normal_and_resumes_from_its_state():
+    g = CpuGenerator(11)
+    z = g.normal((1 << 20,)).double().numpy()
+    assert scipy.stats.kstest(z, "norm").pvalue > 1e-3
+    assert abs(z.mean()) < 5 / np.sqrt(len(z)) and abs(z.var() - 1) < 0.01
+    tail = 2 * scipy.stats.norm.sf(3)  # P(|Z| > 3)
+    assert abs((np.abs(z) > 3).mean() - tail) < 5 * np.sqrt(tail / len(z))
+    assert np.abs(z).max() <= math.sqrt(-2 * math.log(2.0**-24))  # u₁ ≥ 2⁻²⁴: 5.77σ
+    state = g.get_state()
+    after = g.normal((7, 3))
+    g2 = CpuGenerator(0)
+    g2.set_state(state)
+    assert torch.equal(g2.normal((7, 3)), after)
+    assert not torch.equal(CpuGenerator(12).normal((7, 3)), CpuGenerator(11).normal((7, 3)))
+
+
+def test_cpu_normal_fills_out_and_widens_other_dtypes():
+    flat = torch.empty(300)
+    a, b = flat.split([290, 10])
+    normal(a.shape, g := CpuGenerator(4), torch.float32, out=a)
+    normal(b.shape, g, torch.float32, out=b)
+    h = CpuGenerator(4)
+    assert torch.equal(a, h.normal((290,))) and torch.equal(b, h.normal((10,)))
+    wide = normal((5, 3), CpuGenerator(4), torch.float64)
+    assert wide.dtype == torch.float64
+    assert torch.equal(wide, CpuGenerator(4).normal((5, 3)).double())
+
+
+@cuda
+def test_cuda_computes_the_cpu_stream_bit_for_bit():
+    """philox_normal_reference on a GPU: integer and IEEE float32 operations only (sqrt in
+    float64), so the CPU kernel's bits."""
+    g = CpuGenerator(21)
+    want = g.normal((100_001,))
+    got = philox_normal_reference(100_001, g.key, 0, "cuda").cpu()
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
 
 
 def _cfg(device: str, **extra) -> dict:

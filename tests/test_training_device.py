@@ -1,8 +1,8 @@
 """The accelerator path of the loop, checked on the CPU by forcing its streams,
 plus CUDA-only checks that run where torch sees a GPU: noise on the device's own generator,
 batches drawn ahead in blocks, the NaN guard read only where the loop syncs anyway, the
-per-example conv route by device.  The CPU path itself stays bitwise what it was
-(tests/test_training_loop.py checks its numbers by hand, test_training_run.py its bytes)."""
+per-example conv route by device.  The CPU path's numbers are checked by hand in
+tests/test_training_loop.py, its bytes in test_training_run.py."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ FILES = ("summary.json", "metrics.csv", "model.pt")
 
 @pytest.fixture
 def accelerator_streams(monkeypatch):
-    """The CPU run takes the accelerator's streams: batches drawn ahead, noise
-    from a second generator."""
+    """The CPU run takes the accelerator's streams and guard: batches drawn ahead in blocks of
+    4, noise from a second torch generator, the NaN guard read only where the loop syncs."""
 
     def split(device, seed, noise_rng="device"):
         return torch.Generator().manual_seed(seed), torch.Generator().manual_seed(
@@ -37,6 +37,7 @@ def accelerator_streams(monkeypatch):
 
     monkeypatch.setattr(loop, "streams", split)
     monkeypatch.setattr(loop, "BATCH_BLOCK", 4)
+    monkeypatch.setattr(loop, "GUARD_EVERY_STEP", ())
 
 
 def _sampler(kind: str):
@@ -100,7 +101,8 @@ def test_accelerator_streams_same_seed_same_bytes_and_exact_resume(
 
 
 def test_accelerator_streams_differ_from_the_cpu_stream(synth, tmp_path, monkeypatch):
-    """The split streams are really taken (the noise no longer shares the batch generator)."""
+    """The accelerator's streams are really taken (torch's generator for the noise, not the
+    CPU's Philox)."""
     cfg = resolve_run(
         {
             "method": "dp_sgd",

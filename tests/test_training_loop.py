@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import dplab
+from dplab.philox import CpuGenerator
 from dplab.schemes import Sampling
 from dplab.training import data, loop, models
 from dplab.training.per_example import CLIP_EPS
@@ -163,7 +164,8 @@ def test_two_steps_match_hand_computation(method, extra, synth, tmp_path):
     b = n if cfg["sampling"] == "full_batch" else 8
     model = models.build(RunSettings.of(cfg), synth.info["input_shape"], synth.info["classes"])
     w = {k: p.detach().clone() for k, p in model.named_parameters()}
-    g = torch.Generator().manual_seed(3)
+    g = torch.Generator().manual_seed(3)  # the batches; the noise: its own stream (loop.streams)
+    noise = CpuGenerator(3 + loop.NOISE_SEED_OFFSET)
     perm = None
     for step in (1, 2):
         if cfg["sampling"] == "poisson":
@@ -181,7 +183,7 @@ def test_two_steps_match_hand_computation(method, extra, synth, tmp_path):
         m = b if cfg["normalize"] == "expected" else max(len(idx), 1)
         lam = cfg["regularization"] or 0.0
         for k in w:
-            z = torch.randn(w[k].shape, generator=g)
+            z = noise.normal(w[k].shape)
             w[k] = (1 - lam) * w[k] - lr * (total[k] / m + sigma * clip * z / b)
         if cfg["diameter"]:
             norm = math.sqrt(sum(float((v**2).sum()) for v in w.values()))
@@ -214,12 +216,9 @@ def test_empty_poisson_batch_is_a_pure_noise_step(synth, tmp_path):
         synth,
         tmp_path,
     )
-    g = torch.Generator().manual_seed(seed)
-    torch.rand(n, generator=g)
+    noise = CpuGenerator(seed + loop.NOISE_SEED_OFFSET)
     for v in got.values():  # logreg starts at 0
-        torch.testing.assert_close(
-            v, -0.5 * 2.0 * torch.randn(v.shape, generator=g) / b, atol=1e-6, rtol=0
-        )
+        torch.testing.assert_close(v, -0.5 * 2.0 * noise.normal(v.shape) / b, atol=1e-6, rtol=0)
 
 
 def test_sgd_is_plain_minibatch_sgd(synth, tmp_path):

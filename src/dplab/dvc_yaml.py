@@ -30,6 +30,7 @@ import json
 import re
 import shlex
 from functools import cache
+from importlib.machinery import EXTENSION_SUFFIXES
 
 import yaml
 
@@ -124,7 +125,9 @@ def code(command: str) -> list[str]:
         for name in needed
         if name in packages and name not in inside
         for path in packages[name].iterdir()
-        if path.is_file() and path.suffix != ".py"
+        if path.is_file()
+        and path.suffix != ".py"
+        and not path.name.endswith(tuple(EXTENSION_SUFFIXES))  # built from its .c, not tracked
     ]
     return sorted(
         [rel(packages[name]) for name in whole]

@@ -22,14 +22,15 @@ clipped gradients, then divided by b.  For 001's methods the noise term η·Z_t/
 (:func:`dplab.units.langevin_sigma`).
 
 Randomness (:func:`streams`): the initialisation uses torch's global generator seeded with the
-run's ``seed`` inside ``fork_rng``.  On the CPU every later draw comes from one CPU
-``torch.Generator`` seeded with ``seed``, batch then noise at each step.  On an accelerator the
-batches come from that CPU generator, drawn ahead in blocks of up to :data:`BATCH_BLOCK` steps
-and copied to the device once per block (:func:`batches`), and the noise from a generator on
-the device seeded with ``seed + 2³²``: the same seed gives the same numbers on the same device,
-and no step copies noise or indices between host and device.  Nor does a step wait for the
-device: the NaN/inf guard is read at logged steps, checkpoints and the end (on the CPU after
-every step), so a CUDA run synchronizes only there.
+run's ``seed`` inside ``fork_rng``.  The batches come from a CPU ``torch.Generator`` seeded with
+``seed``, drawn ahead in blocks of up to :data:`BATCH_BLOCK` steps (on an accelerator copied to
+the device once per block, :func:`batches`), and the noise from a generator of its own seeded
+with ``seed + 2³²``: on the CPU :class:`dplab.philox.CpuGenerator` (a vectorized Philox, about a
+third of ``torch.randn``'s time), on an accelerator torch's generator on the device.  The same
+seed gives the same numbers on the same device, and no step copies noise or indices between
+host and device.  Nor does a step wait for the device: the NaN/inf guard is read at logged
+steps, checkpoints and the end (on the CPU after every step), so a CUDA run synchronizes only
+there.
 
 Checkpoints (:mod:`dplab.training.checkpoint`) hold the parameters, the generators', sampler,
 noise and optimizer states, the step and the metrics so far; a restarted run resumes from the
@@ -59,7 +60,7 @@ from dplab.accounting import individual
 from dplab.accounting.eligibility import REFERENCE_BOUNDS, bound, column, labelled
 from dplab.errors import Diverged, DPLabError
 from dplab.io import atomic_writes, json_text, text_file
-from dplab.philox import PortableGenerator
+from dplab.philox import CpuGenerator, NoiseGenerator, PortableGenerator
 from dplab.progress import Progress
 from dplab.schemes import Sampler, Sampling
 from dplab.training import checkpoint, graphed
@@ -84,9 +85,12 @@ GRAD_NORM_COLUMNS = ("step", "grad_norm")
 INDIVIDUAL_COLUMNS = ("index", "class", "individual_epsilon")
 #: records per pass when every record's gradient norm is computed (``individual_epsilon``)
 NORM_CHUNK = 4096
-#: on an accelerator, batches are drawn this many steps ahead (one host→device copy per block)
+#: batches are drawn this many steps ahead (on an accelerator, one host→device copy per block)
 BATCH_BLOCK = 256
-#: added to the run's seed for the noise generator on an accelerator (run seeds are < 2³²)
+#: devices whose steps read the NaN/inf guard after every step (elsewhere a read waits for the
+#: device, so it is read at logged steps, checkpoints and the end)
+GUARD_EVERY_STEP = ("cpu",)
+#: added to the run's seed for the noise generator (run seeds are < 2³²)
 NOISE_SEED_OFFSET = 1 << 32
 
 
@@ -113,19 +117,19 @@ def deterministic(device: torch.device) -> None:
 
 def streams(
     device: torch.device, seed: int, noise_rng: str = "device"
-) -> tuple[torch.Generator, torch.Generator | PortableGenerator]:
-    """(batch generator, noise generator) of a run (module docstring): one CPU generator for
-    both on the CPU; on an accelerator a CPU one for the batches and one on the device for the
-    noise; with ``noise_rng: portable`` a CPU one for the batches and a
-    :class:`~dplab.philox.PortableGenerator` on the device for the noise, on every device.
-    cuBLAS is made deterministic (PyTorch's reproducibility notes) before its first use."""
+) -> tuple[torch.Generator, NoiseGenerator]:
+    """(batch generator, noise generator) of a run (module docstring): a CPU ``torch.Generator``
+    for the batches; for the noise a :class:`~dplab.philox.CpuGenerator` on the CPU, torch's
+    generator on an accelerator, and with ``noise_rng: portable`` a
+    :class:`~dplab.philox.PortableGenerator` on the device, on every device.  cuBLAS is made
+    deterministic (PyTorch's reproducibility notes) before its first use."""
     batches = torch.Generator().manual_seed(seed)
     if device.type == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if noise_rng == "portable":
         return batches, PortableGenerator(seed + NOISE_SEED_OFFSET, device)
     if device.type == "cpu":
-        return batches, batches
+        return batches, CpuGenerator(seed + NOISE_SEED_OFFSET)
     return batches, torch.Generator(device=device).manual_seed(seed + NOISE_SEED_OFFSET)
 
 
@@ -141,16 +145,18 @@ def batches(
     """(step, the step's batch indices on ``device``) for steps ``first``..``last``.
 
     ``block`` > 1 (only when ``generator`` draws nothing but batches): the indices of up to
-    ``block`` steps are drawn at once and copied in one transfer; a block never runs past a
-    multiple of ``checkpoint_every``, so the generator and sampler states a checkpoint saves are
-    those after its step."""
+    ``block`` steps are drawn at once (on an accelerator copied in one transfer); a block never
+    runs past a multiple of ``checkpoint_every``, so the generator and sampler states a
+    checkpoint saves are those after its step."""
     step = first
     while step <= last:
         stop = min(last, step + block - 1)
         if checkpoint_every:
             stop = min(stop, -(-step // checkpoint_every) * checkpoint_every)
         drawn = [sampler.sample(t, generator) for t in range(step, stop + 1)]
-        if len(drawn) == 1:
+        if device.type == "cpu":
+            yield from zip(range(step, stop + 1), drawn)
+        elif len(drawn) == 1:
             yield step, drawn[0].to(device)
         else:
             flat = torch.cat(drawn)
@@ -327,7 +333,7 @@ class _Context:
     noise_source: NoiseSource
     loss: Callable
     generator: torch.Generator
-    noise_generator: torch.Generator | PortableGenerator
+    noise_generator: NoiseGenerator
     x_train: torch.Tensor
     y_train: torch.Tensor
     x_test: torch.Tensor
@@ -338,12 +344,6 @@ class _Context:
     level_rdp: torch.Tensor | None = None
     #: the data's validation split (x, y) on the device, if it has one
     validation: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    @property
-    def ahead(self) -> bool:
-        """Whether the batch generator draws nothing else (an accelerator): batches are drawn
-        ahead."""
-        return self.noise_generator is not self.generator
 
 
 @dataclass(kw_only=True)
@@ -390,7 +390,7 @@ class _Run:
     stacked = False  # one run (:class:`Runs`)
 
     def batches(self, first: int, last: int) -> Iterator[tuple[int, torch.Tensor]]:
-        """(step, the batch's indices on the device): :func:`batches`, ahead on an accelerator."""
+        """(step, the batch's indices on the device): :func:`batches`, drawn ahead."""
         c = self.context
         return batches(
             c.sampler,
@@ -398,7 +398,7 @@ class _Run:
             c.device,
             first,
             last,
-            BATCH_BLOCK if c.ahead else 1,
+            BATCH_BLOCK,
             c.settings.checkpoint_every,
         )
 
@@ -510,8 +510,7 @@ def _resume(run: _Run, out: Path) -> Progress:
             st.counts = state["counts"].to(c.device)
         st.params = {k: v.to(c.device) for k, v in state["params"].items()}
         c.generator.set_state(state["generator"])
-        if c.ahead:
-            c.noise_generator.set_state(state["noise_generator"])
+        c.noise_generator.set_state(state["noise_generator"])
         c.sampler.load_state_dict(state["sampler"])
         c.noise_source.load_state_dict(state["noise"])
         st.optimizer_state = {
@@ -538,7 +537,7 @@ def _step_loop(
         return bool(s.checkpoint_every) and step % s.checkpoint_every == 0 and step < s.steps
 
     def sync(step: int) -> bool:
-        return not c.ahead or step in logged or due(step)
+        return c.device.type in GUARD_EVERY_STEP or step in logged or due(step)
 
     graph = _graph(run) if c.env.get("cuda_graph") == "on" else None
     for done in steps(run, st.step + 1, s.steps, sync=sync, graph=graph):
@@ -652,8 +651,7 @@ def _save(run: _Run, out: Path) -> None:
             k: {name: t.cpu() for name, t in moments.items()}
             for k, moments in st.optimizer_state.items()
         }
-    if c.ahead:
-        state["noise_generator"] = c.noise_generator.get_state()
+    state["noise_generator"] = c.noise_generator.get_state()
     checkpoint.save(out, state)
 
 

@@ -3,13 +3,15 @@
 
 Run r is the run :func:`dplab.training.loop.train` makes with seed ``seeds[r]`` on the CPU, on
 its own data ``x[r], y[r]``: it starts as every run does (:func:`dplab.training.start.initial`,
-W₀ projected), keeps its own generator (:func:`dplab.training.loop.streams`), its own sampler
-(the method's, :meth:`dplab.training.methods.base.Method.sampler`) and draws its noise
-(the numbers of :class:`~dplab.training.noise.GaussianNoise`, N(0, σ²C²)) in the same order,
-batch then noise.  What differs is only how the R clipped sums are computed: the engine's
-:func:`~dplab.training.per_example.clipped_grad_sum` on its torch.func path, ``torch.func.vmap``-ed
-over parameters stacked along a leading run axis, each run's batch padded to the largest one with
-mask 0.  The update and projection are :func:`dplab.training.step.apply`'s on the stacked tensors.
+W₀ projected), keeps its own CPU generators for batches and noise
+(:func:`dplab.training.loop.streams`), its own sampler (the method's,
+:meth:`dplab.training.methods.base.Method.sampler`) and draws its noise (the numbers of
+:class:`~dplab.training.noise.GaussianNoise`, N(0, σ²C²)) in the same order.  What differs is
+only how the R clipped sums are computed: the engine's
+:func:`~dplab.training.per_example.clipped_grad_sum` on its torch.func path,
+``torch.func.vmap``-ed over parameters stacked along a leading run axis, each run's batch padded
+to the largest one with mask 0.  The update and projection are
+:func:`dplab.training.step.apply`'s on the stacked tensors.
 
 On a GPU (the run's ``device``: ``auto`` or ``cuda``) the parameters, data and arithmetic are on
 the device, while every run's generator, sampler and noise draws stay on the CPU: a GPU stack
@@ -105,7 +107,7 @@ class StackedRuns:
         self.b, self.loss = starts[0].b, starts[0].loss
         self.moved = project(self.params, settings.diameter, stacked=True)  # W₀ ∈ W (001 eq. 1)
         cpu = torch.device("cpu")
-        self.generators = [streams(cpu, seed)[0] for seed in seeds]  # batches and noise
+        self.generators, self.noise_generators = zip(*(streams(cpu, seed) for seed in seeds))
         self.samplers = [method.sampler(settings, n) for _ in seeds]
         self.std = settings.noise_multiplier * settings.clip
         self.rows = torch.arange(len(seeds), device=self.device)[:, None]
@@ -128,7 +130,7 @@ class StackedRuns:
         device."""
         sizes = [p[0].numel() for p in self.params.values()]
         flat = torch.empty(len(self.generators), sum(sizes), dtype=self.dtype)
-        for row, g in zip(flat, self.generators):
+        for row, g in zip(flat, self.noise_generators):
             fill(row, sizes, g)
         flat = flat.mul_(self.std).to(self.device)
         return {
