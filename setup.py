@@ -3,7 +3,7 @@
 Everything else is in pyproject.toml.  -ffp-contract=off keeps each float operation a single
 IEEE-754 one (the same bits on every instruction set); -fno-math-errno lets sqrt vectorize.
 Without a C compiler the install goes on and dplab.philox computes the same numbers with torch
-operations, several times slower.
+operations, about 30 times slower (docs/training.md, Determinism).
 """
 
 from setuptools import Extension, setup

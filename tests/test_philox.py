@@ -100,6 +100,18 @@ def test_cpu_kernel_equals_its_definition_bit_for_bit(seed, counter, n):
     assert g.counter == counter + 64 * -(-n // 256)  # whole chunks of 64 blocks
 
 
+def test_without_the_kernel_the_same_numbers_come_from_torch_and_the_log_says_so(
+    monkeypatch, caplog
+):
+    want = CpuGenerator(8).normal((1000,))
+    monkeypatch.setattr(philox, "_compiled_fill", None)
+    monkeypatch.setattr(philox, "_said_slow", False)
+    generators = [CpuGenerator(8), CpuGenerator(9)]
+    assert torch.equal(generators[0].normal((1000,)), want)
+    said = [r.getMessage() for r in caplog.records if "kernel was not built" in r.getMessage()]
+    assert len(said) == 1  # once per process
+
+
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 def test_cpu_kernel_bits_do_not_depend_on_the_instruction_set(tmp_path):
     """The kernel compiled for the baseline instruction set, without the per-set clones, draws the

@@ -32,9 +32,12 @@ definition in torch operations, used where the kernel was not built) gives them 
 
 from __future__ import annotations
 
+import logging
 import math
 
 import torch
+
+log = logging.getLogger("dplab")
 
 try:
     from dplab._philox_normal import fill as _compiled_fill
@@ -124,6 +127,8 @@ class PortableGenerator(_Stream):
 
 #: CpuGenerator's numbers per chunk, and the Philox blocks (lanes of the C kernel) they take
 CHUNK, LANES = 256, 64
+#: whether a CpuGenerator has said in the log that the kernel is missing
+_said_slow = False
 
 
 def _ln(x: torch.Tensor) -> torch.Tensor:
@@ -196,7 +201,18 @@ def philox_normal_reference(
 
 class CpuGenerator(_Stream):
     """The CPU's default noise stream (module docstring): float32 normals, :data:`CHUNK` per
-    :data:`LANES` Philox blocks, from the compiled kernel (or :func:`philox_normal_reference`)."""
+    :data:`LANES` Philox blocks, from the compiled kernel (or :func:`philox_normal_reference`,
+    saying so once in the log)."""
+
+    def __init__(self, seed: int):
+        super().__init__(seed)
+        global _said_slow
+        if _compiled_fill is None and not _said_slow:
+            log.warning(
+                "dplab: the CPU noise kernel was not built (no C compiler at install): the same"
+                " numbers from torch operations, about 30x slower (reinstall with a compiler)"
+            )
+            _said_slow = True
 
     def normal(self, shape, dtype: torch.dtype = torch.float32, out=None) -> torch.Tensor:
         """The next ``math.prod(shape)`` numbers, as float32 (converted to ``dtype``), in ``out``
