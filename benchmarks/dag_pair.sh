@@ -24,6 +24,12 @@ for p in sys.argv[1:]:
         yaml.safe_dump(c, open(p, "w"), sort_keys=False)
 PY
 export PATH=$venv/bin:$PATH
+# a clone's compiled noise kernel (dplab ≥ 0.2.0), which its src/ must hold under PYTHONPATH
+for d in before after; do
+  if [ -f "$scratch/$d/setup.py" ]; then
+    ( cd "$scratch/$d" && python setup.py -q build_ext --inplace > /dev/null 2>&1 ) || exit 1
+  fi
+done
 for d in before after; do
   ( cd "$scratch/$d" && export PYTHONPATH="$scratch/$d/src" &&
     /usr/bin/time -f "$d user %U sys %S wall %e" snakemake --cores 1 > ../$d.log 2>&1 ) &
