@@ -185,6 +185,11 @@ def test_cpu_normal_fills_out_and_widens_other_dtypes():
     wide = normal((5, 3), CpuGenerator(4), torch.float64)
     assert wide.dtype == torch.float64
     assert torch.equal(wide, CpuGenerator(4).normal((5, 3)).double())
+    strided = torch.empty(10, 2)[:, 0]  # not contiguous: drawn aside, then copied in
+    CpuGenerator(4).normal((10,), out=strided)
+    assert torch.equal(strided, CpuGenerator(4).normal((10,)))
+    with pytest.raises(ValueError, match="out holds 5 numbers, the draw 10"):
+        CpuGenerator(4).normal((10,), out=torch.empty(5))  # never written past its end
 
 
 @cuda

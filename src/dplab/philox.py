@@ -216,9 +216,17 @@ class CpuGenerator(_Stream):
 
     def normal(self, shape, dtype: torch.dtype = torch.float32, out=None) -> torch.Tensor:
         """The next ``math.prod(shape)`` numbers, as float32 (converted to ``dtype``), in ``out``
-        where given: a contiguous CPU tensor of that shape (and dtype)."""
+        where given: a tensor of that shape (and dtype), written in place by the kernel where it
+        is a contiguous float32 CPU tensor."""
         n = math.prod(shape)
-        direct = out is not None and out.dtype == torch.float32 and out.is_contiguous()
+        if out is not None and out.numel() != n:
+            raise ValueError(f"out holds {out.numel()} numbers, the draw {n}")
+        direct = (
+            out is not None
+            and out.device.type == "cpu"
+            and out.dtype == torch.float32
+            and out.is_contiguous()
+        )
         z = out if direct else torch.empty(tuple(shape), dtype=torch.float32)
         if _compiled_fill is not None:
             _compiled_fill(z.data_ptr(), n, *self.key, self.counter)
