@@ -5,8 +5,9 @@
  * numbers come in chunks of 256 from 64 consecutive Philox blocks (counter c + i, key k0, k1);
  * block i gives words x0..x3 and the chunk's numbers i, 64 + i, 128 + i, 192 + i are
  * r(x0) cos θ(x1), r(x0) sin θ(x1), r(x2) cos θ(x3), r(x2) sin θ(x3) (Box-Muller), with
- * r(x) = sqrt(-2 ln(((x >> 8) + 1) 2^-24)) and θ(x) = 2π (x >> 8) 2^-24.  ln, sin and cos are
- * Cephes's single-precision polynomials, written without branches so that the compiler
+ * r(x) = sqrt(-2 ln(((x >> 8) + 1) 2^-24)) and θ(x) = 2π (x >> 8) 2^-24 (Box & Muller 1958).
+ * ln, sin and cos are the single-precision polynomials of S. L. Moshier's Cephes Math Library
+ * (logf, sinf, cosf), written without branches so that the compiler
  * vectorizes them; every float operation is one IEEE-754 single operation (no fused
  * multiply-add: build with -ffp-contract=off), so every instruction set gives the same bits.
  */
