@@ -106,8 +106,9 @@ class PortableGenerator(_Stream):
         super().__init__(seed)
         self.device = torch.device(device)
 
-    def normal(self, shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """Standard normal numbers of ``shape`` on the generator's device (the next blocks)."""
+    def normal(self, shape, dtype: torch.dtype = torch.float32, out=None) -> torch.Tensor:
+        """Standard normal numbers of ``shape`` on the generator's device (the next blocks), in
+        ``out`` where given."""
         n = math.prod(shape)
         blocks = (n + 1) // 2
         index = torch.arange(
@@ -122,7 +123,8 @@ class PortableGenerator(_Stream):
         radius = torch.sqrt(-2.0 * torch.log(u1))
         angle = (2.0 * math.pi) * u2
         z = torch.stack((radius * torch.cos(angle), radius * torch.sin(angle)), dim=1).flatten()[:n]
-        return z.to(dtype).view(shape)
+        z = z.to(dtype).view(shape)
+        return z if out is None else out.copy_(z)
 
 
 #: CpuGenerator's numbers per chunk, and the Philox blocks (lanes of the C kernel) they take
@@ -254,14 +256,9 @@ def normal(
     ``device`` (default: the generator's): the one draw every noise source makes.  ``out``: a
     contiguous tensor of that shape and dtype on the generator's device, filled with the same
     numbers (``torch.randn`` is ``normal_`` on a new tensor) and returned."""
-    if isinstance(generator, CpuGenerator):
+    if isinstance(generator, _Stream):
         z = generator.normal(tuple(shape), dtype, out)
-        return z if device is None else z.to(device)
-    if isinstance(generator, PortableGenerator):
-        z = generator.normal(tuple(shape), dtype)
-        if out is not None:
-            return out.copy_(z)
-        return z if device is None else z.to(device)
+        return z if device is None or out is not None else z.to(device)
     if out is not None:
         return out.normal_(generator=generator)
     if device is None and generator is not None:
