@@ -28,6 +28,15 @@ GRID = {
 }
 
 
+#: GRID tried at two learning rates: its base and variants then set none
+GRID_LRS = {
+    **GRID,
+    "base": {k: v for k, v in GRID["base"].items() if k != "lr"},
+    "variants": {"dp_sgd": {"method": "dp_sgd"}, "dp_gd": {"method": "dp_gd"}},
+    "lrs": [0.25, 2],
+}
+
+
 def config_with_grid(grid=GRID) -> dict:
     config = validate(load_yaml(ROOT / "config" / "config.yaml"))
     config["grids"] = {"mini": copy.deepcopy(grid)}
@@ -74,9 +83,8 @@ def test_the_schema_describes_the_run_names_the_code_makes():
 
     private = names("")
     assert set(entries.grid_runs(config_with_grid(), "mini")) == private
-    tried = entries.grid_runs(config_with_grid({**GRID, "lrs": [0.25, 2]}), "mini")
+    tried = entries.grid_runs(config_with_grid(GRID_LRS), "mini")
     assert set(tried) == names("/lr0.25") | names("/lr2")  # with lrs: every run once per lr
-    # the grid's lr replaces the variant's (dp_gd's 1.0)
     assert {(item["lr"], item["run"]["lr"]) for item in tried.values()} == {(0.25, 0.25), (2, 2)}
     sigma = {**copy.deepcopy(GRID), "target_epsilon": None}
     sigma["base"]["noise_multiplier"] = 2.0
@@ -93,6 +101,23 @@ def test_grid_runs_are_validated_with_the_run_schema():
     with pytest.raises(DPLabError) as err:
         check_config(config)
     assert err.value.key == "grids.mini.variants.dp_gd.lr"
+
+
+@pytest.mark.parametrize(
+    ("where", "key"),
+    [("base", "grids.mini.base.lr"), ("dp_gd", "grids.mini.variants.dp_gd.lr")],
+)
+def test_a_grid_with_lrs_refuses_an_lr_it_would_never_use(where, key):
+    """With ``lrs`` every run trains at one of them, so an ``lr`` of the base or of a variant is
+    refused where it is set, not silently replaced."""
+    grid = copy.deepcopy(GRID_LRS)
+    (grid["base"] if where == "base" else grid["variants"][where])["lr"] = 1.0
+    accepted = config_with_grid(GRID_LRS)
+    accepted["figures"] = {}  # they read the config's own grids
+    assert any(name.startswith("grids/mini/") for name in check_config(accepted))
+    with pytest.raises(DPLabError) as err:
+        check_config(config_with_grid(grid))
+    assert err.value.key == key and "[0.25, 2]" in err.value.message
 
 
 def test_grid_outputs_are_in_the_dag_and_dvc(project):

@@ -185,6 +185,7 @@ def check_config(config: dict) -> dict[str, dict]:
         for run in config["runs"]
     }
     for grid, spec in config.get("grids", {}).items():
+        _check_grid_lr(grid, spec)
         for name, item in grid_runs(config, grid).items():
             where = f"grids.{grid}.variants.{item['variant']}"
             layers = [
@@ -231,6 +232,21 @@ def check_config(config: dict) -> dict[str, dict]:
         figure_module(figure).check(config, params)
     _check_devices(config)
     return resolved
+
+
+def _check_grid_lr(grid: str, spec: dict) -> None:
+    """A grid with ``lrs`` tries every variant at each of them: an ``lr`` of its base or of a
+    variant would never be used, so it is refused (keyed where it is set) rather than dropped."""
+    if not spec.get("lrs"):
+        return
+    layers = [(f"variants.{v}", keys) for v, keys in spec["variants"].items()]
+    for where, keys in [("base", spec["base"]), *layers]:
+        if "lr" in keys:
+            raise DPLabError(
+                f"grids.{grid}.{where}.lr",
+                f"the grid tries every variant at each of its lrs {spec['lrs']}, so this lr "
+                "would never be used: remove it, or remove lrs to train at it",
+            )
 
 
 def _rekey(err: DPLabError, layers: list, default: str, note: str = "") -> DPLabError:
