@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
-import sysconfig
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
 import torch
 
+from conftest import ROOT
 from dplab import philox
 from dplab.philox import (
     MASK32,
@@ -115,21 +115,18 @@ def test_without_the_kernel_the_same_numbers_come_from_torch_and_the_log_says_so
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 def test_cpu_kernel_bits_do_not_depend_on_the_instruction_set(tmp_path):
     """The kernel compiled for the baseline instruction set, without the per-set clones, draws the
-    same bits as the installed one (on x86-64 its AVX-512 or AVX2 clone)."""
-    source = Path(philox.__file__).with_name("_philox_normal.c")
-    out = tmp_path / ("_philox_normal" + sysconfig.get_config_var("EXT_SUFFIX"))
-    flags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-DDPLAB_NO_CLONES"]
-    include = sysconfig.get_paths()["include"]
-    subprocess.run(
-        ["cc", *flags, "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(out)],
-        check=True,
-    )
+    same bits as the installed one (on x86-64 its AVX-512 or AVX2 clone).  Built by setup.py, with
+    its own flags."""
+    build = ["build_ext", "--build-lib", tmp_path, "--build-temp", tmp_path / "temp"]
+    env = {**os.environ, "CFLAGS": "-DDPLAB_NO_CLONES"}
+    subprocess.run([sys.executable, "setup.py", "-q", *build], cwd=ROOT, env=env, check=True)
+    assert list(tmp_path.glob("dplab/_philox_normal.*"))  # optional=True: a failure only warns
     script = (
         "import sys, torch; sys.path.insert(0, sys.argv[1]); import _philox_normal as k; "
         "z = torch.empty(100_001); k.fill(z.data_ptr(), 100_001, 7, 9, 2**32 - 5); "
         "sys.stdout.buffer.write(z.numpy().tobytes())"
     )
-    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True)
+    run = subprocess.run([sys.executable, "-c", script, tmp_path / "dplab"], capture_output=True)
     baseline = np.frombuffer(run.stdout, dtype=np.float32)
     g = _generator((9 << 32) | 7, 2**32 - 5)
     assert np.array_equal(baseline.view(np.int32), g.normal((100_001,)).numpy().view(np.int32))
