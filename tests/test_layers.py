@@ -29,6 +29,7 @@ LAYERS = (
             "dplab.progress",
             "dplab.provenance",
             "dplab.philox",
+            "dplab._philox_normal",
             "dplab.tables",
             "dplab.validate",
             "dplab.citations",
@@ -142,6 +143,21 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 )
 def test_find_cycle_finds_one(graph, expected):
     assert find_cycle(graph) == expected
+
+
+def test_setup_py_builds_each_c_file_as_the_module_the_graph_names():
+    """setup.py's extensions are exactly :func:`dplab.imports.extensions`: each ``NAME.c`` of the
+    package builds the module ``NAME`` beside it, so the graph's node for it is the module."""
+    import ast
+
+    tree = ast.parse((SRC.parent / "setup.py").read_text())
+    built = {
+        call.args[0].value: [SRC.parent / e.value for e in call.args[1].elts]
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Extension"
+    }
+    assert built == {name: [path] for name, path in imports.extensions(SRC / "dplab").items()}
+    assert built and "dplab._philox_normal" in GRAPH["dplab.philox"]
 
 
 def test_architecture_doc_shows_the_same_layers():

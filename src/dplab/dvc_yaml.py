@@ -81,9 +81,9 @@ def _command_module(command: str, modules: dict) -> str:
 
 @cache
 def _package() -> tuple[dict, dict, dict]:
-    """The package's modules, its import graph and the imports its modules run when
-    imported (read once)."""
-    return imports.modules(), imports.graph(), imports.graph(runs=())
+    """The package's modules (a compiled one by its C source), its import graph and the imports
+    its modules run when imported (read once)."""
+    return imports.modules() | imports.extensions(), imports.graph(), imports.graph(runs=())
 
 
 @cache
@@ -120,13 +120,14 @@ def code(command: str) -> list[str]:
         name for name in whole if any(name.startswith(other + ".") for other in whole)
     }  # the outermost
     inside = {m for m, path in modules.items() for name in whole if packages[name] in path.parents}
+    sources = set(modules.values())
     data = [
         path
         for name in needed
         if name in packages and name not in inside
         for path in packages[name].iterdir()
         if path.is_file()
-        and path.suffix != ".py"
+        and path not in sources
         and not path.name.endswith(tuple(EXTENSION_SUFFIXES))  # built from its .c, not tracked
     ]
     return sorted(

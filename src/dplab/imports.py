@@ -29,7 +29,8 @@ the user's own model files, outside the package, of which each job depends direc
 (:mod:`dplab.package_parts`) may run an installed package's ``__init__`` from its spec
 (``module_from_spec``, ``exec_module``): code outside the package, whose version
 :mod:`dplab.provenance` records.  ``runs`` narrows a module's imports to those its import runs
-(outside functions) and those of the functions it names.  tests/test_layers.py checks the
+(outside functions) and those of the functions it names.  A compiled module counts by its C
+source (:func:`extensions`).  tests/test_layers.py checks the
 layers on this graph; :mod:`dplab.dvc_yaml` makes each DVC stage depend on the closure of the
 code its command runs.
 """
@@ -76,6 +77,16 @@ def modules(package: Path = PACKAGE) -> dict[str, Path]:
         parts = path.relative_to(package.parent).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
+
+
+def extensions(package: Path = PACKAGE) -> dict[str, Path]:
+    """Every compiled module of ``package`` -> its C source: a ``NAME.c`` in the package is the
+    source of the extension module ``NAME`` beside it (setup.py builds it; tests/test_layers.py
+    checks the two agree).  Such a module imports nothing of the package."""
+    return {
+        ".".join(path.relative_to(package.parent).with_suffix("").parts): path
+        for path in sorted(package.rglob("*.c"))
+    }
 
 
 def _call_name(func: ast.expr) -> str | None:
@@ -287,10 +298,12 @@ def module_imports(
 def graph(
     package: Path = PACKAGE, plugins: bool = True, runs: tuple[str, ...] | None = None
 ) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports (:func:`module_imports`)."""
-    found = modules(package)
-    return {
-        name: module_imports(name, path, set(found), plugins, runs) for name, path in found.items()
+    """Module -> the modules of ``package`` it imports (:func:`module_imports`); a compiled module
+    (:func:`extensions`) imports none."""
+    found, compiled = modules(package), extensions(package)
+    known = set(found) | set(compiled)
+    return {name: set() for name in compiled} | {
+        name: module_imports(name, path, known, plugins, runs) for name, path in found.items()
     }
 
 
