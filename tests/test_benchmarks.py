@@ -92,6 +92,30 @@ def test_phases_curve_times_our_curve_beside_dp_accounting_row_by_row(monkeypatc
         assert r["ratio"] == pytest.approx(r["ours_s"] / r["dp_accounting_s"], rel=1e-2, abs=2e-3)
 
 
+def test_pld_random_compares_pld_with_dp_accounting_setting_by_setting(monkeypatch, capsys):
+    """benchmarks/pld_random.py on two random settings at dp_accounting's default interval: pld's
+    certified ε lies at or just above dp_accounting's, grows with T and falls with δ, and the
+    summary counts what the rows show."""
+    argv = ["pld_random.py", "--count", "2", "--interval", "1e-4"]
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(BENCHMARKS / "pld_random.py"), run_name="__main__")
+    *rows, summary = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 2
+    for row in rows:
+        assert row["dp_accounting"] * (1 - 1e-4) <= row["pld"] <= row["dp_accounting"] * 1.001
+        assert row["pld_2T"] > row["pld"] > row["pld_10delta"]
+    assert summary["summary"] == {
+        "settings": 2,
+        "refused": 0,
+        "ratio_median": pytest.approx(sum(r["ratio"] for r in rows) / 2),
+        "ratio_min": min(r["ratio"] for r in rows),
+        "ratio_max": max(r["ratio"] for r in rows),
+        "loose": 0,
+        "below": 0,
+        "not_monotone": 0,
+    }
+
+
 def test_job_profile_charges_every_cpu_second_of_a_job_to_one_category(tmp_path):
     """benchmarks/job_profile.py on a small job (`dplab index` of one table): the categories add up
     to the process's CPU time (nothing lost, nothing counted twice) and the

@@ -273,7 +273,8 @@ def epsilon_for_delta(
         losses = top - (start + np.arange(len(p))) * disc
         upper = mu + np.concatenate(([0.0], np.cumsum(p)))  # mass before each item
         lower = ml + np.concatenate(([0.0], np.cumsum(np.exp(-losses) * p)))
-        with np.errstate(divide="ignore", invalid="ignore"):
+        # a ratio over a tiny e^{−ℓ}-weighted mass may overflow to inf: its log exceeds any loss
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             stop = (
                 (upper[:-1] > delta)
                 & (lower[:-1] > 0)
