@@ -18,8 +18,9 @@ accurate to u relative to its peak.  What is left out is accounted for, pessimis
   counted at infinite loss;
 - mass outside the window wraps around the circular FFT onto the window: it only adds mass, so
   δ can only grow.  Mass from above lands on the window's first bins, where untilting scales it
-  up by e^{λ·size}: where that is not negligible, a second, wider window reaches up (within
-  :data:`WINDOW_MAX`) until it is, and the smaller of the two bounds is kept (a wider FFT has a
+  up by e^{λ·size}: where that (bounded by Chernoff) may exceed 1e-6 of δ, a second, wider window
+  reaches up (within :data:`WINDOW_MAX`) until it is negligible, and the smaller of the two bounds
+  is kept (a wider FFT has a
   larger rounding allowance, which at tiny δ may cost more than the wrapped mass).  With the
   first window alone, σ = 0.5, q = 1.5e-4, T = 5, δ = 3e-7 read ε = 0.832 where dp_accounting's
   is 0.409, and σ = 0.82, q = 7.4e-5, T = 614 read 0.704 at δ = 1e-10 but 0.247 at δ = 1e-11;
@@ -96,6 +97,11 @@ WIDTH_BELOW = 14.0
 #: the window extends above the tilted mean until the Chernoff bound on the mass beyond it is below
 #: e^ABOVE_LOG times the composed PMF's scale at the mean
 ABOVE_LOG = -60.0
+#: the wider window is read only where the mass wrapped onto the first may exceed e^WRAP_LOG times
+#: δ (it cannot move δ(ε) by more than that)
+WRAP_LOG = math.log(1e-6)
+#: δ below this counts as this much in that comparison
+TINY = 1e-300
 #: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the
 #: accountant reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1,
 #: T = 1e4, δ = 1e-12: 4.7e6)
@@ -244,10 +250,12 @@ class Composition:
 
     def window(self, loss: float, below: float | None = None, wide: bool = False):
         """The composition near ``loss``: (first bin's loss index, untilted PMF on the window, extra
-        mass at infinity, rounding allowance ``r(ε)``, whether mass wrapping around may loosen it),
-        with the window reaching down to ``below`` (a loss) when given; ``wide``: reaching up until
-        no wrapped mass loosens it, where :data:`WINDOW_MAX` allows (a larger FFT, whose rounding
-        allowance is larger: :meth:`delta` and :meth:`epsilon` keep the tighter of the two)."""
+        mass at infinity, rounding allowance ``r(ε)``, log of a bound on the mass that wraps around
+        onto the window), with the window reaching down to ``below`` (a loss) when given; ``wide``:
+        reaching up until the wrapped mass is negligible, where :data:`WINDOW_MAX` allows (a larger
+        FFT, whose rounding allowance is larger: :meth:`delta` and :meth:`epsilon` read the wide
+        window only where the wrapped mass may move δ by more than e^WRAP_LOG of it, and keep the
+        tighter of the two)."""
         t = self.t
         lam = self.tilt((loss / self.disc - self.lower) / t)
         center, var, lm, labs, rho = self._total(lam)
@@ -266,13 +274,14 @@ class Composition:
             above = self._above(lam, hi) if hi < last else -math.inf
         if hi - lo + 1 > WINDOW_MAX:
             raise TooWide(hi - lo + 1)
-        # the mass above the window wraps around onto its first bins, where untilting scales it by
-        # e^{λ·size}: ``wide`` reaches up until that is negligible too (within WINDOW_MAX)
-        wraps = above + lam * (hi - lo) > scale + ABOVE_LOG
-        while wide and wraps and hi < last and hi - lo + 1 < WINDOW_MAX:
+        # the mass above the window wraps around onto it, where untilting scales mass from bin k
+        # landing on bin j ≥ lo by e^{λ(k − j)} ≤ e^{λ(k − lo)}: by Chernoff, at most e^{wrapped}
+        # in all; ``wide`` reaches up until that is negligible too (within WINDOW_MAX)
+        wrapped = above + lam * (hi - lo)
+        while wide and wrapped > scale + ABOVE_LOG and hi < last and hi - lo + 1 < WINDOW_MAX:
             hi = min(last, math.ceil(hi + 8 * spread), lo + WINDOW_MAX - 1)
             above = self._above(lam, hi) if hi < last else -math.inf
-            wraps = above + lam * (hi - lo) > scale + ABOVE_LOG
+            wrapped = above + lam * (hi - lo)
         size = fft.next_fast_len(hi - lo + 1, real=True)
         folded = [
             np.bincount(p.index.astype(np.int64) % size, weights=p._moments(lam)[2], minlength=size)
@@ -308,7 +317,7 @@ class Composition:
                 + 0.5 * (math.log1p(-math.exp(-2 * lam * count)) - math.log(-math.expm1(-2 * lam)))
             )
 
-        return self.lower + lo, probs, extra, rounding, wraps
+        return self.lower + lo, probs, extra, rounding, wrapped
 
     def _above(self, lam: float, edge: int) -> float:
         """log of the Chernoff bound Π_i M_i(η)^{T_i} e^{-η·edge} on the composed mass above bin
@@ -338,10 +347,10 @@ class Composition:
             return inf_t
         best, wide = 1.0, False
         while True:
-            first, probs, extra, rounding, wraps = self.window(epsilon, epsilon, wide)
+            first, probs, extra, rounding, wrapped = self.window(epsilon, epsilon, wide)
             value = _delta_at(inf_t + extra, first, probs, self.disc, epsilon) + rounding(epsilon)
             best = min(best, value)
-            if wide or not wraps:
+            if wide or wrapped <= math.log(max(value, TINY)) + WRAP_LOG:
                 return best
             wide = True
 
@@ -350,19 +359,22 @@ class Composition:
         re-tilted at the answer while the answer leaves the window's accurate part): the smaller of
         the window's and, where mass wraps onto it, the wide window's (:meth:`window`);
         :class:`TooWide` where a window would exceed :data:`WINDOW_MAX`."""
-        eps, wraps = self._epsilon(delta, guess, wide=False)
-        return min(eps, self._epsilon(delta, guess, wide=True)[0]) if wraps else eps
+        eps, wrapped = self._epsilon(delta, guess, wide=False)
+        if wrapped <= math.log(delta) + WRAP_LOG:
+            return eps
+        return min(eps, self._epsilon(delta, guess, wide=True)[0])
 
-    def _epsilon(self, delta: float, guess: float, wide: bool) -> tuple[float, bool]:
-        """(:meth:`epsilon` read on windows of one kind, whether mass wraps onto the last one)."""
+    def _epsilon(self, delta: float, guess: float, wide: bool) -> tuple[float, float]:
+        """(:meth:`epsilon` read on windows of one kind, the last window's log bound on the mass
+        wrapped onto it)."""
         inf_t = self.infinity()
         if inf_t >= delta:
-            return math.inf, False
+            return math.inf, -math.inf
         loss, below = guess, None
         for attempt in range(6):
             if attempt == 5:  # the whole composed support below the window: always inside
                 below = -math.inf
-            first, probs, extra, rounding, wraps = self.window(loss, below, wide)
+            first, probs, extra, rounding, wrapped = self.window(loss, below, wide)
             eps = epsilon_for_delta(inf_t + extra, first, probs, self.disc, delta)
             if math.isfinite(
                 eps
@@ -372,11 +384,11 @@ class Composition:
                 )
             inside = first == self.lower or eps >= (first + 1) * self.disc
             if inside and (below is not None or abs(eps - loss) <= 4 * self._spread(loss)):
-                return eps, wraps
+                return eps, wrapped
             if not inside:
                 below = min(eps, loss) - 16 * self._spread(loss)
             loss = eps if math.isfinite(eps) else loss
-        return eps, wraps
+        return eps, wrapped
 
     def _spread(self, loss: float) -> float:
         """Standard deviation (in loss) of the composition tilted to its mean at ``loss``."""
