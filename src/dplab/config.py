@@ -236,14 +236,14 @@ def check_config(config: dict) -> dict[str, dict]:
 
 def _check_grid_lr(grid: str, spec: dict) -> None:
     """A grid with ``lrs`` tries every variant at each of them: an ``lr`` of its base or of a
-    variant would never be used, so it is refused (keyed where it is set) rather than dropped."""
+    variant would never be used, so it is refused (keyed where it is set:
+    :func:`dplab.entries.variant_key`) rather than dropped."""
     if not spec.get("lrs"):
         return
-    layers = [(f"variants.{v}", keys) for v, keys in spec["variants"].items()]
-    for where, keys in [("base", spec["base"]), *layers]:
-        if "lr" in keys:
+    for variant, keys in spec["variants"].items():
+        if "lr" in keys or "lr" in spec["base"]:
             raise DPLabError(
-                f"grids.{grid}.{where}.lr",
+                variant_key(f"grids.{grid}", spec, "variants", "base", variant, "lr"),
                 f"the grid tries every variant at each of its lrs {spec['lrs']}, so this lr "
                 "would never be used: remove it, or remove lrs to train at it",
             )
