@@ -20,10 +20,10 @@ accurate to u relative to its peak.  What is left out is accounted for, pessimis
   δ can only grow.  Mass from above lands on the window's first bins, where untilting scales it
   up by e^{λ·size}: where that (bounded by Chernoff) may exceed 1e-6 of δ, a second, wider window
   reaches up (within :data:`WINDOW_MAX`) until it is negligible, and the smaller of the two bounds
-  is kept (a wider FFT has a
-  larger rounding allowance, which at tiny δ may cost more than the wrapped mass).  With the
-  first window alone, σ = 0.5, q = 1.5e-4, T = 5, δ = 3e-7 read ε = 0.832 where dp_accounting's
-  is 0.409, and σ = 0.82, q = 7.4e-5, T = 614 read 0.704 at δ = 1e-10 but 0.247 at δ = 1e-11;
+  is kept (a wider FFT has a larger rounding allowance, which at tiny δ may cost more than the
+  wrapped mass).  With the first window alone, σ = 0.5, q = 1.5e-4, T = 5, δ = 3e-7 read
+  ε = 0.832 where dp_accounting's is 0.409, and σ = 0.82, q = 7.4e-5, T = 614 read 0.704 at
+  δ = 1e-10 but 0.247 at δ = 1e-11;
 - the FFT's rounding is bounded in the 2-norm (:func:`rounding_bound`, derived below)
   and enters δ(ε) by Cauchy–Schwarz: untilted, the bins above ε carry at most
   ‖error‖₂·‖(M^T e^{-λk})_{k>k_ε}‖₂;
@@ -100,8 +100,6 @@ ABOVE_LOG = -60.0
 #: the wider window is read only where the mass wrapped onto the first may exceed e^WRAP_LOG times
 #: δ (it cannot move δ(ε) by more than that)
 WRAP_LOG = math.log(1e-6)
-#: δ below this counts as this much in that comparison
-TINY = 1e-300
 #: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the
 #: accountant reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1,
 #: T = 1e4, δ = 1e-12: 4.7e6)
@@ -342,17 +340,19 @@ class Composition:
         """An upper bound on δ(ε) of the composition (:class:`TooWide` where
         its window would be): the smaller of the window's and, where mass wraps onto it, the wide
         window's (:meth:`window`)."""
-        inf_t = self.infinity()
         if epsilon / self.disc >= self.lower + self.top:
-            return inf_t
-        best, wide = 1.0, False
-        while True:
-            first, probs, extra, rounding, wrapped = self.window(epsilon, epsilon, wide)
-            value = _delta_at(inf_t + extra, first, probs, self.disc, epsilon) + rounding(epsilon)
-            best = min(best, value)
-            if wide or wrapped <= math.log(max(value, TINY)) + WRAP_LOG:
-                return best
-            wide = True
+            return self.infinity()
+        value, wrapped = self._delta(epsilon, wide=False)
+        if _negligible(wrapped, value):
+            return value
+        return min(value, self._delta(epsilon, wide=True)[0])
+
+    def _delta(self, epsilon: float, wide: bool) -> tuple[float, float]:
+        """(:meth:`delta` read on one window of the kind ``wide`` asks for, its log bound on the
+        mass wrapped onto it)."""
+        first, probs, extra, rounding, wrapped = self.window(epsilon, epsilon, wide)
+        value = _delta_at(self.infinity() + extra, first, probs, self.disc, epsilon)
+        return min(1.0, value + rounding(epsilon)), wrapped
 
     def epsilon(self, delta: float, guess: float) -> float:
         """An upper bound on ε(δ) of the composition, tilted at ``guess`` (an estimate of ε:
@@ -360,7 +360,7 @@ class Composition:
         the window's and, where mass wraps onto it, the wide window's (:meth:`window`);
         :class:`TooWide` where a window would exceed :data:`WINDOW_MAX`."""
         eps, wrapped = self._epsilon(delta, guess, wide=False)
-        if wrapped <= math.log(delta) + WRAP_LOG:
+        if _negligible(wrapped, delta):
             return eps
         return min(eps, self._epsilon(delta, guess, wide=True)[0])
 
@@ -394,6 +394,13 @@ class Composition:
         """Standard deviation (in loss) of the composition tilted to its mean at ``loss``."""
         lam = self.tilt((loss / self.disc - self.lower) / self.t)
         return math.sqrt(self._total(lam)[1]) * self.disc
+
+
+def _negligible(wrapped: float, delta: float) -> bool:
+    """Whether mass of at most e^``wrapped``, wrapped onto a window, cannot move a δ of ``delta``
+    by more than e^WRAP_LOG of it (a δ of 0 already: wrapped mass only adds to δ, so no wider
+    window can lower it)."""
+    return delta == 0 or wrapped <= math.log(delta) + WRAP_LOG
 
 
 def _sum(values) -> float:
