@@ -18,12 +18,10 @@ accurate to u relative to its peak.  What is left out is accounted for, pessimis
   counted at infinite loss;
 - mass outside the window wraps around the circular FFT onto the window: it only adds mass, so
   δ can only grow.  Mass from above lands on the window's first bins, where untilting scales it
-  up by e^{λ·size}: where that (bounded by Chernoff) may exceed 1e-6 of δ, a second, wider window
-  reaches up (within :data:`WINDOW_MAX`) until it is negligible, and the smaller of the two bounds
-  is kept (a wider FFT has a larger rounding allowance, which at tiny δ may cost more than the
-  wrapped mass).  With the first window alone, σ = 0.5, q = 1.5e-4, T = 5, δ = 3e-7 read
-  ε = 0.832 where dp_accounting's is 0.409, and σ = 0.82, q = 7.4e-5, T = 614 read 0.704 at
-  δ = 1e-10 but 0.247 at δ = 1e-11;
+  up by e^{λ·size}: where that (bounded by Chernoff) may exceed 1e-6 of δ, the careful window
+  (below) reaches up (within :data:`WINDOW_MAX`) until it is negligible.  With the first window
+  alone, σ = 0.5, q = 1.5e-4, T = 5, δ = 3e-7 read ε = 0.832 where dp_accounting's is 0.409,
+  and σ = 0.82, q = 7.4e-5, T = 614 read 0.704 at δ = 1e-10 but 0.247 at δ = 1e-11;
 - the FFT's rounding is bounded in the 2-norm (:func:`rounding_bound`, derived below)
   and enters δ(ε) by Cauchy–Schwarz: untilted, the bins above ε carry at most
   ‖error‖₂·‖(M^T e^{-λk})_{k>k_ε}‖₂;
@@ -31,6 +29,18 @@ accurate to u relative to its peak.  What is left out is accounted for, pessimis
   entry; positive convolution turns it into at most T times that per composed bin) scales the
   window's probabilities up by e^{T·ρ};
 - the one-step infinity mass m composes to 1 − (1 − m)^T.
+
+**The careful window.**  Where the first window's wrapped mass or rounding allowance may move δ
+by more than 1e-6 of it, δ(ε) (or ε(δ)) is read again on a careful window: composed in x87 long
+double (u = 2^-64, so a rounding allowance 2^11 times smaller; pocketfft computes its twiddle
+factors in the type itself when it is wider than double), reaching up until the wrapped mass is
+negligible where that is what moved δ.  Both reads are upper bounds; the smaller is kept.  The
+rounding allowance dominates where the tilt cannot bring the mass near ε up to the tilted
+composition's peak (a few Poisson-sampled steps' losses far apart, tiny δ): in float64 alone,
+σ = 0.82, q = 7.4e-5, T = 614 read ε = 0.743 at δ = 1e-12 and 0.337 at 4.7e-12, where
+dp_accounting's are 0.2954 and 0.2276 (careful: 0.2939 and 0.2273, on pld's finer interval).
+Where long double is no wider than double the careful window is a float64 one (its allowance is
+computed from the type's own u, so it stays valid, only no tighter).
 
 **The rounding bound** (:func:`rounding_bound`).  w is the tilted one-step PMF folded to N bins
 (Σw = 1), y = F⁻¹((Fw)^T) its exact T-fold circular self-convolution (F the unnormalized DFT, so
@@ -40,32 +50,36 @@ accurate to u relative to its peak.  What is left out is accounted for, pessimis
 forward and inverse transforms satisfy Higham's bound ‖fl(Fx) − Fx‖₂ ≤ γ‖Fx‖₂ (Higham 2002,
 "Accuracy and Stability of Numerical Algorithms", Thm 24.2: ⌈log₂N⌉·η/(1 − ⌈log₂N⌉·η) with
 η = μ + γ₄(√2 + μ) ≈ 6.7u for radix 2 with twiddle error μ ≈ u; FFT_C = 8 covers that constant,
-and a radix-3/5 stage counts as log₂3 or log₂5 ≥ 1.58 levels of it); glibc's complex log and exp
-accurate to 3 ulp (POW_C = 4 below).  Then, with ‖w‖₂ ≤ 1:
+and a radix-3/5 stage counts as log₂3 or log₂5 ≥ 1.58 levels of it); the careful window the same
+in long double.  Then, with ‖w‖₂ ≤ 1:
 
 1. the forward transform's error e has ‖e‖₂ ≤ γ√N‖w‖₂ =: a, so every |e_k| ≤ a;
 2. the T-th power: |Fw_k| ≤ Σw = 1, so |(Fw_k + e_k)^T − (Fw_k)^T| ≤ T(1 + a)^{T−1}|e_k|, in
    the 2-norm ≤ √N·e₁ with e₁ = T(1 + a)^{T−1}γ‖w‖₂;
-3. exp(T·log z) in floating point: the phase T·arg z is off by ≤ POW_C·u·πT and the modulus
-   exponent by ≤ POW_C·u·T·|log|z||, with |z|^T·T·|log|z|| ≤ 1/e; per frequency
-   ≤ POW_C·u·(πT|z|^T + 1), in the 2-norm ≤ √N·e₂ with e₂ = POW_C·u·(πT(‖w‖₂ + e₁) + 1)
-   (‖(Fw)^T‖₂ = √N‖y‖₂ ≤ √N‖w‖₂ by Young's inequality);
+3. z^T by repeated squaring (⌊log₂T⌋ squarings and at most as many other products): each
+   complex product is the exact one times (1 + δ) with |δ| ≤ η = √2·γ₂ (Higham 2002, Lemma 3.5),
+   and a product of computed values carrying m_a − 1 and m_b − 1 such factors carries
+   m_a + m_b − 1, so z^T carries T − 1: per frequency ≤ ((1 + η)^{T−1} − 1)|z|^T, in the 2-norm
+   ≤ √N·e₂ with e₂ = ((1 + η)^{T−1} − 1)(‖w‖₂ + e₁) (‖(Fw)^T‖₂ = √N‖y‖₂ ≤ √N‖w‖₂ by Young's
+   inequality), plus what underflow may lose: ≤ 16 times the smallest normal float64 per product
+   (Higham's model with gradual underflow, eq. (2.8), in both parts, carried through later factors
+   of modulus ≤ (1 + a)(1 + η));
 4. the inverse transform maps these to ≤ e₁ + e₂ and adds (γ + u)(‖w‖₂ +
    e₁ + e₂) (the 1/N scaling: u).
 
-So ‖computed − y‖₂ ≤ (1 + γ + u)(e₁ + e₂) + (γ + u)‖w‖₂ ≈ (T + 1)·γ·‖w‖₂ + POW_C·u·πT‖w‖₂: an
+So ‖computed − y‖₂ ≤ (1 + γ + u)(e₁ + e₂) + (γ + u)‖w‖₂ ≈ (T + 1)·γ·‖w‖₂ + √2·2u·T‖w‖₂: an
 absolute error of order T·log₂N·u·‖w‖₂ (tests/test_pld_rounding.py compares it with the error
 observed against an exactly composed PMF).
 
 **Phases** (:class:`Composition`): T₁ steps of PMF 1, then T₂ of PMF 2, … on one discretization
 interval.  Every PMF is tilted by the same λ (Σᵢ Tᵢ times its tilted mean at ε), the tilted
-spectra multiply, Π_i (F w_i)^{T_i} = exp(Σᵢ Tᵢ log F w_i), and the untilting factor is
+spectra multiply, Π_i (F w_i)^{T_i}, and the untilting factor is
 Π_i M_i(λ)^{T_i} e^{-λk}; Chernoff, infinity mass (1 − Πᵢ(1 − mᵢ)^{Tᵢ}) and relative rounding
 (Σᵢ Tᵢ ρᵢ) are summed over the phases.  The rounding bound holds with T = Σᵢ Tᵢ and ‖w‖₂ the
 largest of the PMFs' norms: a product of T factors of modulus ≤ 1, each perturbed by ≤ a, moves
 by at most (1 + a)^{T−1} times the sum of the perturbations (step 2), the product's 2-norm is at
-most any factor's (step 3), and the n − 1 additions of the phases' exponents add n − 1 ulps to
-POW_C.  One PMF composed T times is the composition of one phase (:meth:`TiltedPmf.composed`).
+most any factor's, and the n − 1 products of the phases' powers are among step 3's T − 1.  One PMF
+composed T times is the composition of one phase (:meth:`TiltedPmf.composed`).
 
 The one-step PMF is dp_accounting's pessimistic (connect-the-dots) discretization: the T-fold
 composition of a pessimistic PMF bounds the composed mechanism from above (Doroshenko, Ghazi,
@@ -90,16 +104,16 @@ U = np.finfo(float).eps / 2
 #: constant of the FFT rounding bound ‖fl(Fx) − Fx‖₂ ≤ FFT_C·⌈log₂N⌉·u·‖Fx‖₂ (Higham 2002, Thm 24.2:
 #: ≈ 6.7 for radix 2 with twiddle factors accurate to u; module docstring)
 FFT_C = 8.0
-#: ulps of error allowed to numpy's complex log and exp (glibc's clog/cexp: ≤ 3 ulp)
-POW_C = 4.0
+#: the smallest normal float64: what underflow may lose, per operation
+TINY = float(np.finfo(float).tiny)
 #: window half-widths below the tilted mean, in standard deviations of the tilted composition
 WIDTH_BELOW = 14.0
 #: the window extends above the tilted mean until the Chernoff bound on the mass beyond it is below
 #: e^ABOVE_LOG times the composed PMF's scale at the mean
 ABOVE_LOG = -60.0
-#: the wider window is read only where the mass wrapped onto the first may exceed e^WRAP_LOG times
-#: δ (it cannot move δ(ε) by more than that)
-WRAP_LOG = math.log(1e-6)
+#: the careful window (long double; wide where mass wraps) is read only where the mass wrapped onto
+#: the first or its rounding allowance may exceed e^NEGLIGIBLE_LOG times δ
+NEGLIGIBLE_LOG = math.log(1e-6)
 #: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the
 #: accountant reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1,
 #: T = 1e4, δ = 1e-12: 4.7e6)
@@ -246,14 +260,14 @@ class Composition:
             return 1.0
         return -math.expm1(_sum(t * math.log1p(-p.inf) for p, t in self.parts))
 
-    def window(self, loss: float, below: float | None = None, wide: bool = False):
+    def window(
+        self, loss: float, below: float | None = None, wide: bool = False, precise: bool = False
+    ):
         """The composition near ``loss``: (first bin's loss index, untilted PMF on the window, extra
         mass at infinity, rounding allowance ``r(ε)``, log of a bound on the mass that wraps around
         onto the window), with the window reaching down to ``below`` (a loss) when given; ``wide``:
-        reaching up until the wrapped mass is negligible, where :data:`WINDOW_MAX` allows (a larger
-        FFT, whose rounding allowance is larger: :meth:`delta` and :meth:`epsilon` read the wide
-        window only where the wrapped mass may move δ by more than e^WRAP_LOG of it, and keep the
-        tighter of the two)."""
+        reaching up until the wrapped mass is negligible, where :data:`WINDOW_MAX` allows;
+        ``precise``: composed in long double (:func:`fft_compose`)."""
         t = self.t
         lam = self.tilt((loss / self.disc - self.lower) / t)
         center, var, lm, labs, rho = self._total(lam)
@@ -285,13 +299,13 @@ class Composition:
             np.bincount(p.index.astype(np.int64) % size, weights=p._moments(lam)[2], minlength=size)
             for p, _ in self.parts
         ]
-        composed, error = fft_compose(folded, [t for _, t in self.parts])
+        composed, error = fft_compose(folded, [t for _, t in self.parts], precise)
         k = np.arange(lo, hi + 1)
         tilted = np.maximum(composed[k % size], 0.0)
         exponent = lm - lam * k  # log of the untilting factor Π M_i^{T_i} e^{-λk}
-        # relative rounding of the tilted bins (≤ Σ T_i ρ_i) and of the untilting factor's exponent
-        # (a sum over the phases) and exp
-        grow = rho + max(2, len(self.parts)) * U * (2 + labs + lam * hi)
+        # relative rounding of the tilted bins (≤ Σ T_i ρ_i; ``precise``: and their rounding to
+        # float64) and of the untilting factor's exponent (a sum over the phases) and exp
+        grow = rho + max(2, len(self.parts)) * U * (2 + labs + lam * hi) + (U if precise else 0.0)
         with np.errstate(under="ignore"):
             probs = np.exp(np.minimum(exponent + grow, 700.0)) * tilted
         # a probability is ≤ 1: rounding noise far below the mean, amplified by
@@ -337,58 +351,62 @@ class Composition:
         return float(min(best.fun, bound(math.log(50.0))))
 
     def delta(self, epsilon: float) -> float:
-        """An upper bound on δ(ε) of the composition (:class:`TooWide` where
-        its window would be): the smaller of the window's and, where mass wraps onto it, the wide
-        window's (:meth:`window`)."""
+        """An upper bound on δ(ε) of the composition (:class:`TooWide` where its window would be):
+        the smaller of the first window's and, where its wrapped mass or rounding allowance may move
+        δ, the careful window's (:meth:`window`: in long double, and wide where mass wraps)."""
         if epsilon / self.disc >= self.lower + self.top:
             return self.infinity()
-        value, wrapped = self._delta(epsilon, wide=False)
-        if _negligible(wrapped, value):
+        value, wrapped, allowance = self._delta(epsilon, wide=False, precise=False)
+        if _negligible(max(wrapped, _log(allowance)), value):
             return value
-        return min(value, self._delta(epsilon, wide=True)[0])
+        careful = self._delta(epsilon, wide=not _negligible(wrapped, value), precise=True)
+        return min(value, careful[0])
 
-    def _delta(self, epsilon: float, wide: bool) -> tuple[float, float]:
-        """(:meth:`delta` read on one window of the kind ``wide`` asks for, its log bound on the
-        mass wrapped onto it)."""
-        first, probs, extra, rounding, wrapped = self.window(epsilon, epsilon, wide)
+    def _delta(self, epsilon: float, wide: bool, precise: bool) -> tuple[float, float, float]:
+        """(:meth:`delta` read on one window of the kind ``wide`` and ``precise`` ask for, its log
+        bound on the mass wrapped onto it, its rounding allowance at ``epsilon``)."""
+        first, probs, extra, rounding, wrapped = self.window(epsilon, epsilon, wide, precise)
         value = _delta_at(self.infinity() + extra, first, probs, self.disc, epsilon)
-        return min(1.0, value + rounding(epsilon)), wrapped
+        allowance = rounding(epsilon)
+        return min(1.0, value + allowance), wrapped, allowance
 
     def epsilon(self, delta: float, guess: float) -> float:
         """An upper bound on ε(δ) of the composition, tilted at ``guess`` (an estimate of ε:
         re-tilted at the answer while the answer leaves the window's accurate part): the smaller of
-        the window's and, where mass wraps onto it, the wide window's (:meth:`window`);
-        :class:`TooWide` where a window would exceed :data:`WINDOW_MAX`."""
-        eps, wrapped = self._epsilon(delta, guess, wide=False)
-        if _negligible(wrapped, delta):
+        the first windows' and, where their wrapped mass or rounding allowance may move δ, the
+        careful windows' (:meth:`delta`); :class:`TooWide` where a window would exceed
+        :data:`WINDOW_MAX`."""
+        eps, wrapped, allowance = self._epsilon(delta, guess, wide=False, precise=False)
+        if _negligible(max(wrapped, _log(allowance)), delta):
             return eps
-        return min(eps, self._epsilon(delta, guess, wide=True)[0])
+        careful = self._epsilon(delta, guess, wide=not _negligible(wrapped, delta), precise=True)
+        return min(eps, careful[0])
 
-    def _epsilon(self, delta: float, guess: float, wide: bool) -> tuple[float, float]:
+    def _epsilon(
+        self, delta: float, guess: float, wide: bool, precise: bool
+    ) -> tuple[float, float, float]:
         """(:meth:`epsilon` read on windows of one kind, the last window's log bound on the mass
-        wrapped onto it)."""
+        wrapped onto it and its rounding allowance at the answer)."""
         inf_t = self.infinity()
         if inf_t >= delta:
-            return math.inf, -math.inf
+            return math.inf, -math.inf, 0.0
         loss, below = guess, None
         for attempt in range(6):
             if attempt == 5:  # the whole composed support below the window: always inside
                 below = -math.inf
-            first, probs, extra, rounding, wrapped = self.window(loss, below, wide)
+            first, probs, extra, rounding, wrapped = self.window(loss, below, wide, precise)
             eps = epsilon_for_delta(inf_t + extra, first, probs, self.disc, delta)
-            if math.isfinite(
-                eps
-            ):  # δ(ε) + r(ε) ≤ δ: r decreases in ε, and the second read is ≥ the first
-                eps = epsilon_for_delta(
-                    inf_t + extra + rounding(eps), first, probs, self.disc, delta
-                )
+            allowance = 0.0
+            if math.isfinite(eps):  # δ(ε) + r(ε) ≤ δ: r decreases in ε, and this read is ≥ the last
+                allowance = rounding(eps)
+                eps = epsilon_for_delta(inf_t + extra + allowance, first, probs, self.disc, delta)
             inside = first == self.lower or eps >= (first + 1) * self.disc
             if inside and (below is not None or abs(eps - loss) <= 4 * self._spread(loss)):
-                return eps, wrapped
+                return eps, wrapped, allowance
             if not inside:
                 below = min(eps, loss) - 16 * self._spread(loss)
             loss = eps if math.isfinite(eps) else loss
-        return eps, wrapped
+        return eps, wrapped, allowance
 
     def _spread(self, loss: float) -> float:
         """Standard deviation (in loss) of the composition tilted to its mean at ``loss``."""
@@ -396,11 +414,16 @@ class Composition:
         return math.sqrt(self._total(lam)[1]) * self.disc
 
 
-def _negligible(wrapped: float, delta: float) -> bool:
-    """Whether mass of at most e^``wrapped``, wrapped onto a window, cannot move a δ of ``delta``
-    by more than e^WRAP_LOG of it (a δ of 0 already: wrapped mass only adds to δ, so no wider
-    window can lower it)."""
-    return delta == 0 or wrapped <= math.log(delta) + WRAP_LOG
+def _negligible(log_mass: float, delta: float) -> bool:
+    """Whether an error of at most e^``log_mass`` (mass wrapped onto a window, or its rounding
+    allowance) cannot move a δ of ``delta`` by more than e^NEGLIGIBLE_LOG of it (a δ of 0
+    already: wrapped mass only adds to δ, so no other window can lower it)."""
+    return delta == 0 or log_mass <= math.log(delta) + NEGLIGIBLE_LOG
+
+
+def _log(x: float) -> float:
+    """log x, −∞ at 0."""
+    return math.log(x) if x > 0 else -math.inf
 
 
 def _sum(values) -> float:
@@ -408,33 +431,55 @@ def _sum(values) -> float:
     return functools.reduce(operator.add, values)
 
 
-def rounding_bound(size: int, counts: list[int], norms: list[float]) -> float:
+def rounding_bound(size: int, counts: list[int], norms: list[float], unit: float = U) -> float:
     """A bound on ‖computed − exact‖₂ of :func:`fft_compose` for PMFs of 2-norms ``norms`` folded to
-    ``size`` bins and composed ``counts`` times each (module docstring, steps 1–4, with T = Σ counts
-    and ‖w‖₂ the largest norm: a product of T spectra of modulus ≤ 1 moves by ≤ (1 + a)^{T−1} times
-    the sum of the T factors' errors, and each of the n − 1 sums of the phases' exponents adds ≤ u
-    of its magnitude, counted in POW_C + n − 1); ∞ where (1 + a)^{T−1} is not close to 1."""
+    ``size`` bins and composed ``counts`` times each, in arithmetic of unit roundoff ``unit``
+    (module docstring, steps 1–4, with T = Σ counts and ‖w‖₂ the largest norm: a product of T
+    spectra of modulus ≤ 1 moves by ≤ (1 + a)^{T−1} times the sum of the T factors' errors); ∞
+    where (1 + a)^{T−1} is not close to 1."""
     t, norm = sum(counts), max(norms)
     if t == 1:
         return 0.0
-    gamma = FFT_C * math.ceil(math.log2(size)) * U
+    gamma = FFT_C * math.ceil(math.log2(size)) * unit
     a = gamma * math.sqrt(size) * norm
     if (t - 1) * a > 1:
         return math.inf
     e1 = t * math.exp((t - 1) * math.log1p(a)) * gamma * norm
-    e2 = (POW_C + len(counts) - 1) * U * (math.pi * t * (norm + e1) + 1)
-    return (1 + gamma + U) * (e1 + e2) + (gamma + U) * norm
+    # T − 1 complex products, each within √2·γ₂ relative (Higham 2002, Lemma 3.5), and at most
+    # 2 per bit of T per phase near underflow, each within 4 of the smallest normal number
+    eta = math.sqrt(2) * 2 * unit / (1 - 2 * unit)
+    products = sum(2 * c.bit_length() for c in counts) + len(counts)
+    e2 = math.expm1((t - 1) * math.log1p(eta)) * (norm + e1) + 16 * products * TINY
+    return (1 + gamma + unit) * (e1 + e2) + (gamma + unit) * norm
 
 
-def fft_compose(ws: list[np.ndarray], counts: list[int]) -> tuple[np.ndarray, float]:
+def fft_compose(
+    ws: list[np.ndarray], counts: list[int], precise: bool = False
+) -> tuple[np.ndarray, float]:
     """The circular convolution of each ``ws[i]`` (≥ 0, Σ = 1, one length) composed ``counts[i]``
-    times, as irfft(exp(Σ_i T_i·log rfft(w_i))), and :func:`rounding_bound` on its 2-norm error."""
+    times, as irfft(Π_i rfft(w_i)^{T_i}) with the powers by repeated squaring, and
+    :func:`rounding_bound` on its 2-norm error; ``precise``: in x87 long double (u = 2^-64, where
+    the platform has it), returned rounded to float64 (the caller counts that ulp as relative)."""
     if sum(counts) == 1:
         return ws[0].copy(), 0.0
+    dtype = np.longdouble if precise else np.float64
     size = len(ws[0])
-    exponent = counts[0] * np.log(fft.rfft(ws[0]).astype(complex))
-    for w, t in zip(ws[1:], counts[1:]):
-        exponent = exponent + t * np.log(fft.rfft(w).astype(complex))
-    out = fft.irfft(np.exp(exponent), size)
+    spectrum = functools.reduce(
+        operator.mul, (_power(fft.rfft(w.astype(dtype)), t) for w, t in zip(ws, counts))
+    )
+    out = fft.irfft(spectrum, size).astype(float)
     norms = [math.sqrt(float(np.sum(w * w))) for w in ws]
-    return out, rounding_bound(size, counts, norms)
+    return out, rounding_bound(size, counts, norms, float(np.finfo(dtype).eps) / 2)
+
+
+def _power(z: np.ndarray, t: int) -> np.ndarray:
+    """z^t elementwise by repeated squaring (t ≥ 1): ⌊log₂t⌋ squarings and at most as many other
+    products, so z^t carries the relative errors of t − 1 products (:func:`rounding_bound`)."""
+    result = None
+    while True:
+        if t & 1:
+            result = z if result is None else result * z
+        t >>= 1
+        if not t:
+            return result
+        z = z * z
