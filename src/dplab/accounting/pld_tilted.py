@@ -373,11 +373,11 @@ class Composition:
     def epsilon(self, delta: float, guess: float) -> float:
         """An upper bound on ε(δ) of the composition, tilted at ``guess`` (an estimate of ε:
         re-tilted at the answer while the answer leaves the window's accurate part): the smaller of
-        the first windows' and, where their wrapped mass or rounding allowance may move δ, the
-        careful windows' (:meth:`delta`); :class:`TooWide` where a window would exceed
-        :data:`WINDOW_MAX`."""
+        the first windows' and, where they give no finite ε or their wrapped mass or rounding
+        allowance may move δ, the careful windows' (:meth:`delta`); :class:`TooWide` where a window
+        would exceed :data:`WINDOW_MAX`."""
         eps, wrapped, allowance = self._epsilon(delta, guess, wide=False, precise=False)
-        if _negligible(max(wrapped, _log(allowance)), delta):
+        if math.isfinite(eps) and _negligible(max(wrapped, _log(allowance)), delta):
             return eps
         careful = self._epsilon(delta, guess, wide=not _negligible(wrapped, delta), precise=True)
         return min(eps, careful[0])
