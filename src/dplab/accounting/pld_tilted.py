@@ -31,16 +31,18 @@ accurate to u relative to its peak.  What is left out is accounted for, pessimis
 - the one-step infinity mass m composes to 1 − (1 − m)^T.
 
 **The careful window.**  Where the first window's wrapped mass or rounding allowance may move δ
-by more than 1e-6 of it, δ(ε) (or ε(δ)) is read again on a careful window: composed in x87 long
-double (u = 2^-64, so a rounding allowance 2^11 times smaller; pocketfft computes its twiddle
-factors in the type itself when it is wider than double), reaching up until the wrapped mass is
-negligible where that is what moved δ.  Both reads are upper bounds; the smaller is kept.  The
-rounding allowance dominates where the tilt cannot bring the mass near ε up to the tilted
-composition's peak (a few Poisson-sampled steps' losses far apart, tiny δ): in float64 alone,
-σ = 0.82, q = 7.4e-5, T = 614 read ε = 0.743 at δ = 1e-12 and 0.337 at 4.7e-12, where
-dp_accounting's are 0.2954 and 0.2276 (careful: 0.2939 and 0.2273, on pld's finer interval).
-Where long double is no wider than double the careful window is a float64 one (its allowance is
-computed from the type's own u, so it stays valid, only no tighter).
+by more than 1e-6 of it (or it gives no finite ε), δ(ε) (or ε(δ)) is read again on a careful
+window: reaching up until the wrapped mass is negligible, where that may move δ; composed in x87
+long double (u = 2^-64, so a rounding allowance 2^11 times smaller; pocketfft computes its twiddle
+factors in the type itself when it is wider than double), where the allowance may (a wider window
+alone has a larger allowance: the two reads keep each cost where it buys something).  Both reads
+are upper bounds; the smaller is kept.  The rounding allowance dominates where the tilt cannot
+bring the mass near ε up to the tilted composition's peak (a few Poisson-sampled steps' losses far
+apart, tiny δ): in float64 alone, σ = 0.82, q = 7.4e-5, T = 614 read ε = 0.743 at δ = 1e-12 and
+0.337 at 4.7e-12, where dp_accounting's are 0.2954 and 0.2276 (careful: 0.2939 and 0.2273, on
+pld's finer interval), and at σ = 1 no finite ε at δ = 1e-12 (careful: 0.0636).  Where long double
+is no wider than double the careful window is a float64 one (its allowance is computed from the
+type's own u, so it stays valid, only no tighter).
 
 **The rounding bound** (:func:`rounding_bound`).  w is the tilted one-step PMF folded to N bins
 (Σw = 1), y = F⁻¹((Fw)^T) its exact T-fold circular self-convolution (F the unnormalized DFT, so
@@ -111,8 +113,8 @@ WIDTH_BELOW = 14.0
 #: the window extends above the tilted mean until the Chernoff bound on the mass beyond it is below
 #: e^ABOVE_LOG times the composed PMF's scale at the mean
 ABOVE_LOG = -60.0
-#: the careful window (long double; wide where mass wraps) is read only where the mass wrapped onto
-#: the first or its rounding allowance may exceed e^NEGLIGIBLE_LOG times δ
+#: the careful window is read only where the mass wrapped onto the first (then wide) or its rounding
+#: allowance (then in long double) may exceed e^NEGLIGIBLE_LOG times δ
 NEGLIGIBLE_LOG = math.log(1e-6)
 #: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the
 #: accountant reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1,
@@ -353,14 +355,15 @@ class Composition:
     def delta(self, epsilon: float) -> float:
         """An upper bound on δ(ε) of the composition (:class:`TooWide` where its window would be):
         the smaller of the first window's and, where its wrapped mass or rounding allowance may move
-        δ, the careful window's (:meth:`window`: in long double, and wide where mass wraps)."""
+        δ, the careful window's (:meth:`window`: wide where mass wraps, in long double where the
+        rounding allowance may move δ)."""
         if epsilon / self.disc >= self.lower + self.top:
             return self.infinity()
         value, wrapped, allowance = self._delta(epsilon, wide=False, precise=False)
-        if _negligible(max(wrapped, _log(allowance)), value):
+        wide, precise = not _negligible(wrapped, value), not _negligible(_log(allowance), value)
+        if not (wide or precise):
             return value
-        careful = self._delta(epsilon, wide=not _negligible(wrapped, value), precise=True)
-        return min(value, careful[0])
+        return min(value, self._delta(epsilon, wide, precise)[0])
 
     def _delta(self, epsilon: float, wide: bool, precise: bool) -> tuple[float, float, float]:
         """(:meth:`delta` read on one window of the kind ``wide`` and ``precise`` ask for, its log
@@ -377,10 +380,10 @@ class Composition:
         allowance may move δ, the careful windows' (:meth:`delta`); :class:`TooWide` where a window
         would exceed :data:`WINDOW_MAX`."""
         eps, wrapped, allowance = self._epsilon(delta, guess, wide=False, precise=False)
-        if math.isfinite(eps) and _negligible(max(wrapped, _log(allowance)), delta):
+        wide, precise = not _negligible(wrapped, delta), not _negligible(_log(allowance), delta)
+        if math.isfinite(eps) and not (wide or precise):
             return eps
-        careful = self._epsilon(delta, guess, wide=not _negligible(wrapped, delta), precise=True)
-        return min(eps, careful[0])
+        return min(eps, self._epsilon(delta, guess, wide, precise or math.isinf(eps))[0])
 
     def _epsilon(
         self, delta: float, guess: float, wide: bool, precise: bool
