@@ -9,7 +9,7 @@ from dp_accounting.pld import pld_privacy_accountant, privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 from opacus.accountants.analysis import rdp as opacus_rdp
 
-from dplab.accounting import Setting, get
+from dplab.accounting import Setting, get, pld_tilted
 from dplab.errors import AssumptionError
 
 # 24 settings (σ, q, T, δ)
@@ -95,6 +95,24 @@ def test_pld_is_tight_where_float64_rounding_would_dominate_delta(sigma):
     lower, upper = _dp_accounting_bracket(sigma, 7.4e-5, 614, 1e-12)
     ours = get("pld").epsilon(_setting(sigma, 7.4e-5, 614), 1e-12)
     assert lower <= ours <= upper * (1 + 1e-3)
+
+
+def test_pld_reads_at_the_default_interval_where_the_refined_one_fails(monkeypatch):
+    """pld refines its interval to a quarter of one step's loss std (σ = 2, q = 1e-4: 1.33e-5);
+    where the read-off at that interval fails (here: its windows, 2603–7499 bins, made too wide by
+    a WINDOW_MAX of 2000; in the wild σ = 0.9, q = 1e-5, T = 1e5, δ = 1e-12 gave no finite ε, now
+    0.0579), it reads again at dp_accounting's 1e-4 (any interval gives an upper bound): equal to
+    dp_accounting's pessimistic PLD at 1e-4 (0.006379), above the refined interval's value
+    (0.005015).  Where both fail, the refusal names WINDOW_MAX and rdp's ε."""
+    setting, delta = _setting(2.0, 1e-4, 1000), 1e-6
+    refined = get("pld").epsilon(setting, delta)
+    monkeypatch.setattr(pld_tilted, "WINDOW_MAX", 2000)
+    ours = get("pld").epsilon(setting, delta)
+    upper = _dp_accounting_bracket(2.0, 1e-4, 1000, delta)[1]
+    assert ours == pytest.approx(upper, rel=1e-4) and ours > refined * (1 + 1e-3)
+    monkeypatch.setattr(pld_tilted, "WINDOW_MAX", 100)
+    with pytest.raises(AssumptionError, match="WINDOW_MAX = 100.*rdp gives ε ≤"):
+        get("pld").epsilon(setting, delta)
 
 
 def test_replace_one_conventions():

@@ -131,7 +131,7 @@ def test_pld_pair_is_certified_in_both_directions(monkeypatch):
     ]
     assert np.all(np.array(alone[0]) > np.array(alone[1]))  # remove's ε is the larger here
     for pair in ((composed, tilted), (composed[::-1], tilted[::-1])):
-        monkeypatch.setattr(type(acc), "composed", lambda self, s, t, pair=pair: pair)
+        monkeypatch.setattr(type(acc), "composed", lambda self, s, t, disc, pair=pair: pair)
         eps = acc.epsilon_curve(setting, delta, steps)
         np.testing.assert_allclose(eps, np.max(alone, axis=0), rtol=1e-9)
         for p in tilted:  # up to the rounding of the read-off's closed form ε = log((A − δ)/E)

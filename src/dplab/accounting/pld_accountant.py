@@ -269,7 +269,8 @@ class PldAccountant(DpAccountingAdapter):
         of 1e-4 inflate it 4-fold, and ε with it), and coarsened where the one-step PLD would exceed
         :data:`PLD_STEP_BINS` bins (small σ) so that it fits.  Any interval gives an upper bound
         (pessimistic discretization); connecting the dots adds at most disc²/4 to each step's
-        variance.  Refused beyond :data:`PLD_DISC_MAX`."""
+        variance; where the refined interval's read-off fails, ε and δ are read again at the
+        class's own (:meth:`_intervals`).  Refused beyond :data:`PLD_DISC_MAX`."""
         fine = min(self.value_discretization_interval, loss_std(setting) / 4)
         disc = max(fine, self.step_width(setting) / (PLD_STEP_BINS - 2))
         if disc > self.coarsest():
@@ -315,12 +316,13 @@ class PldAccountant(DpAccountingAdapter):
         args = (setting.noise_multiplier, disc, setting.sampling_rate, relation)
         return memo.answer(("pld_one_step", *args), lambda: gaussian_pld(*args))
 
-    def composed(self, setting: Setting, steps: np.ndarray):
-        """(the ε guesses, :class:`pld_tilted.TiltedPmf`) of each PMF of the one-step pair: a guess
-        is dp_accounting's FFT read-off (:class:`pld_curve.ComposedPmf`) where its window over
-        max(steps) fits :data:`PLD_BINS`, else :class:`GaussianGuess`; either is only where the
-        certified read-off tilts, not a value reported."""
-        dense = _dense(self.one_step(setting))
+    def composed(self, setting: Setting, steps: np.ndarray, disc: float | None = None):
+        """(the ε guesses, :class:`pld_tilted.TiltedPmf`) of each PMF of the one-step pair at
+        interval ``disc`` (by default :meth:`discretization`): a guess is dp_accounting's FFT
+        read-off (:class:`pld_curve.ComposedPmf`) where its window over max(steps) fits
+        :data:`PLD_BINS`, else :class:`GaussianGuess`; either is only where the certified read-off
+        tilts, not a value reported."""
+        dense = _dense(self.one_step(setting, disc))
         t = int(np.max(steps))
         guesses = []
         for d in dense:
@@ -372,45 +374,75 @@ class PldAccountant(DpAccountingAdapter):
         (σ = 2, q = 0.5, T = 1000, δ = 1e-12: 91.056 against a true ε ≥ 91.09).  Grids of ≤ 64
         steps are evaluated at every step; on longer grids an upper bound within
         :data:`pld_curve.EXCESS` (1%) of the certified value at every T
-        (:func:`pld_curve.monotone_curve`)."""
+        (:func:`pld_curve.monotone_curve`); at a second interval where the first fails
+        (:meth:`_intervals`)."""
         if setting.sampling == Sampling.FULL_BATCH:
             return gaussian_epsilon(delta, self.full_batch_mu(setting, steps))
-        composed, tilted = self.composed(setting, steps)
 
-        def certified(ts):
-            """The pair's ε: the first PMF's (remove, usually the larger); the other's only at the T
-            where its certified δ at that ε exceeds δ (elsewhere it is
-            certified to be no larger)."""
-            eps = np.array(
-                [
-                    tilted[0].epsilon(int(t), delta, g)
-                    for t, g in zip(ts, composed[0].epsilons(ts, delta))
-                ]
-            )
-            for c, p in zip(composed[1:], tilted[1:]):
-                over = np.flatnonzero(
-                    [math.isfinite(e) and p.delta(int(t), e) > delta for t, e in zip(ts, eps)]
+        def curve(disc):
+            composed, tilted = self.composed(setting, steps, disc)
+
+            def certified(ts):
+                """The pair's ε: the first PMF's (remove, usually the larger); the other's only at
+                the T where its certified δ at that ε exceeds δ (elsewhere it is certified to be no
+                larger)."""
+                eps = np.array(
+                    [
+                        tilted[0].epsilon(int(t), delta, g)
+                        for t, g in zip(ts, composed[0].epsilons(ts, delta))
+                    ]
                 )
-                guesses = c.epsilons(ts[over], delta, floor=eps[over])
-                for j, g in zip(over, guesses):
-                    eps[j] = max(eps[j], p.epsilon(int(ts[j]), delta, g))
-            return eps
+                for c, p in zip(composed[1:], tilted[1:]):
+                    over = np.flatnonzero(
+                        [math.isfinite(e) and p.delta(int(t), e) > delta for t, e in zip(ts, eps)]
+                    )
+                    guesses = c.epsilons(ts[over], delta, floor=eps[over])
+                    for j, g in zip(over, guesses):
+                        eps[j] = max(eps[j], p.epsilon(int(ts[j]), delta, g))
+                return eps
 
-        try:
             return pld_curve.monotone_curve(certified, steps)
-        except pld_tilted.TooWide as err:
-            raise self._too_wide(setting, int(np.max(steps)), err, ("epsilon", delta)) from None
+
+        return self._intervals(setting, steps, curve, ("epsilon", delta))
 
     def _delta_curve(self, setting, epsilon, steps):
         """full_batch: exact.  Poisson: the certified δ(ε) of :mod:`pld_tilted` at each T
-        (max over the pair)."""
+        (max over the pair; at a second interval where the first fails: :meth:`_intervals`)."""
         if setting.sampling == Sampling.FULL_BATCH:
             return gaussian_delta(epsilon, self.full_batch_mu(setting, steps))
-        _, tilted = self.composed(setting, steps)
-        try:
+
+        def curve(disc):
+            _, tilted = self.composed(setting, steps, disc)
             return np.array([max(p.delta(int(t), epsilon) for p in tilted) for t in steps])
+
+        return self._intervals(setting, steps, curve, ("delta", epsilon))
+
+    def _intervals(self, setting, steps, curve, query: tuple[str, float]) -> np.ndarray:
+        """``curve(disc)`` (ε or δ at each T) at :meth:`discretization`; where that interval was
+        refined below :attr:`value_discretization_interval` and gives no finite value or too wide
+        a read-off window, also at that interval (any interval's value is an upper bound), keeping
+        the smaller at each T.  The refinement fits one step's loss std, but where δ lies in the
+        sampled steps' far tail the window at the fine interval spans millions of bins: σ = 0.9,
+        q = 1e-5, T = 1e5, δ = 1e-12 at 3.9e-6 gave no finite ε; at 1e-4 it reads 0.0579 (rdp:
+        1.398; the exact δ of a test on the outputs' sum puts the true ε above 0.021;
+        dp_accounting's own read-off of the same PMF, 0.662, sits on its FFT's rounding floor:
+        its δ falls only from 1.48e-12 at ε = 0.0579 to 1.25e-12 at 0.3)."""
+        disc, coarse = self.discretization(setting), self.value_discretization_interval
+        try:
+            values = curve(disc)
+            if disc >= coarse or np.all(np.isfinite(values)):
+                return values
         except pld_tilted.TooWide as err:
-            raise self._too_wide(setting, int(np.max(steps)), err, ("delta", epsilon)) from None
+            if disc >= coarse:
+                raise self._too_wide(setting, int(np.max(steps)), err, query) from None
+            values, refused = None, err
+        try:
+            again = curve(coarse)
+        except pld_tilted.TooWide:
+            if values is None:
+                raise self._too_wide(setting, int(np.max(steps)), refused, query) from None
+            return values
+        return again if values is None else np.minimum(values, again)
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
         """full_batch: the answer itself (σ_eff = √T·σ₁, σ₁ the exact one-release calibration).

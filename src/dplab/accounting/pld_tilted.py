@@ -200,6 +200,8 @@ class Composition:
     def __init__(self, parts: list[tuple[TiltedPmf, int]]):
         if len({p.disc for p, _ in parts}) != 1:
             raise ValueError("the PMFs of a composition share one discretization interval")
+        if any(t < 1 for _, t in parts):
+            raise ValueError("every PMF of a composition is composed at least once")
         self.parts = [(p, int(t)) for p, t in parts]
         self.t = sum(t for _, t in self.parts)
         self.disc = self.parts[0][0].disc
@@ -448,8 +450,8 @@ def rounding_bound(size: int, counts: list[int], norms: list[float], unit: float
     if (t - 1) * a > 1:
         return math.inf
     e1 = t * math.exp((t - 1) * math.log1p(a)) * gamma * norm
-    # T − 1 complex products, each within √2·γ₂ relative (Higham 2002, Lemma 3.5), and at most
-    # 2 per bit of T per phase near underflow, each within 4 of the smallest normal number
+    # T − 1 complex products, each within √2·γ₂ relative (Higham 2002, Lemma 3.5); near underflow
+    # each of the ≤ 2 per bit of T_i (and one per phase) may lose 16 times the smallest normal
     eta = math.sqrt(2) * 2 * unit / (1 - 2 * unit)
     products = sum(2 * c.bit_length() for c in counts) + len(counts)
     e2 = math.expm1((t - 1) * math.log1p(eta)) * (norm + e1) + 16 * products * TINY
