@@ -103,13 +103,16 @@ def test_pld_reads_at_the_default_interval_where_the_refined_one_fails(monkeypat
     a WINDOW_MAX of 2000; in the wild σ = 0.9, q = 1e-5, T = 1e5, δ = 1e-12 gave no finite ε, now
     0.0579), it reads again at dp_accounting's 1e-4 (any interval gives an upper bound): equal to
     dp_accounting's pessimistic PLD at 1e-4 (0.006379), above the refined interval's value
-    (0.005015).  Where both fail, the refusal names WINDOW_MAX and rdp's ε."""
+    (0.005015); a run in two phases of 500 such steps the same.  Where both fail, the refusal
+    names WINDOW_MAX and rdp's ε."""
     setting, delta = _setting(2.0, 1e-4, 1000), 1e-6
     refined = get("pld").epsilon(setting, delta)
     monkeypatch.setattr(pld_tilted, "WINDOW_MAX", 2000)
     ours = get("pld").epsilon(setting, delta)
     upper = _dp_accounting_bracket(2.0, 1e-4, 1000, delta)[1]
     assert ours == pytest.approx(upper, rel=1e-4) and ours > refined * (1 + 1e-3)
+    halves = [setting.replace(steps=500)] * 2
+    assert get("pld").phases_epsilon(halves, delta) == pytest.approx(ours, rel=1e-6)
     monkeypatch.setattr(pld_tilted, "WINDOW_MAX", 100)
     with pytest.raises(AssumptionError, match="WINDOW_MAX = 100.*rdp gives ε ≤"):
         get("pld").epsilon(setting, delta)

@@ -174,32 +174,36 @@ class PldAccountant(DpAccountingAdapter):
 
     def phases_epsilon(self, settings: list[Setting], delta: float) -> float:
         """The certified ε at δ of the phases composed: each phase's one-step PMF pair discretized
-        pessimistically at one shared interval (:meth:`shared_discretization`), the phases' PMFs
+        pessimistically at one shared interval (:meth:`shared_discretization`; again at 1e-4 where
+        that read-off fails: :meth:`_intervals`), the phases' PMFs
         composed in one tilted FFT per direction (:class:`pld_tilted.Composition`) and ε read off
         with its error bounds; the larger of the pair (the add direction read only where its δ at
         the remove direction's ε exceeds δ).  The tilt's first guess is the Gaussian mechanism of
         the composition's loss variance, Σ T_i Var[L_i] = μ² (Dong, Roth & Su 2022, Thm 3.5)."""
         delta = check_delta(delta)
-        disc = self.shared_discretization(settings)
-        pairs = [[_tilted(d) for d in _dense(self.one_step(s, disc))] for s in settings]
-        eps = -math.inf
-        for direction in range(max(len(pair) for pair in pairs)):
-            pmfs = [pair[min(direction, len(pair) - 1)] for pair in pairs]  # symmetric: one PMF
-            composition = pld_tilted.Composition([(p, s.steps) for p, s in zip(pmfs, settings)])
-            try:
+
+        def at(disc):
+            pairs = [[_tilted(d) for d in _dense(self.one_step(s, disc))] for s in settings]
+            eps = -math.inf
+            for direction in range(max(len(pair) for pair in pairs)):
+                pmfs = [pair[min(direction, len(pair) - 1)] for pair in pairs]  # symmetric: one
+                composition = pld_tilted.Composition([(p, s.steps) for p, s in zip(pmfs, settings)])
                 if math.isfinite(eps) and composition.delta(eps) <= delta:
                     continue
                 variance = sum(s.steps * _variance(p) for p, s in zip(pmfs, settings))
                 guess = float(gaussian_epsilon(delta, np.array([math.sqrt(variance)]))[0])
                 eps = max(eps, composition.epsilon(delta, guess))
-            except pld_tilted.TooWide as err:
-                raise self.too_far(
-                    "steps",
-                    f"the certified read-off of the phases composed needs a window of "
-                    f"{err.bins:.3g} bins (limit WINDOW_MAX = {pld_tilted.WINDOW_MAX}): beyond "
-                    f"what pld resolves; rdp composes phases",
-                ) from None
-        return eps
+            return eps
+
+        try:
+            return float(self._intervals(self.shared_discretization(settings), at))
+        except pld_tilted.TooWide as err:
+            raise self.too_far(
+                "steps",
+                f"the certified read-off of the phases composed needs a window of "
+                f"{err.bins:.3g} bins (limit WINDOW_MAX = {pld_tilted.WINDOW_MAX}): beyond "
+                f"what pld resolves; rdp composes phases",
+            ) from None
 
     def shared_discretization(self, settings: list[Setting]) -> float:
         """One interval for the phases' PMFs (a convolution needs one): the finest any phase asks
@@ -403,7 +407,10 @@ class PldAccountant(DpAccountingAdapter):
 
             return pld_curve.monotone_curve(certified, steps)
 
-        return self._intervals(setting, steps, curve, ("epsilon", delta))
+        try:
+            return self._intervals(self.discretization(setting), curve)
+        except pld_tilted.TooWide as err:
+            raise self._too_wide(setting, int(np.max(steps)), err, ("epsilon", delta)) from None
 
     def _delta_curve(self, setting, epsilon, steps):
         """full_batch: exact.  Poisson: the certified δ(ε) of :mod:`pld_tilted` at each T
@@ -415,32 +422,36 @@ class PldAccountant(DpAccountingAdapter):
             _, tilted = self.composed(setting, steps, disc)
             return np.array([max(p.delta(int(t), epsilon) for p in tilted) for t in steps])
 
-        return self._intervals(setting, steps, curve, ("delta", epsilon))
+        try:
+            return self._intervals(self.discretization(setting), curve)
+        except pld_tilted.TooWide as err:
+            raise self._too_wide(setting, int(np.max(steps)), err, ("delta", epsilon)) from None
 
-    def _intervals(self, setting, steps, curve, query: tuple[str, float]) -> np.ndarray:
-        """``curve(disc)`` (ε or δ at each T) at :meth:`discretization`; where that interval was
-        refined below :attr:`value_discretization_interval` and gives no finite value or too wide
-        a read-off window, also at that interval (any interval's value is an upper bound), keeping
-        the smaller at each T.  The refinement fits one step's loss std, but where δ lies in the
-        sampled steps' far tail the window at the fine interval spans millions of bins: σ = 0.9,
-        q = 1e-5, T = 1e5, δ = 1e-12 at 3.9e-6 gave no finite ε; at 1e-4 it reads 0.0579 (rdp:
-        1.398; the exact δ of a test on the outputs' sum puts the true ε above 0.021;
-        dp_accounting's own read-off of the same PMF, 0.662, sits on its FFT's rounding floor:
-        its δ falls only from 1.48e-12 at ε = 0.0579 to 1.25e-12 at 0.3)."""
-        disc, coarse = self.discretization(setting), self.value_discretization_interval
+    def _intervals(self, disc: float, curve):
+        """``curve(disc)`` (ε or δ: at each T, or of phases); where ``disc`` was refined below
+        :attr:`value_discretization_interval` and gives no finite value or too wide a read-off
+        window, also ``curve`` at that interval (any interval's value is an upper bound), keeping
+        the smaller; the first :class:`pld_tilted.TooWide` where neither answers.  The refinement
+        fits one step's loss std, but where δ lies in the sampled steps' far tail the window at the
+        fine interval spans millions of bins: σ = 0.9, q = 1e-5, T = 1e5, δ = 1e-12 at 3.9e-6 gave
+        no finite ε; at 1e-4 it reads 0.0579 (rdp: 1.398; the exact δ of a test on the outputs'
+        sum puts the true ε above 0.021; dp_accounting's own read-off of the same PMF, 0.662, sits
+        on its FFT's rounding floor: its δ falls only from 1.48e-12 at ε = 0.0579 to 1.25e-12 at
+        0.3)."""
+        coarse = self.value_discretization_interval
         try:
             values = curve(disc)
             if disc >= coarse or np.all(np.isfinite(values)):
                 return values
         except pld_tilted.TooWide as err:
             if disc >= coarse:
-                raise self._too_wide(setting, int(np.max(steps)), err, query) from None
+                raise
             values, refused = None, err
         try:
             again = curve(coarse)
         except pld_tilted.TooWide:
             if values is None:
-                raise self._too_wide(setting, int(np.max(steps)), refused, query) from None
+                raise refused from None
             return values
         return again if values is None else np.minimum(values, again)
 
