@@ -118,7 +118,7 @@ ABOVE_LOG = -60.0
 NEGLIGIBLE_LOG = math.log(1e-6)
 #: the most bins one window may hold: a wider one is not computed (:class:`TooWide`, which the
 #: accountant reports as a refusal); 2^23 bins take ~6 s and ~0.5 GB (σ = 0.8, q = 0.1,
-#: T = 1e4, δ = 1e-12: 4.7e6)
+#: T = 1e4, δ = 1e-12: 4.7e6), ~1 GB in long double (σ = 0.9, q = 1e-5, T = 1e5, δ = 1e-12)
 WINDOW_MAX = 2**23
 
 
@@ -362,7 +362,7 @@ class Composition:
         if epsilon / self.disc >= self.lower + self.top:
             return self.infinity()
         value, wrapped, allowance = self._delta(epsilon, wide=False, precise=False)
-        wide, precise = not _negligible(wrapped, value), not _negligible(_log(allowance), value)
+        wide, precise = _careful(wrapped, allowance, value)
         if not (wide or precise):
             return value
         return min(value, self._delta(epsilon, wide, precise)[0])
@@ -382,7 +382,7 @@ class Composition:
         allowance may move δ, the careful windows' (:meth:`delta`); :class:`TooWide` where a window
         would exceed :data:`WINDOW_MAX`."""
         eps, wrapped, allowance = self._epsilon(delta, guess, wide=False, precise=False)
-        wide, precise = not _negligible(wrapped, delta), not _negligible(_log(allowance), delta)
+        wide, precise = _careful(wrapped, allowance, delta)
         if math.isfinite(eps) and not (wide or precise):
             return eps
         return min(eps, self._epsilon(delta, guess, wide, precise or math.isinf(eps))[0])
@@ -419,16 +419,15 @@ class Composition:
         return math.sqrt(self._total(lam)[1]) * self.disc
 
 
-def _negligible(log_mass: float, delta: float) -> bool:
-    """Whether an error of at most e^``log_mass`` (mass wrapped onto a window, or its rounding
-    allowance) cannot move a δ of ``delta`` by more than e^NEGLIGIBLE_LOG of it (a δ of 0
-    already: wrapped mass only adds to δ, so no other window can lower it)."""
-    return delta == 0 or log_mass <= math.log(delta) + NEGLIGIBLE_LOG
-
-
-def _log(x: float) -> float:
-    """log x, −∞ at 0."""
-    return math.log(x) if x > 0 else -math.inf
+def _careful(wrapped: float, allowance: float, delta: float) -> tuple[bool, bool]:
+    """(wide, precise): the careful window a first one calls for, given its log bound on the mass
+    wrapped onto it and its rounding allowance, where either may move a δ of ``delta`` by more than
+    e^NEGLIGIBLE_LOG of it (a δ of 0 already: both only add to δ, so no other window can lower
+    it)."""
+    if delta == 0:
+        return False, False
+    limit = math.log(delta) + NEGLIGIBLE_LOG
+    return wrapped > limit, allowance > 0 and math.log(allowance) > limit
 
 
 def _sum(values) -> float:
@@ -436,7 +435,7 @@ def _sum(values) -> float:
     return functools.reduce(operator.add, values)
 
 
-def rounding_bound(size: int, counts: list[int], norms: list[float], unit: float = U) -> float:
+def rounding_bound(size: int, counts: list[int], norms: list[float], unit: float) -> float:
     """A bound on ‖computed − exact‖₂ of :func:`fft_compose` for PMFs of 2-norms ``norms`` folded to
     ``size`` bins and composed ``counts`` times each, in arithmetic of unit roundoff ``unit``
     (module docstring, steps 1–4, with T = Σ counts and ‖w‖₂ the largest norm: a product of T
