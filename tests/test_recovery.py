@@ -47,8 +47,15 @@ def crash_then_resume(factory) -> dict:
         stderr=subprocess.DEVNULL,
     )
     log = project / "logs" / "runs" / "dp_sgd.log"
+    # Snakemake marks a job's outputs incomplete (files under .snakemake/incomplete) as it starts
+    # it, and its log may appear first: killed between the two, the rerun meets only the stale
+    # lock (a race that failed this test once in CI).  prepare_data's marks are gone by then.
+    marks = project / ".snakemake" / "incomplete"
     deadline = time.monotonic() + 300
-    while not log.exists():
+    while not (
+        log.exists()
+        and any(p.is_file() and p.name != "migration_underway" for p in marks.rglob("*"))
+    ):
         assert proc.poll() is None and time.monotonic() < deadline, "the training job never started"
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
