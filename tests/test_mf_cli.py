@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from dplab.cli import main
@@ -59,3 +60,36 @@ def test_bad_input_one_line_exit_2(capsys, args, key):
     rc, out = run(capsys, *args)
     assert rc == 2
     assert out.err.count("\n") == 1 and key in out.err
+
+
+def test_cyclic_poisson_takes_any_strategy_over_at_least_t_partitions(capsys):
+    """b ≥ T partitions: every T×T lower-triangular C has at most b bands, so amplified BandMF
+    holds for sqrt too (one Poisson-sampled participation, q = 0.8, noise σ/ζ, ζ = max column
+    norm): ε lies between dp_accounting's optimistic and pessimistic PLDs.  It was refused
+    ("amplified BandMF holds for C with at most b bands")."""
+    from test_accounting_rdp_pld import _dp_accounting_bracket
+
+    from dplab.mf import factorizations, workload
+
+    args = ["--strategy", "sqrt", "--steps", "8", "--sampling", "cyclic_poisson"]
+    args += ["--dataset-size", "100", "--batch-size", "10", "--noise-multiplier", "1"]
+    rc, out = run(capsys, *args, "--delta", "1e-5")
+    assert rc == 0, out.err
+    res = json.loads(out.out)
+    zeta = np.linalg.norm(factorizations.sqrt(workload.prefix_sum(8)).encoder, axis=0).max()
+    assert res["sensitivity"] == pytest.approx(zeta, rel=1e-12) and res["sampling_rate"] == 0.8
+    lower, upper = _dp_accounting_bracket(1 / zeta, 0.8, 1, 1e-5)
+    assert lower <= res["epsilon"] <= upper * (1 + 1e-9)
+    # fewer partitions than T: sqrt has T bands, refused before any optimization
+    rc, out = run(capsys, *args, "--min-separation", "4", "--delta", "1e-5")
+    assert rc == 2 and out.err.count("\n") == 1 and "sampling_rate" in out.err
+
+
+def test_amplified_replace_one_is_refused_before_optimizing(capsys):
+    rc, out = run(
+        capsys,
+        *["--strategy", "banded", "--bands", "2", "--steps", "8", "--sampling-rate", "0.1"],
+        *["--noise-multiplier", "1", "--delta", "1e-5", "--neighbouring", "replace_one"],
+    )
+    assert rc == 2 and out.err.count("\n") == 1 and "neighbouring" in out.err
+    assert "optimiz" not in out.err.lower().split("error:")[0]

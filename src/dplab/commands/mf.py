@@ -151,7 +151,7 @@ TOEPLITZ = ("banded_toeplitz", "blt")
 AMPLIFIED = ("identity", "banded", "banded_toeplitz")
 
 
-def _check_flags(args, steps: int) -> None:
+def _check_flags(args, steps: int, min_separation: int) -> None:
     """Refuse a flag the strategy does not take, before any optimization starts."""
     from dplab.accounting.setting import check_delta, check_epsilon
     from dplab.mf import accounting, blt, factorizations, toeplitz
@@ -187,14 +187,24 @@ def _check_flags(args, steps: int) -> None:
             raise DPLabError("momentum", f"{strategy} factorizes the prefix sum only (momentum 0)")
     else:
         factorizations.check_strategy(strategy, args.bands)
+    # b ≥ T partitions: every T×T lower-triangular C has at most b bands (one participation)
     if (
-        args.sampling_rate is not None or args.sampling == Sampling.CYCLIC_POISSON
+        args.sampling_rate is not None
+        or (args.sampling == Sampling.CYCLIC_POISSON and min_separation < steps)
     ) and strategy not in AMPLIFIED:
         raise DPLabError(
             "sampling_rate",
-            f"amplified BandMF holds for C with at most b bands ({', '.join(AMPLIFIED)}); "
-            f"{strategy} is accounted without amplification: drop --sampling-rate and "
-            "--sampling cyclic_poisson",
+            f"amplified BandMF holds for C with at most b bands ({', '.join(AMPLIFIED)}, or "
+            f"--min-separation b >= --steps); {strategy} is accounted without amplification: "
+            "drop --sampling-rate and --sampling cyclic_poisson",
+        )
+    if (
+        args.sampling_rate is not None or args.sampling == Sampling.CYCLIC_POISSON
+    ) and args.neighbouring == Neighbouring.REPLACE_ONE:
+        raise DPLabError(
+            "neighbouring",
+            "amplified banded MF (--sampling-rate, --sampling cyclic_poisson) is proved for "
+            "add_remove only; got replace_one",
         )
     if args.sampling_rate is not None and args.sampling == Sampling.CYCLIC_POISSON:
         raise DPLabError(
@@ -301,7 +311,7 @@ def run(args) -> int:
         if args.participations is None
         else integer("participations", args.participations, 1, most, "ceil(steps/min_separation)")
     )
-    _check_flags(args, steps)
+    _check_flags(args, steps, b)
     privacy: dict = {}
     sampler = _sampler(args, steps, b, k, privacy) if args.delta is not None else None
     if args.strategy == "banded_toeplitz":

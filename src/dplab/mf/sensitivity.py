@@ -15,10 +15,11 @@ What :func:`sensitivity` computes, and when it is exact:
 - C lower-triangular Toeplitz with non-negative, non-increasing coefficients (identity, sqrt):
   X_ij = Σ_{s ≤ T−1−max(i,j)} c_s·c_{s+|i−j|} ≥ 0 decreases in max(i, j) and in |i − j|, so
   the all-equal g and the pattern {0, b, …, (k−1)b} are worst: sens = ‖Σ_{m<k} C[:, m·b]‖, exact.
-- X ≥ 0 elementwise and few patterns (≤ ``ENUMERATION_LIMIT``): the worst g are all equal,
-  sens² = max_π 1ᵀX_π1, exact by enumeration.
+- X ≥ 0 elementwise and few maximal patterns (≤ ``ENUMERATION_LIMIT``; those no step can be added
+  to): the worst g are all equal, sens² = max_π 1ᵀX_π1, exact by enumeration.
 - otherwise an upper bound: sens² ≤ max_π Σ_{i∈π} u_i with u_i = max_{π∋i} Σ_{j∈π} |X_ij|
-  (each by dynamic programming), since ⟨g_i, g_j⟩ ≤ 1.
+  (each by dynamic programming), since ⟨g_i, g_j⟩ ≤ 1; exact where equal g on the pattern it
+  picks reach it (1ᵀX_π1 is a lower bound for any X).
 
 :func:`toeplitz_sensitivity` does the same for a banded lower-triangular Toeplitz C given by its
 coefficients, in O(T) (O(T log T) for the bound), without forming X.
@@ -70,6 +71,24 @@ def best_pattern_sum(weights: np.ndarray, participations: int, min_separation: i
     return out if np.ndim(weights) > 1 else out[0]
 
 
+def best_pattern(weights: np.ndarray, participations: int, min_separation: int) -> list[int]:
+    """The positions of a pattern (≤ k, gaps ≥ b) attaining :func:`best_pattern_sum` of the 1-D
+    ``weights`` ≥ 0: the same recursion over a full (T + 1) × (k + 1) table, then traced back."""
+    w = np.asarray(weights, dtype=float)
+    T, k, b = len(w), participations, min_separation
+    f = np.zeros((T + 1, k + 1))  # f[i, j]: best with ≤ j picks among positions ≥ i
+    for i in range(T - 1, -1, -1):
+        f[i, 1:] = np.maximum(f[i + 1, 1:], w[i] + f[min(i + b, T), :k])
+    pattern, i, j = [], 0, k
+    while i < T and j > 0:
+        if f[i, j] > f[i + 1, j]:
+            pattern.append(i)
+            i, j = i + b, j - 1
+        else:
+            i += 1
+    return pattern
+
+
 def _is_toeplitz_decreasing(C: np.ndarray) -> bool:
     c = C[:, 0]
     T = len(c)
@@ -106,28 +125,52 @@ def sensitivity(C: np.ndarray, participations: int = 1, min_separation: int = 1)
             "Toeplitz non-increasing non-negative: pattern 0, b, 2b, ...",
         )
     if np.all(X >= -1e-12 * scale):
-        patterns = list(_patterns(T, k, b, ENUMERATION_LIMIT))
-        if patterns is not None and len(patterns) <= ENUMERATION_LIMIT:
+        patterns = list(_maximal_patterns(T, k, b, ENUMERATION_LIMIT))
+        if len(patterns) <= ENUMERATION_LIMIT:
             best = max(X[np.ix_(p, p)].sum() for p in patterns)
             return Sensitivity(math.sqrt(best), True, "X >= 0: enumeration of every pattern")
     absX = np.abs(X)
     per_row = np.where(lag < b, -np.inf, absX)  # other positions of a pattern containing i
-    u = np.diag(absX) + best_pattern_sum(per_row, k - 1, b) if k > 1 else np.diag(absX)
-    return Sensitivity(
-        math.sqrt(best_pattern_sum(u, k, b)), False, "upper bound: DP over row bounds of |X|"
-    )
+    u = np.diag(absX) + best_pattern_sum(per_row, k - 1, b)
+    upper = best_pattern_sum(u, k, b)
+    # equal g on the bound's own pattern π give sens² ≥ 1ᵀX_π1: where that meets the bound, exact
+    pattern = best_pattern(u, k, b)
+    if X[np.ix_(pattern, pattern)].sum() >= upper * (1 - 1e-12):
+        return Sensitivity(
+            math.sqrt(upper), True, "DP over row bounds of |X|, met by equal g on its pattern"
+        )
+    return Sensitivity(math.sqrt(upper), False, "upper bound: DP over row bounds of |X|")
 
 
-def _patterns(T: int, k: int, b: int, limit: int):
-    """Every maximal-size pattern (k positions, gaps ≥ b) — non-negative X makes adding a
-    position never decrease 1ᵀX_π1, so patterns with fewer than k positions are dominated.
-    Yields nothing beyond ``limit`` + 1 patterns."""
-    # positions p_m = q_m + m(b−1) with q strictly increasing in [0, T − (k−1)(b−1))
-    span = T - (k - 1) * (b - 1)
-    for count, q in enumerate(itertools.combinations(range(span), k)):
-        if count > limit:
-            return
-        yield [q_m + m * (b - 1) for m, q_m in enumerate(q)]
+def _maximal_patterns(T: int, k: int, b: int, limit: int):
+    """Every maximal pattern: ≤ k positions, gaps ≥ b, none can be added.  Non-negative X makes
+    adding a position never decrease 1ᵀX_π1, so the others are dominated.  A maximal pattern has k
+    positions, or fewer where nothing fits: first < b, every gap < 2b, last > T − 1 − b (the
+    min_separation sampler's partition j ≥ T mod b has only ⌈T/b⌉ − 1 steps; T = 3, k = b = 2: {1}).
+    Depth-first; every node pushed extends to a maximal pattern.  Yields at most ``limit`` + 1."""
+
+    def nexts(last: int, size: int, full: bool) -> list[tuple[int, bool]]:
+        """Positions that may follow ``last`` in a pattern of ``size`` positions so far, each with
+        whether the pattern must then reach k (a first position ≥ b or a gap ≥ 2b leaves room
+        before it)."""
+        reach = T - 1 - (k - size - 1) * b  # the last position from which k can still be reached
+        if full:
+            return [(p, True) for p in range(last + b, reach + 1)]
+        near = [(p, False) for p in range(last + b, min(T, last + 2 * b))]
+        return near + [(p, True) for p in range(last + 2 * b, reach + 1)]
+
+    count = 0
+    stack = [([p], full) for p, full in nexts(-b, 0, False)]
+    while stack:
+        pattern, full = stack.pop()
+        last = pattern[-1]
+        if len(pattern) == k or last + b > T - 1:
+            yield pattern
+            count += 1
+            if count > limit:
+                return
+            continue
+        stack.extend(([*pattern, p], f) for p, f in nexts(last, len(pattern), full))
 
 
 def brute_force(C: np.ndarray, participations: int, min_separation: int) -> float:
