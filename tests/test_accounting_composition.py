@@ -62,6 +62,18 @@ def test_advanced_formula_and_optimized_split():
     assert eps < get("naive").epsilon(s, delta)
 
 
+def test_advanced_at_a_vanishing_step_equals_naive_zero():
+    """σ = 8, q = 1e-300, T = 10, δ = 1e-300: each step is (0, δ/T)-DP (its δ(0) =
+    q·(2Φ(1/(2σ)) − 1) ≈ 5e-302 ≤ 1e-301), so naive gives ε = 0 and advanced (min with naive) must
+    too; it refused ("no finite ε"): x·δ' underflowed to 0 and 0·∞ made every candidate NaN."""
+    from scipy.stats import norm
+
+    s = Setting(noise_multiplier=8.0, sampling_rate=1e-300, steps=10)
+    assert 1e-300 * (2 * norm.cdf(1 / 16) - 1) <= 1e-300 / 10
+    assert get("naive").epsilon(s, 1e-300) == 0.0
+    assert get("advanced").epsilon(s, 1e-300) == 0.0
+
+
 def test_kairouz_rule_and_refusal():
     """004 §3.2: each step (ε₀, δ/(2T)) with ε₀ = ε/(2√(T log(e + ε/δ))) — check the rule
     is met with equality at the returned ε, and refused where Thm 3.4 does not certify it."""

@@ -98,10 +98,10 @@ class AdvancedComposition(_Composition):
         def total(x):
             xs = np.broadcast_to(x, np.broadcast_shapes(np.shape(x), t.shape))
             eps_s = step_epsilon(setting, (1 - xs) * delta / t)
+            # ln(1/δ') as −ln x − ln δ: x·δ underflows to 0 at δ = 1e-300 (then 0·∞ for ε_s = 0)
+            log_inverse = -(np.log(xs) + math.log(delta))
             with np.errstate(over="ignore"):  # huge per-step ε: an infinite (useless) candidate
-                return eps_s * np.sqrt(2 * t * np.log(1 / (xs * delta))) + t * eps_s * np.expm1(
-                    eps_s
-                )
+                return eps_s * np.sqrt(2 * t * log_inverse) + t * eps_s * np.expm1(eps_s)
 
         return np.minimum(
             _refined_min(total), NaiveComposition()._epsilon_curve(setting, delta, steps)
