@@ -195,3 +195,39 @@ def test_sigma_search_that_steps_onto_the_top_of_the_range():
     sigma = acc.sigma(s, 0.5, 1e-5)
     assert acc.epsilon(s.replace(noise_multiplier=sigma), 1e-5) <= 0.5
     assert acc.epsilon(s.replace(noise_multiplier=sigma * (1 - 1e-3)), 1e-5) > 0.5
+
+
+@pytest.mark.parametrize("delta", ["1e-18", "1e-300"])
+def test_projected_at_tiny_delta_solves_eq5(delta):
+    """δ below ≈ 1e-16·p: eq. (23)'s starting point Φ⁻¹(p(1−δ)/(p + (1−p)δ)) rounded to Φ⁻¹(1) = ∞
+    and every δ there was refused ("no ε ≤ 1e12"); the root of eq. (5) solved in mpmath at 60
+    digits (θ from its definition, bisection to 2⁻⁶⁰) is the reference (6.3677 and 27.926)."""
+    import mpmath as mp
+
+    n, b, t, sigma, lr, diameter = 1000, 50, 100, 200.0, 0.1, 0.1
+    setting = Setting(
+        noise_multiplier=sigma,
+        steps=t,
+        sampling_rate=b / n,
+        batch_size=b,
+        dataset_size=n,
+        sampling="poisson",
+        neighbouring="replace_one",
+        lr=lr,
+        clip=1.0,
+        diameter=diameter,
+    )
+    with mp.workdps(60):
+        p, r = mp.mpf(b) / n, (mp.mpf(diameter) + 2 * mp.mpf(lr)) / (mp.mpf(lr) * sigma / b)
+
+        def delta_of(e):
+            th = mp.ncdf(r / 2 - e / r) - mp.e**e * mp.ncdf(-e / r - r / 2)
+            a = (1 - p) * th
+            return p * th * (1 - a**t) / (1 - a)
+
+        lo, hi = mp.mpf(0), mp.mpf(100)
+        for _ in range(70):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if delta_of(mid) > mp.mpf(delta) else (lo, mid)
+    got = get("asoodeh_projected").epsilon(setting, float(delta))
+    assert got == pytest.approx(float(hi), rel=1e-9)

@@ -83,8 +83,11 @@ def projected_epsilon_limit(delta: float, p: float, r: float) -> float:
 
 
 def projected_epsilon_closed_form(delta: float, p: float, r: float) -> float:
-    """001 eq. (23): ε ≤ r·[r/2 + Φ⁻¹(p(1−δ)/(p + (1−p)δ))], from θ_ε(r) < Q(ε/r − r/2)."""
-    return r * (r / 2 + float(ndtri(p * (1 - delta) / (p + (1 - p) * delta))))
+    """001 eq. (23): ε ≤ r·[r/2 + Φ⁻¹(p(1−δ)/(p + (1−p)δ))], from θ_ε(r) < Q(ε/r − r/2).
+
+    Evaluated as r·[r/2 − Φ⁻¹(δ/(p + (1−p)δ))] (the same, as 1 − Φ⁻¹'s argument): the argument
+    itself rounds to 1 below δ ≈ 1e-16·p, which made ε infinite there."""
+    return r * (r / 2 - float(ndtri(delta / (p + (1 - p) * delta))))
 
 
 def projected_epsilon(delta: float, steps, p: float, r: float) -> np.ndarray:
