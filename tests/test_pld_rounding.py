@@ -184,3 +184,57 @@ def test_composition_of_two_pmfs_is_within_the_allowance_and_certified_in_the_fa
         want = exact_delta(epsilon)
         ours = composition.delta(epsilon)
         assert 1e-90 < want < 1e-10 and want <= ours <= want * (1 + 1e-6), (epsilon, want, ours)
+
+
+def test_window_edge_search_is_the_linear_scan_in_log_many_bounds():
+    """``_first_edge`` returns the edge a scan of start, start + step, … (capped at ``last``)
+    would stop at, for a predicate that turns true once, with O(log) calls: the scan made one
+    Chernoff bound per step, hours of them where small q leaves a spread of a few bins (σ = 0.5,
+    q = 1e-10, T = 8, δ = 1e-6; now 66 bounds, ε = 0)."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        start, step = int(rng.integers(0, 50)), int(rng.integers(1, 9))
+        last = start + int(rng.integers(0, 10**4))
+        threshold = int(rng.integers(0, last + 2))
+        calls = []
+
+        def enough(edge, threshold=threshold, calls=calls):
+            calls.append(edge)
+            return edge >= threshold
+
+        scan = start
+        while scan < last and not enough(scan):
+            scan = min(last, scan + step)
+        calls.clear()
+        assert pld_tilted._first_edge(start, step, last, enough) == scan
+        assert len(calls) <= 2 * math.log2((last - start) / step + 2) + 2
+
+
+def test_pld_where_dp_accountings_inverse_refuses_near_the_loss_edge():
+    """σ = 1, q = 1e-13: at pld's refined interval dp_accounting's scalar inverse privacy loss
+    refuses a grid point within rounding of log(1 − q) (``_log_sub``: "a must be greater than b"),
+    an internal error in every pld query at such q; that point now takes the edge's own value.
+    T = 8, δ = 1e-12: T·q < δ bounds δ(0), so ε = 0 exactly."""
+    from dp_accounting.pld import privacy_loss_distribution
+
+    from dplab.accounting import Setting, get
+
+    setting = Setting(noise_multiplier=1.0, sampling_rate=1e-13, steps=8)
+    disc = get("pld").discretization(setting)
+    with pytest.raises(ValueError, match="greater than"):
+        privacy_loss_distribution.from_gaussian_mechanism(
+            1.0, sampling_prob=1e-13, value_discretization_interval=disc, use_connect_dots=True
+        )
+    assert get("pld").epsilon(setting, 1e-12) == 0.0
+
+
+@pytest.mark.parametrize("neighbouring,factor", [("add_remove", 1), ("replace_one", 2)])
+def test_loss_std_where_the_likelihood_ratio_overflows(neighbouring, factor):
+    """q = 1: the loss is Gaussian, std 1/σ (replace_one: 2/σ); it was NaN (log1p(−1) = −∞ at
+    one node, e^z overflowing at σ = 0.01)."""
+    from dplab.accounting import Setting
+    from dplab.accounting.pld_accountant import loss_std
+
+    for sigma in (0.5, 0.01):
+        s = Setting(noise_multiplier=sigma, sampling_rate=1.0, steps=1, neighbouring=neighbouring)
+        assert loss_std(s) == pytest.approx(factor / sigma, rel=1e-9)

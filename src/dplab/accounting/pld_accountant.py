@@ -56,11 +56,19 @@ def loss_std(setting: Setting) -> float:
     sigma, q = setting.noise_multiplier, setting.sampling_rate
     other = -1.0 if setting.neighbouring == Neighbouring.REPLACE_ONE else None
     nodes, weights = _hermite()
+
+    def log_ratio(z: np.ndarray) -> np.ndarray:
+        """log((1 − q) + q·e^z): log1p(q·expm1(z)), or where e^z overflows (tiny σ) the same as
+        a log-sum-exp."""
+        with np.errstate(over="ignore", divide="ignore"):
+            near = np.log1p(q * np.expm1(z))
+            return np.where(np.isfinite(near), near, np.logaddexp(np.log1p(-q), np.log(q) + z))
+
     moments = np.zeros(2)
     for weight, mean in ((1 - q, 0.0), (q, 1.0)):
         x = mean + sigma * nodes
-        up = np.log1p(q * np.expm1((2 * x - 1) / (2 * sigma**2)))  # log((1 − q) + q·N(1)/N(0))
-        down = 0.0 if other is None else np.log1p(q * np.expm1((-2 * x - 1) / (2 * sigma**2)))
+        up = log_ratio((2 * x - 1) / (2 * sigma**2))  # log((1 − q) + q·N(1)/N(0))
+        down = 0.0 if other is None else log_ratio((-2 * x - 1) / (2 * sigma**2))
         loss = up - down
         moments += weight * np.array([weights @ loss, weights @ loss**2])
     return math.sqrt(max(moments[1] - moments[0] ** 2, 0.0))

@@ -61,8 +61,11 @@ class ArrayGaussianPrivacyLoss(privacy_loss_mechanism.GaussianPrivacyLoss):
             deltas[~inverse] = -np.expm1(epsilons[~inverse])
         wanted = epsilons[inverse]
         x, done = self._inverse_losses(np.asarray(wanted, dtype=float))
-        for i in np.flatnonzero(~done):  # the scalar code's other branches (and refusals)
-            x[i] = self.inverse_privacy_loss(wanted[i])
+        for i in np.flatnonzero(~done):  # the scalar code's other branches
+            try:
+                x[i] = self.inverse_privacy_loss(wanted[i])
+            except ValueError:  # its ``_log_sub`` refusing ε within rounding of ±log(1 − q)
+                x[i] = math.inf if self.adjacency_type == AdjacencyType.REMOVE else -math.inf
         deltas[inverse] = self.mu_upper_cdf(x) - np.exp(wanted + self.mu_lower_log_cdf(x))
         deltas = np.clip(deltas, 0, 1)
         return float(deltas[0]) if is_scalar else deltas
