@@ -393,3 +393,23 @@ def test_balls_in_bins_add_direction_against_monte_carlo():
         est = math.log(sample.mean()) / (alpha - 1)
         se = sample.std() / sample.mean() / math.sqrt(len(sample)) / (alpha - 1)
         assert abs(rdp - est) < 4 * se + bnb.MARGIN
+
+
+def test_balls_in_bins_sigma_where_rdp_finds_none_is_its_own_answer():
+    """n = 205, b = 10, T = 500, ε = 0.001, δ = 1e-6: rdp finds no σ ≤ 1e7, and that refusal was
+    reported as balls_in_bins' own, naming rdp; the search now starts from fixed_batches' σ
+    (12183, a σ that meets the target: balls_in_bins is never above fixed_batches) and refuses
+    only for its own reason, naming fixed_batches as the valid bound."""
+    from dplab.errors import AssumptionError
+
+    s = Setting(
+        noise_multiplier=1.0,
+        steps=500,
+        dataset_size=205,
+        batch_size=10,
+        sampling="balls_in_bins",
+        neighbouring="add_remove",
+    )
+    with pytest.raises(AssumptionError) as refused:
+        get("balls_in_bins").sigma(s, 0.001, 1e-6)
+    assert "'rdp'" not in str(refused.value) and "fixed_batches" in str(refused.value)

@@ -41,6 +41,7 @@ from dplab.accounting.fixed_batches import FixedBatches
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
+from dplab.errors import AssumptionError
 from dplab.schemes import Neighbouring, Sampling
 
 #: Rényi orders (integers, for the exact remove direction)
@@ -238,5 +239,10 @@ class BallsInBins(Accountant):
         return np.minimum(amplified, gaussian_delta(epsilon, FixedBatches.mu(setting, steps)))
 
     def _sigma_start(self, setting, epsilon, delta):
-        """The rdp σ of Poisson sampling at q = b/n (close: random allocation ≈ Poisson)."""
-        return get("rdp").sigma(setting.replace(sampling=Sampling.POISSON), epsilon, delta)
+        """The rdp σ of Poisson sampling at q = b/n (close: random allocation ≈ Poisson); where rdp
+        finds none, fixed_batches' σ, which meets the target here too (never above it).  rdp's
+        refusal was reported as this accountant's, naming rdp."""
+        try:
+            return get("rdp").sigma(setting.replace(sampling=Sampling.POISSON), epsilon, delta)
+        except AssumptionError:
+            return FixedBatches()._sigma_start(setting, epsilon, delta)
