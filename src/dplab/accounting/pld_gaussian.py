@@ -22,7 +22,10 @@ Every ε where the scalar code takes another branch (ε at or past ±log(1 − q
 ``_log_sub`` that would refuse) is left to dp_accounting's own scalar ``inverse_privacy_loss``,
 and the REPLACE adjacency to its ``get_delta_for_epsilon``. The connect-the-dots PMF and the PLD
 are dp_accounting's code, unchanged: :func:`gaussian_pld` returns exactly
-``from_gaussian_mechanism``'s PLD (tests/test_pld_gaussian.py compares the bytes).
+``from_gaussian_mechanism``'s PLD (tests/test_pld_gaussian.py compares the bytes) wherever that
+answers.  Where the scalar code itself refuses (its ``_log_sub``: at q ≈ 1e-13 a grid ε within
+rounding of ±log(1 − q)), the edge's own value is taken: x = ±∞, i.e. δ = 1 − e^ε (REMOVE) or 0
+(ADD), what the scalar code gives just past the edge.
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ class ArrayGaussianPrivacyLoss(privacy_loss_mechanism.GaussianPrivacyLoss):
         for i in np.flatnonzero(~done):  # the scalar code's other branches
             try:
                 x[i] = self.inverse_privacy_loss(wanted[i])
-            except ValueError:  # its ``_log_sub`` refusing ε within rounding of ±log(1 − q)
+            except ValueError as refused:  # ``_log_sub``: ε within rounding of ±log(1 − q)
+                if "must be greater than" not in str(refused):
+                    raise
                 x[i] = math.inf if self.adjacency_type == AdjacencyType.REMOVE else -math.inf
         deltas[inverse] = self.mu_upper_cdf(x) - np.exp(wanted + self.mu_lower_log_cdf(x))
         deltas = np.clip(deltas, 0, 1)
