@@ -236,3 +236,13 @@ def test_a_filter_outside_its_range_is_refused(changes, key):
     }
     with pytest.raises(DPLabError, match=f"^{key}: "):
         resolve_run(raw)
+
+
+def test_levels_charge_a_norm_at_or_above_the_clip_and_a_nan_the_top_level():
+    """⌈64·min(‖g‖, C)/C⌉: 0 → 0, C/64 → 1, C and ∞ → 64; NaN → 64 (it was cast to level 0)."""
+    import torch
+
+    from dplab.accounting.individual import LEVELS, levels
+
+    norms = torch.tensor([0.0, 2.0 / 64, 1.0, 2.0, 3.0, float("inf"), float("nan")])
+    assert levels(norms, 2.0).tolist() == [0, 1, 32, LEVELS, LEVELS, LEVELS, LEVELS]

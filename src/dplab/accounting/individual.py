@@ -68,7 +68,9 @@ def check(sampling: str, neighbouring: str) -> None:
 
 
 def levels(norms, clip: float):
-    """Level k = ⌈LEVELS·min(‖g‖, C)/C⌉ of each norm (a torch tensor; int64)."""
+    """Level k = ⌈LEVELS·min(‖g‖, C)/C⌉ of each norm (a torch tensor; int64); a NaN norm is
+    charged the top level, as C (it fell to level 0, i.e. ε = 0, through the integer cast)."""
+    norms = norms.nan_to_num(nan=clip)
     return (norms.clamp(max=clip) / clip * LEVELS).ceil().long().clamp(0, LEVELS)
 
 
