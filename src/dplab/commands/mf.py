@@ -187,10 +187,10 @@ def _check_flags(args, steps: int, min_separation: int) -> None:
             raise DPLabError("momentum", f"{strategy} factorizes the prefix sum only (momentum 0)")
     else:
         factorizations.check_strategy(strategy, args.bands)
+    cyclic = args.sampling == Sampling.CYCLIC_POISSON
     # b ≥ T partitions: every T×T lower-triangular C has at most b bands (one participation)
     if (
-        args.sampling_rate is not None
-        or (args.sampling == Sampling.CYCLIC_POISSON and min_separation < steps)
+        args.sampling_rate is not None or (cyclic and min_separation < steps)
     ) and strategy not in AMPLIFIED:
         raise DPLabError(
             "sampling_rate",
@@ -198,15 +198,9 @@ def _check_flags(args, steps: int, min_separation: int) -> None:
             f"--min-separation b >= --steps); {strategy} is accounted without amplification: "
             "drop --sampling-rate and --sampling cyclic_poisson",
         )
-    if (
-        args.sampling_rate is not None or args.sampling == Sampling.CYCLIC_POISSON
-    ) and args.neighbouring == Neighbouring.REPLACE_ONE:
-        raise DPLabError(
-            "neighbouring",
-            "amplified banded MF (--sampling-rate, --sampling cyclic_poisson) is proved for "
-            "add_remove only; got replace_one",
-        )
-    if args.sampling_rate is not None and args.sampling == Sampling.CYCLIC_POISSON:
+    if (args.sampling_rate is not None or cyclic) and args.neighbouring is not None:
+        accounting.check_amplified_neighbouring(args.neighbouring)
+    if args.sampling_rate is not None and cyclic:
         raise DPLabError(
             "sampling_rate", "give --sampling-rate or --sampling cyclic_poisson, not both"
         )

@@ -195,6 +195,15 @@ def _fail(key: str, message: str) -> AssumptionError:
     return AssumptionError(NAME, key, message)
 
 
+def check_amplified_neighbouring(neighbouring: str) -> None:
+    """Amplified banded MF (cyclic Poisson, Poisson groups) is proved for add_remove only."""
+    if neighbouring != Neighbouring.ADD_REMOVE:
+        raise _fail(
+            "neighbouring",
+            f"amplified banded MF is proved for add_remove only; got {neighbouring!r}",
+        )
+
+
 def event(
     factorization: Factorization,
     sampler,
@@ -232,11 +241,7 @@ def event(
             scale=sens * sum_sensitivity(1.0, neighbouring),
         )
     # CyclicPoisson, PoissonGroups
-    if neighbouring != Neighbouring.ADD_REMOVE:
-        raise _fail(
-            "neighbouring",
-            f"amplified banded MF is proved for add_remove only; got {neighbouring!r}",
-        )
+    check_amplified_neighbouring(neighbouring)
     b = sampler.partitions_count
     if not factorization.within_bands(b):
         raise _fail("bands", f"cyclic Poisson over b={b} partitions needs a C with at most b bands")

@@ -71,9 +71,11 @@ def best_pattern_sum(weights: np.ndarray, participations: int, min_separation: i
     return out if np.ndim(weights) > 1 else out[0]
 
 
-def best_pattern(weights: np.ndarray, participations: int, min_separation: int) -> list[int]:
-    """The positions of a pattern (≤ k, gaps ≥ b) attaining :func:`best_pattern_sum` of the 1-D
-    ``weights`` ≥ 0: the same recursion over a full (T + 1) × (k + 1) table, then traced back."""
+def best_pattern(
+    weights: np.ndarray, participations: int, min_separation: int
+) -> tuple[float, list[int]]:
+    """:func:`best_pattern_sum` of the 1-D ``weights`` ≥ 0 and the positions of a pattern (≤ k,
+    gaps ≥ b) attaining it: the same recursion over a full (T + 1) × (k + 1) table, traced back."""
     w = np.asarray(weights, dtype=float)
     T, k, b = len(w), participations, min_separation
     f = np.zeros((T + 1, k + 1))  # f[i, j]: best with ≤ j picks among positions ≥ i
@@ -86,7 +88,7 @@ def best_pattern(weights: np.ndarray, participations: int, min_separation: int) 
             i, j = i + b, j - 1
         else:
             i += 1
-    return pattern
+    return float(f[0, k]), pattern
 
 
 def _is_toeplitz_decreasing(C: np.ndarray) -> bool:
@@ -132,9 +134,8 @@ def sensitivity(C: np.ndarray, participations: int = 1, min_separation: int = 1)
     absX = np.abs(X)
     per_row = np.where(lag < b, -np.inf, absX)  # other positions of a pattern containing i
     u = np.diag(absX) + best_pattern_sum(per_row, k - 1, b)
-    upper = best_pattern_sum(u, k, b)
     # equal g on the bound's own pattern π give sens² ≥ 1ᵀX_π1: where that meets the bound, exact
-    pattern = best_pattern(u, k, b)
+    upper, pattern = best_pattern(u, k, b)
     if X[np.ix_(pattern, pattern)].sum() >= upper * (1 - 1e-12):
         return Sensitivity(
             math.sqrt(upper), True, "DP over row bounds of |X|, met by equal g on its pattern"
