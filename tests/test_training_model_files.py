@@ -241,3 +241,207 @@ def test_the_provenance_inputs_hold_the_model_files_of_runs_grids_and_audits():
         "audits": {"x": {"run": {"model": "m/x.py:X"}}, "y": {"run": {}}},
     }
     assert model_files(config) == ["m/a.py", "m/g.py", "m/x.py"]
+
+
+CHECKED = """
+import sys
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Base(nn.Module):
+    def __init__(self, input_shape, classes):
+        super().__init__()
+        self.fc = nn.Linear(input_shape[0], 8)
+        self.out = nn.Linear(8, classes)
+
+
+class BatchMean(Base):  # normalises by the batch's statistics, by hand
+    def forward(self, x):
+        h = self.fc(x)
+        if len(h) > 1:
+            h = (h - h.mean(0)) / (h.std(0) + 1e-5)
+        return self.out(torch.tanh(h))
+
+
+class FunctionalNorm(Base):  # batch statistics through F.batch_norm, no BatchNorm module
+    def forward(self, x):
+        h = self.fc(x)
+        return self.out(F.batch_norm(h, None, None, training=True) if len(h) > 1 else h)
+
+
+class RunningMean(Base):  # a buffer updated from every batch
+    def __init__(self, input_shape, classes):
+        super().__init__(input_shape, classes)
+        self.register_buffer("mu", torch.zeros(input_shape[0]))
+
+    def forward(self, x):
+        self.mu.mul_(0.9).add_(0.1 * x.mean(0))
+        return self.out(self.fc(x - self.mu))
+
+
+class Dropout(Base):
+    def forward(self, x):
+        return self.out(F.dropout(self.fc(x), 0.5, self.training))
+
+
+class OneExampleOnly(Base):
+    def forward(self, x):
+        if len(x) > 1:
+            raise ValueError("boom")
+        return self.out(self.fc(x))
+
+
+class BatchMeanOut(Base):  # (1, K) for any batch
+    def forward(self, x):
+        return self.out(self.fc(x)).mean(0, keepdim=True)
+
+
+class Frozen(Base):
+    def __init__(self, input_shape, classes):
+        super().__init__(input_shape, classes)
+        self.out.bias.requires_grad_(False)
+
+    def forward(self, x):
+        return self.out(self.fc(x))
+
+
+class NoParameters(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.classes = classes
+
+    def forward(self, x):
+        return torch.zeros(len(x), self.classes)
+
+
+class Fine(Base):  # a constant buffer and a value read in the forward pass: accepted
+    def __init__(self, input_shape, classes):
+        super().__init__(input_shape, classes)
+        self.register_buffer("shift", torch.ones(input_shape[0]))
+
+    def forward(self, x):
+        scale = 2.0 if float(x.abs().max()) > 1e3 else 1.0
+        return self.out(torch.tanh(self.fc(x - self.shift))) * scale
+
+
+class Tied(nn.Module):  # one weight in two Linear layers
+    def __init__(self, input_shape, classes):
+        super().__init__()
+        self.first = nn.Linear(input_shape[0], input_shape[0])
+        self.second = nn.Linear(input_shape[0], input_shape[0], bias=False)
+        self.second.weight = self.first.weight
+        self.out = nn.Linear(input_shape[0], classes)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.second(torch.tanh(self.first(x)))))
+
+
+class TrainingOnly(Base):  # a deterministic term while training only
+    def forward(self, x):
+        out = self.out(self.fc(x))
+        return out + 100.0 * F.one_hot(torch.zeros(len(x), dtype=torch.long), out.shape[1]) * (
+            self.training
+        )
+"""
+
+
+@pytest.fixture
+def checked(project):
+    (project / "models" / "checked.py").write_text(CHECKED)
+    return project
+
+
+def _start(name: str):
+    from dplab.training.start import initial
+
+    return initial(_run(model=f"models/checked.py:{name}", batch_size=4), 16, [5], 3, seed=0)
+
+
+@pytest.mark.parametrize(
+    "name,words",
+    [
+        ("BatchMean", "row 0 of a batch's output differs from example 0's output alone"),
+        ("FunctionalNorm", "mixes the examples of a batch"),
+        ("RunningMean", "changes the buffer 'mu'"),
+        ("Dropout", "two forward passes of the same batch differ"),
+        ("OneExampleOnly", "a batch of 4 examples of shape [5] fails: ValueError: boom"),
+        ("BatchMeanOut", "shape [4, 3] for a batch of 4; got [1, 3]"),
+        ("Frozen", "parameter 'out.bias' is frozen"),
+        ("NoParameters", "has no parameter"),
+    ],
+)
+def test_a_model_file_that_breaks_per_example_clipping_is_refused_before_training(
+    checked, name, words
+):
+    """Each of these passes the one-example output check; trained, its printed ε would not hold
+    (one example moves the others' outputs or a buffer) or the run would fail mid-way."""
+    with pytest.raises(DPLabError) as err:
+        _start(name)
+    assert err.value.key == "model" and words in err.value.message
+
+
+def test_a_per_example_model_file_with_a_constant_buffer_and_a_value_read_starts(checked):
+    start = _start("Fine")
+    assert sorted(start.params) == ["fc.bias", "fc.weight", "out.bias", "out.weight"]
+    # planning builds it on torch's meta device, where reading a value fails: counted on the CPU
+    assert models.parameters(_run(model="models/checked.py:Fine"), [5], 3) == 5 * 8 + 8 + 8 * 3 + 3
+
+
+def test_a_model_file_that_exits_at_import_is_refused(project):
+    (project / "models" / "bad.py").write_text("import sys\nsys.exit(0)\n")
+    with pytest.raises(DPLabError, match="does not import: SystemExit") as err:
+        resolve_run({"method": "sgd", "model": "models/bad.py:Net"})
+    assert err.value.key == "model"
+
+
+def test_tied_weights_get_the_clipped_sum_of_their_summed_gradient(checked):
+    """A weight shared by two layers: its per-example gradient is the sum of both layers' parts,
+    its norm not the root of their squares; against autograd one example at a time."""
+    import torch
+
+    from dplab.training.per_example import clipped_grad_sum
+
+    start = _start("Tied")
+    assert sorted(start.params) == ["first.bias", "first.weight", "out.bias", "out.weight"]
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(1)) * 3
+    y = torch.tensor([0, 1, 2, 0, 1, 2])
+    clip = 0.5
+    got = clipped_grad_sum(start.loss, start.params, x, y, clip)
+    want = {k: torch.zeros_like(v) for k, v in start.params.items()}
+    norms = []
+    for i in range(len(x)):
+        p = {k: v.clone().requires_grad_() for k, v in start.params.items()}
+        logits = torch.func.functional_call(start.model, p, (x[i : i + 1],))
+        g = torch.autograd.grad(
+            torch.nn.functional.cross_entropy(logits, y[i : i + 1]), list(p.values())
+        )
+        norm = float(torch.sqrt(sum((t * t).sum() for t in g)))
+        norms.append(norm)
+        for k, t in zip(p, g):
+            want[k] += min(1.0, clip / (norm + 1e-6)) * t
+    assert got.norms.tolist() == pytest.approx(norms, rel=1e-5)
+    for k in want:
+        torch.testing.assert_close(got.grad_sum[k], want[k], rtol=1e-5, atol=1e-6)
+
+
+def test_evaluation_runs_the_model_in_eval_mode_and_training_resumes_in_train_mode(checked):
+    import torch
+
+    from dplab.training.loop import evaluate
+
+    start = _start("TrainingOnly")
+    x = torch.randn(50, 5, generator=torch.Generator().manual_seed(2))
+    y = torch.full((50,), 2)
+    with torch.no_grad():
+        logits = start.model(x)  # in train mode: class 0 wins by 100
+    start.model.eval()
+    with torch.no_grad():
+        plain = start.model(x)
+    start.model.train()
+    assert int((logits.argmax(1) == 0).sum()) == 50
+    loss, accuracy = evaluate(start.model, start.params, x, y)
+    assert accuracy == int((plain.argmax(1) == 2).sum()) / 50
+    assert loss == pytest.approx(float(torch.nn.functional.cross_entropy(plain, y)), rel=1e-6)
+    assert start.model.training

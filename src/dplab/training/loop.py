@@ -264,13 +264,17 @@ def steps(
 def evaluate(
     model: nn.Module, params: dict, x: torch.Tensor, y: torch.Tensor, chunk: int = 2048
 ) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy on (x, y)."""
-    loss, correct = 0.0, 0
-    for start in range(0, len(x), chunk):
-        logits = torch.func.functional_call(model, params, (x[start : start + chunk],))
-        target = y[start : start + chunk]
-        loss += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
-        correct += int((logits.argmax(1) == target).sum())
+    """Mean cross-entropy and accuracy on (x, y), the model in eval mode (then back)."""
+    loss, correct, training = 0.0, 0, model.training
+    model.eval()
+    try:
+        for start in range(0, len(x), chunk):
+            logits = torch.func.functional_call(model, params, (x[start : start + chunk],))
+            target = y[start : start + chunk]
+            loss += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
+            correct += int((logits.argmax(1) == target).sum())
+    finally:
+        model.train(training)
     return loss / len(x), correct / len(x)
 
 

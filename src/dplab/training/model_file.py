@@ -72,7 +72,7 @@ def _import(module_name: str, source: Path):
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as err:  # whatever the user's file raises: it does not import
+    except (Exception, SystemExit) as err:  # whatever the user's file raises: it does not import
         del sys.modules[module_name]
         first = (str(err).splitlines() or [""])[0][:160]
         raise DPLabError(
@@ -110,7 +110,7 @@ def build(model: str, model_args: dict | None, input_shape: list[int], classes: 
         return model_class(model)(**kwargs)
     except DPLabError:
         raise
-    except Exception as err:  # the user's constructor failed
+    except (Exception, SystemExit) as err:  # the user's constructor failed
         raise DPLabError(
             "model", f"{model}({kwargs}) fails: {type(err).__name__}: {str(err)[:160]}"
         ) from None

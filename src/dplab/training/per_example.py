@@ -31,10 +31,10 @@ gradients where that is cheaper:
   g_{i,t}·z_{i,t} (z = W a + b), and Σ_i c_i l2·θ = l2·θ·Σ_i c_i.
 
 **torch.func** (``grad`` of the one-example loss, ``vmap`` over the batch) for everything else:
-any parameter outside a Linear/Conv2d layer (e.g. LayerNorm, Embedding), grouped or non-zero-
-padded convolutions, string paddings, a layer called twice in one forward pass or whose input or
-output is changed in place afterwards, batch-norm layers, or a loss without the ``model``/``l2``
-attributes that :func:`models.example_loss` sets.
+any parameter outside a Linear/Conv2d layer (e.g. LayerNorm, Embedding) or shared by two layers
+(tied weights), grouped or non-zero-padded convolutions, string paddings, a layer called twice in
+one forward pass or whose input or output is changed in place afterwards, batch-norm layers, or a
+loss without the ``model``/``l2`` attributes that :func:`models.example_loss` sets.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def ghost_supported(model: nn.Module, params: dict[str, torch.Tensor]) -> bool:
 class _Plan:
     """What ghost clipping needs of a model's structure, read once per model (:func:`_plan`)."""
 
-    supported: bool  # every parameter in a supported layer, no batch-norm layer
+    supported: bool  # every parameter in a supported layer, none in two, no batch-norm layer
     parameters: frozenset[str]  # the model's parameter names
     layers: dict[nn.Module, str]  # each layer of a :data:`GHOST_LAYERS` type → its name
     keys: dict[nn.Module, tuple[str, str | None]]  # each layer → its weight's and bias's names
@@ -138,7 +138,10 @@ def _plan(model: nn.Module) -> _Plan:
     """The model's :class:`_Plan`, cached (a model's layers do not change while it trains)."""
     plan = _PLANS.get(model)
     if plan is None:
-        supported = all(
+        tied = len(list(model.named_parameters(remove_duplicate=False))) > len(
+            list(model.named_parameters())
+        )  # one tensor in two layers: its gradient is the sum of both, its norm not theirs
+        supported = not tied and all(
             not isinstance(m, nn.modules.batchnorm._NormBase)
             and (
                 not list(m.parameters(recurse=False))

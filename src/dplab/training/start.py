@@ -37,7 +37,8 @@ def initial(
 ) -> Start:
     """The start of one run of ``settings`` on ``n`` examples: b (:meth:`RunSettings.b`, at most n),
     the model initialised with torch's global generator seeded with ``seed`` inside ``fork_rng``
-    (its output shape checked) and moved to ``device``, a copy of its parameters (W₀, not yet
+    (its output checked: :func:`models.check_output`, a model file's also
+    :func:`models.check_batch`) and moved to ``device``, a copy of its parameters (W₀, not yet
     projected) and its per-example loss."""
     b = settings.b(n)
     if b > n:
@@ -46,6 +47,8 @@ def initial(
         torch.manual_seed(seed)
         model = models.build(settings, input_shape, classes)
         models.check_output(model, input_shape, classes)
+        if model_file.names_file(settings.model):  # a built-in model holds by construction
+            models.check_batch(model, input_shape, classes)
     model = model.to(device)
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
     path = model_path(settings.model)

@@ -18,8 +18,10 @@ tanh_cnn  Tramèr & Boneh (ICLR 2021): Conv2d 8×8/2, tanh, pool, Conv2d 4×4/2,
 .. end generated: models
 
 Every model is checked where it is built (:func:`build`): no layer that mixes the examples of a
-batch (batch norm: per-example gradients are undefined), and one example's output is a vector
-of one logit per class (:func:`check_output`).
+batch (batch norm: per-example gradients are undefined), at least one parameter and every one
+trained, and one example's output is a vector of one logit per class (:func:`check_output`).  A
+model file's forward pass is also run on a batch before training (:func:`check_batch`): row i of
+its output is example i's output alone, deterministic, with no buffer changed.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def build(run: RunSettings, input_shape: list[int], classes: int) -> nn.Module:
     else:
         model = get(run.model).build(run, input_shape, classes)
     check_layers(model)
+    check_parameters(model)
     return model
 
 
@@ -79,8 +82,13 @@ def parameters(run: RunSettings, input_shape: list[int], classes: int) -> int:
         return get(run.model).parameters(run, input_shape, classes)
     import torch
 
-    with torch.device("meta"):
-        model = build(run, input_shape, classes)
+    try:
+        with torch.device("meta"):
+            model = build(run, input_shape, classes)
+            check_output(model, input_shape, classes)
+    except DPLabError:  # a forward pass that reads values (``.item()``) runs on real tensors only
+        with torch.random.fork_rng(devices=[]):
+            model = build(run, input_shape, classes)
         check_output(model, input_shape, classes)
     return sum(p.numel() for p in model.parameters())
 
@@ -101,6 +109,21 @@ def check_layers(model: nn.Module) -> None:
                 f"layer {name!r} ({type(module).__name__}) mixes the examples of a batch, so "
                 "per-example gradients are undefined; use GroupNorm (or LayerNorm) instead",
             )
+
+
+def check_parameters(model: nn.Module) -> None:
+    """At least one parameter, and every one trained: DP-SGD's update and ε cover every
+    parameter, and a frozen one (``requires_grad=False``) would be trained all the same."""
+    named = list(model.named_parameters())
+    if not named:
+        raise DPLabError("model", "has no parameter: DP-SGD trains a model's parameters")
+    frozen = [name for name, p in named if not p.requires_grad]
+    if frozen:
+        raise DPLabError(
+            "model",
+            f"parameter {frozen[0]!r} is frozen (requires_grad=False); dplab trains every "
+            "parameter, so register a fixed tensor as a buffer (register_buffer) instead",
+        )
 
 
 def check_output(model: nn.Module, input_shape: list[int], classes: int) -> None:
@@ -124,6 +147,69 @@ def check_output(model: nn.Module, input_shape: list[int], classes: int) -> None
             "model",
             f"must output one logit per class, shape [1, {classes}] for one example of "
             f"shape {list(input_shape)}; got {shape}",
+        )
+
+
+#: the examples of the batch :func:`check_batch` runs through a model file's network
+CHECK_ROWS = 4
+
+
+def check_batch(model: nn.Module, input_shape: list[int], classes: int) -> None:
+    """A batch of :data:`CHECK_ROWS` distinct inputs (its own generator: no draw from torch's)
+    through ``model`` as it trains: logits of shape (rows, ``classes``), row i equal to example
+    i's output alone, the same again on the same batch, and no buffer changed.  DP-SGD bounds
+    one example's influence by clipping its own gradient, which holds only if the forward pass
+    treats each example alone (no batch statistics), draws nothing (dropout: unsupported) and keeps
+    no state computed from the data outside the parameters; a DPLabError on ``model``
+    otherwise."""
+    import torch
+
+    x = torch.randn((CHECK_ROWS, *input_shape), generator=torch.Generator().manual_seed(0))
+    before = {name: b.clone() for name, b in model.named_buffers()}
+    try:
+        with torch.no_grad():
+            out, again = model(x), model(x)
+            alone = [model(x[i : i + 1]) for i in range(CHECK_ROWS)]
+    except Exception as err:  # the user's forward pass fails on a batch
+        raise DPLabError(
+            "model",
+            f"the forward pass of a batch of {CHECK_ROWS} examples of shape {list(input_shape)} "
+            f"fails: {type(err).__name__}: {str(err)[:160]}",
+        ) from None
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (CHECK_ROWS, classes):
+        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise DPLabError(
+            "model",
+            f"must output one row of {classes} logits per example, shape [{CHECK_ROWS}, "
+            f"{classes}] for a batch of {CHECK_ROWS}; got {shape}",
+        )
+    changed = [
+        name
+        for name, b in model.named_buffers()
+        if name not in before or not torch.equal(b, before[name])
+    ]
+    if changed:
+        raise DPLabError(
+            "model",
+            f"the forward pass changes the buffer {changed[0]!r}: state computed from the "
+            "training data outside the clipped, noised update is covered by no ε",
+        )
+    if not torch.allclose(out, again, rtol=0.0, atol=0.0, equal_nan=True):
+        raise DPLabError(
+            "model",
+            "two forward passes of the same batch differ: the model draws random numbers "
+            "(dropout?), which dplab's per-example gradients do not support",
+        )
+    alone = torch.cat(alone)
+    scale = 1e-5 * (1.0 + float(out.abs().nan_to_num().max()))
+    if not torch.allclose(out, alone, rtol=1e-4, atol=scale, equal_nan=True):
+        row = int((out - alone).abs().nan_to_num(nan=float("inf")).amax(1).argmax())
+        raise DPLabError(
+            "model",
+            f"row {row} of a batch's output differs from example {row}'s output alone: the "
+            "forward pass mixes the examples of a batch (batch statistics?), so clipping one "
+            "example's gradient does not bound its influence; normalise each example alone "
+            "(LayerNorm, GroupNorm)",
         )
 
 
