@@ -6,11 +6,13 @@ threat model below every valid upper bound."""
 from __future__ import annotations
 
 from dataclasses import replace
+import itertools
 import math
 
 import numpy as np
 import pytest
 import torch
+from scipy.optimize import brentq
 from scipy.stats import beta, binomtest
 
 from dplab.training.settings import RunSettings
@@ -640,6 +642,89 @@ def test_contracted_and_sampled_last_iterates_match_their_limits():
     )
 
 
+def _epoch_law(t: int, q: int, c: float) -> tuple[np.ndarray, np.ndarray]:
+    """W = Σ c^(T−t) over the steps the canary drew under balls-in-bins, by enumeration: one
+    step uniform over each epoch of q steps (steps 1…T), the last partial epoch's r steps each
+    with probability 1/q."""
+    epochs = [range(e * q + 1, min(e * q + q, t) + 1) for e in range(-(-t // q))]
+    choices = [
+        [(c ** (t - s), 1 / q) for s in steps] + [(0.0, 1 - len(steps) / q)] * (len(steps) < q)
+        for steps in epochs
+    ]
+    combos = list(itertools.product(*choices))
+    return np.array([sum(w for w, _ in k) for k in combos]), np.array(
+        [math.prod(p for _, p in k) for k in combos]
+    )
+
+
+def _mixture_epsilon(delta: float, a: float, t: int, c: float, law, relation: str) -> float:
+    """ε(δ) of a·W + N(0, Σc²ⁱ) against N(0, ·) (add_remove) or −a·W′ + N(0, ·), the
+    hockey-stick divergence integrated on a dense grid."""
+    w, p = law
+    s = math.sqrt(sum(c ** (2 * i) for i in range(t)))
+    x, dx = np.linspace(-a * w.max() - 12 * s, a * w.max() + 12 * s, 40001, retstep=True)
+    p_in = (p * norm.pdf(x[:, None], a * w, s)).sum(1) * dx
+    p_out = (
+        norm.pdf(x, 0, s) * dx
+        if relation == "add_remove"
+        else (p * norm.pdf(x[:, None], -a * w, s)).sum(1) * dx
+    )
+
+    def excess(e):
+        lo, hi = np.maximum(p_in - np.exp(e) * p_out, 0), np.maximum(p_out - np.exp(e) * p_in, 0)
+        return max(lo.sum(), hi.sum()) - delta
+
+    return brentq(excess, 0.0, 60.0, xtol=1e-9)
+
+
+@pytest.mark.parametrize("relation", ["replace_one", "add_remove"])
+def test_balls_in_bins_last_iterate_is_the_enumerated_epoch_law(relation):
+    """One draw per epoch of Q steps (partial epochs included), against W's law enumerated and
+    the two mixtures integrated; at full epochs with c = 1, W = T/Q and the pair is Gaussian."""
+    for t, q, c, a in ((3, 2, 1.0, 1.0), (5, 3, 1.0, 0.7), (4, 3, 0.8, 1.0), (6, 2, 0.8, 1.0)):
+        ours = exact.canary_last_iterate_epsilon(1e-5, a, [t], relation, contraction=c, bins=q)[0]
+        brute = _mixture_epsilon(1e-5, a, t, c, _epoch_law(t, q, c), relation)
+        assert ours == pytest.approx(brute, rel=1e-5 if c == 1 else 1e-3)
+    sens = 2 if relation == "replace_one" else 1
+    steps = np.array([2, 4, 8])
+    np.testing.assert_allclose(
+        exact.canary_last_iterate_epsilon(1e-5, 1.0, steps, relation, bins=2),
+        gaussian_epsilon(1e-5, sens * (steps / 2) / np.sqrt(steps)),
+        rtol=1e-5,
+    )
+
+
+def test_audit_exact_value_under_balls_in_bins_is_one_draw_per_epoch():
+    """The exact column of a balls-in-bins audit (n = 128, b = 64: epochs of 2 steps, σ = C =
+    norm = 1): the canary is drawn T/2 times for sure, so ε is the Gaussian one of μ = 2·(T/2)/√T
+    (6.573, 9.997, 15.456 at T = 2, 4, 8; the binomial law gave 6.198, 9.197, 13.910); ÷ |B|
+    makes the canary's steps random, and no exact value is given."""
+    from dplab.audit.canary import GradientCanaries
+    from dplab.audit.membership import _exact
+
+    run = RunSettings.of(
+        resolve_run(
+            {
+                "method": "dp_sgd",
+                "noise_multiplier": 1.0,
+                "clip": 1.0,
+                "batch_size": 64,
+                "sampling": "balls_in_bins",
+                "delta": 1e-5,
+            }
+        )
+    )
+    steps = [2, 4, 8]
+    for relation, sens in (("replace_one", 2), ("add_remove", 1)):
+        canary = GradientCanaries("w", torch.zeros(1, dtype=torch.long), 1.0, relation)
+        got = _exact(run, canary, 0, steps, 128, ("last_iterate",))["last_iterate"]
+        want = gaussian_epsilon(1e-5, sens * np.array([1, 2, 4]) / np.sqrt(steps))
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert (
+        _exact(replace(run, normalize="realized"), canary, 0, steps, 128, ("last_iterate",)) == {}
+    )
+
+
 def _equal_error_mu(p_sf, q_sf) -> float:
     from scipy.optimize import brentq
 
@@ -651,7 +736,7 @@ def test_gdp_extrapolation_is_conservative_exactly_where_the_audit_reports_it():
     """One step of the subsampled Gaussian (the least Gaussian case): the ε of the μ-GDP curve
     through the equal-error point is below the pair's exact ε (pld) for add/remove, and above it
     for replace-one at q = 0.75 (both worlds mixtures), where gdp is not reported."""
-    from dplab.audit.membership import gdp_applies
+    from dplab.audit.entries import gdp_applies
 
     pld = accounting.get("pld")
     for q, sigma in ((0.125, 1.0), (0.5, 4.0), (0.75, 6.0)):
@@ -871,7 +956,7 @@ def test_input_canary_audit_certifies_a_positive_bound_below_every_upper_bound(d
         "canary_norm": 16.0,
         "canary_label": 0,
         "canaries": 1,
-        "estimators": ["clopper_pearson", "gdp", "one_run"],
+        "estimators": ["clopper_pearson"],
         "run": {
             "model": "logreg",
             "lr": 0.5,
@@ -916,6 +1001,12 @@ def test_input_canary_audit_certifies_a_positive_bound_below_every_upper_bound(d
 
 def test_audit_refuses_bad_entries(digits):
     from dplab.audit.membership import run_audit
+
+    canary = _entry("config", "digits_input_canary", runs=4, chunk=4, steps=[1])
+    with pytest.raises(DPLabError, match="^neighbouring: input_canary .* replace_one pair"):
+        run_audit({**canary, "neighbouring": "add_remove"}, digits, 0)
+    with pytest.raises(DPLabError, match="^estimators: gdp cannot apply .*: clopper_pearson "):
+        run_audit({**canary, "estimators": ["clopper_pearson", "gdp"]}, digits, 0)
 
     base = _entry("config", "digits_last_iterate_convex", runs=4, chunk=4, steps=[1])
     with pytest.raises(DPLabError, match="canary_norm"):

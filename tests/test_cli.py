@@ -259,6 +259,7 @@ def test_audit_json_is_validated_with_the_config_schema(capsys):
         (entry, "--audit-json.seed"),
         ({**entry, "seed": 0, "runs": 0}, "--audit-json.runs"),
         ({**entry, "seed": 0, "bogus": 1}, "--audit-json.bogus"),
+        ({**entry, "seed": 0, "neighbouring": "add_remove"}, "neighbouring"),  # before the data
         ([1], "--audit-json"),
     ]:
         assert (

@@ -288,6 +288,26 @@ LATE_MISTAKES = [
         lambda c: c["audits"]["digits_white_box"].update(runs=10**6, steps=[1, 100_000]),
         "audits.digits_white_box.runs",
     ),
+    # an input canary and its mirror share a slot: replace-one, whatever the entry says
+    (
+        lambda c: c["audits"]["digits_white_box"].update(
+            threat_model="input_canary", neighbouring="add_remove"
+        ),
+        "audits.digits_white_box.neighbouring",
+    ),
+    # an estimator that gives no row (one canary, or an input canary: no gdp)
+    (
+        lambda c: c["audits"]["digits_white_box"].update(
+            threat_model="input_canary", estimators=["gdp"]
+        ),
+        "audits.digits_white_box.estimators",
+    ),
+    (
+        lambda c: c["audits"]["digits_white_box"].update(
+            canaries=1, estimators=["clopper_pearson", "one_run"]
+        ),
+        "audits.digits_white_box.estimators",
+    ),
     # found by mutating the shipped config at random: an internal error (a grid's run named
     # before its keys were checked), a σ the grid dropped unsaid, an audit's batch larger than
     # its records (refused only by the job), ln of a negative number

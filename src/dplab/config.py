@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from dplab.accounting import names as accountant_names
-from dplab.audit.entries import THREAT_MODELS, check_size, method_config
+from dplab.audit.entries import canary_count, check_entry, check_estimators, method_config
 from dplab.errors import DPLabError
 from dplab.figures import FIGURES, figure as figure_module
 from dplab.entries import dataset_entry, grid_runs, run_entry, variant_key
@@ -287,11 +287,12 @@ def _check_phases(cfg: dict, phases: tuple[dict, ...], dataset: dict) -> None:
 
 
 def _check_audit(config: dict, audit: str, entry: dict) -> None:
-    """Every audited method's run resolves (the audit's own :func:`method_config`), and the
-    audit's records and canary label fit its dataset."""
+    """The entry's own checks (:func:`check_entry`), every audited method's run resolves (the
+    audit's own :func:`method_config`) and every listed estimator applies to it
+    (:func:`check_estimators`), and the audit's records and canary label fit its dataset."""
     where = f"audits.{audit}"
     try:
-        check_size(entry)
+        check_entry(entry)
         _check_dataset(config, entry["dataset"])
     except DPLabError as err:
         raise _rekey(err, [], where) from None
@@ -308,6 +309,10 @@ def _check_audit(config: dict, audit: str, entry: dict) -> None:
                 [(f"{where}.methods.{method}", keys or {}), (f"{where}.run", entry["run"])],
                 f"{where}.methods.{method}",
             ) from None
+    try:
+        check_estimators(entry, settings)
+    except DPLabError as err:
+        raise _rekey(err, [], where) from None
     dataset = dataset_entry(config, entry["dataset"])
     if (
         dataset["kind"] == "synthetic"
@@ -319,7 +324,7 @@ def _check_audit(config: dict, audit: str, entry: dict) -> None:
             "audit a digits or mnist dataset",
         )
     info = expected_info(dataset)
-    slots = entry["canaries"] if THREAT_MODELS[entry["threat_model"]][0] == "gradient" else 1
+    slots = canary_count(entry)
     if not slots < entry["dataset_size"] <= info["train_size"] + slots:
         raise DPLabError(
             f"{where}.dataset_size",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from dplab.errors import DPLabError
 from dplab.registry import Registry
-from dplab.schemes import Neighbouring
+from dplab.schemes import Neighbouring, Sampling
 
 if TYPE_CHECKING:
     from dplab.training.settings import RunSettings
@@ -25,11 +25,12 @@ THREAT_MODELS = {
 }
 
 
-#: name -> its bound, in the order the audit lists them, with what it needs: ``one_run``, the
-#: canaries of a single run (>= 2; its bound takes that run's scores and membership bits; the
-#: others take the pooled scores of the members and of the non-members); ``gaussian``, gdp's
-#: Gaussian extrapolation conservative (:func:`dplab.audit.membership.gdp_applies`);
-#: ``independent``, a run's canaries independent; and its ``marker`` in the figures (matplotlib's)
+#: name -> its bound, in the order the audit lists them, with what it needs (:func:`applies`):
+#: ``one_run``, the canaries of a single run (>= 2; its bound takes that run's scores and
+#: membership bits; the others take the pooled scores of the members and of the non-members);
+#: ``gaussian``, gdp's Gaussian extrapolation conservative (:func:`gdp_applies`);
+#: ``independent``, a run's canaries independent (:func:`independent_canaries`); and its
+#: ``marker`` in the figures (matplotlib's)
 ESTIMATORS = Registry(
     "estimator",
     {
@@ -59,6 +60,85 @@ ESTIMATORS = Registry(
 )
 #: the estimators that use the canaries of a single run
 ONE_RUN = tuple(name for name in ESTIMATORS if ESTIMATORS.meta[name]["one_run"])
+
+
+def canary_count(entry: dict) -> int:
+    """The canaries of one run of ``entry``: its ``canaries`` (gradient canaries), else 1."""
+    return entry["canaries"] if THREAT_MODELS[entry["threat_model"]][0] == "gradient" else 1
+
+
+def independent_canaries(run: RunSettings) -> bool:
+    """Whether the gradient canaries of one run give independent scores: each coordinate then moves
+    by its own canary, its own noise and its own sampling draw only (Poisson or full batch, update
+    ÷ b, no projection, no l2 term coupling it to the others' clip factors)."""
+    return (
+        run.sampling in (Sampling.POISSON, Sampling.FULL_BATCH)
+        and run.normalize == "expected"
+        and run.diameter is None
+        and not run.l2
+    )
+
+
+def gdp_applies(run: RunSettings, kind: str, projections: int) -> bool:
+    """Whether gdp's Gaussian-shape extrapolation is conservative for the audited pair
+    (:mod:`dplab.audit.membership`): gradient canaries under full-batch noise that no projection
+    moved, or under Poisson sampling with add/remove neighbours."""
+    if kind != "gradient":
+        return False
+    if run.sampling == Sampling.FULL_BATCH:
+        return projections == 0
+    return run.sampling == Sampling.POISSON and run.neighbouring == Neighbouring.ADD_REMOVE
+
+
+def applies(name: str, canaries: int, gaussian: bool, independent: bool) -> bool:
+    """Whether estimator ``name`` bounds an audit of ``canaries`` canaries per run, whose pair
+    gdp's extrapolation suits (``gaussian``) and whose canaries are ``independent``."""
+    needs = ESTIMATORS.meta[name]
+    return (
+        (canaries >= 2 or not needs["one_run"])
+        and (gaussian or not needs["gaussian"])
+        and (independent or not needs["independent"])
+    )
+
+
+def check_entry(entry: dict) -> None:
+    """Refuse an entry's threat model, its neighbouring relation where the threat model's canary
+    cannot have it, and its size (:func:`check_size`), before any run is resolved."""
+    threat = entry["threat_model"]
+    if threat not in THREAT_MODELS:
+        raise DPLabError(
+            "threat_model", f"must be one of {', '.join(THREAT_MODELS)}; got {threat!r}"
+        )
+    if threat == "input_canary" and entry.get("neighbouring") == Neighbouring.ADD_REMOVE:
+        raise DPLabError(
+            "neighbouring",
+            "input_canary trains on the canary or its mirror image in the same slot, a"
+            " replace_one pair (the upper bounds would be add_remove's); set replace_one or"
+            " leave it unset",
+        )
+    check_size(entry)
+
+
+def check_estimators(entry: dict, runs: dict[str, RunSettings]) -> None:
+    """Refuse a listed estimator that bounds no audit of some variant (``runs``: variant ->
+    its resolved run; gdp as if no projection moved it): its rows would be missing."""
+    listed = entry.get("estimators")
+    if not listed:
+        return
+    kind = THREAT_MODELS[entry["threat_model"]][0]
+    k = canary_count(entry)
+    for variant, run in runs.items():
+        gaussian = gdp_applies(run, kind, 0)
+        independent = kind == "gradient" and independent_canaries(run)
+        able = [name for name in ESTIMATORS if applies(name, k, gaussian, independent)]
+        never = [name for name in listed if name not in able]
+        if never:
+            raise DPLabError(
+                "estimators",
+                f"{', '.join(never)} cannot apply to variant {variant} ({entry['threat_model']},"
+                f" {k} canar{'y' if k == 1 else 'ies'} per run, {run.sampling} sampling,"
+                f" {run.neighbouring}); those that can: {', '.join(able)} (unset: all of these)",
+            )
 
 
 #: the most training an audit may ask per variant, in record-steps: runs × largest T × dataset_size

@@ -19,7 +19,7 @@
   at least as heavy as G_μ's: exactly so for a Gaussian pair, conservatively for Poisson
   subsampling with add/remove neighbours (the composition of many subsampled steps approaches
   G_μ from the heavy side); a pair with lighter tails (replace-one subsampling at q > 1/2) makes
-  it overstate ε.  :func:`dplab.audit.membership.gdp_applies` decides where it is reported.
+  it overstate ε.  :func:`dplab.audit.entries.gdp_applies` decides where it is reported.
 - ``one_run`` (Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run",
   their main theorem and its ε search): m canaries, each included independently with
   probability 1/2, in one training run; the auditor guesses "in" for the r/2 highest scores and
@@ -48,7 +48,7 @@
   docs/findings.md: about 0.6 × the exact ε at 10⁵ canaries, 0.65 at 10⁷).
 - ``one_run_independent``: the same run, guesses and Bonferroni family, for a run whose canaries
   do not interfere — the output is a post-processing of m independent per-canary channels (the
-  white-box gradient canaries of :func:`dplab.audit.membership.independent_canaries`), which
+  white-box gradient canaries of :func:`dplab.audit.entries.independent_canaries`), which
   Keinan, Shenfeld & Ligett (NeurIPS 2025, "How Well Can Differential Privacy Be Audited in One
   Run?") identify as what one-run auditing needs to be tight.  Hypothesis: every canary's channel
   is μ-GDP.  A μ-GDP channel is a post-processing of the Gaussian pair N(0, 1) vs N(μ, 1)

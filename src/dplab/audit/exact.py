@@ -128,18 +128,22 @@ def canary_last_iterate_epsilon(
     q: float = 1.0,
     contraction: float = 1.0,
     period: int | None = None,
+    bins: int | None = None,
 ) -> np.ndarray:
     """Exact ε(δ) of the last iterate of a gradient canary's coordinate, every T of ``steps``.
 
     In units of the per-step noise std, v_T − c^T v_0 = a·W + N(0, Σ_{i<T} c²ⁱ) with a =
     ``shift`` (the canary's norm / σC), c = ``contraction`` and W = Σ c^{T−t} over the steps t
     that drew the canary: each step independently with probability ``q`` (Poisson, without
-    replacement), or (``period`` Q: fixed batches cycled) the steps t ≡ j (mod Q) of the canary's
-    batch j, uniform over the Q batches.  The neighbour is N(0, ·) (add_remove: absent) or −a·W′
-    + N(0, ·) (replace_one: the mirror).  δ(ε) is the hockey-stick divergence of the two laws
-    (larger of both orders): W's law (c < 1: on a grid of step (x-grid)/(4T)), its atoms split
-    linearly between x-grid cells of step std/400, convolved with the Gaussian; ε by bisection.
-    Checked against the binomial pair that pld composes and the Gaussian closed form (to ~1e-3).
+    replacement); (``period`` Q: fixed batches cycled) the steps t ≡ j (mod Q) of the canary's
+    batch j, uniform over the Q batches; or (``bins`` Q: balls-in-bins) one step uniform over
+    each epoch of Q steps, independently per epoch, and in a last partial epoch of r < Q steps
+    one of them with probability r/Q (uniform).  The neighbour is N(0, ·) (add_remove: absent)
+    or −a·W′ + N(0, ·) (replace_one: the mirror).  δ(ε) is the hockey-stick divergence of the
+    two laws (larger of both orders): W's law (c < 1: on a grid of step (x-grid)/(4T)), its
+    atoms split linearly between x-grid cells of step std/400, convolved with the Gaussian; ε by
+    bisection.  Checked against the binomial pair that pld composes, the Gaussian closed form
+    (to ~1e-3) and, for balls-in-bins, W's law enumerated.
     """
     from scipy.signal import fftconvolve
     from scipy.stats import binom, norm
@@ -151,17 +155,27 @@ def canary_last_iterate_epsilon(
         powers = contraction ** np.arange(t)  # c^(T−s) of the steps s = T, T−1, …, 1
         std = math.sqrt(float((powers**2).sum()))
         dx = std / 400
-        if period is None and contraction == 1.0:  # W ~ Binomial(T, q): its atoms exactly
+        epochs, rest = divmod(t, bins or 1)
+        if bins is not None and contraction == 1.0:  # W = epochs + Bernoulli(rest/Q)
+            positions = shift * np.array([epochs, epochs + 1])
+            mass = np.array([1 - rest / bins, rest / bins])
+        elif period is None and contraction == 1.0:  # W ~ Binomial(T, q): its atoms exactly
             positions, mass = shift * np.arange(t + 1), binom.pmf(np.arange(t + 1), t, q)
-        elif period is None:
+        elif period is None:  # W's law on a grid: a convolution of independent draws
             fine = dx / (4 * t)
             moves = np.round(shift * powers / fine).astype(int)
-            law = np.zeros(int(moves.sum()) + 1)
-            law[0] = 1.0
-            for k in moves:
-                law = np.concatenate(
-                    [(1 - q) * law[:k], (1 - q) * law[k:] + q * law[: len(law) - k]]
-                )
+            if bins is None:  # each step: 0 or its move
+                draws = [([0, k], [1 - q, q]) for k in moves]
+            else:  # each epoch of Q steps, then the partial one (the last r steps)
+                draws = [(moves[i : i + bins], [1 / bins] * bins) for i in range(rest, t, bins)]
+                if rest:
+                    draws.append(([0, *moves[:rest]], [1 - rest / bins, *[1 / bins] * rest]))
+            law = np.ones(1)
+            for ks, ps in draws:
+                grown = np.zeros(len(law) + max(ks))
+                for k, p in zip(ks, ps):
+                    grown[k : k + len(law)] += p * law
+                law = grown
             positions, mass = np.arange(len(law)) * fine, law
         else:
             steps_drawn = [

@@ -14,7 +14,8 @@ last_iterate gradient (Dirac, dead coord) last iterate  replace_one   compositio
 input_canary input (dead-feature block)   either        replace_one   by observation, as above
 ============ ============================ ============= ============= ============================
 
-(* the default; the entry's ``neighbouring`` overrides it.)
+(* the default; the entry's ``neighbouring`` overrides it, except input_canary's: the canary and
+its mirror share a slot, a replace-one pair, so add_remove is refused.)
 
 A composition bound covers every iterate, so it also bounds a last-iterate attack; a hidden-state
 bound (release ``last_iterate``) only that.  Gradient canaries follow Nasr et al. 2023 (white box)
@@ -28,19 +29,20 @@ hidden-state bounds apply to it.
 Estimators: clopper_pearson and one_run hold for every mechanism.  gdp, one_run_gdp and
 one_run_independent extrapolate a trade-off curve to δ with a Gaussian shape
 (:mod:`dplab.audit.estimators`), which is conservative only where the audited pair's privacy loss
-has tails at least as heavy as a Gaussian's (:func:`gdp_applies`): a gradient canary's coordinate
-under full-batch noise without projection (exactly Gaussian), or Poisson subsampling with add/remove
-neighbours (the mixture's tail is the unsubsampled shift's, heavier than the fit of its centre).
-Under replace-one subsampling both worlds are mixtures and the tails are lighter: gdp would
-overstate ε (for one step at q = 0.75, σ = 6 its point estimate was 1.03 against the pair's exact
-0.916), so it is not reported there.
+has tails at least as heavy as a Gaussian's (:func:`dplab.audit.entries.gdp_applies`): a gradient
+canary's coordinate under full-batch noise without projection (exactly Gaussian), or Poisson
+subsampling with add/remove neighbours (the mixture's tail is the unsubsampled shift's, heavier than
+the fit of its centre).  Under replace-one subsampling both worlds are mixtures and the tails are
+lighter: gdp would overstate ε (for one step at q = 0.75, σ = 6 its point estimate was 1.03 against
+the pair's exact 0.916), so it is not reported there.
 
-Samples: the clopper_pearson and gdp estimators need independent scores.  The canaries of one
-run are independent when their coordinates evolve independently (:func:`independent_canaries`);
-otherwise only the first canary of each run is used.  one_run and one_run_gdp use the k canaries
-of the first run (they need no independence); one_run_independent too, only where they are
-independent.  Every T of ``steps`` reuses the same runs (the update never reads T), so the
-bounds of different T are each valid at the stated confidence, not simultaneously.
+Samples: the clopper_pearson and gdp estimators need independent scores.  The canaries of one run
+are independent when their coordinates evolve independently
+(:func:`dplab.audit.entries.independent_canaries`); otherwise only the first canary of each run is
+used.  one_run and one_run_gdp use the k canaries of the first run (they need no independence);
+one_run_independent too, only where they are independent.  Every T of ``steps`` reuses the same runs
+(the update never reads T), so the bounds of different T are each valid at the stated confidence,
+not simultaneously.
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ import torch
 from dplab.accounting.eligibility import defaults
 from dplab.accounting.gaussian import gaussian_epsilon
 from dplab.audit import canary as canaries_mod
-from dplab.audit.entries import ESTIMATORS, ONE_RUN
-from dplab.audit.entries import THREAT_MODELS, audit_key, method_config
+from dplab.audit.entries import ESTIMATORS, ONE_RUN, THREAT_MODELS, applies, audit_key
+from dplab.audit.entries import canary_count, check_entry, check_estimators, gdp_applies
+from dplab.audit.entries import independent_canaries, method_config
 from dplab.audit.exact import canary_last_iterate_epsilon, contracted_mu
 from dplab.audit.runner import train_many
 from dplab.entries import variant_key
@@ -85,29 +88,6 @@ SETTING_COLUMNS = (
     "dimension",
 )
 INPUT_CANARY_NORM = 16.0
-
-
-def independent_canaries(run: RunSettings) -> bool:
-    """Whether the gradient canaries of one run give independent scores: each coordinate then moves
-    by its own canary, its own noise and its own sampling draw only (Poisson or full batch, update
-    ÷ b, no projection, no l2 term coupling it to the others' clip factors)."""
-    return (
-        run.sampling in (Sampling.POISSON, Sampling.FULL_BATCH)
-        and run.normalize == "expected"
-        and run.diameter is None
-        and not run.l2
-    )
-
-
-def gdp_applies(run: RunSettings, kind: str, projections: int) -> bool:
-    """Whether gdp's Gaussian-shape extrapolation is conservative for the audited pair (module
-    docstring): gradient canaries under full-batch noise that no projection moved, or under
-    Poisson sampling with add/remove neighbours."""
-    if kind != "gradient":
-        return False
-    if run.sampling == Sampling.FULL_BATCH:
-        return projections == 0
-    return run.sampling == Sampling.POISSON and run.neighbouring == Neighbouring.ADD_REMOVE
 
 
 def canary_norm(entry: dict, run: RunSettings, info: dict, features) -> float:
@@ -177,14 +157,13 @@ def _estimates(
     """(estimator, Estimate) of every estimator of the entry that applies, on scores (R, k)."""
     pooled = (scores, members) if independent else (scores[:, :1], members[:, :1])
     s_in, s_out = pooled[0][pooled[1]], pooled[0][~pooled[1]]
-    for name in entry.get("estimators", ESTIMATORS):
-        needs = ESTIMATORS.meta[name]
-        if (needs["gaussian"] and not gdp) or (needs["independent"] and not independent):
+    for name in entry.get("estimators") or ESTIMATORS:
+        if not applies(name, scores.shape[1], gdp, independent):
             continue
-        if not needs["one_run"]:
-            yield name, ESTIMATORS[name](s_in, s_out, delta, entry["confidence"])
-        elif scores.shape[1] >= 2:
+        if name in ONE_RUN:
             yield name, ESTIMATORS[name](scores[0], members[0], delta, entry["confidence"])
+        else:
+            yield name, ESTIMATORS[name](s_in, s_out, delta, entry["confidence"])
 
 
 def run_variant(
@@ -206,7 +185,7 @@ def run_variant(
         sorted(entry["steps"]),
         entry["dataset_size"],
     )
-    k = entry["canaries"] if kind == "gradient" else 1
+    k = canary_count(entry)
     x_real, y_real = _records(data, n - k, seed)
     model = models.build(run, list(data.x_train.shape[1:]), data.info["classes"])
     params = dict(model.named_parameters())
@@ -333,17 +312,22 @@ def _exact(
 
     - full batch: Gaussian, trajectory μ√T and last iterate :func:`dplab.audit.exact.contracted_mu`
       with μ = a (add_remove) or 2a (replace_one);
-    - Poisson, without replacement, fixed batches (n divisible by b, no reshuffle): the last
-      iterate, :func:`dplab.audit.exact.canary_last_iterate_epsilon` (the trajectory's exact value
-      is the composition pld computes, where it applies), nan at a T whose ε its grid does not
-      resolve (:data:`dplab.audit.exact.EPSILON_SEARCH_MAX`).
+    - Poisson, without replacement, fixed batches (n divisible by b, no reshuffle),
+      balls-in-bins (epochs of ⌊n/b⌋ steps): the last iterate,
+      :func:`dplab.audit.exact.canary_last_iterate_epsilon` (the trajectory's exact value is the
+      composition pld computes, where it applies), nan at a T whose ε its grid does not resolve
+      (:data:`dplab.audit.exact.EPSILON_SEARCH_MAX`).
+
+    A batch of random size (Poisson, balls-in-bins) must be normalized by b: ÷ |B| scales each
+    draw of the canary by a random factor.  An absent add_remove canary keeps its slot (zero
+    gradient), so the epochs of balls-in-bins are those of the run either way.
     """
     fixed_batch = Sampling(run.sampling).fixed_size  # |B| = b at every step
     if projections or (
         run.l2 and (gradient.neighbouring == Neighbouring.ADD_REMOVE or not fixed_batch)
     ):
         return {}
-    if run.normalize == "realized" and run.sampling == Sampling.POISSON:
+    if run.normalize == "realized" and not fixed_batch:
         return {}
     shift = gradient.norm / (run.noise_multiplier * run.clip)
     c = (1.0 - run.shrink) * (1.0 - run.lr * run.l2)
@@ -359,6 +343,8 @@ def _exact(
         if n % run.batch_size or run.reshuffle:
             return {}
         law = {"period": n // run.batch_size}
+    elif run.sampling == Sampling.BALLS_IN_BINS:
+        law = {"bins": n // run.batch_size}
     else:
         law = {"q": run.batch_size / n}
 
@@ -379,14 +365,12 @@ def run_audit(entry: dict, data: Dataset, seed: int) -> pd.DataFrame:
     """One tidy table: a row per (variant (sorted by name), observation, estimator, T) with the
     estimator's ε lower bound and point estimate and the upper bound of every accountant valid for
     the run and the observation (``upper_<accountant>``; the others have no value)."""
-    if entry["threat_model"] not in THREAT_MODELS:
-        raise DPLabError(
-            "threat_model",
-            f"must be one of {', '.join(THREAT_MODELS)}; got {entry['threat_model']!r}",
-        )
-    for variant in entry["methods"]:  # a device this machine lacks: refused before any run
+    check_entry(entry)
+    runs = {variant: method_config(entry, variant) for variant in entry["methods"]}
+    for variant, run in runs.items():  # a device this machine lacks: refused before any run
         key = variant_key(audit_key(entry), entry, "methods", "run", variant, "device")
-        resolve_device(method_config(entry, variant).device, key)
+        resolve_device(run.device, key)
+    check_estimators(entry, runs)
     per_variant = entry["runs"] * max(entry["steps"])
     progress = Progress(
         f"audit {entry.get('name', '')}".rstrip(),

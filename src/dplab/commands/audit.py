@@ -65,7 +65,7 @@ def run(args) -> int:
     with settled_imports():
         import torch
 
-        from dplab.audit.entries import check_size
+        from dplab.audit.entries import check_entry
         from dplab.audit.membership import run_audit
         from dplab.errors import DPLabError
         from dplab.io import check_output
@@ -83,7 +83,7 @@ def run(args) -> int:
         config = load_config(args.config)
         named_entry(config.get("audits", {}), args.audit, "--audit", "audit")
         entry = entries.audit_entry(config, args.audit)
-    check_size(entry)
+    check_entry(entry)
     if args.threads is not None:
         torch.set_num_threads(integer("--threads", args.threads, 1, MAX_THREADS, "MAX_THREADS"))
     dataset = data.load(args.data)
