@@ -182,6 +182,97 @@ def test_csv_classes_sort_as_integers_where_every_label_is_one(tmp_path):
     ] == ["10x", "2x", "9x"]  # as text where one label is no integer
 
 
+def _neighbours(tmp_path) -> tuple[str, str]:
+    """A table of 20 records (id, age, region, y) and the same with one more, an extreme age in a
+    region no other record has."""
+    rows = [f"{i},{20 + 3 * i},{'ns'[i % 2]},{'ab'[i % 3 % 2]}" for i in range(20)]
+    small, large = tmp_path / "small.csv", tmp_path / "large.csv"
+    small.write_text("id,age,region,y\n" + "\n".join(rows) + "\n")
+    large.write_text(small.read_text() + "20,1000000,rare_town,b\n")
+    return str(small), str(large)
+
+
+def test_csv_encoding_given_makes_a_records_features_its_own(tmp_path):
+    """With ``encoding`` given for every column, each record is encoded from the given values
+    alone: two neighbouring files (one more record, with an extreme age and a new region) give the
+    common records the same features and the same input shape; nothing is fitted."""
+    given = {
+        "id": {"mean": 0, "std": 1},
+        "age": {"mean": 40, "std": 10},
+        "region": {"categories": ["s", "n"]},
+    }
+    for path in _neighbours(tmp_path):
+        entry = {"kind": "csv", "path": path, "label": "y", "encoding": given, "seed": 2}
+        train, test, info = _prepare(entry)
+        assert info["input_shape"] == [4] and info["fitted"] == []
+        assert info["features"] == ["id", "age", "region=n", "region=s"]
+        x = np.concatenate([train["x"], test["x"]])
+        x = x[np.argsort(x[:, 0])]  # by id
+        ids = np.arange(20)
+        expected = np.column_stack([ids, (20 + 3 * ids - 40) / 10, ids % 2 == 0, ids % 2 == 1])
+        np.testing.assert_allclose(x[:20], expected, rtol=1e-6)
+        if len(x) == 21:  # the extra record: its region is no listed category
+            assert x[20].tolist() == [20, (1e6 - 40) / 10, 0, 0]
+
+
+def test_csv_columns_fitted_on_the_data_are_listed_and_noted(tmp_path, capsys):
+    """info.json's ``fitted`` lists the columns encoded from the training split, and prepare-data
+    prints one note naming them."""
+    small = _neighbours(tmp_path)[0]
+    entry = {"kind": "csv", "path": small, "label": "y", "encoding": {"id": {"mean": 0, "std": 1}}}
+    out = tmp_path / "out"
+    assert main(["prepare-data", "--dataset-json", json.dumps(entry), "--out", str(out)]) == 0
+    info = json.loads((out / "info.json").read_text())
+    assert info["fitted"] == ["age", "region"] and info["encoding"]["id"] == {"mean": 0, "std": 1}
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "encoding of age, region was fitted" in notes[0], notes
+    assert "datasets.dataset.encoding" in notes[0]
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_csv_values_too_large_to_encode_are_refused(split, tmp_path, capsys):
+    """A value that overflows the fitted mean or std (float64: 1e308 in the training split), or
+    its feature once cast to float32 (1e200 in the test split), is one error naming its line."""
+    from sklearn.model_selection import train_test_split
+
+    y = np.arange(10) % 2
+    rows_train, rows_test = train_test_split(
+        np.arange(10), test_size=0.2, stratify=y, random_state=0
+    )
+    a = [str(i) for i in range(10)]
+    row, a[row] = (rows_train[3], "1e308") if split == "train" else (rows_test[0], "1e200")
+    (tmp_path / "t.csv").write_text("a,y\n" + "".join(f"{v},{c}\n" for v, c in zip(a, y)))
+    entry = {"kind": "csv", "path": str(tmp_path / "t.csv"), "label": "y"}
+    out = tmp_path / "out"
+    code = main(["prepare-data", "--dataset-json", json.dumps(entry), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists() and len(err.splitlines()) == 1, err
+    assert f"datasets.dataset.path: {tmp_path / 't.csv'} line {row + 2}: column 'a' holds" in err
+    words = "in float64" if split == "train" else "into float32"
+    assert f"{a[row]!r}" in err and f"too large to standardise {words}" in err, err
+
+
+@pytest.mark.parametrize(
+    "spec, key, words",
+    [
+        ({"mean": 0, "std": 0}, "a.std", "0 is less than or equal to the minimum of 0"),
+        ({"mean": 10**400, "std": 1}, "a.mean", "is greater than the maximum of 1e+308"),
+        ({"categories": []}, "a.categories", "[]"),
+        ({"categories": ["x", "x"]}, "a.categories", "has non-unique elements"),
+        ({"categories": [1]}, "a.categories[0]", "1 is not of type 'string'"),
+        ({"mean": 0, "std": 1, "scale": 2}, "a.scale", "unknown key"),
+    ],
+)
+def test_csv_encoding_values_are_checked(spec, key, words, tmp_path, capsys):
+    """An encoding's values outside their range are one line naming their key, exit code 2."""
+    (tmp_path / "t.csv").write_text("a,y\n1,0\n2,1\n")
+    entry = {"kind": "csv", "path": str(tmp_path / "t.csv"), "label": "y", "encoding": {"a": spec}}
+    code = main(["prepare-data", "--dataset-json", json.dumps(entry), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"datasets.dataset.encoding.{key}: " in err and words in err, err
+
+
 def test_image_folder_reads_pixels_classes_and_the_test_folder(tmp_path):
     pixels = _images(
         tmp_path / "img",
@@ -288,6 +379,42 @@ TABLES = {
     ),
     "a header only": ("a,y\n", {"label": "y"}, "path", "no record"),
     "only the label column": ("y\n0\n1\n", {"label": "y"}, "path", "no column besides the label"),
+    "an encoding of no feature column": (
+        "a,b,y\n1,x,0\n2,z,1\n",
+        {"label": "y", "features": ["a"], "encoding": {"b": {"categories": ["x"]}}},
+        "encoding.b",
+        "not a feature column",
+    ),
+    "a mean without a std": (
+        "a,y\n1,0\n2,1\n",
+        {"label": "y", "encoding": {"a": {"mean": 1}}},
+        "encoding.a",
+        "give {mean: m, std: s}",
+    ),
+    "a mean and std of a text column": (
+        "a,y\nx,0\nz,1\n",
+        {"label": "y", "encoding": {"a": {"mean": 0, "std": 1}}},
+        "encoding.a",
+        "a categorical column",
+    ),
+    "a mean and std of a column listed as categorical": (
+        "a,y\n1,0\n2,1\n",
+        {"label": "y", "categorical": ["a"], "encoding": {"a": {"mean": 0, "std": 1}}},
+        "encoding.a",
+        "give its categories",
+    ),
+    "categories of a numeric column": (
+        "a,y\n1,0\n2,1\n",
+        {"label": "y", "encoding": {"a": {"categories": ["1"]}}},
+        "encoding.a",
+        "list it under categorical",
+    ),
+    "a value beyond float32 once encoded": (
+        "a,y\n" + "".join(f"{v},{i % 2}\n" for i, v in enumerate([*range(9), "1e30"])),
+        {"label": "y", "encoding": {"a": {"mean": 0, "std": 1e-10}}},
+        "path",
+        "line 11: column 'a' holds '1e30', too large to standardise into float32",
+    ),
 }
 #: bad image folders (size [3, 4], channels 1): name -> (layout, image size (w, h), mode, words)
 FOLDERS = {

@@ -59,4 +59,11 @@ def run(args) -> int:
         f"{name}: {info['train_size']} train / {info['test_size']} test, shape"
         f" {info['input_shape']} -> {args.out}"
     )
+    if info.get("fitted"):
+        print(
+            f"note: the encoding of {', '.join(info['fitted'])} was fitted on the training split,"
+            " outside ε (the means, stds and categories published in info.json shape every"
+            f" record's features); give it under datasets.{name}.encoding (public values) for ε"
+            " to cover the training records (docs/own_experiment.md, What ε covers)"
+        )
     return 0

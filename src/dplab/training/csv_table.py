@@ -1,5 +1,6 @@
-"""Kind ``csv``: a table of records with a label column, encoded as features fitted on the
-training split only (docs/own_experiment.md states the same rules).
+"""Kind ``csv``: a table of records with a label column, encoded as features with the encoding
+given under ``encoding`` or else fitted on the training split (docs/own_experiment.md states the
+same rules).
 
 - File: comma-separated, UTF-8 (a byte-order mark is dropped), a header row of distinct
   non-empty names, then one row per record with one cell per column; each cell is stripped of
@@ -15,13 +16,17 @@ training split only (docs/own_experiment.md states the same rules).
   as "NA" in numbers?) unless listed under ``categorical``, as are number codes to one-hot encode.
   A number that is NaN or inf is refused.
 - The split: seeded and stratified by class (:func:`dplab.training.own_data.split`), then:
-- numeric column → one feature, (v − mean) / std with the training split's mean and standard
-  deviation (ddof 0); a column constant on the training split (std 0) is only centred (÷ 1);
-- categorical column → one 0/1 feature per category seen in the training split, in sorted order
-  (Unicode code points), named ``column=value``; a test value not seen in training sets none
-  of them (all 0).
-The features' names and each column's mean, std or categories are recorded in info.json.  The
-features are standardised, not bounded: no feature-norm bound is guaranteed.
+- numeric column → one feature, (v − mean) / std with ``encoding``'s ``{mean, std}`` (std > 0),
+  else the training split's mean and standard deviation (ddof 0; a column constant on the
+  training split, std 0, is only centred: ÷ 1); refused where the fitted mean or std overflows
+  float64 or an encoded value float32;
+- categorical column → one 0/1 feature per category of ``encoding``'s ``{categories}``, else per
+  category seen in the training split, in sorted order (Unicode code points), named
+  ``column=value``; a value not among them sets none (all 0).
+An ``encoding`` entry must name a feature column and suit its kind.  The features' names, each
+column's mean, std or categories, and the columns fitted on the data (``fitted``: their encoding
+depends on the training records, outside any ε) are recorded in info.json.  The features are
+standardised, not bounded: no feature-norm bound is guaranteed.
 """
 
 from __future__ import annotations
@@ -65,18 +70,20 @@ def read(cfg: dict, key: str) -> Own:
     kinds = {
         name: _kind(name, cells[name], name in cfg["categorical"], path, where) for name in columns
     }
+    _given(cfg, columns, kinds, key)
     train, test = split(np.arange(len(y)), y, cfg, key)
-    encoded, encoding, feature_names = [], {}, []
+    encoded, encoding, feature_names, fitted = [], {}, [], []
     for name in columns:
-        values = kinds[name]
+        values, given = kinds[name], cfg["encoding"].get(name)
+        if not given:
+            fitted.append(name)
         if isinstance(values, np.ndarray):  # numeric
-            fit = values[train["x"]]
-            mean, std = float(fit.mean()), float(fit.std())
-            encoded.append(((values - mean) / (std if std > 0 else 1.0))[:, None])
+            column, mean, std = _numeric(name, values, given, train["x"], cells[name], path, where)
+            encoded.append(column)
             encoding[name] = {"mean": mean, "std": std}
             feature_names.append(name)
         else:
-            categories = sorted({values[i] for i in train["x"]})
+            categories = sorted(given["categories"] if given else {values[i] for i in train["x"]})
             encoded.append(np.array(values)[:, None] == np.array(categories)[None, :])
             encoding[name] = {"categories": categories}
             feature_names += [f"{name}={c}" for c in categories]
@@ -86,9 +93,77 @@ def read(cfg: dict, key: str) -> Own:
         {"x": x[test["x"]], "y": test["y"]},
         names,
         f"the table {path}, label column {cfg['label']!r}",
-        "numeric columns standardised and categorical ones one-hot encoded, fitted on the training "
-        "split (docs/own_experiment.md)",
-        {"features": feature_names, "encoding": encoding},
+        "numeric columns standardised and categorical ones one-hot encoded, as given under "
+        "encoding or else fitted on the training split (docs/own_experiment.md)",
+        {"features": feature_names, "encoding": encoding, "fitted": fitted},
+    )
+
+
+def _given(cfg: dict, columns: list[str], kinds: dict, key: str) -> None:
+    """Refuse an ``encoding`` entry that names no feature column, is neither {mean, std} nor
+    {categories}, or does not fit its column's kind (the schema checks the values)."""
+    for name, spec in cfg["encoding"].items():
+        where = f"{key}.encoding.{name}"
+        if name not in columns:
+            raise DPLabError(
+                where, f"{name!r} is not a feature column; feature columns: {', '.join(columns)}"
+            )
+        if set(spec) not in ({"mean", "std"}, {"categories"}):
+            raise DPLabError(
+                where,
+                f"{f'has the keys {sorted(spec)}' if spec else 'is empty'}; give {{mean: m, "
+                "std: s} (a numeric column, std > 0) or {categories: [...]} (a categorical one)",
+            )
+        numeric = isinstance(kinds[name], np.ndarray)
+        if numeric and "categories" in spec:
+            raise DPLabError(
+                where,
+                f"categories for {name!r}, a numeric column; list it under categorical to "
+                "one-hot encode its numbers as codes, or give its mean and std",
+            )
+        if not numeric and "mean" in spec:
+            raise DPLabError(
+                where,
+                f"mean and std for {name!r}, a categorical column (text, or listed under "
+                "categorical); give its categories",
+            )
+
+
+def _numeric(
+    name: str,
+    values: np.ndarray,
+    given: dict | None,
+    rows: np.ndarray,
+    cells: list[str],
+    path: Path,
+    where: str,
+) -> tuple[np.ndarray, float, float]:
+    """A numeric column as float32 (N, 1): (v − mean) / std with the ``given`` mean and std, else
+    those of the training ``rows`` (÷ 1 where std is 0); and the mean and std.  Refused where the
+    fitted mean or std overflows float64 or a value float32."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if given:
+            mean, std = float(given["mean"]), float(given["std"])
+        else:
+            mean, std = float(values[rows].mean()), float(values[rows].std())
+        out = ((values - mean) / (std if std > 0 else 1.0)).astype(np.float32)
+    if not (np.isfinite(mean) and np.isfinite(std)):
+        i = rows[np.argmax(np.abs(values[rows]))]
+        problem = (
+            f"its training values are too large to standardise in float64 (mean {mean:g}, "
+            f"std {std:g})"
+        )
+    elif not np.isfinite(out).all():
+        i = np.flatnonzero(~np.isfinite(out))[0]
+        source = "given under encoding" if given else "fitted on the training split"
+        problem = (
+            f"too large to standardise into float32 with mean {mean:g} and std {std:g} ({source})"
+        )
+    else:
+        return out[:, None], mean, std
+    raise DPLabError(
+        where,
+        f"{path} line {i + 2}: column {name!r} holds {cells[i]!r}, {problem}; rescale the column",
     )
 
 

@@ -31,8 +31,9 @@ Kinds:
   :func:`expected_info`): ``arrays`` (a .npz file, :mod:`dplab.training.own_data`), ``csv`` (a
   table, its columns encoded: :mod:`dplab.training.csv_table`) and ``image_folder`` (images in
   class folders, R = √(channels·h·w): :mod:`dplab.training.image_folder`).  Their info.json
-  also holds ``class_names`` (csv: the features' names and encoding).  arrays and csv
-  guarantee no feature-norm bound (``feature_norm_bound`` null: no loss constants).
+  also holds ``class_names`` (csv: the features' names and encoding, and the columns fitted on
+  the data).  arrays and csv guarantee no feature-norm bound (``feature_norm_bound`` null: no
+  loss constants).
 
 Loss constants of multinomial logistic regression f(θ; x, y) = CE(Wx + c, y) with θ = (W, c) and
 x̃ = (x, 1), ||x̃||² ≤ R² + 1 (``logreg_constants`` in info.json; derivation in docs/training.md):
