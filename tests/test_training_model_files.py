@@ -326,6 +326,16 @@ class Fine(Base):  # a constant buffer and a value read in the forward pass: acc
         return self.out(torch.tanh(self.fc(x - self.shift))) * scale
 
 
+class Embedded(nn.Module):  # features as token ids (docs/training.md, Layers): accepted
+    def __init__(self, input_shape, classes):
+        super().__init__()
+        self.embed = nn.Embedding(10, 2)
+        self.out = nn.Linear(2 * input_shape[0], classes)
+
+    def forward(self, x):
+        return self.out(self.embed(x.long()).flatten(1))
+
+
 class Tied(nn.Module):  # one weight in two Linear layers
     def __init__(self, input_shape, classes):
         super().__init__()
@@ -383,6 +393,7 @@ def test_a_model_file_that_breaks_per_example_clipping_is_refused_before_trainin
 
 
 def test_a_per_example_model_file_with_a_constant_buffer_and_a_value_read_starts(checked):
+    assert sorted(_start("Embedded").params) == ["embed.weight", "out.bias", "out.weight"]
     start = _start("Fine")
     assert sorted(start.params) == ["fc.bias", "fc.weight", "out.bias", "out.weight"]
     # planning builds it on torch's meta device, where reading a value fails: counted on the CPU

@@ -155,7 +155,7 @@ CHECK_ROWS = 4
 
 
 def check_batch(model: nn.Module, input_shape: list[int], classes: int) -> None:
-    """A batch of :data:`CHECK_ROWS` distinct inputs (its own generator: no draw from torch's)
+    """A batch of :data:`CHECK_ROWS` random 0/1 inputs (its own generator: no draw from torch's)
     through ``model`` as it trains: logits of shape (rows, ``classes``), row i equal to example
     i's output alone, the same again on the same batch, and no buffer changed.  DP-SGD bounds
     one example's influence by clipping its own gradient, which holds only if the forward pass
@@ -164,7 +164,8 @@ def check_batch(model: nn.Module, input_shape: list[int], classes: int) -> None:
     otherwise."""
     import torch
 
-    x = torch.randn((CHECK_ROWS, *input_shape), generator=torch.Generator().manual_seed(0))
+    bits = torch.randint(2, (CHECK_ROWS, *input_shape), generator=torch.Generator().manual_seed(0))
+    x = bits.float()  # 0/1 features: valid token ids too, for a model that embeds its inputs
     before = {name: b.clone() for name, b in model.named_buffers()}
     try:
         with torch.no_grad():
