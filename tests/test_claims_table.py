@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,7 +15,7 @@ from conftest import ROOT
 from dplab import layout
 from dplab.cli import main
 from dplab.config import load_config
-from dplab.figures import claims, techniques_table
+from dplab.figures import asoodeh_projected, claims, gaussian_sigma, techniques_table
 from dplab.tables import read_table, write_table
 from figure_params import default_params
 
@@ -180,3 +181,79 @@ def test_built_dag_writes_the_claims_table_first_in_the_report(built):
     assert '"Claims"' in html  # the report's category (workflow.rst names it only in prose)
     index = (built / "results" / "index.md").read_text()
     assert "tables/claims.csv" in index.split("| figure |")[0]  # before the figures' list
+
+
+def _sigma_table(path) -> str:
+    """A sigma_vs_steps table of two Poisson rates, q = 0.01 first: at q = 0.05 (004's) the
+    subsampled σ/q equals DP-GD's σ, the moments σ grows as T^0.5 and σ_strong/σ_naive as T^−0.5;
+    at q = 0.01 as T^0.1 and T^−0.1."""
+    steps = [20, 50, 100, 200]
+    rows = [("full_batch", 1.0, "rdp", 100, 10.0), ("full_batch", 1.0, "kairouz", 100, 40.0)]
+    rows += [("full_batch", 1.0, "rdp", 200, 20.0)]
+    for q, power, sgd in ((0.01, 0.1, 0.4), (0.05, 0.5, 1.0)):
+        rows += [("poisson", q, "rdp", 200, sgd)]
+        rows += [("poisson", q, "moments", t, t**power) for t in steps]
+        rows += [("poisson", q, "naive", t, float(t)) for t in steps]
+        rows += [("poisson", q, "advanced", t, t ** (1 - power)) for t in steps]
+    columns = ["sampling", "sampling_rate", "curve", "steps", "noise_multiplier"]
+    write_table(path, pd.DataFrame(rows, columns=columns))
+    return str(path)
+
+
+def test_sigma_rows_read_one_sampling_rate_of_a_two_rate_table(tmp_path):
+    """config/paper.yaml draws q = 0.05 and 0.01: each row's numbers are all q = 0.05's."""
+    rows = claims.table({**EMPTY, "tables": [_sigma_table(tmp_path / "sigma_vs_steps.csv")]}, {})
+    row = rows.set_index(rows.statement.str.split(":").str[0]).loc
+    subsampling = row["subsampling (Poisson q = 0.05, try 3's) gives 'basically the same noise "
+                      "levels' as GD under RDP, T = 200"]  # fmt: skip
+    assert (subsampling.ours, subsampling.verdict) == (pytest.approx(1.0), "holds")
+    moments = row["moments accountant"]
+    assert (moments.ours, moments.verdict) == (pytest.approx(0.5), "holds")
+    assert row["σ_strong / σ_naive = O(T^(−1/2))"].ours == pytest.approx(-0.5)
+
+
+def test_delta_row_of_001_is_the_limit_of_eq_5_and_can_differ(tmp_path):
+    """eq. (5)'s δ stays under its T → ∞ limit pθ/(1 − (1 − p)θ) = 0.001383 (< 1, Fig. 1's
+    setting); a δ of 1 differs."""
+    params = default_params("asoodeh_projected")
+    frame = asoodeh_projected.table({}, params)
+    path = tmp_path / "asoodeh_projected.csv"
+
+    def delta_row(frame):
+        write_table(path, frame)
+        rows = claims.table({**EMPTY, "tables": [str(path)]}, {})
+        return rows[rows.section == "§I (after eq. (5))"].iloc[0]
+
+    row = delta_row(frame)
+    assert row.source_value == pytest.approx(0.001383, rel=1e-3) and row.verdict == "holds"
+    assert row.ours <= row.source_value
+    frame.loc[(frame.panel == "delta_vs_steps") & (frame.curve == "bound"), "delta"] = 1.0
+    assert delta_row(frame).verdict == "differs"
+
+
+def test_try_2_must_beat_try_1_strictly():
+    """004 §3.3 says try 2 does better: an equal accuracy differs."""
+    rows = claims.table(EMPTY, {"benchmark_run": None})
+    row = rows[rows.statement.str.contains("accuracy of try 2 − try 1 > 0")].iloc[0]
+    test = {text: key for key, (text, _) in claims.TESTS.items()}[row.test]
+    assert claims.verdict(0.0, 0.0, test, 0.0) == "differs"
+    assert claims.verdict(0.0, 0.01, test, 0.0) == "holds"
+
+
+@pytest.mark.parametrize("names", [["renamed/sigma_vs_steps_v2.csv"], ["a/gaussian_sigma.csv"] * 2])
+def test_a_table_the_claims_cannot_name_is_refused(tmp_path, capsys, names):
+    """The rows know a table by its file name: another name, or one figure twice, is refused."""
+    params = {**default_params("gaussian_sigma")}
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        write_table(tmp_path / name, gaussian_sigma.table({}, params))
+    (tmp_path / "b").mkdir()
+    paths = [str(tmp_path / names[0])] + [str(tmp_path / "b" / Path(n).name) for n in names[1:]]
+    for p in paths[1:]:
+        write_table(p, gaussian_sigma.table({}, params))
+    out = tmp_path / "claims.csv"
+    inputs = [f"tables={p}" for p in paths]
+    argv = ["figure-table", "claims", "--params-json", "{}", "--inputs", *inputs]
+    assert main([*argv, "--out", str(out)]) == 2
+    assert f"error: --inputs: tables={paths[-1]}: " in capsys.readouterr().err
+    assert not out.exists()

@@ -870,3 +870,102 @@ def test_an_exclusion_names_only_keys_the_accountant_reads(key):
     assert accounting.get("rdp").epsilon(setting, 1e-5) == accounting.get("rdp").epsilon(
         setting.replace(**{key: None}), 1e-5
     )
+
+
+# ------------------------------------------------------------------ sweep and figure doors
+
+
+def _sweep_summary(path, **fields) -> str:
+    """A dp_sgd run's summary.json (σ 1, q 0.1, T 10, δ 1e-5) with ``fields`` replaced."""
+    from conftest import summary_json
+    from dplab.accounting.eligibility import Update
+
+    run = {"method": "dp_sgd", "dataset": "digits", "steps": 10, "noise_multiplier": 1.0}
+    setting = Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=10).as_dict()
+    data = summary_json(
+        run, setting=setting, delta=1e-5, update=Update().as_dict(), noise_multiplier=1.0
+    )
+    data.update(fields)
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "fields, expected",
+    [
+        (
+            {"setting": {"noise_multiplier": "abc", "sampling_rate": 0.1, "steps": 10}},
+            "noise_multiplier",
+        ),
+        ({"delta": None}, "delta: must be a number in (0, 1); got None"),
+        ({"delta": 1.5}, "delta: must lie in (0, 1)"),
+    ],
+)
+def test_sweep_refuses_a_summary_field_it_reads_naming_the_file(tmp_path, capsys, fields, expected):
+    summary = _sweep_summary(tmp_path / "summary.json", **fields)
+    out = tmp_path / "sweep.csv"
+    line = refused(
+        ["sweep", "--summary", summary, "--accountants", "rdp", "--out", str(out)], capsys
+    )
+    assert f"error: --summary: {summary}: " in line and expected in line
+    assert not out.exists()
+
+
+def test_sweep_refuses_an_accountant_named_twice(tmp_path, capsys):
+    summary = _sweep_summary(tmp_path / "summary.json")
+    out = tmp_path / "sweep.csv"
+    argv = ["sweep", "--summary", summary, "--accountants", "pld", "rdp", "pld", "--out", str(out)]
+    assert "error: --accountants: names pld more than once" in refused(argv, capsys)
+    assert not out.exists()
+
+
+def test_an_output_on_an_input_is_refused_and_the_input_kept(tmp_path, capsys):
+    """`sweep --out` on its --summary, `figure-table --out` on an input (by another name: a
+    link), `figure-draw --pdf` on its --table: each refused naming the output flag, the input
+    unchanged."""
+    summary = _sweep_summary(tmp_path / "summary.json")
+    before = (tmp_path / "summary.json").read_text()
+    argv = ["sweep", "--summary", summary, "--accountants", "rdp", "--points", "3"]
+    assert "error: --out: " in refused([*argv, "--out", summary], capsys)
+    sweep = tmp_path / "sweep.csv"
+    assert main([*argv, "--out", str(sweep)]) == 0
+    (tmp_path / "link.csv").symlink_to(sweep)
+    table = sweep.read_text()
+    line = refused(
+        ["figure-table", "accountants_vs_pld", "--params-json", '{"sweep": "s"}', "--inputs",
+         f"sweep={sweep}", f"summary={summary}", "--out", str(tmp_path / "link.csv")],
+        capsys,
+    )  # fmt: skip
+    assert "error: --out: " in line and "is the input" in line
+    draw = [
+        "figure-draw",
+        "accountants_vs_pld",
+        "--table",
+        str(sweep),
+        "--png",
+        str(tmp_path / "x.png"),
+    ]
+    assert "error: --pdf: " in refused([*draw, "--pdf", str(sweep)], capsys)
+    assert (tmp_path / "summary.json").read_text() == before and sweep.read_text() == table
+
+
+def test_drawing_another_figures_table_names_the_missing_column(tmp_path, capsys):
+    """The claims figure reads its rows with itertuples: a table without its columns is one
+    --table error, not an internal error."""
+    from dplab.commands.figures import _bad_input
+    from dplab.tables import write_table
+
+    import pandas as pd
+
+    table = tmp_path / "other.csv"
+    write_table(table, pd.DataFrame({"verdict": ["holds"], "steps": [1]}))
+    pdf, png = tmp_path / "c.pdf", tmp_path / "c.png"
+    line = refused(
+        ["figure-draw", "claims", "--table", str(table), "--pdf", str(pdf), "--png", str(png)],
+        capsys,
+    )
+    assert "error: --table: " in line and "no column 'source'" in line
+    assert not pdf.exists() and not png.exists()
+    with pytest.raises(DPLabError, match="--table: not mine: no column 'epsilon'"):
+        with _bad_input("--table", "not mine"):  # any figure's row of itertuples
+            _ = next(pd.DataFrame({"steps": [1]}).itertuples()).epsilon

@@ -187,6 +187,16 @@ def check_output(path: str | Path, flag: str, folder: bool = False) -> Path:
     return path
 
 
+def check_not_input(path: str | Path, flag: str, inputs) -> None:
+    """Refuse an output ``path`` that is one of the command's ``inputs`` (the same file, by any
+    name: writing it would replace the input), a :class:`DPLabError` naming ``flag``."""
+    for given in inputs:
+        if Path(path).exists() and Path(given).exists() and os.path.samefile(path, given):
+            raise DPLabError(
+                flag, f"{path} is the input {given}: writing it would replace it; give another path"
+            )
+
+
 def write_text(path: str | Path, text: str) -> None:
     atomic_write(path, text_file(text))
 

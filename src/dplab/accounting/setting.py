@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from numbers import Real
 
 from dplab.errors import DPLabError
 from dplab.schemes import Neighbouring, Sampling
@@ -46,6 +47,10 @@ class Setting:
     )
 
     def __post_init__(self) -> None:
+        for key in SETTING_NUMBERS:  # a number read from a file may be text, a list, a bool
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, Real)):
+                raise DPLabError(key, f"must be a number; got {value!r}")
         _check_positive(self, "noise_multiplier")
         _check_positive(self, "clip")
         _check_positive(self, "lr")

@@ -75,7 +75,7 @@ def run_table(args) -> int:
     with settled_imports():  # the figure's module (pandas, its accountants' modules)
         from dplab.figures import figure, input_args, input_files, parse_input_args
         from dplab.inputs import input_file
-        from dplab.io import check_output
+        from dplab.io import check_not_input, check_output
         from dplab.tables import write_table
 
         module = figure(args.figure)
@@ -106,6 +106,7 @@ def run_table(args) -> int:
         if not Path(path).exists():
             raise DPLabError("--inputs", f"no such file: {path}" + _maker(path))
         input_file(path, "--inputs")
+    check_not_input(args.out, "--out", input_files(inputs))
     what = (
         f"the inputs ({' '.join(input_args(inputs))}) are not the result files figure {args.figure}"
         " is made from"
@@ -121,7 +122,7 @@ def run_draw(args) -> int:
 
     with settled_imports():  # the figure's module (pandas) and matplotlib
         from dplab.figures import figure, style
-        from dplab.io import check_output
+        from dplab.io import check_not_input, check_output
         from dplab.tables import read_table
 
         module = figure(args.figure)
@@ -134,6 +135,8 @@ def run_draw(args) -> int:
             f"is the same file as --pdf ({args.pdf}): one would overwrite the other; give two"
             " paths",
         )
+    check_not_input(args.pdf, "--pdf", [args.table])
+    check_not_input(args.png, "--png", [args.table])
     make = f"dplab figure-table {args.figure} … --out {args.table}"
     try:
         table = read_table(args.table, f"table of figure {args.figure}", make)
@@ -177,8 +180,10 @@ def _bad_input(flag: str, what: str):
         raise
     except KeyError as err:
         raise DPLabError(flag, f"{what}: no {err.args[0]!r} in them") from None
-    except AttributeError as err:  # frame.column of a column that is not there
-        if not isinstance(getattr(err, "obj", None), (pd.DataFrame, pd.Series)):
+    except AttributeError as err:  # frame.column or row.column of a column that is not there
+        obj = getattr(err, "obj", None)
+        row = isinstance(obj, tuple) and hasattr(obj, "_fields")  # a row of frame.itertuples()
+        if not (row or isinstance(obj, (pd.DataFrame, pd.Series))):
             raise
         raise DPLabError(flag, f"{what}: no column {err.name!r}") from None
     except (ValueError, TypeError, IndexError, EOFError, zipfile.BadZipFile) as err:

@@ -36,12 +36,15 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from numbers import Real
+
     from dplab.accounting.eligibility import from_summary
+    from dplab.accounting.setting import check_delta
     from dplab.accounting.sweep import POINTS_MAX, steps_grid, sweep
     from dplab.inputs import input_file
     from dplab.validate import integer
     from dplab.training.summary import RunSummary
-    from dplab.io import check_output
+    from dplab.io import check_not_input, check_output
     from dplab.tables import write_table
 
     check_output(args.out, "--out")
@@ -70,10 +73,20 @@ def run(args) -> int:
         summary_path, accountants, points = args.summary, args.accountants, args.points
         integer("--points", points, 2, POINTS_MAX, "POINTS_MAX")  # before the summary is read
         input_file(summary_path, "--summary")  # the flag named where the file is missing or empty
+    duplicated = sorted({name for name in accountants if accountants.count(name) > 1})
+    if duplicated:
+        raise DPLabError("--accountants", f"names {', '.join(duplicated)} more than once")
+    check_not_input(args.out, "--out", [summary_path])
     summary = RunSummary.read(summary_path)
-    setting, update = from_summary(summary)
-    table = sweep(
-        setting, summary.delta, accountants, steps_grid(summary.settings.steps, points), update
-    )
+    try:  # the fields the sweep reads, refused naming the file (a summary edited by hand)
+        setting, update = from_summary(summary)
+        steps = integer("run.steps", summary.settings.steps)
+        if setting is not None:
+            if isinstance(summary.delta, bool) or not isinstance(summary.delta, Real):
+                raise DPLabError("delta", f"must be a number in (0, 1); got {summary.delta!r}")
+            check_delta(summary.delta)
+    except DPLabError as err:
+        raise DPLabError("--summary", f"{summary_path}: {err}") from None
+    table = sweep(setting, summary.delta, accountants, steps_grid(steps, points), update)
     write_table(args.out, table)
     return 0
