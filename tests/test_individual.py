@@ -246,3 +246,27 @@ def test_levels_charge_a_norm_at_or_above_the_clip_and_a_nan_the_top_level():
 
     norms = torch.tensor([0.0, 2.0 / 64, 1.0, 2.0, 3.0, float("inf"), float("nan")])
     assert levels(norms, 2.0).tolist() == [0, 1, 32, LEVELS, LEVELS, LEVELS, LEVELS]
+
+
+def test_a_filtered_run_claims_no_hidden_state_bound(synth, tmp_path):
+    """The Rényi filter drops records from the steps by their history, so the steps descend no one
+    fixed λ-strongly convex loss: langevin (002 Cor. 1), claimed by the same run unfiltered, is
+    refused; rdp, whose steps each still have sensitivity C, is the same."""
+    keys = dict(
+        method="noisy_gd",
+        batch_size=None,
+        steps=5,
+        lr=0.9,
+        l2=0.05,
+        diameter=6.0,
+        clip=2.15,
+        noise_multiplier=8.0,
+        accountants=["rdp", "langevin"],
+        log_every=5,
+    )
+    _, plain = run(synth, tmp_path / "plain", **keys)
+    _, filtered = run(synth, tmp_path / "filtered", individual_budget=50.0, **keys)
+    assert set(plain["epsilon"]) == {"rdp", "langevin"} and "filtered" not in plain["update"]
+    assert set(filtered["epsilon"]) == {"rdp"} and filtered["update"]["filtered"] is True
+    assert "Rényi filter" in filtered["excluded_accountants"]["langevin"]
+    assert filtered["epsilon"]["rdp"] == plain["epsilon"]["rdp"]

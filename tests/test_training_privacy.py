@@ -66,6 +66,16 @@ def test_add_remove_runs_whose_neighbours_change_the_epoch_are_refused(synth, sa
         )
 
 
+def test_an_epoch_refusal_suggests_another_batch_size_only_where_the_accountant_takes_add_remove(
+    synth,
+):
+    """pabi takes replace_one only: another batch size would only meet its next refusal."""
+    with pytest.raises(DPLabError, match=r"use neighbouring = replace_one \(pabi takes no other\)"):
+        _plan({"method": "dp_sgd_fixed_batches", "noise_multiplier": 1.0}, synth, b=20)
+    with pytest.raises(DPLabError, match="use neighbouring = replace_one or another batch_size"):
+        _plan({"method": "dp_sgd", "sampling": "shuffle", "noise_multiplier": 1.0}, synth, b=20)
+
+
 def test_projected_poisson_normalisation_decides_validity(synth):
     realized = _plan(
         {

@@ -71,6 +71,8 @@ class Update:
     #: what the noisy gradient updates: "sgd" (plain SGD, constant η), else
     #: the optimizer and schedule
     optimizer: str = PLAIN_SGD
+    #: whether a Rényi filter (``individual_budget``) dropped records from steps by their history
+    filtered: bool = False
 
     def __post_init__(self) -> None:
         if self.noise not in NOISES:
@@ -84,10 +86,13 @@ class Update:
             )
 
     def as_dict(self) -> dict:
-        """The fields, ``optimizer`` only where it is not plain SGD (summary.json's ``update``)."""
+        """The fields, ``optimizer`` only where it is not plain SGD and ``filtered`` only where
+        set (summary.json's ``update``)."""
         out = asdict(self)
         if self.optimizer == PLAIN_SGD:
             del out["optimizer"]
+        if not self.filtered:
+            del out["filtered"]
         return out
 
 
@@ -214,6 +219,12 @@ def _update_refusal(setting: Setting, update: Update, release: str) -> str | Non
         return (
             "hidden-state bounds analyse the plain SGD step at a constant learning rate "
             f"(001 eq. 12, 17; 002 Alg. 1); the run updates with {update.optimizer}"
+        )
+    if update.filtered and release == "last_iterate":
+        return (
+            "the Rényi filter (individual_budget) drops records from the steps by their history, so"
+            " the steps descend no one fixed loss; hidden-state bounds analyse one loss with the"
+            " same constants (λ, β, L) at every step (001 eq. 12, 17; 002 Alg. 1, Cor. 1)"
         )
     if (
         setting.sampling != Sampling.POISSON

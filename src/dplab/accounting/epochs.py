@@ -79,15 +79,19 @@ def check(accountant: str, setting: Setting) -> None:
     """Refuse add_remove where adding or removing a record changes t = ⌊n/b⌋ (module docstring):
     the upper bounds' one-record coupling needs n mod b in [1, b − 2]."""
     if setting.sampling in SAMPLINGS and setting.neighbouring == Neighbouring.ADD_REMOVE:
+        from dplab.accounting.registry import get  # the registry imports this module
+
         n, b = setting.dataset_size, setting.batch_size
         if n % b in (0, b - 1):
+            takes = Neighbouring.ADD_REMOVE in get(accountant).neighbourings
             raise AssumptionError(
                 accountant,
                 "batch_size",
                 f"add_remove with {setting.sampling} needs ⌊(n±1)/b⌋ = ⌊n/b⌋, i.e. dataset_size mod"
                 " batch_size in [1, batch_size − 2]: adding or removing one record must not change"
                 f" the number of steps per epoch (got n = {n}, b = {b}, n mod b = {n % b}); use"
-                " neighbouring = replace_one or another batch_size",
+                " neighbouring = replace_one"
+                + (" or another batch_size" if takes else f" ({accountant} takes no other)"),
             )
 
 

@@ -94,9 +94,14 @@ class Method:
 
     def update(self, run: RunSettings) -> Update:
         """The engine's update for a resolved run: the method's noise, how the run normalizes
-        the clipped sum and its optimizer (what :func:`dplab.accounting.eligibility.refusal`
-        reads)."""
-        return Update(noise=self.noise, normalize=run.normalize, optimizer=run.optimizer.label)
+        the clipped sum, its optimizer and whether a Rényi filter drops records (what
+        :func:`dplab.accounting.eligibility.refusal` reads)."""
+        return Update(
+            noise=self.noise,
+            normalize=run.normalize,
+            optimizer=run.optimizer.label,
+            filtered=run.individual_budget is not None,
+        )
 
     def options(self, run: RunSettings):
         """The method's own keys (:attr:`keys`) of ``run``, as the options type the method owns
