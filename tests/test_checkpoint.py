@@ -4,6 +4,7 @@ checkpoint is set aside and the run resumes from the last whole one or from step
 which, and ends byte-identical to an uninterrupted run; the torch thread count is recorded in
 summary.json and a checkpoint written with another one is not resumed."""
 
+import hashlib
 import io
 import json
 import logging
@@ -82,10 +83,18 @@ def _flip_a_tensor_byte(path):
     )
 
 
+def _no_state(path):
+    """A whole file (header, matching digest) whose archive holds a list, not a run's state."""
+    payload = checkpoint.torch_bytes([1, 2])
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    path.write_bytes(checkpoint.HEADER + digest + b"\n" + payload)
+
+
 DAMAGE = {
     "truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
     "one byte changed": _flip_a_tensor_byte,
     "garbage": lambda p: p.write_bytes(b"\x00garbage"),
+    "no state": _no_state,
 }
 
 
@@ -273,3 +282,20 @@ def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
     loop.train(RunSettings.of(cfgs[1]), data.load(digits_dir), clean)
     assert all((clean / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in FILES)
     assert not list(tmp_path.glob("*/checkpoint*"))
+
+
+def test_a_checkpoint_of_other_records_under_the_same_info_json_is_not_resumed(
+    digits_dir, tmp_path, caplog, threads
+):
+    """Relabelled records keep info.json (sizes, config, path) as it was: the fingerprint hashes
+    the arrays too, so the run restarts rather than continue the old data's parameters."""
+    torch.set_num_threads(1)
+    _interrupted(digits_dir, tmp_path)
+    changed = data.load(digits_dir)
+    changed.y_train = (changed.y_train + 1) % changed.info["classes"]
+    resumed = []
+    with caplog.at_level(logging.WARNING, logger="dplab"):
+        loop.train(RunSettings.of(resolve_run(RUN)), changed, tmp_path, hook=resumed.append)
+    assert resumed[0] == 1
+    [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "ignoring" in line and line.endswith("restarting from step 0")

@@ -8,9 +8,10 @@ checksum of tensor data: a changed byte there loads as a silently different para
 :func:`save` renames checkpoint.pt to checkpoint.prev.pt, then writes the new checkpoint.pt
 atomically (:func:`dplab.io.atomic_write`), so a process killed at any moment leaves at least
 one whole checkpoint.  :func:`resume` tries checkpoint.pt, then checkpoint.prev.pt: a file that
-is truncated, fails its digest or does not load is set aside (renamed ``<name>.corrupt-<time>``,
-never deleted) and the next one is tried; one written for another run, dataset or
-:mod:`environment <dplab.training.environment>` (its fingerprint differs) is ignored.  One log
+is truncated, fails its digest, does not load or holds no state is set aside (renamed
+``<name>.corrupt-<time>``, never deleted) and the next one is tried; one written for another
+run, dataset (its info.json or its arrays) or :mod:`environment <dplab.training.environment>`
+(its fingerprint differs) is ignored.  One log
 line says what was found and whether the run resumes (from which file, at which step) or
 restarts from step 0.
 
@@ -45,16 +46,24 @@ HEADER = b"dplab-checkpoint sha256="
 def fingerprint(
     cfg: dict,
     info: dict,
+    arrays: dict[str, torch.Tensor],
     environment: dict,
     code: dict | None = None,
     start: dict[str, torch.Tensor] | None = None,
 ) -> str:
     """What a checkpoint must have been written for to be resumed: the run config, the dataset's
-    info.json, dplab's version, the environment the bytes depend on, the SHA-256 of the
+    info.json and the SHA-256 of its ``arrays`` (info.json does not change when the records do),
+    dplab's version, the environment the bytes depend on, the SHA-256 of the
     run's own code (``code``: a model file's, :mod:`dplab.training.model_file`) and of the
     parameters it began from where they are not W₀ (``start``: a later phase's, whose config
     does not name the phases before it, :mod:`dplab.training.phased`)."""
-    record = {"run": cfg, "data": info, "version": __version__, "environment": environment}
+    record = {
+        "run": cfg,
+        "data": info,
+        "arrays": tensors_digest(arrays),
+        "version": __version__,
+        "environment": environment,
+    }
     if code:
         record["code"] = code
     if start is not None:
@@ -95,9 +104,12 @@ def read(path: Path) -> dict:
             " header)"
         )
     try:
-        return torch.load(io.BytesIO(payload), weights_only=True)
+        state = torch.load(io.BytesIO(payload), weights_only=True)
     except Exception as err:  # any failure to unpickle the archive: the file cannot be resumed from
         raise ValueError(f"torch.load fails: {str(err).splitlines()[0][:120]}") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"it holds a {type(state).__name__}, not a run's state")
+    return state
 
 
 def resume(folder: Path, fingerprint: str, environment: dict, steps: int) -> dict | None:
