@@ -299,3 +299,18 @@ def test_a_checkpoint_of_other_records_under_the_same_info_json_is_not_resumed(
     assert resumed[0] == 1
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "ignoring" in line and line.endswith("restarting from step 0")
+
+
+def test_the_source_digest_changes_with_one_byte_of_the_code_and_ignores_caches(tmp_path):
+    """dplab edited without a new version is other code: its checkpoints are not resumed."""
+    tree = tmp_path / "dplab"
+    (tree / "training").mkdir(parents=True)
+    (tree / "training" / "step.py").write_text("lr = -1.0\n")
+    (tree / "schemas.yaml").write_text("a: 1\n")
+    before = checkpoint.source_digest.__wrapped__(tree)
+    (tree / "__pycache__").mkdir()
+    (tree / "__pycache__" / "step.cpython-311.pyc").write_bytes(b"\x00")
+    assert checkpoint.source_digest.__wrapped__(tree) == before
+    (tree / "training" / "step.py").write_text("lr = -0.5\n")
+    assert checkpoint.source_digest.__wrapped__(tree) != before
+    assert len(checkpoint.source_digest()) == 64  # the installed package's, cached

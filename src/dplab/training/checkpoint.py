@@ -22,6 +22,7 @@ DIR already holds this run, finished, so the run in phases goes on from its firs
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -53,15 +54,16 @@ def fingerprint(
 ) -> str:
     """What a checkpoint must have been written for to be resumed: the run config, the dataset's
     info.json and the SHA-256 of its ``arrays`` (info.json does not change when the records do),
-    dplab's version, the environment the bytes depend on, the SHA-256 of the
-    run's own code (``code``: a model file's, :mod:`dplab.training.model_file`) and of the
-    parameters it began from where they are not W₀ (``start``: a later phase's, whose config
-    does not name the phases before it, :mod:`dplab.training.phased`)."""
+    dplab's version and source (:func:`source_digest`), the environment the bytes depend on, the
+    SHA-256 of the run's own code (``code``: a model file's, :mod:`dplab.training.model_file`)
+    and of the parameters it began from where they are not W₀ (``start``: a later phase's, whose
+    config does not name the phases before it, :mod:`dplab.training.phased`)."""
     record = {
         "run": cfg,
         "data": info,
         "arrays": tensors_digest(arrays),
         "version": __version__,
+        "source": source_digest(),
         "environment": environment,
     }
     if code:
@@ -70,6 +72,22 @@ def fingerprint(
         record["start"] = tensors_digest(start)
     blob = json.dumps(record, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+#: the files of dplab's own code that :func:`source_digest` hashes, by suffix, below its package
+SOURCE_SUFFIXES = (".py", ".c", ".yaml")
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def source_digest(root: Path = PACKAGE) -> str:
+    """SHA-256 of dplab's source (every :data:`SOURCE_SUFFIXES` file below ``root``, by relative
+    path): code edited without a new version is another run's code."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in SOURCE_SUFFIXES):
+        digest.update(f"{path.relative_to(root).as_posix()}|".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
