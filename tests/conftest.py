@@ -203,14 +203,15 @@ def synthetic_data(folder: Path, train_size: int, test_size: int):
     return data.load(folder)
 
 
-def idx_bytes(array) -> bytes:
-    """``array`` as an IDX file of unsigned bytes (MNIST's format)."""
+def idx_bytes(array, code: int = 0x08) -> bytes:
+    """``array`` as an IDX file of data type ``code``: 0x08 unsigned bytes (MNIST's format), 0x09
+    signed bytes, 0x0D float32."""
     import struct
 
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(
+    header = struct.pack(">BBBB", 0, 0, code, array.ndim) + struct.pack(
         f">{array.ndim}I", *array.shape
     )
-    return header + array.astype("uint8").tobytes()
+    return header + array.astype({0x08: "u1", 0x09: "i1", 0x0D: ">f4"}[code]).tobytes()
 
 
 def write_mnist(

@@ -275,6 +275,25 @@ def test_records_beyond_the_bound_void_the_loss_constants(prepared):
     assert consts == {} and "||x|| = 3 > R = 1" in why
 
 
+def test_a_nan_record_lies_beyond_every_bound(prepared):
+    """NaN fails ||x|| ≤ R, which a check ||x|| > R would let pass: load refuses it, the loss
+    constants are void, and largest_norm finds it past its first chunk of 4096 records too."""
+    x = np.zeros((5000, 2))
+    x[4500, 0] = np.nan
+    assert np.isnan(data.largest_norm(x))
+    dataset = data.load(prepared)
+    canary = dataset.x_train.clone()
+    canary[0, 0] = float("nan")
+    cfg = resolve_run({**NOISY_GD, "lr": 0.1})
+    consts, why = loss_constants(RunSettings.of(cfg), dataset.info, canary)
+    assert consts == {} and "||x|| = nan > R = 1" in why
+    arrays = dict(np.load(prepared / "train.npz"))
+    arrays["x"][3, 0] = np.nan
+    np.savez(prepared / "train.npz", **arrays)
+    with pytest.raises(DPLabError, match=r"a record with \|\|x\|\| = nan > feature_norm_bound"):
+        data.load(prepared)
+
+
 def test_asoodeh_regularized_refuses_a_projection():
     """001 Thm 3 analyses the unprojected update (eq. 16); its Π_t (eq. 19) is
     a device of the proof."""

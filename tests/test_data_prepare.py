@@ -2,9 +2,12 @@
 download), MNIST-5000 (its split; the real images: tests/test_pipeline.py), Fashion-MNIST (tiny IDX
 files, and the Debian package's files where installed)."""
 
+import gzip
 import json
+import struct
 import urllib.error
 import urllib.request
+import warnings
 
 import numpy as np
 import pytest
@@ -44,13 +47,91 @@ def test_synthetic_respects_its_feature_bound():
     assert info["logreg_constants"]["lipschitz"] == pytest.approx(np.sqrt(2 * (2.5**2 + 1)))
 
 
+def test_synthetic_scales_stay_within_float32_and_finite_logits():
+    """feature_norm ≤ 1e18 (||x||² within float32) and margin ≤ 1e6 (finite logits): beyond, one
+    line naming the key; at the maxima, finite features within R and no warning."""
+    for key, value in (("feature_norm", 1e200), ("margin", 1e308)):
+        with pytest.raises(DPLabError, match=f"datasets.s.{key}: .* greater than the maximum"):
+            data.resolve_dataset({"kind": "synthetic", key: value}, "s")
+    entry = {"kind": "synthetic", "train_size": 50, "feature_norm": 1e18, "margin": 1e6}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        train, _, info = data.prepare(data.resolve_dataset(entry, "s"), "s")
+    assert np.isfinite(train["x"]).all() and data.largest_norm(train["x"]) <= 1e18 * (1 + 1e-6)
+    assert info["logreg_constants"]["smoothness"] == pytest.approx((1e36 + 1) / 2)
+
+
+def test_prepare_refuses_nan_features(monkeypatch):
+    """The feature-norm guarantee checked on the arrays written fails on NaN, too."""
+    x, y = np.full((3, 28, 28), np.nan), np.zeros(3, dtype=np.uint8)
+    raw = {"x_train": x, "y_train": y, "x_test": x, "y_test": y}
+    monkeypatch.setattr(mnist, "load", lambda *a, **k: raw)
+    cfg = data.resolve_dataset({"kind": "mnist", "download": False, "train_size": None}, "m")
+    with pytest.raises(DPLabError, match="feature norm bound violated"):
+        data.prepare(cfg, "m")
+
+
 def test_read_idx_roundtrip_and_bad_files():
     arr = np.arange(24).reshape(2, 3, 4)
-    assert np.array_equal(mnist.read_idx(idx_bytes(arr)), arr)
-    with pytest.raises(DPLabError, match="magic"):
-        mnist.read_idx(b"\x01\x02\x03\x04")
+    assert np.array_equal(mnist.read_idx(idx_bytes(arr), (3, 4), "f", "k"), arr)
+    with pytest.raises(DPLabError, match="k: f is not an IDX file"):
+        mnist.read_idx(b"\x01\x02\x03\x04", (3, 4), "f", "k")
     with pytest.raises(DPLabError, match="header"):
-        mnist.read_idx(idx_bytes(arr)[:-1])
+        mnist.read_idx(idx_bytes(arr)[:-1], (3, 4), "f", "k")
+
+
+IMAGES, LABELS = "train-images-idx3-ubyte", "train-labels-idx1-ubyte"
+_GZ = gzip.compress(idx_bytes(np.zeros((30, 28, 28))), mtime=0)
+#: bad (Fashion-)MNIST files: name -> ({file: bytes} replacing tiny good raw files, words)
+BAD_IDX = {
+    "a header cut short": ({IMAGES: b"\0\0\x08\x03\0\0"}, "ends inside its header (6 of 16"),
+    "a gzipped header cut short": (
+        {f"{IMAGES}.gz": gzip.compress(b"\0\0\x08\x03")},
+        "ends inside its header (4 of 16",
+    ),
+    "sizes whose product overflows int64": (
+        {IMAGES: struct.pack(">4B3I", 0, 0, 8, 3, 2**31, 2**31, 4)},
+        "holds 2147483648×4 images, but (Fashion-)MNIST's are 28×28",
+    ),
+    "255 dimensions": ({IMAGES: b"\0\0\x08\xff" + bytes(1020)}, "has 255 dimensions"),
+    "float labels": ({LABELS: idx_bytes(np.r_[np.arange(29) % 10, 0.5], 0x0D)}, "0x0D (float32)"),
+    "NaN images": ({IMAGES: idx_bytes(np.full((30, 28, 28), np.nan), 0x0D)}, "0x0D (float32)"),
+    "int8 images": ({IMAGES: idx_bytes(np.full((30, 28, 28), -128), 0x09)}, "0x09 (signed"),
+    "no image": (
+        {IMAGES: idx_bytes(np.zeros((0, 28, 28))), LABELS: idx_bytes(np.zeros(0))},
+        "holds 0 images",
+    ),
+    "10 by 10 images": ({IMAGES: idx_bytes(np.zeros((30, 10, 10)))}, "holds 10×10 images"),
+    "a label missing": ({LABELS: idx_bytes(np.arange(29) % 10)}, "holds 29 labels, but"),
+    "a truncated .gz": (
+        {f"{IMAGES}.gz": _GZ[: len(_GZ) // 2]},
+        "not a complete gzip file (EOFError",
+    ),
+    "a .gz that is no gzip": ({f"{IMAGES}.gz": b"not gzip"}, "(BadGzipFile: Not a gzipped"),
+    "a .gz failing its CRC": ({f"{IMAGES}.gz": _GZ[:-8] + bytes(4) + _GZ[-4:]}, "CRC check failed"),
+}
+
+
+@pytest.mark.parametrize("kind", ["mnist", "fashion_mnist"])
+@pytest.mark.parametrize("name", BAD_IDX)
+def test_a_bad_idx_file_is_one_line_naming_the_key_and_the_file(kind, name, tmp_path, capsys):
+    """prepare-data exits 2 with one line naming datasets.<name>.path and the file, writes
+    nothing; never an internal error, nor data of another type or shape than MNIST's."""
+    write_mnist(tmp_path / "idx", gz=False)
+    replaced, words = BAD_IDX[name]
+    for file, blob in replaced.items():
+        (tmp_path / "idx" / file.removesuffix(".gz")).unlink()
+        (tmp_path / "idx" / file).write_bytes(blob)
+    entry = {"kind": kind, "path": str(tmp_path / "idx")}
+    if kind == "mnist":
+        entry.update(download=False, verify_checksums=False)
+    out = tmp_path / "out"
+    argv = ["prepare-data", "--dataset-json", json.dumps(entry), "--dataset", "m", "--out"]
+    code = main([*argv, str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists() and len(err.splitlines()) == 1, err
+    assert f"datasets.m.path: {tmp_path / 'idx' / next(iter(replaced))}" in err, err
+    assert words in err, err
 
 
 def test_mnist_from_gz_with_checksums_and_subset(tmp_path, monkeypatch):

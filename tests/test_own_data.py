@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 
@@ -321,6 +322,25 @@ def test_image_folder_resizes_and_converts_only_when_asked(tmp_path):
     )
 
 
+def test_image_folder_follows_linked_folders(tmp_path):
+    """Images below a symbolic link to a folder are read, as ImageFolder's os.walk(followlinks)
+    reads them, in sorted path order; they are the data job's inputs too."""
+    pixels = _images(tmp_path / "img", {"train": {"a": 2, "b": 2}, "test": {"a": 1, "b": 1}})
+    linked = _images(tmp_path / "elsewhere", {"x": {"sub": 3}}, seed=1)
+    (tmp_path / "img" / "train" / "b" / "linked").symlink_to(tmp_path / "elsewhere" / "x" / "sub")
+    (tmp_path / "img" / "train" / "c").symlink_to(tmp_path / "img" / "test" / "a")
+    entry = {"kind": "image_folder", "path": str(tmp_path / "img"), "size": [3, 4], "channels": 1}
+    train, _, info = _prepare(entry)
+    assert info["class_names"] == ["a", "b", "c"]
+    assert train["y"].tolist() == [0, 0, 1, 1, 1, 1, 1, 2]
+    for row, image in ((2, pixels[("train", "b", 0)]), (4, linked[("x", "sub", 0)])):
+        np.testing.assert_array_equal(train["x"][row, 0], image / np.float32(255))
+    np.testing.assert_array_equal(train["x"][7, 0], pixels[("test", "a", 0)] / np.float32(255))
+    assert str(tmp_path / "img" / "train" / "b" / "linked" / "2.png") in data.source_files(
+        data.resolve_dataset(entry, "own"), "own"
+    )
+
+
 _X, _Y = np.zeros((6, 2)), np.array([0, 1] * 3)
 #: bad .npz files: name -> (arrays, words of the message naming datasets.own.path)
 NPZ = {
@@ -437,6 +457,10 @@ OTHER = (
     "image_folder: a file that is no image",
     "image_folder: an unreadable image",
     "image_folder: missing folder",
+    "image_folder: a broken link in a class folder",
+    "image_folder: a broken link in train/",
+    "image_folder: a link back to a folder above",
+    "image_folder: a FIFO",
 )
 BAD = [
     *(f"arrays: {n}" for n in NPZ),
@@ -507,6 +531,16 @@ def _bad(tmp_path) -> dict[str, tuple[dict, str, str]]:
         "cannot be read as an image",
     )
     cases[OTHER[6]] = ({**folder, "path": str(tmp_path / "none")}, "path", "no such folder")
+    odd = {  # a name below tmp_path/odd<i>/train -> what it becomes, the words of the message
+        "a/z.png": (lambda p: p.symlink_to(tmp_path / "gone.png"), "a/z.png is a broken symbolic"),
+        "c": (lambda p: p.symlink_to(tmp_path / "gone"), "train/c is a broken symbolic link"),
+        "a/sub": (lambda p: p.symlink_to(p.parent.parent), "a/sub leads back to"),
+        "a/f.png": (lambda p: os.mkfifo(p), "a/f.png is neither a file nor a folder"),
+    }
+    for i, (name, (make, words)) in enumerate(odd.items(), start=7):
+        _images(tmp_path / f"odd{i}", {"train": {"a": 2, "b": 2}})
+        make(tmp_path / f"odd{i}" / "train" / name)
+        cases[OTHER[i]] = ({**folder, "path": str(tmp_path / f"odd{i}")}, "path", words)
     return {
         name: (entry, f"datasets.own.{key}", words) for name, (entry, key, words) in cases.items()
     }

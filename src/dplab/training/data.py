@@ -113,12 +113,13 @@ def feature_norm_bound(cfg: dict, input_shape: list[int]) -> float | None:
 
 
 def largest_norm(x) -> float:
-    """max ||x_i|| over the records of ``x`` (N, ...), numpy or torch; 0 for no record."""
+    """max ||x_i|| over the records of ``x`` (N, ...), numpy or torch; 0 for no record, NaN if a
+    record holds NaN."""
     if len(x) == 0:
         return 0.0
     flat = np.asarray(x).reshape(len(x), -1)
     chunks = (flat[i : i + 4096].astype(np.float64) for i in range(0, len(flat), 4096))
-    return max((float(np.sqrt((c * c).sum(axis=1)).max()) for c in chunks), default=0.0)
+    return float(np.max([np.sqrt((c * c).sum(axis=1)).max() for c in chunks]))
 
 
 def check_info(info: dict, x_train, where: str) -> None:
@@ -148,7 +149,7 @@ def check_info(info: dict, x_train, where: str) -> None:
             "the file was edited; run dplab prepare-data again",
         )
     largest = largest_norm(x_train)
-    if largest > bound * (1 + 1e-6):
+    if not largest <= bound * (1 + 1e-6):  # NaN too
         raise DPLabError(
             where,
             f"the training data hold a record with ||x|| = {largest:.6g} > feature_norm_bound "
@@ -365,7 +366,7 @@ def prepare(cfg: dict, name: str) -> tuple[dict, dict, dict]:
     }
     # the bound is a guarantee: check it on the arrays actually written
     for x in (xtr, xte, *([xva] if "validation_size" in extra else [])):
-        if bound is not None and largest_norm(x) > bound * (1 + 1e-6):
+        if bound is not None and not largest_norm(x) <= bound * (1 + 1e-6):  # NaN too
             raise DPLabError(f"datasets.{name}", "feature norm bound violated (internal error)")
     train = {"x": xtr, "y": ytr}
     if "validation_size" in extra:

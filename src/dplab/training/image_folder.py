@@ -2,13 +2,14 @@
 
 ``path/train/<class>/…`` and optionally ``path/test/<class>/…``: the classes are the folder
 names under train/, sorted (Unicode code points, as ImageFolder sorts them): class k is the
-k-th.  A class folder's images are every file below it (subfolders too) in sorted path order;
-names starting with "." are skipped; any other file must have an image extension (those of
-torchvision: :data:`EXTENSIONS`).  Refused: a file directly in train/ or test/, an empty class
-folder, fewer than 2 classes, a test class with no train/ folder, an image that is not
-``size`` = [h, w] (unless ``resize``: Pillow's bilinear resize) or not of the mode of
-``channels`` (1: "L", 3: "RGB"; unless ``convert``: Pillow's ``Image.convert``), an image
-Pillow cannot read.  Without test/ the images are split by
+k-th.  A class folder's images are every file below it (subfolders too, those reached through
+symbolic links as well) in sorted path order; names starting with "." are skipped; any other file
+must have an image extension (those of torchvision: :data:`EXTENSIONS`).  Refused: a file directly
+in train/ or test/, a broken symbolic link, a link back to a folder above it (a cycle), an entry
+neither a file nor a folder (a FIFO), an empty class folder, fewer than 2 classes, a test class
+with no train/ folder, an image that is not ``size`` = [h, w] (unless ``resize``: Pillow's
+bilinear resize) or not of the mode of ``channels`` (1: "L", 3: "RGB"; unless ``convert``:
+Pillow's ``Image.convert``), an image Pillow cannot read.  Without test/ the images are split by
 :func:`dplab.training.own_data.split`.
 
 Pixels 0..255 divided by 255 into [0, 1], shape (channels, h, w): every record has
@@ -18,6 +19,7 @@ only (:func:`describe`); ``dplab prepare-data`` decodes them (:func:`read`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +50,8 @@ def listing(cfg: dict, key: str) -> dict[str, list[tuple[str, Path]]]:
         if not folder.is_dir():
             continue
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+        for p in entries:
+            _refuse_odd(p, where)
         loose = [p for p in entries if not p.is_dir()]
         if loose:
             raise DPLabError(
@@ -59,11 +63,7 @@ def listing(cfg: dict, key: str) -> dict[str, list[tuple[str, Path]]]:
             raise DPLabError(where, f"{folder} holds no class folder")
         out[part] = []
         for folder in entries:
-            images = sorted(
-                p
-                for p in folder.rglob("*")
-                if p.is_file() and not any(s.startswith(".") for s in p.relative_to(folder).parts)
-            )
+            images = _below(folder, where)
             other = [p for p in images if p.suffix.lower() not in EXTENSIONS]
             if other:
                 raise DPLabError(
@@ -89,6 +89,44 @@ def listing(cfg: dict, key: str) -> dict[str, list[tuple[str, Path]]]:
             f"{root / 'train' / unknown[0]}; the test classes must be training classes",
         )
     return out
+
+
+def _below(folder: Path, where: str) -> list[Path]:
+    """The files below ``folder`` in sorted path order, names starting with "." skipped, through
+    linked folders too (as ImageFolder's ``os.walk(followlinks=True)``); a link back to a folder
+    above it (a cycle) and an odd entry (:func:`_refuse_odd`) are refused."""
+    parent = Path(os.path.realpath(folder.parent))
+    found, todo = [], [(folder, tuple(map(str, (parent, *parent.parents))))]
+    while todo:
+        here, above = todo.pop()
+        real = os.path.realpath(here)
+        if real in above:
+            raise DPLabError(
+                where,
+                f"{here} leads back to {real}, a folder above it (a cycle of symbolic links); "
+                "remove the link",
+            )
+        for p in sorted(here.iterdir()):
+            if p.name.startswith("."):
+                continue
+            _refuse_odd(p, where)
+            if p.is_dir():
+                todo.append((p, (*above, real)))
+            else:
+                found.append(p)
+    return sorted(found)
+
+
+def _refuse_odd(path: Path, where: str) -> None:
+    """Refuse ``path`` if it is a broken symbolic link, or neither a file nor a folder."""
+    if path.is_symlink() and not path.exists():
+        raise DPLabError(
+            where,
+            f"{path} is a broken symbolic link (to {os.readlink(path)}); remove it or restore "
+            "its target",
+        )
+    if not path.is_dir() and not path.is_file():
+        raise DPLabError(where, f"{path} is neither a file nor a folder; remove it")
 
 
 def files(cfg: dict, key: str) -> list[str]:

@@ -6,6 +6,10 @@ from ``mirror`` when ``download`` is true; without a network, or with ``download
 job stops with one line that names the key and the exact files to put where, with their MD5.
 Every ``.gz`` file is checked against the published MD5 before use (a mismatch stops with an
 error); uncompressed files are read unchecked (the published checksums are those of the ``.gz``).
+Refused, in one line naming ``path`` and the file (:func:`read`, :func:`read_idx`,
+:func:`arrays`): a ``.gz`` that does not decompress, an IDX file of another data type than
+unsigned bytes, images not 28×28, a file of no record, images and labels of different counts,
+a label outside 0..9.
 The tests write tiny IDX files themselves and never touch the network.
 """
 
@@ -13,9 +17,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import shutil
 import struct
 import urllib.request
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -36,27 +42,48 @@ FILES = {
 }
 #: the classes of MNIST and Fashion-MNIST, labelled 0..9
 CLASSES = 10
-_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+#: IDX data type of unsigned bytes, the only one (Fashion-)MNIST's files use
+UBYTE = 0x08
+#: the names of IDX's other data types (in errors)
+TYPES = {0x09: "signed bytes", 0x0B: "int16", 0x0C: "int32", 0x0D: "float32", 0x0E: "float64"}
+#: the shape of one record of each file: images 28×28, labels scalars
+RECORD = {stem: (28, 28) if "images" in stem else () for stem in FILES}
 
 
-def read_idx(data: bytes, name: str = "IDX", key: str = "datasets.mnist") -> np.ndarray:
-    """Parse one IDX file (magic 0x0000TTNN: type TT, NN dimensions, big-endian sizes)."""
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _DTYPES:
+def read_idx(data: bytes, record: tuple[int, ...], name: str, key: str) -> np.ndarray:
+    """Parse one IDX file of unsigned bytes (magic 0x000008NN: NN dimensions, big-endian sizes)
+    holding N ≥ 1 records of shape ``record``; ``name`` (the file) and ``key`` name it in errors."""
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
         raise DPLabError(key, f"{name} is not an IDX file (bad magic number)")
-    ndim = data[3]
+    if data[2] != UBYTE:
+        raise DPLabError(
+            key,
+            f"{name} holds IDX data type 0x{data[2]:02X} ({TYPES.get(data[2], 'unknown')}), but "
+            f"(Fashion-)MNIST's files hold unsigned bytes (0x{UBYTE:02X})",
+        )
+    ndim, want = data[3], 1 + len(record)
+    if ndim != want:
+        raise DPLabError(
+            key, f"{name} has {ndim} dimensions; a (Fashion-)MNIST file of this name has {want}"
+        )
     header = 4 + 4 * ndim
+    if len(data) < header:
+        raise DPLabError(key, f"{name} ends inside its header ({len(data)} of {header} bytes)")
     shape = struct.unpack(f">{ndim}I", data[4:header])
-    dtype = np.dtype(_DTYPES[data[2]])
-    expected = int(np.prod(shape)) * dtype.itemsize
-    if len(data) - header != expected:
+    what = "images" if record else "labels"
+    if shape[1:] != record:
+        raise DPLabError(
+            key,
+            f"{name} holds {'×'.join(map(str, shape[1:]))} {what}, but (Fashion-)MNIST's are "
+            f"{'×'.join(map(str, record))}",
+        )
+    if shape[0] == 0:
+        raise DPLabError(key, f"{name} holds 0 {what}")
+    if len(data) - header != math.prod(shape):
         raise DPLabError(
             key, f"{name}: header says {shape} but the file holds {len(data) - header} bytes"
         )
-    return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
-
-
-def _md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
+    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(shape)
 
 
 def missing(folder: Path) -> list[str]:
@@ -90,22 +117,31 @@ def fetch(stem: str, folder: Path, mirror: str) -> None:
         atomic_write(folder / f"{stem}.gz", copy)
 
 
-def read(stem: str, folder: Path, *, verify: bool, key: str) -> bytes:
-    """The bytes of IDX file ``stem`` from ``folder`` (the .gz, checked, if
-    present; else the raw file)."""
+def read(stem: str, folder: Path, *, verify: bool, key: str) -> tuple[Path, bytes]:
+    """The file read for ``stem`` in ``folder`` (the .gz, checked, if present; else the raw file)
+    and its IDX bytes; a .gz that does not decompress is a DPLabError naming ``key``.path."""
     raw, gz = folder / stem, folder / f"{stem}.gz"
     if gz.exists():
-        if verify and _md5(gz) != FILES[stem]:
+        blob = gz.read_bytes()
+        md5 = hashlib.md5(blob).hexdigest()
+        if verify and md5 != FILES[stem]:
             raise DPLabError(
                 f"{key}.verify_checksums",
-                f"{gz}: MD5 {_md5(gz)} differs from the published {FILES[stem]}",
+                f"{gz}: MD5 {md5} differs from the published {FILES[stem]}",
             )
-        return gzip.decompress(gz.read_bytes())
+        try:
+            return gz, gzip.decompress(blob)
+        except (OSError, EOFError, zlib.error) as err:  # BadGzipFile is an OSError
+            raise DPLabError(
+                f"{key}.path",
+                f"{gz} is not a complete gzip file ({type(err).__name__}: {err}); "
+                "download or copy it again",
+            ) from None
     if verify:
         log.warning(
             "%s: uncompressed, so not checked against the published MD5 (only .gz files are)", raw
         )
-    return raw.read_bytes()
+    return raw, raw.read_bytes()
 
 
 def load(
@@ -136,29 +172,24 @@ def load(
 def arrays(folder: Path, *, verify: bool, key: str) -> dict[str, np.ndarray]:
     """``x_train``, ``y_train``, ``x_test``, ``y_test`` of the four IDX files in ``folder`` (MNIST's
     file names, which Fashion-MNIST shares: :mod:`dplab.training.fashion_mnist`)."""
-    arrays = {
-        stem: read_idx(read(stem, folder, verify=verify, key=key), stem, key) for stem in FILES
-    }
-    out = {
-        "x_train": arrays["train-images-idx3-ubyte"],
-        "y_train": arrays["train-labels-idx1-ubyte"],
-        "x_test": arrays["t10k-images-idx3-ubyte"],
-        "y_test": arrays["t10k-labels-idx1-ubyte"],
-    }
-    for split in ("train", "test"):
-        if (
-            out[f"x_{split}"].ndim != 3
-            or out[f"y_{split}"].ndim != 1
-            or len(out[f"x_{split}"]) != len(out[f"y_{split}"])
-        ):
-            raise DPLabError(key, f"{split} images and labels do not match in shape")
-        labels = out[f"y_{split}"]
-        if (
-            len(labels) and not 0 <= labels.min() <= labels.max() < CLASSES
-        ):  # else train refuses it only later
+    where = f"{key}.path"
+    paths, arrays = {}, {}
+    for stem in FILES:
+        paths[stem], data = read(stem, folder, verify=verify, key=key)
+        arrays[stem] = read_idx(data, RECORD[stem], str(paths[stem]), where)
+    out = {}
+    for split, prefix in (("train", "train"), ("test", "t10k")):
+        images, labels = f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte"
+        x, y = arrays[images], arrays[labels]
+        if len(x) != len(y):
             raise DPLabError(
-                key,
-                f"{split} labels hold {labels.min()}..{labels.max()}, outside the {CLASSES} classes"
-                f" 0..{CLASSES - 1}: not an (Fashion-)MNIST label file",
+                where, f"{paths[labels]} holds {len(y)} labels, but {paths[images]} {len(x)} images"
             )
+        if y.max() >= CLASSES:  # else train refuses it only later
+            raise DPLabError(
+                where,
+                f"{paths[labels]}: labels hold {y.min()}..{y.max()}, outside the {CLASSES} classes"
+                f" 0..{CLASSES - 1}: not a (Fashion-)MNIST label file",
+            )
+        out[f"x_{split}"], out[f"y_{split}"] = x, y
     return out

@@ -64,7 +64,7 @@ def loss_constants(run: RunSettings, info: dict, features) -> tuple[dict, str]:
     if bound is None:
         return {}, "the dataset records no feature-norm bound: no loss constants"
     largest = largest_norm(features)
-    if largest > bound * (1 + 1e-6):
+    if not largest <= bound * (1 + 1e-6):  # NaN too
         return (
             {},
             (
