@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from conftest import ROOT, run
-from dplab.config import load_config
+from dplab.config import load_config, read_config
 from dplab.schemas import load_yaml, validate
 from dplab.errors import DPLabError
 
@@ -42,6 +42,16 @@ def test_default_config_is_valid_and_defaults_are_filled():
         # 3.0 is an integer to JSON Schema, but a count must reach the code as an int
         (lambda c: c["runs"]["try3_dp_sgd"].update(hidden=128.0), "runs.try3_dp_sgd.hidden"),
         (lambda c: c["grids"]["mf_vs_dpsgd"].update(seeds=[0, 1.0]), "grids.mf_vs_dpsgd.seeds[1]"),
+        # a name is a folder and a rule: "r1\n" passed Python's `$` and trained into runs/r1
+        (lambda c: c["runs"].update({"dp_sgd\n": c["runs"]["dp_sgd"]}), "runs"),
+        # YAML's 2024: and on: are an int and a bool, which name patterns do not check
+        (lambda c: c["datasets"].update({2024: c["datasets"]["digits"]}), "datasets.2024"),
+        (lambda c: c["grids"].update({True: c["grids"]["mf_vs_dpsgd"]}), "grids.True"),
+        (lambda c: c.update(threads=100_000), "threads"),  # dplab train refuses > 1024
+        # a model file of the project: no path out of it, nothing a shell splits
+        (lambda c: c["runs"]["dp_sgd"].update(model="../x.py:Net"), "runs.dp_sgd.model"),
+        (lambda c: c["runs"]["dp_sgd"].update(model="/tmp/x.py:Net"), "runs.dp_sgd.model"),
+        (lambda c: c["runs"]["dp_sgd"].update(model="my net.py:Net"), "runs.dp_sgd.model"),
     ],
 )
 def test_schema_errors_name_the_key(mutate, key):
@@ -461,3 +471,42 @@ def test_the_training_tries_are_compared_at_one_target(change, says):
     with pytest.raises(DPLabError) as err:
         check_config(validate(raw))
     assert err.value.key == "figures.dp_training_tries.tries" and says in err.value.message
+
+
+COLLIDING = """
+group_runs: seed
+datasets:
+  d: {kind: digits}
+  b_d: {kind: digits}
+runs:
+  r1: {method: sgd, model: logreg, dataset: d, steps: 20, batch_size: 64}
+grids:
+  a_b:
+    base: {method: dp_sgd, model: logreg, dataset: d, steps: 20, batch_size: 64}
+    variants: {dp_sgd: {}}
+    target_epsilon: [1.0, 1.0000001]
+    seeds: [0, 1]
+"""
+
+
+def test_grid_runs_that_would_share_a_folder_or_a_rule_are_refused(tmp_path):
+    """ε 1.0 and 1.0000001 both print eps1 (the second run was dropped); grid a_b on dataset d
+    and grid a on dataset b_d both map to the rule train_runs__grids_a_b_d_… (Snakemake failed)."""
+    from dplab import jobs
+
+    path = tmp_path / "c.yaml"
+    path.write_text(COLLIDING)
+    with pytest.raises(DPLabError, match="get the same folder d/logreg/dp_sgd/eps1/seed0") as err:
+        jobs.plan(read_config(path))
+    assert err.value.key == "grids.a_b"
+    grid_a = (
+        "  a:\n    base: {method: dp_sgd, model: logreg, dataset: b_d, steps: 20, batch_size: 64}\n"
+    )
+    grid_a += "    variants: {dp_sgd: {}}\n    target_epsilon: [1.0]\n    seeds: [0, 1]\n"
+    path.write_text(COLLIDING.replace("[1.0, 1.0000001]", "[1.0]") + grid_a)
+    with pytest.raises(DPLabError, match="same Snakemake rule name train_runs__grids_a_b_d_"):
+        jobs.plan(read_config(path))
+    path.write_text(
+        COLLIDING.replace("[1.0, 1.0000001]", "[1.0, 2.0]") + grid_a.replace("b_d", "d")
+    )
+    assert len(jobs.plan(read_config(path)).of("train_runs")) == 3

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from itertools import product
 
+from dplab.errors import DPLabError
 from dplab.layout import model_folder, model_path, training_files
 from dplab.schemas import load_schema, with_defaults
 
@@ -65,6 +66,13 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
             model = entry.get("model", defaults["model"]["default"])
             tried = f"/lr{lr:g}" if lr is not None else ""
             name = f"{dataset}/{model_folder(str(model))}/{variant}/{privacy}{tried}/seed{seed}"
+            if name in runs:  # values that print alike at 6 significant digits: one folder
+                raise DPLabError(
+                    f"grids.{grid}",
+                    f"two runs (ε {runs[name]['epsilon']} and {epsilon}, lr {runs[name]['lr']} and"
+                    f" {lr}) get the same folder {name}: give target_epsilon and lrs values"
+                    " that differ in their first 6 significant digits",
+                )
             entry["name"] = name
             runs[name] = {
                 "variant": variant,

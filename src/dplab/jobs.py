@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from dplab import entries, layout
 from dplab.config import check_config, read_config
+from dplab.errors import DPLabError
 from dplab.figures import figure as figure_module, input_args, input_files
 from dplab.training import data, methods
 
@@ -254,7 +255,18 @@ def _training_jobs(config: dict, runs: dict[str, dict]) -> list[Job]:
         job = _run_job(config, folder, entry, runs[folder])
         key = folder.rsplit("/", depth)[0] if folder.startswith("grids/") and depth else folder
         pools.setdefault(key, []).append(job)
-    return [pool[0] if len(pool) == 1 else _runs_job(name, pool) for name, pool in pools.items()]
+    jobs = [pool[0] if len(pool) == 1 else _runs_job(name, pool) for name, pool in pools.items()]
+    rules: dict[str, str] = {}
+    for job in jobs:  # a rule name maps "/" and "_" alike: grid a_b on d, grid a on b_d
+        if isinstance(job, RunsJob):
+            other = rules.setdefault(job.snakemake_rule, job.name)
+            if other != job.name:
+                raise DPLabError(
+                    "grids",
+                    f"the grouped runs of {other} and of {job.name} get the same Snakemake rule"
+                    f" name {job.snakemake_rule}; rename a grid or a dataset",
+                )
+    return jobs
 
 
 def _runs_job(name: str, runs: list[RunJob]) -> RunsJob:

@@ -44,7 +44,7 @@ def run_files(run: str) -> dict[str, str]:
 
 
 #: a run's ``model`` naming a class in a file of the project: ``FILE.py:Class``
-MODEL_FILE = re.compile(r"^(?P<path>[^:]+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
+MODEL_FILE = re.compile(r"^(?P<path>[^:]+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)\Z")
 
 
 def model_path(model: str) -> str | None:

@@ -271,9 +271,17 @@ def parse_yaml(text: str):
 
 def _refuse_non_finite(value, where: str) -> None:
     """No number in a config is infinite or NaN (YAML's ``.inf``, ``.nan``): JSON schema's
-    ``minimum``/``exclusiveMinimum`` let +inf through, and no key of any schema means it."""
+    ``minimum``/``exclusiveMinimum`` let +inf through, and no key of any schema means it.  No
+    key is anything but text (YAML reads ``2024:`` as a number, ``on:`` as true), which schema
+    patterns do not check and names of folders and rules could not hold."""
     if isinstance(value, float) and not math.isfinite(value):
         raise DPLabError(where or "config", f"must be a finite number; got {value}")
+    for key in value if isinstance(value, dict) else ():
+        if not isinstance(key, str):
+            raise DPLabError(
+                _join(where, str(key)),
+                f"a key must be text; YAML read {key!r} as {type(key).__name__}: quote it",
+            )
     items = (
         value.items()
         if isinstance(value, dict)
