@@ -223,6 +223,15 @@ LATE_MISTAKES = [
         lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(strategy="banded"),
         "grids.mf_vs_dpsgd.variants.dp_sgd.strategy",
     ),
+    # a grid's axis replaced these without a word (the run trained at the axis's value)
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(target_epsilon=5.0),
+        "grids.mf_vs_dpsgd.base.target_epsilon",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(seed=7),
+        "grids.mf_vs_dpsgd.variants.dp_sgd.seed",
+    ),
     (
         lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(diameter=1.0),
         "grids.mf_vs_dpsgd.base.diameter",

@@ -62,3 +62,18 @@ def test_rdp_epsilon_and_sigma_agree_with_dp_accountings_accountant():
     acc.compose(dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(1.1)), 1000)
     assert eps == pytest.approx(acc.get_epsilon(1e-5), rel=1e-12)
     assert RdpAccountant().sigma(setting, eps, 1e-5) == pytest.approx(1.1, rel=1e-4)
+
+
+def test_a_calibration_notes_the_unconverged_orders_once(monkeypatch, caplog):
+    """A σ search asks ε at many σ; the note named σ, so it was logged once per σ tried (9 lines
+    for one `dplab sigma` at q = 0.6, T = 146)."""
+    import logging
+
+    from dplab.accounting import dp_accounting_adapters
+
+    monkeypatch.setattr(dp_accounting_adapters, "_reported", set())
+    setting = Setting(sampling_rate=0.6005593068047821, steps=146, sampling="poisson")
+    with caplog.at_level(logging.INFO, logger="dplab"):
+        sigma = RdpAccountant().sigma(setting, 145.0, 1.089e-4)
+    notes = [r for r in caplog.records if "did not converge" in r.getMessage()]
+    assert len(notes) == 1 and 0.7 < sigma < 0.75

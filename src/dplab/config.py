@@ -234,19 +234,24 @@ def check_config(config: dict) -> dict[str, dict]:
     return resolved
 
 
+#: a grid's axis -> the run key each of its values sets (:func:`dplab.entries.grid_runs`)
+GRID_AXES = {"lrs": "lr", "target_epsilon": "target_epsilon", "seeds": "seed"}
+
+
 def _check_grid_lr(grid: str, spec: dict) -> None:
-    """A grid with ``lrs`` tries every variant at each of them: an ``lr`` of its base or of a
-    variant would never be used, so it is refused (keyed where it is set:
-    :func:`dplab.entries.variant_key`) rather than dropped."""
-    if not spec.get("lrs"):
-        return
-    for variant, keys in spec["variants"].items():
-        if "lr" in keys or "lr" in spec["base"]:
-            raise DPLabError(
-                variant_key(f"grids.{grid}", spec, "variants", "base", variant, "lr"),
-                f"the grid tries every variant at each of its lrs {spec['lrs']}, so this lr "
-                "would never be used: remove it, or remove lrs to train at it",
-            )
+    """A grid tries every variant at each value of its ``lrs``, ``target_epsilon`` and ``seeds``:
+    the same key in its base or in a variant would never be used, so it is refused (keyed where it
+    is set: :func:`dplab.entries.variant_key`) rather than dropped."""
+    for axis, key in GRID_AXES.items():
+        if not spec.get(axis):
+            continue
+        for variant, keys in spec["variants"].items():
+            if key in (keys or {}) or key in spec["base"]:
+                raise DPLabError(
+                    variant_key(f"grids.{grid}", spec, "variants", "base", variant, key),
+                    f"the grid trains every variant at each of its {axis} {spec[axis]}, so this"
+                    f" {key} would never be used: remove it, or remove {axis} to train at it",
+                )
 
 
 def _rekey(err: DPLabError, layers: list, default: str, note: str = "") -> DPLabError:
