@@ -223,6 +223,13 @@ LATE_MISTAKES = [
         lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_sgd"].update(strategy="banded"),
         "grids.mf_vs_dpsgd.variants.dp_sgd.strategy",
     ),
+    # 12 × 1000 seeds: 12,000 runs, planned for minutes before any job
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"].update(
+            seeds=list(range(1000)), target_epsilon=[1.0 + k for k in range(6)]
+        ),
+        "grids.mf_vs_dpsgd",
+    ),
     # a grid's axis replaced these without a word (the run trained at the axis's value)
     (
         lambda c: c["grids"]["mf_vs_dpsgd"]["base"].update(target_epsilon=5.0),
