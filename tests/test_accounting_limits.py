@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from dplab.accounting.base import DELTA_FLOOR, EPSILON_MAX, LIMITS
 from dplab.accounting.pld_accountant import PLD_DISC_MAX, PLD_STEP_BINS
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.setting import Setting
+from dplab.errors import AssumptionError
 from dplab.cli import main
 from dplab.mf.workload import MEMORY_MAX
 
@@ -678,3 +680,14 @@ def test_a_risk_target_met_at_pld_s_sigma_floor_is_refused(target, key, capfd, k
         at_floor, 0.01 if key == "tpr" else None, 0.999999999 if key == "advantage" else None
     )
     assert f"{level:.4g}" in line and level < float(target[1])
+
+
+def test_a_target_below_the_bounds_floor_is_refused_naming_the_floor():
+    """moments' orders stop at λ = 32, so its ε is at least ln(1/δ)/32 = 0.8208 at δ = 3.913e-12
+    whatever σ: the refusal says so (it gave no reason), where rdp answers."""
+    setting = Setting(sampling_rate=0.00196, steps=979)
+    with pytest.raises(AssumptionError, match=r"gives ε = 0\.82\d+, this bound's floor") as err:
+        get("moments").sigma(setting, 0.5969, 3.913e-12)
+    floor = float(re.search(r"gives ε = ([0-9.]+)", str(err.value))[1])
+    assert floor == pytest.approx(math.log(1 / 3.913e-12) / 32, rel=1e-4)
+    assert get("rdp").sigma(setting, 0.5969, 3.913e-12) < 10

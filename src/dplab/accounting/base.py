@@ -439,9 +439,16 @@ class Accountant(ABC):
                     f"ε = {epsilon:g} at δ = {delta:g}; at σ = {math.exp(last):.6g}: "
                     f"{self._reason(unresolved[last])}",
                 )
+            top = excess(math.log(SIGMA_MAX)) + epsilon
             raise self.fail(
                 "epsilon",
-                f"no σ ≤ {SIGMA_MAX:g} reaches ε = {epsilon} at δ = {delta}, T = {setting.steps}",
+                f"no σ ≤ {SIGMA_MAX:g} reaches ε = {epsilon} at δ = {delta}, T = {setting.steps}"
+                + (
+                    f": even σ = {SIGMA_MAX:g} gives ε = {top:.6g}, this bound's floor at this δ"
+                    " (an accountant with a lower floor, e.g. rdp or pld, may reach it)"
+                    if math.isfinite(top)
+                    else ""
+                ),
             )
         if hi - lo <= rtol:
             return answer(math.exp(hi))
