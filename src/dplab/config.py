@@ -185,7 +185,7 @@ def check_config(config: dict) -> dict[str, dict]:
         for run in config["runs"]
     }
     for grid, spec in config.get("grids", {}).items():
-        _check_grid_lr(grid, spec)
+        _check_grid_axes(grid, spec)
         for name, item in grid_runs(config, grid).items():
             where = f"grids.{grid}.variants.{item['variant']}"
             layers = [
@@ -241,7 +241,7 @@ GRID_AXES = {"lrs": "lr", "target_epsilon": "target_epsilon", "seeds": "seed"}
 GRID_RUNS_MAX = 10_000
 
 
-def _check_grid_lr(grid: str, spec: dict) -> None:
+def _check_grid_axes(grid: str, spec: dict) -> None:
     """A grid tries every variant at each value of its ``lrs``, ``target_epsilon`` and ``seeds``:
     the same key in its base or in a variant would never be used, so it is refused (keyed where it
     is set: :func:`dplab.entries.variant_key`) rather than dropped; and it plans at most

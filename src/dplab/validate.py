@@ -4,11 +4,20 @@ range (a :class:`~dplab.errors.DPLabError`, exit code 2 on the command line)."""
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 from dplab.errors import DPLabError
 
 #: the most torch CPU threads a command accepts (``--threads``)
 MAX_THREADS = 1024
+
+
+def number(key: str, value, what: str = "a number"):
+    """``value``, refused unless a real number (not a bool): a field read from a file may hold
+    text, a list or null; ``what`` says what it must be in the message."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise DPLabError(key, f"must be {what}; got {value!r}")
+    return value
 
 
 def positive(key: str, value: float) -> float:

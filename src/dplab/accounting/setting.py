@@ -10,11 +10,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from numbers import Real
 
 from dplab.errors import DPLabError
 from dplab.schemes import Neighbouring, Sampling
-from dplab.validate import integer, positive
+from dplab.validate import integer, number, positive
 
 #: the samplings a Setting takes (dp_mf's samplers are accounted by their own event)
 SAMPLINGS = tuple(s for s in Sampling if s.accounted)
@@ -48,9 +47,8 @@ class Setting:
 
     def __post_init__(self) -> None:
         for key in SETTING_NUMBERS:  # a number read from a file may be text, a list, a bool
-            value = getattr(self, key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, Real)):
-                raise DPLabError(key, f"must be a number; got {value!r}")
+            if getattr(self, key) is not None:
+                number(key, getattr(self, key))
         _check_positive(self, "noise_multiplier")
         _check_positive(self, "clip")
         _check_positive(self, "lr")

@@ -36,13 +36,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from numbers import Real
-
     from dplab.accounting.eligibility import from_summary
     from dplab.accounting.setting import check_delta
     from dplab.accounting.sweep import POINTS_MAX, steps_grid, sweep
     from dplab.inputs import input_file
-    from dplab.validate import integer
+    from dplab.validate import integer, number
     from dplab.training.summary import RunSummary
     from dplab.io import check_not_input, check_output
     from dplab.tables import write_table
@@ -82,9 +80,7 @@ def run(args) -> int:
         setting, update = from_summary(summary)
         steps = integer("run.steps", summary.settings.steps)
         if setting is not None:
-            if isinstance(summary.delta, bool) or not isinstance(summary.delta, Real):
-                raise DPLabError("delta", f"must be a number in (0, 1); got {summary.delta!r}")
-            check_delta(summary.delta)
+            check_delta(number("delta", summary.delta, "a number in (0, 1)"))
     except DPLabError as err:
         raise DPLabError("--summary", f"{summary_path}: {err}") from None
     table = sweep(setting, summary.delta, accountants, steps_grid(steps, points), update)

@@ -132,22 +132,33 @@ def check_output(model: nn.Module, input_shape: list[int], classes: int) -> None
     import torch
 
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    one = f"one example of shape {list(input_shape)}"
+    out = _forward(lambda: model(torch.zeros((1, *input_shape), device=device)), one)
+    _check_logits(out, 1, classes, f"one logit per class, shape [1, {classes}] for {one}")
+
+
+def _forward(passes, what: str):
+    """``passes()`` (the user's forward passes) without autograd; a DPLabError on ``model``
+    naming ``what`` was passed where it fails."""
+    import torch
+
     try:
         with torch.no_grad():
-            out = model(torch.zeros((1, *input_shape), device=device))
+            return passes()
     except Exception as err:  # the user's forward pass fails on the data's shape
         raise DPLabError(
-            "model",
-            f"the forward pass of one example of shape {list(input_shape)} fails: "
-            f"{type(err).__name__}: {str(err)[:160]}",
+            "model", f"the forward pass of {what} fails: {type(err).__name__}: {str(err)[:160]}"
         ) from None
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1, classes):
+
+
+def _check_logits(out, rows: int, classes: int, wanted: str) -> None:
+    """A DPLabError on ``model`` unless ``out`` is a tensor of shape (``rows``, ``classes``)
+    (``wanted``: that shape in words)."""
+    import torch
+
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, classes):
         shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise DPLabError(
-            "model",
-            f"must output one logit per class, shape [1, {classes}] for one example of "
-            f"shape {list(input_shape)}; got {shape}",
-        )
+        raise DPLabError("model", f"must output {wanted}; got {shape}")
 
 
 #: the examples of the batch :func:`check_batch` runs through a model file's network
@@ -167,23 +178,17 @@ def check_batch(model: nn.Module, input_shape: list[int], classes: int) -> None:
     bits = torch.randint(2, (CHECK_ROWS, *input_shape), generator=torch.Generator().manual_seed(0))
     x = bits.float()  # 0/1 features: valid token ids too, for a model that embeds its inputs
     before = {name: b.clone() for name, b in model.named_buffers()}
-    try:
-        with torch.no_grad():
-            out, again = model(x), model(x)
-            alone = [model(x[i : i + 1]) for i in range(CHECK_ROWS)]
-    except Exception as err:  # the user's forward pass fails on a batch
-        raise DPLabError(
-            "model",
-            f"the forward pass of a batch of {CHECK_ROWS} examples of shape {list(input_shape)} "
-            f"fails: {type(err).__name__}: {str(err)[:160]}",
-        ) from None
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (CHECK_ROWS, classes):
-        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise DPLabError(
-            "model",
-            f"must output one row of {classes} logits per example, shape [{CHECK_ROWS}, "
-            f"{classes}] for a batch of {CHECK_ROWS}; got {shape}",
-        )
+    out, again, alone = _forward(
+        lambda: (model(x), model(x), [model(x[i : i + 1]) for i in range(CHECK_ROWS)]),
+        f"a batch of {CHECK_ROWS} examples of shape {list(input_shape)}",
+    )
+    _check_logits(
+        out,
+        CHECK_ROWS,
+        classes,
+        f"one row of {classes} logits per example, shape [{CHECK_ROWS}, {classes}] for a batch "
+        f"of {CHECK_ROWS}",
+    )
     changed = [
         name
         for name, b in model.named_buffers()
