@@ -875,8 +875,9 @@ def test_an_exclusion_names_only_keys_the_accountant_reads(key):
 # ------------------------------------------------------------------ sweep and figure doors
 
 
-def _sweep_summary(path, **fields) -> str:
-    """A dp_sgd run's summary.json (σ 1, q 0.1, T 10, δ 1e-5) with ``fields`` replaced."""
+def _sweep_summary(path, run_fields=None, **fields) -> str:
+    """A dp_sgd run's summary.json (σ 1, q 0.1, T 10, δ 1e-5) with ``fields`` replaced, and
+    ``run_fields`` in its resolved run."""
     from conftest import summary_json
     from dplab.accounting.eligibility import Update
 
@@ -886,6 +887,7 @@ def _sweep_summary(path, **fields) -> str:
         run, setting=setting, delta=1e-5, update=Update().as_dict(), noise_multiplier=1.0
     )
     data.update(fields)
+    data["run"].update(run_fields or {})
     path.write_text(json.dumps(data))
     return str(path)
 
@@ -899,6 +901,9 @@ def _sweep_summary(path, **fields) -> str:
         ),
         ({"delta": None}, "delta: must be a number in (0, 1); got None"),
         ({"delta": 1.5}, "delta: must lie in (0, 1)"),
+        # validate.integer called int() on them: internal errors (ValueError, TypeError)
+        ({"run_fields": {"steps": "abc"}}, "run.steps: must be an integer >= 1; got 'abc'"),
+        ({"run_fields": {"steps": None}}, "run.steps: must be an integer >= 1; got None"),
     ],
 )
 def test_sweep_refuses_a_summary_field_it_reads_naming_the_file(tmp_path, capsys, fields, expected):

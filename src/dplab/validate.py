@@ -28,9 +28,14 @@ def positive(key: str, value: float) -> float:
 
 
 def integer(key: str, value, low: int = 1, high: int | None = None, high_name: str = "") -> int:
-    """``value`` as an int, refused unless a whole number (not a bool) >= ``low`` (and <= ``high``,
-    named ``high_name`` in the message, when given)."""
-    whole = not isinstance(value, bool) and int(value) == value
+    """``value`` as an int, refused unless a whole number (not a bool, nor text, null or inf read
+    from a file) >= ``low`` (and <= ``high``, named ``high_name`` in the message, when given)."""
+    whole = (
+        isinstance(value, Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and int(value) == value
+    )
     if high is None:
         if not (whole and value >= low):
             raise DPLabError(key, f"must be an integer >= {low}; got {value!r}")
