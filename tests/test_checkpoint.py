@@ -253,14 +253,20 @@ def test_a_later_phase_resumes_only_a_checkpoint_from_the_same_start(digits_dir,
 
 
 def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
-    digits_dir, reference, tmp_path, step_loops, threads, caplog
+    digits_dir, reference, tmp_path, step_loops, threads, caplog, monkeypatch
 ):
     """A job of a grid cell's runs (`group_runs`) killed in its second run, retried after
     Snakemake deleted both runs' results: the first run's results are written again from its
     final state, with no step trained, the second resumes from its checkpoint, both end byte for
-    byte as uninterrupted runs, and the job leaves no checkpoint."""
+    byte as uninterrupted runs, and the job leaves no checkpoint. Each job hashes its dataset
+    once for the runs' fingerprints (:attr:`data.Dataset.digest`)."""
     from dplab.commands.train import _train
 
+    hashed = []
+    digest = checkpoint.tensors_digest
+    monkeypatch.setattr(
+        checkpoint, "tensors_digest", lambda t: hashed.append(sorted(t)) or digest(t)
+    )
     torch.set_num_threads(1)
     step_loops.crash = ("b", 16)
     cfgs = [resolve_run(RUN), resolve_run({**RUN, "seed": 7})]
@@ -276,6 +282,7 @@ def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
         _train(cfgs, str(digits_dir), outs)
     resumed = [r.getMessage() for r in caplog.records if "resuming" in r.getMessage()]
     assert [m.endswith("no step trained") for m in resumed] == [True, False], resumed
+    assert hashed == [["x_test", "x_train", "y_test", "y_train"]] * 2  # one per job
     assert step_loops.calls == [("a", 1, 20), ("b", 1, 16), ("a", None, 0), ("b", 15, 6)]
     assert all((reference / f).read_bytes() == (tmp_path / "a" / f).read_bytes() for f in FILES)
     clean = tmp_path / "clean"

@@ -47,21 +47,22 @@ HEADER = b"dplab-checkpoint sha256="
 def fingerprint(
     cfg: dict,
     info: dict,
-    arrays: dict[str, torch.Tensor],
+    arrays: str,
     environment: dict,
     code: dict | None = None,
     start: dict[str, torch.Tensor] | None = None,
 ) -> str:
     """What a checkpoint must have been written for to be resumed: the run config, the dataset's
-    info.json and the SHA-256 of its ``arrays`` (info.json does not change when the records do),
-    dplab's version and source (:func:`source_digest`), the environment the bytes depend on, the
-    SHA-256 of the run's own code (``code``: a model file's, :mod:`dplab.training.model_file`)
-    and of the parameters it began from where they are not W₀ (``start``: a later phase's, whose
-    config does not name the phases before it, :mod:`dplab.training.phased`)."""
+    info.json and the SHA-256 of its ``arrays`` (:attr:`dplab.training.data.Dataset.digest`;
+    info.json does not change when the records do), dplab's version and source
+    (:func:`source_digest`), the environment the bytes depend on, the SHA-256 of the run's own
+    code (``code``: a model file's, :mod:`dplab.training.model_file`) and of the parameters it
+    began from where they are not W₀ (``start``: a later phase's, whose config does not name the
+    phases before it, :mod:`dplab.training.phased`)."""
     record = {
         "run": cfg,
         "data": info,
-        "arrays": tensors_digest(arrays),
+        "arrays": arrays,
         "version": __version__,
         "source": source_digest(),
         "environment": environment,

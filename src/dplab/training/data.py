@@ -45,6 +45,7 @@ L = L_CE + l2·D/2 (:func:`dplab.training.privacy.loss_constants`).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -422,6 +423,18 @@ class Dataset:
     #: the held-out training images (``validation_fraction``)
     x_validation: torch.Tensor | None = None
     y_validation: torch.Tensor | None = None
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """SHA-256 of the arrays, by name (:func:`dplab.training.checkpoint.tensors_digest`): what a
+        checkpoint's fingerprint holds of the records. Computed once per loaded dataset, so a job's
+        grouped runs hash it once; the arrays are not changed after :func:`load`."""
+        from dplab.training.checkpoint import tensors_digest
+
+        names = ("x_train", "y_train", "x_test", "y_test", "x_validation", "y_validation")
+        return tensors_digest(
+            {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+        )
 
 
 DATASET = "prepared dataset"

@@ -492,7 +492,7 @@ def _setup(
         y_test=data.y_test.to(device),
         env=env,
         fingerprint=checkpoint.fingerprint(
-            dict(settings.record), info, _arrays(data), env, first.code, start
+            dict(settings.record), info, data.digest, env, first.code, start
         ),
         level_rdp=level_rdp,
         validation=None
@@ -503,12 +503,6 @@ def _setup(
     if settings.individual_epsilon:
         counts = torch.zeros((n, individual.LEVELS + 1), dtype=torch.int64, device=device)
     return _Run(context, _State(params=params, counts=counts))
-
-
-def _arrays(data: Dataset) -> dict[str, torch.Tensor]:
-    """The dataset's arrays, by name (what the checkpoint fingerprint hashes)."""
-    names = ("x_train", "y_train", "x_test", "y_test", "x_validation", "y_validation")
-    return {name: getattr(data, name) for name in names if getattr(data, name) is not None}
 
 
 def _resume(run: _Run, out: Path) -> Progress:
