@@ -157,6 +157,21 @@ def test_unequal_phases_have_no_setting_and_are_composed_by_rdp_and_pld_only():
     )
 
 
+@pytest.mark.parametrize("name", ["balls_in_bins", "fixed_batches"])
+def test_one_phase_under_an_epoch_sampler_is_its_setting_and_two_are_refused_as_such(name):
+    """A one-phase composition is that phase, whatever its sampler: its ε is the setting's. Two
+    phases of an epoch sampler each start their own epochs: refused for that, not as unequal."""
+    setting = Setting(
+        noise_multiplier=1.0, steps=10, sampling="balls_in_bins", dataset_size=1005, batch_size=10
+    )
+    accountant = get(name)
+    one = events.phases([setting])
+    assert accountant.supports(one) is None
+    assert accountant.epsilon(one, DELTA) == accountant.epsilon(setting, DELTA)
+    reason = accountant.supports(events.phases([setting, setting]))
+    assert "2 phases under balls_in_bins (an epoch sampler" in reason and "unequal" not in reason
+
+
 def test_mf_is_a_registered_accountant_of_its_own_event_only(capsys):
     """``mf`` on an MF event is the exact Gaussian of σ/scale; it refuses a DP-SGD setting and
     event, and every DP-SGD accountant refuses its event, each with its reason."""

@@ -209,14 +209,24 @@ def _gaussian(event: dp_event.DpEvent) -> dict:
 
 
 def _composed(event: dp_event.ComposedDpEvent) -> dict:
-    """A composition of events with one setting apart from T: that setting, the T summed."""
+    """A composition of events with one setting apart from T: that setting, the T summed (one
+    event: its own setting, whatever its sampler)."""
     parts = [_fields(e) for e in event.events]
     if not parts:
         raise _none("an empty composition")
+    if len(parts) == 1:
+        return parts[0]
     rest = [{k: v for k, v in p.items() if k != "steps"} for p in parts]
-    if any(r != rest[0] for r in rest[1:]) or Sampling(rest[0]["sampling"]).epochs:
+    if Sampling(rest[0]["sampling"]).epochs:
         raise _none(
-            "a composition of unequal phases (or of epoch samplers) has no single (σ, q, T): "
+            f"{len(parts)} phases under {rest[0]['sampling']} (an epoch sampler: each phase "
+            "starts its own epochs) are not one run of the summed steps, and no accountant here "
+            "composes them: use one phase",
+            "phases",
+        )
+    if any(r != rest[0] for r in rest[1:]):
+        raise _none(
+            "a composition of unequal phases has no single (σ, q, T): "
             "rdp and pld compose heterogeneous phases",
             "phases",
         )
