@@ -169,6 +169,12 @@ def test_privacy_utility_mean_and_sd_over_seeds(tmp_path):
     assert private.selection_note.str.contains("best of dp_gd, dp_sgd").all() and np.isnan(
         ref.selection_epsilon
     )
+    # what the grid ran at each ε: 2 methods × 3 seeds of 10 steps, 60 steps composed
+    composed = Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=60, sampling="poisson")
+    assert private.grid_epsilon.to_numpy() == pytest.approx(
+        get("rdp").epsilon(composed, 1e-5), rel=1e-12
+    )
+    assert np.isnan(ref.grid_epsilon)
 
 
 def test_hidden_state_gain_reads_every_valid_curve_and_every_exclusion(synth, tmp_path):

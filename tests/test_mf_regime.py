@@ -126,12 +126,45 @@ def test_each_epsilon_is_its_accountants_and_the_selection_costs_more(grid):
     rows = table[table.strategy == "dp_sgd"]
     assert rows.selection_epsilon.to_numpy() == pytest.approx([expected] * 2, rel=1e-9)
     assert (table.selection_epsilon > table.epsilon).all()
+    # what the grid ran: 2 lrs × 2 seeds × 8 steps on the same records, 32 steps composed
+    assert rows.grid_epsilon.to_numpy() == pytest.approx(
+        [get("rdp").epsilon(setting.replace(steps=32), DELTA)] * 2, rel=1e-12
+    )
     gaussian = Setting(
         noise_multiplier=blt.noise_multiplier / blt.sensitivity, sampling_rate=1.0, steps=1
     )
     orders, rdp = get("rdp").rdp_curve(gaussian)
     assert blt.selection_epsilon == pytest.approx(
         selection.epsilon([(orders, 2 * rdp)] * 2, DELTA, 2, 1.0), rel=1e-9
+    )
+    # 4 Gaussian mechanisms of multiplier s compose to one of s/2 (RDP α/(2s²) adds)
+    half = gaussian.replace(noise_multiplier=gaussian.noise_multiplier / 2)
+    assert blt.grid_epsilon == pytest.approx(get("rdp").epsilon(half, DELTA), rel=1e-12)
+    assert (table.grid_epsilon > table.epsilon).all()
+    assert table.selection_note.str.contains("grid_epsilon, this grid's runs composed").all()
+
+
+def test_a_learning_rate_without_an_rdp_curve_leaves_the_cells_choice_unpriced():
+    """DP-SGD with Poisson sampling and replace_one (pld claims it) has no RDP curve: the cell's
+    grid and selection ε are empty and the note says why, rather than stopping the table."""
+    from dplab.figures import mf_regime
+
+    setting = Setting(noise_multiplier=1.0, sampling_rate=0.25, steps=8, sampling="poisson")
+    cell = pd.DataFrame(
+        {
+            "lr": [0.1, 0.5],
+            "seeds": [2, 2],
+            "delta": [DELTA] * 2,
+            "rdp_setting": [setting, setting.replace(neighbouring="replace_one")],
+        }
+    )
+    out = mf_regime._selection(cell, {})
+    assert out.grid_epsilon.isna().all() and out.selection_epsilon.isna().all()
+    assert "no RDP curve for lr 0.5" in out.selection_note.iloc[0]
+    assert "poisson with replace_one" in out.selection_note.iloc[0]
+    both = mf_regime._selection(cell.iloc[:1], {})
+    assert both.grid_epsilon.iloc[0] == pytest.approx(
+        get("rdp").epsilon(setting.replace(steps=16), DELTA), rel=1e-12
     )
 
 

@@ -105,6 +105,7 @@ def test_the_example_grid_meets_its_targets_and_prices_the_selection(example):
     assert set(private.variant) == {"dp_sgd", "dp_gd"} and set(private.epsilon) == {1.0, 4.0}
     assert (private.epsilon_claimed_max <= private.epsilon * (1 + 1e-5)).all()
     assert (private.selection_epsilon > private.epsilon).all()  # picking the best costs privacy
+    assert (private.grid_epsilon > private.epsilon).all()  # 2 methods × 2 seeds composed
     assert (private.seeds == 2).all() and private.model.eq(
         "config/examples/models/net.py:Net"
     ).all()

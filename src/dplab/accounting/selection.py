@@ -16,6 +16,9 @@ its score.  If every candidate is (λ, ε(λ))-RDP for every order λ, the relea
 RDP is non-decreasing in λ, so ε'(λ) ≤ ε'(λ') for λ ≤ λ' is applied last (as dp_accounting's
 ``RepeatAndSelectDpEvent`` does; ``tests/test_selection.py`` checks this module against it).
 Candidates that differ are covered by their pointwise largest RDP curve (each satisfies it).
+
+The bound holds for that protocol only.  A grid that trains every candidate once and releases
+the best (what the pipeline's grids do) is the composition of its runs: :func:`grid_epsilon`.
 """
 
 from __future__ import annotations
@@ -90,19 +93,27 @@ def repeat_and_select(orders: np.ndarray, rdp: np.ndarray, mean: float, shape: f
     return np.minimum.accumulate(out[::-1])[::-1]  # RDP is non-decreasing in the order
 
 
-def worst_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """One RDP curve that every candidate satisfies: at each order of any candidate, the largest
-    value each candidate has at that order or the next larger order it was evaluated at (RDP is
-    non-decreasing in the order; +∞ past a candidate's largest order)."""
+def _on_common_orders(
+    curves: Sequence[tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every order of any candidate and, per candidate (rows), a bound on its RDP there: its value
+    at that order or the next larger order it was evaluated at (RDP is non-decreasing in the
+    order; +∞ past a candidate's largest order)."""
     orders = np.unique(np.concatenate([o for o, _ in curves]))
-    worst = np.full(len(orders), -np.inf)
+    rows = []
     for own, values in curves:
         index = np.searchsorted(own, orders)  # first own order >= each order
-        bounded = np.where(
-            index < len(own), np.asarray(values)[np.minimum(index, len(own) - 1)], np.inf
+        rows.append(
+            np.where(index < len(own), np.asarray(values)[np.minimum(index, len(own) - 1)], np.inf)
         )
-        worst = np.maximum(worst, bounded)
-    return orders, worst
+    return orders, np.array(rows)
+
+
+def worst_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """One RDP curve that every candidate satisfies: the largest of their bounds at every order of
+    any of them (:func:`_on_common_orders`)."""
+    orders, bounds = _on_common_orders(curves)
+    return orders, bounds.max(axis=0)
 
 
 def candidate_curve(accountant, setting: Setting) -> tuple[np.ndarray, np.ndarray]:
@@ -121,4 +132,18 @@ def epsilon(
     finite = np.isfinite(selected)
     return float(
         rdp_conversion.epsilon_from_rdp(selected[finite][None, :], orders[finite], delta)[0]
+    )
+
+
+def grid_epsilon(curves: Sequence[tuple[np.ndarray, np.ndarray]], delta: float) -> float:
+    """ε at δ of a grid that trains every candidate once on the same records and releases the best
+    (a post-processing of all of them): the candidates composed, RDP adding order by order
+    (Mironov, "Rényi Differential Privacy", Prop. 1), converted as ``rdp`` converts. What the
+    grid that was run costs; :func:`epsilon` is what Papernot & Steinke's protocol, which draws a
+    random number of runs, would."""
+    orders, bounds = _on_common_orders(curves)
+    composed = bounds.sum(axis=0)
+    finite = np.isfinite(composed)
+    return float(
+        rdp_conversion.epsilon_from_rdp(composed[finite][None, :], orders[finite], delta)[0]
     )

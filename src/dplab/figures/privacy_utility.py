@@ -8,18 +8,22 @@ only) and the neighbouring relation the ε is stated under.  "Matched ε" theref
 numbers under possibly different accountants and release models: the legend names them.  A variant
 without target ε (non-private sgd) is one row with an empty ε, drawn as a horizontal reference.
 
-A row's ε covers its own runs, not the choice of the best of them: ``selection_epsilon`` is the ε
-(same δ) of releasing the best run among the variants at that target ε and relation under
-Papernot & Steinke's random-repetition protocol (:mod:`dplab.accounting.selection`: K runs, K
-truncated negative binomial with ``selection_shape`` η, mean ``selection_mean``, default the
-number of candidates), from each candidate's RDP curve (its own accountant's where that is an RDP
-bound, else ``rdp``'s); ``selection_note`` names the candidates and any left out, and why.
+A row's ε covers its own runs, not the choice of the best of them: ``grid_epsilon`` is the ε (same
+δ) of what was run, every run of the variants at that target ε and relation on the same records,
+composed (:func:`dplab.accounting.selection.grid_epsilon`), of which the best is released;
+``selection_epsilon`` what releasing the best run would cost made by Papernot & Steinke's
+random-repetition protocol instead (:mod:`dplab.accounting.selection`: K runs, K truncated
+negative binomial with ``selection_shape`` η, mean ``selection_mean``, default the number of
+candidates), which this grid does not run. Both from each candidate's RDP curve (its own
+accountant's where that is an RDP bound, else ``rdp``'s); ``selection_note`` names the candidates
+and any left out, and why.
 """
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 
 from dplab import entries
@@ -40,9 +44,10 @@ CAPTION = (
     " final parameters only for hidden-state ones). Equal ε under different accountants and release"
     " models is a stated, not a proven, equivalence of privacy. The dashed line and band are"
     " non-private SGD (mean ± sd). The default config trains logistic regression on synthetic data"
-    " (its many runs stay cheap). The table's selection_epsilon is the ε of releasing the best"
-    " method at each target (Papernot & Steinke 2022, random number of runs): the per-run ε does"
-    " not cover picking the best run."
+    " (its many runs stay cheap). The table's grid_epsilon is the ε of the grid that picks the"
+    " best method at each target (its runs composed): the per-run ε does not cover picking the"
+    " best run (selection_epsilon: were it picked by Papernot & Steinke's random-repetition"
+    " protocol instead)."
 )
 INPUTS: dict[str, type] = {"summaries": list}
 #: a grid run's name (:func:`dplab.entries.grid_runs`):
@@ -182,7 +187,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     table = (
         table.join(pd.concat(picked))
         if picked
-        else table.assign(selection_epsilon=None, selection_note=None)
+        else table.assign(grid_epsilon=None, selection_epsilon=None, selection_note=None)
     )
     return table.drop(columns="summary")
 
@@ -199,35 +204,43 @@ def _curve(summary: RunSummary, claimed: str):
 
 
 def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
-    """``selection_epsilon`` and ``selection_note`` of every row of one
-    (target ε, relation) cell."""
-    curves, names, left = [], [], []
+    """``grid_epsilon``, ``selection_epsilon`` and ``selection_note`` of every row of one
+    (target ε, relation) cell (module doc)."""
+    curves, runs_composed, names, left = [], [], [], []
     for row in cell.itertuples():
         try:
-            curves.append(_curve(row.summary, row.accountant))
-            names.append(row.variant)
+            curve = _curve(row.summary, row.accountant)
         except AssumptionError as err:
             left.append(f"{row.variant} ({err})")
+            continue
+        curves.append(curve)
+        runs_composed.append((curve[0], row.seeds * np.asarray(curve[1])))  # RDP adds
+        names.append(row.variant)
     mean = params.get("selection_mean") or max(len(curves), 1)
     shape = params.get("selection_shape", 1.0)
-    eps = (
-        selection.epsilon(curves, float(cell.delta.iloc[0]), mean, shape)
-        if curves
-        else float("nan")
-    )
+    delta = float(cell.delta.iloc[0])
+    grid_eps = selection.grid_epsilon(runs_composed, delta) if curves else float("nan")
+    selection_eps = selection.epsilon(curves, delta, mean, shape) if curves else float("nan")
     law = (
         "Poisson" if shape == selection.POISSON else f"truncated negative binomial, shape {shape:g}"
     )
     note = (
-        f"best of {', '.join(names) or 'none'} released after K runs, K {law}, mean {mean:g}; "
-        f"the row's own ε does not cover picking the best run on test data"
+        f"best of {', '.join(names) or 'none'}: grid_epsilon, all their runs composed (what this "
+        f"grid ran); selection_epsilon, were the best run released by Papernot & Steinke's "
+        f"protocol instead (K runs, K {law}, mean {mean:g}); the row's own ε does not cover "
+        "picking the best run on test data"
     )
     if left:
         note += "; not covered (no RDP curve): " + "; ".join(left)
-    covered = [
-        eps if variant in names else float("nan") for variant in cell.variant
-    ]  # a left-out row: none
-    return pd.DataFrame({"selection_epsilon": covered, "selection_note": note}, index=cell.index)
+    covered = [variant in names for variant in cell.variant]  # a left-out row: none
+    return pd.DataFrame(
+        {
+            "grid_epsilon": [grid_eps if c else float("nan") for c in covered],
+            "selection_epsilon": [selection_eps if c else float("nan") for c in covered],
+            "selection_note": note,
+        },
+        index=cell.index,
+    )
 
 
 def _release(summary: RunSummary, accountant: str) -> str:
