@@ -188,27 +188,46 @@ def test_a_resumed_run_writes_the_same_individual_epsilons(synth, tmp_path):
 
 def test_the_renyi_filter_keeps_every_record_within_its_budget(synth, tmp_path):
     """individual_budget ε_B at order α: no record's individual ε exceeds ε_B (its RDP at α stays
-    within ε_B − ln(1/δ)/(α − 1)), where the unfiltered run's records go past it; a budget no record
-    reaches changes nothing (same bytes).  One σ for the three runs: the level
-    RDPs are computed once."""
-    plain, _ = run(synth, tmp_path / "plain", noise_multiplier=0.8)
+    within ε_B − ln(1/δ)/(α − 1)), where the unfiltered run's records go past it, and every record
+    still takes steps (B holds ~16 steps at full sensitivity); a budget no record reaches changes
+    nothing (same bytes).  One σ for the three runs: the level RDPs are computed once."""
+    keys = {"noise_multiplier": 1.5, "steps": 40}
+    plain, _ = run(synth, tmp_path / "plain", **keys)
     budget = float(np.quantile(plain.individual_epsilon, 0.5))
     filtered, summary = run(
-        synth,
-        tmp_path / "filtered",
-        noise_multiplier=0.8,
-        individual_budget=budget,
-        individual_order=32,
+        synth, tmp_path / "filtered", individual_budget=budget, individual_order=8, **keys
     )
     assert (plain.individual_epsilon > budget).any()
     assert (filtered.individual_epsilon <= budget).all()
-    assert summary["individual_privacy"]["filter"]["rdp_budget"] == pytest.approx(
-        budget - np.log(1e5) / 31
-    )
-    run(synth, tmp_path / "loose", noise_multiplier=0.8, individual_budget=1e3, individual_order=32)
+    record = summary["individual_privacy"]["filter"]
+    assert record["rdp_budget"] == pytest.approx(budget - np.log(1e5) / 7)
+    one_step = Setting(noise_multiplier=1.5, sampling_rate=0.1, steps=1, sampling="poisson")
+    orders, rdp = get("rdp").rdp_curve(one_step)
+    assert record["full_step_rdp"] == pytest.approx(rdp[list(orders).index(8)], rel=1e-12)
+    assert record["full_step_rdp"] * 10 < record["rdp_budget"]
+    assert record["records_left_out_of_every_step"] == 0
+    run(synth, tmp_path / "loose", individual_budget=1e3, individual_order=8, **keys)
     assert (tmp_path / "loose" / "model.pt").read_bytes() == (
         tmp_path / "plain" / "model.pt"
     ).read_bytes()
+
+
+def test_a_filter_budget_below_one_step_says_so_and_counts_the_records_left_out(
+    synth, tmp_path, caplog
+):
+    """B = 0.38 − ln(1e5)/31 ≈ 0.0086 of RDP at order 32, below what one step costs any record
+    at a fifth of the clip norm: every record is left out of every step (a valid run, trained on
+    noise alone), which a warning and summary.json's filter record say."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="dplab"):
+        table, summary = run(
+            synth, tmp_path, noise_multiplier=0.8, individual_budget=0.38, individual_order=32
+        )
+    assert (table.individual_epsilon == 0).all()
+    assert summary["individual_privacy"]["filter"]["records_left_out_of_every_step"] == 200
+    [line] = [r.getMessage() for r in caplog.records if "individual_budget" in r.getMessage()]
+    assert "never takes a step" in line
 
 
 @pytest.mark.parametrize(

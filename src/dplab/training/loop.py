@@ -61,7 +61,7 @@ from dplab.accounting.eligibility import REFERENCE_BOUNDS, bound, column, labell
 from dplab.errors import Diverged, DPLabError
 from dplab.io import atomic_writes, json_text, text_file
 from dplab.philox import CpuGenerator, NoiseGenerator, PortableGenerator
-from dplab.progress import Progress
+from dplab.progress import Progress, log
 from dplab.schemes import Sampler, Sampling
 from dplab.training import checkpoint, graphed
 from dplab.training.data import Dataset
@@ -470,6 +470,18 @@ def _setup(
         level_rdp = torch.as_tensor(
             individual.order_rdp(mechanism.plan.setting, settings.individual_order), device=device
         )
+        budget = individual.filter_budget(
+            settings.individual_budget, settings.individual_order, settings.delta
+        )
+        if level_rdp[individual.LEVELS] > budget:
+            log.warning(
+                "individual_budget: B = %.6g of RDP at order %g is below one step's at full "
+                "sensitivity (%.6g): a record whose clipped gradient reaches the clip norm never "
+                "takes a step (summary.json: individual_privacy.filter)",
+                budget,
+                settings.individual_order,
+                float(level_rdp[individual.LEVELS]),
+            )
     context = _Context(
         settings=settings,
         info=info,
@@ -785,6 +797,8 @@ def _individual_summary(run: _Run, eps) -> dict:
             "rdp_budget": individual.filter_budget(
                 s.individual_budget, s.individual_order, s.delta
             ),
+            "full_step_rdp": float(c.level_rdp[individual.LEVELS]),
+            "records_left_out_of_every_step": int((run.state.counts[:, 0] == run.state.step).sum()),
         }
         out["note"] = (
             f"Rényi filter (Feldman & Zrnic 2021): every record's RDP at order "
