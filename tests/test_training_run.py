@@ -148,11 +148,15 @@ def test_run_json_and_single_run_yaml_give_the_same_run(tmp_path):
 
 
 def test_a_run_of_a_pipeline_config_is_named_by_its_job(tmp_path):
-    """`dplab train --config FILE --run NAME`: an unknown name is refused naming --run and the
-    defined runs; --run with a single-run YAML, or without --config, is refused."""
+    """`dplab train --config FILE --run NAME`: an unknown name is refused naming --run, the
+    defined runs (the first 10) and what makes a stale dvc.yaml stage current; --run with a
+    single-run YAML, or without --config, is refused."""
     run = {"method": "dp_sgd", "noise_multiplier": 1.0, "dataset": "digits", **FAST}
-    with pytest.raises(DPLabError, match=r"^--run: unknown run 'b' .*defined: a$"):
+    with pytest.raises(DPLabError, match=r"^--run: unknown run 'b' .*defined: a \(.*dvc-yaml"):
         pipeline_runs(str(_config(tmp_path, {"a": run})), ["b"])
+    many = {f"r{i:02d}": run for i in range(12)}
+    with pytest.raises(DPLabError, match=r"defined: r00, .*, r09 and 2 more \("):
+        pipeline_runs(str(_config(tmp_path, many)), ["b"])
     single = tmp_path / "run.yaml"
     single.write_text(yaml.safe_dump(run))
     with pytest.raises(DPLabError, match="single-run config"):

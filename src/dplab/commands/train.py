@@ -117,10 +117,15 @@ def pipeline_runs(config_file: str | None, names: list[str]) -> list[dict]:
     for name, folder in zip(names, folders):
         if folder not in runs:
             kind = "grid run" if name.startswith("grids/") else "run"
+            defined = [job.removeprefix("runs/") for job in runs]
+            shown = ", ".join(defined[:10]) + (
+                f" and {len(defined) - 10} more" if len(defined) > 10 else ""
+            )
             raise DPLabError(
                 "--run",
-                f"unknown {kind} {name!r} in {config_file}; defined: "
-                f"{', '.join(job.removeprefix('runs/') for job in runs)}",
+                f"unknown {kind} {name!r} in {config_file}; defined: {shown or 'none'} (a "
+                "dvc.yaml stage naming it is older than the config: `dplab dvc-yaml --out "
+                "dvc.yaml` writes it again)",
             )
     return [
         resolve_run(
