@@ -401,6 +401,33 @@ ENTRIES: list[Entry] = [
         4,
         ["check-config", "FILE:blt_cyclic_poisson.yaml"],
     ),
+    *[
+        Entry(name, 4, ["check-config", f"FILE:{file}"], says=says)
+        for name, file, says in [
+            (
+                "dp_mf with cyclic_poisson and replace_one (amplified BandMF: add_remove only) "
+                "passes check-config",
+                "mf_cyclic_replace_one.yaml",
+                r"runs\.a\.neighbouring: .*add_remove only",
+            ),
+            (
+                "dp_mf sqrt (T = 6 bands) with cyclic_poisson over 4 partitions passes "
+                "check-config",
+                "mf_sqrt_cyclic.yaml",
+                r"runs\.a\.strategy: .*at most b bands",
+            ),
+            (
+                "dp_mf banded with 6 bands over b = floor(200/40) = 5 (min_separation null) trains",
+                "mf_bands_over_b.yaml",
+                r"runs\.a\.bands: must be <= b = .* = 5; got 6",
+            ),
+            (
+                "dp_mf's batch_size refusal suggests the min_separation null already gives",
+                "mf_batch_fix.yaml",
+                r"runs\.a\.batch_size: .*; set batch_size = 22$",
+            ),
+        ]
+    ],
     Entry(
         "dp_sgd with σ = 1e-320 trains and prints 'epsilon: none'",
         4,
@@ -1546,6 +1573,30 @@ def files(folder: Path, data: Path, table: Path) -> dict[str, Path]:
             "method: dp_sgd",
             "method: dp_mf\n    strategy: blt\n    buffers: 2\n    sampling: cyclic_poisson",
         ).replace("accountant: rdp", "accountant: mf"),
+        **{
+            f"mf_{name}.yaml": MINI.replace("method: dp_sgd", "method: dp_mf\n    " + keys)
+            .replace("accountant: rdp", "accountant: mf")
+            .replace("batch_size: 20", f"batch_size: {batch}")
+            for name, keys, batch in [
+                (
+                    "cyclic_replace_one",
+                    "strategy: banded\n    bands: 2\n    sampling: cyclic_poisson\n"
+                    "    min_separation: 4\n    neighbouring: replace_one",
+                    20,
+                ),
+                (
+                    "sqrt_cyclic",
+                    "strategy: sqrt\n    sampling: cyclic_poisson\n    min_separation: 4",
+                    20,
+                ),
+                (
+                    "bands_over_b",
+                    "strategy: banded\n    bands: 6\n    neighbouring: replace_one",
+                    40,
+                ),
+                ("batch_fix", "strategy: banded\n    bands: 2", 21),
+            ]
+        },
         "pld_delta.yaml": MINI.replace("delta: 1.0e-5", "delta: 1.0e-300").replace(
             "accountant: rdp", "accountant: pld"
         ),

@@ -266,6 +266,25 @@ LATE_MISTAKES = [
         ),
         "grids.mf_vs_dpsgd.variants.dp_mf.min_separation",
     ),
+    # what the MF accountant or the factorization refused in the job, after data and factorization
+    # jobs ran: amplified BandMF under replace_one, a dense C over 16 partitions, banded with
+    # bands > b where b = ⌊1437/102⌋ = 14 is taken from n
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(neighbouring="replace_one"),
+        "grids.mf_vs_dpsgd.variants.dp_mf.neighbouring",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(
+            strategy="sqrt", bands=None
+        ),
+        "grids.mf_vs_dpsgd.variants.dp_mf.strategy",
+    ),
+    (
+        lambda c: c["grids"]["mf_vs_dpsgd"]["variants"]["dp_mf"].update(
+            sampling="min_separation", min_separation=None, batch_size=102
+        ),
+        "grids.mf_vs_dpsgd.variants.dp_mf.bands",
+    ),
     (
         lambda c: c["audits"]["digits_white_box"]["methods"].update(projected_dp_sgd={}),
         "audits.digits_white_box.methods.projected_dp_sgd.diameter",

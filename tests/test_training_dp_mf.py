@@ -152,8 +152,8 @@ def test_accountant_receives_the_training_sampler(synth):
                 "sampling": "cyclic_poisson",
                 "min_separation": 4,
             },
-            "bands",
-        ),  # dense C
+            "strategy",
+        ),  # dense C: the run sets no bands, its strategy is what to change
         (
             {"sampling": "cyclic_poisson", "min_separation": 4, "neighbouring": "replace_one"},
             "neighbouring",
@@ -198,12 +198,126 @@ def test_partitions_from_n_are_refused_where_a_neighbour_changes_them(n, neighbo
 
 
 @pytest.mark.parametrize(
+    "change, n, key, says",
+    [
+        # amplified BandMF: add_remove only (mf_accounting.check_amplified_neighbouring)
+        (
+            {"sampling": "cyclic_poisson", "min_separation": 4, "neighbouring": "replace_one"},
+            60,
+            "neighbouring",
+            "proved for add_remove only",
+        ),
+        # a dense C (sqrt: T = 12 bands) over b = 4 partitions: no amplification holds
+        (
+            {"strategy": "sqrt", "bands": None, "sampling": "cyclic_poisson", "min_separation": 4},
+            60,
+            "strategy",
+            "strategy sqrt has 12",
+        ),
+        (
+            {
+                "strategy": "banded_toeplitz",
+                "bands": 5,
+                "sampling": "cyclic_poisson",
+                "min_separation": 4,
+            },
+            60,
+            "bands",
+            "at most b bands; got bands = 5",
+        ),
+        # banded needs bands <= b, b given or taken from n (⌊61/5⌋ = 12 < 13 bands)
+        ({"bands": 13, "steps": 20, "min_separation": 12}, 60, "bands", "min_separation = 12"),
+        (
+            {"bands": 13, "steps": 20, "min_separation": None},
+            61,
+            "bands",
+            r"b = floor\(n/batch_size\) = floor\(61/5\) = 12",
+        ),
+        (
+            {"bands": 13, "steps": 20, "min_separation": None, "sampling": "cyclic_poisson"},
+            61,
+            "bands",
+            "= 12; got 13",
+        ),
+    ],
+)
+def test_what_the_accountant_or_factorization_would_refuse_the_sampler_spec_refuses(
+    change, n, key, says
+):
+    """:func:`dp_mf.sampler_spec` (what `dplab check-config` runs: tests/test_config.py) refuses
+    what training would refuse only after factorizing: the MF accountant's amplified-BandMF
+    conditions and banded's bands <= b, also where b is ⌊n/batch_size⌋ (training asked
+    ``factorize`` only with a given b)."""
+    run = RunSettings.of(_cfg(**change))
+    with pytest.raises(DPLabError, match=says) as err:
+        dp_mf.sampler_spec(run, n)
+    assert err.value.key == key
+    with pytest.raises(DPLabError) as err:
+        dp_mf.prepare(run, n, [run.steps])  # training: the same refusal, before any factorization
+    assert err.value.key == key
+
+
+def test_the_accountant_and_the_sampler_spec_share_the_amplified_conditions():
+    """What the MF accountant refuses on the factorization, dp_mf's sampler spec refuses on the
+    strategy: a C within b bands with add_remove passes both."""
+    fact = factorizations.factorize("sqrt", prefix_sum(12))
+    spec = mf_accounting.CyclicPoisson(60, 5, 4, 12)
+    with pytest.raises(DPLabError, match="at most b bands"):
+        mf_accounting.dp_event(fact, spec, 1.0)
+    fits = mf_accounting.CyclicPoisson(60, 5, 12, 12)
+    mf_accounting.dp_event(fact, fits, 1.0)  # b = T: every C is within b bands
+    run = RunSettings.of(
+        _cfg(strategy="sqrt", bands=None, sampling="cyclic_poisson", min_separation=12)
+    )
+    assert dp_mf.sampler_spec(run, 60) == fits
+
+
+def _apply(fix: str) -> dict:
+    """The keys of one fix the batch_size refusal suggests ("batch_size = 15 with
+    min_separation = 4")."""
+    return {key: int(value) for key, value in (part.split(" = ") for part in fix.split(" with "))}
+
+
+@pytest.mark.parametrize(
+    "n, change, fixes",
+    [
+        # null: b = ⌊402/35⌋ = 11 already, so only batch_size changes anything
+        (402, {"batch_size": 35, "min_separation": None}, ["batch_size = 36"]),
+        # b = 28 given, as ⌊1442/50⌋: no b gives 50
+        (1442, {"batch_size": 50, "min_separation": 28}, ["batch_size = 51"]),
+        (60, {"min_separation": 7}, ["batch_size = 8", "min_separation = 12"]),
+        # null under add_remove: batch 15 would take b from 60 = 4·15 (a neighbour changes it)
+        (
+            60,
+            {"batch_size": 13, "min_separation": None},
+            ["batch_size = 15 with min_separation = 4"],
+        ),
+        # min_separation 12 would hold ⌊60/12⌋ = 5, but not 13 bands
+        (60, {"min_separation": 13, "bands": 13, "steps": 20}, ["batch_size = 4"]),
+    ],
+)
+def test_the_batch_size_refusal_suggests_only_fixes_that_change_the_run_and_pass(n, change, fixes):
+    """⌊n/b⌋ != batch_size: each fix suggested changes a key's value and makes the sampler spec
+    pass; none repeats what the run already has (min_separation null is b = ⌊n/batch_size⌋)."""
+    cfg = _cfg(**change)
+    with pytest.raises(DPLabError) as err:
+        dp_mf.sampler_spec(RunSettings.of(cfg), n)
+    assert err.value.key == "batch_size"
+    assert err.value.message.split("; set ")[1].split(" or ") == fixes
+    for fix in fixes:
+        keys = _apply(fix)
+        assert any(cfg[key] != value for key, value in keys.items())
+        dp_mf.sampler_spec(RunSettings.of(_cfg(**{**change, **keys})), n)
+
+
+@pytest.mark.parametrize(
     "raw, key",
     [
         ({"sampling": "poisson"}, "sampling"),
         ({"accountant": "rdp"}, "accountant"),
         ({"strategy": None}, "strategy"),
         ({"bands": None}, "bands"),
+        ({"bands": 13}, "bands"),  # banded: bands <= T = 12 (factorizations.banded's range)
     ],
 )
 def test_config_rules(raw, key):

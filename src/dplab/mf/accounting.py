@@ -204,6 +204,20 @@ def check_amplified_neighbouring(neighbouring: str) -> None:
         )
 
 
+def check_amplified(neighbouring: str, partitions: int, within_bands: bool, got: str = "") -> None:
+    """Amplified banded MF's conditions besides C lower-triangular (Choquette-Choo et al. 2023,
+    Thm 4): add_remove neighbours and a C with at most b = ``partitions`` bands (``within_bands``:
+    C[i, j] = 0 whenever i − j >= b; ``got``: what C has, for the message).  :func:`event` asks
+    them of the factorization; :func:`dplab.training.methods.dp_mf.sampler_spec` of the run's
+    strategy before anything is factorized (``dplab check-config``)."""
+    check_amplified_neighbouring(neighbouring)
+    if not within_bands:
+        raise _fail(
+            "bands",
+            f"cyclic Poisson over b={partitions} partitions needs a C with at most b bands{got}",
+        )
+
+
 def event(
     factorization: Factorization,
     sampler,
@@ -241,10 +255,8 @@ def event(
             scale=sens * sum_sensitivity(1.0, neighbouring),
         )
     # CyclicPoisson, PoissonGroups
-    check_amplified_neighbouring(neighbouring)
     b = sampler.partitions_count
-    if not factorization.within_bands(b):
-        raise _fail("bands", f"cyclic Poisson over b={b} partitions needs a C with at most b bands")
+    check_amplified(neighbouring, b, factorization.within_bands(b))
     return MatrixFactorizationDpEvent(
         **common,
         participations=sampler.compositions,

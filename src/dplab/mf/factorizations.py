@@ -304,6 +304,15 @@ def _banded_loss(c: np.ndarray, A: np.ndarray):
     return loss, grad
 
 
+def check_separation(bands: int, min_separation: int, source: str = "min_separation") -> None:
+    """A banded C for participations b = ``min_separation`` apart needs bands <= b: only then is
+    its sensitivity √k whatever its coefficients, the error :func:`banded`'s optimizer minimizes
+    (``source``: where b comes from, for the message).  :func:`banded` asks it when given b;
+    :func:`dplab.training.methods.dp_mf.sampler_spec` of every run, b given or taken from n."""
+    if bands > min_separation:
+        raise DPLabError("bands", f"must be <= {source} = {min_separation}; got {bands}")
+
+
 def banded(
     A: np.ndarray, bands: int, min_separation: int | None = None, max_iter: int = 500
 ) -> Factorization:
@@ -322,8 +331,8 @@ def banded(
     A = _check_lower(A)
     T = A.shape[0]
     bands = integer("bands", bands, 1, T, "steps")
-    if min_separation is not None and bands > min_separation:
-        raise DPLabError("bands", f"must be <= min_separation={min_separation}; got {bands}")
+    if min_separation is not None:
+        check_separation(bands, min_separation)
     start = sqrt_coefficients(np.ones(bands))
 
     def objective(x):

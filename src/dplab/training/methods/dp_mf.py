@@ -63,6 +63,7 @@ from dplab.schemes import Neighbouring, Sampler, Sampling
 from dplab.training.methods.base import Mechanism, Method, Row
 from dplab.training.privacy import Plan, requested_accountants
 from dplab.training.settings import RunSettings
+from dplab.validate import integer
 
 NAME = "dp_mf"
 ACCOUNTANT = mf_accounting.NAME  # "mf"
@@ -110,6 +111,11 @@ def resolve(run: RunSettings, err) -> dict:
             f"is required for strategies {' and '.join(BANDED_STRATEGIES)} and only applies to"
             " them",
         )
+    if strategy == "banded":  # factorizations.banded's range, asked before it runs
+        try:
+            integer("bands", o.bands, 1, run.steps, "steps")
+        except DPLabError as bad:
+            raise err(bad.key, bad.message) from None
     if (strategy == "blt") != (o.buffers is not None):
         raise err(
             "buffers", "is required for strategy blt and only applies to it (a BLT has T bands)"
@@ -268,32 +274,108 @@ def _parts_of_n(run: RunSettings, n: int, batch: int) -> int:
     return n // batch
 
 
+def _parts(run: RunSettings, n: int, batch: int, min_separation: int | None) -> int:
+    """b: ``min_separation``, else ⌊n/batch_size⌋ (:func:`_parts_of_n`)."""
+    return min_separation if min_separation is not None else _parts_of_n(run, n, batch)
+
+
+def _holds(run: RunSettings, n: int, batch: int, min_separation: int | None) -> bool:
+    """Whether batch_size ``batch`` and ``min_separation`` pass the min_separation sampler's
+    checks of :func:`sampler_spec` (b from n where null, ⌊n/b⌋ = batch_size, a banded C's
+    bands <= b)."""
+    try:
+        parts = _parts(run, n, batch, min_separation)
+    except DPLabError:
+        return False
+    o = options(run)
+    return (
+        1 <= batch <= n
+        and 1 <= parts <= n
+        and n // parts == batch
+        and not (o.strategy == "banded" and o.bands > parts)
+    )
+
+
+def _batch_fixes(run: RunSettings, n: int, parts: int) -> str:
+    """The changes of batch_size or min_separation that make ⌊n/b⌋ = batch_size hold (checked
+    with :func:`_holds`; none that leaves the run as it is)."""
+    o, batch = options(run), run.batch_size
+    fits = n // parts  # b stays (null: ⌊n/⌊n/b⌋⌋ = b for b = ⌊n/batch_size⌋)
+    fixes = []
+    if _holds(run, n, fits, o.min_separation):
+        fixes.append(f"batch_size = {fits}")
+    elif o.min_separation is None and _holds(run, n, fits, parts):
+        fixes.append(f"batch_size = {fits} with min_separation = {parts}")
+    # the largest b with ⌊n/b⌋ >= batch_size: the only one that can give batch_size (null: b)
+    if n // batch != parts and _holds(run, n, batch, n // batch):
+        fixes.append(f"min_separation = {n // batch}")
+    if not fixes:
+        return "choose batch_size and min_separation with floor(n/min_separation) = batch_size"
+    return "set " + " or ".join(fixes)
+
+
+def encoder_bands(strategy: str, steps: int, bands: int | None) -> int:
+    """The bands of the run's C, known before it is built: 1 for identity (C = I), ``bands`` for
+    banded and banded_toeplitz, T for the dense sqrt and optimal and for a BLT."""
+    if strategy == "identity":
+        return 1
+    if strategy in BANDED_STRATEGIES:
+        return min(bands, steps)
+    return steps
+
+
+def _check_amplified(run: RunSettings, parts: int) -> None:
+    """cyclic_poisson: amplified BandMF's conditions (:func:`mf_accounting.check_amplified`, what
+    the accountant asks of the factorization at training), asked of the run's strategy; a dense
+    strategy's refusal names ``strategy``, a banded one's ``bands``."""
+    o = options(run)
+    have = encoder_bands(o.strategy, run.steps, o.bands)
+    if o.strategy in BANDED_STRATEGIES:
+        got, key = f"; got bands = {o.bands}: lower bands or raise min_separation", "bands"
+    else:
+        got, key = (
+            f"; strategy {o.strategy} has {have} (T = {run.steps}): use strategy banded or "
+            f"banded_toeplitz with bands <= {parts}, or sampling min_separation",
+            "strategy",
+        )
+    try:
+        mf_accounting.check_amplified(run.neighbouring, parts, have <= parts, got)
+    except DPLabError as bad:
+        if bad.key != "bands":
+            raise
+        raise DPLabError(key, bad.message) from None
+
+
 def sampler_spec(run: RunSettings, n: int):
-    """The MF sampler spec of the run (the object both training and accounting use)."""
+    """The MF sampler spec of the run (the object both training and accounting use), refused
+    where the factorization or the MF accountant would refuse it (``dplab check-config`` runs it
+    before any job)."""
     o = options(run)
     batch = run.batch_size
     if not 1 <= batch <= n:
         raise DPLabError("batch_size", f"must lie in [1, dataset_size={n}]; got {batch}")
-    parts = o.min_separation if o.min_separation is not None else _parts_of_n(run, n, batch)
+    parts = _parts(run, n, batch, o.min_separation)
+    if o.strategy == "banded":  # the factorization's own rule (factorizations.banded)
+        factorizations.check_separation(
+            o.bands,
+            parts,
+            "min_separation"
+            if o.min_separation is not None
+            else f"b = floor(n/batch_size) = floor({n}/{batch})",
+        )
     if run.sampling == Sampling.MIN_SEPARATION:
         if n // parts != batch:
             raise DPLabError(
                 "batch_size",
                 f"{parts} partitions of {n} examples hold {n / parts:g} "
-                f"each in expectation; set batch_size = {n // parts} or "
-                f"min_separation = {n // batch}",
+                f"each in expectation; {_batch_fixes(run, n, parts)}",
             )
         spec = mf_accounting.MinSeparation(parts, run.steps, n)
         k = spec.participations
     elif run.sampling == Sampling.CYCLIC_POISSON:
         spec = mf_accounting.CyclicPoisson(n, batch, parts, run.steps)
         k = spec.compositions
-        if o.strategy == "banded_toeplitz" and o.bands > parts:
-            raise DPLabError(
-                "bands",
-                f"amplified BandMF (cyclic_poisson over b = {parts} partitions) needs at most b "
-                f"bands; got {o.bands}: lower bands or raise min_separation",
-            )
+        _check_amplified(run, parts)
     else:
         raise DPLabError(
             "sampling", f"method {NAME} allows {', '.join(METHOD.samplings)}; got {run.sampling!r}"
