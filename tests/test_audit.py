@@ -1036,3 +1036,34 @@ def test_exact_last_iterate_epsilon_is_refused_beyond_what_its_grid_resolves():
     assert ok == pytest.approx(gaussian_epsilon(1e-5, 3.4), rel=1e-4)
     with pytest.raises(DPLabError, match=r"^steps: .* beyond what its grid resolves"):
         exact.canary_last_iterate_epsilon(1e-5, 5.0 / 4, [4], "replace_one", q=1.0)
+
+
+@pytest.mark.parametrize(
+    "law",
+    [
+        {"q": 0.5},  # W binomial: its atoms
+        {"q": 0.5, "contraction": 0.9},  # W on a fine grid
+        {"period": 2},  # fixed batches cycled
+        {"bins": 2},  # balls-in-bins
+    ],
+)
+@pytest.mark.parametrize("shift", [1e8, math.inf])
+def test_exact_last_iterate_epsilon_refuses_a_grid_too_large_to_build(law, shift):
+    """A canary shift of 1e8 noise stds (σ ≈ 1e-8) needed ~1e10 cells (MemoryError: 297 GiB) and
+    an infinite one a cast of inf (ValueError): one DPLabError naming noise_multiplier, which the
+    audit reads as an unknown exact ε (nan)."""
+    with pytest.raises(DPLabError, match=r"^noise_multiplier: .* needs a grid of .* cells"):
+        exact.canary_last_iterate_epsilon(1e-5, shift, [4], "add_remove", **law)
+
+
+def test_an_audit_whose_scores_leave_float64_names_the_noise_multiplier(digits):
+    """σ = 1e-300: the likelihood ratio's std² underflows and the scores are infinite; the audit
+    names noise_multiplier (it ended in "attack scores must be finite")."""
+    from dplab.audit.membership import run_audit
+
+    entry = _entry(
+        "config", "digits_white_box", runs=2, chunk=2, steps=[1], canaries=8, dataset_size=24
+    )
+    entry["run"] = {**entry["run"], "noise_multiplier": 1e-300, "model": "logreg", "batch_size": 18}
+    with pytest.raises(DPLabError, match=r"^noise_multiplier: .*leave float64 at σ = 1e-300"):
+        run_audit(entry, digits, 1)

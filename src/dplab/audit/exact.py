@@ -120,6 +120,21 @@ def exact_epsilon(
     return gaussian_epsilon(delta, last_iterate_mu(noise_multiplier, lr, steps, loss, **kw))
 
 
+#: the most cells of W's law (and of the x-grid) :func:`canary_last_iterate_epsilon` builds
+CELLS_MAX = 2**24
+
+
+def _check_cells(cells: float, t: int, shift: float) -> None:
+    """A DPLabError where the grid would need more than :data:`CELLS_MAX` cells: a canary shift
+    of many noise stds (a tiny σ), whose ε is far beyond what an audit resolves."""
+    if not cells <= CELLS_MAX:
+        raise DPLabError(
+            "noise_multiplier",
+            f"the exact last-iterate ε at T = {t} (canary shift {shift:g} noise stds) needs a grid"
+            f" of {cells:.3g} cells (at most {CELLS_MAX}): raise noise_multiplier",
+        )
+
+
 def canary_last_iterate_epsilon(
     delta: float,
     shift: float,
@@ -163,6 +178,7 @@ def canary_last_iterate_epsilon(
             positions, mass = shift * np.arange(t + 1), binom.pmf(np.arange(t + 1), t, q)
         elif period is None:  # W's law on a grid: a convolution of independent draws
             fine = dx / (4 * t)
+            _check_cells(float(np.sum(shift * powers / fine)), t, shift)
             moves = np.round(shift * powers / fine).astype(int)
             if bins is None:  # each step: 0 or its move
                 draws = [([0, k], [1 - q, q]) for k in moves]
@@ -184,6 +200,7 @@ def canary_last_iterate_epsilon(
             positions = np.array([shift * powers[i].sum() for i in steps_drawn])
             mass = np.full(period, 1.0 / period)
         # each atom's mass split between its two neighbouring cells (linear: position error O(dx²))
+        _check_cells(positions.max() / dx, t, shift)
         cell = np.floor(positions / dx).astype(int)
         frac = positions / dx - cell
         cells = np.bincount(cell, weights=mass * (1 - frac), minlength=cell.max() + 2)

@@ -232,8 +232,22 @@ def train_many(
             on_step(done.step)
         if scores is not None:
             scores.score(done.step, out, std, q)
+    _check_finite(out, run, std)
     out.params = runs.params
     return out
+
+
+def _check_finite(out: Lockstep, run: RunSettings, std: float) -> None:
+    """The scores are finite, or a DPLabError naming ``noise_multiplier``: a noise std so small
+    that the likelihood ratio of one increment (its square in a denominator) leaves float64."""
+    for kind in (out.trajectory, out.last_iterate):
+        if not all(bool(torch.isfinite(v).all()) for v in kind.values()):
+            raise DPLabError(
+                "noise_multiplier",
+                f"the audit's likelihood-ratio scores leave float64 at σ = "
+                f"{run.noise_multiplier:g}: the noise std on a parameter, lr·σ·C/b = {std:.3g}, "
+                "is too small against the canary's step; raise noise_multiplier",
+            )
 
 
 def _count(moved: torch.Tensor | None) -> int:
