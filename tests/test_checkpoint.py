@@ -263,10 +263,8 @@ def test_a_retried_job_of_several_runs_does_not_train_its_finished_runs_again(
     from dplab.commands.train import _train
 
     hashed = []
-    digest = checkpoint.tensors_digest
-    monkeypatch.setattr(
-        checkpoint, "tensors_digest", lambda t: hashed.append(sorted(t)) or digest(t)
-    )
+    digest = data.tensors_digest
+    monkeypatch.setattr(data, "tensors_digest", lambda t: hashed.append(sorted(t)) or digest(t))
     torch.set_num_threads(1)
     step_loops.crash = ("b", 16)
     cfgs = [resolve_run(RUN), resolve_run({**RUN, "seed": 7})]

@@ -35,6 +35,7 @@ import torch
 from dplab import __version__
 from dplab.io import atomic_write
 from dplab.progress import log
+from dplab.training.data import tensors_digest
 from dplab.training.environment import differences
 
 #: the current checkpoint and the one before it, in the order :func:`resume` tries them
@@ -88,16 +89,6 @@ def source_digest(root: Path = PACKAGE) -> str:
     for path in sorted(p for p in root.rglob("*") if p.suffix in SOURCE_SUFFIXES):
         digest.update(f"{path.relative_to(root).as_posix()}|".encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
-    """SHA-256 of named tensors: each name, dtype, shape and the bytes of its values."""
-    digest = hashlib.sha256()
-    for name in sorted(tensors):
-        t = tensors[name].detach().cpu().contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 

@@ -46,6 +46,7 @@ L = L_CE + l2·D/2 (:func:`dplab.training.privacy.loss_constants`).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -411,6 +412,18 @@ def write(out: str | Path, train: dict, test: dict, info: dict) -> None:
     )
 
 
+def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 of named tensors: each name, dtype, shape and the bytes of its values."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 @dataclass
 class Dataset:
     """A prepared dataset in memory (torch tensors on CPU)."""
@@ -426,11 +439,9 @@ class Dataset:
 
     @functools.cached_property
     def digest(self) -> str:
-        """SHA-256 of the arrays, by name (:func:`dplab.training.checkpoint.tensors_digest`): what a
+        """SHA-256 of the arrays, by name (:func:`tensors_digest`): what a
         checkpoint's fingerprint holds of the records. Computed once per loaded dataset, so a job's
         grouped runs hash it once; the arrays are not changed after :func:`load`."""
-        from dplab.training.checkpoint import tensors_digest
-
         names = ("x_train", "y_train", "x_test", "y_test", "x_validation", "y_validation")
         return tensors_digest(
             {name: getattr(self, name) for name in names if getattr(self, name) is not None}
