@@ -63,7 +63,6 @@ def test_equal_to_dp_accounting_at_orders_where_its_differences_are_exact(q, sig
     theirs = peer._compute_rdp_sample_wor_gaussian(q, sigma, ORDERS)  # noqa: SLF001
     low = ORDERS <= 10
     assert ours[low] == pytest.approx(theirs[low], rel=1e-12)
-    assert (ours <= theirs * (1 + 1e-12)).all()  # elsewhere its noise only raised it here
     assert wor.wor_gaussian_rdp(1.0, sigma, [2.0, 7.5]) == pytest.approx(
         [2 / (2 * sigma**2), 7.5 / (2 * sigma**2)]
     )
