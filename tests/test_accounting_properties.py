@@ -93,3 +93,21 @@ def test_calibrated_sigma(name, q, t, eps, delta):
     assert met is not None and met <= eps * (1 + 1e-9)
     smaller = _eps(name, s.replace(noise_multiplier=sigma * (1 - 1e-3)), delta)
     assert smaller is None or smaller > eps
+
+
+def test_the_float_floor_on_tiny_log_moments_keeps_epsilon_monotone():
+    """Log-moments under 1e-10·α were raised to 2e-10·α and those just above kept: ε went up with
+    σ (moments, 0.363474 → 0.363525) and down with q (rdp, 1.45991e-3 → 1.45969e-3). The floor is
+    now max(value, 2e-10·α), monotone in the moment."""
+    tiny = Setting(
+        noise_multiplier=22.112, sampling_rate=5.9156e-5, steps=583883, sampling="poisson"
+    )
+    moments = get("moments")
+    assert moments.epsilon(tiny.replace(noise_multiplier=31.348), 8.9045e-6) <= moments.epsilon(
+        tiny, 8.9045e-6
+    )
+    rare = Setting(noise_multiplier=65.163, sampling_rate=2.8235e-5, steps=2343, sampling="poisson")
+    rdp = get("rdp")
+    assert rdp.epsilon(rare.replace(sampling_rate=2.9970e-5), 8.0763e-5) >= rdp.epsilon(
+        rare, 8.0763e-5
+    )

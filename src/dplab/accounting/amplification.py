@@ -80,14 +80,14 @@ def step_delta(setting: Setting, step_eps):
 
 def safe_log_moments(log_moments, orders, setting: Setting) -> np.ndarray:
     """Log-moments (α − 1)·ρ(α) of one sampled Gaussian step, computed numerically, made float-safe
-    while staying upper bounds: a value below :data:`LOG_MOMENT_FLOOR`·α (where rounding may
-    dominate it; a negative one is the symptom, which dp_accounting turns into ε = 0) is raised to
-    2·LOG_MOMENT_FLOOR·α; every value is capped by (α − 1)α/(2σ_eff²), the same step without
-    amplification (subsampling never increases a Rényi divergence: the sampled pair is a mixture,
-    and e^{(α−1)D_α} is jointly convex), which also replaces +∞ (a series that did not converge)."""
+    while staying upper bounds: a value below 2·:data:`LOG_MOMENT_FLOOR`·α (where rounding may
+    dominate it; a negative one is the symptom, which dp_accounting turns into ε = 0) is raised
+    to it (a floor, not a jump: the result stays monotone in the moment, so in q and σ); every
+    value is capped by (α − 1)α/(2σ_eff²), the same step without amplification (subsampling
+    never increases a Rényi divergence: the sampled pair is a mixture, and e^{(α−1)D_α} is
+    jointly convex), which also replaces +∞ (a series that did not converge)."""
     orders, log_moments = np.asarray(orders, dtype=float), np.asarray(log_moments, dtype=float)
-    raised = np.where(
-        log_moments < LOG_MOMENT_FLOOR * orders, 2 * LOG_MOMENT_FLOOR * orders, log_moments
-    )
+    raised = np.maximum(log_moments, 2 * LOG_MOMENT_FLOOR * orders)  # monotone in the moment
+    raised[np.isnan(log_moments)] = np.inf  # not a value: the cap below
     mu = step_mu(setting)
     return np.minimum(raised, (orders - 1) * orders * mu**2 / 2)
