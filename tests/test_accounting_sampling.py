@@ -18,6 +18,7 @@ from dplab.accounting import Setting, get
 from dplab.accounting import balls_in_bins as bnb
 from dplab.accounting import epochs
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
+from dplab.accounting.shuffle_lower import DISCRETIZATION, LossPmf
 from dplab.cli import main
 from dplab.errors import AssumptionError, DPLabError
 
@@ -254,6 +255,50 @@ def test_one_step_lower_bound_is_the_exact_subsampled_gaussian_from_below(
         )
         exact = _pld_epsilon(event, relation, 1e-5)
         assert exact * 0.99 <= lower <= exact
+
+
+@pytest.mark.parametrize(
+    "name,sampling,neighbouring,n,b,steps,sigma,delta,before",
+    [  # before: what was printed (a refusal: None) when masses beyond 38 noise stds underflowed
+        ("shuffle_lower", "shuffle", "replace_one", 62, 20, 9, 0.08, 1e-3, 3.43),
+        ("shuffle_lower", "shuffle", "add_remove", 207, 7, 8, 0.0285, 4.7e-8, 0.314),
+        ("balls_in_bins_lower", "balls_in_bins", "add_remove", 1701, 49, 34, 0.0259, 1.3e-4, None),
+    ],
+)
+def test_lower_bounds_keep_the_mass_beyond_38_noise_stds(
+    name, sampling, neighbouring, n, b, steps, sigma, delta, before
+):
+    """log P(max > z) was log(−expm1(log P(max ≤ z))), which is −∞ once 1 − Φ(z) < 1e-308: the
+    bins holding the shifted output lost their mass under N(0) and were dropped.  The persistent
+    pair of shuffle_lower kept only the 1 − w of its unshifted epochs and printed log(1/(1 − w))
+    (3.43 here; 5.93 at n = 1512, b = 52, T = 1491, σ = 0.33 and 0.3464, but 700 at σ = 0.36);
+    balls_in_bins_lower (w = 1) kept nothing and refused.  Now each value lies between the one
+    at a larger σ (monotone) and fixed_batches's upper bound, and far above what was printed."""
+    s = _setting(sampling, neighbouring, sigma, steps=steps, n=n, b=b)
+    lower = get(name).epsilon(s, delta)
+    upper = get("fixed_batches").epsilon(s, delta)
+    assert get(name).epsilon(s.replace(noise_multiplier=1.25 * sigma), delta) <= lower <= upper
+    assert lower > 0.9 * upper and (before is None or lower > 100 * before)
+
+
+def test_loss_distribution_epsilon_beyond_the_range_of_exp():
+    """Half the mass at loss 0, half at 800: δ(ε) = (1 − e^{ε − 800})/2, so ε = 800 − log 2 at
+    δ = 1/4.  Σ p e^{−ℓ} underflowed to 0 above ℓ ≈ 745 and ε came out +∞ (a 'lower bound' of
+    ∞); e^ε was capped at e^700, which only lowered ε (699.93 printed where 886 is the pair's)."""
+    probs = np.zeros(int(round(800 / DISCRETIZATION)) + 1)
+    probs[0] = probs[-1] = 0.5
+    pmf = LossPmf(0, probs)
+    assert pmf.epsilon(0.25) == pytest.approx(800 - math.log(2), rel=1e-12)
+    assert pmf.delta(pmf.epsilon(0.25)) == pytest.approx(0.25, rel=1e-9)
+
+
+def test_lower_bound_keeps_what_fewer_epochs_certify():
+    """A run of T steps contains the run of its first c·t steps, so its ε is at least theirs; the
+    losses, rounded down by 2e-3 every epoch where one epoch's are about 1e-3, lowered the bound
+    as epochs were added: 0.0296 at T = 1000 but 0.0 at T = 4527 (t = 34), in separate calls."""
+    s = _setting("shuffle", "replace_one", 76.098, steps=4527, n=6799, b=195)
+    acc, delta = get("shuffle_lower"), 6.1e-11
+    assert acc.epsilon(s, delta) >= acc.epsilon(s.replace(steps=1000), delta) > 0.029
 
 
 SIGMAS = (0.6, 1.0, 2.0, 4.0)
