@@ -72,26 +72,16 @@ def test_rdp_without_replacement_is_smooth_in_sigma_and_its_calibration_meets_th
     """dp_accounting's ε moved by 2.7 % over 40 adjacent floats of σ (n = 2, b = 1), and a σ
     calibrated to ε = 0.3219 (n = 96, b = 12, T = 10) gave 0.3219064; now both hold."""
     rdp = get("rdp")
+    drawn = {"sampling": "without_replacement", "neighbouring": "replace_one"}
     pair = Setting(
-        sampling="without_replacement",
-        neighbouring="replace_one",
-        dataset_size=2,
-        batch_size=1,
-        steps=4,
-        noise_multiplier=44.666527594226444,
+        **drawn, dataset_size=2, batch_size=1, steps=4, noise_multiplier=44.666527594226444
     )
     sigmas = [pair.noise_multiplier]
     for _ in range(40):
         sigmas.append(float(np.nextafter(sigmas[-1], 100.0)))
     eps = [rdp.epsilon(pair.replace(noise_multiplier=s), 7.874554659256458e-06) for s in sigmas]
     assert max(eps) - min(eps) <= 1e-12 * min(eps)
-    batch = Setting(
-        sampling="without_replacement",
-        neighbouring="replace_one",
-        dataset_size=96,
-        batch_size=12,
-        steps=10,
-    )
+    batch = Setting(**drawn, dataset_size=96, batch_size=12, steps=10)
     delta, target = 6.801454251592307e-11, 0.32190407985477487
     sigma = rdp.sigma(batch, target, delta)
     assert rdp.epsilon(batch.replace(noise_multiplier=sigma), delta) <= target
