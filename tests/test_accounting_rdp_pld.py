@@ -194,3 +194,21 @@ def test_calibration_reaches_large_sigma():
     setting = Setting(noise_multiplier=1.0, sampling="full_batch", steps=10**6)
     sigma = get("pld").sigma(setting, 1.0, 1e-5)
     assert sigma == pytest.approx(1000 * sigma_analytic(1.0, 1e-5), rel=2e-3)
+
+
+@pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
+def test_pld_at_a_poisson_rate_of_one_is_the_full_batch_gaussian(neighbouring):
+    """q = 1 draws every record at every step: the full-batch mechanism, T steps one Gaussian of
+    μ√T. It went through the discretized composition, refused at T = 23875 (a window of 1.5e7
+    bins) and 4e-7 above the exact ε where it answered."""
+    setting = Setting(
+        noise_multiplier=2.26,
+        steps=23875,
+        sampling="poisson",
+        sampling_rate=1.0,
+        neighbouring=neighbouring,
+    )
+    full = setting.replace(sampling="full_batch", sampling_rate=None)
+    pld = get("pld")
+    assert pld.epsilon(setting, 1.4e-12) == pld.epsilon(full, 1.4e-12)
+    assert pld.delta(setting, 30.0) == pld.delta(full, 30.0)

@@ -236,6 +236,12 @@ class PldAccountant(DpAccountingAdapter):
         return disc
 
     @staticmethod
+    def one_gaussian(setting: Setting) -> bool:
+        """Whether every step sees every record: full_batch, or Poisson at q = 1 (the same
+        mechanism), whose T steps are exactly one Gaussian mechanism (:meth:`full_batch_mu`)."""
+        return setting.sampling == Sampling.FULL_BATCH or setting.sampling_rate == 1.0
+
+    @staticmethod
     def full_batch_mu(setting: Setting, steps) -> np.ndarray:
         """μ√T of T full-batch steps: one Gaussian mechanism (class docstring)."""
         return np.sqrt(np.asarray(steps, dtype=float)) / units.effective_noise_multiplier(
@@ -301,7 +307,7 @@ class PldAccountant(DpAccountingAdapter):
         floor = super().sigma_floor(setting)
         widest = self.coarsest() * (PLD_STEP_BINS - 2)
         if (
-            setting.sampling == Sampling.FULL_BATCH
+            self.one_gaussian(setting)
             or self.step_width(setting.replace(noise_multiplier=floor)) <= widest
         ):
             return floor
@@ -388,7 +394,7 @@ class PldAccountant(DpAccountingAdapter):
         :data:`pld_curve.EXCESS` (1%) of the certified value at every T
         (:func:`pld_curve.monotone_curve`); at a second interval where the first fails
         (:meth:`_intervals`)."""
-        if setting.sampling == Sampling.FULL_BATCH:
+        if self.one_gaussian(setting):
             return gaussian_epsilon(delta, self.full_batch_mu(setting, steps))
 
         def curve(disc):
@@ -423,7 +429,7 @@ class PldAccountant(DpAccountingAdapter):
     def _delta_curve(self, setting, epsilon, steps):
         """full_batch: exact.  Poisson: the certified δ(ε) of :mod:`pld_tilted` at each T
         (max over the pair; at a second interval where the first fails: :meth:`_intervals`)."""
-        if setting.sampling == Sampling.FULL_BATCH:
+        if self.one_gaussian(setting):
             return gaussian_delta(epsilon, self.full_batch_mu(setting, steps))
 
         def curve(disc):
