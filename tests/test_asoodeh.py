@@ -231,3 +231,26 @@ def test_projected_at_tiny_delta_solves_eq5(delta):
             lo, hi = (mid, hi) if delta_of(mid) > mp.mpf(delta) else (lo, mid)
     got = get("asoodeh_projected").epsilon(setting, float(delta))
     assert got == pytest.approx(float(hi), rel=1e-9)
+
+
+def test_a_sigma_target_below_the_regularized_bounds_floor_names_the_floor():
+    """001 Thm 3's ε keeps a floor as σ grows (11.4583 at σ = 1e7 here); a target of 4.26 was
+    refused quoting a small σ the bound could not resolve (σ = 5.47), not that floor."""
+    setting = Setting(
+        steps=2,
+        sampling="without_replacement",
+        neighbouring="replace_one",
+        batch_size=167,
+        dataset_size=22530,
+        clip=1,
+        lr=0.149,
+        regularization=0.898,
+        dimension=10,
+    )
+    bound = get("asoodeh_regularized")
+    floor = bound.epsilon(setting.replace(noise_multiplier=1e7), 1.5e-9)
+    assert 4.26 < floor < bound.epsilon(setting.replace(noise_multiplier=1e4), 1.5e-9)
+    with pytest.raises(
+        AssumptionError, match=rf"even σ = 1e\+07 gives ε = {floor:.6g}, this bound"
+    ):
+        bound.sigma(setting, 4.26, 1.5e-9)

@@ -431,7 +431,8 @@ class Accountant(ABC):
                 )
             return SIGMA_MIN
         if hi is None:  # not even SIGMA_MAX meets it
-            if unresolved:  # σ large enough may exist, beyond what this accountant resolves
+            top = excess(math.log(SIGMA_MAX)) + epsilon
+            if unresolved and not math.isfinite(top):  # a σ may exist beyond what it resolves
                 last = max(unresolved)
                 raise self.too_far(
                     "epsilon",
@@ -439,7 +440,6 @@ class Accountant(ABC):
                     f"ε = {epsilon:g} at δ = {delta:g}; at σ = {math.exp(last):.6g}: "
                     f"{self._reason(unresolved[last])}",
                 )
-            top = excess(math.log(SIGMA_MAX)) + epsilon
             raise self.fail(
                 "epsilon",
                 f"no σ ≤ {SIGMA_MAX:g} reaches ε = {epsilon} at δ = {delta}, T = {setting.steps}"
