@@ -37,7 +37,7 @@ def _log_add(logx: float, logy: float) -> float:
     return b if a == -math.inf else math.log1p(math.exp(a - b)) + b
 
 
-def _log_comb(n, k):
+def log_comb(n, k):
     """log C(n, k) through ``gammaln``, elementwise over ``k``."""
     return special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
 
@@ -47,7 +47,7 @@ def _log_a_int(q: float, sigma: float, alpha: int) -> float:
     i = np.arange(alpha + 1)
     log1mq = math.log1p(-q)
     terms = (
-        _log_comb(alpha, i) + i * math.log(q) + (alpha - i) * log1mq + (i * i - i) / (2 * sigma**2)
+        log_comb(alpha, i) + i * math.log(q) + (alpha - i) * log1mq + (i * i - i) / (2 * sigma**2)
     )
     log_a = -math.inf
     for s in terms.tolist():
@@ -59,7 +59,7 @@ def _fractional_terms(q: float, sigma: float, alpha: float, i: np.ndarray):
     """The log terms s₀ᵢ, s₁ᵢ of the two series of §3.3 (integrals below and above z₀)."""
     z0 = sigma**2 * math.log(1 / q - 1) + 0.5
     log1mq, log_q, scale = math.log1p(-q), math.log(q), math.sqrt(2) * sigma
-    log_coef, j = _log_comb(alpha, i), alpha - i
+    log_coef, j = log_comb(alpha, i), alpha - i
     log_e0 = math.log(0.5) + (math.log(2) + special.log_ndtr(-((i - z0) / scale) * 2**0.5))
     log_e1 = math.log(0.5) + (math.log(2) + special.log_ndtr(-((z0 - j) / scale) * 2**0.5))
     log_s0 = log_coef + i * log_q + j * log1mq + (i * i - i) / (2 * (sigma**2)) + log_e0

@@ -28,6 +28,8 @@ import math
 import numpy as np
 from scipy import special
 
+from dplab.accounting.sampled_gaussian_rdp import log_comb
+
 #: orders above which the bound keeps only 2e^{(j−1)ε(j)} (dp_accounting's ``max_alpha``)
 EXACT_MAX_ORDER = 256
 #: the quadrature's step in z (the integrand's peak is at least ~0.7 wide)
@@ -51,21 +53,14 @@ def _log_a_int(q: float, sigma: float, alpha: int, log_moments: np.ndarray) -> f
     """log A_α of the module docstring for an integer α ≥ 2."""
     eps2 = 1.0 / sigma**2  # ε(2)
     log_expm1_eps2 = eps2 + math.log1p(-math.exp(-eps2))  # log(e^{ε(2)} − 1)
-    second = (
-        2.0 * math.log(q)
-        + special.gammaln(alpha + 1)
-        - special.gammaln(3)
-        - special.gammaln(alpha - 1)
-        + min(math.log(4.0) + log_expm1_eps2, eps2 + math.log(2.0))
-    )
-    j = np.arange(3, alpha + 1)
+    j = np.arange(2, alpha + 1)
     bound = math.log(2.0) + (j - 1) * j / (2.0 * sigma**2)  # 2e^{(j−1)ε(j)}
-    if alpha <= EXACT_MAX_ORDER:
-        lo, hi = log_moments[j // 2 - 1], log_moments[(j + 1) // 2 - 1]  # M_{2⌊j/2⌋}, M_{2⌈j/2⌉}
-        bound = np.minimum(math.log(4.0) + 0.5 * (lo + hi), bound)
-    log_comb = special.gammaln(alpha + 1) - special.gammaln(j + 1) - special.gammaln(alpha - j + 1)
-    terms = bound + j * math.log(q) + log_comb
-    return float(special.logsumexp(np.concatenate([[0.0, second], terms])))
+    if alpha <= EXACT_MAX_ORDER:  # j ≥ 3: M_{2⌊j/2⌋}, M_{2⌈j/2⌉}
+        lo, hi = log_moments[j[1:] // 2 - 1], log_moments[(j[1:] + 1) // 2 - 1]
+        bound[1:] = np.minimum(math.log(4.0) + 0.5 * (lo + hi), bound[1:])
+    bound[0] = min(math.log(4.0) + log_expm1_eps2, bound[0])  # j = 2: 4(e^{ε(2)} − 1)
+    terms = bound + j * math.log(q) + log_comb(alpha, j)
+    return float(special.logsumexp(np.concatenate([[0.0], terms])))
 
 
 def wor_gaussian_rdp(q: float, sigma: float, orders) -> np.ndarray:

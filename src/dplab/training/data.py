@@ -49,7 +49,7 @@ import functools
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -442,10 +442,8 @@ class Dataset:
         """SHA-256 of the arrays, by name (:func:`tensors_digest`): what a
         checkpoint's fingerprint holds of the records. Computed once per loaded dataset, so a job's
         grouped runs hash it once; the arrays are not changed after :func:`load`."""
-        names = ("x_train", "y_train", "x_test", "y_test", "x_validation", "y_validation")
-        return tensors_digest(
-            {name: getattr(self, name) for name in names if getattr(self, name) is not None}
-        )
+        arrays = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "info"}
+        return tensors_digest({name: a for name, a in arrays.items() if a is not None})
 
 
 DATASET = "prepared dataset"
