@@ -86,6 +86,8 @@ def test_epsilon_curve_is_the_composition_of_the_steps_so_far():
 
 
 def test_full_batch_phases_compose_to_one_gaussian():
+    """Full-batch phases, and Poisson ones at q = 1 (the same mechanism), are one Gaussian
+    mechanism of μ = √(Σᵢ Tᵢ/σᵢ²) (Dong, Roth & Su 2022, Cor. 3.3): its exact ε."""
     steps = [
         Setting(steps=40, noise_multiplier=3.0, sampling="full_batch"),
         Setting(steps=10, noise_multiplier=1.5, sampling="full_batch"),
@@ -95,6 +97,8 @@ def test_full_batch_phases_compose_to_one_gaussian():
         gaussian_epsilon(DELTA, mu), rel=1e-12
     )
     assert phases.epsilon("pld", steps, DELTA) <= phases.epsilon("rdp", steps, DELTA)
+    poisson = [s.replace(sampling="poisson", sampling_rate=1.0) for s in steps]
+    assert phases.epsilon("pld", poisson, DELTA) == phases.epsilon("pld", steps, DELTA)
 
 
 def test_calibration_scales_every_phase_by_one_factor():

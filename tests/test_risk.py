@@ -6,7 +6,16 @@ import json
 import numpy as np
 import pytest
 
-from dplab.accounting.risk import FPRS, gaussian_tpr, phases_risk, risk, sigma_for_risk
+from dplab.accounting.risk import (
+    FPRS,
+    _profile_reading,
+    advantage_of,
+    composed_pld,
+    gaussian_tpr,
+    phases_risk,
+    risk,
+    sigma_for_risk,
+)
 from dplab.accounting.setting import Setting
 from dplab.cli import main
 
@@ -35,15 +44,30 @@ def test_poisson_risk_equals_riskcal_and_bounds_it(sigma, q, steps):
     assert ours["advantage"] == pytest.approx(get_advantage_for_dpsgd(sigma, q, steps), rel=1e-9)
 
 
-def test_pld_tpr_upper_bounds_the_exact_gaussian_curve():
-    """Poisson at q = 1 is the full-batch Gaussian of μ = √T/σ: the PLD's TPR is at least the exact
-    Φ(Φ⁻¹(α) + μ) (validity) and within 1e-5 of it, where riskcal's own Algorithm 1 on the same
-    discretized PLD falls below it (so we do not use it as the bound)."""
+def test_poisson_at_rate_one_is_the_exact_gaussian_curve():
+    """Poisson at q = 1 is the full-batch Gaussian of μ = √T/σ: its reading, its advantage and its
+    σ-for-risk are full_batch's closed form, in phases too; the PLD profile reading of the same
+    mechanism is at least the exact Φ(Φ⁻¹(α) + μ) (validity) and within 1e-5 of it, where
+    riskcal's own Algorithm 1 on the same discretized PLD falls below it (so we do not use it as
+    the bound)."""
     sigma, steps = 2.0, 20
     mu = np.sqrt(steps) / sigma
     exact = gaussian_tpr(FPRS, mu)
-    ours = np.asarray(risk(Setting(noise_multiplier=sigma, sampling_rate=1.0, steps=steps))["tpr"])
-    assert np.all(ours >= exact) and ours == pytest.approx(exact, abs=1e-5)
+    poisson = Setting(noise_multiplier=sigma, sampling_rate=1.0, steps=steps)
+    full = poisson.replace(sampling="full_batch")
+    ours = risk(poisson)
+    assert np.asarray(ours["tpr"]) == pytest.approx(exact, rel=1e-15)
+    assert ours["advantage"] == risk(full)["advantage"] == advantage_of(poisson)
+    assert sigma_for_risk(poisson, advantage=0.5) == sigma_for_risk(full, advantage=0.5)
+    both = [poisson, poisson.replace(noise_multiplier=3.0, steps=5)]
+    assert (
+        phases_risk(both)["tpr"]
+        == phases_risk([s.replace(sampling="full_batch") for s in both])["tpr"]
+    )
+    profile = np.asarray(
+        _profile_reading(composed_pld([poisson]), np.asarray(FPRS), "add_remove")["tpr"]
+    )
+    assert np.all(profile >= exact) and profile == pytest.approx(exact, abs=1e-5)
     riskcal_pld = 1 - np.asarray(get_beta_for_dpsgd(sigma, 1.0, steps, alpha=np.array(FPRS)))
     assert np.any(riskcal_pld < exact)
 

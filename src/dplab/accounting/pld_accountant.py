@@ -170,12 +170,12 @@ class PldAccountant(DpAccountingAdapter):
         return dp_event.PoissonSampledDpEvent(setting.sampling_rate, gaussian), relation
 
     def event_epsilon(self, event, delta, neighbouring=Neighbouring.ADD_REMOVE):
-        """One setting's ε; of phases of full-batch steps the exact ε of one Gaussian mechanism,
-        of other phases :meth:`phases_epsilon` (module docstring)."""
+        """One setting's ε; of phases that each see every record (:meth:`one_gaussian`) the exact ε
+        of one Gaussian mechanism, of other phases :meth:`phases_epsilon` (module docstring)."""
         settings = self.parts(event, neighbouring)
         if len(settings) == 1:
             return self.epsilon(settings[0], delta)
-        if all(s.sampling == Sampling.FULL_BATCH for s in settings):
+        if all(self.one_gaussian(s) for s in settings):
             mu = self.full_batch_phases_mu(settings)
             return float(gaussian_epsilon(check_delta(delta), np.array([mu]))[0])
         return self.phases_epsilon(settings, delta)
@@ -239,7 +239,9 @@ class PldAccountant(DpAccountingAdapter):
     def one_gaussian(setting: Setting) -> bool:
         """Whether every step sees every record: full_batch, or Poisson at q = 1 (the same
         mechanism), whose T steps are exactly one Gaussian mechanism (:meth:`full_batch_mu`)."""
-        return setting.sampling == Sampling.FULL_BATCH or setting.sampling_rate == 1.0
+        return setting.sampling == Sampling.FULL_BATCH or (
+            setting.sampling == Sampling.POISSON and setting.sampling_rate == 1.0
+        )
 
     @staticmethod
     def full_batch_mu(setting: Setting, steps) -> np.ndarray:
@@ -250,8 +252,8 @@ class PldAccountant(DpAccountingAdapter):
 
     @classmethod
     def full_batch_phases_mu(cls, settings: list[Setting]) -> float:
-        """μ = √(Σᵢ μᵢ²) of full-batch phases, μᵢ their :meth:`full_batch_mu`: one Gaussian
-        mechanism (Dong, Roth & Su 2022, Cor. 3.3)."""
+        """μ = √(Σᵢ μᵢ²) of phases that each see every record (:meth:`one_gaussian`), μᵢ their
+        :meth:`full_batch_mu`: one Gaussian mechanism (Dong, Roth & Su 2022, Cor. 3.3)."""
         return math.sqrt(sum(float(cls.full_batch_mu(s, [s.steps])[0]) ** 2 for s in settings))
 
     def step_width(self, setting: Setting) -> float:

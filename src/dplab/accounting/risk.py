@@ -5,9 +5,9 @@ test between the outputs on two neighbouring datasets has false-negative rate be
 false-positive rate α: an attacker's TPR at FPR α is at most 1 − f(α), and its advantage
 TPR − FPR at most the total variation, which is δ(0) of the privacy profile (ibid. Prop. 2.12).
 
-- full batch: T Gaussian steps are one Gaussian mechanism of μ = √T/σ_eff (ibid. Cor. 3.3), whose
-  trade-off curve is closed form, G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) (ibid. eq. (5)): TPR = Φ(Φ⁻¹(α) + μ)
-  and advantage = 2Φ(μ/2) − 1.
+- full batch (and Poisson at q = 1, the same mechanism): T Gaussian steps are one Gaussian
+  mechanism of μ = √T/σ_eff (ibid. Cor. 3.3), whose trade-off curve is closed form,
+  G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) (ibid. eq. (5)): TPR = Φ(Φ⁻¹(α) + μ) and advantage = 2Φ(μ/2) − 1.
 - Poisson: from the privacy profile δ(ε) of dp_accounting's pessimistic PLD of the T-fold sampled
   Gaussian (the ``pld`` accountant's; an upper bound on the true δ(ε) at every ε ≥ 0, the larger of
   the remove and add directions).  An (ε, δ)-DP mechanism has TPR ≤ e^ε·α + δ and
@@ -19,7 +19,7 @@ TPR − FPR at most the total variation, which is δ(0) of the privacy profile (
   the discretized PLD can fall ~1e-6 below the exact curve (tests/test_risk.py shows it at q = 1).
 
 A run in phases (T₁ steps of one setting, then T₂ of another, …: :func:`phases_risk`) is read
-the same way from its composition: full-batch phases are one Gaussian mechanism of
+the same way from its composition: full-batch phases (q = 1) are one Gaussian mechanism of
 μ = √(Σᵢ μᵢ²) (Dong, Roth & Su 2022, Cor. 3.3), other phases the composition of the phases'
 pessimistic PLDs (the ``pld`` accountant's, at one shared interval).
 
@@ -160,7 +160,7 @@ def risk(setting: Setting, fprs=FPRS) -> dict:
 
 def _risk(setting: Setting, fprs: np.ndarray) -> dict:
     """:func:`risk` of a setting it accepts, at the FPRs ``fprs``."""
-    if setting.sampling == Sampling.FULL_BATCH:
+    if PldAccountant.one_gaussian(setting):
         PldAccountant().check(setting)
         mu = float(PldAccountant.full_batch_mu(setting, setting.steps))
         return _gaussian_reading(mu, fprs, setting.neighbouring, "μ = √T/σ_eff")
@@ -169,7 +169,8 @@ def _risk(setting: Setting, fprs: np.ndarray) -> dict:
 
 def phases_risk(settings: list[Setting], fprs=FPRS) -> dict:
     """:func:`risk` of a run in phases: T₁ steps of ``settings[0]``, then T₂ of ``settings[1]``, …
-    (one neighbouring relation; module docstring).  Full-batch phases compose to one Gaussian
+    (one neighbouring relation; module docstring).  Phases that each see every record (full batch,
+    or Poisson at q = 1: :meth:`PldAccountant.one_gaussian`) compose to one Gaussian
     mechanism of μ = √(Σᵢ μᵢ²), each μᵢ = √Tᵢ/σᵢ_eff (Dong, Roth & Su 2022, Cor. 3.3): closed form.
     Other phases (a full-batch one among them: q = 1): the ``pld`` accountant's pessimistic
     one-step PLDs at the phases' one interval (:meth:`PldAccountant.shared_discretization`),
@@ -186,7 +187,7 @@ def phases_risk(settings: list[Setting], fprs=FPRS) -> dict:
 
 def _phases_risk(settings: list[Setting], fprs: np.ndarray) -> dict:
     """:func:`phases_risk` of phases it accepts, at the FPRs ``fprs``."""
-    if all(s.sampling == Sampling.FULL_BATCH for s in settings):
+    if all(PldAccountant.one_gaussian(s) for s in settings):
         accountant = PldAccountant()
         for setting in settings:
             accountant.check(setting)
@@ -284,7 +285,7 @@ def level(setting: Setting, fpr: float | None, advantage: float | None) -> float
 
 def advantage_of(setting: Setting) -> float:
     """The advantage alone of :func:`risk` (one δ(0), no trade-off curve)."""
-    if setting.sampling == Sampling.POISSON:
+    if not PldAccountant.one_gaussian(setting):
         return min(max(float(composed_pld([setting]).get_delta_for_epsilon(0.0)), 0.0), 1.0)
     return risk(setting, fprs=(0.5,))["advantage"]
 
@@ -298,9 +299,9 @@ def sigma_for_risk(
 ) -> float:
     """The smallest σ keeping every attacker within the target (TPR ≤ ``tpr`` at FPR ``fpr``, or
     advantage ≤ ``advantage``) over T steps of ``setting``: the calibration of riskcal (Kulynych
-    et al. 2024, §4) on the reading of :func:`risk`.  Full batch: closed form, μ = Φ⁻¹(tpr) −
-    Φ⁻¹(fpr) or μ = 2Φ⁻¹((1 + a)/2), σ_eff = √T/μ.  Poisson: bisection in log σ to ``rtol``,
-    returning the end that meets the target."""
+    et al. 2024, §4) on the reading of :func:`risk`.  Full batch (q = 1): closed form,
+    μ = Φ⁻¹(tpr) − Φ⁻¹(fpr) or μ = 2Φ⁻¹((1 + a)/2), σ_eff = √T/μ.  Poisson: bisection in log σ
+    to ``rtol``, returning the end that meets the target."""
     check_target(tpr, fpr, advantage)
     accountant = PldAccountant()
 
@@ -312,7 +313,7 @@ def sigma_for_risk(
             levels[sigma] = level(setting.replace(noise_multiplier=sigma), fpr, advantage)
         return levels[sigma] <= target
 
-    if setting.sampling == Sampling.FULL_BATCH:
+    if accountant.one_gaussian(setting):
         mu = 2 * ndtri((1 + advantage) / 2) if advantage is not None else ndtri(tpr) - ndtri(fpr)
         sigma = (
             math.sqrt(setting.steps) / float(mu) * units.sum_sensitivity(1.0, setting.neighbouring)
