@@ -52,6 +52,11 @@ def test_default_config_is_valid_and_defaults_are_filled():
         (lambda c: c["runs"]["dp_sgd"].update(model="../x.py:Net"), "runs.dp_sgd.model"),
         (lambda c: c["runs"]["dp_sgd"].update(model="/tmp/x.py:Net"), "runs.dp_sgd.model"),
         (lambda c: c["runs"]["dp_sgd"].update(model="my net.py:Net"), "runs.dp_sgd.model"),
+        # 1e300 overflowed float32 in the canary's features: "training diverged … lower lr"
+        (
+            lambda c: c["audits"]["digits_input_canary"].update(canary_norm=1e300),
+            "audits.digits_input_canary.canary_norm",
+        ),
     ],
 )
 def test_schema_errors_name_the_key(mutate, key):

@@ -21,3 +21,29 @@ def test_each_schema_loads_as_the_checking_loader_reads_it():
         # the same keys in the same order, the same types (1, 1.0 and true differ in JSON)
         assert json.dumps(load_schema(name)) == json.dumps(checked), name
         assert len(str(checked)) > 1000  # a real schema, not an empty document
+
+
+#: JSON Schema keywords whose value must be a number
+NUMERIC_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+def _numeric_bounds(node, path=""):
+    """(path, keyword, value) of every numeric keyword in the schema ``node``."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in NUMERIC_KEYWORDS and not isinstance(value, dict):
+                yield f"{path}.{key}", value
+            else:
+                yield from _numeric_bounds(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _numeric_bounds(value, f"{path}[{i}]")
+
+
+def test_every_bound_in_the_schemas_is_a_number():
+    """YAML 1.1 reads ``1.0e12`` (no sign in the exponent) as text: a bound written so compared
+    a float with a str at validation, an internal error, not a refusal."""
+    bounds = [(name, *b) for name in SCHEMAS for b in _numeric_bounds(load_schema(name))]
+    assert len(bounds) > 50
+    for name, path, value in bounds:
+        assert isinstance(value, (int, float)) and not isinstance(value, bool), (name, path, value)
