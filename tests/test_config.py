@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -127,6 +128,39 @@ def test_a_run_device_must_agree_with_the_gpus_training_jobs_ask_for(tmp_path, g
     config["training_resources"]["gpus"] = 1
     path.write_text(yaml.safe_dump(config))
     load_config(path)
+
+
+def test_a_json_config_is_read_as_json_as_snakemake_reads_it(tmp_path):
+    """Snakemake reads a config file as JSON first: its ``1e-3`` is a number, where YAML 1.1 reads
+    it as text (check-config refused what Snakemake ran)."""
+    import json
+
+    config = copy.deepcopy(DEFAULT)
+    config["runs"]["dp_sgd"]["delta"] = 1e-3
+    text = json.dumps(config).replace('"delta": 0.001', '"delta": 1e-3', 1)
+    assert '"delta": 1e-3' in text
+    (tmp_path / "c.json").write_text(text)
+    assert read_config(tmp_path / "c.json")["runs"]["dp_sgd"]["delta"] == 1e-3
+    (tmp_path / "d.json").write_text(text.replace('{"seed"', '{"seed": 1, "seed"', 1))
+    with pytest.raises(DPLabError, match="seed.*twice|twice.*seed"):
+        read_config(tmp_path / "d.json")
+
+
+@pytest.mark.parametrize(
+    "old, new, says",
+    [
+        ("delta: 1.0e-6, log_every: 20}", "delta: 1e-6, log_every: 20}", "write 1.0e-6"),
+        ("delta: 1.0e-6, log_every: 20}", "delta: 1.0e6, log_every: 20}", "write 1.0e+6"),
+        ("steps: 200, batch_size: 7", "steps: 2e2, batch_size: 7", "write 200"),
+    ],
+)
+def test_a_number_yaml_reads_as_text_is_refused_saying_how_to_write_it(tmp_path, old, new, says):
+    text = (ROOT / "config" / "config.yaml").read_text()
+    assert text.count(old) == 1
+    (tmp_path / "c.yaml").write_text(text.replace(old, new))
+    with pytest.raises(DPLabError, match=re.escape(says)) as err:
+        load_config(tmp_path / "c.yaml")
+    assert err.value.key == "grids.mf_vs_dpsgd.base." + new.split(":")[0]
 
 
 def test_snakemake_refuses_a_bad_config_before_any_job(project):

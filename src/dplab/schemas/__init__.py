@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -134,8 +135,31 @@ def validate(instance, schema: str | dict = "config", where: str = ""):
         if err.validator == "required":
             raise DPLabError(_join(where, _join(path, err.message.split("'")[1])), "is required")
         hint = f" ({sub['description']})" if isinstance(sub.get("description"), str) else ""
+        if err.validator == "type":
+            hint = _number_as_text(err.instance, err.validator_value) + hint
         raise DPLabError(_join(where, path), f"{err.message}{hint}")
     return with_defaults(instance, schema)
+
+
+#: a number in exponent form YAML 1.1 reads as text (no decimal point, or no sign in the exponent)
+_EXPONENT_FORM = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+")
+
+
+def _number_as_text(value, types) -> str:
+    """Where ``value`` is a number in exponent form read as text (PyYAML, like Snakemake's
+    loader, follows YAML 1.1: ``1e-5`` and ``1.0e5`` are strings, ``1.0e-5`` a float), the same
+    number written so that it is read as one; else ''."""
+    if not (isinstance(value, str) and _EXPONENT_FORM.fullmatch(value)):
+        return ""
+    types = [types] if isinstance(types, str) else types
+    mantissa, exponent = value.lower().split("e")
+    if "number" in types:
+        mantissa += "" if "." in mantissa else ".0"
+        exponent = exponent if exponent[0] in "+-" else f"+{exponent}"
+        return f": YAML reads {value} as text; write {mantissa}e{exponent}"
+    if "integer" in types and float(value).is_integer() and abs(float(value)) < 1e18:
+        return f": YAML reads {value} as text; write {int(float(value))}"
+    return ""
 
 
 def with_defaults(instance: dict, schema: str | dict) -> dict:
@@ -295,12 +319,18 @@ def _refuse_non_finite(value, where: str) -> None:
 
 def load_yaml(path: str | Path) -> dict:
     """A YAML mapping from ``path`` (DPLabError if missing, not a regular non-empty file, malformed,
-    or holding a key twice in one mapping)."""
-    from dplab.inputs import input_file
+    or holding a key twice in one mapping); a file that is valid JSON is read as JSON, as
+    Snakemake reads a config file (JSON first, then YAML: YAML 1.1 reads the JSON number ``1e-3``
+    as text)."""
+    from dplab.inputs import input_file, loads
 
     path = input_file(path, "config")
     try:
-        data = parse_yaml(path.read_text())
+        text = path.read_text()
+        try:
+            data = loads(text)
+        except ValueError:  # not JSON, or JSON that loads refuses: YAML says why
+            data = parse_yaml(text)
     except (FileNotFoundError, NotADirectoryError):
         raise DPLabError("config", f"no such file: {path}") from None
     except IsADirectoryError:
