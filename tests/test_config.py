@@ -584,3 +584,20 @@ def test_grid_runs_that_would_share_a_folder_or_a_rule_are_refused(tmp_path):
         COLLIDING.replace("[1.0, 1.0000001]", "[1.0, 2.0]") + grid_a.replace("b_d", "d")
     )
     assert len(jobs.plan(read_config(path)).of("train_runs")) == 3
+
+
+def test_names_that_differ_only_in_case_are_refused():
+    """runs DP_sgd and dp_sgd write results/runs/DP_sgd and results/runs/dp_sgd: one folder on a
+    case-insensitive file system (macOS, Windows), where one run's results overwrote the other's."""
+    from dplab import jobs
+
+    config = copy.deepcopy(DEFAULT)
+    config["runs"]["DP_sgd"] = copy.deepcopy(config["runs"]["dp_sgd"])
+    with pytest.raises(DPLabError, match="results/runs/(dp|DP)_sgd/.* only in case") as err:
+        jobs.plan(validate(config))
+    assert {err.value.key, str(err.value).split("(")[1].split(")")[0]} == {
+        "runs.dp_sgd",
+        "runs.DP_sgd",
+    }
+    config["runs"]["DP_sgd2"] = config["runs"].pop("DP_sgd")
+    jobs.plan(validate(config))

@@ -391,7 +391,25 @@ def plan(config: dict) -> JobList:
             reads=None,
         )
     )
+    _check_case(out)
     return JobList(tuple(out))
+
+
+def _check_case(jobs: list[Job]) -> None:
+    """No two outputs differ only in case: on a case-insensitive file system (macOS's and
+    Windows' default) they are one file, and one job's results would overwrite the other's
+    (runs ``Base`` and ``base``)."""
+    seen: dict[str, tuple[str, Job]] = {}
+    for job in jobs:
+        for path in job.output_files:
+            other, first = seen.setdefault(path.casefold(), (path, job))
+            if other != path:
+                names = [j.reads[-1] if j.reads else j.rule for j in (first, job)]
+                raise DPLabError(
+                    names[1],
+                    f"writes {path}, which differs from {other} ({names[0]}) only in case: one"
+                    " file on a case-insensitive file system (macOS, Windows); rename one",
+                )
 
 
 def load(*paths) -> JobList:
