@@ -60,6 +60,28 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
+def test_a_reader_that_closes_the_pipe_gets_no_error_line():
+    """`dplab accountants | head` printed "error: BrokenPipeError" and exited 3 (a failed run): the
+    reader wanted no more. Now exit 141 (128 + SIGPIPE, the shell's code) and nothing on stderr,
+    also where the closed pipe shows only when stdout is flushed."""
+    import subprocess
+    import sys
+
+    from conftest import tool_env
+
+    small = "epsilon --accountant naive --noise-multiplier 1 --sampling full_batch --steps 1"
+    for command in (["accountants"], [*small.split(), "--delta", "1e-5"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dplab.cli", *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=tool_env(),
+        )
+        proc.stdout.close()  # before the first write: every write meets a closed pipe
+        assert proc.wait(timeout=120) == 141, command
+        assert proc.stderr.read() == b"", command
+
+
 @pytest.mark.parametrize(
     "raised, code",
     [

@@ -9,7 +9,8 @@ Exit codes (:data:`EXIT_CODES`, printed by ``dplab --help``; docs/reliability.md
 written whole; 2 bad input of any kind (a usage error, a flag given twice, a
 :class:`~dplab.errors.DPLabError`); 3 a valid run that failed (a :class:`~dplab.errors.RunFailed`
 such as training diverging to NaN/inf, an ``OSError`` such as a full disk, a ``MemoryError``);
-1 an internal error (a bug).  Every failure is one line on stderr and leaves no output behind;
+1 an internal error (a bug); 141 the reader of the printed report closed it (``| head``), with
+nothing on stderr.  Every failure is one line on stderr and leaves no output behind;
 ``dplab --debug COMMAND …`` also prints the traceback.
 Long jobs log their progress on stderr (:mod:`dplab.progress`).
 """
@@ -17,6 +18,7 @@ Long jobs log their progress on stderr (:mod:`dplab.progress`).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
@@ -44,7 +46,7 @@ COMMANDS = Registry(
 
 
 #: exit codes (README, Command line); an interrupt (Ctrl-C) exits with 130, as shells do
-BAD_INPUT, RUN_FAILED, INTERNAL_ERROR, INTERRUPTED = 2, 3, 1, 130
+BAD_INPUT, RUN_FAILED, INTERNAL_ERROR, INTERRUPTED, CLOSED_PIPE = 2, 3, 1, 130, 141
 #: what each exit code means, as `dplab --help` prints it
 EXIT_CODES = f"""exit codes:
   0    done: every output written whole
@@ -54,6 +56,7 @@ one line names it
 (full disk), out of memory
   {INTERNAL_ERROR}    internal error (a bug): `dplab --debug COMMAND ...` shows where
   {INTERRUPTED}  interrupted (Ctrl-C)
+  {CLOSED_PIPE}  the reader of the printed report closed it (`dplab accountants | head`)
 every failure prints one line on stderr and leaves no output behind (docs/reliability.md)"""
 
 
@@ -122,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     try:
         result = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+    except BrokenPipeError:  # the reader wants no more (`| head`): nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return CLOSED_PIPE
     except DPLabError as err:
         return _fail(args, BAD_INPUT, str(err))
     except RunFailed as err:
