@@ -499,6 +499,22 @@ def test_the_shipped_configs_pass_every_check():
     )
 
 
+def test_check_config_counts_every_training_run_and_job(capsys):
+    """It printed the `train` rule's jobs as "training runs" (14), leaving out every grid's runs
+    (105 in 29 jobs with group_runs: seed)."""
+    from dplab import entries, jobs
+    from dplab.cli import main
+
+    config = read_config(ROOT / "config" / "config.yaml")
+    plan = jobs.plan(config)
+    runs = len(config["runs"]) + sum(len(entries.grid_runs(config, g)) for g in config["grids"])
+    training = [j for j in plan.jobs if isinstance(j, (jobs.RunJob, jobs.RunsJob))]
+    assert main(["check-config", str(ROOT / "config" / "config.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert f"({runs} training runs in {len(training)} jobs," in out
+    assert len(plan.of("train")) < len(training) < runs
+
+
 def test_snakemake_names_the_key_of_a_job_level_mistake_in_one_line(project):
     """`snakemake -n` stops before planning with one line and exit code 2: a cross-key rule of
     `dplab train` (diameter on dp_sgd), an unknown key (Snakemake's validate() printed the whole

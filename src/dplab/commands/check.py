@@ -30,8 +30,10 @@ def run(args) -> int:
     from dplab.config import read_config
 
     config = read_config(*args.files)
+    plan = jobs.plan(config)
+    training = [job for job in plan.jobs if isinstance(job, (jobs.RunJob, jobs.RunsJob))]
     print(
-        f"{' + '.join(args.files)}: ok ({len(jobs.plan(config).of('train'))} training runs, "
+        f"{' + '.join(args.files)}: ok ({len(plan.runs)} training runs in {len(training)} jobs, "
         f"{len(config.get('audits', {}))} audits, {len(config.get('sweeps', {}))} sweeps, "
         f"{len(config.get('figures', {}))} figures)"
     )
