@@ -91,6 +91,17 @@ def test_a_damaged_dataset_file_is_named_with_the_command_that_rewrites_it(
     assert not out.exists()
 
 
+def test_the_rewrite_command_names_the_dataset_not_the_folder(prepared, tmp_path, capsys):
+    """Dataset s prepared into a folder named copy: `--dataset copy` named no config entry."""
+    folder = tmp_path / "copy"
+    shutil.copytree(prepared, folder)
+    _truncate(folder / "train.npz")
+    out = tmp_path / "run"
+    args = ["train", "--run-json", json.dumps(RUN), "--data", str(folder), "--out", str(out)]
+    assert main(args) == 2
+    assert f"`dplab prepare-data --config CONFIG --dataset s --out {folder}`" in _one_line(capsys)
+
+
 def test_an_audit_on_a_damaged_dataset_names_the_file(prepared, tmp_path, capsys):
     folder = tmp_path / "s"
     shutil.copytree(prepared, folder)

@@ -49,6 +49,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -472,6 +473,8 @@ def load(folder: str | Path) -> Dataset:
             f"write it with `{regenerate}`",
         )
     info = read_json(folder / "info.json", DATASET, regenerate, INFO_KEYS)
+    if isinstance(info["name"], str) and re.fullmatch(r"[A-Za-z0-9_]+", info["name"]):  # its entry
+        regenerate = f"dplab prepare-data --config CONFIG --dataset {info['name']} --out {folder}"
     held = "validation_size" in info
     names = {
         "train": ("x", "y", *(("x_validation", "y_validation") if held else ())),
