@@ -214,6 +214,25 @@ def test_cli_phases(tmp_path, capsys):
     assert "--steps" in err and len(err.splitlines()) == 1
 
 
+def test_phases_print_the_accountant_s_bound_and_calibrate_with_upper_bounds_only(tmp_path, capsys):
+    """A one-phase shuffle file: shuffle_lower's ε was printed with bound "upper", and `sigma`
+    calibrated σ = 3.07 for ε = 1 with it, where fixed_batches (an upper bound) gives 6.82 there."""
+    path = tmp_path / "phases.yaml"
+    path.write_text(
+        "sampling: shuffle\nneighbouring: add_remove\ndataset_size: 1000\n"
+        "phases:\n  - {steps: 100, noise_multiplier: 2.0, batch_size: 50}\n"
+    )
+    for name, bound in (("shuffle_lower", "lower"), ("as_if_poisson", "comparison")):
+        args = ["--accountant", name, "--phases", str(path), "--delta", "1e-5"]
+        assert main(["epsilon", *args]) == 0
+        assert json.loads(capsys.readouterr().out)["bound"] == bound
+        assert main(["sigma", *args, "--epsilon", "1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "σ can only be calibrated with an upper bound" in err and len(err.splitlines()) == 1
+    with pytest.raises(DPLabError, match="upper bound"):
+        phases.calibrate("shuffle_lower", phases.from_file(path), 1.0, 1e-5)
+
+
 def test_cli_reads_the_risk_of_phases(tmp_path, capsys):
     """``epsilon --phases FILE --risk``: pld's reading of the phases composed
     (:func:`dplab.accounting.risk.phases_risk`); rdp says why it has none; a risk target beside

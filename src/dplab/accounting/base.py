@@ -342,10 +342,11 @@ class Accountant(ABC):
         """Smallest noise multiplier σ with ε(σ) ≤ ``epsilon`` at ``delta`` (T = setting.steps),
         found by :meth:`noise_needed`; upper bounds only (a lower bound or a
         comparison is refused)."""
-        self._require_upper()
+        self.require_upper()
         return self.noise_needed(setting, epsilon, delta, start)
 
-    def _require_upper(self) -> None:
+    def require_upper(self) -> None:
+        """Refuse to calibrate σ with a lower bound or a comparison (:attr:`bound`)."""
         if self.bound != "upper":
             raise self.fail(
                 "accountant",
@@ -483,7 +484,7 @@ class Accountant(ABC):
     ) -> np.ndarray:
         """:meth:`sigma` for every T of the increasing grid ``steps`` (see
         :meth:`noise_needed_curve`); upper bounds only."""
-        self._require_upper()
+        self.require_upper()
         return self.noise_needed_curve(setting, epsilon, delta, steps, hint)
 
     def noise_needed_curve(

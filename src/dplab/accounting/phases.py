@@ -29,8 +29,9 @@ FILE_KEYS = ("phases", "sampling", "neighbouring", "dataset_size")
 
 def from_file(path: str | Path) -> list[Setting]:
     """The phases of a YAML/JSON file: ``phases`` (a list of {steps, noise_multiplier, and
-    sampling_rate or batch_size}), and for all of them ``sampling`` (poisson | full_batch),
-    ``neighbouring`` and ``dataset_size`` (n, for a phase given by batch size)."""
+    sampling_rate or batch_size}), and for all of them ``sampling``, ``neighbouring`` and
+    ``dataset_size`` (n, for a phase given by batch size).  Which samplings compose in phases is
+    the accountant's to say (an epoch sampler: one phase only)."""
     from dplab.schemas import load_yaml
 
     data = load_yaml(path)
@@ -136,8 +137,9 @@ def scaled(phases: list[Setting], factor: float) -> list[Setting]:
 
 def calibrate(name: str, phases: list[Setting], target: float, delta: float) -> float:
     """The smallest factor c (to a relative SIGMA_RTOL) with ε(phases,
-    σᵢ·c) ≤ ``target`` at ``delta``."""
+    σᵢ·c) ≤ ``target`` at ``delta``; upper bounds only, as for one setting."""
     target = check_epsilon(target)
+    get(name).require_upper()
     _check(name, phases)
 
     sigmas = [p.noise_multiplier for p in phases]

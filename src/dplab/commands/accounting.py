@@ -196,7 +196,7 @@ def _phases_out(name: str, steps: list[Setting], **values) -> dict:
         "neighbouring": steps[0].neighbouring,
         "sampling": steps[0].sampling,
         "release": accounting.get(name).release,
-        "bound": "upper",
+        "bound": accounting.get(name).bound,
         "phases": [p.as_dict() for p in steps],
     }
 
