@@ -337,3 +337,19 @@ def test_yaml_aliases_are_bounded_by_their_expanded_size_not_their_text(tmp_path
     path.write_text("a: &x [*x]\n")
     with pytest.raises(DPLabError, match="recursive"):
         load_yaml(path)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["prepare-data", "--dataset", "synthetic", "--config", ""],
+        ["figure-table", "gaussian_sigma", "--config", ""],
+        ["check-config", ""],
+    ],
+)
+def test_an_empty_config_path_is_refused_naming_it(args, tmp_path, capsys):
+    """`--config ''` is falsy: prepare-data took the --dataset-json branch with no JSON (an
+    internal error, found by the random CLI fuzz); Path('') is the working folder."""
+    assert main([*args, "--out", str(tmp_path / "out")] if args[0] != "check-config" else args) == 2
+    assert _one_line(capsys).endswith("config: is an empty path; give a file")
+    assert not (tmp_path / "out").exists()

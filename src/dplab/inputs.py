@@ -49,6 +49,8 @@ def input_file(path: str | Path, key: str, empty_ok: bool = False) -> Path:
     empty, unless ``empty_ok``); else a :class:`DPLabError` naming ``key`` (the flag, or the file's
     role) and what ``path`` is instead: missing, a folder, a FIFO, a device (``/dev/zero``, whose
     reading never ends), a socket."""
+    if str(path) == "":  # Path("") is ".", the working folder
+        raise DPLabError(key, "is an empty path; give a file")
     path = Path(path)
     try:
         mode = path.stat().st_mode

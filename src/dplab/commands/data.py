@@ -38,7 +38,7 @@ def run(args) -> int:
     from dplab.training import data
 
     check_output(args.out, "--out", folder=True)
-    if args.config:
+    if args.config is not None:
         datasets = load_yaml(args.config).get("datasets")
         if not args.dataset:
             raise DPLabError("--dataset", "is required with --config")

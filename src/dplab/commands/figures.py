@@ -81,7 +81,7 @@ def run_table(args) -> int:
         module = figure(args.figure)
 
     check_output(args.out, "--out")
-    if args.config:
+    if args.config is not None:
         from dplab import jobs
         from dplab.config import read_config
 
