@@ -93,3 +93,22 @@ def test_amplified_replace_one_is_refused_before_optimizing(capsys):
     )
     assert rc == 2 and out.err.count("\n") == 1 and "neighbouring" in out.err
     assert "optimiz" not in out.err.lower().split("error:")[0]
+
+
+def test_cyclic_poisson_prints_the_sensitivity_and_errors_its_epsilon_and_dp_mf_use(capsys):
+    """cyclic_poisson's amplified ε depends on ζ = the max column norm only, and a dp_mf run
+    optimizes C for one participation: `dplab mf` optimized and printed it for k = ⌈T/b⌉ (T = 200,
+    b = 16: sensitivity 3.575, mean error 141.9 against the run's 1.0 and 11.10)."""
+    from dplab.mf import toeplitz
+
+    args = ["--strategy", "banded_toeplitz", "--steps", "40", "--bands", "4"]
+    args += ["--sampling", "cyclic_poisson", "--min-separation", "8"]
+    args += ["--dataset-size", "160", "--batch-size", "20", "--noise-multiplier", "1"]
+    rc, out = run(capsys, *args, "--delta", "1e-5")
+    assert rc == 0, out.err
+    res = json.loads(out.out)
+    single = toeplitz.banded_toeplitz(40, 4, "mean", 1, None).errors(1, 8)
+    assert res["participations"] == 1 and res["sensitivity"] == pytest.approx(1.0, rel=1e-12)
+    assert res["mean_error"] == single["mean_error"] and res["max_error"] == single["max_error"]
+    rc, out = run(capsys, *args, "--delta", "1e-5", "--participations", "5")
+    assert rc == 2 and "error: participations: cyclic_poisson" in out.err.splitlines()[-1]

@@ -5,12 +5,14 @@ prints one JSON object: the parameters, ``sensitivity`` (and whether it is exact
 ``mean_error`` (see :mod:`dplab.mf.factorizations`), ``seconds`` (time to factorize and
 evaluate) and, with --epsilon/--delta, the calibrated ``noise_multiplier`` for the sampler
 (``--sampling min_separation``: b partitions cycled as the batches, k = ⌈T/b⌉; ``cyclic_poisson``:
-needs --dataset-size and --batch-size, partitions = b; both put each record in a partition drawn
-independently once per run, so the ε holds under add/remove with Δ₁ = 1, and replace-one with 2:
-:mod:`dplab.mf.accounting`).  ``--out FILE.npz`` also saves the factorization
-(:func:`dplab.mf.saved.save`; banded_toeplitz and blt: C's first column and inverse filters,
-O(T); each part checked against the others when read back) for ``dplab train --mf-cache`` and
-the figures; the pipeline names it ``results/mf/<key>.npz`` (:func:`dplab.layout.cache_key`).
+needs --dataset-size and --batch-size, partitions = b, and its amplified ε depends on ζ = the max
+column norm only, so the error is optimized and printed for one participation, as a dp_mf run
+does; both put each record in a partition drawn independently once per run, so the ε holds under
+add/remove with Δ₁ = 1, and replace-one with 2: :mod:`dplab.mf.accounting`).  ``--out FILE.npz``
+also saves the factorization (:func:`dplab.mf.saved.save`; banded_toeplitz and blt: C's first
+column and inverse filters, O(T); each part checked against the others when read back) for
+``dplab train --mf-cache`` and the figures; the pipeline names it ``results/mf/<key>.npz``
+(:func:`dplab.layout.cache_key`).
 
     dplab mf --strategy banded_toeplitz --steps 100000 --bands 32 --objective max \
         --noise-multiplier 1 --sampling-rate 0.01 --delta 1e-6
@@ -306,12 +308,22 @@ def run(args) -> int:
         else integer("participations", args.participations, 1, most, "ceil(steps/min_separation)")
     )
     _check_flags(args, steps, b)
+    if args.sampling == Sampling.CYCLIC_POISSON:  # its ε depends on ζ = ‖c‖ only, as dp_mf's
+        if args.participations is not None:
+            raise DPLabError(
+                "participations",
+                "cyclic_poisson's ε depends on the max column norm ζ only: the error is optimized"
+                " and printed for one participation, as a dp_mf run does; drop --participations",
+            )
+        k = 1
     privacy: dict = {}
     sampler = _sampler(args, steps, b, k, privacy) if args.delta is not None else None
+    # cyclic_poisson: one participation, as dp_mf's build_factorization optimizes it
+    s = None if args.sampling == Sampling.CYCLIC_POISSON else b
     if args.strategy == "banded_toeplitz":
-        fact = toeplitz.banded_toeplitz(steps, args.bands, args.objective or "mean", k, b)
+        fact = toeplitz.banded_toeplitz(steps, args.bands, args.objective or "mean", k, s)
     elif args.strategy == "blt":
-        fact = blt.blt(steps, args.buffers, args.objective or "mean", k, b)
+        fact = blt.blt(steps, args.buffers, args.objective or "mean", k, s)
     else:
         A = workload.momentum_workload(steps, args.momentum)
         fact = factorizations.factorize(args.strategy, A, bands=args.bands, min_separation=b)
