@@ -77,3 +77,21 @@ def test_a_calibration_notes_the_unconverged_orders_once(monkeypatch, caplog):
         sigma = RdpAccountant().sigma(setting, 145.0, 1.089e-4)
     notes = [r for r in caplog.records if "did not converge" in r.getMessage()]
     assert len(notes) == 1 and 0.7 < sigma < 0.75
+
+
+def test_rdp_used_only_to_bracket_pld_s_sigma_logs_no_note(monkeypatch, caplog):
+    """pld's σ search starts from rdp's σ; rdp's note on unconverged orders then described no
+    value the user was given (a dp_mf run accounted by mf logged it). rdp's own search still
+    notes it."""
+    import logging
+
+    from dplab.accounting import dp_accounting_adapters
+    from dplab.accounting.pld_accountant import PldAccountant
+
+    monkeypatch.setattr(dp_accounting_adapters, "_reported", set())
+    setting = Setting(sampling_rate=0.078, steps=13)
+    with caplog.at_level(logging.INFO, logger="dplab"):
+        PldAccountant().sigma(setting, 1.0, 1e-6)
+        assert not [r for r in caplog.records if "did not converge" in r.getMessage()]
+        RdpAccountant().sigma(setting, 1.0, 1e-6)
+    assert [r for r in caplog.records if "did not converge" in r.getMessage()]

@@ -37,6 +37,7 @@ Both also account a run in phases, a ``ComposedDpEvent`` of unequal phases (:met
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import numpy as np
@@ -57,13 +58,26 @@ REPLACE_ONE = privacy_accountant.NeighboringRelation.REPLACE_ONE
 
 log = logging.getLogger("dplab")
 _reported: set[str] = set()
+_quiet = [0]  # > 0 inside :func:`bracket_only`
 
 
 def _report_once(line: str) -> None:
-    """``line`` on the ``dplab`` logger, once per process."""
-    if line not in _reported:
+    """``line`` on the ``dplab`` logger, once per process (never inside :func:`bracket_only`)."""
+    if line not in _reported and not _quiet[0]:
         _reported.add(line)
         log.info(line)
+
+
+@contextlib.contextmanager
+def bracket_only():
+    """An accountant used only to bracket another's search (pld's σ starts from rdp's): its notes
+    describe no value the user is given, so they are not logged (a dp_mf run accounted by mf
+    logged rdp's series note)."""
+    _quiet[0] += 1
+    try:
+        yield
+    finally:
+        _quiet[0] -= 1
 
 
 class DpAccountingAdapter(Accountant):

@@ -23,6 +23,7 @@ from dplab.accounting.dp_accounting_adapters import (
     REPLACE_ONE,
     DpAccountingAdapter,
     RdpAccountant,
+    bracket_only,
 )
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon, sigma_analytic
 from dplab.accounting.roots import bisect
@@ -484,7 +485,9 @@ class PldAccountant(DpAccountingAdapter):
             return one * units.sum_sensitivity(1.0, setting.neighbouring)
         if setting.neighbouring == Neighbouring.REPLACE_ONE:
             return 1.0  # no rdp for this pair
-        sigma, floor = RdpAccountant().sigma(setting, epsilon, delta), self.sigma_floor(setting)
+        with bracket_only():
+            sigma = RdpAccountant().sigma(setting, epsilon, delta)
+        floor = self.sigma_floor(setting)
         if sigma < floor:
             raise self.too_far(
                 "epsilon",
