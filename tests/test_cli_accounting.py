@@ -240,3 +240,21 @@ def test_accountants_lists_only_what_it_accepts(capsys):
                             "error: neighbouring:" in captured.err
                             or "error: sampling:" in captured.err
                         ), argv
+
+
+def test_one_release_reports_full_batch_not_the_poisson_default(capsys):
+    """A gaussian_* accountant's one release sees every record once: the JSON said
+    "sampling": "poisson" (the flag's default, which it never read). The σ is the same either
+    way."""
+    base = ["sigma", "--accountant", "gaussian_analytic", "--epsilon", "1", "--delta", "1e-5"]
+    base += ["--sensitivity", "1"]
+    assert main(base) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert full["sampling"] == full["setting"]["sampling"] == "full_batch"
+    assert main([*base, "--sampling", "poisson"]) == 0
+    poisson = json.loads(capsys.readouterr().out)
+    assert poisson["sampling"] == "poisson"
+    assert full["noise_multiplier"] == poisson["noise_multiplier"] == full["noise_std"]
+    rdp = ["epsilon", "--accountant", "rdp", "--noise-multiplier", "1", "--sampling-rate", "0.01"]
+    assert main([*rdp, "--steps", "10", "--delta", "1e-5"]) == 0
+    assert json.loads(capsys.readouterr().out)["sampling"] == "poisson"  # the others' default

@@ -78,8 +78,8 @@ def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = N
     parser.add_argument(
         "--sampling",
         choices=SAMPLINGS,
-        default=Sampling.POISSON,
-        help="sampling scheme (default poisson)",
+        default=None,
+        help="sampling scheme (default poisson; full_batch for one release: gaussian_*)",
     )
     parser.add_argument(
         "--neighbouring",
@@ -122,8 +122,13 @@ def _setting(args: argparse.Namespace, accountant, also: tuple[str, ...] = ()) -
                 f"accountant {accountant.name!r} does not read it (its answer is the same without"
                 f" it); drop it, or use one that does: {', '.join(readers)}",
             )
+    one_release = "sensitivity" in accountant.requires  # gaussian_*: every record, once
+    default = Sampling.FULL_BATCH if one_release else Sampling.POISSON
     return Setting(
-        sampling=args.sampling, neighbouring=args.neighbouring, reshuffle=args.reshuffle, **fields
+        sampling=args.sampling or default,
+        neighbouring=args.neighbouring,
+        reshuffle=args.reshuffle,
+        **fields,
     )
 
 
@@ -169,7 +174,7 @@ def _phases(args: argparse.Namespace) -> list[Setting]:
                 "give each phase's values in the --phases file, not as flags",
             )
     for flag, value, default in (
-        ("--sampling", args.sampling, Sampling.POISSON),
+        ("--sampling", args.sampling, None),
         ("--neighbouring", args.neighbouring, Neighbouring.ADD_REMOVE),
     ):
         if value != default:
