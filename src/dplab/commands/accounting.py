@@ -101,6 +101,12 @@ def _add_setting_flags(parser: argparse.ArgumentParser, computed: str | None = N
     )
 
 
+def _one_release(accountant) -> bool:
+    """A gaussian_* accountant: one release of f + N(0, (σΔ)²), every record once (it requires
+    the sensitivity Δ)."""
+    return "sensitivity" in accountant.requires
+
+
 def _setting(args: argparse.Namespace, accountant, also: tuple[str, ...] = ()) -> Setting:
     """The Setting of the flags given; a flag ``accountant`` never reads (:attr:`Accountant.unused`,
     one list per accountant: ``dplab accountants`` prints what each ``reads``), and the command
@@ -122,8 +128,7 @@ def _setting(args: argparse.Namespace, accountant, also: tuple[str, ...] = ()) -
                 f"accountant {accountant.name!r} does not read it (its answer is the same without"
                 f" it); drop it, or use one that does: {', '.join(readers)}",
             )
-    one_release = "sensitivity" in accountant.requires  # gaussian_*: every record, once
-    default = Sampling.FULL_BATCH if one_release else Sampling.POISSON
+    default = Sampling.FULL_BATCH if _one_release(accountant) else Sampling.POISSON
     return Setting(
         sampling=args.sampling or default,
         neighbouring=args.neighbouring,
@@ -289,7 +294,7 @@ def cmd_sigma(args: argparse.Namespace) -> int:
         )
     acc = accounting.get(args.accountant)
     # the noise std printed: σ·Δ of one release (gaussian_*), else σ·C on the clipped sum
-    setting = _setting(args, acc, also=() if "sensitivity" in acc.requires else ("clip",))
+    setting = _setting(args, acc, also=() if _one_release(acc) else ("clip",))
     if any(v is not None for v in (args.tpr, args.fpr, args.advantage)):
         out = _sigma_for_risk(args, acc, setting)
         sigma = out["noise_multiplier"]

@@ -308,18 +308,17 @@ def run(args) -> int:
         else integer("participations", args.participations, 1, most, "ceil(steps/min_separation)")
     )
     _check_flags(args, steps, b)
-    if args.sampling == Sampling.CYCLIC_POISSON:  # its ε depends on ζ = ‖c‖ only, as dp_mf's
-        if args.participations is not None:
+    s = b  # the separation the optimizer's k participations keep
+    if args.sampling == Sampling.CYCLIC_POISSON:  # ε depends on ζ = ‖c‖ only: one participation,
+        if args.participations is not None:  # as dp_mf's build_factorization optimizes it
             raise DPLabError(
                 "participations",
                 "cyclic_poisson's ε depends on the max column norm ζ only: the error is optimized"
                 " and printed for one participation, as a dp_mf run does; drop --participations",
             )
-        k = 1
+        k, s = 1, None
     privacy: dict = {}
     sampler = _sampler(args, steps, b, k, privacy) if args.delta is not None else None
-    # cyclic_poisson: one participation, as dp_mf's build_factorization optimizes it
-    s = None if args.sampling == Sampling.CYCLIC_POISSON else b
     if args.strategy == "banded_toeplitz":
         fact = toeplitz.banded_toeplitz(steps, args.bands, args.objective or "mean", k, s)
     elif args.strategy == "blt":

@@ -457,7 +457,11 @@ def load(folder: str | Path) -> Dataset:
     that contradict info.json, is a DPLabError naming the file and the command that writes the
     folder again (:mod:`dplab.inputs`)."""
     folder = Path(folder)
-    regenerate = f"dplab prepare-data --config CONFIG --dataset {folder.name} --out {folder}"
+
+    def rewrite(name: str) -> str:
+        return f"dplab prepare-data --config CONFIG --dataset {name} --out {folder}"
+
+    regenerate = rewrite(folder.name)
     if folder.is_file():  # e.g. DIR/train.npz: the fix is the folder, not a dataset named train.npz
         raise DPLabError(
             "--data",
@@ -474,7 +478,7 @@ def load(folder: str | Path) -> Dataset:
         )
     info = read_json(folder / "info.json", DATASET, regenerate, INFO_KEYS)
     if isinstance(info["name"], str) and re.fullmatch(r"[A-Za-z0-9_]+", info["name"]):  # its entry
-        regenerate = f"dplab prepare-data --config CONFIG --dataset {info['name']} --out {folder}"
+        regenerate = rewrite(info["name"])
     held = "validation_size" in info
     names = {
         "train": ("x", "y", *(("x_validation", "y_validation") if held else ())),
