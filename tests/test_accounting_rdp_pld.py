@@ -1,6 +1,7 @@
 """rdp and pld against dp_accounting called directly, and rdp against Opacus's RDP accountant."""
 
 import itertools
+import math
 
 import dp_accounting
 import numpy as np
@@ -10,6 +11,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from opacus.accountants.analysis import rdp as opacus_rdp
 
 from dplab.accounting import Setting, get, pld_tilted
+from dplab.accounting.gaussian import sigma_analytic
 from dplab.errors import AssumptionError
 
 # 24 settings (σ, q, T, δ)
@@ -189,7 +191,6 @@ def test_unsupported_pairs_refused(name, changes):
 def test_calibration_reaches_large_sigma():
     """T full-batch Gaussian steps with multiplier σ are one Gaussian with σ/√T: at T = 10⁶ the
     calibrated σ is 1000× the analytic single-release σ, far beyond the search's first steps."""
-    from dplab.accounting.gaussian import sigma_analytic
 
     setting = Setting(noise_multiplier=1.0, sampling="full_batch", steps=10**6)
     sigma = get("pld").sigma(setting, 1.0, 1e-5)
@@ -212,3 +213,16 @@ def test_pld_at_a_poisson_rate_of_one_is_the_full_batch_gaussian(neighbouring):
     pld = get("pld")
     assert pld.epsilon(setting, 1.4e-12) == pld.epsilon(full, 1.4e-12)
     assert pld.delta(setting, 30.0) == pld.delta(full, 30.0)
+
+
+@pytest.mark.parametrize("neighbouring,shift", [("add_remove", 1.0), ("replace_one", 2.0)])
+def test_pld_sigma_at_a_poisson_rate_of_one_is_the_closed_form(neighbouring, shift):
+    """σ at q = 1 is the full-batch closed form σ = Δ√T·σ₁ (σ₁ the exact one-release
+    calibration). Poisson q = 1 started from rdp's σ and stopped within the search's tolerance:
+    14.098418 where the closed form gives 14.098383 (T = 50, ε = 2, δ = 1e-5)."""
+    setting = Setting(steps=50, sampling="poisson", sampling_rate=1.0, neighbouring=neighbouring)
+    full = setting.replace(sampling="full_batch", sampling_rate=None)
+    pld = get("pld")
+    exact = shift * math.sqrt(50) * sigma_analytic(2.0, 1e-5)
+    assert pld.sigma(setting, 2.0, 1e-5) == pld.sigma(full, 2.0, 1e-5)
+    assert pld.sigma(setting, 2.0, 1e-5) == pytest.approx(exact, rel=1e-9)

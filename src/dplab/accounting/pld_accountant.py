@@ -473,14 +473,15 @@ class PldAccountant(DpAccountingAdapter):
         return again if values is None else np.minimum(values, again)
 
     def _sigma_start(self, setting: Setting, epsilon: float, delta: float) -> float:
-        """full_batch: the answer itself (σ_eff = √T·σ₁, σ₁ the exact one-release calibration).
-        Poisson: rdp's σ (rdp ≥ pld, so it meets the target up to pld's discretization): a bracket
-        that never asks for the huge PLDs of tiny σ.  Refused at once where rdp's σ lies below
+        """Every step seeing every record (:meth:`one_gaussian`: full_batch, Poisson at q = 1): the
+        answer itself (σ_eff = √T·σ₁, σ₁ the exact one-release calibration).  Other Poisson: rdp's
+        σ (rdp ≥ pld, so it meets the target up to pld's discretization): a bracket that never
+        asks for the huge PLDs of tiny σ.  Refused at once where rdp's σ lies below
         :meth:`sigma_floor`: any σ pld could return is larger than this valid upper bound's, and the
         search would only find, one ~5 s PLD at a time, that the σ reaching the target lies among
         those pld does not resolve (σ = 0.1006 < 0.1255 at q = 0.01, T = 100,
         ε = 1000: 114 s before)."""
-        if setting.sampling == Sampling.FULL_BATCH:
+        if self.one_gaussian(setting):
             one = math.sqrt(setting.steps) * sigma_analytic(epsilon, delta)
             return one * units.sum_sensitivity(1.0, setting.neighbouring)
         if setting.neighbouring == Neighbouring.REPLACE_ONE:
