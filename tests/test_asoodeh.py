@@ -151,6 +151,42 @@ def test_regularized_kappa_optimum(lam):
     assert d <= brute * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("d", [1, 2, 3, 10, 101])
+def test_chi2_tail_bound_is_above_the_exact_tail_where_it_underflows(d):
+    """The bound replacing scipy's χ² tail below 1e-305 is an upper bound (exact log tails from
+    mpmath's regularized incomplete gamma) and tight there (within 1e-3 beyond x = 1500)."""
+    mpmath = pytest.importorskip("mpmath")
+    for x in (d + 5.0, 2 * d + 50.0, 1500.0, 1e4, 1e5):
+        exact = float(mpmath.log(mpmath.gammainc(d / 2, x / 2, mpmath.inf, regularized=True)))
+        bound = float(A.chi2_log_tail_bound(d, x))
+        assert exact <= bound <= exact + (1e-3 if x >= 1500 else 1.0)
+
+
+def test_regularized_delta_past_the_chi2_tail_scipy_resolves():
+    """(1+e^ε)·10⁻³⁰⁰ ≥ 1 beyond ε ≈ 690: the κ grid stopped at a χ² tail of 10⁻³⁰⁰, so δ(ε) was
+    1 there although δ(600) = 0.00179 (eq. (21) holds at every κ), and ε at δ = 0.002 and σ for
+    (600, 0.002) were refused.  δ(ε) is now non-increasing, ε(0.002) ≤ 600 and the σ found is at
+    most the σ = 300 that already meets (600, 0.002)."""
+    acc = get("asoodeh_regularized")
+    s = Setting(
+        noise_multiplier=300.0,
+        steps=3,
+        sampling="without_replacement",
+        neighbouring="replace_one",
+        dataset_size=1000,
+        batch_size=10,
+        lr=0.1,
+        regularization=0.65,
+        dimension=10,
+        clip=1.0,
+    )
+    deltas = [acc.delta(s, e) for e in (512, 600, 700, 1024, 3000)]
+    assert deltas[1] < 0.002 and np.all(np.diff(deltas) < 0) and deltas[-1] < 1e-5
+    eps = acc.epsilon(s, 0.002)
+    assert eps <= 600 and acc.delta(s, eps) <= 0.002
+    assert acc.sigma(s, 600.0, 0.002) <= 300.0
+
+
 def test_regularized_accountant():
     acc = get("asoodeh_regularized")
     s = Setting(

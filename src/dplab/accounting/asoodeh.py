@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import chdtrc, chdtri, log_ndtr, ndtri
+from scipy.special import chdtrc, chdtri, gammaln, log_ndtr, ndtri
 
 from dplab import units
 from dplab.accounting.base import Accountant
@@ -112,6 +112,24 @@ def projected_epsilon(delta: float, steps, p: float, r: float) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- regularized DP-SGD
+#: the smallest χ² tail read from scipy's ``chdtrc``; below it :func:`chi2_log_tail_bound`
+TAIL_MIN = 1e-305
+#: a first term of eq. (21) this small at the κ grid's end is left there: a δ far below any asked
+FIRST_TERM_NEGLIGIBLE = 1e-250
+
+
+def chi2_log_tail_bound(dimension: int, x) -> np.ndarray:
+    """An upper bound on log P(χ²_d > x), finite where the tail underflows: with a = d/2, z = x/2,
+    Γ(a, z) = ∫_z^∞ t^{a−1}e^{−t} dt ≤ z^{a−1}e^{−z}·z/(z − a + 1) for a ≥ 1 and z > a − 1
+    (t^{a−1} ≤ z^{a−1}e^{(a−1)(t−z)/z}), ≤ z^{a−1}e^{−z} for a < 1; divided by Γ(a).  +∞ where
+    z ≤ a − 1 (no bound: the caller's κ there have a tail far above :data:`TAIL_MIN`)."""
+    a, z = dimension / 2, np.asarray(x, dtype=float) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = z - max(a - 1, 0.0)
+        log_bound = (a - 1) * np.log(z) - z - gammaln(a) + np.log(z / gap) * (a >= 1)
+    return np.where(gap > 0, log_bound, np.inf)
+
+
 def regularized_delta(
     epsilon: float,
     steps: int,
@@ -147,11 +165,23 @@ def regularized_delta(
     suffix = np.cumsum(log_theta[:, ::-1], axis=1)[:, ::-1]
     terms = np.exp((steps - s) * math.log1p(-p) + suffix)
     second = p / (1 - p) * terms.sum(axis=1)
-    log_cdf = np.log1p(-chdtrc(dimension, kappa[:, 0] ** 2))  # P(χ²_d > κ²), scipy.stats's chi2.sf
-    with np.errstate(divide="ignore"):  # (1+e^ε)·tail in log space: no overflow at large ε
-        log_first = np.logaddexp(0.0, epsilon) + np.log(-np.expm1(steps * log_cdf))
-    first = np.exp(np.minimum(log_first, 1.0))  # values > 1 are capped by the caller anyway
-    return first + second
+    first = np.exp(np.minimum(log_first_term(epsilon, steps, dimension, kappa[:, 0]), 1.0))
+    return first + second  # values > 1 are capped by the caller anyway
+
+
+def log_first_term(epsilon: float, steps: int, dimension: int, kappa) -> np.ndarray:
+    """log of eq. (21)'s first term (1+e^ε)[1 − P(χ²_d ≤ κ²)^T], in log space (no overflow at
+    large ε); where the tail P(χ²_d > κ²) is below :data:`TAIL_MIN`, bounded by
+    log(1+e^ε) + log T + :func:`chi2_log_tail_bound` (1 − (1 − u)^T ≤ Tu)."""
+    x = np.asarray(kappa, dtype=float) ** 2
+    tail = chdtrc(dimension, x)  # scipy.stats's chi2.sf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_miss = np.where(
+            tail >= TAIL_MIN,
+            np.log(-np.expm1(steps * np.log1p(-tail))),
+            math.log(steps) + chi2_log_tail_bound(dimension, x),
+        )
+    return np.logaddexp(0.0, epsilon) + log_miss
 
 
 def regularized_delta_optimized(
@@ -165,35 +195,33 @@ def regularized_delta_optimized(
     dimension: int,
 ) -> tuple[float, float]:
     """(δ, κ*): eq. (21) minimized over κ > 0 — a grid of 161 κ with χ² tail P(χ²_d > κ²) from
-    10⁰ to 10⁻⁴⁰⁰·… (κ = √(χ²_d quantile)), then bounded Brent in log κ between the grid
-    neighbours of the best point.  Every κ gives a valid bound; the search only tightens it."""
+    10⁰ to 10⁻³⁰⁰ (κ = √(χ²_d quantile)), continued by 5 % steps in κ while the first term at the
+    grid's last κ exceeds 1 % of the best δ and :data:`FIRST_TERM_NEGLIGIBLE` (large ε:
+    (1+e^ε)·10⁻³⁰⁰ ≥ 1 beyond ε ≈ 690), then bounded Brent in log κ between the grid neighbours
+    of the best point.  Every κ gives a valid bound; the search only tightens it."""
     from scipy.optimize import minimize_scalar
+
+    def at(kappas):
+        return regularized_delta(
+            epsilon, steps, p, lr, clip, sigma_a, regularization, dimension, kappas
+        )
 
     tails = np.logspace(-0.01, -300, 161)
     grid = np.sqrt(chdtri(dimension, tails))  # the χ²_d quantiles, scipy.stats's chi2.isf
     grid = grid[np.isfinite(grid) & (grid > 0)]
-    values = regularized_delta(
-        epsilon, steps, p, lr, clip, sigma_a, regularization, dimension, grid
-    )
+    values = at(grid)
+    while np.min(values) > 0 and log_first_term(epsilon, steps, dimension, grid[-1]) > max(
+        math.log(0.01 * np.min(values)), math.log(FIRST_TERM_NEGLIGIBLE)
+    ):
+        more = grid[-1] * 1.05 ** np.arange(1, 41)
+        grid, values = np.concatenate([grid, more]), np.concatenate([values, at(more)])
     i = int(np.argmin(values))
     lo, hi = math.log(grid[max(i - 1, 0)]), math.log(grid[min(i + 1, len(grid) - 1)])
     best_k, best = grid[i], float(values[i])
     if hi > lo:
 
         def f(lk):
-            return float(
-                regularized_delta(
-                    epsilon,
-                    steps,
-                    p,
-                    lr,
-                    clip,
-                    sigma_a,
-                    regularization,  # noqa: E731
-                    dimension,
-                    [math.exp(lk)],
-                )[0]
-            )
+            return float(at([math.exp(lk)])[0])
 
         res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-8})
         if res.fun < best:
