@@ -691,3 +691,15 @@ def test_a_target_below_the_bounds_floor_is_refused_naming_the_floor():
     floor = float(re.search(r"gives ε = ([0-9.]+)", str(err.value))[1])
     assert floor == pytest.approx(math.log(1 / 3.913e-12) / 32, rel=1e-4)
     assert get("rdp").sigma(setting, 0.5969, 3.913e-12) < 10
+
+
+@pytest.mark.parametrize("value,shown", [(1.0000001, "got 1.0000001"), (10**4 + 1, "got 10001")])
+def test_a_value_outside_a_limit_is_shown_with_every_digit(value, shown):
+    """α = 1.0000001 < 1.01 was refused as "got 1" (format :g)."""
+    from dplab.accounting.base import ResolutionError
+
+    key = "alpha" if isinstance(value, float) else "steps"
+    acc = get("langevin") if key == "alpha" else get("asoodeh_regularized")
+    with pytest.raises(ResolutionError) as err:
+        acc.check_limit(key, value)
+    assert str(err.value).split("; ")[-1].startswith(shown)

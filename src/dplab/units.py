@@ -50,10 +50,10 @@ def effective_noise_multiplier(noise_multiplier: float, neighbouring: str) -> fl
 def asoodeh_sigma(noise_multiplier: float, lr: float, clip: float, batch_size: float) -> float:
     """001's σ (our ``σ_A``): std of the parameter-space noise, σ_A = η·σ·C / b.
 
-    001 eq. (1) adds σ_A·Z to w − (η/|B|)·Σ clip(g); our update adds η·σ·C·Z/b.  Exact for
-    sampling without replacement (|B| = b); under Poisson sampling 001 divides by the
-    realized |B| while we use the expected b, so the match holds in expectation of 1/|B|
-    only to first order (b = q·n).
+    001 eq. (1) adds σ_A·Z to w − (η/|B|)·Σ clip(g); our update adds η·σ·C·Z/b
+    (:func:`dplab.training.step.update`), the same σ_A at every step whatever |B| is; the
+    gradient sum is divided by the realized |B| under ``normalize: realized``
+    (:func:`dplab.training.step.denominator`), as in 001 eq. (12).
     """
     return (
         positive("lr", lr)

@@ -188,8 +188,9 @@ class Accountant(ABC):
         :meth:`resolved` (key)."""
         lo, hi, why = self.resolved(key)
         if value is not None and not lo <= value <= hi:
+            shown = value if isinstance(value, int) else float(value)  # every digit: 1.0000001
             raise self.too_far(
-                key, f"must lie in [{lo:g}, {hi:g}] for this accountant ({why}); got {value:g}"
+                key, f"must lie in [{lo:g}, {hi:g}] for this accountant ({why}); got {shown!r}"
             )
 
     def too_far(self, key: str, message: str) -> ResolutionError:
