@@ -189,6 +189,29 @@ def test_cli_sigma_bad_risk_target(capsys, flags, key):
     assert len(err.splitlines()) == 1 and f"error: {key}:" in err
 
 
+@pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
+@pytest.mark.parametrize(
+    "flags,key,ceiling",
+    [
+        (["--tpr", "0.9", "--fpr", "0.01"], "tpr", 0.01 + 0.99 * (1 - 0.99**10)),
+        (["--tpr", "0.1047", "--fpr", "0.01"], "tpr", 0.01 + 0.99 * (1 - 0.99**10)),
+        (["--advantage", "0.5"], "advantage", 1 - 0.99**10),
+    ],
+)
+def test_cli_sigma_refuses_a_poisson_risk_target_every_sigma_meets(
+    capsys, flags, key, ceiling, neighbouring
+):
+    """As σ → 0 no attacker beats detecting that the record was ever sampled (probability
+    1 − (1 − q)^T): TPR ≤ α + (1 − α)·p, advantage ≤ p.  A target at or above that was refused as
+    met at pld's smallest σ, "the smallest σ meeting it lies below", with a TPR (0.1056) above
+    this ceiling (q = 0.01, T = 10: 0.10466); now it names the ceiling, at once."""
+    argv = ["sigma", "--accountant", "pld", "--sampling-rate", "0.01", "--steps", "10"]
+    assert main([*argv, "--neighbouring", neighbouring, *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"error: {key}: every σ > 0 meets it" in err
+    assert f"exceeds {ceiling:.4g} even without noise" in err
+
+
 def test_poisson_replace_one_equals_riskcal_on_the_same_pld():
     """replace_one: riskcal's Algorithm 1 on the very PLD we read (dp_accounting's REPLACE_ONE
     sampled Gaussian) agrees within 0.5 %, never above ours; the advantage is the PLD's δ(0)."""

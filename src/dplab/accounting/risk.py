@@ -290,6 +290,24 @@ def advantage_of(setting: Setting) -> float:
     return risk(setting, fprs=(0.5,))["advantage"]
 
 
+def check_reachable(setting: Setting, target: float, fpr, advantage) -> None:
+    """Refuse a Poisson risk target that every σ meets: as σ → 0 a step that samples the record
+    reveals it, so no attacker does better than detecting that it was ever sampled, with
+    probability p = 1 − (1 − q)^T: TPR ≤ α + (1 − α)·p at FPR α, advantage ≤ p (either relation:
+    the differing record is sampled with probability q per step), with equality only at σ = 0."""
+    sampled = -math.expm1(setting.steps * math.log1p(-setting.sampling_rate))
+    ceiling = sampled if advantage is not None else fpr + (1 - fpr) * sampled
+    if target >= ceiling:
+        what = "advantage" if advantage is not None else f"TPR at FPR {fpr:g}"
+        raise DPLabError(
+            "advantage" if advantage is not None else "tpr",
+            f"every σ > 0 meets it: at q = {setting.sampling_rate:g}, T = {setting.steps} the"
+            f" record is in some batch with probability 1 − (1 − q)^T = {sampled:.4g}, and no"
+            f" attacker's {what} exceeds {ceiling:.4g} even without noise (a target below it is"
+            " calibrated)",
+        )
+
+
 def sigma_for_risk(
     setting: Setting,
     tpr: float | None = None,
@@ -329,6 +347,7 @@ def sigma_for_risk(
         )  # rounding: the side meeting it
     if setting.sampling not in RISK_SAMPLINGS:
         raise DPLabError("sampling", unavailable("pld", setting))
+    check_reachable(setting, target, fpr, advantage)
 
     floor = accountant.sigma_floor(setting.replace(noise_multiplier=1.0))
     lo, hi = bracket(
