@@ -113,7 +113,8 @@ class Estimate:
         float  # holds with probability ≥ confidence (gdp: under its Gaussian-shape assumption)
     )
     epsilon_estimate: (
-        float  # from the observed rates (one_run: log(v / (r − v)); one_run_gdp: at level 1/2)
+        float  # not a bound: the observed rates (one_run: log(v / (r − v)); one_run_gdp: at level
+        # 1/2), for one_run* at the guess count of the largest lower bound, so it leans high
     )
     epsilon_upper: float  # the other end of the interval (nan where the estimator has none)
     samples_in: (

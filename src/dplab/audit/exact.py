@@ -157,8 +157,10 @@ def canary_last_iterate_epsilon(
     or −a·W′ + N(0, ·) (replace_one: the mirror).  δ(ε) is the hockey-stick divergence of the
     two laws (larger of both orders): W's law (c < 1: on a grid of step (x-grid)/(4T)), its
     atoms split linearly between x-grid cells of step std/400, convolved with the Gaussian; ε by
-    bisection.  Checked against the binomial pair that pld composes, the Gaussian closed form
-    (to ~1e-3) and, for balls-in-bins, W's law enumerated.
+    bisection to 1e-6 relative, the upper end returned (a numerical value, not a bound: where the
+    canary is the worst case it may lie ~1e-6 above a tight upper bound).  Checked against the
+    binomial pair that pld composes, the Gaussian closed form (to ~1e-3) and, for balls-in-bins,
+    W's law enumerated.
     """
     from scipy.signal import fftconvolve
     from scipy.stats import binom, norm
