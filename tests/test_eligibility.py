@@ -245,3 +245,40 @@ def test_a_run_never_claims_a_lower_bound_or_a_comparison(name, sampling):
     )  # reported beside the claims, under its own key
     assert key(name) == f"epsilon_{accounting.get(name).bound}"
     assert refusal("fixed_batches", setting, Update()) is None
+
+
+@pytest.mark.parametrize(
+    "sampling, accountant, filtered",
+    [
+        ("balls_in_bins", "balls_in_bins", False),
+        ("balls_in_bins", "fixed_batches", False),
+        ("full_batch", "rdp", True),
+        ("full_batch", "pld", True),
+        ("shuffle", "fixed_batches", True),
+    ],
+)
+def test_the_realized_batch_size_is_no_claim_wherever_the_batch_size_varies(
+    sampling, accountant, filtered
+):
+    """Dividing the clipped sum by the realized |B| while the noise is divided by b puts one record
+    in every other record's term and scales the sum up against the noise when |B| < b.  Only
+    Poisson batches were refused: balls-in-bins batches (a run at b = 64 had |B| from 37 to 97)
+    and the Rényi filter's shrinking batches (full-batch dp_gd at σ = 10: |B| from 1437 to 141,
+    an effective σ near 1) kept their composition claims.  Fixed-size batches still may."""
+    from dplab.accounting import Setting
+
+    setting = Setting(
+        noise_multiplier=2.0,
+        steps=44,
+        sampling=sampling,
+        neighbouring="replace_one" if sampling == "shuffle" else "add_remove",
+        dataset_size=1437,
+        batch_size=64 if sampling != "full_batch" else None,
+        sampling_rate=1.0 if sampling == "full_batch" else None,
+    )
+    realized = Update(normalize="realized", filtered=filtered)
+    why = refusal(accountant, setting, realized)
+    assert why is not None and "realized batch size" in why
+    assert refusal(accountant, setting, dataclasses.replace(realized, normalize="expected")) is None
+    if filtered:  # without the filter the batch is n (full batch) or b (shuffle): no objection
+        assert refusal(accountant, setting, dataclasses.replace(realized, filtered=False)) is None

@@ -226,16 +226,26 @@ def _update_refusal(setting: Setting, update: Update, release: str) -> str | Non
             " the steps descend no one fixed loss; hidden-state bounds analyse one loss with the"
             " same constants (λ, β, L) at every step (001 eq. 12, 17; 002 Alg. 1, Cor. 1)"
         )
-    if (
-        setting.sampling != Sampling.POISSON
-    ):  # fixed-size batches: |B| = b, the two normalizations agree
-        return None
-    if update.normalize == "realized" and release == "trajectory":
-        return (
-            "the update divides the clipped sum by the realized batch size |B| (001 eq. 12); "
-            "composition bounds for Poisson sampling assume the noisy sum divided by the fixed b"
+    # |B| varies with Poisson and balls-in-bins batches, and wherever the filter drops records;
+    # other batches have |B| = b, where the two normalizations agree
+    varies = setting.sampling in (Sampling.POISSON, Sampling.BALLS_IN_BINS) or update.filtered
+    if update.normalize == "realized" and release == "trajectory" and varies:
+        why = (
+            "the Rényi filter (individual_budget) drops records from the batches"
+            if update.filtered
+            else f"{setting.sampling} batches vary in size"
         )
-    if update.normalize == "expected" and release == "last_iterate":
+        return (
+            f"the update divides the clipped sum by the realized batch size |B| (001 eq. 12) and"
+            f" {why}: one record moves every other record's term through |B|, and a small |B|"
+            " scales the sum up against the noise; composition bounds assume the noisy sum"
+            " divided by the fixed b (normalize: expected)"
+        )
+    if (
+        update.normalize == "expected"
+        and release == "last_iterate"
+        and setting.sampling == Sampling.POISSON
+    ):
         return (
             "the update divides the clipped sum by the expected b, so a step can exceed ηC when |B|"
             " > b; hidden-state bounds under Poisson sampling (001 eq. 12, Lemma 2) need the"
