@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import pytest
 import yaml
@@ -51,14 +52,30 @@ def test_every_variant_epsilon_and_seed_is_one_run():
         for e in (1, 0.5)
         for s in (0, 3)
     )
-    run = runs["digits/logreg/dp_gd/eps0.5/seed3"]["run"]
+    item = runs["digits/logreg/dp_gd/eps0.5/seed3"]
+    run = item["run"]
     assert (
         run["method"] == "dp_gd"
         and run["lr"] == 1.0
         and run["target_epsilon"] == 0.5
-        and run["seed"] == 3
+        and item["seed"] == 3
     )
     assert run["noise_multiplier"] is None and run["steps"] == 5
+
+
+def test_no_two_runs_of_a_grid_share_their_generators():
+    """Runs of one grid seed at two learning rates drew the same batches and noise: released
+    together, b·(ΔW₁/η₁ − ΔW₂/η₂) gave the difference of their clipped sums without noise, while
+    grid_epsilon composed them as independent.  Each run now trains with the first 32 bits of
+    SHA-256 of "<base seed>/<grid>/<run name>"."""
+    config = config_with_grid(GRID_LRS)
+    runs = entries.grid_runs(config, "mini")
+    seeds = [item["run"]["seed"] for item in runs.values()]
+    assert len(set(seeds)) == len(seeds) == 16
+    name = "digits/logreg/dp_gd/eps0.5/lr2/seed3"
+    digest = hashlib.sha256(f"{config['seed']}/mini/{name}".encode()).digest()
+    assert runs[name]["run"]["seed"] == int.from_bytes(digest[:4], "big")
+    assert runs[name]["seed"] == 3
 
 
 def test_the_schema_describes_the_run_names_the_code_makes():

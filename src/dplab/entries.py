@@ -8,6 +8,7 @@ live in :mod:`dplab.config`, the jobs made of these entries in :mod:`dplab.jobs`
 
 from __future__ import annotations
 
+import hashlib
 from itertools import product
 
 from dplab.errors import DPLabError
@@ -39,8 +40,9 @@ def variant_key(prefix: str, spec: dict, variants: str, base: str, variant: str,
 
 
 def grid_runs(config: dict, grid: str) -> dict[str, dict]:
-    """Every run of ``grid``: name -> {"variant": …, "epsilon": …, "lr": …, "seed": …, "run": the
-    run entry (keys of base, then of the variant, then target_epsilon, lr and seed)}.
+    """Every run of ``grid``: name -> {"variant": …, "epsilon": …, "lr": …, "seed": the grid's seed,
+    "run": the run entry (keys of base, then of the variant, then target_epsilon, lr, and the seed
+    it trains with, :func:`grid_seed`)}.
 
     The name is the run's folder under results/grids/<grid>/:
     ``<dataset>/<model>/<variant>/eps<ε>[/lr<η>]/seed<s>`` (``<model>``:
@@ -74,6 +76,7 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
                     " that differ in their first 6 significant digits",
                 )
             entry["name"] = name
+            entry["seed"] = grid_seed(config["seed"], grid, name)
             runs[name] = {
                 "variant": variant,
                 "epsilon": epsilon,
@@ -82,6 +85,17 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
                 "run": entry,
             }
     return runs
+
+
+def grid_seed(base: int, grid: str, name: str) -> int:
+    """The seed a grid run trains with: the first 32 bits of SHA-256 of "<base seed>/<grid>/<run
+    name>" (the name holds the variant, ε, lr and the grid's seed).  Runs of one seed but another
+    lr or variant drew the same batches and noise, so two of them released revealed the
+    difference of their clipped sums without noise, while ``grid_epsilon`` and
+    ``selection_epsilon`` compose a cell's runs as independent mechanisms; now no two runs of a
+    grid share their generators."""
+    digest = hashlib.sha256(f"{base}/{grid}/{name}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
 
 
 def grid_run_entries(config: dict, grid: str) -> list[dict]:

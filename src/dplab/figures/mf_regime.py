@@ -218,7 +218,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
                 if run.target_epsilon is not None
                 else round(claim["epsilon"], 3),
                 "lr": run.lr,
-                "seed": run.seed,
+                "seed": _grid_seed(run.name or ""),
                 "noise_multiplier": s.noise_multiplier,
                 "sensitivity": claim["sensitivity"],
                 "accountant": claim["accountant"],
@@ -282,6 +282,13 @@ def _grid_variant(name: str) -> str:
     look alike (the same label and epochs)."""
     parts = name.split("/")
     return parts[2] if len(parts) > 2 else name
+
+
+def _grid_seed(name: str) -> int | None:
+    """The grid's seed of a run named ``…/seed<s>`` (:func:`dplab.entries.grid_runs`; the run
+    trains with :func:`dplab.entries.grid_seed`)."""
+    last = name.rsplit("/", 1)[-1]
+    return int(last[4:]) if last.startswith("seed") and last[4:].isdigit() else None
 
 
 def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
