@@ -63,7 +63,7 @@ from dplab.io import atomic_writes, json_text, text_file
 from dplab.philox import CpuGenerator, NoiseGenerator, PortableGenerator
 from dplab.progress import Progress, log
 from dplab.schemes import Sampler, Sampling
-from dplab.training import checkpoint, graphed
+from dplab.training import checkpoint, graphed, noise_floor
 from dplab.training.data import Dataset
 from dplab.training.environment import environment
 from dplab.training.graphed import GraphedStep
@@ -450,6 +450,8 @@ def _setup(
     dimension = sum(p.numel() for p in params.values())
     grid = log_grid(settings.steps, settings.log_every)
     mechanism = method.mechanism(settings, n, dimension, info, grid, data.x_train, factorization)
+    if method.private and mechanism.plan.setting is not None:  # independent noise (dp_mf: none)
+        noise_floor.check(mechanism.plan.setting, settings.delta, settings.noise_rng, device.type)
     if start is not None:  # a later phase: where the one before ended
         params = {k: v.detach().clone().to(device) for k, v in start.items()}
     project(params, settings.diameter)  # W₀ ∈ W (001 eq. 1)
@@ -851,5 +853,10 @@ def _summary(run: _Run) -> RunSummary:
         update=claim.update.as_dict(),
         details=claim.details,
         note="epsilon covers the model parameters; the logged losses/accuracies are diagnostics "
-        "computed on the data and are not privatised",
+        "computed on the data and are not privatised"
+        + (
+            noise_floor.note(claim.setting, s.delta, s.noise_rng, c.device.type)
+            if method.private and claim.setting is not None
+            else ""
+        ),
     )

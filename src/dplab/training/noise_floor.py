@@ -1,0 +1,90 @@
+"""The δ that floating-point noise adds to an accountant's, and the runs it is too large for.
+
+Every accountant analyses real Gaussian noise.  A generator's float draws stop at a largest
+|z| = c: Box–Muller √(−2 ln u₁)·cos 2πu₂ from uniforms u₁ ≥ u_min gives c = √(−2 ln u_min).
+A record whose clipped gradient lies along one coordinate then moves that coordinate of the noisy
+sum by Δ = C (add/remove; 2C replace-one) in a step it is in, into a band of width Δ beyond
+c·σC that the neighbouring dataset never reaches: an output of probability
+p = Φ(c) − Φ(c − Δ/(σC)) per step (the Gaussian's mass there), so over T steps at rate q the
+run's δ is at least 1 − (1 − q·p)^T at every ε, whatever the accountant says.  A run is refused
+where that floor reaches its δ (its (ε, δ) would be false at every ε); where it exceeds
+:data:`NOTE_SHARE` of δ, summary.json's ``note`` states it.  dp_mf's correlated noise is not
+covered here.
+
+The cuts (:data:`CUTS`): the CPU's default stream (:class:`dplab.philox.CpuGenerator`) draws
+24-bit uniforms, u_min = 2⁻²⁴, c = 5.768; ``noise_rng: portable`` (:class:`dplab.philox.
+PortableGenerator`) 53-bit ones, u_min = 2⁻⁵⁴, c = 8.652; torch's generator on CUDA is taken to be
+curand's Box–Muller from 32-bit uniforms, u_min = 2⁻³³, c = 6.764 (curand's documentation; not
+measured here).
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy.special import ndtr
+
+from dplab import units
+from dplab.accounting.setting import Setting
+from dplab.errors import DPLabError
+
+#: the largest |z| of each noise source (module docstring)
+CUTS = {
+    "cpu": math.sqrt(-2 * math.log(2.0**-24)),
+    "cuda": math.sqrt(-2 * math.log(2.0**-33)),
+    "portable": math.sqrt(-2 * math.log(2.0**-54)),
+}
+#: the share of a run's δ above which its summary states the float noise's floor
+NOTE_SHARE = 0.01
+
+
+def source(noise_rng: str, device_type: str) -> str:
+    """The key of :data:`CUTS` a run's noise comes from."""
+    return "portable" if noise_rng == "portable" else device_type
+
+
+def delta_floor(setting: Setting, cut: float) -> float:
+    """1 − (1 − q·p)^T, p = Φ(c) − Φ(c − Δ/σ) (module docstring); q = b/n where batches are not
+    Poisson (a record is in T·b/n steps)."""
+    q = setting.sampling_rate
+    if q is None:
+        q = setting.batch_size / setting.dataset_size if setting.batch_size else 1.0
+    shift = units.sum_sensitivity(1.0, setting.neighbouring) / setting.noise_multiplier
+    p = float(ndtr(cut) - ndtr(cut - shift))
+    return -math.expm1(setting.steps * math.log1p(-q * p))
+
+
+def check(setting: Setting, delta: float, noise_rng: str, device_type: str) -> None:
+    """Refuse a run whose noise's δ floor reaches ``delta``, naming a remedy."""
+    here = source(noise_rng, device_type)
+    floor = delta_floor(setting, CUTS[here])
+    if floor < delta:
+        return
+    portable = delta_floor(setting, CUTS["portable"])
+    remedy = (
+        f"noise_rng: portable draws to |z| ≤ {CUTS['portable']:.3f} (floor {portable:.2g})"
+        if here != "portable" and portable < NOTE_SHARE * delta
+        else f"noise_rng: portable's |z| ≤ {CUTS['portable']:.3f} leaves {portable:.2g}: a"
+        " larger σ (a smaller target ε) or fewer steps"
+    )
+    raise DPLabError(
+        "noise_rng",
+        f"the {here} noise stops at |z| ≤ {CUTS[here]:.3f}: at σ = {setting.noise_multiplier:.4g},"
+        f" T = {setting.steps}, a record along one coordinate reaches outputs its neighbour never"
+        f" does, so δ is at least {floor:.2g} at every ε, not {delta:g} (docs/training.md, The"
+        f" CPU's noise); {remedy}",
+    )
+
+
+def note(setting: Setting, delta: float, noise_rng: str, device_type: str) -> str:
+    """The sentence summary.json's ``note`` adds where the floor exceeds :data:`NOTE_SHARE` of
+    ``delta`` ("" elsewhere)."""
+    here = source(noise_rng, device_type)
+    floor = delta_floor(setting, CUTS[here])
+    if floor <= NOTE_SHARE * delta:
+        return ""
+    return (
+        f"; the {here} noise stops at |z| ≤ {CUTS[here]:.3f}, so the float noise's δ is at least"
+        f" {floor:.2g} at every ε ({floor / delta:.0%} of δ = {delta:g}; noise_rng: portable:"
+        f" {delta_floor(setting, CUTS['portable']):.2g}; docs/training.md, The CPU's noise)"
+    )

@@ -1,0 +1,90 @@
+"""The δ floor of float noise: draws stop at |z| ≤ c, so a record along one coordinate reaches
+outputs its neighbour never does (dplab.training.noise_floor)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from scipy.stats import norm
+
+from dplab.accounting import Setting
+from dplab.errors import DPLabError
+from dplab.philox import _box_muller_f32
+from dplab.training import data, loop, noise_floor
+from dplab.training.resolve import resolve_run
+from dplab.training.settings import RunSettings
+
+
+def test_the_cpu_cut_is_the_kernel_s_largest_draw():
+    """u₁ = 2⁻²⁴ (the word's top 24 bits all 0) is the CPU stream's smallest uniform: its radius is
+    the cut, 5.768; every other word gives less."""
+    r, _ = _box_muller_f32(torch.tensor([0, 1 << 8]), torch.tensor([0, 0]))
+    assert float(r[0]) == pytest.approx(noise_floor.CUTS["cpu"], rel=1e-6)
+    assert float(r[1]) < float(r[0])
+    assert noise_floor.CUTS["portable"] == pytest.approx(math.sqrt(108 * math.log(2)), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "sigma, q, steps, neighbouring",
+    [(0.681, 100 / 3200, 160, "add_remove"), (1.024, 0.05, 200, "replace_one")],
+)
+def test_delta_floor_is_the_band_beyond_the_cut(sigma, q, steps, neighbouring):
+    """1 − (1 − q·p)^T, p the Gaussian's mass within Δ/σ below the cut (Δ = 1; 2 replace-one)."""
+    shift = (2.0 if neighbouring == "replace_one" else 1.0) / sigma
+    for cut in noise_floor.CUTS.values():
+        p = norm.cdf(cut) - norm.cdf(cut - shift)
+        setting = Setting(
+            noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbouring=neighbouring
+        )
+        assert noise_floor.delta_floor(setting, cut) == pytest.approx(
+            1 - (1 - q * p) ** steps, rel=1e-9
+        )
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("floor")
+    cfg = data.resolve_dataset(
+        {"kind": "synthetic", "train_size": 200, "test_size": 20, "dim": 4, "feature_norm": 1.0},
+        "synthetic",
+    )
+    data.write(folder / "data", *data.prepare(cfg, "synthetic"))
+    return data.load(folder / "data"), folder
+
+
+RUN = {
+    "method": "dp_sgd",
+    "dataset": "synthetic",
+    "batch_size": 20,
+    "steps": 30,
+    "log_every": 30,
+    "device": "cpu",
+}
+
+
+def test_a_run_whose_noise_floor_reaches_its_delta_is_refused_before_training(synthetic):
+    """σ = 0.5, q = 0.1, T = 30 on the CPU stream: δ ≥ 2.4e-4 at every ε, above δ = 1e-5;
+    refused naming noise_rng, nothing written; with noise_rng: portable it trains."""
+    dataset, folder = synthetic
+    run = {**RUN, "noise_multiplier": 0.5, "delta": 1e-5}
+    with pytest.raises(DPLabError) as err:
+        loop.train(RunSettings.of(resolve_run(run)), dataset, folder / "refused")
+    assert err.value.key == "noise_rng" and "noise_rng: portable" in str(err.value)
+    assert not (folder / "refused").exists()
+    summary = loop.train(
+        RunSettings.of(resolve_run({**run, "noise_rng": "portable"})), dataset, folder / "portable"
+    )
+    assert "float noise" not in summary.note
+
+
+def test_a_floor_above_one_percent_of_delta_is_in_the_note(synthetic):
+    """σ = 2, q = 0.1, T = 30: the CPU stream's floor 2.0e-7, 2 % of δ = 1e-5, is in the note."""
+    dataset, folder = synthetic
+    run = {**RUN, "noise_multiplier": 2.0, "delta": 1e-5}
+    summary = loop.train(RunSettings.of(resolve_run(run)), dataset, folder / "noted")
+    setting = Setting(noise_multiplier=2.0, sampling_rate=0.1, steps=30)
+    floor = noise_floor.delta_floor(setting, noise_floor.CUTS["cpu"])
+    assert 0.01 < floor / 1e-5 < 1
+    assert f"float noise's δ is at least {floor:.2g} at every ε" in summary.note
