@@ -9,10 +9,11 @@ import pytest
 import torch
 from scipy.stats import norm
 
+from conftest import synthetic_data
 from dplab.accounting import Setting
 from dplab.errors import DPLabError
 from dplab.philox import _box_muller_f32
-from dplab.training import data, loop, noise_floor
+from dplab.training import loop, noise_floor
 from dplab.training.resolve import resolve_run
 from dplab.training.settings import RunSettings
 
@@ -46,12 +47,7 @@ def test_delta_floor_is_the_band_beyond_the_cut(sigma, q, steps, neighbouring):
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
     folder = tmp_path_factory.mktemp("floor")
-    cfg = data.resolve_dataset(
-        {"kind": "synthetic", "train_size": 200, "test_size": 20, "dim": 4, "feature_norm": 1.0},
-        "synthetic",
-    )
-    data.write(folder / "data", *data.prepare(cfg, "synthetic"))
-    return data.load(folder / "data"), folder
+    return synthetic_data(folder, 200, 20), folder
 
 
 RUN = {
