@@ -365,8 +365,10 @@ class Accountant(ABC):
     ) -> float:
         """The smallest σ at which this accountant's ε(σ) meets ``epsilon`` at ``delta``.
 
-        For an upper bound it is the calibrated σ (:meth:`sigma`); for a lower bound every smaller σ
-        certainly misses the target; for a comparison it is what the comparison's claim would need.
+        For an upper bound it is the calibrated σ (:meth:`sigma`); for a lower bound the σ where the
+        search finds it reaching the target (the lower bounds are not exactly monotone in σ: their
+        binned losses move them by up to 2e-3 in ε, so a σ slightly below may reach it too); for a
+        comparison it is what the comparison's claim would need.
         From ``start`` (default :meth:`_sigma_start`), step outward in log σ by 2 %, widening
         ×4, until the target is bracketed (:func:`~dplab.accounting.roots.bracket`); then (unless
         the bracket is already narrower than ``rtol``) Brent's method in log σ to relative tolerance

@@ -4,9 +4,10 @@ Left: ε after E epochs (t = ⌊n/b⌋ steps each) for Poisson sampling (``pld``
 bound), balls-in-bins (``balls_in_bins``, upper; ``balls_in_bins_lower``, a certified lower bound),
 shuffled fixed-size batches (``shuffle_lower``: the true ε is at least this) and disjoint batches
 without amplification (``fixed_batches``, upper: valid for shuffled batches too), one line style
-per σ.  Right: the σ each needs for a target (ε, δ); for a lower bound, every smaller σ certainly
-misses the target.  The true ε of shuffled batches lies between ``shuffle_lower`` and
-``fixed_batches`` (shaded); reporting the Poisson ε for them is the claim the run does not earn.
+per σ.  Right: the σ each needs for a target (ε, δ); for a lower bound, where it reaches the
+target (:meth:`~dplab.accounting.base.Accountant.noise_needed`).  The true ε of shuffled batches
+lies between ``shuffle_lower`` and ``fixed_batches`` (shaded); reporting the Poisson ε for them is
+the claim the run does not earn.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ CURVES = (
     ("fixed_batches", Sampling.SHUFFLE, "fixed batches, no amplification"),
 )
 #: relative precision of the σ panel: an upper bound's σ meets the target; a lower bound's value
-#: σ_found·(1 − RTOL) certainly misses it (so does every smaller σ)
+#: σ_found·(1 − RTOL) misses it
 RTOL = 2e-2
 
 
@@ -263,8 +264,8 @@ def draw(table: pd.DataFrame):
         xlabel="epochs",
         ylabel="noise multiplier σ",
         title=(
-            f"σ needed for ε = {target:g}, δ = {first.delta:g}\n(lower bound: any smaller σ"
-            " misses it)"
+            f"σ needed for ε = {target:g}, δ = {first.delta:g}\n(lower bound: where it reaches"
+            " the target)"
         ),
     )
     for ax in axes[0]:
