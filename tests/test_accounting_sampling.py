@@ -440,13 +440,14 @@ def test_balls_in_bins_add_direction_against_monte_carlo():
         assert abs(rdp - est) < 4 * se + bnb.MARGIN
 
 
-def test_balls_in_bins_sigma_where_rdp_finds_none_is_its_own_answer():
+def test_balls_in_bins_sigma_where_rdp_finds_none_is_its_own_answer(monkeypatch):
     """n = 205, b = 10, T = 500, ε = 0.001, δ = 1e-6: rdp finds no σ ≤ 1e7, and that refusal was
-    reported as balls_in_bins' own, naming rdp; the search now starts from fixed_batches' σ
-    (12183, a σ that meets the target: balls_in_bins is never above fixed_batches) and refuses
-    only for its own reason, naming fixed_batches as the valid bound."""
-    from dplab.errors import AssumptionError
-
+    reported as balls_in_bins' own, naming rdp; the search starts from fixed_batches' σ (12183, a
+    σ that meets the target: balls_in_bins is never above fixed_batches).  It then refused (the
+    quadrature's limit); beyond that limit it now keeps the bound of the largest σ it resolves,
+    whose floor lies above the target, so the σ is fixed_batches' (the limit lowered to 3e6
+    points keeps that quadrature fast)."""
+    monkeypatch.setattr(bnb, "ADD_POINTS_MAX", 3e6)
     s = Setting(
         noise_multiplier=1.0,
         steps=500,
@@ -455,9 +456,9 @@ def test_balls_in_bins_sigma_where_rdp_finds_none_is_its_own_answer():
         sampling="balls_in_bins",
         neighbouring="add_remove",
     )
-    with pytest.raises(AssumptionError) as refused:
-        get("balls_in_bins").sigma(s, 0.001, 1e-6)
-    assert "'rdp'" not in str(refused.value) and "fixed_batches" in str(refused.value)
+    sigma = get("balls_in_bins").sigma(s, 0.001, 1e-6)
+    assert sigma == pytest.approx(get("fixed_batches").sigma(s, 0.001, 1e-6), rel=1e-3)
+    assert get("balls_in_bins").epsilon(s.replace(noise_multiplier=sigma), 1e-6) <= 0.001
 
 
 def test_shuffle_lower_of_a_cycled_partition_is_the_persistent_pair_s():
@@ -478,3 +479,31 @@ def test_shuffle_lower_of_a_cycled_partition_is_the_persistent_pair_s():
     cycled, redrawn = lower.epsilon(s, delta), lower.epsilon(s.replace(reshuffle=True), delta)
     assert cycled == pytest.approx(10.2093, rel=1e-3) and redrawn == pytest.approx(1.539, rel=1e-3)
     assert cycled <= get("fixed_batches").epsilon(s, delta)
+
+
+def test_balls_in_bins_beyond_its_quadrature_keeps_the_bound_of_the_largest_sigma_it_resolves(
+    monkeypatch,
+):
+    """Where the add direction's quadrature exceeds ADD_POINTS_MAX (large σ) balls_in_bins refused,
+    though fixed_batches answers and more noise is post-processing of less: n = 1001, b = 10,
+    T = 100, ε = 0.05, δ = 1e-10 got no σ where fixed_batches gives 105.97.  With the limit
+    lowered to 3e6 points (σ ≈ 3 at t = 10, a fast quadrature): ε is answered beyond it, never
+    increases with σ, is min(the bound at the largest σ resolved, fixed_batches'), and the σ for
+    a target below the amplified bound's floor is fixed_batches'."""
+    monkeypatch.setattr(bnb, "ADD_POINTS_MAX", 3e6)
+    acc, fixed, delta = get("balls_in_bins"), get("fixed_batches"), 1e-10
+    s = Setting(sampling="balls_in_bins", dataset_size=101, batch_size=10, steps=20)
+    top = acc.amplified_at(s.replace(noise_multiplier=1e3)).noise_multiplier
+    assert 1 < top < 10 and not acc.amplifies(s.replace(noise_multiplier=top * 1.01))
+    sigmas = np.geomspace(top / 2, top * 40, 12)
+    eps = [acc.epsilon(s.replace(noise_multiplier=v), delta) for v in sigmas]
+    assert np.all(np.diff(eps) <= 0)
+    for v, e in zip(sigmas, eps):
+        at = s.replace(noise_multiplier=v)
+        assert e <= fixed.epsilon(at, delta) * (1 + 1e-12)
+        if v > top:
+            resolved = acc.epsilon(s.replace(noise_multiplier=top), delta)
+            assert e == pytest.approx(min(resolved, fixed.epsilon(at, delta)), rel=1e-9)
+    target = 0.5 * acc.epsilon(s.replace(noise_multiplier=top), delta)
+    sigma = acc.sigma(s, target, delta)
+    assert sigma == pytest.approx(fixed.sigma(s, target, delta), rel=1e-3) and sigma > top

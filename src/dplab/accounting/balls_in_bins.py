@@ -36,7 +36,7 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from dplab.accounting import epochs, rdp_conversion
-from dplab.accounting.base import Accountant
+from dplab.accounting.base import SIGMA_MAX, Accountant
 from dplab.accounting.fixed_batches import FixedBatches
 from dplab.accounting.gaussian import gaussian_delta, gaussian_epsilon
 from dplab.accounting.registry import get
@@ -202,20 +202,39 @@ class BallsInBins(Accountant):
             "dataset_size mod batch_size in [1, batch_size − 2]: adding or removing a record keeps"
             " t = ⌊n/b⌋"
         ),
-        "add direction by numerical quadrature (error < 1e-8 relative, enlarged by 1e-6)",
+        (
+            "add direction by numerical quadrature (error < 1e-8 relative, enlarged by 1e-6); where"
+            " it would need more than ADD_POINTS_MAX points (large σ), the bound at the largest σ"
+            " that fits (more noise is post-processing)"
+        ),
     )
 
     def check_setting(self, setting: Setting) -> None:
         epochs.check(self.name, setting)
+
+    @staticmethod
+    def amplifies(setting: Setting) -> bool:
+        """Whether the add direction's quadrature fits :data:`ADD_POINTS_MAX` points (about 10 s);
+        the points grow with σ and t."""
         work = add_work(1.0 / setting.noise_multiplier, epochs.steps_per_epoch(setting))
-        if work > ADD_POINTS_MAX:
-            raise self.too_far(
-                "noise_multiplier",
-                f"the add direction's quadrature at σ = {setting.noise_multiplier:g} with t = ⌊n/b⌋"
-                f" = {epochs.steps_per_epoch(setting)} steps per epoch needs {work:.3g} integrand"
-                f" points (limit ADD_POINTS_MAX = {ADD_POINTS_MAX:g}, about 10 s): beyond what"
-                " balls_in_bins resolves; fixed_batches gives a valid bound without amplification",
-            )
+        return work <= ADD_POINTS_MAX
+
+    def amplified_at(self, setting: Setting) -> Setting:
+        """``setting``, or where its quadrature does not fit (:meth:`amplifies`), the same at the
+        largest σ that fits at its t (bisection in log σ over [1, SIGMA_MAX] to 1e-3: one σ for
+        every larger one): more noise is a post-processing of less, so that σ's bound holds here
+        too, and ε stays non-increasing in σ.  It refused there, where the amplified bound's
+        orders (≤ 256) already hold it near its ε floor (0.0195 at δ = 1e-5) and fixed_batches'
+        bound falls below it: n = 1001, b = 10, T = 100, ε = 0.05, δ = 1e-10 gets σ = 105.97 from
+        fixed_batches, and balls_in_bins refused every σ ≳ 50."""
+        if self.amplifies(setting):
+            return setting
+        fits = lambda x: self.amplifies(setting.replace(noise_multiplier=math.exp(x)))  # noqa: E731
+        lo, hi = 0.0, math.log(SIGMA_MAX)
+        while hi - lo > 1e-3:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        return setting.replace(noise_multiplier=math.exp(lo))
 
     def _rdp(self, setting: Setting, steps) -> list[np.ndarray]:
         k = epochs.participations(setting, steps).astype(float)[:, None]
@@ -225,17 +244,13 @@ class BallsInBins(Accountant):
         ]
 
     def _epsilon_curve(self, setting, delta, steps):
-        amplified = np.max(
-            [rdp_conversion.epsilon_from_rdp(r, ORDERS, delta) for r in self._rdp(setting, steps)],
-            axis=0,
-        )
+        rdp = self._rdp(self.amplified_at(setting), steps)
+        amplified = np.max([rdp_conversion.epsilon_from_rdp(r, ORDERS, delta) for r in rdp], axis=0)
         return np.minimum(amplified, gaussian_epsilon(delta, FixedBatches.mu(setting, steps)))
 
     def _delta_curve(self, setting, epsilon, steps):
-        amplified = np.max(
-            [rdp_conversion.delta_from_rdp(r, ORDERS, epsilon) for r in self._rdp(setting, steps)],
-            axis=0,
-        )
+        rdp = self._rdp(self.amplified_at(setting), steps)
+        amplified = np.max([rdp_conversion.delta_from_rdp(r, ORDERS, epsilon) for r in rdp], axis=0)
         return np.minimum(amplified, gaussian_delta(epsilon, FixedBatches.mu(setting, steps)))
 
     def _sigma_start(self, setting, epsilon, delta):
