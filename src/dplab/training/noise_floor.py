@@ -6,10 +6,11 @@ A record whose clipped gradient lies along one coordinate then moves that coordi
 sum by Δ = C (add/remove; 2C replace-one) in a step it is in, into a band of width Δ beyond
 c·σC that the neighbouring dataset never reaches: an output of probability
 p = Φ(c) − Φ(c − Δ/(σC)) per step (the Gaussian's mass there), so over T steps at rate q the
-run's δ is at least 1 − (1 − q·p)^T at every ε, whatever the accountant says.  A run is refused
-where that floor reaches its δ (its (ε, δ) would be false at every ε); where it exceeds
-:data:`NOTE_SHARE` of δ, summary.json's ``note`` states it.  dp_mf's correlated noise is not
-covered here.
+run's δ is at least 1 − (1 − q·p)^T at every ε, whatever the accountant says (of the released
+trajectory; of the last iterate alone, whose noise is the steps' sum, the floor may be
+smaller).  A run is refused where that floor reaches its δ (its (ε, δ) would be false at every
+ε); where it exceeds :data:`NOTE_SHARE` of δ, summary.json's ``note`` states it.  dp_mf's
+correlated noise is not covered here.
 
 The cuts (:data:`CUTS`): the CPU's default stream (:class:`dplab.philox.CpuGenerator`) draws
 24-bit uniforms, u_min = 2⁻²⁴, c = 5.768; ``noise_rng: portable`` (:class:`dplab.philox.
