@@ -84,3 +84,24 @@ def test_a_floor_above_one_percent_of_delta_is_in_the_note(synthetic):
     floor = noise_floor.delta_floor(setting, noise_floor.CUTS["cpu"])
     assert 0.01 < floor / 1e-5 < 1
     assert f"float noise's δ is at least {floor:.2g} at every ε" in summary.note
+
+
+def test_a_dp_mf_run_s_correlated_noise_has_its_floor_too(synthetic):
+    """dp_mf releases C y = C x + Z: a participation moves its own coordinate by C[s, s]·C, so
+    at σ = 0.3 and k = 3 participations the CPU stream's floor is far above δ = 1e-5; refused
+    naming noise_rng (it was not checked)."""
+    dataset, folder = synthetic
+    run = {
+        **RUN,
+        "method": "dp_mf",
+        "strategy": "banded",
+        "bands": 2,
+        "sampling": "min_separation",
+        "min_separation": 10,
+        "noise_multiplier": 0.3,
+        "delta": 1e-5,
+    }
+    with pytest.raises(DPLabError) as err:
+        loop.train(RunSettings.of(resolve_run(run)), dataset, folder / "mf_refused")
+    assert err.value.key == "noise_rng" and "drawn up to 3 times" in str(err.value)
+    assert not (folder / "mf_refused").exists()

@@ -348,6 +348,8 @@ class _Context:
     level_rdp: torch.Tensor | None = None
     #: the data's validation split (x, y) on the device, if it has one
     validation: tuple[torch.Tensor, torch.Tensor] | None = None
+    #: how a record meets the noise (:mod:`dplab.training.noise_floor`); None: non-private
+    exposure: noise_floor.Exposure | None = None
 
 
 @dataclass(kw_only=True)
@@ -450,8 +452,8 @@ def _setup(
     dimension = sum(p.numel() for p in params.values())
     grid = log_grid(settings.steps, settings.log_every)
     mechanism = method.mechanism(settings, n, dimension, info, grid, data.x_train, factorization)
-    if method.private and mechanism.plan.setting is not None:  # independent noise (dp_mf: none)
-        noise_floor.check(mechanism.plan.setting, settings.delta, settings.noise_rng, device.type)
+    if mechanism.exposure is not None:  # a private run: the float noise's δ floor
+        noise_floor.check(mechanism.exposure, settings.delta, settings.noise_rng, device.type)
     if start is not None:  # a later phase: where the one before ended
         params = {k: v.detach().clone().to(device) for k, v in start.items()}
     project(params, settings.diameter)  # W₀ ∈ W (001 eq. 1)
@@ -496,6 +498,7 @@ def _setup(
         grid=grid,
         sampler=mechanism.sampler,
         claim=mechanism.plan,
+        exposure=mechanism.exposure,
         noise_source=noise,
         loss=first.loss,
         generator=generator,
@@ -855,8 +858,8 @@ def _summary(run: _Run) -> RunSummary:
         note="epsilon covers the model parameters; the logged losses/accuracies are diagnostics "
         "computed on the data and are not privatised"
         + (
-            noise_floor.note(claim.setting, s.delta, s.noise_rng, c.device.type)
-            if method.private and claim.setting is not None
+            noise_floor.note(c.exposure, s.delta, s.noise_rng, c.device.type)
+            if c.exposure is not None
             else ""
         ),
     )

@@ -10,7 +10,7 @@ run's δ is at least 1 − (1 − q·p)^T at every ε, whatever the accountant s
 trajectory; of the last iterate alone, whose noise is the steps' sum, the floor may be
 smaller).  A run is refused where that floor reaches its δ (its (ε, δ) would be false at every
 ε); where it exceeds :data:`NOTE_SHARE` of δ, summary.json's ``note`` states it.  dp_mf's
-correlated noise is not covered here.
+correlated noise has its own exposure (:class:`Exposure`).
 
 The cuts (:data:`CUTS`): the CPU's default stream (:class:`dplab.philox.CpuGenerator`) draws
 24-bit uniforms, u_min = 2⁻²⁴, c = 5.768; ``noise_rng: portable`` (:class:`dplab.philox.
@@ -22,6 +22,7 @@ measured here).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from scipy.special import ndtr
 
@@ -44,24 +45,49 @@ def source(noise_rng: str, device_type: str) -> str:
     return "portable" if noise_rng == "portable" else device_type
 
 
+@dataclass(frozen=True)
+class Exposure:
+    """How a record meets the noise: each time it is drawn (``count`` chances, each with
+    probability ``rate``) it moves one noise coordinate by ``shift`` noise stds.  Independent
+    noise: Δ/σ, q, T (:meth:`of_setting`).  dp_mf: C y = C x + Z releases the noise Z directly,
+    and a participation at step s moves coordinate (s, j) by C[s, s]·Δ/σ: the smallest diagonal
+    entry of C, at rate p over the compositions (cyclic Poisson) or at each of the k
+    participations (min separation)."""
+
+    shift: float
+    rate: float
+    count: int
+    sigma: float
+
+    @classmethod
+    def of_setting(cls, setting: Setting) -> "Exposure":
+        """Independent noise on the clipped sum: q = b/n where batches are not Poisson (a record
+        is in T·b/n steps)."""
+        q = setting.sampling_rate
+        if q is None:
+            q = setting.batch_size / setting.dataset_size if setting.batch_size else 1.0
+        sigma = setting.noise_multiplier
+        shift = units.sum_sensitivity(1.0, setting.neighbouring) / sigma
+        return cls(shift=shift, rate=q, count=setting.steps, sigma=sigma)
+
+    def floor(self, cut: float) -> float:
+        """1 − (1 − rate·p)^count, p = Φ(c) − Φ(c − shift) (module docstring)."""
+        p = float(ndtr(cut) - ndtr(cut - self.shift))
+        return -math.expm1(self.count * math.log1p(-self.rate * p))
+
+
 def delta_floor(setting: Setting, cut: float) -> float:
-    """1 − (1 − q·p)^T, p = Φ(c) − Φ(c − Δ/σ) (module docstring); q = b/n where batches are not
-    Poisson (a record is in T·b/n steps)."""
-    q = setting.sampling_rate
-    if q is None:
-        q = setting.batch_size / setting.dataset_size if setting.batch_size else 1.0
-    shift = units.sum_sensitivity(1.0, setting.neighbouring) / setting.noise_multiplier
-    p = float(ndtr(cut) - ndtr(cut - shift))
-    return -math.expm1(setting.steps * math.log1p(-q * p))
+    """The δ floor of independent noise at ``cut`` (:meth:`Exposure.floor`)."""
+    return Exposure.of_setting(setting).floor(cut)
 
 
-def check(setting: Setting, delta: float, noise_rng: str, device_type: str) -> None:
+def check(exposure: Exposure, delta: float, noise_rng: str, device_type: str) -> None:
     """Refuse a run whose noise's δ floor reaches ``delta``, naming a remedy."""
     here = source(noise_rng, device_type)
-    floor = delta_floor(setting, CUTS[here])
+    floor = exposure.floor(CUTS[here])
     if floor < delta:
         return
-    portable = delta_floor(setting, CUTS["portable"])
+    portable = exposure.floor(CUTS["portable"])
     remedy = (
         f"noise_rng: portable draws to |z| ≤ {CUTS['portable']:.3f} (floor {portable:.2g})"
         if here != "portable" and portable < NOTE_SHARE * delta
@@ -70,22 +96,22 @@ def check(setting: Setting, delta: float, noise_rng: str, device_type: str) -> N
     )
     raise DPLabError(
         "noise_rng",
-        f"the {here} noise stops at |z| ≤ {CUTS[here]:.3f}: at σ = {setting.noise_multiplier:.4g},"
-        f" T = {setting.steps}, a record along one coordinate reaches outputs its neighbour never"
-        f" does, so δ is at least {floor:.2g} at every ε, not {delta:g} (docs/training.md, The"
-        f" CPU's noise); {remedy}",
+        f"the {here} noise stops at |z| ≤ {CUTS[here]:.3f}: at σ = {exposure.sigma:.4g}, a record"
+        f" drawn up to {exposure.count} times reaches outputs its neighbour never does, so δ is at"
+        f" least {floor:.2g} at every ε, not {delta:g} (docs/training.md, The CPU's noise);"
+        f" {remedy}",
     )
 
 
-def note(setting: Setting, delta: float, noise_rng: str, device_type: str) -> str:
+def note(exposure: Exposure, delta: float, noise_rng: str, device_type: str) -> str:
     """The sentence summary.json's ``note`` adds where the floor exceeds :data:`NOTE_SHARE` of
     ``delta`` ("" elsewhere)."""
     here = source(noise_rng, device_type)
-    floor = delta_floor(setting, CUTS[here])
+    floor = exposure.floor(CUTS[here])
     if floor <= NOTE_SHARE * delta:
         return ""
     return (
         f"; the {here} noise stops at |z| ≤ {CUTS[here]:.3f}, so the float noise's δ is at least"
         f" {floor:.2g} at every ε ({floor / delta:.0%} of δ = {delta:g}; noise_rng: portable:"
-        f" {delta_floor(setting, CUTS['portable']):.2g}; docs/training.md, The CPU's noise)"
+        f" {exposure.floor(CUTS['portable']):.2g}; docs/training.md, The CPU's noise)"
     )

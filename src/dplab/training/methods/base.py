@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from dplab.accounting.eligibility import Update
 from dplab.schemes import Neighbouring, Sampler, Sampling
-from dplab.training import privacy
+from dplab.training import noise_floor, privacy
 from dplab.training.settings import RunSettings
 
 if TYPE_CHECKING:  # the noise sources are torch's, imported by mechanism(): planning needs none
@@ -35,6 +35,9 @@ class Mechanism:
     sampler: Sampler
     plan: privacy.Plan
     noise: NoiseSource
+    #: how a record meets the noise, for its float δ floor (:mod:`dplab.training.noise_floor`);
+    #: None for a non-private run
+    exposure: noise_floor.Exposure | None = None
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,10 @@ class Method:
         ):  # no run without an ε
             raise privacy.unclaimed(claim.setting, claim.update, claim.excluded)
         noise = GaussianNoise(claim.noise_multiplier * run.clip) if self.private else NoNoise()
-        return Mechanism(sampler=sampler, plan=claim, noise=noise)
+        exposure = (
+            noise_floor.Exposure.of_setting(claim.setting) if claim.setting is not None else None
+        )
+        return Mechanism(sampler=sampler, plan=claim, noise=noise, exposure=exposure)
 
     def factorization(self, entry: dict) -> tuple[str, dict] | None:
         """(cache key, spec) of the factorization a run entry trains with

@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dplab import units
 from dplab.accounting.eligibility import exclusion
 from dplab.errors import DPLabError
 from dplab.layout import BANDED_STRATEGIES, TOEPLITZ_STRATEGIES, mf_args, mf_spec
@@ -60,6 +61,7 @@ from dplab.mf.factorizations import Factorization
 from dplab.mf.toeplitz import ToeplitzFactorization
 from dplab.mf.workload import prefix_sum
 from dplab.schemes import Neighbouring, Sampler, Sampling
+from dplab.training import noise_floor
 from dplab.training.methods.base import Mechanism, Method, Row
 from dplab.training.privacy import Plan, requested_accountants
 from dplab.training.settings import RunSettings
@@ -555,7 +557,19 @@ def prepare(
         details=details,
         update=update,
     )
-    return Mechanism(sampler=sampler, plan=plan, noise=MFNoise(fact, sigma * run.clip))
+    diagonal = (  # C's smallest diagonal entry: a participation's move of its own coordinate
+        abs(float(fact.coefficients[0]))
+        if isinstance(fact, ToeplitzFactorization)
+        else float(np.min(np.abs(np.diag(fact.encoder))))
+    )
+    exposure = noise_floor.Exposure(
+        shift=units.sum_sensitivity(1.0, neighbouring) * diagonal / sigma,
+        rate=spec.sampling_rate if isinstance(spec, mf_accounting.CyclicPoisson) else 1.0,
+        count=spec.compositions if isinstance(spec, mf_accounting.CyclicPoisson) else k,
+        sigma=sigma,
+    )
+    noise = MFNoise(fact, sigma * run.clip)
+    return Mechanism(sampler=sampler, plan=plan, noise=noise, exposure=exposure)
 
 
 @dataclass(frozen=True)
