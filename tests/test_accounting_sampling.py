@@ -440,14 +440,27 @@ def test_balls_in_bins_add_direction_against_monte_carlo():
         assert abs(rdp - est) < 4 * se + bnb.MARGIN
 
 
-def test_balls_in_bins_sigma_where_rdp_finds_none_is_its_own_answer(monkeypatch):
+@pytest.fixture
+def _clear_widest():
+    bnb.widest.cache_clear()
+    yield
+    bnb.widest.cache_clear()  # σ* under the lowered limit must not reach other tests
+
+
+def _lower_the_quadrature_limit(monkeypatch):
+    """ADD_POINTS_MAX at 3e6 points (σ* ≈ 3 at t = 10: a fast quadrature); σ* is recomputed."""
+    monkeypatch.setattr(bnb, "ADD_POINTS_MAX", 3e6)
+    bnb.widest.cache_clear()
+
+
+def test_balls_in_bins_sigma_where_rdp_finds_none_is_its_own_answer(monkeypatch, _clear_widest):
     """n = 205, b = 10, T = 500, ε = 0.001, δ = 1e-6: rdp finds no σ ≤ 1e7, and that refusal was
     reported as balls_in_bins' own, naming rdp; the search starts from fixed_batches' σ (12183, a
     σ that meets the target: balls_in_bins is never above fixed_batches).  It then refused (the
     quadrature's limit); beyond that limit it now keeps the bound of the largest σ it resolves,
     whose floor lies above the target, so the σ is fixed_batches' (the limit lowered to 3e6
     points keeps that quadrature fast)."""
-    monkeypatch.setattr(bnb, "ADD_POINTS_MAX", 3e6)
+    _lower_the_quadrature_limit(monkeypatch)
     s = Setting(
         noise_multiplier=1.0,
         steps=500,
@@ -482,7 +495,7 @@ def test_shuffle_lower_of_a_cycled_partition_is_the_persistent_pair_s():
 
 
 def test_balls_in_bins_beyond_its_quadrature_keeps_the_bound_of_the_largest_sigma_it_resolves(
-    monkeypatch,
+    monkeypatch, _clear_widest
 ):
     """Where the add direction's quadrature exceeds ADD_POINTS_MAX (large σ) balls_in_bins refused,
     though fixed_batches answers and more noise is post-processing of less: n = 1001, b = 10,
@@ -490,11 +503,13 @@ def test_balls_in_bins_beyond_its_quadrature_keeps_the_bound_of_the_largest_sigm
     lowered to 3e6 points (σ ≈ 3 at t = 10, a fast quadrature): ε is answered beyond it, never
     increases with σ, is min(the bound at the largest σ resolved, fixed_batches'), and the σ for
     a target below the amplified bound's floor is fixed_batches'."""
-    monkeypatch.setattr(bnb, "ADD_POINTS_MAX", 3e6)
+    _lower_the_quadrature_limit(monkeypatch)
     acc, fixed, delta = get("balls_in_bins"), get("fixed_batches"), 1e-10
     s = Setting(sampling="balls_in_bins", dataset_size=101, batch_size=10, steps=20)
     top = acc.amplified_at(s.replace(noise_multiplier=1e3)).noise_multiplier
-    assert 1 < top < 10 and not acc.amplifies(s.replace(noise_multiplier=top * 1.01))
+    assert top == bnb.widest(10) and 1 < top < 10
+    assert acc.amplifies(s.replace(noise_multiplier=top))
+    assert not acc.amplifies(s.replace(noise_multiplier=top * 1.01))
     sigmas = np.geomspace(top / 2, top * 40, 12)
     eps = [acc.epsilon(s.replace(noise_multiplier=v), delta) for v in sigmas]
     assert np.all(np.diff(eps) <= 0)

@@ -105,3 +105,51 @@ def test_a_dp_mf_run_s_correlated_noise_has_its_floor_too(synthetic):
         loop.train(RunSettings.of(resolve_run(run)), dataset, folder / "mf_refused")
     assert err.value.key == "noise_rng" and "drawn up to 3 times" in str(err.value)
     assert not (folder / "mf_refused").exists()
+
+
+def test_a_run_claiming_only_its_last_iterate_is_not_held_to_the_trajectory_s_floor(synthetic):
+    """The floor is the trajectory's (each step's noise); a last iterate's noise is the steps' sum.
+    projected DP-SGD claiming only asoodeh_projected at σ = 0.5 was refused ("δ is at least
+    0.86"); it trains now, with no floor in its note."""
+    dataset, folder = synthetic
+    run = {
+        **RUN,
+        "method": "projected_dp_sgd",
+        "neighbouring": "replace_one",
+        "sampling": "without_replacement",
+        "diameter": 2.0,
+        "noise_multiplier": 0.5,
+        "delta": 1e-5,
+        "accountants": ["asoodeh_projected"],
+        "accountant": None,
+    }
+    summary = loop.train(RunSettings.of(resolve_run(run)), dataset, folder / "last_iterate")
+    assert summary.epsilon_covers == {"asoodeh_projected": "the final parameters only"}
+    assert "float noise" not in summary.note
+
+
+def test_a_run_in_phases_is_held_to_the_floor_of_its_phases_together(synthetic):
+    """Each phase was checked alone against the run's δ (three phases at 0.6 δ each: none
+    refused, together above δ); a phase claims nothing, and the run checks the phases'
+    1 − Π(1 − floorᵢ)."""
+    from dplab.training import phased
+
+    dataset, folder = synthetic
+    exposure = noise_floor.Exposure(shift=1.0, rate=0.1, count=10, sigma=1.0)
+    one = exposure.floor(noise_floor.CUTS["cpu"])
+    assert noise_floor.floor([exposure] * 3, noise_floor.CUTS["cpu"]) == pytest.approx(
+        1 - (1 - one) ** 3, rel=1e-12
+    )
+    sigma, steps = 1.2, 10
+    setting = Setting(noise_multiplier=sigma, sampling_rate=0.1, steps=steps)
+    alone = noise_floor.delta_floor(setting, noise_floor.CUTS["cpu"])
+    delta = alone / 0.6
+    run = {
+        **{k: v for k, v in RUN.items() if k != "steps"},
+        "delta": delta,
+        "accountants": ["pld"],
+        "phases": [{"steps": steps, "noise_multiplier": sigma}] * 3,
+    }
+    with pytest.raises(DPLabError) as err:
+        phased.train(resolve_run(run), dataset, folder / "phases_refused")
+    assert err.value.key == "noise_rng" and "drawn up to 30 times" in str(err.value)

@@ -178,6 +178,21 @@ def epoch_rdp(mu: float, t: int) -> tuple[np.ndarray, np.ndarray]:
     return remove_rdp(mu, t), add_rdp(mu, t)
 
 
+@functools.lru_cache(maxsize=256)
+def widest(t: int) -> float | None:
+    """σ*: the largest σ ≥ 1 whose add-direction quadrature at t steps per epoch fits
+    :data:`ADD_POINTS_MAX` (bisection in log σ over [1, SIGMA_MAX] to 1e-3, keeping the side
+    that fits); None where σ = 1 does not fit."""
+    fits = lambda x: add_work(math.exp(-x), t) <= ADD_POINTS_MAX  # noqa: E731
+    if not fits(0.0):
+        return None
+    lo, hi = 0.0, math.log(SIGMA_MAX)
+    while hi - lo > 1e-3:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return math.exp(lo)
+
+
 class BallsInBins(Accountant):
     """Balls-in-bins sampling, add_remove: exact epoch RDP of the dominating pair, composed over
     ⌈T/t⌉ epochs, converted per order of the pair; never above ``fixed_batches``."""
@@ -219,22 +234,20 @@ class BallsInBins(Accountant):
         work = add_work(1.0 / setting.noise_multiplier, epochs.steps_per_epoch(setting))
         return work <= ADD_POINTS_MAX
 
-    def amplified_at(self, setting: Setting) -> Setting:
-        """``setting``, or where its quadrature does not fit (:meth:`amplifies`), the same at the
-        largest σ that fits at its t (bisection in log σ over [1, SIGMA_MAX] to 1e-3: one σ for
-        every larger one): more noise is a post-processing of less, so that σ's bound holds here
-        too, and ε stays non-increasing in σ.  It refused there, where the amplified bound's
-        orders (≤ 256) already hold it near its ε floor (0.0195 at δ = 1e-5) and fixed_batches'
-        bound falls below it: n = 1001, b = 10, T = 100, ε = 0.05, δ = 1e-10 gets σ = 105.97 from
-        fixed_batches, and balls_in_bins refused every σ ≳ 50."""
-        if self.amplifies(setting):
-            return setting
-        fits = lambda x: self.amplifies(setting.replace(noise_multiplier=math.exp(x)))  # noqa: E731
-        lo, hi = 0.0, math.log(SIGMA_MAX)
-        while hi - lo > 1e-3:
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-        return setting.replace(noise_multiplier=math.exp(lo))
+    def amplified_at(self, setting: Setting) -> Setting | None:
+        """The setting whose amplified bound this σ gets: ``setting`` up to σ* = :func:`widest`
+        (its t), the same at σ* above it (more noise is a post-processing of less, so σ*'s bound
+        holds there too, and ε stays non-increasing in σ); None where even σ = 1 does not fit
+        (then fixed_batches' bound alone).  It refused beyond the quadrature's limit, where the
+        amplified bound's orders (≤ 256) already hold it near its ε floor (0.0195 at δ = 1e-5)
+        and fixed_batches' bound falls below it: n = 1001, b = 10, T = 100, ε = 0.05,
+        δ = 1e-10 gets σ = 105.97 from fixed_batches, and balls_in_bins refused every σ ≳ 50."""
+        top = widest(epochs.steps_per_epoch(setting))
+        if top is None and setting.noise_multiplier > 1.0:
+            return None
+        if top is None or setting.noise_multiplier <= top:
+            return setting if self.amplifies(setting) else None
+        return setting.replace(noise_multiplier=top)
 
     def _rdp(self, setting: Setting, steps) -> list[np.ndarray]:
         k = epochs.participations(setting, steps).astype(float)[:, None]
@@ -244,14 +257,22 @@ class BallsInBins(Accountant):
         ]
 
     def _epsilon_curve(self, setting, delta, steps):
-        rdp = self._rdp(self.amplified_at(setting), steps)
+        plain = gaussian_epsilon(delta, FixedBatches.mu(setting, steps))
+        at = self.amplified_at(setting)
+        if at is None:
+            return plain
+        rdp = self._rdp(at, steps)
         amplified = np.max([rdp_conversion.epsilon_from_rdp(r, ORDERS, delta) for r in rdp], axis=0)
-        return np.minimum(amplified, gaussian_epsilon(delta, FixedBatches.mu(setting, steps)))
+        return np.minimum(amplified, plain)
 
     def _delta_curve(self, setting, epsilon, steps):
-        rdp = self._rdp(self.amplified_at(setting), steps)
+        plain = gaussian_delta(epsilon, FixedBatches.mu(setting, steps))
+        at = self.amplified_at(setting)
+        if at is None:
+            return plain
+        rdp = self._rdp(at, steps)
         amplified = np.max([rdp_conversion.delta_from_rdp(r, ORDERS, epsilon) for r in rdp], axis=0)
-        return np.minimum(amplified, gaussian_delta(epsilon, FixedBatches.mu(setting, steps)))
+        return np.minimum(amplified, plain)
 
     def _sigma_start(self, setting, epsilon, delta):
         """The rdp σ of Poisson sampling at q = b/n (close: random allocation ≈ Poisson); where rdp

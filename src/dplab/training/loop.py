@@ -430,6 +430,12 @@ class _Run:
         return grads, denominator(c.settings.normalize, c.b, len(idx))
 
 
+def _trajectory_claim(mechanism) -> bool:
+    """Whether a private run claims a bound on its trajectory, which the float noise's δ floor
+    (:mod:`dplab.training.noise_floor`) bounds from below."""
+    return mechanism.exposure is not None and "trajectory" in mechanism.plan.release.values()
+
+
 def _setup(
     settings: RunSettings,
     data: Dataset,
@@ -452,8 +458,8 @@ def _setup(
     dimension = sum(p.numel() for p in params.values())
     grid = log_grid(settings.steps, settings.log_every)
     mechanism = method.mechanism(settings, n, dimension, info, grid, data.x_train, factorization)
-    if mechanism.exposure is not None:  # a private run: the float noise's δ floor
-        noise_floor.check(mechanism.exposure, settings.delta, settings.noise_rng, device.type)
+    if _trajectory_claim(mechanism):  # the float noise's δ floor (a phase claims nothing)
+        noise_floor.check([mechanism.exposure], settings.delta, settings.noise_rng, device.type)
     if start is not None:  # a later phase: where the one before ended
         params = {k: v.detach().clone().to(device) for k, v in start.items()}
     project(params, settings.diameter)  # W₀ ∈ W (001 eq. 1)
@@ -858,8 +864,8 @@ def _summary(run: _Run) -> RunSummary:
         note="epsilon covers the model parameters; the logged losses/accuracies are diagnostics "
         "computed on the data and are not privatised"
         + (
-            noise_floor.note(c.exposure, s.delta, s.noise_rng, c.device.type)
-            if c.exposure is not None
+            noise_floor.note([c.exposure], s.delta, s.noise_rng, c.device.type)
+            if c.exposure is not None and "trajectory" in claim.release.values()
             else ""
         ),
     )

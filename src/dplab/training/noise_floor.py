@@ -8,8 +8,10 @@ c·σC that the neighbouring dataset never reaches: an output of probability
 p = Φ(c) − Φ(c − Δ/(σC)) per step (the Gaussian's mass there), so over T steps at rate q the
 run's δ is at least 1 − (1 − q·p)^T at every ε, whatever the accountant says (of the released
 trajectory; of the last iterate alone, whose noise is the steps' sum, the floor may be
-smaller).  A run is refused where that floor reaches its δ (its (ε, δ) would be false at every
-ε); where it exceeds :data:`NOTE_SHARE` of δ, summary.json's ``note`` states it.  dp_mf's
+smaller: a run that claims only last-iterate bounds is not checked).  A run is refused where
+that floor reaches its δ (its (ε, δ) would be false at every ε); where it exceeds
+:data:`NOTE_SHARE` of δ, summary.json's ``note`` states it; a run in phases, of its phases
+together (:func:`floor`).  dp_mf's
 correlated noise has its own exposure (:class:`Exposure`).
 
 The cuts (:data:`CUTS`): the CPU's default stream (:class:`dplab.philox.CpuGenerator`) draws
@@ -22,6 +24,7 @@ measured here).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scipy.special import ndtr
@@ -51,8 +54,8 @@ class Exposure:
     probability ``rate``) it moves one noise coordinate by ``shift`` noise stds.  Independent
     noise: Δ/σ, q, T (:meth:`of_setting`).  dp_mf: C y = C x + Z releases the noise Z directly,
     and a participation at step s moves coordinate (s, j) by C[s, s]·Δ/σ: the smallest diagonal
-    entry of C, at rate p over the compositions (cyclic Poisson) or at each of the k
-    participations (min separation)."""
+    entry of C, over the ⌊T/b⌋ steps of the record's partition that every partition has, each
+    with rate p (cyclic Poisson) or 1 (min separation)."""
 
     shift: float
     rate: float
@@ -81,37 +84,43 @@ def delta_floor(setting: Setting, cut: float) -> float:
     return Exposure.of_setting(setting).floor(cut)
 
 
-def check(exposure: Exposure, delta: float, noise_rng: str, device_type: str) -> None:
+def floor(exposures: Sequence[Exposure], cut: float) -> float:
+    """The floor of independent parts (a run's phases): 1 − Π(1 − floorᵢ)."""
+    return -math.expm1(sum(math.log1p(-e.floor(cut)) for e in exposures))
+
+
+def check(exposures: Sequence[Exposure], delta: float, noise_rng: str, device_type: str) -> None:
     """Refuse a run whose noise's δ floor reaches ``delta``, naming a remedy."""
     here = source(noise_rng, device_type)
-    floor = exposure.floor(CUTS[here])
-    if floor < delta:
+    found = floor(exposures, CUTS[here])
+    if found < delta:
         return
-    portable = exposure.floor(CUTS["portable"])
+    portable = floor(exposures, CUTS["portable"])
     remedy = (
         f"noise_rng: portable draws to |z| ≤ {CUTS['portable']:.3f} (floor {portable:.2g})"
         if here != "portable" and portable < NOTE_SHARE * delta
         else f"noise_rng: portable's |z| ≤ {CUTS['portable']:.3f} leaves {portable:.2g}: a"
         " larger σ (a smaller target ε) or fewer steps"
     )
+    sigmas = " → ".join(f"{e.sigma:.4g}" for e in exposures)
     raise DPLabError(
         "noise_rng",
-        f"the {here} noise stops at |z| ≤ {CUTS[here]:.3f}: at σ = {exposure.sigma:.4g}, a record"
-        f" drawn up to {exposure.count} times reaches outputs its neighbour never does, so δ is at"
-        f" least {floor:.2g} at every ε, not {delta:g} (docs/training.md, The CPU's noise);"
-        f" {remedy}",
+        f"the {here} noise stops at |z| ≤ {CUTS[here]:.3f}: at σ = {sigmas}, a record drawn up to"
+        f" {sum(e.count for e in exposures)} times reaches outputs its neighbour never does, so δ"
+        f" is at least {found:.2g} at every ε, not {delta:g} (docs/training.md, The CPU's"
+        f" noise); {remedy}",
     )
 
 
-def note(exposure: Exposure, delta: float, noise_rng: str, device_type: str) -> str:
+def note(exposures: Sequence[Exposure], delta: float, noise_rng: str, device_type: str) -> str:
     """The sentence summary.json's ``note`` adds where the floor exceeds :data:`NOTE_SHARE` of
     ``delta`` ("" elsewhere)."""
     here = source(noise_rng, device_type)
-    floor = exposure.floor(CUTS[here])
-    if floor <= NOTE_SHARE * delta:
+    found = floor(exposures, CUTS[here])
+    if found <= NOTE_SHARE * delta:
         return ""
     return (
         f"; the {here} noise stops at |z| ≤ {CUTS[here]:.3f}, so the float noise's δ is at least"
-        f" {floor:.2g} at every ε ({floor / delta:.0%} of δ = {delta:g}; noise_rng: portable:"
-        f" {exposure.floor(CUTS['portable']):.2g}; docs/training.md, The CPU's noise)"
+        f" {found:.2g} at every ε ({found / delta:.0%} of δ = {delta:g}; noise_rng: portable:"
+        f" {floor(exposures, CUTS['portable']):.2g}; docs/training.md, The CPU's noise)"
     )

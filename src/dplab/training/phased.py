@@ -37,7 +37,7 @@ from dplab.accounting.eligibility import column, phases_exclusion
 from dplab.accounting.setting import Setting
 from dplab.errors import DPLabError
 from dplab.io import atomic_writes, json_text, text_file
-from dplab.training import loop, privacy
+from dplab.training import loop, noise_floor, privacy
 from dplab.training.data import Dataset
 from dplab.training.loop import INDIVIDUAL_COLUMNS
 from dplab.training.methods import METHODS, update_of
@@ -79,6 +79,8 @@ def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict, list[Sett
             "no accountant the run reports composes its phases: "
             + "; ".join(f"{k}: {v}" for k, v in list(excluded.items())[:3]),
         )
+    if epsilon:  # the float noise's δ floor of the phases together (noise_floor)
+        noise_floor.check(*_floor_args(top, settings))
     return (
         runs,
         {
@@ -92,6 +94,13 @@ def plan(cfg: dict, n: int, dimension: int) -> tuple[list[dict], dict, list[Sett
         },
         settings,
     )
+
+
+def _floor_args(top: RunSettings, settings: list[Setting]) -> tuple:
+    """The arguments of :func:`dplab.training.noise_floor.check` and ``note`` for the phases
+    together: each phase's exposure, δ, the noise source and its device type."""
+    exposures = [noise_floor.Exposure.of_setting(s) for s in settings]
+    return exposures, top.delta, top.noise_rng, loop.resolve_device(top.device).type
 
 
 def train(cfg: dict, data: Dataset, out: str | Path) -> RunSummary:
@@ -130,7 +139,7 @@ def train(cfg: dict, data: Dataset, out: str | Path) -> RunSummary:
     folders = [out / f"phase{i}" for i in range(len(runs))]
     rows, epochs = _joined(folders, "metrics.csv", summaries)
     rows = _with_epsilon(rows, settings, record["epsilon"], top.delta)
-    summary = _summary(top, summaries, record, epochs)
+    summary = _summary(top, summaries, record, epochs, settings)
     atomic_writes(
         {
             out / "phases.json": text_file(json_text(record)),
@@ -181,7 +190,11 @@ def _with_epsilon(table: str, settings: list[Setting], epsilon: dict, delta: flo
 
 
 def _summary(
-    top: RunSettings, summaries: list[RunSummary], record: dict, epochs: float
+    top: RunSettings,
+    summaries: list[RunSummary],
+    record: dict,
+    epochs: float,
+    settings: list[Setting],
 ) -> RunSummary:
     """The run's summary.json: the last phase's, with the run's privacy (module docstring)."""
     last = summaries[-1]
@@ -208,5 +221,7 @@ def _summary(
         epsilon_covers={k: "every iterate" for k in record["epsilon"]},
         excluded_accountants=record["excluded_accountants"],
         details={"phases": record["settings"], "event": record["event"]},
+        note=last.note
+        + (noise_floor.note(*_floor_args(top, settings)) if record["epsilon"] else ""),
         individual_privacy=None,
     )

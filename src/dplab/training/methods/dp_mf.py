@@ -562,10 +562,10 @@ def prepare(
         if isinstance(fact, ToeplitzFactorization)
         else float(np.min(np.abs(np.diag(fact.encoder))))
     )
-    exposure = noise_floor.Exposure(
+    exposure = noise_floor.Exposure(  # every record's partition has ⌊T/b⌋ steps at least
         shift=units.sum_sensitivity(1.0, neighbouring) * diagonal / sigma,
         rate=spec.sampling_rate if isinstance(spec, mf_accounting.CyclicPoisson) else 1.0,
-        count=spec.compositions if isinstance(spec, mf_accounting.CyclicPoisson) else k,
+        count=run.steps // sep,
         sigma=sigma,
     )
     noise = MFNoise(fact, sigma * run.clip)
