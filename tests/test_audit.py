@@ -135,6 +135,7 @@ def digits(tmp_path_factory):
         ("dp_sgd", {}),
         ("projected_dp_sgd", {"diameter": 2.0}),
         ("regularized_dp_sgd", {"regularization": 0.1}),
+        ("dp_sgd", {"noise_rng": "portable"}),  # it was ignored: the CPU stream drew the noise
     ],
 )
 def test_lockstep_runs_are_the_engines_runs(digits, tmp_path, method, extra):

@@ -107,7 +107,9 @@ class StackedRuns:
         self.b, self.loss = starts[0].b, starts[0].loss
         self.moved = project(self.params, settings.diameter, stacked=True)  # W₀ ∈ W (001 eq. 1)
         cpu = torch.device("cpu")
-        self.generators, self.noise_generators = zip(*(streams(cpu, seed) for seed in seeds))
+        self.generators, self.noise_generators = zip(
+            *(streams(cpu, seed, settings.noise_rng) for seed in seeds)
+        )  # noise_rng: portable was ignored here (the CPU stream, whatever the run said)
         self.samplers = [method.sampler(settings, n) for _ in seeds]
         self.std = settings.noise_multiplier * settings.clip
         self.rows = torch.arange(len(seeds), device=self.device)[:, None]
