@@ -178,12 +178,18 @@ def epoch_rdp(mu: float, t: int) -> tuple[np.ndarray, np.ndarray]:
     return remove_rdp(mu, t), add_rdp(mu, t)
 
 
+def fits_quadrature(sigma: float, t: int) -> bool:
+    """Whether the add direction's quadrature at σ and t steps per epoch fits
+    :data:`ADD_POINTS_MAX` points (about 10 s); the points grow with σ and t."""
+    return add_work(1.0 / sigma, t) <= ADD_POINTS_MAX
+
+
 @functools.lru_cache(maxsize=256)
 def widest(t: int) -> float | None:
     """σ*: the largest σ ≥ 1 whose add-direction quadrature at t steps per epoch fits
     :data:`ADD_POINTS_MAX` (bisection in log σ over [1, SIGMA_MAX] to 1e-3, keeping the side
     that fits); None where σ = 1 does not fit."""
-    fits = lambda x: add_work(math.exp(-x), t) <= ADD_POINTS_MAX  # noqa: E731
+    fits = lambda x: fits_quadrature(math.exp(x), t)  # noqa: E731
     if not fits(0.0):
         return None
     lo, hi = 0.0, math.log(SIGMA_MAX)
@@ -229,10 +235,8 @@ class BallsInBins(Accountant):
 
     @staticmethod
     def amplifies(setting: Setting) -> bool:
-        """Whether the add direction's quadrature fits :data:`ADD_POINTS_MAX` points (about 10 s);
-        the points grow with σ and t."""
-        work = add_work(1.0 / setting.noise_multiplier, epochs.steps_per_epoch(setting))
-        return work <= ADD_POINTS_MAX
+        """:func:`fits_quadrature` at the setting's σ and t."""
+        return fits_quadrature(setting.noise_multiplier, epochs.steps_per_epoch(setting))
 
     def amplified_at(self, setting: Setting) -> Setting | None:
         """The setting whose amplified bound this σ gets: ``setting`` up to σ* = :func:`widest`
@@ -256,23 +260,27 @@ class BallsInBins(Accountant):
             for one in epoch_rdp(1.0 / setting.noise_multiplier, epochs.steps_per_epoch(setting))
         ]
 
-    def _epsilon_curve(self, setting, delta, steps):
-        plain = gaussian_epsilon(delta, FixedBatches.mu(setting, steps))
+    def _curve(self, setting, steps, plain: np.ndarray, convert) -> np.ndarray:
+        """min(the amplified bound, ``plain`` = fixed_batches'), the amplified one converted from
+        each direction's RDP by ``convert`` (the larger kept); ``plain`` alone where
+        :meth:`amplified_at` finds no σ to compute it at."""
         at = self.amplified_at(setting)
         if at is None:
             return plain
-        rdp = self._rdp(at, steps)
-        amplified = np.max([rdp_conversion.epsilon_from_rdp(r, ORDERS, delta) for r in rdp], axis=0)
+        amplified = np.max([convert(r) for r in self._rdp(at, steps)], axis=0)
         return np.minimum(amplified, plain)
+
+    def _epsilon_curve(self, setting, delta, steps):
+        plain = gaussian_epsilon(delta, FixedBatches.mu(setting, steps))
+        return self._curve(
+            setting, steps, plain, lambda r: rdp_conversion.epsilon_from_rdp(r, ORDERS, delta)
+        )
 
     def _delta_curve(self, setting, epsilon, steps):
         plain = gaussian_delta(epsilon, FixedBatches.mu(setting, steps))
-        at = self.amplified_at(setting)
-        if at is None:
-            return plain
-        rdp = self._rdp(at, steps)
-        amplified = np.max([rdp_conversion.delta_from_rdp(r, ORDERS, epsilon) for r in rdp], axis=0)
-        return np.minimum(amplified, plain)
+        return self._curve(
+            setting, steps, plain, lambda r: rdp_conversion.delta_from_rdp(r, ORDERS, epsilon)
+        )
 
     def _sigma_start(self, setting, epsilon, delta):
         """The rdp σ of Poisson sampling at q = b/n (close: random allocation ≈ Poisson); where rdp

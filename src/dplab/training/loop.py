@@ -430,10 +430,10 @@ class _Run:
         return grads, denominator(c.settings.normalize, c.b, len(idx))
 
 
-def _trajectory_claim(mechanism) -> bool:
+def _trajectory_claim(exposure: noise_floor.Exposure | None, claim: Plan) -> bool:
     """Whether a private run claims a bound on its trajectory, which the float noise's δ floor
     (:mod:`dplab.training.noise_floor`) bounds from below."""
-    return mechanism.exposure is not None and "trajectory" in mechanism.plan.release.values()
+    return exposure is not None and "trajectory" in claim.release.values()
 
 
 def _setup(
@@ -458,7 +458,7 @@ def _setup(
     dimension = sum(p.numel() for p in params.values())
     grid = log_grid(settings.steps, settings.log_every)
     mechanism = method.mechanism(settings, n, dimension, info, grid, data.x_train, factorization)
-    if _trajectory_claim(mechanism):  # the float noise's δ floor (a phase claims nothing)
+    if _trajectory_claim(mechanism.exposure, mechanism.plan):  # a phase claims nothing
         noise_floor.check([mechanism.exposure], settings.delta, settings.noise_rng, device.type)
     if start is not None:  # a later phase: where the one before ended
         params = {k: v.detach().clone().to(device) for k, v in start.items()}
@@ -865,7 +865,7 @@ def _summary(run: _Run) -> RunSummary:
         "computed on the data and are not privatised"
         + (
             noise_floor.note([c.exposure], s.delta, s.noise_rng, c.device.type)
-            if c.exposure is not None and "trajectory" in claim.release.values()
+            if _trajectory_claim(c.exposure, claim)
             else ""
         ),
     )
