@@ -132,8 +132,37 @@ def test_cpu_kernel_bits_do_not_depend_on_the_instruction_set(tmp_path):
     assert np.array_equal(baseline.view(np.int32), g.normal((100_001,)).numpy().view(np.int32))
 
 
+def test_the_cpu_stream_s_tail_beyond_24_bits_is_the_gaussian_s():
+    """The smallest 24-bit uniform (a >> 8 = 0, probability 2⁻²⁴) takes the pair's 16 unused bits:
+    u₁ = (j + 1)·2⁻⁴⁰, so P(r > x) = P(u₁ < e^(−x²/2)) is the Rayleigh tail to within 2⁻⁴⁰ beyond
+    r = 5.768, up to the cut 7.446, where 24 bits alone stop (r = 5.768, P(r > 6) = 0)."""
+    j = torch.arange(1 << 16)
+    high = torch.randint(0, 1 << 24, (1 << 16,), generator=torch.Generator().manual_seed(0))
+    r = torch.hypot(*(z.double() for z in philox._box_muller_f32(j >> 8, (high << 8) | (j & 0xFF))))
+    want = torch.sqrt(-2 * torch.log((j.double() + 1) * 2.0**-40))
+    assert ((r - want).abs() / want).max() < 3 * torch.finfo(torch.float32).eps
+    for x in (5.8, 6.0, 6.5, 7.0, 7.4):  # 2⁻⁴⁰ from the grid, ±1 value from float32 rounding
+        tail = (r > x).sum().item() * 2.0**-40
+        assert abs(tail - math.exp(-(x**2) / 2)) < 3 * 2.0**-40
+
+
+def test_the_cpu_kernel_draws_the_refined_tail_where_philox_gives_it():
+    """Block 14,883,995 under key (0, 0) has x0 = 0x93 (x0 >> 8 = 0) and x1's low byte 0x0c:
+    u₁ = (0x930c + 1)·2⁻⁴⁰ and the chunk's numbers 0 and 64 have radius √(−2 ln u₁) = 5.8634
+    (5.768 from 24 bits), from the kernel and from its definition alike."""
+    counter = 14_883_995
+    x = philox4x32_10(tuple(torch.tensor([v]) for v in (counter, 0, 0, 0)), (0, 0))
+    assert int(x[0]) == 0x93 and int(x[1]) & 0xFF == 0x0C
+    z = _generator(0, counter).normal((256,))
+    assert torch.equal(
+        z.view(torch.int32), philox_normal_reference(256, (0, 0), counter).view(torch.int32)
+    )
+    radius = math.hypot(float(z[0]), float(z[64]))
+    assert radius == pytest.approx(math.sqrt(-2 * math.log(0x930D * 2.0**-40)), rel=1e-6)
+
+
 def test_cpu_normal_is_box_muller_to_two_ulp():
-    """Against float64 Box–Muller (√(−2 ln u₁)·cos/sin 2πu₂) on the same 24-bit uniforms: Cephes's
+    """Against float64 Box–Muller (√(−2 ln u₁)·cos/sin 2πu₂) on the same uniforms: Cephes's
     float32 ln, sin and cos leave at most 2 float32 ulps (5e-7 absolute)."""
     n = 1 << 18
     g = CpuGenerator(3)
@@ -142,7 +171,8 @@ def test_cpu_normal_is_box_muller_to_two_ulp():
     x = philox4x32_10((index & MASK32, index >> 32, index * 0, index * 0), g.key)
 
     def pair(a, b):
-        u = ((a >> 8).double() + 1) * 2.0**-24
+        fine = ((a & 0xFF) * 256 + (b & 0xFF)).double() + 1
+        u = torch.where(a >> 8 == 0, fine * 2.0**-40, ((a >> 8).double() + 1) * 2.0**-24)
         theta = 2 * math.pi * (b >> 8).double() * 2.0**-24
         r = torch.sqrt(-2 * torch.log(u))
         return r * torch.cos(theta), r * torch.sin(theta)
@@ -162,7 +192,7 @@ def test_cpu_normal_is_standard_normal_and_resumes_from_its_state():
     assert abs(z.mean()) < 5 / np.sqrt(len(z)) and abs(z.var() - 1) < 0.01
     tail = 2 * scipy.stats.norm.sf(3)  # P(|Z| > 3)
     assert abs((np.abs(z) > 3).mean() - tail) < 5 * np.sqrt(tail / len(z))
-    assert np.abs(z).max() <= math.sqrt(-2 * math.log(2.0**-24))  # u₁ ≥ 2⁻²⁴: 5.77σ
+    assert np.abs(z).max() <= math.sqrt(-2 * math.log(2.0**-40))  # u₁ ≥ 2⁻⁴⁰: 7.45σ
     state = g.get_state()
     after = g.normal((7, 3))
     g2 = CpuGenerator(0)

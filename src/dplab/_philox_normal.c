@@ -4,8 +4,10 @@
  * torch operations; tests/test_philox.py checks that they agree bit for bit).  In short: the
  * numbers come in chunks of 256 from 64 consecutive Philox blocks (counter c + i, key k0, k1);
  * block i gives words x0..x3 and the chunk's numbers i, 64 + i, 128 + i, 192 + i are
- * r(x0) cos θ(x1), r(x0) sin θ(x1), r(x2) cos θ(x3), r(x2) sin θ(x3) (Box-Muller), with
- * r(x) = sqrt(-2 ln(((x >> 8) + 1) 2^-24)) and θ(x) = 2π (x >> 8) 2^-24 (Box & Muller 1958).
+ * r(x0, x1) cos θ(x1), r(x0, x1) sin θ(x1), r(x2, x3) cos θ(x3), r(x2, x3) sin θ(x3)
+ * (Box-Muller), with r(a, b) = sqrt(-2 ln u), u = ((a >> 8) + 1) 2^-24 or, where a >> 8 = 0,
+ * (j + 1) 2^-40 with j = (a & 255) 256 + (b & 255) (so |z| <= 7.45), and
+ * θ(b) = 2π (b >> 8) 2^-24 (Box & Muller 1958).
  * ln, sin and cos are the single-precision polynomials of S. L. Moshier's Cephes Math Library
  * (logf, sinf, cosf), written without branches so that the compiler
  * vectorizes them; every float operation is one IEEE-754 single operation (no fused
@@ -60,7 +62,13 @@ static inline float ln(float x) {
 
 /* r cos θ and r sin θ of one Box-Muller pair from two Philox words */
 static inline void pair(uint32_t a, uint32_t b, float *restrict cos_out, float *restrict sin_out) {
-    float u = ((float)(a >> 8) + 1.0f) * 5.9604644775390625e-8f; /* exact, in [2^-24, 1] */
+    /* u = ((a >> 8) + 1) 2^-24, exact; its smallest bucket, a >> 8 = 0, spread over
+     * (j + 1) 2^-40 by the 16 bits j the pair leaves unused (a's and b's low bytes) */
+    int32_t k = (int32_t)(a >> 8), j = (int32_t)(((a & 0xffu) << 8) | (b & 0xffu));
+    float coarse = ((float)k + 1.0f) * 5.9604644775390625e-8f;
+    float fine = ((float)j + 1.0f) * 9.094947017729282379150390625e-13f;
+    uint32_t smallest = 0u - (uint32_t)(k == 0);
+    float u = as_float((as_bits(fine) & smallest) | (as_bits(coarse) & ~smallest)); /* exact, in [2^-40, 1] */
     float r = __builtin_sqrtf(-2.0f * ln(u));
     float t = (float)(b >> 8) * 5.9604644775390625e-8f * 4.0f; /* θ / (π/2), in [0, 4) */
     int32_t q = (int32_t)(t + 0.5f);

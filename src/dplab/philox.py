@@ -21,8 +21,9 @@ is an option for checking and reproducing a run across devices, not the default
 
 The CPU's default noise (``noise_rng: device`` on the CPU) is :class:`CpuGenerator`, a second
 stream of the same Philox4x32-10 blocks made for speed: float32 Box–Muller from 24-bit uniforms
-(u₁ ∈ [2⁻²⁴, 1]: tails to 5.8σ, as torch's float32 ``randn``), with Cephes's single-precision
-polynomials for ln, sin and cos, computed by a vectorized C kernel
+u₁ ∈ [2⁻²⁴, 1] whose smallest value takes 16 more bits (u₁ ∈ [2⁻⁴⁰, 1]: tails to 7.45σ, where
+torch's float32 ``randn`` stops at 5.77σ; :mod:`dplab.training.noise_floor`), with Cephes's
+single-precision polynomials for ln, sin and cos, computed by a vectorized C kernel
 (``src/dplab/_philox_normal.c``, built at install) at about a third of ``torch.randn``'s time on
 the CPU. Every float operation of the kernel is one IEEE-754 single-precision operation, so it
 gives the same bits on every instruction set, and :func:`philox_normal_reference` (the stream's
@@ -163,9 +164,12 @@ def _ln(x: torch.Tensor) -> torch.Tensor:
 
 def _box_muller_f32(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(r cos θ, r sin θ) from Philox words ``a``, ``b`` (int64 < 2³²), as the C kernel's
-    ``pair``: u = ((a >> 8) + 1)·2⁻²⁴, r = √(−2 ln u), θ = 2π·(b >> 8)·2⁻²⁴, reduced to
-    qπ/2 + x with |x| ≤ π/4 for Cephes's sinf/cosf polynomials."""
-    u = ((a >> 8).to(torch.float32) + 1.0) * 2.0**-24  # exact, in [2⁻²⁴, 1]
+    ``pair``: u = ((a >> 8) + 1)·2⁻²⁴, or (j + 1)·2⁻⁴⁰ where a >> 8 = 0 (j: the 16 low bits of a
+    and b, the smallest bucket spread over 2¹⁶ values), r = √(−2 ln u), θ = 2π·(b >> 8)·2⁻²⁴,
+    reduced to qπ/2 + x with |x| ≤ π/4 for Cephes's sinf/cosf polynomials."""
+    k = a >> 8
+    fine = ((((a & 0xFF) << 8) | (b & 0xFF)).to(torch.float32) + 1.0) * 2.0**-40
+    u = torch.where(k == 0, fine, (k.to(torch.float32) + 1.0) * 2.0**-24)  # exact, in [2⁻⁴⁰, 1]
     # torch's float32 sqrt is not correctly rounded on the CPU; the float64 root rounded to float32
     # is (53 ≥ 2·24 + 2), and equals the kernel's IEEE sqrtf
     r = torch.sqrt((-2.0 * _ln(u)).double()).float()

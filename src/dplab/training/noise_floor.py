@@ -15,7 +15,8 @@ together (:func:`floor`).  dp_mf's
 correlated noise has its own exposure (:class:`Exposure`).
 
 The cuts (:data:`CUTS`): the CPU's default stream (:class:`dplab.philox.CpuGenerator`) draws
-24-bit uniforms, u_min = 2⁻²⁴, c = 5.768; ``noise_rng: portable`` (:class:`dplab.philox.
+24-bit uniforms whose smallest takes 16 more bits, u_min = 2⁻⁴⁰, c = 7.446 (with 24 bits alone,
+as torch's float32 ``randn``, 5.768); ``noise_rng: portable`` (:class:`dplab.philox.
 PortableGenerator`) 53-bit ones, u_min = 2⁻⁵⁴, c = 8.652; torch's generator on CUDA is taken to be
 curand's Box–Muller from 32-bit uniforms, u_min = 2⁻³³, c = 6.764 (curand's documentation; not
 measured here).
@@ -35,7 +36,7 @@ from dplab.errors import DPLabError
 
 #: the largest |z| of each noise source (module docstring)
 CUTS = {
-    "cpu": math.sqrt(-2 * math.log(2.0**-24)),
+    "cpu": math.sqrt(-2 * math.log(2.0**-40)),
     "cuda": math.sqrt(-2 * math.log(2.0**-33)),
     "portable": math.sqrt(-2 * math.log(2.0**-54)),
 }
