@@ -12,6 +12,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from dplab.accounting import events
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
+from dplab.errors import DPLabError
 
 DELTA = 1e-5
 RELATIONS = {
@@ -40,9 +41,41 @@ SAMPLED = {
 }
 
 
-@pytest.mark.parametrize("name", [*GAUSSIAN, *SAMPLED])
+PHASE = dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.GaussianDpEvent(3.0))
+#: compositions within compositions (refused as "unequal phases" before)
+NESTED = {
+    "composition in a composition": dp_accounting.ComposedDpEvent(
+        [
+            dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(POISSON, 12), PHASE]),
+            POISSON,
+        ]
+    ),
+    "self-composed composition": dp_accounting.SelfComposedDpEvent(
+        dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(POISSON, 5), PHASE]), 3
+    ),
+}
+#: private selection (Papernot & Steinke 2022) within compositions: rdp only
+SELECTED = {
+    "selection, then a phase": dp_accounting.ComposedDpEvent(
+        [
+            dp_accounting.dp_event.RepeatAndSelectDpEvent(
+                dp_accounting.SelfComposedDpEvent(POISSON, 20), 5, 1
+            ),
+            PHASE,
+        ]
+    ),
+    "a selection three times": dp_accounting.SelfComposedDpEvent(
+        dp_accounting.dp_event.RepeatAndSelectDpEvent(
+            dp_accounting.SelfComposedDpEvent(POISSON, 20), 5, 1
+        ),
+        3,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", [*GAUSSIAN, *SAMPLED, *NESTED, *SELECTED])
 def test_rdp_on_an_event_equals_dp_accountings_rdp_accountant(name):
-    event = {**GAUSSIAN, **SAMPLED}[name]
+    event = {**GAUSSIAN, **SAMPLED, **NESTED, **SELECTED}[name]
     peer = rdp_privacy_accountant.RdpAccountant().compose(event).get_epsilon(DELTA)
     assert get("rdp").supports(event) is None
     assert get("rdp").epsilon(event, DELTA) == pytest.approx(peer, rel=1e-9)
@@ -66,10 +99,10 @@ def test_pld_on_a_gaussian_event_is_exact_and_below_dp_accountings_pld(name, rel
 
 
 @pytest.mark.parametrize("relation", RELATIONS)
-@pytest.mark.parametrize("name", SAMPLED)
+@pytest.mark.parametrize("name", [*SAMPLED, *NESTED])
 def test_pld_on_a_poisson_event_equals_dp_accountings_pld(name, relation):
     """The certified read-off adds a rounding allowance: ≤ 1e-4 relative (as for one setting)."""
-    event = SAMPLED[name]
+    event = {**SAMPLED, **NESTED}[name]
     theirs = (
         pld_privacy_accountant.PLDAccountant(RELATIONS[relation]).compose(event).get_epsilon(DELTA)
     )
@@ -155,6 +188,16 @@ def test_unequal_phases_have_no_setting_and_are_composed_by_rdp_and_pld_only():
     assert "HiddenStateDpEvent" in get("pabi").supports(
         events.run_event(Setting(steps=3, sampling_rate=0.1, noise_multiplier=1.0))
     )
+
+
+def test_pld_refuses_a_selection_among_phases_and_a_delta_below_its_limit():
+    """pld has no bound for private selection (rdp has); and its δ limit (1e-12) holds for phases
+    as for one setting: δ = 1e-16 printed an ε, 1e-40 "no finite value"."""
+    reason = get("pld").supports(SELECTED["selection, then a phase"])
+    assert reason.startswith("phases[0].event") and "rdp accounts it" in reason
+    for delta in (1e-16, 1e-40):
+        with pytest.raises(DPLabError, match=r"delta: must lie in \[1e-12, 1\]"):
+            get("pld").epsilon(NESTED["self-composed composition"], delta)
 
 
 @pytest.mark.parametrize("name", ["balls_in_bins", "fixed_batches"])

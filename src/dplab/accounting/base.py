@@ -289,6 +289,7 @@ class Accountant(ABC):
         """ε at δ of the whole run (T = setting.steps), or of an event under ``neighbouring``
         (:meth:`event_epsilon`; a Setting carries its own relation)."""
         if not isinstance(query, Setting):  # a dp_accounting event (imported only where used)
+            self.check_limit("delta", check_delta(delta))
             return self.event_epsilon(query, delta, neighbouring)
         return float(self.epsilon_curve(query, delta, [self._steps(query)])[0])
 

@@ -23,7 +23,8 @@ Supported (anything else raises :class:`AssumptionError`):
   has no sampling-without-replacement event, so ``pld`` refuses it.
 - ``shuffle`` is refused by both: no amplification by shuffling is proved in the source papers.
 
-Both also account a run in phases, a ``ComposedDpEvent`` of unequal phases (:meth:`parts`):
+Both also account a run in phases, a ``ComposedDpEvent`` of unequal phases, compositions nested in
+it flattened (:meth:`parts`; rdp also with private selections among them, :meth:`event_rdp`):
 - rdp: Rényi DP composes additively over any sequence of mechanisms (Mironov 2017, "Rényi
   Differential Privacy", Prop. 1): the run is (α, Σᵢ ρᵢ(α))-RDP, ρᵢ phase i's RDP, converted as
   one setting's is; equal to dp_accounting's ``RdpAccountant`` on the same event.
@@ -109,17 +110,21 @@ class DpAccountingAdapter(Accountant):
             )
 
     def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
-        """One setting, or for a ``ComposedDpEvent`` of unequal phases each phase's, checked (a
-        refusal names ``phases[i].<key>``)."""
+        """One setting, or for a composition of unequal phases (nested compositions flattened:
+        :func:`~dplab.accounting.events.phase_events`) each phase's, checked (a refusal names
+        ``phases[i].<key>``)."""
+        from dplab.accounting import events
+
         try:
             return super().parts(event, neighbouring)
         except AssumptionError as err:
-            if err.key != "phases" or not isinstance(event, dp_event.ComposedDpEvent):
+            phases = events.phase_events(event)
+            if err.key not in ("phases", "event") or len(phases) < 2:
                 raise
         out = []
-        for i, phase in enumerate(event.events):
+        for i, phase in enumerate(phases):
             try:
-                out.extend(super().parts(phase, neighbouring))
+                out.extend(self.parts(phase, neighbouring))
             except AssumptionError as err:
                 raise self.fail(
                     f"phases[{i}].{err.key}", self._reason(err).split(": ", 1)[1]
@@ -211,8 +216,12 @@ class RdpAccountant(DpAccountingAdapter):
         return rdp_conversion.epsilon_from_rdp(np.outer(steps, rdp), orders, delta)
 
     def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
-        """As for any event; a ``RepeatAndSelectDpEvent`` (private selection) is its repeated
-        event's parts, with K's mean and shape checked (:func:`selection.check`)."""
+        """As for any event; a ``RepeatAndSelectDpEvent`` (private selection), alone or repeated,
+        is its repeated event's parts, with K's mean and shape checked (:func:`selection.check`)."""
+        if isinstance(event, dp_event.SelfComposedDpEvent) and isinstance(
+            event.event, dp_event.RepeatAndSelectDpEvent
+        ):
+            return self.parts(event.event, neighbouring)
         if isinstance(event, dp_event.RepeatAndSelectDpEvent):
             try:
                 selection.check(event.mean, event.shape)
@@ -222,19 +231,40 @@ class RdpAccountant(DpAccountingAdapter):
         return super().parts(event, neighbouring)
 
     def event_epsilon(self, event, delta, neighbouring=Neighbouring.ADD_REMOVE):
-        """One setting's ε; of phases the sum of their RDP curves converted (module docstring); of
-        a ``RepeatAndSelectDpEvent`` the repeated event's RDP curve through Papernot & Steinke's
-        bound (:func:`selection.repeat_and_select`), converted."""
-        settings = self.parts(event, neighbouring)
-        chosen = isinstance(event, dp_event.RepeatAndSelectDpEvent)
-        if len(settings) == 1 and not chosen:
+        """One setting's ε; of any other event its RDP curve (:meth:`event_rdp`) converted."""
+        self.parts(event, neighbouring)  # checked: a refusal names the phase it is about
+        try:
+            settings = super().parts(event, neighbouring)  # no selection among them
+        except AssumptionError:
+            settings = []
+        if len(settings) == 1:
             return self.epsilon(settings[0], delta)
-        curves = [self.rdp_curve(s) for s in settings]
-        orders, total = curves[0][0], np.sum([values for _, values in curves], axis=0)
-        if chosen:
-            total = selection.repeat_and_select(orders, total, event.mean, event.shape)
-            orders, total = orders[np.isfinite(total)], total[np.isfinite(total)]
+        orders, total = self.event_rdp(event, neighbouring)
+        orders, total = orders[np.isfinite(total)], total[np.isfinite(total)]
         return float(rdp_conversion.epsilon_from_rdp(total[None, :], orders, check_delta(delta))[0])
+
+    def event_rdp(self, event, neighbouring: str) -> tuple[np.ndarray, np.ndarray]:
+        """(orders, RDP) of a checked event: of phases the sum of their curves (module docstring),
+        of ``SelfComposed(e, k)`` k times e's, of a ``RepeatAndSelectDpEvent`` the repeated
+        event's through Papernot & Steinke's bound (:func:`selection.repeat_and_select`),
+        nested as dp_accounting's ``RdpAccountant`` composes them."""
+        from dplab.accounting import events
+
+        if isinstance(event, dp_event.RepeatAndSelectDpEvent):
+            self.parts(event, neighbouring)  # K's mean and shape checked
+            orders, rdp = self.event_rdp(event.event, neighbouring)
+            return orders, selection.repeat_and_select(orders, rdp, event.mean, event.shape)
+        phases = events.phase_events(event)
+        if len(phases) > 1:
+            curves = [self.event_rdp(p, neighbouring) for p in phases]
+            return curves[0][0], np.sum([rdp for _, rdp in curves], axis=0)
+        if isinstance(event, dp_event.SelfComposedDpEvent) and isinstance(
+            event.event, dp_event.RepeatAndSelectDpEvent
+        ):
+            orders, rdp = self.event_rdp(event.event, neighbouring)
+            return orders, event.count * rdp
+        curves = [self.rdp_curve(s) for s in self.parts(event, neighbouring)]
+        return curves[0][0], np.sum([rdp for _, rdp in curves], axis=0)
 
     def _delta_curve(self, setting, epsilon, steps):
         orders, rdp = self.one_step_rdp(setting)

@@ -227,10 +227,24 @@ def _composed(event: dp_event.ComposedDpEvent) -> dict:
     if any(r != rest[0] for r in rest[1:]):
         raise _none(
             "a composition of unequal phases has no single (σ, q, T): "
-            "rdp and pld compose heterogeneous phases",
+            "rdp and pld compose heterogeneous phases, nested ones too",
             "phases",
         )
     return {**rest[0], "steps": sum(p["steps"] for p in parts)}
+
+
+def phase_events(event: dp_event.DpEvent) -> list[dp_event.DpEvent]:
+    """The phases of a composition with nested compositions flattened; any other event is one
+    phase.  The accountants that compose phases (rdp, pld) compose commutatively, so
+    ``SelfComposed(Composed([A, B]), k)`` is the phases ``SelfComposed(A, k)``,
+    ``SelfComposed(B, k)``."""
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return [p for e in event.events for p in phase_events(e)]
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        inner = phase_events(event.event)
+        if len(inner) > 1:
+            return [dp_event.SelfComposedDpEvent(p, event.count) for p in inner]
+    return [event]
 
 
 def _none(message: str, key: str = "event") -> DPLabError:
