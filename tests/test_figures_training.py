@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 
+import dp_accounting
 import numpy as np
 import pandas as pd
 import pytest
+from dp_accounting import dp_event
+from dp_accounting.rdp import rdp_privacy_accountant
 
 from conftest import synthetic_data
 from conftest import SMALL_PHASED, summary_json
 from dplab import jobs, layout
-from dplab.accounting import selection
 from dplab.accounting.registry import get
 from dplab.accounting.setting import Setting
 from dplab.figures import figure, runs
@@ -100,22 +102,29 @@ def test_nonprivate_training_stars_the_best_logged_values(synth, tmp_path):
     assert len(table) == 2 * len(metrics)
 
 
-def _fake_summary(folder, name, method, eps, seed, acc, accountant="rdp"):
+def _fake_summary(folder, name, method, eps, seed, acc, accountant="rdp", setting=None):
+    """A grid run's summary.json; ``setting`` (a Setting) replaces the default σ = 1, q = 0.1,
+    T = 10 (Poisson) one."""
     run = {"name": name, "method": method, "model": "logreg", "steps": 10, "lr": 0.1}
     if eps:
         run.update(clip=1.0, accountant=accountant, target_epsilon=eps)
-    setting = (
-        {"noise_multiplier": 1.0, "sampling_rate": 0.1, "steps": 10, "sampling": "poisson"}
-        if eps
-        else None
-    )
+    if setting is not None:
+        run.update(steps=setting.steps, sampling=setting.sampling)
+        setting = {k: v for k, v in setting.as_dict().items() if v is not None}
+    elif eps:
+        setting = {
+            "noise_multiplier": 1.0,
+            "sampling_rate": 0.1,
+            "steps": 10,
+            "sampling": "poisson",
+        }
     summary = summary_json(
         run,
         {"test_accuracy": acc},
-        sampling="poisson",
+        sampling=setting["sampling"] if setting else "poisson",
         setting=setting,
-        batch_size=10,
-        noise_multiplier=1.0 if eps else None,
+        batch_size=setting.get("batch_size", 10) if setting else 10,
+        noise_multiplier=setting["noise_multiplier"] if setting else None,
         delta=1e-5 if eps else None,
         neighbouring="add_remove",
         epsilon={accountant: eps} if eps else {},
@@ -151,15 +160,16 @@ def test_privacy_utility_mean_and_sd_over_seeds(tmp_path):
         assert row.seeds == 3 and row.accountant == "rdp" and row.release == "every iterate"
     ref = table[table.variant == "sgd"].iloc[0]
     assert np.isnan(ref.epsilon) and ref.accuracy_mean == pytest.approx(0.94)
-    # picking the better of the two methods at each ε: Papernot & Steinke's
-    # protocol, K geometric with mean 2
-    curve = get("rdp").rdp_curve(
-        Setting(noise_multiplier=1.0, sampling_rate=0.1, steps=10, sampling="poisson")
+    # picking the better of the two methods at each ε by their means over 3 seeds: Papernot &
+    # Steinke's protocol, K geometric with mean 2, each candidate its 3 runs composed
+    # (dp_accounting's RepeatAndSelectDpEvent on the 3-run composition)
+    step = dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(1.0))
+    three = dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(step, 10)] * 3)
+    peer = rdp_privacy_accountant.RdpAccountant().compose(
+        dp_event.RepeatAndSelectDpEvent(three, 2.0, 1.0)
     )
     private = table.dropna(subset=["epsilon"])
-    assert private.selection_epsilon.to_numpy() == pytest.approx(
-        selection.epsilon([curve], 1e-5, 2.0, 1.0)
-    )
+    assert private.selection_epsilon.to_numpy() == pytest.approx(peer.get_epsilon(1e-5), rel=1e-6)
     assert (
         private.selection_epsilon
         > get("rdp").epsilon(
@@ -175,6 +185,82 @@ def test_privacy_utility_mean_and_sd_over_seeds(tmp_path):
         get("rdp").epsilon(composed, 1e-5), rel=1e-12
     )
     assert np.isnan(ref.grid_epsilon)
+
+
+#: the worked example's grid at ε = 1 (config/examples/own_experiment.yaml, docs/own_experiment.md):
+#: DP-GD 50 full-batch steps and DP-SGD 150 Poisson steps of b = 64 on 900 records, σ calibrated
+#: by rdp to ε = 1 at δ = 1e-5, two seeds each
+OWN_GD = Setting(noise_multiplier=28.60526573666496, sampling="full_batch", steps=50)
+OWN_SGD = Setting(
+    noise_multiplier=3.7378766576488065,
+    batch_size=64,
+    dataset_size=900,
+    steps=150,
+    sampling="poisson",
+)
+
+
+def test_privacy_utility_selection_composes_each_methods_seeds(tmp_path):
+    """The example's cell at ε = 1: a method is picked on its mean over 2 seeds, so each candidate
+    of Papernot & Steinke's protocol is 2 runs composed (the table printed 1.5636, the bound with
+    one run per candidate): dp_accounting's RepeatAndSelectDpEvent on each method's 2-run
+    composition gives 2.2183 (DP-GD) and 2.1779 (DP-SGD), and the worst of both curves is DP-GD's
+    at the orders that matter."""
+    paths = [
+        _fake_summary(tmp_path, f"loans/net/{m}/eps1/seed{s}", m, 1.0, s, 0.8, setting=setting)
+        for m, setting in (("dp_gd", OWN_GD), ("dp_sgd", OWN_SGD))
+        for s in range(2)
+    ]
+    table = figure("privacy_utility").table({"summaries": paths}, {"grids": ["g"]})
+    assert (table.seeds == 2).all() and (table.epsilon_claimed_max == 1.0).all()
+    gd = dp_accounting.GaussianDpEvent(OWN_GD.noise_multiplier)
+    sgd = dp_accounting.PoissonSampledDpEvent(
+        64 / 900, dp_accounting.GaussianDpEvent(OWN_SGD.noise_multiplier)
+    )
+    peers = [
+        rdp_privacy_accountant.RdpAccountant()
+        .compose(
+            dp_event.RepeatAndSelectDpEvent(
+                dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(e, t)] * 2),
+                2.0,
+                1.0,
+            )
+        )
+        .get_epsilon(1e-5)
+        for e, t in ((gd, 50), (sgd, 150))
+    ]
+    assert peers == pytest.approx([2.2183, 2.1779], abs=1e-4)
+    assert table.selection_epsilon.to_numpy() == pytest.approx(peers[0], rel=1e-6)
+    # the grid that ran: 4 runs composed
+    assert table.grid_epsilon.to_numpy() == pytest.approx(2.1140, abs=1e-4)
+
+
+def test_privacy_utility_a_run_without_an_rdp_curve_leaves_the_cell_unpriced(tmp_path):
+    """A shuffle variant (fixed_batches, no RDP curve) beside DP-SGD: the grid released the best of
+    both, so neither row prints a grid ε (DP-SGD's alone, 2.101, left the other run's ε of 46.2
+    out); the note says why, and K's mean counts both candidates."""
+    sgd = Setting(noise_multiplier=1.0, sampling_rate=0.01, steps=1000, sampling="poisson")
+    shuffle = Setting(
+        noise_multiplier=1.0, sampling="shuffle", dataset_size=1005, batch_size=10, steps=1000
+    )
+    paths = [
+        _fake_summary(tmp_path, "s/m/dp_sgd/eps2/seed0", "dp_sgd", 2.0, 0, 0.8, setting=sgd),
+        _fake_summary(
+            tmp_path,
+            "s/m/dp_sgd_fixed_batches/eps2/seed0",
+            "dp_sgd",
+            2.0,
+            0,
+            0.8,
+            accountant="fixed_batches",
+            setting=shuffle,
+        ),
+    ]
+    table = figure("privacy_utility").table({"summaries": paths}, {"grids": ["g"]})
+    assert len(table) == 2 and table.grid_epsilon.isna().all()
+    assert table.selection_epsilon.isna().all()
+    note = table.selection_note.iloc[0]
+    assert "no RDP curve: dp_sgd_fixed_batches (sampling: shuffle" in note and "mean 2" in note
 
 
 def test_hidden_state_gain_reads_every_valid_curve_and_every_exclusion(synth, tmp_path):

@@ -212,3 +212,20 @@ def test_add_remove_step_size_and_size_limits():
     with pytest.raises(AssumptionError) as err:
         get("langevin").epsilon(_setting(dataset_size=1, lr=0.01), 1e-5)
     assert err.value.key == "dataset_size"
+
+
+@pytest.mark.parametrize("neighbouring", ["replace_one", "add_remove"])
+def test_private_selection_reads_langevins_whole_run_curve(neighbouring):
+    """selection.candidate_curve calls the base ``rdp_curve(setting)``: langevin's is Cor. 1 at
+    every order (its per-order helper no longer shadows it, which raised TypeError), and converting
+    it at δ gives the accountant's own ε."""
+    from dplab.accounting import rdp_conversion, selection
+
+    s = _setting(neighbouring=neighbouring)
+    orders, rdp = selection.candidate_curve(get("langevin"), s)
+    sig = units.langevin_sigma(2.0, 1.0, 0.1, 1000)
+    s_g = units.sum_sensitivity(1.0, neighbouring)
+    lam = 1.0 * 999 / 1000 if neighbouring == "add_remove" else 1.0
+    np.testing.assert_allclose(rdp, L.cor1_rdp(orders, 500, 0.1, sig, 1000, s_g, lam), rtol=1e-12)
+    eps = rdp_conversion.epsilon_from_rdp(rdp[None, :], orders, 1e-5)[0]
+    assert eps == pytest.approx(get("langevin").epsilon(s, 1e-5), rel=1e-12)

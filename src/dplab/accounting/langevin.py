@@ -183,8 +183,10 @@ class LangevinAccountant(rdp_conversion.RdpBound):
         self.check_clipping_inactive(setting)
 
     @classmethod
-    def rdp_curve(cls, setting: Setting, alpha: float, steps) -> np.ndarray:
-        """ε_α(T) of Cor. 1 for a canonical setting (already checked), λ' of :meth:`constants`."""
+    def order_rdp(cls, setting: Setting, alpha: float, steps) -> np.ndarray:
+        """ε_α(T) of Cor. 1 at one order α for a canonical setting (already checked), λ' of
+        :meth:`constants`.  (The whole run's curve over the orders is the base class's
+        ``rdp_curve(setting)``, which private selection reads.)"""
         sigma = units.langevin_sigma(
             setting.noise_multiplier, setting.clip, setting.lr, setting.dataset_size
         )
@@ -194,4 +196,4 @@ class LangevinAccountant(rdp_conversion.RdpBound):
 
     def _rdp(self, setting: Setting, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         orders = rdp_conversion.orders_for(setting.alpha)
-        return orders, rdp_conversion.rdp_table(lambda a: self.rdp_curve(setting, a, steps), orders)
+        return orders, rdp_conversion.rdp_table(lambda a: self.order_rdp(setting, a, steps), orders)

@@ -16,6 +16,8 @@ its score.  If every candidate is (λ, ε(λ))-RDP for every order λ, the relea
 RDP is non-decreasing in λ, so ε'(λ) ≤ ε'(λ') for λ ≤ λ' is applied last (as dp_accounting's
 ``RepeatAndSelectDpEvent`` does; ``tests/test_selection.py`` checks this module against it).
 Candidates that differ are covered by their pointwise largest RDP curve (each satisfies it).
+A candidate judged on its mean over several runs (a grid method's seeds) is those runs composed:
+its curve is :func:`composition` of theirs, ``seeds`` × one run's where the runs are alike.
 
 The bound holds for that protocol only.  A grid that trains every candidate once and releases
 the best (what the pipeline's grids do) is the composition of its runs: :func:`grid_epsilon`.
@@ -135,14 +137,21 @@ def epsilon(
     )
 
 
+def composition(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """One RDP curve of runs on the same records composed: RDP adds order by order (Mironov,
+    "Rényi Differential Privacy", Prop. 1), each run's bound read as :func:`_on_common_orders`
+    reads it.  A grid's candidate that is a method's mean over its seeds is its seeds' runs
+    composed: its curve is this of their curves (``seeds`` × one run's where they are alike)."""
+    orders, bounds = _on_common_orders(curves)
+    return orders, bounds.sum(axis=0)
+
+
 def grid_epsilon(curves: Sequence[tuple[np.ndarray, np.ndarray]], delta: float) -> float:
     """ε at δ of a grid that trains every candidate once on the same records and releases the best
-    (a post-processing of all of them): the candidates composed, RDP adding order by order
-    (Mironov, "Rényi Differential Privacy", Prop. 1), converted as ``rdp`` converts. What the
-    grid that was run costs; :func:`epsilon` is what Papernot & Steinke's protocol, which draws a
-    random number of runs, would."""
-    orders, bounds = _on_common_orders(curves)
-    composed = bounds.sum(axis=0)
+    (a post-processing of all of them): the candidates composed (:func:`composition`), converted
+    as ``rdp`` converts. What the grid that was run costs; :func:`epsilon` is what Papernot &
+    Steinke's protocol, which draws a random number of runs, would."""
+    orders, composed = composition(curves)
     finite = np.isfinite(composed)
     return float(
         rdp_conversion.epsilon_from_rdp(composed[finite][None, :], orders[finite], delta)[0]

@@ -303,7 +303,7 @@ def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
             left.append(f"lr {row.lr:g} ({err})")
             continue
         # the seeds' runs on the same records compose: RDP adds
-        curves.append((orders, row.seeds * np.asarray(values)))
+        curves.append(selection.composition([(orders, values)] * row.seeds))
     mean = params.get("selection_mean") or len(cell)
     shape = params.get("selection_shape", 1.0)
     delta = float(cell.delta.iloc[0])

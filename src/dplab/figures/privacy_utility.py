@@ -11,19 +11,20 @@ without target ε (non-private sgd) is one row with an empty ε, drawn as a hori
 A row's ε covers its own runs, not the choice of the best of them: ``grid_epsilon`` is the ε (same
 δ) of what was run, every run of the variants at that target ε and relation on the same records,
 composed (:func:`dplab.accounting.selection.grid_epsilon`), of which the best is released;
-``selection_epsilon`` what releasing the best run would cost made by Papernot & Steinke's
-random-repetition protocol instead (:mod:`dplab.accounting.selection`: K runs, K truncated
+``selection_epsilon`` what releasing the best would cost made by Papernot & Steinke's
+random-repetition protocol instead (:mod:`dplab.accounting.selection`: K candidates, K truncated
 negative binomial with ``selection_shape`` η, mean ``selection_mean``, default the number of
-candidates), which this grid does not run. Both from each candidate's RDP curve (its own
-accountant's where that is an RDP bound, else ``rdp``'s); ``selection_note`` names the candidates
-and any left out, and why.
+candidates), which this grid does not run.  A candidate is a variant judged on its mean over its
+seeds, so it is its seeds' runs composed (:func:`dplab.accounting.selection.composition`).  Both
+from each run's RDP curve (its own accountant's where that is an RDP bound, else ``rdp``'s); where
+any run of the cell has none, both are empty for the whole cell (what was released depends on that
+run too), and ``selection_note`` names the candidates and the runs without a curve, and why.
 """
 
 from __future__ import annotations
 
 import re
 
-import numpy as np
 import pandas as pd
 
 from dplab import entries
@@ -45,9 +46,9 @@ CAPTION = (
     " models is a stated, not a proven, equivalence of privacy. The dashed line and band are"
     " non-private SGD (mean ± sd). The default config trains logistic regression on synthetic data"
     " (its many runs stay cheap). The table's grid_epsilon is the ε of the grid that picks the"
-    " best method at each target (its runs composed): the per-run ε does not cover picking the"
-    " best run (selection_epsilon: were it picked by Papernot & Steinke's random-repetition"
-    " protocol instead)."
+    " best method at each target (its runs composed; empty where a run has no RDP curve): the"
+    " per-run ε does not cover picking the best run (selection_epsilon: were it picked by"
+    " Papernot & Steinke's random-repetition protocol instead, each method its seeds' runs)."
 )
 INPUTS: dict[str, type] = {"summaries": list}
 #: a grid run's name (:func:`dplab.entries.grid_runs`):
@@ -205,40 +206,39 @@ def _curve(summary: RunSummary, claimed: str):
 
 def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:
     """``grid_epsilon``, ``selection_epsilon`` and ``selection_note`` of every row of one
-    (target ε, relation) cell (module doc)."""
-    curves, runs_composed, names, left = [], [], [], []
+    (target ε, relation) cell (module doc).  A candidate is a variant judged on its mean over its
+    seeds: its runs composed (:func:`selection.composition`).  Both ε are empty for the whole cell
+    where any of its runs has no RDP curve: the grid released the best of all of them."""
+    curves, left = [], []
     for row in cell.itertuples():
         try:
-            curve = _curve(row.summary, row.accountant)
+            curve = _curve(row.summary, row.accountant)  # its runs share the setting
         except AssumptionError as err:
             left.append(f"{row.variant} ({err})")
             continue
-        curves.append(curve)
-        runs_composed.append((curve[0], row.seeds * np.asarray(curve[1])))  # RDP adds
-        names.append(row.variant)
-    mean = params.get("selection_mean") or max(len(curves), 1)
+        curves.append(selection.composition([curve] * row.seeds))  # its seeds' runs: RDP adds
+    mean = params.get("selection_mean") or len(cell)
     shape = params.get("selection_shape", 1.0)
     delta = float(cell.delta.iloc[0])
-    grid_eps = selection.grid_epsilon(runs_composed, delta) if curves else float("nan")
-    selection_eps = selection.epsilon(curves, delta, mean, shape) if curves else float("nan")
+    grid_eps = selection_eps = float("nan")
+    if not left:
+        grid_eps = selection.grid_epsilon(curves, delta)
+        selection_eps = selection.epsilon(curves, delta, mean, shape)
     law = (
         "Poisson" if shape == selection.POISSON else f"truncated negative binomial, shape {shape:g}"
     )
+    runs = "/".join(str(n) for n in sorted(set(cell.seeds)))
     note = (
-        f"best of {', '.join(names) or 'none'}: grid_epsilon, all their runs composed (what this "
-        f"grid ran); selection_epsilon, were the best run released by Papernot & Steinke's "
-        f"protocol instead (K runs, K {law}, mean {mean:g}); the row's own ε does not cover "
-        "picking the best run on test data"
+        f"best of {', '.join(cell.variant)} by the mean of their runs (runs each: {runs}): "
+        f"grid_epsilon, all their runs composed (what this grid ran); selection_epsilon, were the "
+        f"best released by Papernot & Steinke's protocol instead (K candidates, each its seeds' "
+        f"runs composed, K {law}, mean {mean:g}); the row's own ε does not cover picking the best "
+        "run on test data"
     )
     if left:
-        note += "; not covered (no RDP curve): " + "; ".join(left)
-    covered = [variant in names for variant in cell.variant]  # a left-out row: none
+        note += "; no ε, some of the runs compared have no RDP curve: " + "; ".join(left)
     return pd.DataFrame(
-        {
-            "grid_epsilon": [grid_eps if c else float("nan") for c in covered],
-            "selection_epsilon": [selection_eps if c else float("nan") for c in covered],
-            "selection_note": note,
-        },
+        {"grid_epsilon": grid_eps, "selection_epsilon": selection_eps, "selection_note": note},
         index=cell.index,
     )
 
