@@ -78,6 +78,22 @@ def test_no_two_runs_of_a_grid_share_their_generators():
     assert runs[name]["seed"] == 3
 
 
+@pytest.mark.parametrize(
+    "grid", [GRID, GRID_LRS, {**GRID, "base": {**GRID["base"], "model": "models/net.py:Net"}}]
+)
+def test_a_grid_run_s_name_gives_back_its_variant_lr_and_seed(grid):
+    """The figures read a run's variant, lr and grid seed from its name (entries.GridName, one
+    parser where privacy_utility and mf_regime each had their own): every name grid_runs makes
+    gives back what made it; anything else is refused naming the key."""
+    for name, item in entries.grid_runs(config_with_grid(grid), "mini").items():
+        parts = entries.GridName.of(name, "figures.x.grids")
+        lr = None if parts.lr is None else float(parts.lr)
+        assert (parts.variant, lr, parts.seed) == (item["variant"], item["lr"], item["seed"])
+    for other in ("digits/logreg/dp_sgd/seed0", "runs/dp_sgd", "a/b/dp-sgd/eps1/seed0"):
+        with pytest.raises(DPLabError, match="figures.x.grids"):
+            entries.GridName.of(other, "figures.x.grids")
+
+
 def test_the_schema_describes_the_run_names_the_code_makes():
     """The schema's description of grid-run folders, filled in, gives entries.grid_runs' names."""
     from dplab.schemas import load_schema

@@ -9,6 +9,8 @@ live in :mod:`dplab.config`, the jobs made of these entries in :mod:`dplab.jobs`
 from __future__ import annotations
 
 import hashlib
+import re
+from dataclasses import dataclass
 from itertools import product
 
 from dplab.errors import DPLabError
@@ -85,6 +87,36 @@ def grid_runs(config: dict, grid: str) -> dict[str, dict]:
                 "run": entry,
             }
     return runs
+
+
+#: a grid run's name (:func:`grid_runs`)
+GRID_NAME = re.compile(
+    r"^(?P<dataset>[^/]+)/(?P<model>[^/]+)/(?P<variant>[A-Za-z0-9_]+)/"
+    r"(?P<privacy>(?:eps|sigma)[^/]*|nonprivate)(?:/lr(?P<lr>[^/]+))?/seed(?P<seed>[0-9]+)$"
+)
+
+
+@dataclass(frozen=True)
+class GridName:
+    """The parts of a grid run's name (:func:`grid_runs`): its variant, the learning rate it was
+    tried at (None in a grid without ``lrs``) and the grid's seed (not the one it trains with,
+    :func:`grid_seed`)."""
+
+    variant: str
+    lr: str | None
+    seed: int
+
+    @classmethod
+    def of(cls, name: str, key: str) -> "GridName":
+        """The parts of ``name``, or a :class:`DPLabError` at ``key`` where it is no grid run's."""
+        found = GRID_NAME.match(name)
+        if found is None:
+            raise DPLabError(
+                key,
+                f"{name!r} is not a grid run's name (<dataset>/<model>/<variant>/eps<ε>"
+                "[/lr<η>]/seed<s>)",
+            )
+        return cls(found["variant"], found["lr"], int(found["seed"]))
 
 
 def grid_seed(base: int, grid: str, name: str) -> int:

@@ -205,9 +205,11 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
             )
         run = s.settings
         claim = privacy(s)
+        # runs of two variants are never pooled, even where they look alike (label, epochs)
+        name = entries.GridName.of(run.name or "", KEY)
         records.append(
             {
-                "grid_variant": _grid_variant(run.name or ""),
+                "grid_variant": name.variant,
                 "variant": label(s),
                 "strategy": strategy(s),
                 "epochs": run.steps * s.batch_size / s.dataset_size,
@@ -218,7 +220,7 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
                 if run.target_epsilon is not None
                 else round(claim["epsilon"], 3),
                 "lr": run.lr,
-                "seed": _grid_seed(run.name or ""),
+                "seed": name.seed,  # the grid's (the run trains with entries.grid_seed)
                 "noise_multiplier": s.noise_multiplier,
                 "sensitivity": claim["sensitivity"],
                 "accountant": claim["accountant"],
@@ -274,21 +276,6 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     out = out.join(pd.concat(parts))
     out["test_gap_to_dp_sgd"] = _gaps(out)
     return out.drop(columns="rdp_setting")
-
-
-def _grid_variant(name: str) -> str:
-    """The grid's variant of a run named ``<dataset>/<model>/<variant>/…``
-    (:func:`dplab.entries.grid_runs`): runs of two variants are never pooled, even where they
-    look alike (the same label and epochs)."""
-    parts = name.split("/")
-    return parts[2] if len(parts) > 2 else name
-
-
-def _grid_seed(name: str) -> int | None:
-    """The grid's seed of a run named ``…/seed<s>`` (:func:`dplab.entries.grid_runs`; the run
-    trains with :func:`dplab.entries.grid_seed`)."""
-    last = name.rsplit("/", 1)[-1]
-    return int(last[4:]) if last.startswith("seed") and last[4:].isdigit() else None
 
 
 def _selection(cell: pd.DataFrame, params: dict) -> pd.DataFrame:

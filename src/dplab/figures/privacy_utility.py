@@ -23,7 +23,6 @@ run too), and ``selection_note`` names the candidates and the runs without a cur
 
 from __future__ import annotations
 
-import re
 
 import pandas as pd
 
@@ -51,11 +50,6 @@ CAPTION = (
     " Papernot & Steinke's random-repetition protocol instead, each method its seeds' runs)."
 )
 INPUTS: dict[str, type] = {"summaries": list}
-#: a grid run's name (:func:`dplab.entries.grid_runs`):
-#: <dataset>/<model>/<variant>/<eps…|sigma…|nonprivate>/seed<s>
-NAME = re.compile(
-    r"^[^/]+/[^/]+/(?P<variant>[A-Za-z0-9_]+)/(eps|sigma|nonprivate)[^/]*/seed(?P<seed>[0-9]+)$"
-)
 COLOURS = {
     "dp_sgd": "#1f77b4",
     "dp_gd": "#ff7f0e",
@@ -124,17 +118,17 @@ def table(inputs: Inputs, params: dict) -> pd.DataFrame:
     for path in inputs["summaries"]:
         summary = RunSummary.read(path)
         summaries.append(summary)
-        match = NAME.match(summary.settings.name or "")
-        if match is None:
+        name = entries.GridName.of(summary.settings.name or "", "figures.privacy_utility.grids")
+        if name.lr is not None:  # runs of one variant at several lr would be pooled as seeds
             raise DPLabError(
                 "figures.privacy_utility.grids",
-                f"{path}: {summary.settings.name!r} is not a grid run's name",
+                f"{path}: a grid with lrs (lr {name.lr}); this figure takes one lr per variant",
             )
         info = runs.describe(summary)
         records.append(
             {
-                "variant": match["variant"],
-                "seed": int(match["seed"]),
+                "variant": name.variant,
+                "seed": name.seed,
                 **info,
                 "release": _release(summary, info["accountant"]),
                 "epsilon_claimed": (
