@@ -461,6 +461,8 @@ OTHER = (
     "image_folder: a broken link in train/",
     "image_folder: a link back to a folder above",
     "image_folder: a FIFO",
+    "image_folder: a class folder linked to another",
+    "image_folder: a hard link to an image of another class",
 )
 BAD = [
     *(f"arrays: {n}" for n in NPZ),
@@ -536,6 +538,9 @@ def _bad(tmp_path) -> dict[str, tuple[dict, str, str]]:
         "c": (lambda p: p.symlink_to(tmp_path / "gone"), "train/c is a broken symbolic link"),
         "a/sub": (lambda p: p.symlink_to(p.parent.parent), "a/sub leads back to"),
         "a/f.png": (lambda p: os.mkfifo(p), "a/f.png is neither a file nor a folder"),
+        # one image as two records: ε covers a record (a path), not an image
+        "d": (lambda p: p.symlink_to(p.parent / "a"), "(class 'd') are one file"),
+        "b/z.png": (lambda p: os.link(p.parent.parent / "a" / "0.png", p), "are one file"),
     }
     for i, (name, (make, words)) in enumerate(odd.items(), start=7):
         _images(tmp_path / f"odd{i}", {"train": {"a": 2, "b": 2}})

@@ -99,6 +99,13 @@ def test_the_example_draws_its_figures_from_its_own_data_and_model(example):
         )
 
 
+def test_a_run_on_an_encoding_fitted_to_its_records_says_so_beside_its_epsilon(example):
+    """loans.csv's numeric and categorical columns are encoded from the training split (no
+    `encoding` given): outside ε, said by prepare-data alone before, now in each run's note."""
+    summary = yaml.safe_load((example / "results/runs/own_by_epsilon/summary.json").read_text())
+    assert "was fitted on the training split, outside ε" in summary["note"]
+
+
 def test_the_example_grid_meets_its_targets_and_prices_the_selection(example):
     table = pd.read_csv(example / "results" / "tables" / "privacy_utility.csv")
     private = table.dropna(subset=["epsilon"])

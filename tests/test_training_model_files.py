@@ -281,6 +281,23 @@ class RunningMean(Base):  # a buffer updated from every batch
         return self.out(self.fc(x - self.mu))
 
 
+class RunningMax(Base):  # a buffer that the check's 0/1 inputs leave as it is
+    def __init__(self, input_shape, classes):
+        super().__init__(input_shape, classes)
+        self.register_buffer("scale", torch.ones(()))
+
+    def forward(self, x):
+        self.scale.copy_(torch.maximum(self.scale, x.detach().abs().max()))
+        return self.out(self.fc(x / self.scale))
+
+
+class BigBatchCentre(Base):  # mixes the examples only in batches larger than the check's
+    def forward(self, x):
+        if len(x) > 4:
+            x = x - x.mean(0)
+        return self.out(torch.tanh(self.fc(x)))
+
+
 class Dropout(Base):
     def forward(self, x):
         return self.out(F.dropout(self.fc(x), 0.5, self.training))
@@ -375,6 +392,7 @@ def _start(name: str):
         ("BatchMean", "row 0 of a batch's output differs from example 0's output alone"),
         ("FunctionalNorm", "mixes the examples of a batch"),
         ("RunningMean", "changes the buffer 'mu'"),
+        ("RunningMax", "changes a buffer ('scale')"),
         ("Dropout", "two forward passes of the same batch differ"),
         ("OneExampleOnly", "a batch of 4 examples of shape [5] fails: ValueError: boom"),
         ("BatchMeanOut", "shape [4, 3] for a batch of 4; got [1, 3]"),
@@ -398,6 +416,27 @@ def test_a_per_example_model_file_with_a_constant_buffer_and_a_value_read_starts
     assert sorted(start.params) == ["fc.bias", "fc.weight", "out.bias", "out.weight"]
     # planning builds it on torch's meta device, where reading a value fails: counted on the CPU
     assert models.parameters(_run(model="models/checked.py:Fine"), [5], 3) == 5 * 8 + 8 + 8 * 3 + 3
+
+
+def test_a_model_file_s_clipped_sum_moves_by_at_most_c_whatever_it_does_to_a_batch(checked):
+    """DP-SGD's ε needs ||S(D ∪ {z}) − S(D)|| ≤ C for the clipped sum S.  BigBatchCentre passes the
+    check (it centres only batches of more than 4) and, on ghost clipping's one batched pass,
+    moved S by 3.7·C; a model file's gradients are now each example's alone (torch.func)."""
+    import torch
+
+    from dplab.training.per_example import clipped_grad_sum
+
+    start = _start("BigBatchCentre")
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(64, 5, generator=g) * 3, torch.randint(3, (64,), generator=g)
+    z = torch.randn(1, 5, generator=g) * 40
+    clip = 0.5
+    before = clipped_grad_sum(start.loss, start.params, x, y, clip).grad_sum
+    after = clipped_grad_sum(
+        start.loss, start.params, torch.cat([x, z]), torch.cat([y, y[:1]]), clip
+    )
+    moved = torch.sqrt(sum(((after.grad_sum[k] - before[k]) ** 2).sum() for k in before))
+    assert float(moved) <= clip * (1 + 1e-5)
 
 
 def test_a_model_file_that_exits_at_import_is_refused(project):

@@ -76,6 +76,7 @@ def listing(cfg: dict, key: str) -> dict[str, list[tuple[str, Path]]]:
                     where, f"the class folder {folder} holds no image; remove it or add images"
                 )
             out[part] += [(folder.name, p) for p in images]
+    _refuse_twice(out["train"], where)
     names = sorted({c for c, _ in out["train"]})
     if len(names) < 2:
         raise DPLabError(
@@ -115,6 +116,23 @@ def _below(folder: Path, where: str) -> list[Path]:
             else:
                 found.append(p)
     return sorted(found)
+
+
+def _refuse_twice(images: list[tuple[str, Path]], where: str) -> None:
+    """Refuse two training paths that are one file (a linked file or class folder, a hard link):
+    the accountant's record is a path, so that image would be trained as two records (under two
+    classes where a class folder links to another) and ε would hold for it only as a group's."""
+    seen: dict[tuple[int, int], tuple[str, Path]] = {}
+    for label, path in images:
+        info = path.stat()
+        first = seen.setdefault((info.st_dev, info.st_ino), (label, path))
+        if first[1] != path:
+            raise DPLabError(
+                where,
+                f"{first[1]} (class {first[0]!r}) and {path} (class {label!r}) are one file (a"
+                " link): it would be trained as two records, and ε covers each record, not each"
+                " image; keep one",
+            )
 
 
 def _refuse_odd(path: Path, where: str) -> None:

@@ -867,5 +867,18 @@ def _summary(run: _Run) -> RunSummary:
             noise_floor.note([c.exposure], s.delta, s.noise_rng, c.device.type)
             if _trajectory_claim(c.exposure, claim)
             else ""
-        ),
+        )
+        + _fitted_note(info),
+    )
+
+
+def _fitted_note(info: dict) -> str:
+    """Where the data's encoding was fitted on the training records (a CSV table's means, stds
+    or categories: info.json's ``fitted``), that it lies outside ε ("" elsewhere)."""
+    if not info.get("fitted"):
+        return ""
+    return (
+        f"; the encoding of {', '.join(info['fitted'])} was fitted on the training split, outside"
+        " ε (its values, in the data's info.json, shape every record's features;"
+        " docs/own_experiment.md, What ε covers)"
     )

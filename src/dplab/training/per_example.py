@@ -30,7 +30,8 @@ gradients where that is cheaper:
   ||g_i||² = ||g_i^CE||² + 2·l2·⟨θ, g_i^CE⟩ + l2²·||θ||², where ⟨θ, g_i^CE⟩ = Σ_layers Σ_t
   g_{i,t}·z_{i,t} (z = W a + b), and Σ_i c_i l2·θ = l2·θ·Σ_i c_i.
 
-**torch.func** (``grad`` of the one-example loss, ``vmap`` over the batch) for everything else:
+**torch.func** (``grad`` of the one-example loss, ``vmap`` over the batch) for every model file's
+network (:func:`dplab.training.models.example_loss`, ``batched=False``) and everything else:
 any parameter outside a Linear/Conv2d layer (e.g. LayerNorm, Embedding) or shared by two layers
 (tied weights), grouped or non-zero-padded convolutions, string paddings, a layer called twice in
 one forward pass or whose input or output is changed in place afterwards, batch-norm layers, or a
@@ -189,8 +190,20 @@ def _factors(norms: torch.Tensor, clip: float | None) -> torch.Tensor:
 
 def _materialized(loss, params, x, y, clip, mask=None, summed=True) -> ClippedGrads:
     """Per-example gradients with torch.func, then clip and sum (weighted by ``mask``);
-    ``summed=False``: the norms and the loss only (no clip, no sum)."""
-    grads, losses = vmap(grad_and_value(loss), in_dims=(None, 0, 0))(params, x, y)
+    ``summed=False``: the norms and the loss only (no clip, no sum).  A network whose forward
+    pass reads a value (``.item()``, ``if x.max() > …``), which ``vmap`` cannot batch, has its
+    examples' gradients taken one after another (:func:`_one_by_one`, from then on for that
+    loss)."""
+    if getattr(loss, "one_by_one", False):
+        grads, losses = _one_by_one(loss, params, x, y)
+    else:
+        try:
+            grads, losses = vmap(grad_and_value(loss), in_dims=(None, 0, 0))(params, x, y)
+        except RuntimeError as err:
+            if not str(err).startswith("vmap: It looks like you're"):
+                raise
+            loss.one_by_one = True
+            grads, losses = _one_by_one(loss, params, x, y)
     flat = torch.cat([g.reshape(len(x), -1) for g in grads.values()], dim=1)
     norms = flat.norm(dim=1)
     if not summed:
@@ -200,6 +213,13 @@ def _materialized(loss, params, x, y, clip, mask=None, summed=True) -> ClippedGr
         factor, losses = factor * mask, losses * mask
     summed = {k: torch.einsum("b,b...->...", factor, g) for k, g in grads.items()}
     return ClippedGrads(summed, norms, losses.sum())
+
+
+def _one_by_one(loss, params, x, y) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Each example's gradient and loss by ``grad_and_value`` alone, stacked as ``vmap`` would."""
+    each = [grad_and_value(loss)(params, x[i], y[i]) for i in range(len(x))]
+    grads = {k: torch.stack([g[k] for g, _ in each]) for k in params}
+    return grads, torch.stack([value for _, value in each])
 
 
 @dataclass(frozen=True)

@@ -39,18 +39,22 @@ def initial(
     the model initialised with torch's global generator seeded with ``seed`` inside ``fork_rng``
     (its output checked: :func:`models.check_output`, a model file's also
     :func:`models.check_batch`) and moved to ``device``, a copy of its parameters (W₀, not yet
-    projected) and its per-example loss."""
+    projected) and its per-example loss (a model file's network: each example's gradient from
+    that example alone, as no check of a network's batches can prove it per-example:
+    :func:`models.example_loss`)."""
     b = settings.b(n)
     if b > n:
         raise DPLabError("batch_size", f"must be <= the {n} training examples; got {b}")
+    own = model_file.names_file(settings.model)  # a built-in model holds by construction
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = models.build(settings, input_shape, classes)
         models.check_output(model, input_shape, classes)
-        if model_file.names_file(settings.model):  # a built-in model holds by construction
+        if own:
             models.check_batch(model, input_shape, classes)
     model = model.to(device)
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
     path = model_path(settings.model)
     code = {path: model_file.sha256(settings.model)} if path else {}
-    return Start(model, params, models.example_loss(model, settings.l2), b, code)
+    loss = models.example_loss(model, settings.l2, batched=not own)
+    return Start(model, params, loss, b, code)

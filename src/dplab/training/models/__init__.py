@@ -168,7 +168,8 @@ CHECK_ROWS = 4
 def check_batch(model: nn.Module, input_shape: list[int], classes: int) -> None:
     """A batch of :data:`CHECK_ROWS` random 0/1 inputs (its own generator: no draw from torch's)
     through ``model`` as it trains: logits of shape (rows, ``classes``), row i equal to example
-    i's output alone, the same again on the same batch, and no buffer changed.  DP-SGD bounds
+    i's output alone, the same again on the same batch, each example's gradient taken alone as
+    training takes it, and no buffer changed.  DP-SGD bounds
     one example's influence by clipping its own gradient, which holds only if the forward pass
     treats each example alone (no batch statistics), draws nothing (dropout: unsupported) and keeps
     no state computed from the data outside the parameters; a DPLabError on ``model``
@@ -189,23 +190,15 @@ def check_batch(model: nn.Module, input_shape: list[int], classes: int) -> None:
         f"one row of {classes} logits per example, shape [{CHECK_ROWS}, {classes}] for a batch "
         f"of {CHECK_ROWS}",
     )
-    changed = [
-        name
-        for name, b in model.named_buffers()
-        if name not in before or not torch.equal(b, before[name])
-    ]
-    if changed:
-        raise DPLabError(
-            "model",
-            f"the forward pass changes the buffer {changed[0]!r}: state computed from the "
-            "training data outside the clipped, noised update is covered by no ε",
-        )
+    _check_buffers(model, before)
     if not torch.allclose(out, again, rtol=0.0, atol=0.0, equal_nan=True):
         raise DPLabError(
             "model",
             "two forward passes of the same batch differ: the model draws random numbers "
             "(dropout?), which dplab's per-example gradients do not support",
         )
+    _check_gradients(model, x, classes)
+    _check_buffers(model, before)
     alone = torch.cat(alone)
     scale = 1e-5 * (1.0 + float(out.abs().nan_to_num().max()))
     if not torch.allclose(out, alone, rtol=1e-4, atol=scale, equal_nan=True):
@@ -219,10 +212,54 @@ def check_batch(model: nn.Module, input_shape: list[int], classes: int) -> None:
         )
 
 
-def example_loss(model: nn.Module, l2: float):
+def _check_buffers(model: nn.Module, before: dict) -> None:
+    """A DPLabError on ``model`` where a buffer differs from ``before`` (name → tensor)."""
+    import torch
+
+    for name, b in model.named_buffers():
+        if name not in before or not torch.equal(b, before[name]):
+            raise DPLabError("model", _STATE.format(what=f"the buffer {name!r}"))
+
+
+#: why a network that writes a buffer in its forward pass is refused
+_STATE = (
+    "the forward pass changes {what}: a network that keeps state outside its"
+    " parameters (running statistics, a cache, a counter, spectral norm's power iteration) is"
+    " not supported: that state is no part of the clipped, noised update, and where it depends"
+    " on the training data no ε covers it"
+)
+
+
+def _check_gradients(model: nn.Module, x, classes: int) -> None:
+    """Each example's gradient of the batch ``x``, as training takes it (:func:`example_loss`,
+    one example at a time): a DPLabError on ``model`` where that fails, as it does for a network
+    that writes a buffer (torch.func refuses to change a captured tensor)."""
+    import torch
+
+    from dplab.training.per_example import clipped_grad_sum
+
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    y = torch.arange(len(x)) % classes
+    try:
+        clipped_grad_sum(example_loss(model, 0.0, batched=False), params, x, y, 1.0)
+    except RuntimeError as err:
+        if "mutate a captured Tensor" in str(err):
+            names = ", ".join(repr(n) for n, _ in model.named_buffers())
+            raise DPLabError("model", _STATE.format(what=f"a buffer ({names})")) from None
+        raise DPLabError(
+            "model",
+            f"one example's gradient fails: {type(err).__name__}: {str(err)[:160]}",
+        ) from None
+
+
+def example_loss(model: nn.Module, l2: float, batched: bool = True):
     """ℓ(θ; x, y) for ONE example: cross-entropy + (l2/2)·||θ||² (the penalty is part of every
-    example's loss, so its gradient is clipped with the rest).  ``loss.model`` and ``loss.l2``
-    let :func:`dplab.training.per_example.clipped_grad_sum` take its ghost-clipping path."""
+    example's loss, so its gradient is clipped with the rest).  ``batched``: ``loss.model`` and
+    ``loss.l2`` let :func:`dplab.training.per_example.clipped_grad_sum` take its ghost-clipping
+    path, one forward and backward pass of the whole batch, exact only where row i of every
+    layer's input and output gradient depends on example i alone: a built-in model's, by
+    construction.  Without it (a model file's network) each example's gradient is taken from that
+    example alone (torch.func), whatever the network does to a batch."""
     import torch
     from torch import nn
 
@@ -233,5 +270,6 @@ def example_loss(model: nn.Module, l2: float):
             value = value + 0.5 * l2 * sum((p * p).sum() for p in params.values())
         return value
 
-    loss.model, loss.l2 = model, l2
+    if batched:
+        loss.model, loss.l2 = model, l2
     return loss
