@@ -439,6 +439,35 @@ def test_a_model_file_s_clipped_sum_moves_by_at_most_c_whatever_it_does_to_a_bat
     assert float(moved) <= clip * (1 + 1e-5)
 
 
+def test_a_network_that_reads_a_value_trains_one_example_at_a_time_but_not_stacked(checked):
+    """``vmap`` cannot batch a value read (Fine's ``float(x.abs().max())``): one run takes each
+    example's gradient alone, one after another (autograd's per-example gradients); runs stepped
+    together (an audit's) are refused naming the key, not an internal error."""
+    import torch
+
+    from dplab.training.per_example import clipped_grad_sum
+    from dplab.training.stacked import clipped_sums
+
+    start = _start("Fine")
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(3))
+    y = torch.tensor([0, 1, 2])
+    got = clipped_grad_sum(start.loss, start.params, x, y, None).grad_sum
+    for k in start.params:
+        each = []
+        for i in range(3):
+            p = {n: v.clone().requires_grad_() for n, v in start.params.items()}
+            logits = torch.func.functional_call(start.model, p, (x[i : i + 1],))
+            loss = torch.nn.functional.cross_entropy(logits, y[i : i + 1])
+            each.append(torch.autograd.grad(loss, p[k])[0])
+        torch.testing.assert_close(got[k], sum(each), rtol=1e-5, atol=1e-6)
+    stacked = {k: torch.stack([v, v]) for k, v in start.params.items()}
+    with pytest.raises(DPLabError) as err:
+        clipped_sums(
+            start.loss, stacked, torch.stack([x, x]), torch.stack([y, y]), torch.ones(2, 3), 1.0
+        )
+    assert err.value.key == "model" and "reads a value" in err.value.message
+
+
 def test_a_model_file_that_exits_at_import_is_refused(project):
     (project / "models" / "bad.py").write_text("import sys\nsys.exit(0)\n")
     with pytest.raises(DPLabError, match="does not import: SystemExit") as err:

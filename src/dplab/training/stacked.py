@@ -54,7 +54,17 @@ def clipped_sums(
         g = clipped_grad_sum(loss, p, x, y, clip, ghost=False, mask=m)
         return g.grad_sum, g.norms, g.loss_sum
 
-    return ClippedGrads(*torch.func.vmap(one_run)(params, x, y, mask))
+    try:
+        return ClippedGrads(*torch.func.vmap(one_run)(params, x, y, mask))
+    except RuntimeError as err:
+        if not str(err).startswith("vmap: It looks like you're"):
+            raise
+        raise DPLabError(
+            "model",
+            "the runs stepped together (an audit's) take their clipped sums in one vmap over the"
+            " runs, which a network whose forward pass reads a value (.item(), `if x.max() > …`)"
+            " cannot pass: compute it with tensor operations (torch.where) instead",
+        ) from None
 
 
 @dataclass
