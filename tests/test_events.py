@@ -70,12 +70,33 @@ SELECTED = {
         ),
         3,
     ),
+    # a composition of one selection, twice: its single setting is not its ε (2.48 against 5.25)
+    "a composed selection twice": dp_accounting.SelfComposedDpEvent(
+        dp_accounting.ComposedDpEvent(
+            [
+                dp_accounting.dp_event.RepeatAndSelectDpEvent(
+                    dp_accounting.SelfComposedDpEvent(POISSON, 20), 5, 1
+                )
+            ]
+        ),
+        2,
+    ),
+    "a selection twice, three times": dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.dp_event.RepeatAndSelectDpEvent(PHASE, 3, 0), 2
+        ),
+        3,
+    ),
 }
+#: parts that add nothing: a NoOpDpEvent, an empty composition (rdp refused both)
+EMPTY_PARTS = dp_accounting.ComposedDpEvent(
+    [dp_accounting.NoOpDpEvent(), dp_accounting.ComposedDpEvent([]), POISSON, PHASE]
+)
 
 
-@pytest.mark.parametrize("name", [*GAUSSIAN, *SAMPLED, *NESTED, *SELECTED])
+@pytest.mark.parametrize("name", [*GAUSSIAN, *SAMPLED, *NESTED, *SELECTED, "empty parts"])
 def test_rdp_on_an_event_equals_dp_accountings_rdp_accountant(name):
-    event = {**GAUSSIAN, **SAMPLED, **NESTED, **SELECTED}[name]
+    event = {**GAUSSIAN, **SAMPLED, **NESTED, **SELECTED, "empty parts": EMPTY_PARTS}[name]
     peer = rdp_privacy_accountant.RdpAccountant().compose(event).get_epsilon(DELTA)
     assert get("rdp").supports(event) is None
     assert get("rdp").epsilon(event, DELTA) == pytest.approx(peer, rel=1e-9)
@@ -99,10 +120,10 @@ def test_pld_on_a_gaussian_event_is_exact_and_below_dp_accountings_pld(name, rel
 
 
 @pytest.mark.parametrize("relation", RELATIONS)
-@pytest.mark.parametrize("name", [*SAMPLED, *NESTED])
+@pytest.mark.parametrize("name", [*SAMPLED, *NESTED, "empty parts"])
 def test_pld_on_a_poisson_event_equals_dp_accountings_pld(name, relation):
     """The certified read-off adds a rounding allowance: ≤ 1e-4 relative (as for one setting)."""
-    event = {**SAMPLED, **NESTED}[name]
+    event = {**SAMPLED, **NESTED, "empty parts": EMPTY_PARTS}[name]
     theirs = (
         pld_privacy_accountant.PLDAccountant(RELATIONS[relation]).compose(event).get_epsilon(DELTA)
     )

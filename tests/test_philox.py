@@ -134,8 +134,9 @@ def test_cpu_kernel_bits_do_not_depend_on_the_instruction_set(tmp_path):
 
 def test_the_cpu_stream_s_tail_beyond_24_bits_is_the_gaussian_s():
     """The smallest 24-bit uniform (a >> 8 = 0, probability 2⁻²⁴) takes the pair's 16 unused bits:
-    u₁ = (j + 1)·2⁻⁴⁰, so P(r > x) = P(u₁ < e^(−x²/2)) is the Rayleigh tail to within 2⁻⁴⁰ beyond
-    r = 5.768, up to the cut 7.446, where 24 bits alone stop (r = 5.768, P(r > 6) = 0)."""
+    u₁ = (j + 1)·2⁻⁴⁰, so P(r > x) = P(u₁ < e^(−x²/2)) is the Rayleigh tail to 2⁻⁴⁰ (3·2⁻⁴⁰ with
+    float32's rounding of r) beyond r = 5.768, up to the cut 7.446, where 24 bits alone stop
+    (r = 5.768, P(r > 6) = 0)."""
     j = torch.arange(1 << 16)
     high = torch.randint(0, 1 << 24, (1 << 16,), generator=torch.Generator().manual_seed(0))
     r = torch.hypot(*(z.double() for z in philox._box_muller_f32(j >> 8, (high << 8) | (j & 0xFF))))

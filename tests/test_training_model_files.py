@@ -291,6 +291,24 @@ class RunningMax(Base):  # a buffer that the check's 0/1 inputs leave as it is
         return self.out(self.fc(x / self.scale))
 
 
+class AttributeMax(Base):  # the same running maximum in a plain attribute
+    def __init__(self, input_shape, classes):
+        super().__init__(input_shape, classes)
+        self.scale = 1.0
+
+    def forward(self, x):
+        self.scale = max(self.scale, float(x.detach().abs().max()))
+        return self.out(self.fc(x / self.scale))
+
+
+class NumpyRead(Base):  # reads its input through numpy: no vmap, no torch.func
+    def forward(self, x):
+        import numpy as np
+
+        scale = 2.0 if np.abs(x.detach().numpy()).max() > 1e3 else 1.0
+        return self.out(torch.tanh(self.fc(x))) * scale
+
+
 class BigBatchCentre(Base):  # mixes the examples only in batches larger than the check's
     def forward(self, x):
         if len(x) > 4:
@@ -392,7 +410,8 @@ def _start(name: str):
         ("BatchMean", "row 0 of a batch's output differs from example 0's output alone"),
         ("FunctionalNorm", "mixes the examples of a batch"),
         ("RunningMean", "changes the buffer 'mu'"),
-        ("RunningMax", "changes a buffer ('scale')"),
+        ("RunningMax", "changes the buffer 'scale'"),
+        ("AttributeMax", "gradients differed after other inputs went through it"),
         ("Dropout", "two forward passes of the same batch differ"),
         ("OneExampleOnly", "a batch of 4 examples of shape [5] fails: ValueError: boom"),
         ("BatchMeanOut", "shape [4, 3] for a batch of 4; got [1, 3]"),
@@ -439,16 +458,18 @@ def test_a_model_file_s_clipped_sum_moves_by_at_most_c_whatever_it_does_to_a_bat
     assert float(moved) <= clip * (1 + 1e-5)
 
 
-def test_a_network_that_reads_a_value_trains_one_example_at_a_time_but_not_stacked(checked):
-    """``vmap`` cannot batch a value read (Fine's ``float(x.abs().max())``): one run takes each
-    example's gradient alone, one after another (autograd's per-example gradients); runs stepped
+@pytest.mark.parametrize("name", ["Fine", "NumpyRead"])
+def test_a_network_that_reads_a_value_trains_one_example_at_a_time_but_not_stacked(checked, name):
+    """``vmap`` cannot batch a value read (Fine's ``float(x.abs().max())``, NumpyRead's numpy):
+    one run takes each example's gradient alone, one after another (autograd's per-example
+    gradients; NumpyRead was refused by torch.func's one-example gradient too); runs stepped
     together (an audit's) are refused naming the key, not an internal error."""
     import torch
 
     from dplab.training.per_example import clipped_grad_sum
     from dplab.training.stacked import clipped_sums
 
-    start = _start("Fine")
+    start = _start(name)
     x = torch.randn(3, 5, generator=torch.Generator().manual_seed(3))
     y = torch.tensor([0, 1, 2])
     got = clipped_grad_sum(start.loss, start.params, x, y, None).grad_sum

@@ -119,7 +119,7 @@ class DpAccountingAdapter(Accountant):
             return super().parts(event, neighbouring)
         except AssumptionError as err:
             phases = events.phase_events(event)
-            if err.key not in ("phases", "event") or len(phases) < 2:
+            if err.key not in ("phases", "event") or phases in ([], [event]):
                 raise
         out = []
         for i, phase in enumerate(phases):
@@ -218,9 +218,9 @@ class RdpAccountant(DpAccountingAdapter):
     def parts(self, event: dp_event.DpEvent, neighbouring: str) -> list[Setting]:
         """As for any event; a ``RepeatAndSelectDpEvent`` (private selection), alone or repeated,
         is its repeated event's parts, with K's mean and shape checked (:func:`selection.check`)."""
-        if isinstance(event, dp_event.SelfComposedDpEvent) and isinstance(
-            event.event, dp_event.RepeatAndSelectDpEvent
-        ):
+        from dplab.accounting import events
+
+        if isinstance(event, dp_event.SelfComposedDpEvent) and events.selects(event.event):
             return self.parts(event.event, neighbouring)
         if isinstance(event, dp_event.RepeatAndSelectDpEvent):
             try:
@@ -232,39 +232,36 @@ class RdpAccountant(DpAccountingAdapter):
 
     def event_epsilon(self, event, delta, neighbouring=Neighbouring.ADD_REMOVE):
         """One setting's ε; of any other event its RDP curve (:meth:`event_rdp`) converted."""
-        self.parts(event, neighbouring)  # checked: a refusal names the phase it is about
-        try:
-            settings = super().parts(event, neighbouring)  # no selection among them
-        except AssumptionError:
-            settings = []
-        if len(settings) == 1:
+        from dplab.accounting import events
+
+        settings = self.parts(event, neighbouring)  # checked: a refusal names its phase
+        if len(settings) == 1 and not events.selects(event):
             return self.epsilon(settings[0], delta)
         orders, total = self.event_rdp(event, neighbouring)
         orders, total = orders[np.isfinite(total)], total[np.isfinite(total)]
         return float(rdp_conversion.epsilon_from_rdp(total[None, :], orders, check_delta(delta))[0])
 
     def event_rdp(self, event, neighbouring: str) -> tuple[np.ndarray, np.ndarray]:
-        """(orders, RDP) of a checked event: of phases the sum of their curves (module docstring),
-        of ``SelfComposed(e, k)`` k times e's, of a ``RepeatAndSelectDpEvent`` the repeated
-        event's through Papernot & Steinke's bound (:func:`selection.repeat_and_select`),
-        nested as dp_accounting's ``RdpAccountant`` composes them."""
-        from dplab.accounting import events
-
+        """(orders, RDP) of a checked event, as dp_accounting's ``RdpAccountant`` composes it: of
+        a composition the sum of its parts' curves (module docstring), of ``SelfComposed(e, k)``
+        k times e's, of a ``RepeatAndSelectDpEvent`` the repeated event's through Papernot &
+        Steinke's bound (:func:`selection.repeat_and_select`), of a ``NoOpDpEvent`` (or of an
+        empty composition within one) 0."""
         if isinstance(event, dp_event.RepeatAndSelectDpEvent):
             self.parts(event, neighbouring)  # K's mean and shape checked
             orders, rdp = self.event_rdp(event.event, neighbouring)
             return orders, selection.repeat_and_select(orders, rdp, event.mean, event.shape)
-        phases = events.phase_events(event)
-        if len(phases) > 1:
-            curves = [self.event_rdp(p, neighbouring) for p in phases]
-            return curves[0][0], np.sum([rdp for _, rdp in curves], axis=0)
-        if isinstance(event, dp_event.SelfComposedDpEvent) and isinstance(
-            event.event, dp_event.RepeatAndSelectDpEvent
-        ):
+        orders = np.array(rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+        if isinstance(event, dp_event.ComposedDpEvent):  # within a checked one: may be empty
+            curves = [self.event_rdp(e, neighbouring)[1] for e in event.events]
+            return orders, np.sum([np.zeros_like(orders), *curves], axis=0)
+        if isinstance(event, dp_event.SelfComposedDpEvent):
             orders, rdp = self.event_rdp(event.event, neighbouring)
             return orders, event.count * rdp
-        curves = [self.rdp_curve(s) for s in self.parts(event, neighbouring)]
-        return curves[0][0], np.sum([rdp for _, rdp in curves], axis=0)
+        if isinstance(event, dp_event.NoOpDpEvent):
+            return orders, np.zeros_like(orders)
+        ((orders, rdp),) = [self.rdp_curve(s) for s in self.parts(event, neighbouring)]
+        return orders, rdp
 
     def _delta_curve(self, setting, epsilon, steps):
         orders, rdp = self.one_step_rdp(setting)

@@ -234,17 +234,30 @@ def _composed(event: dp_event.ComposedDpEvent) -> dict:
 
 
 def phase_events(event: dp_event.DpEvent) -> list[dp_event.DpEvent]:
-    """The phases of a composition with nested compositions flattened; any other event is one
-    phase.  The accountants that compose phases (rdp, pld) compose commutatively, so
-    ``SelfComposed(Composed([A, B]), k)`` is the phases ``SelfComposed(A, k)``,
-    ``SelfComposed(B, k)``."""
+    """The phases of a composition with nested compositions flattened and ``NoOpDpEvent`` parts
+    dropped; any other event is one phase.  The accountants that compose phases (rdp, pld)
+    compose commutatively, so ``SelfComposed(Composed([A, B]), k)`` is the phases
+    ``SelfComposed(A, k)``, ``SelfComposed(B, k)``."""
     if isinstance(event, dp_event.ComposedDpEvent):
         return [p for e in event.events for p in phase_events(e)]
     if isinstance(event, dp_event.SelfComposedDpEvent):
         inner = phase_events(event.event)
-        if len(inner) > 1:
+        if inner != [event.event]:
             return [dp_event.SelfComposedDpEvent(p, event.count) for p in inner]
+    if isinstance(event, dp_event.NoOpDpEvent):
+        return []
     return [event]
+
+
+def selects(event: dp_event.DpEvent) -> bool:
+    """Whether ``event`` holds a ``RepeatAndSelectDpEvent`` (private selection) anywhere."""
+    if isinstance(event, dp_event.RepeatAndSelectDpEvent):
+        return True
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return any(selects(e) for e in event.events)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return selects(event.event)
+    return False
 
 
 def _none(message: str, key: str = "event") -> DPLabError:

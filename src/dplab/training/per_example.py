@@ -40,6 +40,7 @@ loss without the ``model``/``l2`` attributes that :func:`models.example_loss` se
 
 from __future__ import annotations
 
+import logging
 import weakref
 from dataclasses import dataclass
 from typing import Callable
@@ -47,6 +48,8 @@ from typing import Callable
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
+
+log = logging.getLogger("dplab")
 
 #: added to the norm in the clipping factor (Opacus 1.6 uses the same constant)
 CLIP_EPS = 1e-6
@@ -190,19 +193,25 @@ def _factors(norms: torch.Tensor, clip: float | None) -> torch.Tensor:
 
 def _materialized(loss, params, x, y, clip, mask=None, summed=True) -> ClippedGrads:
     """Per-example gradients with torch.func, then clip and sum (weighted by ``mask``);
-    ``summed=False``: the norms and the loss only (no clip, no sum).  A network whose forward
-    pass reads a value (``.item()``, ``if x.max() > …``), which ``vmap`` cannot batch, has its
-    examples' gradients taken one after another (:func:`_one_by_one`, from then on for that
-    loss)."""
+    ``summed=False``: the norms and the loss only (no clip, no sum).  A network that ``vmap``
+    cannot batch (its forward pass reads a value: ``.item()``, ``.tolist()``, ``if x.max() > …``,
+    or indexes by a mask) has its examples' gradients taken one after another from then on
+    (:func:`_one_by_one`, ``loss.one_by_one``; tens of times slower, said in the log)."""
     if getattr(loss, "one_by_one", False):
         grads, losses = _one_by_one(loss, params, x, y)
     else:
         try:
             grads, losses = vmap(grad_and_value(loss), in_dims=(None, 0, 0))(params, x, y)
         except RuntimeError as err:
-            if not str(err).startswith("vmap: It looks like you're"):
-                raise
             loss.one_by_one = True
+            why = str(err).split("\n", 1)[0][:120]
+            if why not in _said:
+                _said.add(why)
+                log.warning(
+                    "dplab: vmap cannot batch this network (%s): each example's gradient is"
+                    " taken alone, one after another (tens of times slower)",
+                    why,
+                )
             grads, losses = _one_by_one(loss, params, x, y)
     flat = torch.cat([g.reshape(len(x), -1) for g in grads.values()], dim=1)
     norms = flat.norm(dim=1)
@@ -215,11 +224,22 @@ def _materialized(loss, params, x, y, clip, mask=None, summed=True) -> ClippedGr
     return ClippedGrads(summed, norms, losses.sum())
 
 
+#: why vmap could not batch a network, each said once in the log (:func:`_materialized`)
+_said: set[str] = set()
+
+
 def _one_by_one(loss, params, x, y) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Each example's gradient and loss by ``grad_and_value`` alone, stacked as ``vmap`` would."""
-    each = [grad_and_value(loss)(params, x[i], y[i]) for i in range(len(x))]
-    grads = {k: torch.stack([g[k] for g, _ in each]) for k in params}
-    return grads, torch.stack([value for _, value in each])
+    """Each example's gradient and loss by plain autograd, one example at a time (any Python the
+    forward pass runs: a value read, numpy), stacked as ``vmap`` would."""
+    grads, losses = {k: [] for k in params}, []
+    for i in range(len(x)):
+        p = {k: v.detach().requires_grad_() for k, v in params.items()}
+        with torch.enable_grad():
+            value = loss(p, x[i], y[i])
+            for k, g in zip(p, torch.autograd.grad(value, list(p.values()), allow_unused=True)):
+                grads[k].append(torch.zeros_like(p[k]) if g is None else g)
+        losses.append(value.detach())
+    return {k: torch.stack(g) for k, g in grads.items()}, torch.stack(losses)
 
 
 @dataclass(frozen=True)

@@ -56,14 +56,15 @@ def clipped_sums(
 
     try:
         return ClippedGrads(*torch.func.vmap(one_run)(params, x, y, mask))
-    except RuntimeError as err:
-        if not str(err).startswith("vmap: It looks like you're"):
+    except RuntimeError:
+        if not getattr(loss, "one_by_one", False):  # vmap batched the network alone: not that
             raise
         raise DPLabError(
             "model",
             "the runs stepped together (an audit's) take their clipped sums in one vmap over the"
-            " runs, which a network whose forward pass reads a value (.item(), `if x.max() > …`)"
-            " cannot pass: compute it with tensor operations (torch.where) instead",
+            " runs, which a network that vmap cannot batch (its forward pass reads a value:"
+            " .item(), `if x.max() > …`, a mask's indices) cannot pass: compute it with tensor"
+            " operations (torch.where) instead",
         ) from None
 
 

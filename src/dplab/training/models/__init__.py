@@ -197,8 +197,7 @@ def check_batch(model: nn.Module, input_shape: list[int], classes: int) -> None:
             "two forward passes of the same batch differ: the model draws random numbers "
             "(dropout?), which dplab's per-example gradients do not support",
         )
-    _check_gradients(model, x, classes)
-    _check_buffers(model, before)
+    _check_gradients(model, x, classes, before)
     alone = torch.cat(alone)
     scale = 1e-5 * (1.0 + float(out.abs().nan_to_num().max()))
     if not torch.allclose(out, alone, rtol=1e-4, atol=scale, equal_nan=True):
@@ -221,35 +220,54 @@ def _check_buffers(model: nn.Module, before: dict) -> None:
             raise DPLabError("model", _STATE.format(what=f"the buffer {name!r}"))
 
 
-#: why a network that writes a buffer in its forward pass is refused
+#: why a network that keeps state in its forward pass is refused
 _STATE = (
-    "the forward pass changes {what}: a network that keeps state outside its"
-    " parameters (running statistics, a cache, a counter, spectral norm's power iteration) is"
-    " not supported: that state is no part of the clipped, noised update, and where it depends"
-    " on the training data no ε covers it"
+    "the forward pass changes {what}: a network that keeps state outside its parameters"
+    " (running statistics in a buffer, an attribute or a global, a cache, a counter, spectral"
+    " norm's power iteration) is not supported: that state is no part of the clipped, noised"
+    " update, and where it depends on the training data no ε covers it"
 )
 
 
-def _check_gradients(model: nn.Module, x, classes: int) -> None:
+def _check_gradients(model: nn.Module, x, classes: int, before: dict) -> None:
     """Each example's gradient of the batch ``x``, as training takes it (:func:`example_loss`,
-    one example at a time): a DPLabError on ``model`` where that fails, as it does for a network
-    that writes a buffer (torch.func refuses to change a captured tensor)."""
+    one example at a time), then again after other inputs (``x``·1000 + 7) went through the
+    network: a DPLabError on ``model`` where that fails, where a buffer then differs from
+    ``before``, or where the second gradients differ from the first: the network keeps state
+    from what it has seen (an attribute, a global), which no check can rule out in general but
+    this one finds for a running statistic."""
     import torch
 
     from dplab.training.per_example import clipped_grad_sum
 
     params = {k: v.detach() for k, v in model.named_parameters()}
     y = torch.arange(len(x)) % classes
+    loss = example_loss(model, 0.0, batched=False)
+
+    def gradients(inputs):
+        return clipped_grad_sum(loss, params, inputs, y, None).grad_sum
+
     try:
-        clipped_grad_sum(example_loss(model, 0.0, batched=False), params, x, y, 1.0)
+        first = gradients(x)
+        try:
+            gradients(x * 1000.0 + 7.0)
+        except Exception:  # noqa: BLE001 (inputs it does not take, e.g. token ids: no probe)
+            pass
+        again = gradients(x)
     except RuntimeError as err:
-        if "mutate a captured Tensor" in str(err):
-            names = ", ".join(repr(n) for n, _ in model.named_buffers())
-            raise DPLabError("model", _STATE.format(what=f"a buffer ({names})")) from None
         raise DPLabError(
             "model",
             f"one example's gradient fails: {type(err).__name__}: {str(err)[:160]}",
         ) from None
+    _check_buffers(model, before)
+    if any(not torch.allclose(first[k], again[k], rtol=1e-6, atol=1e-12) for k in first):
+        raise DPLabError(
+            "model",
+            _STATE.format(
+                what="what the network computes next (the same examples' gradients differed after"
+                " other inputs went through it)"
+            ),
+        )
 
 
 def example_loss(model: nn.Module, l2: float, batched: bool = True):
