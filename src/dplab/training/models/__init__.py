@@ -260,7 +260,8 @@ def _check_gradients(model: nn.Module, x, classes: int, before: dict) -> None:
             f"one example's gradient fails: {type(err).__name__}: {str(err)[:160]}",
         ) from None
     _check_buffers(model, before)
-    if any(not torch.allclose(first[k], again[k], rtol=1e-6, atol=1e-12) for k in first):
+    same = (torch.allclose(first[k], again[k], 1e-6, 1e-12, equal_nan=True) for k in first)
+    if not all(same):
         raise DPLabError(
             "model",
             _STATE.format(
