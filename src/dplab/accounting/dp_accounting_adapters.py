@@ -247,8 +247,7 @@ class RdpAccountant(DpAccountingAdapter):
         k times e's, of a ``RepeatAndSelectDpEvent`` the repeated event's through Papernot &
         Steinke's bound (:func:`selection.repeat_and_select`), of a ``NoOpDpEvent`` (or of an
         empty composition within one) 0."""
-        if isinstance(event, dp_event.RepeatAndSelectDpEvent):
-            self.parts(event, neighbouring)  # K's mean and shape checked
+        if isinstance(event, dp_event.RepeatAndSelectDpEvent):  # K checked with the event
             orders, rdp = self.event_rdp(event.event, neighbouring)
             return orders, selection.repeat_and_select(orders, rdp, event.mean, event.shape)
         orders = np.array(rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
@@ -260,8 +259,8 @@ class RdpAccountant(DpAccountingAdapter):
             return orders, event.count * rdp
         if isinstance(event, dp_event.NoOpDpEvent):
             return orders, np.zeros_like(orders)
-        ((orders, rdp),) = [self.rdp_curve(s) for s in self.parts(event, neighbouring)]
-        return orders, rdp
+        (setting,) = self.parts(event, neighbouring)
+        return self.rdp_curve(setting)
 
     def _delta_curve(self, setting, epsilon, steps):
         orders, rdp = self.one_step_rdp(setting)
